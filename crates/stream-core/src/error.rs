@@ -1,0 +1,129 @@
+//! The front layer's typed errors.
+
+use crate::hal::HalError;
+use crate::kernel::KernelError;
+use crate::types::StreamId;
+
+/// Everything the front layer can refuse or report. After any of these the device, its streams
+/// and events stay consistent and usable.
+#[derive(Clone, PartialEq, Debug, thiserror::Error)]
+pub enum Error {
+    /// The backend failed.
+    #[error(transparent)]
+    Backend(#[from] HalError),
+    /// A kernel's declared ranges do not fit its shape.
+    #[error(transparent)]
+    Kernel(#[from] KernelError),
+    /// A host-blocking call was made while a capture forbids it.
+    #[error("{call} is not allowed while {stream} is capturing a graph (it would synchronize with work that is only being recorded)")]
+    ForbiddenDuringCapture {
+        /// The call that was refused, e.g. `Stream::synchronize`.
+        call: &'static str,
+        /// The capturing stream that forbids it.
+        stream: StreamId,
+    },
+    /// Work was submitted to the default stream while a capture is active on the device.
+    #[error("{call} on the default stream is not allowed while {capturing} is capturing (the default stream would create an implicit dependency)")]
+    DefaultStreamDuringCapture {
+        /// The call that was refused.
+        call: &'static str,
+        /// The capturing stream.
+        capturing: StreamId,
+    },
+    /// Capture was begun on the default stream.
+    #[error("graphs must be captured on a non-default stream")]
+    CaptureOnDefaultStream,
+    /// Capture was begun on a stream that is already part of a capture.
+    #[error("{stream} is already capturing")]
+    AlreadyCapturing {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// End of capture was requested on a stream that is not capturing.
+    #[error("{stream} is not capturing")]
+    NotCapturing {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// End of capture was requested on a joined stream instead of the stream that began it.
+    #[error("capture must end on its origin {origin}, not on {stream}")]
+    NotCaptureOrigin {
+        /// Where end was requested.
+        stream: StreamId,
+        /// Where the capture began.
+        origin: StreamId,
+    },
+    /// A stream joined the capture and never rejoined the origin stream (ACL error 107025).
+    #[error("{stream} joined the capture of {origin} at its position {joined_at} but its work up to position {last_work} was never joined back to {origin}: record an event on {stream} after its last captured work and wait on it from {origin} before ending the capture")]
+    UnjoinedStream {
+        /// The stream that did not rejoin.
+        stream: StreamId,
+        /// The origin stream.
+        origin: StreamId,
+        /// Position of the stream when it joined (forked from the capture).
+        joined_at: u64,
+        /// Position of its last captured work.
+        last_work: u64,
+    },
+    /// A wait would connect work inside a capture with work outside it.
+    #[error("{stream} cannot wait on an event {reason}")]
+    CaptureIsolation {
+        /// The waiting stream.
+        stream: StreamId,
+        /// Why the wait crosses a capture boundary.
+        reason: &'static str,
+    },
+    /// `elapsed_ms` on an event created without timing.
+    #[error("elapsed time needs events created with timing enabled")]
+    EventWithoutTiming,
+    /// `elapsed_ms` on an event never recorded.
+    #[error("both events must be recorded before computing elapsed time")]
+    EventNotRecorded,
+    /// An object of one device was used with another.
+    #[error("{what} belongs to device {found}, but was used with device {expected}")]
+    WrongDevice {
+        /// What was passed.
+        what: &'static str,
+        /// Device of the call.
+        expected: u32,
+        /// Device of the object.
+        found: u32,
+    },
+    /// A tagged event's tag is already in use.
+    #[error("tagged event tag {0:?} is already in use")]
+    TagInUse(String),
+    /// No tagged event has this tag.
+    #[error("no tagged event has tag {0:?}")]
+    UnknownTag(String),
+    /// A tagged stream was asked for with a priority other than the one it was created with.
+    #[error("tagged stream {tag:?} exists with priority {existing}, asked for {requested}")]
+    TagPriorityMismatch {
+        /// The tag.
+        tag: String,
+        /// Priority it was created with.
+        existing: i32,
+        /// Priority requested now.
+        requested: i32,
+    },
+    /// A copy or access outside the memory it names.
+    #[error("{what}: {len} bytes at offset {offset} do not fit in {capacity} bytes")]
+    OutOfBounds {
+        /// What was accessed.
+        what: &'static str,
+        /// Offset of the access.
+        offset: u64,
+        /// Length of the access.
+        len: u64,
+        /// Size of the memory.
+        capacity: u64,
+    },
+    /// Host data was read before the copy producing it was known complete.
+    #[error("the device-to-host copy has not completed: synchronize its stream or call wait()")]
+    NotReady,
+    /// A size that does not fit in the address space.
+    #[error("size overflow: {0}")]
+    SizeOverflow(String),
+}
+
+/// Result with the front layer's [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;

@@ -1,0 +1,166 @@
+//! The backend interface: thin, unvalidated traits a device backend implements.
+//!
+//! In the style of wgpu-hal, one [`Backend`] type ties the associated device, stream, event and
+//! graph types together, and everything is statically dispatched. Backends keep no ordering
+//! state and check nothing beyond what they need to stay memory safe: all the meaning (the
+//! happens-before model, capture rules, typed misuse errors) lives once, in the front layer
+//! ([`crate::Device`], [`crate::Stream`], [`crate::Event`], [`crate::Graph`]).
+
+use crate::kernel::Kernel;
+use crate::types::{CaptureMode, CaptureStatus, DevicePtr, EventFlags, MemInfo, Priority};
+
+/// Errors a backend reports. Out of memory is distinct so the allocator can run its ladder.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum HalError {
+    /// The device could not provide the requested bytes.
+    #[error("device out of memory: requested {requested} bytes, {free} of {total} bytes free")]
+    OutOfMemory {
+        /// Bytes requested.
+        requested: u64,
+        /// Bytes free on the device at the time.
+        free: u64,
+        /// Device capacity.
+        total: u64,
+    },
+    /// A parameter the backend cannot accept.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// The backend does not support the operation.
+    #[error("operation not supported by this backend: {0}")]
+    Unsupported(&'static str),
+    /// An error code from the native runtime, with its name and message.
+    #[error("{name} ({code}): {message}")]
+    Native {
+        /// Native error number.
+        code: i32,
+        /// Symbolic name of the code.
+        name: &'static str,
+        /// Text the runtime gave.
+        message: String,
+    },
+}
+
+/// Ties a backend's types together.
+pub trait Backend: Sized + Send + Sync + 'static {
+    /// A device (one accelerator).
+    type Device: Device<B = Self>;
+    /// A stream of work on a device.
+    type Stream: Stream<B = Self>;
+    /// A marker in a stream's work.
+    type Event: Event<B = Self>;
+    /// A captured, replayable graph of work.
+    type Graph: Graph<B = Self>;
+    /// Name shown in logs, errors and tables.
+    const NAME: &'static str;
+}
+
+/// One accelerator.
+pub trait Device: Send + Sync + 'static {
+    /// The backend.
+    type B: Backend<Device = Self>;
+
+    /// Ordinal of the device on this host.
+    fn ordinal(&self) -> u32;
+
+    /// A handle to the device's default stream.
+    fn default_stream(&self) -> Result<<Self::B as Backend>::Stream, HalError>;
+
+    /// Creates a stream with the given priority (smaller is higher, 0 is normal).
+    fn create_stream(&self, priority: Priority) -> Result<<Self::B as Backend>::Stream, HalError>;
+
+    /// Creates an event.
+    fn create_event(&self, flags: EventFlags) -> Result<<Self::B as Backend>::Event, HalError>;
+
+    /// Allocates a segment of device memory. Out of memory is [`HalError::OutOfMemory`].
+    fn alloc(&self, size: u64) -> Result<DevicePtr, HalError>;
+
+    /// Returns a segment to the device.
+    ///
+    /// # Safety
+    /// `ptr` came from [`Device::alloc`] on this device and was not freed; no queued or captured
+    /// work that is still to run uses it (or the caller accepts that such work sees freed memory).
+    unsafe fn free(&self, ptr: DevicePtr) -> Result<(), HalError>;
+
+    /// Free and total device memory.
+    fn mem_info(&self) -> Result<MemInfo, HalError>;
+
+    /// Blocks until all work on all streams is done.
+    fn synchronize(&self) -> Result<(), HalError>;
+}
+
+/// A FIFO of device work.
+pub trait Stream: Send + Sync + 'static {
+    /// The backend.
+    type B: Backend<Stream = Self>;
+
+    /// Enqueues a kernel. `label` names it in timelines and reports.
+    fn launch(&self, kernel: &Kernel, label: &str) -> Result<(), HalError>;
+
+    /// Enqueues a copy of `len` bytes from host memory to the device.
+    ///
+    /// # Safety
+    /// `src` is valid for reads of `len` bytes and unchanged until the copy has run (until a host
+    /// observation of its completion, or for captured copies until the graph is destroyed).
+    unsafe fn memcpy_h2d(&self, dst: DevicePtr, src: *const u8, len: u64) -> Result<(), HalError>;
+
+    /// Enqueues a copy of `len` bytes from the device into host memory.
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of `len` bytes, and the host neither reads nor writes it until a
+    /// host observation of the copy's completion.
+    unsafe fn memcpy_d2h(&self, dst: *mut u8, src: DevicePtr, len: u64) -> Result<(), HalError>;
+
+    /// Enqueues a device-to-device copy.
+    fn memcpy_d2d(&self, dst: DevicePtr, src: DevicePtr, len: u64) -> Result<(), HalError>;
+
+    /// Enqueues a memset of `len` bytes to `value`.
+    fn memset(&self, dst: DevicePtr, value: u8, len: u64) -> Result<(), HalError>;
+
+    /// Records `event` at the stream's current position.
+    fn record(&self, event: &<Self::B as Backend>::Event) -> Result<(), HalError>;
+
+    /// Makes later work on this stream wait for `event`'s last record.
+    fn wait(&self, event: &<Self::B as Backend>::Event) -> Result<(), HalError>;
+
+    /// Blocks the host until all work on the stream is done.
+    fn synchronize(&self) -> Result<(), HalError>;
+
+    /// Whether all work on the stream is done.
+    fn query(&self) -> Result<bool, HalError>;
+
+    /// Starts capturing work on this stream into a graph instead of running it.
+    fn begin_capture(&self, mode: CaptureMode) -> Result<(), HalError>;
+
+    /// Ends the capture started on this stream and returns the graph.
+    fn end_capture(&self) -> Result<<Self::B as Backend>::Graph, HalError>;
+
+    /// Whether the stream is capturing.
+    fn capture_status(&self) -> Result<CaptureStatus, HalError>;
+}
+
+/// A marker in a stream's work.
+pub trait Event: Send + Sync + 'static {
+    /// The backend.
+    type B: Backend<Event = Self>;
+
+    /// Whether the work before the last record is done (true if never recorded).
+    fn query(&self) -> Result<bool, HalError>;
+
+    /// Blocks the host until the work before the last record is done.
+    fn synchronize(&self) -> Result<(), HalError>;
+
+    /// Milliseconds between this event and `end`; both recorded with timing and complete.
+    fn elapsed_ms(&self, end: &Self) -> Result<f32, HalError>;
+}
+
+/// A captured graph of work.
+pub trait Graph: Send + Sync + 'static {
+    /// The backend.
+    type B: Backend<Graph = Self>;
+
+    /// Enqueues one replay of the graph on `stream`.
+    fn launch(&self, stream: &<Self::B as Backend>::Stream) -> Result<(), HalError>;
+
+    /// Number of work nodes in the graph.
+    fn node_count(&self) -> usize;
+}

@@ -1,0 +1,155 @@
+//! Small value types shared by the hal and the front layer.
+
+use std::fmt;
+
+/// An address in a device's memory space.
+///
+/// Device addresses are plain numbers on the host: holding one gives no access to the memory,
+/// so they are `Copy` and carry no lifetime. Ownership of memory lives in the types that hand
+/// addresses out (`DeviceMemory`, the allocator's buffers).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct DevicePtr(pub u64);
+
+impl DevicePtr {
+    /// The null device address.
+    pub const NULL: DevicePtr = DevicePtr(0);
+
+    /// The address `bytes` past this one, or `None` on overflow.
+    pub fn checked_add(self, bytes: u64) -> Option<DevicePtr> {
+        self.0.checked_add(bytes).map(DevicePtr)
+    }
+
+    /// The raw address.
+    pub fn addr(self) -> u64 {
+        self.0
+    }
+}
+
+impl fmt::Debug for DevicePtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+impl fmt::Display for DevicePtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.0)
+    }
+}
+
+/// A byte range of device memory: what a kernel, copy or memset reads or writes.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct DeviceSlice {
+    /// First byte.
+    pub ptr: DevicePtr,
+    /// Length in bytes.
+    pub len: u64,
+}
+
+impl DeviceSlice {
+    /// A slice of `len` bytes starting at `ptr`.
+    pub fn new(ptr: DevicePtr, len: u64) -> Self {
+        DeviceSlice { ptr, len }
+    }
+
+    /// One past the last byte (saturating).
+    pub fn end(&self) -> u64 {
+        self.ptr.0.saturating_add(self.len)
+    }
+
+    /// Number of `f32` elements the slice holds (whole elements only).
+    pub fn f32_len(&self) -> u64 {
+        self.len / 4
+    }
+
+    /// A sub-slice of `len` bytes at byte `offset`, or `None` if it does not fit.
+    pub fn sub(&self, offset: u64, len: u64) -> Option<DeviceSlice> {
+        let end = offset.checked_add(len)?;
+        (end <= self.len).then(|| DeviceSlice::new(DevicePtr(self.ptr.0 + offset), len))
+    }
+
+    /// Whether two slices share at least one byte.
+    pub fn overlaps(&self, other: &DeviceSlice) -> bool {
+        self.len > 0 && other.len > 0 && self.ptr.0 < other.end() && other.ptr.0 < self.end()
+    }
+
+    /// Whether `other` lies entirely inside this slice.
+    pub fn contains(&self, other: &DeviceSlice) -> bool {
+        other.ptr.0 >= self.ptr.0 && other.end() <= self.end()
+    }
+}
+
+/// Identifies a stream within its device. The default stream is always `StreamId(0)`.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub struct StreamId(pub u32);
+
+impl StreamId {
+    /// The device's default stream.
+    pub const DEFAULT: StreamId = StreamId(0);
+
+    /// Index into per-stream tables.
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+impl fmt::Display for StreamId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.0 == 0 {
+            write!(f, "stream 0 (default)")
+        } else {
+            write!(f, "stream {}", self.0)
+        }
+    }
+}
+
+/// Stream priority as ACL and CUDA express it: smaller numbers are higher priority, 0 is normal.
+pub type Priority = i32;
+
+/// Options for creating an event.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct EventFlags {
+    /// Record timestamps so `elapsed_ms` works (costs a little at record time).
+    pub timing: bool,
+}
+
+impl EventFlags {
+    /// An event that records timestamps.
+    pub const TIMING: EventFlags = EventFlags { timing: true };
+    /// An event used only for ordering.
+    pub const ORDERING: EventFlags = EventFlags { timing: false };
+}
+
+/// How strictly a capture forbids calls that would break it (ACL's `aclmdlRICaptureMode`,
+/// CUDA's `cudaStreamCaptureMode`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum CaptureMode {
+    /// While any capture is active on the device, no thread may synchronize or query a stream,
+    /// event or the device, nor use the default stream.
+    #[default]
+    Global,
+    /// Only the thread that began the capture is restricted.
+    ThreadLocal,
+    /// Only objects that belong to the capture are restricted.
+    Relaxed,
+}
+
+/// Capture status of a stream as the backend reports it.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum CaptureStatus {
+    /// Not capturing.
+    None,
+    /// Capturing (as origin or as a joined stream).
+    Active,
+    /// A capture that failed and must be ended.
+    Invalidated,
+}
+
+/// Free and total bytes of device memory.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct MemInfo {
+    /// Bytes the device can still hand out.
+    pub free: u64,
+    /// Capacity of the device.
+    pub total: u64,
+}
