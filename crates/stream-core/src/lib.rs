@@ -1,9 +1,53 @@
 //! braid's backend interface and front layer.
+//!
+//! - [`hal`]: the thin, unvalidated traits a backend implements (`Backend` with associated
+//!   `Device`, `Stream`, `Event`, `Graph` types), in the style of wgpu-hal.
+//! - The front types [`Device`], [`Stream`], [`Event`], [`Graph`] wrap a backend and carry the
+//!   one model of ordering the whole project uses: a happens-before relation kept as vector
+//!   clocks ([`ordering`]). Anyone can ask whether a use of memory on one stream is ordered
+//!   before the next work on another ([`Device::is_ordered_before`]); the allocator frees across
+//!   streams with it, graph capture reuses memory and checks joins with it.
+//! - The current-stream context ([`Device::use_stream`]), tagged streams and events
+//!   ([`Device::stream_switch`], [`Device::create_tagged_event`]) and the capture rules, each
+//!   with a typed [`Error`].
+//!
+//! ```
+//! # fn demo<B: braid_stream_core::hal::Backend>(device: braid_stream_core::Device<B>) -> braid_stream_core::Result<()> {
+//! use braid_stream_core::{EventFlags, Kernel};
+//! let side = device.create_stream(0)?;
+//! let main = device.default_stream();
+//! let buf = device.alloc(4096)?;
+//! let pos = main.launch(&Kernel::Fill { dst: buf.slice(), value: 1.0 })?;
+//! assert!(!device.is_ordered_before(pos, &side));
+//! side.wait_stream(&main)?;
+//! assert!(device.is_ordered_before(pos, &side));
+//! # Ok(()) }
+//! ```
 #![warn(missing_docs)]
 
 pub mod clock;
+mod context;
+mod device;
 pub mod error;
+mod event;
+mod graph;
 pub mod hal;
 pub mod kernel;
+mod memory;
 pub mod ordering;
+mod state;
+mod stream;
 pub mod types;
+
+pub use context::StreamGuard;
+pub use device::Device;
+pub use error::{Error, Result};
+pub use event::{Event, EventWait};
+pub use graph::Graph;
+pub use kernel::{ComputeUnit, Kernel, KernelError};
+pub use memory::{f32_bytes, f32s_from_bytes, DeviceMemory, HostReadback};
+pub use ordering::{CaptureId, Domain, StreamPosition};
+pub use stream::Stream;
+pub use types::{
+    CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, MemInfo, Priority, StreamId,
+};

@@ -208,6 +208,18 @@ impl Ordering {
         EventSnapshot { position, clock }
     }
 
+    /// Whether `t` may wait on an event recorded with `snap`, without changing anything.
+    pub fn check_wait(&self, t: StreamId, snap: &EventSnapshot) -> Result<(), WaitRefusal> {
+        match (self.domain_of(t), snap.position.domain) {
+            (Domain::Eager, Domain::Eager) => Ok(()),
+            (Domain::Eager, Domain::Capture(c)) if self.captures.contains_key(&c) => Ok(()),
+            (Domain::Eager, Domain::Capture(_)) => Err(WaitRefusal::RecordedInEndedCapture),
+            (Domain::Capture(c), Domain::Capture(d)) if c == d => Ok(()),
+            (Domain::Capture(_), Domain::Capture(_)) => Err(WaitRefusal::RecordedInOtherCapture),
+            (Domain::Capture(_), Domain::Eager) => Err(WaitRefusal::RecordedOutsideCapture),
+        }
+    }
+
     /// Makes `t` wait on an event recorded with `snap`.
     pub fn wait(&mut self, t: StreamId, snap: &EventSnapshot) -> Result<WaitEffect, WaitRefusal> {
         self.ensure(t);

@@ -1,0 +1,244 @@
+//! `Device<B>`: one accelerator, its streams and the ordering model over them.
+
+use crate::context::{self, StreamGuard};
+use crate::error::{Error, Result};
+use crate::event::{Event, EventInner};
+use crate::hal::{self, Backend, Device as _};
+use crate::memory::DeviceMemory;
+use crate::ordering::StreamPosition;
+use crate::state::{BlockingTarget, DeviceState};
+use crate::stream::{Stream, StreamInner};
+use crate::types::{EventFlags, MemInfo, Priority, StreamId};
+use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+static NEXT_DEVICE_UID: AtomicU64 = AtomicU64::new(1);
+
+pub(crate) struct DeviceInner<B: Backend> {
+    pub(crate) uid: u64,
+    pub(crate) ordinal: u32,
+    pub(crate) hal: B::Device,
+    pub(crate) default_stream: Arc<StreamInner<B>>,
+    state: Mutex<DeviceState<B>>,
+}
+
+impl<B: Backend> DeviceInner<B> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, DeviceState<B>> {
+        // The state is only mutated by short critical sections that do not panic; a poisoned
+        // lock therefore still holds consistent data.
+        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl<B: Backend> Drop for DeviceInner<B> {
+    fn drop(&mut self) {
+        // Host buffers kept alive for pending copies are dropped with the state: let the device
+        // finish first so no copy writes into freed host memory.
+        if let Err(err) = self.hal.synchronize() {
+            tracing::warn!(%err, "device synchronize failed while dropping the device");
+        }
+    }
+}
+
+/// One accelerator as the front layer sees it. Cheap to clone (a shared handle).
+///
+/// All streams, events, graphs and memory of a device share one happens-before model; the
+/// device answers the question the allocator and graph capture ask:
+/// [`Device::is_ordered_before`].
+pub struct Device<B: Backend> {
+    pub(crate) inner: Arc<DeviceInner<B>>,
+}
+
+impl<B: Backend> Clone for Device<B> {
+    fn clone(&self) -> Self {
+        Device { inner: self.inner.clone() }
+    }
+}
+
+impl<B: Backend> fmt::Debug for Device<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Device<{}>({})", B::NAME, self.inner.ordinal)
+    }
+}
+
+impl<B: Backend> Device<B> {
+    /// Wraps a backend device.
+    pub fn new(hal: B::Device) -> Result<Self> {
+        let default = hal.default_stream()?;
+        let inner = DeviceInner {
+            uid: NEXT_DEVICE_UID.fetch_add(1, AtomicOrdering::Relaxed),
+            ordinal: hal.ordinal(),
+            default_stream: Arc::new(StreamInner::new(StreamId::DEFAULT, 0, None, default)),
+            hal,
+            state: Mutex::new(DeviceState::new()),
+        };
+        tracing::debug!(backend = B::NAME, ordinal = inner.ordinal, "device opened");
+        Ok(Device { inner: Arc::new(inner) })
+    }
+
+    /// The device's ordinal.
+    pub fn ordinal(&self) -> u32 {
+        self.inner.ordinal
+    }
+
+    /// The backend device, for backend-specific calls (for example the simulator's timeline).
+    pub fn hal(&self) -> &B::Device {
+        &self.inner.hal
+    }
+
+    /// The default stream (id 0).
+    pub fn default_stream(&self) -> Stream<B> {
+        Stream::from_parts(self.clone(), self.inner.default_stream.clone())
+    }
+
+    /// Creates a stream with `priority` (smaller is higher; 0 is normal).
+    pub fn create_stream(&self, priority: Priority) -> Result<Stream<B>> {
+        let hal = self.inner.hal.create_stream(priority)?;
+        let id = {
+            let mut st = self.inner.lock();
+            let id = StreamId(st.next_stream_id);
+            st.next_stream_id += 1;
+            id
+        };
+        tracing::debug!(stream = id.0, priority, "stream created");
+        Ok(Stream::from_parts(self.clone(), Arc::new(StreamInner::new(id, priority, None, hal))))
+    }
+
+    /// Creates an event.
+    pub fn create_event(&self, flags: EventFlags) -> Result<Event<B>> {
+        let hal = self.inner.hal.create_event(flags)?;
+        Ok(Event::from_parts(self.clone(), Arc::new(EventInner::new(hal, flags, None))))
+    }
+
+    /// Blocks until all work on all streams is done. Refused while a capture forbids it.
+    pub fn synchronize(&self) -> Result<()> {
+        self.inner.lock().check_blocking("Device::synchronize", BlockingTarget::Device)?;
+        hal::Device::synchronize(&self.inner.hal)?;
+        let mut st = self.inner.lock();
+        st.ordering.observe_all();
+        st.release_completed();
+        Ok(())
+    }
+
+    /// Free and total device memory.
+    pub fn mem_info(&self) -> Result<MemInfo> {
+        Ok(self.inner.hal.mem_info()?)
+    }
+
+    /// Allocates a raw segment of device memory, freed when dropped. The caching allocator
+    /// (`braid-allocator`) is what applications use; raw segments serve tests and tools.
+    pub fn alloc(&self, size: u64) -> Result<DeviceMemory<B>> {
+        DeviceMemory::new(self.clone(), size)
+    }
+
+    /// The stream work goes to on this thread: the innermost [`StreamGuard`] for this device,
+    /// or the default stream.
+    pub fn current_stream(&self) -> Stream<B> {
+        match context::current::<B>(self.inner.uid) {
+            Some(inner) => Stream::from_parts(self.clone(), inner),
+            None => self.default_stream(),
+        }
+    }
+
+    /// Makes `stream` the current stream of this thread until the guard drops (PyTorch's
+    /// `torch.npu.stream(s)`, MindSpore's `StreamCtx`). Guards nest and restore the previous
+    /// stream when dropped, also while unwinding.
+    pub fn use_stream(&self, stream: &Stream<B>) -> Result<StreamGuard> {
+        self.check_same_device("stream", stream.device())?;
+        Ok(context::push(self.inner.uid, stream.inner.clone()))
+    }
+
+    /// The stream registered under `tag`, created on first use with `priority`. The same tag
+    /// always gives the same stream (TorchAir's tagged streams).
+    pub fn tagged_stream(&self, tag: &str, priority: Priority) -> Result<Stream<B>> {
+        if let Some(existing) = self.inner.lock().tagged_streams.get(tag).cloned() {
+            if existing.priority != priority {
+                return Err(Error::TagPriorityMismatch {
+                    tag: tag.to_string(),
+                    existing: existing.priority,
+                    requested: priority,
+                });
+            }
+            return Ok(Stream::from_parts(self.clone(), existing));
+        }
+        let created = self.create_stream(priority)?;
+        let mut st = self.inner.lock();
+        // Another thread may have registered the tag meanwhile: the first registration wins.
+        let inner = st
+            .tagged_streams
+            .entry(tag.to_string())
+            .or_insert_with(|| {
+                let inner = created.inner.clone();
+                inner.set_tag(tag);
+                inner
+            })
+            .clone();
+        Ok(Stream::from_parts(self.clone(), inner))
+    }
+
+    /// Switches the current stream to the tagged stream `tag` until the guard drops
+    /// (TorchAir's `npu_stream_switch(tag, priority)`).
+    pub fn stream_switch(&self, tag: &str, priority: Priority) -> Result<StreamGuard> {
+        let stream = self.tagged_stream(tag, priority)?;
+        self.use_stream(&stream)
+    }
+
+    /// Creates an event registered under `tag` (TorchAir's `npu_create_tagged_event`). A tag can
+    /// be taken once per device.
+    pub fn create_tagged_event(&self, tag: &str) -> Result<Event<B>> {
+        if self.inner.lock().tagged_events.contains_key(tag) {
+            return Err(Error::TagInUse(tag.to_string()));
+        }
+        let hal = self.inner.hal.create_event(EventFlags::ORDERING)?;
+        let inner = Arc::new(EventInner::new(hal, EventFlags::ORDERING, Some(tag.to_string())));
+        let mut st = self.inner.lock();
+        if st.tagged_events.contains_key(tag) {
+            return Err(Error::TagInUse(tag.to_string()));
+        }
+        st.tagged_events.insert(tag.to_string(), inner.clone());
+        Ok(Event::from_parts(self.clone(), inner))
+    }
+
+    /// The event registered under `tag`.
+    pub fn tagged_event(&self, tag: &str) -> Result<Event<B>> {
+        let inner = self.inner.lock().tagged_events.get(tag).cloned();
+        inner
+            .map(|inner| Event::from_parts(self.clone(), inner))
+            .ok_or_else(|| Error::UnknownTag(tag.to_string()))
+    }
+
+    /// Is the work at `u` ordered before the next work submitted to `next_on`?
+    ///
+    /// True when `u` is on `next_on` itself, when `next_on` waited (directly or transitively)
+    /// on an event recorded after `u`, or when the host observed `u` complete. Work inside a
+    /// capture is only ordered with work of the same capture.
+    pub fn is_ordered_before(&self, u: StreamPosition, next_on: &Stream<B>) -> bool {
+        self.inner.lock().ordering.ordered_before(u, next_on.id())
+    }
+
+    /// Has the host observed the work at `u` complete (by a synchronize or a query)?
+    pub fn is_complete(&self, u: StreamPosition) -> bool {
+        self.inner.lock().ordering.ordered_before_host(u)
+    }
+
+    pub(crate) fn check_same_device(&self, what: &'static str, other: &Device<B>) -> Result<()> {
+        if Arc::ptr_eq(&self.inner, &other.inner) {
+            Ok(())
+        } else {
+            Err(Error::WrongDevice { what, expected: self.inner.ordinal, found: other.inner.ordinal })
+        }
+    }
+
+    /// Frees raw segments whose drop was deferred by a capture, once no capture is active.
+    pub(crate) fn free_deferred(&self) {
+        let pending = {
+            let mut st = self.inner.lock();
+            if st.ordering.captures().next().is_some() || st.deferred_frees.is_empty() {
+                return;
+            }
+            std::mem::take(&mut st.deferred_frees)
+        };
+        crate::memory::free_segments(self, pending);
+    }
+}

@@ -1,0 +1,219 @@
+//! `Event<B>`: a marker in a stream's work.
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::hal::{Backend, Event as _, Stream as _};
+use crate::ordering::{Domain, EventSnapshot, StreamPosition};
+use crate::state::BlockingTarget;
+use crate::stream::Stream;
+use crate::types::EventFlags;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
+
+pub(crate) struct EventInner<B: Backend> {
+    pub(crate) hal: B::Event,
+    flags: EventFlags,
+    tag: Option<String>,
+    /// The last record's snapshot. Locked after the device state, never before.
+    last: Mutex<Option<EventSnapshot>>,
+}
+
+impl<B: Backend> EventInner<B> {
+    pub(crate) fn new(hal: B::Event, flags: EventFlags, tag: Option<String>) -> Self {
+        EventInner { hal, flags, tag, last: Mutex::new(None) }
+    }
+
+    fn last(&self) -> std::sync::MutexGuard<'_, Option<EventSnapshot>> {
+        self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// A marker in a stream's work: record it on a stream, wait on it from others, query or
+/// synchronize it from the host. Cheap to clone; clones are the same event.
+pub struct Event<B: Backend> {
+    device: Device<B>,
+    pub(crate) inner: Arc<EventInner<B>>,
+}
+
+impl<B: Backend> Clone for Event<B> {
+    fn clone(&self) -> Self {
+        Event { device: self.device.clone(), inner: self.inner.clone() }
+    }
+}
+
+impl<B: Backend> fmt::Debug for Event<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Event")
+            .field("device", &self.device.ordinal())
+            .field("timing", &self.inner.flags.timing)
+            .field("tag", &self.inner.tag)
+            .field("recorded_at", &self.recorded_at())
+            .finish()
+    }
+}
+
+impl<B: Backend> Event<B> {
+    pub(crate) fn from_parts(device: Device<B>, inner: Arc<EventInner<B>>) -> Self {
+        Event { device, inner }
+    }
+
+    /// The device of the event.
+    pub fn device(&self) -> &Device<B> {
+        &self.device
+    }
+
+    /// The flags the event was created with.
+    pub fn flags(&self) -> EventFlags {
+        self.inner.flags
+    }
+
+    /// The tag of a tagged event.
+    pub fn tag(&self) -> Option<&str> {
+        self.inner.tag.as_deref()
+    }
+
+    /// Where the event was last recorded; `None` before the first record.
+    pub fn recorded_at(&self) -> Option<StreamPosition> {
+        self.inner.last().as_ref().map(|s| s.position)
+    }
+
+    pub(crate) fn snapshot(&self) -> Option<EventSnapshot> {
+        self.inner.last().clone()
+    }
+
+    /// Records the event at `stream`'s current position (re-recording moves it).
+    pub fn record(&self, stream: &Stream<B>) -> Result<()> {
+        self.device.check_same_device("stream", stream.device())?;
+        let mut st = self.device.inner.lock();
+        st.check_submit("Event::record", stream.id())?;
+        stream.hal().record(&self.inner.hal)?;
+        let snap = st.ordering.record(stream.id());
+        *self.inner.last() = Some(snap);
+        Ok(())
+    }
+
+    /// Records the event on this thread's current stream (TorchAir's `npu_tagged_event_record`).
+    pub fn record_on_current_stream(&self) -> Result<()> {
+        self.record(&self.device.current_stream())
+    }
+
+    /// Makes this thread's current stream wait on the event (TorchAir's
+    /// `npu_tagged_event_wait`).
+    pub fn wait_on_current_stream(&self) -> Result<()> {
+        self.device.current_stream().wait(self)
+    }
+
+    fn blocking_target(&self) -> BlockingTarget {
+        BlockingTarget::Event(self.recorded_at().map(|p| p.domain))
+    }
+
+    /// Whether the work before the last record is done (true if never recorded). A `true`
+    /// answer counts as a host observation.
+    pub fn query(&self) -> Result<bool> {
+        let mut st = self.device.inner.lock();
+        st.check_blocking("Event::query", self.blocking_target())?;
+        let done = self.inner.hal.query()?;
+        if done {
+            if let Some(snap) = self.snapshot() {
+                st.ordering.observe_event(&snap);
+                st.release_completed();
+            }
+        }
+        Ok(done)
+    }
+
+    /// Blocks the host until the work before the last record is done.
+    pub fn synchronize(&self) -> Result<()> {
+        let snap = {
+            let st = self.device.inner.lock();
+            st.check_blocking("Event::synchronize", self.blocking_target())?;
+            self.snapshot()
+        };
+        self.inner.hal.synchronize()?;
+        if let Some(snap) = snap {
+            let mut st = self.device.inner.lock();
+            st.ordering.observe_event(&snap);
+            st.release_completed();
+        }
+        Ok(())
+    }
+
+    /// Milliseconds of device time between this event and `end`.
+    ///
+    /// Both events need timing, must have been recorded (outside a capture) on the same device,
+    /// and `end` must be complete; otherwise a typed error says which rule failed.
+    pub fn elapsed_ms(&self, end: &Event<B>) -> Result<f32> {
+        self.device.check_same_device("event", end.device())?;
+        if !self.inner.flags.timing || !end.inner.flags.timing {
+            return Err(Error::EventWithoutTiming);
+        }
+        let eager = |e: &Event<B>| e.recorded_at().is_some_and(|p| p.domain == Domain::Eager);
+        if !eager(self) || !eager(end) {
+            return Err(Error::EventNotRecorded);
+        }
+        if !self.query()? || !end.query()? {
+            return Err(Error::NotReady);
+        }
+        Ok(self.inner.hal.elapsed_ms(&end.inner.hal)?)
+    }
+
+    /// A future that resolves when the work before the last record is done, for callers on an
+    /// async runtime. The host-blocking wait runs on a helper thread, so the runtime's workers
+    /// are never blocked.
+    pub fn wait_async(&self) -> EventWait<B> {
+        EventWait { event: self.clone(), shared: Arc::new(Mutex::new(WaitShared::default())) }
+    }
+}
+
+struct WaitShared {
+    started: bool,
+    result: Option<Result<()>>,
+    waker: Option<Waker>,
+}
+
+impl Default for WaitShared {
+    fn default() -> Self {
+        WaitShared { started: false, result: None, waker: None }
+    }
+}
+
+/// Future returned by [`Event::wait_async`].
+pub struct EventWait<B: Backend> {
+    event: Event<B>,
+    shared: Arc<Mutex<WaitShared>>,
+}
+
+impl<B: Backend> Future for EventWait<B> {
+    type Output = Result<()>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let mut shared = this.shared.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(result) = shared.result.take() {
+            return Poll::Ready(result);
+        }
+        shared.waker = Some(cx.waker().clone());
+        if !shared.started {
+            match this.event.query() {
+                Ok(true) => return Poll::Ready(Ok(())),
+                Err(err) => return Poll::Ready(Err(err)),
+                Ok(false) => {}
+            }
+            shared.started = true;
+            let event = this.event.clone();
+            let state = this.shared.clone();
+            std::thread::spawn(move || {
+                let result = event.synchronize();
+                let mut shared = state.lock().unwrap_or_else(|p| p.into_inner());
+                shared.result = Some(result);
+                if let Some(waker) = shared.waker.take() {
+                    waker.wake();
+                }
+            });
+        }
+        Poll::Pending
+    }
+}

@@ -1,0 +1,107 @@
+//! The per-device state shared by the front types: ordering, capture rules, tags, keep-alives.
+
+use crate::error::{Error, Result};
+use crate::event::EventInner;
+use crate::hal::Backend;
+use crate::ordering::{CaptureId, CaptureState, Domain, Ordering, StreamPosition};
+use crate::stream::StreamInner;
+use crate::types::{CaptureMode, DevicePtr, StreamId};
+use std::any::Any;
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
+
+/// Something the device must keep alive until the work that uses it has run (host buffers of
+/// asynchronous copies, the bytes a captured copy reads at every replay).
+pub(crate) type KeepAlive = Box<dyn Any + Send + Sync>;
+
+/// What a blocking call targets, for the capture rules.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum BlockingTarget {
+    /// A stream.
+    Stream(StreamId),
+    /// An event last recorded in this domain (`None`: never recorded).
+    Event(Option<Domain>),
+    /// The whole device.
+    Device,
+}
+
+pub(crate) struct DeviceState<B: Backend> {
+    pub(crate) ordering: Ordering,
+    pub(crate) next_stream_id: u32,
+    /// Per stream, host-side resources to keep until the host has observed a position.
+    keep_alive: BTreeMap<StreamId, VecDeque<(u64, KeepAlive)>>,
+    /// Resources captured work refers to; moved into the graph at the end of the capture.
+    pub(crate) capture_keep_alive: BTreeMap<CaptureId, Vec<KeepAlive>>,
+    pub(crate) tagged_streams: BTreeMap<String, Arc<StreamInner<B>>>,
+    pub(crate) tagged_events: BTreeMap<String, Arc<EventInner<B>>>,
+    /// Raw segments dropped while a capture was active: freed once no capture is.
+    pub(crate) deferred_frees: Vec<DevicePtr>,
+}
+
+impl<B: Backend> DeviceState<B> {
+    pub(crate) fn new() -> Self {
+        DeviceState {
+            ordering: Ordering::new(),
+            next_stream_id: 1,
+            keep_alive: BTreeMap::new(),
+            capture_keep_alive: BTreeMap::new(),
+            tagged_streams: BTreeMap::new(),
+            tagged_events: BTreeMap::new(),
+            deferred_frees: Vec::new(),
+        }
+    }
+
+    /// Keeps `item` alive until the host has observed `pos` (or, for captured work, as long as
+    /// the graph lives).
+    pub(crate) fn keep_alive(&mut self, pos: StreamPosition, item: KeepAlive) {
+        match pos.domain {
+            Domain::Eager => self.keep_alive.entry(pos.stream).or_default().push_back((pos.seq, item)),
+            Domain::Capture(c) => self.capture_keep_alive.entry(c).or_default().push(item),
+        }
+    }
+
+    /// Drops keep-alives whose work the host has observed complete.
+    pub(crate) fn release_completed(&mut self) {
+        let host = self.ordering.host_clock();
+        for (stream, queue) in self.keep_alive.iter_mut() {
+            let done = host.get(stream.index());
+            while queue.front().is_some_and(|(seq, _)| *seq <= done) {
+                queue.pop_front();
+            }
+        }
+    }
+
+    /// Refuses a host-blocking call (synchronize, query) that an active capture forbids.
+    pub(crate) fn check_blocking(&self, call: &'static str, target: BlockingTarget) -> Result<()> {
+        let own_capture = match target {
+            BlockingTarget::Stream(s) => self.ordering.capture_of(s).map(|c| c.id),
+            BlockingTarget::Event(Some(Domain::Capture(c))) => Some(c),
+            _ => None,
+        };
+        for cap in self.ordering.captures() {
+            if Some(cap.id) == own_capture || restricts_this_thread(cap) {
+                return Err(Error::ForbiddenDuringCapture { call, stream: cap.origin });
+            }
+        }
+        Ok(())
+    }
+
+    /// Refuses work on the default stream while a capture that restricts this thread is active.
+    pub(crate) fn check_submit(&self, call: &'static str, stream: StreamId) -> Result<()> {
+        if stream != StreamId::DEFAULT {
+            return Ok(());
+        }
+        match self.ordering.captures().find(|cap| restricts_this_thread(cap)) {
+            Some(cap) => Err(Error::DefaultStreamDuringCapture { call, capturing: cap.origin }),
+            None => Ok(()),
+        }
+    }
+}
+
+fn restricts_this_thread(cap: &CaptureState) -> bool {
+    match cap.mode {
+        CaptureMode::Global => true,
+        CaptureMode::ThreadLocal => cap.thread == std::thread::current().id(),
+        CaptureMode::Relaxed => false,
+    }
+}

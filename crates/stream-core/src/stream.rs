@@ -1,0 +1,322 @@
+//! `Stream<B>`: a FIFO of device work, with the ordering model applied to every submission.
+
+use crate::device::Device;
+use crate::error::{Error, Result};
+use crate::event::Event;
+use crate::graph::Graph;
+use crate::hal::{self, Backend, Stream as _};
+use crate::kernel::Kernel;
+use crate::memory::HostReadback;
+use crate::ordering::{Domain, StreamPosition, WaitEffect};
+use crate::state::{BlockingTarget, DeviceState};
+use crate::types::{CaptureMode, DeviceSlice, EventFlags, Priority, StreamId};
+use bytes::Bytes;
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+pub(crate) struct StreamInner<B: Backend> {
+    pub(crate) id: StreamId,
+    pub(crate) priority: Priority,
+    tag: OnceLock<String>,
+    pub(crate) hal: B::Stream,
+}
+
+impl<B: Backend> StreamInner<B> {
+    pub(crate) fn new(id: StreamId, priority: Priority, tag: Option<String>, hal: B::Stream) -> Self {
+        let cell = OnceLock::new();
+        if let Some(tag) = tag {
+            let _ = cell.set(tag);
+        }
+        StreamInner { id, priority, tag: cell, hal }
+    }
+
+    pub(crate) fn set_tag(&self, tag: &str) {
+        let _ = self.tag.set(tag.to_string());
+    }
+}
+
+/// A stream of work on a device. Cheap to clone; clones are the same stream.
+pub struct Stream<B: Backend> {
+    device: Device<B>,
+    pub(crate) inner: Arc<StreamInner<B>>,
+}
+
+impl<B: Backend> Clone for Stream<B> {
+    fn clone(&self) -> Self {
+        Stream { device: self.device.clone(), inner: self.inner.clone() }
+    }
+}
+
+impl<B: Backend> PartialEq for Stream<B> {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+}
+
+impl<B: Backend> Eq for Stream<B> {}
+
+impl<B: Backend> fmt::Debug for Stream<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Stream<{}>(device {}, {}", B::NAME, self.device.ordinal(), self.inner.id)?;
+        if let Some(tag) = self.tag() {
+            write!(f, ", tag {tag:?}")?;
+        }
+        write!(f, ")")
+    }
+}
+
+impl<B: Backend> Stream<B> {
+    pub(crate) fn from_parts(device: Device<B>, inner: Arc<StreamInner<B>>) -> Self {
+        Stream { device, inner }
+    }
+
+    /// The stream's id on its device; the default stream is `StreamId(0)`.
+    pub fn id(&self) -> StreamId {
+        self.inner.id
+    }
+
+    /// Whether this is the device's default stream.
+    pub fn is_default(&self) -> bool {
+        self.inner.id == StreamId::DEFAULT
+    }
+
+    /// The priority the stream was created with.
+    pub fn priority(&self) -> Priority {
+        self.inner.priority
+    }
+
+    /// The tag of a tagged stream.
+    pub fn tag(&self) -> Option<&str> {
+        self.inner.tag.get().map(String::as_str)
+    }
+
+    /// The device of the stream.
+    pub fn device(&self) -> &Device<B> {
+        &self.device
+    }
+
+    /// The backend stream.
+    pub fn hal(&self) -> &B::Stream {
+        &self.inner.hal
+    }
+
+    /// The position of the last work submitted to this stream.
+    pub fn position(&self) -> StreamPosition {
+        self.device.inner.lock().ordering.position(self.id())
+    }
+
+    /// Whether the stream is part of an active capture (as origin or joined).
+    pub fn is_capturing(&self) -> bool {
+        self.device.inner.lock().ordering.capture_of(self.id()).is_some()
+    }
+
+    /// Submits one piece of work under the device lock, so that positions follow the order in
+    /// which the backend received the work.
+    fn submit(
+        &self,
+        call: &'static str,
+        enqueue: impl FnOnce(&B::Stream) -> std::result::Result<(), hal::HalError>,
+    ) -> Result<(StreamPosition, std::sync::MutexGuard<'_, DeviceState<B>>)> {
+        let mut st = self.device.inner.lock();
+        st.check_submit(call, self.id())?;
+        enqueue(&self.inner.hal)?;
+        let pos = st.ordering.submit(self.id());
+        Ok((pos, st))
+    }
+
+    /// Enqueues a kernel, labelled with its name.
+    pub fn launch(&self, kernel: &Kernel) -> Result<StreamPosition> {
+        self.launch_labeled(kernel, kernel.name())
+    }
+
+    /// Enqueues a kernel with a label for timelines and reports.
+    pub fn launch_labeled(&self, kernel: &Kernel, label: &str) -> Result<StreamPosition> {
+        kernel.validate()?;
+        Ok(self.submit("Stream::launch", |s| s.launch(kernel, label))?.0)
+    }
+
+    /// Enqueues a copy of `src` into `dst`. The stream keeps `src` alive until the copy has
+    /// run (for a captured copy, as long as the graph lives).
+    pub fn copy_h2d(&self, dst: DeviceSlice, src: Bytes) -> Result<StreamPosition> {
+        if src.len() as u64 != dst.len {
+            return Err(Error::OutOfBounds {
+                what: "host-to-device copy",
+                offset: 0,
+                len: src.len() as u64,
+                capacity: dst.len,
+            });
+        }
+        let (pos, mut st) = self.submit("Stream::copy_h2d", |s| {
+            // SAFETY: `src` is moved into the keep-alive list below, under the same lock, and
+            // stays there until the host observes this copy complete (or the graph that
+            // captured it is gone); `Bytes` is immutable.
+            unsafe { s.memcpy_h2d(dst.ptr, src.as_ptr(), dst.len) }
+        })?;
+        st.keep_alive(pos, Box::new(src));
+        Ok(pos)
+    }
+
+    /// Enqueues a copy of `src` to the host. The returned readback becomes readable once the
+    /// host has observed the copy complete. Not capturable: inside a capture copy into device
+    /// memory instead.
+    pub fn copy_d2h(&self, src: DeviceSlice) -> Result<HostReadback<B>> {
+        if self.is_capturing() {
+            return Err(Error::ForbiddenDuringCapture { call: "Stream::copy_d2h", stream: self.id() });
+        }
+        let len = usize::try_from(src.len)
+            .map_err(|_| Error::SizeOverflow(format!("{} bytes do not fit in host memory", src.len)))?;
+        let staging = crate::memory::Staging::new(len);
+        let done = self.device.create_event(EventFlags::ORDERING)?;
+        let (pos, mut st) = self.submit("Stream::copy_d2h", |s| {
+            // SAFETY: the staging buffer is kept alive in the keep-alive list until the host
+            // observes this copy complete, and `HostReadback` only reads it after that.
+            unsafe { s.memcpy_d2h(staging.as_mut_ptr(), src.ptr, src.len) }
+        })?;
+        st.keep_alive(pos, Box::new(staging.clone()));
+        drop(st);
+        done.record(self)?;
+        Ok(HostReadback::new(staging, pos, done))
+    }
+
+    /// Enqueues a device-to-device copy (same lengths).
+    pub fn copy_d2d(&self, src: DeviceSlice, dst: DeviceSlice) -> Result<StreamPosition> {
+        if src.len != dst.len {
+            return Err(Error::OutOfBounds { what: "device-to-device copy", offset: 0, len: src.len, capacity: dst.len });
+        }
+        Ok(self.submit("Stream::copy_d2d", |s| s.memcpy_d2d(dst.ptr, src.ptr, src.len))?.0)
+    }
+
+    /// Enqueues a memset of every byte of `dst` to `value`.
+    pub fn memset(&self, dst: DeviceSlice, value: u8) -> Result<StreamPosition> {
+        Ok(self.submit("Stream::memset", |s| s.memset(dst.ptr, value, dst.len))?.0)
+    }
+
+    /// Records `event` at this stream's current position.
+    pub fn record(&self, event: &Event<B>) -> Result<()> {
+        event.record(self)
+    }
+
+    /// Records a new event at this stream's current position.
+    pub fn record_event(&self) -> Result<Event<B>> {
+        let event = self.device.create_event(EventFlags::ORDERING)?;
+        event.record(self)?;
+        Ok(event)
+    }
+
+    /// Makes all later work on this stream wait for `event`'s last record. Waiting on an event
+    /// recorded inside a capture makes this stream join that capture.
+    pub fn wait(&self, event: &Event<B>) -> Result<()> {
+        self.device.check_same_device("event", event.device())?;
+        let mut st = self.device.inner.lock();
+        st.check_submit("Stream::wait", self.id())?;
+        let Some(snap) = event.snapshot() else {
+            // Waiting on an event never recorded orders nothing (as in CUDA and ACL).
+            return Ok(());
+        };
+        // Check first, so a refused wait reaches neither the backend nor the model.
+        if let Err(refusal) = st.ordering.check_wait(self.id(), &snap) {
+            return Err(Error::CaptureIsolation { stream: self.id(), reason: refusal.reason() });
+        }
+        self.inner.hal.wait(&event.inner.hal)?;
+        if let Ok(WaitEffect::JoinedCapture(c)) = st.ordering.wait(self.id(), &snap) {
+            tracing::debug!(stream = self.id().0, capture = c.0, "stream joined a capture");
+        }
+        Ok(())
+    }
+
+    /// Makes all later work on this stream wait for the work submitted to `other` so far.
+    pub fn wait_stream(&self, other: &Stream<B>) -> Result<()> {
+        self.device.check_same_device("stream", other.device())?;
+        if self == other {
+            return Ok(());
+        }
+        let event = other.record_event()?;
+        self.wait(&event)
+    }
+
+    /// Blocks the host until all work on this stream is done.
+    pub fn synchronize(&self) -> Result<()> {
+        let clock = {
+            let st = self.device.inner.lock();
+            st.check_blocking("Stream::synchronize", BlockingTarget::Stream(self.id()))?;
+            st.ordering.clock_of(self.id())
+        };
+        self.inner.hal.synchronize()?;
+        let mut st = self.device.inner.lock();
+        st.ordering.observe_clock(&clock);
+        st.release_completed();
+        Ok(())
+    }
+
+    /// Whether all work on this stream is done. A `true` answer counts as a host observation.
+    pub fn query(&self) -> Result<bool> {
+        let mut st = self.device.inner.lock();
+        st.check_blocking("Stream::query", BlockingTarget::Stream(self.id()))?;
+        let clock = st.ordering.clock_of(self.id());
+        let done = self.inner.hal.query()?;
+        if done {
+            st.ordering.observe_clock(&clock);
+            st.release_completed();
+        }
+        Ok(done)
+    }
+
+    /// Begins capturing this stream's work into a graph. Work submitted afterwards is recorded,
+    /// not run; other streams join by waiting on events recorded here.
+    pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
+        if self.is_default() {
+            return Err(Error::CaptureOnDefaultStream);
+        }
+        let mut st = self.device.inner.lock();
+        if st.ordering.capture_of(self.id()).is_some() {
+            return Err(Error::AlreadyCapturing { stream: self.id() });
+        }
+        self.inner.hal.begin_capture(mode)?;
+        let id = st.ordering.begin_capture(self.id(), mode, std::thread::current().id());
+        tracing::info!(stream = self.id().0, capture = id.0, ?mode, "capture begun");
+        Ok(())
+    }
+
+    /// Ends the capture begun on this stream and returns the graph.
+    ///
+    /// Every stream that joined the capture must have rejoined this one (an event recorded after
+    /// its last captured work and waited on here); otherwise the capture is discarded and
+    /// [`Error::UnjoinedStream`] names the stream and where it forked. Either way all streams
+    /// of the capture are back to eager work afterwards.
+    pub fn end_capture(&self) -> Result<Graph<B>> {
+        let mut st = self.device.inner.lock();
+        let (id, origin) = match st.ordering.capture_of(self.id()) {
+            None => return Err(Error::NotCapturing { stream: self.id() }),
+            Some(cap) => (cap.id, cap.origin),
+        };
+        if origin != self.id() {
+            return Err(Error::NotCaptureOrigin { stream: self.id(), origin });
+        }
+        let unjoined = st.ordering.unjoined(id);
+        let hal_graph = self.inner.hal.end_capture();
+        st.ordering.end_capture(id);
+        let keep_alive = st.capture_keep_alive.remove(&id).unwrap_or_default();
+        drop(st);
+        self.device.free_deferred();
+        if let Some(u) = unjoined.first() {
+            tracing::warn!(stream = u.stream.0, origin = origin.0, "capture discarded: unjoined stream");
+            return Err(Error::UnjoinedStream {
+                stream: u.stream,
+                origin,
+                joined_at: u.joined_at,
+                last_work: u.last_work,
+            });
+        }
+        let graph = Graph::new(self.device.clone(), hal_graph?, keep_alive);
+        if graph.node_count() == 0 {
+            tracing::warn!(stream = self.id().0, "the captured graph is empty");
+        }
+        tracing::info!(stream = self.id().0, capture = id.0, nodes = graph.node_count(), "capture ended");
+        Ok(graph)
+    }
+
+    /// Where work submitted to this stream now goes: eager, or into a capture.
+    pub fn domain(&self) -> Domain {
+        self.device.inner.lock().ordering.domain_of(self.id())
+    }
+}
