@@ -1,0 +1,1 @@
+//! criterion benches of braid; see `benches/`.

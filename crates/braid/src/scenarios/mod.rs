@@ -1,0 +1,45 @@
+//! The seed scenarios, as reusable functions: the examples print them, `braid demo` tabulates
+//! them, and tests assert them. Each is generic over the backend.
+//!
+//! Simulated times come from timing events (`Event::elapsed_ms`) around the scenario's work,
+//! so the same code measures real hardware on a real backend.
+
+pub mod tagged_events;
+pub mod wait_stream;
+
+use crate::{Device, DeviceMemory, Event, EventFlags, Result, Stream};
+use braid_stream_core::hal::Backend;
+
+/// Allocates `elements` f32s of raw device memory.
+pub(crate) fn alloc_f32<B: Backend>(device: &Device<B>, elements: u64) -> Result<DeviceMemory<B>> {
+    let bytes = elements
+        .checked_mul(4)
+        .ok_or_else(|| crate::Error::SizeOverflow(format!("{elements} f32 elements")))?;
+    device.alloc(bytes)
+}
+
+/// Measures device time on `stream` between [`Timer::start`] and [`Timer::stop_us`].
+pub(crate) struct Timer<B: Backend> {
+    start: Event<B>,
+}
+
+impl<B: Backend> Timer<B> {
+    pub(crate) fn start(stream: &Stream<B>) -> Result<Self> {
+        let start = stream.device().create_event(EventFlags::TIMING)?;
+        start.record(stream)?;
+        Ok(Timer { start })
+    }
+
+    /// Records the end on `stream`, waits for it and returns the elapsed microseconds.
+    pub(crate) fn stop_us(self, stream: &Stream<B>) -> Result<f64> {
+        let end = stream.device().create_event(EventFlags::TIMING)?;
+        end.record(stream)?;
+        end.synchronize()?;
+        Ok(self.start.elapsed_ms(&end)? as f64 * 1000.0)
+    }
+}
+
+/// Whether `got` equals `want` within a relative tolerance (for f32 sums).
+pub fn approx_eq(got: f32, want: f32) -> bool {
+    (got - want).abs() <= 1e-4 * want.abs().max(1.0)
+}
