@@ -11,7 +11,9 @@ use crate::stream::{Stream, StreamInner};
 use crate::types::{EventFlags, MemInfo, Priority, StreamId};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use crate::types::DeviceSlice;
+use crate::uses::{Access, UseObserver};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 
 static NEXT_DEVICE_UID: AtomicU64 = AtomicU64::new(1);
 
@@ -21,6 +23,7 @@ pub(crate) struct DeviceInner<B: Backend> {
     pub(crate) hal: B::Device,
     pub(crate) default_stream: Arc<StreamInner<B>>,
     state: Mutex<DeviceState<B>>,
+    observers: RwLock<Vec<Weak<dyn UseObserver>>>,
 }
 
 impl<B: Backend> DeviceInner<B> {
@@ -72,6 +75,7 @@ impl<B: Backend> Device<B> {
             default_stream: Arc::new(StreamInner::new(StreamId::DEFAULT, 0, None, default)),
             hal,
             state: Mutex::new(DeviceState::new()),
+            observers: RwLock::new(Vec::new()),
         };
         tracing::debug!(backend = B::NAME, ordinal = inner.ordinal, "device opened");
         Ok(Device { inner: Arc::new(inner) })
@@ -217,9 +221,38 @@ impl<B: Backend> Device<B> {
         self.inner.lock().ordering.ordered_before(u, next_on.id())
     }
 
+    /// Whether any capture is active on the device (host-blocking calls may then be refused,
+    /// and event polling must wait).
+    pub fn is_capturing(&self) -> bool {
+        self.inner.lock().ordering.captures().next().is_some()
+    }
+
     /// Has the host observed the work at `u` complete (by a synchronize or a query)?
     pub fn is_complete(&self, u: StreamPosition) -> bool {
         self.inner.lock().ordering.ordered_before_host(u)
+    }
+
+    /// Registers `observer` to receive every range used by work submitted from now on (see
+    /// [`UseObserver`]). The device holds it weakly: dropping the observer unregisters it.
+    pub fn add_use_observer(&self, observer: &Arc<dyn UseObserver>) {
+        let mut observers = self.inner.observers.write().unwrap_or_else(|p| p.into_inner());
+        observers.retain(|o| o.strong_count() > 0);
+        observers.push(Arc::downgrade(observer));
+    }
+
+    /// Tells the observers that the work at `position` accesses `ranges`.
+    pub(crate) fn notify_uses(&self, position: StreamPosition, ranges: impl IntoIterator<Item = (DeviceSlice, Access)>) {
+        let observers = self.inner.observers.read().unwrap_or_else(|p| p.into_inner());
+        if observers.is_empty() {
+            return;
+        }
+        let live: Vec<Arc<dyn UseObserver>> = observers.iter().filter_map(Weak::upgrade).collect();
+        drop(observers);
+        for (range, access) in ranges {
+            for observer in &live {
+                observer.note_use(position, range, access);
+            }
+        }
     }
 
     pub(crate) fn check_same_device(&self, what: &'static str, other: &Device<B>) -> Result<()> {

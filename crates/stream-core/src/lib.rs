@@ -38,6 +38,7 @@ pub mod ordering;
 mod state;
 mod stream;
 pub mod types;
+mod uses;
 
 pub use context::StreamGuard;
 pub use device::Device;
@@ -48,6 +49,7 @@ pub use kernel::{ComputeUnit, Kernel, KernelError};
 pub use memory::{f32_bytes, f32s_from_bytes, DeviceMemory, HostReadback};
 pub use ordering::{CaptureId, Domain, StreamPosition};
 pub use stream::Stream;
+pub use uses::{Access, UseObserver};
 pub use types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, MemInfo, Priority, StreamId,
 };

@@ -10,6 +10,7 @@ use crate::memory::HostReadback;
 use crate::ordering::{Domain, StreamPosition, WaitEffect};
 use crate::state::{BlockingTarget, DeviceState};
 use crate::types::{CaptureMode, DeviceSlice, EventFlags, Priority, StreamId};
+use crate::uses::Access;
 use bytes::Bytes;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
@@ -132,7 +133,10 @@ impl<B: Backend> Stream<B> {
     /// Enqueues a kernel with a label for timelines and reports.
     pub fn launch_labeled(&self, kernel: &Kernel, label: &str) -> Result<StreamPosition> {
         kernel.validate()?;
-        Ok(self.submit("Stream::launch", |s| s.launch(kernel, label))?.0)
+        let pos = self.submit("Stream::launch", |s| s.launch(kernel, label))?.0;
+        let reads = kernel.reads().map(|r| (r, Access::Read));
+        self.device.notify_uses(pos, reads.chain(kernel.writes().map(|w| (w, Access::Write))));
+        Ok(pos)
     }
 
     /// Enqueues a copy of `src` into `dst`. The stream keeps `src` alive until the copy has
@@ -153,6 +157,8 @@ impl<B: Backend> Stream<B> {
             unsafe { s.memcpy_h2d(dst.ptr, src.as_ptr(), dst.len) }
         })?;
         st.keep_alive(pos, Box::new(src));
+        drop(st);
+        self.device.notify_uses(pos, [(dst, Access::Write)]);
         Ok(pos)
     }
 
@@ -174,6 +180,7 @@ impl<B: Backend> Stream<B> {
         })?;
         st.keep_alive(pos, Box::new(staging.clone()));
         drop(st);
+        self.device.notify_uses(pos, [(src, Access::Read)]);
         done.record(self)?;
         Ok(HostReadback::new(staging, pos, done))
     }
@@ -183,12 +190,23 @@ impl<B: Backend> Stream<B> {
         if src.len != dst.len {
             return Err(Error::OutOfBounds { what: "device-to-device copy", offset: 0, len: src.len, capacity: dst.len });
         }
-        Ok(self.submit("Stream::copy_d2d", |s| s.memcpy_d2d(dst.ptr, src.ptr, src.len))?.0)
+        let pos = self.submit("Stream::copy_d2d", |s| s.memcpy_d2d(dst.ptr, src.ptr, src.len))?.0;
+        self.device.notify_uses(pos, [(src, Access::Read), (dst, Access::Write)]);
+        Ok(pos)
     }
 
     /// Enqueues a memset of every byte of `dst` to `value`.
     pub fn memset(&self, dst: DeviceSlice, value: u8) -> Result<StreamPosition> {
-        Ok(self.submit("Stream::memset", |s| s.memset(dst.ptr, value, dst.len))?.0)
+        let pos = self.submit("Stream::memset", |s| s.memset(dst.ptr, value, dst.len))?.0;
+        self.device.notify_uses(pos, [(dst, Access::Write)]);
+        Ok(pos)
+    }
+
+    /// Tells the device's use observers that work already submitted to this stream (up to its
+    /// current position) uses `range` — for work the front layer cannot see into, such as a
+    /// custom operator or a graph replay.
+    pub fn note_use(&self, range: DeviceSlice, access: Access) {
+        self.device.notify_uses(self.position(), [(range, access)]);
     }
 
     /// Records `event` at this stream's current position.
