@@ -64,7 +64,12 @@ pub fn load() -> Result<AclLibrary, LoadError> {
         // SAFETY: opening a shared library runs its initializers; libascendcl (or braid-acl-sim,
         // which exports the same API) is designed to be loaded this way by its vendor's runtime.
         match unsafe { libloading::Library::new(&path) } {
-            Ok(library) => return Ok(AclLibrary { path, _library: library }),
+            Ok(library) => {
+                return Ok(AclLibrary {
+                    path,
+                    _library: library,
+                })
+            }
             Err(err) => tried.push((path, err.to_string())),
         }
     }
@@ -81,15 +86,26 @@ mod tests {
     use super::*;
 
     fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
-        let pairs: Vec<(String, String)> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
-        move |k| pairs.iter().find(|(name, _)| name == k).map(|(_, v)| OsString::from(v))
+        let pairs: Vec<(String, String)> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| {
+            pairs
+                .iter()
+                .find(|(name, _)| name == k)
+                .map(|(_, v)| OsString::from(v))
+        }
     }
 
     #[test]
     fn search_order_is_explicit_then_cann_homes_then_loader_path() {
         let got = library_candidates(env_of(&[
             ("BRAID_ACL_LIB", "/opt/sim/libacl.so"),
-            ("ASCEND_HOME_PATH", "/usr/local/Ascend/ascend-toolkit/latest"),
+            (
+                "ASCEND_HOME_PATH",
+                "/usr/local/Ascend/ascend-toolkit/latest",
+            ),
             ("ASCEND_TOOLKIT_HOME", "/opt/toolkit"),
         ]));
         assert_eq!(
@@ -101,7 +117,10 @@ mod tests {
                 PathBuf::from("libascendcl.so"),
             ]
         );
-        assert_eq!(library_candidates(env_of(&[])), vec![PathBuf::from("libascendcl.so")]);
+        assert_eq!(
+            library_candidates(env_of(&[])),
+            vec![PathBuf::from("libascendcl.so")]
+        );
     }
 
     #[test]

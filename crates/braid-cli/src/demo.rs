@@ -38,9 +38,17 @@ pub fn rows() -> Result<Vec<Row>, Box<dyn std::error::Error>> {
     ] {
         let small = tagged_events::Shape::SMALL;
         let data = tagged_events::run(&braid::sim_device(SimConfig::new())?, small, layout, true)?;
-        let correct = data.results.as_ref().is_some_and(|r| tagged_events::check(small, r));
-        let timing_device = braid::sim_device(SimConfig::new().capacity(64 << 30).mode(SimMode::TimingOnly))?;
-        let timing = tagged_events::run(&timing_device, tagged_events::Shape::MODEL, layout, false)?;
+        let correct = data
+            .results
+            .as_ref()
+            .is_some_and(|r| tagged_events::check(small, r));
+        let timing_device = braid::sim_device(
+            SimConfig::new()
+                .capacity(64 << 30)
+                .mode(SimMode::TimingOnly),
+        )?;
+        let timing =
+            tagged_events::run(&timing_device, tagged_events::Shape::MODEL, layout, false)?;
         rows.push(Row {
             scenario: "tagged_events",
             mode,
@@ -55,9 +63,17 @@ pub fn rows() -> Result<Vec<Row>, Box<dyn std::error::Error>> {
 /// Prints the table; returns whether every scenario behaved as it should.
 pub fn run(out: &mut impl Write) -> Result<bool, Box<dyn std::error::Error>> {
     let rows = rows()?;
-    writeln!(out, "braid demo on the simulated device ({})", braid::sim::DeviceProfile::ascend_910b().name)?;
+    writeln!(
+        out,
+        "braid demo on the simulated device ({})",
+        braid::sim::DeviceProfile::ascend_910b().name
+    )?;
     writeln!(out)?;
-    writeln!(out, "{:<15} {:<22} {:<8} {:<9} {:>14}", "scenario", "mode", "correct", "as meant", "simulated us")?;
+    writeln!(
+        out,
+        "{:<15} {:<22} {:<8} {:<9} {:>14}",
+        "scenario", "mode", "correct", "as meant", "simulated us"
+    )?;
     writeln!(out, "{}", "-".repeat(72))?;
     for r in &rows {
         writeln!(
@@ -66,15 +82,31 @@ pub fn run(out: &mut impl Write) -> Result<bool, Box<dyn std::error::Error>> {
             r.scenario,
             r.mode,
             if r.correct { "yes" } else { "NO" },
-            if r.correct == r.expected_correct { "yes" } else { "NO" },
+            if r.correct == r.expected_correct {
+                "yes"
+            } else {
+                "NO"
+            },
             r.simulated_us
         )?;
     }
     writeln!(out)?;
-    writeln!(out, "correct:  whether the numbers computed on the simulated device are right.")?;
-    writeln!(out, "as meant: a missing wait must give a wrong result, every other mode a right one.")?;
-    writeln!(out, "simulated us: device time of the scenario's work from timing events; tagged_events")?;
-    writeln!(out, "          checks results at a small shape and times a model-sized shape (timing-only).")?;
+    writeln!(
+        out,
+        "correct:  whether the numbers computed on the simulated device are right."
+    )?;
+    writeln!(
+        out,
+        "as meant: a missing wait must give a wrong result, every other mode a right one."
+    )?;
+    writeln!(
+        out,
+        "simulated us: device time of the scenario's work from timing events; tagged_events"
+    )?;
+    writeln!(
+        out,
+        "          checks results at a small shape and times a model-sized shape (timing-only)."
+    )?;
     Ok(rows.iter().all(|r| r.correct == r.expected_correct))
 }
 
@@ -88,7 +120,12 @@ mod tests {
         let ok = run(&mut out).expect("demo runs");
         let text = String::from_utf8(out).expect("utf-8");
         assert!(ok, "{text}");
-        for needle in ["wait_stream", "tagged_events", "without wait_stream", "tagged stream \"1\""] {
+        for needle in [
+            "wait_stream",
+            "tagged_events",
+            "without wait_stream",
+            "tagged stream \"1\"",
+        ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
     }

@@ -12,11 +12,23 @@ use braid::sim::{SimConfig, SimMode};
 
 fn main() -> Result<(), braid::Error> {
     let data = |layout| -> Result<bool, braid::Error> {
-        let run = tagged_events::run(&braid::sim_device(SimConfig::new())?, Shape::SMALL, layout, true)?;
-        Ok(run.results.as_ref().is_some_and(|r| tagged_events::check(Shape::SMALL, r)))
+        let run = tagged_events::run(
+            &braid::sim_device(SimConfig::new())?,
+            Shape::SMALL,
+            layout,
+            true,
+        )?;
+        Ok(run
+            .results
+            .as_ref()
+            .is_some_and(|r| tagged_events::check(Shape::SMALL, r)))
     };
     let timing = |layout| -> Result<f64, braid::Error> {
-        let device = braid::sim_device(SimConfig::new().capacity(64 << 30).mode(SimMode::TimingOnly))?;
+        let device = braid::sim_device(
+            SimConfig::new()
+                .capacity(64 << 30)
+                .mode(SimMode::TimingOnly),
+        )?;
         Ok(tagged_events::run(&device, Shape::MODEL, layout, false)?.makespan_us)
     };
     let correct_multi = data(Layout::MultiStream)?;
@@ -29,7 +41,10 @@ fn main() -> Result<(), braid::Error> {
         if correct_multi { "correct" } else { "WRONG" },
         if correct_single { "correct" } else { "WRONG" }
     );
-    println!("makespan at {:?} (timing-only): multi-stream {multi:.1} us, single stream {single:.1} us", Shape::MODEL);
+    println!(
+        "makespan at {:?} (timing-only): multi-stream {multi:.1} us, single stream {single:.1} us",
+        Shape::MODEL
+    );
     println!(
         "RESULT correct={} makespan_multi_us={multi:.1} makespan_single_us={single:.1}",
         correct_multi && correct_single

@@ -18,12 +18,18 @@ fn main() -> Result<(), braid::Error> {
     );
     let without = wait_stream::run(&braid::sim_device(SimConfig::new())?, shape, false)?;
     let with = wait_stream::run(&braid::sim_device(SimConfig::new())?, shape, true)?;
-    for (name, run) in [("without wait_stream", &without), ("with wait_stream", &with)] {
+    for (name, run) in [
+        ("without wait_stream", &without),
+        ("with wait_stream", &with),
+    ] {
         println!(
             "{name:>20}: sum = {:>12} (expected {}), {:.1} us",
             run.sum, run.expected, run.elapsed_us
         );
     }
-    println!("RESULT without_wait_correct={} with_wait_correct={}", without.correct, with.correct);
+    println!(
+        "RESULT without_wait_correct={} with_wait_correct={}",
+        without.correct, with.correct
+    );
     Ok(())
 }

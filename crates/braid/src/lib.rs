@@ -40,6 +40,8 @@ pub type DefaultBackend = braid_backend_sim::SimBackend;
 
 /// Opens a simulated device with `config`.
 #[cfg(feature = "sim")]
-pub fn sim_device(config: braid_backend_sim::SimConfig) -> Result<Device<braid_backend_sim::SimBackend>> {
+pub fn sim_device(
+    config: braid_backend_sim::SimConfig,
+) -> Result<Device<braid_backend_sim::SimBackend>> {
     Device::new(braid_backend_sim::SimDevice::new(config))
 }

@@ -5,19 +5,37 @@ use braid::sim::{SimConfig, SimMode};
 
 #[test]
 fn wait_stream_is_wrong_without_the_wait_and_right_with_it() {
-    let shape = wait_stream::Shape { m: 32, k: 16, n: 8, earlier_work_ns: 200_000 };
-    let without = wait_stream::run(&braid::sim_device(SimConfig::new()).unwrap(), shape, false).unwrap();
-    let with = wait_stream::run(&braid::sim_device(SimConfig::new()).unwrap(), shape, true).unwrap();
-    assert!(!without.correct, "the side stream must read c before the matmul wrote it: {without:?}");
+    let shape = wait_stream::Shape {
+        m: 32,
+        k: 16,
+        n: 8,
+        earlier_work_ns: 200_000,
+    };
+    let without =
+        wait_stream::run(&braid::sim_device(SimConfig::new()).unwrap(), shape, false).unwrap();
+    let with =
+        wait_stream::run(&braid::sim_device(SimConfig::new()).unwrap(), shape, true).unwrap();
+    assert!(
+        !without.correct,
+        "the side stream must read c before the matmul wrote it: {without:?}"
+    );
     assert_eq!(without.sum, 0.0);
     assert!(with.correct, "{with:?}");
     assert_eq!(with.sum, wait_stream::expected_sum(shape));
-    assert!(with.elapsed_us >= 200.0, "the earlier work is part of the measured time: {with:?}");
+    assert!(
+        with.elapsed_us >= 200.0,
+        "the earlier work is part of the measured time: {with:?}"
+    );
 }
 
 #[test]
 fn wait_stream_is_deterministic() {
-    let shape = wait_stream::Shape { m: 16, k: 16, n: 16, earlier_work_ns: 50_000 };
+    let shape = wait_stream::Shape {
+        m: 16,
+        k: 16,
+        n: 16,
+        earlier_work_ns: 50_000,
+    };
     let a = wait_stream::run(&braid::sim_device(SimConfig::new()).unwrap(), shape, true).unwrap();
     let b = wait_stream::run(&braid::sim_device(SimConfig::new()).unwrap(), shape, true).unwrap();
     assert_eq!(a.elapsed_us, b.elapsed_us);
@@ -26,23 +44,39 @@ fn wait_stream_is_deterministic() {
 
 #[test]
 fn tagged_events_results_are_correct_on_both_layouts() {
-    for layout in [tagged_events::Layout::MultiStream, tagged_events::Layout::SingleStream] {
+    for layout in [
+        tagged_events::Layout::MultiStream,
+        tagged_events::Layout::SingleStream,
+    ] {
         let device = braid::sim_device(SimConfig::new()).unwrap();
         let run = tagged_events::run(&device, tagged_events::Shape::SMALL, layout, true).unwrap();
         let results = run.results.expect("read back");
-        assert!(tagged_events::check(tagged_events::Shape::SMALL, &results), "{layout:?}");
+        assert!(
+            tagged_events::check(tagged_events::Shape::SMALL, &results),
+            "{layout:?}"
+        );
     }
 }
 
 #[test]
 fn tagged_stream_overlaps_the_matmul_with_the_second_add() {
     let timing = |layout| {
-        let device = braid::sim_device(SimConfig::new().capacity(64 << 30).mode(SimMode::TimingOnly)).unwrap();
-        tagged_events::run(&device, tagged_events::Shape::MODEL, layout, false).unwrap().makespan_us
+        let device = braid::sim_device(
+            SimConfig::new()
+                .capacity(64 << 30)
+                .mode(SimMode::TimingOnly),
+        )
+        .unwrap();
+        tagged_events::run(&device, tagged_events::Shape::MODEL, layout, false)
+            .unwrap()
+            .makespan_us
     };
     let multi = timing(tagged_events::Layout::MultiStream);
     let single = timing(tagged_events::Layout::SingleStream);
-    assert!(multi < single * 0.95, "multi {multi} us vs single {single} us");
+    assert!(
+        multi < single * 0.95,
+        "multi {multi} us vs single {single} us"
+    );
 }
 
 #[test]

@@ -26,7 +26,9 @@ pub struct StreamGuard {
 
 impl std::fmt::Debug for StreamGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("StreamGuard").field("depth", &self.depth).finish()
+        f.debug_struct("StreamGuard")
+            .field("depth", &self.depth)
+            .finish()
     }
 }
 
@@ -37,7 +39,11 @@ pub(crate) fn push<B: Backend>(device_uid: u64, stream: Arc<StreamInner<B>>) -> 
         stack.push(stream as AnyStream);
         stack.len() - 1
     });
-    StreamGuard { device_uid, depth, _not_send: PhantomData }
+    StreamGuard {
+        device_uid,
+        depth,
+        _not_send: PhantomData,
+    }
 }
 
 pub(crate) fn current<B: Backend>(device_uid: u64) -> Option<Arc<StreamInner<B>>> {

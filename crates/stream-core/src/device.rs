@@ -8,11 +8,11 @@ use crate::memory::DeviceMemory;
 use crate::ordering::StreamPosition;
 use crate::state::{BlockingTarget, DeviceState};
 use crate::stream::{Stream, StreamInner};
+use crate::types::DeviceSlice;
 use crate::types::{EventFlags, MemInfo, Priority, StreamId};
+use crate::uses::{Access, UseObserver};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use crate::types::DeviceSlice;
-use crate::uses::{Access, UseObserver};
 use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 
 static NEXT_DEVICE_UID: AtomicU64 = AtomicU64::new(1);
@@ -30,7 +30,9 @@ impl<B: Backend> DeviceInner<B> {
     pub(crate) fn lock(&self) -> MutexGuard<'_, DeviceState<B>> {
         // The state is only mutated by short critical sections that do not panic; a poisoned
         // lock therefore still holds consistent data.
-        self.state.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -55,7 +57,9 @@ pub struct Device<B: Backend> {
 
 impl<B: Backend> Clone for Device<B> {
     fn clone(&self) -> Self {
-        Device { inner: self.inner.clone() }
+        Device {
+            inner: self.inner.clone(),
+        }
     }
 }
 
@@ -78,7 +82,9 @@ impl<B: Backend> Device<B> {
             observers: RwLock::new(Vec::new()),
         };
         tracing::debug!(backend = B::NAME, ordinal = inner.ordinal, "device opened");
-        Ok(Device { inner: Arc::new(inner) })
+        Ok(Device {
+            inner: Arc::new(inner),
+        })
     }
 
     /// The device's ordinal.
@@ -106,18 +112,26 @@ impl<B: Backend> Device<B> {
             id
         };
         tracing::debug!(stream = id.0, priority, "stream created");
-        Ok(Stream::from_parts(self.clone(), Arc::new(StreamInner::new(id, priority, None, hal))))
+        Ok(Stream::from_parts(
+            self.clone(),
+            Arc::new(StreamInner::new(id, priority, None, hal)),
+        ))
     }
 
     /// Creates an event.
     pub fn create_event(&self, flags: EventFlags) -> Result<Event<B>> {
         let hal = self.inner.hal.create_event(flags)?;
-        Ok(Event::from_parts(self.clone(), Arc::new(EventInner::new(hal, flags, None))))
+        Ok(Event::from_parts(
+            self.clone(),
+            Arc::new(EventInner::new(hal, flags, None)),
+        ))
     }
 
     /// Blocks until all work on all streams is done. Refused while a capture forbids it.
     pub fn synchronize(&self) -> Result<()> {
-        self.inner.lock().check_blocking("Device::synchronize", BlockingTarget::Device)?;
+        self.inner
+            .lock()
+            .check_blocking("Device::synchronize", BlockingTarget::Device)?;
         hal::Device::synchronize(&self.inner.hal)?;
         let mut st = self.inner.lock();
         st.ordering.observe_all();
@@ -195,7 +209,11 @@ impl<B: Backend> Device<B> {
             return Err(Error::TagInUse(tag.to_string()));
         }
         let hal = self.inner.hal.create_event(EventFlags::ORDERING)?;
-        let inner = Arc::new(EventInner::new(hal, EventFlags::ORDERING, Some(tag.to_string())));
+        let inner = Arc::new(EventInner::new(
+            hal,
+            EventFlags::ORDERING,
+            Some(tag.to_string()),
+        ));
         let mut st = self.inner.lock();
         if st.tagged_events.contains_key(tag) {
             return Err(Error::TagInUse(tag.to_string()));
@@ -235,14 +253,26 @@ impl<B: Backend> Device<B> {
     /// Registers `observer` to receive every range used by work submitted from now on (see
     /// [`UseObserver`]). The device holds it weakly: dropping the observer unregisters it.
     pub fn add_use_observer(&self, observer: &Arc<dyn UseObserver>) {
-        let mut observers = self.inner.observers.write().unwrap_or_else(|p| p.into_inner());
+        let mut observers = self
+            .inner
+            .observers
+            .write()
+            .unwrap_or_else(|p| p.into_inner());
         observers.retain(|o| o.strong_count() > 0);
         observers.push(Arc::downgrade(observer));
     }
 
     /// Tells the observers that the work at `position` accesses `ranges`.
-    pub(crate) fn notify_uses(&self, position: StreamPosition, ranges: impl IntoIterator<Item = (DeviceSlice, Access)>) {
-        let observers = self.inner.observers.read().unwrap_or_else(|p| p.into_inner());
+    pub(crate) fn notify_uses(
+        &self,
+        position: StreamPosition,
+        ranges: impl IntoIterator<Item = (DeviceSlice, Access)>,
+    ) {
+        let observers = self
+            .inner
+            .observers
+            .read()
+            .unwrap_or_else(|p| p.into_inner());
         if observers.is_empty() {
             return;
         }
@@ -259,7 +289,11 @@ impl<B: Backend> Device<B> {
         if Arc::ptr_eq(&self.inner, &other.inner) {
             Ok(())
         } else {
-            Err(Error::WrongDevice { what, expected: self.inner.ordinal, found: other.inner.ordinal })
+            Err(Error::WrongDevice {
+                what,
+                expected: self.inner.ordinal,
+                found: other.inner.ordinal,
+            })
         }
     }
 

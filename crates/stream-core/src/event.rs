@@ -23,11 +23,18 @@ pub(crate) struct EventInner<B: Backend> {
 
 impl<B: Backend> EventInner<B> {
     pub(crate) fn new(hal: B::Event, flags: EventFlags, tag: Option<String>) -> Self {
-        EventInner { hal, flags, tag, last: Mutex::new(None) }
+        EventInner {
+            hal,
+            flags,
+            tag,
+            last: Mutex::new(None),
+        }
     }
 
     fn last(&self) -> std::sync::MutexGuard<'_, Option<EventSnapshot>> {
-        self.last.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+        self.last
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 }
 
@@ -40,7 +47,10 @@ pub struct Event<B: Backend> {
 
 impl<B: Backend> Clone for Event<B> {
     fn clone(&self) -> Self {
-        Event { device: self.device.clone(), inner: self.inner.clone() }
+        Event {
+            device: self.device.clone(),
+            inner: self.inner.clone(),
+        }
     }
 }
 
@@ -164,20 +174,18 @@ impl<B: Backend> Event<B> {
     /// async runtime. The host-blocking wait runs on a helper thread, so the runtime's workers
     /// are never blocked.
     pub fn wait_async(&self) -> EventWait<B> {
-        EventWait { event: self.clone(), shared: Arc::new(Mutex::new(WaitShared::default())) }
+        EventWait {
+            event: self.clone(),
+            shared: Arc::new(Mutex::new(WaitShared::default())),
+        }
     }
 }
 
+#[derive(Default)]
 struct WaitShared {
     started: bool,
     result: Option<Result<()>>,
     waker: Option<Waker>,
-}
-
-impl Default for WaitShared {
-    fn default() -> Self {
-        WaitShared { started: false, result: None, waker: None }
-    }
 }
 
 /// Future returned by [`Event::wait_async`].

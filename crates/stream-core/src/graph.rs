@@ -24,13 +24,21 @@ pub struct Graph<B: Backend> {
 
 impl<B: Backend> fmt::Debug for Graph<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Graph").field("device", &self.device.ordinal()).field("nodes", &self.node_count()).finish()
+        f.debug_struct("Graph")
+            .field("device", &self.device.ordinal())
+            .field("nodes", &self.node_count())
+            .finish()
     }
 }
 
 impl<B: Backend> Graph<B> {
     pub(crate) fn new(device: Device<B>, hal: B::Graph, keep_alive: Vec<KeepAlive>) -> Self {
-        Graph { device, hal, keep_alive: Arc::new(keep_alive), launches: Mutex::new(BTreeMap::new()) }
+        Graph {
+            device,
+            hal,
+            keep_alive: Arc::new(keep_alive),
+            launches: Mutex::new(BTreeMap::new()),
+        }
     }
 
     /// Number of work nodes captured.
@@ -48,19 +56,26 @@ impl<B: Backend> Graph<B> {
         self.device.check_same_device("stream", stream.device())?;
         let mut st = self.device.inner.lock();
         if st.ordering.capture_of(stream.id()).is_some() {
-            return Err(Error::ForbiddenDuringCapture { call: "Graph::launch", stream: stream.id() });
+            return Err(Error::ForbiddenDuringCapture {
+                call: "Graph::launch",
+                stream: stream.id(),
+            });
         }
         st.check_submit("Graph::launch", stream.id())?;
         self.hal.launch(stream.hal())?;
         let pos = st.ordering.submit(stream.id());
-        self.launches.lock().unwrap_or_else(|p| p.into_inner()).insert(stream.id(), pos);
+        self.launches
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(stream.id(), pos);
         Ok(pos)
     }
 }
 
 impl<B: Backend> Drop for Graph<B> {
     fn drop(&mut self) {
-        let launches = std::mem::take(&mut *self.launches.lock().unwrap_or_else(|p| p.into_inner()));
+        let launches =
+            std::mem::take(&mut *self.launches.lock().unwrap_or_else(|p| p.into_inner()));
         if self.keep_alive.is_empty() {
             return;
         }

@@ -113,9 +113,9 @@ impl Kernel {
         let r: [Option<DeviceSlice>; 2] = match *self {
             Kernel::Fill { .. } | Kernel::Busy { .. } => [None, None],
             Kernel::Add { a, b, .. } => [Some(a), Some(b)],
-            Kernel::Scale { src, .. } | Kernel::Copy { src, .. } | Kernel::ReduceSum { src, .. } => {
-                [Some(src), None]
-            }
+            Kernel::Scale { src, .. }
+            | Kernel::Copy { src, .. }
+            | Kernel::ReduceSum { src, .. } => [Some(src), None],
             Kernel::Matmul { a, b, .. } => [Some(a), Some(b)],
         };
         r.into_iter().flatten()
@@ -127,9 +127,9 @@ impl Kernel {
             Kernel::Busy { .. } => None,
             Kernel::Fill { dst, .. } => Some(dst),
             Kernel::Add { out, .. } => Some(out),
-            Kernel::Scale { dst, .. } | Kernel::Copy { dst, .. } | Kernel::ReduceSum { dst, .. } => {
-                Some(dst)
-            }
+            Kernel::Scale { dst, .. }
+            | Kernel::Copy { dst, .. }
+            | Kernel::ReduceSum { dst, .. } => Some(dst),
             Kernel::Matmul { c, .. } => Some(c),
         };
         w.into_iter()
@@ -147,7 +147,10 @@ impl Kernel {
     /// Floating-point operations the kernel performs.
     pub fn flops(&self) -> u64 {
         match *self {
-            Kernel::Matmul { m, k, n, .. } => 2 * m as u64 * k as u64 * n as u64,
+            Kernel::Matmul { m, k, n, .. } => 2u64
+                .saturating_mul(m as u64)
+                .saturating_mul(k as u64)
+                .saturating_mul(n as u64),
             Kernel::Add { out, .. } => out.f32_len(),
             Kernel::Scale { dst, .. } => dst.f32_len(),
             Kernel::ReduceSum { src, .. } => src.f32_len(),
@@ -157,26 +160,40 @@ impl Kernel {
 
     /// Bytes of device memory the kernel moves (reads plus writes).
     pub fn bytes_moved(&self) -> u64 {
-        self.reads().chain(self.writes()).map(|s| s.len).sum()
+        self.reads()
+            .chain(self.writes())
+            .fold(0u64, |acc, s| acc.saturating_add(s.len))
     }
 
     /// Checks that the declared ranges fit the kernel's shape.
     pub fn validate(&self) -> Result<(), KernelError> {
         let name = self.name();
-        let fail = |reason: String| Err(KernelError { kernel: name, reason });
+        let fail = |reason: String| {
+            Err(KernelError {
+                kernel: name,
+                reason,
+            })
+        };
         for s in self.reads().chain(self.writes()) {
             if s.ptr.0.checked_add(s.len).is_none() {
-                return fail(format!("range at {} of {} bytes overflows the address space", s.ptr, s.len));
+                return fail(format!(
+                    "range at {} of {} bytes overflows the address space",
+                    s.ptr, s.len
+                ));
             }
         }
         let f32_aligned = |s: &DeviceSlice| s.len % 4 == 0;
         match self {
-            Kernel::Fill { dst, .. } if !f32_aligned(dst) => {
-                fail(format!("dst length {} is not a whole number of f32", dst.len))
-            }
+            Kernel::Fill { dst, .. } if !f32_aligned(dst) => fail(format!(
+                "dst length {} is not a whole number of f32",
+                dst.len
+            )),
             Kernel::Add { a, b, out } => {
                 if a.len != b.len || a.len != out.len {
-                    fail(format!("lengths differ: a={} b={} out={}", a.len, b.len, out.len))
+                    fail(format!(
+                        "lengths differ: a={} b={} out={}",
+                        a.len, b.len, out.len
+                    ))
                 } else if !f32_aligned(a) {
                     fail(format!("length {} is not a whole number of f32", a.len))
                 } else {
@@ -197,23 +214,42 @@ impl Kernel {
             }
             Kernel::ReduceSum { src, dst } => {
                 if dst.len != 4 {
-                    fail(format!("dst must hold exactly one f32, has {} bytes", dst.len))
+                    fail(format!(
+                        "dst must hold exactly one f32, has {} bytes",
+                        dst.len
+                    ))
                 } else if !f32_aligned(src) {
-                    fail(format!("src length {} is not a whole number of f32", src.len))
+                    fail(format!(
+                        "src length {} is not a whole number of f32",
+                        src.len
+                    ))
                 } else {
                     Ok(())
                 }
             }
             Kernel::Matmul { a, b, c, m, k, n } => {
+                // u32 × u32 × 4 fits in u64, so this cannot overflow.
                 let need = |rows: u32, cols: u32| rows as u64 * cols as u64 * 4;
                 if *m == 0 || *k == 0 || *n == 0 {
                     fail(format!("empty shape m={m} k={k} n={n}"))
                 } else if a.len < need(*m, *k) {
-                    fail(format!("a has {} bytes, needs {} for {m}x{k}", a.len, need(*m, *k)))
+                    fail(format!(
+                        "a has {} bytes, needs {} for {m}x{k}",
+                        a.len,
+                        need(*m, *k)
+                    ))
                 } else if b.len < need(*k, *n) {
-                    fail(format!("b has {} bytes, needs {} for {k}x{n}", b.len, need(*k, *n)))
+                    fail(format!(
+                        "b has {} bytes, needs {} for {k}x{n}",
+                        b.len,
+                        need(*k, *n)
+                    ))
                 } else if c.len < need(*m, *n) {
-                    fail(format!("c has {} bytes, needs {} for {m}x{n}", c.len, need(*m, *n)))
+                    fail(format!(
+                        "c has {} bytes, needs {} for {m}x{n}",
+                        c.len,
+                        need(*m, *n)
+                    ))
                 } else if c.overlaps(a) || c.overlaps(b) {
                     fail("output overlaps an input".to_string())
                 } else {
@@ -249,7 +285,11 @@ mod tests {
 
     #[test]
     fn declared_ranges_match_kernel_shape() {
-        let k = Kernel::Add { a: s(0, 16), b: s(16, 16), out: s(32, 16) };
+        let k = Kernel::Add {
+            a: s(0, 16),
+            b: s(16, 16),
+            out: s(32, 16),
+        };
         assert_eq!(k.reads().collect::<Vec<_>>(), vec![s(0, 16), s(16, 16)]);
         assert_eq!(k.writes().collect::<Vec<_>>(), vec![s(32, 16)]);
         assert_eq!(k.bytes_moved(), 48);
@@ -258,14 +298,44 @@ mod tests {
 
     #[test]
     fn validate_rejects_mismatched_shapes() {
-        assert!(Kernel::Add { a: s(0, 16), b: s(16, 12), out: s(32, 16) }.validate().is_err());
-        assert!(Kernel::ReduceSum { src: s(0, 16), dst: s(16, 8) }.validate().is_err());
-        let mm = Kernel::Matmul { a: s(0, 32), b: s(64, 32), c: s(128, 16), m: 2, k: 4, n: 2 };
+        assert!(Kernel::Add {
+            a: s(0, 16),
+            b: s(16, 12),
+            out: s(32, 16)
+        }
+        .validate()
+        .is_err());
+        assert!(Kernel::ReduceSum {
+            src: s(0, 16),
+            dst: s(16, 8)
+        }
+        .validate()
+        .is_err());
+        let mm = Kernel::Matmul {
+            a: s(0, 32),
+            b: s(64, 32),
+            c: s(128, 16),
+            m: 2,
+            k: 4,
+            n: 2,
+        };
         assert!(mm.validate().is_ok());
         assert_eq!(mm.flops(), 32);
-        let short = Kernel::Matmul { a: s(0, 31), b: s(64, 32), c: s(128, 16), m: 2, k: 4, n: 2 };
+        let short = Kernel::Matmul {
+            a: s(0, 31),
+            b: s(64, 32),
+            c: s(128, 16),
+            m: 2,
+            k: 4,
+            n: 2,
+        };
         let err = short.validate().unwrap_err();
         assert!(err.to_string().contains("a has 31 bytes"), "{err}");
-        assert!(Kernel::Fill { dst: s(u64::MAX - 2, 8), value: 0.0 }.validate().is_err());
+        assert!(Kernel::Fill {
+            dst: s(u64::MAX - 2, 8),
+            value: 0.0
+        }
+        .validate()
+        .is_err());
     }
 }

@@ -49,7 +49,7 @@ pub use kernel::{ComputeUnit, Kernel, KernelError};
 pub use memory::{f32_bytes, f32s_from_bytes, DeviceMemory, HostReadback};
 pub use ordering::{CaptureId, Domain, StreamPosition};
 pub use stream::Stream;
-pub use uses::{Access, UseObserver};
 pub use types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, MemInfo, Priority, StreamId,
 };
+pub use uses::{Access, UseObserver};

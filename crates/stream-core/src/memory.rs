@@ -106,7 +106,9 @@ unsafe impl Sync for Staging {}
 
 impl Staging {
     pub(crate) fn new(len: usize) -> Arc<Self> {
-        Arc::new(Staging { bytes: (0..len).map(|_| UnsafeCell::new(0)).collect() })
+        Arc::new(Staging {
+            bytes: (0..len).map(|_| UnsafeCell::new(0)).collect(),
+        })
     }
 
     pub(crate) fn as_mut_ptr(&self) -> *mut u8 {
@@ -133,13 +135,22 @@ pub struct HostReadback<B: Backend> {
 
 impl<B: Backend> fmt::Debug for HostReadback<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "HostReadback({} bytes, ready: {})", self.staging.bytes.len(), self.is_ready())
+        write!(
+            f,
+            "HostReadback({} bytes, ready: {})",
+            self.staging.bytes.len(),
+            self.is_ready()
+        )
     }
 }
 
 impl<B: Backend> HostReadback<B> {
     pub(crate) fn new(staging: Arc<Staging>, position: StreamPosition, done: Event<B>) -> Self {
-        HostReadback { staging, position, done }
+        HostReadback {
+            staging,
+            position,
+            done,
+        }
     }
 
     /// Where the copy sits in its stream.
@@ -175,10 +186,17 @@ impl<B: Backend> HostReadback<B> {
 
 /// Encodes `f32`s as little-endian bytes, the layout the kernels use.
 pub fn f32_bytes(values: &[f32]) -> Bytes {
-    values.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>().into()
+    values
+        .iter()
+        .flat_map(|v| v.to_le_bytes())
+        .collect::<Vec<u8>>()
+        .into()
 }
 
 /// Decodes little-endian `f32`s (a trailing partial element is ignored).
 pub fn f32s_from_bytes(bytes: &[u8]) -> Vec<f32> {
-    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
 }

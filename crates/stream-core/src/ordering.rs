@@ -298,11 +298,16 @@ impl Ordering {
             Domain::Eager => {
                 self.host.get(u.stream.index()) >= u.seq
                     || (self.domain_of(t) == Domain::Eager
-                        && self.eager.get(t.index()).is_some_and(|c| c.get(u.stream.index()) >= u.seq))
+                        && self
+                            .eager
+                            .get(t.index())
+                            .is_some_and(|c| c.get(u.stream.index()) >= u.seq))
             }
             Domain::Capture(c) => {
                 self.domain_of(t) == Domain::Capture(c)
-                    && self.clock(t).is_some_and(|clk| clk.get(u.stream.index()) >= u.seq)
+                    && self
+                        .clock(t)
+                        .is_some_and(|clk| clk.get(u.stream.index()) >= u.seq)
             }
         }
     }
@@ -320,8 +325,23 @@ impl Ordering {
         let mut clock = VectorClock::new();
         clock.advance(s.index(), self.positions[s.index()]);
         let mut members = BTreeMap::new();
-        members.insert(s, CaptureMember { clock, joined_at: self.positions[s.index()] });
-        self.captures.insert(id, CaptureState { id, origin: s, mode, thread, members });
+        members.insert(
+            s,
+            CaptureMember {
+                clock,
+                joined_at: self.positions[s.index()],
+            },
+        );
+        self.captures.insert(
+            id,
+            CaptureState {
+                id,
+                origin: s,
+                mode,
+                thread,
+                members,
+            },
+        );
         self.domain[s.index()] = Domain::Capture(id);
         id
     }
@@ -341,7 +361,9 @@ impl Ordering {
 
     /// Members of capture `c` whose last captured work is not ordered before the origin's end.
     pub fn unjoined(&self, c: CaptureId) -> Vec<Unjoined> {
-        let Some(cap) = self.captures.get(&c) else { return Vec::new() };
+        let Some(cap) = self.captures.get(&c) else {
+            return Vec::new();
+        };
         let origin_clock = &cap.members[&cap.origin].clock;
         cap.members
             .iter()
@@ -451,7 +473,10 @@ mod tests {
         o.submit(S0);
         let eager_event = o.record(S0);
         let c = o.begin_capture(S1, CaptureMode::Global, me());
-        assert_eq!(o.wait(S1, &eager_event), Err(WaitRefusal::RecordedOutsideCapture));
+        assert_eq!(
+            o.wait(S1, &eager_event),
+            Err(WaitRefusal::RecordedOutsideCapture)
+        );
         let d = o.begin_capture(S2, CaptureMode::Global, me());
         let in_d = o.record(S2);
         assert_eq!(o.wait(S1, &in_d), Err(WaitRefusal::RecordedInOtherCapture));

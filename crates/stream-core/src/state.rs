@@ -55,7 +55,11 @@ impl<B: Backend> DeviceState<B> {
     /// the graph lives).
     pub(crate) fn keep_alive(&mut self, pos: StreamPosition, item: KeepAlive) {
         match pos.domain {
-            Domain::Eager => self.keep_alive.entry(pos.stream).or_default().push_back((pos.seq, item)),
+            Domain::Eager => self
+                .keep_alive
+                .entry(pos.stream)
+                .or_default()
+                .push_back((pos.seq, item)),
             Domain::Capture(c) => self.capture_keep_alive.entry(c).or_default().push(item),
         }
     }
@@ -80,7 +84,10 @@ impl<B: Backend> DeviceState<B> {
         };
         for cap in self.ordering.captures() {
             if Some(cap.id) == own_capture || restricts_this_thread(cap) {
-                return Err(Error::ForbiddenDuringCapture { call, stream: cap.origin });
+                return Err(Error::ForbiddenDuringCapture {
+                    call,
+                    stream: cap.origin,
+                });
             }
         }
         Ok(())
@@ -91,8 +98,15 @@ impl<B: Backend> DeviceState<B> {
         if stream != StreamId::DEFAULT {
             return Ok(());
         }
-        match self.ordering.captures().find(|cap| restricts_this_thread(cap)) {
-            Some(cap) => Err(Error::DefaultStreamDuringCapture { call, capturing: cap.origin }),
+        match self
+            .ordering
+            .captures()
+            .find(|cap| restricts_this_thread(cap))
+        {
+            Some(cap) => Err(Error::DefaultStreamDuringCapture {
+                call,
+                capturing: cap.origin,
+            }),
             None => Ok(()),
         }
     }

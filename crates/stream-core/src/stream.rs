@@ -23,12 +23,22 @@ pub(crate) struct StreamInner<B: Backend> {
 }
 
 impl<B: Backend> StreamInner<B> {
-    pub(crate) fn new(id: StreamId, priority: Priority, tag: Option<String>, hal: B::Stream) -> Self {
+    pub(crate) fn new(
+        id: StreamId,
+        priority: Priority,
+        tag: Option<String>,
+        hal: B::Stream,
+    ) -> Self {
         let cell = OnceLock::new();
         if let Some(tag) = tag {
             let _ = cell.set(tag);
         }
-        StreamInner { id, priority, tag: cell, hal }
+        StreamInner {
+            id,
+            priority,
+            tag: cell,
+            hal,
+        }
     }
 
     pub(crate) fn set_tag(&self, tag: &str) {
@@ -44,7 +54,10 @@ pub struct Stream<B: Backend> {
 
 impl<B: Backend> Clone for Stream<B> {
     fn clone(&self) -> Self {
-        Stream { device: self.device.clone(), inner: self.inner.clone() }
+        Stream {
+            device: self.device.clone(),
+            inner: self.inner.clone(),
+        }
     }
 }
 
@@ -58,7 +71,13 @@ impl<B: Backend> Eq for Stream<B> {}
 
 impl<B: Backend> fmt::Debug for Stream<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Stream<{}>(device {}, {}", B::NAME, self.device.ordinal(), self.inner.id)?;
+        write!(
+            f,
+            "Stream<{}>(device {}, {}",
+            B::NAME,
+            self.device.ordinal(),
+            self.inner.id
+        )?;
         if let Some(tag) = self.tag() {
             write!(f, ", tag {tag:?}")?;
         }
@@ -108,7 +127,12 @@ impl<B: Backend> Stream<B> {
 
     /// Whether the stream is part of an active capture (as origin or joined).
     pub fn is_capturing(&self) -> bool {
-        self.device.inner.lock().ordering.capture_of(self.id()).is_some()
+        self.device
+            .inner
+            .lock()
+            .ordering
+            .capture_of(self.id())
+            .is_some()
     }
 
     /// Submits one piece of work under the device lock, so that positions follow the order in
@@ -133,9 +157,14 @@ impl<B: Backend> Stream<B> {
     /// Enqueues a kernel with a label for timelines and reports.
     pub fn launch_labeled(&self, kernel: &Kernel, label: &str) -> Result<StreamPosition> {
         kernel.validate()?;
-        let pos = self.submit("Stream::launch", |s| s.launch(kernel, label))?.0;
+        let pos = self
+            .submit("Stream::launch", |s| s.launch(kernel, label))?
+            .0;
         let reads = kernel.reads().map(|r| (r, Access::Read));
-        self.device.notify_uses(pos, reads.chain(kernel.writes().map(|w| (w, Access::Write))));
+        self.device.notify_uses(
+            pos,
+            reads.chain(kernel.writes().map(|w| (w, Access::Write))),
+        );
         Ok(pos)
     }
 
@@ -167,10 +196,14 @@ impl<B: Backend> Stream<B> {
     /// memory instead.
     pub fn copy_d2h(&self, src: DeviceSlice) -> Result<HostReadback<B>> {
         if self.is_capturing() {
-            return Err(Error::ForbiddenDuringCapture { call: "Stream::copy_d2h", stream: self.id() });
+            return Err(Error::ForbiddenDuringCapture {
+                call: "Stream::copy_d2h",
+                stream: self.id(),
+            });
         }
-        let len = usize::try_from(src.len)
-            .map_err(|_| Error::SizeOverflow(format!("{} bytes do not fit in host memory", src.len)))?;
+        let len = usize::try_from(src.len).map_err(|_| {
+            Error::SizeOverflow(format!("{} bytes do not fit in host memory", src.len))
+        })?;
         let staging = crate::memory::Staging::new(len);
         let done = self.device.create_event(EventFlags::ORDERING)?;
         let (pos, mut st) = self.submit("Stream::copy_d2h", |s| {
@@ -188,16 +221,28 @@ impl<B: Backend> Stream<B> {
     /// Enqueues a device-to-device copy (same lengths).
     pub fn copy_d2d(&self, src: DeviceSlice, dst: DeviceSlice) -> Result<StreamPosition> {
         if src.len != dst.len {
-            return Err(Error::OutOfBounds { what: "device-to-device copy", offset: 0, len: src.len, capacity: dst.len });
+            return Err(Error::OutOfBounds {
+                what: "device-to-device copy",
+                offset: 0,
+                len: src.len,
+                capacity: dst.len,
+            });
         }
-        let pos = self.submit("Stream::copy_d2d", |s| s.memcpy_d2d(dst.ptr, src.ptr, src.len))?.0;
-        self.device.notify_uses(pos, [(src, Access::Read), (dst, Access::Write)]);
+        let pos = self
+            .submit("Stream::copy_d2d", |s| {
+                s.memcpy_d2d(dst.ptr, src.ptr, src.len)
+            })?
+            .0;
+        self.device
+            .notify_uses(pos, [(src, Access::Read), (dst, Access::Write)]);
         Ok(pos)
     }
 
     /// Enqueues a memset of every byte of `dst` to `value`.
     pub fn memset(&self, dst: DeviceSlice, value: u8) -> Result<StreamPosition> {
-        let pos = self.submit("Stream::memset", |s| s.memset(dst.ptr, value, dst.len))?.0;
+        let pos = self
+            .submit("Stream::memset", |s| s.memset(dst.ptr, value, dst.len))?
+            .0;
         self.device.notify_uses(pos, [(dst, Access::Write)]);
         Ok(pos)
     }
@@ -233,11 +278,18 @@ impl<B: Backend> Stream<B> {
         };
         // Check first, so a refused wait reaches neither the backend nor the model.
         if let Err(refusal) = st.ordering.check_wait(self.id(), &snap) {
-            return Err(Error::CaptureIsolation { stream: self.id(), reason: refusal.reason() });
+            return Err(Error::CaptureIsolation {
+                stream: self.id(),
+                reason: refusal.reason(),
+            });
         }
         self.inner.hal.wait(&event.inner.hal)?;
         if let Ok(WaitEffect::JoinedCapture(c)) = st.ordering.wait(self.id(), &snap) {
-            tracing::debug!(stream = self.id().0, capture = c.0, "stream joined a capture");
+            tracing::debug!(
+                stream = self.id().0,
+                capture = c.0,
+                "stream joined a capture"
+            );
         }
         Ok(())
     }
@@ -290,7 +342,9 @@ impl<B: Backend> Stream<B> {
             return Err(Error::AlreadyCapturing { stream: self.id() });
         }
         self.inner.hal.begin_capture(mode)?;
-        let id = st.ordering.begin_capture(self.id(), mode, std::thread::current().id());
+        let id = st
+            .ordering
+            .begin_capture(self.id(), mode, std::thread::current().id());
         tracing::info!(stream = self.id().0, capture = id.0, ?mode, "capture begun");
         Ok(())
     }
@@ -308,7 +362,10 @@ impl<B: Backend> Stream<B> {
             Some(cap) => (cap.id, cap.origin),
         };
         if origin != self.id() {
-            return Err(Error::NotCaptureOrigin { stream: self.id(), origin });
+            return Err(Error::NotCaptureOrigin {
+                stream: self.id(),
+                origin,
+            });
         }
         let unjoined = st.ordering.unjoined(id);
         let hal_graph = self.inner.hal.end_capture();
@@ -317,7 +374,11 @@ impl<B: Backend> Stream<B> {
         drop(st);
         self.device.free_deferred();
         if let Some(u) = unjoined.first() {
-            tracing::warn!(stream = u.stream.0, origin = origin.0, "capture discarded: unjoined stream");
+            tracing::warn!(
+                stream = u.stream.0,
+                origin = origin.0,
+                "capture discarded: unjoined stream"
+            );
             return Err(Error::UnjoinedStream {
                 stream: u.stream,
                 origin,
@@ -329,7 +390,12 @@ impl<B: Backend> Stream<B> {
         if graph.node_count() == 0 {
             tracing::warn!(stream = self.id().0, "the captured graph is empty");
         }
-        tracing::info!(stream = self.id().0, capture = id.0, nodes = graph.node_count(), "capture ended");
+        tracing::info!(
+            stream = self.id().0,
+            capture = id.0,
+            nodes = graph.node_count(),
+            "capture ended"
+        );
         Ok(graph)
     }
 

@@ -34,9 +34,15 @@ pub struct Shape {
 
 impl Shape {
     /// Small enough to compute in data mode quickly.
-    pub const SMALL: Shape = Shape { elements: 4096, dim: 64 };
+    pub const SMALL: Shape = Shape {
+        elements: 4096,
+        dim: 64,
+    };
     /// Large enough that device time dominates host launch cost (for timing-only runs).
-    pub const MODEL: Shape = Shape { elements: 64 << 20, dim: 4096 };
+    pub const MODEL: Shape = Shape {
+        elements: 64 << 20,
+        dim: 4096,
+    };
 }
 
 /// Which streams run the work.
@@ -74,7 +80,12 @@ pub struct Run {
 }
 
 /// Runs the example. With `read_back`, copies the results to the host (use it in data mode).
-pub fn run<B: Backend>(device: &Device<B>, shape: Shape, layout: Layout, read_back: bool) -> Result<Run> {
+pub fn run<B: Backend>(
+    device: &Device<B>,
+    shape: Shape,
+    layout: Layout,
+    read_back: bool,
+) -> Result<Run> {
     let main = device.current_stream();
     let mat = shape.dim as u64 * shape.dim as u64;
     let in1 = alloc_f32(device, shape.elements)?;
@@ -85,12 +96,19 @@ pub fn run<B: Backend>(device: &Device<B>, shape: Shape, layout: Layout, read_ba
     let mm_result = alloc_f32(device, mat)?;
     let add2 = alloc_f32(device, mat)?;
     for (buf, value) in [(&in1, IN1), (&in2, IN2), (&in3, IN3), (&in4, IN4)] {
-        main.launch(&Kernel::Fill { dst: buf.slice(), value })?;
+        main.launch(&Kernel::Fill {
+            dst: buf.slice(),
+            value,
+        })?;
     }
     main.synchronize()?;
 
     let timer = Timer::start(&main)?;
-    main.launch(&Kernel::Add { a: in1.slice(), b: in2.slice(), out: add_result.slice() })?;
+    main.launch(&Kernel::Add {
+        a: in1.slice(),
+        b: in2.slice(),
+        out: add_result.slice(),
+    })?;
     let matmul = Kernel::Matmul {
         a: in3.slice(),
         b: in4.slice(),
@@ -117,7 +135,11 @@ pub fn run<B: Backend>(device: &Device<B>, shape: Shape, layout: Layout, read_ba
             None
         }
     };
-    main.launch(&Kernel::Add { a: in3.slice(), b: in4.slice(), out: add2.slice() })?;
+    main.launch(&Kernel::Add {
+        a: in3.slice(),
+        b: in4.slice(),
+        out: add2.slice(),
+    })?;
     if let Some(side) = &side {
         main.wait_stream(side)?;
     }
@@ -132,7 +154,10 @@ pub fn run<B: Backend>(device: &Device<B>, shape: Shape, layout: Layout, read_ba
     } else {
         None
     };
-    Ok(Run { makespan_us, results })
+    Ok(Run {
+        makespan_us,
+        results,
+    })
 }
 
 /// Whether `results` are what the example computes for `shape`.

@@ -25,7 +25,12 @@ pub struct Shape {
 
 impl Default for Shape {
     fn default() -> Self {
-        Shape { m: 128, k: 128, n: 128, earlier_work_ns: 500_000 }
+        Shape {
+            m: 128,
+            k: 128,
+            n: 128,
+            earlier_work_ns: 500_000,
+        }
     }
 }
 
@@ -58,21 +63,47 @@ pub fn run<B: Backend>(device: &Device<B>, shape: Shape, with_wait: bool) -> Res
     let sum = alloc_f32(device, 1)?;
 
     let timer = Timer::start(&main)?;
-    main.launch_labeled(&Kernel::Busy { duration_ns: shape.earlier_work_ns }, "earlier layers")?;
-    main.launch(&Kernel::Fill { dst: a.slice(), value: A_VALUE })?;
-    main.launch(&Kernel::Fill { dst: b.slice(), value: B_VALUE })?;
-    main.launch(&Kernel::Matmul { a: a.slice(), b: b.slice(), c: c.slice(), m: shape.m, k: shape.k, n: shape.n })?;
+    main.launch_labeled(
+        &Kernel::Busy {
+            duration_ns: shape.earlier_work_ns,
+        },
+        "earlier layers",
+    )?;
+    main.launch(&Kernel::Fill {
+        dst: a.slice(),
+        value: A_VALUE,
+    })?;
+    main.launch(&Kernel::Fill {
+        dst: b.slice(),
+        value: B_VALUE,
+    })?;
+    main.launch(&Kernel::Matmul {
+        a: a.slice(),
+        b: b.slice(),
+        c: c.slice(),
+        m: shape.m,
+        k: shape.k,
+        n: shape.n,
+    })?;
     if with_wait {
         side.wait_stream(&main)?;
     }
-    side.launch(&Kernel::ReduceSum { src: c.slice(), dst: sum.slice() })?;
+    side.launch(&Kernel::ReduceSum {
+        src: c.slice(),
+        dst: sum.slice(),
+    })?;
     let readback = side.copy_d2h(sum.slice())?;
     main.wait_stream(&side)?;
     let elapsed_us = timer.stop_us(&main)?;
 
     let got = readback.wait_f32()?.first().copied().unwrap_or(f32::NAN);
     let expected = expected_sum(shape);
-    Ok(Run { sum: got, expected, correct: approx_eq(got, expected), elapsed_us })
+    Ok(Run {
+        sum: got,
+        expected,
+        correct: approx_eq(got, expected),
+        elapsed_us,
+    })
 }
 
 /// The correct sum of `a × b` for the constant inputs.

@@ -1,0 +1,91 @@
+//! Graph capture: recording submitted work as nodes with dependencies.
+
+use crate::op::Op;
+use braid_stream_core::types::CaptureMode;
+use std::collections::BTreeSet;
+
+/// One captured piece of work and the nodes it depends on (all earlier in the list).
+#[derive(Clone, Debug)]
+pub(crate) struct Node {
+    /// The work, at its captured addresses.
+    pub op: Op,
+    /// Indices of the nodes that must finish before it starts.
+    pub deps: Vec<usize>,
+}
+
+/// A capture in progress.
+#[derive(Debug)]
+pub(crate) struct Capture {
+    /// Stream that began it (the only one that may end it).
+    pub origin: u32,
+    /// Mode it was begun with (kept for reports; the front layer enforces it).
+    #[allow(dead_code)]
+    pub mode: CaptureMode,
+    /// Streams capturing into it, the origin included.
+    pub members: BTreeSet<u32>,
+    /// Nodes so far, in topological order by construction.
+    pub nodes: Vec<Node>,
+}
+
+/// A stream's part in a capture.
+#[derive(Clone, Debug)]
+pub(crate) struct StreamCapture {
+    /// Capture id.
+    pub id: u64,
+    /// Nodes the stream's next node depends on (sorted, no duplicates).
+    pub frontier: Vec<usize>,
+}
+
+/// Adds the nodes of `b` to the sorted, deduplicated set `a`.
+pub(crate) fn union(a: &mut Vec<usize>, b: &[usize]) {
+    a.extend_from_slice(b);
+    a.sort_unstable();
+    a.dedup();
+}
+
+impl Capture {
+    /// Appends `op`, depending on `frontier`; the frontier becomes the new node.
+    pub fn add(&mut self, op: Op, frontier: &mut Vec<usize>) {
+        let index = self.nodes.len();
+        self.nodes.push(Node {
+            op,
+            deps: std::mem::take(frontier),
+        });
+        frontier.push(index);
+    }
+
+    /// Appends the nodes of a graph (a graph launched into a capture): its roots depend on
+    /// `frontier`, its edges are kept, and the frontier becomes its sinks (or stays as it was
+    /// for an empty graph).
+    pub fn add_graph(&mut self, graph: &[Node], frontier: &mut Vec<usize>) {
+        if graph.is_empty() {
+            return;
+        }
+        let offset = self.nodes.len();
+        let mut has_successor = vec![false; graph.len()];
+        for (i, node) in graph.iter().enumerate() {
+            let mut deps: Vec<usize> = node
+                .deps
+                .iter()
+                .filter(|&&d| d < i)
+                .map(|&d| d + offset)
+                .collect();
+            for &d in &node.deps {
+                if let Some(flag) = has_successor.get_mut(d) {
+                    *flag = true;
+                }
+            }
+            if deps.is_empty() {
+                deps = frontier.clone();
+            }
+            self.nodes.push(Node {
+                op: node.op.clone(),
+                deps,
+            });
+        }
+        *frontier = (0..graph.len())
+            .filter(|&i| !has_successor[i])
+            .map(|i| i + offset)
+            .collect();
+    }
+}

@@ -1,0 +1,88 @@
+//! Configuration of a simulated device.
+
+use crate::profile::DeviceProfile;
+
+/// Whether the simulator stores and computes data.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum SimMode {
+    /// Every allocation has host backing; kernels, copies and memsets compute real results.
+    #[default]
+    Data,
+    /// No data is stored or computed; only time, memory accounting and ordering are modelled,
+    /// so models far larger than host memory can be planned.
+    TimingOnly,
+}
+
+/// Builder-style configuration of a [`crate::SimDevice`].
+///
+/// ```
+/// use braid_backend_sim::{DeviceProfile, SimConfig, SimMode};
+/// let config = SimConfig::new()
+///     .ordinal(1)
+///     .capacity(64 << 30)
+///     .mode(SimMode::TimingOnly)
+///     .profile(DeviceProfile::generic_gpu());
+/// assert_eq!(config.capacity, 64 << 30);
+/// ```
+#[derive(Clone, PartialEq, Debug)]
+pub struct SimConfig {
+    /// Device ordinal reported by `Device::ordinal`.
+    pub ordinal: u32,
+    /// Device memory capacity in bytes.
+    pub capacity: u64,
+    /// Data or timing-only simulation.
+    pub mode: SimMode,
+    /// Cost model numbers.
+    pub profile: DeviceProfile,
+    /// Whether executed ops are kept in the timeline ([`crate::SimDevice::timeline`]).
+    pub record_timeline: bool,
+}
+
+impl SimConfig {
+    /// The default configuration: ordinal 0, 16 GiB, data mode, Ascend 910B profile, timeline on.
+    pub fn new() -> Self {
+        SimConfig {
+            ordinal: 0,
+            capacity: 16 << 30,
+            mode: SimMode::Data,
+            profile: DeviceProfile::ascend_910b(),
+            record_timeline: true,
+        }
+    }
+
+    /// Sets the device ordinal.
+    pub fn ordinal(mut self, ordinal: u32) -> Self {
+        self.ordinal = ordinal;
+        self
+    }
+
+    /// Sets the memory capacity in bytes.
+    pub fn capacity(mut self, bytes: u64) -> Self {
+        self.capacity = bytes;
+        self
+    }
+
+    /// Sets data or timing-only mode.
+    pub fn mode(mut self, mode: SimMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Sets the device profile.
+    pub fn profile(mut self, profile: DeviceProfile) -> Self {
+        self.profile = profile;
+        self
+    }
+
+    /// Turns keeping the timeline of executed ops on or off.
+    pub fn record_timeline(mut self, on: bool) -> Self {
+        self.record_timeline = on;
+        self
+    }
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig::new()
+    }
+}

@@ -1,0 +1,55 @@
+//! [`SimGraph`]: the hal graph.
+
+use crate::capture::Node;
+use crate::device::{lock, same_device, Shared};
+use crate::stream::SimStream;
+use crate::SimBackend;
+use braid_stream_core::hal::{self, HalError};
+use std::fmt;
+use std::sync::Arc;
+
+/// A captured graph of a [`crate::SimDevice`]: nodes at their captured addresses, with
+/// dependencies, in topological order. Cloning shares the nodes.
+#[derive(Clone)]
+pub struct SimGraph {
+    shared: Shared,
+    nodes: Arc<[Node]>,
+}
+
+impl fmt::Debug for SimGraph {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimGraph")
+            .field("nodes", &self.nodes.len())
+            .finish()
+    }
+}
+
+impl SimGraph {
+    pub(crate) fn new(shared: Shared, nodes: Vec<Node>) -> Self {
+        SimGraph {
+            shared,
+            nodes: nodes.into(),
+        }
+    }
+
+    /// For each node, its label and the indices of the nodes it depends on.
+    pub fn dependencies(&self) -> Vec<(String, Vec<usize>)> {
+        self.nodes
+            .iter()
+            .map(|n| (n.op.label.clone(), n.deps.clone()))
+            .collect()
+    }
+}
+
+impl hal::Graph for SimGraph {
+    type B = SimBackend;
+
+    fn launch(&self, stream: &SimStream) -> Result<(), HalError> {
+        same_device(&self.shared, &stream.shared)?;
+        lock(&self.shared).launch_graph(stream.index(), &self.nodes)
+    }
+
+    fn node_count(&self) -> usize {
+        self.nodes.len()
+    }
+}

@@ -1,0 +1,288 @@
+//! The device address space, memory accounting and (in data mode) the host-backed data store.
+
+use braid_stream_core::hal::HalError;
+use braid_stream_core::types::{DevicePtr, DeviceSlice, MemInfo};
+use std::collections::BTreeMap;
+
+/// First address handed out: non-zero and far from small integers, so that stray offsets are
+/// easy to tell from real addresses.
+pub(crate) const BASE_ADDRESS: u64 = 0x1_0000_0000;
+/// Every segment starts on this boundary (like device huge pages).
+pub(crate) const SEGMENT_ALIGN: u64 = 2 << 20;
+/// Allocations are accounted in multiples of this many bytes.
+pub(crate) const ACCOUNTING_GRANULE: u64 = 512;
+/// Size of one lazily created page of backing store.
+const PAGE: u64 = 64 << 10;
+
+/// Host backing of one segment: pages created on first write, so untouched memory reads as
+/// zeros and costs nothing (a zeroed buffer without paying for it up front).
+#[derive(Debug)]
+struct Backing {
+    pages: Vec<Option<Box<[u8]>>>,
+}
+
+impl Backing {
+    fn new(size: u64) -> Self {
+        let n = size.div_ceil(PAGE);
+        Backing {
+            pages: (0..n).map(|_| None).collect(),
+        }
+    }
+
+    /// Copies `out.len()` bytes at `offset` into `out`. The caller checked the range.
+    fn read(&self, offset: u64, out: &mut [u8]) {
+        let mut done = 0usize;
+        while done < out.len() {
+            let at = offset + done as u64;
+            let (page, within) = ((at / PAGE) as usize, (at % PAGE) as usize);
+            let n = (PAGE as usize - within).min(out.len() - done);
+            match self.pages.get(page).and_then(|p| p.as_ref()) {
+                Some(p) => out[done..done + n].copy_from_slice(&p[within..within + n]),
+                None => out[done..done + n].fill(0),
+            }
+            done += n;
+        }
+    }
+
+    /// Copies `data` to `offset`. The caller checked the range.
+    fn write(&mut self, offset: u64, data: &[u8]) {
+        let mut done = 0usize;
+        while done < data.len() {
+            let at = offset + done as u64;
+            let (page, within) = ((at / PAGE) as usize, (at % PAGE) as usize);
+            let n = (PAGE as usize - within).min(data.len() - done);
+            if let Some(slot) = self.pages.get_mut(page) {
+                let p = slot.get_or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
+                p[within..within + n].copy_from_slice(&data[done..done + n]);
+            }
+            done += n;
+        }
+    }
+}
+
+/// One live allocation.
+#[derive(Debug)]
+struct Segment {
+    /// Bytes requested.
+    size: u64,
+    /// Bytes charged against the capacity.
+    accounted: u64,
+    /// Host backing in data mode.
+    data: Option<Backing>,
+}
+
+/// Address space, accounting and data of one device.
+#[derive(Debug)]
+pub(crate) struct Memory {
+    capacity: u64,
+    used: u64,
+    peak: u64,
+    next: u64,
+    store_data: bool,
+    segments: BTreeMap<u64, Segment>,
+    allocations: u64,
+    frees: u64,
+    invalid_accesses: u64,
+}
+
+impl Memory {
+    /// An empty device of `capacity` bytes; `store_data` gives segments host backing.
+    pub fn new(capacity: u64, store_data: bool) -> Self {
+        Memory {
+            capacity,
+            used: 0,
+            peak: 0,
+            next: BASE_ADDRESS,
+            store_data,
+            segments: BTreeMap::new(),
+            allocations: 0,
+            frees: 0,
+            invalid_accesses: 0,
+        }
+    }
+
+    /// Allocates a segment of `size` bytes at a fresh, never reused, 2 MiB aligned address.
+    pub fn alloc(&mut self, size: u64) -> Result<DevicePtr, HalError> {
+        if size == 0 {
+            return Err(HalError::InvalidArgument(
+                "cannot allocate 0 bytes".to_string(),
+            ));
+        }
+        let free = self.capacity.saturating_sub(self.used);
+        let oom = HalError::OutOfMemory {
+            requested: size,
+            free,
+            total: self.capacity,
+        };
+        let Some(accounted) = size.checked_next_multiple_of(ACCOUNTING_GRANULE) else {
+            return Err(oom);
+        };
+        if accounted > free {
+            return Err(oom);
+        }
+        let base = self.next;
+        let Some(next) = base
+            .checked_add(size)
+            .and_then(|e| e.checked_next_multiple_of(SEGMENT_ALIGN))
+        else {
+            return Err(HalError::InvalidArgument(format!(
+                "the simulated address space is exhausted; cannot place {size} bytes"
+            )));
+        };
+        self.next = next;
+        self.used += accounted;
+        self.peak = self.peak.max(self.used);
+        self.allocations += 1;
+        let data = self.store_data.then(|| Backing::new(size));
+        self.segments.insert(
+            base,
+            Segment {
+                size,
+                accounted,
+                data,
+            },
+        );
+        tracing::debug!(ptr = %DevicePtr(base), size, accounted, used = self.used, "sim alloc");
+        Ok(DevicePtr(base))
+    }
+
+    /// Frees the segment at `ptr`, which must be the base of a live segment.
+    pub fn free(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
+        let Some(seg) = self.segments.remove(&ptr.0) else {
+            return Err(HalError::InvalidArgument(format!(
+                "free of {ptr}, which is not the base of a live allocation on this device"
+            )));
+        };
+        self.used -= seg.accounted;
+        self.frees += 1;
+        tracing::debug!(%ptr, size = seg.size, used = self.used, "sim free");
+        Ok(())
+    }
+
+    /// Free and total bytes.
+    pub fn info(&self) -> MemInfo {
+        MemInfo {
+            free: self.capacity.saturating_sub(self.used),
+            total: self.capacity,
+        }
+    }
+
+    /// Bytes currently charged against the capacity.
+    pub fn used(&self) -> u64 {
+        self.used
+    }
+
+    /// Highest value `used` reached.
+    pub fn peak(&self) -> u64 {
+        self.peak
+    }
+
+    /// Number of successful allocations.
+    pub fn allocations(&self) -> u64 {
+        self.allocations
+    }
+
+    /// Number of successful frees.
+    pub fn frees(&self) -> u64 {
+        self.frees
+    }
+
+    /// Accesses that fell outside every live segment so far.
+    pub fn invalid_accesses(&self) -> u64 {
+        self.invalid_accesses
+    }
+
+    /// Counts one access outside every live segment.
+    pub fn note_invalid(&mut self) {
+        self.invalid_accesses += 1;
+    }
+
+    /// The live segment wholly containing `s`, as (base, segment).
+    fn find(&self, s: DeviceSlice) -> Option<(u64, &Segment)> {
+        let (&base, seg) = self.segments.range(..=s.ptr.0).next_back()?;
+        let end = s.ptr.0.checked_add(s.len)?;
+        (end <= base + seg.size).then_some((base, seg))
+    }
+
+    /// Whether `s` lies inside one live segment (empty ranges always do).
+    pub fn is_valid(&self, s: DeviceSlice) -> bool {
+        s.len == 0 || self.find(s).is_some()
+    }
+
+    /// Reads `s`. `None` (and one invalid access counted) when `s` is not inside one live
+    /// segment; the caller treats that as zeros. Without backing (timing-only), zeros.
+    pub fn read(&mut self, s: DeviceSlice) -> Option<Vec<u8>> {
+        if s.len == 0 {
+            return Some(Vec::new());
+        }
+        let Some((base, seg)) = self.find(s) else {
+            self.invalid_accesses += 1;
+            return None;
+        };
+        let mut out = vec![0u8; s.len as usize];
+        if let Some(data) = &seg.data {
+            data.read(s.ptr.0 - base, &mut out);
+        }
+        Some(out)
+    }
+
+    /// Writes `data` at `ptr`. Dropped (and one invalid access counted) when the range is not
+    /// inside one live segment.
+    pub fn write(&mut self, ptr: DevicePtr, data: &[u8]) {
+        if data.is_empty() {
+            return;
+        }
+        let s = DeviceSlice::new(ptr, data.len() as u64);
+        let Some((base, _)) = self.find(s) else {
+            self.invalid_accesses += 1;
+            return;
+        };
+        if let Some(seg) = self.segments.get_mut(&base) {
+            if let Some(backing) = &mut seg.data {
+                backing.write(ptr.0 - base, data);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_are_aligned_fresh_and_accounted() {
+        let mut m = Memory::new(1 << 30, true);
+        let a = m.alloc(100).unwrap();
+        let b = m.alloc(3 << 20).unwrap();
+        assert_eq!(a.0, BASE_ADDRESS);
+        assert_eq!(b.0, BASE_ADDRESS + SEGMENT_ALIGN);
+        assert_eq!(m.used(), 512 + (3 << 20));
+        m.free(a).unwrap();
+        let c = m.alloc(100).unwrap();
+        assert_eq!(c.0, BASE_ADDRESS + 3 * SEGMENT_ALIGN);
+        assert!(m.free(DevicePtr(a.0)).is_err());
+        assert!(m.free(DevicePtr(c.0 + 4)).is_err());
+        assert!(matches!(m.alloc(0), Err(HalError::InvalidArgument(_))));
+        assert!(matches!(
+            m.alloc(u64::MAX),
+            Err(HalError::OutOfMemory { .. })
+        ));
+    }
+
+    #[test]
+    fn paged_backing_reads_back_across_pages() {
+        let mut m = Memory::new(1 << 30, true);
+        let a = m.alloc(3 * PAGE).unwrap();
+        let data: Vec<u8> = (0..PAGE + 10).map(|i| (i % 251) as u8).collect();
+        m.write(DevicePtr(a.0 + PAGE - 5), &data);
+        let back = m
+            .read(DeviceSlice::new(DevicePtr(a.0 + PAGE - 5), PAGE + 10))
+            .unwrap();
+        assert_eq!(back, data);
+        assert_eq!(m.read(DeviceSlice::new(a, 4)).unwrap(), vec![0; 4]);
+        assert_eq!(m.invalid_accesses(), 0);
+        assert!(m.read(DeviceSlice::new(a, 3 * PAGE + 1)).is_none());
+        m.write(DevicePtr(7), &[1]);
+        assert_eq!(m.invalid_accesses(), 2);
+    }
+}

@@ -1,0 +1,54 @@
+//! What the simulator reports about executed work.
+
+use braid_stream_core::kernel::ComputeUnit;
+use braid_stream_core::types::DeviceSlice;
+
+/// One executed op (eager, or a node of a graph replay), as placed in virtual time.
+#[derive(Clone, PartialEq, Debug)]
+pub struct OpRecord {
+    /// Index of the stream that submitted it (for graph nodes: the stream it was captured on).
+    pub stream: u32,
+    /// Label given at submission (for copies and memsets, their kind).
+    pub label: String,
+    /// What ran: the kernel's name, or `memcpy_h2d`, `memcpy_d2h`, `memcpy_d2d`, `memset`.
+    pub kind: &'static str,
+    /// Virtual time the op started, in nanoseconds.
+    pub start_ns: u64,
+    /// Virtual time the op ended, in nanoseconds.
+    pub end_ns: u64,
+    /// Resource it occupied.
+    pub unit: ComputeUnit,
+    /// Device ranges it read.
+    pub reads: Vec<DeviceSlice>,
+    /// Device ranges it wrote.
+    pub writes: Vec<DeviceSlice>,
+    /// Whether it ran as a node of a graph launch.
+    pub from_graph: bool,
+}
+
+impl OpRecord {
+    /// Device time the op took.
+    pub fn duration_ns(&self) -> u64 {
+        self.end_ns - self.start_ns
+    }
+}
+
+/// Counters of a simulated device.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct SimStats {
+    /// Ops placed on the device (eager ops and graph nodes).
+    pub ops_executed: u64,
+    /// Graph launches executed (not counting launches into a capture).
+    pub graph_launches: u64,
+    /// Successful allocations.
+    pub allocations: u64,
+    /// Successful frees.
+    pub frees: u64,
+    /// Bytes currently allocated (each allocation rounded up to 512 bytes).
+    pub bytes_allocated: u64,
+    /// Highest value `bytes_allocated` reached.
+    pub peak_bytes_allocated: u64,
+    /// Data accesses (reads or writes) that fell outside every live allocation; they read zeros
+    /// or were dropped. Always zero in timing-only mode, where no data is accessed.
+    pub invalid_accesses: u64,
+}

@@ -1,0 +1,68 @@
+//! Helpers shared by the integration tests.
+#![allow(dead_code)]
+
+use braid_backend_sim::{DeviceProfile, SimConfig, SimDevice, SimStream};
+use braid_stream_core::hal::{Device as _, Stream as _};
+use braid_stream_core::kernel::Kernel;
+use braid_stream_core::types::{DevicePtr, DeviceSlice};
+
+/// A profile with round numbers: 1 flop/ns on both units, 1 byte/ns everywhere, a 100 ns
+/// kernel floor, 10 ns per eager enqueue, 1 ns per cheap call, graph launch 50 + 2 per node.
+pub fn unit_profile() -> DeviceProfile {
+    DeviceProfile {
+        name: "unit".to_string(),
+        cube_flops_per_s: 1_000_000_000,
+        vector_flops_per_s: 1_000_000_000,
+        hbm_bytes_per_s: 1_000_000_000,
+        h2d_bytes_per_s: 1_000_000_000,
+        d2h_bytes_per_s: 1_000_000_000,
+        min_kernel_ns: 100,
+        eager_launch_ns: 10,
+        host_call_ns: 1,
+        graph_launch_ns: 50,
+        graph_node_ns: 2,
+    }
+}
+
+/// A data-mode device with the unit profile and 1 GiB.
+pub fn unit_device() -> SimDevice {
+    SimDevice::new(SimConfig::new().capacity(1 << 30).profile(unit_profile()))
+}
+
+/// `n` f32 at `ptr`.
+pub fn slice(ptr: DevicePtr, n: u64) -> DeviceSlice {
+    DeviceSlice::new(ptr, n * 4)
+}
+
+/// Uploads `values` to a fresh allocation on `s` and returns it.
+pub fn upload(dev: &SimDevice, s: &SimStream, values: &[f32]) -> DevicePtr {
+    let ptr = dev.alloc(values.len() as u64 * 4).expect("alloc");
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    // SAFETY: `bytes` lives until the synchronize below has observed the copy's completion.
+    unsafe {
+        s.memcpy_h2d(ptr, bytes.as_ptr(), bytes.len() as u64)
+            .expect("h2d")
+    };
+    s.synchronize().expect("sync");
+    ptr
+}
+
+/// Downloads `n` f32 from `ptr` on `s` (synchronizes `s`).
+pub fn download(s: &SimStream, ptr: DevicePtr, n: usize) -> Vec<f32> {
+    let mut bytes = vec![0u8; n * 4];
+    // SAFETY: `bytes` is not touched until the synchronize below observes completion.
+    unsafe {
+        s.memcpy_d2h(bytes.as_mut_ptr(), ptr, bytes.len() as u64)
+            .expect("d2h")
+    };
+    s.synchronize().expect("sync");
+    bytes
+        .chunks_exact(4)
+        .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+        .collect()
+}
+
+/// A busy kernel.
+pub fn busy(ns: u64) -> Kernel {
+    Kernel::Busy { duration_ns: ns }
+}
