@@ -1,0 +1,158 @@
+//! The harness cases run in, their error type, and the "device still works" check.
+
+use braid_stream_core::hal::Backend;
+use braid_stream_core::{f32_bytes, Device, Kernel, Stream};
+use std::fmt;
+use std::panic::Location;
+use std::sync::Arc;
+
+/// Device time of the "long work" cases put in front of what must still be pending
+/// (`Kernel::Busy`), in nanoseconds. Long enough that a host call right after submitting it
+/// observes the work as pending on any backend; on the simulator it is virtual time and costs
+/// nothing.
+pub const LONG_WORK_NS: u64 = 50_000_000;
+
+/// Opens a fresh device with the given ordinal.
+pub type DeviceFactory<B> =
+    Arc<dyn Fn(u32) -> braid_stream_core::Result<Device<B>> + Send + Sync + 'static>;
+
+/// What a case runs against: a factory of fresh devices of backend `B`.
+pub struct Harness<B: Backend> {
+    factory: DeviceFactory<B>,
+}
+
+impl<B: Backend> Clone for Harness<B> {
+    fn clone(&self) -> Self {
+        Harness {
+            factory: self.factory.clone(),
+        }
+    }
+}
+
+impl<B: Backend> fmt::Debug for Harness<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Harness<{}>", B::NAME)
+    }
+}
+
+impl<B: Backend> Harness<B> {
+    /// A harness opening devices with `factory` (given the ordinal, it returns a fresh device).
+    pub fn new<F>(factory: F) -> Self
+    where
+        F: Fn(u32) -> braid_stream_core::Result<Device<B>> + Send + Sync + 'static,
+    {
+        Harness {
+            factory: Arc::new(factory),
+        }
+    }
+
+    /// A fresh device with ordinal 0.
+    #[track_caller]
+    pub fn device(&self) -> Result<Device<B>, CaseError> {
+        self.device_with_ordinal(0)
+    }
+
+    /// A fresh device with the given ordinal.
+    #[track_caller]
+    pub fn device_with_ordinal(&self, ordinal: u32) -> Result<Device<B>, CaseError> {
+        let device = (self.factory)(ordinal)
+            .map_err(|e| CaseError::new(format!("opening device {ordinal} failed: {e}")))?;
+        if device.ordinal() != ordinal {
+            return Err(CaseError::new(format!(
+                "the factory was asked for ordinal {ordinal} but opened {}",
+                device.ordinal()
+            )));
+        }
+        Ok(device)
+    }
+}
+
+/// Why a case failed: a message and the line of the case that found the problem.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct CaseError {
+    /// What went wrong.
+    pub message: String,
+    /// Where in the suite it was detected.
+    pub location: &'static Location<'static>,
+}
+
+impl CaseError {
+    /// A failure at the caller's location.
+    #[track_caller]
+    pub fn new(message: impl Into<String>) -> Self {
+        CaseError {
+            message: message.into(),
+            location: Location::caller(),
+        }
+    }
+}
+
+impl fmt::Display for CaseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (at {})", self.message, self.location)
+    }
+}
+
+impl std::error::Error for CaseError {}
+
+impl From<braid_stream_core::Error> for CaseError {
+    #[track_caller]
+    fn from(err: braid_stream_core::Error) -> Self {
+        CaseError::new(format!("unexpected error: {err} ({err:?})"))
+    }
+}
+
+impl From<String> for CaseError {
+    #[track_caller]
+    fn from(message: String) -> Self {
+        CaseError::new(message)
+    }
+}
+
+/// Proves `device` still works: allocates a small buffer, runs fill, add and reduce on the
+/// default stream and on a new stream, copies the results back and checks the numbers.
+///
+/// Call it outside any capture (it uses the default stream and synchronizes).
+pub fn check_device_works<B: Backend>(device: &Device<B>) -> Result<(), String> {
+    const N: u64 = 256;
+    let fail =
+        |step: &str, e: braid_stream_core::Error| format!("device check: {step} failed: {e}");
+    let side = device
+        .create_stream(0)
+        .map_err(|e| fail("create_stream", e))?;
+    for (round, stream) in [device.default_stream(), side].into_iter().enumerate() {
+        let mem = device.alloc(3 * N * 4 + 4).map_err(|e| fail("alloc", e))?;
+        let part = |i: u64| mem.range(i * N * 4, N * 4).expect("inside the segment");
+        let (a, b, c) = (part(0), part(1), part(2));
+        let sum = mem.range(3 * N * 4, 4).expect("inside the segment");
+        let base = round as f32 + 1.0;
+        let run = |stream: &Stream<B>| -> braid_stream_core::Result<(Vec<f32>, Vec<f32>)> {
+            stream.copy_h2d(a, f32_bytes(&vec![base; N as usize]))?;
+            stream.launch(&Kernel::Fill { dst: b, value: 0.5 })?;
+            stream.launch(&Kernel::Add { a, b, out: c })?;
+            stream.launch(&Kernel::ReduceSum { src: c, dst: sum })?;
+            let values = stream.copy_d2h(c)?.wait_f32()?;
+            let total = stream.copy_d2h(sum)?.wait_f32()?;
+            Ok((values, total))
+        };
+        let (values, total) = run(&stream).map_err(|e| fail(&format!("work on {stream:?}"), e))?;
+        let want = base + 0.5;
+        if let Some((i, v)) = values.iter().enumerate().find(|(_, v)| **v != want) {
+            return Err(format!(
+                "device check on {stream:?}: element {i} is {v}, expected {want}"
+            ));
+        }
+        if total != [want * N as f32] {
+            return Err(format!(
+                "device check on {stream:?}: reduce gave {total:?}, expected {}",
+                want * N as f32
+            ));
+        }
+        stream
+            .synchronize()
+            .map_err(|e| fail("Stream::synchronize", e))?;
+    }
+    device
+        .synchronize()
+        .map_err(|e| fail("Device::synchronize", e))
+}

@@ -1,0 +1,251 @@
+//! braid's conformance suite: one generic set of cases every backend must pass.
+//!
+//! Each case is a public generic function `fn(&Harness<B>) -> Result<(), CaseError>` that
+//! exercises the front layer ([`braid_stream_core`]) on devices made by the harness, and names
+//! the peer scenario it reproduces (`B13`… from `reference/workloads.md`, section 2). Every case
+//! that provokes an error ends by proving the device still works ([`check_device_works`]).
+//!
+//! A backend runs the suite with one macro invocation, which expands to one `#[test]` per case
+//! (`cargo test` lists `streams::default_stream_is_id_zero`, `capture::fork_join_capture_replays`,
+//! and so on):
+//!
+//! ```ignore
+//! use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
+//! use braid_stream_core::Device;
+//!
+//! braid_conformance::conformance_tests!(SimBackend, |ordinal| {
+//!     Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal)))
+//! });
+//! ```
+//!
+//! One case can also be run on its own:
+//!
+//! ```
+//! use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
+//! use braid_conformance::{check_device_works, Harness};
+//! use braid_stream_core::Device;
+//!
+//! let harness = Harness::<SimBackend>::new(|ordinal| {
+//!     Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal)))
+//! });
+//! braid_conformance::events::wait_event_matmul_chain(&harness).unwrap();
+//! check_device_works(&harness.device().unwrap()).unwrap();
+//! ```
+//!
+//! Tools run every case with [`run_all`]; [`CASES`] names them. The list of cases lives in one
+//! place (the hidden `__with_cases!` macro) from which the test macro, [`CASES`] and [`run_all`]
+//! are all generated.
+#![warn(missing_docs)]
+
+#[macro_use]
+mod support;
+
+pub mod capture;
+pub mod context;
+pub mod errors;
+pub mod events;
+mod harness;
+pub mod memory;
+pub mod ordering;
+pub mod streams;
+pub mod tags;
+
+pub use harness::{check_device_works, CaseError, DeviceFactory, Harness, LONG_WORK_NS};
+
+/// The one list of cases, by module. Calls `$crate::$callback!` with `{ args }` followed by the
+/// list, so every generated artefact (tests, [`CASES`], [`run_all`]) comes from here.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_cases {
+    ($callback:ident { $($args:tt)* }) => {
+        $crate::$callback! {
+            { $($args)* }
+            streams: [
+                default_stream_is_id_zero,
+                same_stream_work_runs_in_order,
+                wait_stream_fan_in_dag,
+                record_wait_chain_s1_to_s2,
+                wait_stream_on_itself_is_a_no_op,
+                concurrent_threads_on_own_streams,
+            ],
+            events: [
+                event_query_lifecycle,
+                elapsed_time_is_positive,
+                elapsed_requires_timing,
+                elapsed_requires_record,
+                wait_event_matmul_chain,
+                event_waited_from_another_stream,
+                event_sync_and_stream_query,
+                one_event_waited_by_three_streams,
+                wait_before_record_is_a_no_op,
+                rerecord_moves_the_event,
+                wait_async_resolves,
+            ],
+            ordering: [
+                not_ordered_without_sync,
+                ordered_after_wait_stream,
+                ordered_after_event_wait,
+                ordered_after_host_synchronize,
+                ordered_after_completed_query,
+                ordering_is_transitive,
+                work_after_record_is_not_ordered,
+                race_without_wait_reads_stale_data,
+            ],
+            context: [
+                nested_guards_restore_on_drop,
+                guards_restore_while_unwinding,
+                current_stream_is_per_thread,
+                stream_switch_makes_tagged_stream_current,
+                work_follows_the_current_stream,
+            ],
+            tags: [
+                same_tag_same_stream,
+                tag_priority_mismatch_refused,
+                tagged_event_tag_in_use,
+                unknown_tag_refused,
+                tagged_record_wait_on_current_stream,
+            ],
+            capture: [
+                capture_on_default_stream_refused,
+                begin_capture_twice_refused,
+                end_capture_without_capture_refused,
+                end_capture_on_joined_stream_refused,
+                blocking_calls_forbidden_during_capture,
+                default_stream_forbidden_during_global_capture,
+                unjoined_stream_reported,
+                capture_and_replay,
+                fork_join_capture_replays,
+                thread_local_and_relaxed_capture,
+                capturing_stream_cannot_wait_on_eager_event,
+                d2h_copy_refused_during_capture,
+            ],
+            errors: [
+                objects_of_another_device_refused,
+                allocation_beyond_capacity_is_oom,
+                invalid_kernel_shapes_refused,
+                copy_length_mismatch_refused,
+            ],
+            memory: [
+                h2d_bytes_may_be_dropped_after_the_call,
+                d2h_readback_not_ready_until_observed,
+                d2d_copy,
+                memset_sets_every_byte,
+                mem_info_accounts_allocations,
+            ],
+        }
+    };
+}
+
+/// Generates [`CASES`] and [`run_all`] from the list.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __define_registry {
+    ({} $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
+        /// Every case of the suite, as `module::case` (the test names `conformance_tests!`
+        /// generates).
+        pub const CASES: &[&str] = &[
+            $( $( concat!(stringify!($module), "::", stringify!($case)), )* )*
+        ];
+
+        /// Runs every case on devices from `harness`, in the order of [`CASES`]. A case that
+        /// panics is reported as failed, so one broken case does not stop the others.
+        pub fn run_all<B: braid_stream_core::hal::Backend>(
+            harness: &Harness<B>,
+        ) -> Vec<(&'static str, Result<(), CaseError>)> {
+            vec![
+                $( $(
+                    (
+                        concat!(stringify!($module), "::", stringify!($case)),
+                        run_case(harness, $module::$case::<B>),
+                    ),
+                )* )*
+            ]
+        }
+    };
+}
+
+__with_cases!(__define_registry {});
+
+/// Expands to one `#[test]` per conformance case for a backend.
+///
+/// `$backend` is the backend type and `$factory` an expression usable as
+/// `Fn(u32) -> braid_stream_core::Result<Device<$backend>> + Send + Sync + 'static`: given an
+/// ordinal it opens a fresh device. Tests are grouped in modules named like the suite's
+/// (`streams`, `events`, `capture`, …); the factory is resolved in the invoking module.
+///
+/// ```ignore
+/// braid_conformance::conformance_tests!(SimBackend, |ordinal| {
+///     Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal)))
+/// });
+/// ```
+#[macro_export]
+macro_rules! conformance_tests {
+    ($backend:ty, $factory:expr $(,)?) => {
+        $crate::__with_cases!(__conformance_tests_impl { $backend, $factory });
+    };
+}
+
+/// Implementation of [`conformance_tests!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __conformance_tests_impl {
+    ({ $backend:ty, $factory:expr } $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
+        $(
+            mod $module {
+                #[allow(unused_imports)]
+                use super::*;
+                $(
+                    #[test]
+                    fn $case() {
+                        let harness = $crate::Harness::<$backend>::new($factory);
+                        if let Err(err) =
+                            $crate::run_case(&harness, $crate::$module::$case::<$backend>)
+                        {
+                            panic!(
+                                "{}::{} failed: {}",
+                                stringify!($module),
+                                stringify!($case),
+                                err
+                            );
+                        }
+                    }
+                )*
+            }
+        )*
+    };
+}
+
+/// Runs one case, turning a panic inside it into a [`CaseError`].
+pub fn run_case<B: braid_stream_core::hal::Backend>(
+    harness: &Harness<B>,
+    case: fn(&Harness<B>) -> Result<(), CaseError>,
+) -> Result<(), CaseError> {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| case(harness))) {
+        Ok(result) => result,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "non-string panic payload".to_string());
+            Err(CaseError::new(format!("the case panicked: {message}")))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::CASES;
+    use std::collections::BTreeSet;
+
+    #[test]
+    fn case_names_are_unique_and_enough() {
+        let unique: BTreeSet<_> = CASES.iter().collect();
+        assert_eq!(unique.len(), CASES.len());
+        assert!(CASES.len() >= 35, "only {} cases", CASES.len());
+        // Test functions live in per-module `mod`s, so case names must be unique across them
+        // only within a module; keep them unique overall anyway for readable reports.
+        let bare: BTreeSet<_> = CASES.iter().map(|c| c.rsplit("::").next()).collect();
+        assert_eq!(bare.len(), CASES.len());
+    }
+}

@@ -1,0 +1,158 @@
+//! Assertion macros and small helpers shared by the cases.
+
+use crate::harness::{check_device_works, CaseError, LONG_WORK_NS};
+use braid_stream_core::hal::Backend;
+use braid_stream_core::{
+    f32_bytes, Device, DeviceMemory, DeviceSlice, Kernel, Stream, StreamPosition,
+};
+
+/// Fails the case with a formatted message unless `cond` holds.
+macro_rules! ensure {
+    ($cond:expr, $($fmt:tt)+) => {
+        let holds: bool = $cond;
+        if !holds {
+            return Err($crate::CaseError::new(format!($($fmt)+)));
+        }
+    };
+}
+
+/// Fails the case unless `actual == expected`.
+macro_rules! ensure_eq {
+    ($actual:expr, $expected:expr, $($fmt:tt)+) => {
+        match (&$actual, &$expected) {
+            (actual, expected) => {
+                if actual != expected {
+                    return Err($crate::CaseError::new(format!(
+                        "{}: expected {:?}, got {:?}",
+                        format!($($fmt)+),
+                        expected,
+                        actual
+                    )));
+                }
+            }
+        }
+    };
+}
+
+/// Fails the case unless `result` is `Err` matching the pattern (and guard).
+macro_rules! expect_err {
+    ($result:expr, $pat:pat $(if $guard:expr)?, $($fmt:tt)+) => {
+        match $result {
+            Err($pat) $(if $guard)? => {}
+            other => {
+                return Err($crate::CaseError::new(format!(
+                    "{}: expected Err({}), got {:?}",
+                    format!($($fmt)+),
+                    stringify!($pat),
+                    other
+                )));
+            }
+        }
+    };
+}
+
+/// [`check_device_works`] as a case step.
+#[track_caller]
+pub(crate) fn still_works<B: Backend>(device: &Device<B>) -> Result<(), CaseError> {
+    check_device_works(device).map_err(CaseError::new)
+}
+
+/// A segment of `n` `f32`s.
+#[track_caller]
+pub(crate) fn alloc_f32<B: Backend>(
+    device: &Device<B>,
+    n: usize,
+) -> Result<DeviceMemory<B>, CaseError> {
+    Ok(device.alloc(n as u64 * 4)?)
+}
+
+/// Enqueues a copy of `values` into `dst`.
+#[track_caller]
+pub(crate) fn upload<B: Backend>(
+    stream: &Stream<B>,
+    dst: DeviceSlice,
+    values: &[f32],
+) -> Result<StreamPosition, CaseError> {
+    Ok(stream.copy_h2d(dst, f32_bytes(values))?)
+}
+
+/// Enqueues a fill of `dst` with `value`.
+#[track_caller]
+pub(crate) fn fill<B: Backend>(
+    stream: &Stream<B>,
+    dst: DeviceSlice,
+    value: f32,
+) -> Result<StreamPosition, CaseError> {
+    Ok(stream.launch(&Kernel::Fill { dst, value })?)
+}
+
+/// Enqueues [`LONG_WORK_NS`] of busy work.
+#[track_caller]
+pub(crate) fn long_work<B: Backend>(stream: &Stream<B>) -> Result<StreamPosition, CaseError> {
+    Ok(stream.launch(&Kernel::Busy {
+        duration_ns: LONG_WORK_NS,
+    })?)
+}
+
+/// Copies `src` back on `stream` (after the stream's earlier work) and waits for it.
+#[track_caller]
+pub(crate) fn download<B: Backend>(
+    stream: &Stream<B>,
+    src: DeviceSlice,
+) -> Result<Vec<f32>, CaseError> {
+    Ok(stream.copy_d2h(src)?.wait_f32()?)
+}
+
+/// Checks that every element of `values` equals `expected`.
+#[track_caller]
+pub(crate) fn all_equal(values: &[f32], expected: f32, what: &str) -> Result<(), CaseError> {
+    if values.is_empty() {
+        return Err(CaseError::new(format!("{what}: no values")));
+    }
+    match values.iter().enumerate().find(|(_, v)| **v != expected) {
+        Some((i, v)) => Err(CaseError::new(format!(
+            "{what}: element {i} of {} is {v}, expected {expected}",
+            values.len()
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Checks `values` element by element.
+#[track_caller]
+pub(crate) fn all_match(values: &[f32], expected: &[f32], what: &str) -> Result<(), CaseError> {
+    if values.len() != expected.len() {
+        return Err(CaseError::new(format!(
+            "{what}: {} values, expected {}",
+            values.len(),
+            expected.len()
+        )));
+    }
+    match values
+        .iter()
+        .zip(expected)
+        .enumerate()
+        .find(|(_, (v, e))| v != e)
+    {
+        Some((i, (v, e))) => Err(CaseError::new(format!(
+            "{what}: element {i} is {v}, expected {e}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Row-major `a (m×k) × b (k×n)` on the host.
+pub(crate) fn host_matmul(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) -> Vec<f32> {
+    let mut c = vec![0.0; m * n];
+    for i in 0..m {
+        for j in 0..n {
+            c[i * n + j] = (0..k).map(|p| a[i * k + p] * b[p * n + j]).sum();
+        }
+    }
+    c
+}
+
+/// Small integer-valued test data (exact in `f32` sums and products).
+pub(crate) fn ramp(n: usize, modulo: usize, offset: f32) -> Vec<f32> {
+    (0..n).map(|i| (i % modulo) as f32 + offset).collect()
+}
