@@ -1,7 +1,115 @@
-//! braid's stream-ordered caching allocator.
+//! braid's stream-ordered caching device allocator.
 //!
-//! **Status: not implemented yet.** This crate reserves its place in the workspace and its
-//! dependency on `braid-stream-core`; it exports nothing until the allocator issue lands
-//! (DESIGN.md §4: RAII device buffers, small/large pools, cross-stream frees driven by the
-//! happens-before model of [`braid_stream_core::ordering`], OOM ladder, private pools, stats
-//! and snapshots). Until then use [`braid_stream_core::Device::alloc`] for raw segments.
+//! [`CachingAllocator`] carves buffers out of segments it gets from the backend
+//! (`hal::Device::alloc`) and caches freed blocks for reuse, as PyTorch's
+//! `CUDACachingAllocator` and torch_npu's `NPUCachingAllocator` do, generic over braid's
+//! backend trait. It adds MindSpore's automatic cross-stream lifetime on top of the front
+//! layer's happens-before model.
+//!
+//! - **RAII buffers.** [`DeviceBuffer`] owns one block; dropping it frees the block on its
+//!   allocation stream. No double free or use after free is possible in safe code. Zero-byte
+//!   requests give an empty buffer at [`DevicePtr::NULL`](braid_stream_core::DevicePtr::NULL)
+//!   holding no device memory; sizes that overflow when rounded are a typed error.
+//! - **Blocks and segments** (PyTorch's defaults, all configurable): sizes rounded to 512 B
+//!   (optionally to power-of-two divisions); a small pool for requests up to 1 MiB carved from
+//!   2 MiB segments; a large pool where 1–10 MiB requests come from 20 MiB segments and larger
+//!   ones get their own segment rounded up to 2 MiB; best fit per (stream, pool) by (size,
+//!   address); splitting (small: remainder ≥ 512 B; large: remainder > 1 MiB and request below
+//!   `max_split_size`); oversize rules (a request below `max_split_size` never takes a block at
+//!   least that large; an oversize request only takes a block smaller than request +
+//!   `max_non_split_rounding`); coalescing with free neighbours; segments go back to the
+//!   device only whole ([`CachingAllocator::empty_cache`]). A freed block is reused only by
+//!   allocations on its stream.
+//! - **Cross-stream use.** [`CachingAllocator::record_stream`] (PyTorch),
+//!   [`CachingAllocator::record_stream_range`] (through a view),
+//!   [`CachingAllocator::record_tagged_stream`] (TorchAir's `npu_record_tagged_stream`), and
+//!   [`CrossStreamMode::Automatic`] (MindSpore): every use the front layer sees on another
+//!   stream is noted with its position. On free, uses already ordered before the owner
+//!   stream's next work are dropped with no event at all (MindSpore's "return flow": the owner
+//!   waited on the user, or the host synchronized); for the rest a pooled event is recorded on
+//!   each using stream and the block stays pending. Pending blocks are processed per using
+//!   stream (no head-of-line blocking): each allocation re-checks the ordering model, then
+//!   queries the oldest events per stream (or, with `lazy_event_polling`, only on a cache
+//!   miss). Events are never queried during a capture. With `reuse_pending_with_wait`, a miss
+//!   reuses a pending block by making the allocating stream wait on its uses instead of
+//!   growing.
+//! - **Out of memory**: the ladder (process pending events → free oversize cached blocks when
+//!   `max_split_size` is set → free cached whole segments → synchronize pending events and
+//!   retry), then [`AllocError::OutOfMemory`] whose message states the request, the device's
+//!   total and free memory, the limit, allocated, reserved, private-pool and pending bytes, and
+//!   a hint. `memory_fraction` / `limit_bytes` cap reserved memory.
+//! - **Statistics** with PyTorch's names ([`MemoryStats`], flat keys such as
+//!   `"allocated_bytes.all.current"`, `"reserved_bytes.large_pool.peak"`, `"num_ooms"`):
+//!   `allocation`, `segment`, `active`, `inactive_split` (counts) and `allocated_bytes`,
+//!   `reserved_bytes`, `active_bytes`, `inactive_split_bytes`, `requested_bytes` (bytes), each
+//!   `{all, small_pool, large_pool}` × `{current, peak, allocated, freed}`;
+//!   `oversize_allocations`, `oversize_segments`, `num_alloc_retries`, `num_ooms`,
+//!   `num_sync_all_streams`, `num_device_alloc`, `num_device_free`, `max_split_size`; and
+//!   braid's `num_events_recorded`, `num_events_created`, `num_event_queries`,
+//!   `num_pending_frees`, `num_released_without_event`, `num_reuse_with_wait`,
+//!   `pending_free_bytes`.
+//! - **Snapshots and history**: [`CachingAllocator::snapshot`] lists segments (address, size,
+//!   stream, small/large, pool) and their blocks (`active_allocated`, `active_pending_free`,
+//!   `inactive`); a bounded history ring records `alloc`, `free_requested`, `free_completed`,
+//!   `segment_alloc`, `segment_free` and `oom` events with a deterministic logical time.
+//!
+//! # Configuration
+//!
+//! In code with the [`AllocatorConfig`] builder, or as a string in the style of
+//! `PYTORCH_ALLOC_CONF` ([`AllocatorConfig::parse`], [`AllocatorConfig::from_env`] reading
+//! `BRAID_ALLOC_CONF`). Keys: `max_split_size_mb`, `max_non_split_rounding_mb`,
+//! `large_segment_size_mb`, `roundup_power2_divisions` (`4` or
+//! `[64:8,128:2,256:2,512:2,1024:1,>:1]`), `garbage_collection_threshold`,
+//! `per_process_memory_fraction` (or `memory_fraction`), `limit_mb`, `cross_stream`
+//! (`manual` | `automatic`), `reuse_pending_with_wait`, `lazy_event_polling`,
+//! `record_history`, `history_size`, `expandable_segments` (`false` only). An unknown key or a
+//! bad value is a typed error naming both.
+//!
+//! # Example
+//!
+//! ```
+//! use braid_allocator::{AllocatorConfig, CachingAllocator};
+//! use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
+//! use braid_stream_core::{Device, Kernel};
+//!
+//! let device = Device::<SimBackend>::new(SimDevice::new(SimConfig::new().capacity(256 << 20))).unwrap();
+//! let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::parse("max_split_size_mb:64").unwrap()).unwrap();
+//! let main = device.default_stream();
+//! let side = device.create_stream(0).unwrap();
+//!
+//! let buf = alloc.alloc(1024, &main).unwrap();
+//! main.launch(&Kernel::Fill { dst: buf.slice(), value: 1.0 }).unwrap();
+//! side.wait_stream(&main).unwrap();
+//! side.launch(&Kernel::Busy { duration_ns: 1_000_000 }).unwrap();
+//! buf.record_stream(&side).unwrap(); // the side stream uses it too
+//! let first = buf.ptr();
+//! drop(buf); // pending until the side stream's work is ordered before main's next work
+//! assert_ne!(alloc.alloc(1024, &main).unwrap().ptr(), first);
+//! side.synchronize().unwrap();
+//! assert_eq!(alloc.alloc(1024, &main).unwrap().ptr(), first);
+//! assert_eq!(alloc.memory_stats_map()["allocated_bytes.all.current"], 0);
+//! ```
+#![warn(missing_docs)]
+
+mod allocator;
+mod block;
+mod buffer;
+mod config;
+mod error;
+mod pending;
+mod pool;
+mod size;
+mod snapshot;
+mod state;
+mod stats;
+
+pub use allocator::{CachingAllocator, DEFAULT_POOL, EMPTY_BUFFER_PTR};
+pub use buffer::DeviceBuffer;
+pub use config::{AllocatorConfig, CrossStreamMode, ENV_VAR, ROUNDUP_POWER2_INTERVALS};
+pub use error::{AllocError, OutOfMemoryReport};
+pub use size::SizeClass;
+pub use snapshot::{
+    BlockSnapshot, BlockState, HistoryAction, HistoryEntry, MemorySnapshot, PoolId,
+    SegmentSnapshot, SegmentType,
+};
+pub use stats::{format_size, MemoryStats, Stat, StatArray};

@@ -67,6 +67,7 @@ macro_rules! __with_cases {
                 record_wait_chain_s1_to_s2,
                 wait_stream_on_itself_is_a_no_op,
                 concurrent_threads_on_own_streams,
+                stream_registry_finds_live_streams,
             ],
             events: [
                 event_query_lifecycle,

@@ -215,3 +215,33 @@ pub fn concurrent_threads_on_own_streams<B: Backend>(h: &Harness<B>) -> Result<(
     }
     Ok(())
 }
+
+/// Streams: `Device::stream(id)` finds a live stream by id (the default stream always), and
+/// forgets it once every handle is gone; `same_as` tells handles of one device apart from others.
+pub fn stream_registry_finds_live_streams<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
+    let device = h.device()?;
+    ensure!(
+        device.stream(StreamId(0)).as_ref() == Some(&device.default_stream()),
+        "stream(0) is the default stream"
+    );
+    let s1 = device.create_stream(0)?;
+    let id = s1.id();
+    ensure!(
+        device.stream(id).as_ref() == Some(&s1),
+        "stream({id:?}) finds the live stream"
+    );
+    ensure!(
+        device.stream(StreamId(9_999)).is_none(),
+        "an id never handed out finds nothing"
+    );
+    drop(s1);
+    ensure!(device.stream(id).is_none(), "a dropped stream is forgotten");
+    ensure!(
+        device.same_as(&device.clone()),
+        "a clone is the same device"
+    );
+    let other = h.device_with_ordinal(1)?;
+    ensure!(!device.same_as(&other), "another device is not the same");
+    crate::check_device_works(&device).map_err(CaseError::from)?;
+    Ok(())
+}

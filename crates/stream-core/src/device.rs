@@ -105,17 +105,30 @@ impl<B: Backend> Device<B> {
     /// Creates a stream with `priority` (smaller is higher; 0 is normal).
     pub fn create_stream(&self, priority: Priority) -> Result<Stream<B>> {
         let hal = self.inner.hal.create_stream(priority)?;
-        let id = {
-            let mut st = self.inner.lock();
-            let id = StreamId(st.next_stream_id);
-            st.next_stream_id += 1;
-            id
-        };
+        let mut st = self.inner.lock();
+        let id = StreamId(st.next_stream_id);
+        st.next_stream_id += 1;
+        let inner = Arc::new(StreamInner::new(id, priority, None, hal));
+        st.streams.retain(|_, weak| weak.strong_count() > 0);
+        st.streams.insert(id, Arc::downgrade(&inner));
+        drop(st);
         tracing::debug!(stream = id.0, priority, "stream created");
-        Ok(Stream::from_parts(
-            self.clone(),
-            Arc::new(StreamInner::new(id, priority, None, hal)),
-        ))
+        Ok(Stream::from_parts(self.clone(), inner))
+    }
+
+    /// The live stream with id `id` (the default stream for `StreamId(0)`); `None` once every
+    /// handle to it is gone. Lets observers that only see a `StreamPosition` act on its stream.
+    pub fn stream(&self, id: StreamId) -> Option<Stream<B>> {
+        if id == StreamId::DEFAULT {
+            return Some(self.default_stream());
+        }
+        let inner = self.inner.lock().streams.get(&id)?.upgrade()?;
+        Some(Stream::from_parts(self.clone(), inner))
+    }
+
+    /// Whether `other` is a handle to this same device.
+    pub fn same_as(&self, other: &Device<B>) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
     }
 
     /// Creates an event.
@@ -286,7 +299,7 @@ impl<B: Backend> Device<B> {
     }
 
     pub(crate) fn check_same_device(&self, what: &'static str, other: &Device<B>) -> Result<()> {
-        if Arc::ptr_eq(&self.inner, &other.inner) {
+        if self.same_as(other) {
             Ok(())
         } else {
             Err(Error::WrongDevice {

@@ -33,6 +33,8 @@ pub(crate) struct DeviceState<B: Backend> {
     /// Resources captured work refers to; moved into the graph at the end of the capture.
     pub(crate) capture_keep_alive: BTreeMap<CaptureId, Vec<KeepAlive>>,
     pub(crate) tagged_streams: BTreeMap<String, Arc<StreamInner<B>>>,
+    /// Every stream created on the device, held weakly (a stream lives while a handle does).
+    pub(crate) streams: BTreeMap<StreamId, std::sync::Weak<StreamInner<B>>>,
     pub(crate) tagged_events: BTreeMap<String, Arc<EventInner<B>>>,
     /// Raw segments dropped while a capture was active: freed once no capture is.
     pub(crate) deferred_frees: Vec<DevicePtr>,
@@ -46,6 +48,7 @@ impl<B: Backend> DeviceState<B> {
             keep_alive: BTreeMap::new(),
             capture_keep_alive: BTreeMap::new(),
             tagged_streams: BTreeMap::new(),
+            streams: BTreeMap::new(),
             tagged_events: BTreeMap::new(),
             deferred_frees: Vec::new(),
         }

@@ -1,0 +1,319 @@
+//! The public allocator type: one per device, a shared handle around the locked state.
+
+use crate::block::BlockId;
+use crate::buffer::DeviceBuffer;
+use crate::config::{AllocatorConfig, CrossStreamMode};
+use crate::error::AllocError;
+use crate::snapshot::{HistoryEntry, MemorySnapshot, PoolId};
+use crate::state::State;
+use crate::stats::MemoryStats;
+use braid_stream_core::hal::Backend;
+use braid_stream_core::{
+    Access, Device, DevicePtr, DeviceSlice, Stream, StreamPosition, UseObserver,
+};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+
+pub(crate) struct Inner<B: Backend> {
+    pub(crate) device: Device<B>,
+    state: Mutex<State<B>>,
+    /// Kept alive here: the device holds use observers weakly.
+    _observer: Option<Arc<dyn UseObserver>>,
+}
+
+impl<B: Backend> Inner<B> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State<B>> {
+        // State changes do not panic midway in release builds; a poisoned lock still holds
+        // consistent data.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn free(&self, block: BlockId) {
+        self.lock().free(&self.device, block);
+    }
+}
+
+/// Notes cross-stream uses for automatic mode.
+struct Observer<B: Backend> {
+    inner: Weak<Inner<B>>,
+}
+
+impl<B: Backend> UseObserver for Observer<B> {
+    fn note_use(&self, position: StreamPosition, range: DeviceSlice, _access: Access) {
+        if let Some(inner) = self.inner.upgrade() {
+            inner.lock().note_use(position, range.ptr.0, range.end());
+        }
+    }
+}
+
+/// A stream-ordered caching allocator for one device. Cheap to clone (a shared handle);
+/// `Send + Sync`.
+///
+/// Blocks belong to the stream they were allocated on and are reused only by allocations on
+/// that stream; uses on other streams are declared with [`CachingAllocator::record_stream`] or,
+/// in [`CrossStreamMode::Automatic`], observed by the allocator.
+pub struct CachingAllocator<B: Backend> {
+    pub(crate) inner: Arc<Inner<B>>,
+}
+
+impl<B: Backend> Clone for CachingAllocator<B> {
+    fn clone(&self) -> Self {
+        CachingAllocator {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<B: Backend> fmt::Debug for CachingAllocator<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let st = self.inner.lock();
+        f.debug_struct("CachingAllocator")
+            .field("device", &self.inner.device)
+            .field("allocated", &st.stats.allocated_bytes.all.current)
+            .field("reserved", &st.stats.reserved_bytes.all.current)
+            .finish()
+    }
+}
+
+impl<B: Backend> CachingAllocator<B> {
+    /// Creates the allocator of `device`. Fails on an invalid configuration.
+    pub fn new(device: Device<B>, config: AllocatorConfig) -> Result<Self, AllocError> {
+        config.validate()?;
+        let total = device.mem_info()?.total;
+        let automatic = config.cross_stream == CrossStreamMode::Automatic;
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner<B>>| {
+            let observer: Option<Arc<dyn UseObserver>> = automatic.then(|| {
+                Arc::new(Observer {
+                    inner: weak.clone(),
+                }) as Arc<dyn UseObserver>
+            });
+            Inner {
+                device: device.clone(),
+                state: Mutex::new(State::new(config, total)),
+                _observer: observer,
+            }
+        });
+        if let Some(observer) = &inner._observer {
+            device.add_use_observer(observer);
+        }
+        Ok(CachingAllocator { inner })
+    }
+
+    /// The device.
+    pub fn device(&self) -> &Device<B> {
+        &self.inner.device
+    }
+
+    /// The configuration in effect.
+    pub fn config(&self) -> AllocatorConfig {
+        self.inner.lock().config.clone()
+    }
+
+    /// Allocates `size` bytes for use on `stream`.
+    ///
+    /// Zero bytes give an empty buffer at [`DevicePtr::NULL`] that holds no device memory.
+    /// Sizes that overflow when rounded are [`AllocError::SizeOverflow`]; when the device (or
+    /// the configured limit) cannot provide the memory after the out-of-memory ladder, the error
+    /// is [`AllocError::OutOfMemory`] and the allocator stays usable.
+    pub fn alloc(&self, size: u64, stream: &Stream<B>) -> Result<DeviceBuffer<B>, AllocError> {
+        if stream.device().ordinal() != self.inner.device.ordinal() {
+            return Err(AllocError::InvalidArgument(format!(
+                "stream {} belongs to device {}, the allocator to device {}",
+                stream.id(),
+                stream.device().ordinal(),
+                self.inner.device.ordinal()
+            )));
+        }
+        if size == 0 {
+            return Ok(DeviceBuffer::empty(self.clone(), stream.id()));
+        }
+        let granted = self.inner.lock().malloc(&self.inner.device, stream, size)?;
+        Ok(DeviceBuffer::new(self.clone(), granted, size, stream.id()))
+    }
+
+    /// Allocates `size` bytes on this thread's current stream of the device.
+    pub fn alloc_current(&self, size: u64) -> Result<DeviceBuffer<B>, AllocError> {
+        let stream = self.inner.device.current_stream();
+        self.alloc(size, &stream)
+    }
+
+    /// PyTorch's `record_stream`: `buffer`'s memory is not reused before the work submitted to
+    /// `stream` up to the buffer's drop is ordered before the next work of the allocation
+    /// stream. A no-op for the allocation stream itself and for empty buffers.
+    pub fn record_stream(
+        &self,
+        buffer: &DeviceBuffer<B>,
+        stream: &Stream<B>,
+    ) -> Result<(), AllocError> {
+        self.check_owner(buffer)?;
+        if let Some(block) = buffer.block() {
+            self.inner.lock().record_stream(block, stream);
+        }
+        Ok(())
+    }
+
+    /// `record_stream` through a sub-range (`len` bytes at `offset`) of the buffer, as for a
+    /// view of a tensor. The whole block is gated, as in PyTorch.
+    pub fn record_stream_range(
+        &self,
+        buffer: &DeviceBuffer<B>,
+        offset: u64,
+        len: u64,
+        stream: &Stream<B>,
+    ) -> Result<(), AllocError> {
+        if offset
+            .checked_add(len)
+            .is_none_or(|end| end > buffer.requested_size())
+        {
+            return Err(AllocError::InvalidArgument(format!(
+                "range of {len} bytes at offset {offset} is outside the buffer of {} bytes",
+                buffer.requested_size()
+            )));
+        }
+        self.record_stream(buffer, stream)
+    }
+
+    /// TorchAir's `npu_record_tagged_stream`: `record_stream` on the tagged stream `tag`
+    /// (created with priority 0 if new).
+    pub fn record_tagged_stream(
+        &self,
+        buffer: &DeviceBuffer<B>,
+        tag: &str,
+    ) -> Result<(), AllocError> {
+        let stream = self.inner.device.tagged_stream(tag, 0)?;
+        self.record_stream(buffer, &stream)
+    }
+
+    /// Makes the allocator know `stream`, so that in automatic mode it can record events on it
+    /// for pending frees (streams that allocate or are passed to `record_stream` are known
+    /// already; uses on unknown streams are still honoured through the ordering model).
+    pub fn register_stream(&self, stream: &Stream<B>) {
+        self.inner.lock().register_stream(stream);
+    }
+
+    /// Processes pending cross-stream frees now (re-checks the ordering model and queries the
+    /// oldest events per stream). Skipped during capture.
+    pub fn process_pending(&self) {
+        self.inner.lock().process_pending(&self.inner.device, true);
+    }
+
+    /// Synchronizes all pending events and returns every whole cached segment to the device.
+    /// Skipped (with a warning) while a capture is active.
+    pub fn empty_cache(&self) {
+        self.inner.lock().empty_cache(&self.inner.device);
+    }
+
+    /// Caps reserved memory at `fraction` of the device capacity; (0, 1] else a typed error.
+    pub fn set_memory_fraction(&self, fraction: f64) -> Result<(), AllocError> {
+        if !(fraction > 0.0 && fraction <= 1.0) {
+            return Err(AllocError::InvalidMemoryFraction(fraction));
+        }
+        let mut st = self.inner.lock();
+        st.config.memory_fraction = Some(fraction);
+        st.update_allowed_max();
+        Ok(())
+    }
+
+    /// The cap on reserved memory, if a fraction or limit is set.
+    pub fn memory_limit(&self) -> Option<u64> {
+        self.inner.lock().allowed_max()
+    }
+
+    /// All statistics.
+    pub fn memory_stats(&self) -> MemoryStats {
+        self.inner.lock().stats.clone()
+    }
+
+    /// The statistics as a flat map with PyTorch's keys.
+    pub fn memory_stats_map(&self) -> BTreeMap<String, u64> {
+        self.memory_stats().to_map()
+    }
+
+    /// Bytes in allocated blocks (`allocated_bytes.all.current`).
+    pub fn memory_allocated(&self) -> u64 {
+        self.inner.lock().stats.allocated_bytes.all.current
+    }
+
+    /// Peak of [`CachingAllocator::memory_allocated`].
+    pub fn max_memory_allocated(&self) -> u64 {
+        self.inner.lock().stats.allocated_bytes.all.peak
+    }
+
+    /// Bytes in segments held from the device (`reserved_bytes.all.current`).
+    pub fn memory_reserved(&self) -> u64 {
+        self.inner.lock().stats.reserved_bytes.all.current
+    }
+
+    /// Peak of [`CachingAllocator::memory_reserved`].
+    pub fn max_memory_reserved(&self) -> u64 {
+        self.inner.lock().stats.reserved_bytes.all.peak
+    }
+
+    /// Bytes in freed blocks awaiting uses on other streams.
+    pub fn pending_free_bytes(&self) -> u64 {
+        self.inner.lock().stats.pending_free_bytes.current
+    }
+
+    /// Sets every peak to its current value.
+    pub fn reset_peak_stats(&self) {
+        self.inner.lock().stats.reset_peak();
+    }
+
+    /// Zeroes the accumulated totals and counters.
+    pub fn reset_accumulated_stats(&self) {
+        self.inner.lock().stats.reset_accumulated();
+    }
+
+    /// Segments and blocks now, with the recorded history.
+    pub fn snapshot(&self) -> MemorySnapshot {
+        self.inner.lock().snapshot()
+    }
+
+    /// Turns history recording on or off.
+    pub fn record_history(&self, enabled: bool) {
+        self.inner.lock().history.set_enabled(enabled);
+    }
+
+    /// Whether history is being recorded.
+    pub fn is_recording_history(&self) -> bool {
+        self.inner.lock().history.enabled()
+    }
+
+    /// Changes the capacity of the history ring (keeping the newest entries).
+    pub fn set_history_size(&self, entries: usize) {
+        self.inner.lock().history.set_capacity(entries);
+    }
+
+    /// Drops the recorded history.
+    pub fn clear_history(&self) {
+        self.inner.lock().history.clear();
+    }
+
+    /// The recorded history, oldest first.
+    pub fn history(&self) -> Vec<HistoryEntry> {
+        self.inner.lock().history.to_vec()
+    }
+
+    /// Checks internal consistency (block links, free lists, statistics); for tests and
+    /// debugging. Returns a description of the first problem found.
+    pub fn check_invariants(&self) -> Result<(), String> {
+        self.inner.lock().check_invariants()
+    }
+
+    fn check_owner(&self, buffer: &DeviceBuffer<B>) -> Result<(), AllocError> {
+        if Arc::ptr_eq(&buffer.allocator().inner, &self.inner) {
+            Ok(())
+        } else {
+            Err(AllocError::InvalidArgument(
+                "the buffer belongs to another allocator".to_string(),
+            ))
+        }
+    }
+}
+
+/// The pool id of buffers from the default pool.
+pub const DEFAULT_POOL: PoolId = PoolId::DEFAULT;
+
+/// The address of empty (zero-byte) buffers.
+pub const EMPTY_BUFFER_PTR: DevicePtr = DevicePtr::NULL;

@@ -1,0 +1,483 @@
+//! Allocator configuration: a builder in code, and a `key:value,...` string in the style of
+//! `PYTORCH_ALLOC_CONF` (read from `BRAID_ALLOC_CONF` by [`AllocatorConfig::from_env`]).
+
+use crate::error::AllocError;
+use crate::size;
+
+/// Number of power-of-two intervals covered by `roundup_power2_divisions` (1 MiB .. 64 GiB).
+pub const ROUNDUP_POWER2_INTERVALS: usize = 16;
+
+/// Environment variable read by [`AllocatorConfig::from_env`].
+pub const ENV_VAR: &str = "BRAID_ALLOC_CONF";
+
+const MIB: u64 = 1 << 20;
+
+/// How uses of a buffer on streams other than its allocation stream are learned.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub enum CrossStreamMode {
+    /// PyTorch semantics: only [`crate::DeviceBuffer::record_stream`] (and friends) count.
+    #[default]
+    Manual,
+    /// MindSpore semantics: the allocator observes every use the front layer sees (kernels,
+    /// copies, memsets, `Stream::note_use`) and defers frees until those uses are ordered
+    /// before the next user of the memory. `record_stream` still works on top.
+    Automatic,
+}
+
+/// Configuration of a [`crate::CachingAllocator`]. Defaults are PyTorch's.
+///
+/// ```
+/// use braid_allocator::{AllocatorConfig, CrossStreamMode};
+/// let config = AllocatorConfig::new()
+///     .max_split_size(128 << 20)
+///     .garbage_collection_threshold(0.8)
+///     .cross_stream(CrossStreamMode::Automatic);
+/// let parsed = AllocatorConfig::parse(
+///     "max_split_size_mb:128,garbage_collection_threshold:0.8,cross_stream:automatic",
+/// )
+/// .unwrap();
+/// assert_eq!(config, parsed);
+/// ```
+#[derive(Clone, PartialEq, Debug)]
+pub struct AllocatorConfig {
+    /// Every block size is a multiple of this (PyTorch `kMinBlockSize`, 512 B).
+    pub min_block_size: u64,
+    /// Largest request served by the small pool (`kSmallSize`, 1 MiB).
+    pub small_size: u64,
+    /// Segment size of the small pool (`kSmallBuffer`, 2 MiB).
+    pub small_segment_size: u64,
+    /// Requests at least this large get a segment of their own (`kMinLargeAlloc`, 10 MiB).
+    pub min_large_alloc: u64,
+    /// Segment size for large requests below `min_large_alloc` (`kLargeBuffer` /
+    /// `large_segment_size_mb`, 20 MiB).
+    pub large_segment_size: u64,
+    /// Own segments are rounded up to a multiple of this (`kRoundLarge`, 2 MiB).
+    pub round_large: u64,
+    /// Blocks at least this large are never split (`max_split_size_mb`; `u64::MAX` = no limit).
+    pub max_split_size: u64,
+    /// An oversize request only takes a cached block smaller than request + this
+    /// (`max_non_split_rounding_mb`, 20 MiB).
+    pub max_non_split_rounding: u64,
+    /// Power-of-two divisions per interval, 1 MiB .. 64 GiB (`roundup_power2_divisions`);
+    /// 0 or 1 = round to `min_block_size` only.
+    pub roundup_power2_divisions: [u64; ROUNDUP_POWER2_INTERVALS],
+    /// Free cached segments (oldest first) when reserved memory exceeds this fraction of the
+    /// allowed maximum (`garbage_collection_threshold`; 0 = off).
+    pub garbage_collection_threshold: f64,
+    /// Cap on reserved memory as a fraction of the device capacity (`per_process_memory_fraction`).
+    pub memory_fraction: Option<f64>,
+    /// Cap on reserved memory in bytes (`limit_mb`).
+    pub limit_bytes: Option<u64>,
+    /// How cross-stream uses are learned.
+    pub cross_stream: CrossStreamMode,
+    /// When no cached block fits, reuse a block still pending on other streams by making the
+    /// allocating stream wait on those uses, instead of growing.
+    pub reuse_pending_with_wait: bool,
+    /// Query pending events only when no cached block fits (or many events are outstanding),
+    /// instead of at every allocation (torch_npu's `multi_stream_lazy_reclaim`).
+    pub lazy_event_polling: bool,
+    /// Whether history is recorded from the start.
+    pub record_history: bool,
+    /// Capacity of the history ring.
+    pub history_size: usize,
+}
+
+impl Default for AllocatorConfig {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl AllocatorConfig {
+    /// PyTorch's defaults, manual cross-stream mode, history off (10 000 entries when on).
+    pub fn new() -> Self {
+        AllocatorConfig {
+            min_block_size: 512,
+            small_size: MIB,
+            small_segment_size: 2 * MIB,
+            min_large_alloc: 10 * MIB,
+            large_segment_size: 20 * MIB,
+            round_large: 2 * MIB,
+            max_split_size: u64::MAX,
+            max_non_split_rounding: 20 * MIB,
+            roundup_power2_divisions: [0; ROUNDUP_POWER2_INTERVALS],
+            garbage_collection_threshold: 0.0,
+            memory_fraction: None,
+            limit_bytes: None,
+            cross_stream: CrossStreamMode::Manual,
+            reuse_pending_with_wait: false,
+            lazy_event_polling: false,
+            record_history: false,
+            history_size: 10_000,
+        }
+    }
+
+    /// Sets `max_split_size` in bytes.
+    pub fn max_split_size(mut self, bytes: u64) -> Self {
+        self.max_split_size = bytes;
+        self
+    }
+
+    /// Sets `max_non_split_rounding` in bytes.
+    pub fn max_non_split_rounding(mut self, bytes: u64) -> Self {
+        self.max_non_split_rounding = bytes;
+        self
+    }
+
+    /// Sets the large-pool segment size in bytes.
+    pub fn large_segment_size(mut self, bytes: u64) -> Self {
+        self.large_segment_size = bytes;
+        self
+    }
+
+    /// Uses `divisions` for every interval.
+    pub fn roundup_power2_divisions(mut self, divisions: u64) -> Self {
+        self.roundup_power2_divisions = [divisions; ROUNDUP_POWER2_INTERVALS];
+        self
+    }
+
+    /// Sets the per-interval divisions table (index 0 = sizes in [1 MiB, 2 MiB), ...).
+    pub fn roundup_power2_divisions_table(
+        mut self,
+        table: [u64; ROUNDUP_POWER2_INTERVALS],
+    ) -> Self {
+        self.roundup_power2_divisions = table;
+        self
+    }
+
+    /// Sets the garbage collection threshold (in (0, 1); 0 turns it off).
+    pub fn garbage_collection_threshold(mut self, threshold: f64) -> Self {
+        self.garbage_collection_threshold = threshold;
+        self
+    }
+
+    /// Caps reserved memory at `fraction` of the device capacity (in (0, 1]).
+    pub fn memory_fraction(mut self, fraction: f64) -> Self {
+        self.memory_fraction = Some(fraction);
+        self
+    }
+
+    /// Caps reserved memory at `bytes`.
+    pub fn limit_bytes(mut self, bytes: u64) -> Self {
+        self.limit_bytes = Some(bytes);
+        self
+    }
+
+    /// Sets the cross-stream mode.
+    pub fn cross_stream(mut self, mode: CrossStreamMode) -> Self {
+        self.cross_stream = mode;
+        self
+    }
+
+    /// Turns the wait-instead-of-grow reuse policy on or off.
+    pub fn reuse_pending_with_wait(mut self, on: bool) -> Self {
+        self.reuse_pending_with_wait = on;
+        self
+    }
+
+    /// Turns lazy event polling on or off.
+    pub fn lazy_event_polling(mut self, on: bool) -> Self {
+        self.lazy_event_polling = on;
+        self
+    }
+
+    /// Records history from the start (or not).
+    pub fn record_history(mut self, on: bool) -> Self {
+        self.record_history = on;
+        self
+    }
+
+    /// Sets the capacity of the history ring.
+    pub fn history_size(mut self, entries: usize) -> Self {
+        self.history_size = entries;
+        self
+    }
+
+    /// Parses `key:value,key:value,...`. Keys: `max_split_size_mb`, `max_non_split_rounding_mb`,
+    /// `large_segment_size_mb`, `roundup_power2_divisions` (a power of two, or a table such as
+    /// `[64:8,128:2,256:2,512:2,1024:1,>:1]` keyed by MiB), `garbage_collection_threshold`,
+    /// `per_process_memory_fraction` (alias `memory_fraction`), `limit_mb`,
+    /// `cross_stream` (`manual` | `automatic`), `reuse_pending_with_wait`,
+    /// `lazy_event_polling`, `record_history` (booleans), `history_size` (alias `max_entries`),
+    /// `expandable_segments` (only `false`). Anything else is a typed error naming the key and
+    /// value.
+    pub fn parse(text: &str) -> Result<Self, AllocError> {
+        let mut config = AllocatorConfig::new();
+        for item in split_top_level(text) {
+            let item = item.trim();
+            if item.is_empty() {
+                continue;
+            }
+            let (key, value) = match item.split_once(':') {
+                Some((k, v)) => (k.trim(), v.trim()),
+                None => {
+                    return Err(bad(item, "", "expected key:value"));
+                }
+            };
+            config.apply(key, value)?;
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads [`ENV_VAR`] (`BRAID_ALLOC_CONF`); defaults when unset.
+    pub fn from_env() -> Result<Self, AllocError> {
+        match std::env::var(ENV_VAR) {
+            Ok(text) => Self::parse(&text),
+            Err(std::env::VarError::NotPresent) => Ok(Self::new()),
+            Err(std::env::VarError::NotUnicode(raw)) => {
+                Err(bad(ENV_VAR, &raw.to_string_lossy(), "not valid unicode"))
+            }
+        }
+    }
+
+    fn apply(&mut self, key: &str, value: &str) -> Result<(), AllocError> {
+        match key {
+            "max_split_size_mb" => {
+                let mb = parse_u64(key, value)?;
+                let min_mb = self.large_segment_size / MIB;
+                if mb <= min_mb {
+                    return Err(bad(key, value, &format!("must be > {min_mb}")));
+                }
+                self.max_split_size = mb.saturating_mul(MIB);
+            }
+            "max_non_split_rounding_mb" => {
+                let mb = parse_u64(key, value)?;
+                self.max_non_split_rounding = mb
+                    .checked_mul(MIB)
+                    .ok_or_else(|| bad(key, value, "too large"))?;
+            }
+            "large_segment_size_mb" => {
+                let mb = parse_u64(key, value)?;
+                self.large_segment_size = mb
+                    .checked_mul(MIB)
+                    .ok_or_else(|| bad(key, value, "too large"))?;
+                if self.large_segment_size < self.min_large_alloc {
+                    return Err(bad(key, value, "must be at least 10"));
+                }
+            }
+            "roundup_power2_divisions" => {
+                self.roundup_power2_divisions = parse_divisions(key, value)?;
+            }
+            "garbage_collection_threshold" => {
+                let t = parse_f64(key, value)?;
+                if !(t > 0.0 && t < 1.0) {
+                    return Err(bad(key, value, "must be in (0, 1)"));
+                }
+                self.garbage_collection_threshold = t;
+            }
+            "per_process_memory_fraction" | "memory_fraction" => {
+                let f = parse_f64(key, value)?;
+                if !(f > 0.0 && f <= 1.0) {
+                    return Err(bad(key, value, "must be in (0, 1]"));
+                }
+                self.memory_fraction = Some(f);
+            }
+            "limit_mb" => {
+                let mb = parse_u64(key, value)?;
+                self.limit_bytes = Some(
+                    mb.checked_mul(MIB)
+                        .ok_or_else(|| bad(key, value, "too large"))?,
+                );
+            }
+            "cross_stream" => {
+                self.cross_stream = match value.to_ascii_lowercase().as_str() {
+                    "manual" => CrossStreamMode::Manual,
+                    "automatic" | "auto" => CrossStreamMode::Automatic,
+                    _ => return Err(bad(key, value, "expected manual or automatic")),
+                };
+            }
+            "reuse_pending_with_wait" => self.reuse_pending_with_wait = parse_bool(key, value)?,
+            "lazy_event_polling" | "multi_stream_lazy_reclaim" => {
+                self.lazy_event_polling = parse_bool(key, value)?
+            }
+            "record_history" => self.record_history = parse_bool(key, value)?,
+            "history_size" | "max_entries" => {
+                let n = parse_u64(key, value)?;
+                self.history_size = usize::try_from(n).map_err(|_| bad(key, value, "too large"))?;
+            }
+            "expandable_segments" => {
+                if parse_bool(key, value)? {
+                    return Err(bad(key, value, "expandable segments are not supported yet"));
+                }
+            }
+            _ => {
+                return Err(AllocError::UnknownConfigKey {
+                    key: key.to_string(),
+                })
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the values that builder methods accept unchecked.
+    pub fn validate(&self) -> Result<(), AllocError> {
+        let check = |ok: bool, key: &str, value: String, reason: &str| {
+            if ok {
+                Ok(())
+            } else {
+                Err(bad(key, &value, reason))
+            }
+        };
+        check(
+            self.min_block_size.is_power_of_two(),
+            "min_block_size",
+            self.min_block_size.to_string(),
+            "must be a power of two",
+        )?;
+        check(
+            self.small_size >= self.min_block_size && self.small_segment_size >= self.small_size,
+            "small_segment_size",
+            self.small_segment_size.to_string(),
+            "must be at least small_size, which must be at least min_block_size",
+        )?;
+        check(
+            self.large_segment_size >= self.min_large_alloc,
+            "large_segment_size",
+            self.large_segment_size.to_string(),
+            "must be at least min_large_alloc (10 MiB)",
+        )?;
+        check(
+            self.round_large >= self.min_block_size && self.round_large % self.min_block_size == 0,
+            "round_large",
+            self.round_large.to_string(),
+            "must be a multiple of min_block_size",
+        )?;
+        for d in self.roundup_power2_divisions {
+            check(
+                d == 0 || d.is_power_of_two(),
+                "roundup_power2_divisions",
+                d.to_string(),
+                "divisions must be powers of two",
+            )?;
+        }
+        let t = self.garbage_collection_threshold;
+        check(
+            t == 0.0 || (t > 0.0 && t < 1.0),
+            "garbage_collection_threshold",
+            t.to_string(),
+            "must be in (0, 1)",
+        )?;
+        if let Some(f) = self.memory_fraction {
+            if !(f > 0.0 && f <= 1.0) {
+                return Err(AllocError::InvalidMemoryFraction(f));
+            }
+        }
+        Ok(())
+    }
+
+    /// The block size a request of `size` bytes is rounded to (`None` on overflow).
+    pub fn round_size(&self, size: u64) -> Option<u64> {
+        size::round_size(self, size)
+    }
+
+    /// The segment size requested from the device for a block of `rounded` bytes.
+    pub fn segment_size(&self, rounded: u64) -> Option<u64> {
+        size::segment_size(self, rounded)
+    }
+}
+
+fn bad(key: &str, value: &str, reason: &str) -> AllocError {
+    AllocError::InvalidConfigValue {
+        key: key.to_string(),
+        value: value.to_string(),
+        reason: reason.to_string(),
+    }
+}
+
+fn parse_u64(key: &str, value: &str) -> Result<u64, AllocError> {
+    value
+        .parse::<u64>()
+        .map_err(|_| bad(key, value, "expected a non-negative integer"))
+}
+
+fn parse_f64(key: &str, value: &str) -> Result<f64, AllocError> {
+    value
+        .parse::<f64>()
+        .ok()
+        .filter(|v| v.is_finite())
+        .ok_or_else(|| bad(key, value, "expected a number"))
+}
+
+fn parse_bool(key: &str, value: &str) -> Result<bool, AllocError> {
+    match value.to_ascii_lowercase().as_str() {
+        "true" | "1" => Ok(true),
+        "false" | "0" => Ok(false),
+        _ => Err(bad(key, value, "expected true or false")),
+    }
+}
+
+/// Splits at commas outside brackets.
+fn split_top_level(text: &str) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let mut depth = 0i32;
+    let mut start = 0;
+    for (i, c) in text.char_indices() {
+        match c {
+            '[' => depth += 1,
+            ']' => depth -= 1,
+            ',' if depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
+
+fn parse_divisions(key: &str, value: &str) -> Result<[u64; ROUNDUP_POWER2_INTERVALS], AllocError> {
+    let mut table = [0u64; ROUNDUP_POWER2_INTERVALS];
+    let division = |text: &str| -> Result<u64, AllocError> {
+        let d = text
+            .trim()
+            .parse::<u64>()
+            .map_err(|_| bad(key, value, "divisions must be integers"))?;
+        if !d.is_power_of_two() {
+            return Err(bad(key, value, "divisions must be powers of two"));
+        }
+        Ok(d)
+    };
+    let Some(inner) = value.strip_prefix('[') else {
+        table = [division(value)?; ROUNDUP_POWER2_INTERVALS];
+        return Ok(table);
+    };
+    let inner = inner
+        .strip_suffix(']')
+        .ok_or_else(|| bad(key, value, "missing ']'"))?;
+    let mut last_index: Option<usize> = None;
+    for entry in inner.split(',') {
+        let (size, div) = entry.split_once(':').ok_or_else(|| {
+            bad(
+                key,
+                value,
+                "table entries are <size_mb>:<divisions> or >:<divisions>",
+            )
+        })?;
+        let div = division(div)?;
+        let size = size.trim();
+        if size == ">" {
+            let from = last_index.map_or(0, |i| i + 1);
+            for slot in table.iter_mut().skip(from) {
+                *slot = div;
+            }
+            continue;
+        }
+        let mb = size
+            .parse::<u64>()
+            .map_err(|_| bad(key, value, "interval sizes must be integers (MiB)"))?;
+        if !mb.is_power_of_two() {
+            return Err(bad(key, value, "interval sizes must be powers of two"));
+        }
+        let index = (mb.ilog2() as usize).min(ROUNDUP_POWER2_INTERVALS - 1);
+        if last_index.is_none() {
+            for slot in table.iter_mut().take(index) {
+                *slot = div;
+            }
+        }
+        table[index] = div;
+        last_index = Some(index);
+    }
+    Ok(table)
+}

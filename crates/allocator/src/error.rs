@@ -1,0 +1,132 @@
+//! Typed errors of the allocator.
+
+use crate::stats::format_size;
+use braid_stream_core::hal::HalError;
+use braid_stream_core::StreamId;
+use std::fmt;
+
+/// Everything the allocator can refuse or report. After any of these the allocator is
+/// consistent and serves the next request.
+#[derive(Clone, PartialEq, Debug, thiserror::Error)]
+pub enum AllocError {
+    /// The device (or the configured limit) cannot provide the memory, even after the
+    /// out-of-memory ladder ran. The report says what was asked and where the memory is.
+    #[error("{0}")]
+    OutOfMemory(Box<OutOfMemoryReport>),
+    /// The request exceeds the largest allocation the allocator accepts (1 EiB).
+    #[error("out of memory: tried to allocate more than 1EB memory ({requested} bytes requested)")]
+    ExceedsMaxAllocation {
+        /// Bytes requested.
+        requested: u64,
+    },
+    /// Rounding the request (or its segment) overflows `u64`.
+    #[error("allocation size {requested} bytes overflows when rounded to a block or segment size")]
+    SizeOverflow {
+        /// Bytes requested.
+        requested: u64,
+    },
+    /// A configuration key is not known.
+    #[error("unrecognized key '{key}' in allocator config")]
+    UnknownConfigKey {
+        /// The key.
+        key: String,
+    },
+    /// A configuration value is invalid for its key.
+    #[error("invalid value '{value}' for allocator config key '{key}': {reason}")]
+    InvalidConfigValue {
+        /// The key.
+        key: String,
+        /// The value as given.
+        value: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// A memory fraction outside (0, 1].
+    #[error("invalid memory fraction {0}: it must be in (0, 1]")]
+    InvalidMemoryFraction(f64),
+    /// A stream or buffer range that does not belong to this allocator's device, or a
+    /// sub-range outside the buffer.
+    #[error("{0}")]
+    InvalidArgument(String),
+    /// The backend failed with something other than out of memory.
+    #[error(transparent)]
+    Backend(#[from] HalError),
+    /// The front layer refused a call the allocator made.
+    #[error(transparent)]
+    Stream(#[from] braid_stream_core::Error),
+}
+
+/// The contents of an out-of-memory error: what was asked, what the device has, and where the
+/// memory is. Its `Display` is the message users see.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct OutOfMemoryReport {
+    /// Device ordinal.
+    pub device: u32,
+    /// Backend name.
+    pub backend: &'static str,
+    /// Stream of the request.
+    pub stream: StreamId,
+    /// Bytes requested by the caller.
+    pub requested: u64,
+    /// The request rounded to a block size.
+    pub rounded: u64,
+    /// Size of the segment the allocator tried to get from the device.
+    pub segment_size: u64,
+    /// Device capacity.
+    pub device_total: u64,
+    /// Device bytes free at the time of the error.
+    pub device_free: u64,
+    /// Cap from `memory_fraction` / `limit_bytes`, if one is set.
+    pub allowed: Option<u64>,
+    /// Bytes in allocated blocks.
+    pub allocated: u64,
+    /// Bytes in segments held by the allocator.
+    pub reserved: u64,
+    /// Bytes allocated in private (graph) pools.
+    pub private_pools: u64,
+    /// Bytes in freed blocks still awaiting uses on other streams.
+    pub pending_other_streams: u64,
+}
+
+impl fmt::Display for OutOfMemoryReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} out of memory. Tried to allocate {} (requested {} bytes, rounded to {} bytes, on {}). \
+             Device {} has a total capacity of {} of which {} is free.",
+            self.backend,
+            format_size(self.segment_size),
+            self.requested,
+            self.rounded,
+            self.stream,
+            self.device,
+            format_size(self.device_total),
+            format_size(self.device_free),
+        )?;
+        if let Some(allowed) = self.allowed {
+            write!(
+                f,
+                " The allocator is limited to {} (memory_fraction / limit_bytes).",
+                format_size(allowed)
+            )?;
+        }
+        let unallocated = self.reserved.saturating_sub(self.allocated);
+        write!(
+            f,
+            " Of the allocated memory {} is allocated by braid, with {} allocated in private pools, \
+             and {} is reserved by braid but unallocated. {} is pending on other streams (freed \
+             buffers awaiting cross-stream uses).",
+            format_size(self.allocated),
+            format_size(self.private_pools),
+            format_size(unallocated),
+            format_size(self.pending_other_streams),
+        )?;
+        write!(
+            f,
+            " Hint: if reserved but unallocated memory is large, set max_split_size_mb in \
+             BRAID_ALLOC_CONF to avoid fragmentation or call empty_cache(); if memory is pending \
+             on other streams, synchronize or make the owning stream wait on them; otherwise \
+             reduce the batch size."
+        )
+    }
+}

@@ -1,0 +1,125 @@
+//! Free lists: per (pool, stream, size class), cached blocks sorted by (size, address), for
+//! best-fit search. Sorted vectors keep their capacity, so caching and reusing a block does not
+//! allocate on the host once warmed up.
+
+use crate::block::BlockId;
+use crate::size::SizeClass;
+use crate::snapshot::PoolId;
+use braid_stream_core::StreamId;
+
+/// A free block's key in a free list.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Debug)]
+pub(crate) struct FreeKey {
+    pub size: u64,
+    pub addr: u64,
+    pub id: BlockId,
+}
+
+/// Free blocks of one (pool, stream, class), sorted by (size, addr).
+#[derive(Debug, Default)]
+pub(crate) struct FreeList {
+    keys: Vec<FreeKey>,
+}
+
+impl FreeList {
+    pub(crate) fn insert(&mut self, key: FreeKey) {
+        let at = self.keys.partition_point(|k| k < &key);
+        self.keys.insert(at, key);
+    }
+
+    pub(crate) fn remove(&mut self, key: FreeKey) -> bool {
+        match self.keys.binary_search(&key) {
+            Ok(i) => {
+                self.keys.remove(i);
+                true
+            }
+            Err(_) => false,
+        }
+    }
+
+    /// Index of the first block of at least `size` bytes.
+    pub(crate) fn lower_bound(&self, size: u64) -> usize {
+        self.keys.partition_point(|k| k.size < size)
+    }
+
+    pub(crate) fn get(&self, i: usize) -> Option<FreeKey> {
+        self.keys.get(i).copied()
+    }
+
+    pub(crate) fn take(&mut self, i: usize) -> FreeKey {
+        self.keys.remove(i)
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.keys.len()
+    }
+
+    pub(crate) fn keys(&self) -> &[FreeKey] {
+        &self.keys
+    }
+}
+
+/// The free lists of one pool, per stream and class, with a GC clock per class.
+#[derive(Debug, Default)]
+pub(crate) struct PoolFree {
+    per_stream: Vec<[FreeList; 2]>,
+    /// `get_free_block` calls per class (PyTorch's GC clock).
+    pub gc_clock: [u64; 2],
+}
+
+pub(crate) fn class_index(class: SizeClass) -> usize {
+    match class {
+        SizeClass::Small => 0,
+        SizeClass::Large => 1,
+    }
+}
+
+impl PoolFree {
+    pub(crate) fn list_mut(&mut self, stream: StreamId, small: bool) -> &mut FreeList {
+        let i = stream.index();
+        if self.per_stream.len() <= i {
+            self.per_stream.resize_with(i + 1, Default::default);
+        }
+        &mut self.per_stream[i][usize::from(!small)]
+    }
+
+    /// All lists of a class, with their stream.
+    pub(crate) fn lists(&self, small: bool) -> impl Iterator<Item = (StreamId, &FreeList)> {
+        self.per_stream
+            .iter()
+            .enumerate()
+            .map(move |(i, l)| (StreamId(i as u32), &l[usize::from(!small)]))
+    }
+}
+
+/// Free lists of all pools (only the default pool exists until private pools land).
+#[derive(Debug)]
+pub(crate) struct FreeLists {
+    pools: Vec<(PoolId, PoolFree)>,
+}
+
+impl Default for FreeLists {
+    fn default() -> Self {
+        FreeLists {
+            pools: vec![(PoolId::DEFAULT, PoolFree::default())],
+        }
+    }
+}
+
+impl FreeLists {
+    pub(crate) fn pool_mut(&mut self, pool: PoolId) -> &mut PoolFree {
+        if let Some(i) = self.pools.iter().position(|(id, _)| *id == pool) {
+            return &mut self.pools[i].1;
+        }
+        self.pools.push((pool, PoolFree::default()));
+        let last = self.pools.len() - 1;
+        &mut self.pools[last].1
+    }
+
+    pub(crate) fn pool(&self, pool: PoolId) -> Option<&PoolFree> {
+        self.pools
+            .iter()
+            .find(|(id, _)| *id == pool)
+            .map(|(_, p)| p)
+    }
+}

@@ -1,0 +1,1117 @@
+//! The allocator's state machine: malloc (best fit, split, segment allocation, the
+//! out-of-memory ladder), free (cross-stream deferral, coalescing), release of segments,
+//! garbage collection, statistics and history. Everything here runs under the allocator lock.
+
+use crate::block::{BlockId, Blocks, NewBlock, Segment, Segments, Status, UseRec, NONE};
+use crate::config::AllocatorConfig;
+use crate::error::{AllocError, OutOfMemoryReport};
+use crate::pending::Pending;
+use crate::pool::{class_index, FreeKey, FreeLists};
+use crate::size::{self, SizeClass};
+use crate::snapshot::{
+    BlockSnapshot, BlockState, History, HistoryAction, MemorySnapshot, PoolId, SegmentSnapshot,
+    SegmentType,
+};
+use crate::stats::MemoryStats;
+use braid_stream_core::hal::{Backend, Device as _, HalError};
+use braid_stream_core::{Device, DevicePtr, Domain, Stream, StreamId, StreamPosition};
+
+/// Requests of at least this many bytes are refused outright (PyTorch's 1 EB check).
+pub(crate) const ONE_EXA_BYTES: u64 = 1 << 60;
+
+/// With lazy polling, events are also queried at every allocation once this many are
+/// outstanding (torch_npu's `kLazyQuerySize`).
+const LAZY_QUERY_SIZE: usize = 512;
+
+/// A block handed to a buffer.
+pub(crate) struct Granted {
+    pub block: BlockId,
+    pub addr: u64,
+    pub size: u64,
+    pub pool: PoolId,
+}
+
+enum SegmentFailure {
+    OutOfMemory,
+    Other(HalError),
+}
+
+pub(crate) struct State<B: Backend> {
+    pub config: AllocatorConfig,
+    blocks: Blocks,
+    segments: Segments,
+    free: FreeLists,
+    pending: Pending<B>,
+    /// Stream handles by stream index (streams seen by alloc / record_stream / register).
+    streams: Vec<Option<Stream<B>>>,
+    pub stats: MemoryStats,
+    pub history: History,
+    device_total: u64,
+    /// Cap on reserved bytes from memory_fraction / limit_bytes.
+    allowed_max: Option<u64>,
+}
+
+impl<B: Backend> State<B> {
+    pub(crate) fn new(config: AllocatorConfig, device_total: u64) -> Self {
+        let history = History::new(config.record_history, config.history_size);
+        let mut state = State {
+            stats: MemoryStats {
+                max_split_size: config.max_split_size,
+                ..MemoryStats::default()
+            },
+            config,
+            blocks: Blocks::default(),
+            segments: Segments::default(),
+            free: FreeLists::default(),
+            pending: Pending::default(),
+            streams: Vec::new(),
+            history,
+            device_total,
+            allowed_max: None,
+        };
+        state.update_allowed_max();
+        state
+    }
+
+    pub(crate) fn update_allowed_max(&mut self) {
+        let by_fraction = self
+            .config
+            .memory_fraction
+            .map(|f| (f * self.device_total as f64) as u64);
+        self.allowed_max = match (by_fraction, self.config.limit_bytes) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+    }
+
+    pub(crate) fn allowed_max(&self) -> Option<u64> {
+        self.allowed_max
+    }
+
+    // ----- streams -----
+
+    pub(crate) fn register_stream(&mut self, stream: &Stream<B>) {
+        let i = stream.id().index();
+        if self.streams.get(i).is_some_and(Option::is_some) {
+            return;
+        }
+        if self.streams.len() <= i {
+            self.streams.resize_with(i + 1, || None);
+        }
+        self.streams[i] = Some(stream.clone());
+    }
+
+    fn stream(&self, id: StreamId) -> Option<&Stream<B>> {
+        self.streams.get(id.index()).and_then(Option::as_ref)
+    }
+
+    // ----- malloc -----
+
+    pub(crate) fn malloc(
+        &mut self,
+        dev: &Device<B>,
+        stream: &Stream<B>,
+        size: u64,
+    ) -> Result<Granted, AllocError> {
+        if size >= ONE_EXA_BYTES {
+            return Err(AllocError::ExceedsMaxAllocation { requested: size });
+        }
+        let rounded = size::round_size(&self.config, size)
+            .ok_or(AllocError::SizeOverflow { requested: size })?;
+        let seg_size = size::segment_size(&self.config, rounded)
+            .ok_or(AllocError::SizeOverflow { requested: size })?;
+        self.register_stream(stream);
+        let sid = stream.id();
+        let class = size::class_of(&self.config, rounded);
+        let pool = PoolId::DEFAULT;
+
+        // Reclaim cross-stream frees whose uses are now ordered (no work at all when none).
+        let mut capturing = false;
+        if !self.pending.blocks.is_empty() {
+            capturing = dev.is_capturing();
+            if !capturing {
+                let query =
+                    !self.config.lazy_event_polling || self.pending.outstanding() > LAZY_QUERY_SIZE;
+                self.process_pending(dev, query);
+            }
+        }
+
+        if let Some(b) = self.find_free(pool, sid, class, rounded) {
+            return Ok(self.grant(b, rounded, size));
+        }
+        // Cache miss.
+        if self.config.lazy_event_polling && !self.pending.blocks.is_empty() && !capturing {
+            self.process_pending(dev, true);
+            if let Some(b) = self.find_free(pool, sid, class, rounded) {
+                return Ok(self.grant(b, rounded, size));
+            }
+        }
+        if self.config.garbage_collection_threshold > 0.0 && !capturing {
+            self.garbage_collect(dev);
+        }
+        match self.alloc_segment(dev, sid, pool, class, seg_size) {
+            Ok(b) => return Ok(self.grant(b, rounded, size)),
+            Err(SegmentFailure::Other(e)) => return Err(e.into()),
+            Err(SegmentFailure::OutOfMemory) => {}
+        }
+        if self.config.reuse_pending_with_wait && !capturing && !self.pending.blocks.is_empty() {
+            if let Some(b) = self.reuse_pending_with_wait(dev, stream, pool, class, rounded) {
+                return Ok(self.grant(b, rounded, size));
+            }
+        }
+        self.oom_ladder(dev, stream, pool, class, size, rounded, seg_size)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn oom_ladder(
+        &mut self,
+        dev: &Device<B>,
+        stream: &Stream<B>,
+        pool: PoolId,
+        class: SizeClass,
+        size: u64,
+        rounded: u64,
+        seg_size: u64,
+    ) -> Result<Granted, AllocError> {
+        let sid = stream.id();
+        let capturing = dev.is_capturing();
+        // 1. Process pending events.
+        if !capturing && !self.pending.blocks.is_empty() {
+            tracing::info!(
+                size,
+                stream = sid.0,
+                "out-of-memory ladder: processing pending events"
+            );
+            self.process_pending(dev, true);
+            if let Some(b) = self.find_free(pool, sid, class, rounded) {
+                return Ok(self.grant(b, rounded, size));
+            }
+        }
+        if !capturing {
+            // 2. With max_split_size: free oversize cached blocks (PyTorch's
+            //    release_available_cached_blocks).
+            if self.config.max_split_size != u64::MAX {
+                tracing::info!(
+                    size,
+                    stream = sid.0,
+                    "out-of-memory ladder: releasing oversize cached blocks"
+                );
+                if self.release_available_cached_blocks(dev, pool, sid, class, rounded) {
+                    match self.alloc_segment(dev, sid, pool, class, seg_size) {
+                        Ok(b) => return Ok(self.grant(b, rounded, size)),
+                        Err(SegmentFailure::Other(e)) => return Err(e.into()),
+                        Err(SegmentFailure::OutOfMemory) => {}
+                    }
+                }
+            }
+            // 3. Free all cached whole segments.
+            tracing::info!(
+                size,
+                stream = sid.0,
+                "out-of-memory ladder: freeing cached segments"
+            );
+            self.stats.num_alloc_retries += 1;
+            self.release_cached_segments(dev, pool);
+            match self.alloc_segment(dev, sid, pool, class, seg_size) {
+                Ok(b) => return Ok(self.grant(b, rounded, size)),
+                Err(SegmentFailure::Other(e)) => return Err(e.into()),
+                Err(SegmentFailure::OutOfMemory) => {}
+            }
+            // 4. Synchronize pending events, process them, retry.
+            if !self.pending.blocks.is_empty() {
+                tracing::info!(
+                    size,
+                    stream = sid.0,
+                    "out-of-memory ladder: synchronizing pending events"
+                );
+                self.synchronize_pending(dev);
+                if let Some(b) = self.find_free(pool, sid, class, rounded) {
+                    return Ok(self.grant(b, rounded, size));
+                }
+                self.release_cached_segments(dev, pool);
+                match self.alloc_segment(dev, sid, pool, class, seg_size) {
+                    Ok(b) => return Ok(self.grant(b, rounded, size)),
+                    Err(SegmentFailure::Other(e)) => return Err(e.into()),
+                    Err(SegmentFailure::OutOfMemory) => {}
+                }
+            }
+        }
+        // Out of memory.
+        self.stats.num_ooms += 1;
+        let info = dev.mem_info().ok();
+        let report = OutOfMemoryReport {
+            device: dev.ordinal(),
+            backend: B::NAME,
+            stream: sid,
+            requested: size,
+            rounded,
+            segment_size: seg_size,
+            device_total: info.map_or(self.device_total, |i| i.total),
+            device_free: info.map_or(0, |i| i.free),
+            allowed: self.allowed_max,
+            allocated: self.stats.allocated_bytes.all.current,
+            reserved: self.stats.reserved_bytes.all.current,
+            private_pools: 0,
+            pending_other_streams: self.stats.pending_free_bytes.current,
+        };
+        self.history
+            .record(HistoryAction::Oom, report.device_free, seg_size, sid, pool);
+        tracing::warn!(
+            requested = size,
+            segment_size = seg_size,
+            allocated = report.allocated,
+            reserved = report.reserved,
+            pending = report.pending_other_streams,
+            "allocator out of memory"
+        );
+        Err(AllocError::OutOfMemory(Box::new(report)))
+    }
+
+    /// Best fit in the (pool, stream, class) free list, with PyTorch's oversize rules. Removes
+    /// the block from the list.
+    fn find_free(
+        &mut self,
+        pool: PoolId,
+        stream: StreamId,
+        class: SizeClass,
+        rounded: u64,
+    ) -> Option<BlockId> {
+        let max_split = self.config.max_split_size;
+        let non_split = self.config.max_non_split_rounding;
+        let gc = self.config.garbage_collection_threshold > 0.0;
+        let p = self.free.pool_mut(pool);
+        if gc {
+            p.gc_clock[class_index(class)] += 1;
+        }
+        let list = p.list_mut(stream, class == SizeClass::Small);
+        let i = list.lower_bound(rounded);
+        let key = list.get(i)?;
+        if rounded < max_split && key.size >= max_split {
+            return None;
+        }
+        if rounded >= max_split && key.size >= rounded.saturating_add(non_split) {
+            return None;
+        }
+        list.take(i);
+        Some(key.id)
+    }
+
+    fn should_split(&self, block_size: u64, small: bool, rounded: u64) -> bool {
+        let remaining = block_size - rounded;
+        if small {
+            remaining >= self.config.min_block_size
+        } else {
+            rounded < self.config.max_split_size && remaining > self.config.small_size
+        }
+    }
+
+    /// Hands block `b` (not in any free list) out for a request of `requested` bytes rounded to
+    /// `rounded`, splitting off the remainder when the rules allow.
+    fn grant(&mut self, b: BlockId, rounded: u64, requested: u64) -> Granted {
+        let (size, small, already_split) = {
+            let blk = self.blocks.get(b);
+            (blk.size, blk.small, blk.is_split())
+        };
+        if self.should_split(size, small, rounded) {
+            let blk = self.blocks.get(b);
+            let rem = NewBlock {
+                addr: blk.addr + rounded,
+                size: size - rounded,
+                stream: blk.stream,
+                pool: blk.pool,
+                small,
+                segment: blk.segment,
+                prev: b,
+                next: blk.next,
+            };
+            let old_next = blk.next;
+            let rem_size = rem.size;
+            let r = self.blocks.insert(rem);
+            if old_next != NONE {
+                self.blocks.get_mut(old_next).prev = r;
+            }
+            let blk = self.blocks.get_mut(b);
+            blk.next = r;
+            blk.size = rounded;
+            self.cache_block(r);
+            if already_split {
+                self.stats.inactive_split_bytes.decrease(small, rounded);
+            } else {
+                self.stats.inactive_split_bytes.increase(small, rem_size);
+                self.stats.inactive_split.increase(small, 1);
+            }
+        } else if already_split {
+            self.stats.inactive_split_bytes.decrease(small, size);
+            self.stats.inactive_split.decrease(small, 1);
+        }
+        let blk = self.blocks.get_mut(b);
+        blk.status = Status::Allocated;
+        blk.requested = requested;
+        blk.generation = blk.generation.wrapping_add(1);
+        blk.uses.clear();
+        let (addr, size, stream, pool) = (blk.addr, blk.size, blk.stream, blk.pool);
+        let s = &mut self.stats;
+        s.allocation.increase(small, 1);
+        s.allocated_bytes.increase(small, size);
+        s.active.increase(small, 1);
+        s.active_bytes.increase(small, size);
+        s.requested_bytes.increase(small, requested);
+        if size >= self.config.max_split_size {
+            s.oversize_allocations.increase(1);
+        }
+        self.history
+            .record(HistoryAction::Alloc, addr, size, stream, pool);
+        Granted {
+            block: b,
+            addr,
+            size,
+            pool,
+        }
+    }
+
+    /// Puts a free block into its free list.
+    fn cache_block(&mut self, b: BlockId) {
+        let blk = self.blocks.get(b);
+        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
+        let key = FreeKey {
+            size: blk.size,
+            addr: blk.addr,
+            id: b,
+        };
+        let p = self.free.pool_mut(pool);
+        let clock = p.gc_clock[usize::from(!small)];
+        p.list_mut(stream, small).insert(key);
+        let blk = self.blocks.get_mut(b);
+        blk.status = Status::Free;
+        blk.gc_base = clock;
+    }
+
+    fn uncache_block(&mut self, b: BlockId) {
+        let blk = self.blocks.get(b);
+        let key = FreeKey {
+            size: blk.size,
+            addr: blk.addr,
+            id: b,
+        };
+        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
+        let removed = self.free.pool_mut(pool).list_mut(stream, small).remove(key);
+        debug_assert!(removed, "free block missing from its free list");
+    }
+
+    fn alloc_segment(
+        &mut self,
+        dev: &Device<B>,
+        stream: StreamId,
+        pool: PoolId,
+        class: SizeClass,
+        seg_size: u64,
+    ) -> Result<BlockId, SegmentFailure> {
+        let reserved = self.stats.reserved_bytes.all.current;
+        if let Some(max) = self.allowed_max {
+            if reserved.saturating_add(seg_size) > max {
+                tracing::debug!(
+                    seg_size,
+                    reserved,
+                    max,
+                    "segment allocation refused by the memory limit"
+                );
+                return Err(SegmentFailure::OutOfMemory);
+            }
+        }
+        let ptr = match dev.hal().alloc(seg_size) {
+            Ok(ptr) => ptr,
+            Err(HalError::OutOfMemory { .. }) => {
+                tracing::debug!(seg_size, reserved, "device out of memory for a new segment");
+                return Err(SegmentFailure::OutOfMemory);
+            }
+            Err(e) => return Err(SegmentFailure::Other(e)),
+        };
+        let small = class == SizeClass::Small;
+        let seg = self.segments.insert(Segment {
+            addr: ptr.0,
+            size: seg_size,
+            stream,
+            pool,
+            small,
+            head: NONE,
+            live: true,
+        });
+        let b = self.blocks.insert(NewBlock {
+            addr: ptr.0,
+            size: seg_size,
+            stream,
+            pool,
+            small,
+            segment: seg,
+            prev: NONE,
+            next: NONE,
+        });
+        self.segments.get_mut(seg).head = b;
+        let s = &mut self.stats;
+        s.segment.increase(small, 1);
+        s.reserved_bytes.increase(small, seg_size);
+        s.num_device_alloc += 1;
+        if seg_size >= self.config.max_split_size {
+            s.oversize_segments.increase(1);
+        }
+        self.history
+            .record(HistoryAction::SegmentAlloc, ptr.0, seg_size, stream, pool);
+        tracing::debug!(ptr = %ptr, seg_size, stream = stream.0, "cache miss: segment allocated");
+        Ok(b)
+    }
+
+    // ----- free -----
+
+    /// The owner dropped the buffer of block `b`.
+    pub(crate) fn free(&mut self, dev: &Device<B>, b: BlockId) {
+        let blk = self.blocks.get(b);
+        if blk.status != Status::Allocated {
+            debug_assert!(false, "free of a block that is not allocated");
+            return;
+        }
+        let (addr, size, small, stream, pool) =
+            (blk.addr, blk.size, blk.small, blk.stream, blk.pool);
+        self.stats.allocation.decrease(small, 1);
+        self.stats.allocated_bytes.decrease(small, size);
+        if size >= self.config.max_split_size {
+            self.stats.oversize_allocations.decrease(1);
+        }
+        self.history
+            .record(HistoryAction::FreeRequested, addr, size, stream, pool);
+        if self.blocks.get(b).uses.is_empty() {
+            self.free_block(b);
+            return;
+        }
+        // Cross-stream uses: fill record_stream positions, drop uses already ordered.
+        let capturing = dev.is_capturing();
+        self.fill_positions(b, capturing);
+        let owner = self.stream(stream).cloned();
+        let blk = self.blocks.get_mut(b);
+        if let Some(owner) = &owner {
+            blk.uses
+                .retain(|u| !u.pos.is_some_and(|p| dev.is_ordered_before(p, owner)));
+        }
+        if blk.uses.is_empty() {
+            self.stats.num_released_without_event += 1;
+            self.free_block(b);
+            return;
+        }
+        blk.status = Status::Pending;
+        blk.generation = blk.generation.wrapping_add(1);
+        self.pending.blocks.push(b);
+        self.stats.pending_free_bytes.increase(size);
+        self.stats.num_pending_frees += 1;
+        if !capturing {
+            self.record_events(dev, b);
+        }
+    }
+
+    /// Fills `None` positions (record_stream) with the using stream's current position, for
+    /// streams not capturing.
+    fn fill_positions(&mut self, b: BlockId, capturing: bool) {
+        let blk = self.blocks.get_mut(b);
+        for u in blk.uses.iter_mut() {
+            if u.pos.is_none() {
+                if let Some(s) = self.streams.get(u.stream.index()).and_then(Option::as_ref) {
+                    let pos = s.position();
+                    if !capturing || pos.domain == Domain::Eager {
+                        u.pos = Some(pos);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Records events on the using streams of pending block `b` for uses without one.
+    fn record_events(&mut self, dev: &Device<B>, b: BlockId) {
+        let generation = self.blocks.get(b).generation;
+        let n = self.blocks.get(b).uses.len();
+        for i in 0..n {
+            let u = self.blocks.get(b).uses[i];
+            if u.event || u.pos.is_none() {
+                continue;
+            }
+            let Some(s) = self.streams.get(u.stream.index()).and_then(Option::as_ref) else {
+                continue;
+            };
+            match self.pending.record(dev, s, b, generation, &mut self.stats) {
+                Ok(()) => self.blocks.get_mut(b).uses[i].event = true,
+                Err(err) => {
+                    tracing::warn!(%err, stream = u.stream.0, "could not record a cross-stream event")
+                }
+            }
+        }
+    }
+
+    /// PyTorch's `free_block`: coalesce with free neighbours and cache.
+    fn free_block(&mut self, b: BlockId) {
+        let (orig_size, requested, small, stream, pool) = {
+            let blk = self.blocks.get(b);
+            (blk.size, blk.requested, blk.small, blk.stream, blk.pool)
+        };
+        let mut net_blocks: i64 = 0;
+        let mut net_bytes: i64 = 0;
+        for neighbour in [self.blocks.get(b).prev, self.blocks.get(b).next] {
+            if neighbour == NONE || self.blocks.get(neighbour).status != Status::Free {
+                continue;
+            }
+            self.uncache_block(neighbour);
+            let n = self.blocks.get(neighbour);
+            let (n_addr, n_size, n_prev, n_next, seg) = (n.addr, n.size, n.prev, n.next, n.segment);
+            let is_prev = self.blocks.get(b).prev == neighbour;
+            let blk = self.blocks.get_mut(b);
+            if is_prev {
+                blk.addr = n_addr;
+                blk.prev = n_prev;
+                blk.size += n_size;
+                if n_prev != NONE {
+                    self.blocks.get_mut(n_prev).next = b;
+                }
+                let segment = self.segments.get_mut(seg);
+                if segment.head == neighbour {
+                    segment.head = b;
+                }
+            } else {
+                blk.next = n_next;
+                blk.size += n_size;
+                if n_next != NONE {
+                    self.blocks.get_mut(n_next).prev = b;
+                }
+            }
+            self.blocks.remove(neighbour);
+            net_blocks -= 1;
+            net_bytes -= n_size as i64;
+        }
+        let blk = self.blocks.get_mut(b);
+        blk.requested = 0;
+        blk.uses.clear();
+        let (addr, size, split) = (blk.addr, blk.size, blk.is_split());
+        self.cache_block(b);
+        if split {
+            net_blocks += 1;
+            net_bytes += size as i64;
+        }
+        let s = &mut self.stats;
+        if net_blocks > 0 {
+            s.inactive_split.increase(small, net_blocks as u64);
+        } else if net_blocks < 0 {
+            s.inactive_split.decrease(small, (-net_blocks) as u64);
+        }
+        if net_bytes > 0 {
+            s.inactive_split_bytes.increase(small, net_bytes as u64);
+        } else if net_bytes < 0 {
+            s.inactive_split_bytes.decrease(small, (-net_bytes) as u64);
+        }
+        s.active.decrease(small, 1);
+        s.active_bytes.decrease(small, orig_size);
+        s.requested_bytes.decrease(small, requested);
+        self.history
+            .record(HistoryAction::FreeCompleted, addr, size, stream, pool);
+    }
+
+    // ----- cross-stream uses -----
+
+    /// `record_stream`: the block must not be reused before the work submitted to `stream` up
+    /// to the free has completed (ordered before the owner's next work).
+    pub(crate) fn record_stream(&mut self, b: BlockId, stream: &Stream<B>) {
+        let blk = self.blocks.get(b);
+        if blk.status != Status::Allocated || blk.stream == stream.id() {
+            return;
+        }
+        self.register_stream(stream);
+        add_use(&mut self.blocks.get_mut(b).uses, stream.id(), None);
+    }
+
+    /// Automatic mode: work at `pos` uses `[start, end)`.
+    pub(crate) fn note_use(&mut self, pos: StreamPosition, start: u64, end: u64) {
+        if pos.domain != Domain::Eager || start >= end || self.segments.is_empty() {
+            return;
+        }
+        // Segments overlapping the range (almost always one).
+        let mut segs = [u32::MAX; 4];
+        let mut n = 0;
+        for s in self.segments.overlapping(start, end) {
+            if n == segs.len() {
+                break;
+            }
+            segs[n] = s;
+            n += 1;
+        }
+        for &seg in &segs[..n] {
+            let mut b = self.segments.get(seg).head;
+            while b != NONE {
+                let blk = self.blocks.get_mut(b);
+                if blk.addr >= end {
+                    break;
+                }
+                let next = blk.next;
+                if blk.end() > start
+                    && blk.stream != pos.stream
+                    && matches!(blk.status, Status::Allocated | Status::Pending)
+                {
+                    add_use(&mut blk.uses, pos.stream, Some(pos));
+                }
+                b = next;
+            }
+        }
+    }
+
+    // ----- pending processing -----
+
+    /// Re-checks the ordering model for every pending block (after querying the oldest events
+    /// per stream when `query`), records events that could not be recorded earlier, and caches
+    /// the blocks whose uses are all ordered before their owner's next work.
+    pub(crate) fn process_pending(&mut self, dev: &Device<B>, query: bool) {
+        if self.pending.blocks.is_empty() {
+            return;
+        }
+        let capturing = dev.is_capturing();
+        if query && !capturing {
+            let blocks = &self.blocks;
+            self.pending.poll(&mut self.stats, |id, generation| {
+                let b = blocks.get(id);
+                b.status == Status::Pending && b.generation == generation
+            });
+        }
+        let mut i = 0;
+        while i < self.pending.blocks.len() {
+            let b = self.pending.blocks[i];
+            if !capturing {
+                self.fill_positions(b, false);
+            }
+            let owner = self.blocks.get(b).stream;
+            if let Some(owner) = self.streams.get(owner.index()).and_then(Option::as_ref) {
+                let blk = self.blocks.get_mut(b);
+                blk.uses
+                    .retain(|u| !u.pos.is_some_and(|p| dev.is_ordered_before(p, owner)));
+            }
+            if self.blocks.get(b).uses.is_empty() {
+                self.pending.blocks.swap_remove(i);
+                let size = self.blocks.get(b).size;
+                self.stats.pending_free_bytes.decrease(size);
+                self.free_block(b);
+            } else {
+                if !capturing {
+                    self.record_events(dev, b);
+                }
+                i += 1;
+            }
+        }
+    }
+
+    /// Synchronizes every pending event (and the device, for uses no event covers), then
+    /// processes the pending blocks (PyTorch's `synchronize_and_free_events`).
+    pub(crate) fn synchronize_pending(&mut self, dev: &Device<B>) {
+        if dev.is_capturing() {
+            return;
+        }
+        self.stats.num_sync_all_streams += 1;
+        let uncovered = self
+            .pending
+            .blocks
+            .iter()
+            .any(|&b| self.blocks.get(b).uses.iter().any(|u| !u.event));
+        let blocks = &self.blocks;
+        self.pending.synchronize_all(|id, generation| {
+            let b = blocks.get(id);
+            b.status == Status::Pending && b.generation == generation
+        });
+        if uncovered {
+            if let Err(err) = dev.synchronize() {
+                tracing::warn!(%err, "device synchronize failed while freeing pending blocks");
+            }
+        }
+        self.process_pending(dev, false);
+    }
+
+    /// Reuses a pending block of the right size by making `stream` wait on its uses' events.
+    fn reuse_pending_with_wait(
+        &mut self,
+        dev: &Device<B>,
+        stream: &Stream<B>,
+        pool: PoolId,
+        class: SizeClass,
+        rounded: u64,
+    ) -> Option<BlockId> {
+        let sid = stream.id();
+        let max_split = self.config.max_split_size;
+        let non_split = self.config.max_non_split_rounding;
+        let small = class == SizeClass::Small;
+        let mut best: Option<(u64, u64, BlockId)> = None;
+        for &b in &self.pending.blocks {
+            let blk = self.blocks.get(b);
+            if blk.stream != sid || blk.pool != pool || blk.small != small || blk.size < rounded {
+                continue;
+            }
+            if (rounded < max_split && blk.size >= max_split)
+                || (rounded >= max_split && blk.size >= rounded.saturating_add(non_split))
+            {
+                continue;
+            }
+            if !blk.uses.iter().all(|u| u.event) {
+                continue;
+            }
+            let key = (blk.size, blk.addr, b);
+            if best.is_none_or(|cur| key < cur) {
+                best = Some(key);
+            }
+        }
+        let (_, _, b) = best?;
+        let generation = self.blocks.get(b).generation;
+        for u in self.blocks.get(b).uses.iter() {
+            let event = self.pending.event_for(u.stream, b, generation)?;
+            if let Err(err) = stream.wait(event) {
+                tracing::warn!(%err, "could not wait on a pending block's event");
+                return None;
+            }
+        }
+        self.stats.num_reuse_with_wait += 1;
+        tracing::debug!(
+            block_size = self.blocks.get(b).size,
+            stream = sid.0,
+            "reusing a pending block with a stream wait"
+        );
+        self.process_pending(dev, false);
+        self.find_free(pool, sid, class, rounded)
+    }
+
+    // ----- releasing segments -----
+
+    /// Returns whole free segments to the device (one device synchronize first, as `cudaFree`
+    /// implies). Refused during capture.
+    fn release_blocks(&mut self, dev: &Device<B>, candidates: &[BlockId]) -> u64 {
+        if candidates.is_empty() {
+            return 0;
+        }
+        if let Err(err) = dev.synchronize() {
+            tracing::warn!(%err, "not releasing cached segments: device synchronize failed");
+            return 0;
+        }
+        let mut released = 0;
+        for &b in candidates {
+            let blk = self.blocks.get(b);
+            if blk.status != Status::Free || blk.is_split() {
+                continue;
+            }
+            let (addr, size, small, stream, pool, seg) = (
+                blk.addr,
+                blk.size,
+                blk.small,
+                blk.stream,
+                blk.pool,
+                blk.segment,
+            );
+            self.uncache_block(b);
+            // SAFETY: `addr` is the base of a segment this allocator got from this device and has
+            // not freed; the segment is one free block (no buffer refers to it, no pending use),
+            // and the device was just synchronized, so no queued work uses it.
+            if let Err(err) = unsafe { dev.hal().free(DevicePtr(addr)) } {
+                tracing::warn!(%err, addr, "returning a segment to the device failed");
+                self.cache_block(b);
+                continue;
+            }
+            self.blocks.remove(b);
+            self.segments.remove(seg);
+            let s = &mut self.stats;
+            s.segment.decrease(small, 1);
+            s.reserved_bytes.decrease(small, size);
+            s.num_device_free += 1;
+            if size >= self.config.max_split_size {
+                s.oversize_segments.decrease(1);
+            }
+            self.history
+                .record(HistoryAction::SegmentFree, addr, size, stream, pool);
+            tracing::debug!(
+                addr,
+                size,
+                stream = stream.0,
+                "segment returned to the device"
+            );
+            released += size;
+        }
+        released
+    }
+
+    /// Whole free segments of `pool` (all streams, both classes).
+    fn whole_free_segments(&self, pool: PoolId) -> Vec<BlockId> {
+        let Some(p) = self.free.pool(pool) else {
+            return Vec::new();
+        };
+        let mut out = Vec::new();
+        for small in [true, false] {
+            for (_, list) in p.lists(small) {
+                out.extend(
+                    list.keys()
+                        .iter()
+                        .filter(|k| !self.blocks.get(k.id).is_split())
+                        .map(|k| k.id),
+                );
+            }
+        }
+        out
+    }
+
+    pub(crate) fn release_cached_segments(&mut self, dev: &Device<B>, pool: PoolId) -> u64 {
+        if dev.is_capturing() {
+            return 0;
+        }
+        let candidates = self.whole_free_segments(pool);
+        self.release_blocks(dev, &candidates)
+    }
+
+    /// `empty_cache`: synchronize pending events, then return every whole cached segment.
+    pub(crate) fn empty_cache(&mut self, dev: &Device<B>) {
+        if dev.is_capturing() {
+            tracing::warn!("empty_cache skipped: a capture is active on the device");
+            return;
+        }
+        self.synchronize_pending(dev);
+        self.release_cached_segments(dev, PoolId::DEFAULT);
+    }
+
+    /// PyTorch's `release_available_cached_blocks`.
+    fn release_available_cached_blocks(
+        &mut self,
+        dev: &Device<B>,
+        pool: PoolId,
+        stream: StreamId,
+        class: SizeClass,
+        rounded: u64,
+    ) -> bool {
+        let max_split = self.config.max_split_size;
+        let key_size = rounded.max(max_split);
+        let list = self
+            .free
+            .pool_mut(pool)
+            .list_mut(stream, class == SizeClass::Small);
+        let i = list.lower_bound(key_size);
+        let mut chosen = Vec::new();
+        if let Some(k) = list.get(i) {
+            chosen.push(k.id);
+        } else {
+            let mut total = 0;
+            let mut j = list.len();
+            while j > 0 && total < key_size {
+                j -= 1;
+                let Some(k) = list.get(j) else { break };
+                if k.size < max_split {
+                    break;
+                }
+                if !self.blocks.get(k.id).is_split() {
+                    chosen.push(k.id);
+                    total += k.size;
+                }
+            }
+            if total < key_size {
+                return false;
+            }
+        }
+        self.release_blocks(dev, &chosen) > 0
+    }
+
+    /// PyTorch's `garbage_collect_cached_blocks`: free old whole large segments until reserved
+    /// drops below threshold × allowed.
+    fn garbage_collect(&mut self, dev: &Device<B>) {
+        let allowed = self.allowed_max.unwrap_or(self.device_total);
+        let threshold = (self.config.garbage_collection_threshold * allowed as f64) as u64;
+        let reserved = self.stats.reserved_bytes.all.current;
+        if reserved <= threshold {
+            return;
+        }
+        let target = reserved - threshold;
+        let Some(p) = self.free.pool(PoolId::DEFAULT) else {
+            return;
+        };
+        let clock = p.gc_clock[1];
+        let mut candidates: Vec<(u64, BlockId, u64)> = Vec::new();
+        for (_, list) in p.lists(false) {
+            for k in list.keys() {
+                let blk = self.blocks.get(k.id);
+                if !blk.is_split() {
+                    candidates.push((clock.saturating_sub(blk.gc_base), k.id, k.size));
+                }
+            }
+        }
+        let mut chosen = Vec::new();
+        let mut reclaimed = 0;
+        let mut total_age: u64 = candidates.iter().map(|c| c.0).sum();
+        let mut count = candidates.len() as u64;
+        let mut freed_one = true;
+        while reclaimed < target && freed_one && count > 0 {
+            let avg = total_age as f64 / count as f64;
+            freed_one = false;
+            for c in candidates.iter_mut() {
+                if c.2 != 0 && c.0 as f64 >= avg {
+                    freed_one = true;
+                    reclaimed += c.2;
+                    total_age -= c.0;
+                    count -= 1;
+                    chosen.push(c.1);
+                    c.2 = 0;
+                }
+            }
+        }
+        if !chosen.is_empty() {
+            tracing::debug!(
+                blocks = chosen.len(),
+                reclaimed,
+                "garbage collecting cached segments"
+            );
+            self.release_blocks(dev, &chosen);
+        }
+    }
+
+    // ----- introspection -----
+
+    pub(crate) fn snapshot(&self) -> MemorySnapshot {
+        let mut segments = Vec::new();
+        for (_, seg) in self.segments.by_addr() {
+            let mut out = SegmentSnapshot {
+                address: seg.addr,
+                total_size: seg.size,
+                stream: seg.stream,
+                segment_type: if seg.small {
+                    SegmentType::Small
+                } else {
+                    SegmentType::Large
+                },
+                pool_id: seg.pool,
+                allocated_size: 0,
+                active_size: 0,
+                requested_size: 0,
+                blocks: Vec::new(),
+            };
+            let mut b = seg.head;
+            while b != NONE {
+                let blk = self.blocks.get(b);
+                let state = match blk.status {
+                    Status::Allocated => BlockState::ActiveAllocated,
+                    Status::Pending => BlockState::ActivePendingFree,
+                    _ => BlockState::Inactive,
+                };
+                if state == BlockState::ActiveAllocated {
+                    out.allocated_size += blk.size;
+                    out.requested_size += blk.requested;
+                }
+                if state != BlockState::Inactive {
+                    out.active_size += blk.size;
+                }
+                out.blocks.push(BlockSnapshot {
+                    address: blk.addr,
+                    size: blk.size,
+                    requested_size: blk.requested,
+                    state,
+                });
+                b = blk.next;
+            }
+            segments.push(out);
+        }
+        MemorySnapshot {
+            segments,
+            history: self.history.to_vec(),
+        }
+    }
+
+    /// Internal consistency check (tests and debug builds): links, coverage, free lists and
+    /// statistics agree.
+    pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        let mut allocated = 0u64;
+        let mut reserved = 0u64;
+        let mut blocks_seen = 0usize;
+        for (sid, seg) in self.segments.by_addr() {
+            reserved += seg.size;
+            let mut b = seg.head;
+            let mut expect = seg.addr;
+            let mut prev = NONE;
+            let mut prev_free = false;
+            while b != NONE {
+                let blk = self.blocks.get(b);
+                blocks_seen += 1;
+                if blk.addr != expect
+                    || blk.prev != prev
+                    || blk.segment != sid
+                    || blk.stream != seg.stream
+                {
+                    return Err(format!("segment {:#x}: block {b} badly linked", seg.addr));
+                }
+                if blk.status == Status::Dead {
+                    return Err(format!("dead block {b} in segment {:#x}", seg.addr));
+                }
+                let free = blk.status == Status::Free;
+                if free && prev_free {
+                    return Err(format!("two adjacent free blocks at {:#x}", blk.addr));
+                }
+                if free {
+                    let key = FreeKey {
+                        size: blk.size,
+                        addr: blk.addr,
+                        id: b,
+                    };
+                    let listed = self
+                        .free
+                        .pool(blk.pool)
+                        .and_then(|p| p.lists(blk.small).find(|(s, _)| *s == blk.stream))
+                        .is_some_and(|(_, l)| l.keys().binary_search(&key).is_ok());
+                    if !listed {
+                        return Err(format!(
+                            "free block {b} at {:#x} not in its free list",
+                            blk.addr
+                        ));
+                    }
+                }
+                if blk.status == Status::Allocated {
+                    allocated += blk.size;
+                }
+                prev_free = free;
+                expect = blk.end();
+                prev = b;
+                b = blk.next;
+            }
+            if expect != seg.end() {
+                return Err(format!("segment {:#x} not covered by its blocks", seg.addr));
+            }
+        }
+        if blocks_seen != self.blocks.live().count() {
+            return Err("live blocks outside any segment".to_string());
+        }
+        if allocated != self.stats.allocated_bytes.all.current {
+            return Err(format!(
+                "allocated_bytes {} but blocks hold {allocated}",
+                self.stats.allocated_bytes.all.current
+            ));
+        }
+        if reserved != self.stats.reserved_bytes.all.current {
+            return Err(format!(
+                "reserved_bytes {} but segments hold {reserved}",
+                self.stats.reserved_bytes.all.current
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// Adds a use, keeping one entry per stream: `None` (everything up to the free) dominates,
+/// otherwise the latest position wins.
+fn add_use(uses: &mut Vec<UseRec>, stream: StreamId, pos: Option<StreamPosition>) {
+    if let Some(u) = uses.iter_mut().find(|u| u.stream == stream) {
+        match (u.pos, pos) {
+            (None, _) => {}
+            (Some(_), None) => {
+                u.pos = None;
+                u.event = false;
+            }
+            (Some(old), Some(new)) => {
+                if new.seq > old.seq {
+                    u.pos = Some(new);
+                    u.event = false;
+                }
+            }
+        }
+        return;
+    }
+    uses.push(UseRec {
+        stream,
+        pos,
+        event: false,
+    });
+}

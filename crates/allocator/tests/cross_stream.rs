@@ -1,0 +1,435 @@
+//! Cross-stream lifetime: record_stream, tagged streams, automatic mode, return flow, event
+//! polling, the OOM ladder over pending blocks, and reuse with a stream wait.
+
+mod common;
+
+use braid_allocator::{AllocatorConfig, CrossStreamMode};
+use braid_stream_core::Kernel;
+use common::*;
+
+const N: u64 = 1024; // floats
+
+#[test]
+fn a1_record_stream_gates_reuse() {
+    let (dev, alloc) = setup(256 * MIB, AllocatorConfig::new());
+    let main = dev.default_stream();
+    let s = dev.create_stream(0).unwrap();
+    let tmp = alloc.alloc(50 * MIB, &s).unwrap();
+    let ptr = tmp.ptr();
+    main.wait_stream(&s).unwrap();
+    tmp.record_stream(&main).unwrap();
+    main.launch(&Kernel::Busy {
+        duration_ns: LONG_NS,
+    })
+    .unwrap();
+    drop(tmp);
+    let b = alloc.alloc(50 * MIB, &s).unwrap();
+    assert_ne!(b.ptr(), ptr, "reused while main may still use it");
+    drop(b);
+    main.synchronize().unwrap();
+    let c = alloc.alloc(50 * MIB, &s).unwrap();
+    assert_eq!(c.ptr(), ptr, "reused once main is done");
+    // record_stream on the allocation stream itself is a no-op.
+    c.record_stream(&s).unwrap();
+    drop(c);
+    assert_eq!(alloc.pending_free_bytes(), 0);
+}
+
+#[test]
+fn a3_pending_blocks_reclaimed_by_the_ladder() {
+    let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());
+    let main = dev.default_stream();
+    let side = dev.create_stream(0).unwrap();
+    for _ in 0..100 {
+        let buf = alloc.alloc(16 * MIB, &main).unwrap();
+        side.wait_stream(&main).unwrap();
+        side.launch(&Kernel::Busy {
+            duration_ns: LONG_NS,
+        })
+        .unwrap();
+        buf.record_stream(&side).unwrap();
+    }
+    let stats = alloc.memory_stats();
+    assert_eq!(stats.num_ooms, 0);
+    assert!(
+        stats.num_sync_all_streams > 0,
+        "the ladder synchronized pending events"
+    );
+    assert!(stats.num_pending_frees >= 100);
+    assert!(alloc.memory_reserved() <= 64 * MIB);
+    alloc.check_invariants().unwrap();
+}
+
+#[test]
+fn a8_pending_use_behind_busy_stream_blocks_reuse() {
+    let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());
+    let main = dev.default_stream();
+    let busy = dev.create_stream(0).unwrap();
+    busy.launch(&Kernel::Busy {
+        duration_ns: LONG_NS,
+    })
+    .unwrap();
+    let buf = alloc.alloc(4 * MIB, &main).unwrap();
+    busy.wait_stream(&main).unwrap();
+    busy.launch(&Kernel::Fill {
+        dst: buf.slice(),
+        value: 1.0,
+    })
+    .unwrap();
+    buf.record_stream(&busy).unwrap();
+    let ptr = buf.ptr();
+    drop(buf);
+    assert_eq!(alloc.pending_free_bytes(), 4 * MIB);
+    for _ in 0..3 {
+        let again = alloc.alloc(4 * MIB, &main).unwrap();
+        assert_ne!(again.ptr(), ptr);
+    }
+    let stats = alloc.memory_stats();
+    assert_eq!(stats.num_events_recorded, 1);
+    assert!(stats.num_event_queries >= 1);
+    busy.synchronize().unwrap();
+    let again = alloc.alloc(4 * MIB, &main).unwrap();
+    assert_eq!(again.ptr(), ptr);
+    assert_eq!(alloc.pending_free_bytes(), 0);
+}
+
+/// Three streams each hold a pending 16 MiB block behind long work; then ten 4 MiB
+/// allocate/free cycles on main. Event queries stay bounded, and lazy polling queries less.
+fn a10_queries(lazy: bool) -> u64 {
+    let (dev, alloc) = setup(256 * MIB, AllocatorConfig::new().lazy_event_polling(lazy));
+    let main = dev.default_stream();
+    let streams: Vec<_> = (0..3).map(|_| dev.create_stream(0).unwrap()).collect();
+    for s in &streams {
+        let buf = alloc.alloc(16 * MIB, &main).unwrap();
+        s.wait_stream(&main).unwrap();
+        for _ in 0..50 {
+            s.launch(&Kernel::Busy {
+                duration_ns: 100_000,
+            })
+            .unwrap();
+        }
+        buf.record_stream(s).unwrap();
+    }
+    alloc.reset_accumulated_stats();
+    for _ in 0..10 {
+        drop(alloc.alloc(4 * MIB, &main).unwrap());
+    }
+    let queries = alloc.memory_stats().num_event_queries;
+    assert!(
+        queries <= 10 * 3,
+        "at most one query per stream per allocation: {queries}"
+    );
+    dev.synchronize().unwrap();
+    drop(alloc.alloc(16 * MIB, &main).unwrap());
+    drop(alloc.alloc(16 * MIB, &main).unwrap());
+    assert_eq!(alloc.pending_free_bytes(), 0);
+    queries
+}
+
+#[test]
+fn a10_event_polling_is_bounded_and_lazy_polls_less() {
+    let eager = a10_queries(false);
+    let lazy = a10_queries(true);
+    assert!(lazy < eager, "lazy {lazy} vs eager {eager}");
+    assert!(
+        lazy <= 3,
+        "lazy polling queried only on the first miss: {lazy}"
+    );
+}
+
+/// TorchAir's record_tagged_stream pattern: A is read on the tagged stream behind long work
+/// while main frees A and writes a new buffer C.
+fn a11(record: bool) -> (bool, Vec<f32>) {
+    let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());
+    let main = dev.default_stream();
+    let second = dev.tagged_stream("second_stream", 0).unwrap();
+    let a = alloc.alloc(N * 4, &main).unwrap();
+    main.launch(&Kernel::Fill {
+        dst: a.slice(),
+        value: 1.0,
+    })
+    .unwrap();
+    second.wait_stream(&main).unwrap();
+    second
+        .launch(&Kernel::Busy {
+            duration_ns: LONG_NS,
+        })
+        .unwrap();
+    let b = alloc.alloc(N * 4, &second).unwrap();
+    second
+        .launch(&Kernel::Add {
+            a: a.slice(),
+            b: a.slice(),
+            out: b.slice(),
+        })
+        .unwrap();
+    if record {
+        a.record_tagged_stream("second_stream").unwrap();
+    }
+    let a_ptr = a.ptr();
+    drop(a);
+    let c = alloc.alloc(N * 4, &main).unwrap();
+    main.launch(&Kernel::Fill {
+        dst: c.slice(),
+        value: 5.0,
+    })
+    .unwrap();
+    let reused = c.ptr() == a_ptr;
+    main.wait_stream(&second).unwrap();
+    let values = read(&main, b.slice());
+    (reused, values)
+}
+
+#[test]
+fn a11_record_tagged_stream_protects_data() {
+    let (reused, values) = a11(true);
+    assert!(!reused);
+    assert!(
+        values.iter().all(|&v| v == 2.0),
+        "B = A + A computed from intact A"
+    );
+}
+
+#[test]
+fn a11_without_record_tagged_stream_memory_is_reused_early() {
+    let (reused, values) = a11(false);
+    assert!(
+        reused,
+        "without the record, C takes A's address (the hazard)"
+    );
+    assert!(
+        values.iter().all(|&v| v == 10.0),
+        "B computed from clobbered A: {:?}",
+        &values[..4]
+    );
+}
+
+#[test]
+fn mindspore_return_flow_releases_without_events() {
+    let (dev, alloc) = setup(
+        64 * MIB,
+        AllocatorConfig::new().cross_stream(CrossStreamMode::Automatic),
+    );
+    let main = dev.default_stream();
+    let side = dev.create_stream(0).unwrap();
+    let a = alloc.alloc(N * 4, &main).unwrap();
+    let r = alloc.alloc(4, &side).unwrap();
+    main.launch(&Kernel::Fill {
+        dst: a.slice(),
+        value: 2.0,
+    })
+    .unwrap();
+    side.wait_stream(&main).unwrap();
+    side.launch(&Kernel::Busy {
+        duration_ns: LONG_NS,
+    })
+    .unwrap();
+    side.launch(&Kernel::ReduceSum {
+        src: a.slice(),
+        dst: r.slice(),
+    })
+    .unwrap();
+    let done = side.record_event().unwrap();
+    main.wait(&done).unwrap(); // the owner waited on the user: return flow
+    let a_ptr = a.ptr();
+    drop(a);
+    let stats = alloc.memory_stats();
+    assert_eq!(stats.num_events_recorded, 0);
+    assert_eq!(stats.num_released_without_event, 1);
+    assert_eq!(stats.pending_free_bytes.current, 0);
+    let c = alloc.alloc(N * 4, &main).unwrap();
+    assert_eq!(c.ptr(), a_ptr);
+    main.launch(&Kernel::Fill {
+        dst: c.slice(),
+        value: 9.0,
+    })
+    .unwrap();
+    assert_eq!(read(&side, r.slice()), vec![2.0 * N as f32]);
+}
+
+#[test]
+fn automatic_mode_defers_reuse_without_record_stream() {
+    let (dev, alloc) = setup(
+        64 * MIB,
+        AllocatorConfig::new().cross_stream(CrossStreamMode::Automatic),
+    );
+    let main = dev.default_stream();
+    let side = dev.create_stream(0).unwrap();
+    let b = alloc.alloc(N * 4, &side).unwrap(); // side is known to the allocator
+    let a = alloc.alloc(N * 4, &main).unwrap();
+    main.launch(&Kernel::Fill {
+        dst: a.slice(),
+        value: 3.0,
+    })
+    .unwrap();
+    side.wait_stream(&main).unwrap();
+    side.launch(&Kernel::Busy {
+        duration_ns: LONG_NS,
+    })
+    .unwrap();
+    side.launch(&Kernel::Add {
+        a: a.slice(),
+        b: a.slice(),
+        out: b.slice(),
+    })
+    .unwrap();
+    let a_ptr = a.ptr();
+    drop(a); // no record_stream
+    assert_eq!(alloc.pending_free_bytes(), N * 4);
+    assert_eq!(alloc.memory_stats().num_events_recorded, 1);
+    let c = alloc.alloc(N * 4, &main).unwrap();
+    assert_ne!(
+        c.ptr(),
+        a_ptr,
+        "not reused while the side stream may read it"
+    );
+    main.launch(&Kernel::Fill {
+        dst: c.slice(),
+        value: 7.0,
+    })
+    .unwrap();
+    side.synchronize().unwrap();
+    assert!(read(&side, b.slice()).iter().all(|&v| v == 6.0));
+    let d = alloc.alloc(N * 4, &main).unwrap();
+    assert_eq!(d.ptr(), a_ptr, "reused once the use completed");
+    assert_eq!(alloc.pending_free_bytes(), 0);
+}
+
+#[test]
+fn automatic_mode_with_a_stream_the_allocator_never_saw() {
+    let (dev, alloc) = setup(
+        64 * MIB,
+        AllocatorConfig::new().cross_stream(CrossStreamMode::Automatic),
+    );
+    let main = dev.default_stream();
+    let side = dev.create_stream(0).unwrap();
+    let a = alloc.alloc(N * 4, &main).unwrap();
+    let r = alloc.alloc(4, &main).unwrap();
+    main.launch(&Kernel::Fill {
+        dst: a.slice(),
+        value: 1.0,
+    })
+    .unwrap();
+    side.wait_stream(&main).unwrap();
+    side.launch(&Kernel::Busy {
+        duration_ns: LONG_NS,
+    })
+    .unwrap();
+    side.launch(&Kernel::ReduceSum {
+        src: a.slice(),
+        dst: r.slice(),
+    })
+    .unwrap();
+    let a_ptr = a.ptr();
+    drop(a);
+    assert_eq!(alloc.pending_free_bytes(), N * 4);
+    let c = alloc.alloc(N * 4, &main).unwrap();
+    assert_ne!(c.ptr(), a_ptr);
+    main.launch(&Kernel::Fill {
+        dst: c.slice(),
+        value: 5.0,
+    })
+    .unwrap();
+    main.wait_stream(&side).unwrap(); // return flow through the ordering model
+    let d = alloc.alloc(N * 4, &main).unwrap();
+    assert_eq!(d.ptr(), a_ptr);
+    assert_eq!(read(&main, r.slice()), vec![N as f32]);
+    assert_eq!(alloc.memory_stats().num_events_recorded, 0);
+    // A sub-range use is noted too.
+    let e = alloc.alloc(N * 4, &main).unwrap();
+    side.wait_stream(&main).unwrap();
+    side.launch(&Kernel::Busy {
+        duration_ns: LONG_NS,
+    })
+    .unwrap();
+    side.launch(&Kernel::Fill {
+        dst: e.range(64, 64).unwrap(),
+        value: 1.0,
+    })
+    .unwrap();
+    drop(e);
+    assert_eq!(alloc.pending_free_bytes(), N * 4);
+    dev.synchronize().unwrap();
+    alloc.process_pending();
+    assert_eq!(alloc.pending_free_bytes(), 0);
+}
+
+#[test]
+fn manual_mode_ignores_unrecorded_uses() {
+    let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());
+    let main = dev.default_stream();
+    let side = dev.create_stream(0).unwrap();
+    let a = alloc.alloc(N * 4, &main).unwrap();
+    side.launch(&Kernel::Busy {
+        duration_ns: LONG_NS,
+    })
+    .unwrap();
+    side.launch(&Kernel::Fill {
+        dst: a.slice(),
+        value: 1.0,
+    })
+    .unwrap();
+    let p = a.ptr();
+    drop(a);
+    assert_eq!(alloc.alloc(N * 4, &main).unwrap().ptr(), p);
+}
+
+#[test]
+fn reuse_pending_with_wait_instead_of_growing() {
+    let run = |wait: bool| {
+        let config = AllocatorConfig::new()
+            .limit_bytes(4 * MIB)
+            .reuse_pending_with_wait(wait);
+        let (dev, alloc) = setup(64 * MIB, config);
+        let main = dev.default_stream();
+        let side = dev.create_stream(0).unwrap();
+        let r = alloc.alloc(4, &side).unwrap();
+        let a1 = alloc.alloc(MIB, &main).unwrap();
+        let a2 = alloc.alloc(MIB, &main).unwrap();
+        main.launch(&Kernel::Fill {
+            dst: a1.slice(),
+            value: 1.0,
+        })
+        .unwrap();
+        main.launch(&Kernel::Fill {
+            dst: a2.slice(),
+            value: 1.0,
+        })
+        .unwrap();
+        side.wait_stream(&main).unwrap();
+        side.launch(&Kernel::Busy {
+            duration_ns: LONG_NS,
+        })
+        .unwrap();
+        side.launch(&Kernel::ReduceSum {
+            src: a1.slice(),
+            dst: r.slice(),
+        })
+        .unwrap();
+        a1.record_stream(&side).unwrap();
+        a2.record_stream(&side).unwrap();
+        let ptrs = [a1.ptr(), a2.ptr()];
+        drop((a1, a2));
+        let c = alloc.alloc(MIB, &main).unwrap();
+        assert!(ptrs.contains(&c.ptr()));
+        main.launch(&Kernel::Fill {
+            dst: c.slice(),
+            value: 9.0,
+        })
+        .unwrap();
+        assert_eq!(read(&side, r.slice()), vec![(MIB / 4) as f32]);
+        let stats = alloc.memory_stats();
+        assert_eq!(stats.num_ooms, 0);
+        alloc.check_invariants().unwrap();
+        stats
+    };
+    let with_wait = run(true);
+    assert_eq!(with_wait.num_reuse_with_wait, 1);
+    assert_eq!(with_wait.num_sync_all_streams, 0, "no host synchronization");
+    let without = run(false);
+    assert_eq!(without.num_reuse_with_wait, 0);
+    assert!(
+        without.num_sync_all_streams >= 1,
+        "the ladder synchronized instead"
+    );
+}
