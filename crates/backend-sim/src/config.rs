@@ -1,6 +1,7 @@
 //! Configuration of a simulated device.
 
 use crate::profile::DeviceProfile;
+use crate::sanitizer::SanitizerMode;
 
 /// Whether the simulator stores and computes data.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -34,12 +35,16 @@ pub struct SimConfig {
     pub mode: SimMode,
     /// Cost model numbers.
     pub profile: DeviceProfile,
-    /// Whether executed ops are kept in the timeline ([`crate::SimDevice::timeline`]).
+    /// Whether executed ops are kept in the timeline ([`crate::SimDevice::timeline`]), with
+    /// host calls, event flows and memory samples for [`crate::SimDevice::chrome_trace_json`].
     pub record_timeline: bool,
+    /// What the sanitizer does ([`SanitizerMode::Report`] by default).
+    pub sanitizer: SanitizerMode,
 }
 
 impl SimConfig {
-    /// The default configuration: ordinal 0, 16 GiB, data mode, Ascend 910B profile, timeline on.
+    /// The default configuration: ordinal 0, 16 GiB, data mode, Ascend 910B profile, timeline
+    /// on, sanitizer reporting.
     pub fn new() -> Self {
         SimConfig {
             ordinal: 0,
@@ -47,6 +52,7 @@ impl SimConfig {
             mode: SimMode::Data,
             profile: DeviceProfile::ascend_910b(),
             record_timeline: true,
+            sanitizer: SanitizerMode::Report,
         }
     }
 
@@ -71,6 +77,12 @@ impl SimConfig {
     /// Sets the device profile.
     pub fn profile(mut self, profile: DeviceProfile) -> Self {
         self.profile = profile;
+        self
+    }
+
+    /// Sets what the sanitizer does.
+    pub fn sanitizer(mut self, mode: SanitizerMode) -> Self {
+        self.sanitizer = mode;
         self
     }
 

@@ -4,11 +4,12 @@ use crate::config::SimConfig;
 use crate::engine::Engine;
 use crate::event::SimEvent;
 use crate::profile::DeviceProfile;
+use crate::sanitizer::report::RaceReport;
 use crate::stream::SimStream;
 use crate::timeline::{OpRecord, SimStats};
 use crate::SimBackend;
 use braid_stream_core::hal::{self, HalError};
-use braid_stream_core::types::{DevicePtr, EventFlags, MemInfo, Priority};
+use braid_stream_core::types::{DevicePtr, DeviceSlice, EventFlags, MemInfo, Priority};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The state of one device, shared by all its handles.
@@ -84,6 +85,58 @@ impl SimDevice {
     pub fn config(&self) -> SimConfig {
         lock(&self.shared).config().clone()
     }
+
+    /// The sanitizer's reports so far (at most the first 10,000 are kept; see
+    /// [`SimDevice::sanitizer_report_count`]). Empty when the sanitizer is off.
+    pub fn sanitizer_reports(&self) -> Vec<RaceReport> {
+        lock(&self.shared).sanitizer_reports().to_vec()
+    }
+
+    /// How many reports the sanitizer has made, including any not kept.
+    pub fn sanitizer_report_count(&self) -> u64 {
+        lock(&self.shared).sanitizer_report_count()
+    }
+
+    /// Forgets the sanitizer's reports (the happens-before state is kept).
+    pub fn clear_sanitizer_reports(&self) {
+        lock(&self.shared).clear_sanitizer_reports();
+    }
+
+    /// Declares that a sub-allocator (a caching allocator working inside device segments)
+    /// handed out `range`, for use first on stream `stream` (a [`crate::SimStream::index`]).
+    ///
+    /// A sub-allocator tells the sanitizer when it hands out and takes back a range, so reuse
+    /// of a block becomes visible: once a segment has a declared block, only its live blocks
+    /// count as allocated, an access to a taken-back block is a use after free, and an access
+    /// that is not ordered after an access from an earlier lifetime of the same bytes is
+    /// reported as [`crate::RaceKind::UseAfterFree`]. Costs no virtual time.
+    ///
+    /// Errors: `range` is empty, not inside one live segment, or overlaps a live block.
+    pub fn sanitizer_note_alloc(&self, range: DeviceSlice, stream: u32) -> Result<(), HalError> {
+        lock(&self.shared).note_alloc(range, stream)
+    }
+
+    /// Declares that a sub-allocator took back `range` (exactly as declared by
+    /// [`SimDevice::sanitizer_note_alloc`]), at `stream`'s current position. Until it is handed
+    /// out again, accesses to it are reported as uses after free. Costs no virtual time.
+    ///
+    /// Errors: `range` is not a live declared block.
+    pub fn sanitizer_note_free(&self, range: DeviceSlice, stream: u32) -> Result<(), HalError> {
+        lock(&self.shared).note_free(range, stream)
+    }
+
+    /// The timeline as Chrome Trace Event JSON, to open in Perfetto (ui.perfetto.dev) or
+    /// `chrome://tracing`: a track per stream and one for the host, a slice per op, flows from
+    /// event records to their waits, and memory counters. See the [`crate::trace`] module
+    /// docs for the layout. Nearly empty when the configuration turned the timeline off.
+    pub fn chrome_trace_json(&self) -> String {
+        lock(&self.shared).chrome_trace_json()
+    }
+
+    /// Writes [`SimDevice::chrome_trace_json`] to `path`.
+    pub fn write_chrome_trace(&self, path: impl AsRef<std::path::Path>) -> std::io::Result<()> {
+        std::fs::write(path, self.chrome_trace_json())
+    }
 }
 
 impl Default for SimDevice {
@@ -101,7 +154,7 @@ impl hal::Device for SimDevice {
     }
 
     fn default_stream(&self) -> Result<SimStream, HalError> {
-        lock(&self.shared).host_call();
+        lock(&self.shared).host_call("default_stream");
         Ok(SimStream::new(self.shared.clone(), 0))
     }
 

@@ -4,20 +4,28 @@
 //! (after its launch cost), the end of its stream's previous work and the times of events the
 //! stream waited on; it then takes the earliest slot at or after that on its resource. Data
 //! effects are queued and applied as the host clock passes them (see [`crate::queue`]).
+//!
+//! The sanitizer ([`crate::sanitizer`]) sees every op before it is placed, every
+//! synchronization edge and every allocation change; the trace log ([`crate::trace`]) records
+//! host calls, event flows and memory counters when the timeline is on.
 
 use crate::capture::{self, Capture, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
 use crate::memory::Memory;
-use crate::op::{Op, OpKind};
+use crate::op::{Accesses, Op, OpKind};
 use crate::queue::DataQueue;
-use crate::resource::Reservations;
+use crate::resource::Pool;
+use crate::sanitizer::report::{OpInfo, RaceReport};
+use crate::sanitizer::{Sanitizer, SanitizerMode};
 use crate::timeline::{OpRecord, SimStats};
+use crate::trace::{self, Flow, HostSlice, Marker, MemorySample, TraceLog};
 use braid_stream_core::hal::HalError;
 use braid_stream_core::kernel::{ComputeUnit, Kernel};
 use braid_stream_core::types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, MemInfo, Priority,
 };
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 /// Per-stream state.
 #[derive(Debug)]
@@ -46,10 +54,17 @@ enum EventRecord {
 struct EventState {
     timing: bool,
     record: EventRecord,
+    /// Stream and time of the last eager record (for timeline flows).
+    recorded_on: Option<(u32, u64)>,
 }
 
 fn invalid(msg: impl Into<String>) -> HalError {
     HalError::InvalidArgument(msg.into())
+}
+
+/// The error an abort-mode sanitizer report becomes.
+fn sanitizer_error(report: &RaceReport) -> HalError {
+    HalError::InvalidArgument(format!("sanitizer: {report}"))
 }
 
 /// The whole state of one simulated device.
@@ -61,7 +76,9 @@ pub(crate) struct Engine {
     streams: Vec<StreamState>,
     events: Vec<EventState>,
     /// Cube, vector and copy resources.
-    resources: [Reservations; 3],
+    resources: [Pool; 3],
+    sanitizer: Sanitizer,
+    trace: TraceLog,
     queue: DataQueue,
     captures: BTreeMap<u64, Capture>,
     next_capture: u64,
@@ -75,6 +92,13 @@ impl Engine {
     /// A fresh device with its default stream (index 0).
     pub fn new(config: SimConfig) -> Self {
         let memory = Memory::new(config.capacity, config.mode == SimMode::Data);
+        let p = &config.profile;
+        let resources = [
+            Pool::new(p.cube_units),
+            Pool::new(p.vector_units),
+            Pool::new(p.copy_engines),
+        ];
+        let sanitizer = Sanitizer::new(config.sanitizer);
         Engine {
             config,
             host_ns: 0,
@@ -85,7 +109,9 @@ impl Engine {
                 capture: None,
             }],
             events: Vec::new(),
-            resources: Default::default(),
+            resources,
+            sanitizer,
+            trace: TraceLog::default(),
             queue: DataQueue::default(),
             captures: BTreeMap::new(),
             next_capture: 1,
@@ -98,19 +124,45 @@ impl Engine {
 
     // ----- clock -----
 
-    /// Advances the host clock by `ns` and applies the data effects it passed.
-    fn tick(&mut self, ns: u64) {
+    /// Advances the host clock by `ns` for the host call `what` and applies the data effects
+    /// it passed.
+    fn tick(&mut self, ns: u64, what: &'static str) {
+        let start = self.host_ns;
         self.host_ns = self.host_ns.saturating_add(ns);
+        self.host_slice(what, start);
         self.settle();
     }
 
-    /// Blocks the host until `t`, then charges one cheap call.
-    fn block_until(&mut self, t: u64) {
+    fn host_slice(&mut self, name: &'static str, start_ns: u64) {
+        if self.config.record_timeline {
+            self.trace.host.push(HostSlice {
+                name,
+                start_ns,
+                end_ns: self.host_ns,
+            });
+        }
+    }
+
+    /// Blocks the host until `t` (the call `what`), then charges one cheap call.
+    fn block_until(&mut self, t: u64, what: &'static str) {
+        let start = self.host_ns;
         self.host_ns = self
             .host_ns
             .max(t)
             .saturating_add(self.config.profile.host_call_ns);
+        self.host_slice(what, start);
         self.settle();
+    }
+
+    /// Samples the memory counters for the trace.
+    fn memory_sample(&mut self) {
+        if self.config.record_timeline {
+            self.trace.memory.push(MemorySample {
+                at_ns: self.host_ns,
+                reserved: self.memory.used(),
+                allocated: self.sanitizer.allocated(),
+            });
+        }
     }
 
     fn settle(&mut self) {
@@ -120,9 +172,9 @@ impl Engine {
         self.queue.drain(self.host_ns, &mut self.memory);
     }
 
-    /// Charges one cheap host call (create, alloc, free, memory info, capture calls).
-    pub fn host_call(&mut self) {
-        self.tick(self.config.profile.host_call_ns);
+    /// Charges one cheap host call `what` (create, alloc, free, memory info, capture calls).
+    pub fn host_call(&mut self, what: &'static str) {
+        self.tick(self.config.profile.host_call_ns, what);
     }
 
     fn stream(&self, s: u32) -> Result<&StreamState, HalError> {
@@ -147,42 +199,93 @@ impl Engine {
 
     /// Creates a stream and returns its index.
     pub fn create_stream(&mut self, priority: Priority) -> Result<u32, HalError> {
-        self.host_call();
+        self.host_call("create_stream");
         let index = u32::try_from(self.streams.len()).map_err(|_| invalid("too many streams"))?;
         self.streams.push(StreamState {
             priority,
             tail: 0,
             capture: None,
         });
+        self.sanitizer.stream_created();
         Ok(index)
     }
 
     /// Creates an event and returns its index.
     pub fn create_event(&mut self, flags: EventFlags) -> usize {
-        self.host_call();
+        self.host_call("create_event");
         self.events.push(EventState {
             timing: flags.timing,
             record: EventRecord::Never,
+            recorded_on: None,
         });
         self.events.len() - 1
     }
 
     /// Allocates `size` bytes of device memory.
     pub fn alloc(&mut self, size: u64) -> Result<DevicePtr, HalError> {
-        self.host_call();
-        self.memory.alloc(size)
+        self.host_call("alloc");
+        let ptr = self.memory.alloc(size)?;
+        self.sanitizer.segment_alloc(ptr.0, size);
+        self.memory_sample();
+        Ok(ptr)
     }
 
-    /// Frees the segment at `ptr`.
+    /// Frees the segment at `ptr`. The sanitizer checks that the host has observed every
+    /// access to it complete.
     pub fn free(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
-        self.host_call();
-        self.memory.free(ptr)
+        self.host_call("free");
+        if self.memory.is_segment(ptr) {
+            let at = self.host_ns;
+            self.sanitizer
+                .segment_free(ptr.0, || OpInfo {
+                    stream: None,
+                    label: Arc::from("free"),
+                    kind: "free",
+                    start_ns: at,
+                    end_ns: at,
+                    from_graph: false,
+                })
+                .map_err(|r| sanitizer_error(&r))?;
+        }
+        self.memory.free(ptr)?;
+        self.memory_sample();
+        Ok(())
     }
 
     /// Free and total device memory.
     pub fn mem_info(&mut self) -> MemInfo {
-        self.host_call();
+        self.host_call("mem_info");
         self.memory.info()
+    }
+
+    /// A sub-allocator handed out `range` on stream `s` (see
+    /// [`crate::SimDevice::sanitizer_note_alloc`]).
+    pub fn note_alloc(&mut self, range: DeviceSlice, s: u32) -> Result<(), HalError> {
+        self.stream(s)?;
+        self.sanitizer
+            .block_alloc(range)
+            .map_err(|e| invalid(format!("sanitizer_note_alloc: {e}")))?;
+        self.memory_sample();
+        Ok(())
+    }
+
+    /// A sub-allocator took back `range` on stream `s` (see
+    /// [`crate::SimDevice::sanitizer_note_free`]).
+    pub fn note_free(&mut self, range: DeviceSlice, s: u32) -> Result<(), HalError> {
+        let at = self.stream(s)?.tail.max(self.host_ns);
+        let by = OpInfo {
+            stream: Some(s),
+            label: Arc::from("free"),
+            kind: "free",
+            start_ns: at,
+            end_ns: at,
+            from_graph: false,
+        };
+        self.sanitizer
+            .block_free(range, by)
+            .map_err(|e| invalid(format!("sanitizer_note_free: {e}")))?;
+        self.memory_sample();
+        Ok(())
     }
 
     // ----- submission -----
@@ -247,18 +350,24 @@ impl Engine {
 
     /// Enqueues (or captures) `kind` on stream `s`.
     pub fn submit(&mut self, s: u32, kind: OpKind, label: &str) -> Result<(), HalError> {
-        self.tick(self.config.profile.eager_launch_ns);
+        self.tick(self.config.profile.eager_launch_ns, "launch");
         Self::check(&kind)?;
+        let capturing = self.stream(s)?.capture.is_some();
         let op = Op {
             kind,
-            label: label.to_string(),
+            label: Arc::from(label),
             stream: s,
         };
-        if self.stream(s)?.capture.is_some() {
+        if capturing {
             return self.with_frontier(s, |cap, frontier| cap.add(op, frontier));
         }
         let ready = self.host_ns.max(self.stream(s)?.tail);
-        let end = self.place(op, ready, false);
+        let slot = self.slot(&op, ready);
+        let acc = op.kind.accesses();
+        self.sanitizer
+            .eager_op(s, &acc, || op_info(&op, slot, false))
+            .map_err(|r| sanitizer_error(&r))?;
+        let end = self.place(op, slot, false);
         let st = self.stream_mut(s)?;
         st.tail = st.tail.max(end);
         Ok(())
@@ -285,24 +394,38 @@ impl Engine {
         Ok(())
     }
 
-    /// Places `op` at the earliest free slot of its resource at or after `ready`; returns its
-    /// end time.
-    fn place(&mut self, op: Op, ready: u64, from_graph: bool) -> u64 {
-        let duration = op.kind.duration_ns(&self.config.profile);
+    /// Where `op`, ready at `ready`, would run: the earliest time at or after `ready` at which
+    /// its resource has the units it demands free for its duration.
+    fn slot(&self, op: &Op, ready: u64) -> Slot {
+        let p = &self.config.profile;
+        let duration = op.kind.duration_ns(p);
         let unit = op.kind.unit();
-        let start = match unit {
-            ComputeUnit::Cube => self.resources[0].place(ready, duration),
-            ComputeUnit::Vector => self.resources[1].place(ready, duration),
-            ComputeUnit::Copy => self.resources[2].place(ready, duration),
-            ComputeUnit::None => ready,
+        let demand = op.kind.demand(p);
+        let start = match resource_index(unit) {
+            Some(i) => self.resources[i].earliest(ready, duration, demand),
+            None => ready,
         };
-        let end = start.saturating_add(duration);
+        Slot {
+            start,
+            end: start.saturating_add(duration),
+            demand,
+        }
+    }
+
+    /// Places `op` in `slot` (from [`Engine::slot`], with nothing placed in between); returns
+    /// its end time.
+    fn place(&mut self, op: Op, slot: Slot, from_graph: bool) -> u64 {
+        let unit = op.kind.unit();
+        let (start, end) = (slot.start, slot.end);
+        if let Some(i) = resource_index(unit) {
+            self.resources[i].reserve(start, end - start, slot.demand);
+        }
         self.makespan = self.makespan.max(end);
         self.ops_executed += 1;
         if self.config.record_timeline {
             self.timeline.push(OpRecord {
                 stream: op.stream,
-                label: op.label,
+                label: op.label.to_string(),
                 kind: op.kind.name(),
                 start_ns: start,
                 end_ns: end,
@@ -322,7 +445,7 @@ impl Engine {
 
     /// Records event `e` at stream `s`'s current position.
     pub fn record(&mut self, s: u32, e: usize) -> Result<(), HalError> {
-        self.tick(self.config.profile.eager_launch_ns);
+        self.tick(self.config.profile.eager_launch_ns, "record");
         self.event(e)?;
         let host = self.host_ns;
         let st = self.stream(s)?;
@@ -333,14 +456,35 @@ impl Engine {
             },
             None => EventRecord::At(st.tail.max(host)),
         };
+        match record {
+            EventRecord::At(t) => {
+                self.sanitizer.record(s, e);
+                self.events[e].recorded_on = Some((s, t));
+                if self.config.record_timeline {
+                    self.trace.markers.push(Marker {
+                        stream: s,
+                        name: format!("record e{e}"),
+                        start_ns: t,
+                        end_ns: t,
+                    });
+                }
+            }
+            _ => {
+                self.sanitizer.record_captured(e);
+                self.events[e].recorded_on = None;
+            }
+        }
         self.events[e].record = record;
         Ok(())
     }
 
     /// Makes later work on stream `s` wait for event `e`'s last record.
     pub fn wait(&mut self, s: u32, e: usize) -> Result<(), HalError> {
-        self.tick(self.config.profile.eager_launch_ns);
+        self.tick(self.config.profile.eager_launch_ns, "wait");
         let record = self.event(e)?.record.clone();
+        let recorded_on = self.event(e)?.recorded_on;
+        let host = self.host_ns;
+        let record_timeline = self.config.record_timeline;
         let captures = &self.captures;
         let st = self
             .streams
@@ -348,7 +492,27 @@ impl Engine {
             .ok_or_else(|| invalid(format!("unknown stream index {s}")))?;
         match (&mut st.capture, record) {
             (_, EventRecord::Never) => {}
-            (None, EventRecord::At(t)) => st.tail = st.tail.max(t),
+            (None, EventRecord::At(t)) => {
+                let from = st.tail.max(host);
+                st.tail = st.tail.max(t);
+                let to = st.tail.max(from);
+                self.sanitizer.wait(s, e);
+                if let (true, Some((rs, rt))) = (record_timeline, recorded_on) {
+                    self.trace.markers.push(Marker {
+                        stream: s,
+                        name: format!("wait e{e}"),
+                        start_ns: from,
+                        end_ns: to,
+                    });
+                    self.trace.flows.push(Flow {
+                        event: e,
+                        from_stream: rs,
+                        from_ns: rt,
+                        to_stream: s,
+                        to_ns: to,
+                    });
+                }
+            }
             // An eager record orders nothing inside a capture: the graph has no node for it.
             (Some(_), EventRecord::At(_)) => {}
             (None, EventRecord::Captured { capture, frontier }) => {
@@ -387,20 +551,25 @@ impl Engine {
 
     /// Whether event `e` is complete.
     pub fn query_event(&mut self, e: usize) -> Result<bool, HalError> {
-        self.host_call();
-        Ok(self.event_time(e)?.is_none_or(|t| t <= self.host_ns))
+        self.host_call("query_event");
+        let done = self.event_time(e)?.is_none_or(|t| t <= self.host_ns);
+        if done {
+            self.sanitizer.host_observed_event(e);
+        }
+        Ok(done)
     }
 
     /// Blocks the host until event `e` is complete.
     pub fn sync_event(&mut self, e: usize) -> Result<(), HalError> {
         let t = self.event_time(e)?.unwrap_or(0);
-        self.block_until(t);
+        self.block_until(t, "synchronize_event");
+        self.sanitizer.host_observed_event(e);
         Ok(())
     }
 
     /// Milliseconds from event `a` to event `b`.
     pub fn elapsed_ms(&mut self, a: usize, b: usize) -> Result<f32, HalError> {
-        self.host_call();
+        self.host_call("elapsed_time");
         let host = self.host_ns;
         let time = |name: &str, e: usize| -> Result<u64, HalError> {
             let ev = self.event(e)?;
@@ -428,14 +597,19 @@ impl Engine {
 
     /// Whether all work on stream `s` is complete.
     pub fn query_stream(&mut self, s: u32) -> Result<bool, HalError> {
-        self.host_call();
-        Ok(self.stream(s)?.tail <= self.host_ns)
+        self.host_call("query_stream");
+        let done = self.stream(s)?.tail <= self.host_ns;
+        if done {
+            self.sanitizer.host_observed_stream(s);
+        }
+        Ok(done)
     }
 
     /// Blocks the host until stream `s` is idle.
     pub fn sync_stream(&mut self, s: u32) -> Result<(), HalError> {
         let t = self.stream(s)?.tail;
-        self.block_until(t);
+        self.block_until(t, "synchronize_stream");
+        self.sanitizer.host_observed_stream(s);
         Ok(())
     }
 
@@ -446,14 +620,15 @@ impl Engine {
             .iter()
             .map(|s| s.tail)
             .fold(self.makespan, u64::max);
-        self.block_until(t);
+        self.block_until(t, "synchronize_device");
+        self.sanitizer.host_observed_all();
     }
 
     // ----- capture -----
 
     /// Starts a capture with stream `s` as origin.
     pub fn begin_capture(&mut self, s: u32, mode: CaptureMode) -> Result<(), HalError> {
-        self.host_call();
+        self.host_call("begin_capture");
         let id = self.next_capture;
         let st = self.stream_mut(s)?;
         if st.capture.is_some() {
@@ -479,7 +654,7 @@ impl Engine {
 
     /// Ends the capture whose origin is `s` and returns its nodes.
     pub fn end_capture(&mut self, s: u32) -> Result<Vec<Node>, HalError> {
-        self.host_call();
+        self.host_call("end_capture");
         let Some(sc) = &self.stream(s)?.capture else {
             return Err(invalid(format!("stream {s} is not capturing")));
         };
@@ -512,7 +687,7 @@ impl Engine {
 
     /// Capture status of stream `s`.
     pub fn capture_status(&mut self, s: u32) -> Result<CaptureStatus, HalError> {
-        self.host_call();
+        self.host_call("capture_status");
         Ok(if self.stream(s)?.capture.is_some() {
             CaptureStatus::Active
         } else {
@@ -526,11 +701,13 @@ impl Engine {
         let cost = p
             .graph_launch_ns
             .saturating_add((nodes.len() as u64).saturating_mul(p.graph_node_ns));
-        self.tick(cost);
+        self.tick(cost, "graph_launch");
         if self.stream(s)?.capture.is_some() {
             return self.with_frontier(s, |cap, frontier| cap.add_graph(nodes, frontier));
         }
         let base = self.host_ns.max(self.stream(s)?.tail);
+        let mut replay = self.sanitizer.begin_replay(s);
+        let mut first_report: Option<RaceReport> = None;
         let mut ends: Vec<u64> = Vec::with_capacity(nodes.len());
         for node in nodes {
             let ready = node
@@ -538,14 +715,30 @@ impl Engine {
                 .iter()
                 .filter_map(|&d| ends.get(d))
                 .fold(base, |a, &b| a.max(b));
-            let end = self.place(node.op.clone(), ready, true);
+            let slot = self.slot(&node.op, ready);
+            if let Some(r) = replay.as_mut() {
+                let acc: Accesses = node.op.kind.accesses();
+                let reports =
+                    self.sanitizer
+                        .replay_node(r, &node.deps, &acc, op_info(&node.op, slot, true));
+                if first_report.is_none() {
+                    first_report = reports.into_iter().next();
+                }
+            }
+            let end = self.place(node.op.clone(), slot, true);
             ends.push(end);
+        }
+        if let Some(r) = replay {
+            self.sanitizer.end_replay(r);
         }
         let end = ends.iter().fold(base, |a, &b| a.max(b));
         let st = self.stream_mut(s)?;
         st.tail = st.tail.max(end);
         self.graph_launches += 1;
-        Ok(())
+        match first_report {
+            Some(r) if self.sanitizer.mode() == SanitizerMode::Abort => Err(sanitizer_error(&r)),
+            _ => Ok(()),
+        }
     }
 
     // ----- observability -----
@@ -570,6 +763,31 @@ impl Engine {
         &self.config
     }
 
+    /// The sanitizer's stored reports.
+    pub fn sanitizer_reports(&self) -> &[RaceReport] {
+        self.sanitizer.reports()
+    }
+
+    /// Number of sanitizer reports found, stored or not.
+    pub fn sanitizer_report_count(&self) -> u64 {
+        self.sanitizer.total_reports()
+    }
+
+    /// Forgets the sanitizer's reports.
+    pub fn clear_sanitizer_reports(&mut self) {
+        self.sanitizer.clear_reports();
+    }
+
+    /// The timeline as Chrome Trace Event JSON.
+    pub fn chrome_trace_json(&self) -> String {
+        trace::chrome_trace(
+            &self.config.profile.name,
+            self.streams.len() as u32,
+            &self.timeline,
+            &self.trace,
+        )
+    }
+
     /// Counters.
     pub fn stats(&self) -> SimStats {
         SimStats {
@@ -581,5 +799,35 @@ impl Engine {
             peak_bytes_allocated: self.memory.peak(),
             invalid_accesses: self.memory.invalid_accesses(),
         }
+    }
+}
+
+/// Where an op runs: start, end and units demanded.
+#[derive(Clone, Copy, Debug)]
+struct Slot {
+    start: u64,
+    end: u64,
+    demand: u32,
+}
+
+/// Index of `unit`'s pool in `Engine::resources`.
+fn resource_index(unit: ComputeUnit) -> Option<usize> {
+    match unit {
+        ComputeUnit::Cube => Some(0),
+        ComputeUnit::Vector => Some(1),
+        ComputeUnit::Copy => Some(2),
+        ComputeUnit::None => None,
+    }
+}
+
+/// What the sanitizer keeps about `op` placed in `slot`.
+fn op_info(op: &Op, slot: Slot, from_graph: bool) -> OpInfo {
+    OpInfo {
+        stream: Some(op.stream),
+        label: op.label.clone(),
+        kind: op.kind.name(),
+        start_ns: slot.start,
+        end_ns: slot.end,
+        from_graph,
     }
 }

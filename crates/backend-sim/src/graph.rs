@@ -36,7 +36,7 @@ impl SimGraph {
     pub fn dependencies(&self) -> Vec<(String, Vec<usize>)> {
         self.nodes
             .iter()
-            .map(|n| (n.op.label.clone(), n.deps.clone()))
+            .map(|n| (n.op.label.to_string(), n.deps.clone()))
             .collect()
     }
 }

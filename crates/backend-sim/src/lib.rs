@@ -10,9 +10,12 @@
 //!   calls move the host clock up to the end of the awaited work.
 //! - **Device time.** Work is scheduled when it is submitted: it is ready at the latest of the
 //!   host time, the end of its stream's previous work and the events the stream waited on, and
-//!   then takes the earliest slot on its resource (cube, vector or copy unit, each running one
-//!   op at a time). Two matmuls on two streams therefore serialize, while a vector op or a copy
-//!   overlaps a matmul.
+//!   then takes the earliest slot on its resource at which the units it demands are free. The
+//!   resources are the cube (matrix) units, the vector units and the copy engines, each with a
+//!   capacity from the [`DeviceProfile`]; a matmul demands a cube unit per output tile, a vector
+//!   op a vector unit per tile of memory, a copy one engine, and a kernel that gets only some
+//!   of the units runs at their share of the peak. Two matmuls that each fill the cube units
+//!   therefore serialize, smaller ones share, and a vector op or a copy overlaps a matmul.
 //! - **Memory.** Real, never reused addresses; in [`SimMode::Data`] every allocation has host
 //!   backing and kernels compute on `f32` data, each op reading its inputs at its start time and
 //!   writing its outputs at its end time, so missing synchronization gives a deterministic wrong
@@ -24,8 +27,17 @@
 //!   eagerly recorded event orders nothing in the graph. A graph launched on a capturing stream
 //!   is spliced into that capture. Replayed nodes appear in the timeline under the stream they
 //!   were captured on, with `from_graph` set.
+//! - **Sanitizer.** An independent happens-before tracker ([`sanitizer`]) checks every
+//!   access of every op, eager or replayed, against stream order, event record/wait and host
+//!   synchronization, and reports races between streams, uses after free and accesses outside
+//!   live allocations ([`RaceReport`]), per [`SanitizerMode`]. A sub-allocator can declare its
+//!   blocks ([`SimDevice::sanitizer_note_alloc`]) so that reuse of a block is checked too.
+//! - **Timeline.** [`SimDevice::timeline`] lists the executed ops;
+//!   [`SimDevice::chrome_trace_json`] exports them with host calls, event flows and memory
+//!   counters for Perfetto ([`trace`]).
 //! - **Not modelled yet.** Stream priorities are accepted and kept but do not affect
-//!   scheduling; events and streams are never destroyed (their slots are small).
+//!   scheduling; events and streams are never destroyed (their slots are small); concurrent
+//!   ops do not share memory bandwidth.
 //!
 //! ```
 //! use braid_backend_sim::{SimConfig, SimDevice};
@@ -57,14 +69,18 @@ mod op;
 mod profile;
 mod queue;
 mod resource;
+pub mod sanitizer;
 mod stream;
 mod timeline;
+pub mod trace;
 
 pub use config::{SimConfig, SimMode};
 pub use device::SimDevice;
 pub use event::SimEvent;
 pub use graph::SimGraph;
 pub use profile::DeviceProfile;
+pub use sanitizer::report::{OpRef, RaceKind, RaceReport};
+pub use sanitizer::SanitizerMode;
 pub use stream::SimStream;
 pub use timeline::{OpRecord, SimStats};
 

@@ -159,6 +159,11 @@ impl Memory {
         Ok(())
     }
 
+    /// Whether `ptr` is the base of a live segment.
+    pub fn is_segment(&self, ptr: DevicePtr) -> bool {
+        self.segments.contains_key(&ptr.0)
+    }
+
     /// Free and total bytes.
     pub fn info(&self) -> MemInfo {
         MemInfo {

@@ -6,6 +6,7 @@
 use crate::profile::DeviceProfile;
 use braid_stream_core::kernel::{ComputeUnit, Kernel};
 use braid_stream_core::types::DeviceSlice;
+use std::sync::Arc;
 
 /// What an op does.
 #[derive(Clone, PartialEq, Debug)]
@@ -23,13 +24,44 @@ pub(crate) enum OpKind {
     Memset { dst: DeviceSlice, value: u8 },
 }
 
+/// The device ranges one op reads and writes: at most two reads and one write (kernels
+/// declare no more), kept inline.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Accesses {
+    reads: [Option<DeviceSlice>; 2],
+    write: Option<DeviceSlice>,
+}
+
+impl Accesses {
+    fn push_read(&mut self, s: DeviceSlice) {
+        if let Some(slot) = self.reads.iter_mut().find(|r| r.is_none()) {
+            *slot = Some(s);
+        }
+    }
+
+    fn push_write(&mut self, s: DeviceSlice) {
+        self.write = Some(s);
+    }
+
+    /// The ranges read.
+    pub fn reads(&self) -> impl Iterator<Item = DeviceSlice> + '_ {
+        self.reads.iter().flatten().copied()
+    }
+
+    /// The ranges written.
+    pub fn writes(&self) -> impl Iterator<Item = DeviceSlice> + '_ {
+        self.write.iter().copied()
+    }
+}
+
 /// One piece of device work with its provenance.
 #[derive(Clone, PartialEq, Debug)]
 pub(crate) struct Op {
     /// What it does.
     pub kind: OpKind,
-    /// Label given at submission (the kernel name for copies and memsets).
-    pub label: String,
+    /// Label given at submission (the kernel name for copies and memsets); shared, so that
+    /// replays and sanitizer records do not copy it.
+    pub label: Arc<str>,
     /// Index of the submitting stream.
     pub stream: u32,
 }
@@ -55,6 +87,28 @@ impl OpKind {
         }
     }
 
+    /// The device ranges the op reads and writes, without allocating.
+    pub fn accesses(&self) -> Accesses {
+        let mut a = Accesses::default();
+        match self {
+            OpKind::Kernel(k) => {
+                for r in k.reads() {
+                    a.push_read(r);
+                }
+                for w in k.writes() {
+                    a.push_write(w);
+                }
+            }
+            OpKind::H2d { dst, .. } | OpKind::Memset { dst, .. } => a.push_write(*dst),
+            OpKind::D2h { src, .. } => a.push_read(*src),
+            OpKind::D2d { dst, src } => {
+                a.push_read(*src);
+                a.push_write(*dst);
+            }
+        }
+        a
+    }
+
     /// Device ranges the op reads.
     pub fn reads(&self) -> Vec<DeviceSlice> {
         match self {
@@ -75,20 +129,52 @@ impl OpKind {
         }
     }
 
+    /// How many units of its resource the op asks for (before clamping to the capacity).
+    ///
+    /// Matmul: one cube unit per `cube_tile × cube_tile` tile of the output; vector kernels and
+    /// memsets: one vector unit per `vector_tile_bytes` of memory moved; copies: one engine;
+    /// always at least one, at most the resource's capacity.
+    pub fn demand(&self, p: &DeviceProfile) -> u32 {
+        let clamp = |want: u64, units: u32| want.clamp(1, units.max(1) as u64) as u32;
+        match self {
+            OpKind::Kernel(Kernel::Matmul { m, n, .. }) => {
+                let tile = p.cube_tile.max(1) as u64;
+                let tiles = (*m as u64)
+                    .div_ceil(tile)
+                    .saturating_mul((*n as u64).div_ceil(tile));
+                clamp(tiles, p.cube_units)
+            }
+            OpKind::Kernel(k) => clamp(
+                k.bytes_moved().div_ceil(p.vector_tile_bytes.max(1)),
+                p.vector_units,
+            ),
+            OpKind::Memset { dst, .. } => {
+                clamp(dst.len.div_ceil(p.vector_tile_bytes.max(1)), p.vector_units)
+            }
+            OpKind::H2d { .. } | OpKind::D2h { .. } | OpKind::D2d { .. } => 1,
+        }
+    }
+
     /// Device time of the op under `profile`, in whole nanoseconds (rounded up).
     ///
-    /// Kernels: `max(min_kernel_ns, flops / unit peak, bytes_moved / hbm)`; `Busy`: exactly its
-    /// duration; H2D/D2H: `len / pcie rate`; D2D: `2 * len / hbm`; memset: `len / hbm`. Every
-    /// op but `Busy` is at least `min_kernel_ns`.
+    /// Kernels: `max(min_kernel_ns, flops / (unit peak × demand / units), bytes_moved / hbm)`,
+    /// so a kernel that gets only some of the units runs at their share of the peak; `Busy`:
+    /// exactly its duration; H2D/D2H: `len / pcie rate`; D2D: `2 * len / hbm`; memset:
+    /// `len / hbm`. Every op but `Busy` is at least `min_kernel_ns`. Memory bandwidth is not
+    /// shared between concurrent ops (not modelled).
     pub fn duration_ns(&self, p: &DeviceProfile) -> u64 {
         let raw = match self {
             OpKind::Kernel(Kernel::Busy { duration_ns }) => return *duration_ns,
             OpKind::Kernel(k) => {
-                let peak = match k.unit() {
-                    ComputeUnit::Cube => p.cube_flops_per_s,
-                    _ => p.vector_flops_per_s,
+                let (peak, units) = match k.unit() {
+                    ComputeUnit::Cube => (p.cube_flops_per_s, p.cube_units),
+                    _ => (p.vector_flops_per_s, p.vector_units),
                 };
-                ns_for(k.flops() as u128, peak)
+                let units = units.max(1) as u128;
+                let demand = self.demand(p) as u128;
+                // flops / (peak * demand / units) = flops * units / (peak * demand)
+                let share = (peak as u128 * demand / units).clamp(1, u64::MAX as u128) as u64;
+                ns_for(k.flops() as u128, share)
                     .max(ns_for(k.bytes_moved() as u128, p.hbm_bytes_per_s))
             }
             OpKind::H2d { dst, .. } => ns_for(dst.len as u128, p.h2d_bytes_per_s),
@@ -112,6 +198,54 @@ mod tests {
     use super::*;
     use braid_stream_core::types::DevicePtr;
 
+    #[test]
+    fn demand_follows_tiles_and_shares_the_peak() {
+        let mut p = DeviceProfile::ascend_910b();
+        p.min_kernel_ns = 0;
+        p.cube_units = 4;
+        p.cube_tile = 10;
+        p.cube_flops_per_s = 4_000_000_000; // 1 flop per ns per unit
+        p.hbm_bytes_per_s = u64::MAX;
+        let mm = |m: u32, n: u32| {
+            OpKind::Kernel(Kernel::Matmul {
+                a: s(0, 4 * m as u64 * 10),
+                b: s(0, 4 * 10 * n as u64),
+                c: s(0, 4 * m as u64 * n as u64),
+                m,
+                k: 10,
+                n,
+            })
+        };
+        assert_eq!(mm(10, 10).demand(&p), 1);
+        assert_eq!(
+            mm(10, 10).duration_ns(&p),
+            2000,
+            "one unit: a quarter of the peak"
+        );
+        assert_eq!(mm(20, 11).demand(&p), 4);
+        assert_eq!(mm(40, 40).demand(&p), 4, "clamped to the units");
+        assert_eq!(mm(40, 40).duration_ns(&p), 8000);
+        p.vector_units = 3;
+        p.vector_tile_bytes = 100;
+        let fill = |len| {
+            OpKind::Kernel(Kernel::Fill {
+                dst: s(0, len),
+                value: 0.0,
+            })
+        };
+        assert_eq!(fill(100).demand(&p), 1);
+        assert_eq!(fill(101).demand(&p), 2);
+        assert_eq!(fill(10_000).demand(&p), 3);
+        assert_eq!(
+            OpKind::D2d {
+                dst: s(0, 1 << 30),
+                src: s(0, 1 << 30)
+            }
+            .demand(&p),
+            1
+        );
+    }
+
     fn s(addr: u64, len: u64) -> DeviceSlice {
         DeviceSlice::new(DevicePtr(addr), len)
     }
@@ -120,6 +254,8 @@ mod tests {
     fn durations_follow_the_cost_model() {
         let mut p = DeviceProfile::ascend_910b();
         p.min_kernel_ns = 10;
+        p.cube_units = 1;
+        p.vector_units = 1;
         p.cube_flops_per_s = 1_000_000_000; // 1 flop per ns
         p.vector_flops_per_s = 1_000_000_000;
         p.hbm_bytes_per_s = 2_000_000_000; // 2 bytes per ns

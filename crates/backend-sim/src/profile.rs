@@ -12,11 +12,28 @@
 pub struct DeviceProfile {
     /// Name shown in reports and timelines.
     pub name: String,
-    /// Peak floating-point operations per second of the matrix ("cube") units (matmuls).
+    /// Peak floating-point operations per second of all matrix ("cube") units together
+    /// (matmuls).
     pub cube_flops_per_s: u64,
-    /// Peak floating-point operations per second of the vector units (element-wise work,
-    /// reductions).
+    /// Peak floating-point operations per second of all vector units together (element-wise
+    /// work, reductions).
     pub vector_flops_per_s: u64,
+    /// Number of matrix units (capacity of the cube resource). A matmul demands one unit per
+    /// `cube_tile × cube_tile` output tile, at most all of them, and runs at
+    /// `cube_flops_per_s × demand / cube_units`. Zero is treated as one.
+    pub cube_units: u32,
+    /// Number of vector units (capacity of the vector resource). A vector kernel or memset
+    /// demands one unit per `vector_tile_bytes` of memory it moves, at most all of them.
+    /// Zero is treated as one.
+    pub vector_units: u32,
+    /// Number of copy / communication engines (capacity of the copy resource); every copy
+    /// demands one. Zero is treated as one.
+    pub copy_engines: u32,
+    /// Edge of the square output tile one matrix unit computes (elements); zero is treated as
+    /// one.
+    pub cube_tile: u32,
+    /// Bytes one vector unit processes per pass; zero is treated as one.
+    pub vector_tile_bytes: u64,
     /// Device memory (HBM) bandwidth in bytes per second; bounds memory-heavy kernels,
     /// device-to-device copies and memsets.
     pub hbm_bytes_per_s: u64,
@@ -48,6 +65,23 @@ impl DeviceProfile {
             // Estimate: the vector units are commonly put at roughly 1/16 of cube throughput;
             // no official FP16 vector figure was found.
             vector_flops_per_s: 19_500_000_000_000,
+            // Ascend 910B2 (the 64 GB part): 24 AI cores, i.e. 24 cube cores (AIC), as listed
+            // by `npu-smi info` and public Atlas 800T A2 descriptions; other 910B variants
+            // have 20 to 25 (estimate for "a 910B").
+            cube_units: 24,
+            // Ascend C programming guide, Atlas A2 training series: the AI core is split into
+            // cube cores (AIC) and vector cores (AIV) at a ratio of 1:2, so 48 AIV.
+            vector_units: 48,
+            // Estimate: one DMA path per direction between host and device is modelled; no
+            // public count of 910B copy engines was found.
+            copy_engines: 2,
+            // Estimate: Ascend C matmul examples tile the output in base blocks of 128 (baseM)
+            // by 128-256 (baseN) per core; 128 taken. (The cube itself computes 16x16x16
+            // fractals per cycle.)
+            cube_tile: 128,
+            // Ascend C programming guide, Atlas A2: the Unified Buffer of a vector core is
+            // 192 KB, the most a vector core works on per pass.
+            vector_tile_bytes: 192 << 10,
             // Huawei Ascend 910B spec sheets: 64 GB HBM2e at ~1.6 TB/s.
             hbm_bytes_per_s: 1_600_000_000_000,
             // PCIe 4.0 x16: 32 GB/s theoretical per direction; estimate ~25 GB/s achieved.
@@ -80,6 +114,21 @@ impl DeviceProfile {
             cube_flops_per_s: 312_000_000_000_000,
             // NVIDIA A100 datasheet: 19.5 TFLOPS FP32 (non-tensor CUDA cores).
             vector_flops_per_s: 19_500_000_000_000,
+            // NVIDIA A100 Tensor Core GPU architecture whitepaper: 108 SMs (each with 4
+            // tensor cores); the SM is the unit a thread block occupies.
+            cube_units: 108,
+            // Same whitepaper: 108 SMs. On a GPU the same SMs run vector work; the model keeps
+            // the two resources separate (an SM can interleave tensor and CUDA-core work).
+            vector_units: 108,
+            // Estimate: CUDA reports several asynchronous copy engines (`asyncEngineCount`);
+            // two are modelled, one per direction.
+            copy_engines: 2,
+            // Estimate: cuBLAS/CUTLASS commonly tile the output in 128x128 blocks per thread
+            // block (one block per SM at a time).
+            cube_tile: 128,
+            // Estimate: a thread block streams on the order of 64 KiB per pass (shared memory
+            // per SM is up to 164 KB on A100, per the whitepaper).
+            vector_tile_bytes: 64 << 10,
             // NVIDIA A100 80 GB SXM datasheet: HBM2e at 2,039 GB/s.
             hbm_bytes_per_s: 2_039_000_000_000,
             // PCIe 4.0 x16: 32 GB/s theoretical per direction; estimate ~25 GB/s achieved.

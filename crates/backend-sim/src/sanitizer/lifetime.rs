@@ -1,0 +1,298 @@
+//! Which memory is live: device segments, and blocks a sub-allocator declared inside them.
+//!
+//! Every allocation (segment, or block once a segment is managed by a sub-allocator) gets a
+//! fresh lifetime id. Accesses remember the lifetime they touched, so an access that conflicts
+//! with one from an earlier lifetime of the same bytes is a use after free. Freed ranges are
+//! remembered (adjacent ones merged) so that a later access to them can name the free.
+
+use super::report::OpInfo;
+use braid_stream_core::types::DeviceSlice;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Segment bases are aligned to this (the simulator's segment alignment): a freed segment is
+/// remembered up to the next boundary, so consecutive freed segments merge.
+const SEGMENT_ALIGN: u64 = crate::memory::SEGMENT_ALIGN;
+
+#[derive(Debug)]
+struct Segment {
+    end: u64,
+    life: u64,
+    /// Whether a sub-allocator declared blocks in it (then only its live blocks are live).
+    managed: bool,
+    /// Bytes of live blocks in it.
+    block_bytes: u64,
+}
+
+#[derive(Debug)]
+struct Block {
+    end: u64,
+    life: u64,
+}
+
+#[derive(Debug)]
+struct Freed {
+    end: u64,
+    by: Arc<OpInfo>,
+}
+
+/// Whether a range is live.
+#[derive(Debug)]
+pub(crate) enum Liveness {
+    /// Inside one live allocation with this lifetime id.
+    Live(u64),
+    /// Starts in freed memory; the free.
+    Freed(Arc<OpInfo>),
+    /// Not inside one live allocation, and not freed.
+    Outside,
+}
+
+/// Live and freed memory, with byte counters.
+#[derive(Debug, Default)]
+pub(crate) struct Lifetimes {
+    segments: BTreeMap<u64, Segment>,
+    blocks: BTreeMap<u64, Block>,
+    freed: BTreeMap<u64, Freed>,
+    next_life: u64,
+    /// Bytes in live allocations: unmanaged segments count whole, managed ones by live blocks.
+    allocated: u64,
+}
+
+impl Lifetimes {
+    fn fresh(&mut self) -> u64 {
+        self.next_life += 1;
+        self.next_life
+    }
+
+    /// Bytes in live allocations (see the field).
+    pub fn allocated(&self) -> u64 {
+        self.allocated
+    }
+
+    /// Whether `[start, end)` lies inside one live allocation, and which.
+    pub fn lookup(&self, start: u64, end: u64) -> Liveness {
+        let seg = self
+            .segments
+            .range(..=start)
+            .next_back()
+            .filter(|(_, seg)| end <= seg.end && start < seg.end);
+        match seg {
+            Some((_, seg)) if !seg.managed => return Liveness::Live(seg.life),
+            Some(_) => {
+                let block = self
+                    .blocks
+                    .range(..=start)
+                    .next_back()
+                    .filter(|(_, b)| end <= b.end && start < b.end);
+                if let Some((_, b)) = block {
+                    return Liveness::Live(b.life);
+                }
+            }
+            None => {}
+        }
+        match self.freed.range(..=start).next_back() {
+            Some((_, f)) if start < f.end => Liveness::Freed(f.by.clone()),
+            _ => Liveness::Outside,
+        }
+    }
+
+    /// A new segment `[base, base + size)`.
+    pub fn segment_alloc(&mut self, base: u64, size: u64) {
+        let life = self.fresh();
+        let end = base.saturating_add(size);
+        self.forget_freed(base, end);
+        self.segments.insert(
+            base,
+            Segment {
+                end,
+                life,
+                managed: false,
+                block_bytes: 0,
+            },
+        );
+        self.allocated += size;
+    }
+
+    /// The end of the live segment at `base`, if there is one.
+    pub fn segment_end(&self, base: u64) -> Option<u64> {
+        self.segments.get(&base).map(|s| s.end)
+    }
+
+    /// Frees the segment at `base` (and every block in it).
+    pub fn segment_free(&mut self, base: u64, by: Arc<OpInfo>) {
+        let Some(seg) = self.segments.remove(&base) else {
+            return;
+        };
+        self.allocated -= if seg.managed {
+            seg.block_bytes
+        } else {
+            seg.end - base
+        };
+        let keys: Vec<u64> = self.blocks.range(base..seg.end).map(|(&k, _)| k).collect();
+        for k in keys {
+            self.blocks.remove(&k);
+        }
+        let end = seg
+            .end
+            .checked_next_multiple_of(SEGMENT_ALIGN)
+            .unwrap_or(seg.end);
+        self.add_freed(base, end, by);
+    }
+
+    /// A block `[start, end)` handed out by a sub-allocator.
+    pub fn block_alloc(&mut self, range: DeviceSlice) -> Result<(), String> {
+        let (start, end) = bounds(range)?;
+        let Some((&base, seg)) = self.segments.range(..=start).next_back() else {
+            return Err(format!("{range:?} is not inside a live segment"));
+        };
+        if end > seg.end {
+            return Err(format!("{range:?} is not inside a live segment"));
+        }
+        let overlaps = self
+            .blocks
+            .range(..end)
+            .next_back()
+            .is_some_and(|(_, b)| b.end > start);
+        if overlaps {
+            return Err(format!("{range:?} overlaps a live block"));
+        }
+        let life = self.fresh();
+        let seg = self
+            .segments
+            .get_mut(&base)
+            .ok_or_else(|| "segment vanished".to_string())?;
+        if !seg.managed {
+            seg.managed = true;
+            self.allocated -= seg.end - base;
+        }
+        seg.block_bytes += end - start;
+        self.allocated += end - start;
+        self.blocks.insert(start, Block { end, life });
+        self.forget_freed(start, end);
+        Ok(())
+    }
+
+    /// A block `[start, end)` taken back by a sub-allocator; it must be a live block exactly.
+    pub fn block_free(&mut self, range: DeviceSlice, by: Arc<OpInfo>) -> Result<(), String> {
+        let (start, end) = bounds(range)?;
+        match self.blocks.get(&start) {
+            Some(b) if b.end == end => {}
+            _ => return Err(format!("{range:?} is not a live block")),
+        }
+        self.blocks.remove(&start);
+        if let Some((_, seg)) = self.segments.range_mut(..=start).next_back() {
+            seg.block_bytes -= end - start;
+        }
+        self.allocated -= end - start;
+        self.add_freed(start, end, by);
+        Ok(())
+    }
+
+    /// Remembers `[start, end)` as freed by `by`, merging with adjacent freed ranges.
+    fn add_freed(&mut self, mut start: u64, mut end: u64, by: Arc<OpInfo>) {
+        if let Some((&s, f)) = self.freed.range(..=start).next_back() {
+            if f.end >= start {
+                start = s;
+                end = end.max(f.end);
+            }
+        }
+        let keys: Vec<u64> = self.freed.range(start..=end).map(|(&k, _)| k).collect();
+        for k in keys {
+            if let Some(f) = self.freed.remove(&k) {
+                end = end.max(f.end);
+            }
+        }
+        self.freed.insert(start, Freed { end, by });
+    }
+
+    /// Forgets that `[start, end)` was freed (it is live again).
+    fn forget_freed(&mut self, start: u64, end: u64) {
+        let mut pieces = Vec::new();
+        let first = self
+            .freed
+            .range(..start)
+            .next_back()
+            .filter(|(_, f)| f.end > start)
+            .map(|(&k, _)| k);
+        let keys: Vec<u64> = first
+            .into_iter()
+            .chain(self.freed.range(start..end).map(|(&k, _)| k))
+            .collect();
+        for k in keys {
+            if let Some(f) = self.freed.remove(&k) {
+                if k < start {
+                    pieces.push((k, start, f.by.clone()));
+                }
+                if f.end > end {
+                    pieces.push((end, f.end, f.by));
+                }
+            }
+        }
+        for (s, e, by) in pieces {
+            self.freed.insert(s, Freed { end: e, by });
+        }
+    }
+}
+
+fn bounds(range: DeviceSlice) -> Result<(u64, u64), String> {
+    if range.len == 0 {
+        return Err("empty range".to_string());
+    }
+    range
+        .ptr
+        .0
+        .checked_add(range.len)
+        .map(|end| (range.ptr.0, end))
+        .ok_or_else(|| format!("{range:?} overflows the address space"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_stream_core::types::DevicePtr;
+
+    fn by() -> Arc<OpInfo> {
+        Arc::new(OpInfo {
+            stream: None,
+            label: Arc::from("free"),
+            kind: "free",
+            start_ns: 0,
+            end_ns: 0,
+            from_graph: false,
+        })
+    }
+
+    fn s(a: u64, n: u64) -> DeviceSlice {
+        DeviceSlice::new(DevicePtr(a), n)
+    }
+
+    #[test]
+    fn segments_blocks_and_frees() {
+        let base = 4 * SEGMENT_ALIGN;
+        let mut l = Lifetimes::default();
+        l.segment_alloc(base, 1000);
+        assert!(matches!(l.lookup(base, base + 1000), Liveness::Live(1)));
+        assert!(matches!(l.lookup(base, base + 1001), Liveness::Outside));
+        assert_eq!(l.allocated(), 1000);
+        l.block_alloc(s(base, 100)).unwrap();
+        assert_eq!(l.allocated(), 100);
+        assert!(l.block_alloc(s(base + 50, 100)).is_err());
+        assert!(matches!(l.lookup(base, base + 100), Liveness::Live(2)));
+        assert!(matches!(
+            l.lookup(base + 100, base + 101),
+            Liveness::Outside
+        ));
+        l.block_free(s(base, 100), by()).unwrap();
+        assert!(l.block_free(s(base, 100), by()).is_err());
+        assert!(matches!(l.lookup(base + 10, base + 20), Liveness::Freed(_)));
+        l.block_alloc(s(base, 50)).unwrap();
+        assert!(matches!(l.lookup(base, base + 50), Liveness::Live(3)));
+        assert!(matches!(l.lookup(base + 60, base + 70), Liveness::Freed(_)));
+        l.segment_free(base, by());
+        assert_eq!(l.allocated(), 0);
+        assert!(matches!(l.lookup(base, base + 4), Liveness::Freed(_)));
+        l.segment_alloc(base + SEGMENT_ALIGN, 10);
+        l.segment_free(base + SEGMENT_ALIGN, by());
+        assert_eq!(l.freed.len(), 1, "adjacent freed segments merge");
+    }
+}
