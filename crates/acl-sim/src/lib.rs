@@ -1,7 +1,52 @@
-//! `braid-acl-sim`: a shared library that will export the ACL C symbols braid uses
-//! (`aclInit`, `aclrtCreateStream`, `aclrtRecordEvent`, `aclmdlRICaptureBegin`, ...) with ACL's
-//! semantics, implemented on braid's simulator, so the ACL backend's real loading path can be
-//! tested without an Ascend card.
+//! `braid-acl-sim`: a shared library exporting the ACL C symbols braid uses, with ACL's
+//! semantics, implemented on braid's simulator ([`braid_backend_sim`]).
 //!
-//! **Status: not implemented yet; it exports no symbol.** It arrives with the ACL backend issue
-//! (DESIGN.md §7).
+//! `braid-backend-acl` loads it through its real loading path (`BRAID_ACL_LIB`, or
+//! `AclApi::load_from`) exactly as it loads CANN's `libascendcl.so`, so the whole backend —
+//! function table, error mapping, thread binding, capture — runs without an Ascend card. Every
+//! symbol in `braid_backend_acl::SYMBOLS` is exported (`nm -D libbraid_acl_sim.so`).
+//!
+//! What it reproduces:
+//! - **Return codes and out parameters** of every function; bad or stale handles are
+//!   `ACL_ERROR_RT_INVALID_HANDLE` (107017), never a crash (handles are opaque numbers looked
+//!   up in a registry); null out pointers are `ACL_ERROR_INVALID_PARAM`.
+//! - **Init and devices**: a repeated `aclInit` returns `ACL_ERROR_REPEAT_INITIALIZE`
+//!   (100002); `aclrtSetDevice` binds a device to the calling thread (reference counted), and
+//!   calls that need a device fail with `ACL_ERROR_RT_CONTEXT_NULL` (107002) on a thread that
+//!   bound none, or `ACL_ERROR_RT_STREAM_CONTEXT` (107003) when the object belongs to another
+//!   device than the thread's. (Deliberately strict, so the backend's thread binding is
+//!   tested.)
+//! - **Events**: `aclrtStreamWaitEvent` on an event created without `ACL_EVENT_SYNC` fails;
+//!   `aclrtEventElapsedTime` needs `ACL_EVENT_TIME_LINE` on both.
+//! - **Capture**: `aclmdlRICaptureBegin/GetInfo/End`, `aclmdlRIExecuteAsync`,
+//!   `aclmdlRIDestroy`; streams join by waiting on captured events; `aclmdlRICaptureEnd` with a
+//!   joined stream that never returned fails with `ACL_ERROR_RT_STREAM_UNJOINED` (107025) and
+//!   `aclGetRecentErrMsg` says "capture model contains a stream that was not joined to the
+//!   original stream"; a synchronize or query of a capture's own stream or event, or any
+//!   blocking call the capture mode forbids (global: every thread; thread-local: the capturing
+//!   thread), is `ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC` (107041); work on the default stream
+//!   during such a capture is 107031.
+//! - **Memory**: device OOM is `ACL_ERROR_RT_DEVICE_OOM` (207018).
+//! - **Errors text**: `aclGetRecentErrMsg` returns and clears the calling thread's last
+//!   message.
+//!
+//! Not simulated: the virtual-memory functions (exported, they return
+//! `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`), stream flags and malloc policies (accepted, no effect),
+//! and resetting a device does not free its streams. Kernels run through braid's extension
+//! `braidSimLaunchKernel` (see [`BraidKernelDesc`]), which CANN does not have.
+//!
+//! Configuration (read once, at first use): `BRAID_ACL_SIM_DEVICES` (device count, default
+//! 2) and `BRAID_ACL_SIM_CAPACITY` (bytes per device, default 16 GiB). Devices run in the
+//! simulator's data mode, so results are real numbers.
+#![warn(missing_docs)]
+
+mod capture;
+#[allow(missing_docs, dead_code)]
+mod codes;
+mod errmsg;
+pub mod exports;
+mod kernel;
+mod registry;
+
+pub use kernel::BraidKernelDesc;
+pub use registry::{CAPACITY_ENV, DEVICES_ENV};

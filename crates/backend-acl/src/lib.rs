@@ -1,135 +1,77 @@
-//! braid's Ascend backend: ACL (`libascendcl.so`) loaded at run time, the cudarc way.
+//! braid's Ascend backend: the hal of [`braid_stream_core::hal`] over ACL (`libascendcl.so`),
+//! loaded at run time the cudarc way.
 //!
-//! **Status:** only locating and loading the library is implemented ([`load`],
-//! [`is_available`]). The hal implementation over ACL streams, events, memory and
-//! `aclmdlRI*` capture arrives with the ACL backend issue (DESIGN.md §7). Because the library is
-//! opened at run time, this crate builds and tests on machines without CANN.
+//! - **Loading** ([`api`]): one table of function pointers ([`AclApi`]) resolved once per
+//!   library, found from `$BRAID_ACL_LIB`, then `lib64/libascendcl.so` under
+//!   `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, then the loader path. A missing library or
+//!   required symbol is a typed [`LoadError`] listing what was tried; optional symbols
+//!   ([`SYMBOLS`] marks them) are `Option`s with fallbacks. [`is_available`] tells tests and
+//!   benches whether to run. The crate builds and tests everywhere: nothing links against CANN.
+//! - **The hal** ([`AclBackend`]): [`AclDevice`] (`aclInit`, `aclrtSetDevice` /
+//!   `aclrtResetDevice`, `aclrtGetMemInfo(ACL_HBM_MEM)`, `aclrtMalloc` huge-first /
+//!   `aclrtFree`), [`AclStream`] (`aclrtCreateStreamWithConfig` with
+//!   `ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC` and the priority, falling back to
+//!   `aclrtCreateStream`; async copies and memsets; synchronize with timeout where available;
+//!   query; wait), [`AclEvent`] (`aclrtCreateEventExWithFlag` + `ACL_EVENT_SYNC`, plus
+//!   `ACL_EVENT_TIME_LINE` for timing), [`AclGraph`] (`aclmdlRICaptureBegin` / `GetInfo` /
+//!   `End`, `aclmdlRIExecuteAsync`, `aclmdlRIDestroy`; braid's capture modes map to global /
+//!   thread-local / relaxed).
+//! - **Threads**: ACL's current device is per thread; every call binds its device first
+//!   (`aclrtSetDevice` on a thread where it is not the bound one), as cudarc binds its context.
+//! - **Errors** ([`AclError`]): the ACL number, its name ([`code_name`]) and
+//!   `aclGetRecentErrMsg()`'s text, as [`HalError::Native`](braid_stream_core::hal::HalError);
+//!   device OOM (207018, 207001, 200000) from `aclrtMalloc` is `HalError::OutOfMemory` so the
+//!   allocator's OOM path runs. Errors of destroy calls made in `Drop` are kept and returned by
+//!   the device's next call.
+//! - **Kernels**: braid's backend-neutral [`Kernel`](braid_stream_core::Kernel)s run through
+//!   braid's optional `braidSimLaunchKernel` extension, which `braid-acl-sim` exports. On a real
+//!   CANN install [`hal::Stream::launch`](braid_stream_core::hal::Stream::launch) returns
+//!   `HalError::Unsupported` ([`KERNEL_LAUNCH_UNSUPPORTED`]): running them as aclnn operators
+//!   is not implemented yet. Streams, events, memory, copies and capture work on hardware.
+//!
+//! ```no_run
+//! use braid_backend_acl::{AclBackend, AclDevice};
+//! use braid_stream_core::Device;
+//! let device: Device<AclBackend> = Device::new(AclDevice::open(0)?)?;
+//! let stream = device.create_stream(0)?;
+//! let buf = device.alloc(1 << 20)?;
+//! stream.memset(buf.slice(), 0)?;
+//! stream.synchronize()?;
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
+#![warn(missing_docs)]
 
-use std::ffi::OsString;
-use std::path::PathBuf;
-
-/// Environment variable naming the library file to load, tried first.
-pub const LIB_ENV: &str = "BRAID_ACL_LIB";
-
-/// Library file name on the loader path.
-pub const LIB_NAME: &str = "libascendcl.so";
-
-/// Failure to open ACL.
-#[derive(Debug, thiserror::Error)]
-#[error("could not load ACL ({LIB_NAME}); tried: {}", .tried.iter().map(|(p, e)| format!("{} ({e})", p.display())).collect::<Vec<_>>().join("; "))]
-pub struct LoadError {
-    /// Each candidate and why it failed to open.
-    pub tried: Vec<(PathBuf, String)>,
-}
-
-/// An opened ACL library.
-#[derive(Debug)]
-pub struct AclLibrary {
-    path: PathBuf,
-    _library: libloading::Library,
-}
-
-impl AclLibrary {
-    /// The file that was opened.
-    pub fn path(&self) -> &std::path::Path {
-        &self.path
-    }
-}
-
-/// The candidates in search order: `$BRAID_ACL_LIB`, then `lib64/libascendcl.so` under
-/// `$ASCEND_HOME_PATH` and `$ASCEND_TOOLKIT_HOME`, then the bare name for the loader path.
-/// `env` looks up an environment variable (pass `std::env::var_os`).
-pub fn library_candidates(env: impl Fn(&str) -> Option<OsString>) -> Vec<PathBuf> {
-    let mut out = Vec::new();
-    if let Some(explicit) = env(LIB_ENV).filter(|v| !v.is_empty()) {
-        out.push(PathBuf::from(explicit));
-    }
-    for var in ["ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"] {
-        if let Some(home) = env(var).filter(|v| !v.is_empty()) {
-            let candidate = PathBuf::from(home).join("lib64").join(LIB_NAME);
-            if !out.contains(&candidate) {
-                out.push(candidate);
-            }
-        }
-    }
-    out.push(PathBuf::from(LIB_NAME));
-    out
-}
-
-/// Opens the first candidate of [`library_candidates`] (with the process environment) that
-/// loads.
-pub fn load() -> Result<AclLibrary, LoadError> {
-    let mut tried = Vec::new();
-    for path in library_candidates(|k| std::env::var_os(k)) {
-        // SAFETY: opening a shared library runs its initializers; libascendcl (or braid-acl-sim,
-        // which exports the same API) is designed to be loaded this way by its vendor's runtime.
-        match unsafe { libloading::Library::new(&path) } {
-            Ok(library) => {
-                return Ok(AclLibrary {
-                    path,
-                    _library: library,
-                })
-            }
-            Err(err) => tried.push((path, err.to_string())),
-        }
-    }
-    Err(LoadError { tried })
-}
-
-/// Whether ACL can be loaded here; tests and benches use it to decide whether to run.
-pub fn is_available() -> bool {
-    load().is_ok()
-}
+pub mod api;
+mod bind;
+mod calls;
+mod device;
+pub mod error;
+mod event;
+pub mod ffi;
+mod graph;
+mod stream;
 
 #[cfg(test)]
-mod tests {
-    use super::*;
+mod tests;
 
-    fn env_of(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<OsString> {
-        let pairs: Vec<(String, String)> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| {
-            pairs
-                .iter()
-                .find(|(name, _)| name == k)
-                .map(|(_, v)| OsString::from(v))
-        }
-    }
+pub use api::{
+    is_available, library_candidates, load, AclApi, LoadError, LoadFailure, Symbol, LIB_ENV,
+    LIB_NAME, SYMBOLS,
+};
+pub use device::{AclConfig, AclDevice, OpenError, LOAD_FAILED_CODE};
+pub use error::{code_name, codes, is_out_of_memory, AclError};
+pub use event::AclEvent;
+pub use graph::AclGraph;
+pub use stream::{capture_mode_number, AclStream, CAPTURE_UNSUPPORTED, KERNEL_LAUNCH_UNSUPPORTED};
 
-    #[test]
-    fn search_order_is_explicit_then_cann_homes_then_loader_path() {
-        let got = library_candidates(env_of(&[
-            ("BRAID_ACL_LIB", "/opt/sim/libacl.so"),
-            (
-                "ASCEND_HOME_PATH",
-                "/usr/local/Ascend/ascend-toolkit/latest",
-            ),
-            ("ASCEND_TOOLKIT_HOME", "/opt/toolkit"),
-        ]));
-        assert_eq!(
-            got,
-            vec![
-                PathBuf::from("/opt/sim/libacl.so"),
-                PathBuf::from("/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so"),
-                PathBuf::from("/opt/toolkit/lib64/libascendcl.so"),
-                PathBuf::from("libascendcl.so"),
-            ]
-        );
-        assert_eq!(
-            library_candidates(env_of(&[])),
-            vec![PathBuf::from("libascendcl.so")]
-        );
-    }
+/// The ACL backend: ties [`AclDevice`], [`AclStream`], [`AclEvent`] and [`AclGraph`] together.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct AclBackend;
 
-    #[test]
-    fn a_missing_library_is_a_typed_error_listing_what_was_tried() {
-        // This machine has no CANN: loading fails with every candidate named.
-        if let Err(err) = load() {
-            assert!(err.tried.iter().any(|(p, _)| p == &PathBuf::from(LIB_NAME)));
-            assert!(err.to_string().contains("libascendcl.so"), "{err}");
-            assert!(!is_available());
-        }
-    }
+impl braid_stream_core::hal::Backend for AclBackend {
+    type Device = AclDevice;
+    type Stream = AclStream;
+    type Event = AclEvent;
+    type Graph = AclGraph;
+    const NAME: &'static str = "acl";
 }

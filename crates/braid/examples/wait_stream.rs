@@ -16,8 +16,18 @@ fn main() -> Result<(), braid::Error> {
         shape.n,
         shape.earlier_work_ns / 1000
     );
-    let without = wait_stream::run(&braid::sim_device(SimConfig::new())?, shape, false)?;
-    let with = wait_stream::run(&braid::sim_device(SimConfig::new())?, shape, true)?;
+    let without = wait_stream::run_checked(
+        &braid::sim_device(SimConfig::new())?,
+        shape,
+        false,
+        braid::sim_race_reports,
+    )?;
+    let with = wait_stream::run_checked(
+        &braid::sim_device(SimConfig::new())?,
+        shape,
+        true,
+        braid::sim_race_reports,
+    )?;
     for (name, run) in [
         ("without wait_stream", &without),
         ("with wait_stream", &with),
@@ -27,9 +37,17 @@ fn main() -> Result<(), braid::Error> {
             run.sum, run.expected, run.elapsed_us
         );
     }
+    let count = |run: &wait_stream::Run| run.reports.as_ref().map_or(0, Vec::len);
+    println!("sanitizer reports without wait_stream:");
+    for report in without.reports.iter().flatten() {
+        println!("  {report}");
+    }
     println!(
-        "RESULT without_wait_correct={} with_wait_correct={}",
-        without.correct, with.correct
+        "RESULT without_wait_correct={} with_wait_correct={} reports_without_wait={} reports_with_wait={}",
+        without.correct,
+        with.correct,
+        count(&without),
+        count(&with)
     );
     Ok(())
 }

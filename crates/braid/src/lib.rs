@@ -5,10 +5,14 @@
 //! | feature | backend | status |
 //! |---|---|---|
 //! | `sim` (default) | [`sim`]: the simulated device | available |
-//! | `acl` | Huawei Ascend through a run-time loaded `libascendcl.so` | arrives with its issue |
+//! | `acl` | `acl`: Huawei Ascend through a run-time loaded `libascendcl.so` ([`braid_backend_acl`]) | available; kernels only through `braid-acl-sim` |
 //!
 //! The front types ([`Device`], [`Stream`], [`Event`], [`Graph`]) are generic over the backend;
-//! [`DefaultBackend`] names the one the features select.
+//! [`DefaultBackend`] names the one the features select: ACL when `acl` is on (also alongside
+//! `sim`), else the simulator. With `acl`, [`acl_device`] opens an Ascend device of the
+//! library found from `$BRAID_ACL_LIB`, `$ASCEND_HOME_PATH`, `$ASCEND_TOOLKIT_HOME` or the
+//! loader path (point `BRAID_ACL_LIB` at `libbraid_acl_sim.so` to run on the simulator through
+//! the ACL path).
 //!
 //! ```
 //! use braid::{Kernel, sim};
@@ -34,9 +38,38 @@ pub use braid_backend_sim as sim;
 #[cfg(feature = "sim")]
 pub mod scenarios;
 
+#[cfg(feature = "acl")]
+pub use braid_backend_acl as acl;
+
 /// The backend the enabled features select.
-#[cfg(feature = "sim")]
+#[cfg(all(feature = "sim", not(feature = "acl")))]
 pub type DefaultBackend = braid_backend_sim::SimBackend;
+
+/// The backend the enabled features select (`acl` takes precedence over `sim`).
+#[cfg(feature = "acl")]
+pub type DefaultBackend = braid_backend_acl::AclBackend;
+
+/// Opens Ascend device `ordinal` through ACL (`aclInit`, `aclrtSetDevice`), loading the library
+/// with [`braid_backend_acl::load`]. A missing library is `Error::Backend` with
+/// `HalError::Native { name: "BRAID_ACL_LIBRARY_UNAVAILABLE", .. }` listing what was tried.
+#[cfg(feature = "acl")]
+pub fn acl_device(ordinal: u32) -> Result<Device<braid_backend_acl::AclBackend>> {
+    let hal = braid_backend_acl::AclDevice::open(ordinal).map_err(hal::HalError::from)?;
+    Device::new(hal)
+}
+
+/// The simulated device's sanitizer reports, rendered as text (for scenario outcomes).
+#[cfg(feature = "sim")]
+pub fn sim_race_reports(device: &Device<braid_backend_sim::SimBackend>) -> Option<Vec<String>> {
+    Some(
+        device
+            .hal()
+            .sanitizer_reports()
+            .iter()
+            .map(|r| r.to_string())
+            .collect(),
+    )
+}
 
 /// Opens a simulated device with `config`.
 #[cfg(feature = "sim")]

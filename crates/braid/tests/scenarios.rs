@@ -29,6 +29,42 @@ fn wait_stream_is_wrong_without_the_wait_and_right_with_it() {
 }
 
 #[test]
+fn the_sanitizer_reports_the_missing_wait_and_nothing_else() {
+    let shape = wait_stream::Shape {
+        m: 16,
+        k: 16,
+        n: 16,
+        earlier_work_ns: 50_000,
+    };
+    let run = |with_wait| {
+        wait_stream::run_checked(
+            &braid::sim_device(SimConfig::new()).unwrap(),
+            shape,
+            with_wait,
+            braid::sim_race_reports,
+        )
+        .unwrap()
+        .reports
+        .unwrap()
+    };
+    let without = run(false);
+    assert_eq!(without.len(), 1, "{without:?}");
+    assert!(
+        without[0].contains("read-write race") && without[0].contains("`matmul`"),
+        "{without:?}"
+    );
+    assert_eq!(run(true), Vec::<String>::new());
+    for layout in [
+        tagged_events::Layout::MultiStream,
+        tagged_events::Layout::SingleStream,
+    ] {
+        let device = braid::sim_device(SimConfig::new()).unwrap();
+        tagged_events::run(&device, tagged_events::Shape::SMALL, layout, true).unwrap();
+        assert_eq!(braid::sim_race_reports(&device), Some(vec![]), "{layout:?}");
+    }
+}
+
+#[test]
 fn wait_stream_is_deterministic() {
     let shape = wait_stream::Shape {
         m: 16,

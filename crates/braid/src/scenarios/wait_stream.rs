@@ -40,7 +40,7 @@ const A_VALUE: f32 = 0.5;
 const B_VALUE: f32 = 2.0;
 
 /// What one run observed.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub struct Run {
     /// The sum the side stream computed.
     pub sum: f32,
@@ -50,10 +50,24 @@ pub struct Run {
     pub correct: bool,
     /// Device time from the first enqueue to the sum's completion, in microseconds.
     pub elapsed_us: f64,
+    /// What a race detector on the backend reported during the run (for the simulator: its
+    /// sanitizer's reports, rendered); `None` when the run was not checked.
+    pub reports: Option<Vec<String>>,
 }
 
 /// Runs the scenario on `device`, with or without the side stream waiting for the default one.
 pub fn run<B: Backend>(device: &Device<B>, shape: Shape, with_wait: bool) -> Result<Run> {
+    run_checked(device, shape, with_wait, |_| None)
+}
+
+/// [`run`], then asks `reports` for what the backend's race detector found (the scenario
+/// stays generic over the backend; see `braid::sim_race_reports` for the simulator).
+pub fn run_checked<B: Backend>(
+    device: &Device<B>,
+    shape: Shape,
+    with_wait: bool,
+    reports: impl FnOnce(&Device<B>) -> Option<Vec<String>>,
+) -> Result<Run> {
     let main = device.default_stream();
     let side = device.create_stream(0)?;
     let (m, k, n) = (shape.m as u64, shape.k as u64, shape.n as u64);
@@ -103,6 +117,7 @@ pub fn run<B: Backend>(device: &Device<B>, shape: Shape, with_wait: bool) -> Res
         expected,
         correct: approx_eq(got, expected),
         elapsed_us,
+        reports: reports(device),
     })
 }
 

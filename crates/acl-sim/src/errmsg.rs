@@ -1,0 +1,48 @@
+//! `aclGetRecentErrMsg`: the text of the calling thread's last failure, fetched and cleared.
+
+use std::cell::RefCell;
+use std::ffi::{c_char, CString};
+
+thread_local! {
+    /// The message of the last failed call on this thread, not yet fetched.
+    static PENDING: RefCell<Option<String>> = const { RefCell::new(None) };
+    /// The string the last `aclGetRecentErrMsg` returned (valid until the next call).
+    static RETURNED: RefCell<Option<CString>> = const { RefCell::new(None) };
+}
+
+/// A failed call: its code and the text `aclGetRecentErrMsg` will return.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Fail {
+    pub code: i32,
+    pub message: String,
+}
+
+/// A failure with `code` and `message`.
+pub(crate) fn fail(code: i32, message: impl Into<String>) -> Fail {
+    Fail {
+        code,
+        message: message.into(),
+    }
+}
+
+/// Turns a result into a return code, keeping the message of a failure for this thread.
+pub(crate) fn ret(r: Result<(), Fail>) -> i32 {
+    match r {
+        Ok(()) => crate::codes::ACL_SUCCESS,
+        Err(f) => {
+            tracing::debug!(code = f.code, message = %f.message, "acl-sim call failed");
+            PENDING.with(|p| *p.borrow_mut() = Some(f.message));
+            f.code
+        }
+    }
+}
+
+/// Moves the pending message into the returned slot and gives its pointer (null if none).
+pub(crate) fn take_recent() -> *const c_char {
+    let msg = PENDING.with(|p| p.borrow_mut().take());
+    RETURNED.with(|r| {
+        let mut r = r.borrow_mut();
+        *r = msg.map(|m| CString::new(m.replace('\0', " ")).unwrap_or_default());
+        r.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())
+    })
+}

@@ -1,0 +1,506 @@
+//! The exported C symbols. Each checks its pointers, then calls the registry; the registry has
+//! the semantics.
+
+use crate::codes::*;
+use crate::errmsg::{fail, ret, take_recent, Fail};
+use crate::kernel::{kernel_from_desc, BraidKernelDesc};
+use crate::registry::with;
+use std::ffi::{c_char, c_void, CStr};
+
+/// Runs `f` and writes its value through the out pointer `p`.
+///
+/// # Safety
+/// `p` is null or valid for a write of `T`.
+unsafe fn out<T>(call: &str, p: *mut T, f: impl FnOnce() -> Result<T, Fail>) -> i32 {
+    if p.is_null() {
+        return ret(Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!("{call}: null output pointer"),
+        )));
+    }
+    match f() {
+        Ok(v) => {
+            // SAFETY: non-null, and the caller guarantees it is valid for a write of `T`.
+            unsafe { p.write(v) };
+            ACL_SUCCESS
+        }
+        Err(e) => ret(Err(e)),
+    }
+}
+
+fn h(p: *mut c_void) -> usize {
+    p as usize
+}
+
+fn ptr_of(handle: usize) -> *mut c_void {
+    handle as *mut c_void
+}
+
+/// `aclError aclInit(const char *configPath)`: the first call succeeds, later calls return
+/// `ACL_ERROR_REPEAT_INITIALIZE` (100002), as ACL does. The config file is ignored.
+#[no_mangle]
+pub extern "C" fn aclInit(_config_path: *const c_char) -> i32 {
+    ret(with(|r| r.init()))
+}
+
+/// `const char *aclGetRecentErrMsg()`: the text of this thread's last failure, fetched and
+/// cleared; null when there is none. Valid until the next call on this thread.
+#[no_mangle]
+pub extern "C" fn aclGetRecentErrMsg() -> *const c_char {
+    take_recent()
+}
+
+/// `aclError aclrtSetDevice(int32_t deviceId)`: binds the device to this thread (reference
+/// counted).
+#[no_mangle]
+pub extern "C" fn aclrtSetDevice(device_id: i32) -> i32 {
+    ret(with(|r| r.set_device(device_id)))
+}
+
+/// `aclError aclrtResetDevice(int32_t deviceId)`.
+#[no_mangle]
+pub extern "C" fn aclrtResetDevice(device_id: i32) -> i32 {
+    ret(with(|r| r.reset_device(device_id)))
+}
+
+/// `aclError aclrtGetDeviceCount(uint32_t *count)`.
+///
+/// # Safety
+/// `count` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> i32 {
+    // SAFETY: the caller's guarantee on `count`.
+    unsafe {
+        out("aclrtGetDeviceCount", count, || {
+            Ok(with(|r| r.device_count()))
+        })
+    }
+}
+
+/// `aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total)`.
+///
+/// # Safety
+/// `free` and `total` are null or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtGetMemInfo(attr: u32, free: *mut usize, total: *mut usize) -> i32 {
+    if free.is_null() || total.is_null() {
+        return ret(Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            "aclrtGetMemInfo: null output pointer",
+        )));
+    }
+    match with(|r| r.mem_info(attr)) {
+        Ok((f, t)) => {
+            // SAFETY: both non-null and valid for writes (the caller's guarantee).
+            unsafe {
+                free.write(usize::try_from(f).unwrap_or(usize::MAX));
+                total.write(usize::try_from(t).unwrap_or(usize::MAX));
+            }
+            ACL_SUCCESS
+        }
+        Err(e) => ret(Err(e)),
+    }
+}
+
+/// `aclError aclrtSynchronizeDevice()`.
+#[no_mangle]
+pub extern "C" fn aclrtSynchronizeDevice() -> i32 {
+    ret(with(|r| r.synchronize_device()))
+}
+
+/// `aclError aclrtCreateStream(aclrtStream *stream)`.
+///
+/// # Safety
+/// `stream` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtCreateStream(stream: *mut *mut c_void) -> i32 {
+    // SAFETY: the caller's guarantee on `stream`.
+    unsafe {
+        out("aclrtCreateStream", stream, || {
+            with(|r| r.create_stream(0)).map(ptr_of)
+        })
+    }
+}
+
+/// `aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uint32_t
+/// flag)`. The flags are accepted and have no simulated effect; the priority is kept.
+///
+/// # Safety
+/// `stream` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
+    stream: *mut *mut c_void,
+    priority: u32,
+    _flag: u32,
+) -> i32 {
+    // SAFETY: the caller's guarantee on `stream`.
+    unsafe {
+        out("aclrtCreateStreamWithConfig", stream, || {
+            with(|r| r.create_stream(priority)).map(ptr_of)
+        })
+    }
+}
+
+/// `aclError aclrtDestroyStream(aclrtStream stream)`. Destroying a capture's origin stream
+/// abandons the capture.
+#[no_mangle]
+pub extern "C" fn aclrtDestroyStream(stream: *mut c_void) -> i32 {
+    ret(with(|r| r.destroy_stream(h(stream))))
+}
+
+/// `aclError aclrtSynchronizeStream(aclrtStream stream)`; 107041 during a capture that forbids
+/// it.
+#[no_mangle]
+pub extern "C" fn aclrtSynchronizeStream(stream: *mut c_void) -> i32 {
+    ret(with(|r| r.synchronize_stream(h(stream), -1)))
+}
+
+/// `aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout)`: 507046
+/// when the wait exceeds `timeout` ms of simulated time (-1: no limit).
+#[no_mangle]
+pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: *mut c_void, timeout: i32) -> i32 {
+    ret(with(|r| r.synchronize_stream(h(stream), timeout)))
+}
+
+/// `aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status)`.
+///
+/// # Safety
+/// `status` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtStreamQuery(stream: *mut c_void, status: *mut u32) -> i32 {
+    // SAFETY: the caller's guarantee on `status`.
+    unsafe {
+        out("aclrtStreamQuery", status, || {
+            with(|r| r.stream_query(h(stream)))
+        })
+    }
+}
+
+/// `aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)`: fails for events
+/// created without `ACL_EVENT_SYNC`; waiting on an event recorded in a capture joins it.
+#[no_mangle]
+pub extern "C" fn aclrtStreamWaitEvent(stream: *mut c_void, event: *mut c_void) -> i32 {
+    ret(with(|r| r.stream_wait_event(h(stream), h(event))))
+}
+
+/// `aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag)`.
+///
+/// # Safety
+/// `event` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut *mut c_void, flag: u32) -> i32 {
+    // SAFETY: the caller's guarantee on `event`.
+    unsafe {
+        out("aclrtCreateEventWithFlag", event, || {
+            with(|r| r.create_event(flag)).map(ptr_of)
+        })
+    }
+}
+
+/// `aclError aclrtCreateEventExWithFlag(aclrtEvent *event, uint32_t flag)`.
+///
+/// # Safety
+/// `event` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut *mut c_void, flag: u32) -> i32 {
+    // SAFETY: the caller's guarantee on `event`.
+    unsafe {
+        out("aclrtCreateEventExWithFlag", event, || {
+            with(|r| r.create_event(flag)).map(ptr_of)
+        })
+    }
+}
+
+/// `aclError aclrtDestroyEvent(aclrtEvent event)`.
+#[no_mangle]
+pub extern "C" fn aclrtDestroyEvent(event: *mut c_void) -> i32 {
+    ret(with(|r| r.destroy_event(h(event))))
+}
+
+/// `aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)`.
+#[no_mangle]
+pub extern "C" fn aclrtRecordEvent(event: *mut c_void, stream: *mut c_void) -> i32 {
+    ret(with(|r| r.record_event(h(event), h(stream))))
+}
+
+/// `aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status)`.
+///
+/// # Safety
+/// `status` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtQueryEventStatus(event: *mut c_void, status: *mut u32) -> i32 {
+    // SAFETY: the caller's guarantee on `status`.
+    unsafe {
+        out("aclrtQueryEventStatus", status, || {
+            with(|r| r.query_event_status(h(event)))
+        })
+    }
+}
+
+/// `aclError aclrtSynchronizeEvent(aclrtEvent event)`.
+#[no_mangle]
+pub extern "C" fn aclrtSynchronizeEvent(event: *mut c_void) -> i32 {
+    ret(with(|r| r.synchronize_event(h(event))))
+}
+
+/// `aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent)`:
+/// both events need `ACL_EVENT_TIME_LINE`.
+///
+/// # Safety
+/// `ms` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtEventElapsedTime(
+    ms: *mut f32,
+    start: *mut c_void,
+    end: *mut c_void,
+) -> i32 {
+    // SAFETY: the caller's guarantee on `ms`.
+    unsafe {
+        out("aclrtEventElapsedTime", ms, || {
+            with(|r| r.elapsed_ms(h(start), h(end)))
+        })
+    }
+}
+
+/// `aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy)`: device
+/// OOM is `ACL_ERROR_RT_DEVICE_OOM` (207018). The policy has no simulated effect.
+///
+/// # Safety
+/// `dev_ptr` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMalloc(dev_ptr: *mut *mut c_void, size: usize, _policy: u32) -> i32 {
+    // SAFETY: the caller's guarantee on `dev_ptr`.
+    unsafe {
+        out("aclrtMalloc", dev_ptr, || {
+            with(|r| r.malloc(size)).map(|p| p as usize as *mut c_void)
+        })
+    }
+}
+
+/// `aclError aclrtFree(void *devPtr)`.
+#[no_mangle]
+pub extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> i32 {
+    ret(with(|r| r.free(dev_ptr as u64)))
+}
+
+/// `aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,
+/// aclrtMemcpyKind kind, aclrtStream stream)`.
+///
+/// # Safety
+/// Host memory among `dst`/`src` (per `kind`) is valid for `count` bytes until the copy has
+/// run, as ACL requires.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemcpyAsync(
+    dst: *mut c_void,
+    dest_max: usize,
+    src: *const c_void,
+    count: usize,
+    kind: u32,
+    stream: *mut c_void,
+) -> i32 {
+    ret(with(|r| {
+        // SAFETY: the caller's guarantee on the host memory.
+        unsafe { r.memcpy_async(dst as u64, dest_max, src as u64, count, kind, h(stream)) }
+    }))
+}
+
+/// `aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count,
+/// aclrtStream stream)`.
+#[no_mangle]
+pub extern "C" fn aclrtMemsetAsync(
+    dev_ptr: *mut c_void,
+    max_count: usize,
+    value: i32,
+    count: usize,
+    stream: *mut c_void,
+) -> i32 {
+    ret(with(|r| {
+        r.memset_async(dev_ptr as u64, max_count, value, count, h(stream))
+    }))
+}
+
+/// `aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode)`.
+#[no_mangle]
+pub extern "C" fn aclmdlRICaptureBegin(stream: *mut c_void, mode: u32) -> i32 {
+    ret(with(|r| r.capture_begin(h(stream), mode)))
+}
+
+/// `aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status,
+/// aclmdlRI *modelRI)`: the model is null when the stream is not capturing.
+///
+/// # Safety
+/// `status` and `model_ri` are null or valid for writes.
+#[no_mangle]
+pub unsafe extern "C" fn aclmdlRICaptureGetInfo(
+    stream: *mut c_void,
+    status: *mut u32,
+    model_ri: *mut *mut c_void,
+) -> i32 {
+    if status.is_null() || model_ri.is_null() {
+        return ret(Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            "aclmdlRICaptureGetInfo: null output pointer",
+        )));
+    }
+    match with(|r| r.capture_get_info(h(stream))) {
+        Ok((s, m)) => {
+            // SAFETY: both non-null and valid for writes (the caller's guarantee).
+            unsafe {
+                status.write(s);
+                model_ri.write(ptr_of(m));
+            }
+            ACL_SUCCESS
+        }
+        Err(e) => ret(Err(e)),
+    }
+}
+
+/// `aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI)`: 107025 when a stream
+/// that joined the capture was not joined back to the origin stream.
+///
+/// # Safety
+/// `model_ri` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclmdlRICaptureEnd(
+    stream: *mut c_void,
+    model_ri: *mut *mut c_void,
+) -> i32 {
+    // SAFETY: the caller's guarantee on `model_ri`.
+    unsafe {
+        out("aclmdlRICaptureEnd", model_ri, || {
+            with(|r| r.capture_end(h(stream))).map(ptr_of)
+        })
+    }
+}
+
+/// `aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream)`.
+#[no_mangle]
+pub extern "C" fn aclmdlRIExecuteAsync(model_ri: *mut c_void, stream: *mut c_void) -> i32 {
+    ret(with(|r| r.model_execute(h(model_ri), h(stream))))
+}
+
+/// `aclError aclmdlRIDestroy(aclmdlRI modelRI)`.
+#[no_mangle]
+pub extern "C" fn aclmdlRIDestroy(model_ri: *mut c_void) -> i32 {
+    ret(with(|r| r.model_destroy(h(model_ri))))
+}
+
+fn vmm_unsupported(call: &str) -> i32 {
+    ret(Err(fail(
+        ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+        format!("{call}: virtual memory is not simulated yet"),
+    )))
+}
+
+/// `aclrtReserveMemAddress`: not simulated yet (`ACL_ERROR_RT_FEATURE_NOT_SUPPORT`).
+#[no_mangle]
+pub extern "C" fn aclrtReserveMemAddress(
+    _vir_ptr: *mut *mut c_void,
+    _size: usize,
+    _alignment: usize,
+    _expect_ptr: *mut c_void,
+    _flags: u64,
+) -> i32 {
+    vmm_unsupported("aclrtReserveMemAddress")
+}
+
+/// `aclrtReleaseMemAddress`: not simulated yet.
+#[no_mangle]
+pub extern "C" fn aclrtReleaseMemAddress(_vir_ptr: *mut c_void) -> i32 {
+    vmm_unsupported("aclrtReleaseMemAddress")
+}
+
+/// `aclrtMallocPhysical`: not simulated yet.
+#[no_mangle]
+pub extern "C" fn aclrtMallocPhysical(
+    _handle: *mut *mut c_void,
+    _size: usize,
+    _prop: *const c_void,
+    _flags: u64,
+) -> i32 {
+    vmm_unsupported("aclrtMallocPhysical")
+}
+
+/// `aclrtFreePhysical`: not simulated yet.
+#[no_mangle]
+pub extern "C" fn aclrtFreePhysical(_handle: *mut c_void) -> i32 {
+    vmm_unsupported("aclrtFreePhysical")
+}
+
+/// `aclrtMapMem`: not simulated yet.
+#[no_mangle]
+pub extern "C" fn aclrtMapMem(
+    _vir_ptr: *mut c_void,
+    _size: usize,
+    _offset: usize,
+    _handle: *mut c_void,
+    _flags: u64,
+) -> i32 {
+    vmm_unsupported("aclrtMapMem")
+}
+
+/// `aclrtUnmapMem`: not simulated yet.
+#[no_mangle]
+pub extern "C" fn aclrtUnmapMem(_vir_ptr: *mut c_void) -> i32 {
+    vmm_unsupported("aclrtUnmapMem")
+}
+
+/// `aclrtMemGetAllocationGranularity`: 2 MiB (the simulator's segment alignment, a huge page).
+///
+/// # Safety
+/// `granularity` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
+    _prop: *const c_void,
+    _option: u32,
+    granularity: *mut usize,
+) -> i32 {
+    // SAFETY: the caller's guarantee on `granularity`.
+    unsafe {
+        out("aclrtMemGetAllocationGranularity", granularity, || {
+            Ok(2 << 20)
+        })
+    }
+}
+
+/// braid's extension `aclError braidSimLaunchKernel(aclrtStream stream, const
+/// BraidKernelDesc *desc, size_t descSize, const char *label)`: enqueues one of braid's
+/// kernels on the simulated stream. `descSize` must be `sizeof(BraidKernelDesc)`; `label` may
+/// be null.
+///
+/// # Safety
+/// `desc` is null or points to `desc_size` readable bytes; `label` is null or a NUL-terminated
+/// string.
+#[no_mangle]
+pub unsafe extern "C" fn braidSimLaunchKernel(
+    stream: *mut c_void,
+    desc: *const BraidKernelDesc,
+    desc_size: usize,
+    label: *const c_char,
+) -> i32 {
+    if desc.is_null() || desc_size != std::mem::size_of::<BraidKernelDesc>() {
+        return ret(Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!(
+                "braidSimLaunchKernel: descriptor is null or of size {desc_size}, expected {}",
+                std::mem::size_of::<BraidKernelDesc>()
+            ),
+        )));
+    }
+    // SAFETY: non-null and `desc_size` (= the struct's size) readable bytes, per the caller.
+    let d = unsafe { desc.read_unaligned() };
+    let label = if label.is_null() {
+        None
+    } else {
+        // SAFETY: non-null and NUL-terminated, per the caller.
+        Some(
+            unsafe { CStr::from_ptr(label) }
+                .to_string_lossy()
+                .into_owned(),
+        )
+    };
+    ret(kernel_from_desc(&d).and_then(|k| {
+        let label = label.unwrap_or_else(|| k.name().to_string());
+        with(|r| r.launch_kernel(h(stream), &k, &label))
+    }))
+}

@@ -1,0 +1,387 @@
+//! [`AclCalls`]: the ACL calls the hal makes, as a trait over plain Rust values.
+//!
+//! The real implementation forwards to an [`AclApi`] table (out parameters become return
+//! values, an absent optional symbol becomes `None`); unit tests use the generated
+//! `MockAclCalls`, so every error path, fallback and thread binding of the hal wrapper is
+//! tested without a library. Codes are raw `aclError`s: turning them into [`crate::AclError`]
+//! (with `aclGetRecentErrMsg`) is the wrapper's job.
+
+use crate::api::AclApi;
+use crate::ffi::{AclErrorCode, BraidKernelDesc, ACL_MODEL_RI_CAPTURE_STATUS_NONE};
+use std::ffi::{c_void, CStr};
+use std::ptr;
+
+/// An opaque ACL handle (`aclrtStream`, `aclrtEvent`, `aclmdlRI`) as an address; 0 is null
+/// (for streams: the default stream).
+pub(crate) type Handle = usize;
+
+/// Converts a return code into `Result`.
+fn ok(code: AclErrorCode) -> Result<(), AclErrorCode> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(code)
+    }
+}
+
+#[cfg_attr(test, mockall::automock)]
+pub(crate) trait AclCalls: Send + Sync {
+    /// `aclGetRecentErrMsg`, copied ("" when the runtime has none).
+    fn recent_error_message(&self) -> String;
+    /// `aclInit(NULL)`.
+    fn init(&self) -> AclErrorCode;
+    /// `aclrtGetDeviceCount`.
+    fn device_count(&self) -> Result<u32, AclErrorCode>;
+    /// `aclrtSetDevice`.
+    fn set_device(&self, device: i32) -> AclErrorCode;
+    /// `aclrtResetDevice`.
+    fn reset_device(&self, device: i32) -> AclErrorCode;
+    /// `aclrtGetMemInfo(attr)`: (free, total).
+    fn mem_info(&self, attr: u32) -> Result<(u64, u64), AclErrorCode>;
+    /// `aclrtSynchronizeDevice`.
+    fn synchronize_device(&self) -> AclErrorCode;
+    /// `aclrtCreateStream`.
+    fn create_stream(&self) -> Result<Handle, AclErrorCode>;
+    /// `aclrtCreateStreamWithConfig`; `None` without the symbol.
+    fn create_stream_with_config(
+        &self,
+        priority: u32,
+        flags: u32,
+    ) -> Option<Result<Handle, AclErrorCode>>;
+    /// `aclrtDestroyStream`.
+    fn destroy_stream(&self, stream: Handle) -> AclErrorCode;
+    /// `aclrtSynchronizeStream`.
+    fn synchronize_stream(&self, stream: Handle) -> AclErrorCode;
+    /// `aclrtSynchronizeStreamWithTimeout`; `None` without the symbol.
+    fn synchronize_stream_with_timeout(
+        &self,
+        stream: Handle,
+        timeout_ms: i32,
+    ) -> Option<AclErrorCode>;
+    /// `aclrtStreamQuery`: the `aclrtStreamStatus`; `None` without the symbol.
+    fn stream_query(&self, stream: Handle) -> Option<Result<u32, AclErrorCode>>;
+    /// `aclrtStreamWaitEvent`.
+    fn stream_wait_event(&self, stream: Handle, event: Handle) -> AclErrorCode;
+    /// `aclrtCreateEventExWithFlag`; `None` without the symbol.
+    fn create_event_ex_with_flag(&self, flags: u32) -> Option<Result<Handle, AclErrorCode>>;
+    /// `aclrtCreateEventWithFlag`.
+    fn create_event_with_flag(&self, flags: u32) -> Result<Handle, AclErrorCode>;
+    /// `aclrtDestroyEvent`.
+    fn destroy_event(&self, event: Handle) -> AclErrorCode;
+    /// `aclrtRecordEvent`.
+    fn record_event(&self, event: Handle, stream: Handle) -> AclErrorCode;
+    /// `aclrtQueryEventStatus`: the `aclrtEventRecordedStatus`.
+    fn query_event_status(&self, event: Handle) -> Result<u32, AclErrorCode>;
+    /// `aclrtSynchronizeEvent`.
+    fn synchronize_event(&self, event: Handle) -> AclErrorCode;
+    /// `aclrtEventElapsedTime`.
+    fn event_elapsed_time(&self, start: Handle, end: Handle) -> Result<f32, AclErrorCode>;
+    /// `aclrtMalloc`.
+    fn malloc(&self, size: usize, policy: u32) -> Result<u64, AclErrorCode>;
+    /// `aclrtFree`.
+    fn free(&self, ptr: u64) -> AclErrorCode;
+    /// `aclrtMemcpyAsync`; host addresses are passed as numbers.
+    ///
+    /// # Safety
+    /// Host memory named by `dst` or `src` (per `kind`) is valid for `count` bytes until the
+    /// copy has run.
+    unsafe fn memcpy_async(
+        &self,
+        dst: u64,
+        dst_max: usize,
+        src: u64,
+        count: usize,
+        kind: u32,
+        stream: Handle,
+    ) -> AclErrorCode;
+    /// `aclrtMemsetAsync` on device memory.
+    fn memset_async(
+        &self,
+        dst: u64,
+        max_count: usize,
+        value: i32,
+        count: usize,
+        stream: Handle,
+    ) -> AclErrorCode;
+    /// `aclmdlRICaptureBegin`; `None` without the symbol.
+    fn capture_begin(&self, stream: Handle, mode: u32) -> Option<AclErrorCode>;
+    /// `aclmdlRICaptureGetInfo`: (status, model); `None` without the symbol.
+    fn capture_get_info(&self, stream: Handle) -> Option<Result<(u32, Handle), AclErrorCode>>;
+    /// `aclmdlRICaptureEnd`: the model; `None` without the symbol.
+    fn capture_end(&self, stream: Handle) -> Option<Result<Handle, AclErrorCode>>;
+    /// `aclmdlRIExecuteAsync`; `None` without the symbol.
+    fn model_execute_async(&self, model: Handle, stream: Handle) -> Option<AclErrorCode>;
+    /// `aclmdlRIDestroy`; `None` without the symbol.
+    fn model_destroy(&self, model: Handle) -> Option<AclErrorCode>;
+    /// braid's `braidSimLaunchKernel` extension; `None` without the symbol.
+    fn launch_kernel(
+        &self,
+        stream: Handle,
+        desc: &BraidKernelDesc,
+        label: &CStr,
+    ) -> Option<AclErrorCode>;
+}
+
+/// The real table, as the hal's calls.
+pub(crate) struct ApiRef(pub(crate) &'static AclApi);
+
+fn stream_ptr(h: Handle) -> *mut c_void {
+    h as *mut c_void
+}
+
+/// Calls the table. Every `unsafe` call below passes handles the backend obtained from this
+/// library (or null for the default stream) and out pointers to live locals.
+impl AclCalls for ApiRef {
+    fn recent_error_message(&self) -> String {
+        // SAFETY: no arguments; the returned pointer is null or a NUL-terminated string valid
+        // until the next call on this thread, and it is copied at once.
+        let msg = unsafe { (self.0.aclGetRecentErrMsg)() };
+        if msg.is_null() {
+            String::new()
+        } else {
+            // SAFETY: non-null, NUL-terminated (ACL's contract), read before any other call.
+            unsafe { CStr::from_ptr(msg) }
+                .to_string_lossy()
+                .into_owned()
+        }
+    }
+
+    fn init(&self) -> AclErrorCode {
+        // SAFETY: a null config path is allowed.
+        unsafe { (self.0.aclInit)(ptr::null()) }
+    }
+
+    fn device_count(&self) -> Result<u32, AclErrorCode> {
+        let mut count = 0u32;
+        // SAFETY: `count` is a live out parameter.
+        ok(unsafe { (self.0.aclrtGetDeviceCount)(&mut count) })?;
+        Ok(count)
+    }
+
+    fn set_device(&self, device: i32) -> AclErrorCode {
+        // SAFETY: plain integer argument.
+        unsafe { (self.0.aclrtSetDevice)(device) }
+    }
+
+    fn reset_device(&self, device: i32) -> AclErrorCode {
+        // SAFETY: plain integer argument.
+        unsafe { (self.0.aclrtResetDevice)(device) }
+    }
+
+    fn mem_info(&self, attr: u32) -> Result<(u64, u64), AclErrorCode> {
+        let (mut free, mut total) = (0usize, 0usize);
+        // SAFETY: live out parameters.
+        ok(unsafe { (self.0.aclrtGetMemInfo)(attr, &mut free, &mut total) })?;
+        Ok((free as u64, total as u64))
+    }
+
+    fn synchronize_device(&self) -> AclErrorCode {
+        // SAFETY: no arguments.
+        unsafe { (self.0.aclrtSynchronizeDevice)() }
+    }
+
+    fn create_stream(&self) -> Result<Handle, AclErrorCode> {
+        let mut s: *mut c_void = ptr::null_mut();
+        // SAFETY: live out parameter.
+        ok(unsafe { (self.0.aclrtCreateStream)(&mut s) })?;
+        Ok(s as Handle)
+    }
+
+    fn create_stream_with_config(
+        &self,
+        priority: u32,
+        flags: u32,
+    ) -> Option<Result<Handle, AclErrorCode>> {
+        let f = self.0.aclrtCreateStreamWithConfig?;
+        let mut s: *mut c_void = ptr::null_mut();
+        // SAFETY: live out parameter.
+        Some(ok(unsafe { f(&mut s, priority, flags) }).map(|()| s as Handle))
+    }
+
+    fn destroy_stream(&self, stream: Handle) -> AclErrorCode {
+        // SAFETY: a stream handle from this library.
+        unsafe { (self.0.aclrtDestroyStream)(stream_ptr(stream)) }
+    }
+
+    fn synchronize_stream(&self, stream: Handle) -> AclErrorCode {
+        // SAFETY: a stream handle from this library, or null (default stream).
+        unsafe { (self.0.aclrtSynchronizeStream)(stream_ptr(stream)) }
+    }
+
+    fn synchronize_stream_with_timeout(
+        &self,
+        stream: Handle,
+        timeout_ms: i32,
+    ) -> Option<AclErrorCode> {
+        let f = self.0.aclrtSynchronizeStreamWithTimeout?;
+        // SAFETY: a stream handle from this library, or null (default stream).
+        Some(unsafe { f(stream_ptr(stream), timeout_ms) })
+    }
+
+    fn stream_query(&self, stream: Handle) -> Option<Result<u32, AclErrorCode>> {
+        let f = self.0.aclrtStreamQuery?;
+        let mut status = 0u32;
+        // SAFETY: a stream handle from this library; live out parameter.
+        Some(ok(unsafe { f(stream_ptr(stream), &mut status) }).map(|()| status))
+    }
+
+    fn stream_wait_event(&self, stream: Handle, event: Handle) -> AclErrorCode {
+        // SAFETY: handles from this library.
+        unsafe { (self.0.aclrtStreamWaitEvent)(stream_ptr(stream), event as *mut c_void) }
+    }
+
+    fn create_event_ex_with_flag(&self, flags: u32) -> Option<Result<Handle, AclErrorCode>> {
+        let f = self.0.aclrtCreateEventExWithFlag?;
+        let mut e: *mut c_void = ptr::null_mut();
+        // SAFETY: live out parameter.
+        Some(ok(unsafe { f(&mut e, flags) }).map(|()| e as Handle))
+    }
+
+    fn create_event_with_flag(&self, flags: u32) -> Result<Handle, AclErrorCode> {
+        let mut e: *mut c_void = ptr::null_mut();
+        // SAFETY: live out parameter.
+        ok(unsafe { (self.0.aclrtCreateEventWithFlag)(&mut e, flags) })?;
+        Ok(e as Handle)
+    }
+
+    fn destroy_event(&self, event: Handle) -> AclErrorCode {
+        // SAFETY: an event handle from this library.
+        unsafe { (self.0.aclrtDestroyEvent)(event as *mut c_void) }
+    }
+
+    fn record_event(&self, event: Handle, stream: Handle) -> AclErrorCode {
+        // SAFETY: handles from this library.
+        unsafe { (self.0.aclrtRecordEvent)(event as *mut c_void, stream_ptr(stream)) }
+    }
+
+    fn query_event_status(&self, event: Handle) -> Result<u32, AclErrorCode> {
+        let mut status = 0u32;
+        // SAFETY: an event handle from this library; live out parameter.
+        ok(unsafe { (self.0.aclrtQueryEventStatus)(event as *mut c_void, &mut status) })?;
+        Ok(status)
+    }
+
+    fn synchronize_event(&self, event: Handle) -> AclErrorCode {
+        // SAFETY: an event handle from this library.
+        unsafe { (self.0.aclrtSynchronizeEvent)(event as *mut c_void) }
+    }
+
+    fn event_elapsed_time(&self, start: Handle, end: Handle) -> Result<f32, AclErrorCode> {
+        let mut ms = 0f32;
+        // SAFETY: event handles from this library; live out parameter.
+        ok(unsafe {
+            (self.0.aclrtEventElapsedTime)(&mut ms, start as *mut c_void, end as *mut c_void)
+        })?;
+        Ok(ms)
+    }
+
+    fn malloc(&self, size: usize, policy: u32) -> Result<u64, AclErrorCode> {
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: live out parameter.
+        ok(unsafe { (self.0.aclrtMalloc)(&mut p, size, policy) })?;
+        Ok(p as u64)
+    }
+
+    fn free(&self, ptr: u64) -> AclErrorCode {
+        // SAFETY: the caller passes an address from `aclrtMalloc` (the hal's `free` contract).
+        unsafe { (self.0.aclrtFree)(ptr as *mut c_void) }
+    }
+
+    unsafe fn memcpy_async(
+        &self,
+        dst: u64,
+        dst_max: usize,
+        src: u64,
+        count: usize,
+        kind: u32,
+        stream: Handle,
+    ) -> AclErrorCode {
+        // SAFETY: the caller guarantees host memory among `dst`/`src` is valid for `count`
+        // bytes until the copy has run; device addresses are only interpreted by ACL.
+        unsafe {
+            (self.0.aclrtMemcpyAsync)(
+                dst as *mut c_void,
+                dst_max,
+                src as *const c_void,
+                count,
+                kind,
+                stream_ptr(stream),
+            )
+        }
+    }
+
+    fn memset_async(
+        &self,
+        dst: u64,
+        max_count: usize,
+        value: i32,
+        count: usize,
+        stream: Handle,
+    ) -> AclErrorCode {
+        // SAFETY: `dst` is a device address, only interpreted by ACL (which checks it).
+        unsafe {
+            (self.0.aclrtMemsetAsync)(
+                dst as *mut c_void,
+                max_count,
+                value,
+                count,
+                stream_ptr(stream),
+            )
+        }
+    }
+
+    fn capture_begin(&self, stream: Handle, mode: u32) -> Option<AclErrorCode> {
+        let f = self.0.aclmdlRICaptureBegin?;
+        // SAFETY: a stream handle from this library.
+        Some(unsafe { f(stream_ptr(stream), mode) })
+    }
+
+    fn capture_get_info(&self, stream: Handle) -> Option<Result<(u32, Handle), AclErrorCode>> {
+        let f = self.0.aclmdlRICaptureGetInfo?;
+        let mut status = ACL_MODEL_RI_CAPTURE_STATUS_NONE;
+        let mut model: *mut c_void = ptr::null_mut();
+        // SAFETY: a stream handle from this library; live out parameters.
+        Some(
+            ok(unsafe { f(stream_ptr(stream), &mut status, &mut model) })
+                .map(|()| (status, model as Handle)),
+        )
+    }
+
+    fn capture_end(&self, stream: Handle) -> Option<Result<Handle, AclErrorCode>> {
+        let f = self.0.aclmdlRICaptureEnd?;
+        let mut model: *mut c_void = ptr::null_mut();
+        // SAFETY: a stream handle from this library; live out parameter.
+        Some(ok(unsafe { f(stream_ptr(stream), &mut model) }).map(|()| model as Handle))
+    }
+
+    fn model_execute_async(&self, model: Handle, stream: Handle) -> Option<AclErrorCode> {
+        let f = self.0.aclmdlRIExecuteAsync?;
+        // SAFETY: handles from this library.
+        Some(unsafe { f(model as *mut c_void, stream_ptr(stream)) })
+    }
+
+    fn model_destroy(&self, model: Handle) -> Option<AclErrorCode> {
+        let f = self.0.aclmdlRIDestroy?;
+        // SAFETY: a model handle from this library.
+        Some(unsafe { f(model as *mut c_void) })
+    }
+
+    fn launch_kernel(
+        &self,
+        stream: Handle,
+        desc: &BraidKernelDesc,
+        label: &CStr,
+    ) -> Option<AclErrorCode> {
+        let f = self.0.braidSimLaunchKernel?;
+        // SAFETY: `desc` and `label` are live for the call (the extension copies them); the
+        // size lets the library check the struct version.
+        Some(unsafe {
+            f(
+                stream_ptr(stream),
+                desc,
+                std::mem::size_of::<BraidKernelDesc>(),
+                label.as_ptr(),
+            )
+        })
+    }
+}

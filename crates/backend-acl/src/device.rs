@@ -1,0 +1,397 @@
+//! [`AclDevice`]: the hal device over ACL, and the state its streams, events and graphs share.
+
+use crate::api::{AclApi, LoadError};
+use crate::bind;
+use crate::calls::{AclCalls, ApiRef, Handle};
+use crate::error::{codes, AclError};
+use crate::event::AclEvent;
+use crate::ffi::{
+    ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE, ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST,
+    ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, ACL_STREAM_FAST_LAUNCH, ACL_STREAM_FAST_SYNC,
+};
+use crate::stream::AclStream;
+use crate::AclBackend;
+use braid_stream_core::hal::{self, HalError};
+use braid_stream_core::types::{DevicePtr, EventFlags, MemInfo, Priority};
+use std::collections::HashMap;
+use std::fmt;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// How the backend uses ACL. [`AclConfig::default`] is what torch_npu does.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct AclConfig {
+    /// Flags for `aclrtCreateStreamWithConfig`; default
+    /// `ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC`.
+    pub stream_flags: u32,
+    /// `aclrtMemMallocPolicy` for segments; default `ACL_MEM_MALLOC_HUGE_FIRST`.
+    pub malloc_policy: u32,
+    /// Milliseconds a stream synchronize may take before it fails with
+    /// `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT` (`aclrtSynchronizeStreamWithTimeout`, where the
+    /// library has it); -1 waits forever (the default).
+    pub sync_timeout_ms: i32,
+}
+
+impl Default for AclConfig {
+    fn default() -> Self {
+        AclConfig {
+            stream_flags: ACL_STREAM_FAST_LAUNCH | ACL_STREAM_FAST_SYNC,
+            malloc_policy: ACL_MEM_MALLOC_HUGE_FIRST,
+            sync_timeout_ms: -1,
+        }
+    }
+}
+
+/// Why a device could not be opened.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The library could not be loaded.
+    #[error(transparent)]
+    Load(#[from] LoadError),
+    /// An ACL call failed (`aclInit`, `aclrtGetDeviceCount`, `aclrtSetDevice`).
+    #[error(transparent)]
+    Acl(#[from] AclError),
+    /// The ordinal is not below the device count.
+    #[error("ACL device {ordinal} does not exist ({count} devices)")]
+    NoSuchDevice {
+        /// The ordinal asked for.
+        ordinal: u32,
+        /// Devices ACL reports.
+        count: u32,
+    },
+}
+
+/// Pseudo error number of [`OpenError::Load`] as a [`HalError::Native`].
+pub const LOAD_FAILED_CODE: i32 = -1;
+
+impl From<OpenError> for HalError {
+    fn from(err: OpenError) -> Self {
+        match err {
+            OpenError::Load(e) => HalError::Native {
+                code: LOAD_FAILED_CODE,
+                name: "BRAID_ACL_LIBRARY_UNAVAILABLE",
+                message: e.to_string(),
+            },
+            OpenError::Acl(e) => e.into(),
+            e @ OpenError::NoSuchDevice { .. } => HalError::InvalidArgument(e.to_string()),
+        }
+    }
+}
+
+static NEXT_UID: AtomicU64 = AtomicU64::new(1);
+
+/// What a device's streams, events and graphs share: the calls, the device, the error kept
+/// from a `Drop`, and the bookkeeping of active captures.
+pub(crate) struct Shared {
+    pub(crate) calls: Arc<dyn AclCalls>,
+    pub(crate) ordinal: u32,
+    uid: u64,
+    pub(crate) config: AclConfig,
+    /// An error from a destroy call made in `Drop`, reported by the next call.
+    deferred: Mutex<Option<AclError>>,
+    /// Work nodes captured so far, by the model (`aclmdlRI`) of each active capture.
+    captures: Mutex<HashMap<Handle, usize>>,
+    active_captures: AtomicUsize,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Shared {
+    /// The error for `code` from `call`, with the runtime's text for it.
+    pub(crate) fn error(&self, call: &'static str, code: i32) -> AclError {
+        let err = AclError::new(call, code, self.calls.recent_error_message());
+        tracing::debug!(%err, "ACL call failed");
+        err
+    }
+
+    /// `Ok` for success, else the error for `code`.
+    pub(crate) fn check(&self, call: &'static str, code: i32) -> Result<(), AclError> {
+        if code == codes::ACL_SUCCESS {
+            Ok(())
+        } else {
+            Err(self.error(call, code))
+        }
+    }
+
+    /// Maps the error code of a call with a result.
+    pub(crate) fn result<T>(&self, call: &'static str, r: Result<T, i32>) -> Result<T, AclError> {
+        r.map_err(|code| self.error(call, code))
+    }
+
+    /// Creates an event with ACL `flags`: `aclrtCreateEventExWithFlag`, or
+    /// `aclrtCreateEventWithFlag` where the Ex variant is missing.
+    pub(crate) fn create_event_raw(&self, flags: u32) -> Result<Handle, AclError> {
+        match self.calls.create_event_ex_with_flag(flags) {
+            Some(r) => self.result("aclrtCreateEventExWithFlag", r),
+            None => self.result(
+                "aclrtCreateEventWithFlag",
+                self.calls.create_event_with_flag(flags),
+            ),
+        }
+    }
+
+    /// Reports an error kept from a `Drop`, then binds the device to this thread. Every hal
+    /// call starts with it.
+    pub(crate) fn bind(&self) -> Result<(), AclError> {
+        if let Some(err) = lock(&self.deferred).take() {
+            return Err(err);
+        }
+        self.bind_only()
+    }
+
+    fn bind_only(&self) -> Result<(), AclError> {
+        if bind::is_bound(self.uid) {
+            return Ok(());
+        }
+        self.check("aclrtSetDevice", self.calls.set_device(self.ordinal as i32))?;
+        bind::set_bound(self.uid);
+        tracing::trace!(ordinal = self.ordinal, "ACL device bound to this thread");
+        Ok(())
+    }
+
+    /// Runs a destroy call from a `Drop`: binds, calls, and keeps a failure for the next call.
+    pub(crate) fn release(&self, call: &'static str, f: impl FnOnce(&dyn AclCalls) -> i32) {
+        let result = self
+            .bind_only()
+            .and_then(|()| self.check(call, f(self.calls.as_ref())));
+        if let Err(err) = result {
+            tracing::warn!(%err, "ACL destroy failed in Drop; reported by the next call");
+            let mut slot = lock(&self.deferred);
+            // Keep the first error: it is the one that explains the later ones.
+            if slot.is_none() {
+                *slot = Some(err);
+            }
+        }
+    }
+
+    /// Notes `nodes` work nodes submitted to `stream`, if it is capturing.
+    pub(crate) fn note_work(&self, stream: Handle, nodes: usize) {
+        if self.active_captures.load(Ordering::Acquire) == 0 {
+            return;
+        }
+        if let Some(Ok((ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, model))) =
+            self.calls.capture_get_info(stream)
+        {
+            *lock(&self.captures).entry(model).or_insert(0) += nodes;
+        }
+    }
+
+    /// A capture began; its model (when known) starts with no nodes.
+    pub(crate) fn capture_begun(&self, model: Option<Handle>) {
+        if let Some(model) = model {
+            lock(&self.captures).insert(model, 0);
+        }
+        self.active_captures.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A capture ended (or failed to): returns the nodes counted for its models.
+    pub(crate) fn capture_ended(&self, models: &[Handle]) -> usize {
+        let _ = self
+            .active_captures
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                Some(n.saturating_sub(1))
+            });
+        let mut captures = lock(&self.captures);
+        let mut nodes = 0;
+        for model in models {
+            if let Some(n) = captures.remove(model) {
+                nodes = nodes.max(n);
+            }
+        }
+        nodes
+    }
+}
+
+impl Drop for Shared {
+    fn drop(&mut self) {
+        let result = self.bind_only().and_then(|()| {
+            self.check(
+                "aclrtResetDevice",
+                self.calls.reset_device(self.ordinal as i32),
+            )
+        });
+        bind::forget(self.uid);
+        if let Err(err) = result.and(match lock(&self.deferred).take() {
+            Some(err) => Err(err),
+            None => Ok(()),
+        }) {
+            tracing::warn!(%err, ordinal = self.ordinal, "error while releasing the ACL device");
+        }
+    }
+}
+
+/// One Ascend device through ACL. Cloning gives another handle to the same device.
+///
+/// Opening calls `aclInit` (a repeated init is not an error) and `aclrtSetDevice`; the device
+/// is reset (`aclrtResetDevice`) when the last device, stream, event and graph handle is gone.
+#[derive(Clone)]
+pub struct AclDevice {
+    pub(crate) shared: Arc<Shared>,
+}
+
+impl fmt::Debug for AclDevice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AclDevice")
+            .field("ordinal", &self.shared.ordinal)
+            .finish()
+    }
+}
+
+impl AclDevice {
+    /// Opens device `ordinal` of the library [`AclApi::load`] finds, with the default
+    /// configuration.
+    pub fn open(ordinal: u32) -> Result<AclDevice, OpenError> {
+        Self::open_with(AclApi::load()?, ordinal, AclConfig::default())
+    }
+
+    /// Opens device `ordinal` of `api` with `config`.
+    pub fn open_with(
+        api: &'static AclApi,
+        ordinal: u32,
+        config: AclConfig,
+    ) -> Result<AclDevice, OpenError> {
+        Self::with_calls(Arc::new(ApiRef(api)), ordinal, config)
+    }
+
+    pub(crate) fn with_calls(
+        calls: Arc<dyn AclCalls>,
+        ordinal: u32,
+        config: AclConfig,
+    ) -> Result<AclDevice, OpenError> {
+        let code = calls.init();
+        if code != codes::ACL_SUCCESS && code != codes::ACL_ERROR_REPEAT_INITIALIZE {
+            return Err(AclError::new("aclInit", code, calls.recent_error_message()).into());
+        }
+        let count = calls.device_count().map_err(|code| {
+            AclError::new("aclrtGetDeviceCount", code, calls.recent_error_message())
+        })?;
+        if ordinal >= count {
+            return Err(OpenError::NoSuchDevice { ordinal, count });
+        }
+        let device_id =
+            i32::try_from(ordinal).map_err(|_| OpenError::NoSuchDevice { ordinal, count })?;
+        let code = calls.set_device(device_id);
+        if code != codes::ACL_SUCCESS {
+            return Err(AclError::new("aclrtSetDevice", code, calls.recent_error_message()).into());
+        }
+        let uid = NEXT_UID.fetch_add(1, Ordering::Relaxed);
+        bind::set_bound(uid);
+        tracing::debug!(ordinal, ?config, "ACL device opened");
+        Ok(AclDevice {
+            shared: Arc::new(Shared {
+                calls,
+                ordinal,
+                uid,
+                config,
+                deferred: Mutex::new(None),
+                captures: Mutex::new(HashMap::new()),
+                active_captures: AtomicUsize::new(0),
+            }),
+        })
+    }
+
+    #[cfg(test)]
+    pub(crate) fn shared_uid(&self) -> u64 {
+        self.shared.uid
+    }
+
+    /// The configuration the device was opened with.
+    pub fn config(&self) -> &AclConfig {
+        &self.shared.config
+    }
+
+    fn mem_info_raw(&self) -> Result<MemInfo, AclError> {
+        let (free, total) = self
+            .shared
+            .result("aclrtGetMemInfo", self.shared.calls.mem_info(ACL_HBM_MEM))?;
+        Ok(MemInfo { free, total })
+    }
+}
+
+impl hal::Device for AclDevice {
+    type B = AclBackend;
+
+    fn ordinal(&self) -> u32 {
+        self.shared.ordinal
+    }
+
+    fn default_stream(&self) -> Result<AclStream, HalError> {
+        self.shared.bind()?;
+        Ok(AclStream::default_of(self.shared.clone()))
+    }
+
+    fn create_stream(&self, priority: Priority) -> Result<AclStream, HalError> {
+        let sh = &self.shared;
+        sh.bind()?;
+        // ACL priorities run 0 (highest, the default) to 7; braid's 0 is normal, negative is
+        // higher. Treated as a hint, as on the hardware (reference §1.5).
+        let acl_priority = priority.clamp(0, 7) as u32;
+        let handle = match sh
+            .calls
+            .create_stream_with_config(acl_priority, sh.config.stream_flags)
+        {
+            Some(r) => sh.result("aclrtCreateStreamWithConfig", r)?,
+            None => {
+                tracing::debug!("aclrtCreateStreamWithConfig missing; using aclrtCreateStream");
+                sh.result("aclrtCreateStream", sh.calls.create_stream())?
+            }
+        };
+        Ok(AclStream::owned(sh.clone(), handle))
+    }
+
+    fn create_event(&self, flags: EventFlags) -> Result<AclEvent, HalError> {
+        let sh = &self.shared;
+        sh.bind()?;
+        // SYNC: waitable and usable in capture; TIME_LINE: timestamps for elapsed time.
+        let acl_flags = ACL_EVENT_SYNC | if flags.timing { ACL_EVENT_TIME_LINE } else { 0 };
+        let handle = sh.create_event_raw(acl_flags)?;
+        Ok(AclEvent::new(sh.clone(), handle))
+    }
+
+    fn alloc(&self, size: u64) -> Result<DevicePtr, HalError> {
+        let sh = &self.shared;
+        sh.bind()?;
+        let bytes = usize::try_from(size).map_err(|_| HalError::OutOfMemory {
+            requested: size,
+            free: 0,
+            total: 0,
+        })?;
+        match sh.calls.malloc(bytes, sh.config.malloc_policy) {
+            Ok(ptr) => Ok(DevicePtr(ptr)),
+            Err(code) => {
+                let err = sh.error("aclrtMalloc", code);
+                if err.is_out_of_memory() {
+                    // The allocator's OOM ladder runs on this; free/total are best effort.
+                    let info = self.mem_info_raw().unwrap_or(MemInfo { free: 0, total: 0 });
+                    tracing::debug!(%err, requested = size, "ACL device out of memory");
+                    Err(HalError::OutOfMemory {
+                        requested: size,
+                        free: info.free,
+                        total: info.total,
+                    })
+                } else {
+                    Err(err.into())
+                }
+            }
+        }
+    }
+
+    unsafe fn free(&self, ptr: DevicePtr) -> Result<(), HalError> {
+        let sh = &self.shared;
+        sh.bind()?;
+        Ok(sh.check("aclrtFree", sh.calls.free(ptr.0))?)
+    }
+
+    fn mem_info(&self) -> Result<MemInfo, HalError> {
+        self.shared.bind()?;
+        Ok(self.mem_info_raw()?)
+    }
+
+    fn synchronize(&self) -> Result<(), HalError> {
+        let sh = &self.shared;
+        sh.bind()?;
+        Ok(sh.check("aclrtSynchronizeDevice", sh.calls.synchronize_device())?)
+    }
+}

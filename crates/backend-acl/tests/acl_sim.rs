@@ -1,0 +1,210 @@
+//! ACL's semantics as `braid-acl-sim` reproduces them, seen through the backend: return codes,
+//! names and `aclGetRecentErrMsg` texts of the error paths the backend maps.
+
+mod common;
+
+use braid_backend_acl::ffi::BraidKernelDesc;
+use braid_backend_acl::{codes, AclConfig, AclDevice};
+use braid_stream_core::hal::{Device as _, Event as _, HalError, Stream as _};
+use braid_stream_core::types::{CaptureMode, CaptureStatus, EventFlags};
+use braid_stream_core::{DevicePtr, Kernel};
+use std::ffi::CStr;
+use std::mem::{offset_of, size_of};
+use std::ptr;
+
+fn open(ordinal: u32) -> AclDevice {
+    common::exclusive();
+    AclDevice::open_with(common::api(), ordinal, AclConfig::default()).expect("opens")
+}
+
+fn code_of(err: HalError) -> (i32, &'static str, String) {
+    match err {
+        HalError::Native {
+            code,
+            name,
+            message,
+        } => (code, name, message),
+        other => panic!("expected a native error, got {other:?}"),
+    }
+}
+
+#[test]
+fn kernel_descriptions_have_one_layout_in_both_crates() {
+    type A = BraidKernelDesc;
+    type B = braid_acl_sim::BraidKernelDesc;
+    assert_eq!(size_of::<A>(), size_of::<B>());
+    assert_eq!(offset_of!(A, kind), offset_of!(B, kind));
+    assert_eq!(offset_of!(A, n), offset_of!(B, n));
+    assert_eq!(offset_of!(A, ptr), offset_of!(B, ptr));
+    assert_eq!(offset_of!(A, len), offset_of!(B, len));
+    assert_eq!(offset_of!(A, scalar), offset_of!(B, scalar));
+    assert_eq!(offset_of!(A, duration_ns), offset_of!(B, duration_ns));
+}
+
+#[test]
+fn repeated_init_and_error_text_fetched_then_cleared() {
+    common::exclusive();
+    let api = common::api();
+    // SAFETY: a null config path is allowed.
+    let first = unsafe { (api.aclInit)(ptr::null()) };
+    assert!(first == 0 || first == codes::ACL_ERROR_REPEAT_INITIALIZE);
+    // SAFETY: as above.
+    let again = unsafe { (api.aclInit)(ptr::null()) };
+    assert_eq!(again, codes::ACL_ERROR_REPEAT_INITIALIZE);
+    // SAFETY: no arguments; the pointer is read at once.
+    let msg = unsafe { (api.aclGetRecentErrMsg)() };
+    assert!(!msg.is_null());
+    // SAFETY: non-null, NUL-terminated.
+    let text = unsafe { CStr::from_ptr(msg) }
+        .to_string_lossy()
+        .into_owned();
+    assert!(text.contains("repeated"), "{text}");
+    // SAFETY: no arguments.
+    let cleared = unsafe { (api.aclGetRecentErrMsg)() };
+    assert!(cleared.is_null(), "fetching clears the text");
+    // Stale handles are codes, not crashes.
+    // SAFETY: braid-acl-sim never dereferences handles.
+    let code = unsafe { (api.aclrtDestroyStream)(0xdead_0000 as *mut _) };
+    assert_eq!(code, codes::ACL_ERROR_RT_INVALID_HANDLE);
+}
+
+#[test]
+fn a_thread_without_a_device_is_refused_and_the_backend_binds_it() {
+    let dev = open(0);
+    let api = common::api();
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut p: *mut std::ffi::c_void = ptr::null_mut();
+            // SAFETY: live out parameter.
+            let code = unsafe { (api.aclrtMalloc)(&mut p, 64, 0) };
+            assert_eq!(code, codes::ACL_ERROR_RT_CONTEXT_NULL);
+            // The backend binds the device on this thread first.
+            let p = dev.alloc(64).expect("alloc on a fresh thread");
+            // SAFETY: allocated above, unused.
+            unsafe { dev.free(p) }.unwrap();
+        });
+    });
+}
+
+#[test]
+fn device_oom_is_207018_and_the_hal_reports_out_of_memory() {
+    let dev = open(0);
+    let info = dev.mem_info().unwrap();
+    match dev.alloc(info.total + 1).unwrap_err() {
+        HalError::OutOfMemory {
+            requested, total, ..
+        } => assert_eq!((requested, total), (info.total + 1, info.total)),
+        other => panic!("unexpected {other:?}"),
+    }
+    let api = common::api();
+    let mut p: *mut std::ffi::c_void = ptr::null_mut();
+    // SAFETY: live out parameter.
+    let code = unsafe { (api.aclrtMalloc)(&mut p, usize::MAX / 2, 0) };
+    assert_eq!(code, codes::ACL_ERROR_RT_DEVICE_OOM);
+}
+
+#[test]
+fn waiting_on_an_event_without_sync_fails() {
+    let dev = open(0);
+    let api = common::api();
+    let s = dev.create_stream(0).unwrap();
+    let mut ev: *mut std::ffi::c_void = ptr::null_mut();
+    let create = api
+        .aclrtCreateEventExWithFlag
+        .expect("exported by braid-acl-sim");
+    // SAFETY: live out parameter; flag 0: no ACL_EVENT_SYNC.
+    assert_eq!(unsafe { create(&mut ev, 0) }, 0);
+    // SAFETY: handles from this library.
+    assert_eq!(unsafe { (api.aclrtRecordEvent)(ev, s.as_raw()) }, 0);
+    // SAFETY: as above.
+    let code = unsafe { (api.aclrtStreamWaitEvent)(s.as_raw(), ev) };
+    assert_eq!(code, codes::ACL_ERROR_RT_PARAM_INVALID);
+    // SAFETY: no arguments.
+    let text = unsafe { CStr::from_ptr((api.aclGetRecentErrMsg)()) }
+        .to_string_lossy()
+        .into_owned();
+    assert!(text.contains("ACL_EVENT_SYNC"), "{text}");
+    // Timing needs ACL_EVENT_TIME_LINE: the backend's ordering events have none.
+    let (a, b) = (
+        dev.create_event(EventFlags::ORDERING).unwrap(),
+        dev.create_event(EventFlags::ORDERING).unwrap(),
+    );
+    s.record(&a).unwrap();
+    s.record(&b).unwrap();
+    s.synchronize().unwrap();
+    let (code, _, message) = code_of(a.elapsed_ms(&b).unwrap_err());
+    assert_eq!(code, codes::ACL_ERROR_RT_PARAM_INVALID);
+    assert!(message.contains("ACL_EVENT_TIME_LINE"), "{message}");
+    // SAFETY: created above, no longer used.
+    assert_eq!(unsafe { (api.aclrtDestroyEvent)(ev) }, 0);
+}
+
+#[test]
+fn blocking_calls_during_capture_are_107041() {
+    let dev = open(0);
+    let (s, other) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    let mem = dev.alloc(256).unwrap();
+    s.begin_capture(CaptureMode::Global).unwrap();
+    assert_eq!(s.capture_status().unwrap(), CaptureStatus::Active);
+    s.memset(mem, 1, 256).unwrap();
+    for err in [
+        s.synchronize().unwrap_err(),
+        s.query().unwrap_err(),
+        other.synchronize().unwrap_err(),
+        dev.synchronize().unwrap_err(),
+    ] {
+        let (code, name, message) = code_of(err);
+        assert_eq!(
+            (code, name),
+            (107_041, "ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC")
+        );
+        assert!(message.contains("ret=107041"), "{message}");
+    }
+    // The default stream would add an implicit dependency.
+    let (code, _, _) = code_of(dev.default_stream().unwrap().memset(mem, 0, 4).unwrap_err());
+    assert_eq!(code, codes::ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT);
+    let graph = s.end_capture().unwrap();
+    assert_eq!(braid_stream_core::hal::Graph::node_count(&graph), 1);
+    s.synchronize().unwrap();
+    // SAFETY: no work uses `mem` any more (synchronized).
+    unsafe { dev.free(mem) }.unwrap();
+}
+
+#[test]
+fn an_unjoined_stream_fails_the_capture_end_with_107025() {
+    let dev = open(0);
+    let (origin, side) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    let mem = dev.alloc(1024).unwrap();
+    let fork = dev.create_event(EventFlags::ORDERING).unwrap();
+    origin.begin_capture(CaptureMode::Global).unwrap();
+    origin
+        .launch(&Kernel::Busy { duration_ns: 10 }, "origin work")
+        .unwrap();
+    origin.record(&fork).unwrap();
+    side.wait(&fork).unwrap();
+    assert_eq!(side.capture_status().unwrap(), CaptureStatus::Active);
+    side.memset(DevicePtr(mem.0), 0, 512).unwrap();
+    let (code, name, message) = code_of(origin.end_capture().unwrap_err());
+    assert_eq!((code, name), (107_025, "ACL_ERROR_RT_STREAM_UNJOINED"));
+    assert!(
+        message
+            .contains("capture model contains a stream that was not joined to the original stream"),
+        "{message}"
+    );
+    // Every stream is back to eager work.
+    assert_eq!(side.capture_status().unwrap(), CaptureStatus::None);
+    assert_eq!(origin.capture_status().unwrap(), CaptureStatus::None);
+
+    // Joined back: the end succeeds and the graph holds both streams' work.
+    let join = dev.create_event(EventFlags::ORDERING).unwrap();
+    origin.begin_capture(CaptureMode::Relaxed).unwrap();
+    origin.record(&fork).unwrap();
+    side.wait(&fork).unwrap();
+    side.memset(DevicePtr(mem.0), 0, 512).unwrap();
+    side.record(&join).unwrap();
+    origin.wait(&join).unwrap();
+    let graph = origin.end_capture().unwrap();
+    assert_eq!(braid_stream_core::hal::Graph::node_count(&graph), 1);
+    braid_stream_core::hal::Graph::launch(&graph, &origin).unwrap();
+    origin.synchronize().unwrap();
+}
