@@ -1,0 +1,61 @@
+//! Replay throughput of braid's caching allocator on the real PyTorch snapshots in
+//! `shared/traces`: wall time to replay each trace's prologue and window through the allocator
+//! on a timing-only simulated device (parsing, planning, device setup and the final drop of
+//! live buffers are not timed).
+//! Files that are absent are skipped.
+
+use braid_trace::{ReplayPlan, SimReplay, Snapshot};
+use criterion::{criterion_group, criterion_main, Criterion, Throughput};
+use std::path::PathBuf;
+use std::time::Duration;
+
+const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/traces");
+
+fn traces() -> Vec<PathBuf> {
+    let Ok(dir) = std::fs::read_dir(TRACES) else {
+        eprintln!("note: {TRACES} is absent; no trace to replay");
+        return Vec::new();
+    };
+    let mut files: Vec<PathBuf> = dir
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
+        .collect();
+    files.sort();
+    files
+}
+
+fn trace_replay(c: &mut Criterion) {
+    let mut group = c.benchmark_group("trace_replay");
+    for path in traces() {
+        let name = path
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let plan = match Snapshot::from_path(&path).and_then(|s| ReplayPlan::from_snapshot(&s, 0)) {
+            Ok(plan) => plan,
+            Err(e) => {
+                eprintln!("note: skipping {name}: {e}");
+                continue;
+            }
+        };
+        group.throughput(Throughput::Elements(plan.ops.len() as u64));
+        // Times only the replay loop (`ReplayStats::replay_ns`): device and allocator setup
+        // and dropping the buffers still live at the end are left out.
+        group.bench_function(name, |b| {
+            b.iter_custom(|iters| {
+                let mut total = Duration::ZERO;
+                for _ in 0..iters {
+                    let replay =
+                        SimReplay::new(&plan, Default::default(), None).expect("sim device");
+                    let stats = replay.run(&plan).expect("replay");
+                    total += Duration::from_nanos(stats.replay_ns);
+                }
+                total
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, trace_replay);
+criterion_main!(benches);

@@ -1,0 +1,61 @@
+//! `braid trace`: PyTorch memory snapshots replayed through braid's allocator.
+
+use braid_trace::{replay_file, ReplayOptions};
+use clap::{Args, Subcommand};
+use std::io::Write;
+use std::path::PathBuf;
+
+/// What `braid trace` can do.
+#[derive(Subcommand)]
+pub enum TraceCommand {
+    /// Replays a PyTorch memory snapshot (`torch.cuda.memory._dump_snapshot` pickle) through
+    /// braid's caching allocator on the simulated device, and prints braid's peak reserved
+    /// bytes, fragmentation and device mallocs next to PyTorch's own over the same window.
+    ///
+    /// Blocks live before recording started (weights, optimizer state) are allocated first,
+    /// as a prologue.
+    Replay(ReplayArgs),
+}
+
+/// Arguments of `braid trace replay`.
+#[derive(Args)]
+pub struct ReplayArgs {
+    /// The snapshot pickle.
+    file: PathBuf,
+    /// Print one JSON object instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Allocator configuration, as in PYTORCH_ALLOC_CONF (for example
+    /// `max_split_size_mb:128,roundup_power2_divisions:4`).
+    #[arg(long)]
+    conf: Option<String>,
+    /// Times to run the replay; the fastest run gives the time per event.
+    #[arg(long, default_value_t = 5)]
+    runs: usize,
+    /// Device index of the trace to replay.
+    #[arg(long, default_value_t = 0)]
+    device: usize,
+}
+
+/// Runs a `braid trace` command, writing its output to `out`.
+pub fn run(
+    command: &TraceCommand,
+    out: &mut impl Write,
+) -> Result<bool, Box<dyn std::error::Error>> {
+    match command {
+        TraceCommand::Replay(args) => {
+            let options = ReplayOptions {
+                conf: args.conf.clone(),
+                runs: args.runs,
+                device: args.device,
+            };
+            let report = replay_file(&args.file, &options)?;
+            if args.json {
+                writeln!(out, "{}", serde_json::to_string(&report)?)?;
+            } else {
+                write!(out, "{}", report.table())?;
+            }
+            Ok(true)
+        }
+    }
+}
