@@ -35,6 +35,10 @@ pub struct ReplayArgs {
     /// Device index of the trace to replay.
     #[arg(long, default_value_t = 0)]
     device: usize,
+    /// Also write braid's own memory after the replay (segments, blocks and the replay's
+    /// history) to this file as a snapshot pickle; open it in https://pytorch.org/memory_viz.
+    #[arg(long, value_name = "PATH")]
+    export: Option<PathBuf>,
 }
 
 /// Runs a `braid trace` command, writing its output to `out`.
@@ -48,6 +52,7 @@ pub fn run(
                 conf: args.conf.clone(),
                 runs: args.runs,
                 device: args.device,
+                export: args.export.clone(),
             };
             let report = replay_file(&args.file, &options)?;
             if args.json {

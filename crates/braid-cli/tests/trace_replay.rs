@@ -94,3 +94,31 @@ fn table_and_errors() {
         .expect("runs");
     assert!(!missing.status.success());
 }
+
+#[test]
+fn export_writes_braids_memory_for_memory_viz() {
+    let Some(path) = trace() else { return };
+    let out_file =
+        std::env::temp_dir().join(format!("braid-cli-export-{}.pickle", std::process::id()));
+    let out = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(["trace", "replay", "--runs", "1", "--export"])
+        .arg(&out_file)
+        .arg(&path)
+        .output()
+        .expect("runs");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let exported = braid_trace::Snapshot::from_path(&out_file).expect("the export parses");
+    std::fs::remove_file(&out_file).expect("cleanup");
+    let events = &exported.device_traces[0];
+    let allocs = events
+        .iter()
+        .filter(|e| e.action == braid_trace::Action::Alloc)
+        .count();
+    // The replay's whole history: every alloc of the trace window plus the prologue's.
+    assert!(allocs >= 1280, "{allocs} alloc events exported");
+    assert!(!exported.segments.is_empty());
+}

@@ -7,7 +7,7 @@
 //! | [`replay_plan`] | snapshot → prologue + window of alloc/free ops; PyTorch's reservation over the window |
 //! | [`replay`](mod@replay) | runs a plan through [`braid_allocator::CachingAllocator`] (simulated device by default) |
 //! | [`report`] | braid next to PyTorch, as a table or JSON (`braid trace replay`) |
-//! | [`export`] | memory state + history → a snapshot pickle pytorch.org/memory_viz opens |
+//! | [`export`] | memory state + history → a snapshot pickle pytorch.org/memory_viz opens ([`MemoryExport::from_allocator`] for braid's own allocator) |
 //!
 //! ```no_run
 //! use braid_trace::{replay_file, ReplayOptions};
@@ -26,6 +26,7 @@
 
 pub mod error;
 pub mod export;
+mod from_allocator;
 mod lenient;
 pub mod pyvalue;
 pub mod replay;

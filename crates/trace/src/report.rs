@@ -2,6 +2,7 @@
 //! over the same window.
 
 use crate::error::{Result, TraceError};
+use crate::export::MemoryExport;
 use crate::replay::{parse_conf, ReplayStats, SimReplay};
 use crate::replay_plan::ReplayPlan;
 use crate::snapshot::Snapshot;
@@ -20,6 +21,9 @@ pub struct ReplayOptions {
     pub runs: usize,
     /// Device index of the trace.
     pub device: usize,
+    /// Where to write braid's own memory (segments, blocks and the whole replay's history) as
+    /// a snapshot pickle for pytorch.org/memory_viz; `None` writes nothing.
+    pub export: Option<std::path::PathBuf>,
 }
 
 impl Default for ReplayOptions {
@@ -28,6 +32,7 @@ impl Default for ReplayOptions {
             conf: None,
             runs: 5,
             device: 0,
+            export: None,
         }
     }
 }
@@ -237,8 +242,21 @@ pub fn replay_file(path: impl AsRef<Path>, options: &ReplayOptions) -> Result<Re
 pub fn replay_plan_on_sim(plan: &ReplayPlan, options: &ReplayOptions) -> Result<ReplayStats> {
     let config = parse_conf(options.conf.as_deref())?;
     let mut best: Option<ReplayStats> = None;
-    for _ in 0..options.runs.max(1) {
-        let run = SimReplay::new(plan, config.clone(), None)?.run(plan)?;
+    for run_index in 0..options.runs.max(1) {
+        let export = options.export.as_ref().filter(|_| run_index == 0);
+        let run_config = match export {
+            // Keep every event of the replay: alloc, free and segment events per op, and slack.
+            Some(_) => config
+                .clone()
+                .record_history(true)
+                .history_size(plan.ops.len().saturating_mul(4).saturating_add(1024)),
+            None => config.clone(),
+        };
+        let sim = SimReplay::new(plan, run_config, None)?;
+        let run = sim.run(plan)?;
+        if let Some(path) = export {
+            MemoryExport::from_allocator(&sim.allocator).write(path)?;
+        }
         best = Some(match best {
             None => run,
             Some(mut first) => {
