@@ -184,4 +184,12 @@ impl hal::Device for SimDevice {
         lock(&self.shared).sync_device();
         Ok(())
     }
+
+    fn note_sub_alloc(&self, range: DeviceSlice, stream: &SimStream) -> Result<(), HalError> {
+        self.sanitizer_note_alloc(range, stream.index())
+    }
+
+    fn note_sub_free(&self, range: DeviceSlice, stream: &SimStream) -> Result<(), HalError> {
+        self.sanitizer_note_free(range, stream.index())
+    }
 }

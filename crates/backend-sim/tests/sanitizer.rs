@@ -341,3 +341,29 @@ fn graph_replays_are_checked_like_eager_work() {
     g.launch(&u).unwrap();
     assert_eq!(kinds(&dev), vec![RaceKind::WriteWrite]);
 }
+
+#[test]
+fn hal_sub_allocation_notes_reach_the_sanitizer() {
+    use braid_stream_core::hal::Device as HalDevice;
+    let dev = device(SanitizerMode::Report);
+    let (o, u) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    let seg = dev.alloc(4096).unwrap();
+    let out = dev.alloc(4).unwrap();
+    let block = DeviceSlice::new(seg, 1024);
+    HalDevice::note_sub_alloc(&dev, block, &o).unwrap();
+    o.launch(&fill(seg, 256), "init").unwrap();
+    let e = dev.create_event(EventFlags::ORDERING).unwrap();
+    o.record(&e).unwrap();
+    u.wait(&e).unwrap();
+    u.launch(&busy(100_000), "slow").unwrap();
+    u.launch(&sum(seg, 256, out), "user reads").unwrap();
+    // Taken back and handed out again on `o` without ordering after the user's read.
+    HalDevice::note_sub_free(&dev, block, &o).unwrap();
+    HalDevice::note_sub_alloc(&dev, block, &o).unwrap();
+    o.launch(&fill(seg, 256), "new owner writes").unwrap();
+    assert_eq!(kinds(&dev), vec![RaceKind::UseAfterFree]);
+    assert!(
+        HalDevice::note_sub_free(&dev, DeviceSlice::new(seg, 512), &o).is_err(),
+        "a free must name a declared block exactly"
+    );
+}

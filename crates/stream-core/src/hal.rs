@@ -7,7 +7,9 @@
 //! ([`crate::Device`], [`crate::Stream`], [`crate::Event`], [`crate::Graph`]).
 
 use crate::kernel::Kernel;
-use crate::types::{CaptureMode, CaptureStatus, DevicePtr, EventFlags, MemInfo, Priority};
+use crate::types::{
+    CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, MemInfo, Priority,
+};
 
 /// Errors a backend reports. Out of memory is distinct so the allocator can run its ladder.
 #[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
@@ -86,6 +88,30 @@ pub trait Device: Send + Sync + 'static {
 
     /// Blocks until all work on all streams is done.
     fn synchronize(&self) -> Result<(), HalError>;
+
+    /// A sub-allocator (the caching allocator, working inside segments) handed `range` to a new
+    /// user whose first stream is `stream`. Backends with a memory checker use this to see
+    /// blocks reused inside a segment; the default does nothing.
+    fn note_sub_alloc(
+        &self,
+        range: DeviceSlice,
+        stream: &<Self::B as Backend>::Stream,
+    ) -> Result<(), HalError> {
+        let _ = (range, stream);
+        Ok(())
+    }
+
+    /// A sub-allocator took back `range` (exactly as given to [`Device::note_sub_alloc`]) at
+    /// `stream`'s current position; until it is handed out again, accesses to it are uses
+    /// after free. The default does nothing.
+    fn note_sub_free(
+        &self,
+        range: DeviceSlice,
+        stream: &<Self::B as Backend>::Stream,
+    ) -> Result<(), HalError> {
+        let _ = (range, stream);
+        Ok(())
+    }
 }
 
 /// A FIFO of device work.
