@@ -1,33 +1,26 @@
-//! Host cost of the caching allocator on the simulated device (timing-only mode, so no data is
-//! stored): the cache-hit alloc+free pair on one stream, a cross-stream free that goes through
-//! `record_stream` and event processing, and contention from 8 host threads.
+//! Host cost of the caching allocator: the cache-hit alloc+free pair on one stream, a
+//! cross-stream free that goes through `record_stream` and event processing, and contention
+//! from 8 host threads.
+//!
+//! Runs on the backend `braid_benches::selected` picks: a timing-only simulated device by
+//! default (no data stored), ACL with `--features acl` or `BRAID_BENCH_BACKEND=acl`.
 
 use braid::allocator::{AllocatorConfig, CachingAllocator};
-use braid::sim::{SimBackend, SimConfig, SimMode};
-use braid::{Device, Kernel};
+use braid::core::hal::Backend;
+use braid::Device;
+use braid_benches::{on_selected_backend, BenchOn, Work};
 use criterion::{criterion_group, criterion_main, BenchmarkId, Criterion};
 use std::hint::black_box;
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
-fn device() -> Device<SimBackend> {
-    braid::sim_device(
-        SimConfig::new()
-            .capacity(64 << 30)
-            .mode(SimMode::TimingOnly)
-            .record_timeline(false),
-    )
-    .expect("sim device")
-}
-
-fn allocator(device: &Device<SimBackend>) -> CachingAllocator<SimBackend> {
+fn allocator<B: Backend>(device: &Device<B>) -> CachingAllocator<B> {
     let config = AllocatorConfig::default().record_history(false);
     CachingAllocator::new(device.clone(), config).expect("allocator")
 }
 
-fn cache_hit(c: &mut Criterion) {
-    let device = device();
-    let alloc = allocator(&device);
+fn cache_hit<B: Backend>(c: &mut Criterion, device: &Device<B>) {
+    let alloc = allocator(device);
     let stream = device.default_stream();
     let mut group = c.benchmark_group("cache-hit alloc+free pair");
     for (name, size) in [("512 B", 512u64), ("1 MiB", 1 << 20), ("64 MiB", 64 << 20)] {
@@ -39,29 +32,28 @@ fn cache_hit(c: &mut Criterion) {
     group.finish();
 }
 
-fn cross_stream_free(c: &mut Criterion) {
-    let device = device();
-    let alloc = allocator(&device);
+fn cross_stream_free<B: Backend>(c: &mut Criterion, device: &Device<B>) {
+    let alloc = allocator(device);
     let main = device.default_stream();
     let side = device.create_stream(0).expect("stream");
+    let probe = alloc.alloc(4096, &main).expect("alloc");
+    let work = Work::probe(&side, probe.slice()).expect("device work");
+    probe.record_stream(&side).expect("record_stream");
+    drop(probe);
     c.bench_function("cross-stream free (record_stream + event)", |b| {
         b.iter(|| {
             let buf = alloc.alloc(4096, &main).expect("alloc");
-            side.launch(&Kernel::Fill {
-                dst: buf.slice(),
-                value: 1.0,
-            })
-            .expect("use on side");
+            work.enqueue(&side, buf.slice()).expect("use on side");
             buf.record_stream(&side).expect("record_stream");
             drop(buf);
         })
     });
+    side.synchronize().expect("synchronize");
 }
 
-fn contention(c: &mut Criterion) {
+fn contention<B: Backend>(c: &mut Criterion, device: &Device<B>) {
     const THREADS: usize = 8;
-    let device = device();
-    let alloc = allocator(&device);
+    let alloc = allocator(device);
     let streams: Vec<_> = (0..4)
         .map(|_| device.create_stream(0).expect("stream"))
         .collect();
@@ -94,5 +86,20 @@ fn contention(c: &mut Criterion) {
     });
 }
 
-criterion_group!(benches, cache_hit, cross_stream_free, contention);
-criterion_main!(benches);
+struct Allocator<'a>(&'a mut Criterion);
+
+impl BenchOn for Allocator<'_> {
+    fn run<B: Backend>(&mut self, device: Device<B>, label: &'static str) {
+        eprintln!("allocator benches on {label}");
+        cache_hit(self.0, &device);
+        cross_stream_free(self.0, &device);
+        contention(self.0, &device);
+    }
+}
+
+fn benches(c: &mut Criterion) {
+    on_selected_backend("allocator", &mut Allocator(c));
+}
+
+criterion_group!(allocator_benches, benches);
+criterion_main!(allocator_benches);

@@ -3,6 +3,9 @@
 //! event record/wait pair every eight ops), with the sanitizer off and on.
 //!
 //! `cargo bench -p braid-benches --bench sim_throughput -- --quick`
+//!
+//! It measures the simulator itself, so it always runs on it, whatever `BRAID_BENCH_BACKEND`
+//! or the `acl` feature select.
 
 use braid::core::hal::{Device as _, Stream as _};
 use braid::core::types::{DeviceSlice, EventFlags};

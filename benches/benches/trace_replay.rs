@@ -3,6 +3,9 @@
 //! on a timing-only simulated device (parsing, planning, device setup and the final drop of
 //! live buffers are not timed).
 //! Files that are absent are skipped.
+//!
+//! The replay runs on a timing-only simulated device (models far larger than host memory), so
+//! it always runs on the simulator, whatever `BRAID_BENCH_BACKEND` or the `acl` feature select.
 
 use braid_trace::{ReplayPlan, SimReplay, Snapshot};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};

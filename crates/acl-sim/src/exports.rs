@@ -504,3 +504,91 @@ pub unsafe extern "C" fn braidSimLaunchKernel(
         with(|r| r.launch_kernel(h(stream), &k, &label))
     }))
 }
+
+/// braid's extension `aclError braidSimSanitizerReportCount(int32_t deviceId, uint64_t
+/// *count)`: how many reports the simulator's sanitizer keeps for device `deviceId` (races,
+/// uses after free, out-of-bounds accesses; see `braid_backend_sim::SanitizerMode`). The
+/// device must have been set once. CANN has no such function.
+///
+/// # Safety
+/// `count` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn braidSimSanitizerReportCount(device_id: i32, count: *mut u64) -> i32 {
+    const CALL: &str = "braidSimSanitizerReportCount";
+    // SAFETY: the caller's guarantee on `count`.
+    unsafe {
+        out(CALL, count, || {
+            with(|r| r.sanitizer_reports(CALL, device_id)).map(|v| v.len() as u64)
+        })
+    }
+}
+
+/// braid's extension `aclError braidSimSanitizerReport(int32_t deviceId, uint64_t index,
+/// char *buf, size_t bufLen, size_t *needed)`: the text of report `index` (below
+/// `braidSimSanitizerReportCount`) of device `deviceId`. `*needed` receives the text's length
+/// plus one (for the NUL); when `buf` is non-null the NUL-terminated text is written there,
+/// which fails with `ACL_ERROR_INVALID_PARAM` if `bufLen` is less than `*needed`. Call it with
+/// a null `buf` to learn the size.
+///
+/// # Safety
+/// `needed` is null or valid for a write; `buf` is null or valid for writes of `buf_len`
+/// bytes.
+#[no_mangle]
+pub unsafe extern "C" fn braidSimSanitizerReport(
+    device_id: i32,
+    index: u64,
+    buf: *mut c_char,
+    buf_len: usize,
+    needed: *mut usize,
+) -> i32 {
+    const CALL: &str = "braidSimSanitizerReport";
+    if needed.is_null() {
+        return ret(Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!("{CALL}: null output pointer"),
+        )));
+    }
+    let text = with(|r| r.sanitizer_reports(CALL, device_id)).and_then(|reports| {
+        usize::try_from(index)
+            .ok()
+            .and_then(|i| reports.into_iter().nth(i))
+            .ok_or_else(|| {
+                fail(
+                    ACL_ERROR_INVALID_PARAM,
+                    format!("{CALL}: device {device_id} has no report {index}"),
+                )
+            })
+    });
+    let text = match text {
+        Ok(t) => t.replace('\0', " "),
+        Err(e) => return ret(Err(e)),
+    };
+    let size = text.len() + 1;
+    // SAFETY: non-null, and valid for a write (the caller's guarantee).
+    unsafe { needed.write(size) };
+    if buf.is_null() {
+        return ACL_SUCCESS;
+    }
+    if buf_len < size {
+        return ret(Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!("{CALL}: the buffer has {buf_len} bytes, the report needs {size}"),
+        )));
+    }
+    // SAFETY: `buf` is valid for `buf_len >= size` bytes (the caller's guarantee) and does not
+    // overlap the freshly made `text`.
+    unsafe {
+        std::ptr::copy_nonoverlapping(text.as_ptr(), buf.cast::<u8>(), text.len());
+        buf.add(text.len()).write(0);
+    }
+    ACL_SUCCESS
+}
+
+/// braid's extension `aclError braidSimClearSanitizerReports(int32_t deviceId)`: forgets the
+/// sanitizer's reports of device `deviceId` (its happens-before state is kept). Simulated
+/// devices live as long as the process, as ACL devices do; braid clears the reports when it
+/// opens a device for a scenario, so each run counts only its own.
+#[no_mangle]
+pub extern "C" fn braidSimClearSanitizerReports(device_id: i32) -> i32 {
+    ret(with(|r| r.clear_sanitizer_reports(device_id)))
+}

@@ -32,12 +32,32 @@
 //!
 //! Not simulated: the virtual-memory functions (exported, they return
 //! `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`), stream flags and malloc policies (accepted, no effect),
-//! and resetting a device does not free its streams. Kernels run through braid's extension
-//! `braidSimLaunchKernel` (see [`BraidKernelDesc`]), which CANN does not have.
+//! and resetting a device does not free its streams. Devices live as long as the process:
+//! setting a device again after a reset finds its simulated state (clock, sanitizer) as it
+//! was.
 //!
-//! Configuration (read once, at first use): `BRAID_ACL_SIM_DEVICES` (device count, default
-//! 2) and `BRAID_ACL_SIM_CAPACITY` (bytes per device, default 16 GiB). Devices run in the
-//! simulator's data mode, so results are real numbers.
+//! braid's extensions, which CANN does not have (`braid-backend-acl` resolves them as optional
+//! symbols, so on CANN they are simply absent):
+//! - `braidSimLaunchKernel` runs braid's kernels (see [`BraidKernelDesc`]);
+//! - `braidSimSanitizerReportCount`, `braidSimSanitizerReport` and
+//!   `braidSimClearSanitizerReports` read and clear the reports of the simulator's
+//!   happens-before sanitizer on a device (what `braid::sim_race_reports` reads on the
+//!   simulator), so a scenario run through ACL reports the same races as on the simulator.
+//!
+//! Configuration (environment, read once, at first use):
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `BRAID_ACL_SIM_DEVICES` ([`DEVICES_ENV`]) | number of devices, 1 to 64 | 2 |
+//! | `BRAID_ACL_SIM_CAPACITY` ([`CAPACITY_ENV`]) | memory of each device in bytes | 16 GiB |
+//! | `BRAID_ACL_SIM_TIMING_ONLY` ([`TIMING_ONLY_ENV`]) | comma-separated ids of the devices that run timing-only; empty: none | `1` |
+//!
+//! Device 0 (and every device not named timing-only) runs in the simulator's data mode, so
+//! results are real numbers. A timing-only device stores and computes nothing — read-backs are
+//! zeros — and models time, memory and ordering only, so model-sized shapes run in
+//! milliseconds. Device 1 is timing-only by default because that is where braid's examples
+//! and `braid demo --backend acl` time their model-sized runs (on real hardware that is simply
+//! a second NPU); set `BRAID_ACL_SIM_TIMING_ONLY=` (empty) to make it compute data too.
 #![warn(missing_docs)]
 
 mod capture;
@@ -49,4 +69,4 @@ mod kernel;
 mod registry;
 
 pub use kernel::BraidKernelDesc;
-pub use registry::{CAPACITY_ENV, DEVICES_ENV};
+pub use registry::{CAPACITY_ENV, DEFAULT_TIMING_ONLY, DEVICES_ENV, TIMING_ONLY_ENV};

@@ -20,6 +20,14 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 pub const DEVICES_ENV: &str = "BRAID_ACL_SIM_DEVICES";
 /// Environment variable: memory of each simulated device in bytes (default 16 GiB).
 pub const CAPACITY_ENV: &str = "BRAID_ACL_SIM_CAPACITY";
+/// Environment variable: comma-separated ids of the devices that run in the simulator's
+/// timing-only mode (no data stored or computed, so model-sized shapes plan in milliseconds;
+/// read-backs are zeros). Unset: [`DEFAULT_TIMING_ONLY`]; empty: every device computes data.
+pub const TIMING_ONLY_ENV: &str = "BRAID_ACL_SIM_TIMING_ONLY";
+/// The timing-only devices when [`TIMING_ONLY_ENV`] is unset: device 1, the device braid's
+/// examples and `braid demo --backend acl` time model-sized shapes on
+/// (`braid::scenarios::devices::TIMING_ORDINAL`); device 0 computes real numbers.
+pub const DEFAULT_TIMING_ONLY: &[usize] = &[1];
 
 const DEFAULT_DEVICES: usize = 2;
 const DEFAULT_CAPACITY: u64 = 16 << 30;
@@ -75,6 +83,8 @@ pub(crate) struct Registry {
     initialized: bool,
     device_count: usize,
     capacity: u64,
+    /// Per device: whether it runs timing-only.
+    timing_only: Vec<bool>,
     devices: Vec<Option<Dev>>,
     streams: HashMap<usize, StreamEntry>,
     events: HashMap<usize, EventEntry>,
@@ -95,6 +105,31 @@ pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
 
 fn env_number(name: &str) -> Option<u64> {
     std::env::var(name).ok()?.trim().parse().ok()
+}
+
+/// Which of `device_count` devices run timing-only, from the value of [`TIMING_ONLY_ENV`]
+/// (`None`: unset). Entries that are not device ids are ignored, with a warning.
+fn parse_timing_only(value: Option<&str>, device_count: usize) -> Vec<bool> {
+    let mut out = vec![false; device_count];
+    let Some(value) = value else {
+        for &id in DEFAULT_TIMING_ONLY {
+            if let Some(slot) = out.get_mut(id) {
+                *slot = true;
+            }
+        }
+        return out;
+    };
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        match entry.parse::<usize>().ok().and_then(|id| out.get_mut(id)) {
+            Some(slot) => *slot = true,
+            None => tracing::warn!(
+                entry,
+                device_count,
+                "{TIMING_ONLY_ENV}: not a device id; ignored"
+            ),
+        }
+    }
+    out
 }
 
 /// A simulator error as an ACL failure of `call`.
@@ -129,10 +164,13 @@ impl Registry {
         let capacity = env_number(CAPACITY_ENV)
             .filter(|n| *n > 0)
             .unwrap_or(DEFAULT_CAPACITY);
+        let timing_only =
+            parse_timing_only(std::env::var(TIMING_ONLY_ENV).ok().as_deref(), device_count);
         Registry {
             initialized: false,
             device_count,
             capacity,
+            timing_only,
             devices: (0..device_count).map(|_| None).collect(),
             streams: HashMap::new(),
             events: HashMap::new(),
@@ -187,13 +225,18 @@ impl Registry {
         }
         let index = self.device_index(id)?;
         let capacity = self.capacity;
+        let mode = if self.timing_only.get(index).copied().unwrap_or(false) {
+            SimMode::TimingOnly
+        } else {
+            SimMode::Data
+        };
         let slot = &mut self.devices[index];
         if slot.is_none() {
             let sim = SimDevice::new(
                 SimConfig::new()
                     .ordinal(index as u32)
                     .capacity(capacity)
-                    .mode(SimMode::Data)
+                    .mode(mode)
                     .record_timeline(false),
             );
             let default_stream = sim
@@ -272,6 +315,37 @@ impl Registry {
                 ),
             ))
         }
+    }
+
+    /// The device `id`, which must have been set (by any thread) at least once.
+    fn set_dev(&self, call: &str, id: i32) -> Result<&Dev, Fail> {
+        let index = self.device_index(id)?;
+        self.devices[index].as_ref().ok_or_else(|| {
+            fail(
+                ACL_ERROR_RT_CONTEXT_NULL,
+                format!("{call}: device {id} has not been set (call aclrtSetDevice)"),
+            )
+        })
+    }
+
+    /// The sanitizer's kept reports on device `id`, rendered as `braid::sim_race_reports`
+    /// renders them.
+    pub fn sanitizer_reports(&self, call: &str, id: i32) -> Result<Vec<String>, Fail> {
+        Ok(self
+            .set_dev(call, id)?
+            .sim
+            .sanitizer_reports()
+            .iter()
+            .map(|r| r.to_string())
+            .collect())
+    }
+
+    /// Forgets the sanitizer's reports on device `id` (its happens-before state is kept).
+    pub fn clear_sanitizer_reports(&self, id: i32) -> Result<(), Fail> {
+        self.set_dev("braidSimClearSanitizerReports", id)?
+            .sim
+            .clear_sanitizer_reports();
+        Ok(())
     }
 
     pub fn mem_info(&self, attr: u32) -> Result<(u64, u64), Fail> {
@@ -950,5 +1024,20 @@ impl Registry {
         }
         self.models.remove(&model);
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_timing_only;
+
+    #[test]
+    fn timing_only_devices_default_to_device_1_and_follow_the_variable() {
+        assert_eq!(parse_timing_only(None, 2), vec![false, true]);
+        assert_eq!(parse_timing_only(None, 1), vec![false]);
+        assert_eq!(parse_timing_only(Some(""), 2), vec![false, false]);
+        assert_eq!(parse_timing_only(Some("0, 2"), 3), vec![true, false, true]);
+        // Entries that are not device ids are ignored.
+        assert_eq!(parse_timing_only(Some("x,7,1"), 2), vec![false, true]);
     }
 }

@@ -4,6 +4,8 @@ use crate::block::BlockId;
 use crate::buffer::DeviceBuffer;
 use crate::config::{AllocatorConfig, CrossStreamMode};
 use crate::error::AllocError;
+use crate::mempool::{MemPool, PoolDiversion};
+use crate::private_pool::{PoolFilter, PoolOptions, PoolStats};
 use crate::snapshot::{HistoryEntry, MemorySnapshot, PoolId};
 use crate::state::State;
 use crate::stats::MemoryStats;
@@ -117,7 +119,7 @@ impl<B: Backend> CachingAllocator<B> {
     /// the configured limit) cannot provide the memory after the out-of-memory ladder, the error
     /// is [`AllocError::OutOfMemory`] and the allocator stays usable.
     pub fn alloc(&self, size: u64, stream: &Stream<B>) -> Result<DeviceBuffer<B>, AllocError> {
-        if stream.device().ordinal() != self.inner.device.ordinal() {
+        if !stream.device().same_as(&self.inner.device) {
             return Err(AllocError::InvalidArgument(format!(
                 "stream {} belongs to device {}, the allocator to device {}",
                 stream.id(),
@@ -185,23 +187,83 @@ impl<B: Backend> CachingAllocator<B> {
         self.record_stream(buffer, &stream)
     }
 
-    /// Makes the allocator know `stream`, so that in automatic mode it can record events on it
-    /// for pending frees (streams that allocate or are passed to `record_stream` are known
-    /// already; uses on unknown streams are still honoured through the ordering model).
-    pub fn register_stream(&self, stream: &Stream<B>) {
-        self.inner.lock().register_stream(stream);
-    }
-
     /// Processes pending cross-stream frees now (re-checks the ordering model and queries the
     /// oldest events per stream). Skipped during capture.
     pub fn process_pending(&self) {
         self.inner.lock().process_pending(&self.inner.device, true);
     }
 
-    /// Synchronizes all pending events and returns every whole cached segment to the device.
-    /// Skipped (with a warning) while a capture is active.
+    /// Synchronizes all pending events and returns every whole cached segment of the default
+    /// pool and of freeable private pools to the device (private pools still in use keep
+    /// theirs). Skipped (with a warning) while a capture is active.
     pub fn empty_cache(&self) {
         self.inner.lock().empty_cache(&self.inner.device);
+    }
+
+    /// Whether `other` is a handle to this same allocator.
+    pub fn same_as(&self, other: &CachingAllocator<B>) -> bool {
+        Arc::ptr_eq(&self.inner, &other.inner)
+    }
+
+    // ----- private pools -----
+
+    /// Creates a private pool; the returned handle is its first user.
+    pub fn create_pool(&self, options: PoolOptions) -> MemPool<B> {
+        let id = self.inner.lock().pools.create(options);
+        tracing::debug!(
+            pool = id.0,
+            no_split = options.no_split,
+            "private pool created"
+        );
+        MemPool::adopt(self.clone(), id)
+    }
+
+    /// Diverts allocations that `filter` selects into `pool` until the returned guard drops
+    /// (PyTorch's `beginAllocateToPool`). The guard is a user of the pool. Diversions are
+    /// tried newest first; an allocation no diversion selects goes to the default pool.
+    /// A pool takes one diversion at a time ([`AllocError::PoolBusy`]).
+    pub fn begin_allocate_to_pool(
+        &self,
+        pool: &MemPool<B>,
+        filter: PoolFilter,
+    ) -> Result<PoolDiversion<B>, AllocError> {
+        if !pool.allocator().same_as(self) {
+            return Err(AllocError::InvalidArgument(
+                "the pool belongs to another allocator".to_string(),
+            ));
+        }
+        let token = self.inner.lock().begin_diversion(pool.id(), filter)?;
+        Ok(PoolDiversion::new(self.clone(), pool.id(), token))
+    }
+
+    pub(crate) fn end_allocate_to_pool(&self, token: u64) {
+        self.inner.lock().end_diversion(&self.inner.device, token);
+    }
+
+    pub(crate) fn retain_pool(&self, id: PoolId) {
+        if let Some(p) = self.inner.lock().pools.get_mut(id) {
+            p.use_count += 1;
+        }
+    }
+
+    pub(crate) fn release_pool(&self, id: PoolId) {
+        self.inner.lock().release_pool(&self.inner.device, id);
+    }
+
+    pub(crate) fn empty_cache_pool(&self, id: PoolId) {
+        self.inner
+            .lock()
+            .release_cached_segments(&self.inner.device, id);
+    }
+
+    /// What the allocator knows about private pool `id` (`None` once it is gone).
+    pub fn pool_stats(&self, id: PoolId) -> Option<PoolStats> {
+        self.inner.lock().pools.get(id).copied()
+    }
+
+    /// Ids of the private pools that still exist (in use, or freeable with live blocks).
+    pub fn private_pools(&self) -> Vec<PoolId> {
+        self.inner.lock().pools.ids().collect()
     }
 
     /// Caps reserved memory at `fraction` of the device capacity; (0, 1] else a typed error.

@@ -1,7 +1,7 @@
 //! Blocks and segments: slabs indexed by small integer ids, so the hot path never allocates.
 
 use crate::snapshot::PoolId;
-use braid_stream_core::{StreamId, StreamPosition};
+use braid_stream_core::{CaptureId, StreamId, StreamPosition};
 use std::collections::BTreeMap;
 
 /// Index of a block in the slab.
@@ -54,6 +54,9 @@ pub(crate) struct Block {
     pub gc_base: u64,
     /// Bumped whenever the block is handed out or becomes pending; guards stale references.
     pub generation: u32,
+    /// The capture whose work the block was handed out to (allocated into a private pool by a
+    /// stream capturing it); uses inside that capture are tracked with capture positions.
+    pub capture: Option<CaptureId>,
 }
 
 impl Block {
@@ -102,6 +105,7 @@ impl Blocks {
             slot.uses.clear();
             slot.gc_base = 0;
             slot.generation = slot.generation.wrapping_add(1);
+            slot.capture = None;
             id
         } else {
             let id = self.slots.len() as BlockId;
@@ -119,6 +123,7 @@ impl Blocks {
                 uses: Vec::new(),
                 gc_base: 0,
                 generation: 0,
+                capture: None,
             });
             id
         }

@@ -48,6 +48,12 @@ pub enum AllocError {
     /// sub-range outside the buffer.
     #[error("{0}")]
     InvalidArgument(String),
+    /// A diversion into a pool that already has one (PyTorch: "already recording to mempool").
+    #[error("private pool {pool} is already being allocated to by another diversion or capture")]
+    PoolBusy {
+        /// The pool id.
+        pool: u64,
+    },
     /// The backend failed with something other than out of memory.
     #[error(transparent)]
     Backend(#[from] HalError),

@@ -33,6 +33,22 @@
 //!   miss). Events are never queried during a capture. With `reuse_pending_with_wait`, a miss
 //!   reuses a pending block by making the allocating stream wait on its uses instead of
 //!   growing.
+//! - **Private pools** ([`MemPool`], PyTorch's `MemPool` / `graph_pool_handle`):
+//!   [`CachingAllocator::create_pool`] makes one (optionally [`PoolOptions::no_split`]);
+//!   [`CachingAllocator::begin_allocate_to_pool`] diverts the allocations a [`PoolFilter`]
+//!   selects (a stream, a set of streams, every stream of a capture, a function) into it until
+//!   the returned [`PoolDiversion`] drops. Handles, diversions and graphs count as users; when
+//!   the last is gone the pool's cached segments go back to the device and the pool disappears
+//!   once its last live block (a graph output someone holds) is freed and released.
+//!   In a private pool a small request that finds no small block takes a cached large block
+//!   of the pool before the pool grows (its memory is reserved for its graphs anyway, so
+//!   graphs captured largest first fit in the first graph's segments).
+//!   `empty_cache` and the out-of-memory retry release the default pool and freeable pools,
+//!   never a pool in use. Inside a capture, a block freed with uses on other streams of the
+//!   capture is reused only once the happens-before model orders all its uses before the
+//!   owner's next captured work (the graph topology, as PyTorch's
+//!   `graph_capture_record_stream_reuse`); no event is recorded or queried during a capture,
+//!   and uses inside a capture stop holding a block when the capture ends.
 //! - **Out of memory**: the ladder (process pending events → free oversize cached blocks when
 //!   `max_split_size` is set → free cached whole segments → synchronize pending events and
 //!   retry), then [`AllocError::OutOfMemory`] whose message states the request, the device's
@@ -96,8 +112,10 @@ mod block;
 mod buffer;
 mod config;
 mod error;
+mod mempool;
 mod pending;
 mod pool;
+mod private_pool;
 mod size;
 mod snapshot;
 mod state;
@@ -107,6 +125,8 @@ pub use allocator::{CachingAllocator, DEFAULT_POOL, EMPTY_BUFFER_PTR};
 pub use buffer::DeviceBuffer;
 pub use config::{AllocatorConfig, CrossStreamMode, ENV_VAR, ROUNDUP_POWER2_INTERVALS};
 pub use error::{AllocError, OutOfMemoryReport};
+pub use mempool::{MemPool, PoolDiversion};
+pub use private_pool::{PoolFilter, PoolOptions, PoolStats};
 pub use size::SizeClass;
 pub use snapshot::{
     BlockSnapshot, BlockState, HistoryAction, HistoryEntry, MemorySnapshot, PoolId,

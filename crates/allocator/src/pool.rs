@@ -92,7 +92,7 @@ impl PoolFree {
     }
 }
 
-/// Free lists of all pools (only the default pool exists until private pools land).
+/// Free lists of all pools: the default pool and the private pools.
 #[derive(Debug)]
 pub(crate) struct FreeLists {
     pools: Vec<(PoolId, PoolFree)>,
@@ -114,6 +114,13 @@ impl FreeLists {
         self.pools.push((pool, PoolFree::default()));
         let last = self.pools.len() - 1;
         &mut self.pools[last].1
+    }
+
+    /// Forgets the (empty) free lists of a pool that is gone.
+    pub(crate) fn remove_pool(&mut self, pool: PoolId) {
+        if pool != PoolId::DEFAULT {
+            self.pools.retain(|(id, _)| *id != pool);
+        }
     }
 
     pub(crate) fn pool(&self, pool: PoolId) -> Option<&PoolFree> {

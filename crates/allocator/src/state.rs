@@ -7,6 +7,7 @@ use crate::config::AllocatorConfig;
 use crate::error::{AllocError, OutOfMemoryReport};
 use crate::pending::Pending;
 use crate::pool::{class_index, FreeKey, FreeLists};
+use crate::private_pool::{Diversion, PoolFilter, PrivatePools};
 use crate::size::{self, SizeClass};
 use crate::snapshot::{
     BlockSnapshot, BlockState, History, HistoryAction, MemorySnapshot, PoolId, SegmentSnapshot,
@@ -14,7 +15,7 @@ use crate::snapshot::{
 };
 use crate::stats::MemoryStats;
 use braid_stream_core::hal::{Backend, Device as _, HalError};
-use braid_stream_core::{Device, DevicePtr, Domain, Stream, StreamId, StreamPosition};
+use braid_stream_core::{CaptureId, Device, DevicePtr, Domain, Stream, StreamId, StreamPosition};
 
 /// Requests of at least this many bytes are refused outright (PyTorch's 1 EB check).
 pub(crate) const ONE_EXA_BYTES: u64 = 1 << 60;
@@ -42,8 +43,11 @@ pub(crate) struct State<B: Backend> {
     segments: Segments,
     free: FreeLists,
     pending: Pending<B>,
-    /// Stream handles by stream index (streams seen by alloc / record_stream / register).
+    /// Stream handles by stream index: a cache of `Device::stream` (streams seen by alloc and
+    /// record_stream, or looked up for their uses).
     streams: Vec<Option<Stream<B>>>,
+    /// Private pools and the diversions into them.
+    pub pools: PrivatePools,
     pub stats: MemoryStats,
     pub history: History,
     device_total: u64,
@@ -65,6 +69,7 @@ impl<B: Backend> State<B> {
             free: FreeLists::default(),
             pending: Pending::default(),
             streams: Vec::new(),
+            pools: PrivatePools::default(),
             history,
             device_total,
             allowed_max: None,
@@ -90,7 +95,7 @@ impl<B: Backend> State<B> {
 
     // ----- streams -----
 
-    pub(crate) fn register_stream(&mut self, stream: &Stream<B>) {
+    fn remember_stream(&mut self, stream: &Stream<B>) {
         let i = stream.id().index();
         if self.streams.get(i).is_some_and(Option::is_some) {
             return;
@@ -101,8 +106,114 @@ impl<B: Backend> State<B> {
         self.streams[i] = Some(stream.clone());
     }
 
-    fn stream(&self, id: StreamId) -> Option<&Stream<B>> {
-        self.streams.get(id.index()).and_then(Option::as_ref)
+    /// A handle to stream `id`: from the cache, else from the device (which knows every live
+    /// stream, also ones this allocator never saw).
+    fn stream_handle(&mut self, dev: &Device<B>, id: StreamId) -> Option<Stream<B>> {
+        if let Some(s) = self.streams.get(id.index()).and_then(Option::as_ref) {
+            return Some(s.clone());
+        }
+        let s = dev.stream(id)?;
+        self.remember_stream(&s);
+        Some(s)
+    }
+
+    // ----- private pools -----
+
+    /// Where an allocation on `stream` goes: the newest diversion whose filter selects it, else
+    /// the default pool; and the capture it serves when it goes to a private pool from a
+    /// capturing stream.
+    fn route(&self, stream: &Stream<B>) -> (PoolId, Option<CaptureId>) {
+        if self.pools.diversions.is_empty() {
+            return (PoolId::DEFAULT, None);
+        }
+        let domain = if self
+            .pools
+            .diversions
+            .iter()
+            .any(|d| d.filter.needs_domain())
+        {
+            stream.domain()
+        } else {
+            Domain::Eager
+        };
+        for d in self.pools.diversions.iter().rev() {
+            if d.filter.matches(stream.id(), domain) {
+                let capture = match stream.domain() {
+                    Domain::Capture(c) => Some(c),
+                    Domain::Eager => None,
+                };
+                return (d.pool, capture);
+            }
+        }
+        (PoolId::DEFAULT, None)
+    }
+
+    pub(crate) fn begin_diversion(
+        &mut self,
+        pool: PoolId,
+        filter: PoolFilter,
+    ) -> Result<u64, AllocError> {
+        let Some(p) = self.pools.get_mut(pool) else {
+            return Err(AllocError::InvalidArgument(format!(
+                "private pool {} no longer exists",
+                pool.0
+            )));
+        };
+        if p.diversions > 0 {
+            return Err(AllocError::PoolBusy { pool: pool.0 });
+        }
+        p.diversions += 1;
+        p.use_count += 1;
+        let token = self.pools.next_token();
+        tracing::debug!(
+            pool = pool.0,
+            ?filter,
+            "allocations diverted to a private pool"
+        );
+        self.pools.diversions.push(Diversion {
+            token,
+            pool,
+            filter,
+        });
+        Ok(token)
+    }
+
+    pub(crate) fn end_diversion(&mut self, dev: &Device<B>, token: u64) {
+        let Some(i) = self.pools.diversions.iter().position(|d| d.token == token) else {
+            return;
+        };
+        let d = self.pools.diversions.remove(i);
+        if let Some(p) = self.pools.get_mut(d.pool) {
+            p.diversions = p.diversions.saturating_sub(1);
+        }
+        tracing::debug!(pool = d.pool.0, "diversion to a private pool ended");
+        self.release_pool(dev, d.pool);
+    }
+
+    /// One user of `pool` is gone. At zero the pool becomes freeable: its cached segments go
+    /// back to the device, and it disappears once it holds no segment.
+    pub(crate) fn release_pool(&mut self, dev: &Device<B>, pool: PoolId) {
+        let Some(p) = self.pools.get_mut(pool) else {
+            return;
+        };
+        p.use_count = p.use_count.saturating_sub(1);
+        if p.use_count > 0 {
+            return;
+        }
+        tracing::debug!(pool = pool.0, "private pool released by its last user");
+        self.release_cached_segments(dev, pool);
+        self.forget_empty_pools();
+    }
+
+    /// Erases freeable pools that hold no segment.
+    fn forget_empty_pools(&mut self) {
+        for id in self.pools.freeable() {
+            if self.pools.get(id).is_some_and(|p| p.segments == 0) {
+                self.pools.remove(id);
+                self.free.remove_pool(id);
+                tracing::debug!(pool = id.0, "private pool gone");
+            }
+        }
     }
 
     // ----- malloc -----
@@ -118,26 +229,57 @@ impl<B: Backend> State<B> {
         }
         let rounded = size::round_size(&self.config, size)
             .ok_or(AllocError::SizeOverflow { requested: size })?;
-        let seg_size = size::segment_size(&self.config, rounded)
-            .ok_or(AllocError::SizeOverflow { requested: size })?;
-        self.register_stream(stream);
-        let sid = stream.id();
+        self.remember_stream(stream);
         let class = size::class_of(&self.config, rounded);
-        let pool = PoolId::DEFAULT;
+        let (pool, capture) = self.route(stream);
+        let seg_size = if self.pools.no_split(pool) && class == SizeClass::Large {
+            rounded.checked_next_multiple_of(self.config.round_large)
+        } else {
+            size::segment_size(&self.config, rounded)
+        }
+        .ok_or(AllocError::SizeOverflow { requested: size })?;
 
         // Reclaim cross-stream frees whose uses are now ordered (no work at all when none).
+        // During a capture only the ordering model is consulted: no event is queried.
         let mut capturing = false;
         if !self.pending.blocks.is_empty() {
             capturing = dev.is_capturing();
-            if !capturing {
-                let query =
-                    !self.config.lazy_event_polling || self.pending.outstanding() > LAZY_QUERY_SIZE;
-                self.process_pending(dev, query);
-            }
+            let query = !capturing
+                && (!self.config.lazy_event_polling
+                    || self.pending.outstanding() > LAZY_QUERY_SIZE);
+            self.process_pending(dev, query);
         }
 
+        let granted = self.malloc_in(dev, stream, pool, class, size, rounded, seg_size, capturing);
+        if let (Ok(g), Some(c)) = (&granted, capture) {
+            self.blocks.get_mut(g.block).capture = Some(c);
+        }
+        granted
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn malloc_in(
+        &mut self,
+        dev: &Device<B>,
+        stream: &Stream<B>,
+        pool: PoolId,
+        class: SizeClass,
+        size: u64,
+        rounded: u64,
+        seg_size: u64,
+        capturing: bool,
+    ) -> Result<Granted, AllocError> {
+        let sid = stream.id();
         if let Some(b) = self.find_free(pool, sid, class, rounded) {
             return Ok(self.grant(b, rounded, size));
+        }
+        // In a private pool, a small request takes a cached large block before the pool
+        // grows: the pool's memory is reserved for its graphs anyway, and graphs captured
+        // largest first then fit in the first one's segments.
+        if pool != PoolId::DEFAULT && class == SizeClass::Small {
+            if let Some(b) = self.find_free(pool, sid, SizeClass::Large, rounded) {
+                return Ok(self.grant(b, rounded, size));
+            }
         }
         // Cache miss.
         if self.config.lazy_event_polling && !self.pending.blocks.is_empty() && !capturing {
@@ -211,7 +353,7 @@ impl<B: Backend> State<B> {
                 "out-of-memory ladder: freeing cached segments"
             );
             self.stats.num_alloc_retries += 1;
-            self.release_cached_segments(dev, pool);
+            self.release_all_cached_segments(dev);
             match self.alloc_segment(dev, sid, pool, class, seg_size) {
                 Ok(b) => return Ok(self.grant(b, rounded, size)),
                 Err(SegmentFailure::Other(e)) => return Err(e.into()),
@@ -228,7 +370,7 @@ impl<B: Backend> State<B> {
                 if let Some(b) = self.find_free(pool, sid, class, rounded) {
                     return Ok(self.grant(b, rounded, size));
                 }
-                self.release_cached_segments(dev, pool);
+                self.release_all_cached_segments(dev);
                 match self.alloc_segment(dev, sid, pool, class, seg_size) {
                     Ok(b) => return Ok(self.grant(b, rounded, size)),
                     Err(SegmentFailure::Other(e)) => return Err(e.into()),
@@ -251,7 +393,7 @@ impl<B: Backend> State<B> {
             allowed: self.allowed_max,
             allocated: self.stats.allocated_bytes.all.current,
             reserved: self.stats.reserved_bytes.all.current,
-            private_pools: 0,
+            private_pools: self.pools.allocated_bytes(),
             pending_other_streams: self.stats.pending_free_bytes.current,
         };
         self.history
@@ -296,7 +438,10 @@ impl<B: Backend> State<B> {
         Some(key.id)
     }
 
-    fn should_split(&self, block_size: u64, small: bool, rounded: u64) -> bool {
+    fn should_split(&self, pool: PoolId, block_size: u64, small: bool, rounded: u64) -> bool {
+        if self.pools.no_split(pool) {
+            return false;
+        }
         let remaining = block_size - rounded;
         if small {
             remaining >= self.config.min_block_size
@@ -308,11 +453,11 @@ impl<B: Backend> State<B> {
     /// Hands block `b` (not in any free list) out for a request of `requested` bytes rounded to
     /// `rounded`, splitting off the remainder when the rules allow.
     fn grant(&mut self, b: BlockId, rounded: u64, requested: u64) -> Granted {
-        let (size, small, already_split) = {
+        let (size, small, already_split, block_pool) = {
             let blk = self.blocks.get(b);
-            (blk.size, blk.small, blk.is_split())
+            (blk.size, blk.small, blk.is_split(), blk.pool)
         };
-        if self.should_split(size, small, rounded) {
+        if self.should_split(block_pool, size, small, rounded) {
             let blk = self.blocks.get(b);
             let rem = NewBlock {
                 addr: blk.addr + rounded,
@@ -349,7 +494,12 @@ impl<B: Backend> State<B> {
         blk.requested = requested;
         blk.generation = blk.generation.wrapping_add(1);
         blk.uses.clear();
+        blk.capture = None;
         let (addr, size, stream, pool) = (blk.addr, blk.size, blk.stream, blk.pool);
+        if let Some(p) = self.pools.get_mut(pool) {
+            p.allocated_bytes += size;
+            p.allocated_blocks += 1;
+        }
         let s = &mut self.stats;
         s.allocation.increase(small, 1);
         s.allocated_bytes.increase(small, size);
@@ -447,6 +597,10 @@ impl<B: Backend> State<B> {
             next: NONE,
         });
         self.segments.get_mut(seg).head = b;
+        if let Some(p) = self.pools.get_mut(pool) {
+            p.segments += 1;
+            p.reserved_bytes += seg_size;
+        }
         let s = &mut self.stats;
         s.segment.increase(small, 1);
         s.reserved_bytes.increase(small, seg_size);
@@ -476,6 +630,10 @@ impl<B: Backend> State<B> {
         if size >= self.config.max_split_size {
             self.stats.oversize_allocations.decrease(1);
         }
+        if let Some(p) = self.pools.get_mut(pool) {
+            p.allocated_bytes = p.allocated_bytes.saturating_sub(size);
+            p.allocated_blocks = p.allocated_blocks.saturating_sub(1);
+        }
         self.history
             .record(HistoryAction::FreeRequested, addr, size, stream, pool);
         if self.blocks.get(b).uses.is_empty() {
@@ -484,13 +642,14 @@ impl<B: Backend> State<B> {
         }
         // Cross-stream uses: fill record_stream positions, drop uses already ordered.
         let capturing = dev.is_capturing();
-        self.fill_positions(b, capturing);
-        let owner = self.stream(stream).cloned();
-        let blk = self.blocks.get_mut(b);
-        if let Some(owner) = &owner {
-            blk.uses
-                .retain(|u| !u.pos.is_some_and(|p| dev.is_ordered_before(p, owner)));
+        self.fill_positions(dev, b);
+        if let Some(owner) = self.stream_handle(dev, stream) {
+            self.blocks
+                .get_mut(b)
+                .uses
+                .retain(|u| !use_done(dev, u, &owner));
         }
+        let blk = self.blocks.get_mut(b);
         if blk.uses.is_empty() {
             self.stats.num_released_without_event += 1;
             self.free_block(b);
@@ -506,18 +665,26 @@ impl<B: Backend> State<B> {
         }
     }
 
-    /// Fills `None` positions (record_stream) with the using stream's current position, for
-    /// streams not capturing.
-    fn fill_positions(&mut self, b: BlockId, capturing: bool) {
-        let blk = self.blocks.get_mut(b);
-        for u in blk.uses.iter_mut() {
-            if u.pos.is_none() {
-                if let Some(s) = self.streams.get(u.stream.index()).and_then(Option::as_ref) {
-                    let pos = s.position();
-                    if !capturing || pos.domain == Domain::Eager {
-                        u.pos = Some(pos);
-                    }
-                }
+    /// Fills `None` positions (record_stream) with the using stream's current position: its
+    /// eager position, or its position inside the capture the block was allocated for. A
+    /// stream capturing something else is filled in once it is back to eager work.
+    fn fill_positions(&mut self, dev: &Device<B>, b: BlockId) {
+        let capture = self.blocks.get(b).capture;
+        for i in 0..self.blocks.get(b).uses.len() {
+            let u = self.blocks.get(b).uses[i];
+            if u.pos.is_some() {
+                continue;
+            }
+            let Some(s) = self.stream_handle(dev, u.stream) else {
+                continue;
+            };
+            let pos = s.position();
+            let fill = match pos.domain {
+                Domain::Eager => true,
+                Domain::Capture(c) => capture == Some(c),
+            };
+            if fill {
+                self.blocks.get_mut(b).uses[i].pos = Some(pos);
             }
         }
     }
@@ -528,13 +695,14 @@ impl<B: Backend> State<B> {
         let n = self.blocks.get(b).uses.len();
         for i in 0..n {
             let u = self.blocks.get(b).uses[i];
-            if u.event || u.pos.is_none() {
+            // Uses inside a capture run at replay: no event can cover them.
+            if u.event || !u.pos.is_some_and(|p| p.domain == Domain::Eager) {
                 continue;
             }
-            let Some(s) = self.streams.get(u.stream.index()).and_then(Option::as_ref) else {
+            let Some(s) = self.stream_handle(dev, u.stream) else {
                 continue;
             };
-            match self.pending.record(dev, s, b, generation, &mut self.stats) {
+            match self.pending.record(dev, &s, b, generation, &mut self.stats) {
                 Ok(()) => self.blocks.get_mut(b).uses[i].event = true,
                 Err(err) => {
                     tracing::warn!(%err, stream = u.stream.0, "could not record a cross-stream event")
@@ -618,15 +786,21 @@ impl<B: Backend> State<B> {
         if blk.status != Status::Allocated || blk.stream == stream.id() {
             return;
         }
-        self.register_stream(stream);
+        self.remember_stream(stream);
         add_use(&mut self.blocks.get_mut(b).uses, stream.id(), None);
     }
 
-    /// Automatic mode: work at `pos` uses `[start, end)`.
+    /// Automatic mode: work at `pos` uses `[start, end)`. A use inside a capture counts only
+    /// for blocks allocated for that capture (it runs at every replay; eager memory a graph
+    /// reads must outlive the graph, as in PyTorch).
     pub(crate) fn note_use(&mut self, pos: StreamPosition, start: u64, end: u64) {
-        if pos.domain != Domain::Eager || start >= end || self.segments.is_empty() {
+        if start >= end || self.segments.is_empty() {
             return;
         }
+        let capture = match pos.domain {
+            Domain::Eager => None,
+            Domain::Capture(c) => Some(c),
+        };
         // Segments overlapping the range (almost always one).
         let mut segs = [u32::MAX; 4];
         let mut n = 0;
@@ -648,6 +822,7 @@ impl<B: Backend> State<B> {
                 if blk.end() > start
                     && blk.stream != pos.stream
                     && matches!(blk.status, Status::Allocated | Status::Pending)
+                    && (capture.is_none() || blk.capture == capture)
                 {
                     add_use(&mut blk.uses, pos.stream, Some(pos));
                 }
@@ -676,14 +851,13 @@ impl<B: Backend> State<B> {
         let mut i = 0;
         while i < self.pending.blocks.len() {
             let b = self.pending.blocks[i];
-            if !capturing {
-                self.fill_positions(b, false);
-            }
+            self.fill_positions(dev, b);
             let owner = self.blocks.get(b).stream;
-            if let Some(owner) = self.streams.get(owner.index()).and_then(Option::as_ref) {
-                let blk = self.blocks.get_mut(b);
-                blk.uses
-                    .retain(|u| !u.pos.is_some_and(|p| dev.is_ordered_before(p, owner)));
+            if let Some(owner) = self.stream_handle(dev, owner) {
+                self.blocks
+                    .get_mut(b)
+                    .uses
+                    .retain(|u| !use_done(dev, u, &owner));
             }
             if self.blocks.get(b).uses.is_empty() {
                 self.pending.blocks.swap_remove(i);
@@ -812,6 +986,10 @@ impl<B: Backend> State<B> {
             }
             self.blocks.remove(b);
             self.segments.remove(seg);
+            if let Some(p) = self.pools.get_mut(pool) {
+                p.segments = p.segments.saturating_sub(1);
+                p.reserved_bytes = p.reserved_bytes.saturating_sub(size);
+            }
             let s = &mut self.stats;
             s.segment.decrease(small, 1);
             s.reserved_bytes.decrease(small, size);
@@ -859,14 +1037,30 @@ impl<B: Backend> State<B> {
         self.release_blocks(dev, &candidates)
     }
 
-    /// `empty_cache`: synchronize pending events, then return every whole cached segment.
+    /// Returns the whole cached segments of the default pool and of every freeable private
+    /// pool (PyTorch's `release_cached_blocks`); pools still in use keep theirs.
+    fn release_all_cached_segments(&mut self, dev: &Device<B>) -> u64 {
+        if dev.is_capturing() {
+            return 0;
+        }
+        let mut candidates = self.whole_free_segments(PoolId::DEFAULT);
+        for id in self.pools.freeable() {
+            candidates.extend(self.whole_free_segments(id));
+        }
+        let released = self.release_blocks(dev, &candidates);
+        self.forget_empty_pools();
+        released
+    }
+
+    /// `empty_cache`: synchronize pending events, then return every whole cached segment of
+    /// the default pool and of freeable private pools.
     pub(crate) fn empty_cache(&mut self, dev: &Device<B>) {
         if dev.is_capturing() {
             tracing::warn!("empty_cache skipped: a capture is active on the device");
             return;
         }
         self.synchronize_pending(dev);
-        self.release_cached_segments(dev, PoolId::DEFAULT);
+        self.release_all_cached_segments(dev);
     }
 
     /// PyTorch's `release_available_cached_blocks`.
@@ -1071,6 +1265,22 @@ impl<B: Backend> State<B> {
                 return Err(format!("segment {:#x} not covered by its blocks", seg.addr));
             }
         }
+        for id in self.pools.ids() {
+            let (mut segs, mut bytes) = (0u64, 0u64);
+            for (_, seg) in self.segments.by_addr() {
+                if seg.pool == id {
+                    segs += 1;
+                    bytes += seg.size;
+                }
+            }
+            let p = self.pools.get(id).copied().unwrap_or_default();
+            if p.segments != segs || p.reserved_bytes != bytes {
+                return Err(format!(
+                    "pool {}: accounts {} segments / {} bytes, holds {segs} / {bytes}",
+                    id.0, p.segments, p.reserved_bytes
+                ));
+            }
+        }
         if blocks_seen != self.blocks.live().count() {
             return Err("live blocks outside any segment".to_string());
         }
@@ -1087,6 +1297,23 @@ impl<B: Backend> State<B> {
             ));
         }
         Ok(())
+    }
+}
+
+/// Whether a recorded use no longer holds its block back from the owner's next work: it is
+/// ordered before it, or it lies in a capture that has ended (captured work runs at replay, and
+/// memory of a private pool is reused only by later captures into the pool or once the pool
+/// is gone).
+fn use_done<B: Backend>(dev: &Device<B>, u: &UseRec, owner: &Stream<B>) -> bool {
+    let Some(p) = u.pos else {
+        return false;
+    };
+    if dev.is_ordered_before(p, owner) {
+        return true;
+    }
+    match p.domain {
+        Domain::Eager => false,
+        Domain::Capture(c) => owner.domain() != Domain::Capture(c),
     }
 }
 

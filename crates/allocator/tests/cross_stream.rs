@@ -334,7 +334,9 @@ fn automatic_mode_with_a_stream_the_allocator_never_saw() {
     let d = alloc.alloc(N * 4, &main).unwrap();
     assert_eq!(d.ptr(), a_ptr);
     assert_eq!(read(&main, r.slice()), vec![N as f32]);
-    assert_eq!(alloc.memory_stats().num_events_recorded, 0);
+    // The allocator finds the stream through `Device::stream` and covers the use with one
+    // event, but the release came from the ordering model while the side stream was still busy.
+    assert_eq!(alloc.memory_stats().num_events_recorded, 1);
     // A sub-range use is noted too.
     let e = alloc.alloc(N * 4, &main).unwrap();
     side.wait_stream(&main).unwrap();

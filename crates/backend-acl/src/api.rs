@@ -196,6 +196,15 @@ acl_api! {
             desc_size: usize,
             label: *const c_char,
         ) -> AclErrorCode;
+        braidSimSanitizerReportCount: fn(device_id: i32, count: *mut u64) -> AclErrorCode;
+        braidSimSanitizerReport: fn(
+            device_id: i32,
+            index: u64,
+            buf: *mut c_char,
+            buf_len: usize,
+            needed: *mut usize,
+        ) -> AclErrorCode;
+        braidSimClearSanitizerReports: fn(device_id: i32) -> AclErrorCode;
     }
 }
 
@@ -353,6 +362,58 @@ impl AclApi {
     pub fn supports_kernel_launch(&self) -> bool {
         self.braidSimLaunchKernel.is_some()
     }
+
+    /// Whether braid's sanitizer extension (`braidSimSanitizerReportCount`,
+    /// `braidSimSanitizerReport`, `braidSimClearSanitizerReports`) is present (it is in
+    /// `braid-acl-sim`, not in CANN).
+    pub fn supports_sanitizer_reports(&self) -> bool {
+        self.braidSimSanitizerReportCount.is_some()
+            && self.braidSimSanitizerReport.is_some()
+            && self.braidSimClearSanitizerReports.is_some()
+    }
+
+    /// Loads ACL as [`AclApi::load`] does and, when no candidate works, `braid-acl-sim` built
+    /// next to the running executable ([`sim_library_candidates`] of its directory). This is
+    /// the search of binaries built in braid's workspace (`braid demo --backend acl`, the
+    /// examples with `--features acl`): CANN when it is configured, else the simulator behind
+    /// the same API. The error lists every path tried, CANN's first.
+    pub fn load_or_sim() -> Result<&'static AclApi, LoadError> {
+        let err = match Self::load() {
+            Ok(api) => return Ok(api),
+            Err(err) => err,
+        };
+        let mut tried = err.tried;
+        let exe_dir = std::env::current_exe()
+            .ok()
+            .and_then(|exe| exe.parent().map(Path::to_path_buf));
+        for path in exe_dir.iter().flat_map(|dir| sim_library_candidates(dir)) {
+            if !path.exists() {
+                tried.push((path, LoadFailure::Open("no such file".to_string())));
+                continue;
+            }
+            match Self::open(&path) {
+                Ok(api) => return Ok(api),
+                Err(failure) => tried.push((path, failure)),
+            }
+        }
+        Err(LoadError { tried })
+    }
+}
+
+/// File name of the library `braid-acl-sim` builds (its cdylib).
+pub const SIM_LIB_NAME: &str = "libbraid_acl_sim.so";
+
+/// Where `braid-acl-sim`'s library lies when it was built in the same cargo target directory
+/// as an executable in `exe_dir`: in `exe_dir` itself (test executables and dependencies'
+/// libraries share `target/<profile>/deps/`), in `exe_dir/deps/` (binaries such as
+/// `target/<profile>/braid`), and in `exe_dir/../deps/` (examples, in
+/// `target/<profile>/examples/`).
+pub fn sim_library_candidates(exe_dir: &Path) -> Vec<PathBuf> {
+    vec![
+        exe_dir.join(SIM_LIB_NAME),
+        exe_dir.join("deps").join(SIM_LIB_NAME),
+        exe_dir.join("..").join("deps").join(SIM_LIB_NAME),
+    ]
 }
 
 /// Loads ACL with [`AclApi::load`].
@@ -444,9 +505,25 @@ mod tests {
             "aclmdlRICaptureBegin",
             "aclrtReserveMemAddress",
             "braidSimLaunchKernel",
+            "braidSimSanitizerReportCount",
+            "braidSimSanitizerReport",
+            "braidSimClearSanitizerReports",
         ] {
             assert!(SYMBOLS.iter().any(|s| s.name == optional && !s.required));
         }
+    }
+
+    #[test]
+    fn the_simulator_is_looked_for_next_to_binaries_tests_and_examples() {
+        let got = sim_library_candidates(Path::new("/t/release"));
+        assert_eq!(
+            got,
+            vec![
+                PathBuf::from("/t/release/libbraid_acl_sim.so"),
+                PathBuf::from("/t/release/deps/libbraid_acl_sim.so"),
+                PathBuf::from("/t/release/../deps/libbraid_acl_sim.so"),
+            ]
+        );
     }
 
     #[test]

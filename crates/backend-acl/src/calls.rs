@@ -120,6 +120,13 @@ pub(crate) trait AclCalls: Send + Sync {
         desc: &BraidKernelDesc,
         label: &CStr,
     ) -> Option<AclErrorCode>;
+    /// braid's `braidSimSanitizerReportCount` extension; `None` without the symbol.
+    fn sanitizer_report_count(&self, device: i32) -> Option<Result<u64, AclErrorCode>>;
+    /// braid's `braidSimSanitizerReport` extension (the text of report `index`); `None`
+    /// without the symbol.
+    fn sanitizer_report(&self, device: i32, index: u64) -> Option<Result<String, AclErrorCode>>;
+    /// braid's `braidSimClearSanitizerReports` extension; `None` without the symbol.
+    fn clear_sanitizer_reports(&self, device: i32) -> Option<AclErrorCode>;
 }
 
 /// The real table, as the hal's calls.
@@ -383,5 +390,43 @@ impl AclCalls for ApiRef {
                 label.as_ptr(),
             )
         })
+    }
+
+    fn sanitizer_report_count(&self, device: i32) -> Option<Result<u64, AclErrorCode>> {
+        let f = self.0.braidSimSanitizerReportCount?;
+        let mut count = 0u64;
+        // SAFETY: plain integer argument; live out parameter.
+        Some(ok(unsafe { f(device, &mut count) }).map(|()| count))
+    }
+
+    fn sanitizer_report(&self, device: i32, index: u64) -> Option<Result<String, AclErrorCode>> {
+        let f = self.0.braidSimSanitizerReport?;
+        let mut needed = 0usize;
+        // SAFETY: a null buffer only asks for the size; live out parameter.
+        if let Err(code) = ok(unsafe { f(device, index, ptr::null_mut(), 0, &mut needed) }) {
+            return Some(Err(code));
+        }
+        let mut buf = vec![0u8; needed.max(1)];
+        // SAFETY: `buf` is valid for writes of `buf.len()` bytes; live out parameter.
+        let code = unsafe {
+            f(
+                device,
+                index,
+                buf.as_mut_ptr().cast(),
+                buf.len(),
+                &mut needed,
+            )
+        };
+        Some(ok(code).map(|()| {
+            CStr::from_bytes_until_nul(&buf)
+                .map(|c| c.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        }))
+    }
+
+    fn clear_sanitizer_reports(&self, device: i32) -> Option<AclErrorCode> {
+        let f = self.0.braidSimClearSanitizerReports?;
+        // SAFETY: plain integer argument.
+        Some(unsafe { f(device) })
     }
 }

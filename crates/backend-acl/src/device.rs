@@ -302,6 +302,43 @@ impl AclDevice {
         &self.shared.config
     }
 
+    /// The reports of the simulator's sanitizer on this device, rendered as
+    /// `braid::sim_race_reports` renders them: braid's `braidSimSanitizerReportCount` /
+    /// `braidSimSanitizerReport` extension, which `braid-acl-sim` exports. `Ok(None)` where
+    /// the library lacks it (CANN: there is no race detector to ask).
+    ///
+    /// ACL devices are process-wide, so the reports are the device's, from every handle that
+    /// opened it since the last [`AclDevice::clear_sanitizer_reports`].
+    pub fn sanitizer_reports(&self) -> Result<Option<Vec<String>>, AclError> {
+        let sh = &self.shared;
+        let device = sh.ordinal as i32;
+        let Some(count) = sh.calls.sanitizer_report_count(device) else {
+            return Ok(None);
+        };
+        let count = sh.result("braidSimSanitizerReportCount", count)?;
+        let mut reports = Vec::new();
+        for index in 0..count {
+            match sh.calls.sanitizer_report(device, index) {
+                Some(r) => reports.push(sh.result("braidSimSanitizerReport", r)?),
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(reports))
+    }
+
+    /// Forgets the simulator's sanitizer reports on this device (braid's
+    /// `braidSimClearSanitizerReports` extension); returns whether the library has it (it
+    /// does not on CANN, where this does nothing).
+    pub fn clear_sanitizer_reports(&self) -> Result<bool, AclError> {
+        let sh = &self.shared;
+        match sh.calls.clear_sanitizer_reports(sh.ordinal as i32) {
+            Some(code) => sh
+                .check("braidSimClearSanitizerReports", code)
+                .map(|()| true),
+            None => Ok(false),
+        }
+    }
+
     fn mem_info_raw(&self) -> Result<MemInfo, AclError> {
         let (free, total) = self
             .shared

@@ -28,6 +28,12 @@
 //!   CANN install [`hal::Stream::launch`](braid_stream_core::hal::Stream::launch) returns
 //!   `HalError::Unsupported` ([`KERNEL_LAUNCH_UNSUPPORTED`]): running them as aclnn operators
 //!   is not implemented yet. Streams, events, memory, copies and capture work on hardware.
+//! - **The simulator behind the API**: `braid-acl-sim` builds `libbraid_acl_sim.so`
+//!   ([`SIM_LIB_NAME`]), which exports the same API on braid's simulator plus braid's
+//!   extensions (kernels, and the sanitizer's reports through
+//!   [`AclDevice::sanitizer_reports`]). Point `BRAID_ACL_LIB` at it, or use
+//!   [`AclApi::load_or_sim`], which falls back to it when built next to the running
+//!   executable ([`sim_library_candidates`]).
 //!
 //! ```no_run
 //! use braid_backend_acl::{AclBackend, AclDevice};
@@ -55,8 +61,8 @@ mod stream;
 mod tests;
 
 pub use api::{
-    is_available, library_candidates, load, AclApi, LoadError, LoadFailure, Symbol, LIB_ENV,
-    LIB_NAME, SYMBOLS,
+    is_available, library_candidates, load, sim_library_candidates, AclApi, LoadError, LoadFailure,
+    Symbol, LIB_ENV, LIB_NAME, SIM_LIB_NAME, SYMBOLS,
 };
 pub use device::{AclConfig, AclDevice, OpenError, LOAD_FAILED_CODE};
 pub use error::{code_name, codes, is_out_of_memory, AclError};

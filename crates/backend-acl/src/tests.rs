@@ -544,6 +544,49 @@ fn dropping_the_last_handle_resets_the_device() {
 }
 
 #[test]
+fn sanitizer_reports_need_the_extension_and_errors_are_typed() {
+    // CANN: no extension, nothing to ask.
+    let mut m = base(0, None);
+    m.expect_sanitizer_report_count().returning(|_| None);
+    m.expect_clear_sanitizer_reports().returning(|_| None);
+    let dev = open(m);
+    assert_eq!(dev.sanitizer_reports().unwrap(), None);
+    assert!(!dev.clear_sanitizer_reports().unwrap());
+
+    // braid-acl-sim: the reports of this device, by index.
+    let mut m = base(0, None);
+    m.expect_sanitizer_report_count()
+        .with(eq(0))
+        .returning(|_| Some(Ok(2)));
+    m.expect_sanitizer_report()
+        .returning(|_, i| Some(Ok(format!("report {i}"))));
+    m.expect_clear_sanitizer_reports()
+        .with(eq(0))
+        .times(1)
+        .returning(|_| Some(0));
+    let dev = open(m);
+    assert_eq!(
+        dev.sanitizer_reports().unwrap(),
+        Some(vec!["report 0".to_string(), "report 1".to_string()])
+    );
+    assert!(dev.clear_sanitizer_reports().unwrap());
+
+    let mut m = base(0, None);
+    m.expect_sanitizer_report_count()
+        .returning(|_| Some(Err(ACL_ERROR_RT_CONTEXT_NULL)));
+    let dev = open(m);
+    let err = dev.sanitizer_reports().unwrap_err();
+    assert_eq!(
+        (err.call, err.code, err.message.as_str()),
+        (
+            "braidSimSanitizerReportCount",
+            ACL_ERROR_RT_CONTEXT_NULL,
+            "simulated failure text"
+        )
+    );
+}
+
+#[test]
 fn kernels_need_the_extension() {
     let mut m = base(0, None);
     m.expect_launch_kernel().returning(|_, _, _| None);

@@ -1,4 +1,5 @@
-//! `braid`: runs braid's scenarios on the simulated device and prints what they show.
+//! `braid`: runs braid's scenarios on the simulated device or through ACL and prints what
+//! they show; replays PyTorch memory snapshots through braid's allocator.
 
 mod demo;
 mod trace;
@@ -17,11 +18,25 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Runs the seed scenarios on the simulated device and prints a table: for each scenario
-    /// and mode, whether the result is correct and how much simulated device time it took.
+    /// Runs the seed scenarios and prints a table: for each scenario and mode, whether the
+    /// result is correct, how much device time it took, and what the race detector reported.
+    ///
+    /// With `--backend acl`, the scenarios run through braid's ACL backend. ACL is loaded at
+    /// run time, from the first of: `$BRAID_ACL_LIB`; `lib64/libascendcl.so` under
+    /// `$ASCEND_HOME_PATH`, then `$ASCEND_TOOLKIT_HOME` (set by CANN's `set_env.sh`);
+    /// `libascendcl.so` on the loader path; `libbraid_acl_sim.so` (braid-acl-sim: ACL's API on
+    /// braid's simulator) next to this binary or in `deps/` beside it, where cargo builds it
+    /// with braid-cli (`cargo run --release -p braid-cli -- demo --backend acl`). If none loads,
+    /// the error lists every path tried and why. Results are checked on ACL device 0, and
+    /// model-sized shapes timed on device 1 (timing-only on braid-acl-sim; see
+    /// `BRAID_ACL_SIM_TIMING_ONLY`).
     Demo {
+        /// Where the scenarios run: `sim` (the simulated device) or `acl` (ACL: CANN, or
+        /// braid-acl-sim when no CANN is found).
+        #[arg(long, value_enum, default_value_t = demo::DemoBackend::Sim)]
+        backend: demo::DemoBackend,
         /// Also write the Chrome Trace Event JSON timeline of the tagged-events multi-stream
-        /// run to this file (open it in ui.perfetto.dev).
+        /// run to this file (open it in ui.perfetto.dev). Simulator only.
         #[arg(long)]
         timeline: Option<PathBuf>,
     },
@@ -35,7 +50,9 @@ enum Command {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
-        Command::Demo { timeline } => demo::run(&mut std::io::stdout(), timeline.as_deref()),
+        Command::Demo { backend, timeline } => {
+            demo::run(&mut std::io::stdout(), backend, timeline.as_deref())
+        }
         Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
     };
     match outcome {

@@ -1,34 +1,30 @@
-//! TorchAir's tagged-event example on the simulated device: an add on the main stream, a tagged
-//! event recorded, a matmul on tagged stream "1" after waiting on it, and a second add on the
-//! main stream that overlaps the matmul. Compared with the same work on one stream.
+//! TorchAir's tagged-event example: an add on the main stream, a tagged event recorded, a
+//! matmul on tagged stream "1" after waiting on it, and a second add on the main stream that
+//! overlaps the matmul. Compared with the same work on one stream.
 //!
-//! Results are checked in data mode at a small shape; makespans come from timing-only runs of
-//! the same code at a model-sized shape, where device time dominates launch cost.
+//! Results are checked at a small shape on a device that computes data; makespans come from
+//! runs of the same code at a model-sized shape on the timing device, where device time
+//! dominates launch cost (see `braid::scenarios::devices`: a timing-only simulated device, or
+//! ACL device 1, which `braid-acl-sim` makes timing-only by default).
 //!
-//! `cargo run -p braid --example tagged_events`
+//! `cargo run -p braid --example tagged_events` runs it on the simulated device;
+//! `cargo run -p braid --example tagged_events --features acl` through ACL (CANN when it is
+//! configured, else `braid-acl-sim`), with the same `RESULT` line.
 
+use braid::scenarios::devices::{self, Role};
 use braid::scenarios::tagged_events::{self, Layout, Shape};
-use braid::sim::{SimConfig, SimMode};
 
 fn main() -> Result<(), braid::Error> {
+    println!("running on {}", devices::describe());
     let data = |layout| -> Result<bool, braid::Error> {
-        let run = tagged_events::run(
-            &braid::sim_device(SimConfig::new())?,
-            Shape::SMALL,
-            layout,
-            true,
-        )?;
+        let run = tagged_events::run(&devices::open(Role::Data)?, Shape::SMALL, layout, true)?;
         Ok(run
             .results
             .as_ref()
             .is_some_and(|r| tagged_events::check(Shape::SMALL, r)))
     };
     let timing = |layout| -> Result<f64, braid::Error> {
-        let device = braid::sim_device(
-            SimConfig::new()
-                .capacity(64 << 30)
-                .mode(SimMode::TimingOnly),
-        )?;
+        let device = devices::open(Role::Timing)?;
         Ok(tagged_events::run(&device, Shape::MODEL, layout, false)?.makespan_us)
     };
     let correct_multi = data(Layout::MultiStream)?;
@@ -42,7 +38,7 @@ fn main() -> Result<(), braid::Error> {
         if correct_single { "correct" } else { "WRONG" }
     );
     println!(
-        "makespan at {:?} (timing-only): multi-stream {multi:.1} us, single stream {single:.1} us",
+        "makespan at {:?} (timing device): multi-stream {multi:.1} us, single stream {single:.1} us",
         Shape::MODEL
     );
     println!(

@@ -12,7 +12,9 @@
 //! `sim`), else the simulator. With `acl`, [`acl_device`] opens an Ascend device of the
 //! library found from `$BRAID_ACL_LIB`, `$ASCEND_HOME_PATH`, `$ASCEND_TOOLKIT_HOME` or the
 //! loader path (point `BRAID_ACL_LIB` at `libbraid_acl_sim.so` to run on the simulator through
-//! the ACL path).
+//! the ACL path). The examples and `braid demo` open their devices through
+//! [`scenarios::devices`], which also falls back to `libbraid_acl_sim.so` built next to the
+//! running executable.
 //!
 //! ```
 //! use braid::{Kernel, sim};
@@ -56,6 +58,19 @@ pub type DefaultBackend = braid_backend_acl::AclBackend;
 pub fn acl_device(ordinal: u32) -> Result<Device<braid_backend_acl::AclBackend>> {
     let hal = braid_backend_acl::AclDevice::open(ordinal).map_err(hal::HalError::from)?;
     Device::new(hal)
+}
+
+/// The sanitizer reports of an ACL device on `braid-acl-sim` (the simulator's sanitizer behind
+/// the ACL API, through braid's `braidSimSanitizerReport*` extension), rendered as
+/// `sim_race_reports` renders them, for scenario outcomes. `None` on CANN, which has no race
+/// detector to ask, or when the extension fails.
+///
+/// ACL devices are process-wide: these are the device's reports since it was last cleared
+/// ([`braid_backend_acl::AclDevice::clear_sanitizer_reports`], which
+/// `scenarios::devices::acl` calls when it opens a device).
+#[cfg(feature = "acl")]
+pub fn acl_race_reports(device: &Device<braid_backend_acl::AclBackend>) -> Option<Vec<String>> {
+    device.hal().sanitizer_reports().ok().flatten()
 }
 
 /// The simulated device's sanitizer reports, rendered as text (for scenario outcomes).

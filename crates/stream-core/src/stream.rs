@@ -399,6 +399,18 @@ impl<B: Backend> Stream<B> {
         Ok(graph)
     }
 
+    /// The streams of the capture this stream belongs to, its origin first (empty when the
+    /// stream is not capturing). Graph capture sessions use it to join side streams back.
+    pub fn capture_members(&self) -> Vec<StreamId> {
+        let st = self.device.inner.lock();
+        let Some(cap) = st.ordering.capture_of(self.id()) else {
+            return Vec::new();
+        };
+        let mut members = vec![cap.origin];
+        members.extend(cap.members.keys().copied().filter(|s| *s != cap.origin));
+        members
+    }
+
     /// Where work submitted to this stream now goes: eager, or into a capture.
     pub fn domain(&self) -> Domain {
         self.device.inner.lock().ordering.domain_of(self.id())

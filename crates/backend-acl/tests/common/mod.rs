@@ -10,7 +10,7 @@ use braid_backend_acl::{AclApi, AclBackend, AclConfig, AclDevice};
 use braid_stream_core::Device;
 use std::cell::RefCell;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, OnceLock};
 
 /// File name of the simulated ACL library.
 pub const SIM_LIB: &str = "libbraid_acl_sim.so";
@@ -30,9 +30,17 @@ pub fn sim_library() -> PathBuf {
         })
 }
 
-/// The function table of `braid-acl-sim`, loaded through the backend's loader.
+/// The function table of `braid-acl-sim`, loaded through the backend's loader, with every
+/// simulated device computing data: device 1 is timing-only by default
+/// (`BRAID_ACL_SIM_TIMING_ONLY`), and the suites check results on it.
 pub fn api() -> &'static AclApi {
-    AclApi::load_from(sim_library()).expect("braid-acl-sim loads with every required symbol")
+    static API: OnceLock<&'static AclApi> = OnceLock::new();
+    API.get_or_init(|| {
+        // Set before the library's first call reads it; every test reaches the library
+        // through here, and the other threads wait on this lock.
+        std::env::set_var(braid_acl_sim::TIMING_ONLY_ENV, "");
+        AclApi::load_from(sim_library()).expect("braid-acl-sim loads with every required symbol")
+    })
 }
 
 static DEVICE_LOCK: Mutex<()> = Mutex::new(());

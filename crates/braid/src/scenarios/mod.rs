@@ -3,7 +3,13 @@
 //!
 //! Simulated times come from timing events (`Event::elapsed_ms`) around the scenario's work,
 //! so the same code measures real hardware on a real backend.
+//!
+//! [`devices`] opens the devices the examples and `braid demo` run them on: simulated ones,
+//! or ACL ones with the `acl` feature.
 
+pub mod devices;
+pub mod graph_mode;
+pub mod memory_reuse;
 pub mod tagged_events;
 pub mod wait_stream;
 

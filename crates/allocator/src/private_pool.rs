@@ -1,0 +1,172 @@
+//! The registry of private pools (graph capture, user `MemPool`s) and of the diversions that
+//! route allocations into them (PyTorch's `PrivatePool`, `captures_underway`,
+//! `graph_pools_freeable`).
+
+use crate::snapshot::PoolId;
+use braid_stream_core::{CaptureId, Domain, StreamId};
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+
+/// How a private pool carves its segments.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
+pub struct PoolOptions {
+    /// Never split a block of this pool: each allocation gets a whole block, and large
+    /// segments are sized to the request (rounded to 2 MiB) instead of 20 MiB (PyTorch's
+    /// `MemPool(no_split=True)`).
+    pub no_split: bool,
+}
+
+impl PoolOptions {
+    /// Default options: blocks split as in the default pool.
+    pub fn new() -> Self {
+        PoolOptions::default()
+    }
+
+    /// Sets [`PoolOptions::no_split`].
+    pub fn no_split(mut self, on: bool) -> Self {
+        self.no_split = on;
+        self
+    }
+}
+
+/// Which allocations a diversion ([`crate::CachingAllocator::begin_allocate_to_pool`]) sends
+/// to its pool.
+#[derive(Clone)]
+pub enum PoolFilter {
+    /// Every allocation.
+    AllStreams,
+    /// Allocations on one stream (PyTorch's `use_mem_pool` on the current stream).
+    Stream(StreamId),
+    /// Allocations on any of these streams.
+    Streams(Vec<StreamId>),
+    /// Allocations on streams whose work goes to this capture (its origin and every stream
+    /// that joined it) — what a graph capture uses.
+    Capture(CaptureId),
+    /// Allocations for which the function, given the stream and where its work goes, says yes.
+    Custom(Arc<dyn Fn(StreamId, Domain) -> bool + Send + Sync>),
+}
+
+impl fmt::Debug for PoolFilter {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            PoolFilter::AllStreams => write!(f, "AllStreams"),
+            PoolFilter::Stream(s) => write!(f, "Stream({s})"),
+            PoolFilter::Streams(s) => f.debug_tuple("Streams").field(s).finish(),
+            PoolFilter::Capture(c) => write!(f, "Capture({})", c.0),
+            PoolFilter::Custom(_) => write!(f, "Custom(..)"),
+        }
+    }
+}
+
+impl PoolFilter {
+    /// Whether the filter needs the stream's domain to decide.
+    pub(crate) fn needs_domain(&self) -> bool {
+        matches!(self, PoolFilter::Capture(_) | PoolFilter::Custom(_))
+    }
+
+    pub(crate) fn matches(&self, stream: StreamId, domain: Domain) -> bool {
+        match self {
+            PoolFilter::AllStreams => true,
+            PoolFilter::Stream(s) => *s == stream,
+            PoolFilter::Streams(list) => list.contains(&stream),
+            PoolFilter::Capture(c) => domain == Domain::Capture(*c),
+            PoolFilter::Custom(f) => f(stream, domain),
+        }
+    }
+}
+
+/// What the allocator knows about one private pool.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub struct PoolStats {
+    /// Handles, diversions and graphs using the pool. At zero the pool is *freeable*: its
+    /// cached segments go back to the device, and the pool disappears once its last block
+    /// (an output still held somewhere) is freed and released.
+    pub use_count: u32,
+    /// Whether the pool never splits blocks.
+    pub no_split: bool,
+    /// Segments held by the pool.
+    pub segments: u64,
+    /// Bytes in the pool's segments.
+    pub reserved_bytes: u64,
+    /// Bytes in allocated blocks of the pool.
+    pub allocated_bytes: u64,
+    /// Allocated blocks of the pool.
+    pub allocated_blocks: u64,
+    /// Active diversions into the pool.
+    pub diversions: u32,
+}
+
+/// A diversion of allocations into a pool.
+pub(crate) struct Diversion {
+    pub token: u64,
+    pub pool: PoolId,
+    pub filter: PoolFilter,
+}
+
+/// All private pools and active diversions.
+#[derive(Default)]
+pub(crate) struct PrivatePools {
+    pools: BTreeMap<PoolId, PoolStats>,
+    pub diversions: Vec<Diversion>,
+    next_id: u64,
+    next_token: u64,
+}
+
+impl PrivatePools {
+    /// Creates a pool with a use count of 1.
+    pub(crate) fn create(&mut self, options: PoolOptions) -> PoolId {
+        self.next_id += 1;
+        let id = PoolId(self.next_id);
+        self.pools.insert(
+            id,
+            PoolStats {
+                use_count: 1,
+                no_split: options.no_split,
+                ..PoolStats::default()
+            },
+        );
+        id
+    }
+
+    pub(crate) fn get(&self, id: PoolId) -> Option<&PoolStats> {
+        self.pools.get(&id)
+    }
+
+    pub(crate) fn get_mut(&mut self, id: PoolId) -> Option<&mut PoolStats> {
+        self.pools.get_mut(&id)
+    }
+
+    pub(crate) fn ids(&self) -> impl Iterator<Item = PoolId> + '_ {
+        self.pools.keys().copied()
+    }
+
+    /// Pools nobody uses any more (their cached segments may be released).
+    pub(crate) fn freeable(&self) -> Vec<PoolId> {
+        self.pools
+            .iter()
+            .filter(|(_, p)| p.use_count == 0)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Forgets a pool (its last segment is gone and nobody uses it).
+    pub(crate) fn remove(&mut self, id: PoolId) {
+        self.pools.remove(&id);
+    }
+
+    /// Whether `id` is a no-split pool.
+    pub(crate) fn no_split(&self, id: PoolId) -> bool {
+        id != PoolId::DEFAULT && self.pools.get(&id).is_some_and(|p| p.no_split)
+    }
+
+    /// Bytes allocated in all private pools.
+    pub(crate) fn allocated_bytes(&self) -> u64 {
+        self.pools.values().map(|p| p.allocated_bytes).sum()
+    }
+
+    pub(crate) fn next_token(&mut self) -> u64 {
+        self.next_token += 1;
+        self.next_token
+    }
+}

@@ -1,0 +1,131 @@
+//! The devices braid's examples and `braid demo` run the scenarios on: chosen by cargo feature
+//! ([`open`], [`race_reports`], [`describe`]), or named ([`sim`], and `acl` with the `acl`
+//! feature).
+//!
+//! A scenario uses two kinds of device ([`Role`]): one that computes real numbers, where
+//! results are checked at small shapes, and one where model-sized shapes are timed.
+//!
+//! | role | simulator (`sim`) | ACL (`acl`) |
+//! |---|---|---|
+//! | [`Role::Data`] | a fresh simulated device, data mode | ACL device [`DATA_ORDINAL`] (0) |
+//! | [`Role::Timing`] | a fresh timing-only simulated device (64 GiB) | ACL device [`TIMING_ORDINAL`] (1); device 0 where there is only one |
+//!
+//! With `acl` on, [`open`] opens ACL devices (ACL is [`crate::DefaultBackend`] then), else
+//! simulated ones. ACL is loaded with
+//! `braid_backend_acl::AclApi::load_or_sim`: `$BRAID_ACL_LIB`, CANN
+//! under `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, `libascendcl.so` on the loader path,
+//! then `libbraid_acl_sim.so` when `braid-acl-sim` was built next to the running executable;
+//! a failure is `Error::Backend` with `HalError::Native { name:
+//! "BRAID_ACL_LIBRARY_UNAVAILABLE", .. }` listing every path tried.
+//!
+//! On hardware device 1 is simply a second NPU, where the timing is real. On `braid-acl-sim`
+//! it is timing-only by default (`BRAID_ACL_SIM_TIMING_ONLY`, see `braid_acl_sim`), so
+//! model-sized runs plan in milliseconds as on the simulator, and the simulated times are the
+//! simulator's.
+//!
+//! Race reports: on the simulator, its sanitizer's ([`crate::sim_race_reports`]); through ACL,
+//! the same sanitizer's behind `braid-acl-sim` (`braid::acl_race_reports`), `None` on CANN,
+//! which has no race detector to ask. ACL devices live as long as the process, so `acl`
+//! clears a device's reports when it opens it: each run counts its own, as on a fresh
+//! simulated device.
+
+use crate::{Device, Result};
+
+/// What a scenario needs the device for.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Role {
+    /// Computing real numbers, to check results (small shapes).
+    Data,
+    /// Timing model-sized shapes (timing-only on the simulators).
+    Timing,
+}
+
+/// The ACL device of [`Role::Data`].
+pub const DATA_ORDINAL: u32 = 0;
+
+/// The ACL device of [`Role::Timing`] (device 0 where ACL reports only one). On
+/// `braid-acl-sim` it is timing-only by default.
+pub const TIMING_ORDINAL: u32 = 1;
+
+/// Capacity of the timing-only simulated device: room for model-sized shapes.
+#[cfg(feature = "sim")]
+pub const TIMING_CAPACITY: u64 = 64 << 30;
+
+/// A fresh simulated device for `role`: data mode, or timing-only with [`TIMING_CAPACITY`].
+#[cfg(feature = "sim")]
+pub fn sim(role: Role) -> Result<Device<braid_backend_sim::SimBackend>> {
+    use braid_backend_sim::{SimConfig, SimMode};
+    crate::sim_device(match role {
+        Role::Data => SimConfig::new(),
+        Role::Timing => SimConfig::new()
+            .capacity(TIMING_CAPACITY)
+            .mode(SimMode::TimingOnly),
+    })
+}
+
+/// The ACL device for `role` of the library
+/// [`AclApi::load_or_sim`](braid_backend_acl::AclApi::load_or_sim) finds, with its sanitizer
+/// reports cleared (see the [module docs](self)).
+#[cfg(feature = "acl")]
+pub fn acl(role: Role) -> Result<Device<braid_backend_acl::AclBackend>> {
+    let api = braid_backend_acl::AclApi::load_or_sim()
+        .map_err(|e| crate::hal::HalError::from(braid_backend_acl::OpenError::Load(e)))?;
+    acl_with(api, role)
+}
+
+/// [`acl`] on the library `api` (tests pass `braid-acl-sim` explicitly).
+#[cfg(feature = "acl")]
+pub fn acl_with(
+    api: &'static braid_backend_acl::AclApi,
+    role: Role,
+) -> Result<Device<braid_backend_acl::AclBackend>> {
+    use crate::hal::HalError;
+    use braid_backend_acl::{AclConfig, AclDevice, OpenError};
+    let open = |ordinal| AclDevice::open_with(api, ordinal, AclConfig::default());
+    let hal = match role {
+        Role::Data => open(DATA_ORDINAL),
+        Role::Timing => match open(TIMING_ORDINAL) {
+            Err(OpenError::NoSuchDevice { count: 1, .. }) => open(DATA_ORDINAL),
+            other => other,
+        },
+    }
+    .map_err(HalError::from)?;
+    hal.clear_sanitizer_reports().map_err(HalError::from)?;
+    Device::new(hal)
+}
+
+/// The backend of [`open`]: [`crate::DefaultBackend`].
+pub type Backend = crate::DefaultBackend;
+
+/// A device for `role` on the backend the features select: `acl` with `acl` on, else
+/// [`sim`].
+pub fn open(role: Role) -> Result<Device<Backend>> {
+    #[cfg(feature = "acl")]
+    return acl(role);
+    #[cfg(not(feature = "acl"))]
+    return sim(role);
+}
+
+/// The race detector's reports of a run on `device` (`braid::acl_race_reports` with `acl`
+/// on, else [`crate::sim_race_reports`]); `None` where the backend has none to ask.
+pub fn race_reports(device: &Device<Backend>) -> Option<Vec<String>> {
+    #[cfg(feature = "acl")]
+    return crate::acl_race_reports(device);
+    #[cfg(not(feature = "acl"))]
+    return crate::sim_race_reports(device);
+}
+
+/// One line naming what [`open`] runs on: the simulator and its profile, or ACL and the
+/// library file (a load failure is described, not returned: [`open`] returns it).
+pub fn describe() -> String {
+    #[cfg(feature = "acl")]
+    return match braid_backend_acl::AclApi::load_or_sim() {
+        Ok(api) => format!("ACL ({})", api.path().display()),
+        Err(e) => format!("ACL (not loaded: {e})"),
+    };
+    #[cfg(not(feature = "acl"))]
+    return format!(
+        "the simulated device ({})",
+        braid_backend_sim::DeviceProfile::ascend_910b().name
+    );
+}

@@ -1,0 +1,408 @@
+//! Memory reuse between captured graphs: a decoder-like model captured for batch sizes 128,
+//! 64, …, 1 (largest first, as vLLM captures), under TorchAir's memory-reuse modes:
+//!
+//! - a pool per graph (`disable_mempool_reuse_in_same_fx = True`): reserved memory is the sum
+//!   of every graph's;
+//! - mode 2 (one pool for all shapes of a runner, the default): about the largest graph's;
+//! - mode 1 (`use_custom_pool`): two runners in a pipeline (first half of the layers, second
+//!   half and the head) sharing one user pool.
+//!
+//! Every replay's output is compared with eager execution of the same model on the same
+//! device, and the simulator's sanitizer checks every access of every replay. The outputs are
+//! checked in data mode at a reduced width ([`Decoder::check`]); the memory figures come from
+//! the same code in timing-only mode at Llama-2-7B's width ([`Decoder::llama7b_width`]),
+//! where nothing is computed and the sanitizer still checks every access.
+//!
+//! The model follows the decode step of the workloads reference (§3.4) at a reduced width:
+//! per layer a query projection, a KV-cache write (a mutated input, used in place), an
+//! attention stand-in, an output projection and residual, a gate/up/down MLP and a residual.
+
+use braid_allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};
+use braid_backend_sim::{SimBackend, SimConfig, SimMode};
+use braid_graph_capture::{
+    graph_pool_handle, GraphError, GraphRunner, InputKind, MemoryReuse, RunContext, RunnerConfig,
+};
+use braid_stream_core::{Device, DeviceSlice, Kernel, Stream};
+use std::ops::Range;
+
+type B = SimBackend;
+type Buf = DeviceBuffer<B>;
+
+/// Batch sizes captured, in capture order (largest first).
+pub const BATCHES: [u32; 8] = [128, 64, 32, 16, 8, 4, 2, 1];
+
+/// Sizes of the decoder.
+#[derive(Clone, Copy, Debug)]
+pub struct Decoder {
+    /// Hidden size.
+    pub hidden: u32,
+    /// MLP intermediate size.
+    pub intermediate: u32,
+    /// Vocabulary (columns of the logits).
+    pub vocab: u32,
+    /// Layers.
+    pub layers: u32,
+}
+
+impl Decoder {
+    /// Llama-like proportions at a width that computes quickly in data mode.
+    pub fn check() -> Self {
+        Decoder {
+            hidden: 64,
+            intermediate: 172,
+            vocab: 256,
+            layers: 2,
+        }
+    }
+
+    /// Llama-2-7B's hidden, intermediate and vocabulary sizes (workloads reference §3.1),
+    /// two layers, for memory figures in timing-only mode.
+    pub fn llama7b_width() -> Self {
+        Decoder {
+            hidden: 4096,
+            intermediate: 11008,
+            vocab: 32000,
+            layers: 2,
+        }
+    }
+}
+
+/// What the example reports.
+#[derive(Clone, Debug)]
+pub struct Report {
+    /// Every replayed output equals eager execution, in every mode.
+    pub identical: bool,
+    /// Sanitizer reports over all modes.
+    pub reports: u64,
+    /// Reserved bytes of the graph pools with a pool per graph.
+    pub reserved_per_graph: u64,
+    /// Reserved bytes of the runner's pool in mode 2.
+    pub reserved_mode2: u64,
+    /// Reserved bytes of the pool two pipelined runners share in mode 1.
+    pub reserved_mode1: u64,
+    /// Reserved bytes of the largest single graph's pool (batch 128, pool per graph).
+    pub largest_single_graph: u64,
+}
+
+struct Weights {
+    q: Vec<Buf>,
+    o: Vec<Buf>,
+    gate: Vec<Buf>,
+    up: Vec<Buf>,
+    down: Vec<Buf>,
+    head: Buf,
+}
+
+fn filled(
+    alloc: &CachingAllocator<B>,
+    s: &Stream<B>,
+    elems: u64,
+    value: f32,
+) -> Result<Buf, GraphError> {
+    let buf = alloc.alloc(elems * 4, s)?;
+    s.launch(&Kernel::Fill {
+        dst: buf.slice(),
+        value,
+    })?;
+    Ok(buf)
+}
+
+fn weights(alloc: &CachingAllocator<B>, s: &Stream<B>, d: Decoder) -> Result<Weights, GraphError> {
+    let (h, i) = (u64::from(d.hidden), u64::from(d.intermediate));
+    let mut w = Weights {
+        q: Vec::new(),
+        o: Vec::new(),
+        gate: Vec::new(),
+        up: Vec::new(),
+        down: Vec::new(),
+        head: filled(alloc, s, h * u64::from(d.vocab), 1.0 / h as f32)?,
+    };
+    for l in 0..d.layers {
+        let v = 1.0 + l as f32 / 8.0;
+        w.q.push(filled(alloc, s, h * h, v / h as f32)?);
+        w.o.push(filled(alloc, s, h * h, 0.5 / h as f32)?);
+        w.gate.push(filled(alloc, s, h * i, 1.0 / h as f32)?);
+        w.up.push(filled(alloc, s, h * i, 0.5 / h as f32)?);
+        w.down.push(filled(alloc, s, i * h, 1.0 / i as f32)?);
+    }
+    Ok(w)
+}
+
+fn matmul(
+    ctx: &RunContext<'_, B>,
+    a: DeviceSlice,
+    w: &Buf,
+    m: u32,
+    k: u32,
+    n: u32,
+) -> Result<Buf, GraphError> {
+    let c = ctx.alloc(u64::from(m) * u64::from(n) * 4)?;
+    ctx.current_stream().launch(&Kernel::Matmul {
+        a,
+        b: w.slice(),
+        c: c.slice(),
+        m,
+        k,
+        n,
+    })?;
+    Ok(c)
+}
+
+fn binary(ctx: &RunContext<'_, B>, a: DeviceSlice, b: DeviceSlice) -> Result<Buf, GraphError> {
+    let out = ctx.alloc(a.len)?;
+    ctx.current_stream().launch(&Kernel::Add {
+        a,
+        b,
+        out: out.slice(),
+    })?;
+    Ok(out)
+}
+
+fn half(ctx: &RunContext<'_, B>, a: DeviceSlice) -> Result<Buf, GraphError> {
+    let out = ctx.alloc(a.len)?;
+    ctx.current_stream().launch(&Kernel::Scale {
+        src: a,
+        dst: out.slice(),
+        factor: 0.5,
+    })?;
+    Ok(out)
+}
+
+/// Layers `layers` (and the head when `head`) on inputs `[hidden states, kv cache]`; the
+/// batch follows from the hidden states' length.
+fn forward(
+    ctx: &RunContext<'_, B>,
+    inputs: &[DeviceSlice],
+    w: &Weights,
+    d: Decoder,
+    layers: Range<u32>,
+    head: bool,
+) -> Result<Vec<Buf>, GraphError> {
+    let (x, kv) = (inputs[0], inputs[1]);
+    let batch = (x.len / (u64::from(d.hidden) * 4)) as u32;
+    let act = u64::from(batch) * u64::from(d.hidden) * 4;
+    let mut h: Option<Buf> = None;
+    for (slot, l) in layers.clone().enumerate() {
+        let l = l as usize;
+        let input = h.as_ref().map_or(x, Buf::slice);
+        let q = matmul(ctx, input, &w.q[l], batch, d.hidden, d.hidden)?;
+        let kv_l = kv
+            .sub(slot as u64 * act, act)
+            .ok_or_else(|| GraphError::model("kv cache too small"))?;
+        ctx.current_stream().launch(&Kernel::Copy {
+            src: q.slice(),
+            dst: kv_l,
+        })?;
+        let attn = binary(ctx, q.slice(), kv_l)?;
+        drop(q);
+        let o = matmul(ctx, attn.slice(), &w.o[l], batch, d.hidden, d.hidden)?;
+        drop(attn);
+        let r = binary(ctx, input, o.slice())?;
+        drop(o);
+        let g = matmul(ctx, r.slice(), &w.gate[l], batch, d.hidden, d.intermediate)?;
+        let u = matmul(ctx, r.slice(), &w.up[l], batch, d.hidden, d.intermediate)?;
+        let m = binary(ctx, g.slice(), u.slice())?;
+        drop((g, u));
+        let m = half(ctx, m.slice())?;
+        let down = matmul(ctx, m.slice(), &w.down[l], batch, d.intermediate, d.hidden)?;
+        drop(m);
+        let next = binary(ctx, r.slice(), down.slice())?;
+        drop((r, down));
+        h = Some(half(ctx, next.slice())?);
+    }
+    let h = match h {
+        Some(h) => h,
+        None => {
+            let copy = ctx.alloc(act)?;
+            ctx.current_stream().launch(&Kernel::Copy {
+                src: x,
+                dst: copy.slice(),
+            })?;
+            copy
+        }
+    };
+    if head {
+        Ok(vec![matmul(
+            ctx,
+            h.slice(),
+            &w.head,
+            batch,
+            d.hidden,
+            d.vocab,
+        )?])
+    } else {
+        Ok(vec![h])
+    }
+}
+
+/// Memory-reuse configurations of the report.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Reuse {
+    PerGraph,
+    RunnerPool,
+    SharedPipeline,
+}
+
+struct ModeResult {
+    identical: bool,
+    reports: u64,
+    reserved: u64,
+    largest: u64,
+}
+
+fn read(s: &Stream<B>, slice: DeviceSlice) -> Result<Vec<f32>, GraphError> {
+    Ok(s.copy_d2h(slice)?.wait_f32()?)
+}
+
+fn run_mode(d: Decoder, mode: Reuse, data: bool) -> Result<ModeResult, GraphError> {
+    let sim_mode = if data {
+        SimMode::Data
+    } else {
+        SimMode::TimingOnly
+    };
+    let device: Device<B> =
+        crate::sim_device(SimConfig::new().mode(sim_mode).record_timeline(false))?;
+    let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::new())?;
+    let s = device.create_stream(0)?;
+    let w = weights(&alloc, &s, d)?;
+    let max_act = u64::from(BATCHES[0]) * u64::from(d.hidden);
+    let kv_full = alloc.alloc(u64::from(d.layers) * max_act * 4, &s)?;
+    let xs: Vec<Buf> = BATCHES
+        .iter()
+        .enumerate()
+        .map(|(i, &b)| {
+            filled(
+                &alloc,
+                &s,
+                u64::from(b) * u64::from(d.hidden),
+                0.1 * (i + 1) as f32,
+            )
+        })
+        .collect::<Result<_, _>>()?;
+    let kv_len = |b: u32, layers: u32| u64::from(layers) * u64::from(b) * u64::from(d.hidden) * 4;
+    let kv_for = |b: u32, first: u32, layers: u32| -> Result<DeviceSlice, GraphError> {
+        kv_full
+            .slice()
+            .sub(kv_len(BATCHES[0], first), kv_len(b, layers))
+            .ok_or_else(|| GraphError::model("kv cache too small"))
+    };
+
+    // Eager reference.
+    let mut expected = Vec::new();
+    for (x, &b) in xs.iter().zip(&BATCHES) {
+        let ctx = RunContext::eager(&alloc, &s)?;
+        let out = forward(
+            &ctx,
+            &[x.slice(), kv_for(b, 0, d.layers)?],
+            &w,
+            d,
+            0..d.layers,
+            true,
+        )?;
+        expected.push(if data {
+            read(&s, out[0].slice())?
+        } else {
+            Vec::new()
+        });
+    }
+
+    let kinds = vec![InputKind::User, InputKind::Mutated];
+    let half_layers = d.layers / 2;
+    let mut identical = true;
+    let (reserved, largest) = match mode {
+        Reuse::PerGraph | Reuse::RunnerPool => {
+            let memory = if mode == Reuse::PerGraph {
+                MemoryReuse::PoolPerGraph
+            } else {
+                MemoryReuse::RunnerPool
+            };
+            let mut runner = GraphRunner::new(
+                &alloc,
+                RunnerConfig::new(kinds).memory(memory),
+                |ctx: &RunContext<'_, B>, inputs: &[DeviceSlice]| {
+                    forward(ctx, inputs, &w, d, 0..d.layers, true)
+                },
+            )?;
+            // Warm-up then capture, largest batch first.
+            for (x, &b) in xs.iter().zip(&BATCHES) {
+                for _ in 0..2 {
+                    runner.run(&s, &[x.slice(), kv_for(b, 0, d.layers)?])?;
+                }
+            }
+            for ((x, &b), want) in xs.iter().zip(&BATCHES).zip(&expected) {
+                let out = runner.run(&s, &[x.slice(), kv_for(b, 0, d.layers)?])?;
+                identical &= out.is_replay() && (!data || &out.read_f32(0)? == want);
+            }
+            let pools = runner.pools();
+            let largest = pools.first().map_or(0, |p| p.reserved_bytes());
+            (runner.reserved_bytes(), largest)
+        }
+        Reuse::SharedPipeline => {
+            let pool = graph_pool_handle(&alloc);
+            let config = RunnerConfig::new(kinds).memory(MemoryReuse::Shared(pool.clone()));
+            let mut first = GraphRunner::new(
+                &alloc,
+                config.clone(),
+                |ctx: &RunContext<'_, B>, inputs: &[DeviceSlice]| {
+                    forward(ctx, inputs, &w, d, 0..half_layers, false)
+                },
+            )?;
+            let mut second = GraphRunner::new(
+                &alloc,
+                config,
+                |ctx: &RunContext<'_, B>, inputs: &[DeviceSlice]| {
+                    forward(ctx, inputs, &w, d, half_layers..d.layers, true)
+                },
+            )?;
+            let mut step =
+                |x: &Buf, b: u32, check: Option<&Vec<f32>>| -> Result<bool, GraphError> {
+                    let h = first.run(&s, &[x.slice(), kv_for(b, 0, half_layers)?])?;
+                    let h = h.slices()?[0];
+                    let out =
+                        second.run(&s, &[h, kv_for(b, half_layers, d.layers - half_layers)?])?;
+                    Ok(match check {
+                        Some(want) => out.is_replay() && (!data || &out.read_f32(0)? == want),
+                        None => true,
+                    })
+                };
+            for (x, &b) in xs.iter().zip(&BATCHES) {
+                step(x, b, None)?;
+                step(x, b, None)?;
+            }
+            for ((x, &b), want) in xs.iter().zip(&BATCHES).zip(&expected) {
+                identical &= step(x, b, Some(want))?;
+            }
+            (pool.reserved_bytes(), 0)
+        }
+    };
+    s.synchronize()?;
+    Ok(ModeResult {
+        identical,
+        reports: device.hal().sanitizer_report_count(),
+        reserved,
+        largest,
+    })
+}
+
+/// Runs the three modes on fresh simulated devices with the sanitizer on: outputs checked in
+/// data mode with `check`, memory measured in timing-only mode with `size`.
+pub fn run(check: Decoder, size: Decoder) -> Result<Report, GraphError> {
+    let mut identical = true;
+    let mut reports = 0;
+    for mode in [Reuse::PerGraph, Reuse::RunnerPool, Reuse::SharedPipeline] {
+        let r = run_mode(check, mode, true)?;
+        identical &= r.identical;
+        reports += r.reports;
+    }
+    let per_graph = run_mode(size, Reuse::PerGraph, false)?;
+    let mode2 = run_mode(size, Reuse::RunnerPool, false)?;
+    let mode1 = run_mode(size, Reuse::SharedPipeline, false)?;
+    Ok(Report {
+        identical: identical && per_graph.identical && mode2.identical && mode1.identical,
+        reports: reports + per_graph.reports + mode2.reports + mode1.reports,
+        reserved_per_graph: per_graph.reserved,
+        reserved_mode2: mode2.reserved,
+        reserved_mode1: mode1.reserved,
+        largest_single_graph: per_graph.largest,
+    })
+}

@@ -1,0 +1,52 @@
+//! Typed errors of graph capture and the runner.
+
+use braid_allocator::AllocError;
+
+/// Everything a capture session, a captured graph or a [`crate::GraphRunner`] can refuse or
+/// report. After any of these the allocator, the streams and the runner stay usable: a failed
+/// capture is ended and its memory returned to its pool.
+#[derive(Debug, thiserror::Error)]
+pub enum GraphError {
+    /// The front layer refused a call: a capture rule (capture on the default stream,
+    /// synchronize or query during capture, an unjoined stream at the end, ...) or another
+    /// stream/event misuse. The inner error names the rule.
+    #[error(transparent)]
+    Stream(#[from] braid_stream_core::Error),
+    /// The allocator failed (out of memory inside a capture, a busy pool, ...).
+    #[error(transparent)]
+    Alloc(#[from] AllocError),
+    /// A stream, pool or buffer of another device or allocator was passed.
+    #[error("{what} belongs to another device or allocator than the capture")]
+    WrongDevice {
+        /// What was passed.
+        what: &'static str,
+    },
+    /// A runner was called with a number of inputs other than it was built for.
+    #[error("the runner takes {expected} inputs, {got} were given")]
+    InputCount {
+        /// Inputs declared when the runner was built.
+        expected: usize,
+        /// Inputs passed.
+        got: usize,
+    },
+    /// An output of a graph was read after another graph sharing its pool replayed (its
+    /// memory may have been overwritten). Clone outputs to keep them across replays.
+    #[error("graph output read after another replay in pool {pool} may have overwritten it: clone outputs you keep across replays (RunnerConfig::clone_outputs or Outputs::into_owned)")]
+    OutputOverwritten {
+        /// The pool's id.
+        pool: u64,
+    },
+    /// The model (the user's closure) failed.
+    #[error("model failed: {0}")]
+    Model(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl GraphError {
+    /// Wraps an error of the user's model.
+    pub fn model(err: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> Self {
+        GraphError::Model(err.into())
+    }
+}
+
+/// Result with [`GraphError`].
+pub type Result<T, E = GraphError> = std::result::Result<T, E>;

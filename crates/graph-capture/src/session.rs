@@ -1,0 +1,186 @@
+//! Capture sessions: a closure's work recorded into a replayable graph, its allocations in a
+//! private pool, its tagged side streams joined back automatically.
+
+use crate::context::RunContext;
+use crate::error::{GraphError, Result};
+use crate::pool::{graph_pool_handle, GraphPool};
+use braid_allocator::{CachingAllocator, PoolFilter};
+use braid_stream_core::hal::Backend;
+use braid_stream_core::{CaptureMode, Domain, Graph, Stream, StreamPosition};
+use std::fmt;
+
+/// A graph captured by a [`CaptureSession`], with the pool its memory lives in. Launch it on
+/// any stream of its device, as often as needed; it keeps its pool alive.
+pub struct CapturedGraph<B: Backend> {
+    graph: Graph<B>,
+    pool: GraphPool<B>,
+}
+
+impl<B: Backend> fmt::Debug for CapturedGraph<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CapturedGraph")
+            .field("nodes", &self.graph.node_count())
+            .field("pool", &self.pool.id().0)
+            .finish()
+    }
+}
+
+impl<B: Backend> CapturedGraph<B> {
+    /// Enqueues one replay on `stream` (PyTorch's `replay()`, which may run on any stream),
+    /// ordered after the previous launch of any graph sharing the pool.
+    pub fn launch(&self, stream: &Stream<B>) -> Result<StreamPosition> {
+        self.pool.order_on(stream)?;
+        let pos = self.graph.launch(stream)?;
+        self.pool.note_launch(stream);
+        Ok(pos)
+    }
+
+    /// Work nodes captured.
+    pub fn node_count(&self) -> usize {
+        self.graph.node_count()
+    }
+
+    /// Whether nothing was captured (a warning is logged at capture end, as PyTorch warns).
+    pub fn is_empty(&self) -> bool {
+        self.graph.node_count() == 0
+    }
+
+    /// The pool the graph's memory lives in (PyTorch's `graph.pool()`): pass it to another
+    /// capture to share memory.
+    pub fn pool(&self) -> &GraphPool<B> {
+        &self.pool
+    }
+
+    /// The front layer's graph.
+    pub fn graph(&self) -> &Graph<B> {
+        &self.graph
+    }
+}
+
+/// Ends the capture if the closure panics.
+struct ActiveCapture<'a, B: Backend> {
+    stream: &'a Stream<B>,
+    done: bool,
+}
+
+impl<B: Backend> Drop for ActiveCapture<'_, B> {
+    fn drop(&mut self) {
+        if !self.done {
+            if let Err(err) = self.stream.end_capture() {
+                tracing::warn!(%err, "capture abandoned");
+            }
+        }
+    }
+}
+
+/// Builds and runs one capture (PyTorch's `torch.cuda.graph(g, pool=..., stream=...)`,
+/// torch_npu's `NPUGraph`).
+///
+/// [`CaptureSession::run`]: diverts allocations of every stream of the capture into the pool
+/// (a new one unless [`CaptureSession::pool`] names one), begins capture on the stream (which
+/// must not be the default stream) and makes it current, runs the closure with a
+/// [`RunContext`], joins back every tagged side stream, ends the capture and the diversion —
+/// the last two always, also when the closure fails or panics. Every capture rule is a typed
+/// [`GraphError`]; after a failure the allocator and the streams are usable and the
+/// closure's memory is back in the pool.
+///
+/// ```
+/// use braid_allocator::{AllocatorConfig, CachingAllocator};
+/// use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
+/// use braid_graph_capture::CaptureSession;
+/// use braid_stream_core::{Device, Kernel};
+///
+/// let device = Device::<SimBackend>::new(SimDevice::new(SimConfig::new())).unwrap();
+/// let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::new()).unwrap();
+/// let s = device.create_stream(0).unwrap();
+/// let (graph, out) = CaptureSession::new(&alloc, &s)
+///     .run(|ctx| {
+///         let out = ctx.alloc(16)?;
+///         ctx.stream().launch(&Kernel::Fill { dst: out.slice(), value: 2.0 })?;
+///         Ok(out)
+///     })
+///     .unwrap();
+/// assert_eq!(out.pool(), graph.pool().id());
+/// graph.launch(&s).unwrap();
+/// assert_eq!(s.copy_d2h(out.slice()).unwrap().wait_f32().unwrap(), vec![2.0; 4]);
+/// ```
+pub struct CaptureSession<'a, B: Backend> {
+    allocator: &'a CachingAllocator<B>,
+    stream: &'a Stream<B>,
+    pool: Option<GraphPool<B>>,
+    mode: CaptureMode,
+}
+
+impl<'a, B: Backend> CaptureSession<'a, B> {
+    /// A session capturing on `stream` with allocations from `allocator`; a new private pool
+    /// and [`CaptureMode::Global`] unless set.
+    pub fn new(allocator: &'a CachingAllocator<B>, stream: &'a Stream<B>) -> Self {
+        CaptureSession {
+            allocator,
+            stream,
+            pool: None,
+            mode: CaptureMode::Global,
+        }
+    }
+
+    /// Captures into `pool` (shared with other graphs) instead of a new one.
+    pub fn pool(mut self, pool: &GraphPool<B>) -> Self {
+        self.pool = Some(pool.clone());
+        self
+    }
+
+    /// The capture mode (how strict the capture is about other threads).
+    pub fn mode(mut self, mode: CaptureMode) -> Self {
+        self.mode = mode;
+        self
+    }
+
+    /// Runs `f` under capture; returns the graph and what `f` returned (typically output
+    /// buffers, which live in the graph's pool and are written by every replay).
+    pub fn run<T>(
+        self,
+        f: impl FnOnce(&RunContext<'_, B>) -> Result<T>,
+    ) -> Result<(CapturedGraph<B>, T)> {
+        let alloc = self.allocator;
+        let stream = self.stream;
+        if !stream.device().same_as(alloc.device()) {
+            return Err(GraphError::WrongDevice { what: "stream" });
+        }
+        let pool = match self.pool {
+            Some(pool) if !pool.mem_pool().allocator().same_as(alloc) => {
+                return Err(GraphError::WrongDevice { what: "pool" })
+            }
+            Some(pool) => pool,
+            None => graph_pool_handle(alloc),
+        };
+        let span = tracing::info_span!("capture", stream = stream.id().0, pool = pool.id().0);
+        let _span = span.enter();
+        stream.begin_capture(self.mode)?;
+        let mut active = ActiveCapture {
+            stream,
+            done: false,
+        };
+        let Domain::Capture(id) = stream.domain() else {
+            return Err(GraphError::Stream(braid_stream_core::Error::NotCapturing {
+                stream: stream.id(),
+            }));
+        };
+        let diversion = alloc.begin_allocate_to_pool(pool.mem_pool(), PoolFilter::Capture(id))?;
+        let ctx = RunContext::new(alloc, stream.clone(), true)?;
+        let result = f(&ctx);
+        let joined = ctx.join();
+        active.done = true;
+        let graph = stream.end_capture();
+        drop(diversion);
+        let value = match (result, joined) {
+            (Err(e), _) | (Ok(_), Err(e)) => {
+                tracing::warn!(error = %e, "capture failed");
+                return Err(e);
+            }
+            (Ok(value), Ok(())) => value,
+        };
+        let graph = graph?;
+        tracing::debug!(nodes = graph.node_count(), "graph captured");
+        Ok((CapturedGraph { graph, pool }, value))
+    }
+}
