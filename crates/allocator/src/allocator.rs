@@ -92,7 +92,11 @@ impl<B: Backend> CachingAllocator<B> {
             });
             Inner {
                 device: device.clone(),
-                state: Mutex::new(State::new(config, total)),
+                state: Mutex::new(State::new(
+                    config,
+                    total,
+                    braid_stream_core::hal::Device::wants_sub_allocation_notes(device.hal()),
+                )),
                 _observer: observer,
             }
         });

@@ -15,7 +15,9 @@ use crate::snapshot::{
 };
 use crate::stats::MemoryStats;
 use braid_stream_core::hal::{Backend, Device as _, HalError};
-use braid_stream_core::{CaptureId, Device, DevicePtr, Domain, Stream, StreamId, StreamPosition};
+use braid_stream_core::{
+    CaptureId, Device, DevicePtr, DeviceSlice, Domain, Stream, StreamId, StreamPosition,
+};
 
 /// Requests of at least this many bytes are refused outright (PyTorch's 1 EB check).
 pub(crate) const ONE_EXA_BYTES: u64 = 1 << 60;
@@ -53,10 +55,12 @@ pub(crate) struct State<B: Backend> {
     device_total: u64,
     /// Cap on reserved bytes from memory_fraction / limit_bytes.
     allowed_max: Option<u64>,
+    /// Whether the backend wants block lifetimes (`hal::Device::wants_sub_allocation_notes`).
+    note_lifetimes: bool,
 }
 
 impl<B: Backend> State<B> {
-    pub(crate) fn new(config: AllocatorConfig, device_total: u64) -> Self {
+    pub(crate) fn new(config: AllocatorConfig, device_total: u64, note_lifetimes: bool) -> Self {
         let history = History::new(config.record_history, config.history_size);
         let mut state = State {
             stats: MemoryStats {
@@ -73,6 +77,7 @@ impl<B: Backend> State<B> {
             history,
             device_total,
             allowed_max: None,
+            note_lifetimes,
         };
         state.update_allowed_max();
         state
@@ -251,8 +256,9 @@ impl<B: Backend> State<B> {
         }
 
         let granted = self.malloc_in(dev, stream, pool, class, size, rounded, seg_size, capturing);
-        if let (Ok(g), Some(c)) = (&granted, capture) {
-            self.blocks.get_mut(g.block).capture = Some(c);
+        if let Ok(g) = &granted {
+            self.blocks.get_mut(g.block).capture = capture;
+            self.note_lifetime(dev, g.block, true);
         }
         granted
     }
@@ -637,7 +643,7 @@ impl<B: Backend> State<B> {
         self.history
             .record(HistoryAction::FreeRequested, addr, size, stream, pool);
         if self.blocks.get(b).uses.is_empty() {
-            self.free_block(b);
+            self.free_block(dev, b);
             return;
         }
         // Cross-stream uses: fill record_stream positions, drop uses already ordered.
@@ -652,7 +658,7 @@ impl<B: Backend> State<B> {
         let blk = self.blocks.get_mut(b);
         if blk.uses.is_empty() {
             self.stats.num_released_without_event += 1;
-            self.free_block(b);
+            self.free_block(dev, b);
             return;
         }
         blk.status = Status::Pending;
@@ -711,12 +717,39 @@ impl<B: Backend> State<B> {
         }
     }
 
+    /// Tells the backend that block `b` starts (`alive`) or ends a lifetime, so a memory checker
+    /// (the simulator's sanitizer) sees blocks reused inside a segment. Only default-pool blocks
+    /// allocated outside captures are declared: captured blocks are touched at every replay,
+    /// long after the capture freed them, and a private pool's segments stay whole to the
+    /// checker.
+    fn note_lifetime(&mut self, dev: &Device<B>, b: BlockId, alive: bool) {
+        let blk = self.blocks.get(b);
+        if !self.note_lifetimes || blk.pool != PoolId::DEFAULT || blk.capture.is_some() {
+            return;
+        }
+        let owner_id = blk.stream;
+        let Some(owner) = self.stream_handle(dev, owner_id) else {
+            return;
+        };
+        let blk = self.blocks.get(b);
+        let range = DeviceSlice::new(DevicePtr(blk.addr), blk.size);
+        let result = if alive {
+            dev.hal().note_sub_alloc(range, owner.hal())
+        } else {
+            dev.hal().note_sub_free(range, owner.hal())
+        };
+        if let Err(err) = result {
+            tracing::warn!(%err, addr = blk.addr, size = blk.size, "backend refused a block lifetime note");
+        }
+    }
+
     /// PyTorch's `free_block`: coalesce with free neighbours and cache.
-    fn free_block(&mut self, b: BlockId) {
+    fn free_block(&mut self, dev: &Device<B>, b: BlockId) {
         let (orig_size, requested, small, stream, pool) = {
             let blk = self.blocks.get(b);
             (blk.size, blk.requested, blk.small, blk.stream, blk.pool)
         };
+        self.note_lifetime(dev, b, false);
         let mut net_blocks: i64 = 0;
         let mut net_bytes: i64 = 0;
         for neighbour in [self.blocks.get(b).prev, self.blocks.get(b).next] {
@@ -863,7 +896,7 @@ impl<B: Backend> State<B> {
                 self.pending.blocks.swap_remove(i);
                 let size = self.blocks.get(b).size;
                 self.stats.pending_free_bytes.decrease(size);
-                self.free_block(b);
+                self.free_block(dev, b);
             } else {
                 if !capturing {
                     self.record_events(dev, b);

@@ -185,6 +185,13 @@ impl hal::Device for SimDevice {
         Ok(())
     }
 
+    fn wants_sub_allocation_notes(&self) -> bool {
+        // The notes feed the sanitizer and the timeline's allocated-memory counter.
+        let engine = lock(&self.shared);
+        let config = engine.config();
+        config.sanitizer != crate::SanitizerMode::Off || config.record_timeline
+    }
+
     fn note_sub_alloc(&self, range: DeviceSlice, stream: &SimStream) -> Result<(), HalError> {
         self.sanitizer_note_alloc(range, stream.index())
     }

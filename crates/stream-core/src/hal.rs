@@ -89,6 +89,12 @@ pub trait Device: Send + Sync + 'static {
     /// Blocks until all work on all streams is done.
     fn synchronize(&self) -> Result<(), HalError>;
 
+    /// Whether the backend uses [`Device::note_sub_alloc`] / [`Device::note_sub_free`] (a
+    /// sub-allocator may skip the calls otherwise). The default is `false`.
+    fn wants_sub_allocation_notes(&self) -> bool {
+        false
+    }
+
     /// A sub-allocator (the caching allocator, working inside segments) handed `range` to a new
     /// user whose first stream is `stream`. Backends with a memory checker use this to see
     /// blocks reused inside a segment; the default does nothing.
