@@ -126,3 +126,69 @@ fn a_wrong_result_is_detected_by_check() {
     results.mm_result[7] += 1.0;
     assert!(!tagged_events::check(shape, &results));
 }
+
+#[test]
+fn record_tagged_stream_keeps_a_alive_and_its_absence_is_reported() {
+    use braid::scenarios::record_tagged_stream;
+    let with = record_tagged_stream::run(
+        &braid::sim_device(SimConfig::new()).unwrap(),
+        true,
+        braid::sim_race_reports,
+    )
+    .unwrap();
+    assert!(with.b_correct && with.c_correct, "{with:?}");
+    assert!(
+        !with.c_reused_a,
+        "A's block must stay reserved until the second stream read it"
+    );
+    assert_eq!(
+        with.reports.as_deref(),
+        Some(&[][..]),
+        "no sanitizer report with the record"
+    );
+
+    let without = record_tagged_stream::run(
+        &braid::sim_device(SimConfig::new()).unwrap(),
+        false,
+        braid::sim_race_reports,
+    )
+    .unwrap();
+    assert!(without.c_reused_a, "without the record C takes A's block");
+    assert!(!without.b_correct, "B reads C's data: {without:?}");
+    let reports = without.reports.expect("the simulator has a sanitizer");
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(
+        reports[0].contains("use after free") && reports[0].contains("B = A + 1"),
+        "{reports:?}"
+    );
+}
+
+#[test]
+fn automatic_mode_needs_no_record_stream_and_manual_mode_is_caught() {
+    use braid::allocator::CrossStreamMode;
+    use braid::scenarios::cross_stream_lifetime;
+    let auto = cross_stream_lifetime::run(
+        &braid::sim_device(SimConfig::new()).unwrap(),
+        CrossStreamMode::Automatic,
+        braid::sim_race_reports,
+    )
+    .unwrap();
+    assert!(auto.correct && !auto.z_reused_x, "{auto:?}");
+    assert_eq!(auto.reports.as_deref(), Some(&[][..]));
+    assert!(
+        auto.events_recorded >= 1,
+        "the side stream was still busy at the free: {auto:?}"
+    );
+
+    let manual = cross_stream_lifetime::run(
+        &braid::sim_device(SimConfig::new()).unwrap(),
+        CrossStreamMode::Manual,
+        braid::sim_race_reports,
+    )
+    .unwrap();
+    assert!(!manual.correct && manual.z_reused_x, "{manual:?}");
+    assert_eq!(manual.events_recorded, 0);
+    let reports = manual.reports.expect("sanitizer");
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(reports[0].contains("use after free"), "{reports:?}");
+}

@@ -7,9 +7,11 @@
 //! [`devices`] opens the devices the examples and `braid demo` run them on: simulated ones,
 //! or ACL ones with the `acl` feature.
 
+pub mod cross_stream_lifetime;
 pub mod devices;
 pub mod graph_mode;
 pub mod memory_reuse;
+pub mod record_tagged_stream;
 pub mod tagged_events;
 pub mod wait_stream;
 
