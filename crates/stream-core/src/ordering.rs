@@ -222,32 +222,26 @@ impl Ordering {
 
     /// Makes `t` wait on an event recorded with `snap`.
     pub fn wait(&mut self, t: StreamId, snap: &EventSnapshot) -> Result<WaitEffect, WaitRefusal> {
+        self.check_wait(t, snap)?;
         self.ensure(t);
         match (self.domain_of(t), snap.position.domain) {
-            (Domain::Eager, Domain::Eager) => {
-                self.eager[t.index()].join(&snap.clock);
-                Ok(WaitEffect::Ordered)
-            }
             (Domain::Eager, Domain::Capture(c)) => {
-                if !self.captures.contains_key(&c) {
-                    return Err(WaitRefusal::RecordedInEndedCapture);
-                }
                 // Joining is itself a captured step on `t`: the fork point must be joined back.
                 self.positions[t.index()] += 1;
                 let joined_at = self.positions[t.index()];
                 let mut clock = snap.clock.clone();
                 clock.advance(t.index(), joined_at);
-                let cap = self.captures.get_mut(&c).expect("checked above");
-                cap.members.insert(t, CaptureMember { clock, joined_at });
+                if let Some(cap) = self.captures.get_mut(&c) {
+                    cap.members.insert(t, CaptureMember { clock, joined_at });
+                }
                 self.domain[t.index()] = Domain::Capture(c);
                 Ok(WaitEffect::JoinedCapture(c))
             }
-            (Domain::Capture(c), Domain::Capture(d)) if c == d => {
+            // `check_wait` let only same-domain waits through otherwise.
+            _ => {
                 self.clock_mut(t).join(&snap.clock);
                 Ok(WaitEffect::Ordered)
             }
-            (Domain::Capture(_), Domain::Capture(_)) => Err(WaitRefusal::RecordedInOtherCapture),
-            (Domain::Capture(_), Domain::Eager) => Err(WaitRefusal::RecordedOutsideCapture),
         }
     }
 
