@@ -3,7 +3,8 @@
 //! [`AclApi`] holds the opened library and one function pointer per symbol braid uses.
 //! Required symbols must all resolve or loading fails with [`LoadFailure::MissingSymbols`]
 //! naming them; optional symbols (newer or feature-specific APIs: streams with config, events
-//! with flags, the `aclmdlRI*` capture API, virtual memory, braid's kernel extension) are
+//! with flags, the `aclmdlRI*` capture API, virtual memory, braid's own `braidSim*`
+//! extensions for kernels and sanitizer reports, which only `braid-acl-sim` exports) are
 //! `Option`s, and the backend falls back or reports `Unsupported` without them.
 //!
 //! A table is resolved once per library file and kept for the life of the process (libraries
@@ -387,10 +388,11 @@ impl AclApi {
             .ok()
             .and_then(|exe| exe.parent().map(Path::to_path_buf));
         for path in exe_dir.iter().flat_map(|dir| sim_library_candidates(dir)) {
-            if !path.exists() {
+            // Canonical, so the path reported (and the table's key) reads plainly.
+            let Ok(path) = path.canonicalize() else {
                 tried.push((path, LoadFailure::Open("no such file".to_string())));
                 continue;
-            }
+            };
             match Self::open(&path) {
                 Ok(api) => return Ok(api),
                 Err(failure) => tried.push((path, failure)),

@@ -208,3 +208,56 @@ fn an_unjoined_stream_fails_the_capture_end_with_107025() {
     braid_stream_core::hal::Graph::launch(&graph, &origin).unwrap();
     origin.synchronize().unwrap();
 }
+
+#[test]
+fn the_sanitizer_extension_reports_a_race_and_clears() {
+    use braid_stream_core::DeviceSlice;
+    let dev = open(0);
+    assert!(common::api().supports_sanitizer_reports());
+    assert!(dev.clear_sanitizer_reports().unwrap());
+    assert_eq!(dev.sanitizer_reports().unwrap(), Some(vec![]));
+    let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    let ptr = dev.alloc(4096).unwrap();
+    let fill = Kernel::Fill {
+        dst: DeviceSlice::new(ptr, 4096),
+        value: 1.0,
+    };
+    // Two writes on unordered streams: a write-write race.
+    a.launch(&fill, "first").unwrap();
+    b.launch(&fill, "second").unwrap();
+    dev.synchronize().unwrap();
+    let reports = dev
+        .sanitizer_reports()
+        .unwrap()
+        .expect("braid-acl-sim has the extension");
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    assert!(
+        reports[0].contains("write-write race") && reports[0].contains("`second`"),
+        "{reports:?}"
+    );
+
+    // The raw extension: sizes, and typed failures with a message.
+    let api = common::api();
+    let report = api.braidSimSanitizerReport.unwrap();
+    let count = api.braidSimSanitizerReportCount.unwrap();
+    let mut needed = 0usize;
+    // SAFETY: a null buffer asks for the size; live out parameter.
+    assert_eq!(unsafe { report(0, 0, ptr::null_mut(), 0, &mut needed) }, 0);
+    assert_eq!(needed, reports[0].len() + 1);
+    let mut small = vec![0 as std::ffi::c_char; needed - 1];
+    // SAFETY: `small` is valid for its length; live out parameter.
+    let code = unsafe { report(0, 0, small.as_mut_ptr(), small.len(), &mut needed) };
+    assert_eq!(code, codes::ACL_ERROR_INVALID_PARAM);
+    // SAFETY: as above.
+    let code = unsafe { report(0, 1, ptr::null_mut(), 0, &mut needed) };
+    assert_eq!(code, codes::ACL_ERROR_INVALID_PARAM);
+    let mut n = 0u64;
+    // SAFETY: live out parameter.
+    let code = unsafe { count(64, &mut n) };
+    assert_eq!(code, codes::ACL_ERROR_RT_INVALID_DEVICEID);
+
+    assert!(dev.clear_sanitizer_reports().unwrap());
+    assert_eq!(dev.sanitizer_reports().unwrap(), Some(vec![]));
+    // SAFETY: the allocation is no longer used (the device was synchronized).
+    unsafe { dev.free(ptr) }.unwrap();
+}
