@@ -80,6 +80,9 @@ pub struct Figures {
     pub graph_multistream_us: f64,
     /// The rows, in that order.
     pub rows: Vec<Row>,
+    /// Whether both replays left the same activations as the eager step (meaningful on a
+    /// device that computes, such as the simulator in data mode).
+    pub replays_match_eager: bool,
 }
 
 struct Buffers<B: Backend> {
@@ -109,6 +112,28 @@ fn buffers<B: Backend>(
         vec_out,
         mm_out,
     })
+}
+
+/// Puts every buffer back to the step's starting values and waits for it, so each run starts
+/// from the same state.
+fn reset<B: Backend>(main: &Stream<B>, bufs: &Buffers<B>) -> Result<(), GraphError> {
+    main.launch(&Kernel::Fill {
+        dst: bufs.x.slice(),
+        value: 1.0,
+    })?;
+    // Small weights keep 44 layers of accumulation finite.
+    main.launch(&Kernel::Fill {
+        dst: bufs.w.slice(),
+        value: 1.0 / 1024.0,
+    })?;
+    for out in bufs.vec_out.iter().chain(&bufs.mm_out) {
+        main.launch(&Kernel::Fill {
+            dst: out.slice(),
+            value: 0.0,
+        })?;
+    }
+    main.synchronize()?;
+    Ok(())
 }
 
 /// Issues one decode step in `ctx`; with `multistream` the branches go to tagged stream "1".
@@ -180,13 +205,9 @@ pub fn run<B: Backend>(device: &Device<B>, step: Step) -> Result<Figures, GraphE
     let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::new())?;
     let main = device.create_stream(0)?;
     let bufs = buffers(&alloc, &main, step)?;
-    main.launch(&Kernel::Fill {
-        dst: bufs.x.slice(),
-        value: 1.0,
-    })?;
-    main.synchronize()?;
 
     // Eager, one stream.
+    reset(&main, &bufs)?;
     let timer = Timer::start(&main)?;
     {
         let ctx = RunContext::eager(&alloc, &main)?;
@@ -194,16 +215,19 @@ pub fn run<B: Backend>(device: &Device<B>, step: Step) -> Result<Figures, GraphE
         ctx.finish()?;
     }
     let eager_us = timer.stop_us(&main)?;
+    let eager_out = main.copy_d2h(bufs.x.slice())?.wait()?;
 
     let mut replay_us = Vec::new();
+    let mut replays_match_eager = true;
     for multistream in [false, true] {
         let (graph, ()) = CaptureSession::new(&alloc, &main)
             .run(|ctx| decode_step(ctx, &bufs, step, multistream))?;
         graph.launch(&main)?; // warm replay
-        main.synchronize()?;
+        reset(&main, &bufs)?;
         let timer = Timer::start(&main)?;
         graph.launch(&main)?;
         replay_us.push(timer.stop_us(&main)?);
+        replays_match_eager &= main.copy_d2h(bufs.x.slice())?.wait()? == eager_out;
     }
     let kernels = step.kernels();
     let rows = vec![
@@ -228,6 +252,7 @@ pub fn run<B: Backend>(device: &Device<B>, step: Step) -> Result<Figures, GraphE
         graph_us: replay_us[0],
         graph_multistream_us: replay_us[1],
         rows,
+        replays_match_eager,
     })
 }
 
