@@ -1,16 +1,32 @@
-//! Graph mode on a simulated Ascend 910B: one decode step of about 1,000 small kernels run
-//! eagerly, replayed as a captured graph, and replayed with the parallel branches of the
-//! tagged-events example on tagged stream "1".
+//! Graph mode on an Ascend 910B (simulated by default): one decode step of about 1,000 small
+//! kernels run eagerly, replayed as a captured graph, and replayed with the parallel branches
+//! of the tagged-events example on tagged stream "1". Replays are first checked against the
+//! eager step at a small size on a device that computes; the figures come from the full step
+//! on the timing device.
 //!
-//! `cargo run -p braid --example graph_mode`
+//! `cargo run -p braid --example graph_mode` (add `--features acl` to run through ACL).
 
+use braid::scenarios::devices::{self, Role};
 use braid::scenarios::graph_mode::{self, Step};
 
-fn main() -> Result<(), braid::graph_capture::GraphError> {
-    let step = Step::default();
-    let f = graph_mode::run_sim(step)?;
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    println!("running on {}", devices::describe());
+    let small = Step {
+        layers: 3,
+        vector_ops: 3,
+        matmuls: 2,
+        batch: 2,
+        hidden: 64,
+    };
+    let checked = graph_mode::run(&devices::open(Role::Data)?, small)?;
     println!(
-        "decode step: {} layers, {} kernels, batch {}, hidden {} (ascend_910b profile, timing-only)",
+        "replays compute what the eager step computes: {}",
+        checked.replays_match_eager
+    );
+    let step = Step::default();
+    let f = graph_mode::run(&devices::open(Role::Timing)?, step)?;
+    println!(
+        "decode step: {} layers, {} kernels, batch {}, hidden {}",
         step.layers,
         step.kernels(),
         step.batch,
