@@ -102,6 +102,20 @@ impl From<braid_stream_core::Error> for CaseError {
     }
 }
 
+impl From<braid_allocator::AllocError> for CaseError {
+    #[track_caller]
+    fn from(err: braid_allocator::AllocError) -> Self {
+        CaseError::new(format!("unexpected allocator error: {err} ({err:?})"))
+    }
+}
+
+impl From<braid_graph_capture::GraphError> for CaseError {
+    #[track_caller]
+    fn from(err: braid_graph_capture::GraphError) -> Self {
+        CaseError::new(format!("unexpected graph-capture error: {err} ({err:?})"))
+    }
+}
+
 impl From<String> for CaseError {
     #[track_caller]
     fn from(message: String) -> Self {

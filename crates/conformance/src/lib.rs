@@ -1,9 +1,12 @@
 //! braid's conformance suite: one generic set of cases every backend must pass.
 //!
 //! Each case is a public generic function `fn(&Harness<B>) -> Result<(), CaseError>` that
-//! exercises the front layer ([`braid_stream_core`]) on devices made by the harness, and names
-//! the peer scenario it reproduces (`B13`… from `reference/workloads.md`, section 2). Every case
-//! that provokes an error ends by proving the device still works ([`check_device_works`]).
+//! exercises the front layer ([`braid_stream_core`]), the caching allocator
+//! ([`braid_allocator`], module [`allocator`]) or graph capture ([`braid_graph_capture`],
+//! module [`graph`]) on devices made by the harness, and names the peer scenario it reproduces
+//! (`B13`… from `reference/workloads.md`, section 2). Every case that provokes an error ends by
+//! proving the device still works ([`check_device_works`]); the allocator and graph cases also
+//! prove the allocator still serves and computes correctly.
 //!
 //! A backend runs the suite with one macro invocation, which expands to one `#[test]` per case
 //! (`cargo test` lists `streams::default_stream_is_id_zero`, `capture::fork_join_capture_replays`,
@@ -40,10 +43,12 @@
 #[macro_use]
 mod support;
 
+pub mod allocator;
 pub mod capture;
 pub mod context;
 pub mod errors;
 pub mod events;
+pub mod graph;
 mod harness;
 pub mod memory;
 pub mod ordering;
@@ -132,6 +137,53 @@ macro_rules! __with_cases {
                 d2d_copy,
                 memset_sets_every_byte,
                 mem_info_accounts_allocations,
+            ],
+            allocator: [
+                record_stream_gates_reuse,
+                pending_block_waits_for_its_stream,
+                pending_blocks_reclaimed_before_oom,
+                in_capture_reuse_after_a_join,
+                in_capture_reuse_waits_for_every_reader,
+                record_tagged_stream_protects_data,
+                return_flow_releases_without_event,
+                automatic_mode_defers_reuse,
+                automatic_mode_sees_unknown_streams,
+                one_byte_alloc_and_free_restore_allocated,
+                stats_of_256_floats,
+                oom_message_and_healthy_device_after,
+                oom_then_retry_after_free,
+                memory_fraction_caps_reserved,
+                size_rounding_settings,
+                blocks_split_coalesce_and_stay_on_their_stream,
+                pool_use_counts_and_packing,
+                oom_retry_releases_default_cache_during_diversion,
+                pool_destruction_releases_memory,
+                freeable_pool_lives_while_an_output_does,
+                size_errors_leave_the_allocator_usable,
+                config_errors_are_typed,
+                invalid_arguments_refused,
+            ],
+            graph: [
+                session_capture_and_replay,
+                session_on_default_stream_refused,
+                empty_session_gives_an_empty_graph,
+                oom_inside_session_does_not_wedge,
+                reset_and_recapture_into_the_same_pool,
+                shared_pool_saves_one_small_segment,
+                graph_pool_segment_accounting,
+                side_stream_allocations_go_to_the_graph_pool,
+                synchronize_inside_session_refused,
+                repeated_sessions_do_not_leak,
+                multi_stream_capture_survives_empty_cache,
+                tagged_events_and_automatic_join,
+                record_tagged_stream_inside_session,
+                graph_pool_lives_while_used,
+                graph_errors_leave_things_usable,
+                runner_matches_eager_across_capture_and_replay,
+                runner_captures_on_the_second_call_per_shape,
+                runner_recaptures_moved_inputs,
+                runners_share_a_user_pool,
+                runner_on_tagged_streams_matches_eager,
             ],
         }
     };

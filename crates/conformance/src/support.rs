@@ -1,9 +1,10 @@
 //! Assertion macros and small helpers shared by the cases.
 
 use crate::harness::{check_device_works, CaseError, LONG_WORK_NS};
+use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{
-    f32_bytes, Device, DeviceMemory, DeviceSlice, Kernel, Stream, StreamPosition,
+    f32_bytes, CaptureId, Device, DeviceMemory, DeviceSlice, Domain, Kernel, Stream, StreamPosition,
 };
 
 /// Fails the case with a formatted message unless `cond` holds.
@@ -155,4 +156,71 @@ pub(crate) fn host_matmul(a: &[f32], b: &[f32], m: usize, k: usize, n: usize) ->
 /// Small integer-valued test data (exact in `f32` sums and products).
 pub(crate) fn ramp(n: usize, modulo: usize, offset: f32) -> Vec<f32> {
     (0..n).map(|i| (i % modulo) as f32 + offset).collect()
+}
+
+/// One kibibyte.
+pub(crate) const KIB: u64 = 1 << 10;
+/// One mebibyte.
+pub(crate) const MIB: u64 = 1 << 20;
+
+/// A caching allocator owned by one case. When the case ends it returns every cached segment
+/// to the device ([`CachingAllocator::empty_cache`]): the allocator keeps what it caches until
+/// asked, and on backends whose devices outlive the `Device` handle (ACL devices are
+/// process-wide) one case's cache would otherwise shrink the next case's device.
+///
+/// Declare it before the buffers, pools and graphs of the case so that it drops last.
+pub(crate) struct CaseAllocator<B: Backend>(CachingAllocator<B>);
+
+impl<B: Backend> std::ops::Deref for CaseAllocator<B> {
+    type Target = CachingAllocator<B>;
+
+    fn deref(&self) -> &CachingAllocator<B> {
+        &self.0
+    }
+}
+
+impl<B: Backend> Drop for CaseAllocator<B> {
+    fn drop(&mut self) {
+        self.0.empty_cache();
+    }
+}
+
+/// A caching allocator of `device` with `config`.
+#[track_caller]
+pub(crate) fn allocator<B: Backend>(
+    device: &Device<B>,
+    config: AllocatorConfig,
+) -> Result<CaseAllocator<B>, CaseError> {
+    Ok(CaseAllocator(CachingAllocator::new(
+        device.clone(),
+        config,
+    )?))
+}
+
+/// Proves the allocator is consistent and usable: its invariants hold, its device works
+/// ([`check_device_works`]), and a fresh allocation on a new stream is written and read back.
+#[track_caller]
+pub(crate) fn allocator_works<B: Backend>(alloc: &CachingAllocator<B>) -> Result<(), CaseError> {
+    alloc.check_invariants()?;
+    let device = alloc.device();
+    still_works(device)?;
+    let s = device.create_stream(0)?;
+    let buf = alloc.alloc(256 * 4, &s)?;
+    fill(&s, buf.slice(), 7.0)?;
+    all_equal(
+        &download(&s, buf.slice())?,
+        7.0,
+        "a fresh allocation after the error",
+    )?;
+    drop(buf);
+    Ok(alloc.check_invariants()?)
+}
+
+/// The capture `stream` takes part in.
+#[track_caller]
+pub(crate) fn capture_id<B: Backend>(stream: &Stream<B>) -> Result<CaptureId, CaseError> {
+    match stream.domain() {
+        Domain::Capture(id) => Ok(id),
+        Domain::Eager => Err(CaseError::new(format!("{stream:?} is not capturing"))),
+    }
 }
