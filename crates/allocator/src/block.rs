@@ -60,10 +60,12 @@ pub(crate) struct Block {
 }
 
 impl Block {
+    #[inline]
     pub(crate) fn is_split(&self) -> bool {
         self.prev != NONE || self.next != NONE
     }
 
+    #[inline]
     pub(crate) fn end(&self) -> u64 {
         self.addr + self.size
     }
@@ -89,6 +91,7 @@ pub(crate) struct NewBlock {
 }
 
 impl Blocks {
+    #[inline]
     pub(crate) fn insert(&mut self, b: NewBlock) -> BlockId {
         if let Some(id) = self.free_slots.pop() {
             let slot = &mut self.slots[id as usize];
@@ -129,6 +132,7 @@ impl Blocks {
         }
     }
 
+    #[inline]
     pub(crate) fn remove(&mut self, id: BlockId) {
         let slot = &mut self.slots[id as usize];
         slot.status = Status::Dead;
@@ -137,10 +141,12 @@ impl Blocks {
         self.free_slots.push(id);
     }
 
+    #[inline]
     pub(crate) fn get(&self, id: BlockId) -> &Block {
         &self.slots[id as usize]
     }
 
+    #[inline]
     pub(crate) fn get_mut(&mut self, id: BlockId) -> &mut Block {
         &mut self.slots[id as usize]
     }
@@ -167,6 +173,7 @@ pub(crate) struct Segment {
 }
 
 impl Segment {
+    #[inline]
     pub(crate) fn end(&self) -> u64 {
         self.addr + self.size
     }

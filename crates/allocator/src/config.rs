@@ -76,6 +76,12 @@ pub struct AllocatorConfig {
     /// Query pending events only when no cached block fits (or many events are outstanding),
     /// instead of at every allocation (torch_npu's `multi_stream_lazy_reclaim`).
     pub lazy_event_polling: bool,
+    /// Before a new segment raises reserved memory past its peak, return whole cached
+    /// segments (default pool and freeable private pools; none can serve the request) to the
+    /// device until the new segment fits under the peak (`release_before_grow`; off =
+    /// PyTorch). Trades device mallocs and frees (each release synchronizes the device) for a
+    /// lower peak reservation. Not during a capture.
+    pub release_before_grow: bool,
     /// Whether history is recorded from the start.
     pub record_history: bool,
     /// Capacity of the history ring.
@@ -107,6 +113,7 @@ impl AllocatorConfig {
             cross_stream: CrossStreamMode::Manual,
             reuse_pending_with_wait: false,
             lazy_event_polling: false,
+            release_before_grow: false,
             record_history: false,
             history_size: 10_000,
         }
@@ -181,6 +188,12 @@ impl AllocatorConfig {
         self
     }
 
+    /// Turns [`AllocatorConfig::release_before_grow`] on or off.
+    pub fn release_before_grow(mut self, on: bool) -> Self {
+        self.release_before_grow = on;
+        self
+    }
+
     /// Records history from the start (or not).
     pub fn record_history(mut self, on: bool) -> Self {
         self.record_history = on;
@@ -198,7 +211,8 @@ impl AllocatorConfig {
     /// `[64:8,128:2,256:2,512:2,1024:1,>:1]` keyed by MiB), `garbage_collection_threshold`,
     /// `per_process_memory_fraction` (alias `memory_fraction`), `limit_mb`,
     /// `cross_stream` (`manual` | `automatic`), `reuse_pending_with_wait`,
-    /// `lazy_event_polling`, `record_history` (booleans), `history_size` (alias `max_entries`),
+    /// `lazy_event_polling`, `release_before_grow`, `record_history` (booleans), `history_size`
+    /// (alias `max_entries`),
     /// `expandable_segments` (only `false`). Anything else is a typed error naming the key and
     /// value.
     pub fn parse(text: &str) -> Result<Self, AllocError> {
@@ -291,6 +305,7 @@ impl AllocatorConfig {
             "lazy_event_polling" | "multi_stream_lazy_reclaim" => {
                 self.lazy_event_polling = parse_bool(key, value)?
             }
+            "release_before_grow" => self.release_before_grow = parse_bool(key, value)?,
             "record_history" => self.record_history = parse_bool(key, value)?,
             "history_size" | "max_entries" => {
                 let n = parse_u64(key, value)?;

@@ -78,8 +78,15 @@
 //! `[64:8,128:2,256:2,512:2,1024:1,>:1]`), `garbage_collection_threshold`,
 //! `per_process_memory_fraction` (or `memory_fraction`), `limit_mb`, `cross_stream`
 //! (`manual` | `automatic`), `reuse_pending_with_wait`, `lazy_event_polling`,
-//! `record_history`, `history_size`, `expandable_segments` (`false` only). An unknown key or a
-//! bad value is a typed error naming both.
+//! `release_before_grow`, `record_history`, `history_size`, `expandable_segments` (`false`
+//! only). An unknown key or a bad value is a typed error naming both.
+//!
+//! `release_before_grow` (off by default, so segment counts match PyTorch's) is braid's
+//! low-fragmentation policy: before a new segment would raise reserved memory past its peak,
+//! whole cached segments (which cannot serve the request) go back to the device, largest
+//! first, until the new segment fits under the peak. It trades device mallocs and frees for
+//! a lower peak reservation; on the PyTorch traces of `shared/traces` it keeps the peak
+//! strictly below PyTorch's own.
 //!
 //! # Example
 //!

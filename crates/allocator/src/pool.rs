@@ -22,11 +22,13 @@ pub(crate) struct FreeList {
 }
 
 impl FreeList {
+    #[inline]
     pub(crate) fn insert(&mut self, key: FreeKey) {
         let at = self.keys.partition_point(|k| k < &key);
         self.keys.insert(at, key);
     }
 
+    #[inline]
     pub(crate) fn remove(&mut self, key: FreeKey) -> bool {
         match self.keys.binary_search(&key) {
             Ok(i) => {
@@ -38,22 +40,27 @@ impl FreeList {
     }
 
     /// Index of the first block of at least `size` bytes.
+    #[inline]
     pub(crate) fn lower_bound(&self, size: u64) -> usize {
         self.keys.partition_point(|k| k.size < size)
     }
 
+    #[inline]
     pub(crate) fn get(&self, i: usize) -> Option<FreeKey> {
         self.keys.get(i).copied()
     }
 
+    #[inline]
     pub(crate) fn take(&mut self, i: usize) -> FreeKey {
         self.keys.remove(i)
     }
 
+    #[inline]
     pub(crate) fn len(&self) -> usize {
         self.keys.len()
     }
 
+    #[inline]
     pub(crate) fn keys(&self) -> &[FreeKey] {
         &self.keys
     }
@@ -67,6 +74,7 @@ pub(crate) struct PoolFree {
     pub gc_clock: [u64; 2],
 }
 
+#[inline]
 pub(crate) fn class_index(class: SizeClass) -> usize {
     match class {
         SizeClass::Small => 0,
@@ -75,6 +83,7 @@ pub(crate) fn class_index(class: SizeClass) -> usize {
 }
 
 impl PoolFree {
+    #[inline]
     pub(crate) fn list_mut(&mut self, stream: StreamId, small: bool) -> &mut FreeList {
         let i = stream.index();
         if self.per_stream.len() <= i {
@@ -107,7 +116,12 @@ impl Default for FreeLists {
 }
 
 impl FreeLists {
+    #[inline]
     pub(crate) fn pool_mut(&mut self, pool: PoolId) -> &mut PoolFree {
+        // The default pool is always first.
+        if pool == PoolId::DEFAULT {
+            return &mut self.pools[0].1;
+        }
         if let Some(i) = self.pools.iter().position(|(id, _)| *id == pool) {
             return &mut self.pools[i].1;
         }
@@ -123,6 +137,7 @@ impl FreeLists {
         }
     }
 
+    #[inline]
     pub(crate) fn pool(&self, pool: PoolId) -> Option<&PoolFree> {
         self.pools
             .iter()

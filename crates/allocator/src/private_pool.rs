@@ -129,11 +129,19 @@ impl PrivatePools {
         id
     }
 
+    #[inline]
     pub(crate) fn get(&self, id: PoolId) -> Option<&PoolStats> {
+        if id == PoolId::DEFAULT {
+            return None;
+        }
         self.pools.get(&id)
     }
 
+    #[inline]
     pub(crate) fn get_mut(&mut self, id: PoolId) -> Option<&mut PoolStats> {
+        if id == PoolId::DEFAULT {
+            return None;
+        }
         self.pools.get_mut(&id)
     }
 
@@ -156,6 +164,7 @@ impl PrivatePools {
     }
 
     /// Whether `id` is a no-split pool.
+    #[inline]
     pub(crate) fn no_split(&self, id: PoolId) -> bool {
         id != PoolId::DEFAULT && self.pools.get(&id).is_some_and(|p| p.no_split)
     }

@@ -12,12 +12,14 @@ pub enum SizeClass {
 }
 
 /// Divisions configured for `size`'s power-of-two interval (1 MiB .. 64 GiB, clamped).
+#[inline]
 pub(crate) fn divisions_for(config: &AllocatorConfig, size: u64) -> u64 {
     let log_size = size.max(1).ilog2() as i64;
     let index = (log_size - 20).clamp(0, ROUNDUP_POWER2_INTERVALS as i64 - 1) as usize;
     config.roundup_power2_divisions[index]
 }
 
+#[inline]
 fn round_up(size: u64, multiple: u64) -> Option<u64> {
     size.checked_next_multiple_of(multiple)
 }
@@ -40,6 +42,7 @@ fn roundup_power2_next_division(size: u64, divisions: u64) -> Option<u64> {
 }
 
 /// The block size for a request of `size` bytes (`None` on overflow).
+#[inline]
 pub(crate) fn round_size(config: &AllocatorConfig, size: u64) -> Option<u64> {
     let min = config.min_block_size;
     if size < min {
@@ -54,6 +57,7 @@ pub(crate) fn round_size(config: &AllocatorConfig, size: u64) -> Option<u64> {
 }
 
 /// The segment size requested from the device for a block of `rounded` bytes.
+#[inline]
 pub(crate) fn segment_size(config: &AllocatorConfig, rounded: u64) -> Option<u64> {
     if rounded <= config.small_size {
         Some(config.small_segment_size)
@@ -65,6 +69,7 @@ pub(crate) fn segment_size(config: &AllocatorConfig, rounded: u64) -> Option<u64
 }
 
 /// The size class of a rounded block size.
+#[inline]
 pub(crate) fn class_of(config: &AllocatorConfig, rounded: u64) -> SizeClass {
     if rounded <= config.small_size {
         SizeClass::Small

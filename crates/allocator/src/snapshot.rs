@@ -200,6 +200,7 @@ impl History {
     }
 
     /// Records an event (the clock ticks even when recording is off).
+    #[inline]
     pub(crate) fn record(
         &mut self,
         action: HistoryAction,
@@ -209,9 +210,19 @@ impl History {
         pool: PoolId,
     ) {
         self.clock += 1;
-        if !self.enabled {
-            return;
+        if self.enabled {
+            self.push(action, addr, size, stream, pool);
         }
+    }
+
+    fn push(
+        &mut self,
+        action: HistoryAction,
+        addr: u64,
+        size: u64,
+        stream: StreamId,
+        pool: PoolId,
+    ) {
         let entry = HistoryEntry {
             action,
             addr,

@@ -232,8 +232,11 @@ impl<B: Backend> State<B> {
         if size >= ONE_EXA_BYTES {
             return Err(AllocError::ExceedsMaxAllocation { requested: size });
         }
-        let rounded = size::round_size(&self.config, size)
-            .ok_or(AllocError::SizeOverflow { requested: size })?;
+        // `let else` rather than `ok_or`: the error value is built (and dropped) only on
+        // overflow, not on every allocation.
+        let Some(rounded) = size::round_size(&self.config, size) else {
+            return Err(AllocError::SizeOverflow { requested: size });
+        };
         self.remember_stream(stream);
         let class = size::class_of(&self.config, rounded);
         let (pool, capture) = self.route(stream);
@@ -241,8 +244,10 @@ impl<B: Backend> State<B> {
             rounded.checked_next_multiple_of(self.config.round_large)
         } else {
             size::segment_size(&self.config, rounded)
-        }
-        .ok_or(AllocError::SizeOverflow { requested: size })?;
+        };
+        let Some(seg_size) = seg_size else {
+            return Err(AllocError::SizeOverflow { requested: size });
+        };
 
         // Reclaim cross-stream frees whose uses are now ordered (no work at all when none).
         // During a capture only the ordering model is consulted: no event is queried.
@@ -297,6 +302,9 @@ impl<B: Backend> State<B> {
         if self.config.garbage_collection_threshold > 0.0 && !capturing {
             self.garbage_collect(dev);
         }
+        if self.config.release_before_grow && !capturing {
+            self.release_before_grow(dev, seg_size);
+        }
         match self.alloc_segment(dev, sid, pool, class, seg_size) {
             Ok(b) => return Ok(self.grant(b, rounded, size)),
             Err(SegmentFailure::Other(e)) => return Err(e.into()),
@@ -308,6 +316,57 @@ impl<B: Backend> State<B> {
             }
         }
         self.oom_ladder(dev, stream, pool, class, size, rounded, seg_size)
+    }
+
+    /// `release_before_grow`, on a cache miss before a segment of `seg_size` bytes is
+    /// allocated: when it would raise reserved memory past its peak, whole cached segments of
+    /// the default pool and of freeable private pools (none can serve the request, or the
+    /// free lists would have found it) go back to the device, largest first (the fewest device
+    /// frees), until the new segment fits under the peak or none is left.
+    fn release_before_grow(&mut self, dev: &Device<B>, seg_size: u64) {
+        let peak = self.stats.reserved_bytes.all.peak;
+        let needed = self
+            .stats
+            .reserved_bytes
+            .all
+            .current
+            .saturating_add(seg_size);
+        if needed <= peak || dev.is_capturing() {
+            return;
+        }
+        let excess = needed - peak;
+        let mut candidates: Vec<(u64, BlockId)> = self
+            .whole_free_segments(PoolId::DEFAULT)
+            .into_iter()
+            .chain(
+                self.pools
+                    .freeable()
+                    .into_iter()
+                    .flat_map(|id| self.whole_free_segments(id)),
+            )
+            .map(|b| (self.blocks.get(b).size, b))
+            .collect();
+        if candidates.is_empty() {
+            return;
+        }
+        candidates.sort_unstable_by(|a, b| b.cmp(a));
+        let mut chosen = Vec::new();
+        let mut total = 0;
+        for (size, b) in candidates {
+            if total >= excess {
+                break;
+            }
+            chosen.push(b);
+            total += size;
+        }
+        tracing::debug!(
+            segments = chosen.len(),
+            bytes = total,
+            seg_size,
+            "releasing whole cached segments before growing past the reserved peak"
+        );
+        self.release_blocks(dev, &chosen);
+        self.forget_empty_pools();
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -722,9 +781,13 @@ impl<B: Backend> State<B> {
     /// allocated outside captures are declared: captured blocks are touched at every replay,
     /// long after the capture freed them, and a private pool's segments stay whole to the
     /// checker.
+    #[inline]
     fn note_lifetime(&mut self, dev: &Device<B>, b: BlockId, alive: bool) {
+        if !self.note_lifetimes {
+            return;
+        }
         let blk = self.blocks.get(b);
-        if !self.note_lifetimes || blk.pool != PoolId::DEFAULT || blk.capture.is_some() {
+        if blk.pool != PoolId::DEFAULT || blk.capture.is_some() {
             return;
         }
         let owner_id = blk.stream;

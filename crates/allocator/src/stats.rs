@@ -16,12 +16,14 @@ pub struct Stat {
 }
 
 impl Stat {
+    #[inline]
     pub(crate) fn increase(&mut self, amount: u64) {
         self.current += amount;
         self.peak = self.peak.max(self.current);
         self.allocated += amount;
     }
 
+    #[inline]
     pub(crate) fn decrease(&mut self, amount: u64) {
         debug_assert!(self.current >= amount, "stat underflow");
         self.current = self.current.saturating_sub(amount);
@@ -50,6 +52,7 @@ pub struct StatArray {
 }
 
 impl StatArray {
+    #[inline]
     pub(crate) fn increase(&mut self, small: bool, amount: u64) {
         if amount == 0 {
             return;
@@ -62,6 +65,7 @@ impl StatArray {
         }
     }
 
+    #[inline]
     pub(crate) fn decrease(&mut self, small: bool, amount: u64) {
         if amount == 0 {
             return;
