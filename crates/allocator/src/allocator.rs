@@ -3,7 +3,7 @@
 use crate::block::BlockId;
 use crate::buffer::DeviceBuffer;
 use crate::config::{AllocatorConfig, CrossStreamMode};
-use crate::error::AllocError;
+use crate::error::{AllocError, OutOfMemoryReport};
 use crate::mempool::{MemPool, PoolDiversion};
 use crate::private_pool::{PoolFilter, PoolOptions, PoolStats};
 use crate::snapshot::{HistoryEntry, MemorySnapshot, PoolId};
@@ -17,9 +17,14 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
+/// An out-of-memory observer ([`CachingAllocator::attach_oom_observer`]).
+type OomObserver = dyn Fn(&OutOfMemoryReport) + Send + Sync;
+
 pub(crate) struct Inner<B: Backend> {
     pub(crate) device: Device<B>,
     state: Mutex<State<B>>,
+    /// Out-of-memory observers, called without the state lock.
+    oom_observers: Mutex<Vec<Arc<OomObserver>>>,
     /// Kept alive here: the device holds use observers weakly.
     _observer: Option<Arc<dyn UseObserver>>,
 }
@@ -33,6 +38,15 @@ impl<B: Backend> Inner<B> {
 
     pub(crate) fn free(&self, block: BlockId) {
         self.lock().free(&self.device, block);
+    }
+}
+
+impl<B: Backend> Drop for Inner<B> {
+    /// The last handle is gone (buffers, pools, diversions and graphs all hold one): every
+    /// segment still held goes back to the device.
+    fn drop(&mut self) {
+        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        state.release_all_on_drop(&self.device);
     }
 }
 
@@ -97,6 +111,7 @@ impl<B: Backend> CachingAllocator<B> {
                     total,
                     braid_stream_core::hal::Device::wants_sub_allocation_notes(device.hal()),
                 )),
+                oom_observers: Mutex::new(Vec::new()),
                 _observer: observer,
             }
         });
@@ -134,8 +149,60 @@ impl<B: Backend> CachingAllocator<B> {
         if size == 0 {
             return Ok(DeviceBuffer::empty(self.clone(), stream.id()));
         }
-        let granted = self.inner.lock().malloc(&self.inner.device, stream, size)?;
-        Ok(DeviceBuffer::new(self.clone(), granted, size, stream.id()))
+        // The lock is released at the end of this statement: out-of-memory observers run
+        // without it.
+        let result = self.inner.lock().malloc(&self.inner.device, stream, size);
+        match result {
+            Ok(granted) => Ok(DeviceBuffer::new(self.clone(), granted, size, stream.id())),
+            Err(err) => Err(self.alloc_failed(err)),
+        }
+    }
+
+    /// Tells the out-of-memory observers about `err` when it is one.
+    #[cold]
+    #[inline(never)]
+    fn alloc_failed(&self, err: AllocError) -> AllocError {
+        if let AllocError::OutOfMemory(report) = &err {
+            let observers = self
+                .inner
+                .oom_observers
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .clone();
+            for observer in observers {
+                observer(report);
+            }
+        }
+        err
+    }
+
+    /// PyTorch's `attachOutOfMemoryObserver`: `observer` is called with the report of every
+    /// [`AllocError::OutOfMemory`] this allocator returns, once, before the error is returned,
+    /// on the allocating thread. Observers run in the order attached, without the allocator's
+    /// lock held, so they may call back into the allocator (statistics, snapshots,
+    /// [`CachingAllocator::empty_cache`], freeing buffers they can give up); the failed request
+    /// is not retried. Observers stay attached as long as the allocator lives.
+    ///
+    /// An observer that keeps a strong handle (a `CachingAllocator` or a `DeviceBuffer`)
+    /// keeps the allocator, and the memory it caches, alive: capture a
+    /// [`WeakAllocator`] ([`CachingAllocator::downgrade`]) instead.
+    pub fn attach_oom_observer<F>(&self, observer: F)
+    where
+        F: Fn(&OutOfMemoryReport) + Send + Sync + 'static,
+    {
+        self.inner
+            .oom_observers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(Arc::new(observer));
+    }
+
+    /// A weak handle, which does not keep the allocator alive (for observers and callbacks
+    /// the allocator itself holds).
+    pub fn downgrade(&self) -> WeakAllocator<B> {
+        WeakAllocator {
+            inner: Arc::downgrade(&self.inner),
+        }
     }
 
     /// Allocates `size` bytes on this thread's current stream of the device.
@@ -155,6 +222,28 @@ impl<B: Backend> CachingAllocator<B> {
         self.check_owner(buffer)?;
         if let Some(block) = buffer.block() {
             self.inner.lock().record_stream(block, stream);
+        }
+        Ok(())
+    }
+
+    /// torch_npu's `erase_stream`: cancels the uses of `buffer` by `stream` recorded so far
+    /// ([`CachingAllocator::record_stream`], and in [`CrossStreamMode::Automatic`] the uses
+    /// the allocator noted), so that dropping the buffer no longer waits for `stream`. Uses on
+    /// other streams are kept; uses of `stream` after this call are noted again in automatic
+    /// mode. A no-op for the allocation stream and for empty buffers.
+    ///
+    /// This is the caller's promise that `stream` no longer uses the buffer's memory, or that
+    /// its work is ordered before whatever reuses it (for example a collective whose completion
+    /// the caller waits for): after the drop, the memory may be handed to the next allocation
+    /// on the allocation stream at once, while `stream` may still be running.
+    pub fn erase_stream(
+        &self,
+        buffer: &DeviceBuffer<B>,
+        stream: &Stream<B>,
+    ) -> Result<(), AllocError> {
+        self.check_owner(buffer)?;
+        if let Some(block) = buffer.block() {
+            self.inner.lock().erase_stream(block, stream.id());
         }
         Ok(())
     }
@@ -375,6 +464,36 @@ impl<B: Backend> CachingAllocator<B> {
                 "the buffer belongs to another allocator".to_string(),
             ))
         }
+    }
+}
+
+/// A weak handle to a [`CachingAllocator`] ([`CachingAllocator::downgrade`]): it does not
+/// keep the allocator alive, so an allocator whose last strong handle drops returns its memory
+/// to the device even while weak handles exist.
+pub struct WeakAllocator<B: Backend> {
+    inner: Weak<Inner<B>>,
+}
+
+impl<B: Backend> WeakAllocator<B> {
+    /// A strong handle, if the allocator still exists.
+    pub fn upgrade(&self) -> Option<CachingAllocator<B>> {
+        self.inner.upgrade().map(|inner| CachingAllocator { inner })
+    }
+}
+
+impl<B: Backend> Clone for WeakAllocator<B> {
+    fn clone(&self) -> Self {
+        WeakAllocator {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<B: Backend> fmt::Debug for WeakAllocator<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WeakAllocator")
+            .field("alive", &(self.inner.strong_count() > 0))
+            .finish()
     }
 }
 

@@ -124,6 +124,12 @@ impl<B: Backend> DeviceBuffer<B> {
         self.allocator.record_stream(self, stream)
     }
 
+    /// See [`CachingAllocator::erase_stream`]: the caller promises `stream` no longer uses
+    /// the buffer.
+    pub fn erase_stream(&self, stream: &Stream<B>) -> Result<(), AllocError> {
+        self.allocator.erase_stream(self, stream)
+    }
+
     /// See [`CachingAllocator::record_stream_range`].
     pub fn record_stream_range(
         &self,

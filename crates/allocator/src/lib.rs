@@ -18,8 +18,10 @@
 //!   `max_split_size`); oversize rules (a request below `max_split_size` never takes a block at
 //!   least that large; an oversize request only takes a block smaller than request +
 //!   `max_non_split_rounding`); coalescing with free neighbours; segments go back to the
-//!   device only whole ([`CachingAllocator::empty_cache`]). A freed block is reused only by
-//!   allocations on its stream.
+//!   device only whole ([`CachingAllocator::empty_cache`]), and all of them when the
+//!   allocator's last handle drops (buffers, pools, diversions and graphs hold handles; pending
+//!   blocks are synchronized first). A freed block is reused only by allocations on its
+//!   stream.
 //! - **Cross-stream use.** [`CachingAllocator::record_stream`] (PyTorch),
 //!   [`CachingAllocator::record_stream_range`] (through a view),
 //!   [`CachingAllocator::record_tagged_stream`] (TorchAir's `npu_record_tagged_stream`), and
@@ -32,7 +34,9 @@
 //!   queries the oldest events per stream (or, with `lazy_event_polling`, only on a cache
 //!   miss). Events are never queried during a capture. With `reuse_pending_with_wait`, a miss
 //!   reuses a pending block by making the allocating stream wait on its uses instead of
-//!   growing.
+//!   growing. [`CachingAllocator::erase_stream`] (torch_npu's `erase_stream`) cancels a
+//!   stream's recorded or noted uses of a live buffer, on the caller's promise that the stream
+//!   no longer uses it.
 //! - **Private pools** ([`MemPool`], PyTorch's `MemPool` / `graph_pool_handle`):
 //!   [`CachingAllocator::create_pool`] makes one (optionally [`PoolOptions::no_split`]);
 //!   [`CachingAllocator::begin_allocate_to_pool`] diverts the allocations a [`PoolFilter`]
@@ -53,7 +57,10 @@
 //!   `max_split_size` is set → free cached whole segments → synchronize pending events and
 //!   retry), then [`AllocError::OutOfMemory`] whose message states the request, the device's
 //!   total and free memory, the limit, allocated, reserved, private-pool and pending bytes, and
-//!   a hint. `memory_fraction` / `limit_bytes` cap reserved memory.
+//!   a hint. `memory_fraction` / `limit_bytes` cap reserved memory. Observers attached with
+//!   [`CachingAllocator::attach_oom_observer`] get the report first, without the allocator
+//!   lock held (they may free memory or read statistics; a [`WeakAllocator`] lets them call
+//!   back without keeping the allocator alive).
 //! - **Statistics** with PyTorch's names ([`MemoryStats`], flat keys such as
 //!   `"allocated_bytes.all.current"`, `"reserved_bytes.large_pool.peak"`, `"num_ooms"`):
 //!   `allocation`, `segment`, `active`, `inactive_split` (counts) and `allocated_bytes`,
@@ -128,7 +135,7 @@ mod snapshot;
 mod state;
 mod stats;
 
-pub use allocator::{CachingAllocator, DEFAULT_POOL, EMPTY_BUFFER_PTR};
+pub use allocator::{CachingAllocator, WeakAllocator, DEFAULT_POOL, EMPTY_BUFFER_PTR};
 pub use buffer::DeviceBuffer;
 pub use config::{AllocatorConfig, CrossStreamMode, ENV_VAR, ROUNDUP_POWER2_INTERVALS};
 pub use error::{AllocError, OutOfMemoryReport};

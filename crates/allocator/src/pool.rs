@@ -39,6 +39,38 @@ impl FreeList {
         }
     }
 
+    /// Index of `key`, if listed.
+    #[inline]
+    pub(crate) fn position(&self, key: FreeKey) -> Option<usize> {
+        self.keys.binary_search(&key).ok()
+    }
+
+    /// Replaces the key at `i` by `key`, which sorts at or before it (a split remainder taking
+    /// its parent's place): the keys in between move up by one, so when none sorts between
+    /// them the entry is overwritten in place.
+    #[inline]
+    pub(crate) fn replace_with_smaller(&mut self, i: usize, key: FreeKey) {
+        debug_assert!(key <= self.keys[i]);
+        let pos = self.keys[..i].partition_point(|k| k < &key);
+        if pos < i {
+            self.keys.copy_within(pos..i, pos + 1);
+        }
+        self.keys[pos] = key;
+    }
+
+    /// Replaces the key at `i` by `key`, which sorts at or after it (a block merged with its
+    /// free neighbour taking the neighbour's place): the keys in between move down by one, so
+    /// when none sorts between them the entry is overwritten in place.
+    #[inline]
+    pub(crate) fn replace_with_larger(&mut self, i: usize, key: FreeKey) {
+        debug_assert!(key >= self.keys[i]);
+        let pos = i + self.keys[i + 1..].partition_point(|k| k < &key);
+        if pos > i {
+            self.keys.copy_within(i + 1..=pos, i);
+        }
+        self.keys[pos] = key;
+    }
+
     /// Index of the first block of at least `size` bytes.
     #[inline]
     pub(crate) fn lower_bound(&self, size: u64) -> usize {
@@ -83,13 +115,19 @@ pub(crate) fn class_index(class: SizeClass) -> usize {
 }
 
 impl PoolFree {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn list_mut(&mut self, stream: StreamId, small: bool) -> &mut FreeList {
         let i = stream.index();
         if self.per_stream.len() <= i {
-            self.per_stream.resize_with(i + 1, Default::default);
+            self.grow(i);
         }
         &mut self.per_stream[i][usize::from(!small)]
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn grow(&mut self, i: usize) {
+        self.per_stream.resize_with(i + 1, Default::default);
     }
 
     /// All lists of a class, with their stream.
@@ -116,12 +154,17 @@ impl Default for FreeLists {
 }
 
 impl FreeLists {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn pool_mut(&mut self, pool: PoolId) -> &mut PoolFree {
         // The default pool is always first.
         if pool == PoolId::DEFAULT {
             return &mut self.pools[0].1;
         }
+        self.private_pool_mut(pool)
+    }
+
+    #[inline(never)]
+    fn private_pool_mut(&mut self, pool: PoolId) -> &mut PoolFree {
         if let Some(i) = self.pools.iter().position(|(id, _)| *id == pool) {
             return &mut self.pools[i].1;
         }

@@ -21,7 +21,13 @@ pub(crate) fn divisions_for(config: &AllocatorConfig, size: u64) -> u64 {
 
 #[inline]
 fn round_up(size: u64, multiple: u64) -> Option<u64> {
-    size.checked_next_multiple_of(multiple)
+    if multiple.is_power_of_two() {
+        // A mask instead of a division (every default granule is a power of two).
+        let mask = multiple - 1;
+        size.checked_add(mask).map(|s| s & !mask)
+    } else {
+        size.checked_next_multiple_of(multiple)
+    }
 }
 
 fn roundup_power2_next_division(size: u64, divisions: u64) -> Option<u64> {

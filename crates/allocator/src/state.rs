@@ -26,6 +26,13 @@ pub(crate) const ONE_EXA_BYTES: u64 = 1 << 60;
 /// outstanding (torch_npu's `kLazyQuerySize`).
 const LAZY_QUERY_SIZE: usize = 512;
 
+/// A free block [`State::find_free`] chose, with its index in its free list.
+#[derive(Clone, Copy)]
+struct Found {
+    block: BlockId,
+    slot: usize,
+}
+
 /// A block handed to a buffer.
 pub(crate) struct Granted {
     pub block: BlockId,
@@ -100,11 +107,18 @@ impl<B: Backend> State<B> {
 
     // ----- streams -----
 
+    #[inline(always)]
     fn remember_stream(&mut self, stream: &Stream<B>) {
         let i = stream.id().index();
-        if self.streams.get(i).is_some_and(Option::is_some) {
-            return;
+        if self.streams.get(i).is_none_or(Option::is_none) {
+            self.remember_new_stream(stream);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn remember_new_stream(&mut self, stream: &Stream<B>) {
+        let i = stream.id().index();
         if self.streams.len() <= i {
             self.streams.resize_with(i + 1, || None);
         }
@@ -240,14 +254,6 @@ impl<B: Backend> State<B> {
         self.remember_stream(stream);
         let class = size::class_of(&self.config, rounded);
         let (pool, capture) = self.route(stream);
-        let seg_size = if self.pools.no_split(pool) && class == SizeClass::Large {
-            rounded.checked_next_multiple_of(self.config.round_large)
-        } else {
-            size::segment_size(&self.config, rounded)
-        };
-        let Some(seg_size) = seg_size else {
-            return Err(AllocError::SizeOverflow { requested: size });
-        };
 
         // Reclaim cross-stream frees whose uses are now ordered (no work at all when none).
         // During a capture only the ordering model is consulted: no event is queried.
@@ -260,12 +266,28 @@ impl<B: Backend> State<B> {
             self.process_pending(dev, query);
         }
 
-        let granted = self.malloc_in(dev, stream, pool, class, size, rounded, seg_size, capturing);
+        let granted = self.malloc_in(dev, stream, pool, class, size, rounded, capturing);
         if let Ok(g) = &granted {
             self.blocks.get_mut(g.block).capture = capture;
             self.note_lifetime(dev, g.block, true);
         }
         granted
+    }
+
+    /// The size of the segment a miss of `rounded` bytes in `pool` asks the device for.
+    fn segment_size_for(
+        &self,
+        pool: PoolId,
+        class: SizeClass,
+        rounded: u64,
+        size: u64,
+    ) -> Result<u64, AllocError> {
+        let seg_size = if self.pools.no_split(pool) && class == SizeClass::Large {
+            rounded.checked_next_multiple_of(self.config.round_large)
+        } else {
+            size::segment_size(&self.config, rounded)
+        };
+        seg_size.ok_or(AllocError::SizeOverflow { requested: size })
     }
 
     #[allow(clippy::too_many_arguments)]
@@ -277,26 +299,28 @@ impl<B: Backend> State<B> {
         class: SizeClass,
         size: u64,
         rounded: u64,
-        seg_size: u64,
         capturing: bool,
     ) -> Result<Granted, AllocError> {
         let sid = stream.id();
-        if let Some(b) = self.find_free(pool, sid, class, rounded) {
-            return Ok(self.grant(b, rounded, size));
+        if let Some(f) = self.find_free(pool, sid, class, rounded) {
+            return Ok(self.grant_found(f, rounded, size));
         }
         // In a private pool, a small request takes a cached large block before the pool
         // grows: the pool's memory is reserved for its graphs anyway, and graphs captured
         // largest first then fit in the first one's segments.
         if pool != PoolId::DEFAULT && class == SizeClass::Small {
-            if let Some(b) = self.find_free(pool, sid, SizeClass::Large, rounded) {
-                return Ok(self.grant(b, rounded, size));
+            if let Some(f) = self.find_free(pool, sid, SizeClass::Large, rounded) {
+                return Ok(self.grant_found(f, rounded, size));
             }
         }
+        // A miss: the segment size is needed from here on (sizes below 1 EiB never overflow
+        // when rounded to a segment, so computing it this late changes no error).
+        let seg_size = self.segment_size_for(pool, class, rounded, size)?;
         // Cache miss.
         if self.config.lazy_event_polling && !self.pending.blocks.is_empty() && !capturing {
             self.process_pending(dev, true);
-            if let Some(b) = self.find_free(pool, sid, class, rounded) {
-                return Ok(self.grant(b, rounded, size));
+            if let Some(f) = self.find_free(pool, sid, class, rounded) {
+                return Ok(self.grant_found(f, rounded, size));
             }
         }
         if self.config.garbage_collection_threshold > 0.0 && !capturing {
@@ -306,13 +330,13 @@ impl<B: Backend> State<B> {
             self.release_before_grow(dev, seg_size);
         }
         match self.alloc_segment(dev, sid, pool, class, seg_size) {
-            Ok(b) => return Ok(self.grant(b, rounded, size)),
+            Ok(b) => return Ok(self.grant(b, None, rounded, size)),
             Err(SegmentFailure::Other(e)) => return Err(e.into()),
             Err(SegmentFailure::OutOfMemory) => {}
         }
         if self.config.reuse_pending_with_wait && !capturing && !self.pending.blocks.is_empty() {
-            if let Some(b) = self.reuse_pending_with_wait(dev, stream, pool, class, rounded) {
-                return Ok(self.grant(b, rounded, size));
+            if let Some(f) = self.reuse_pending_with_wait(dev, stream, pool, class, rounded) {
+                return Ok(self.grant_found(f, rounded, size));
             }
         }
         self.oom_ladder(dev, stream, pool, class, size, rounded, seg_size)
@@ -390,8 +414,8 @@ impl<B: Backend> State<B> {
                 "out-of-memory ladder: processing pending events"
             );
             self.process_pending(dev, true);
-            if let Some(b) = self.find_free(pool, sid, class, rounded) {
-                return Ok(self.grant(b, rounded, size));
+            if let Some(f) = self.find_free(pool, sid, class, rounded) {
+                return Ok(self.grant_found(f, rounded, size));
             }
         }
         if !capturing {
@@ -405,7 +429,7 @@ impl<B: Backend> State<B> {
                 );
                 if self.release_available_cached_blocks(dev, pool, sid, class, rounded) {
                     match self.alloc_segment(dev, sid, pool, class, seg_size) {
-                        Ok(b) => return Ok(self.grant(b, rounded, size)),
+                        Ok(b) => return Ok(self.grant(b, None, rounded, size)),
                         Err(SegmentFailure::Other(e)) => return Err(e.into()),
                         Err(SegmentFailure::OutOfMemory) => {}
                     }
@@ -420,7 +444,7 @@ impl<B: Backend> State<B> {
             self.stats.num_alloc_retries += 1;
             self.release_all_cached_segments(dev);
             match self.alloc_segment(dev, sid, pool, class, seg_size) {
-                Ok(b) => return Ok(self.grant(b, rounded, size)),
+                Ok(b) => return Ok(self.grant(b, None, rounded, size)),
                 Err(SegmentFailure::Other(e)) => return Err(e.into()),
                 Err(SegmentFailure::OutOfMemory) => {}
             }
@@ -432,12 +456,12 @@ impl<B: Backend> State<B> {
                     "out-of-memory ladder: synchronizing pending events"
                 );
                 self.synchronize_pending(dev);
-                if let Some(b) = self.find_free(pool, sid, class, rounded) {
-                    return Ok(self.grant(b, rounded, size));
+                if let Some(f) = self.find_free(pool, sid, class, rounded) {
+                    return Ok(self.grant_found(f, rounded, size));
                 }
                 self.release_all_cached_segments(dev);
                 match self.alloc_segment(dev, sid, pool, class, seg_size) {
-                    Ok(b) => return Ok(self.grant(b, rounded, size)),
+                    Ok(b) => return Ok(self.grant(b, None, rounded, size)),
                     Err(SegmentFailure::Other(e)) => return Err(e.into()),
                     Err(SegmentFailure::OutOfMemory) => {}
                 }
@@ -474,15 +498,17 @@ impl<B: Backend> State<B> {
         Err(AllocError::OutOfMemory(Box::new(report)))
     }
 
-    /// Best fit in the (pool, stream, class) free list, with PyTorch's oversize rules. Removes
-    /// the block from the list.
+    /// Best fit in the (pool, stream, class) free list, with PyTorch's oversize rules. The
+    /// block stays listed; [`State::grant`] takes it out (or puts its split remainder in its
+    /// place).
+    #[inline(always)]
     fn find_free(
         &mut self,
         pool: PoolId,
         stream: StreamId,
         class: SizeClass,
         rounded: u64,
-    ) -> Option<BlockId> {
+    ) -> Option<Found> {
         let max_split = self.config.max_split_size;
         let non_split = self.config.max_non_split_rounding;
         let gc = self.config.garbage_collection_threshold > 0.0;
@@ -499,8 +525,10 @@ impl<B: Backend> State<B> {
         if rounded >= max_split && key.size >= rounded.saturating_add(non_split) {
             return None;
         }
-        list.take(i);
-        Some(key.id)
+        Some(Found {
+            block: key.id,
+            slot: i,
+        })
     }
 
     fn should_split(&self, pool: PoolId, block_size: u64, small: bool, rounded: u64) -> bool {
@@ -515,9 +543,17 @@ impl<B: Backend> State<B> {
         }
     }
 
-    /// Hands block `b` (not in any free list) out for a request of `requested` bytes rounded to
-    /// `rounded`, splitting off the remainder when the rules allow.
-    fn grant(&mut self, b: BlockId, rounded: u64, requested: u64) -> Granted {
+    /// [`State::grant`] of a block [`State::find_free`] found.
+    #[inline(always)]
+    fn grant_found(&mut self, f: Found, rounded: u64, requested: u64) -> Granted {
+        self.grant(f.block, Some(f.slot), rounded, requested)
+    }
+
+    /// Hands block `b` out for a request of `requested` bytes rounded to `rounded`, splitting
+    /// off the remainder when the rules allow. `slot` is the block's index in its free list if
+    /// it is listed (it leaves the list, or its remainder takes its place), `None` for a new
+    /// segment's block.
+    fn grant(&mut self, b: BlockId, slot: Option<usize>, rounded: u64, requested: u64) -> Granted {
         let (size, small, already_split, block_pool) = {
             let blk = self.blocks.get(b);
             (blk.size, blk.small, blk.is_split(), blk.pool)
@@ -543,16 +579,26 @@ impl<B: Backend> State<B> {
             let blk = self.blocks.get_mut(b);
             blk.next = r;
             blk.size = rounded;
-            self.cache_block(r);
+            match slot {
+                Some(i) => self.cache_block_at(r, i),
+                None => self.cache_block(r),
+            }
             if already_split {
                 self.stats.inactive_split_bytes.decrease(small, rounded);
             } else {
                 self.stats.inactive_split_bytes.increase(small, rem_size);
                 self.stats.inactive_split.increase(small, 1);
             }
-        } else if already_split {
-            self.stats.inactive_split_bytes.decrease(small, size);
-            self.stats.inactive_split.decrease(small, 1);
+        } else {
+            if let Some(i) = slot {
+                let blk = self.blocks.get(b);
+                let (pool, stream) = (blk.pool, blk.stream);
+                self.free.pool_mut(pool).list_mut(stream, small).take(i);
+            }
+            if already_split {
+                self.stats.inactive_split_bytes.decrease(small, size);
+                self.stats.inactive_split.decrease(small, 1);
+            }
         }
         let blk = self.blocks.get_mut(b);
         blk.status = Status::Allocated;
@@ -599,6 +645,63 @@ impl<B: Backend> State<B> {
         let blk = self.blocks.get_mut(b);
         blk.status = Status::Free;
         blk.gc_base = clock;
+    }
+
+    /// Puts free block `b` into its free list in the place of the key at `slot`, which sorts
+    /// at or after it (the block `b` was split from).
+    #[inline(always)]
+    fn cache_block_at(&mut self, b: BlockId, slot: usize) {
+        let blk = self.blocks.get(b);
+        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
+        let key = FreeKey {
+            size: blk.size,
+            addr: blk.addr,
+            id: b,
+        };
+        let p = self.free.pool_mut(pool);
+        let clock = p.gc_clock[usize::from(!small)];
+        p.list_mut(stream, small).replace_with_smaller(slot, key);
+        let blk = self.blocks.get_mut(b);
+        blk.status = Status::Free;
+        blk.gc_base = clock;
+    }
+
+    /// Puts free block `b` into its free list in the place of the key at `slot`, which sorts
+    /// at or before it (a free neighbour `b` absorbed).
+    #[inline(always)]
+    fn cache_merged_at(&mut self, b: BlockId, slot: usize) {
+        let blk = self.blocks.get(b);
+        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
+        let key = FreeKey {
+            size: blk.size,
+            addr: blk.addr,
+            id: b,
+        };
+        let p = self.free.pool_mut(pool);
+        let clock = p.gc_clock[usize::from(!small)];
+        p.list_mut(stream, small).replace_with_larger(slot, key);
+        let blk = self.blocks.get_mut(b);
+        blk.status = Status::Free;
+        blk.gc_base = clock;
+    }
+
+    /// The index of free block `b` in its free list.
+    #[inline(always)]
+    fn free_slot(&mut self, b: BlockId) -> Option<usize> {
+        let blk = self.blocks.get(b);
+        let key = FreeKey {
+            size: blk.size,
+            addr: blk.addr,
+            id: b,
+        };
+        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
+        let slot = self
+            .free
+            .pool_mut(pool)
+            .list_mut(stream, small)
+            .position(key);
+        debug_assert!(slot.is_some(), "free block missing from its free list");
+        slot
     }
 
     fn uncache_block(&mut self, b: BlockId) {
@@ -781,11 +884,16 @@ impl<B: Backend> State<B> {
     /// allocated outside captures are declared: captured blocks are touched at every replay,
     /// long after the capture freed them, and a private pool's segments stay whole to the
     /// checker.
-    #[inline]
+    #[inline(always)]
     fn note_lifetime(&mut self, dev: &Device<B>, b: BlockId, alive: bool) {
-        if !self.note_lifetimes {
-            return;
+        if self.note_lifetimes {
+            self.note_lifetime_slow(dev, b, alive);
         }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn note_lifetime_slow(&mut self, dev: &Device<B>, b: BlockId, alive: bool) {
         let blk = self.blocks.get(b);
         if blk.pool != PoolId::DEFAULT || blk.capture.is_some() {
             return;
@@ -807,6 +915,7 @@ impl<B: Backend> State<B> {
     }
 
     /// PyTorch's `free_block`: coalesce with free neighbours and cache.
+    #[inline]
     fn free_block(&mut self, dev: &Device<B>, b: BlockId) {
         let (orig_size, requested, small, stream, pool) = {
             let blk = self.blocks.get(b);
@@ -815,34 +924,46 @@ impl<B: Backend> State<B> {
         self.note_lifetime(dev, b, false);
         let mut net_blocks: i64 = 0;
         let mut net_bytes: i64 = 0;
-        for neighbour in [self.blocks.get(b).prev, self.blocks.get(b).next] {
-            if neighbour == NONE || self.blocks.get(neighbour).status != Status::Free {
-                continue;
-            }
-            self.uncache_block(neighbour);
-            let n = self.blocks.get(neighbour);
-            let (n_addr, n_size, n_prev, n_next, seg) = (n.addr, n.size, n.prev, n.next, n.segment);
-            let is_prev = self.blocks.get(b).prev == neighbour;
-            let blk = self.blocks.get_mut(b);
-            if is_prev {
-                blk.addr = n_addr;
-                blk.prev = n_prev;
-                blk.size += n_size;
-                if n_prev != NONE {
-                    self.blocks.get_mut(n_prev).next = b;
-                }
-                let segment = self.segments.get_mut(seg);
-                if segment.head == neighbour {
-                    segment.head = b;
-                }
+        let is_free = |n: BlockId| n != NONE && self.blocks.get(n).status == Status::Free;
+        let (prev, next) = (self.blocks.get(b).prev, self.blocks.get(b).next);
+        let (prev_free, next_free) = (is_free(prev), is_free(next));
+        // The merged block takes the free-list place of the last free neighbour (usually
+        // overwriting its entry); the previous one, when both are free, leaves its list.
+        let mut slot = None;
+        if prev_free {
+            if next_free {
+                self.uncache_block(prev);
             } else {
-                blk.next = n_next;
-                blk.size += n_size;
-                if n_next != NONE {
-                    self.blocks.get_mut(n_next).prev = b;
-                }
+                slot = self.free_slot(prev);
             }
-            self.blocks.remove(neighbour);
+            let n = self.blocks.get(prev);
+            let (n_addr, n_size, n_prev, seg) = (n.addr, n.size, n.prev, n.segment);
+            let blk = self.blocks.get_mut(b);
+            blk.addr = n_addr;
+            blk.prev = n_prev;
+            blk.size += n_size;
+            if n_prev != NONE {
+                self.blocks.get_mut(n_prev).next = b;
+            }
+            let segment = self.segments.get_mut(seg);
+            if segment.head == prev {
+                segment.head = b;
+            }
+            self.blocks.remove(prev);
+            net_blocks -= 1;
+            net_bytes -= n_size as i64;
+        }
+        if next_free {
+            slot = self.free_slot(next);
+            let n = self.blocks.get(next);
+            let (n_size, n_next) = (n.size, n.next);
+            let blk = self.blocks.get_mut(b);
+            blk.next = n_next;
+            blk.size += n_size;
+            if n_next != NONE {
+                self.blocks.get_mut(n_next).prev = b;
+            }
+            self.blocks.remove(next);
             net_blocks -= 1;
             net_bytes -= n_size as i64;
         }
@@ -850,7 +971,10 @@ impl<B: Backend> State<B> {
         blk.requested = 0;
         blk.uses.clear();
         let (addr, size, split) = (blk.addr, blk.size, blk.is_split());
-        self.cache_block(b);
+        match slot {
+            Some(i) => self.cache_merged_at(b, i),
+            None => self.cache_block(b),
+        }
         if split {
             net_blocks += 1;
             net_bytes += size as i64;
@@ -884,6 +1008,15 @@ impl<B: Backend> State<B> {
         }
         self.remember_stream(stream);
         add_use(&mut self.blocks.get_mut(b).uses, stream.id(), None);
+    }
+
+    /// `erase_stream`: forgets the uses of allocated block `b` by `stream` (recorded or
+    /// noted); the caller promises the stream no longer uses it.
+    pub(crate) fn erase_stream(&mut self, b: BlockId, stream: StreamId) {
+        let blk = self.blocks.get_mut(b);
+        if blk.status == Status::Allocated {
+            blk.uses.retain(|u| u.stream != stream);
+        }
     }
 
     /// Automatic mode: work at `pos` uses `[start, end)`. A use inside a capture counts only
@@ -1002,7 +1135,7 @@ impl<B: Backend> State<B> {
         pool: PoolId,
         class: SizeClass,
         rounded: u64,
-    ) -> Option<BlockId> {
+    ) -> Option<Found> {
         let sid = stream.id();
         let max_split = self.config.max_split_size;
         let non_split = self.config.max_non_split_rounding;
@@ -1157,6 +1290,61 @@ impl<B: Backend> State<B> {
         }
         self.synchronize_pending(dev);
         self.release_all_cached_segments(dev);
+    }
+
+    /// The allocator's last handle is gone: no buffer, pool handle, diversion or graph refers
+    /// to it any more, so every block is free or pending on other streams. Pending blocks are
+    /// synchronized (their events, then the device for uses no event covers) and freed, and
+    /// every segment of every pool goes back to the device (one device synchronize first, as
+    /// for any segment release). Nothing panics: failures are logged and the segments they
+    /// concern are left to the device. During a capture nothing can be freed (the device refuses
+    /// to synchronize), so the segments are left with a warning.
+    pub(crate) fn release_all_on_drop(&mut self, dev: &Device<B>) {
+        if self.segments.is_empty() {
+            return;
+        }
+        if dev.is_capturing() {
+            tracing::warn!(
+                segments = self.stats.segment.all.current,
+                bytes = self.stats.reserved_bytes.all.current,
+                "allocator dropped during a capture: its cached segments are not returned to the device"
+            );
+            return;
+        }
+        if !self.pending.blocks.is_empty() {
+            self.synchronize_pending(dev);
+        }
+        if !self.pending.blocks.is_empty() {
+            // Uses neither an event nor the ordering model settles (recorded inside a capture
+            // that has ended, or on a stream that is gone): all eager work is finished once the
+            // device is synchronized, and no graph of this allocator's pools is left to replay.
+            match dev.synchronize() {
+                Ok(()) => {
+                    for b in std::mem::take(&mut self.pending.blocks) {
+                        let size = self.blocks.get(b).size;
+                        self.stats.pending_free_bytes.decrease(size);
+                        self.blocks.get_mut(b).uses.clear();
+                        self.free_block(dev, b);
+                    }
+                }
+                Err(err) => tracing::warn!(
+                    %err,
+                    "allocator dropped: device synchronize failed, blocks pending on other streams are not returned"
+                ),
+            }
+        }
+        let mut candidates = self.whole_free_segments(PoolId::DEFAULT);
+        for id in self.pools.ids().collect::<Vec<_>>() {
+            candidates.extend(self.whole_free_segments(id));
+        }
+        self.release_blocks(dev, &candidates);
+        if !self.segments.is_empty() {
+            tracing::warn!(
+                segments = self.stats.segment.all.current,
+                bytes = self.stats.reserved_bytes.all.current,
+                "allocator dropped: segments not returned to the device"
+            );
+        }
     }
 
     /// PyTorch's `release_available_cached_blocks`.
@@ -1375,6 +1563,33 @@ impl<B: Backend> State<B> {
                     "pool {}: accounts {} segments / {} bytes, holds {segs} / {bytes}",
                     id.0, p.segments, p.reserved_bytes
                 ));
+            }
+        }
+        for id in std::iter::once(PoolId::DEFAULT).chain(self.pools.ids()) {
+            let Some(p) = self.free.pool(id) else {
+                continue;
+            };
+            for small in [true, false] {
+                for (stream, list) in p.lists(small) {
+                    for k in list.keys() {
+                        let blk = self.blocks.get(k.id);
+                        if blk.status != Status::Free
+                            || blk.size != k.size
+                            || blk.addr != k.addr
+                            || blk.pool != id
+                            || blk.stream != stream
+                            || blk.small != small
+                        {
+                            return Err(format!("stale free-list entry for block {}", k.id));
+                        }
+                    }
+                    if !list.keys().windows(2).all(|w| w[0] < w[1]) {
+                        return Err(format!(
+                            "free list of pool {} on {stream} not sorted by (size, address)",
+                            id.0
+                        ));
+                    }
+                }
             }
         }
         if blocks_seen != self.blocks.live().count() {

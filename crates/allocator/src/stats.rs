@@ -16,14 +16,14 @@ pub struct Stat {
 }
 
 impl Stat {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn increase(&mut self, amount: u64) {
         self.current += amount;
         self.peak = self.peak.max(self.current);
         self.allocated += amount;
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decrease(&mut self, amount: u64) {
         debug_assert!(self.current >= amount, "stat underflow");
         self.current = self.current.saturating_sub(amount);
@@ -52,11 +52,8 @@ pub struct StatArray {
 }
 
 impl StatArray {
-    #[inline]
+    #[inline(always)]
     pub(crate) fn increase(&mut self, small: bool, amount: u64) {
-        if amount == 0 {
-            return;
-        }
         self.all.increase(amount);
         if small {
             self.small_pool.increase(amount);
@@ -65,11 +62,8 @@ impl StatArray {
         }
     }
 
-    #[inline]
+    #[inline(always)]
     pub(crate) fn decrease(&mut self, small: bool, amount: u64) {
-        if amount == 0 {
-            return;
-        }
         self.all.decrease(amount);
         if small {
             self.small_pool.decrease(amount);

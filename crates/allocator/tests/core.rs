@@ -492,3 +492,91 @@ fn buffer_api() {
     assert_send_sync::<Alloc>();
     assert_send_sync::<braid_allocator::DeviceBuffer<braid_backend_sim::SimBackend>>();
 }
+
+// ----- C32: out-of-memory observers -----
+
+#[test]
+fn c32_oom_observer_is_called_once_with_the_report() {
+    use braid_allocator::OutOfMemoryReport;
+    use std::sync::{Arc, Mutex};
+    let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());
+    let main = dev.default_stream();
+    let seen: Arc<Mutex<Vec<OutOfMemoryReport>>> = Arc::default();
+    let sink = seen.clone();
+    alloc.attach_oom_observer(move |report| sink.lock().unwrap().push(report.clone()));
+    let keep = alloc.alloc(40 * MIB, &main).unwrap();
+    assert!(seen.lock().unwrap().is_empty(), "no OOM, no call");
+    let err = alloc.alloc(30 * MIB, &main).unwrap_err();
+    let AllocError::OutOfMemory(returned) = &err else {
+        panic!("expected OOM, got {err:?}")
+    };
+    let seen_now = seen.lock().unwrap().clone();
+    assert_eq!(seen_now.len(), 1, "called once per OOM");
+    let r = &seen_now[0];
+    assert_eq!(r, &**returned, "the observer sees the returned report");
+    assert_eq!(r.requested, 30 * MIB);
+    assert_eq!(r.rounded, 30 * MIB);
+    assert_eq!(r.segment_size, 30 * MIB);
+    assert_eq!(r.device_total, 64 * MIB);
+    assert_eq!(r.device_free, 24 * MIB);
+    assert_eq!(r.allocated, 40 * MIB);
+    assert_eq!(r.reserved, 40 * MIB);
+    assert_eq!(r.stream, main.id());
+    // Errors other than out of memory are not reported; a second OOM is.
+    assert!(alloc.alloc(1 << 61, &main).is_err());
+    assert!(alloc.alloc(u64::MAX - 10, &main).is_err());
+    assert_eq!(seen.lock().unwrap().len(), 1);
+    assert!(alloc.alloc(50 * MIB, &main).is_err());
+    assert_eq!(seen.lock().unwrap().len(), 2);
+    assert_eq!(seen.lock().unwrap()[1].requested, 50 * MIB);
+    // Every observer is called, in the order attached.
+    let order: Arc<Mutex<Vec<u32>>> = Arc::default();
+    for i in 0..2 {
+        let order = order.clone();
+        alloc.attach_oom_observer(move |_| order.lock().unwrap().push(i));
+    }
+    assert!(alloc.alloc(50 * MIB, &main).is_err());
+    assert_eq!(*order.lock().unwrap(), vec![0, 1]);
+    assert_eq!(seen.lock().unwrap().len(), 3);
+    assert_eq!(alloc.memory_stats().num_ooms, 3);
+    drop(keep);
+}
+
+#[test]
+fn c32_oom_observer_may_call_back_into_the_allocator() {
+    use braid_allocator::DeviceBuffer;
+    use braid_backend_sim::SimBackend;
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::{Arc, Mutex};
+    let dev = device(64 * MIB);
+    let total = dev.mem_info().unwrap().free;
+    let alloc = CachingAllocator::new(dev.clone(), AllocatorConfig::new()).unwrap();
+    let main = dev.default_stream();
+    // A buffer the application could give up under memory pressure.
+    let spare: Arc<Mutex<Option<DeviceBuffer<SimBackend>>>> = Arc::default();
+    *spare.lock().unwrap() = Some(alloc.alloc(40 * MIB, &main).unwrap());
+    let allocated_seen = Arc::new(AtomicU64::new(0));
+    let weak = alloc.downgrade();
+    let (held, seen) = (spare.clone(), allocated_seen.clone());
+    alloc.attach_oom_observer(move |_| {
+        let Some(alloc) = weak.upgrade() else { return };
+        // Statistics, freeing a buffer and emptying the cache from inside the observer.
+        seen.store(
+            alloc.memory_stats().allocated_bytes.all.current,
+            Ordering::SeqCst,
+        );
+        drop(held.lock().unwrap().take());
+        alloc.empty_cache();
+        assert_eq!(alloc.memory_reserved(), 0);
+    });
+    let err = alloc.alloc(30 * MIB, &main).unwrap_err();
+    assert!(matches!(err, AllocError::OutOfMemory(_)));
+    assert_eq!(allocated_seen.load(Ordering::SeqCst), 40 * MIB);
+    // The observer made room: the retry succeeds.
+    let buf = alloc.alloc(30 * MIB, &main).unwrap();
+    drop(buf);
+    alloc.check_invariants().unwrap();
+    // The observer's weak handle does not keep the allocator (and its cache) alive.
+    drop(alloc);
+    assert_eq!(dev.mem_info().unwrap().free, total);
+}

@@ -435,3 +435,101 @@ fn reuse_pending_with_wait_instead_of_growing() {
         "the ladder synchronized instead"
     );
 }
+
+// ----- A7: erase_stream -----
+
+/// Uses `buf` on `user` (after `owner`'s work) and keeps `user` busy for a long time.
+fn use_on_busy_stream(
+    buf: &braid_allocator::DeviceBuffer<braid_backend_sim::SimBackend>,
+    owner: &braid_stream_core::Stream<braid_backend_sim::SimBackend>,
+    user: &braid_stream_core::Stream<braid_backend_sim::SimBackend>,
+) {
+    user.wait_stream(owner).unwrap();
+    user.launch(&Kernel::Fill {
+        dst: buf.slice(),
+        value: 1.0,
+    })
+    .unwrap();
+    user.launch(&Kernel::Busy {
+        duration_ns: LONG_NS,
+    })
+    .unwrap();
+}
+
+#[test]
+fn a7_erase_stream_cancels_a_recorded_use() {
+    let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());
+    let stream1 = dev.create_stream(0).unwrap();
+    let stream2 = dev.create_stream(0).unwrap();
+    let t = alloc.alloc(4 * MIB, &stream2).unwrap();
+    use_on_busy_stream(&t, &stream2, &stream1);
+    t.record_stream(&stream1).unwrap();
+    alloc.erase_stream(&t, &stream1).unwrap();
+    let ptr = t.ptr();
+    drop(t);
+    assert_eq!(alloc.pending_free_bytes(), 0);
+    assert_eq!(alloc.memory_stats().num_events_recorded, 0);
+    let again = alloc.alloc(4 * MIB, &stream2).unwrap();
+    assert_eq!(again.ptr(), ptr, "reused at once after erase_stream");
+    alloc.check_invariants().unwrap();
+}
+
+#[test]
+fn a7_erase_stream_keeps_the_other_streams_uses() {
+    let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());
+    let owner = dev.create_stream(0).unwrap();
+    let s1 = dev.create_stream(0).unwrap();
+    let s2 = dev.create_stream(0).unwrap();
+    let t = alloc.alloc(4 * MIB, &owner).unwrap();
+    use_on_busy_stream(&t, &owner, &s1);
+    use_on_busy_stream(&t, &owner, &s2);
+    t.record_stream(&s1).unwrap();
+    t.record_stream(&s2).unwrap();
+    t.erase_stream(&s1).unwrap();
+    // Erasing a stream that never used it, or the owner, changes nothing.
+    t.erase_stream(&dev.default_stream()).unwrap();
+    t.erase_stream(&owner).unwrap();
+    let ptr = t.ptr();
+    drop(t);
+    assert_eq!(
+        alloc.pending_free_bytes(),
+        4 * MIB,
+        "s2's use still holds it"
+    );
+    assert_eq!(alloc.memory_stats().num_events_recorded, 1);
+    assert_ne!(alloc.alloc(4 * MIB, &owner).unwrap().ptr(), ptr);
+    s2.synchronize().unwrap();
+    assert_eq!(alloc.alloc(4 * MIB, &owner).unwrap().ptr(), ptr);
+    // An empty buffer and a buffer of another allocator.
+    let empty = alloc.alloc(0, &owner).unwrap();
+    empty.erase_stream(&s1).unwrap();
+    let (_, other) = setup(64 * MIB, AllocatorConfig::new());
+    let foreign = other.alloc(512, &other.device().default_stream()).unwrap();
+    assert!(alloc.erase_stream(&foreign, &s1).is_err());
+}
+
+#[test]
+fn a7_erase_stream_drops_automatically_noted_uses() {
+    let (dev, alloc) = setup(
+        64 * MIB,
+        AllocatorConfig::new().cross_stream(CrossStreamMode::Automatic),
+    );
+    let main = dev.default_stream();
+    let side = dev.create_stream(0).unwrap();
+    let t = alloc.alloc(4 * MIB, &main).unwrap();
+    use_on_busy_stream(&t, &main, &side); // noted automatically
+    t.erase_stream(&side).unwrap();
+    let ptr = t.ptr();
+    drop(t);
+    assert_eq!(alloc.pending_free_bytes(), 0);
+    assert_eq!(alloc.alloc(4 * MIB, &main).unwrap().ptr(), ptr);
+    // A use after the erase is noted again.
+    let u = alloc.alloc(4 * MIB, &main).unwrap();
+    use_on_busy_stream(&u, &main, &side);
+    u.erase_stream(&side).unwrap();
+    use_on_busy_stream(&u, &main, &side);
+    let ptr = u.ptr();
+    drop(u);
+    assert_eq!(alloc.pending_free_bytes(), 4 * MIB);
+    assert_ne!(alloc.alloc(4 * MIB, &main).unwrap().ptr(), ptr);
+}

@@ -4,8 +4,8 @@
 mod common;
 
 use braid_allocator::{
-    AllocError, AllocatorConfig, BlockState, CachingAllocator, CrossStreamMode, PoolFilter, PoolId,
-    PoolOptions,
+    AllocError, AllocatorConfig, BlockState, CachingAllocator, CrossStreamMode, DeviceBuffer,
+    PoolFilter, PoolId, PoolOptions,
 };
 use braid_backend_sim::SimBackend;
 use braid_stream_core::{CaptureMode, Domain, Graph, Kernel, Stream};
@@ -559,5 +559,97 @@ fn small_requests_use_cached_large_blocks_of_a_private_pool() {
     let before = alloc.memory_reserved();
     let _small = alloc.alloc(64 * KIB, &s).unwrap();
     assert_eq!(alloc.memory_reserved(), before + 2 * MIB);
+    alloc.check_invariants().unwrap();
+}
+
+// ----- C33: per-stream segments -----
+
+/// Forward and backward of a small "model" of `batch` rows on `s`: activations (small and
+/// large), an output, gradients; the activations die in the backward pass. Returns what the
+/// caller keeps (output and gradients).
+fn fwd_bwd(alloc: &Alloc, s: &Stream<SimBackend>, batch: u64) -> Vec<DeviceBuffer<SimBackend>> {
+    let act_small = alloc.alloc(batch * 64 * KIB, s).unwrap();
+    let act_large = alloc.alloc(batch * 3 * MIB, s).unwrap();
+    let out = alloc.alloc(batch * 16 * KIB, s).unwrap();
+    s.launch(&Kernel::Fill {
+        dst: act_large.slice(),
+        value: 1.0,
+    })
+    .unwrap();
+    let grad = alloc.alloc(batch * 3 * MIB, s).unwrap();
+    s.launch(&Kernel::Add {
+        a: act_large.slice(),
+        b: act_large.slice(),
+        out: grad.slice(),
+    })
+    .unwrap();
+    drop(act_large);
+    let grad_small = alloc.alloc(batch * 64 * KIB, s).unwrap();
+    drop(act_small);
+    vec![out, grad, grad_small]
+}
+
+#[test]
+fn c33_repeated_graphed_work_on_one_stream_keeps_pool_segments_on_it() {
+    let (dev, alloc) = setup(1 << 30, AllocatorConfig::new());
+    let main = dev.default_stream();
+    let s = dev.create_stream(0).unwrap();
+    let pool = alloc.create_pool(PoolOptions::new());
+    let mut graphs = Vec::new();
+    let mut outputs = Vec::new();
+    for batch in [4u64, 2, 1, 4, 3] {
+        // Eager work on another stream between graphs uses the default pool.
+        let eager = alloc.alloc(batch * MIB, &main).unwrap();
+        // Warm-up: eager, inside the pool (as cudagraph trees warm up in the pool).
+        {
+            let _warmup = pool.use_on(&s).unwrap();
+            drop(fwd_bwd(&alloc, &s, batch));
+        }
+        s.synchronize().unwrap();
+        // Capture forward + backward on the same stream, into the same pool.
+        let diversion = begin(&alloc, &pool, &s);
+        outputs.push(fwd_bwd(&alloc, &s, batch));
+        let graph: Graph<SimBackend> = s.end_capture().unwrap();
+        drop(diversion);
+        graphs.push(graph);
+        drop(eager);
+        // Replays (in capture order) allocate nothing.
+        let reserved = alloc.memory_reserved();
+        for g in &graphs {
+            g.launch(&s).unwrap();
+        }
+        assert_eq!(alloc.memory_reserved(), reserved);
+    }
+    s.synchronize().unwrap();
+    let snap = pool.snapshot();
+    let streams: std::collections::BTreeSet<_> =
+        snap.segments.iter().map(|seg| seg.stream).collect();
+    assert!(
+        snap.segments.len() >= 2,
+        "the pool grew: {} segments",
+        snap.segments.len()
+    );
+    assert!(snap
+        .segments
+        .iter()
+        .any(|seg| seg.segment_type == braid_allocator::SegmentType::Small));
+    assert!(snap
+        .segments
+        .iter()
+        .any(|seg| seg.segment_type == braid_allocator::SegmentType::Large));
+    assert_eq!(
+        streams,
+        std::collections::BTreeSet::from([s.id()]),
+        "every graph-pool segment belongs to the graphed stream"
+    );
+    // No default-pool segment landed on the graphed stream.
+    assert!(alloc
+        .snapshot()
+        .segments
+        .iter()
+        .filter(|seg| seg.pool_id != pool.id())
+        .all(|seg| seg.stream == main.id()));
+    drop(outputs);
+    drop(graphs);
     alloc.check_invariants().unwrap();
 }

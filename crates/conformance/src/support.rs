@@ -163,38 +163,16 @@ pub(crate) const KIB: u64 = 1 << 10;
 /// One mebibyte.
 pub(crate) const MIB: u64 = 1 << 20;
 
-/// A caching allocator owned by one case. When the case ends it returns every cached segment
-/// to the device ([`CachingAllocator::empty_cache`]): the allocator keeps what it caches until
-/// asked, and on backends whose devices outlive the `Device` handle (ACL devices are
-/// process-wide) one case's cache would otherwise shrink the next case's device.
-///
-/// Declare it before the buffers, pools and graphs of the case so that it drops last.
-pub(crate) struct CaseAllocator<B: Backend>(CachingAllocator<B>);
-
-impl<B: Backend> std::ops::Deref for CaseAllocator<B> {
-    type Target = CachingAllocator<B>;
-
-    fn deref(&self) -> &CachingAllocator<B> {
-        &self.0
-    }
-}
-
-impl<B: Backend> Drop for CaseAllocator<B> {
-    fn drop(&mut self) {
-        self.0.empty_cache();
-    }
-}
-
-/// A caching allocator of `device` with `config`.
+/// A caching allocator of `device` with `config`, owned by one case. When its last handle
+/// drops (the case's buffers, pools and graphs hold handles too) it returns every segment it
+/// still holds to the device, so on backends whose devices outlive the `Device` handle (ACL
+/// devices are process-wide) one case's cache does not shrink the next case's device.
 #[track_caller]
 pub(crate) fn allocator<B: Backend>(
     device: &Device<B>,
     config: AllocatorConfig,
-) -> Result<CaseAllocator<B>, CaseError> {
-    Ok(CaseAllocator(CachingAllocator::new(
-        device.clone(),
-        config,
-    )?))
+) -> Result<CachingAllocator<B>, CaseError> {
+    Ok(CachingAllocator::new(device.clone(), config)?)
 }
 
 /// Proves the allocator is consistent and usable: its invariants hold, its device works
