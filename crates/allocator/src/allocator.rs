@@ -377,7 +377,10 @@ impl<B: Backend> CachingAllocator<B> {
 
     /// All statistics.
     pub fn memory_stats(&self) -> MemoryStats {
-        self.inner.lock().stats.clone()
+        {
+            let st = self.inner.lock();
+            st.stats.view(&st.pending_by_class)
+        }
     }
 
     /// The statistics as a flat map with PyTorch's keys.
@@ -412,12 +415,16 @@ impl<B: Backend> CachingAllocator<B> {
 
     /// Sets every peak to its current value.
     pub fn reset_peak_stats(&self) {
-        self.inner.lock().stats.reset_peak();
+        let mut st = self.inner.lock();
+        let p = st.pending_by_class;
+        st.stats.reset_peak(&p);
     }
 
     /// Zeroes the accumulated totals and counters.
     pub fn reset_accumulated_stats(&self) {
-        self.inner.lock().stats.reset_accumulated();
+        let mut st = self.inner.lock();
+        let p = st.pending_by_class;
+        st.stats.reset_accumulated(&p);
     }
 
     /// Segments and blocks now, with the recorded history.

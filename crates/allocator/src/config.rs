@@ -82,6 +82,17 @@ pub struct AllocatorConfig {
     /// PyTorch). Trades device mallocs and frees (each release synchronizes the device) for a
     /// lower peak reservation. Not during a capture.
     pub release_before_grow: bool,
+    /// Split any large-pool remainder of at least `min_block_size` bytes off a cached block
+    /// (`split_large_remainders`; off = PyTorch, which splits a large block only when more than
+    /// `small_size` (1 MiB) would remain). The remainder stays in the large pool; in the default
+    /// pool a small request that finds no small block then takes the best-fitting cached large
+    /// block before a new small segment is allocated (as private pools always do).
+    pub split_large_remainders: bool,
+    /// Size the segment for a large request below `min_large_alloc` to the most whole
+    /// requests of its size that fit in `large_segment_size`, rounded up to `round_large`
+    /// (`fit_large_segments`; off = PyTorch's `large_segment_size` (20 MiB) segments): a 9 MiB
+    /// request gets an 18 MiB segment, not 20 MiB with a 2 MiB tail.
+    pub fit_large_segments: bool,
     /// Whether history is recorded from the start.
     pub record_history: bool,
     /// Capacity of the history ring.
@@ -114,6 +125,8 @@ impl AllocatorConfig {
             reuse_pending_with_wait: false,
             lazy_event_polling: false,
             release_before_grow: false,
+            split_large_remainders: false,
+            fit_large_segments: false,
             record_history: false,
             history_size: 10_000,
         }
@@ -194,6 +207,18 @@ impl AllocatorConfig {
         self
     }
 
+    /// Turns [`AllocatorConfig::split_large_remainders`] on or off.
+    pub fn split_large_remainders(mut self, on: bool) -> Self {
+        self.split_large_remainders = on;
+        self
+    }
+
+    /// Turns [`AllocatorConfig::fit_large_segments`] on or off.
+    pub fn fit_large_segments(mut self, on: bool) -> Self {
+        self.fit_large_segments = on;
+        self
+    }
+
     /// Records history from the start (or not).
     pub fn record_history(mut self, on: bool) -> Self {
         self.record_history = on;
@@ -211,7 +236,8 @@ impl AllocatorConfig {
     /// `[64:8,128:2,256:2,512:2,1024:1,>:1]` keyed by MiB), `garbage_collection_threshold`,
     /// `per_process_memory_fraction` (alias `memory_fraction`), `limit_mb`,
     /// `cross_stream` (`manual` | `automatic`), `reuse_pending_with_wait`,
-    /// `lazy_event_polling`, `release_before_grow`, `record_history` (booleans), `history_size`
+    /// `lazy_event_polling`, `release_before_grow`, `split_large_remainders`,
+    /// `fit_large_segments`, `record_history` (booleans), `history_size`
     /// (alias `max_entries`),
     /// `expandable_segments` (only `false`). Anything else is a typed error naming the key and
     /// value.
@@ -306,6 +332,8 @@ impl AllocatorConfig {
                 self.lazy_event_polling = parse_bool(key, value)?
             }
             "release_before_grow" => self.release_before_grow = parse_bool(key, value)?,
+            "split_large_remainders" => self.split_large_remainders = parse_bool(key, value)?,
+            "fit_large_segments" => self.fit_large_segments = parse_bool(key, value)?,
             "record_history" => self.record_history = parse_bool(key, value)?,
             "history_size" | "max_entries" => {
                 let n = parse_u64(key, value)?;

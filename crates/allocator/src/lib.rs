@@ -85,8 +85,9 @@
 //! `[64:8,128:2,256:2,512:2,1024:1,>:1]`), `garbage_collection_threshold`,
 //! `per_process_memory_fraction` (or `memory_fraction`), `limit_mb`, `cross_stream`
 //! (`manual` | `automatic`), `reuse_pending_with_wait`, `lazy_event_polling`,
-//! `release_before_grow`, `record_history`, `history_size`, `expandable_segments` (`false`
-//! only). An unknown key or a bad value is a typed error naming both.
+//! `release_before_grow`, `split_large_remainders`, `fit_large_segments`, `record_history`,
+//! `history_size`, `expandable_segments` (`false` only). An unknown key or a bad value is a
+//! typed error naming both.
 //!
 //! `release_before_grow` (off by default, so segment counts match PyTorch's) is braid's
 //! low-fragmentation policy: before a new segment would raise reserved memory past its peak,
@@ -94,6 +95,22 @@
 //! first, until the new segment fits under the peak. It trades device mallocs and frees for
 //! a lower peak reservation; on the PyTorch traces of `shared/traces` it keeps the peak
 //! strictly below PyTorch's own.
+//!
+//! `split_large_remainders` (off by default: PyTorch never splits off a large-pool remainder
+//! of 1 MiB or less) splits every large-pool remainder of at least `min_block_size` (512 B)
+//! off the block handed out and caches it in the large pool; in the default pool a small
+//! request that finds no small block then takes the best-fitting cached large block before a
+//! new small segment is allocated (as private pools always do). Allocated bytes then equal the
+//! rounded requests (a 1.125 MiB request in a 1.5 MiB free block no longer holds all of it),
+//! and small requests fill the remainders instead of growing.
+//!
+//! `fit_large_segments` (off by default: PyTorch's 20 MiB `large_segment_size`) sizes the
+//! segment for a large request below `min_large_alloc` (10 MiB) that finds no cached block to
+//! the most whole requests of its size that fit in `large_segment_size`, rounded up to
+//! `round_large` (2 MiB): a 9 MiB request gets an 18 MiB segment instead of 20 MiB with a
+//! 2 MiB tail. Both keys trade PyTorch's exact layout for a lower peak reservation: together,
+//! with `release_before_grow`, they keep the peak below both PyTorch's and `release_before_grow`
+//! alone on the traces of `shared/traces` (and `split_large_remainders` cuts device mallocs).
 //!
 //! # Example
 //!

@@ -68,7 +68,14 @@ pub(crate) fn segment_size(config: &AllocatorConfig, rounded: u64) -> Option<u64
     if rounded <= config.small_size {
         Some(config.small_segment_size)
     } else if rounded < config.min_large_alloc {
-        Some(config.large_segment_size)
+        if config.fit_large_segments {
+            // The most whole requests of this size a large segment holds, rounded up to
+            // `round_large` (never above `large_segment_size`).
+            let fitted = config.large_segment_size / rounded * rounded;
+            round_up(fitted, config.round_large).map(|s| s.min(config.large_segment_size))
+        } else {
+            Some(config.large_segment_size)
+        }
     } else {
         round_up(rounded, config.round_large)
     }
@@ -102,6 +109,20 @@ mod tests {
         assert_eq!(segment_size(&c, 512), Some(2 * MIB));
         assert_eq!(segment_size(&c, MIB), Some(2 * MIB));
         assert_eq!(segment_size(&c, MIB + 512), Some(20 * MIB));
+        assert_eq!(segment_size(&c, 10 * MIB), Some(10 * MIB));
+        assert_eq!(segment_size(&c, 11 * MIB + 512), Some(12 * MIB));
+    }
+
+    #[test]
+    fn fitted_large_segments() {
+        let c = AllocatorConfig::new().fit_large_segments(true);
+        assert_eq!(segment_size(&c, MIB), Some(2 * MIB));
+        assert_eq!(segment_size(&c, 9 * MIB), Some(18 * MIB));
+        assert_eq!(segment_size(&c, 9 * MIB / 4), Some(18 * MIB));
+        assert_eq!(segment_size(&c, 3 * MIB), Some(18 * MIB));
+        assert_eq!(segment_size(&c, 3 * MIB / 2), Some(20 * MIB));
+        // 17 requests of 1.125 MiB (19.125 MiB), rounded up to 20 MiB.
+        assert_eq!(segment_size(&c, 9 * MIB / 8), Some(20 * MIB));
         assert_eq!(segment_size(&c, 10 * MIB), Some(10 * MIB));
         assert_eq!(segment_size(&c, 11 * MIB + 512), Some(12 * MIB));
     }

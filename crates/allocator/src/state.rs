@@ -13,7 +13,7 @@ use crate::snapshot::{
     BlockSnapshot, BlockState, History, HistoryAction, MemorySnapshot, PoolId, SegmentSnapshot,
     SegmentType,
 };
-use crate::stats::MemoryStats;
+use crate::stats::{MemoryStats, PendingByClass};
 use braid_stream_core::hal::{Backend, Device as _, HalError};
 use braid_stream_core::{
     CaptureId, Device, DevicePtr, DeviceSlice, Domain, Stream, StreamId, StreamPosition,
@@ -57,7 +57,11 @@ pub(crate) struct State<B: Backend> {
     streams: Vec<Option<Stream<B>>>,
     /// Private pools and the diversions into them.
     pub pools: PrivatePools,
+    /// Internal form: `freed` fields hold their base and `all.allocated` is derived; the
+    /// public statistics are [`MemoryStats::view`].
     pub stats: MemoryStats,
+    /// Pending blocks per class, from which `active` statistics are derived.
+    pub pending_by_class: PendingByClass,
     pub history: History,
     device_total: u64,
     /// Cap on reserved bytes from memory_fraction / limit_bytes.
@@ -77,6 +81,7 @@ impl<B: Backend> State<B> {
             config,
             blocks: Blocks::default(),
             segments: Segments::default(),
+            pending_by_class: PendingByClass::default(),
             free: FreeLists::default(),
             pending: Pending::default(),
             streams: Vec::new(),
@@ -237,6 +242,7 @@ impl<B: Backend> State<B> {
 
     // ----- malloc -----
 
+    #[inline]
     pub(crate) fn malloc(
         &mut self,
         dev: &Device<B>,
@@ -253,7 +259,11 @@ impl<B: Backend> State<B> {
         };
         self.remember_stream(stream);
         let class = size::class_of(&self.config, rounded);
-        let (pool, capture) = self.route(stream);
+        let (pool, capture) = if self.pools.diversions.is_empty() {
+            (PoolId::DEFAULT, None)
+        } else {
+            self.route(stream)
+        };
 
         // Reclaim cross-stream frees whose uses are now ordered (no work at all when none).
         // During a capture only the ordering model is consulted: no event is queried.
@@ -268,7 +278,10 @@ impl<B: Backend> State<B> {
 
         let granted = self.malloc_in(dev, stream, pool, class, size, rounded, capturing);
         if let Ok(g) = &granted {
-            self.blocks.get_mut(g.block).capture = capture;
+            // `grant` cleared it.
+            if capture.is_some() {
+                self.blocks.get_mut(g.block).capture = capture;
+            }
             self.note_lifetime(dev, g.block, true);
         }
         granted
@@ -291,6 +304,7 @@ impl<B: Backend> State<B> {
     }
 
     #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
     fn malloc_in(
         &mut self,
         dev: &Device<B>,
@@ -301,14 +315,35 @@ impl<B: Backend> State<B> {
         rounded: u64,
         capturing: bool,
     ) -> Result<Granted, AllocError> {
-        let sid = stream.id();
-        if let Some(f) = self.find_free(pool, sid, class, rounded) {
-            return Ok(self.grant_found(f, rounded, size));
+        if let Some(f) = self.find_free(pool, stream.id(), class, rounded) {
+            // The cache hit: the grant inlined here only.
+            return Ok(self.grant_inline(f.block, Some(f.slot), rounded, size));
         }
+        self.malloc_miss(dev, stream, pool, class, size, rounded, capturing)
+    }
+
+    /// [`State::malloc_in`] when the free list of the request's class has no fit.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(never)]
+    fn malloc_miss(
+        &mut self,
+        dev: &Device<B>,
+        stream: &Stream<B>,
+        pool: PoolId,
+        class: SizeClass,
+        size: u64,
+        rounded: u64,
+        capturing: bool,
+    ) -> Result<Granted, AllocError> {
+        let sid = stream.id();
         // In a private pool, a small request takes a cached large block before the pool
         // grows: the pool's memory is reserved for its graphs anyway, and graphs captured
-        // largest first then fit in the first one's segments.
-        if pool != PoolId::DEFAULT && class == SizeClass::Small {
+        // largest first then fit in the first one's segments. With `split_large_remainders`
+        // the default pool does the same, so the sub-MiB remainders it splits off large blocks
+        // serve small requests.
+        if class == SizeClass::Small
+            && (pool != PoolId::DEFAULT || self.config.split_large_remainders)
+        {
             if let Some(f) = self.find_free(pool, sid, SizeClass::Large, rounded) {
                 return Ok(self.grant_found(f, rounded, size));
             }
@@ -531,6 +566,7 @@ impl<B: Backend> State<B> {
         })
     }
 
+    #[inline(always)]
     fn should_split(&self, pool: PoolId, block_size: u64, small: bool, rounded: u64) -> bool {
         if self.pools.no_split(pool) {
             return false;
@@ -539,7 +575,10 @@ impl<B: Backend> State<B> {
         if small {
             remaining >= self.config.min_block_size
         } else {
-            rounded < self.config.max_split_size && remaining > self.config.small_size
+            rounded < self.config.max_split_size
+                && (remaining > self.config.small_size
+                    || (self.config.split_large_remainders
+                        && remaining >= self.config.min_block_size))
         }
     }
 
@@ -553,7 +592,20 @@ impl<B: Backend> State<B> {
     /// off the remainder when the rules allow. `slot` is the block's index in its free list if
     /// it is listed (it leaves the list, or its remainder takes its place), `None` for a new
     /// segment's block.
+    #[inline(never)]
     fn grant(&mut self, b: BlockId, slot: Option<usize>, rounded: u64, requested: u64) -> Granted {
+        self.grant_inline(b, slot, rounded, requested)
+    }
+
+    /// [`State::grant`], inlined into the cache-hit path.
+    #[inline(always)]
+    fn grant_inline(
+        &mut self,
+        b: BlockId,
+        slot: Option<usize>,
+        rounded: u64,
+        requested: u64,
+    ) -> Granted {
         let (size, small, already_split, block_pool) = {
             let blk = self.blocks.get(b);
             (blk.size, blk.small, blk.is_split(), blk.pool)
@@ -612,11 +664,7 @@ impl<B: Backend> State<B> {
             p.allocated_blocks += 1;
         }
         let s = &mut self.stats;
-        s.allocation.increase(small, 1);
-        s.allocated_bytes.increase(small, size);
-        s.active.increase(small, 1);
-        s.active_bytes.increase(small, size);
-        s.requested_bytes.increase(small, requested);
+        s.grant(small, size, requested, &self.pending_by_class);
         if size >= self.config.max_split_size {
             s.oversize_allocations.increase(1);
         }
@@ -785,6 +833,7 @@ impl<B: Backend> State<B> {
     // ----- free -----
 
     /// The owner dropped the buffer of block `b`.
+    #[inline]
     pub(crate) fn free(&mut self, dev: &Device<B>, b: BlockId) {
         let blk = self.blocks.get(b);
         if blk.status != Status::Allocated {
@@ -793,8 +842,7 @@ impl<B: Backend> State<B> {
         }
         let (addr, size, small, stream, pool) =
             (blk.addr, blk.size, blk.small, blk.stream, blk.pool);
-        self.stats.allocation.decrease(small, 1);
-        self.stats.allocated_bytes.decrease(small, size);
+        self.stats.release(small, size);
         if size >= self.config.max_split_size {
             self.stats.oversize_allocations.decrease(1);
         }
@@ -808,7 +856,16 @@ impl<B: Backend> State<B> {
             self.free_block(dev, b);
             return;
         }
-        // Cross-stream uses: fill record_stream positions, drop uses already ordered.
+        self.free_with_uses(dev, b);
+    }
+
+    /// [`State::free`] of a block with uses on other streams: fill record_stream positions,
+    /// drop uses already ordered, and keep the block pending on the rest.
+    #[cold]
+    #[inline(never)]
+    fn free_with_uses(&mut self, dev: &Device<B>, b: BlockId) {
+        let blk = self.blocks.get(b);
+        let (size, small, stream) = (blk.size, blk.small, blk.stream);
         let capturing = dev.is_capturing();
         self.fill_positions(dev, b);
         if let Some(owner) = self.stream_handle(dev, stream) {
@@ -827,6 +884,7 @@ impl<B: Backend> State<B> {
         blk.generation = blk.generation.wrapping_add(1);
         self.pending.blocks.push(b);
         self.stats.pending_free_bytes.increase(size);
+        self.pending_by_class.add(small, size);
         self.stats.num_pending_frees += 1;
         if !capturing {
             self.record_events(dev, b);
@@ -917,9 +975,9 @@ impl<B: Backend> State<B> {
     /// PyTorch's `free_block`: coalesce with free neighbours and cache.
     #[inline]
     fn free_block(&mut self, dev: &Device<B>, b: BlockId) {
-        let (orig_size, requested, small, stream, pool) = {
+        let (requested, small, stream, pool) = {
             let blk = self.blocks.get(b);
-            (blk.size, blk.requested, blk.small, blk.stream, blk.pool)
+            (blk.requested, blk.small, blk.stream, blk.pool)
         };
         self.note_lifetime(dev, b, false);
         let mut net_blocks: i64 = 0;
@@ -990,9 +1048,7 @@ impl<B: Backend> State<B> {
         } else if net_bytes < 0 {
             s.inactive_split_bytes.decrease(small, (-net_bytes) as u64);
         }
-        s.active.decrease(small, 1);
-        s.active_bytes.decrease(small, orig_size);
-        s.requested_bytes.decrease(small, requested);
+        s.deactivate(small, requested);
         self.history
             .record(HistoryAction::FreeCompleted, addr, size, stream, pool);
     }
@@ -1090,8 +1146,9 @@ impl<B: Backend> State<B> {
             }
             if self.blocks.get(b).uses.is_empty() {
                 self.pending.blocks.swap_remove(i);
-                let size = self.blocks.get(b).size;
+                let (size, small) = (self.blocks.get(b).size, self.blocks.get(b).small);
                 self.stats.pending_free_bytes.decrease(size);
+                self.pending_by_class.remove(small, size);
                 self.free_block(dev, b);
             } else {
                 if !capturing {
@@ -1321,8 +1378,9 @@ impl<B: Backend> State<B> {
             match dev.synchronize() {
                 Ok(()) => {
                     for b in std::mem::take(&mut self.pending.blocks) {
-                        let size = self.blocks.get(b).size;
+                        let (size, small) = (self.blocks.get(b).size, self.blocks.get(b).small);
                         self.stats.pending_free_bytes.decrease(size);
+                        self.pending_by_class.remove(small, size);
                         self.blocks.get_mut(b).uses.clear();
                         self.free_block(dev, b);
                     }

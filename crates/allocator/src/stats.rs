@@ -16,6 +16,9 @@ pub struct Stat {
 }
 
 impl Stat {
+    /// Adds `amount`. Inside the allocator `freed` is not kept up to date: it holds `current`
+    /// as of the last accumulated reset, and [`MemoryStats::view`] derives the public value
+    /// (`freed = allocated + base - current`), so a decrease is one subtraction.
     #[inline(always)]
     pub(crate) fn increase(&mut self, amount: u64) {
         self.current += amount;
@@ -26,17 +29,27 @@ impl Stat {
     #[inline(always)]
     pub(crate) fn decrease(&mut self, amount: u64) {
         debug_assert!(self.current >= amount, "stat underflow");
-        self.current = self.current.saturating_sub(amount);
-        self.freed += amount;
+        self.current = self.current.wrapping_sub(amount);
     }
 
     fn reset_peak(&mut self) {
         self.peak = self.current;
     }
 
+    /// Internal form: zero the total added and remember `current` as the base of `freed`.
     fn reset_accumulated(&mut self) {
         self.allocated = 0;
-        self.freed = 0;
+        self.freed = self.current;
+    }
+
+    /// The public form of an internal stat: `freed` derived from the base it holds.
+    fn view(&self) -> Stat {
+        Stat {
+            current: self.current,
+            peak: self.peak,
+            allocated: self.allocated,
+            freed: (self.allocated + self.freed).wrapping_sub(self.current),
+        }
     }
 }
 
@@ -52,23 +65,38 @@ pub struct StatArray {
 }
 
 impl StatArray {
+    /// Adds `amount` to `all` and to the pool's stat. Inside the allocator `all.allocated` is
+    /// not kept up to date (it is the sum of the pools', derived by [`MemoryStats::view`]).
     #[inline(always)]
     pub(crate) fn increase(&mut self, small: bool, amount: u64) {
-        self.all.increase(amount);
-        if small {
-            self.small_pool.increase(amount);
-        } else {
-            self.large_pool.increase(amount);
-        }
+        self.all.current += amount;
+        self.all.peak = self.all.peak.max(self.all.current);
+        self.pool_mut(small).increase(amount);
     }
 
     #[inline(always)]
     pub(crate) fn decrease(&mut self, small: bool, amount: u64) {
         self.all.decrease(amount);
+        self.pool_mut(small).decrease(amount);
+    }
+
+    #[inline(always)]
+    fn pool_mut(&mut self, small: bool) -> &mut Stat {
         if small {
-            self.small_pool.decrease(amount);
+            &mut self.small_pool
         } else {
-            self.large_pool.decrease(amount);
+            &mut self.large_pool
+        }
+    }
+
+    /// The public form of an internal array.
+    fn view(&self) -> StatArray {
+        let mut all = self.all;
+        all.allocated = self.small_pool.allocated + self.large_pool.allocated;
+        StatArray {
+            all: all.view(),
+            small_pool: self.small_pool.view(),
+            large_pool: self.large_pool.view(),
         }
     }
 
@@ -146,8 +174,153 @@ pub struct MemoryStats {
     pub pending_free_bytes: Stat,
 }
 
+/// Blocks freed by their owner and pending on other streams, per class (index 0 small, 1
+/// large): inside the allocator `active` and `active_bytes` are derived from `allocation` and
+/// `allocated_bytes` plus these, so the hot path does not update them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
+pub(crate) struct PendingByClass {
+    pub count: [u64; 2],
+    pub bytes: [u64; 2],
+}
+
+impl PendingByClass {
+    #[inline(always)]
+    fn any(&self) -> bool {
+        (self.count[0] | self.count[1]) != 0
+    }
+
+    /// A block of `size` bytes became pending.
+    pub(crate) fn add(&mut self, small: bool, size: u64) {
+        let i = usize::from(!small);
+        self.count[i] += 1;
+        self.bytes[i] += size;
+    }
+
+    /// A pending block of `size` bytes was freed.
+    pub(crate) fn remove(&mut self, small: bool, size: u64) {
+        let i = usize::from(!small);
+        debug_assert!(
+            self.count[i] >= 1 && self.bytes[i] >= size,
+            "pending underflow"
+        );
+        self.count[i] = self.count[i].wrapping_sub(1);
+        self.bytes[i] = self.bytes[i].wrapping_sub(size);
+    }
+}
+
+/// `base` plus `extra` per class: (all, small, large).
+fn with_pending(base: &StatArray, extra: [u64; 2]) -> [u64; 3] {
+    [
+        base.all.current + extra[0] + extra[1],
+        base.small_pool.current + extra[0],
+        base.large_pool.current + extra[1],
+    ]
+}
+
+// Inside the allocator the statistics are kept in an internal form (see `Stat::increase`,
+// `StatArray::increase`, `PendingByClass`): `freed` fields hold their base, `all.allocated` is
+// derived, and of `active` / `active_bytes` only the peaks reached while blocks were pending
+// and the bases are kept. `MemoryStats::view` gives the public form.
 impl MemoryStats {
-    pub(crate) fn reset_peak(&mut self) {
+    /// A block of `size` bytes (`requested` asked for) is handed out: `allocation`,
+    /// `allocated_bytes` and `requested_bytes` grow (and so do the derived `active` and
+    /// `active_bytes`).
+    #[inline(always)]
+    pub(crate) fn grant(&mut self, small: bool, size: u64, requested: u64, p: &PendingByClass) {
+        // One branch on the class for all the updates.
+        if small {
+            self.grant_in::<true>(size, requested);
+        } else {
+            self.grant_in::<false>(size, requested);
+        }
+        if p.any() {
+            self.note_active_peaks(p);
+        }
+    }
+
+    #[inline(always)]
+    fn grant_in<const SMALL: bool>(&mut self, size: u64, requested: u64) {
+        self.allocation.increase(SMALL, 1);
+        self.allocated_bytes.increase(SMALL, size);
+        self.requested_bytes.increase(SMALL, requested);
+    }
+
+    /// While blocks are pending, `active` exceeds `allocation`: its peaks are kept apart
+    /// (otherwise they are `allocation`'s).
+    #[cold]
+    #[inline(never)]
+    fn note_active_peaks(&mut self, p: &PendingByClass) {
+        let count = with_pending(&self.allocation, p.count);
+        let bytes = with_pending(&self.allocated_bytes, p.bytes);
+        for (array, now) in [(&mut self.active, count), (&mut self.active_bytes, bytes)] {
+            array.all.peak = array.all.peak.max(now[0]);
+            array.small_pool.peak = array.small_pool.peak.max(now[1]);
+            array.large_pool.peak = array.large_pool.peak.max(now[2]);
+        }
+    }
+
+    /// The owner freed an allocated block of `size` bytes: `allocation` and `allocated_bytes`
+    /// shrink.
+    #[inline(always)]
+    pub(crate) fn release(&mut self, small: bool, size: u64) {
+        if small {
+            self.allocation.decrease(true, 1);
+            self.allocated_bytes.decrease(true, size);
+        } else {
+            self.allocation.decrease(false, 1);
+            self.allocated_bytes.decrease(false, size);
+        }
+    }
+
+    /// A block with `requested` bytes asked for stops being active (`active` and
+    /// `active_bytes` follow from `allocation` and the pending blocks).
+    #[inline(always)]
+    pub(crate) fn deactivate(&mut self, small: bool, requested: u64) {
+        self.requested_bytes.decrease(small, requested);
+    }
+
+    /// Sets the derived currents of `active` and `active_bytes` into their `current` fields.
+    fn fill_active(&mut self, p: &PendingByClass) {
+        let count = with_pending(&self.allocation, p.count);
+        let bytes = with_pending(&self.allocated_bytes, p.bytes);
+        for (array, now) in [(&mut self.active, count), (&mut self.active_bytes, bytes)] {
+            array.all.current = now[0];
+            array.small_pool.current = now[1];
+            array.large_pool.current = now[2];
+        }
+    }
+
+    /// The public statistics.
+    pub(crate) fn view(&self, p: &PendingByClass) -> MemoryStats {
+        let mut out = self.clone();
+        out.fill_active(p);
+        // `active` grows only when `allocation` does: the same totals added, and the peaks
+        // reached while no block was pending are `allocation`'s.
+        for (active, base) in [
+            (&mut out.active, &self.allocation),
+            (&mut out.active_bytes, &self.allocated_bytes),
+        ] {
+            active.small_pool.allocated = base.small_pool.allocated;
+            active.large_pool.allocated = base.large_pool.allocated;
+            active.all.peak = active.all.peak.max(base.all.peak);
+            active.small_pool.peak = active.small_pool.peak.max(base.small_pool.peak);
+            active.large_pool.peak = active.large_pool.peak.max(base.large_pool.peak);
+        }
+        for a in out.arrays_mut() {
+            *a = a.view();
+        }
+        for s in [
+            &mut out.oversize_allocations,
+            &mut out.oversize_segments,
+            &mut out.pending_free_bytes,
+        ] {
+            *s = s.view();
+        }
+        out
+    }
+
+    pub(crate) fn reset_peak(&mut self, p: &PendingByClass) {
+        self.fill_active(p);
         for a in self.arrays_mut() {
             a.each(Stat::reset_peak);
         }
@@ -156,7 +329,8 @@ impl MemoryStats {
         self.pending_free_bytes.reset_peak();
     }
 
-    pub(crate) fn reset_accumulated(&mut self) {
+    pub(crate) fn reset_accumulated(&mut self, p: &PendingByClass) {
+        self.fill_active(p);
         for a in self.arrays_mut() {
             a.each(Stat::reset_accumulated);
         }

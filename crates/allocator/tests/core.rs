@@ -580,3 +580,44 @@ fn c32_oom_observer_may_call_back_into_the_allocator() {
     drop(alloc);
     assert_eq!(dev.mem_info().unwrap().free, total);
 }
+
+#[test]
+fn accumulated_totals_count_from_the_reset_with_blocks_live_across_it() {
+    let (dev, alloc) = setup(256 * MIB, AllocatorConfig::new());
+    let s = dev.default_stream();
+    let a = alloc.alloc(1024, &s).unwrap();
+    let big = alloc.alloc(2 * MIB, &s).unwrap();
+    alloc.reset_accumulated_stats();
+    let b = alloc.alloc(2048, &s).unwrap();
+    drop(a);
+    let m = alloc.memory_stats_map();
+    for name in ["allocation", "active"] {
+        assert_eq!(m[&format!("{name}.small_pool.current")], 1, "{name}");
+        assert_eq!(m[&format!("{name}.small_pool.allocated")], 1, "{name}");
+        assert_eq!(m[&format!("{name}.small_pool.freed")], 1, "{name}");
+        assert_eq!(m[&format!("{name}.large_pool.allocated")], 0, "{name}");
+        assert_eq!(m[&format!("{name}.large_pool.freed")], 0, "{name}");
+        assert_eq!(m[&format!("{name}.all.current")], 2, "{name}");
+        assert_eq!(m[&format!("{name}.all.allocated")], 1, "{name}");
+        assert_eq!(m[&format!("{name}.all.freed")], 1, "{name}");
+    }
+    for name in ["allocated_bytes", "active_bytes", "requested_bytes"] {
+        let requested = name == "requested_bytes";
+        assert_eq!(m[&format!("{name}.all.allocated")], 2048, "{name}");
+        assert_eq!(m[&format!("{name}.all.freed")], 1024, "{name}");
+        assert_eq!(
+            m[&format!("{name}.all.current")],
+            2048 + 2 * MIB,
+            "{name} (requested: {requested})"
+        );
+        assert_eq!(m[&format!("{name}.large_pool.freed")], 0, "{name}");
+    }
+    assert_eq!(m["segment.all.allocated"], 0);
+    assert_eq!(m["segment.all.freed"], 0);
+    drop((b, big));
+    let m = alloc.memory_stats_map();
+    assert_eq!(m["allocation.all.freed"], 3);
+    assert_eq!(m["allocation.large_pool.freed"], 1);
+    assert_eq!(m["allocated_bytes.all.freed"], 1024 + 2048 + 2 * MIB);
+    assert_eq!(m["allocated_bytes.all.current"], 0);
+}

@@ -533,3 +533,51 @@ fn a7_erase_stream_drops_automatically_noted_uses() {
     assert_eq!(alloc.pending_free_bytes(), 4 * MIB);
     assert_ne!(alloc.alloc(4 * MIB, &main).unwrap().ptr(), ptr);
 }
+
+#[test]
+fn active_stats_count_pending_blocks() {
+    let (dev, alloc) = setup(256 * MIB, AllocatorConfig::new());
+    let main = dev.default_stream();
+    let side = dev.create_stream(0).unwrap();
+    let a = alloc.alloc(MIB, &main).unwrap();
+    let big = alloc.alloc(4 * MIB, &main).unwrap();
+    side.wait_stream(&main).unwrap();
+    side.launch(&Kernel::Busy {
+        duration_ns: 1_000_000,
+    })
+    .unwrap();
+    a.record_stream(&side).unwrap();
+    big.record_stream(&side).unwrap();
+    alloc.reset_accumulated_stats();
+    drop((a, big)); // both pending on the side stream
+    let m = alloc.memory_stats_map();
+    assert_eq!(m["allocation.all.current"], 0);
+    assert_eq!(m["active.all.current"], 2);
+    assert_eq!(m["active.small_pool.current"], 1);
+    assert_eq!(m["active.large_pool.current"], 1);
+    assert_eq!(m["active_bytes.all.current"], 5 * MIB);
+    assert_eq!(m["active.all.freed"], 0);
+    let b = alloc.alloc(512, &main).unwrap();
+    let m = alloc.memory_stats_map();
+    assert_eq!(m["active.all.current"], 3);
+    assert_eq!(m["active.all.peak"], 3);
+    assert_eq!(m["active.small_pool.peak"], 2);
+    assert_eq!(m["active_bytes.all.peak"], 5 * MIB + 512);
+    assert_eq!(m["allocation.all.peak"], 2);
+    assert_eq!(m["active.all.allocated"], 1);
+    side.synchronize().unwrap();
+    alloc.process_pending();
+    let m = alloc.memory_stats_map();
+    assert_eq!(m["active.all.current"], 1);
+    assert_eq!(m["active.all.freed"], 2);
+    assert_eq!(m["active_bytes.all.freed"], 5 * MIB);
+    assert_eq!(m["active_bytes.all.current"], 512);
+    alloc.reset_peak_stats();
+    assert_eq!(alloc.memory_stats_map()["active.all.peak"], 1);
+    drop(b);
+    let m = alloc.memory_stats_map();
+    assert_eq!(m["active.all.current"], 0);
+    assert_eq!(m["active.all.peak"], 1);
+    assert_eq!(m["active.all.freed"], 3);
+    alloc.check_invariants().unwrap();
+}
