@@ -43,15 +43,20 @@ pub(crate) fn same_device(a: &Shared, b: &Shared) -> Result<(), HalError> {
 pub struct SimDevice {
     pub(crate) shared: Shared,
     ordinal: u32,
+    /// Whether sub-allocation notes have a consumer (fixed by the configuration).
+    wants_notes: bool,
 }
 
 impl SimDevice {
     /// A fresh device: host time 0, nothing allocated, only the default stream.
     pub fn new(config: SimConfig) -> SimDevice {
         let ordinal = config.ordinal;
+        // The notes feed the sanitizer and the timeline's allocated-memory counter.
+        let wants_notes = config.sanitizer != crate::SanitizerMode::Off || config.record_timeline;
         SimDevice {
             shared: Arc::new(Mutex::new(Engine::new(config))),
             ordinal,
+            wants_notes,
         }
     }
 
@@ -186,10 +191,7 @@ impl hal::Device for SimDevice {
     }
 
     fn wants_sub_allocation_notes(&self) -> bool {
-        // The notes feed the sanitizer and the timeline's allocated-memory counter.
-        let engine = lock(&self.shared);
-        let config = engine.config();
-        config.sanitizer != crate::SanitizerMode::Off || config.record_timeline
+        self.wants_notes
     }
 
     fn note_sub_alloc(&self, range: DeviceSlice, stream: &SimStream) -> Result<(), HalError> {

@@ -83,6 +83,13 @@ pub(crate) struct Engine {
     captures: BTreeMap<u64, Capture>,
     next_capture: u64,
     timeline: Vec<OpRecord>,
+    /// Whether the sanitizer tracks segment lifetimes. Their consumers are the checks (with
+    /// the sanitizer on), the allocated-memory counter of the trace (with the timeline on) and
+    /// sub-allocation notes; with none of them the segments are not tracked, until a note
+    /// comes (see [`Engine::track_lifetimes`]).
+    lifetimes: bool,
+    /// The label of the free ops the sanitizer names, shared.
+    free_label: Arc<str>,
     makespan: u64,
     ops_executed: u64,
     graph_launches: u64,
@@ -99,6 +106,7 @@ impl Engine {
             Pool::new(p.copy_engines),
         ];
         let sanitizer = Sanitizer::new(config.sanitizer);
+        let lifetimes = config.sanitizer != SanitizerMode::Off || config.record_timeline;
         Engine {
             config,
             host_ns: 0,
@@ -116,6 +124,8 @@ impl Engine {
             captures: BTreeMap::new(),
             next_capture: 1,
             timeline: Vec::new(),
+            lifetimes,
+            free_label: Arc::from("free"),
             makespan: 0,
             ops_executed: 0,
             graph_launches: 0,
@@ -225,8 +235,10 @@ impl Engine {
     pub fn alloc(&mut self, size: u64) -> Result<DevicePtr, HalError> {
         self.host_call("alloc");
         let ptr = self.memory.alloc(size)?;
-        self.sanitizer.segment_alloc(ptr.0, size);
-        self.memory_sample();
+        if self.lifetimes {
+            self.sanitizer.segment_alloc(ptr.0, size);
+            self.memory_sample();
+        }
         Ok(ptr)
     }
 
@@ -234,12 +246,13 @@ impl Engine {
     /// access to it complete.
     pub fn free(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
         self.host_call("free");
-        if self.memory.is_segment(ptr) {
+        if self.lifetimes && self.memory.is_segment(ptr) {
             let at = self.host_ns;
+            let label = &self.free_label;
             self.sanitizer
                 .segment_free(ptr.0, || OpInfo {
                     stream: None,
-                    label: Arc::from("free"),
+                    label: label.clone(),
                     kind: "free",
                     start_ns: at,
                     end_ns: at,
@@ -252,6 +265,16 @@ impl Engine {
         Ok(())
     }
 
+    /// Starts tracking segment lifetimes if they were not (sanitizer and timeline off): a
+    /// sub-allocation note needs them. Only the live segments matter then: lifetime ids and
+    /// freed ranges are for the checks, which are off.
+    fn track_lifetimes(&mut self) {
+        if !self.lifetimes {
+            self.sanitizer.adopt_segments(self.memory.segments());
+            self.lifetimes = true;
+        }
+    }
+
     /// Free and total device memory.
     pub fn mem_info(&mut self) -> MemInfo {
         self.host_call("mem_info");
@@ -262,6 +285,7 @@ impl Engine {
     /// [`crate::SimDevice::sanitizer_note_alloc`]).
     pub fn note_alloc(&mut self, range: DeviceSlice, s: u32) -> Result<(), HalError> {
         self.stream(s)?;
+        self.track_lifetimes();
         self.sanitizer
             .block_alloc(range)
             .map_err(|e| invalid(format!("sanitizer_note_alloc: {e}")))?;
@@ -273,16 +297,17 @@ impl Engine {
     /// [`crate::SimDevice::sanitizer_note_free`]).
     pub fn note_free(&mut self, range: DeviceSlice, s: u32) -> Result<(), HalError> {
         let at = self.stream(s)?.tail.max(self.host_ns);
-        let by = OpInfo {
-            stream: Some(s),
-            label: Arc::from("free"),
-            kind: "free",
-            start_ns: at,
-            end_ns: at,
-            from_graph: false,
-        };
+        self.track_lifetimes();
+        let label = &self.free_label;
         self.sanitizer
-            .block_free(range, by)
+            .block_free(range, || OpInfo {
+                stream: Some(s),
+                label: label.clone(),
+                kind: "free",
+                start_ns: at,
+                end_ns: at,
+                from_graph: false,
+            })
             .map_err(|e| invalid(format!("sanitizer_note_free: {e}")))?;
         self.memory_sample();
         Ok(())

@@ -2,7 +2,6 @@
 
 use braid_stream_core::hal::HalError;
 use braid_stream_core::types::{DevicePtr, DeviceSlice, MemInfo};
-use std::collections::BTreeMap;
 
 /// First address handed out: non-zero and far from small integers, so that stray offsets are
 /// easy to tell from real addresses.
@@ -60,6 +59,102 @@ impl Backing {
     }
 }
 
+/// A map from addresses to values, kept as a list sorted by address: cheap when keys are
+/// inserted in increasing order (segment bases: the simulator never reuses an address), as they
+/// are here. A removal leaves a dead entry, dropped in bulk once dead entries are the majority,
+/// so every operation is O(1) amortized or a binary search.
+#[derive(Debug)]
+pub(crate) struct AddrMap<V> {
+    entries: Vec<(u64, Option<V>)>,
+    dead: usize,
+}
+
+impl<V> Default for AddrMap<V> {
+    fn default() -> Self {
+        AddrMap {
+            entries: Vec::new(),
+            dead: 0,
+        }
+    }
+}
+
+impl<V> AddrMap<V> {
+    /// Index of the entry at `key`, live or dead.
+    fn index(&self, key: u64) -> Option<usize> {
+        // Most lookups are of recent entries: try the last one first.
+        match self.entries.last() {
+            Some(&(k, _)) if k == key => Some(self.entries.len() - 1),
+            _ => self.entries.binary_search_by_key(&key, |e| e.0).ok(),
+        }
+    }
+
+    /// Inserts (or replaces) the value at `key`.
+    pub fn insert(&mut self, key: u64, value: V) {
+        match self.entries.last() {
+            Some(&(k, _)) if k >= key => {
+                let i = self.entries.partition_point(|e| e.0 < key);
+                match self.entries.get_mut(i) {
+                    Some(e) if e.0 == key => {
+                        if e.1.is_none() {
+                            self.dead -= 1;
+                        }
+                        e.1 = Some(value);
+                    }
+                    _ => self.entries.insert(i, (key, Some(value))),
+                }
+            }
+            _ => self.entries.push((key, Some(value))),
+        }
+    }
+
+    /// The value at `key`.
+    pub fn get(&self, key: u64) -> Option<&V> {
+        self.index(key).and_then(|i| self.entries[i].1.as_ref())
+    }
+
+    /// The value at `key`, mutably.
+    pub fn get_mut(&mut self, key: u64) -> Option<&mut V> {
+        self.index(key).and_then(|i| self.entries[i].1.as_mut())
+    }
+
+    /// Removes and returns the value at `key`.
+    pub fn remove(&mut self, key: u64) -> Option<V> {
+        let i = self.index(key)?;
+        let v = self.entries[i].1.take()?;
+        self.dead += 1;
+        if self.dead > 16 && self.dead * 2 > self.entries.len() {
+            self.entries.retain(|e| e.1.is_some());
+            self.dead = 0;
+        }
+        Some(v)
+    }
+
+    /// A live entry at or below `key` that has no live entry between it and `key` (`None` when
+    /// there is none, or when a removed entry is in between). Callers check that the entry's
+    /// range contains what they look for: with disjoint ranges allocated at increasing
+    /// addresses, a range removed in between means no live range below it reaches `key`, so
+    /// the answer is the same as with the last live entry.
+    pub fn floor(&self, key: u64) -> Option<(u64, &V)> {
+        let i = self.entries.partition_point(|e| e.0 <= key);
+        let (k, v) = self.entries.get(i.checked_sub(1)?)?;
+        v.as_ref().map(|v| (*k, v))
+    }
+
+    /// Like [`AddrMap::floor`], mutably.
+    pub fn floor_mut(&mut self, key: u64) -> Option<(u64, &mut V)> {
+        let i = self.entries.partition_point(|e| e.0 <= key);
+        let (k, v) = self.entries.get_mut(i.checked_sub(1)?)?;
+        v.as_mut().map(|v| (*k, v))
+    }
+
+    /// Live entries in key order.
+    pub fn iter(&self) -> impl Iterator<Item = (u64, &V)> {
+        self.entries
+            .iter()
+            .filter_map(|(k, v)| v.as_ref().map(|v| (*k, v)))
+    }
+}
+
 /// One live allocation.
 #[derive(Debug)]
 struct Segment {
@@ -79,7 +174,7 @@ pub(crate) struct Memory {
     peak: u64,
     next: u64,
     store_data: bool,
-    segments: BTreeMap<u64, Segment>,
+    segments: AddrMap<Segment>,
     allocations: u64,
     frees: u64,
     invalid_accesses: u64,
@@ -94,7 +189,7 @@ impl Memory {
             peak: 0,
             next: BASE_ADDRESS,
             store_data,
-            segments: BTreeMap::new(),
+            segments: AddrMap::default(),
             allocations: 0,
             frees: 0,
             invalid_accesses: 0,
@@ -148,7 +243,7 @@ impl Memory {
 
     /// Frees the segment at `ptr`, which must be the base of a live segment.
     pub fn free(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
-        let Some(seg) = self.segments.remove(&ptr.0) else {
+        let Some(seg) = self.segments.remove(ptr.0) else {
             return Err(HalError::InvalidArgument(format!(
                 "free of {ptr}, which is not the base of a live allocation on this device"
             )));
@@ -161,7 +256,12 @@ impl Memory {
 
     /// Whether `ptr` is the base of a live segment.
     pub fn is_segment(&self, ptr: DevicePtr) -> bool {
-        self.segments.contains_key(&ptr.0)
+        self.segments.get(ptr.0).is_some()
+    }
+
+    /// The live segments as (base, size), in address order.
+    pub fn segments(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.segments.iter().map(|(base, seg)| (base, seg.size))
     }
 
     /// Free and total bytes.
@@ -204,7 +304,7 @@ impl Memory {
 
     /// The live segment wholly containing `s`, as (base, segment).
     fn find(&self, s: DeviceSlice) -> Option<(u64, &Segment)> {
-        let (&base, seg) = self.segments.range(..=s.ptr.0).next_back()?;
+        let (base, seg) = self.segments.floor(s.ptr.0)?;
         let end = s.ptr.0.checked_add(s.len)?;
         (end <= base + seg.size).then_some((base, seg))
     }
@@ -242,7 +342,7 @@ impl Memory {
             self.invalid_accesses += 1;
             return;
         };
-        if let Some(seg) = self.segments.get_mut(&base) {
+        if let Some(seg) = self.segments.get_mut(base) {
             if let Some(backing) = &mut seg.data {
                 backing.write(ptr.0 - base, data);
             }
@@ -272,6 +372,30 @@ mod tests {
             m.alloc(u64::MAX),
             Err(HalError::OutOfMemory { .. })
         ));
+    }
+
+    #[test]
+    fn addr_map_keeps_order_through_removals() {
+        let mut m: AddrMap<u64> = AddrMap::default();
+        for k in 0..100u64 {
+            m.insert(k * 10, k);
+        }
+        for k in (0..100u64).filter(|k| k % 3 != 0) {
+            assert_eq!(m.remove(k * 10), Some(k));
+        }
+        assert_eq!(m.remove(10), None);
+        assert_eq!(m.floor(35), Some((30, &3)));
+        assert_eq!(m.floor(30), Some((30, &3)));
+        // entry 20 is dead: either it is still there (no answer) or compacted away
+        assert!(m.floor(25).is_none_or(|(k, _)| k == 0));
+        m.insert(5, 7);
+        m.insert(20, 2);
+        assert_eq!(m.get(20), Some(&2));
+        let keys: Vec<u64> = m.iter().map(|(k, _)| k).collect();
+        let mut sorted = keys.clone();
+        sorted.sort_unstable();
+        assert_eq!(keys, sorted);
+        assert_eq!(keys.len(), 34 + 2);
     }
 
     #[test]

@@ -6,6 +6,7 @@
 //! remembered (adjacent ones merged) so that a later access to them can name the free.
 
 use super::report::OpInfo;
+use crate::memory::AddrMap;
 use braid_stream_core::types::DeviceSlice;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -50,15 +51,27 @@ pub(crate) enum Liveness {
 /// Live and freed memory, with byte counters.
 #[derive(Debug, Default)]
 pub(crate) struct Lifetimes {
-    segments: BTreeMap<u64, Segment>,
+    /// By base address (segments come at increasing addresses, never reused).
+    segments: AddrMap<Segment>,
     blocks: BTreeMap<u64, Block>,
     freed: BTreeMap<u64, Freed>,
     next_life: u64,
     /// Bytes in live allocations: unmanaged segments count whole, managed ones by live blocks.
     allocated: u64,
+    /// Whether `freed` is left empty.
+    forget_frees: bool,
 }
 
 impl Lifetimes {
+    /// Lifetimes that do not remember freed ranges (whose only use is to name the free in a
+    /// report, when nothing checks accesses).
+    pub fn without_freed() -> Self {
+        Lifetimes {
+            forget_frees: true,
+            ..Lifetimes::default()
+        }
+    }
+
     fn fresh(&mut self) -> u64 {
         self.next_life += 1;
         self.next_life
@@ -73,8 +86,7 @@ impl Lifetimes {
     pub fn lookup(&self, start: u64, end: u64) -> Liveness {
         let seg = self
             .segments
-            .range(..=start)
-            .next_back()
+            .floor(start)
             .filter(|(_, seg)| end <= seg.end && start < seg.end);
         match seg {
             Some((_, seg)) if !seg.managed => return Liveness::Live(seg.life),
@@ -115,12 +127,12 @@ impl Lifetimes {
 
     /// The end of the live segment at `base`, if there is one.
     pub fn segment_end(&self, base: u64) -> Option<u64> {
-        self.segments.get(&base).map(|s| s.end)
+        self.segments.get(base).map(|s| s.end)
     }
 
-    /// Frees the segment at `base` (and every block in it).
-    pub fn segment_free(&mut self, base: u64, by: Arc<OpInfo>) {
-        let Some(seg) = self.segments.remove(&base) else {
+    /// Frees the segment at `base` (and every block in it); `by` names the free.
+    pub fn segment_free(&mut self, base: u64, by: impl FnOnce() -> Arc<OpInfo>) {
+        let Some(seg) = self.segments.remove(base) else {
             return;
         };
         self.allocated -= if seg.managed {
@@ -128,21 +140,24 @@ impl Lifetimes {
         } else {
             seg.end - base
         };
-        let keys: Vec<u64> = self.blocks.range(base..seg.end).map(|(&k, _)| k).collect();
-        for k in keys {
-            self.blocks.remove(&k);
+        if seg.managed {
+            while let Some((&k, _)) = self.blocks.range(base..seg.end).next() {
+                self.blocks.remove(&k);
+            }
         }
         let end = seg
             .end
             .checked_next_multiple_of(SEGMENT_ALIGN)
             .unwrap_or(seg.end);
-        self.add_freed(base, end, by);
+        if !self.forget_frees {
+            self.add_freed(base, end, by());
+        }
     }
 
     /// A block `[start, end)` handed out by a sub-allocator.
     pub fn block_alloc(&mut self, range: DeviceSlice) -> Result<(), String> {
         let (start, end) = bounds(range)?;
-        let Some((&base, seg)) = self.segments.range(..=start).next_back() else {
+        let Some((base, seg)) = self.segments.floor(start) else {
             return Err(format!("{range:?} is not inside a live segment"));
         };
         if end > seg.end {
@@ -159,7 +174,7 @@ impl Lifetimes {
         let life = self.fresh();
         let seg = self
             .segments
-            .get_mut(&base)
+            .get_mut(base)
             .ok_or_else(|| "segment vanished".to_string())?;
         if !seg.managed {
             seg.managed = true;
@@ -173,18 +188,25 @@ impl Lifetimes {
     }
 
     /// A block `[start, end)` taken back by a sub-allocator; it must be a live block exactly.
-    pub fn block_free(&mut self, range: DeviceSlice, by: Arc<OpInfo>) -> Result<(), String> {
+    /// `by` names the free.
+    pub fn block_free(
+        &mut self,
+        range: DeviceSlice,
+        by: impl FnOnce() -> Arc<OpInfo>,
+    ) -> Result<(), String> {
         let (start, end) = bounds(range)?;
         match self.blocks.get(&start) {
             Some(b) if b.end == end => {}
             _ => return Err(format!("{range:?} is not a live block")),
         }
         self.blocks.remove(&start);
-        if let Some((_, seg)) = self.segments.range_mut(..=start).next_back() {
+        if let Some((_, seg)) = self.segments.floor_mut(start) {
             seg.block_bytes -= end - start;
         }
         self.allocated -= end - start;
-        self.add_freed(start, end, by);
+        if !self.forget_frees {
+            self.add_freed(start, end, by());
+        }
         Ok(())
     }
 
@@ -196,8 +218,8 @@ impl Lifetimes {
                 end = end.max(f.end);
             }
         }
-        let keys: Vec<u64> = self.freed.range(start..=end).map(|(&k, _)| k).collect();
-        for k in keys {
+        let reach = end;
+        while let Some((&k, _)) = self.freed.range(start..=reach).next() {
             if let Some(f) = self.freed.remove(&k) {
                 end = end.max(f.end);
             }
@@ -207,29 +229,33 @@ impl Lifetimes {
 
     /// Forgets that `[start, end)` was freed (it is live again).
     fn forget_freed(&mut self, start: u64, end: u64) {
-        let mut pieces = Vec::new();
+        if self.freed.is_empty() {
+            return;
+        }
+        // A range starting before `start` and reaching into it keeps its part before `start`
+        // (and its part after `end`, if it goes past it).
         let first = self
             .freed
             .range(..start)
             .next_back()
             .filter(|(_, f)| f.end > start)
             .map(|(&k, _)| k);
-        let keys: Vec<u64> = first
-            .into_iter()
-            .chain(self.freed.range(start..end).map(|(&k, _)| k))
-            .collect();
-        for k in keys {
-            if let Some(f) = self.freed.remove(&k) {
-                if k < start {
-                    pieces.push((k, start, f.by.clone()));
-                }
-                if f.end > end {
-                    pieces.push((end, f.end, f.by));
+        if let Some(k) = first {
+            if let Some(f) = self.freed.get_mut(&k) {
+                let (old_end, by) = (f.end, f.by.clone());
+                f.end = start;
+                if old_end > end {
+                    self.freed.insert(end, Freed { end: old_end, by });
+                    return;
                 }
             }
         }
-        for (s, e, by) in pieces {
-            self.freed.insert(s, Freed { end: e, by });
+        while let Some((&k, _)) = self.freed.range(start..end).next() {
+            if let Some(f) = self.freed.remove(&k) {
+                if f.end > end {
+                    self.freed.insert(end, f);
+                }
+            }
         }
     }
 }
@@ -282,17 +308,17 @@ mod tests {
             l.lookup(base + 100, base + 101),
             Liveness::Outside
         ));
-        l.block_free(s(base, 100), by()).unwrap();
-        assert!(l.block_free(s(base, 100), by()).is_err());
+        l.block_free(s(base, 100), by).unwrap();
+        assert!(l.block_free(s(base, 100), by).is_err());
         assert!(matches!(l.lookup(base + 10, base + 20), Liveness::Freed(_)));
         l.block_alloc(s(base, 50)).unwrap();
         assert!(matches!(l.lookup(base, base + 50), Liveness::Live(3)));
         assert!(matches!(l.lookup(base + 60, base + 70), Liveness::Freed(_)));
-        l.segment_free(base, by());
+        l.segment_free(base, by);
         assert_eq!(l.allocated(), 0);
         assert!(matches!(l.lookup(base, base + 4), Liveness::Freed(_)));
         l.segment_alloc(base + SEGMENT_ALIGN, 10);
-        l.segment_free(base + SEGMENT_ALIGN, by());
+        l.segment_free(base + SEGMENT_ALIGN, by);
         assert_eq!(l.freed.len(), 1, "adjacent freed segments merge");
     }
 }

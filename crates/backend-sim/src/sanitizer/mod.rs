@@ -98,7 +98,13 @@ impl Sanitizer {
             host_gen: 0,
             events: Vec::new(),
             shadow: Shadow::default(),
-            lifetimes: Lifetimes::default(),
+            // With no checking, freed ranges (kept only to name the free in reports) are not
+            // remembered.
+            lifetimes: if mode == SanitizerMode::Off {
+                Lifetimes::without_freed()
+            } else {
+                Lifetimes::default()
+            },
             reports: Vec::new(),
             total_reports: 0,
         };
@@ -430,41 +436,51 @@ impl Sanitizer {
         base: u64,
         free: impl FnOnce() -> OpInfo,
     ) -> Result<(), Box<RaceReport>> {
-        let free = Arc::new(free());
         let Some(end) = self.lifetimes.segment_end(base) else {
             return Ok(());
         };
-        if self.on() {
-            let mut found: Vec<(Arc<OpInfo>, u64, u64)> = Vec::new();
-            self.shadow.conflicts(base, end, true, &self.host, |c| {
-                match found.iter_mut().find(|f| Arc::ptr_eq(&f.0, &c.prior.op)) {
-                    Some(f) => {
-                        f.1 = f.1.min(c.start);
-                        f.2 = f.2.max(c.end);
-                    }
-                    None => found.push((c.prior.op.clone(), c.start, c.end)),
-                }
-            });
-            let reports: Vec<RaceReport> = found
-                .into_iter()
-                .map(|(first, lo, hi)| RaceReport {
-                    kind: RaceKind::UseAfterFree,
-                    range: slice(lo, hi),
-                    first: Some(first.to_ref()),
-                    second: free.to_ref(),
-                })
-                .collect();
-            if self.mode == SanitizerMode::Abort {
-                if let Some(first) = reports.first().cloned() {
-                    self.store(reports);
-                    return Err(Box::new(first));
-                }
-            }
-            self.store(reports);
-            self.shadow.remove(base, end);
+        if !self.on() {
+            self.lifetimes.segment_free(base, || Arc::new(free()));
+            return Ok(());
         }
-        self.lifetimes.segment_free(base, free);
+        let free = Arc::new(free());
+        let mut found: Vec<(Arc<OpInfo>, u64, u64)> = Vec::new();
+        self.shadow.conflicts(base, end, true, &self.host, |c| {
+            match found.iter_mut().find(|f| Arc::ptr_eq(&f.0, &c.prior.op)) {
+                Some(f) => {
+                    f.1 = f.1.min(c.start);
+                    f.2 = f.2.max(c.end);
+                }
+                None => found.push((c.prior.op.clone(), c.start, c.end)),
+            }
+        });
+        let reports: Vec<RaceReport> = found
+            .into_iter()
+            .map(|(first, lo, hi)| RaceReport {
+                kind: RaceKind::UseAfterFree,
+                range: slice(lo, hi),
+                first: Some(first.to_ref()),
+                second: free.to_ref(),
+            })
+            .collect();
+        if self.mode == SanitizerMode::Abort {
+            if let Some(first) = reports.first().cloned() {
+                self.store(reports);
+                return Err(Box::new(first));
+            }
+        }
+        self.store(reports);
+        self.shadow.remove(base, end);
+        self.lifetimes.segment_free(base, || free);
         Ok(())
+    }
+
+    /// Takes over the live segments `(base, size)` of a device whose segments were not
+    /// tracked (see `Engine::track_lifetimes`), in address order.
+    pub fn adopt_segments(&mut self, segments: impl Iterator<Item = (u64, u64)>) {
+        for (base, size) in segments {
+            self.lifetimes.segment_alloc(base, size);
+        }
     }
 
     /// A sub-allocator handed out `range`.
@@ -472,9 +488,13 @@ impl Sanitizer {
         self.lifetimes.block_alloc(range)
     }
 
-    /// A sub-allocator took back `range`.
-    pub fn block_free(&mut self, range: DeviceSlice, by: OpInfo) -> Result<(), String> {
-        self.lifetimes.block_free(range, Arc::new(by))
+    /// A sub-allocator took back `range`; `by` names the free.
+    pub fn block_free(
+        &mut self,
+        range: DeviceSlice,
+        by: impl FnOnce() -> OpInfo,
+    ) -> Result<(), String> {
+        self.lifetimes.block_free(range, || Arc::new(by()))
     }
 
     /// Bytes in live allocations (blocks where declared, whole segments elsewhere).
