@@ -46,6 +46,17 @@ enum SegmentFailure {
     Other(HalError),
 }
 
+/// Where [`State::cache_block_in`] puts a block in its free list.
+#[derive(Clone, Copy)]
+enum Slot {
+    /// At its sorted place.
+    Insert,
+    /// In the place of the entry at this index, which sorts at or after the block.
+    ReplaceLarger(usize),
+    /// In the place of the entry at this index, which sorts at or before the block.
+    ReplaceSmaller(usize),
+}
+
 pub(crate) struct State<B: Backend> {
     pub config: AllocatorConfig,
     blocks: Blocks,
@@ -632,7 +643,8 @@ impl<B: Backend> State<B> {
             blk.next = r;
             blk.size = rounded;
             match slot {
-                Some(i) => self.cache_block_at(r, i),
+                // The remainder takes the place of the block it was split from.
+                Some(i) => self.cache_block_in(r, Slot::ReplaceLarger(i)),
                 None => self.cache_block(r),
             }
             if already_split {
@@ -680,25 +692,14 @@ impl<B: Backend> State<B> {
 
     /// Puts a free block into its free list.
     fn cache_block(&mut self, b: BlockId) {
-        let blk = self.blocks.get(b);
-        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
-        let key = FreeKey {
-            size: blk.size,
-            addr: blk.addr,
-            id: b,
-        };
-        let p = self.free.pool_mut(pool);
-        let clock = p.gc_clock[usize::from(!small)];
-        p.list_mut(stream, small).insert(key);
-        let blk = self.blocks.get_mut(b);
-        blk.status = Status::Free;
-        blk.gc_base = clock;
+        self.cache_block_in(b, Slot::Insert);
     }
 
-    /// Puts free block `b` into its free list in the place of the key at `slot`, which sorts
-    /// at or after it (the block `b` was split from).
+    /// Puts free block `b` into its free list, at its sorted place or in the place of an entry
+    /// it replaces (the cache-hit path updates the list in place instead of removing and
+    /// re-inserting).
     #[inline(always)]
-    fn cache_block_at(&mut self, b: BlockId, slot: usize) {
+    fn cache_block_in(&mut self, b: BlockId, slot: Slot) {
         let blk = self.blocks.get(b);
         let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
         let key = FreeKey {
@@ -708,26 +709,12 @@ impl<B: Backend> State<B> {
         };
         let p = self.free.pool_mut(pool);
         let clock = p.gc_clock[usize::from(!small)];
-        p.list_mut(stream, small).replace_with_smaller(slot, key);
-        let blk = self.blocks.get_mut(b);
-        blk.status = Status::Free;
-        blk.gc_base = clock;
-    }
-
-    /// Puts free block `b` into its free list in the place of the key at `slot`, which sorts
-    /// at or before it (a free neighbour `b` absorbed).
-    #[inline(always)]
-    fn cache_merged_at(&mut self, b: BlockId, slot: usize) {
-        let blk = self.blocks.get(b);
-        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
-        let key = FreeKey {
-            size: blk.size,
-            addr: blk.addr,
-            id: b,
-        };
-        let p = self.free.pool_mut(pool);
-        let clock = p.gc_clock[usize::from(!small)];
-        p.list_mut(stream, small).replace_with_larger(slot, key);
+        let list = p.list_mut(stream, small);
+        match slot {
+            Slot::Insert => list.insert(key),
+            Slot::ReplaceLarger(i) => list.replace_with_smaller(i, key),
+            Slot::ReplaceSmaller(i) => list.replace_with_larger(i, key),
+        }
         let blk = self.blocks.get_mut(b);
         blk.status = Status::Free;
         blk.gc_base = clock;
@@ -1030,7 +1017,8 @@ impl<B: Backend> State<B> {
         blk.uses.clear();
         let (addr, size, split) = (blk.addr, blk.size, blk.is_split());
         match slot {
-            Some(i) => self.cache_merged_at(b, i),
+            // The merged block takes the place of the free neighbour it absorbed.
+            Some(i) => self.cache_block_in(b, Slot::ReplaceSmaller(i)),
             None => self.cache_block(b),
         }
         if split {
