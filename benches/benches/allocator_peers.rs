@@ -23,26 +23,10 @@ use braid::{Device, Stream};
 use braid_trace::{Op, ReplayPlan, Snapshot};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/traces");
 
 /// The peers' allocation unit (PyTorch's smallest block).
 const UNIT: u64 = 512;
-
-fn traces() -> Vec<PathBuf> {
-    let Ok(dir) = std::fs::read_dir(TRACES) else {
-        eprintln!("note: {TRACES} is absent; no trace to replay");
-        return Vec::new();
-    };
-    let mut files: Vec<PathBuf> = dir
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
-        .collect();
-    files.sort();
-    files
-}
 
 /// Units of 512 bytes for a request of `size` bytes (at least one).
 fn units(size: u64) -> u64 {
@@ -162,7 +146,7 @@ fn mib(bytes: u64) -> f64 {
 }
 
 fn peers(c: &mut Criterion) {
-    for path in traces() {
+    for path in braid_benches::trace_files() {
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())

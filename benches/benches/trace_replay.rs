@@ -9,27 +9,11 @@
 
 use braid_trace::{ReplayPlan, SimReplay, Snapshot};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
-use std::path::PathBuf;
 use std::time::Duration;
-
-const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/traces");
-
-fn traces() -> Vec<PathBuf> {
-    let Ok(dir) = std::fs::read_dir(TRACES) else {
-        eprintln!("note: {TRACES} is absent; no trace to replay");
-        return Vec::new();
-    };
-    let mut files: Vec<PathBuf> = dir
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
-        .collect();
-    files.sort();
-    files
-}
 
 fn trace_replay(c: &mut Criterion) {
     let mut group = c.benchmark_group("trace_replay");
-    for path in traces() {
+    for path in braid_benches::trace_files() {
         let name = path
             .file_stem()
             .map(|s| s.to_string_lossy().into_owned())

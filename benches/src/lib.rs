@@ -128,6 +128,24 @@ fn on_acl(name: &str, _bench: &mut impl BenchOn) {
     );
 }
 
+/// Where the benches that replay PyTorch traces read them: `shared/traces` beside the
+/// repository.
+pub const TRACES_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/traces");
+
+/// The `.pickle` traces in [`TRACES_DIR`], sorted; none (with a note) when it is absent.
+pub fn trace_files() -> Vec<std::path::PathBuf> {
+    let Ok(dir) = std::fs::read_dir(TRACES_DIR) else {
+        eprintln!("note: {TRACES_DIR} is absent; no trace to replay");
+        return Vec::new();
+    };
+    let mut files: Vec<_> = dir
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|e| e == "pickle"))
+        .collect();
+    files.sort();
+    files
+}
+
 /// One piece of device work on a buffer: a `Fill` kernel where the backend runs braid's
 /// kernels, else a memset (ACL on CANN, where kernels are not supported yet).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
