@@ -15,6 +15,7 @@ use braid_stream_core::{
 };
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 /// An out-of-memory observer ([`CachingAllocator::attach_oom_observer`]).
@@ -23,6 +24,9 @@ type OomObserver = dyn Fn(&OutOfMemoryReport) + Send + Sync;
 pub(crate) struct Inner<B: Backend> {
     pub(crate) device: Device<B>,
     state: Mutex<State<B>>,
+    /// Strong [`CachingAllocator`] handles. Buffers do not count here: they count in the
+    /// locked state ([`crate::keepalive`]).
+    handles: AtomicUsize,
     /// Out-of-memory observers, called without the state lock.
     oom_observers: Mutex<Vec<Arc<OomObserver>>>,
     /// Kept alive here: the device holds use observers weakly.
@@ -36,8 +40,16 @@ impl<B: Backend> Inner<B> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub(crate) fn free(&self, block: BlockId) {
-        self.lock().free(&self.device, block);
+    /// A buffer is gone (its block, if any, freed). Returns the allocator's self-reference
+    /// when nothing else keeps the allocator alive: the caller drops it, after its last use
+    /// of `self`.
+    #[must_use]
+    pub(crate) fn buffer_dropped(&self, block: Option<BlockId>) -> Option<Arc<Inner<B>>> {
+        let mut st = self.lock();
+        if let Some(block) = block {
+            st.free(&self.device, block);
+        }
+        st.keepalive.buffer_dropped(&self.handles)
     }
 }
 
@@ -73,11 +85,35 @@ pub struct CachingAllocator<B: Backend> {
     pub(crate) inner: Arc<Inner<B>>,
 }
 
+impl<B: Backend> CachingAllocator<B> {
+    /// A handle around `inner` that does not count as a handle: only for a
+    /// `ManuallyDrop` view that is never dropped.
+    pub(crate) fn borrowed(inner: Arc<Inner<B>>) -> Self {
+        CachingAllocator { inner }
+    }
+
+    /// A new strong handle to `inner`.
+    pub(crate) fn from_inner(inner: Arc<Inner<B>>) -> Self {
+        inner.handles.fetch_add(1, AtomicOrdering::AcqRel);
+        CachingAllocator { inner }
+    }
+}
+
 impl<B: Backend> Clone for CachingAllocator<B> {
     fn clone(&self) -> Self {
-        CachingAllocator {
-            inner: self.inner.clone(),
+        CachingAllocator::from_inner(self.inner.clone())
+    }
+}
+
+impl<B: Backend> Drop for CachingAllocator<B> {
+    fn drop(&mut self) {
+        if self.inner.handles.fetch_sub(1, AtomicOrdering::AcqRel) != 1 {
+            return;
         }
+        // The last handle: let go of the self-reference unless buffers still need it. It is
+        // dropped after the lock is released; `self.inner` still keeps the allocator alive.
+        let held = self.inner.lock().keepalive.last_handle_dropped();
+        drop(held);
     }
 }
 
@@ -111,6 +147,7 @@ impl<B: Backend> CachingAllocator<B> {
                     total,
                     braid_stream_core::hal::Device::wants_sub_allocation_notes(device.hal()),
                 )),
+                handles: AtomicUsize::new(1),
                 oom_observers: Mutex::new(Vec::new()),
                 _observer: observer,
             }
@@ -147,13 +184,21 @@ impl<B: Backend> CachingAllocator<B> {
             )));
         }
         if size == 0 {
-            return Ok(DeviceBuffer::empty(self.clone(), stream.id()));
+            self.inner.lock().keepalive.buffer_created(&self.inner);
+            return Ok(DeviceBuffer::empty(&self.inner, stream.id()));
         }
-        // The lock is released at the end of this statement: out-of-memory observers run
+        // The lock is released at the end of this block: out-of-memory observers run
         // without it.
-        let result = self.inner.lock().malloc(&self.inner.device, stream, size);
+        let result = {
+            let mut st = self.inner.lock();
+            let result = st.malloc(&self.inner.device, stream, size);
+            if result.is_ok() {
+                st.keepalive.buffer_created(&self.inner);
+            }
+            result
+        };
         match result {
-            Ok(granted) => Ok(DeviceBuffer::new(self.clone(), granted, size, stream.id())),
+            Ok(granted) => Ok(DeviceBuffer::new(&self.inner, granted, size, stream.id())),
             Err(err) => Err(self.alloc_failed(err)),
         }
     }
@@ -464,7 +509,7 @@ impl<B: Backend> CachingAllocator<B> {
     }
 
     fn check_owner(&self, buffer: &DeviceBuffer<B>) -> Result<(), AllocError> {
-        if Arc::ptr_eq(&buffer.allocator().inner, &self.inner) {
+        if std::ptr::eq(buffer.inner(), Arc::as_ptr(&self.inner)) {
             Ok(())
         } else {
             Err(AllocError::InvalidArgument(
@@ -484,7 +529,7 @@ pub struct WeakAllocator<B: Backend> {
 impl<B: Backend> WeakAllocator<B> {
     /// A strong handle, if the allocator still exists.
     pub fn upgrade(&self) -> Option<CachingAllocator<B>> {
-        self.inner.upgrade().map(|inner| CachingAllocator { inner })
+        self.inner.upgrade().map(CachingAllocator::from_inner)
     }
 }
 

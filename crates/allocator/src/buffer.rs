@@ -1,6 +1,6 @@
 //! `DeviceBuffer<B>`: RAII ownership of one block.
 
-use crate::allocator::CachingAllocator;
+use crate::allocator::{CachingAllocator, Inner};
 use crate::block::BlockId;
 use crate::error::AllocError;
 use crate::snapshot::PoolId;
@@ -8,6 +8,9 @@ use crate::state::Granted;
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{DevicePtr, DeviceSlice, Stream, StreamId};
 use std::fmt;
+use std::mem::ManuallyDrop;
+use std::ptr::NonNull;
+use std::sync::Arc;
 
 /// Device memory from a [`CachingAllocator`], freed on its allocation stream when dropped.
 ///
@@ -15,7 +18,10 @@ use std::fmt;
 /// and never while the buffer lives. Uses on other streams must be declared with
 /// [`DeviceBuffer::record_stream`] unless the allocator runs in automatic cross-stream mode.
 pub struct DeviceBuffer<B: Backend> {
-    allocator: CachingAllocator<B>,
+    /// The allocator's shared state, kept alive for the buffer by the allocator itself (it
+    /// counts live buffers under its lock: [`crate::keepalive`]), so making and dropping a
+    /// buffer touches no reference count.
+    inner: NonNull<Inner<B>>,
     block: Option<BlockId>,
     ptr: DevicePtr,
     size: u64,
@@ -36,14 +42,10 @@ impl<B: Backend> fmt::Debug for DeviceBuffer<B> {
 }
 
 impl<B: Backend> DeviceBuffer<B> {
-    pub(crate) fn new(
-        allocator: CachingAllocator<B>,
-        g: Granted,
-        requested: u64,
-        stream: StreamId,
-    ) -> Self {
+    /// A buffer for block `g`; the allocator has counted it among its live buffers.
+    pub(crate) fn new(inner: &Arc<Inner<B>>, g: Granted, requested: u64, stream: StreamId) -> Self {
         DeviceBuffer {
-            allocator,
+            inner: NonNull::from(&**inner),
             block: Some(g.block),
             ptr: DevicePtr(g.addr),
             size: g.size,
@@ -53,9 +55,10 @@ impl<B: Backend> DeviceBuffer<B> {
         }
     }
 
-    pub(crate) fn empty(allocator: CachingAllocator<B>, stream: StreamId) -> Self {
+    /// An empty buffer; the allocator has counted it among its live buffers.
+    pub(crate) fn empty(inner: &Arc<Inner<B>>, stream: StreamId) -> Self {
         DeviceBuffer {
-            allocator,
+            inner: NonNull::from(&**inner),
             block: None,
             ptr: DevicePtr::NULL,
             size: 0,
@@ -69,9 +72,34 @@ impl<B: Backend> DeviceBuffer<B> {
         self.block
     }
 
-    /// The allocator the buffer came from.
-    pub fn allocator(&self) -> &CachingAllocator<B> {
-        &self.allocator
+    /// The allocator's shared state.
+    pub(crate) fn inner(&self) -> &Inner<B> {
+        // SAFETY: the allocator holds a reference to its own `Inner` while it counts any live
+        // buffer (`Keepalive`), and this buffer is counted until its `Drop` has run.
+        unsafe { self.inner.as_ref() }
+    }
+
+    /// A handle to the allocator the buffer came from.
+    pub fn allocator(&self) -> CachingAllocator<B> {
+        // SAFETY: `self.inner` came from `Arc::as_ptr`-equivalent `NonNull::from(&*arc)` of an
+        // `Arc<Inner<B>>` that is alive while this buffer is (see `inner`); adding a strong
+        // count before `from_raw` makes the new `Arc` own its own count.
+        let arc = unsafe {
+            Arc::increment_strong_count(self.inner.as_ptr());
+            Arc::from_raw(self.inner.as_ptr())
+        };
+        CachingAllocator::from_inner(arc)
+    }
+
+    /// Runs `f` with a handle to the allocator borrowed from the buffer, touching no count.
+    fn with_allocator<R>(&self, f: impl FnOnce(&CachingAllocator<B>) -> R) -> R {
+        // SAFETY: the `Inner` is alive while this buffer is (see `inner`); the `Arc` made here
+        // borrows one of its existing strong counts and is never dropped (`ManuallyDrop`), so
+        // the count is left as it was.
+        let borrowed = ManuallyDrop::new(CachingAllocator::borrowed(unsafe {
+            Arc::from_raw(self.inner.as_ptr())
+        }));
+        f(&borrowed)
     }
 
     /// First byte ([`DevicePtr::NULL`] for an empty buffer).
@@ -121,13 +149,13 @@ impl<B: Backend> DeviceBuffer<B> {
 
     /// See [`CachingAllocator::record_stream`].
     pub fn record_stream(&self, stream: &Stream<B>) -> Result<(), AllocError> {
-        self.allocator.record_stream(self, stream)
+        self.with_allocator(|a| a.record_stream(self, stream))
     }
 
     /// See [`CachingAllocator::erase_stream`]: the caller promises `stream` no longer uses
     /// the buffer.
     pub fn erase_stream(&self, stream: &Stream<B>) -> Result<(), AllocError> {
-        self.allocator.erase_stream(self, stream)
+        self.with_allocator(|a| a.erase_stream(self, stream))
     }
 
     /// See [`CachingAllocator::record_stream_range`].
@@ -137,20 +165,28 @@ impl<B: Backend> DeviceBuffer<B> {
         len: u64,
         stream: &Stream<B>,
     ) -> Result<(), AllocError> {
-        self.allocator
-            .record_stream_range(self, offset, len, stream)
+        self.with_allocator(|a| a.record_stream_range(self, offset, len, stream))
     }
 
     /// See [`CachingAllocator::record_tagged_stream`].
     pub fn record_tagged_stream(&self, tag: &str) -> Result<(), AllocError> {
-        self.allocator.record_tagged_stream(self, tag)
+        self.with_allocator(|a| a.record_tagged_stream(self, tag))
     }
 }
 
 impl<B: Backend> Drop for DeviceBuffer<B> {
     fn drop(&mut self) {
-        if let Some(block) = self.block.take() {
-            self.allocator.inner.free(block);
-        }
+        let block = self.block.take();
+        let held = self.inner().buffer_dropped(block);
+        // Dropping the self-reference may drop the allocator: nothing touches it after this.
+        drop(held);
     }
 }
+
+// SAFETY: the buffer is a block id, plain numbers and a pointer to the allocator's `Inner`,
+// which is `Send + Sync` (its state is behind a mutex) and outlives the buffer (see
+// `DeviceBuffer::inner`); the buffer gives out only shared access to it.
+unsafe impl<B: Backend> Send for DeviceBuffer<B> where Inner<B>: Send + Sync {}
+// SAFETY: as for `Send`: `&DeviceBuffer` only reads the buffer's plain fields and locks the
+// allocator's state.
+unsafe impl<B: Backend> Sync for DeviceBuffer<B> where Inner<B>: Send + Sync {}

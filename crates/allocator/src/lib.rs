@@ -143,6 +143,7 @@ mod block;
 mod buffer;
 mod config;
 mod error;
+mod keepalive;
 mod mempool;
 mod pending;
 mod pool;

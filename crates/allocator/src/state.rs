@@ -5,6 +5,7 @@
 use crate::block::{BlockId, Blocks, NewBlock, Segment, Segments, Status, UseRec, NONE};
 use crate::config::AllocatorConfig;
 use crate::error::{AllocError, OutOfMemoryReport};
+use crate::keepalive::Keepalive;
 use crate::pending::Pending;
 use crate::pool::{class_index, FreeKey, FreeLists};
 use crate::private_pool::{Diversion, PoolFilter, PrivatePools};
@@ -79,6 +80,8 @@ pub(crate) struct State<B: Backend> {
     allowed_max: Option<u64>,
     /// Whether the backend wants block lifetimes (`hal::Device::wants_sub_allocation_notes`).
     note_lifetimes: bool,
+    /// Live buffers and the self-reference that keeps the allocator alive for them.
+    pub keepalive: Keepalive<B>,
 }
 
 impl<B: Backend> State<B> {
@@ -101,6 +104,7 @@ impl<B: Backend> State<B> {
             device_total,
             allowed_max: None,
             note_lifetimes,
+            keepalive: Keepalive::default(),
         };
         state.update_allowed_max();
         state
@@ -1540,6 +1544,7 @@ impl<B: Backend> State<B> {
     /// statistics agree.
     pub(crate) fn check_invariants(&self) -> Result<(), String> {
         let mut allocated = 0u64;
+        let mut allocated_blocks = 0usize;
         let mut reserved = 0u64;
         let mut blocks_seen = 0usize;
         for (sid, seg) in self.segments.by_addr() {
@@ -1585,6 +1590,7 @@ impl<B: Backend> State<B> {
                 }
                 if blk.status == Status::Allocated {
                     allocated += blk.size;
+                    allocated_blocks += 1;
                 }
                 prev_free = free;
                 expect = blk.end();
@@ -1651,6 +1657,13 @@ impl<B: Backend> State<B> {
             return Err(format!(
                 "reserved_bytes {} but segments hold {reserved}",
                 self.stats.reserved_bytes.all.current
+            ));
+        }
+        // Every allocated block has its buffer (empty buffers hold no block).
+        if self.keepalive.live_buffers() < allocated_blocks {
+            return Err(format!(
+                "{allocated_blocks} allocated blocks but {} live buffers",
+                self.keepalive.live_buffers()
             ));
         }
         Ok(())

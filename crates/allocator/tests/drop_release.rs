@@ -37,7 +37,7 @@ fn a_clone_keeps_the_cache_until_the_last_handle_drops() {
     let buf = alloc.alloc(MIB, &main).unwrap();
     drop(alloc); // the buffer still holds a handle
     assert_eq!(free_bytes(&dev), total - 2 * MIB);
-    let again = buf.allocator().clone();
+    let again = buf.allocator();
     drop(buf);
     assert_eq!(again.memory_reserved(), 2 * MIB);
     assert_eq!(free_bytes(&dev), total - 2 * MIB);
@@ -110,4 +110,85 @@ fn dropping_the_allocator_is_quiet_on_an_empty_allocator() {
     drop(alloc);
     assert_eq!(free_bytes(&dev), total);
     assert_eq!(dev.hal().sanitizer_report_count(), 0);
+}
+
+#[test]
+fn the_last_buffer_releases_an_allocator_without_handles() {
+    let dev = device(64 * MIB);
+    let total = free_bytes(&dev);
+    let alloc = CachingAllocator::new(dev.clone(), AllocatorConfig::new()).unwrap();
+    let weak = alloc.downgrade();
+    let main = dev.default_stream();
+    let a = alloc.alloc(MIB, &main).unwrap();
+    let b = alloc.alloc(12 * MIB, &main).unwrap();
+    drop(alloc);
+    assert!(weak.upgrade().is_some(), "live buffers keep the allocator");
+    drop(a);
+    assert_eq!(free_bytes(&dev), total - 2 * MIB - 12 * MIB);
+    drop(b);
+    assert_eq!(
+        free_bytes(&dev),
+        total,
+        "the last buffer must release every segment"
+    );
+    assert!(weak.upgrade().is_none());
+}
+
+#[test]
+fn an_empty_buffer_keeps_the_allocator_alive() {
+    let dev = device(64 * MIB);
+    let total = free_bytes(&dev);
+    let alloc = CachingAllocator::new(dev.clone(), AllocatorConfig::new()).unwrap();
+    let main = dev.default_stream();
+    drop(alloc.alloc(MIB, &main).unwrap());
+    let empty = alloc.alloc(0, &main).unwrap();
+    drop(alloc);
+    assert_eq!(
+        free_bytes(&dev),
+        total - 2 * MIB,
+        "the cache lives while a buffer does"
+    );
+    assert_eq!(empty.allocator().memory_reserved(), 2 * MIB);
+    drop(empty);
+    assert_eq!(free_bytes(&dev), total);
+}
+
+#[test]
+fn handles_and_buffers_dropped_on_many_threads_release_everything() {
+    let dev = device(256 * MIB);
+    let total = free_bytes(&dev);
+    let main = dev.default_stream();
+    for round in 0..50 {
+        let alloc = CachingAllocator::new(dev.clone(), AllocatorConfig::new()).unwrap();
+        let weak = alloc.downgrade();
+        let barrier = std::sync::Barrier::new(9);
+        std::thread::scope(|scope| {
+            for t in 0..8u64 {
+                let bufs: Vec<_> = (0..4)
+                    .map(|i| alloc.alloc((t * 4 + i + 1) * 4096, &main).unwrap())
+                    .collect();
+                let handle = (t % 2 == 0).then(|| alloc.clone());
+                let barrier = &barrier;
+                let weak = weak.clone();
+                scope.spawn(move || {
+                    barrier.wait();
+                    for buf in bufs {
+                        // Some threads also take and drop handles while others let go.
+                        if let Some(again) = weak.upgrade() {
+                            drop(again);
+                        }
+                        drop(buf);
+                    }
+                    drop(handle);
+                });
+            }
+            barrier.wait();
+            drop(alloc);
+        });
+        assert!(
+            weak.upgrade().is_none(),
+            "round {round}: the allocator outlived every user"
+        );
+        assert_eq!(free_bytes(&dev), total, "round {round}: segments leaked");
+    }
 }
