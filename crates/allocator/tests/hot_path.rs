@@ -1,0 +1,77 @@
+//! The cache-hit path does not allocate on the host (DESIGN.md: "the cache-hit path is short
+//! and does not allocate on the host"): a counting global allocator sees no host allocation
+//! across many alloc+free pairs once the block is cached, for small, large and oversize
+//! requests, with history recording off and on (the history ring is preallocated).
+
+use braid_allocator::{AllocatorConfig, CachingAllocator};
+use braid_backend_sim::{SanitizerMode, SimBackend, SimConfig, SimDevice, SimMode};
+use braid_stream_core::Device;
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+
+/// Counts the host allocations of the current thread (other test threads do not interfere).
+struct Counting;
+
+thread_local! {
+    static HOST_ALLOCS: Cell<u64> = const { Cell::new(0) };
+}
+
+// SAFETY: forwards to the system allocator unchanged; only counts calls.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        HOST_ALLOCS.with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { System.alloc(layout) }
+    }
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: same contract as the caller's.
+        unsafe { System.dealloc(ptr, layout) }
+    }
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        HOST_ALLOCS.with(|c| c.set(c.get() + 1));
+        // SAFETY: same contract as the caller's.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+fn host_allocs() -> u64 {
+    HOST_ALLOCS.with(Cell::get)
+}
+
+#[test]
+fn cache_hits_do_not_allocate_on_the_host() {
+    let device = Device::<SimBackend>::new(SimDevice::new(
+        SimConfig::new()
+            .capacity(1 << 30)
+            .mode(SimMode::TimingOnly)
+            .record_timeline(false)
+            .sanitizer(SanitizerMode::Off),
+    ))
+    .unwrap();
+    let stream = device.default_stream();
+    for history in [false, true] {
+        let alloc = CachingAllocator::new(
+            device.clone(),
+            AllocatorConfig::default().record_history(history),
+        )
+        .unwrap();
+        for size in [512u64, 1 << 20, 64 << 20] {
+            drop(alloc.alloc(size, &stream).unwrap()); // the miss: segment and block made
+            drop(alloc.alloc(size, &stream).unwrap()); // one hit, so every table is grown
+            let before = host_allocs();
+            for _ in 0..1000 {
+                drop(std::hint::black_box(alloc.alloc(size, &stream).unwrap()));
+            }
+            assert_eq!(
+                host_allocs() - before,
+                0,
+                "{size}-byte cache hits allocated on the host (history {history})"
+            );
+        }
+        // One small segment (512 B and 1 MiB share it) and the 64 MiB one: the loops hit.
+        assert_eq!(alloc.memory_stats().num_device_alloc, 2);
+    }
+}
