@@ -72,6 +72,12 @@ impl<B: Backend> DeviceBuffer<B> {
         self.block
     }
 
+    /// Takes the block out of the buffer without freeing it (a restore that already
+    /// re-carved its memory); dropping the buffer afterwards frees nothing.
+    pub(crate) fn take_block(&mut self) -> Option<BlockId> {
+        self.block.take()
+    }
+
     /// The allocator's shared state.
     pub(crate) fn inner(&self) -> &Inner<B> {
         // SAFETY: the allocator holds a reference to its own `Inner` while it counts any live

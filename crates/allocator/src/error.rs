@@ -54,6 +54,70 @@ pub enum AllocError {
         /// The pool id.
         pool: u64,
     },
+    /// A checkpoint or liveness check names a pool that is not a live private pool of this
+    /// allocator, or a checkpoint taken by another allocator.
+    #[error("checkpoint of private pool {pool}: {reason}")]
+    CheckpointPool {
+        /// The pool id.
+        pool: u64,
+        /// What is wrong.
+        reason: String,
+    },
+    /// A block of the pool is freed but still awaits uses on other streams (or a stale buffer
+    /// handed to a restore has such uses): its memory cannot be described or re-carved yet.
+    #[error(
+        "private pool {pool} has the block at {addr:#x} awaiting uses on other streams; \
+         synchronize the using streams (or end their capture) before checkpointing or restoring"
+    )]
+    CheckpointPendingFrees {
+        /// The pool id.
+        pool: u64,
+        /// First byte of the block.
+        addr: u64,
+    },
+    /// A restore was not given the buffer of a block that is live in the pool: restoring would
+    /// re-carve memory that buffer still points into.
+    #[error(
+        "restore of private pool {pool}: the live buffer at {addr:#x} ({size} bytes) is not \
+         among the stale buffers handed over"
+    )]
+    CheckpointLiveBuffer {
+        /// The pool id.
+        pool: u64,
+        /// First byte of the live block.
+        addr: u64,
+        /// Its size.
+        size: u64,
+    },
+    /// A stale buffer handed to a restore belongs to another pool or allocator.
+    #[error(
+        "restore of private pool {expected}: the stale buffer at {addr:#x} belongs to pool \
+         {pool}{}", if *.foreign { " of another allocator" } else { "" }
+    )]
+    CheckpointForeignBuffer {
+        /// The pool being restored.
+        expected: u64,
+        /// First byte of the buffer.
+        addr: u64,
+        /// The buffer's pool.
+        pool: u64,
+        /// Whether the buffer comes from another allocator.
+        foreign: bool,
+    },
+    /// A segment recorded in the checkpoint is no longer held by the pool (it was released,
+    /// or its memory now backs another segment).
+    #[error(
+        "restore of private pool {pool}: the checkpointed segment at {addr:#x} ({size} bytes) \
+         is no longer held by the pool"
+    )]
+    CheckpointSegmentMissing {
+        /// The pool id.
+        pool: u64,
+        /// First byte of the segment.
+        addr: u64,
+        /// Its size.
+        size: u64,
+    },
     /// The backend failed with something other than out of memory.
     #[error(transparent)]
     Backend(#[from] HalError),

@@ -141,6 +141,7 @@
 mod allocator;
 mod block;
 mod buffer;
+mod checkpoint;
 mod config;
 mod error;
 mod keepalive;
@@ -155,6 +156,7 @@ mod stats;
 
 pub use allocator::{CachingAllocator, WeakAllocator, DEFAULT_POOL, EMPTY_BUFFER_PTR};
 pub use buffer::DeviceBuffer;
+pub use checkpoint::{PoolCheckpoint, RestoreError};
 pub use config::{AllocatorConfig, CrossStreamMode, ENV_VAR, ROUNDUP_POWER2_INTERVALS};
 pub use error::{AllocError, OutOfMemoryReport};
 pub use mempool::{MemPool, PoolDiversion};

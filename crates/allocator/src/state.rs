@@ -20,6 +20,8 @@ use braid_stream_core::{
     CaptureId, Device, DevicePtr, DeviceSlice, Domain, Stream, StreamId, StreamPosition,
 };
 
+mod restore;
+
 /// Requests of at least this many bytes are refused outright (PyTorch's 1 EB check).
 pub(crate) const ONE_EXA_BYTES: u64 = 1 << 60;
 

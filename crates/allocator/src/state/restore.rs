@@ -1,0 +1,290 @@
+//! The state-machine side of pool checkpoints ([`crate::PoolCheckpoint`]): describing a private
+//! pool's segments, checking its live blocks, and re-carving its segments to a checkpoint's
+//! layout. A child module of `state` so it reuses the state's own free, caching and statistics
+//! paths instead of copies of them.
+
+use super::{use_done, Granted, State};
+use crate::block::{BlockId, NewBlock, Status, UseRec, NONE};
+use crate::error::AllocError;
+use crate::snapshot::{BlockState, PoolId, SegmentSnapshot, SegmentType};
+use braid_stream_core::hal::Backend;
+use braid_stream_core::{Device, Domain, StreamId};
+use std::collections::BTreeSet;
+
+/// A block a restore handed out again: what the caller wraps into a new buffer.
+pub(crate) struct Restored {
+    pub granted: Granted,
+    pub requested: u64,
+    pub stream: StreamId,
+}
+
+impl<B: Backend> State<B> {
+    /// Fails unless `pool` is a live private pool.
+    fn require_private_pool(&self, pool: PoolId) -> Result<(), AllocError> {
+        if self.pools.get(pool).is_some() {
+            return Ok(());
+        }
+        let reason = if pool == PoolId::DEFAULT {
+            "the default pool cannot be checkpointed, only private pools"
+        } else {
+            "no such private pool (it is gone or was never created)"
+        };
+        Err(AllocError::CheckpointPool {
+            pool: pool.0,
+            reason: reason.to_string(),
+        })
+    }
+
+    /// Blocks of `pool`'s segments, by segment address then block address.
+    fn pool_blocks(&self, pool: PoolId) -> Vec<BlockId> {
+        let mut out = Vec::new();
+        for (_, seg) in self.segments.by_addr() {
+            if seg.pool != pool {
+                continue;
+            }
+            let mut b = seg.head;
+            while b != NONE {
+                out.push(b);
+                b = self.blocks.get(b).next;
+            }
+        }
+        out
+    }
+
+    /// Settles the pending frees whose uses are now ordered, then fails if a block of `pool`
+    /// is still pending: its final state is not known yet.
+    fn settle_pending(&mut self, dev: &Device<B>, pool: PoolId) -> Result<(), AllocError> {
+        self.process_pending(dev, true);
+        let pending = self.pending.blocks.iter().find(|&&b| {
+            let blk = self.blocks.get(b);
+            blk.pool == pool && blk.status == Status::Pending
+        });
+        match pending {
+            Some(&b) => Err(AllocError::CheckpointPendingFrees {
+                pool: pool.0,
+                addr: self.blocks.get(b).addr,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// The segments of private pool `pool` and their blocks (each allocated or free), by
+    /// address. Pending frees are settled first; one still pending is an error.
+    pub(crate) fn checkpoint_pool(
+        &mut self,
+        dev: &Device<B>,
+        pool: PoolId,
+    ) -> Result<Vec<SegmentSnapshot>, AllocError> {
+        self.require_private_pool(pool)?;
+        self.settle_pending(dev, pool)?;
+        let mut segments = self.snapshot().segments;
+        segments.retain(|s| s.pool_id == pool);
+        Ok(segments)
+    }
+
+    /// PyTorch's `checkPoolLiveAllocations`: whether the allocated blocks of `pool` are exactly
+    /// the blocks starting at `ptrs` (duplicates count once).
+    pub(crate) fn check_pool_live_allocations(
+        &self,
+        pool: PoolId,
+        ptrs: &BTreeSet<u64>,
+    ) -> Result<bool, AllocError> {
+        self.require_private_pool(pool)?;
+        let mut live = 0usize;
+        for b in self.pool_blocks(pool) {
+            let blk = self.blocks.get(b);
+            if blk.status == Status::Allocated {
+                if !ptrs.contains(&blk.addr) {
+                    return Ok(false);
+                }
+                live += 1;
+            }
+        }
+        Ok(live == ptrs.len())
+    }
+
+    /// Whether every use of allocated block `b` would be dropped if it were freed now (so the
+    /// free caches it instead of leaving it pending). Reads only: a restore that fails keeps
+    /// the uses exactly as they were.
+    fn uses_settled(&mut self, dev: &Device<B>, b: BlockId) -> bool {
+        let blk = self.blocks.get(b);
+        if blk.uses.is_empty() {
+            return true;
+        }
+        let (owner, capture, uses) = (blk.stream, blk.capture, blk.uses.clone());
+        let Some(owner) = self.stream_handle(dev, owner) else {
+            return false;
+        };
+        uses.iter().all(|u| {
+            // As `fill_positions` would at the free: a use up to the free is the using
+            // stream's position now.
+            let pos = u.pos.or_else(|| {
+                let pos = self.stream_handle(dev, u.stream)?.position();
+                match pos.domain {
+                    Domain::Eager => Some(pos),
+                    Domain::Capture(c) => (capture == Some(c)).then_some(pos),
+                }
+            });
+            use_done(dev, &UseRec { pos, ..*u }, &owner)
+        })
+    }
+
+    /// Checks everything a restore needs before anything changes: the pool exists, `stale`
+    /// holds exactly its allocated blocks (all freeable at once), nothing of it is pending, and
+    /// every checkpointed segment is still held by the pool.
+    fn validate_restore(
+        &mut self,
+        dev: &Device<B>,
+        pool: PoolId,
+        segments: &[SegmentSnapshot],
+        stale: &[BlockId],
+    ) -> Result<(), AllocError> {
+        self.require_private_pool(pool)?;
+        self.settle_pending(dev, pool)?;
+        for &b in stale {
+            let blk = self.blocks.get(b);
+            if blk.pool != pool || blk.status != Status::Allocated {
+                return Err(AllocError::CheckpointForeignBuffer {
+                    expected: pool.0,
+                    addr: blk.addr,
+                    pool: blk.pool.0,
+                    foreign: false,
+                });
+            }
+            if !self.uses_settled(dev, b) {
+                return Err(AllocError::CheckpointPendingFrees {
+                    pool: pool.0,
+                    addr: self.blocks.get(b).addr,
+                });
+            }
+        }
+        let stale_set: BTreeSet<BlockId> = stale.iter().copied().collect();
+        for b in self.pool_blocks(pool) {
+            let blk = self.blocks.get(b);
+            if blk.status == Status::Allocated && !stale_set.contains(&b) {
+                return Err(AllocError::CheckpointLiveBuffer {
+                    pool: pool.0,
+                    addr: blk.addr,
+                    size: blk.size,
+                });
+            }
+        }
+        for s in segments {
+            let held = self
+                .segments
+                .overlapping(s.address, s.address + 1)
+                .any(|id| {
+                    let seg = self.segments.get(id);
+                    seg.addr == s.address
+                        && seg.size == s.total_size
+                        && seg.pool == pool
+                        && seg.stream == s.stream
+                        && seg.small == (s.segment_type == SegmentType::Small)
+                });
+            if !held {
+                return Err(AllocError::CheckpointSegmentMissing {
+                    pool: pool.0,
+                    addr: s.address,
+                    size: s.total_size,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// PyTorch's `setCheckpointPoolState`: frees the `stale` blocks (every allocated block of
+    /// `pool`), then carves each checkpointed segment into the checkpoint's blocks, handing the
+    /// allocated ones out again (by address). Segments of the pool the checkpoint does not
+    /// know are left free and cached. Validates first: on error nothing changed.
+    pub(crate) fn restore_checkpoint(
+        &mut self,
+        dev: &Device<B>,
+        pool: PoolId,
+        segments: &[SegmentSnapshot],
+        stale: &[BlockId],
+    ) -> Result<Vec<Restored>, AllocError> {
+        self.validate_restore(dev, pool, segments, stale)?;
+        for &b in stale {
+            // Validation showed every use is settled: the free caches the block at once.
+            self.blocks.get_mut(b).uses.clear();
+            self.free(dev, b);
+        }
+        let mut restored = Vec::new();
+        for s in segments {
+            self.carve_segment(dev, s, &mut restored);
+        }
+        tracing::info!(
+            pool = pool.0,
+            segments = segments.len(),
+            freed = stale.len(),
+            live = restored.len(),
+            "private pool restored to a checkpoint"
+        );
+        Ok(restored)
+    }
+
+    /// Replaces the one free block a checkpointed segment is now (its blocks were all freed
+    /// and coalesced) by the checkpoint's blocks: each is cached as a free block of a split
+    /// segment first, then the allocated ones are granted from their free-list places, so the
+    /// statistics are those of the allocator's own grants.
+    fn carve_segment(&mut self, dev: &Device<B>, s: &SegmentSnapshot, out: &mut Vec<Restored>) {
+        let Some(seg) = self
+            .segments
+            .overlapping(s.address, s.address + 1)
+            .find(|&id| self.segments.get(id).addr == s.address)
+        else {
+            return;
+        };
+        let whole = self.segments.get(seg).head;
+        debug_assert!(
+            self.blocks.get(whole).status == Status::Free && !self.blocks.get(whole).is_split(),
+            "a restored segment is one free block once its blocks are freed"
+        );
+        let (stream, pool, small) = {
+            let blk = self.blocks.get(whole);
+            (blk.stream, blk.pool, blk.small)
+        };
+        self.uncache_block(whole);
+        self.blocks.remove(whole);
+        let split = s.blocks.len() > 1;
+        let mut prev = NONE;
+        let mut carved = Vec::with_capacity(s.blocks.len());
+        for cb in &s.blocks {
+            let b = self.blocks.insert(NewBlock {
+                addr: cb.address,
+                size: cb.size,
+                stream,
+                pool,
+                small,
+                segment: seg,
+                prev,
+                next: NONE,
+            });
+            if prev == NONE {
+                self.segments.get_mut(seg).head = b;
+            } else {
+                self.blocks.get_mut(prev).next = b;
+            }
+            prev = b;
+            self.cache_block(b);
+            if split {
+                self.stats.inactive_split.increase(small, 1);
+                self.stats.inactive_split_bytes.increase(small, cb.size);
+            }
+            carved.push(b);
+        }
+        for (&b, cb) in carved.iter().zip(&s.blocks) {
+            if cb.state != BlockState::ActiveAllocated {
+                continue;
+            }
+            let slot = self.free_slot(b);
+            let granted = self.grant(b, slot, cb.size, cb.requested_size);
+            self.note_lifetime(dev, b, true);
+            out.push(Restored {
+                granted,
+                requested: cb.requested_size,
+                stream,
+            });
+        }
+    }
+}
