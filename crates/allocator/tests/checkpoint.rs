@@ -5,12 +5,13 @@
 mod common;
 
 use braid_allocator::{
-    AllocError, AllocatorConfig, BlockState, CachingAllocator, DeviceBuffer, MemPool,
-    PoolCheckpoint, PoolFilter, PoolOptions, SegmentSnapshot,
+    AllocError, AllocatorConfig, BlockState, CachingAllocator, DeviceBuffer, HistoryAction,
+    MemPool, PoolCheckpoint, PoolFilter, PoolOptions, SegmentSnapshot,
 };
 use braid_backend_sim::SimBackend;
 use braid_stream_core::{CaptureMode, DevicePtr, Domain, Kernel, Stream};
 use common::*;
+use proptest::prelude::*;
 use std::collections::BTreeMap;
 
 type Buf = DeviceBuffer<SimBackend>;
@@ -106,8 +107,23 @@ fn f56_simple() {
     let c = alloc.alloc(700, &s).unwrap();
     assert_eq!(b.ptr(), a_ptr);
     assert_ne!(segments(&pool), taken.segments);
+    alloc.record_history(true);
     let outputs = restore(&alloc, &pool, &taken, vec![b, c]);
     assert_eq!(outputs[0].ptr(), a_ptr);
+    // The history shows the restore as the frees and the allocation it amounts to.
+    let actions: Vec<_> = alloc
+        .history()
+        .iter()
+        .map(|h| (h.action, h.addr == a_ptr.0))
+        .collect();
+    assert_eq!(actions.last(), Some(&(HistoryAction::Alloc, true)));
+    assert_eq!(
+        actions
+            .iter()
+            .filter(|(a, _)| *a == HistoryAction::FreeRequested)
+            .count(),
+        2
+    );
 }
 
 #[test]
@@ -470,4 +486,106 @@ fn only_live_private_pools_can_be_checkpointed() {
     let err = alloc.checkpoint_pool(id).unwrap_err();
     assert!(err.to_string().contains("no such private pool"));
     assert!(alloc.check_pool_live_allocations(id, &[]).is_err());
+}
+
+// ----- model: random pool histories with checkpoints and restores -----
+
+#[derive(Clone, Debug)]
+enum Op {
+    Alloc { stream: usize, size: u64 },
+    Free { index: usize },
+    Checkpoint,
+    Restore,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        5 => (0..2usize, prop_oneof![1u64..4096, 4096u64..(2 << 20), (2u64 << 20)..(24 << 20)])
+            .prop_map(|(stream, size)| Op::Alloc { stream, size }),
+        3 => (0..16usize).prop_map(|index| Op::Free { index }),
+        1 => Just(Op::Checkpoint),
+        2 => Just(Op::Restore),
+    ]
+}
+
+/// The statistics a restore reproduces exactly (segments taken after the checkpoint stay
+/// reserved, so `segment` and `reserved_bytes` may be higher).
+fn block_currents(alloc: &Alloc) -> BTreeMap<String, u64> {
+    let mut map = currents(alloc);
+    map.retain(|k, _| !k.starts_with("segment.") && !k.starts_with("reserved_bytes."));
+    map
+}
+
+fn run_model(ops: Vec<Op>, config: AllocatorConfig, options: PoolOptions) {
+    let dev = timing_device(512 * MIB);
+    let alloc = CachingAllocator::new(dev.clone(), config).unwrap();
+    let streams = [dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap()];
+    let pool = alloc.create_pool(options);
+    let _in_pool = pool.allocate_to(PoolFilter::AllStreams).unwrap();
+    let mut live: Vec<Buf> = Vec::new();
+    let mut taken: Option<(Taken, BTreeMap<String, u64>)> = None;
+    for op in ops {
+        match op {
+            Op::Alloc { stream, size } => {
+                if let Ok(buf) = alloc.alloc(size, &streams[stream]) {
+                    live.push(buf);
+                }
+            }
+            Op::Free { index } => {
+                if !live.is_empty() {
+                    drop(live.swap_remove(index % live.len()));
+                }
+            }
+            Op::Checkpoint => {
+                let t = take(&alloc, &pool);
+                let blocks = block_currents(&alloc);
+                assert_eq!(t.checkpoint.live_blocks(), live.len());
+                taken = Some((t, blocks));
+            }
+            Op::Restore => {
+                let Some((t, blocks)) = &taken else { continue };
+                live = alloc
+                    .restore_pool_checkpoint(&t.checkpoint, std::mem::take(&mut live))
+                    .unwrap();
+                let now = segments(&pool);
+                for seg in &now {
+                    match t.segments.iter().find(|s| s.address == seg.address) {
+                        Some(s) => assert_eq!(s, seg),
+                        None => assert!(
+                            seg.blocks.len() == 1 && seg.blocks[0].state == BlockState::Inactive,
+                            "a segment taken after the checkpoint is left whole and free"
+                        ),
+                    }
+                }
+                assert_eq!(&block_currents(&alloc), blocks);
+                let ptrs: Vec<_> = live.iter().map(|b| b.ptr()).collect();
+                assert!(alloc.check_pool_live_allocations(pool.id(), &ptrs).unwrap());
+            }
+        }
+        alloc.check_invariants().unwrap();
+    }
+    drop(live);
+    assert_eq!(alloc.memory_allocated(), 0);
+    assert!(alloc.check_pool_live_allocations(pool.id(), &[]).unwrap());
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(64))]
+
+    #[test]
+    fn model_restores_reproduce_checkpoints(ops in proptest::collection::vec(op(), 1..60)) {
+        run_model(ops, AllocatorConfig::new(), PoolOptions::new());
+    }
+
+    #[test]
+    fn model_with_split_remainders_and_no_split_pools(
+        ops in proptest::collection::vec(op(), 1..60),
+        no_split in any::<bool>(),
+    ) {
+        run_model(
+            ops,
+            AllocatorConfig::new().split_large_remainders(true),
+            PoolOptions::new().no_split(no_split),
+        );
+    }
 }
