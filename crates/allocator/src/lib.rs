@@ -53,6 +53,13 @@
 //!   owner's next captured work (the graph topology, as PyTorch's
 //!   `graph_capture_record_stream_reuse`); no event is recorded or queried during a capture,
 //!   and uses inside a capture stop holding a block when the capture ends.
+//! - **Pool checkpoints** ([`PoolCheckpoint`], PyTorch's cudagraph-tree checkpointing):
+//!   [`CachingAllocator::checkpoint_pool`] takes a private pool's layout,
+//!   [`CachingAllocator::restore_pool_checkpoint`] puts the pool back to it, taking ownership
+//!   of the pool's live buffers and returning the checkpoint's live blocks as new buffers
+//!   (a refusal gives the buffers back, [`RestoreError`]), and
+//!   [`CachingAllocator::check_pool_live_allocations`] compares the pool's live blocks with a
+//!   set of pointers.
 //! - **Out of memory**: the ladder (process pending events → free oversize cached blocks when
 //!   `max_split_size` is set → free cached whole segments → synchronize pending events and
 //!   retry), then [`AllocError::OutOfMemory`] whose message states the request, the device's
