@@ -149,7 +149,8 @@ impl<B: Backend> CachingAllocator<B> {
     /// the data, is the block's: nothing moves). The caller owns them; dropping one frees it
     /// as usual.
     ///
-    /// `stale` must hold every live buffer of the pool (empty buffers are ignored): they are
+    /// `stale` must hold every live buffer of the pool (empty buffers of this allocator hold no
+    /// memory and are just dropped): they are
     /// consumed (their blocks freed without their drop running) so that no handle points into
     /// memory the restore re-carves. Segments of the pool that the checkpoint does not know
     /// (allocated after it) are left whole, free and cached in the pool

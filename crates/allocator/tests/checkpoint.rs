@@ -473,6 +473,59 @@ fn pending_cross_stream_frees_block_checkpoint_and_restore() {
 }
 
 #[test]
+fn automatic_mode_uses_on_other_streams_must_be_ordered_before_a_restore() {
+    let (dev, alloc) = setup(
+        256 * MIB,
+        AllocatorConfig::new().cross_stream(braid_allocator::CrossStreamMode::Automatic),
+    );
+    let (s, side) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    let pool = alloc.create_pool(PoolOptions::new());
+    let _in_pool = pool.use_on(&s).unwrap();
+    let a = alloc.alloc(MIB, &s).unwrap();
+    fill(&s, &a, 5.0);
+    let out = alloc.alloc(4, &side).unwrap(); // the default pool: only `s` is diverted
+    let taken = take(&alloc, &pool);
+    side.wait_stream(&s).unwrap();
+    side.launch(&Kernel::Busy {
+        duration_ns: LONG_NS,
+    })
+    .unwrap();
+    side.launch(&Kernel::ReduceSum {
+        src: a.slice(),
+        dst: out.slice(),
+    })
+    .unwrap();
+    let err = alloc
+        .restore_pool_checkpoint(&taken.checkpoint, vec![a])
+        .unwrap_err();
+    assert!(matches!(
+        err.error,
+        AllocError::CheckpointPendingFrees { .. }
+    ));
+    side.synchronize().unwrap();
+    let outputs = restore(&alloc, &pool, &taken, err.stale);
+    assert!(read(&s, outputs[0].slice()).iter().all(|&v| v == 5.0));
+}
+
+#[test]
+fn checkpoints_and_refusals_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<PoolCheckpoint>();
+    send_sync::<braid_allocator::RestoreError<SimBackend>>();
+}
+
+#[test]
+fn empty_stale_buffers_are_dropped() {
+    let (_dev, alloc, s, pool) = setup_pool();
+    let _in_pool = pool.use_on(&s).unwrap();
+    let a = alloc.alloc(KIB, &s).unwrap();
+    let taken = take(&alloc, &pool);
+    let empty = alloc.alloc(0, &s).unwrap();
+    let outputs = restore(&alloc, &pool, &taken, vec![empty, a]);
+    assert_eq!(outputs.len(), 1);
+}
+
+#[test]
 fn only_live_private_pools_can_be_checkpointed() {
     let (_dev, alloc, _s, pool) = setup_pool();
     assert!(matches!(
