@@ -508,6 +508,26 @@ fn automatic_mode_uses_on_other_streams_must_be_ordered_before_a_restore() {
 }
 
 #[test]
+fn restored_buffers_keep_the_allocator_alive() {
+    let (dev, alloc, s, pool) = setup_pool();
+    let in_pool = pool.use_on(&s).unwrap();
+    let a = alloc.alloc(MIB, &s).unwrap();
+    fill(&s, &a, 4.0);
+    let taken = take(&alloc, &pool);
+    let outputs = restore(&alloc, &pool, &taken, vec![a]);
+    drop((in_pool, pool, alloc, taken));
+    // Only the restored buffer holds the allocator now.
+    assert!(read(&s, outputs[0].slice()).iter().all(|&v| v == 4.0));
+    assert_eq!(outputs[0].allocator().memory_allocated(), MIB);
+    drop(outputs);
+    let info = dev.mem_info().unwrap();
+    assert_eq!(
+        info.free, info.total,
+        "the allocator dropped and returned its segments"
+    );
+}
+
+#[test]
 fn checkpoints_and_refusals_cross_threads() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<PoolCheckpoint>();
