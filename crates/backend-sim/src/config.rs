@@ -31,6 +31,8 @@ pub struct SimConfig {
     pub ordinal: u32,
     /// Device memory capacity in bytes.
     pub capacity: u64,
+    /// Pinned host memory the device may allocate (`alloc_host`), in bytes.
+    pub host_capacity: u64,
     /// Data or timing-only simulation.
     pub mode: SimMode,
     /// Cost model numbers.
@@ -43,12 +45,13 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    /// The default configuration: ordinal 0, 16 GiB, data mode, Ascend 910B profile, timeline
-    /// on, sanitizer reporting.
+    /// The default configuration: ordinal 0, 16 GiB, 64 GiB of pinned host memory, data mode,
+    /// Ascend 910B profile, timeline on, sanitizer reporting.
     pub fn new() -> Self {
         SimConfig {
             ordinal: 0,
             capacity: 16 << 30,
+            host_capacity: 64 << 30,
             mode: SimMode::Data,
             profile: DeviceProfile::ascend_910b(),
             record_timeline: true,
@@ -65,6 +68,12 @@ impl SimConfig {
     /// Sets the memory capacity in bytes.
     pub fn capacity(mut self, bytes: u64) -> Self {
         self.capacity = bytes;
+        self
+    }
+
+    /// Sets the pinned host memory capacity in bytes.
+    pub fn host_capacity(mut self, bytes: u64) -> Self {
+        self.host_capacity = bytes;
         self
     }
 

@@ -9,7 +9,7 @@ use crate::stream::SimStream;
 use crate::timeline::{OpRecord, SimStats};
 use crate::SimBackend;
 use braid_stream_core::hal::{self, HalError};
-use braid_stream_core::types::{DevicePtr, DeviceSlice, EventFlags, MemInfo, Priority};
+use braid_stream_core::types::{DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// The state of one device, shared by all its handles.
@@ -179,6 +179,14 @@ impl hal::Device for SimDevice {
 
     unsafe fn free(&self, ptr: DevicePtr) -> Result<(), HalError> {
         lock(&self.shared).free(ptr)
+    }
+
+    fn alloc_host(&self, size: u64) -> Result<HostPtr, HalError> {
+        lock(&self.shared).alloc_host(size)
+    }
+
+    unsafe fn free_host(&self, ptr: HostPtr) -> Result<(), HalError> {
+        lock(&self.shared).free_host(ptr)
     }
 
     fn mem_info(&self) -> Result<MemInfo, HalError> {

@@ -11,6 +11,7 @@
 
 use crate::capture::{self, Capture, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
+use crate::host::HostHeap;
 use crate::memory::Memory;
 use crate::op::{Accesses, Op, OpKind};
 use crate::queue::DataQueue;
@@ -22,7 +23,7 @@ use crate::trace::{self, Flow, HostSlice, Marker, MemorySample, TraceLog};
 use braid_stream_core::hal::HalError;
 use braid_stream_core::kernel::{ComputeUnit, Kernel};
 use braid_stream_core::types::{
-    CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, MemInfo, Priority,
+    CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
 };
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -73,6 +74,8 @@ pub(crate) struct Engine {
     config: SimConfig,
     host_ns: u64,
     memory: Memory,
+    /// Pinned host memory (`alloc_host`).
+    host: HostHeap,
     streams: Vec<StreamState>,
     events: Vec<EventState>,
     /// Cube, vector and copy resources.
@@ -99,6 +102,7 @@ impl Engine {
     /// A fresh device with its default stream (index 0).
     pub fn new(config: SimConfig) -> Self {
         let memory = Memory::new(config.capacity, config.mode == SimMode::Data);
+        let host = HostHeap::new(config.host_capacity);
         let p = &config.profile;
         let resources = [
             Pool::new(p.cube_units),
@@ -110,6 +114,7 @@ impl Engine {
         Engine {
             config,
             host_ns: 0,
+            host,
             memory,
             streams: vec![StreamState {
                 priority: 0,
@@ -273,6 +278,20 @@ impl Engine {
             self.sanitizer.adopt_segments(self.memory.segments());
             self.lifetimes = true;
         }
+    }
+
+    /// Allocates `size` bytes of pinned host memory.
+    pub fn alloc_host(&mut self, size: u64) -> Result<HostPtr, HalError> {
+        self.host_call("alloc_host");
+        self.host.alloc(size)
+    }
+
+    /// Frees pinned host memory. Like `cudaFreeHost`, it first waits for all work on the
+    /// device, so no queued copy can touch the memory afterwards.
+    pub fn free_host(&mut self, ptr: HostPtr) -> Result<(), HalError> {
+        self.host_call("free_host");
+        self.sync_device();
+        self.host.free(ptr)
     }
 
     /// Free and total device memory.
@@ -823,6 +842,10 @@ impl Engine {
             bytes_allocated: self.memory.used(),
             peak_bytes_allocated: self.memory.peak(),
             invalid_accesses: self.memory.invalid_accesses(),
+            host_allocations: self.host.allocations(),
+            host_frees: self.host.frees(),
+            host_bytes_allocated: self.host.used(),
+            peak_host_bytes_allocated: self.host.peak(),
         }
     }
 }

@@ -20,6 +20,10 @@
 //!   backing and kernels compute on `f32` data, each op reading its inputs at its start time and
 //!   writing its outputs at its end time, so missing synchronization gives a deterministic wrong
 //!   answer. [`SimMode::TimingOnly`] stores nothing.
+//! - **Pinned host memory.** `alloc_host` gives real, page-aligned, zeroed host memory from a
+//!   capped supply ([`SimConfig::host_capacity`], counted in [`SimStats`]); `free_host` waits
+//!   for the device's work first, as `cudaFreeHost` does. Pinned memory still allocated when
+//!   the device's last handle drops is released then.
 //! - **Capture.** Work submitted to a capturing stream becomes graph nodes with dependencies;
 //!   [`SimGraph`] replays them at the captured addresses. Event records and waits inside a
 //!   capture create no nodes: they carry dependencies between capturing streams (a stream that
@@ -64,6 +68,7 @@ mod device;
 mod engine;
 mod event;
 mod graph;
+mod host;
 mod memory;
 mod op;
 mod profile;

@@ -51,4 +51,12 @@ pub struct SimStats {
     /// Data accesses (reads or writes) that fell outside every live allocation; they read zeros
     /// or were dropped. Always zero in timing-only mode, where no data is accessed.
     pub invalid_accesses: u64,
+    /// Successful pinned host allocations (`alloc_host`).
+    pub host_allocations: u64,
+    /// Successful pinned host frees (`free_host`).
+    pub host_frees: u64,
+    /// Pinned host bytes currently allocated.
+    pub host_bytes_allocated: u64,
+    /// Highest value `host_bytes_allocated` reached.
+    pub peak_host_bytes_allocated: u64,
 }

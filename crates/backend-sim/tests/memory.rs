@@ -140,3 +140,59 @@ fn timing_only_mode_plans_huge_models_without_data() {
     assert_eq!(dev.stats().invalid_accesses, 0);
     assert!(dev.alloc(16 << 30).is_err());
 }
+
+#[test]
+fn pinned_host_memory_round_trip_accounting_and_free_waits_for_copies() {
+    let dev = SimDevice::new(SimConfig::new().host_capacity(64 << 10));
+    let s = dev.create_stream(0).unwrap();
+    let x = dev.alloc(16).unwrap();
+    let host = dev.alloc_host(16).unwrap();
+    assert_eq!(host.addr() % 4096, 0, "page aligned");
+    let back = dev.alloc_host(16).unwrap();
+    // SAFETY: `host` is a live 16-byte pinned allocation nobody else touches yet.
+    unsafe { std::ptr::copy_nonoverlapping([7u8; 16].as_ptr(), host.as_ptr(), 16) };
+    s.launch(
+        &Kernel::Busy {
+            duration_ns: 1_000_000,
+        },
+        "busy",
+    )
+    .unwrap();
+    // SAFETY: both pinned ranges stay allocated and untouched by the host until the
+    // synchronize below (free_host waits for the device first).
+    unsafe {
+        s.memcpy_h2d(x, host.as_ptr(), 16).unwrap();
+        s.memcpy_d2h(back.as_ptr(), x, 16).unwrap();
+        dev.free_host(host).unwrap();
+    }
+    let stats = dev.stats();
+    assert_eq!((stats.host_allocations, stats.host_frees), (2, 1));
+    assert_eq!(
+        (stats.host_bytes_allocated, stats.peak_host_bytes_allocated),
+        (16, 32)
+    );
+    // free_host waited for the copies: the readback is complete without a synchronize.
+    // SAFETY: the copy into `back` completed (free_host synchronized the device).
+    let got = unsafe { std::slice::from_raw_parts(back.as_ptr(), 16) }.to_vec();
+    assert_eq!(got, vec![7u8; 16]);
+    // SAFETY: `host` was freed above; freeing it again is refused, not undefined.
+    assert!(matches!(
+        unsafe { dev.free_host(host) },
+        Err(HalError::InvalidArgument(_))
+    ));
+    assert!(matches!(
+        dev.alloc_host(64 << 10),
+        Err(HalError::OutOfMemory {
+            requested: 65536,
+            free: 65520,
+            total: 65536
+        })
+    ));
+    assert!(matches!(
+        dev.alloc_host(0),
+        Err(HalError::InvalidArgument(_))
+    ));
+    // `back` is still allocated: dropping the device releases it.
+    drop(s);
+    drop(dev);
+}

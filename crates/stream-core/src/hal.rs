@@ -8,7 +8,7 @@
 
 use crate::kernel::Kernel;
 use crate::types::{
-    CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, MemInfo, Priority,
+    CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
 };
 
 /// Errors a backend reports. Out of memory is distinct so the allocator can run its ladder.
@@ -82,6 +82,25 @@ pub trait Device: Send + Sync + 'static {
     /// `ptr` came from [`Device::alloc`] on this device and was not freed; no queued or captured
     /// work that is still to run uses it (or the caller accepts that such work sees freed memory).
     unsafe fn free(&self, ptr: DevicePtr) -> Result<(), HalError>;
+
+    /// Allocates `size` bytes of page-locked (pinned) host memory that asynchronous copies may
+    /// read and write (`cudaHostAlloc`, `aclrtMallocHost`), aligned to at least 64 bytes. Out of
+    /// host memory is [`HalError::OutOfMemory`]. The default is [`HalError::Unsupported`].
+    fn alloc_host(&self, size: u64) -> Result<HostPtr, HalError> {
+        let _ = size;
+        Err(HalError::Unsupported("alloc_host"))
+    }
+
+    /// Returns pinned host memory to the device. The default is [`HalError::Unsupported`].
+    ///
+    /// # Safety
+    /// `ptr` came from [`Device::alloc_host`] on this device and was not freed; no queued or
+    /// captured work that is still to run reads or writes it, and no host reference into it
+    /// outlives the call.
+    unsafe fn free_host(&self, ptr: HostPtr) -> Result<(), HalError> {
+        let _ = ptr;
+        Err(HalError::Unsupported("free_host"))
+    }
 
     /// Free and total device memory.
     fn mem_info(&self) -> Result<MemInfo, HalError>;

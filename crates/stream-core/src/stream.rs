@@ -171,21 +171,51 @@ impl<B: Backend> Stream<B> {
     /// Enqueues a copy of `src` into `dst`. The stream keeps `src` alive until the copy has
     /// run (for a captured copy, as long as the graph lives).
     pub fn copy_h2d(&self, dst: DeviceSlice, src: Bytes) -> Result<StreamPosition> {
-        if src.len() as u64 != dst.len {
-            return Err(Error::OutOfBounds {
-                what: "host-to-device copy",
-                offset: 0,
-                len: src.len() as u64,
-                capacity: dst.len,
-            });
-        }
+        let (ptr, len) = (src.as_ptr(), src.len() as u64);
+        // SAFETY: `src` goes to the keep-alive list (under the device lock the copy is submitted
+        // with) and stays there until the host observes this copy complete, or as long as the
+        // graph that captured it lives; `Bytes` is immutable.
+        unsafe { self.h2d(dst, ptr, len, Some(Box::new(src))) }
+    }
+
+    /// Enqueues a copy of `len` bytes at `src` (host memory, typically pinned) into `dst`,
+    /// without copying the host bytes first. Same capture rules as [`Stream::copy_h2d`].
+    ///
+    /// # Safety
+    /// `src` is valid for reads of `len` bytes, and the host does not write it nor free it until
+    /// the copy has completed as observed by the host (`synchronize`, a `true` query, an event
+    /// recorded after it and found complete; see [`Device::is_complete`]), or, for a captured
+    /// copy, until the graph is destroyed. The pinned host allocator upholds this with events.
+    pub unsafe fn copy_h2d_raw(
+        &self,
+        dst: DeviceSlice,
+        src: *const u8,
+        len: u64,
+    ) -> Result<StreamPosition> {
+        // SAFETY: forwarded from the caller.
+        unsafe { self.h2d(dst, src, len, None) }
+    }
+
+    /// Submits a host-to-device copy, keeping `keep` alive until the host observes it.
+    ///
+    /// # Safety
+    /// `src` stays valid and unchanged for `len` bytes until the host observes the copy
+    /// complete (or its graph is gone), by the caller's promise or because `keep` owns it.
+    unsafe fn h2d(
+        &self,
+        dst: DeviceSlice,
+        src: *const u8,
+        len: u64,
+        keep: Option<crate::state::KeepAlive>,
+    ) -> Result<StreamPosition> {
+        check_copy_len("host-to-device copy", len, dst.len)?;
         let (pos, mut st) = self.submit("Stream::copy_h2d", |s| {
-            // SAFETY: `src` is moved into the keep-alive list below, under the same lock, and
-            // stays there until the host observes this copy complete (or the graph that
-            // captured it is gone); `Bytes` is immutable.
-            unsafe { s.memcpy_h2d(dst.ptr, src.as_ptr(), dst.len) }
+            // SAFETY: the caller's promise on `src`, which `keep` may fulfil.
+            unsafe { s.memcpy_h2d(dst.ptr, src, dst.len) }
         })?;
-        st.keep_alive(pos, Box::new(src));
+        if let Some(keep) = keep {
+            st.keep_alive(pos, keep);
+        }
         drop(st);
         self.device.notify_uses(pos, [(dst, Access::Write)]);
         Ok(pos)
@@ -195,12 +225,7 @@ impl<B: Backend> Stream<B> {
     /// host has observed the copy complete. Not capturable: inside a capture copy into device
     /// memory instead.
     pub fn copy_d2h(&self, src: DeviceSlice) -> Result<HostReadback<B>> {
-        if self.is_capturing() {
-            return Err(Error::ForbiddenDuringCapture {
-                call: "Stream::copy_d2h",
-                stream: self.id(),
-            });
-        }
+        self.refuse_d2h_in_capture()?;
         let len = usize::try_from(src.len).map_err(|_| {
             Error::SizeOverflow(format!("{} bytes do not fit in host memory", src.len))
         })?;
@@ -216,6 +241,40 @@ impl<B: Backend> Stream<B> {
         self.device.notify_uses(pos, [(src, Access::Read)]);
         done.record(self)?;
         Ok(HostReadback::new(staging, pos, done))
+    }
+
+    /// Enqueues a copy of `src` into `len` bytes of host memory at `dst` (typically pinned),
+    /// without a staging buffer. Refused during a capture, like [`Stream::copy_d2h`].
+    ///
+    /// # Safety
+    /// `dst` is valid for writes of `len` bytes, and the host neither reads, writes nor frees it
+    /// until the copy has completed as observed by the host (see [`Device::is_complete`]).
+    pub unsafe fn copy_d2h_raw(
+        &self,
+        dst: *mut u8,
+        len: u64,
+        src: DeviceSlice,
+    ) -> Result<StreamPosition> {
+        self.refuse_d2h_in_capture()?;
+        check_copy_len("device-to-host copy", len, src.len)?;
+        let pos = self
+            .submit("Stream::copy_d2h", |s| {
+                // SAFETY: the caller's promise on `dst`.
+                unsafe { s.memcpy_d2h(dst, src.ptr, src.len) }
+            })?
+            .0;
+        self.device.notify_uses(pos, [(src, Access::Read)]);
+        Ok(pos)
+    }
+
+    fn refuse_d2h_in_capture(&self) -> Result<()> {
+        if self.is_capturing() {
+            return Err(Error::ForbiddenDuringCapture {
+                call: "Stream::copy_d2h",
+                stream: self.id(),
+            });
+        }
+        Ok(())
     }
 
     /// Enqueues a device-to-device copy (same lengths).
@@ -414,5 +473,19 @@ impl<B: Backend> Stream<B> {
     /// Where work submitted to this stream now goes: eager, or into a capture.
     pub fn domain(&self) -> Domain {
         self.device.inner.lock().ordering.domain_of(self.id())
+    }
+}
+
+/// Refuses a host copy whose host length differs from its device range's.
+fn check_copy_len(what: &'static str, host_len: u64, device_len: u64) -> Result<()> {
+    if host_len == device_len {
+        Ok(())
+    } else {
+        Err(Error::OutOfBounds {
+            what,
+            offset: 0,
+            len: host_len,
+            capacity: device_len,
+        })
     }
 }

@@ -37,6 +37,49 @@ impl fmt::Display for DevicePtr {
     }
 }
 
+/// The address of page-locked (pinned) host memory from [`crate::hal::Device::alloc_host`].
+///
+/// Like [`DevicePtr`] it is only an address: holding one grants no access (reading or writing
+/// through [`HostPtr::as_ptr`] is `unsafe`), so it is `Copy`, `Send` and `Sync`. Ownership lives
+/// in the types that hand it out (the pinned host allocator's buffers).
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct HostPtr(std::ptr::NonNull<u8>);
+
+// SAFETY: a `HostPtr` is an address with no access rights of its own; every access goes through
+// a raw pointer under the contract of whoever owns the memory.
+unsafe impl Send for HostPtr {}
+// SAFETY: as above; sharing the address shares no access.
+unsafe impl Sync for HostPtr {}
+
+impl HostPtr {
+    /// Wraps a non-null host address.
+    pub fn new(ptr: *mut u8) -> Option<HostPtr> {
+        std::ptr::NonNull::new(ptr).map(HostPtr)
+    }
+
+    /// The address as a raw pointer.
+    pub fn as_ptr(self) -> *mut u8 {
+        self.0.as_ptr()
+    }
+
+    /// The address as a number.
+    pub fn addr(self) -> usize {
+        self.0.as_ptr() as usize
+    }
+}
+
+impl fmt::Debug for HostPtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.addr())
+    }
+}
+
+impl fmt::Display for HostPtr {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:#x}", self.addr())
+    }
+}
+
 /// A byte range of device memory: what a kernel, copy or memset reads or writes.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
 pub struct DeviceSlice {
