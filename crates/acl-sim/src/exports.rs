@@ -283,6 +283,28 @@ pub extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> i32 {
     ret(with(|r| r.free(dev_ptr as u64)))
 }
 
+/// `aclError aclrtMallocHost(void **hostPtr, size_t size)`: page-locked host memory for
+/// asynchronous copies; exhaustion is `ACL_ERROR_RT_MEMORY_ALLOCATION` (207001).
+///
+/// # Safety
+/// `host_ptr` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize) -> i32 {
+    // SAFETY: the caller's guarantee on `host_ptr`.
+    unsafe {
+        out("aclrtMallocHost", host_ptr, || {
+            with(|r| r.malloc_host(size)).map(ptr_of)
+        })
+    }
+}
+
+/// `aclError aclrtFreeHost(void *hostPtr)`: a pointer that is not a live `aclrtMallocHost`
+/// allocation is `ACL_ERROR_RT_PARAM_INVALID`.
+#[no_mangle]
+pub extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> i32 {
+    ret(with(|r| r.free_host(h(host_ptr))))
+}
+
 /// `aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,
 /// aclrtMemcpyKind kind, aclrtStream stream)`.
 ///

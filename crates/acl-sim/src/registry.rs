@@ -11,7 +11,7 @@ use crate::errmsg::{fail, Fail};
 use braid_backend_sim::{SimConfig, SimDevice, SimEvent, SimGraph, SimMode, SimStream};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, HalError, Stream as _};
 use braid_stream_core::kernel::Kernel;
-use braid_stream_core::types::{CaptureMode, DevicePtr, EventFlags};
+use braid_stream_core::types::{CaptureMode, DevicePtr, EventFlags, HostPtr};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, OnceLock};
@@ -89,6 +89,8 @@ pub(crate) struct Registry {
     streams: HashMap<usize, StreamEntry>,
     events: HashMap<usize, EventEntry>,
     models: HashMap<usize, ModelEntry>,
+    /// Live `aclrtMallocHost` allocations: address → the device whose simulator holds them.
+    host_allocations: HashMap<usize, usize>,
     captures: BTreeMap<u64, CaptureState>,
     next_handle: usize,
     next_capture: u64,
@@ -175,6 +177,7 @@ impl Registry {
             streams: HashMap::new(),
             events: HashMap::new(),
             models: HashMap::new(),
+            host_allocations: HashMap::new(),
             captures: BTreeMap::new(),
             next_handle: HANDLE_BASE,
             next_capture: 1,
@@ -756,6 +759,52 @@ impl Registry {
         // SAFETY: the segment was a live allocation of this device and is forgotten above, so it
         // is freed once.
         unsafe { dev.sim.free(DevicePtr(ptr)) }.map_err(|e| sim_fail(CALL, e))
+    }
+
+    /// `aclrtMallocHost`: pinned memory from the current device's simulator.
+    pub fn malloc_host(&mut self, size: usize) -> Result<usize, Fail> {
+        const CALL: &str = "aclrtMallocHost";
+        let device = self.current(CALL)?;
+        if size == 0 {
+            return Err(fail(
+                ACL_ERROR_INVALID_PARAM,
+                "aclrtMallocHost: size must not be 0",
+            ));
+        }
+        let ptr = self
+            .dev(device)?
+            .sim
+            .alloc_host(size as u64)
+            .map_err(|e| match e {
+                HalError::OutOfMemory { .. } => fail(
+                    ACL_ERROR_RT_MEMORY_ALLOCATION,
+                    format!("{CALL}: host memory exhausted: {e}"),
+                ),
+                other => sim_fail(CALL, other),
+            })?;
+        self.host_allocations.insert(ptr.addr(), device);
+        Ok(ptr.addr())
+    }
+
+    /// `aclrtFreeHost`: waits for the device's work first (the simulator's `free_host`).
+    pub fn free_host(&mut self, addr: usize) -> Result<(), Fail> {
+        const CALL: &str = "aclrtFreeHost";
+        self.current(CALL)?;
+        let (Some(ptr), Some(&device)) = (
+            HostPtr::new(addr as *mut u8),
+            self.host_allocations.get(&addr),
+        ) else {
+            return Err(fail(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("{CALL}: {addr:#x} is not a live aclrtMallocHost allocation"),
+            ));
+        };
+        // SAFETY: `ptr` is a live pinned allocation of that device's simulator (listed above,
+        // forgotten below), so it is freed once; the caller promises no queued work still needs
+        // it, and the simulator waits for its work anyway.
+        unsafe { self.dev(device)?.sim.free_host(ptr) }.map_err(|e| sim_fail(CALL, e))?;
+        self.host_allocations.remove(&addr);
+        Ok(())
     }
 
     /// Whether `[addr, addr + len)` lies in a live segment of the current device.

@@ -137,6 +137,8 @@ acl_api! {
         aclrtEventElapsedTime: fn(ms: *mut f32, start: AclrtEvent, end: AclrtEvent) -> AclErrorCode;
         aclrtMalloc: fn(dev_ptr: *mut *mut c_void, size: usize, policy: u32) -> AclErrorCode;
         aclrtFree: fn(dev_ptr: *mut c_void) -> AclErrorCode;
+        aclrtMallocHost: fn(host_ptr: *mut *mut c_void, size: usize) -> AclErrorCode;
+        aclrtFreeHost: fn(host_ptr: *mut c_void) -> AclErrorCode;
         aclrtMemcpyAsync: fn(
             dst: *mut c_void,
             dest_max: usize,
@@ -497,6 +499,8 @@ mod tests {
             "aclInit",
             "aclrtSetDevice",
             "aclrtMalloc",
+            "aclrtMallocHost",
+            "aclrtFreeHost",
             "aclrtMemcpyAsync",
         ] {
             assert!(SYMBOLS.iter().any(|s| s.name == required && s.required));

@@ -80,6 +80,10 @@ pub(crate) trait AclCalls: Send + Sync {
     fn malloc(&self, size: usize, policy: u32) -> Result<u64, AclErrorCode>;
     /// `aclrtFree`.
     fn free(&self, ptr: u64) -> AclErrorCode;
+    /// `aclrtMallocHost`: page-locked host memory, as an address.
+    fn malloc_host(&self, size: usize) -> Result<usize, AclErrorCode>;
+    /// `aclrtFreeHost`.
+    fn free_host(&self, ptr: usize) -> AclErrorCode;
     /// `aclrtMemcpyAsync`; host addresses are passed as numbers.
     ///
     /// # Safety
@@ -292,6 +296,19 @@ impl AclCalls for ApiRef {
     fn free(&self, ptr: u64) -> AclErrorCode {
         // SAFETY: the caller passes an address from `aclrtMalloc` (the hal's `free` contract).
         unsafe { (self.0.aclrtFree)(ptr as *mut c_void) }
+    }
+
+    fn malloc_host(&self, size: usize) -> Result<usize, AclErrorCode> {
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: live out parameter.
+        ok(unsafe { (self.0.aclrtMallocHost)(&mut p, size) })?;
+        Ok(p as usize)
+    }
+
+    fn free_host(&self, ptr: usize) -> AclErrorCode {
+        // SAFETY: the caller passes an address from `aclrtMallocHost` (the hal's `free_host`
+        // contract).
+        unsafe { (self.0.aclrtFreeHost)(ptr as *mut c_void) }
     }
 
     unsafe fn memcpy_async(

@@ -12,7 +12,7 @@ use crate::ffi::{
 use crate::stream::AclStream;
 use crate::AclBackend;
 use braid_stream_core::hal::{self, HalError};
-use braid_stream_core::types::{DevicePtr, EventFlags, MemInfo, Priority};
+use braid_stream_core::types::{DevicePtr, EventFlags, HostPtr, MemInfo, Priority};
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -419,6 +419,37 @@ impl hal::Device for AclDevice {
         let sh = &self.shared;
         sh.bind()?;
         Ok(sh.check("aclrtFree", sh.calls.free(ptr.0))?)
+    }
+
+    fn alloc_host(&self, size: u64) -> Result<HostPtr, HalError> {
+        let sh = &self.shared;
+        sh.bind()?;
+        let host_oom = HalError::OutOfMemory {
+            requested: size,
+            free: 0,
+            total: 0,
+        };
+        let bytes = usize::try_from(size).map_err(|_| host_oom.clone())?;
+        match sh.calls.malloc_host(bytes) {
+            // A null pointer with success would be a runtime bug; report it as out of memory.
+            Ok(addr) => HostPtr::new(addr as *mut u8).ok_or(host_oom),
+            Err(code) => {
+                let err = sh.error("aclrtMallocHost", code);
+                if err.is_out_of_memory() {
+                    // ACL does not report free host memory: free/total are unknown (0).
+                    tracing::debug!(%err, requested = size, "ACL pinned host memory exhausted");
+                    Err(host_oom)
+                } else {
+                    Err(err.into())
+                }
+            }
+        }
+    }
+
+    unsafe fn free_host(&self, ptr: HostPtr) -> Result<(), HalError> {
+        let sh = &self.shared;
+        sh.bind()?;
+        Ok(sh.check("aclrtFreeHost", sh.calls.free_host(ptr.addr()))?)
     }
 
     fn mem_info(&self) -> Result<MemInfo, HalError> {

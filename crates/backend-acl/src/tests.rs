@@ -297,6 +297,60 @@ fn device_oom_maps_to_the_allocators_oom_path() {
 }
 
 #[test]
+fn pinned_host_memory_maps_oom_and_keeps_other_codes() {
+    let mut m = base(0, None);
+    m.expect_malloc_host()
+        .with(eq(4096usize))
+        .returning(|_| Ok(0x10_0000));
+    m.expect_malloc_host()
+        .with(eq(8192usize))
+        .returning(|_| Err(ACL_ERROR_BAD_ALLOC));
+    m.expect_malloc_host()
+        .with(eq(1usize))
+        .returning(|_| Err(ACL_ERROR_INVALID_PARAM));
+    m.expect_malloc_host().with(eq(2usize)).returning(|_| Ok(0));
+    m.expect_free_host()
+        .with(eq(0x10_0000usize))
+        .times(2)
+        .returning({
+            let calls = std::sync::atomic::AtomicUsize::new(0);
+            move |_| {
+                if calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed) == 0 {
+                    0
+                } else {
+                    ACL_ERROR_RT_PARAM_INVALID
+                }
+            }
+        });
+    let dev = open(m);
+    let p = dev.alloc_host(4096).unwrap();
+    assert_eq!(p.addr(), 0x10_0000);
+    assert_eq!(
+        dev.alloc_host(8192).unwrap_err(),
+        HalError::OutOfMemory {
+            requested: 8192,
+            free: 0,
+            total: 0
+        }
+    );
+    assert_eq!(
+        native(dev.alloc_host(1).unwrap_err()).0,
+        ACL_ERROR_INVALID_PARAM
+    );
+    // A null pointer reported as success is out of memory, never a null `HostPtr`.
+    assert!(matches!(
+        dev.alloc_host(2).unwrap_err(),
+        HalError::OutOfMemory { requested: 2, .. }
+    ));
+    // SAFETY: the address came from `alloc_host` above (and the mock touches no memory).
+    unsafe { dev.free_host(p) }.unwrap();
+    // SAFETY: as above; the mock refuses the second free as ACL would.
+    let (code, _, message) = native(unsafe { dev.free_host(p) }.unwrap_err());
+    assert_eq!(code, ACL_ERROR_RT_PARAM_INVALID);
+    assert!(message.contains("aclrtFreeHost"), "{message}");
+}
+
+#[test]
 fn mem_info_and_device_synchronize() {
     let mut m = base(0, None);
     m.expect_mem_info()
