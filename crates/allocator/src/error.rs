@@ -118,6 +118,36 @@ pub enum AllocError {
         /// Its size.
         size: u64,
     },
+    /// Pinned host memory could not be allocated, even after the idle cached pinned blocks went
+    /// back to the device.
+    #[error("pinned host memory exhausted: tried to allocate {} (requested {requested} bytes, rounded to {rounded}); the pinned allocator holds {} of which {} is in use and {} awaits copies in flight. Hint: drop pinned buffers you no longer need, or synchronize the streams copying from them", format_size(*.rounded), format_size(*.reserved), format_size(*.allocated), format_size(*.pending))]
+    PinnedOutOfMemory {
+        /// Bytes requested.
+        requested: u64,
+        /// The request rounded to its power-of-two size class.
+        rounded: u64,
+        /// Pinned bytes the allocator holds (in use, pending and cached).
+        reserved: u64,
+        /// Pinned bytes in live buffers.
+        allocated: u64,
+        /// Pinned bytes freed but awaiting copies in flight.
+        pending: u64,
+    },
+    /// The backend provides no pinned host memory (`hal::Device::alloc_host`).
+    #[error("the {backend} backend does not provide pinned host memory")]
+    PinnedUnsupported {
+        /// Backend name.
+        backend: &'static str,
+    },
+    /// A pinned buffer's host memory was asked for while a copy on a stream may still access
+    /// it.
+    #[error("the pinned buffer may still be accessed by a copy on {stream} (up to its position {seq}): synchronize that stream, or query an event recorded after the copy, first")]
+    PinnedBusy {
+        /// The stream whose copy may still run.
+        stream: StreamId,
+        /// Position of that work on the stream.
+        seq: u64,
+    },
     /// The backend failed with something other than out of memory.
     #[error(transparent)]
     Backend(#[from] HalError),
