@@ -143,6 +143,43 @@
 //! assert_eq!(alloc.alloc(1024, &main).unwrap().ptr(), first);
 //! assert_eq!(alloc.memory_stats_map()["allocated_bytes.all.current"], 0);
 //! ```
+//!
+//! # Pinned host memory
+//!
+//! [`PinnedHostAllocator`] caches page-locked host memory from `hal::Device::alloc_host`
+//! (`aclrtMallocHost` on ACL), as PyTorch's `CachingHostAllocator`: requests are rounded up to
+//! a power of two and freed blocks are cached per size. [`PinnedBuffer::copy_to_device`] and
+//! [`PinnedBuffer::copy_from_device`] copy asynchronously straight from or into the pinned
+//! memory and record the stream's use ([`PinnedBuffer::record_stream`] declares others). A
+//! buffer dropped while such a copy may still run leaves its block pending behind an event on
+//! each using stream; the next allocations query those events, so the block is reused only once
+//! the copies completed (scenario A12). The host view ([`PinnedBuffer::as_slice`],
+//! [`PinnedBuffer::as_mut_slice`]) is refused with [`AllocError::PinnedBusy`] while a copy may
+//! still access it. [`PinnedHostAllocator::empty_cache`] returns idle blocks, [`PinnedStats`]
+//! counts allocated, reserved, pending and peak bytes and the device's allocs and frees;
+//! dropping the last handle waits for pending blocks and returns every block.
+//!
+//! ```
+//! use braid_allocator::PinnedHostAllocator;
+//! use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
+//! use braid_stream_core::{Device, Kernel};
+//!
+//! let device = Device::<SimBackend>::new(SimDevice::new(SimConfig::new())).unwrap();
+//! let pinned = PinnedHostAllocator::new(device.clone());
+//! let stream = device.default_stream();
+//! let dst = device.alloc(4).unwrap();
+//!
+//! let mut x = pinned.alloc(4).unwrap();
+//! x.as_mut_slice().unwrap().copy_from_slice(&1.0f32.to_le_bytes());
+//! let first = x.host_ptr();
+//! stream.launch(&Kernel::Busy { duration_ns: 1_000_000 }).unwrap();
+//! x.copy_to_device(&stream, dst.slice()).unwrap(); // non-blocking, still queued
+//! drop(x); // pending: the copy may still read the block
+//! assert_ne!(pinned.alloc(4).unwrap().host_ptr(), first);
+//! stream.synchronize().unwrap();
+//! assert_eq!(pinned.alloc(4).unwrap().host_ptr(), first);
+//! assert_eq!(pinned.stats().allocated_bytes, 0);
+//! ```
 #![warn(missing_docs)]
 
 mod allocator;
