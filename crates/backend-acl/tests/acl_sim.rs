@@ -104,6 +104,30 @@ fn device_oom_is_207018_and_the_hal_reports_out_of_memory() {
 }
 
 #[test]
+fn pinned_host_memory_through_acl_malloc_host_and_free_host() {
+    let dev = open(0);
+    let p = dev.alloc_host(4096).unwrap();
+    // SAFETY: `p` is a live 4096-byte pinned allocation no copy uses.
+    unsafe { ptr::write_bytes(p.as_ptr(), 0xab, 4096) };
+    // SAFETY: as above; no work uses it.
+    unsafe { dev.free_host(p) }.unwrap();
+    // SAFETY: `p` is no longer live: the library refuses it instead of freeing it twice.
+    let (code, name, message) = code_of(unsafe { dev.free_host(p) }.unwrap_err());
+    assert_eq!((code, name), (107_000, "ACL_ERROR_RT_PARAM_INVALID"));
+    assert!(message.contains("aclrtFreeHost"), "{message}");
+    assert_eq!(code_of(dev.alloc_host(0).unwrap_err()).0, 100_000);
+    let api = common::api();
+    let mut q: *mut std::ffi::c_void = ptr::null_mut();
+    // SAFETY: live out parameter; the request exceeds the simulated host capacity.
+    let code = unsafe { (api.aclrtMallocHost)(&mut q, usize::MAX / 2) };
+    assert_eq!(code, 207_001, "ACL_ERROR_RT_MEMORY_ALLOCATION");
+    assert!(matches!(
+        dev.alloc_host(u64::MAX / 2).unwrap_err(),
+        HalError::OutOfMemory { .. }
+    ));
+}
+
+#[test]
 fn waiting_on_an_event_without_sync_fails() {
     let dev = open(0);
     let api = common::api();

@@ -2,7 +2,7 @@
 //!
 //! Each case is a public generic function `fn(&Harness<B>) -> Result<(), CaseError>` that
 //! exercises the front layer ([`braid_stream_core`]), the caching allocator
-//! ([`braid_allocator`], module [`allocator`]) or graph capture ([`braid_graph_capture`],
+//! ([`braid_allocator`], module [`allocator`]; the pinned host allocator, module [`pinned`]) or graph capture ([`braid_graph_capture`],
 //! module [`graph`]) on devices made by the harness, and names the peer scenario it reproduces
 //! (`B13`… from `reference/workloads.md`, section 2). Every case that provokes an error ends by
 //! proving the device still works ([`check_device_works`]); the allocator and graph cases also
@@ -52,6 +52,7 @@ pub mod graph;
 mod harness;
 pub mod memory;
 pub mod ordering;
+pub mod pinned;
 pub mod streams;
 pub mod tags;
 
@@ -137,6 +138,7 @@ macro_rules! __with_cases {
                 d2d_copy,
                 memset_sets_every_byte,
                 mem_info_accounts_allocations,
+                raw_copies_use_host_memory_in_place,
             ],
             allocator: [
                 record_stream_gates_reuse,
@@ -162,6 +164,10 @@ macro_rules! __with_cases {
                 size_errors_leave_the_allocator_usable,
                 config_errors_are_typed,
                 invalid_arguments_refused,
+            ],
+            pinned: [
+                pinned_block_in_flight_is_not_reused,
+                pinned_round_trip_and_empty_cache,
             ],
             graph: [
                 session_capture_and_replay,

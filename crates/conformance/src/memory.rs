@@ -6,7 +6,7 @@ use crate::support::{
 };
 use crate::{CaseError, Harness};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{f32_bytes, f32s_from_bytes, Error};
+use braid_stream_core::{f32_bytes, f32s_from_bytes, CaptureMode, Error};
 
 /// Copies: a host-to-device copy takes `Bytes`; the caller may drop its handle right after the
 /// call, while the copy is still queued behind long work, and the device still gets the data.
@@ -156,6 +156,52 @@ pub fn memset_sets_every_byte<B: Backend>(h: &Harness<B>) -> Result<(), CaseErro
     s.memset(mem.slice(), 0)?;
     all_equal(&download(&s, mem.slice())?, 0.0, "f32 after memset 0")?;
     Ok(())
+}
+
+/// Copies: `copy_h2d_raw` / `copy_d2h_raw` read and write the caller's host memory in place
+/// (the pinned allocator's path), queued behind long work; lengths must match, and a raw
+/// readback is refused during a capture like `copy_d2h`.
+pub fn raw_copies_use_host_memory_in_place<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
+    let device = h.device()?;
+    let s = device.create_stream(0)?;
+    let n = 64;
+    let expected = ramp(n, 13, 1.0);
+    let mem = alloc_f32(&device, n)?;
+    let src = f32_bytes(&expected).to_vec();
+    let mut dst = vec![0u8; n * 4];
+    long_work(&s)?;
+    // SAFETY: `src` and `dst` outlive the synchronize below and are not touched before it.
+    let (up, down) = unsafe {
+        let up = s.copy_h2d_raw(mem.slice(), src.as_ptr(), src.len() as u64)?;
+        (
+            up,
+            s.copy_d2h_raw(dst.as_mut_ptr(), dst.len() as u64, mem.slice())?,
+        )
+    };
+    ensure!(
+        !device.is_complete(down),
+        "the readback should still be queued behind long work"
+    );
+    s.synchronize()?;
+    ensure!(device.is_complete(up), "the upload completed");
+    all_match(&f32s_from_bytes(&dst), &expected, "raw round trip")?;
+    // SAFETY: refused before reaching the backend (lengths differ); nothing is copied.
+    let short_up = unsafe { s.copy_h2d_raw(mem.slice(), src.as_ptr(), 4) };
+    expect_err!(short_up, Error::OutOfBounds { .. }, "h2d length mismatch");
+    // SAFETY: as above.
+    let short_down = unsafe { s.copy_d2h_raw(dst.as_mut_ptr(), 4, mem.slice()) };
+    expect_err!(short_down, Error::OutOfBounds { .. }, "d2h length mismatch");
+    let c = device.create_stream(0)?;
+    c.begin_capture(CaptureMode::Global)?;
+    // SAFETY: refused before reaching the backend (the stream is capturing).
+    let captured = unsafe { c.copy_d2h_raw(dst.as_mut_ptr(), 4, mem.range(0, 4)?) };
+    c.end_capture()?;
+    expect_err!(
+        captured,
+        Error::ForbiddenDuringCapture { .. },
+        "raw readback inside a capture"
+    );
+    still_works(&device)
 }
 
 /// Memory: `mem_info` is plausible and accounts for a raw allocation and its release.
