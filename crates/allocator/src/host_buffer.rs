@@ -3,7 +3,7 @@
 use crate::error::AllocError;
 use crate::host::PinnedHostAllocator;
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{DeviceSlice, Error, HostPtr, Stream, StreamPosition};
+use braid_stream_core::{DeviceSlice, Domain, Error, HostPtr, Stream, StreamPosition};
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard};
@@ -15,15 +15,25 @@ struct StreamUse<B: Backend> {
     read: Option<StreamPosition>,
     /// Last copy writing the buffer (device to host).
     write: Option<StreamPosition>,
-    /// Declared with `record_stream`: any work up to the free may access the buffer.
-    recorded: bool,
+    /// Declared with `record_stream` (at this position): any work up to the free may access
+    /// the buffer.
+    recorded: Option<StreamPosition>,
 }
 
 impl<B: Backend> StreamUse<B> {
     /// The last position that may access the buffer (for a recorded stream, its current
-    /// position); `with_reads` false ignores copies that only read it.
+    /// position, or while it captures its position when recorded: captured work is not run
+    /// eagerly and the cache does not follow graphs); `with_reads` false ignores copies that
+    /// only read it.
     fn last(&self, with_reads: bool) -> Option<StreamPosition> {
-        let current = self.recorded.then(|| self.stream.position());
+        let current = self.recorded.map(|at| {
+            let now = self.stream.position();
+            if now.domain == Domain::Eager {
+                now
+            } else {
+                at
+            }
+        });
         [current, self.write, self.read.filter(|_| with_reads)]
             .into_iter()
             .flatten()
@@ -216,7 +226,14 @@ impl<B: Backend> PinnedBuffer<B> {
     /// far completed.
     pub fn record_stream(&self, stream: &Stream<B>) -> Result<(), AllocError> {
         self.check_device(stream, "PinnedBuffer::record_stream")?;
-        use_of(&mut self.uses(), stream).recorded = true;
+        let now = stream.position();
+        let mut uses = self.uses();
+        let u = &mut use_of(&mut uses, stream).recorded;
+        // Keep the first eager position: a position inside a capture says nothing about eager
+        // work.
+        if u.is_none() || now.domain == Domain::Eager {
+            *u = Some(now);
+        }
         Ok(())
     }
 }
@@ -233,7 +250,7 @@ fn use_of<'a, B: Backend>(
                 stream: stream.clone(),
                 read: None,
                 write: None,
-                recorded: false,
+                recorded: None,
             });
             uses.len() - 1
         }

@@ -82,7 +82,7 @@ impl<B: Backend> HostState<B> {
             if block.waits.is_empty() {
                 self.stats.pending_blocks -= 1;
                 self.stats.pending_bytes -= block.size;
-                self.idle.entry(block.size).or_default().push(block.ptr);
+                self.push_idle(block.ptr, block.size);
             } else {
                 still.push(block);
             }
@@ -130,7 +130,7 @@ impl<B: Backend> HostState<B> {
             })
             .collect();
         if waits.is_empty() {
-            self.idle.entry(size).or_default().push(ptr);
+            self.push_idle(ptr, size);
             return;
         }
         tracing::debug!(
@@ -145,9 +145,13 @@ impl<B: Backend> HostState<B> {
         self.pending.push(PendingBlock { ptr, size, waits });
     }
 
-    /// A pooled event recorded on `stream`; `None` if recording failed (the block then waits
-    /// for the ordering model alone).
+    /// A pooled event recorded on `stream`; `None` if the stream is capturing or recording
+    /// failed (the block then waits for a host observation through the ordering model alone).
     fn record_event(&mut self, device: &Device<B>, stream: &Stream<B>) -> Option<Event<B>> {
+        if stream.is_capturing() {
+            // A record there would mark captured work, not the eager copy.
+            return None;
+        }
         let event = match self.events.pop() {
             Some(event) => event,
             None => match device.create_event(EventFlags::ORDERING) {
@@ -200,7 +204,7 @@ impl<B: Backend> HostState<B> {
                 }
             }
             if all_done {
-                self.idle.entry(block.size).or_default().push(block.ptr);
+                self.push_idle(block.ptr, block.size);
             } else {
                 // Freeing memory a copy may still access would be a use after free; leaking
                 // it is the safe failure.

@@ -499,3 +499,42 @@ proptest! {
         prop_assert_eq!(dev.hal().stats().host_bytes_allocated, 0);
     }
 }
+
+/// A buffer copied eagerly on a stream that has begun capturing by the time it is dropped:
+/// no event is recorded into the capture; the block waits until the host observes the eager
+/// copy complete after the capture.
+#[test]
+fn a_block_freed_while_its_stream_captures_waits_for_the_eager_copy() {
+    let dev = pinned_device(GIB);
+    let pinned = Pinned::new(dev.clone());
+    let s = dev.create_stream(0).unwrap();
+    let dst = dev.alloc(64).unwrap();
+    let buf = pinned.alloc(64).unwrap();
+    let ptr = addr(&buf);
+    busy(&s);
+    buf.copy_to_device(&s, dst.slice()).unwrap();
+    s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    buf.record_stream(&s).unwrap();
+    drop(buf);
+    let stats = pinned.stats();
+    assert_eq!((stats.pending_blocks, stats.num_events_recorded), (1, 0));
+    let other = pinned.alloc(64).unwrap();
+    assert_ne!(addr(&other), ptr);
+    drop(other);
+    s.end_capture().unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(addr(&pinned.alloc(64).unwrap()), ptr);
+}
+
+#[test]
+fn handles_and_buffers_cross_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Pinned>();
+    send_sync::<PinnedBuffer<SimBackend>>();
+    let dev = pinned_device(GIB);
+    let pinned = Pinned::new(dev);
+    let buf = pinned.alloc(10).unwrap();
+    let len = std::thread::spawn(move || buf.len()).join().unwrap();
+    assert_eq!(len, 10);
+    assert_eq!(pinned.stats().live_buffers, 0);
+}

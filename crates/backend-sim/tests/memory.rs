@@ -176,10 +176,8 @@ fn pinned_host_memory_round_trip_accounting_and_free_waits_for_copies() {
     let got = unsafe { std::slice::from_raw_parts(back.as_ptr(), 16) }.to_vec();
     assert_eq!(got, vec![7u8; 16]);
     // SAFETY: `host` was freed above; freeing it again is refused, not undefined.
-    assert!(matches!(
-        unsafe { dev.free_host(host) },
-        Err(HalError::InvalidArgument(_))
-    ));
+    let twice = unsafe { dev.free_host(host) };
+    assert!(matches!(twice, Err(HalError::InvalidArgument(_))));
     assert!(matches!(
         dev.alloc_host(64 << 10),
         Err(HalError::OutOfMemory {
