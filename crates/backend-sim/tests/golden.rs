@@ -355,21 +355,21 @@ fn configs() -> Vec<(&'static str, SimConfig)> {
 
 /// Fingerprints of the programs, taken before the rework; per configuration, per seed.
 const GOLDEN: &[(&str, u64, u64)] = &[
-    ("data_report", 1, 0x8842bf7173e685e0),
-    ("data_report", 2, 0x16b4702755578dea),
-    ("data_report", 3, 0xdb2e3785af488687),
-    ("data_abort", 1, 0x31fbe51e8a26d3a8),
-    ("data_abort", 2, 0x539fb92f162e4619),
-    ("data_abort", 3, 0xc076ba9540c9319f),
-    ("timing_off_notimeline", 1, 0xb076bffb1975be66),
-    ("timing_off_notimeline", 2, 0x232b2f6bc49291c0),
-    ("timing_off_notimeline", 3, 0xf887514512dda681),
-    ("timing_off_timeline", 1, 0x5d6cfbc5425a1815),
-    ("timing_off_timeline", 2, 0xb7e02894e2aba22d),
-    ("timing_off_timeline", 3, 0x61901ebba4819e7c),
-    ("timing_report_notimeline", 1, 0xfa5e8899fe40f6f1),
-    ("timing_report_notimeline", 2, 0xd3ec5ceb80a3863f),
-    ("timing_report_notimeline", 3, 0x29c4d732f91effb6),
+    ("data_report", 1, 0xca2dbfb5d82b1018),
+    ("data_report", 2, 0x9480983a25064232),
+    ("data_report", 3, 0x93100a69131a210d),
+    ("data_abort", 1, 0x697ef261130a0c9a),
+    ("data_abort", 2, 0x8efbfa2e6e5f2e61),
+    ("data_abort", 3, 0x19e4dc83a57718cd),
+    ("timing_off_notimeline", 1, 0x3bb107a13749fbaa),
+    ("timing_off_notimeline", 2, 0xec1db989e7da3788),
+    ("timing_off_notimeline", 3, 0x381978e5a1925933),
+    ("timing_off_timeline", 1, 0x625a0e82ba369161),
+    ("timing_off_timeline", 2, 0x829c1a327c6bb855),
+    ("timing_off_timeline", 3, 0x6566eddf88fc4a6e),
+    ("timing_report_notimeline", 1, 0x7822181ce1eec0b5),
+    ("timing_report_notimeline", 2, 0x93e8312fb4749ad7),
+    ("timing_report_notimeline", 3, 0x5a53141106c322c8),
 ];
 
 #[test]
