@@ -42,6 +42,9 @@ pub struct SimConfig {
     pub record_timeline: bool,
     /// What the sanitizer does ([`SanitizerMode::Report`] by default).
     pub sanitizer: SanitizerMode,
+    /// Whether the device offers the virtual-memory API (`hal::Device::reserve_address` and
+    /// friends, 2 MiB granularity); on by default. Off, it behaves like a backend without one.
+    pub virtual_memory: bool,
 }
 
 impl SimConfig {
@@ -56,6 +59,7 @@ impl SimConfig {
             profile: DeviceProfile::ascend_910b(),
             record_timeline: true,
             sanitizer: SanitizerMode::Report,
+            virtual_memory: true,
         }
     }
 
@@ -92,6 +96,12 @@ impl SimConfig {
     /// Sets what the sanitizer does.
     pub fn sanitizer(mut self, mode: SanitizerMode) -> Self {
         self.sanitizer = mode;
+        self
+    }
+
+    /// Turns the virtual-memory API on or off.
+    pub fn virtual_memory(mut self, on: bool) -> Self {
+        self.virtual_memory = on;
         self
     }
 

@@ -45,6 +45,8 @@ pub struct SimDevice {
     ordinal: u32,
     /// Whether sub-allocation notes have a consumer (fixed by the configuration).
     wants_notes: bool,
+    /// Whether the virtual-memory API is offered (fixed by the configuration).
+    virtual_memory: bool,
 }
 
 impl SimDevice {
@@ -53,10 +55,12 @@ impl SimDevice {
         let ordinal = config.ordinal;
         // The notes feed the sanitizer and the timeline's allocated-memory counter.
         let wants_notes = config.sanitizer != crate::SanitizerMode::Off || config.record_timeline;
+        let virtual_memory = config.virtual_memory;
         SimDevice {
             shared: Arc::new(Mutex::new(Engine::new(config))),
             ordinal,
             wants_notes,
+            virtual_memory,
         }
     }
 
@@ -191,6 +195,32 @@ impl hal::Device for SimDevice {
 
     fn mem_info(&self) -> Result<MemInfo, HalError> {
         Ok(lock(&self.shared).mem_info())
+    }
+
+    fn vmm_granularity(&self) -> Option<u64> {
+        self.virtual_memory
+            .then_some(crate::memory::VMM_GRANULARITY)
+    }
+
+    fn reserve_address(&self, size: u64) -> Result<DevicePtr, HalError> {
+        if !self.virtual_memory {
+            return Err(HalError::Unsupported(
+                "virtual memory (turned off in the SimConfig)",
+            ));
+        }
+        lock(&self.shared).reserve_address(size)
+    }
+
+    unsafe fn release_address(&self, ptr: DevicePtr) -> Result<(), HalError> {
+        lock(&self.shared).release_address(ptr)
+    }
+
+    fn map_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
+        lock(&self.shared).map_physical(at, size)
+    }
+
+    unsafe fn unmap_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
+        lock(&self.shared).unmap_physical(at, size)
     }
 
     fn synchronize(&self) -> Result<(), HalError> {

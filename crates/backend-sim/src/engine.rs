@@ -251,7 +251,57 @@ impl Engine {
     /// access to it complete.
     pub fn free(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
         self.host_call("free");
-        if self.lifetimes && self.memory.is_segment(ptr) {
+        if self.memory.is_segment(ptr) {
+            self.end_lifetime(ptr)?;
+        }
+        self.memory.free(ptr)?;
+        self.memory_sample();
+        Ok(())
+    }
+
+    /// Reserves `size` bytes of address space. To the sanitizer a reservation is a segment
+    /// managed by a sub-allocator from the start: only blocks declared in it are live.
+    pub fn reserve_address(&mut self, size: u64) -> Result<DevicePtr, HalError> {
+        self.host_call("reserve_address");
+        let ptr = self.memory.reserve(size)?;
+        if self.lifetimes {
+            self.sanitizer.segment_reserve(ptr.0, size);
+        }
+        Ok(ptr)
+    }
+
+    /// Releases the reservation at `ptr` (nothing mapped in it any more). The sanitizer
+    /// checks that the host has observed every access to it complete.
+    pub fn release_address(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
+        self.host_call("release_address");
+        if !self.memory.is_empty_reservation(ptr) {
+            // Not releasable: the memory model names the reason.
+            return self.memory.release(ptr);
+        }
+        self.end_lifetime(ptr)?;
+        self.memory.release(ptr)
+    }
+
+    /// Maps `size` bytes of fresh memory at `at` inside a reservation.
+    pub fn map_physical(&mut self, at: DevicePtr, size: u64) -> Result<(), HalError> {
+        self.host_call("map_physical");
+        self.memory.map(at, size)?;
+        self.memory_sample();
+        Ok(())
+    }
+
+    /// Unmaps the mapping of `size` bytes at `at`.
+    pub fn unmap_physical(&mut self, at: DevicePtr, size: u64) -> Result<(), HalError> {
+        self.host_call("unmap_physical");
+        self.memory.unmap(at, size)?;
+        self.memory_sample();
+        Ok(())
+    }
+
+    /// Ends the sanitizer lifetime of the segment or reservation at `ptr` (a host free): in
+    /// abort mode a report of an access not observed complete refuses it.
+    fn end_lifetime(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
+        if self.lifetimes {
             let at = self.host_ns;
             let label = &self.free_label;
             self.sanitizer
@@ -265,8 +315,6 @@ impl Engine {
                 })
                 .map_err(|r| sanitizer_error(&r))?;
         }
-        self.memory.free(ptr)?;
-        self.memory_sample();
         Ok(())
     }
 

@@ -2,6 +2,7 @@
 
 use braid_stream_core::hal::HalError;
 use braid_stream_core::types::{DevicePtr, DeviceSlice, MemInfo};
+use std::collections::BTreeMap;
 
 /// First address handed out: non-zero and far from small integers, so that stray offsets are
 /// easy to tell from real addresses.
@@ -12,6 +13,9 @@ pub(crate) const SEGMENT_ALIGN: u64 = 2 << 20;
 pub(crate) const ACCOUNTING_GRANULE: u64 = 512;
 /// Size of one lazily created page of backing store.
 const PAGE: u64 = 64 << 10;
+/// Page size of the virtual-memory API: reservations, mappings and their offsets are
+/// multiples of it.
+pub(crate) const VMM_GRANULARITY: u64 = SEGMENT_ALIGN;
 
 /// Host backing of one segment: pages created on first write, so untouched memory reads as
 /// zeros and costs nothing (a zeroed buffer without paying for it up front).
@@ -55,6 +59,15 @@ impl Backing {
                 p[within..within + n].copy_from_slice(&data[done..done + n]);
             }
             done += n;
+        }
+    }
+
+    /// Drops the pages of `[offset, offset + len)` (both multiples of [`PAGE`]): they read as
+    /// zeros again, like freshly mapped memory.
+    fn discard(&mut self, offset: u64, len: u64) {
+        let (first, last) = ((offset / PAGE) as usize, ((offset + len) / PAGE) as usize);
+        for page in self.pages.iter_mut().take(last).skip(first) {
+            *page = None;
         }
     }
 }
@@ -155,15 +168,40 @@ impl<V> AddrMap<V> {
     }
 }
 
-/// One live allocation.
+/// One live allocation, or one reserved address range.
 #[derive(Debug)]
 struct Segment {
-    /// Bytes requested.
+    /// Bytes requested (for a reservation: bytes of address space).
     size: u64,
-    /// Bytes charged against the capacity.
+    /// Bytes charged against the capacity (for a reservation: its mapped bytes).
     accounted: u64,
     /// Host backing in data mode.
     data: Option<Backing>,
+    /// For a reservation: its mappings, offset to size; `None` for a plain allocation.
+    mappings: Option<BTreeMap<u64, u64>>,
+}
+
+impl Segment {
+    /// Whether `[start, end)` (offsets, non-empty, inside the segment) is accessible: always
+    /// in a plain allocation, in a reservation when consecutive mappings cover it.
+    fn accessible(&self, start: u64, end: u64) -> bool {
+        let Some(maps) = &self.mappings else {
+            return true;
+        };
+        let mut at = start;
+        let mut iter = maps
+            .range(..=start)
+            .next_back()
+            .into_iter()
+            .chain(maps.range(start.saturating_add(1)..end));
+        while at < end {
+            match iter.next() {
+                Some((&off, &len)) if off <= at && at < off + len => at = off + len,
+                _ => return false,
+            }
+        }
+        true
+    }
 }
 
 /// Address space, accounting and data of one device.
@@ -235,6 +273,7 @@ impl Memory {
                 size,
                 accounted,
                 data,
+                mappings: None,
             },
         );
         tracing::debug!(ptr = %DevicePtr(base), size, accounted, used = self.used, "sim alloc");
@@ -243,10 +282,17 @@ impl Memory {
 
     /// Frees the segment at `ptr`, which must be the base of a live segment.
     pub fn free(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
-        let Some(seg) = self.segments.remove(ptr.0) else {
+        if !self
+            .segments
+            .get(ptr.0)
+            .is_some_and(|s| s.mappings.is_none())
+        {
             return Err(HalError::InvalidArgument(format!(
                 "free of {ptr}, which is not the base of a live allocation on this device"
             )));
+        }
+        let Some(seg) = self.segments.remove(ptr.0) else {
+            return Err(HalError::InvalidArgument(format!("{ptr} vanished")));
         };
         self.used -= seg.accounted;
         self.frees += 1;
@@ -254,14 +300,150 @@ impl Memory {
         Ok(())
     }
 
-    /// Whether `ptr` is the base of a live segment.
+    /// Whether `ptr` is the base of a live segment (a plain allocation).
     pub fn is_segment(&self, ptr: DevicePtr) -> bool {
-        self.segments.get(ptr.0).is_some()
+        self.segments
+            .get(ptr.0)
+            .is_some_and(|s| s.mappings.is_none())
     }
 
-    /// The live segments as (base, size), in address order.
-    pub fn segments(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
-        self.segments.iter().map(|(base, seg)| (base, seg.size))
+    /// Whether `ptr` is the base of a live reservation with nothing mapped in it.
+    pub fn is_empty_reservation(&self, ptr: DevicePtr) -> bool {
+        self.segments
+            .get(ptr.0)
+            .and_then(|s| s.mappings.as_ref())
+            .is_some_and(BTreeMap::is_empty)
+    }
+
+    /// The live segments and reservations as (base, size, is a reservation), in address order.
+    pub fn segments(&self) -> impl Iterator<Item = (u64, u64, bool)> + '_ {
+        self.segments
+            .iter()
+            .map(|(base, seg)| (base, seg.size, seg.mappings.is_some()))
+    }
+
+    /// Reserves `size` bytes of address space (a multiple of [`VMM_GRANULARITY`]) at a fresh
+    /// address: no capacity is taken, and nothing in it is accessible until mapped.
+    pub fn reserve(&mut self, size: u64) -> Result<DevicePtr, HalError> {
+        check_granular("reserve_address", 0, size)?;
+        let base = self.next;
+        let Some(next) = base.checked_add(size) else {
+            return Err(HalError::InvalidArgument(format!(
+                "the simulated address space is exhausted; cannot reserve {size} bytes"
+            )));
+        };
+        self.next = next;
+        let data = self.store_data.then(|| Backing::new(size));
+        self.segments.insert(
+            base,
+            Segment {
+                size,
+                accounted: 0,
+                data,
+                mappings: Some(BTreeMap::new()),
+            },
+        );
+        tracing::debug!(ptr = %DevicePtr(base), size, "sim reserve_address");
+        Ok(DevicePtr(base))
+    }
+
+    /// Releases the reservation at `ptr`, which must have no mapping left.
+    pub fn release(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
+        match self.segments.get(ptr.0).and_then(|s| s.mappings.as_ref()) {
+            None => Err(HalError::InvalidArgument(format!(
+                "release_address of {ptr}, which is not the base of a live reservation"
+            ))),
+            Some(maps) if !maps.is_empty() => Err(HalError::InvalidArgument(format!(
+                "release_address of {ptr}, which still has {} mapping(s)",
+                maps.len()
+            ))),
+            Some(_) => {
+                self.segments.remove(ptr.0);
+                tracing::debug!(%ptr, "sim release_address");
+                Ok(())
+            }
+        }
+    }
+
+    /// The reservation containing `[at, at + size)`, as (base, segment), with the range
+    /// checked to be granular and inside it.
+    fn reservation_mut(
+        &mut self,
+        call: &'static str,
+        at: DevicePtr,
+        size: u64,
+    ) -> Result<(u64, &mut Segment), HalError> {
+        let outside = || {
+            HalError::InvalidArgument(format!(
+                "{call}: {size} bytes at {at} are not inside one live reservation"
+            ))
+        };
+        let (base, seg) = self.segments.floor_mut(at.0).ok_or_else(outside)?;
+        if seg.mappings.is_none() || at.0.saturating_add(size) > base + seg.size {
+            return Err(outside());
+        }
+        check_granular(call, at.0 - base, size)?;
+        Ok((base, seg))
+    }
+
+    /// Maps `size` fresh bytes at `at`, inside a reservation where nothing is mapped yet;
+    /// they count against the capacity.
+    pub fn map(&mut self, at: DevicePtr, size: u64) -> Result<(), HalError> {
+        let free = self.capacity.saturating_sub(self.used);
+        let (base, seg) = self.reservation_mut("map_physical", at, size)?;
+        let offset = at.0 - base;
+        let maps = seg
+            .mappings
+            .as_mut()
+            .ok_or_else(|| HalError::InvalidArgument("not a reservation".into()))?;
+        let overlaps = maps
+            .range(..offset + size)
+            .next_back()
+            .is_some_and(|(&o, &l)| o + l > offset);
+        if overlaps {
+            return Err(HalError::InvalidArgument(format!(
+                "map_physical: {size} bytes at {at} overlap an existing mapping"
+            )));
+        }
+        if size > free {
+            return Err(HalError::OutOfMemory {
+                requested: size,
+                free,
+                total: self.capacity,
+            });
+        }
+        maps.insert(offset, size);
+        seg.accounted += size;
+        self.used += size;
+        self.peak = self.peak.max(self.used);
+        self.allocations += 1;
+        tracing::debug!(%at, size, used = self.used, "sim map_physical");
+        Ok(())
+    }
+
+    /// Unmaps the mapping of exactly `size` bytes at `at` and frees its memory; its contents
+    /// are lost.
+    pub fn unmap(&mut self, at: DevicePtr, size: u64) -> Result<(), HalError> {
+        let (base, seg) = self.reservation_mut("unmap_physical", at, size)?;
+        let offset = at.0 - base;
+        let maps = seg
+            .mappings
+            .as_mut()
+            .ok_or_else(|| HalError::InvalidArgument("not a reservation".into()))?;
+        if maps.get(&offset) != Some(&size) {
+            return Err(HalError::InvalidArgument(format!(
+                "unmap_physical: no mapping of {size} bytes at {at}"
+            )));
+        }
+        maps.remove(&offset);
+        seg.accounted -= size;
+        if let Some(data) = &mut seg.data {
+            data.discard(offset, size);
+        }
+        self.used -= size;
+        self.frees += 1;
+        tracing::debug!(%at, size, used = self.used, "sim unmap_physical");
+        Ok(())
     }
 
     /// Free and total bytes.
@@ -302,14 +484,17 @@ impl Memory {
         self.invalid_accesses += 1;
     }
 
-    /// The live segment wholly containing `s`, as (base, segment).
+    /// The live segment wholly containing `s` (for a reservation: in consecutive mappings),
+    /// as (base, segment).
     fn find(&self, s: DeviceSlice) -> Option<(u64, &Segment)> {
         let (base, seg) = self.segments.floor(s.ptr.0)?;
         let end = s.ptr.0.checked_add(s.len)?;
-        (end <= base + seg.size).then_some((base, seg))
+        (end <= base + seg.size && seg.accessible(s.ptr.0 - base, end - base))
+            .then_some((base, seg))
     }
 
-    /// Whether `s` lies inside one live segment (empty ranges always do).
+    /// Whether `s` lies inside one live segment, or in mapped memory of one reservation
+    /// (empty ranges always do).
     pub fn is_valid(&self, s: DeviceSlice) -> bool {
         s.len == 0 || self.find(s).is_some()
     }
@@ -348,6 +533,18 @@ impl Memory {
             }
         }
     }
+}
+
+/// Checks that an offset and a size of the virtual-memory API are granular (and the size
+/// non-zero).
+fn check_granular(call: &'static str, offset: u64, size: u64) -> Result<(), HalError> {
+    if size == 0 || size % VMM_GRANULARITY != 0 || offset % VMM_GRANULARITY != 0 {
+        return Err(HalError::InvalidArgument(format!(
+            "{call}: size {size} and offset {offset} must be non-zero multiples of the \
+             {VMM_GRANULARITY}-byte granularity"
+        )));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -105,6 +105,56 @@ pub trait Device: Send + Sync + 'static {
     /// Free and total device memory.
     fn mem_info(&self) -> Result<MemInfo, HalError>;
 
+    /// Page size of the virtual-memory API (reserve an address range, map physical memory
+    /// into it on demand), or `None` when the backend has none. Sizes and offsets passed to
+    /// [`Device::reserve_address`], [`Device::map_physical`] and [`Device::unmap_physical`]
+    /// are multiples of it. The default is `None`.
+    fn vmm_granularity(&self) -> Option<u64> {
+        None
+    }
+
+    /// Reserves `size` bytes of device address space, backed by no memory: it takes no
+    /// capacity, and accesses to it are invalid until memory is mapped with
+    /// [`Device::map_physical`]. The default is [`HalError::Unsupported`].
+    fn reserve_address(&self, size: u64) -> Result<DevicePtr, HalError> {
+        let _ = size;
+        Err(HalError::Unsupported("virtual memory (reserve_address)"))
+    }
+
+    /// Returns an address range reserved by [`Device::reserve_address`]; nothing may be
+    /// mapped in it any more. The default is [`HalError::Unsupported`].
+    ///
+    /// # Safety
+    /// `ptr` came from [`Device::reserve_address`] on this device and was not released; no
+    /// queued or captured work that is still to run uses the range.
+    unsafe fn release_address(&self, ptr: DevicePtr) -> Result<(), HalError> {
+        let _ = ptr;
+        Err(HalError::Unsupported("virtual memory (release_address)"))
+    }
+
+    /// Allocates `size` bytes of physical memory and maps them at `at`, inside a reserved
+    /// range where nothing is mapped yet. The bytes count against the capacity like
+    /// [`Device::alloc`]; when the device cannot provide them the error is
+    /// [`HalError::OutOfMemory`] and nothing is mapped. A later mapping right after this one
+    /// makes one contiguous range (accesses may cross mappings). The default is
+    /// [`HalError::Unsupported`].
+    fn map_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
+        let _ = (at, size);
+        Err(HalError::Unsupported("virtual memory (map_physical)"))
+    }
+
+    /// Unmaps the mapping made by [`Device::map_physical`] at `at` of `size` bytes and frees
+    /// its physical memory; the range stays reserved. The default is
+    /// [`HalError::Unsupported`].
+    ///
+    /// # Safety
+    /// `at` and `size` are exactly those of one live mapping on this device; no queued or
+    /// captured work that is still to run uses it (its contents are lost).
+    unsafe fn unmap_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
+        let _ = (at, size);
+        Err(HalError::Unsupported("virtual memory (unmap_physical)"))
+    }
+
     /// Blocks until all work on all streams is done.
     fn synchronize(&self) -> Result<(), HalError>;
 

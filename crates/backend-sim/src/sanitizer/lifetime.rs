@@ -110,6 +110,17 @@ impl Lifetimes {
 
     /// A new segment `[base, base + size)`.
     pub fn segment_alloc(&mut self, base: u64, size: u64) {
+        self.insert_segment(base, size, false);
+        self.allocated += size;
+    }
+
+    /// A new reserved address range `[base, base + size)`: a segment managed from the start
+    /// (memory is mapped into it only for a sub-allocator, whose declared blocks are live).
+    pub fn segment_reserve(&mut self, base: u64, size: u64) {
+        self.insert_segment(base, size, true);
+    }
+
+    fn insert_segment(&mut self, base: u64, size: u64, managed: bool) {
         let life = self.fresh();
         let end = base.saturating_add(size);
         self.forget_freed(base, end);
@@ -118,11 +129,10 @@ impl Lifetimes {
             Segment {
                 end,
                 life,
-                managed: false,
+                managed,
                 block_bytes: 0,
             },
         );
-        self.allocated += size;
     }
 
     /// The end of the live segment at `base`, if there is one.

@@ -429,6 +429,11 @@ impl Sanitizer {
         self.lifetimes.segment_alloc(base, size);
     }
 
+    /// An address range was reserved (see [`Lifetimes::segment_reserve`]).
+    pub fn segment_reserve(&mut self, base: u64, size: u64) {
+        self.lifetimes.segment_reserve(base, size);
+    }
+
     /// Checks that a segment free by the host is after every access to the segment. In abort
     /// mode a report refuses the free (returned as the error).
     pub fn segment_free(
@@ -475,11 +480,16 @@ impl Sanitizer {
         Ok(())
     }
 
-    /// Takes over the live segments `(base, size)` of a device whose segments were not
-    /// tracked (see `Engine::track_lifetimes`), in address order.
-    pub fn adopt_segments(&mut self, segments: impl Iterator<Item = (u64, u64)>) {
-        for (base, size) in segments {
-            self.lifetimes.segment_alloc(base, size);
+    /// Takes over the live segments and reservations `(base, size, is a reservation)` of a
+    /// device whose segments were not tracked (see `Engine::track_lifetimes`), in address
+    /// order.
+    pub fn adopt_segments(&mut self, segments: impl Iterator<Item = (u64, u64, bool)>) {
+        for (base, size, reserved) in segments {
+            if reserved {
+                self.lifetimes.segment_reserve(base, size);
+            } else {
+                self.lifetimes.segment_alloc(base, size);
+            }
         }
     }
 
