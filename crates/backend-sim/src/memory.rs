@@ -282,17 +282,14 @@ impl Memory {
 
     /// Frees the segment at `ptr`, which must be the base of a live segment.
     pub fn free(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
-        if !self
-            .segments
-            .get(ptr.0)
-            .is_some_and(|s| s.mappings.is_none())
-        {
+        let seg = match self.is_segment(ptr) {
+            true => self.segments.remove(ptr.0),
+            false => None,
+        };
+        let Some(seg) = seg else {
             return Err(HalError::InvalidArgument(format!(
                 "free of {ptr}, which is not the base of a live allocation on this device"
             )));
-        }
-        let Some(seg) = self.segments.remove(ptr.0) else {
-            return Err(HalError::InvalidArgument(format!("{ptr} vanished")));
         };
         self.used -= seg.accounted;
         self.frees += 1;
