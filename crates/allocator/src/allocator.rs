@@ -129,9 +129,12 @@ impl<B: Backend> fmt::Debug for CachingAllocator<B> {
 }
 
 impl<B: Backend> CachingAllocator<B> {
-    /// Creates the allocator of `device`. Fails on an invalid configuration.
+    /// Creates the allocator of `device`. Fails on an invalid configuration, and with
+    /// [`AllocError::ExpandableSegmentsUnsupported`] when `expandable_segments` is on and the
+    /// backend has no virtual-memory API.
     pub fn new(device: Device<B>, config: AllocatorConfig) -> Result<Self, AllocError> {
         config.validate()?;
+        let granularity = vmm_granularity(&device, config.expandable_segments)?;
         let total = device.mem_info()?.total;
         let automatic = config.cross_stream == CrossStreamMode::Automatic;
         let inner = Arc::new_cyclic(|weak: &Weak<Inner<B>>| {
@@ -146,6 +149,7 @@ impl<B: Backend> CachingAllocator<B> {
                     config,
                     total,
                     braid_stream_core::hal::Device::wants_sub_allocation_notes(device.hal()),
+                    granularity,
                 )),
                 handles: AtomicUsize::new(1),
                 oom_observers: Mutex::new(Vec::new()),
@@ -415,6 +419,20 @@ impl<B: Backend> CachingAllocator<B> {
         Ok(())
     }
 
+    /// Turns expandable segments on or off at run time (PyTorch's
+    /// `_set_allocator_settings("expandable_segments:True")`): misses from then on grow the
+    /// stream's expandable segment, or allocate normal segments. Segments of both kinds
+    /// coexist; cached blocks of either kind keep serving requests. Turning it on for a
+    /// backend without virtual memory is [`AllocError::ExpandableSegmentsUnsupported`] (and
+    /// changes nothing).
+    pub fn set_expandable_segments(&self, on: bool) -> Result<(), AllocError> {
+        vmm_granularity(&self.inner.device, on)?;
+        let mut st = self.inner.lock();
+        st.config.expandable_segments = on;
+        tracing::debug!(on, "expandable segments toggled");
+        Ok(())
+    }
+
     /// The cap on reserved memory, if a fraction or limit is set.
     pub fn memory_limit(&self) -> Option<u64> {
         self.inner.lock().allowed_max()
@@ -554,3 +572,16 @@ pub const DEFAULT_POOL: PoolId = PoolId::DEFAULT;
 
 /// The address of empty (zero-byte) buffers.
 pub const EMPTY_BUFFER_PTR: DevicePtr = DevicePtr::NULL;
+
+/// The backend's virtual-memory page size; when expandable segments are `wanted`, a backend
+/// without virtual memory is a typed error.
+fn vmm_granularity<B: Backend>(
+    device: &Device<B>,
+    wanted: bool,
+) -> Result<Option<u64>, AllocError> {
+    let granularity = braid_stream_core::hal::Device::vmm_granularity(device.hal());
+    if wanted && granularity.is_none() {
+        return Err(AllocError::ExpandableSegmentsUnsupported { backend: B::NAME });
+    }
+    Ok(granularity)
+}

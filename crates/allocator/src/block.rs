@@ -44,6 +44,8 @@ pub(crate) struct Block {
     pub stream: StreamId,
     pub pool: PoolId,
     pub small: bool,
+    /// Whether the block lies in an expandable segment (it always splits, like small ones).
+    pub expandable: bool,
     pub segment: SegmentId,
     pub prev: BlockId,
     pub next: BlockId,
@@ -85,6 +87,8 @@ pub(crate) struct NewBlock {
     pub stream: StreamId,
     pub pool: PoolId,
     pub small: bool,
+    /// Whether the block lies in an expandable segment (it always splits, like small ones).
+    pub expandable: bool,
     pub segment: SegmentId,
     pub prev: BlockId,
     pub next: BlockId,
@@ -101,6 +105,7 @@ impl Blocks {
             slot.stream = b.stream;
             slot.pool = b.pool;
             slot.small = b.small;
+            slot.expandable = b.expandable;
             slot.segment = b.segment;
             slot.prev = b.prev;
             slot.next = b.next;
@@ -119,6 +124,7 @@ impl Blocks {
                 stream: b.stream,
                 pool: b.pool,
                 small: b.small,
+                expandable: b.expandable,
                 segment: b.segment,
                 prev: b.prev,
                 next: b.next,
@@ -170,6 +176,17 @@ pub(crate) struct Segment {
     pub small: bool,
     pub head: BlockId,
     pub live: bool,
+    /// For an expandable segment: its address reservation (`size` is its mapped prefix).
+    pub expandable: Option<Reservation>,
+}
+
+/// The address range an expandable segment maps its memory into.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Reservation {
+    /// Bytes reserved from the segment's address on.
+    pub size: u64,
+    /// Memory is mapped and unmapped in pages of this many bytes (one device mapping each).
+    pub step: u64,
 }
 
 impl Segment {

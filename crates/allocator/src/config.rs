@@ -93,6 +93,13 @@ pub struct AllocatorConfig {
     /// (`fit_large_segments`; off = PyTorch's `large_segment_size` (20 MiB) segments): a 9 MiB
     /// request gets an 18 MiB segment, not 20 MiB with a 2 MiB tail.
     pub fit_large_segments: bool,
+    /// Grow one virtual-memory segment per (stream, small/large) by mapping pages on demand
+    /// instead of allocating a segment per miss (`expandable_segments`, PyTorch's
+    /// `expandable_segments:True`). Needs a backend with the virtual-memory API
+    /// (`hal::Device::vmm_granularity`); [`crate::CachingAllocator::new`] refuses it
+    /// otherwise. Can be toggled at run time with
+    /// [`crate::CachingAllocator::set_expandable_segments`].
+    pub expandable_segments: bool,
     /// Whether history is recorded from the start.
     pub record_history: bool,
     /// Capacity of the history ring.
@@ -127,6 +134,7 @@ impl AllocatorConfig {
             release_before_grow: false,
             split_large_remainders: false,
             fit_large_segments: false,
+            expandable_segments: false,
             record_history: false,
             history_size: 10_000,
         }
@@ -213,6 +221,12 @@ impl AllocatorConfig {
         self
     }
 
+    /// Turns [`AllocatorConfig::expandable_segments`] on or off.
+    pub fn expandable_segments(mut self, on: bool) -> Self {
+        self.expandable_segments = on;
+        self
+    }
+
     /// Turns [`AllocatorConfig::fit_large_segments`] on or off.
     pub fn fit_large_segments(mut self, on: bool) -> Self {
         self.fit_large_segments = on;
@@ -239,7 +253,7 @@ impl AllocatorConfig {
     /// `lazy_event_polling`, `release_before_grow`, `split_large_remainders`,
     /// `fit_large_segments`, `record_history` (booleans), `history_size`
     /// (alias `max_entries`),
-    /// `expandable_segments` (only `false`). Anything else is a typed error naming the key and
+    /// `expandable_segments`. Anything else is a typed error naming the key and
     /// value.
     pub fn parse(text: &str) -> Result<Self, AllocError> {
         let mut config = AllocatorConfig::new();
@@ -339,11 +353,7 @@ impl AllocatorConfig {
                 let n = parse_u64(key, value)?;
                 self.history_size = usize::try_from(n).map_err(|_| bad(key, value, "too large"))?;
             }
-            "expandable_segments" => {
-                if parse_bool(key, value)? {
-                    return Err(bad(key, value, "expandable segments are not supported yet"));
-                }
-            }
+            "expandable_segments" => self.expandable_segments = parse_bool(key, value)?,
             _ => {
                 return Err(AllocError::UnknownConfigKey {
                     key: key.to_string(),

@@ -148,6 +148,13 @@ pub enum AllocError {
         /// Position of that work on the stream.
         seq: u64,
     },
+    /// Expandable segments were asked for on a backend without the virtual-memory API
+    /// (`hal::Device::vmm_granularity` is `None`).
+    #[error("expandable segments need a backend with virtual memory; the {backend} backend has none (set expandable_segments:false)")]
+    ExpandableSegmentsUnsupported {
+        /// Name of the backend.
+        backend: &'static str,
+    },
     /// The backend failed with something other than out of memory.
     #[error(transparent)]
     Backend(#[from] HalError),

@@ -80,6 +80,9 @@ pub struct SegmentSnapshot {
     pub segment_type: SegmentType,
     /// Pool of the segment.
     pub pool_id: PoolId,
+    /// Whether this is an expandable segment (its mapped range: `total_size` is the mapped
+    /// bytes, in pages mapped on demand into a larger address reservation).
+    pub is_expandable: bool,
     /// Bytes in allocated blocks.
     pub allocated_size: u64,
     /// Bytes in active blocks (allocated or pending free).
@@ -112,13 +115,17 @@ pub enum HistoryAction {
     SegmentAlloc,
     /// A segment was returned to the device.
     SegmentFree,
+    /// Memory was mapped at the end of an expandable segment (`addr`, `size`: the new range).
+    SegmentMap,
+    /// Memory was unmapped from the end of an expandable segment (`addr`, `size`: the range).
+    SegmentUnmap,
     /// An allocation failed with out of memory (`addr` holds the device's free bytes).
     Oom,
 }
 
 impl HistoryAction {
-    /// `"alloc"`, `"free_requested"`, `"free_completed"`, `"segment_alloc"`, `"segment_free"`
-    /// or `"oom"`.
+    /// `"alloc"`, `"free_requested"`, `"free_completed"`, `"segment_alloc"`, `"segment_free"`,
+    /// `"segment_map"`, `"segment_unmap"` or `"oom"`.
     pub fn as_str(self) -> &'static str {
         match self {
             HistoryAction::Alloc => "alloc",
@@ -126,6 +133,8 @@ impl HistoryAction {
             HistoryAction::FreeCompleted => "free_completed",
             HistoryAction::SegmentAlloc => "segment_alloc",
             HistoryAction::SegmentFree => "segment_free",
+            HistoryAction::SegmentMap => "segment_map",
+            HistoryAction::SegmentUnmap => "segment_unmap",
             HistoryAction::Oom => "oom",
         }
     }

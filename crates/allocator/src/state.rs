@@ -2,7 +2,9 @@
 //! out-of-memory ladder), free (cross-stream deferral, coalescing), release of segments,
 //! garbage collection, statistics and history. Everything here runs under the allocator lock.
 
-use crate::block::{BlockId, Blocks, NewBlock, Segment, Segments, Status, UseRec, NONE};
+mod expandable;
+
+use crate::block::{BlockId, Blocks, NewBlock, Segment, SegmentId, Segments, Status, UseRec, NONE};
 use crate::config::AllocatorConfig;
 use crate::error::{AllocError, OutOfMemoryReport};
 use crate::keepalive::Keepalive;
@@ -84,10 +86,19 @@ pub(crate) struct State<B: Backend> {
     note_lifetimes: bool,
     /// Live buffers and the self-reference that keeps the allocator alive for them.
     pub keepalive: Keepalive<B>,
+    /// The backend's virtual-memory page size (`None`: no expandable segments possible).
+    vmm_granularity: Option<u64>,
+    /// The expandable segment of each (stream, small) that has one.
+    expandable: Vec<(StreamId, bool, SegmentId)>,
 }
 
 impl<B: Backend> State<B> {
-    pub(crate) fn new(config: AllocatorConfig, device_total: u64, note_lifetimes: bool) -> Self {
+    pub(crate) fn new(
+        config: AllocatorConfig,
+        device_total: u64,
+        note_lifetimes: bool,
+        vmm_granularity: Option<u64>,
+    ) -> Self {
         let history = History::new(config.record_history, config.history_size);
         let mut state = State {
             stats: MemoryStats {
@@ -107,6 +118,8 @@ impl<B: Backend> State<B> {
             allowed_max: None,
             note_lifetimes,
             keepalive: Keepalive::default(),
+            vmm_granularity,
+            expandable: Vec::new(),
         };
         state.update_allowed_max();
         state
@@ -381,7 +394,7 @@ impl<B: Backend> State<B> {
         if self.config.release_before_grow && !capturing {
             self.release_before_grow(dev, seg_size);
         }
-        match self.alloc_segment(dev, sid, pool, class, seg_size) {
+        match self.grow(dev, sid, pool, class, seg_size, rounded) {
             Ok(b) => return Ok(self.grant(b, None, rounded, size)),
             Err(SegmentFailure::Other(e)) => return Err(e.into()),
             Err(SegmentFailure::OutOfMemory) => {}
@@ -480,7 +493,7 @@ impl<B: Backend> State<B> {
                     "out-of-memory ladder: releasing oversize cached blocks"
                 );
                 if self.release_available_cached_blocks(dev, pool, sid, class, rounded) {
-                    match self.alloc_segment(dev, sid, pool, class, seg_size) {
+                    match self.grow(dev, sid, pool, class, seg_size, rounded) {
                         Ok(b) => return Ok(self.grant(b, None, rounded, size)),
                         Err(SegmentFailure::Other(e)) => return Err(e.into()),
                         Err(SegmentFailure::OutOfMemory) => {}
@@ -495,7 +508,7 @@ impl<B: Backend> State<B> {
             );
             self.stats.num_alloc_retries += 1;
             self.release_all_cached_segments(dev);
-            match self.alloc_segment(dev, sid, pool, class, seg_size) {
+            match self.grow(dev, sid, pool, class, seg_size, rounded) {
                 Ok(b) => return Ok(self.grant(b, None, rounded, size)),
                 Err(SegmentFailure::Other(e)) => return Err(e.into()),
                 Err(SegmentFailure::OutOfMemory) => {}
@@ -512,7 +525,7 @@ impl<B: Backend> State<B> {
                     return Ok(self.grant_found(f, rounded, size));
                 }
                 self.release_all_cached_segments(dev);
-                match self.alloc_segment(dev, sid, pool, class, seg_size) {
+                match self.grow(dev, sid, pool, class, seg_size, rounded) {
                     Ok(b) => return Ok(self.grant(b, None, rounded, size)),
                     Err(SegmentFailure::Other(e)) => return Err(e.into()),
                     Err(SegmentFailure::OutOfMemory) => {}
@@ -623,11 +636,18 @@ impl<B: Backend> State<B> {
         rounded: u64,
         requested: u64,
     ) -> Granted {
-        let (size, small, already_split, block_pool) = {
+        let (size, small, already_split, block_pool, expandable) = {
             let blk = self.blocks.get(b);
-            (blk.size, blk.small, blk.is_split(), blk.pool)
+            (
+                blk.size,
+                blk.small,
+                blk.is_split(),
+                blk.pool,
+                blk.expandable,
+            )
         };
-        if self.should_split(block_pool, size, small, rounded) {
+        // Blocks of expandable segments split like small ones (PyTorch).
+        if self.should_split(block_pool, size, small || expandable, rounded) {
             let blk = self.blocks.get(b);
             let rem = NewBlock {
                 addr: blk.addr + rounded,
@@ -635,6 +655,7 @@ impl<B: Backend> State<B> {
                 stream: blk.stream,
                 pool: blk.pool,
                 small,
+                expandable,
                 segment: blk.segment,
                 prev: b,
                 next: blk.next,
@@ -794,6 +815,7 @@ impl<B: Backend> State<B> {
             small,
             head: NONE,
             live: true,
+            expandable: None,
         });
         let b = self.blocks.insert(NewBlock {
             addr: ptr.0,
@@ -801,6 +823,7 @@ impl<B: Backend> State<B> {
             stream,
             pool,
             small,
+            expandable: false,
             segment: seg,
             prev: NONE,
             next: NONE,
@@ -1255,6 +1278,11 @@ impl<B: Backend> State<B> {
                 blk.pool,
                 blk.segment,
             );
+            if self.segments.get(seg).expandable.is_some() {
+                // A whole free expandable segment: unmap it all and release its addresses.
+                released += self.unmap_free_tail(dev, seg);
+                continue;
+            }
             self.uncache_block(b);
             // SAFETY: `addr` is the base of a segment this allocator got from this device and has
             // not freed; the segment is one free block (no buffer refers to it, no pending use),
@@ -1327,7 +1355,7 @@ impl<B: Backend> State<B> {
         for id in self.pools.freeable() {
             candidates.extend(self.whole_free_segments(id));
         }
-        let released = self.release_blocks(dev, &candidates);
+        let released = self.release_blocks(dev, &candidates) + self.trim_expandable(dev);
         self.forget_empty_pools();
         released
     }
@@ -1506,6 +1534,7 @@ impl<B: Backend> State<B> {
                     SegmentType::Large
                 },
                 pool_id: seg.pool,
+                is_expandable: seg.expandable.is_some(),
                 allocated_size: 0,
                 active_size: 0,
                 requested_size: 0,

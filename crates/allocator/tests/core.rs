@@ -244,7 +244,7 @@ fn config_parsing() {
             "reuse_pending_with_wait",
             "maybe",
         ),
-        ("expandable_segments:true", "expandable_segments", "true"),
+        ("expandable_segments:maybe", "expandable_segments", "maybe"),
     ] {
         let err = AllocatorConfig::parse(text).unwrap_err();
         match &err {

@@ -1168,7 +1168,7 @@ pub fn config_errors_are_typed<B: Backend>(h: &Harness<B>) -> Result<(), CaseErr
             "1.5",
         ),
         ("cross_stream:sometimes", "cross_stream", "sometimes"),
-        ("expandable_segments:true", "expandable_segments", "true"),
+        ("expandable_segments:maybe", "expandable_segments", "maybe"),
     ] {
         match AllocatorConfig::parse(text) {
             Err(err @ AllocError::InvalidConfigValue { .. }) => {

@@ -38,7 +38,7 @@ impl MemoryExport {
                 small: seg.segment_type == SegmentType::Small,
                 // memory_viz shows pool ids as PyTorch's (id, id) pairs; the default pool is (0, 0).
                 pool_id: (0, seg.pool_id.0 as i64),
-                is_expandable: false,
+                is_expandable: seg.is_expandable,
                 blocks: seg
                     .blocks
                     .iter()
@@ -87,6 +87,8 @@ fn action(action: HistoryAction) -> Action {
         HistoryAction::FreeCompleted => Action::FreeCompleted,
         HistoryAction::SegmentAlloc => Action::SegmentAlloc,
         HistoryAction::SegmentFree => Action::SegmentFree,
+        HistoryAction::SegmentMap => Action::SegmentMap,
+        HistoryAction::SegmentUnmap => Action::SegmentUnmap,
         HistoryAction::Oom => Action::Oom,
     }
 }
@@ -106,7 +108,10 @@ fn settings(config: &AllocatorConfig) -> BTreeMap<String, PyValue> {
         "garbage_collection_threshold".to_string(),
         PyValue::Float(config.garbage_collection_threshold),
     );
-    out.insert("expandable_segments".to_string(), PyValue::Bool(false));
+    out.insert(
+        "expandable_segments".to_string(),
+        PyValue::Bool(config.expandable_segments),
+    );
     let divisions = config
         .roundup_power2_divisions
         .iter()

@@ -256,6 +256,8 @@ impl<B: Backend> State<B> {
                 stream,
                 pool,
                 small,
+                // Checkpoints are of private pools, which keep normal segments.
+                expandable: false,
                 segment: seg,
                 prev,
                 next: NONE,
