@@ -1,0 +1,332 @@
+//! Expandable segments: PyTorch's `test_max_split_expandable` (C28) and
+//! `test_garbage_collect_expandable` (C29), growth that merges with free space at the end,
+//! unmapping on empty_cache and in the out-of-memory ladder, and a model-based proptest.
+
+mod common;
+
+use braid_allocator::{
+    AllocError, AllocatorConfig, CachingAllocator, DeviceBuffer, HistoryAction, MemorySnapshot,
+};
+use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
+use braid_stream_core::{Device, Kernel};
+use common::*;
+use proptest::prelude::*;
+
+const CAPACITY: u64 = 1 << 30;
+
+fn expandable_setup(config: &str) -> (Dev, Alloc) {
+    let config = AllocatorConfig::parse(config).unwrap().expandable_segments(true);
+    setup(CAPACITY, config)
+}
+
+fn expandable_count(snap: &MemorySnapshot) -> usize {
+    snap.segments.iter().filter(|s| s.is_expandable).count()
+}
+
+fn history_count(alloc: &Alloc, action: HistoryAction) -> usize {
+    alloc.history().iter().filter(|e| e.action == action).count()
+}
+
+/// Bytes the simulated device has charged against its capacity.
+fn device_used(dev: &Dev) -> u64 {
+    let info = dev.mem_info().unwrap();
+    info.total - info.free
+}
+
+fn fill(dev: &Dev, buf: &DeviceBuffer<SimBackend>, value: f32) {
+    dev.default_stream()
+        .launch(&Kernel::Fill {
+            dst: buf.slice(),
+            value,
+        })
+        .unwrap();
+}
+
+fn assert_clean(dev: &Dev, alloc: &Alloc) {
+    alloc.check_invariants().unwrap();
+    assert_eq!(alloc.memory_reserved(), device_used(dev));
+    assert!(dev.hal().sanitizer_reports().is_empty());
+    assert_eq!(dev.hal().stats().invalid_accesses, 0);
+}
+
+#[test]
+fn config_key_and_builder_agree() {
+    let parsed = AllocatorConfig::parse("expandable_segments:True").unwrap();
+    assert!(parsed.expandable_segments);
+    assert_eq!(parsed, AllocatorConfig::new().expandable_segments(true));
+    assert!(!AllocatorConfig::new().expandable_segments);
+}
+
+#[test]
+fn a_backend_without_virtual_memory_is_a_typed_error() {
+    let dev: Dev = Device::new(SimDevice::new(
+        SimConfig::new().capacity(CAPACITY).virtual_memory(false),
+    ))
+    .unwrap();
+    let err = CachingAllocator::new(dev.clone(), AllocatorConfig::new().expandable_segments(true))
+        .unwrap_err();
+    assert_eq!(err, AllocError::ExpandableSegmentsUnsupported { backend: "sim" });
+    assert!(err.to_string().contains("virtual memory"), "{err}");
+    let alloc = CachingAllocator::new(dev.clone(), AllocatorConfig::new()).unwrap();
+    assert!(matches!(
+        alloc.set_expandable_segments(true),
+        Err(AllocError::ExpandableSegmentsUnsupported { .. })
+    ));
+    assert!(!alloc.config().expandable_segments);
+    alloc.set_expandable_segments(false).unwrap();
+    let buf = alloc.alloc(MIB, &dev.default_stream()).unwrap();
+    assert!(!alloc.snapshot().segments[0].is_expandable);
+    drop(buf);
+}
+
+/// C28: PyTorch's `test_max_split_expandable`.
+#[test]
+fn c28_max_split_with_normal_and_expandable_segments() {
+    let (dev, alloc) = setup(
+        CAPACITY,
+        AllocatorConfig::parse("max_split_size_mb:40,limit_mb:120").unwrap(),
+    );
+    let s = dev.default_stream();
+    let a = alloc.alloc(40 * MIB, &s).unwrap();
+    alloc.set_expandable_segments(true).unwrap();
+    let b = alloc.alloc(40 * MIB, &s).unwrap();
+    alloc.set_expandable_segments(false).unwrap();
+    let c = alloc.alloc(40 * MIB, &s).unwrap();
+    let snap = alloc.snapshot();
+    assert_eq!(snap.segments.len(), 3);
+    assert_eq!(expandable_count(&snap), 1);
+    assert_eq!(alloc.memory_reserved(), 120 * MIB);
+    assert_clean(&dev, &alloc);
+    let err = alloc.alloc(40 * MIB, &s).unwrap_err();
+    assert!(matches!(err, AllocError::OutOfMemory(_)), "{err:?}");
+    drop((a, b, c));
+    // The cached blocks (normal segments and the expandable segment's pages) are released
+    // before the allocator gives up.
+    let big = alloc.alloc(120 * MIB, &s).unwrap();
+    let snap = alloc.snapshot();
+    assert_eq!(snap.segments.len(), 1);
+    assert_eq!(expandable_count(&snap), 0);
+    assert_eq!(alloc.memory_reserved(), 120 * MIB);
+    assert_clean(&dev, &alloc);
+    drop(big);
+}
+
+/// C29: PyTorch's `test_garbage_collect_expandable`.
+#[test]
+fn c29_garbage_collection_with_expandable_segments() {
+    let (dev, alloc) = setup(
+        CAPACITY,
+        AllocatorConfig::parse("garbage_collection_threshold:0.5,limit_mb:120").unwrap(),
+    );
+    let s = dev.default_stream();
+    let a = alloc.alloc(40 * MIB, &s).unwrap();
+    alloc.set_expandable_segments(true).unwrap();
+    let b = alloc.alloc(40 * MIB, &s).unwrap();
+    assert_eq!(expandable_count(&alloc.snapshot()), 1);
+    drop((a, b));
+    let c = alloc.alloc(80 * MIB, &s).unwrap();
+    assert!(alloc.memory_reserved() <= 120 * MIB);
+    assert_clean(&dev, &alloc);
+    drop(c);
+}
+
+#[test]
+fn growth_merges_with_free_space_at_the_end() {
+    let (dev, alloc) = expandable_setup("record_history:true");
+    let s = dev.default_stream();
+    let a = alloc.alloc(8 * MIB, &s).unwrap();
+    let b = alloc.alloc(8 * MIB, &s).unwrap();
+    let c = alloc.alloc(8 * MIB, &s).unwrap();
+    assert_eq!((b.ptr().0, c.ptr().0), (a.ptr().0 + 8 * MIB, a.ptr().0 + 16 * MIB));
+    // 20 MiB pages: 24 MiB of blocks in 40 MiB mapped
+    assert_eq!(alloc.memory_reserved(), 40 * MIB);
+    drop((b, c));
+    let d = alloc.alloc(16 * MIB, &s).unwrap();
+    assert_eq!(d.ptr().0, a.ptr().0 + 8 * MIB);
+    assert_eq!(alloc.memory_reserved(), 40 * MIB, "no growth while the free end fits");
+    // 30 MiB where 16 MiB are free at the end: one more page, and the block continues the
+    // free space (across mappings) instead of a new segment beside it
+    let e = alloc.alloc(30 * MIB, &s).unwrap();
+    assert_eq!(e.ptr().0, a.ptr().0 + 24 * MIB);
+    assert_eq!(alloc.memory_reserved(), 60 * MIB);
+    let snap = alloc.snapshot();
+    assert_eq!(snap.segments.len(), 1);
+    assert!(snap.segments[0].is_expandable);
+    assert_eq!(snap.segments[0].total_size, 60 * MIB);
+    assert_eq!(alloc.memory_stats().segment.all.current, 1);
+    assert_eq!(history_count(&alloc, HistoryAction::SegmentMap), 3);
+    assert_eq!(history_count(&alloc, HistoryAction::SegmentAlloc), 0);
+    fill(&dev, &e, 7.0);
+    let back = read(&s, e.slice());
+    assert!(back.iter().all(|&v| v == 7.0));
+    assert_clean(&dev, &alloc);
+    drop((a, d, e));
+}
+
+#[test]
+fn large_requests_share_the_segment_and_small_ones_get_their_own() {
+    let (dev, alloc) = expandable_setup("");
+    let s = dev.default_stream();
+    let side = dev.create_stream(0).unwrap();
+    let big = alloc.alloc(64 * MIB, &s).unwrap();
+    let mid = alloc.alloc(3 * MIB, &s).unwrap();
+    let small = alloc.alloc(4 * KIB, &s).unwrap();
+    let other = alloc.alloc(4 * KIB, &side).unwrap();
+    assert_eq!(mid.ptr().0, big.ptr().0 + 64 * MIB);
+    let snap = alloc.snapshot();
+    assert_eq!(snap.segments.len(), 3, "large + small on one stream, small on the other");
+    assert_eq!(expandable_count(&snap), 3);
+    assert_eq!(alloc.memory_reserved(), 80 * MIB + 2 * 2 * MIB);
+    assert_clean(&dev, &alloc);
+    drop((big, mid, small, other));
+}
+
+#[test]
+fn empty_cache_unmaps_free_pages_at_the_end_and_keeps_live_data() {
+    let (dev, alloc) = expandable_setup("record_history:true");
+    let s = dev.default_stream();
+    let a = alloc.alloc(8 * MIB, &s).unwrap();
+    let b = alloc.alloc(30 * MIB, &s).unwrap();
+    assert_eq!(alloc.memory_reserved(), 40 * MIB);
+    fill(&dev, &a, 1.5);
+    fill(&dev, &b, 2.5);
+    drop(b);
+    alloc.empty_cache();
+    // [8, 20) MiB stays mapped beside `a`, the page [20, 40) is gone
+    assert_eq!(alloc.memory_reserved(), 20 * MIB);
+    assert_eq!(device_used(&dev), 20 * MIB);
+    assert_eq!(history_count(&alloc, HistoryAction::SegmentUnmap), 1);
+    assert!(read(&s, a.slice()).iter().all(|&v| v == 1.5));
+    assert_clean(&dev, &alloc);
+    // growing again maps a page where the old one was
+    let c = alloc.alloc(30 * MIB, &s).unwrap();
+    assert_eq!(c.ptr().0, a.ptr().0 + 8 * MIB);
+    assert!(read(&s, a.slice()).iter().all(|&v| v == 1.5));
+    drop((a, c));
+    alloc.empty_cache();
+    assert_eq!(alloc.memory_reserved(), 0);
+    assert!(alloc.snapshot().segments.is_empty());
+    assert_eq!(alloc.memory_stats().segment.all.current, 0);
+    assert_clean(&dev, &alloc);
+}
+
+#[test]
+fn the_oom_ladder_unmaps_free_pages_before_failing() {
+    let (dev, alloc) = expandable_setup("limit_mb:80");
+    let s = dev.default_stream();
+    let a = alloc.alloc(8 * MIB, &s).unwrap();
+    let b = alloc.alloc(40 * MIB, &s).unwrap();
+    assert_eq!(alloc.memory_reserved(), 60 * MIB);
+    drop(b);
+    // 52 MiB free at the end of the expandable segment; a normal 56 MiB segment only fits
+    // under the limit once its free pages [20, 60) MiB are unmapped
+    alloc.set_expandable_segments(false).unwrap();
+    let c = alloc.alloc(56 * MIB, &s).unwrap();
+    assert_eq!(alloc.memory_reserved(), 76 * MIB);
+    assert_eq!(alloc.memory_stats().num_alloc_retries, 1);
+    let snap = alloc.snapshot();
+    assert_eq!(snap.segments.len(), 2);
+    assert_eq!(expandable_count(&snap), 1);
+    // growth past the limit is out of memory, and maps nothing
+    alloc.set_expandable_segments(true).unwrap();
+    let err = alloc.alloc(30 * MIB, &s).unwrap_err();
+    assert!(matches!(err, AllocError::OutOfMemory(_)), "{err:?}");
+    assert_eq!(alloc.memory_reserved(), 76 * MIB);
+    assert_clean(&dev, &alloc);
+    drop((a, c));
+}
+
+#[test]
+fn device_out_of_memory_while_mapping_leaves_nothing_mapped() {
+    let (dev, alloc) = setup(50 * MIB, AllocatorConfig::new().expandable_segments(true));
+    let s = dev.default_stream();
+    let a = alloc.alloc(10 * MIB, &s).unwrap();
+    // a second 20 MiB page fits, a third does not: the two mapped for it are undone
+    let err = alloc.alloc(50 * MIB, &s).unwrap_err();
+    assert!(matches!(err, AllocError::OutOfMemory(_)), "{err:?}");
+    assert_eq!(alloc.memory_reserved(), 20 * MIB);
+    assert_clean(&dev, &alloc);
+    let b = alloc.alloc(25 * MIB, &s).unwrap();
+    assert_eq!(b.ptr().0, a.ptr().0 + 10 * MIB);
+    assert_clean(&dev, &alloc);
+    drop((a, b));
+}
+
+#[test]
+fn dropping_the_allocator_returns_every_page_and_reservation() {
+    let (dev, alloc) = expandable_setup("");
+    let s = dev.default_stream();
+    let side = dev.create_stream(0).unwrap();
+    let bufs: Vec<_> = [5 * MIB, 12 * KIB, 33 * MIB]
+        .iter()
+        .map(|&n| alloc.alloc(n, &s).unwrap())
+        .chain(std::iter::once(alloc.alloc(MIB, &side).unwrap()))
+        .collect();
+    assert!(device_used(&dev) > 0);
+    drop(bufs);
+    drop(alloc);
+    assert_eq!(device_used(&dev), 0);
+    assert!(dev.hal().sanitizer_reports().is_empty());
+}
+
+#[derive(Clone, Debug)]
+enum Op {
+    Alloc { size: u64, stream: usize },
+    Free(usize),
+    EmptyCache,
+    Toggle(bool),
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    prop_oneof![
+        6 => (prop_oneof![1u64..MIB, MIB..12 * MIB, 12 * MIB..48 * MIB], 0usize..2)
+            .prop_map(|(size, stream)| Op::Alloc { size, stream }),
+        4 => any::<usize>().prop_map(Op::Free),
+        1 => Just(Op::EmptyCache),
+        1 => any::<bool>().prop_map(Op::Toggle),
+    ]
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(24))]
+
+    /// Random allocations, frees, empty_cache and toggles on two streams: live buffers never
+    /// overlap, the invariants hold, and reserved memory is what the device has mapped.
+    #[test]
+    fn random_ops_keep_reserved_equal_to_mapped(ops in proptest::collection::vec(op(), 1..60)) {
+        let (dev, alloc) = setup(256 * MIB, AllocatorConfig::new().expandable_segments(true));
+        let streams = [dev.default_stream(), dev.create_stream(0).unwrap()];
+        let mut live: Vec<DeviceBuffer<SimBackend>> = Vec::new();
+        for op in ops {
+            match op {
+                Op::Alloc { size, stream } => match alloc.alloc(size, &streams[stream]) {
+                    Ok(buf) => {
+                        let (start, end) = (buf.ptr().0, buf.ptr().0 + buf.size());
+                        for other in &live {
+                            let (s2, e2) = (other.ptr().0, other.ptr().0 + other.size());
+                            prop_assert!(end <= s2 || e2 <= start, "overlap");
+                        }
+                        live.push(buf);
+                    }
+                    Err(AllocError::OutOfMemory(_)) => {}
+                    Err(e) => prop_assert!(false, "{e}"),
+                },
+                Op::Free(i) => {
+                    if !live.is_empty() {
+                        let n = live.len();
+                        live.swap_remove(i % n);
+                    }
+                }
+                Op::EmptyCache => alloc.empty_cache(),
+                Op::Toggle(on) => alloc.set_expandable_segments(on).unwrap(),
+            }
+            prop_assert_eq!(alloc.check_invariants(), Ok(()));
+            prop_assert_eq!(alloc.memory_reserved(), device_used(&dev));
+        }
+        live.clear();
+        alloc.empty_cache();
+        prop_assert_eq!(alloc.memory_reserved(), 0);
+        prop_assert_eq!(device_used(&dev), 0);
+        prop_assert!(dev.hal().sanitizer_reports().is_empty());
+    }
+}
