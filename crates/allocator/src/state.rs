@@ -1578,6 +1578,8 @@ impl<B: Backend> State<B> {
         let mut allocated_blocks = 0usize;
         let mut reserved = 0u64;
         let mut blocks_seen = 0usize;
+        // Free blocks that are split: (count, bytes).
+        let mut inactive_split = (0u64, 0u64);
         for (sid, seg) in self.segments.by_addr() {
             reserved += seg.size;
             let mut b = seg.head;
@@ -1622,6 +1624,10 @@ impl<B: Backend> State<B> {
                 if blk.status == Status::Allocated {
                     allocated += blk.size;
                     allocated_blocks += 1;
+                }
+                if free && blk.is_split() {
+                    inactive_split.0 += 1;
+                    inactive_split.1 += blk.size;
                 }
                 prev_free = free;
                 expect = blk.end();
@@ -1677,6 +1683,15 @@ impl<B: Backend> State<B> {
         }
         if blocks_seen != self.blocks.live().count() {
             return Err("live blocks outside any segment".to_string());
+        }
+        let stats_split = (
+            self.stats.inactive_split.all.current,
+            self.stats.inactive_split_bytes.all.current,
+        );
+        if inactive_split != stats_split {
+            return Err(format!(
+                "inactive_split (count, bytes) {stats_split:?} but free split blocks hold {inactive_split:?}"
+            ));
         }
         if allocated != self.stats.allocated_bytes.all.current {
             return Err(format!(
