@@ -80,8 +80,9 @@
 //!   `pending_free_bytes`.
 //! - **Snapshots and history**: [`CachingAllocator::snapshot`] lists segments (address, size,
 //!   stream, small/large, pool) and their blocks (`active_allocated`, `active_pending_free`,
-//!   `inactive`); a bounded history ring records `alloc`, `free_requested`, `free_completed`,
-//!   `segment_alloc`, `segment_free` and `oom` events with a deterministic logical time.
+//!   `inactive`; expandable segments are marked `is_expandable`); a bounded history ring
+//!   records `alloc`, `free_requested`, `free_completed`, `segment_alloc`, `segment_free`,
+//!   `segment_map`, `segment_unmap` and `oom` events with a deterministic logical time.
 //!
 //! # Configuration
 //!
@@ -93,8 +94,39 @@
 //! `per_process_memory_fraction` (or `memory_fraction`), `limit_mb`, `cross_stream`
 //! (`manual` | `automatic`), `reuse_pending_with_wait`, `lazy_event_polling`,
 //! `release_before_grow`, `split_large_remainders`, `fit_large_segments`, `record_history`,
-//! `history_size`, `expandable_segments` (`false` only). An unknown key or a bad value is a
-//! typed error naming both.
+//! `history_size`, `expandable_segments`. An unknown key or a bad value is a typed error
+//! naming both.
+//!
+//! `expandable_segments` (PyTorch's `expandable_segments:True`; also
+//! [`CachingAllocator::set_expandable_segments`] at run time, so both kinds of segment
+//! coexist) gives each (stream, small/large) of the default pool one segment: an address range
+//! reserved from the backend's virtual-memory API, with pages of physical memory (2 MiB small,
+//! 20 MiB large) mapped at its end on demand. All sizes go there, so free space at the end
+//! merges with new pages. Releasing (`empty_cache`, the out-of-memory ladder, garbage
+//! collection, drop) unmaps the whole free pages at the end of a segment (pages between live
+//! blocks stay mapped) and returns the range once nothing is mapped; reserved bytes are the
+//! mapped bytes. Private pools keep normal segments. A backend without virtual memory makes
+//! it [`AllocError::ExpandableSegmentsUnsupported`].
+//!
+//! ```
+//! use braid_allocator::{AllocatorConfig, CachingAllocator};
+//! use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
+//! use braid_stream_core::Device;
+//!
+//! let device = Device::<SimBackend>::new(SimDevice::new(SimConfig::new().capacity(256 << 20))).unwrap();
+//! let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::parse("expandable_segments:true").unwrap()).unwrap();
+//! let main = device.default_stream();
+//! let a = alloc.alloc(8 << 20, &main).unwrap(); // maps one 20 MiB page
+//! let b = alloc.alloc(30 << 20, &main).unwrap(); // maps one more: b follows a
+//! assert_eq!(b.ptr().0, a.ptr().0 + (8 << 20));
+//! assert_eq!(alloc.memory_reserved(), 40 << 20);
+//! let snapshot = alloc.snapshot();
+//! assert_eq!(snapshot.segments.len(), 1);
+//! assert!(snapshot.segments[0].is_expandable);
+//! drop(b);
+//! alloc.empty_cache(); // unmaps the free page at the end
+//! assert_eq!(alloc.memory_reserved(), 20 << 20);
+//! ```
 //!
 //! `release_before_grow` (off by default, so segment counts match PyTorch's) is braid's
 //! low-fragmentation policy: before a new segment would raise reserved memory past its peak,

@@ -15,7 +15,9 @@ use proptest::prelude::*;
 const CAPACITY: u64 = 1 << 30;
 
 fn expandable_setup(config: &str) -> (Dev, Alloc) {
-    let config = AllocatorConfig::parse(config).unwrap().expandable_segments(true);
+    let config = AllocatorConfig::parse(config)
+        .unwrap()
+        .expandable_segments(true);
     setup(CAPACITY, config)
 }
 
@@ -24,7 +26,11 @@ fn expandable_count(snap: &MemorySnapshot) -> usize {
 }
 
 fn history_count(alloc: &Alloc, action: HistoryAction) -> usize {
-    alloc.history().iter().filter(|e| e.action == action).count()
+    alloc
+        .history()
+        .iter()
+        .filter(|e| e.action == action)
+        .count()
 }
 
 /// Bytes the simulated device has charged against its capacity.
@@ -63,9 +69,15 @@ fn a_backend_without_virtual_memory_is_a_typed_error() {
         SimConfig::new().capacity(CAPACITY).virtual_memory(false),
     ))
     .unwrap();
-    let err = CachingAllocator::new(dev.clone(), AllocatorConfig::new().expandable_segments(true))
-        .unwrap_err();
-    assert_eq!(err, AllocError::ExpandableSegmentsUnsupported { backend: "sim" });
+    let err = CachingAllocator::new(
+        dev.clone(),
+        AllocatorConfig::new().expandable_segments(true),
+    )
+    .unwrap_err();
+    assert_eq!(
+        err,
+        AllocError::ExpandableSegmentsUnsupported { backend: "sim" }
+    );
     assert!(err.to_string().contains("virtual memory"), "{err}");
     let alloc = CachingAllocator::new(dev.clone(), AllocatorConfig::new()).unwrap();
     assert!(matches!(
@@ -137,13 +149,20 @@ fn growth_merges_with_free_space_at_the_end() {
     let a = alloc.alloc(8 * MIB, &s).unwrap();
     let b = alloc.alloc(8 * MIB, &s).unwrap();
     let c = alloc.alloc(8 * MIB, &s).unwrap();
-    assert_eq!((b.ptr().0, c.ptr().0), (a.ptr().0 + 8 * MIB, a.ptr().0 + 16 * MIB));
+    assert_eq!(
+        (b.ptr().0, c.ptr().0),
+        (a.ptr().0 + 8 * MIB, a.ptr().0 + 16 * MIB)
+    );
     // 20 MiB pages: 24 MiB of blocks in 40 MiB mapped
     assert_eq!(alloc.memory_reserved(), 40 * MIB);
     drop((b, c));
     let d = alloc.alloc(16 * MIB, &s).unwrap();
     assert_eq!(d.ptr().0, a.ptr().0 + 8 * MIB);
-    assert_eq!(alloc.memory_reserved(), 40 * MIB, "no growth while the free end fits");
+    assert_eq!(
+        alloc.memory_reserved(),
+        40 * MIB,
+        "no growth while the free end fits"
+    );
     // 30 MiB where 16 MiB are free at the end: one more page, and the block continues the
     // free space (across mappings) instead of a new segment beside it
     let e = alloc.alloc(30 * MIB, &s).unwrap();
@@ -174,7 +193,11 @@ fn large_requests_share_the_segment_and_small_ones_get_their_own() {
     let other = alloc.alloc(4 * KIB, &side).unwrap();
     assert_eq!(mid.ptr().0, big.ptr().0 + 64 * MIB);
     let snap = alloc.snapshot();
-    assert_eq!(snap.segments.len(), 3, "large + small on one stream, small on the other");
+    assert_eq!(
+        snap.segments.len(),
+        3,
+        "large + small on one stream, small on the other"
+    );
     assert_eq!(expandable_count(&snap), 3);
     assert_eq!(alloc.memory_reserved(), 80 * MIB + 2 * 2 * MIB);
     assert_clean(&dev, &alloc);
