@@ -134,6 +134,32 @@ impl SimDevice {
         lock(&self.shared).note_free(range, stream)
     }
 
+    /// Allocates `size` bytes of physical memory (a multiple of the 2 MiB virtual-memory
+    /// granularity) for [`SimDevice::map_handle`], as ACL's `aclrtMallocPhysical`; returns its
+    /// handle (never 0). It counts against the capacity until [`SimDevice::free_physical`];
+    /// device out of memory is [`HalError::OutOfMemory`].
+    pub fn alloc_physical(&self, size: u64) -> Result<u64, HalError> {
+        lock(&self.shared).alloc_physical(size)
+    }
+
+    /// Frees the physical memory of `handle` (`aclrtFreePhysical`); it must not be mapped.
+    pub fn free_physical(&self, handle: u64) -> Result<(), HalError> {
+        lock(&self.shared).free_physical(handle)
+    }
+
+    /// Maps all of `handle`'s memory at `at`, in a range reserved with
+    /// `hal::Device::reserve_address` where nothing is mapped over it (`aclrtMapMem`).
+    pub fn map_handle(&self, at: DevicePtr, handle: u64) -> Result<(), HalError> {
+        lock(&self.shared).map_handle(at, handle)
+    }
+
+    /// Unmaps the mapping that starts at `at` and returns its handle, still allocated
+    /// (`aclrtUnmapMem`). Its contents are lost (a later mapping reads zeros); work that
+    /// still accesses the range makes invalid accesses, which the simulator counts.
+    pub fn unmap(&self, at: DevicePtr) -> Result<u64, HalError> {
+        lock(&self.shared).unmap_at(at)
+    }
+
     /// The timeline as Chrome Trace Event JSON, to open in Perfetto (ui.perfetto.dev) or
     /// `chrome://tracing`: a track per stream and one for the host, a slice per op, flows from
     /// event records to their waits, and memory counters. See the [`crate::trace`] module

@@ -298,6 +298,34 @@ impl Engine {
         Ok(())
     }
 
+    /// Allocates `size` bytes of physical memory; returns its handle.
+    pub fn alloc_physical(&mut self, size: u64) -> Result<u64, HalError> {
+        self.host_call("alloc_physical");
+        let handle = self.memory.alloc_physical(size)?;
+        self.memory_sample();
+        Ok(handle)
+    }
+
+    /// Frees the (unmapped) physical memory of `handle`.
+    pub fn free_physical(&mut self, handle: u64) -> Result<(), HalError> {
+        self.host_call("free_physical");
+        self.memory.free_physical(handle)?;
+        self.memory_sample();
+        Ok(())
+    }
+
+    /// Maps the physical memory of `handle` at `at` inside a reservation.
+    pub fn map_handle(&mut self, at: DevicePtr, handle: u64) -> Result<(), HalError> {
+        self.host_call("map");
+        self.memory.map_handle(at, handle)
+    }
+
+    /// Unmaps the mapping starting at `at`; returns its handle.
+    pub fn unmap_at(&mut self, at: DevicePtr) -> Result<u64, HalError> {
+        self.host_call("unmap");
+        self.memory.unmap_at(at)
+    }
+
     /// Ends the sanitizer lifetime of the segment or reservation at `ptr` (a host free): in
     /// abort mode a report of an access not observed complete refuses it.
     fn end_lifetime(&mut self, ptr: DevicePtr) -> Result<(), HalError> {

@@ -4,6 +4,8 @@ use braid_stream_core::hal::HalError;
 use braid_stream_core::types::{DevicePtr, DeviceSlice, MemInfo};
 use std::collections::BTreeMap;
 
+mod vmm;
+
 /// First address handed out: non-zero and far from small integers, so that stray offsets are
 /// easy to tell from real addresses.
 pub(crate) const BASE_ADDRESS: u64 = 0x1_0000_0000;
@@ -177,8 +179,9 @@ struct Segment {
     accounted: u64,
     /// Host backing in data mode.
     data: Option<Backing>,
-    /// For a reservation: its mappings, offset to size; `None` for a plain allocation.
-    mappings: Option<BTreeMap<u64, u64>>,
+    /// For a reservation: its mappings, offset to (size, physical handle); `None` for a plain
+    /// allocation.
+    mappings: Option<BTreeMap<u64, (u64, u64)>>,
 }
 
 impl Segment {
@@ -196,7 +199,7 @@ impl Segment {
             .chain(maps.range(start.saturating_add(1)..end));
         while at < end {
             match iter.next() {
-                Some((&off, &len)) if off <= at && at < off + len => at = off + len,
+                Some((&off, &(len, _))) if off <= at && at < off + len => at = off + len,
                 _ => return false,
             }
         }
@@ -213,6 +216,9 @@ pub(crate) struct Memory {
     next: u64,
     store_data: bool,
     segments: AddrMap<Segment>,
+    /// Physical memory of the virtual-memory API by handle: (size, where it is mapped).
+    physical: BTreeMap<u64, (u64, Option<u64>)>,
+    next_physical: u64,
     allocations: u64,
     frees: u64,
     invalid_accesses: u64,
@@ -228,6 +234,8 @@ impl Memory {
             next: BASE_ADDRESS,
             store_data,
             segments: AddrMap::default(),
+            physical: BTreeMap::new(),
+            next_physical: 1,
             allocations: 0,
             frees: 0,
             invalid_accesses: 0,
@@ -319,130 +327,6 @@ impl Memory {
             .map(|(base, seg)| (base, seg.size, seg.mappings.is_some()))
     }
 
-    /// Reserves `size` bytes of address space (a multiple of [`VMM_GRANULARITY`]) at a fresh
-    /// address: no capacity is taken, and nothing in it is accessible until mapped.
-    pub fn reserve(&mut self, size: u64) -> Result<DevicePtr, HalError> {
-        check_granular("reserve_address", 0, size)?;
-        let base = self.next;
-        let Some(next) = base.checked_add(size) else {
-            return Err(HalError::InvalidArgument(format!(
-                "the simulated address space is exhausted; cannot reserve {size} bytes"
-            )));
-        };
-        self.next = next;
-        let data = self.store_data.then(|| Backing::new(size));
-        self.segments.insert(
-            base,
-            Segment {
-                size,
-                accounted: 0,
-                data,
-                mappings: Some(BTreeMap::new()),
-            },
-        );
-        tracing::debug!(ptr = %DevicePtr(base), size, "sim reserve_address");
-        Ok(DevicePtr(base))
-    }
-
-    /// Releases the reservation at `ptr`, which must have no mapping left.
-    pub fn release(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
-        match self.segments.get(ptr.0).and_then(|s| s.mappings.as_ref()) {
-            None => Err(HalError::InvalidArgument(format!(
-                "release_address of {ptr}, which is not the base of a live reservation"
-            ))),
-            Some(maps) if !maps.is_empty() => Err(HalError::InvalidArgument(format!(
-                "release_address of {ptr}, which still has {} mapping(s)",
-                maps.len()
-            ))),
-            Some(_) => {
-                self.segments.remove(ptr.0);
-                tracing::debug!(%ptr, "sim release_address");
-                Ok(())
-            }
-        }
-    }
-
-    /// The reservation containing `[at, at + size)`, as (base, segment), with the range
-    /// checked to be granular and inside it.
-    fn reservation_mut(
-        &mut self,
-        call: &'static str,
-        at: DevicePtr,
-        size: u64,
-    ) -> Result<(u64, &mut Segment), HalError> {
-        let outside = || {
-            HalError::InvalidArgument(format!(
-                "{call}: {size} bytes at {at} are not inside one live reservation"
-            ))
-        };
-        let (base, seg) = self.segments.floor_mut(at.0).ok_or_else(outside)?;
-        if seg.mappings.is_none() || at.0.saturating_add(size) > base + seg.size {
-            return Err(outside());
-        }
-        check_granular(call, at.0 - base, size)?;
-        Ok((base, seg))
-    }
-
-    /// Maps `size` fresh bytes at `at`, inside a reservation where nothing is mapped yet;
-    /// they count against the capacity.
-    pub fn map(&mut self, at: DevicePtr, size: u64) -> Result<(), HalError> {
-        let free = self.capacity.saturating_sub(self.used);
-        let (base, seg) = self.reservation_mut("map_physical", at, size)?;
-        let offset = at.0 - base;
-        let maps = seg
-            .mappings
-            .as_mut()
-            .ok_or_else(|| HalError::InvalidArgument("not a reservation".into()))?;
-        let overlaps = maps
-            .range(..offset + size)
-            .next_back()
-            .is_some_and(|(&o, &l)| o + l > offset);
-        if overlaps {
-            return Err(HalError::InvalidArgument(format!(
-                "map_physical: {size} bytes at {at} overlap an existing mapping"
-            )));
-        }
-        if size > free {
-            return Err(HalError::OutOfMemory {
-                requested: size,
-                free,
-                total: self.capacity,
-            });
-        }
-        maps.insert(offset, size);
-        seg.accounted += size;
-        self.used += size;
-        self.peak = self.peak.max(self.used);
-        self.allocations += 1;
-        tracing::debug!(%at, size, used = self.used, "sim map_physical");
-        Ok(())
-    }
-
-    /// Unmaps the mapping of exactly `size` bytes at `at` and frees its memory; its contents
-    /// are lost.
-    pub fn unmap(&mut self, at: DevicePtr, size: u64) -> Result<(), HalError> {
-        let (base, seg) = self.reservation_mut("unmap_physical", at, size)?;
-        let offset = at.0 - base;
-        let maps = seg
-            .mappings
-            .as_mut()
-            .ok_or_else(|| HalError::InvalidArgument("not a reservation".into()))?;
-        if maps.get(&offset) != Some(&size) {
-            return Err(HalError::InvalidArgument(format!(
-                "unmap_physical: no mapping of {size} bytes at {at}"
-            )));
-        }
-        maps.remove(&offset);
-        seg.accounted -= size;
-        if let Some(data) = &mut seg.data {
-            data.discard(offset, size);
-        }
-        self.used -= size;
-        self.frees += 1;
-        tracing::debug!(%at, size, used = self.used, "sim unmap_physical");
-        Ok(())
-    }
-
     /// Free and total bytes.
     pub fn info(&self) -> MemInfo {
         MemInfo {
@@ -530,18 +414,6 @@ impl Memory {
             }
         }
     }
-}
-
-/// Checks that an offset and a size of the virtual-memory API are granular (and the size
-/// non-zero).
-fn check_granular(call: &'static str, offset: u64, size: u64) -> Result<(), HalError> {
-    if size == 0 || size % VMM_GRANULARITY != 0 || offset % VMM_GRANULARITY != 0 {
-        return Err(HalError::InvalidArgument(format!(
-            "{call}: size {size} and offset {offset} must be non-zero multiples of the \
-             {VMM_GRANULARITY}-byte granularity"
-        )));
-    }
-    Ok(())
 }
 
 #[cfg(test)]

@@ -166,3 +166,37 @@ fn without_virtual_memory_every_call_is_unsupported() {
         Err(HalError::Unsupported(_))
     ));
 }
+
+#[test]
+fn physical_handles_are_allocated_mapped_and_freed_separately() {
+    let dev = vmm_device(SanitizerMode::Report);
+    let base = dev.reserve_address(8 * MIB).unwrap();
+    let h = dev.alloc_physical(4 * MIB).unwrap();
+    assert_ne!(h, 0);
+    assert_eq!(
+        dev.mem_info().unwrap().free,
+        60 * MIB,
+        "allocated, not mapped: counted"
+    );
+    assert!(matches!(
+        dev.alloc_physical(64 * MIB),
+        Err(HalError::OutOfMemory { .. })
+    ));
+    assert!(dev.alloc_physical(MIB).is_err(), "not granular");
+    dev.map_handle(DevicePtr(base.0 + 2 * MIB), h).unwrap();
+    assert!(
+        dev.map_handle(DevicePtr(base.0 + 6 * MIB), h).is_err(),
+        "mapped twice"
+    );
+    assert!(dev.free_physical(h).is_err(), "still mapped");
+    assert!(dev.unmap(base).is_err(), "no mapping starts there");
+    assert_eq!(dev.unmap(DevicePtr(base.0 + 2 * MIB)).unwrap(), h);
+    // the handle can be mapped again elsewhere, then freed once unmapped
+    dev.map_handle(DevicePtr(base.0 + 4 * MIB), h).unwrap();
+    assert_eq!(dev.unmap(DevicePtr(base.0 + 4 * MIB)).unwrap(), h);
+    dev.free_physical(h).unwrap();
+    assert!(dev.free_physical(h).is_err(), "freed twice");
+    assert_eq!(dev.mem_info().unwrap().free, 64 * MIB);
+    // SAFETY: nothing uses the reservation.
+    unsafe { dev.release_address(base).unwrap() };
+}
