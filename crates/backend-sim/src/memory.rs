@@ -170,6 +170,9 @@ impl<V> AddrMap<V> {
     }
 }
 
+/// The mappings of a reservation: offset to (size, physical handle).
+type Mappings = BTreeMap<u64, (u64, u64)>;
+
 /// One live allocation, or one reserved address range.
 #[derive(Debug)]
 struct Segment {
@@ -179,9 +182,8 @@ struct Segment {
     accounted: u64,
     /// Host backing in data mode.
     data: Option<Backing>,
-    /// For a reservation: its mappings, offset to (size, physical handle); `None` for a plain
-    /// allocation.
-    mappings: Option<BTreeMap<u64, (u64, u64)>>,
+    /// For a reservation: its mappings; `None` for a plain allocation.
+    mappings: Option<Mappings>,
 }
 
 impl Segment {

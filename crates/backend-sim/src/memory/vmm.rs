@@ -4,7 +4,7 @@
 //! combine allocating and mapping; ACL's separate `aclrtMallocPhysical` / `aclrtMapMem` use
 //! the parts.
 
-use super::{Backing, Memory, Segment, VMM_GRANULARITY};
+use super::{Backing, Mappings, Memory, Segment, VMM_GRANULARITY};
 use braid_stream_core::hal::HalError;
 use braid_stream_core::types::DevicePtr;
 use std::collections::BTreeMap;
@@ -167,7 +167,7 @@ impl Memory {
         &mut self,
         at: DevicePtr,
         size: u64,
-    ) -> Result<(u64, &mut BTreeMap<u64, (u64, u64)>), HalError> {
+    ) -> Result<(u64, &mut Mappings), HalError> {
         let outside = || {
             HalError::InvalidArgument(format!(
                 "map: {size} bytes at {at} are not inside one live reservation"
