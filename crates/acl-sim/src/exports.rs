@@ -4,7 +4,7 @@
 use crate::codes::*;
 use crate::errmsg::{fail, ret, take_recent, Fail};
 use crate::kernel::{kernel_from_desc, BraidKernelDesc};
-use crate::registry::with;
+use crate::registry::{with, PhysicalMemProp};
 use std::ffi::{c_char, c_void, CStr};
 
 /// Runs `f` and writes its value through the out pointer `p`.
@@ -407,64 +407,94 @@ pub extern "C" fn aclmdlRIDestroy(model_ri: *mut c_void) -> i32 {
     ret(with(|r| r.model_destroy(h(model_ri))))
 }
 
-fn vmm_unsupported(call: &str) -> i32 {
-    ret(Err(fail(
-        ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-        format!("{call}: virtual memory is not simulated yet"),
-    )))
-}
-
-/// `aclrtReserveMemAddress`: not simulated yet (`ACL_ERROR_RT_FEATURE_NOT_SUPPORT`).
+/// `aclError aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment, void
+/// *expectPtr, uint64_t flags)`: reserves address space on the current device (no memory).
+/// `alignment` must be 0 and `expectPtr` null; `flags` 0 or 1 (torch_npu passes 1).
+///
+/// # Safety
+/// `vir_ptr` is null or valid for a write.
 #[no_mangle]
-pub extern "C" fn aclrtReserveMemAddress(
-    _vir_ptr: *mut *mut c_void,
-    _size: usize,
-    _alignment: usize,
-    _expect_ptr: *mut c_void,
-    _flags: u64,
+pub unsafe extern "C" fn aclrtReserveMemAddress(
+    vir_ptr: *mut *mut c_void,
+    size: usize,
+    alignment: usize,
+    expect_ptr: *mut c_void,
+    flags: u64,
 ) -> i32 {
-    vmm_unsupported("aclrtReserveMemAddress")
+    // SAFETY: the caller's guarantee on `vir_ptr`.
+    unsafe {
+        out("aclrtReserveMemAddress", vir_ptr, || {
+            with(|r| r.reserve_mem_address(size, alignment, h(expect_ptr), flags))
+                .map(|p| p as usize as *mut c_void)
+        })
+    }
 }
 
-/// `aclrtReleaseMemAddress`: not simulated yet.
+/// `aclError aclrtReleaseMemAddress(void *virPtr)`: nothing may be mapped in it.
 #[no_mangle]
-pub extern "C" fn aclrtReleaseMemAddress(_vir_ptr: *mut c_void) -> i32 {
-    vmm_unsupported("aclrtReleaseMemAddress")
+pub extern "C" fn aclrtReleaseMemAddress(vir_ptr: *mut c_void) -> i32 {
+    ret(with(|r| r.release_mem_address(vir_ptr as u64)))
 }
 
-/// `aclrtMallocPhysical`: not simulated yet.
+/// `aclError aclrtMallocPhysical(aclrtDrvMemHandle *handle, size_t size, const
+/// aclrtPhysicalMemProp *prop, uint64_t flags)`: physical memory on the device
+/// `prop->location.id` (which must be set); counts against its memory. Device OOM is
+/// `ACL_ERROR_RT_DEVICE_OOM`.
+///
+/// # Safety
+/// `handle` is null or valid for a write; `prop` is null or points to an
+/// `aclrtPhysicalMemProp`.
 #[no_mangle]
-pub extern "C" fn aclrtMallocPhysical(
-    _handle: *mut *mut c_void,
-    _size: usize,
-    _prop: *const c_void,
-    _flags: u64,
+pub unsafe extern "C" fn aclrtMallocPhysical(
+    handle: *mut *mut c_void,
+    size: usize,
+    prop: *const PhysicalMemProp,
+    flags: u64,
 ) -> i32 {
-    vmm_unsupported("aclrtMallocPhysical")
+    const CALL: &str = "aclrtMallocPhysical";
+    if prop.is_null() {
+        return ret(Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!("{CALL}: null prop"),
+        )));
+    }
+    // SAFETY: non-null, and the caller guarantees it points to an `aclrtPhysicalMemProp`.
+    let prop = unsafe { prop.read_unaligned() };
+    // SAFETY: the caller's guarantee on `handle`.
+    unsafe {
+        out(CALL, handle, || {
+            with(|r| r.malloc_physical(size, &prop, flags)).map(ptr_of)
+        })
+    }
 }
 
-/// `aclrtFreePhysical`: not simulated yet.
+/// `aclError aclrtFreePhysical(aclrtDrvMemHandle handle)`: the handle must not be mapped.
 #[no_mangle]
-pub extern "C" fn aclrtFreePhysical(_handle: *mut c_void) -> i32 {
-    vmm_unsupported("aclrtFreePhysical")
+pub extern "C" fn aclrtFreePhysical(handle: *mut c_void) -> i32 {
+    ret(with(|r| r.free_physical(h(handle))))
 }
 
-/// `aclrtMapMem`: not simulated yet.
+/// `aclError aclrtMapMem(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle handle,
+/// uint64_t flags)`: maps the whole handle (`size` its size, `offset` and `flags` 0) at
+/// `virPtr` inside a reservation of the handle's device.
 #[no_mangle]
 pub extern "C" fn aclrtMapMem(
-    _vir_ptr: *mut c_void,
-    _size: usize,
-    _offset: usize,
-    _handle: *mut c_void,
-    _flags: u64,
+    vir_ptr: *mut c_void,
+    size: usize,
+    offset: usize,
+    handle: *mut c_void,
+    flags: u64,
 ) -> i32 {
-    vmm_unsupported("aclrtMapMem")
+    ret(with(|r| {
+        r.map_mem(vir_ptr as u64, size, offset, h(handle), flags)
+    }))
 }
 
-/// `aclrtUnmapMem`: not simulated yet.
+/// `aclError aclrtUnmapMem(void *virPtr)`: unmaps the mapping starting at `virPtr` on the
+/// current device; its handle stays allocated (free it with `aclrtFreePhysical`).
 #[no_mangle]
-pub extern "C" fn aclrtUnmapMem(_vir_ptr: *mut c_void) -> i32 {
-    vmm_unsupported("aclrtUnmapMem")
+pub extern "C" fn aclrtUnmapMem(vir_ptr: *mut c_void) -> i32 {
+    ret(with(|r| r.unmap_mem(vir_ptr as u64)))
 }
 
 /// `aclrtMemGetAllocationGranularity`: 2 MiB (the simulator's segment alignment, a huge page).

@@ -69,4 +69,5 @@ mod kernel;
 mod registry;
 
 pub use kernel::BraidKernelDesc;
+pub use registry::PhysicalMemProp;
 pub use registry::{CAPACITY_ENV, DEFAULT_TIMING_ONLY, DEVICES_ENV, TIMING_ONLY_ENV};

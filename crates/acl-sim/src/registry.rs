@@ -16,6 +16,10 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+mod vmm;
+
+pub use vmm::PhysicalMemProp;
+
 /// Environment variable: number of simulated devices (default 2).
 pub const DEVICES_ENV: &str = "BRAID_ACL_SIM_DEVICES";
 /// Environment variable: memory of each simulated device in bytes (default 16 GiB).
@@ -46,6 +50,8 @@ struct Dev {
     refcount: u64,
     /// Live segments: address → size.
     allocations: BTreeMap<u64, u64>,
+    /// Live address reservations: address → size.
+    reservations: BTreeMap<u64, u64>,
 }
 
 struct StreamEntry {
@@ -92,6 +98,8 @@ pub(crate) struct Registry {
     /// Live `aclrtMallocHost` allocations: address → the device whose simulator holds them.
     host_allocations: HashMap<usize, usize>,
     captures: BTreeMap<u64, CaptureState>,
+    /// Physical memory handles of the virtual-memory API.
+    physical: HashMap<usize, vmm::Physical>,
     next_handle: usize,
     next_capture: u64,
 }
@@ -179,6 +187,7 @@ impl Registry {
             models: HashMap::new(),
             host_allocations: HashMap::new(),
             captures: BTreeMap::new(),
+            physical: HashMap::new(),
             next_handle: HANDLE_BASE,
             next_capture: 1,
         }
@@ -250,6 +259,7 @@ impl Registry {
                 default_stream,
                 refcount: 0,
                 allocations: BTreeMap::new(),
+                reservations: BTreeMap::new(),
             });
         }
         if let Some(dev) = slot.as_mut() {
@@ -807,14 +817,17 @@ impl Registry {
         Ok(())
     }
 
-    /// Whether `[addr, addr + len)` lies in a live segment of the current device.
+    /// Whether `[addr, addr + len)` lies in a live segment or reservation of the current
+    /// device (the simulator counts accesses to unmapped reserved memory as invalid).
     fn is_device(&self, device: usize, addr: u64, len: u64) -> bool {
-        self.dev(device).is_ok_and(|d| {
-            d.allocations
+        let inside = |ranges: &BTreeMap<u64, u64>| {
+            ranges
                 .range(..=addr)
                 .next_back()
                 .is_some_and(|(base, size)| addr.saturating_add(len) <= base + size)
-        })
+        };
+        self.dev(device)
+            .is_ok_and(|d| inside(&d.allocations) || inside(&d.reservations))
     }
 
     /// `aclrtMemcpyAsync`.

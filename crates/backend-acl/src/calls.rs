@@ -7,7 +7,11 @@
 //! (with `aclGetRecentErrMsg`) is the wrapper's job.
 
 use crate::api::AclApi;
-use crate::ffi::{AclErrorCode, BraidKernelDesc, ACL_MODEL_RI_CAPTURE_STATUS_NONE};
+use crate::ffi::{
+    AclErrorCode, AclrtPhysicalMemProp, BraidKernelDesc, ACL_HBM_MEM_HUGE,
+    ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_GRANULARITY_MINIMUM, ACL_MEM_HANDLE_TYPE_NONE,
+    ACL_MEM_LOCATION_TYPE_DEVICE, ACL_MODEL_RI_CAPTURE_STATUS_NONE,
+};
 use std::ffi::{c_void, CStr};
 use std::ptr;
 
@@ -131,6 +135,38 @@ pub(crate) trait AclCalls: Send + Sync {
     fn sanitizer_report(&self, device: i32, index: u64) -> Option<Result<String, AclErrorCode>>;
     /// braid's `braidSimClearSanitizerReports` extension; `None` without the symbol.
     fn clear_sanitizer_reports(&self, device: i32) -> Option<AclErrorCode>;
+    /// The page size of the virtual-memory API for HBM huge pages of `device`
+    /// (`aclrtMemGetAllocationGranularity`, minimum; 2 MiB where that symbol is missing);
+    /// `None` without the virtual-memory symbols.
+    fn vmm_granularity(&self, device: i32) -> Option<Result<u64, AclErrorCode>>;
+    /// `aclrtReserveMemAddress` (alignment 0, system-chosen address, flags 0): the address;
+    /// `None` without the symbol.
+    fn reserve_mem_address(&self, size: usize) -> Option<Result<u64, AclErrorCode>>;
+    /// `aclrtReleaseMemAddress`; `None` without the symbol.
+    fn release_mem_address(&self, ptr: u64) -> Option<AclErrorCode>;
+    /// `aclrtMallocPhysical` of HBM huge pages on `device`: the handle; `None` without the
+    /// symbol.
+    fn malloc_physical(&self, size: usize, device: i32) -> Option<Result<Handle, AclErrorCode>>;
+    /// `aclrtFreePhysical`; `None` without the symbol.
+    fn free_physical(&self, handle: Handle) -> Option<AclErrorCode>;
+    /// `aclrtMapMem` of all `size` bytes of `handle` at `ptr` (offset 0, flags 0); `None`
+    /// without the symbol.
+    fn map_mem(&self, ptr: u64, size: usize, handle: Handle) -> Option<AclErrorCode>;
+    /// `aclrtUnmapMem`; `None` without the symbol.
+    fn unmap_mem(&self, ptr: u64) -> Option<AclErrorCode>;
+}
+
+/// The physical memory `aclrtMallocPhysical` is asked for: HBM huge pages, pinned, on
+/// `device` (what torch_npu asks for).
+fn physical_prop(device: i32) -> AclrtPhysicalMemProp {
+    AclrtPhysicalMemProp {
+        handle_type: ACL_MEM_HANDLE_TYPE_NONE,
+        allocation_type: ACL_MEM_ALLOCATION_TYPE_PINNED,
+        mem_attr: ACL_HBM_MEM_HUGE,
+        location_id: device as u32,
+        location_type: ACL_MEM_LOCATION_TYPE_DEVICE,
+        reserve: 0,
+    }
 }
 
 /// The real table, as the hal's calls.
@@ -445,5 +481,69 @@ impl AclCalls for ApiRef {
         let f = self.0.braidSimClearSanitizerReports?;
         // SAFETY: plain integer argument.
         Some(unsafe { f(device) })
+    }
+
+    fn vmm_granularity(&self, device: i32) -> Option<Result<u64, AclErrorCode>> {
+        let api = self.0;
+        let complete = api.aclrtReserveMemAddress.is_some()
+            && api.aclrtReleaseMemAddress.is_some()
+            && api.aclrtMallocPhysical.is_some()
+            && api.aclrtFreePhysical.is_some()
+            && api.aclrtMapMem.is_some()
+            && api.aclrtUnmapMem.is_some();
+        if !complete {
+            return None;
+        }
+        let Some(f) = api.aclrtMemGetAllocationGranularity else {
+            return Some(Ok(2 << 20));
+        };
+        let prop = physical_prop(device);
+        let mut granularity = 0usize;
+        // SAFETY: `prop` and the out parameter are live for the call.
+        Some(
+            ok(unsafe { f(&prop, ACL_MEM_GRANULARITY_MINIMUM, &mut granularity) })
+                .map(|()| granularity as u64),
+        )
+    }
+
+    fn reserve_mem_address(&self, size: usize) -> Option<Result<u64, AclErrorCode>> {
+        let f = self.0.aclrtReserveMemAddress?;
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: live out parameter; a null expected address lets the runtime choose.
+        Some(ok(unsafe { f(&mut p, size, 0, ptr::null_mut(), 0) }).map(|()| p as u64))
+    }
+
+    fn release_mem_address(&self, ptr: u64) -> Option<AclErrorCode> {
+        let f = self.0.aclrtReleaseMemAddress?;
+        // SAFETY: the caller passes an address from `aclrtReserveMemAddress` (the hal's
+        // `release_address` contract).
+        Some(unsafe { f(ptr as *mut c_void) })
+    }
+
+    fn malloc_physical(&self, size: usize, device: i32) -> Option<Result<Handle, AclErrorCode>> {
+        let f = self.0.aclrtMallocPhysical?;
+        let prop = physical_prop(device);
+        let mut handle: *mut c_void = ptr::null_mut();
+        // SAFETY: `prop` and the out parameter are live for the call.
+        Some(ok(unsafe { f(&mut handle, size, &prop, 0) }).map(|()| handle as Handle))
+    }
+
+    fn free_physical(&self, handle: Handle) -> Option<AclErrorCode> {
+        let f = self.0.aclrtFreePhysical?;
+        // SAFETY: a handle from `aclrtMallocPhysical` of this library.
+        Some(unsafe { f(handle as *mut c_void) })
+    }
+
+    fn map_mem(&self, ptr: u64, size: usize, handle: Handle) -> Option<AclErrorCode> {
+        let f = self.0.aclrtMapMem?;
+        // SAFETY: a handle from `aclrtMallocPhysical` and an address in a reservation of
+        // this library; the runtime checks both.
+        Some(unsafe { f(ptr as *mut c_void, size, 0, handle as *mut c_void, 0) })
+    }
+
+    fn unmap_mem(&self, ptr: u64) -> Option<AclErrorCode> {
+        let f = self.0.aclrtUnmapMem?;
+        // SAFETY: the caller passes a mapped address (the hal's `unmap_physical` contract).
+        Some(unsafe { f(ptr as *mut c_void) })
     }
 }

@@ -92,9 +92,11 @@ pub(crate) struct Shared {
     /// Work nodes captured so far, by the model (`aclmdlRI`) of each active capture.
     captures: Mutex<HashMap<Handle, usize>>,
     active_captures: AtomicUsize,
+    /// The physical memory handle (and its size) mapped at each address by `map_physical`.
+    pub(crate) physical: Mutex<HashMap<u64, (Handle, u64)>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -288,6 +290,7 @@ impl AclDevice {
                 deferred: Mutex::new(None),
                 captures: Mutex::new(HashMap::new()),
                 active_captures: AtomicUsize::new(0),
+                physical: Mutex::new(HashMap::new()),
             }),
         })
     }
@@ -336,6 +339,22 @@ impl AclDevice {
                 .check("braidSimClearSanitizerReports", code)
                 .map(|()| true),
             None => Ok(false),
+        }
+    }
+
+    /// A failed allocation of `size` bytes as a hal error: out of memory becomes
+    /// [`HalError::OutOfMemory`], which the allocator's ladder runs on (free and total are
+    /// best effort).
+    pub(crate) fn alloc_error(&self, err: AclError, size: u64) -> HalError {
+        if !err.is_out_of_memory() {
+            return err.into();
+        }
+        let info = self.mem_info_raw().unwrap_or(MemInfo { free: 0, total: 0 });
+        tracing::debug!(%err, requested = size, "ACL device out of memory");
+        HalError::OutOfMemory {
+            requested: size,
+            free: info.free,
+            total: info.total,
         }
     }
 
@@ -397,21 +416,7 @@ impl hal::Device for AclDevice {
         })?;
         match sh.calls.malloc(bytes, sh.config.malloc_policy) {
             Ok(ptr) => Ok(DevicePtr(ptr)),
-            Err(code) => {
-                let err = sh.error("aclrtMalloc", code);
-                if err.is_out_of_memory() {
-                    // The allocator's OOM ladder runs on this; free/total are best effort.
-                    let info = self.mem_info_raw().unwrap_or(MemInfo { free: 0, total: 0 });
-                    tracing::debug!(%err, requested = size, "ACL device out of memory");
-                    Err(HalError::OutOfMemory {
-                        requested: size,
-                        free: info.free,
-                        total: info.total,
-                    })
-                } else {
-                    Err(err.into())
-                }
-            }
+            Err(code) => Err(self.alloc_error(sh.error("aclrtMalloc", code), size)),
         }
     }
 
@@ -461,5 +466,25 @@ impl hal::Device for AclDevice {
         let sh = &self.shared;
         sh.bind()?;
         Ok(sh.check("aclrtSynchronizeDevice", sh.calls.synchronize_device())?)
+    }
+
+    fn vmm_granularity(&self) -> Option<u64> {
+        self.vmm_granularity_impl()
+    }
+
+    fn reserve_address(&self, size: u64) -> Result<DevicePtr, HalError> {
+        self.reserve_address_impl(size)
+    }
+
+    unsafe fn release_address(&self, ptr: DevicePtr) -> Result<(), HalError> {
+        self.release_address_impl(ptr)
+    }
+
+    fn map_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
+        self.map_physical_impl(at, size)
+    }
+
+    unsafe fn unmap_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
+        self.unmap_physical_impl(at, size)
     }
 }

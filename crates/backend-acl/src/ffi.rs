@@ -74,7 +74,19 @@ pub const ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE: u32 = 1;
 /// `aclmdlRICaptureStatus::ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED`.
 pub const ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED: u32 = 2;
 
-/// `aclrtPhysicalMemProp` (virtual-memory API), resolved for later expandable segments.
+/// `aclrtMemAttr::ACL_HBM_MEM_HUGE`: HBM in huge pages (physical memory of expandable
+/// segments).
+pub const ACL_HBM_MEM_HUGE: u32 = 4;
+/// `aclrtMemHandleType::ACL_MEM_HANDLE_TYPE_NONE`.
+pub const ACL_MEM_HANDLE_TYPE_NONE: u32 = 0;
+/// `aclrtMemAllocationType::ACL_MEM_ALLOCATION_TYPE_PINNED`.
+pub const ACL_MEM_ALLOCATION_TYPE_PINNED: u32 = 0;
+/// `aclrtMemLocationType::ACL_MEM_LOCATION_TYPE_DEVICE`.
+pub const ACL_MEM_LOCATION_TYPE_DEVICE: u32 = 1;
+/// `aclrtMemGranularityOptions::ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM`.
+pub const ACL_MEM_GRANULARITY_MINIMUM: u32 = 0;
+
+/// `aclrtPhysicalMemProp` (virtual-memory API, for expandable segments).
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct AclrtPhysicalMemProp {

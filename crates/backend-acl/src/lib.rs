@@ -56,6 +56,7 @@ mod event;
 pub mod ffi;
 mod graph;
 mod stream;
+mod vmm;
 
 #[cfg(test)]
 mod tests;

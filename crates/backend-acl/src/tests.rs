@@ -790,3 +790,61 @@ fn an_unjoined_capture_end_is_107025_with_the_runtime_text() {
         "{message}"
     );
 }
+
+#[test]
+fn without_the_virtual_memory_symbols_vmm_is_unsupported() {
+    let mut m = base(0, None);
+    m.expect_vmm_granularity().returning(|_| None);
+    m.expect_reserve_mem_address().returning(|_| None);
+    m.expect_malloc_physical().returning(|_, _| None);
+    let dev = open(m);
+    assert_eq!(dev.vmm_granularity(), None);
+    assert!(matches!(
+        dev.reserve_address(2 << 20),
+        Err(HalError::Unsupported(_))
+    ));
+    assert!(matches!(
+        dev.map_physical(DevicePtr(0x1000_0000), 2 << 20),
+        Err(HalError::Unsupported(_))
+    ));
+}
+
+#[test]
+fn a_failed_mapping_frees_its_handle_and_unmap_frees_it_after() {
+    const PHYS: usize = 0x9000;
+    let mut m = base(0, None);
+    m.expect_vmm_granularity().returning(|_| Some(Ok(2 << 20)));
+    m.expect_malloc_physical()
+        .with(eq(2usize << 20), eq(0))
+        .times(2)
+        .returning(|_, _| Some(Ok(PHYS)));
+    let mut first = true;
+    m.expect_map_mem().times(2).returning(move |_, _, _| {
+        let code = if first { ACL_ERROR_RT_PARAM_INVALID } else { 0 };
+        first = false;
+        Some(code)
+    });
+    m.expect_free_physical()
+        .with(eq(PHYS))
+        .times(2)
+        .returning(|_| Some(0));
+    m.expect_unmap_mem()
+        .with(eq(0x4000_0000u64))
+        .times(1)
+        .returning(|_| Some(0));
+    let dev = open(m);
+    assert_eq!(dev.vmm_granularity(), Some(2 << 20));
+    let at = DevicePtr(0x4000_0000);
+    let (code, _, _) = native(dev.map_physical(at, 2 << 20).unwrap_err());
+    assert_eq!(code, ACL_ERROR_RT_PARAM_INVALID);
+    dev.map_physical(at, 2 << 20).unwrap();
+    // SAFETY: the mock holds no memory.
+    unsafe {
+        assert!(matches!(
+            dev.unmap_physical(at, 4 << 20),
+            Err(HalError::InvalidArgument(_))
+        ));
+        dev.unmap_physical(at, 2 << 20).unwrap();
+        assert!(dev.unmap_physical(at, 2 << 20).is_err());
+    }
+}

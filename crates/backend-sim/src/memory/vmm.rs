@@ -163,11 +163,7 @@ impl Memory {
 
     /// Checks that `[at, at + size)` is granular, inside one reservation and overlaps no
     /// mapping; returns its offset and the reservation's mappings.
-    fn free_slot(
-        &mut self,
-        at: DevicePtr,
-        size: u64,
-    ) -> Result<(u64, &mut Mappings), HalError> {
+    fn free_slot(&mut self, at: DevicePtr, size: u64) -> Result<(u64, &mut Mappings), HalError> {
         let outside = || {
             HalError::InvalidArgument(format!(
                 "map: {size} bytes at {at} are not inside one live reservation"

@@ -1,0 +1,193 @@
+//! ACL's virtual-memory API (`aclrtReserveMemAddress`, `aclrtMallocPhysical`, `aclrtMapMem`,
+//! ...) on the simulator's reservations and physical memory handles, with CANN's documented
+//! constraints: reserve with alignment 0 and no requested address, physical memory on a set
+//! device with flags 0, map a whole handle at offset 0 with flags 0, no free of a mapped
+//! handle, unmap before release.
+
+use super::{sim_fail, Registry};
+use crate::codes::*;
+use crate::errmsg::{fail, Fail};
+use braid_stream_core::hal::Device as _;
+use braid_stream_core::types::DevicePtr;
+
+/// `aclrtMemLocationType::ACL_MEM_LOCATION_TYPE_DEVICE`.
+const LOCATION_DEVICE: u32 = 1;
+
+/// `aclrtPhysicalMemProp`, as ACL lays it out.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct PhysicalMemProp {
+    /// `aclrtMemHandleType`.
+    pub handle_type: u32,
+    /// `aclrtMemAllocationType`.
+    pub allocation_type: u32,
+    /// `aclrtMemAttr`.
+    pub mem_attr: u32,
+    /// `aclrtMemLocation::id`: the device.
+    pub location_id: u32,
+    /// `aclrtMemLocation::type`.
+    pub location_type: u32,
+    /// Reserved.
+    pub reserve: u64,
+}
+
+/// A physical memory handle given to the caller.
+pub(super) struct Physical {
+    device: usize,
+    /// The simulator's handle.
+    sim: u64,
+    size: u64,
+}
+
+impl Registry {
+    /// `aclrtReserveMemAddress`: reserves `size` bytes of the current device's address space.
+    pub fn reserve_mem_address(
+        &mut self,
+        size: usize,
+        alignment: usize,
+        expect_ptr: usize,
+        flags: u64,
+    ) -> Result<u64, Fail> {
+        const CALL: &str = "aclrtReserveMemAddress";
+        let device = self.current(CALL)?;
+        if size == 0 || alignment != 0 || flags > 1 {
+            return Err(fail(
+                ACL_ERROR_INVALID_PARAM,
+                format!(
+                    "{CALL}: size must be non-zero, alignment 0 and flags 0 or 1 \
+                     (got size {size}, alignment {alignment}, flags {flags})"
+                ),
+            ));
+        }
+        if expect_ptr != 0 {
+            return Err(fail(
+                ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                format!("{CALL}: a requested address (expectPtr) is not simulated"),
+            ));
+        }
+        let dev = self.dev_mut(device)?;
+        let ptr = dev
+            .sim
+            .reserve_address(size as u64)
+            .map_err(|e| sim_fail(CALL, e))?;
+        dev.reservations.insert(ptr.0, size as u64);
+        Ok(ptr.0)
+    }
+
+    /// `aclrtReleaseMemAddress`: releases a reservation of the current device with nothing
+    /// mapped in it.
+    pub fn release_mem_address(&mut self, ptr: u64) -> Result<(), Fail> {
+        const CALL: &str = "aclrtReleaseMemAddress";
+        let device = self.current(CALL)?;
+        let dev = self.dev_mut(device)?;
+        if !dev.reservations.contains_key(&ptr) {
+            return Err(fail(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("{CALL}: {ptr:#x} is not a reservation of device {device}"),
+            ));
+        }
+        // SAFETY: `ptr` is a live reservation of this device (checked above); the simulator
+        // refuses it while something is mapped, and stays memory safe for any queued work.
+        unsafe { dev.sim.release_address(DevicePtr(ptr)) }.map_err(|e| sim_fail(CALL, e))?;
+        dev.reservations.remove(&ptr);
+        Ok(())
+    }
+
+    /// `aclrtMallocPhysical`: `size` bytes of physical memory on the device `prop` names.
+    pub fn malloc_physical(
+        &mut self,
+        size: usize,
+        prop: &PhysicalMemProp,
+        flags: u64,
+    ) -> Result<usize, Fail> {
+        const CALL: &str = "aclrtMallocPhysical";
+        if size == 0 || flags != 0 || prop.location_type != LOCATION_DEVICE {
+            return Err(fail(
+                ACL_ERROR_INVALID_PARAM,
+                format!(
+                    "{CALL}: size must be non-zero, flags 0 and the location a device \
+                     (got size {size}, flags {flags}, location type {})",
+                    prop.location_type
+                ),
+            ));
+        }
+        let device = self.device_index(prop.location_id as i32)?;
+        let dev = self.dev(device)?;
+        let sim = dev
+            .sim
+            .alloc_physical(size as u64)
+            .map_err(|e| sim_fail(CALL, e))?;
+        let handle = self.handle();
+        self.physical.insert(
+            handle,
+            Physical {
+                device,
+                sim,
+                size: size as u64,
+            },
+        );
+        Ok(handle)
+    }
+
+    /// `aclrtFreePhysical`: frees an unmapped handle.
+    pub fn free_physical(&mut self, handle: usize) -> Result<(), Fail> {
+        const CALL: &str = "aclrtFreePhysical";
+        let p = self.physical_entry(CALL, handle)?;
+        let (device, sim) = (p.device, p.sim);
+        self.dev(device)?
+            .sim
+            .free_physical(sim)
+            .map_err(|e| sim_fail(CALL, e))?;
+        self.physical.remove(&handle);
+        Ok(())
+    }
+
+    /// `aclrtMapMem`: maps all of `handle` at `ptr` (`offset` 0, `flags` 0, `size` the
+    /// handle's size) in a reservation of the handle's device.
+    pub fn map_mem(
+        &mut self,
+        ptr: u64,
+        size: usize,
+        offset: usize,
+        handle: usize,
+        flags: u64,
+    ) -> Result<(), Fail> {
+        const CALL: &str = "aclrtMapMem";
+        let p = self.physical_entry(CALL, handle)?;
+        let (device, sim, handle_size) = (p.device, p.sim, p.size);
+        if offset != 0 || flags != 0 || size as u64 != handle_size {
+            return Err(fail(
+                ACL_ERROR_INVALID_PARAM,
+                format!(
+                    "{CALL}: offset and flags must be 0 and size the handle's {handle_size} bytes \
+                     (got offset {offset}, flags {flags}, size {size})"
+                ),
+            ));
+        }
+        self.dev(device)?
+            .sim
+            .map_handle(DevicePtr(ptr), sim)
+            .map_err(|e| sim_fail(CALL, e))
+    }
+
+    /// `aclrtUnmapMem`: unmaps the mapping that starts at `ptr` on the current device (its
+    /// handle stays allocated).
+    pub fn unmap_mem(&mut self, ptr: u64) -> Result<(), Fail> {
+        const CALL: &str = "aclrtUnmapMem";
+        let device = self.current(CALL)?;
+        self.dev(device)?
+            .sim
+            .unmap(DevicePtr(ptr))
+            .map(|_| ())
+            .map_err(|e| sim_fail(CALL, e))
+    }
+
+    fn physical_entry(&self, call: &str, handle: usize) -> Result<&Physical, Fail> {
+        self.physical.get(&handle).ok_or_else(|| {
+            fail(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("{call}: {handle:#x} is not a live physical memory handle"),
+            )
+        })
+    }
+}

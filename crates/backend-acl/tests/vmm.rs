@@ -1,0 +1,101 @@
+//! The hal's virtual-memory methods over ACL (`aclrtReserveMemAddress`, `aclrtMallocPhysical`,
+//! `aclrtMapMem`, `aclrtUnmapMem`, `aclrtFreePhysical`, `aclrtReleaseMemAddress`), run on
+//! `braid-acl-sim`.
+
+mod common;
+
+use braid_backend_acl::ffi::AclrtPhysicalMemProp;
+use braid_backend_acl::{codes, AclConfig, AclDevice};
+use braid_stream_core::hal::{Device as _, HalError, Stream as _};
+use braid_stream_core::DevicePtr;
+use std::mem::{offset_of, size_of};
+
+const MIB: u64 = 1 << 20;
+
+fn open() -> AclDevice {
+    common::exclusive();
+    AclDevice::open_with(common::api(), 0, AclConfig::default()).expect("opens")
+}
+
+#[test]
+fn physical_memory_properties_have_one_layout_in_both_crates() {
+    type A = AclrtPhysicalMemProp;
+    type B = braid_acl_sim::PhysicalMemProp;
+    assert_eq!(size_of::<A>(), size_of::<B>());
+    assert_eq!(offset_of!(A, handle_type), offset_of!(B, handle_type));
+    assert_eq!(
+        offset_of!(A, allocation_type),
+        offset_of!(B, allocation_type)
+    );
+    assert_eq!(offset_of!(A, mem_attr), offset_of!(B, mem_attr));
+    assert_eq!(offset_of!(A, location_id), offset_of!(B, location_id));
+    assert_eq!(offset_of!(A, location_type), offset_of!(B, location_type));
+    assert_eq!(offset_of!(A, reserve), offset_of!(B, reserve));
+}
+
+#[test]
+fn reserve_map_copy_across_mappings_unmap_release() {
+    let dev = open();
+    assert_eq!(dev.vmm_granularity(), Some(2 * MIB));
+    let free_before = dev.mem_info().unwrap().free;
+    let base = dev.reserve_address(64 * MIB).unwrap();
+    assert_eq!(
+        dev.mem_info().unwrap().free,
+        free_before,
+        "no memory reserved"
+    );
+    dev.map_physical(base, 2 * MIB).unwrap();
+    let second = DevicePtr(base.0 + 2 * MIB);
+    dev.map_physical(second, 2 * MIB).unwrap();
+    assert_eq!(dev.mem_info().unwrap().free, free_before - 4 * MIB);
+    // 4 KiB straddling the two mappings, there and back
+    let at = DevicePtr(base.0 + 2 * MIB - 2048);
+    let data: Vec<u8> = (0..4096u32).map(|i| (i % 253) as u8).collect();
+    let mut back = vec![0u8; 4096];
+    let s = dev.default_stream().unwrap();
+    // SAFETY: `data` and `back` outlive the synchronize below and are untouched until then.
+    unsafe {
+        s.memcpy_h2d(at, data.as_ptr(), 4096).unwrap();
+        s.memcpy_d2h(back.as_mut_ptr(), at, 4096).unwrap();
+    }
+    s.synchronize().unwrap();
+    assert_eq!(back, data);
+    // SAFETY: the stream is synchronized; nothing uses the range any more.
+    unsafe {
+        assert!(matches!(
+            dev.unmap_physical(base, 4 * MIB),
+            Err(HalError::InvalidArgument(_))
+        ));
+        match dev.release_address(base).unwrap_err() {
+            HalError::Native { code, .. } => assert_eq!(code, codes::ACL_ERROR_RT_PARAM_INVALID),
+            other => panic!("unexpected {other:?}"),
+        }
+        dev.unmap_physical(second, 2 * MIB).unwrap();
+        dev.unmap_physical(base, 2 * MIB).unwrap();
+        assert!(dev.unmap_physical(base, 2 * MIB).is_err(), "unmapped twice");
+        dev.release_address(base).unwrap();
+    }
+    assert_eq!(dev.mem_info().unwrap().free, free_before);
+}
+
+#[test]
+fn mapping_more_than_the_device_has_is_out_of_memory_and_maps_nothing() {
+    let dev = open();
+    let info = dev.mem_info().unwrap();
+    let size = (info.total + 2 * MIB).next_multiple_of(2 * MIB);
+    let base = dev.reserve_address(size).unwrap();
+    match dev.map_physical(base, size).unwrap_err() {
+        HalError::OutOfMemory { requested, .. } => assert_eq!(requested, size),
+        other => panic!("unexpected {other:?}"),
+    }
+    assert_eq!(dev.mem_info().unwrap().free, info.free);
+    // a bad address is ACL's parameter error, and the handle made for it is freed
+    let outside = DevicePtr(base.0 + size);
+    assert!(matches!(
+        dev.map_physical(outside, 2 * MIB),
+        Err(HalError::Native { .. })
+    ));
+    assert_eq!(dev.mem_info().unwrap().free, info.free);
+    // SAFETY: nothing is mapped in the range.
+    unsafe { dev.release_address(base).unwrap() };
+}
