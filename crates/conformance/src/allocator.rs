@@ -1287,3 +1287,70 @@ pub fn invalid_arguments_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseE
     allocator_works(&other)?;
     allocator_works(&alloc)
 }
+
+/// C28/C29 groundwork: expandable segments. On a backend with virtual memory, one stream's
+/// large requests share one segment that grows by 20 MiB pages (a block continues the free
+/// space at the end, across mappings, with its data intact), reserved memory is what the
+/// device has mapped, and `empty_cache` unmaps the free pages at the end and finally the whole
+/// segment. On a backend without it, asking for expandable segments is a typed error and the
+/// allocator stays usable.
+pub fn expandable_segments_grow_and_shrink<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
+    let device = h.device()?;
+    let alloc = allocator(&device, AllocatorConfig::new())?;
+    if braid_stream_core::hal::Device::vmm_granularity(device.hal()).is_none() {
+        expect_err!(
+            alloc.set_expandable_segments(true),
+            AllocError::ExpandableSegmentsUnsupported { .. },
+            "expandable segments without virtual memory"
+        );
+        return allocator_works(&alloc);
+    }
+    alloc.set_expandable_segments(true)?;
+    let used = || -> Result<u64, CaseError> {
+        let info = device.mem_info()?;
+        Ok(info.total - info.free)
+    };
+    let before = used()?;
+    let s = device.create_stream(0)?;
+    let a = alloc.alloc(8 * MIB, &s)?;
+    let b = alloc.alloc(30 * MIB, &s)?;
+    ensure_eq!(
+        b.ptr().0,
+        a.ptr().0 + 8 * MIB,
+        "the block continues the segment"
+    );
+    ensure_eq!(alloc.memory_reserved(), 40 * MIB, "two 20 MiB pages");
+    ensure_eq!(
+        used()? - before,
+        40 * MIB,
+        "the device mapped what is reserved"
+    );
+    let snapshot = alloc.snapshot();
+    ensure_eq!(snapshot.segments.len(), 1, "one segment");
+    ensure!(
+        snapshot.segments[0].is_expandable,
+        "the segment is expandable"
+    );
+    fill(&s, a.slice(), 1.5)?;
+    fill(&s, b.slice(), 2.5)?;
+    all_equal(
+        &download(&s, b.slice())?,
+        2.5,
+        "a block across two mappings",
+    )?;
+    drop(b);
+    alloc.empty_cache();
+    ensure_eq!(
+        alloc.memory_reserved(),
+        20 * MIB,
+        "the free page at the end is unmapped"
+    );
+    ensure_eq!(used()? - before, 20 * MIB, "and its memory freed");
+    all_equal(&download(&s, a.slice())?, 1.5, "live data after the unmap")?;
+    drop(a);
+    alloc.empty_cache();
+    ensure_eq!(alloc.memory_reserved(), 0, "everything unmapped");
+    ensure_eq!(used()?, before, "the device has its memory back");
+    ensure!(alloc.snapshot().segments.is_empty(), "no segment left");
+    allocator_works(&alloc)
+}

@@ -164,6 +164,7 @@ macro_rules! __with_cases {
                 size_errors_leave_the_allocator_usable,
                 config_errors_are_typed,
                 invalid_arguments_refused,
+                expandable_segments_grow_and_shrink,
             ],
             pinned: [
                 pinned_block_in_flight_is_not_reused,
