@@ -4,7 +4,7 @@
 use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice, SimMode};
 use braid_stream_core::{Device, Kernel};
-use braid_trace::{Action, BlockState, MemoryExport, Snapshot};
+use braid_trace::{Action, BlockState, MemoryExport, PyValue, Snapshot};
 
 #[test]
 fn allocator_snapshot_round_trips_through_the_parser() {
@@ -83,4 +83,35 @@ fn allocator_snapshot_round_trips_through_the_parser() {
     let from_file = Snapshot::from_path(&path).unwrap();
     assert_eq!(from_file.segments.len(), parsed.segments.len());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn expandable_segments_export_as_expandable_with_map_events() {
+    let device = Device::<SimBackend>::new(SimDevice::new(
+        SimConfig::new().capacity(1 << 30).mode(SimMode::TimingOnly),
+    ))
+    .unwrap();
+    let config = AllocatorConfig::new()
+        .record_history(true)
+        .expandable_segments(true);
+    let alloc = CachingAllocator::new(device.clone(), config).unwrap();
+    let main = device.default_stream();
+    let a = alloc.alloc(8 << 20, &main).unwrap();
+    let b = alloc.alloc(30 << 20, &main).unwrap();
+    drop(b);
+    alloc.empty_cache();
+
+    let parsed =
+        Snapshot::from_slice(&MemoryExport::from_allocator(&alloc).to_pickle().unwrap()).unwrap();
+    assert_eq!(parsed.segments.len(), 1);
+    assert!(parsed.segments[0].is_expandable);
+    assert_eq!(parsed.segments[0].total_size, 20 << 20);
+    let trace = &parsed.device_traces[0];
+    let actions = |x: Action| trace.iter().filter(|e| e.action == x).count();
+    assert_eq!(actions(Action::SegmentMap), 2);
+    assert_eq!(actions(Action::SegmentUnmap), 1);
+    assert_eq!(actions(Action::SegmentAlloc), 0);
+    let settings = parsed.allocator_settings.unwrap();
+    assert_eq!(settings["expandable_segments"], PyValue::Bool(true));
+    drop(a);
 }
