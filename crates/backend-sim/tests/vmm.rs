@@ -158,7 +158,7 @@ fn only_declared_blocks_of_a_reservation_are_live_to_the_sanitizer() {
 }
 
 #[test]
-fn without_virtual_memory_every_call_is_unsupported() {
+fn without_virtual_memory_reserving_is_unsupported() {
     let dev = SimDevice::new(SimConfig::new().virtual_memory(false));
     assert_eq!(dev.vmm_granularity(), None);
     assert!(matches!(
