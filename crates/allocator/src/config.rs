@@ -100,6 +100,11 @@ pub struct AllocatorConfig {
     /// otherwise. Can be toggled at run time with
     /// [`crate::CachingAllocator::set_expandable_segments`].
     pub expandable_segments: bool,
+    /// Page size of the large pool's expandable segments: each growth maps a multiple of it
+    /// (`expandable_large_page_mb`; `None` = `large_segment_size`, 20 MiB, as PyTorch).
+    /// Smaller pages leave less mapped but unused at the end of a segment, for more device
+    /// mappings; rounded up to the backend's granularity.
+    pub expandable_large_page: Option<u64>,
     /// Whether history is recorded from the start.
     pub record_history: bool,
     /// Capacity of the history ring.
@@ -135,6 +140,7 @@ impl AllocatorConfig {
             split_large_remainders: false,
             fit_large_segments: false,
             expandable_segments: false,
+            expandable_large_page: None,
             record_history: false,
             history_size: 10_000,
         }
@@ -221,6 +227,12 @@ impl AllocatorConfig {
         self
     }
 
+    /// Sets [`AllocatorConfig::expandable_large_page`].
+    pub fn expandable_large_page(mut self, bytes: u64) -> Self {
+        self.expandable_large_page = Some(bytes);
+        self
+    }
+
     /// Turns [`AllocatorConfig::expandable_segments`] on or off.
     pub fn expandable_segments(mut self, on: bool) -> Self {
         self.expandable_segments = on;
@@ -253,7 +265,7 @@ impl AllocatorConfig {
     /// `lazy_event_polling`, `release_before_grow`, `split_large_remainders`,
     /// `fit_large_segments`, `record_history` (booleans), `history_size`
     /// (alias `max_entries`),
-    /// `expandable_segments`. Anything else is a typed error naming the key and
+    /// `expandable_segments`, `expandable_large_page_mb`. Anything else is a typed error naming the key and
     /// value.
     pub fn parse(text: &str) -> Result<Self, AllocError> {
         let mut config = AllocatorConfig::new();
@@ -354,6 +366,13 @@ impl AllocatorConfig {
                 self.history_size = usize::try_from(n).map_err(|_| bad(key, value, "too large"))?;
             }
             "expandable_segments" => self.expandable_segments = parse_bool(key, value)?,
+            "expandable_large_page_mb" => {
+                let mb = parse_u64(key, value)?;
+                self.expandable_large_page = Some(
+                    mb.checked_mul(MIB)
+                        .ok_or_else(|| bad(key, value, "too large"))?,
+                );
+            }
             _ => {
                 return Err(AllocError::UnknownConfigKey {
                     key: key.to_string(),
@@ -411,6 +430,14 @@ impl AllocatorConfig {
             t.to_string(),
             "must be in (0, 1)",
         )?;
+        if let Some(page) = self.expandable_large_page {
+            check(
+                page > 0 && page % self.min_block_size == 0,
+                "expandable_large_page",
+                page.to_string(),
+                "must be a non-zero multiple of min_block_size",
+            )?;
+        }
         if let Some(f) = self.memory_fraction {
             if !(f > 0.0 && f <= 1.0) {
                 return Err(AllocError::InvalidMemoryFraction(f));

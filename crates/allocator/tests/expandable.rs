@@ -183,6 +183,50 @@ fn growth_merges_with_free_space_at_the_end() {
 }
 
 #[test]
+fn smaller_large_pages_map_less_at_the_end() {
+    let (dev, alloc) = expandable_setup("expandable_large_page_mb:2");
+    let s = dev.default_stream();
+    let a = alloc.alloc(8 * MIB, &s).unwrap();
+    let b = alloc.alloc(3 * MIB, &s).unwrap();
+    assert_eq!(b.ptr().0, a.ptr().0 + 8 * MIB);
+    // 2 MiB pages: 11 MiB of blocks in 12 MiB mapped (20 MiB pages would map 20 MiB).
+    assert_eq!(alloc.memory_reserved(), 12 * MIB);
+    assert_eq!(
+        dev.mem_info().unwrap().total - dev.mem_info().unwrap().free,
+        12 * MIB
+    );
+    assert_eq!(
+        alloc.memory_stats().num_device_alloc,
+        6,
+        "one mapping per 2 MiB page"
+    );
+    drop(b);
+    alloc.empty_cache();
+    assert_eq!(
+        alloc.memory_reserved(),
+        8 * MIB,
+        "the free tail pages are unmapped"
+    );
+    assert_clean(&dev, &alloc);
+    drop(a);
+}
+
+#[test]
+fn the_large_page_key_is_validated() {
+    let parsed = AllocatorConfig::parse("expandable_large_page_mb:4").unwrap();
+    assert_eq!(parsed.expandable_large_page, Some(4 * MIB));
+    assert_eq!(
+        parsed,
+        AllocatorConfig::new().expandable_large_page(4 * MIB)
+    );
+    assert_eq!(AllocatorConfig::new().expandable_large_page, None);
+    for bad in ["expandable_large_page_mb:0", "expandable_large_page_mb:x"] {
+        let err = AllocatorConfig::parse(bad).unwrap_err();
+        assert!(err.to_string().contains("expandable_large_page"), "{err}");
+    }
+}
+
+#[test]
 fn large_requests_share_the_segment_and_small_ones_get_their_own() {
     let (dev, alloc) = expandable_setup("");
     let s = dev.default_stream();

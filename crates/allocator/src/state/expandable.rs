@@ -8,8 +8,9 @@
 //! unmaps the whole pages at the end that a free block covers, and gives the reservation
 //! back once nothing is mapped. PyTorch also unmaps free pages in the middle of a segment;
 //! here they stay mapped until the blocks after them are free too. Pages are
-//! `small_segment_size` (2 MiB) for the small pool and `large_segment_size` (20 MiB) for the
-//! large pool, rounded up to the backend's granularity; each page is one device mapping.
+//! `small_segment_size` (2 MiB) for the small pool and `expandable_large_page` (default
+//! `large_segment_size`, 20 MiB) for the large pool, rounded up to the backend's granularity;
+//! each page is one device mapping.
 
 use super::{SegmentFailure, State};
 use crate::block::{BlockId, NewBlock, Reservation, Segment, SegmentId, Status, NONE};
@@ -115,7 +116,9 @@ impl<B: Backend> State<B> {
         let unit = if small {
             self.config.small_segment_size
         } else {
-            self.config.large_segment_size
+            self.config
+                .expandable_large_page
+                .unwrap_or(self.config.large_segment_size)
         };
         let step = unit
             .max(granularity)
