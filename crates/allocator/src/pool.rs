@@ -25,7 +25,12 @@ impl FreeList {
     #[inline]
     pub(crate) fn insert(&mut self, key: FreeKey) {
         let at = self.keys.partition_point(|k| k < &key);
-        self.keys.insert(at, key);
+        // Appending (the common case of a list with one size) needs no shift.
+        if at == self.keys.len() {
+            self.keys.push(key);
+        } else {
+            self.keys.insert(at, key);
+        }
     }
 
     #[inline]
@@ -84,6 +89,12 @@ impl FreeList {
 
     #[inline]
     pub(crate) fn take(&mut self, i: usize) -> FreeKey {
+        // Taking the last (largest) entry needs no shift.
+        if i + 1 == self.keys.len() {
+            if let Some(key) = self.keys.pop() {
+                return key;
+            }
+        }
         self.keys.remove(i)
     }
 
@@ -117,17 +128,20 @@ pub(crate) fn class_index(class: SizeClass) -> usize {
 impl PoolFree {
     #[inline(always)]
     pub(crate) fn list_mut(&mut self, stream: StreamId, small: bool) -> &mut FreeList {
+        let class = usize::from(!small);
         let i = stream.index();
-        if self.per_stream.len() <= i {
-            self.grow(i);
+        // One bounds check on the hot path; the first use of a stream grows the table.
+        if i < self.per_stream.len() {
+            return &mut self.per_stream[i][class];
         }
-        &mut self.per_stream[i][usize::from(!small)]
+        self.grow(i, class)
     }
 
     #[cold]
     #[inline(never)]
-    fn grow(&mut self, i: usize) {
+    fn grow(&mut self, i: usize, class: usize) -> &mut FreeList {
         self.per_stream.resize_with(i + 1, Default::default);
+        &mut self.per_stream[i][class]
     }
 
     /// All lists of a class, with their stream.
@@ -140,25 +154,19 @@ impl PoolFree {
 }
 
 /// Free lists of all pools: the default pool and the private pools.
-#[derive(Debug)]
+#[derive(Debug, Default)]
 pub(crate) struct FreeLists {
+    /// The default pool's lists, apart: the hot path reaches them without a lookup.
+    default: PoolFree,
+    /// Private pools' lists.
     pools: Vec<(PoolId, PoolFree)>,
-}
-
-impl Default for FreeLists {
-    fn default() -> Self {
-        FreeLists {
-            pools: vec![(PoolId::DEFAULT, PoolFree::default())],
-        }
-    }
 }
 
 impl FreeLists {
     #[inline(always)]
     pub(crate) fn pool_mut(&mut self, pool: PoolId) -> &mut PoolFree {
-        // The default pool is always first.
         if pool == PoolId::DEFAULT {
-            return &mut self.pools[0].1;
+            return &mut self.default;
         }
         self.private_pool_mut(pool)
     }
@@ -182,6 +190,9 @@ impl FreeLists {
 
     #[inline]
     pub(crate) fn pool(&self, pool: PoolId) -> Option<&PoolFree> {
+        if pool == PoolId::DEFAULT {
+            return Some(&self.default);
+        }
         self.pools
             .iter()
             .find(|(id, _)| *id == pool)

@@ -62,6 +62,14 @@ pub(crate) fn round_size(config: &AllocatorConfig, size: u64) -> Option<u64> {
     }
 }
 
+/// [`round_size`] when no power-of-two divisions are configured: `size` (below 1 EiB) rounded
+/// up to the block size, a power of two (`AllocatorConfig::validate`).
+#[inline(always)]
+pub(crate) fn round_to_block(config: &AllocatorConfig, size: u64) -> u64 {
+    let mask = config.min_block_size - 1;
+    (size.max(config.min_block_size) + mask) & !mask
+}
+
 /// The segment size requested from the device for a block of `rounded` bytes.
 #[inline]
 pub(crate) fn segment_size(config: &AllocatorConfig, rounded: u64) -> Option<u64> {
@@ -96,6 +104,26 @@ mod tests {
     use super::*;
 
     const MIB: u64 = 1 << 20;
+
+    #[test]
+    fn block_rounding_matches_round_size_without_divisions() {
+        let configs = [
+            AllocatorConfig::new(),
+            AllocatorConfig {
+                min_block_size: 4096,
+                ..AllocatorConfig::new()
+            },
+        ];
+        for c in configs {
+            let mut size = 0u64;
+            while size < (1 << 60) {
+                for s in [size.saturating_sub(1), size, size + 1, size + 511] {
+                    assert_eq!(Some(round_to_block(&c, s)), round_size(&c, s), "{s}");
+                }
+                size = size * 3 + 1;
+            }
+        }
+    }
 
     #[test]
     fn pytorch_rounding() {

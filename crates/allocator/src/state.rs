@@ -90,6 +90,9 @@ pub(crate) struct State<B: Backend> {
     vmm_granularity: Option<u64>,
     /// The expandable segment of each (stream, small) that has one.
     expandable: Vec<(StreamId, bool, SegmentId)>,
+    /// Whether `roundup_power2_divisions` rounds any size (fixed at creation); without it a
+    /// request is only rounded to the block size.
+    power2_rounding: bool,
 }
 
 impl<B: Backend> State<B> {
@@ -120,7 +123,9 @@ impl<B: Backend> State<B> {
             keepalive: Keepalive::default(),
             vmm_granularity,
             expandable: Vec::new(),
+            power2_rounding: false,
         };
+        state.power2_rounding = state.config.roundup_power2_divisions.iter().any(|&d| d > 1);
         state.update_allowed_max();
         state
     }
@@ -284,8 +289,14 @@ impl<B: Backend> State<B> {
         }
         // `let else` rather than `ok_or`: the error value is built (and dropped) only on
         // overflow, not on every allocation.
-        let Some(rounded) = size::round_size(&self.config, size) else {
-            return Err(AllocError::SizeOverflow { requested: size });
+        let rounded = if self.power2_rounding {
+            let Some(rounded) = size::round_size(&self.config, size) else {
+                return Err(AllocError::SizeOverflow { requested: size });
+            };
+            rounded
+        } else {
+            // Below 1 EiB, rounding to the (power-of-two) block size cannot overflow.
+            size::round_to_block(&self.config, size)
         };
         self.remember_stream(stream);
         let class = size::class_of(&self.config, rounded);
