@@ -176,17 +176,9 @@ pub(crate) struct Segment {
     pub small: bool,
     pub head: BlockId,
     pub live: bool,
-    /// For an expandable segment: its address reservation (`size` is its mapped prefix).
-    pub expandable: Option<Reservation>,
-}
-
-/// The address range an expandable segment maps its memory into.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Reservation {
-    /// Bytes reserved from the segment's address on.
-    pub size: u64,
-    /// Memory is mapped and unmapped in pages of this many bytes (one device mapping each).
-    pub step: u64,
+    /// For a mapped range of an expandable segment: the page size it is mapped and unmapped
+    /// in (one device mapping per page). `None` for a segment from one device malloc.
+    pub expandable: Option<u64>,
 }
 
 impl Segment {

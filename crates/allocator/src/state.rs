@@ -4,7 +4,7 @@
 
 mod expandable;
 
-use crate::block::{BlockId, Blocks, NewBlock, Segment, SegmentId, Segments, Status, UseRec, NONE};
+use crate::block::{BlockId, Blocks, NewBlock, Segment, Segments, Status, UseRec, NONE};
 use crate::config::AllocatorConfig;
 use crate::error::{AllocError, OutOfMemoryReport};
 use crate::keepalive::Keepalive;
@@ -89,7 +89,7 @@ pub(crate) struct State<B: Backend> {
     /// The backend's virtual-memory page size (`None`: no expandable segments possible).
     vmm_granularity: Option<u64>,
     /// The expandable segment of each (stream, small) that has one.
-    expandable: Vec<(StreamId, bool, SegmentId)>,
+    expandable: Vec<expandable::Expandable>,
     /// Whether `roundup_power2_divisions` rounds any size (fixed at creation); without it a
     /// request is only rounded to the block size.
     power2_rounding: bool,
@@ -588,12 +588,16 @@ impl<B: Backend> State<B> {
         let max_split = self.config.max_split_size;
         let non_split = self.config.max_non_split_rounding;
         let gc = self.config.garbage_collection_threshold > 0.0;
+        let skip_expandable = self.skip_expandable();
         let p = self.free.pool_mut(pool);
         if gc {
             p.gc_clock[class_index(class)] += 1;
         }
         let list = p.list_mut(stream, class == SizeClass::Small);
-        let i = list.lower_bound(rounded);
+        let mut i = list.lower_bound(rounded);
+        if skip_expandable {
+            i = expandable::first_normal(list, &self.blocks, i);
+        }
         let key = list.get(i)?;
         if rounded < max_split && key.size >= max_split {
             return None;
@@ -1225,10 +1229,16 @@ impl<B: Backend> State<B> {
         let max_split = self.config.max_split_size;
         let non_split = self.config.max_non_split_rounding;
         let small = class == SizeClass::Small;
+        let skip_expandable = self.skip_expandable();
         let mut best: Option<(u64, u64, BlockId)> = None;
         for &b in &self.pending.blocks {
             let blk = self.blocks.get(b);
-            if blk.stream != sid || blk.pool != pool || blk.small != small || blk.size < rounded {
+            if blk.stream != sid
+                || blk.pool != pool
+                || blk.small != small
+                || blk.size < rounded
+                || (skip_expandable && blk.expandable)
+            {
                 continue;
             }
             if (rounded < max_split && blk.size >= max_split)
@@ -1290,8 +1300,8 @@ impl<B: Backend> State<B> {
                 blk.segment,
             );
             if self.segments.get(seg).expandable.is_some() {
-                // A whole free expandable segment: unmap it all and release its addresses.
-                released += self.unmap_free_tail(dev, seg);
+                // A whole free range of an expandable segment: unmap its pages.
+                released += self.unmap_free_block(dev, b);
                 continue;
             }
             self.uncache_block(b);
@@ -1692,6 +1702,7 @@ impl<B: Backend> State<B> {
                 }
             }
         }
+        self.check_expandable()?;
         if blocks_seen != self.blocks.live().count() {
             return Err("live blocks outside any segment".to_string());
         }

@@ -2,22 +2,53 @@
 //! small/large) of the default pool, an address reservation into which pages of physical
 //! memory are mapped on demand (`hal::Device::map_physical`).
 //!
-//! The mapped part is always a prefix of the reservation: growth maps pages right after it,
-//! so a free block at the end merges with the new memory and no sliver is left between
-//! segments; releasing (empty_cache, the out-of-memory ladder, garbage collection, drop)
-//! unmaps the whole pages at the end that a free block covers, and gives the reservation
-//! back once nothing is mapped. PyTorch also unmaps free pages in the middle of a segment;
-//! here they stay mapped until the blocks after them are free too. Pages are
-//! `small_segment_size` (2 MiB) for the small pool and `expandable_large_page` (default
-//! `large_segment_size`, 20 MiB) for the large pool, rounded up to the backend's granularity;
-//! each page is one device mapping.
+//! Each contiguous mapped range of a reservation is a [`Segment`] of its own, covered by
+//! blocks like any segment; two ranges never touch (an unmapped hole lies between them). So
+//! the free lists only ever hold mapped memory, coalescing never crosses a hole, reserved
+//! bytes are the ranges' bytes, and the snapshot shows one segment per mapped range, as
+//! PyTorch's does. Growth maps pages at the lowest address where the request fits, counting a
+//! free block at the end of the range before a hole and whole free ranges between holes
+//! (PyTorch's `find_expandable_block`), so holes fill before the end grows; a mapping that
+//! touches a range extends it, one that closes a hole joins the two ranges. Releasing
+//! (`empty_cache`, the out-of-memory ladder, garbage collection, drop) unmaps the whole pages
+//! inside free blocks anywhere in a range ([`unmap`]), and gives the reservation back once
+//! nothing is mapped. Pages are `small_segment_size` (2 MiB) for the small pool and
+//! `expandable_large_page` (default `large_segment_size`, 20 MiB) for the large pool, rounded
+//! up to the backend's granularity; each page is one device mapping.
+//!
+//! With expandable segments turned off, cached blocks of expandable segments serve no request
+//! (PyTorch's `get_free_block` skips them), so new memory comes from normal segments.
+
+mod unmap;
 
 use super::{SegmentFailure, State};
-use crate::block::{BlockId, NewBlock, Reservation, Segment, SegmentId, Status, NONE};
+use crate::block::{BlockId, Blocks, NewBlock, Segment, SegmentId, Status, NONE};
+use crate::pool::FreeList;
 use crate::size::SizeClass;
 use crate::snapshot::{HistoryAction, PoolId};
 use braid_stream_core::hal::{Backend, Device as _, HalError};
 use braid_stream_core::{Device, DevicePtr, StreamId};
+
+/// The address reservation of one (stream, small) of the default pool and the ranges mapped
+/// in it.
+pub(super) struct Expandable {
+    stream: StreamId,
+    small: bool,
+    /// The reservation's address.
+    base: u64,
+    /// Bytes reserved from `base` on.
+    size: u64,
+    /// Memory is mapped and unmapped in pages of this many bytes (one device mapping each).
+    step: u64,
+    /// The mapped ranges (segments) by address; an unmapped hole lies between two of them.
+    ranges: Vec<SegmentId>,
+}
+
+impl Expandable {
+    fn end(&self) -> u64 {
+        self.base + self.size
+    }
+}
 
 impl<B: Backend> State<B> {
     /// A miss grows memory by `rounded` bytes or more: the stream's expandable segment when
@@ -41,8 +72,9 @@ impl<B: Backend> State<B> {
         }
     }
 
-    /// Maps enough pages at the end of the (stream, small) expandable segment, created on
-    /// first use, for a free block of `rounded` bytes at its end, and returns that block.
+    /// Maps pages into the (stream, small) expandable segment, created on first use, until a
+    /// free block of at least `rounded` bytes spans them, at the lowest address that can hold
+    /// one, and returns that block.
     fn expand(
         &mut self,
         dev: &Device<B>,
@@ -51,68 +83,55 @@ impl<B: Backend> State<B> {
         rounded: u64,
         granularity: u64,
     ) -> Result<BlockId, SegmentFailure> {
-        let seg = match self
-            .expandable
-            .iter()
-            .find(|e| e.0 == stream && e.1 == small)
-        {
-            Some(e) => e.2,
+        let e = match self.expandable_of(stream, small) {
+            Some(e) => e,
             None => self.reserve_segment(dev, stream, small, granularity)?,
         };
-        let tail = self.tail(seg);
-        let tail_free = tail != NONE && self.blocks.get(tail).status == Status::Free;
-        let have = if tail_free {
-            self.blocks.get(tail).size
-        } else {
-            0
-        };
-        let mapped = self.segments.get(seg).size;
-        let result = self.map_pages(dev, seg, rounded.saturating_sub(have));
-        if result.is_err() && mapped == 0 {
-            // A segment that was just reserved for this request: give it back.
-            self.release_reservation(dev, seg);
-        }
-        let grown = result?;
-        if tail_free {
-            self.uncache_block(tail);
-            let blk = self.blocks.get_mut(tail);
-            blk.size += grown;
-            if blk.is_split() {
-                self.stats.inactive_split_bytes.increase(small, grown);
+        let mut result = Err(SegmentFailure::OutOfMemory);
+        match self.plan_growth(e, rounded) {
+            Some((tail, maps)) => {
+                result = Ok(tail);
+                for (addr, len) in maps {
+                    result = self.map_gap(dev, e, addr, len);
+                    if result.is_err() {
+                        break;
+                    }
+                }
             }
-            return Ok(tail);
+            None => tracing::debug!(rounded, "no room left in the expandable segment"),
         }
-        let addr = self.segments.get(seg).addr + mapped;
-        let b = self.blocks.insert(NewBlock {
-            addr,
-            size: grown,
-            stream,
-            pool: PoolId::DEFAULT,
-            small,
-            expandable: true,
-            segment: seg,
-            prev: tail,
-            next: NONE,
-        });
-        if tail == NONE {
-            self.segments.get_mut(seg).head = b;
-        } else {
-            self.blocks.get_mut(tail).next = b;
-            self.stats.inactive_split.increase(small, 1);
-            self.stats.inactive_split_bytes.increase(small, grown);
+        match result {
+            Ok(b) => {
+                self.uncache_block(b);
+                Ok(b)
+            }
+            Err(err) => {
+                if self.expandable[e].ranges.is_empty() {
+                    // Nothing mapped (a reservation made for this request, or emptied
+                    // before): give it back.
+                    self.release_reservation(dev, e);
+                }
+                Err(err)
+            }
         }
-        Ok(b)
+    }
+
+    /// The index of the expandable segment of (stream, small).
+    fn expandable_of(&self, stream: StreamId, small: bool) -> Option<usize> {
+        self.expandable
+            .iter()
+            .position(|e| e.stream == stream && e.small == small)
     }
 
     /// Reserves the address range of a new expandable segment (as large as the device, so
-    /// one stream could map all of it) and registers the segment, with nothing mapped.
+    /// one stream could map all of it) and registers it, with nothing mapped.
     fn reserve_segment(
         &mut self,
         dev: &Device<B>,
         stream: StreamId,
         small: bool,
         granularity: u64,
-    ) -> Result<SegmentId, SegmentFailure> {
+    ) -> Result<usize, SegmentFailure> {
         let unit = if small {
             self.config.small_segment_size
         } else {
@@ -130,109 +149,277 @@ impl<B: Backend> State<B> {
             .checked_next_multiple_of(step)
             .ok_or(SegmentFailure::OutOfMemory)?;
         let ptr = dev.hal().reserve_address(size).map_err(failure)?;
-        let seg = self.segments.insert(Segment {
-            addr: ptr.0,
-            size: 0,
+        self.expandable.push(Expandable {
             stream,
-            pool: PoolId::DEFAULT,
             small,
-            head: NONE,
-            live: true,
-            expandable: Some(Reservation { size, step }),
+            base: ptr.0,
+            size,
+            step,
+            ranges: Vec::new(),
         });
-        self.expandable.push((stream, small, seg));
         self.stats.segment.increase(small, 1);
         tracing::debug!(ptr = %ptr, size, step, stream = stream.0, small, "expandable segment reserved");
-        Ok(seg)
+        Ok(self.expandable.len() - 1)
     }
 
-    /// Maps the pages covering at least `need` bytes at the end of expandable segment `seg`,
-    /// within the memory limit and the reservation, and returns the bytes mapped. On failure
-    /// nothing stays mapped.
-    fn map_pages(
+    /// The unmapped gap `k` of expandable segment `e`: before its range `k` (or, for `k` =
+    /// the number of ranges, after the last one up to the end of the reservation).
+    fn gap(&self, e: usize, k: usize) -> (u64, u64) {
+        let x = &self.expandable[e];
+        let start = match k {
+            0 => x.base,
+            _ => self.segments.get(x.ranges[k - 1]).end(),
+        };
+        let end = match x.ranges.get(k) {
+            Some(&r) => self.segments.get(r).addr,
+            None => x.end(),
+        };
+        (start, end)
+    }
+
+    /// Where to map for a free block of `rounded` bytes in expandable segment `e`, at the
+    /// lowest address that can hold one: the free block at the end of the range before the
+    /// first gap (`NONE` if there is none) and the gaps to map, `(addr, len)` in address
+    /// order, which form with the free blocks between them one free run of `rounded` bytes or
+    /// more. `None` when no run can.
+    fn plan_growth(&self, e: usize, rounded: u64) -> Option<(BlockId, Vec<(u64, u64)>)> {
+        let (n, step) = (self.expandable[e].ranges.len(), self.expandable[e].step);
+        let free = |b: BlockId| b != NONE && self.blocks.get(b).status == Status::Free;
+        for k in 0..=n {
+            let (start, end) = self.gap(e, k);
+            if start == end {
+                continue;
+            }
+            let tail = match k {
+                0 => NONE,
+                _ => self.range_tail(self.expandable[e].ranges[k - 1]),
+            };
+            let tail = if free(tail) { tail } else { NONE };
+            let mut avail = if tail == NONE {
+                0
+            } else {
+                self.blocks.get(tail).size
+            };
+            let mut maps = Vec::new();
+            let mut j = k;
+            loop {
+                let (start, end) = self.gap(e, j);
+                let need = rounded.saturating_sub(avail);
+                if need == 0 {
+                    return Some((tail, maps));
+                }
+                if start == end {
+                    break;
+                }
+                if end - start >= need {
+                    let len = need.checked_next_multiple_of(step)?.min(end - start);
+                    maps.push((start, len));
+                    return Some((tail, maps));
+                }
+                maps.push((start, end - start));
+                avail += end - start;
+                // The run goes on through the next range while it is free.
+                let Some(&r) = self.expandable[e].ranges.get(j) else {
+                    break;
+                };
+                let head = self.segments.get(r).head;
+                if !free(head) {
+                    break;
+                }
+                avail += self.blocks.get(head).size;
+                if avail >= rounded {
+                    return Some((tail, maps));
+                }
+                if self.blocks.get(head).next != NONE {
+                    break;
+                }
+                j += 1;
+            }
+        }
+        None
+    }
+
+    /// Maps `[addr, addr + len)`, the start of a gap of expandable segment `e`, as one free
+    /// block merged with the free blocks around it; returns that block (cached).
+    fn map_gap(
         &mut self,
         dev: &Device<B>,
-        seg: SegmentId,
-        need: u64,
-    ) -> Result<u64, SegmentFailure> {
-        let s = self.segments.get(seg);
-        let (addr, mapped, stream, small) = (s.addr, s.size, s.stream, s.small);
-        let Some(Reservation {
-            size: reserved,
-            step,
-        }) = s.expandable
-        else {
-            return Err(SegmentFailure::OutOfMemory);
-        };
-        let grow = need
-            .checked_next_multiple_of(step)
-            .ok_or(SegmentFailure::OutOfMemory)?;
-        if grow == 0 {
-            return Ok(0);
-        }
+        e: usize,
+        addr: u64,
+        len: u64,
+    ) -> Result<BlockId, SegmentFailure> {
+        let x = &self.expandable[e];
+        let (stream, small, step) = (x.stream, x.small, x.step);
         let current = self.stats.reserved_bytes.all.current;
-        let over_limit = self
+        if self
             .allowed_max
-            .is_some_and(|max| current.saturating_add(grow) > max);
-        if over_limit || mapped.saturating_add(grow) > reserved {
+            .is_some_and(|max| current.saturating_add(len) > max)
+        {
             tracing::debug!(
-                grow,
+                len,
                 reserved = current,
-                "expandable segment growth refused by the memory limit or its reservation"
+                "expandable segment growth refused by the memory limit"
             );
             return Err(SegmentFailure::OutOfMemory);
         }
-        let start = addr + mapped;
         let mut done = 0;
-        while done < grow {
-            if let Err(e) = dev.hal().map_physical(DevicePtr(start + done), step) {
-                tracing::debug!(%e, grow, mapped = done, "mapping pages into an expandable segment failed");
-                if self.unmap_pages(dev, start, done, step) != done {
+        while done < len {
+            if let Err(e) = dev.hal().map_physical(DevicePtr(addr + done), step) {
+                tracing::debug!(%e, len, mapped = done, "mapping pages into an expandable segment failed");
+                if self.unmap_pages(dev, addr, done, step) != done {
                     tracing::warn!("pages mapped for a failed growth could not be unmapped");
                 }
                 return Err(failure(e));
             }
             done += step;
         }
-        self.segments.get_mut(seg).size += grow;
-        self.stats.reserved_bytes.increase(small, grow);
-        self.stats.num_device_alloc += grow / step;
-        self.history.record(
-            HistoryAction::SegmentMap,
-            start,
-            grow,
-            stream,
-            PoolId::DEFAULT,
-        );
-        tracing::debug!(
-            addr = start,
-            grow,
-            stream = stream.0,
-            "expandable segment grown"
-        );
-        Ok(grow)
+        self.stats.reserved_bytes.increase(small, len);
+        self.stats.num_device_alloc += len / step;
+        self.history
+            .record(HistoryAction::SegmentMap, addr, len, stream, PoolId::DEFAULT);
+        tracing::debug!(addr, len, stream = stream.0, "pages mapped into an expandable segment");
+        Ok(self.insert_mapped(e, addr, len))
     }
 
-    /// Unmaps the pages of `[start, start + len)` from the last one down, stopping at the
-    /// first failure; returns the bytes unmapped (a suffix of the range).
-    fn unmap_pages(&mut self, dev: &Device<B>, start: u64, len: u64, step: u64) -> u64 {
-        let mut unmapped = 0;
-        while unmapped < len {
-            let page = start + len - unmapped - step;
-            // SAFETY: `page` is one mapping this allocator made on this device and has not
-            // unmapped; the callers hold no block over it (a free block, or pages mapped by a
-            // failed growth) and synchronized the device first where work could have used it.
-            if let Err(err) = unsafe { dev.hal().unmap_physical(DevicePtr(page), step) } {
-                tracing::warn!(%err, page, "unmapping a page of an expandable segment failed");
-                break;
+    /// Adds the newly mapped `[addr, addr + len)` to expandable segment `e`: it extends the
+    /// range that ends there (or starts a new one), joins the range that starts right after,
+    /// and becomes a free block merged with free neighbours. Returns that block (cached).
+    fn insert_mapped(&mut self, e: usize, addr: u64, len: u64) -> BlockId {
+        let x = &self.expandable[e];
+        let (stream, small, step) = (x.stream, x.small, x.step);
+        let pos = x
+            .ranges
+            .partition_point(|&r| self.segments.get(r).addr < addr);
+        let left = pos
+            .checked_sub(1)
+            .map(|i| x.ranges[i])
+            .filter(|&r| self.segments.get(r).end() == addr);
+        let right = x
+            .ranges
+            .get(pos)
+            .copied()
+            .filter(|&r| self.segments.get(r).addr == addr + len);
+        let left_tail = left.map_or(NONE, |r| self.range_tail(r));
+        let right_head = right.map_or(NONE, |r| self.segments.get(r).head);
+        for b in [left_tail, right_head] {
+            if b != NONE && self.blocks.get(b).status == Status::Free {
+                self.detach_free(b);
             }
-            unmapped += step;
         }
-        unmapped
+        let b = self.blocks.insert(NewBlock {
+            addr,
+            size: len,
+            stream,
+            pool: PoolId::DEFAULT,
+            small,
+            expandable: true,
+            segment: left.unwrap_or(NONE),
+            prev: left_tail,
+            next: NONE,
+        });
+        let seg = match left {
+            Some(l) => {
+                self.blocks.get_mut(left_tail).next = b;
+                self.segments.get_mut(l).size += len;
+                l
+            }
+            None => {
+                let s = self.segments.insert(Segment {
+                    addr,
+                    size: len,
+                    stream,
+                    pool: PoolId::DEFAULT,
+                    small,
+                    head: b,
+                    live: true,
+                    expandable: Some(step),
+                });
+                self.blocks.get_mut(b).segment = s;
+                self.expandable[e].ranges.insert(pos, s);
+                s
+            }
+        };
+        if let Some(r) = right {
+            self.join_range(e, seg, r);
+        }
+        let b = self.merge_free_neighbours(b);
+        self.attach_free(b);
+        b
     }
 
-    /// The last block of segment `seg` (`NONE` when nothing is mapped).
-    fn tail(&self, seg: SegmentId) -> BlockId {
+    /// Appends range `right` of expandable segment `e`, which starts where range `left` ends,
+    /// to `left`.
+    fn join_range(&mut self, e: usize, left: SegmentId, right: SegmentId) {
+        let tail = self.range_tail(left);
+        let (head, size) = (self.segments.get(right).head, self.segments.get(right).size);
+        self.blocks.get_mut(tail).next = head;
+        self.blocks.get_mut(head).prev = tail;
+        self.relabel(head, left);
+        self.segments.get_mut(left).size += size;
+        self.segments.remove(right);
+        self.expandable[e].ranges.retain(|&r| r != right);
+    }
+
+    /// Merges free block `b` (in no free list, not counted) with its free neighbours, which
+    /// are in no free list and not counted either; returns the merged block.
+    fn merge_free_neighbours(&mut self, mut b: BlockId) -> BlockId {
+        let prev = self.blocks.get(b).prev;
+        if prev != NONE && self.blocks.get(prev).status == Status::Free {
+            self.absorb_next(prev);
+            b = prev;
+        }
+        let next = self.blocks.get(b).next;
+        if next != NONE && self.blocks.get(next).status == Status::Free {
+            self.absorb_next(b);
+        }
+        b
+    }
+
+    /// Block `b` takes over the block after it.
+    fn absorb_next(&mut self, b: BlockId) {
+        let next = self.blocks.get(b).next;
+        let (size, after) = (self.blocks.get(next).size, self.blocks.get(next).next);
+        let blk = self.blocks.get_mut(b);
+        blk.size += size;
+        blk.next = after;
+        if after != NONE {
+            self.blocks.get_mut(after).prev = b;
+        }
+        self.blocks.remove(next);
+    }
+
+    /// Sets the segment of `b` and every block after it to `seg`.
+    fn relabel(&mut self, mut b: BlockId, seg: SegmentId) {
+        while b != NONE {
+            let blk = self.blocks.get_mut(b);
+            blk.segment = seg;
+            b = blk.next;
+        }
+    }
+
+    /// Takes free block `b` out of its free list and of the split statistics, before its size
+    /// or neighbours change.
+    fn detach_free(&mut self, b: BlockId) {
+        self.uncache_block(b);
+        let blk = self.blocks.get(b);
+        if blk.is_split() {
+            self.stats.inactive_split.decrease(blk.small, 1);
+            self.stats.inactive_split_bytes.decrease(blk.small, blk.size);
+        }
+    }
+
+    /// Puts free block `b` back into its free list and the split statistics.
+    fn attach_free(&mut self, b: BlockId) {
+        let blk = self.blocks.get(b);
+        if blk.is_split() {
+            self.stats.inactive_split.increase(blk.small, 1);
+            self.stats.inactive_split_bytes.increase(blk.small, blk.size);
+        }
+        self.cache_block(b);
+    }
+
+    /// The last block of segment `seg` (`NONE` when it has none).
+    fn range_tail(&self, seg: SegmentId) -> BlockId {
         let mut b = self.segments.get(seg).head;
         while b != NONE {
             let next = self.blocks.get(b).next;
@@ -244,119 +431,97 @@ impl<B: Backend> State<B> {
         b
     }
 
-    /// The free block at the end of expandable segment `seg` and the first page boundary it
-    /// covers, when it covers at least one whole page.
-    fn free_tail_pages(&self, seg: SegmentId) -> Option<(BlockId, u64, u64)> {
-        let s = self.segments.get(seg);
-        let step = s.expandable?.step;
-        let tail = self.tail(seg);
-        let blk = (tail != NONE).then(|| self.blocks.get(tail))?;
-        if blk.status != Status::Free {
-            return None;
-        }
-        let cut = s.addr + (blk.addr - s.addr).checked_next_multiple_of(step)?;
-        (cut < s.end()).then_some((tail, cut, step))
-    }
-
-    /// Unmaps the whole pages covered by the free block at the end of expandable segment
-    /// `seg` (the device is synchronized), and releases the reservation once nothing is
-    /// mapped. Returns the bytes unmapped.
-    pub(super) fn unmap_free_tail(&mut self, dev: &Device<B>, seg: SegmentId) -> u64 {
-        let Some((tail, cut, step)) = self.free_tail_pages(seg) else {
-            return 0;
-        };
-        let end = self.segments.get(seg).end();
-        let unmapped = self.unmap_pages(dev, cut, end - cut, step);
-        if unmapped == 0 {
-            return 0;
-        }
-        let new_end = end - unmapped;
-        self.uncache_block(tail);
-        let blk = self.blocks.get(tail);
-        let (addr, size, prev, small, stream, split) = (
-            blk.addr,
-            blk.size,
-            blk.prev,
-            blk.small,
-            blk.stream,
-            blk.is_split(),
-        );
-        if new_end == addr {
-            if prev == NONE {
-                self.segments.get_mut(seg).head = NONE;
-            } else {
-                self.blocks.get_mut(prev).next = NONE;
+    /// Unmaps the pages of `[start, start + len)` from the last one down, stopping at the
+    /// first failure; returns the bytes unmapped (a suffix of the range).
+    fn unmap_pages(&mut self, dev: &Device<B>, start: u64, len: u64, step: u64) -> u64 {
+        let mut unmapped = 0;
+        while unmapped < len {
+            let page = start + len - unmapped - step;
+            // SAFETY: `page` is one mapping this allocator made on this device and has not
+            // unmapped; the callers hold no block over it (pages inside a free block, or
+            // mapped by a failed growth) and synchronized the device first where work could
+            // have used it.
+            if let Err(err) = unsafe { dev.hal().unmap_physical(DevicePtr(page), step) } {
+                tracing::warn!(%err, page, "unmapping a page of an expandable segment failed");
+                break;
             }
-            if split {
-                self.stats.inactive_split.decrease(small, 1);
-                self.stats.inactive_split_bytes.decrease(small, size);
-            }
-            self.blocks.remove(tail);
-        } else {
-            self.blocks.get_mut(tail).size -= unmapped;
-            if split {
-                self.stats.inactive_split_bytes.decrease(small, unmapped);
-            }
-            self.cache_block(tail);
-        }
-        self.segments.get_mut(seg).size -= unmapped;
-        self.stats.reserved_bytes.decrease(small, unmapped);
-        self.stats.num_device_free += unmapped / step;
-        self.history.record(
-            HistoryAction::SegmentUnmap,
-            new_end,
-            unmapped,
-            stream,
-            PoolId::DEFAULT,
-        );
-        tracing::debug!(
-            addr = new_end,
-            unmapped,
-            stream = stream.0,
-            "free pages unmapped from an expandable segment"
-        );
-        if new_end == self.segments.get(seg).addr {
-            self.release_reservation(dev, seg);
+            unmapped += step;
         }
         unmapped
     }
 
-    /// Unmaps the free pages at the end of every expandable segment (one device synchronize
-    /// first, as PyTorch does before unmapping). Returns the bytes unmapped.
-    pub(super) fn trim_expandable(&mut self, dev: &Device<B>) -> u64 {
-        let segs: Vec<SegmentId> = self
-            .expandable
-            .iter()
-            .map(|e| e.2)
-            .filter(|&seg| self.free_tail_pages(seg).is_some())
-            .collect();
-        if segs.is_empty() {
-            return 0;
-        }
-        if let Err(err) = dev.synchronize() {
-            tracing::warn!(%err, "not unmapping free pages: device synchronize failed");
-            return 0;
-        }
-        segs.into_iter()
-            .map(|seg| self.unmap_free_tail(dev, seg))
-            .sum()
-    }
-
-    /// Gives back the address range of expandable segment `seg`, which has nothing mapped.
+    /// Gives back the address range of expandable segment `e`, which has nothing mapped.
     /// On failure the empty segment stays, to be grown again.
-    fn release_reservation(&mut self, dev: &Device<B>, seg: SegmentId) {
-        let (addr, small) = (self.segments.get(seg).addr, self.segments.get(seg).small);
+    fn release_reservation(&mut self, dev: &Device<B>, e: usize) {
+        let (base, small) = (self.expandable[e].base, self.expandable[e].small);
         // SAFETY: the range came from `reserve_address` on this device and was not released;
         // nothing is mapped in it, so no block and no work can use it.
-        if let Err(err) = unsafe { dev.hal().release_address(DevicePtr(addr)) } {
-            tracing::warn!(%err, addr, "releasing the addresses of an expandable segment failed");
+        if let Err(err) = unsafe { dev.hal().release_address(DevicePtr(base)) } {
+            tracing::warn!(%err, base, "releasing the addresses of an expandable segment failed");
             return;
         }
-        self.segments.remove(seg);
-        self.expandable.retain(|e| e.2 != seg);
+        self.expandable.swap_remove(e);
         self.stats.segment.decrease(small, 1);
-        tracing::debug!(addr, "expandable segment released");
+        tracing::debug!(base, "expandable segment released");
     }
+
+    /// Whether cached blocks of expandable segments must be passed over: expandable segments
+    /// are off but some exist (PyTorch serves no request from them then).
+    #[inline(always)]
+    pub(super) fn skip_expandable(&self) -> bool {
+        !self.config.expandable_segments && !self.expandable.is_empty()
+    }
+
+    /// Consistency of the expandable segments (for `check_invariants`): ranges are live
+    /// segments of their reservation, page-aligned, sorted, apart, inside it; every segment
+    /// with pages is a range of one.
+    pub(super) fn check_expandable(&self) -> Result<(), String> {
+        for x in &self.expandable {
+            let mut cursor = x.base;
+            for (i, &r) in x.ranges.iter().enumerate() {
+                let s = self.segments.get(r);
+                let fits = s.live
+                    && s.expandable == Some(x.step)
+                    && s.stream == x.stream
+                    && s.small == x.small
+                    && s.size > 0
+                    && s.size % x.step == 0
+                    && (s.addr > cursor || (i == 0 && s.addr == cursor))
+                    && (s.addr - x.base) % x.step == 0;
+                if !fits {
+                    return Err(format!(
+                        "expandable segment {:#x}: range {:#x} (+{:#x}) misplaced",
+                        x.base, s.addr, s.size
+                    ));
+                }
+                cursor = s.end();
+            }
+            if cursor > x.end() {
+                return Err(format!(
+                    "expandable segment {:#x}: mapped past its reservation",
+                    x.base
+                ));
+            }
+        }
+        for (id, s) in self.segments.by_addr() {
+            if s.expandable.is_some() && !self.expandable.iter().any(|x| x.ranges.contains(&id)) {
+                return Err(format!("mapped range {:#x} in no expandable segment", s.addr));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The index of the first entry at or after `i` in `list` that is no block of an expandable
+/// segment (`list.len()` when none is).
+pub(super) fn first_normal(list: &FreeList, blocks: &Blocks, mut i: usize) -> usize {
+    while let Some(k) = list.get(i) {
+        if !blocks.get(k.id).expandable {
+            break;
+        }
+        i += 1;
+    }
+    i
 }
 
 /// A backend error as a growth failure: out of memory lets the ladder run.

@@ -1,0 +1,169 @@
+//! Releasing memory of expandable segments: the whole pages inside a free block are
+//! unmapped, wherever the block lies, leaving a hole that splits its range in two (PyTorch's
+//! `unmap_block`); the partial pages at the block's edges stay mapped as smaller free blocks.
+
+use super::super::State;
+use crate::block::{BlockId, NewBlock, Segment, Status, NONE};
+use crate::snapshot::{HistoryAction, PoolId};
+use braid_stream_core::hal::Backend;
+use braid_stream_core::Device;
+
+impl<B: Backend> State<B> {
+    /// The whole pages `[lo, hi)` inside free block `b` of an expandable segment, if any.
+    fn whole_pages(&self, b: BlockId) -> Option<(u64, u64)> {
+        let blk = self.blocks.get(b);
+        let s = self.segments.get(blk.segment);
+        let step = s.expandable?;
+        // Ranges start on page boundaries.
+        let lo = s.addr + (blk.addr - s.addr).checked_next_multiple_of(step)?;
+        let hi = s.addr + (blk.end() - s.addr) / step * step;
+        (lo < hi).then_some((lo, hi))
+    }
+
+    /// Unmaps the whole pages inside free block `b` of an expandable segment (the device is
+    /// synchronized), and releases the reservation once nothing is mapped. Returns the bytes
+    /// unmapped.
+    pub(in crate::state) fn unmap_free_block(&mut self, dev: &Device<B>, b: BlockId) -> u64 {
+        let Some((lo, hi)) = self.whole_pages(b) else {
+            return 0;
+        };
+        let blk = self.blocks.get(b);
+        let (stream, small) = (blk.stream, blk.small);
+        let Some(e) = self.expandable_of(stream, small) else {
+            return 0;
+        };
+        let step = self.expandable[e].step;
+        let unmapped = self.unmap_pages(dev, lo, hi - lo, step);
+        if unmapped == 0 {
+            return 0;
+        }
+        let start = hi - unmapped;
+        self.cut_hole(e, b, start, hi);
+        self.stats.reserved_bytes.decrease(small, unmapped);
+        self.stats.num_device_free += unmapped / step;
+        self.history.record(
+            HistoryAction::SegmentUnmap,
+            start,
+            unmapped,
+            stream,
+            PoolId::DEFAULT,
+        );
+        tracing::debug!(
+            addr = start,
+            unmapped,
+            stream = stream.0,
+            "free pages unmapped from an expandable segment"
+        );
+        if self.expandable[e].ranges.is_empty() {
+            self.release_reservation(dev, e);
+        }
+        unmapped
+    }
+
+    /// Removes the unmapped `[h0, h1)` from free block `b` of a range of expandable segment
+    /// `e`: the block keeps the part before the hole (or goes), a new free block takes the
+    /// part after it, and the blocks after the hole form a new range.
+    fn cut_hole(&mut self, e: usize, b: BlockId, h0: u64, h1: u64) {
+        self.detach_free(b);
+        let blk = self.blocks.get(b);
+        let (addr, end, prev, next, seg) = (blk.addr, blk.end(), blk.prev, blk.next, blk.segment);
+        let (stream, small) = (blk.stream, blk.small);
+        let seg_end = self.segments.get(seg).end();
+        let step = self.segments.get(seg).expandable;
+        // The blocks after the hole.
+        let after = if h1 < end {
+            let a = self.blocks.insert(NewBlock {
+                addr: h1,
+                size: end - h1,
+                stream,
+                pool: PoolId::DEFAULT,
+                small,
+                expandable: true,
+                segment: seg,
+                prev: NONE,
+                next,
+            });
+            if next != NONE {
+                self.blocks.get_mut(next).prev = a;
+            }
+            a
+        } else {
+            if next != NONE {
+                self.blocks.get_mut(next).prev = NONE;
+            }
+            next
+        };
+        // The blocks before it.
+        let before = if h0 > addr {
+            let blk = self.blocks.get_mut(b);
+            blk.size = h0 - addr;
+            blk.next = NONE;
+            b
+        } else {
+            if prev != NONE {
+                self.blocks.get_mut(prev).next = NONE;
+            }
+            self.blocks.remove(b);
+            prev
+        };
+        if before == NONE {
+            self.segments.remove(seg);
+            self.expandable[e].ranges.retain(|&r| r != seg);
+        } else {
+            let s = self.segments.get_mut(seg);
+            s.size = h0 - s.addr;
+        }
+        if after != NONE {
+            let r = self.segments.insert(Segment {
+                addr: h1,
+                size: seg_end - h1,
+                stream,
+                pool: PoolId::DEFAULT,
+                small,
+                head: after,
+                live: true,
+                expandable: step,
+            });
+            self.relabel(after, r);
+            let segments = &self.segments;
+            let ranges = &mut self.expandable[e].ranges;
+            let pos = ranges.partition_point(|&x| segments.get(x).addr < h1);
+            ranges.insert(pos, r);
+        }
+        if before == b {
+            self.attach_free(b);
+        }
+        if h1 < end {
+            self.attach_free(after);
+        }
+    }
+
+    /// Unmaps the whole pages inside every free block of every expandable segment (one device
+    /// synchronize first, as PyTorch does before unmapping). Returns the bytes unmapped.
+    pub(in crate::state) fn trim_expandable(&mut self, dev: &Device<B>) -> u64 {
+        let mut candidates = Vec::new();
+        for x in &self.expandable {
+            for &r in &x.ranges {
+                let mut b = self.segments.get(r).head;
+                while b != NONE {
+                    if self.blocks.get(b).status == Status::Free && self.whole_pages(b).is_some()
+                    {
+                        candidates.push(b);
+                    }
+                    b = self.blocks.get(b).next;
+                }
+            }
+        }
+        if candidates.is_empty() {
+            return 0;
+        }
+        if let Err(err) = dev.synchronize() {
+            tracing::warn!(%err, "not unmapping free pages: device synchronize failed");
+            return 0;
+        }
+        candidates
+            .into_iter()
+            .map(|b| self.unmap_free_block(dev, b))
+            .sum()
+    }
+}
