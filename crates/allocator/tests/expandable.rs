@@ -1,6 +1,7 @@
 //! Expandable segments: PyTorch's `test_max_split_expandable` (C28) and
 //! `test_garbage_collect_expandable` (C29), growth that merges with free space at the end,
-//! unmapping on empty_cache and in the out-of-memory ladder, and a model-based proptest.
+//! unmapping free pages anywhere (holes) on empty_cache and in the out-of-memory ladder,
+//! growth that maps holes again, the toggle, and a model-based proptest.
 
 mod common;
 
@@ -8,7 +9,7 @@ use braid_allocator::{
     AllocError, AllocatorConfig, CachingAllocator, DeviceBuffer, HistoryAction, MemorySnapshot,
 };
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
-use braid_stream_core::{Device, Kernel};
+use braid_stream_core::{Device, DevicePtr, DeviceSlice, Kernel};
 use common::*;
 use proptest::prelude::*;
 
@@ -303,6 +304,215 @@ fn the_oom_ladder_unmaps_free_pages_before_failing() {
     drop((a, c));
 }
 
+/// The snapshot segment holding `buf`: (address, total_size, is_expandable).
+fn range_of(alloc: &Alloc, buf: &DeviceBuffer<SimBackend>) -> (u64, u64, bool) {
+    let snap = alloc.snapshot();
+    let seg = snap
+        .segments
+        .iter()
+        .find(|s| s.address <= buf.ptr().0 && buf.ptr().0 < s.address + s.total_size)
+        .expect("the buffer lies in a segment");
+    (seg.address, seg.total_size, seg.is_expandable)
+}
+
+fn unmaps(alloc: &Alloc) -> Vec<(u64, u64)> {
+    alloc
+        .history()
+        .iter()
+        .filter(|e| e.action == HistoryAction::SegmentUnmap)
+        .map(|e| (e.addr, e.size))
+        .collect()
+}
+
+/// `a` [0, 8), `b` [8, 52), `c` [52, 60) MiB in three 20 MiB pages, filled with 1, 2, 3.
+fn three_blocks(dev: &Dev, alloc: &Alloc) -> [DeviceBuffer<SimBackend>; 3] {
+    let s = dev.default_stream();
+    let a = alloc.alloc(8 * MIB, &s).unwrap();
+    let b = alloc.alloc(44 * MIB, &s).unwrap();
+    let c = alloc.alloc(8 * MIB, &s).unwrap();
+    assert_eq!(
+        (b.ptr().0, c.ptr().0),
+        (a.ptr().0 + 8 * MIB, a.ptr().0 + 52 * MIB)
+    );
+    assert_eq!(alloc.memory_reserved(), 60 * MIB);
+    for (buf, v) in [(&a, 1.0), (&b, 2.0), (&c, 3.0)] {
+        fill(dev, buf, v);
+    }
+    [a, b, c]
+}
+
+fn assert_filled(dev: &Dev, buf: &DeviceBuffer<SimBackend>, value: f32) {
+    let back = read(&dev.default_stream(), buf.slice());
+    assert!(back.iter().all(|&v| v == value), "data of a live block lost");
+}
+
+#[test]
+fn empty_cache_unmaps_a_hole_in_the_middle_and_growth_maps_it_again() {
+    let (dev, alloc) = expandable_setup("record_history:true");
+    let s = dev.default_stream();
+    let [a, b, c] = three_blocks(&dev, &alloc);
+    let base = a.ptr().0;
+    drop(b);
+    alloc.empty_cache();
+    // The free block [8, 52) covers one whole page, [20, 40): it goes, the partial pages at
+    // its edges stay mapped beside `a` and `c`.
+    assert_eq!(alloc.memory_reserved(), 40 * MIB);
+    assert_eq!(unmaps(&alloc), vec![(base + 20 * MIB, 20 * MIB)]);
+    assert_eq!(alloc.memory_stats().num_device_free, 1);
+    assert_eq!(
+        alloc.memory_stats().segment.all.current,
+        1,
+        "one reservation"
+    );
+    // One snapshot segment per mapped range, as PyTorch reports them.
+    let snap = alloc.snapshot();
+    let ranges: Vec<_> = snap
+        .segments
+        .iter()
+        .map(|s| (s.address - base, s.total_size, s.is_expandable, s.blocks.len()))
+        .collect();
+    assert_eq!(
+        ranges,
+        vec![(0, 20 * MIB, true, 2), (40 * MIB, 20 * MIB, true, 2)]
+    );
+    assert_eq!(
+        range_of(&alloc, &c),
+        (base + 40 * MIB, 20 * MIB, true),
+        "c's range starts after the hole"
+    );
+    assert_filled(&dev, &a, 1.0);
+    assert_filled(&dev, &c, 3.0);
+    assert_clean(&dev, &alloc);
+    // The hole is invalid memory for the device.
+    let hole = DeviceSlice::new(DevicePtr(base + 24 * MIB), 4 * KIB);
+    s.launch(&Kernel::Fill {
+        dst: hole,
+        value: 9.0,
+    })
+    .unwrap();
+    s.synchronize().unwrap();
+    assert_eq!(dev.hal().stats().invalid_accesses, 1);
+}
+
+#[test]
+fn a_request_that_fits_the_hole_maps_it_again_and_gets_its_address() {
+    let (dev, alloc) = expandable_setup("record_history:true");
+    let s = dev.default_stream();
+    let [a, b, c] = three_blocks(&dev, &alloc);
+    let (base, b_addr) = (a.ptr().0, b.ptr().0);
+    drop(b);
+    alloc.empty_cache();
+    assert_eq!(alloc.memory_reserved(), 40 * MIB);
+    let maps_before = history_count(&alloc, HistoryAction::SegmentMap);
+    // 44 MiB fits neither free block (12 MiB each) but the run [8, 52) they make with the
+    // hole: the hole is mapped, the ranges join, and the request gets b's address.
+    let d = alloc.alloc(44 * MIB, &s).unwrap();
+    assert_eq!(d.ptr().0, b_addr);
+    assert_eq!(alloc.memory_reserved(), 60 * MIB);
+    assert_eq!(
+        history_count(&alloc, HistoryAction::SegmentMap),
+        maps_before + 1
+    );
+    let snap = alloc.snapshot();
+    assert_eq!(snap.segments.len(), 1, "the hole is closed: one range again");
+    assert_eq!(
+        (snap.segments[0].address, snap.segments[0].total_size),
+        (base, 60 * MIB)
+    );
+    fill(&dev, &d, 4.0);
+    assert_filled(&dev, &a, 1.0);
+    assert_filled(&dev, &c, 3.0);
+    assert_filled(&dev, &d, 4.0);
+    assert_clean(&dev, &alloc);
+    drop((a, c, d));
+    alloc.empty_cache();
+    assert_eq!(alloc.memory_reserved(), 0);
+    assert!(alloc.snapshot().segments.is_empty());
+    assert_eq!(alloc.memory_stats().segment.all.current, 0);
+    assert_clean(&dev, &alloc);
+}
+
+#[test]
+fn growth_fills_a_hole_before_extending_the_end() {
+    let (dev, alloc) = expandable_setup("");
+    let s = dev.default_stream();
+    let [a, b, c] = three_blocks(&dev, &alloc);
+    let base = a.ptr().0;
+    drop(b);
+    alloc.empty_cache();
+    // 16 MiB fits no free block; the lowest place is the run [8, 40) through the hole (one
+    // page mapped), not the end of the segment.
+    let d = alloc.alloc(16 * MIB, &s).unwrap();
+    assert_eq!(d.ptr().0, base + 8 * MIB);
+    assert_eq!(alloc.memory_reserved(), 60 * MIB);
+    assert_eq!(alloc.snapshot().segments.len(), 1);
+    assert_filled(&dev, &a, 1.0);
+    assert_filled(&dev, &c, 3.0);
+    assert_clean(&dev, &alloc);
+    drop((a, c, d));
+}
+
+#[test]
+fn a_hole_at_the_start_is_filled_first() {
+    let (dev, alloc) = expandable_setup("");
+    let s = dev.default_stream();
+    let a = alloc.alloc(20 * MIB, &s).unwrap();
+    let b = alloc.alloc(20 * MIB, &s).unwrap();
+    let base = a.ptr().0;
+    drop(a);
+    alloc.empty_cache();
+    assert_eq!(alloc.memory_reserved(), 20 * MIB);
+    assert_eq!(range_of(&alloc, &b).0, base + 20 * MIB);
+    let c = alloc.alloc(12 * MIB, &s).unwrap();
+    assert_eq!(c.ptr().0, base, "the first page is mapped again");
+    assert_eq!(alloc.memory_reserved(), 40 * MIB);
+    assert_clean(&dev, &alloc);
+    drop((b, c));
+}
+
+#[test]
+fn the_oom_ladder_unmaps_holes_in_the_middle_before_failing() {
+    let (dev, alloc) = expandable_setup("limit_mb:100,record_history:true");
+    let s = dev.default_stream();
+    let [a, b, c] = three_blocks(&dev, &alloc);
+    let base = a.ptr().0;
+    drop(b);
+    // 50 MiB fits no free run: three pages at the end would make 120 MiB > 100 MiB, until
+    // the ladder unmaps the page [20, 40) in the middle.
+    let x = alloc.alloc(50 * MIB, &s).unwrap();
+    assert_eq!(x.ptr().0, base + 60 * MIB);
+    assert_eq!(alloc.memory_reserved(), 100 * MIB);
+    assert_eq!(alloc.memory_stats().num_alloc_retries, 1);
+    assert_eq!(unmaps(&alloc), vec![(base + 20 * MIB, 20 * MIB)]);
+    assert_eq!(alloc.snapshot().segments.len(), 2);
+    assert_filled(&dev, &a, 1.0);
+    assert_filled(&dev, &c, 3.0);
+    assert_clean(&dev, &alloc);
+    drop((a, c, x));
+}
+
+#[test]
+fn turned_off_cached_expandable_blocks_serve_no_request() {
+    let (dev, alloc) = expandable_setup("");
+    let s = dev.default_stream();
+    let a = alloc.alloc(8 * MIB, &s).unwrap();
+    let small = alloc.alloc(4 * KIB, &s).unwrap();
+    // Free expandable memory: [8, 20) MiB of the large page, most of the small page.
+    alloc.set_expandable_segments(false).unwrap();
+    let b = alloc.alloc(4 * MIB, &s).unwrap();
+    let tiny = alloc.alloc(4 * KIB, &s).unwrap();
+    assert!(!range_of(&alloc, &b).2, "a normal segment serves b");
+    assert!(!range_of(&alloc, &tiny).2, "a normal small segment serves tiny");
+    assert_eq!(alloc.memory_reserved(), 20 * MIB + 2 * MIB + 20 * MIB + 2 * MIB);
+    drop((b, tiny));
+    // Back on, the best fit is the expandable segment's free end again.
+    alloc.set_expandable_segments(true).unwrap();
+    let c = alloc.alloc(4 * MIB, &s).unwrap();
+    assert_eq!(c.ptr().0, a.ptr().0 + 8 * MIB);
+    assert_clean(&dev, &alloc);
+    drop((a, small, c));
+}
+
 #[test]
 fn device_out_of_memory_while_mapping_leaves_nothing_mapped() {
     let (dev, alloc) = setup(50 * MIB, AllocatorConfig::new().expandable_segments(true));
@@ -346,36 +556,75 @@ enum Op {
 
 fn op() -> impl Strategy<Value = Op> {
     prop_oneof![
-        6 => (prop_oneof![1u64..MIB, MIB..12 * MIB, 12 * MIB..48 * MIB], 0usize..2)
+        6 => (
+            prop_oneof![
+                4 => 1u64..MIB,
+                4 => MIB..12 * MIB,
+                4 => 12 * MIB..48 * MIB,
+                1 => 48 * MIB..160 * MIB,
+            ],
+            0usize..2
+        )
             .prop_map(|(size, stream)| Op::Alloc { size, stream }),
-        4 => any::<usize>().prop_map(Op::Free),
+        5 => any::<usize>().prop_map(Op::Free),
         1 => Just(Op::EmptyCache),
         1 => any::<bool>().prop_map(Op::Toggle),
     ]
 }
 
+/// The first and last (up to) 4 KiB of a buffer, whole `f32`s.
+fn edges(buf: &DeviceBuffer<SimBackend>) -> [DeviceSlice; 2] {
+    let words = buf.requested_size() / 4 * 4;
+    let n = words.min(4 * KIB);
+    let slice = buf.slice();
+    [
+        slice.sub(0, n).unwrap(),
+        slice.sub(words - n, n).unwrap(),
+    ]
+}
+
+/// A live buffer and the value its edges were filled with.
+type Live = Vec<(DeviceBuffer<SimBackend>, f32)>;
+
+fn data_intact(dev: &Dev, live: &Live) -> bool {
+    let s = dev.default_stream();
+    live.iter().all(|(buf, value)| {
+        edges(buf)
+            .iter()
+            .all(|&e| read(&s, e).iter().all(|v| v == value))
+    })
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(24))]
 
-    /// Random allocations, frees, empty_cache and toggles on two streams: live buffers never
-    /// overlap, the invariants hold, and reserved memory is what the device has mapped.
+    /// Random allocations (some large enough to run the out-of-memory ladder), frees in any
+    /// order (so free pages lie between live blocks), empty_cache and toggles on two streams:
+    /// live buffers never overlap and keep their data, the invariants hold, reserved memory
+    /// is what the device has mapped, and the sanitizer sees no access to unmapped memory.
     #[test]
     fn random_ops_keep_reserved_equal_to_mapped(ops in proptest::collection::vec(op(), 1..60)) {
         let (dev, alloc) = setup(256 * MIB, AllocatorConfig::new().expandable_segments(true));
         let streams = [dev.default_stream(), dev.create_stream(0).unwrap()];
-        let mut live: Vec<DeviceBuffer<SimBackend>> = Vec::new();
+        let mut live: Live = Vec::new();
+        let mut next_value = 1.0f32;
         for op in ops {
             match op {
                 Op::Alloc { size, stream } => match alloc.alloc(size, &streams[stream]) {
                     Ok(buf) => {
                         let (start, end) = (buf.ptr().0, buf.ptr().0 + buf.size());
-                        for other in &live {
+                        for (other, _) in &live {
                             let (s2, e2) = (other.ptr().0, other.ptr().0 + other.size());
                             prop_assert!(end <= s2 || e2 <= start, "overlap");
                         }
-                        live.push(buf);
+                        for e in edges(&buf) {
+                            streams[stream].launch(&Kernel::Fill { dst: e, value: next_value }).unwrap();
+                        }
+                        streams[stream].synchronize().unwrap();
+                        live.push((buf, next_value));
+                        next_value += 1.0;
                     }
-                    Err(AllocError::OutOfMemory(_)) => {}
+                    Err(AllocError::OutOfMemory(_)) => prop_assert!(data_intact(&dev, &live)),
                     Err(e) => prop_assert!(false, "{e}"),
                 },
                 Op::Free(i) => {
@@ -384,12 +633,17 @@ proptest! {
                         live.swap_remove(i % n);
                     }
                 }
-                Op::EmptyCache => alloc.empty_cache(),
+                Op::EmptyCache => {
+                    alloc.empty_cache();
+                    prop_assert!(data_intact(&dev, &live));
+                }
                 Op::Toggle(on) => alloc.set_expandable_segments(on).unwrap(),
             }
             prop_assert_eq!(alloc.check_invariants(), Ok(()));
             prop_assert_eq!(alloc.memory_reserved(), device_used(&dev));
         }
+        prop_assert!(data_intact(&dev, &live));
+        prop_assert_eq!(dev.hal().stats().invalid_accesses, 0);
         live.clear();
         alloc.empty_cache();
         prop_assert_eq!(alloc.memory_reserved(), 0);
