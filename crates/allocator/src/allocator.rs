@@ -422,9 +422,11 @@ impl<B: Backend> CachingAllocator<B> {
     /// Turns expandable segments on or off at run time (PyTorch's
     /// `_set_allocator_settings("expandable_segments:True")`): misses from then on grow the
     /// stream's expandable segment, or allocate normal segments. Segments of both kinds
-    /// coexist; cached blocks of either kind keep serving requests. Turning it on for a
-    /// backend without virtual memory is [`AllocError::ExpandableSegmentsUnsupported`] (and
-    /// changes nothing).
+    /// coexist; while it is off, cached blocks of expandable segments serve no request
+    /// (PyTorch's `get_free_block` skips them, so memory that must not be virtual-memory
+    /// mapped, e.g. for IPC, comes from normal segments), and they are still unmapped by
+    /// `empty_cache` and the out-of-memory ladder. Turning it on for a backend without
+    /// virtual memory is [`AllocError::ExpandableSegmentsUnsupported`] (and changes nothing).
     pub fn set_expandable_segments(&self, on: bool) -> Result<(), AllocError> {
         vmm_granularity(&self.inner.device, on)?;
         let mut st = self.inner.lock();

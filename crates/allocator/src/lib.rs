@@ -80,7 +80,8 @@
 //!   `pending_free_bytes`.
 //! - **Snapshots and history**: [`CachingAllocator::snapshot`] lists segments (address, size,
 //!   stream, small/large, pool) and their blocks (`active_allocated`, `active_pending_free`,
-//!   `inactive`; expandable segments are marked `is_expandable`); a bounded history ring
+//!   `inactive`; each mapped range of an expandable segment is one segment marked
+//!   `is_expandable`); a bounded history ring
 //!   records `alloc`, `free_requested`, `free_completed`, `segment_alloc`, `segment_free`,
 //!   `segment_map`, `segment_unmap` and `oom` events with a deterministic logical time.
 //!
@@ -101,12 +102,14 @@
 //! [`CachingAllocator::set_expandable_segments`] at run time, so both kinds of segment
 //! coexist) gives each (stream, small/large) of the default pool one segment: an address range
 //! reserved from the backend's virtual-memory API, with pages of physical memory (2 MiB small,
-//! 20 MiB large) mapped at its end on demand. All sizes go there, so free space at the end
-//! merges with new pages. Releasing (`empty_cache`, the out-of-memory ladder, garbage
-//! collection, drop) unmaps the whole free pages at the end of a segment (pages between live
-//! blocks stay mapped) and returns the range once nothing is mapped; reserved bytes are the
-//! mapped bytes. Private pools keep normal segments. A backend without virtual memory makes
-//! it [`AllocError::ExpandableSegmentsUnsupported`].
+//! 20 MiB large) mapped on demand, at the lowest address where the request fits. All sizes go
+//! there, so free space merges with new pages. Releasing (`empty_cache`, the out-of-memory
+//! ladder, garbage collection, drop) unmaps the whole pages inside free blocks anywhere in the
+//! segment, leaving holes that later growth maps again first, and returns the range once
+//! nothing is mapped; reserved bytes are the mapped bytes, and the snapshot lists one segment
+//! per contiguous mapped range (as PyTorch's does). While the setting is off, cached blocks of
+//! expandable segments serve no request (as in PyTorch). Private pools keep normal segments.
+//! A backend without virtual memory makes it [`AllocError::ExpandableSegmentsUnsupported`].
 //!
 //! ```
 //! use braid_allocator::{AllocatorConfig, CachingAllocator};
@@ -117,15 +120,21 @@
 //! let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::parse("expandable_segments:true").unwrap()).unwrap();
 //! let main = device.default_stream();
 //! let a = alloc.alloc(8 << 20, &main).unwrap(); // maps one 20 MiB page
-//! let b = alloc.alloc(30 << 20, &main).unwrap(); // maps one more: b follows a
+//! let b = alloc.alloc(44 << 20, &main).unwrap(); // maps two more: b follows a
+//! let c = alloc.alloc(8 << 20, &main).unwrap(); // fits in the third page
 //! assert_eq!(b.ptr().0, a.ptr().0 + (8 << 20));
-//! assert_eq!(alloc.memory_reserved(), 40 << 20);
+//! assert_eq!(alloc.memory_reserved(), 60 << 20);
 //! let snapshot = alloc.snapshot();
 //! assert_eq!(snapshot.segments.len(), 1);
 //! assert!(snapshot.segments[0].is_expandable);
 //! drop(b);
-//! alloc.empty_cache(); // unmaps the free page at the end
-//! assert_eq!(alloc.memory_reserved(), 20 << 20);
+//! alloc.empty_cache(); // unmaps the page [20, 40) MiB inside b's free block: a hole
+//! assert_eq!(alloc.memory_reserved(), 40 << 20);
+//! assert_eq!(alloc.snapshot().segments.len(), 2); // one per mapped range
+//! let d = alloc.alloc(44 << 20, &main).unwrap(); // maps the hole again
+//! assert_eq!(d.ptr().0, a.ptr().0 + (8 << 20));
+//! assert_eq!(alloc.snapshot().segments.len(), 1);
+//! # drop((a, c, d));
 //! ```
 //!
 //! `release_before_grow` (off by default, so segment counts match PyTorch's) is braid's

@@ -80,8 +80,10 @@ pub struct SegmentSnapshot {
     pub segment_type: SegmentType,
     /// Pool of the segment.
     pub pool_id: PoolId,
-    /// Whether this is an expandable segment (its mapped range: `total_size` is the mapped
-    /// bytes, in pages mapped on demand into a larger address reservation).
+    /// Whether this is a mapped range of an expandable segment: pages mapped on demand into a
+    /// larger address reservation. As in PyTorch's snapshot, each contiguous mapped range is
+    /// one segment and unmapped memory is left out (`total_size` is the range's mapped
+    /// bytes), so an expandable segment with holes shows as several segments.
     pub is_expandable: bool,
     /// Bytes in allocated blocks.
     pub allocated_size: u64,
@@ -115,9 +117,9 @@ pub enum HistoryAction {
     SegmentAlloc,
     /// A segment was returned to the device.
     SegmentFree,
-    /// Memory was mapped at the end of an expandable segment (`addr`, `size`: the new range).
+    /// Memory was mapped into an expandable segment (`addr`, `size`: the new range).
     SegmentMap,
-    /// Memory was unmapped from the end of an expandable segment (`addr`, `size`: the range).
+    /// Memory was unmapped from an expandable segment (`addr`, `size`: the range).
     SegmentUnmap,
     /// An allocation failed with out of memory (`addr` holds the device's free bytes).
     Oom,

@@ -343,7 +343,10 @@ fn three_blocks(dev: &Dev, alloc: &Alloc) -> [DeviceBuffer<SimBackend>; 3] {
 
 fn assert_filled(dev: &Dev, buf: &DeviceBuffer<SimBackend>, value: f32) {
     let back = read(&dev.default_stream(), buf.slice());
-    assert!(back.iter().all(|&v| v == value), "data of a live block lost");
+    assert!(
+        back.iter().all(|&v| v == value),
+        "data of a live block lost"
+    );
 }
 
 #[test]
@@ -369,7 +372,14 @@ fn empty_cache_unmaps_a_hole_in_the_middle_and_growth_maps_it_again() {
     let ranges: Vec<_> = snap
         .segments
         .iter()
-        .map(|s| (s.address - base, s.total_size, s.is_expandable, s.blocks.len()))
+        .map(|s| {
+            (
+                s.address - base,
+                s.total_size,
+                s.is_expandable,
+                s.blocks.len(),
+            )
+        })
         .collect();
     assert_eq!(
         ranges,
@@ -414,7 +424,11 @@ fn a_request_that_fits_the_hole_maps_it_again_and_gets_its_address() {
         maps_before + 1
     );
     let snap = alloc.snapshot();
-    assert_eq!(snap.segments.len(), 1, "the hole is closed: one range again");
+    assert_eq!(
+        snap.segments.len(),
+        1,
+        "the hole is closed: one range again"
+    );
     assert_eq!(
         (snap.segments[0].address, snap.segments[0].total_size),
         (base, 60 * MIB)
@@ -502,8 +516,14 @@ fn turned_off_cached_expandable_blocks_serve_no_request() {
     let b = alloc.alloc(4 * MIB, &s).unwrap();
     let tiny = alloc.alloc(4 * KIB, &s).unwrap();
     assert!(!range_of(&alloc, &b).2, "a normal segment serves b");
-    assert!(!range_of(&alloc, &tiny).2, "a normal small segment serves tiny");
-    assert_eq!(alloc.memory_reserved(), 20 * MIB + 2 * MIB + 20 * MIB + 2 * MIB);
+    assert!(
+        !range_of(&alloc, &tiny).2,
+        "a normal small segment serves tiny"
+    );
+    assert_eq!(
+        alloc.memory_reserved(),
+        20 * MIB + 2 * MIB + 20 * MIB + 2 * MIB
+    );
     drop((b, tiny));
     // Back on, the best fit is the expandable segment's free end again.
     alloc.set_expandable_segments(true).unwrap();
@@ -577,10 +597,7 @@ fn edges(buf: &DeviceBuffer<SimBackend>) -> [DeviceSlice; 2] {
     let words = buf.requested_size() / 4 * 4;
     let n = words.min(4 * KIB);
     let slice = buf.slice();
-    [
-        slice.sub(0, n).unwrap(),
-        slice.sub(words - n, n).unwrap(),
-    ]
+    [slice.sub(0, n).unwrap(), slice.sub(words - n, n).unwrap()]
 }
 
 /// A live buffer and the value its edges were filled with.

@@ -275,9 +275,19 @@ impl<B: Backend> State<B> {
         }
         self.stats.reserved_bytes.increase(small, len);
         self.stats.num_device_alloc += len / step;
-        self.history
-            .record(HistoryAction::SegmentMap, addr, len, stream, PoolId::DEFAULT);
-        tracing::debug!(addr, len, stream = stream.0, "pages mapped into an expandable segment");
+        self.history.record(
+            HistoryAction::SegmentMap,
+            addr,
+            len,
+            stream,
+            PoolId::DEFAULT,
+        );
+        tracing::debug!(
+            addr,
+            len,
+            stream = stream.0,
+            "pages mapped into an expandable segment"
+        );
         Ok(self.insert_mapped(e, addr, len))
     }
 
@@ -404,7 +414,9 @@ impl<B: Backend> State<B> {
         let blk = self.blocks.get(b);
         if blk.is_split() {
             self.stats.inactive_split.decrease(blk.small, 1);
-            self.stats.inactive_split_bytes.decrease(blk.small, blk.size);
+            self.stats
+                .inactive_split_bytes
+                .decrease(blk.small, blk.size);
         }
     }
 
@@ -413,7 +425,9 @@ impl<B: Backend> State<B> {
         let blk = self.blocks.get(b);
         if blk.is_split() {
             self.stats.inactive_split.increase(blk.small, 1);
-            self.stats.inactive_split_bytes.increase(blk.small, blk.size);
+            self.stats
+                .inactive_split_bytes
+                .increase(blk.small, blk.size);
         }
         self.cache_block(b);
     }
@@ -505,7 +519,10 @@ impl<B: Backend> State<B> {
         }
         for (id, s) in self.segments.by_addr() {
             if s.expandable.is_some() && !self.expandable.iter().any(|x| x.ranges.contains(&id)) {
-                return Err(format!("mapped range {:#x} in no expandable segment", s.addr));
+                return Err(format!(
+                    "mapped range {:#x} in no expandable segment",
+                    s.addr
+                ));
             }
         }
         Ok(())

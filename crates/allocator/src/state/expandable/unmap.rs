@@ -146,8 +146,7 @@ impl<B: Backend> State<B> {
             for &r in &x.ranges {
                 let mut b = self.segments.get(r).head;
                 while b != NONE {
-                    if self.blocks.get(b).status == Status::Free && self.whole_pages(b).is_some()
-                    {
+                    if self.blocks.get(b).status == Status::Free && self.whole_pages(b).is_some() {
                         candidates.push(b);
                     }
                     b = self.blocks.get(b).next;
