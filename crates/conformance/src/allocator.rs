@@ -1291,8 +1291,8 @@ pub fn invalid_arguments_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseE
 /// C28/C29 groundwork: expandable segments. On a backend with virtual memory, one stream's
 /// large requests share one segment that grows by 20 MiB pages (a block continues the free
 /// space at the end, across mappings, with its data intact), reserved memory is what the
-/// device has mapped, and `empty_cache` unmaps the free pages at the end and finally the whole
-/// segment. On a backend without it, asking for expandable segments is a typed error and the
+/// device has mapped, and `empty_cache` unmaps the free pages at the end, then a free page
+/// between live blocks (a hole a later request maps again), and finally the whole segment. On a backend without it, asking for expandable segments is a typed error and the
 /// allocator stays usable.
 pub fn expandable_segments_grow_and_shrink<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
@@ -1347,6 +1347,38 @@ pub fn expandable_segments_grow_and_shrink<B: Backend>(h: &Harness<B>) -> Result
     );
     ensure_eq!(used()? - before, 20 * MIB, "and its memory freed");
     all_equal(&download(&s, a.slice())?, 1.5, "live data after the unmap")?;
+    // A free block between live ones: the whole page inside it is unmapped (a hole), and a
+    // request that fits the hole maps it again.
+    let b = alloc.alloc(44 * MIB, &s)?;
+    let c = alloc.alloc(8 * MIB, &s)?;
+    ensure_eq!(c.ptr().0, a.ptr().0 + 52 * MIB, "c follows b");
+    fill(&s, c.slice(), 3.5)?;
+    drop(b);
+    alloc.empty_cache();
+    ensure_eq!(
+        alloc.memory_reserved(),
+        40 * MIB,
+        "the page [20, 40) MiB is unmapped"
+    );
+    ensure_eq!(used()? - before, 40 * MIB, "and its memory freed");
+    ensure_eq!(
+        alloc.snapshot().segments.len(),
+        2,
+        "one segment per mapped range"
+    );
+    all_equal(&download(&s, a.slice())?, 1.5, "data before the hole")?;
+    all_equal(&download(&s, c.slice())?, 3.5, "data after the hole")?;
+    let d = alloc.alloc(44 * MIB, &s)?;
+    ensure_eq!(d.ptr().0, a.ptr().0 + 8 * MIB, "the hole is mapped again");
+    ensure_eq!(used()? - before, 60 * MIB, "the device mapped the hole");
+    fill(&s, d.slice(), 4.5)?;
+    all_equal(
+        &download(&s, d.slice())?,
+        4.5,
+        "a block across the filled hole",
+    )?;
+    all_equal(&download(&s, c.slice())?, 3.5, "data after the filled hole")?;
+    drop((c, d));
     drop(a);
     alloc.empty_cache();
     ensure_eq!(alloc.memory_reserved(), 0, "everything unmapped");
