@@ -296,7 +296,6 @@ impl<B: Backend> State<B> {
     /// and becomes a free block merged with free neighbours. Returns that block (cached).
     fn insert_mapped(&mut self, e: usize, addr: u64, len: u64) -> BlockId {
         let x = &self.expandable[e];
-        let (stream, small, step) = (x.stream, x.small, x.step);
         let pos = x
             .ranges
             .partition_point(|&r| self.segments.get(r).addr < addr);
@@ -316,38 +315,14 @@ impl<B: Backend> State<B> {
                 self.detach_free(b);
             }
         }
-        let b = self.blocks.insert(NewBlock {
-            addr,
-            size: len,
-            stream,
-            pool: PoolId::DEFAULT,
-            small,
-            expandable: true,
-            segment: left.unwrap_or(NONE),
-            prev: left_tail,
-            next: NONE,
-        });
+        let b = self.new_block(e, addr, len, left.unwrap_or(NONE), left_tail, NONE);
         let seg = match left {
             Some(l) => {
                 self.blocks.get_mut(left_tail).next = b;
                 self.segments.get_mut(l).size += len;
                 l
             }
-            None => {
-                let s = self.segments.insert(Segment {
-                    addr,
-                    size: len,
-                    stream,
-                    pool: PoolId::DEFAULT,
-                    small,
-                    head: b,
-                    live: true,
-                    expandable: Some(step),
-                });
-                self.blocks.get_mut(b).segment = s;
-                self.expandable[e].ranges.insert(pos, s);
-                s
-            }
+            None => self.add_range(e, addr, len, b),
         };
         if let Some(r) = right {
             self.join_range(e, seg, r);
@@ -355,6 +330,52 @@ impl<B: Backend> State<B> {
         let b = self.merge_free_neighbours(b);
         self.attach_free(b);
         b
+    }
+
+    /// A new free block of expandable segment `e` (in no free list, not counted).
+    fn new_block(
+        &mut self,
+        e: usize,
+        addr: u64,
+        size: u64,
+        segment: SegmentId,
+        prev: BlockId,
+        next: BlockId,
+    ) -> BlockId {
+        let x = &self.expandable[e];
+        self.blocks.insert(NewBlock {
+            addr,
+            size,
+            stream: x.stream,
+            pool: PoolId::DEFAULT,
+            small: x.small,
+            expandable: true,
+            segment,
+            prev,
+            next,
+        })
+    }
+
+    /// Registers `[addr, addr + size)`, covered by the blocks from `head` on, as a new range
+    /// of expandable segment `e`, and returns it.
+    fn add_range(&mut self, e: usize, addr: u64, size: u64, head: BlockId) -> SegmentId {
+        let x = &self.expandable[e];
+        let seg = self.segments.insert(Segment {
+            addr,
+            size,
+            stream: x.stream,
+            pool: PoolId::DEFAULT,
+            small: x.small,
+            head,
+            live: true,
+            expandable: Some(x.step),
+        });
+        self.relabel(head, seg);
+        let segments = &self.segments;
+        let ranges = &mut self.expandable[e].ranges;
+        let pos = ranges.partition_point(|&r| segments.get(r).addr < addr);
+        ranges.insert(pos, seg);
+        seg
     }
 
     /// Appends range `right` of expandable segment `e`, which starts where range `left` ends,

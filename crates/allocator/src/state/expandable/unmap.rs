@@ -3,7 +3,7 @@
 //! `unmap_block`); the partial pages at the block's edges stay mapped as smaller free blocks.
 
 use super::super::State;
-use crate::block::{BlockId, NewBlock, Segment, Status, NONE};
+use crate::block::{BlockId, Status, NONE};
 use crate::snapshot::{HistoryAction, PoolId};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::Device;
@@ -67,22 +67,10 @@ impl<B: Backend> State<B> {
         self.detach_free(b);
         let blk = self.blocks.get(b);
         let (addr, end, prev, next, seg) = (blk.addr, blk.end(), blk.prev, blk.next, blk.segment);
-        let (stream, small) = (blk.stream, blk.small);
         let seg_end = self.segments.get(seg).end();
-        let step = self.segments.get(seg).expandable;
         // The blocks after the hole.
         let after = if h1 < end {
-            let a = self.blocks.insert(NewBlock {
-                addr: h1,
-                size: end - h1,
-                stream,
-                pool: PoolId::DEFAULT,
-                small,
-                expandable: true,
-                segment: seg,
-                prev: NONE,
-                next,
-            });
+            let a = self.new_block(e, h1, end - h1, seg, NONE, next);
             if next != NONE {
                 self.blocks.get_mut(next).prev = a;
             }
@@ -114,21 +102,7 @@ impl<B: Backend> State<B> {
             s.size = h0 - s.addr;
         }
         if after != NONE {
-            let r = self.segments.insert(Segment {
-                addr: h1,
-                size: seg_end - h1,
-                stream,
-                pool: PoolId::DEFAULT,
-                small,
-                head: after,
-                live: true,
-                expandable: step,
-            });
-            self.relabel(after, r);
-            let segments = &self.segments;
-            let ranges = &mut self.expandable[e].ranges;
-            let pos = ranges.partition_point(|&x| segments.get(x).addr < h1);
-            ranges.insert(pos, r);
+            self.add_range(e, h1, seg_end - h1, after);
         }
         if before == b {
             self.attach_free(b);
