@@ -534,6 +534,41 @@ fn turned_off_cached_expandable_blocks_serve_no_request() {
 }
 
 #[test]
+fn turned_off_pending_expandable_blocks_are_not_reused_with_a_wait() {
+    let run = |toggle_off: bool| {
+        let (dev, alloc) = expandable_setup("limit_mb:30,reuse_pending_with_wait:true");
+        let main = dev.default_stream();
+        let side = dev.create_stream(0).unwrap();
+        let x = alloc.alloc(20 * MIB, &main).unwrap();
+        side.wait_stream(&main).unwrap();
+        side.launch(&Kernel::Busy {
+            duration_ns: LONG_NS,
+        })
+        .unwrap();
+        side.launch(&Kernel::Fill {
+            dst: x.slice(),
+            value: 1.0,
+        })
+        .unwrap();
+        x.record_stream(&side).unwrap();
+        let x_addr = x.ptr().0;
+        drop(x);
+        alloc.set_expandable_segments(!toggle_off).unwrap();
+        // Growing (a page, or a normal 20 MiB segment) beside x's page passes the limit.
+        let y = alloc.alloc(20 * MIB, &main).unwrap();
+        let reused = alloc.memory_stats().num_reuse_with_wait;
+        let out = (y.ptr().0 == x_addr, range_of(&alloc, &y).2, reused);
+        assert_clean(&dev, &alloc);
+        out
+    };
+    // On, the pending block is reused behind a wait on its event.
+    assert_eq!(run(false), (true, true, 1));
+    // Off, it is not: once the ladder has waited for it, its page is unmapped and a normal
+    // segment serves the request.
+    assert_eq!(run(true), (false, false, 0));
+}
+
+#[test]
 fn device_out_of_memory_while_mapping_leaves_nothing_mapped() {
     let (dev, alloc) = setup(50 * MIB, AllocatorConfig::new().expandable_segments(true));
     let s = dev.default_stream();
