@@ -105,6 +105,13 @@ pub struct AllocatorConfig {
     /// Smaller pages leave less mapped but unused at the end of a segment, for more device
     /// mappings; rounded up to the backend's granularity.
     pub expandable_large_page: Option<u64>,
+    /// With expandable segments, place requests by predicted lifetime (off by default):
+    /// requests whose size was mostly freed soon after allocation go to the stream's
+    /// small-pool segment with the small requests, long-lived ones to the large-pool segment,
+    /// so transient blocks leave no holes between long-lived ones (`lifetime_placement`; see
+    /// the crate docs). Large requests placed in the small-pool segment count as small pool
+    /// in the statistics. Without expandable segments it changes nothing.
+    pub lifetime_placement: bool,
     /// Whether history is recorded from the start.
     pub record_history: bool,
     /// Capacity of the history ring.
@@ -141,6 +148,7 @@ impl AllocatorConfig {
             fit_large_segments: false,
             expandable_segments: false,
             expandable_large_page: None,
+            lifetime_placement: false,
             record_history: false,
             history_size: 10_000,
         }
@@ -245,6 +253,12 @@ impl AllocatorConfig {
         self
     }
 
+    /// Turns [`AllocatorConfig::lifetime_placement`] on or off.
+    pub fn lifetime_placement(mut self, on: bool) -> Self {
+        self.lifetime_placement = on;
+        self
+    }
+
     /// Records history from the start (or not).
     pub fn record_history(mut self, on: bool) -> Self {
         self.record_history = on;
@@ -265,7 +279,7 @@ impl AllocatorConfig {
     /// `lazy_event_polling`, `release_before_grow`, `split_large_remainders`,
     /// `fit_large_segments`, `record_history` (booleans), `history_size`
     /// (alias `max_entries`),
-    /// `expandable_segments`, `expandable_large_page_mb`. Anything else is a typed error naming the key and
+    /// `expandable_segments`, `expandable_large_page_mb`, `lifetime_placement`. Anything else is a typed error naming the key and
     /// value.
     pub fn parse(text: &str) -> Result<Self, AllocError> {
         let mut config = AllocatorConfig::new();
@@ -360,6 +374,7 @@ impl AllocatorConfig {
             "release_before_grow" => self.release_before_grow = parse_bool(key, value)?,
             "split_large_remainders" => self.split_large_remainders = parse_bool(key, value)?,
             "fit_large_segments" => self.fit_large_segments = parse_bool(key, value)?,
+            "lifetime_placement" => self.lifetime_placement = parse_bool(key, value)?,
             "record_history" => self.record_history = parse_bool(key, value)?,
             "history_size" | "max_entries" => {
                 let n = parse_u64(key, value)?;

@@ -95,7 +95,7 @@
 //! `per_process_memory_fraction` (or `memory_fraction`), `limit_mb`, `cross_stream`
 //! (`manual` | `automatic`), `reuse_pending_with_wait`, `lazy_event_polling`,
 //! `release_before_grow`, `split_large_remainders`, `fit_large_segments`, `record_history`,
-//! `history_size`, `expandable_segments`. An unknown key or a bad value is a typed error
+//! `history_size`, `expandable_segments`, `expandable_large_page_mb`, `lifetime_placement`. An unknown key or a bad value is a typed error
 //! naming both.
 //!
 //! `expandable_segments` (PyTorch's `expandable_segments:True`; also
@@ -159,6 +159,39 @@
 //! 2 MiB tail. Both keys trade PyTorch's exact layout for a lower peak reservation: together,
 //! with `release_before_grow`, they keep the peak below both PyTorch's and `release_before_grow`
 //! alone on the traces of `shared/traces` (and `split_large_remainders` cuts device mallocs).
+//!
+//! `lifetime_placement` (off by default; only with expandable segments) places blocks by
+//! predicted lifetime, so transient blocks leave no holes between long-lived ones. Each free
+//! notes whether the block lived for fewer than 10 allocations (its own excluded); a rounded
+//! size is predicted short-lived when at most half of its last 8 frees were long-lived, and a
+//! size never freed yet is long-lived. Small requests and short-lived ones share the stream's
+//! small-pool expandable segment and take the best fit of both free lists (they leave soon);
+//! long-lived ones take the best fit of the large pool and grow the large-pool segment. When a
+//! segment would grow past the peak of reserved memory, the whole free pages of the stream's
+//! other segment are unmapped first. Large blocks in the small-pool segment count as
+//! small pool in the statistics. With 2 MiB pages it brings the bf16 forward trace of
+//! `shared/traces` from 3.66% waste to 1.36%, and lowers inference and training too.
+//!
+//! ```
+//! use braid_allocator::{AllocatorConfig, CachingAllocator, SegmentType};
+//! use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
+//! use braid_stream_core::Device;
+//!
+//! let device = Device::<SimBackend>::new(SimDevice::new(SimConfig::new().capacity(256 << 20))).unwrap();
+//! let conf = "expandable_segments:true,expandable_large_page_mb:2,lifetime_placement:true";
+//! let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::parse(conf).unwrap()).unwrap();
+//! let main = device.default_stream();
+//! drop(alloc.alloc(4 << 20, &main).unwrap()); // 4 MiB blocks die young from now on
+//! let cache = alloc.alloc(6 << 20, &main).unwrap(); // never freed yet: long-lived
+//! let scratch = alloc.alloc(4 << 20, &main).unwrap(); // predicted short-lived
+//! let kind = |ptr: u64| {
+//!     let snapshot = alloc.snapshot();
+//!     let seg = snapshot.segments.iter().find(|s| s.address <= ptr && ptr < s.address + s.total_size);
+//!     seg.unwrap().segment_type
+//! };
+//! assert_eq!(kind(cache.ptr().0), SegmentType::Large);
+//! assert_eq!(kind(scratch.ptr().0), SegmentType::Small);
+//! ```
 //!
 //! # Example
 //!

@@ -3,6 +3,7 @@
 //! garbage collection, statistics and history. Everything here runs under the allocator lock.
 
 mod expandable;
+mod lifetime;
 
 use crate::block::{BlockId, Blocks, NewBlock, Segment, Segments, Status, UseRec, NONE};
 use crate::config::AllocatorConfig;
@@ -93,6 +94,8 @@ pub(crate) struct State<B: Backend> {
     /// Whether `roundup_power2_divisions` rounds any size (fixed at creation); without it a
     /// request is only rounded to the block size.
     power2_rounding: bool,
+    /// Allocation lifetimes per size (`lifetime_placement`).
+    lifetimes: lifetime::Lifetimes,
 }
 
 impl<B: Backend> State<B> {
@@ -124,6 +127,7 @@ impl<B: Backend> State<B> {
             vmm_granularity,
             expandable: Vec::new(),
             power2_rounding: false,
+            lifetimes: lifetime::Lifetimes::default(),
         };
         state.power2_rounding = state.config.roundup_power2_divisions.iter().any(|&d| d > 1);
         state.update_allowed_max();
@@ -317,7 +321,11 @@ impl<B: Backend> State<B> {
             self.process_pending(dev, query);
         }
 
-        let granted = self.malloc_in(dev, stream, pool, class, size, rounded, capturing);
+        let granted = if self.config.lifetime_placement {
+            self.malloc_by_lifetime(dev, stream, pool, class, size, rounded, capturing)
+        } else {
+            self.malloc_in(dev, stream, pool, class, size, rounded, capturing)
+        };
         if let Ok(g) = &granted {
             // `grant` cleared it.
             if capture.is_some() {
@@ -883,6 +891,9 @@ impl<B: Backend> State<B> {
         }
         self.history
             .record(HistoryAction::FreeRequested, addr, size, stream, pool);
+        if self.config.lifetime_placement {
+            self.lifetimes.died(b);
+        }
         if self.blocks.get(b).uses.is_empty() {
             self.free_block(dev, b);
             return;

@@ -117,7 +117,7 @@ impl<B: Backend> State<B> {
     }
 
     /// The index of the expandable segment of (stream, small).
-    fn expandable_of(&self, stream: StreamId, small: bool) -> Option<usize> {
+    pub(super) fn expandable_of(&self, stream: StreamId, small: bool) -> Option<usize> {
         self.expandable
             .iter()
             .position(|e| e.stream == stream && e.small == small)
@@ -160,6 +160,14 @@ impl<B: Backend> State<B> {
         self.stats.segment.increase(small, 1);
         tracing::debug!(ptr = %ptr, size, step, stream = stream.0, small, "expandable segment reserved");
         Ok(self.expandable.len() - 1)
+    }
+
+    /// Bytes a miss of `rounded` bytes maps into the (stream, small) expandable segment
+    /// (`rounded` when it is not reserved yet or has no room).
+    pub(super) fn expandable_growth(&self, stream: StreamId, small: bool, rounded: u64) -> u64 {
+        self.expandable_of(stream, small)
+            .and_then(|e| self.plan_growth(e, rounded))
+            .map_or(rounded, |(_, maps)| maps.iter().map(|m| m.1).sum())
     }
 
     /// The unmapped gap `k` of expandable segment `e`: before its range `k` (or, for `k` =

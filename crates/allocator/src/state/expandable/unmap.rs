@@ -115,18 +115,35 @@ impl<B: Backend> State<B> {
     /// Unmaps the whole pages inside every free block of every expandable segment (one device
     /// synchronize first, as PyTorch does before unmapping). Returns the bytes unmapped.
     pub(in crate::state) fn trim_expandable(&mut self, dev: &Device<B>) -> u64 {
-        let mut candidates = Vec::new();
-        for x in &self.expandable {
-            for &r in &x.ranges {
-                let mut b = self.segments.get(r).head;
-                while b != NONE {
-                    if self.blocks.get(b).status == Status::Free && self.whole_pages(b).is_some() {
-                        candidates.push(b);
-                    }
-                    b = self.blocks.get(b).next;
+        let candidates = (0..self.expandable.len())
+            .flat_map(|e| self.unmappable_blocks(e))
+            .collect();
+        self.unmap_free_blocks(dev, candidates)
+    }
+
+    /// [`State::trim_expandable`] for expandable segment `e` alone.
+    pub(in crate::state) fn trim_expandable_segment(&mut self, dev: &Device<B>, e: usize) -> u64 {
+        let candidates = self.unmappable_blocks(e);
+        self.unmap_free_blocks(dev, candidates)
+    }
+
+    /// The free blocks of expandable segment `e` with whole pages inside.
+    fn unmappable_blocks(&self, e: usize) -> Vec<BlockId> {
+        let mut out = Vec::new();
+        for &r in &self.expandable[e].ranges {
+            let mut b = self.segments.get(r).head;
+            while b != NONE {
+                if self.blocks.get(b).status == Status::Free && self.whole_pages(b).is_some() {
+                    out.push(b);
                 }
+                b = self.blocks.get(b).next;
             }
         }
+        out
+    }
+
+    /// Synchronizes the device once and unmaps the whole pages inside each of `candidates`.
+    fn unmap_free_blocks(&mut self, dev: &Device<B>, candidates: Vec<BlockId>) -> u64 {
         if candidates.is_empty() {
             return 0;
         }
