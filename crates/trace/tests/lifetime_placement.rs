@@ -33,20 +33,26 @@ fn check(name: &str, want_peak: u64) {
         100.0 * waste
     );
     assert_eq!(with.peak_reserved_bytes, want_peak, "{name}");
-    assert!(with.peak_reserved_bytes <= without.peak_reserved_bytes, "{name}");
+    assert!(
+        with.peak_reserved_bytes <= without.peak_reserved_bytes,
+        "{name}"
+    );
     assert!(waste < 0.02, "{name}: waste {waste}");
 }
 
 #[test]
 fn bf16_forward() {
-    check("cs336_silmont2000_memory_forward_bf16_128.pickle", 790_626_304);
+    check(
+        "cs336_silmont2000_memory_forward_bf16_128.pickle",
+        790_626_304,
+    );
 }
 
 #[test]
 fn inference() {
     check(
         "cs336_wedsonlin_medium_128_inference_memory_snapshot.pickle",
-        1_746_927_616,
+        1_742_733_312,
     );
 }
 
@@ -54,7 +60,7 @@ fn inference() {
 fn training() {
     check(
         "cs336_wedsonlin_medium_128_training_memory_snapshot.pickle",
-        7_144_996_864,
+        7_117_733_888,
     );
 }
 
