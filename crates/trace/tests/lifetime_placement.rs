@@ -2,19 +2,15 @@
 //! a note, when its file is absent): under 2% waste on every file, and never above expandable
 //! segments without it.
 
-use braid_trace::{replay_on_sim, ReplayPlan, Snapshot};
-use std::path::PathBuf;
+mod common;
 
-const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
+use braid_trace::{replay_on_sim, ReplayPlan};
+use common::load;
+
 const EXPANDABLE: &str = "expandable_segments:true,expandable_large_page_mb:2";
 
 fn plan(name: &str) -> Option<ReplayPlan> {
-    let path = PathBuf::from(TRACES).join(name);
-    if !path.exists() {
-        eprintln!("note: {} is absent; skipping", path.display());
-        return None;
-    }
-    let snapshot = Snapshot::from_path(&path).expect("parses");
+    let snapshot = load(name)?;
     Some(ReplayPlan::from_snapshot(&snapshot, 0).expect("plans"))
 }
 

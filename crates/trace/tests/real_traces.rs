@@ -2,19 +2,10 @@
 //! note) when its file is absent. Expected numbers: event counts from
 //! `shared/reference/workloads.md` §1.2; sums and peaks checked with Python's `pickle`.
 
+mod common;
+
 use braid_trace::{replay_on_sim, Action, ReplayPlan, Snapshot};
-use std::path::PathBuf;
-
-const TRACES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../../shared/traces");
-
-fn load(name: &str) -> Option<Snapshot> {
-    let path = PathBuf::from(TRACES).join(name);
-    if !path.exists() {
-        eprintln!("note: {} is absent; skipping", path.display());
-        return None;
-    }
-    Some(Snapshot::from_path(&path).expect("parses"))
-}
+use common::load;
 
 /// (count, sum of sizes) of one action on device 0.
 fn tally(s: &Snapshot, a: Action) -> (usize, u64) {
