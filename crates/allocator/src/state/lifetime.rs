@@ -52,6 +52,8 @@ impl Lifetimes {
     }
 
     /// Block `b` was freed by its owner: notes how long it lived.
+    #[cold]
+    #[inline(never)]
     pub(super) fn died(&mut self, b: BlockId) {
         let Some(entry) = self.births.get_mut(b as usize) else {
             return;
@@ -87,6 +89,7 @@ impl<B: Backend> State<B> {
     /// pool's expandable segments, allocates as usual elsewhere, and notes the allocation's
     /// birth.
     #[allow(clippy::too_many_arguments)]
+    #[cold]
     #[inline(never)]
     pub(super) fn malloc_by_lifetime(
         &mut self,
