@@ -21,8 +21,12 @@ impl Stat {
     /// (`freed = allocated + base - current`), so a decrease is one subtraction.
     #[inline(always)]
     pub(crate) fn increase(&mut self, amount: u64) {
-        self.current += amount;
-        self.peak = self.peak.max(self.current);
+        let current = self.current + amount;
+        self.current = current;
+        // A new peak is rare once warm: a predictable branch instead of a store every time.
+        if current > self.peak {
+            self.peak = current;
+        }
         self.allocated += amount;
     }
 
@@ -69,8 +73,11 @@ impl StatArray {
     /// not kept up to date (it is the sum of the pools', derived by [`MemoryStats::view`]).
     #[inline(always)]
     pub(crate) fn increase(&mut self, small: bool, amount: u64) {
-        self.all.current += amount;
-        self.all.peak = self.all.peak.max(self.all.current);
+        let current = self.all.current + amount;
+        self.all.current = current;
+        if current > self.all.peak {
+            self.all.peak = current;
+        }
         self.pool_mut(small).increase(amount);
     }
 
