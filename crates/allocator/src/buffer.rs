@@ -45,7 +45,7 @@ impl<B: Backend> DeviceBuffer<B> {
     /// A buffer for block `g`; the allocator has counted it among its live buffers.
     pub(crate) fn new(inner: &Arc<Inner<B>>, g: Granted, requested: u64, stream: StreamId) -> Self {
         DeviceBuffer {
-            inner: NonNull::from(&**inner),
+            inner: inner_ptr(inner),
             block: Some(g.block),
             ptr: DevicePtr(g.addr),
             size: g.size,
@@ -58,7 +58,7 @@ impl<B: Backend> DeviceBuffer<B> {
     /// An empty buffer; the allocator has counted it among its live buffers.
     pub(crate) fn empty(inner: &Arc<Inner<B>>, stream: StreamId) -> Self {
         DeviceBuffer {
-            inner: NonNull::from(&**inner),
+            inner: inner_ptr(inner),
             block: None,
             ptr: DevicePtr::NULL,
             size: 0,
@@ -87,9 +87,9 @@ impl<B: Backend> DeviceBuffer<B> {
 
     /// A handle to the allocator the buffer came from.
     pub fn allocator(&self) -> CachingAllocator<B> {
-        // SAFETY: `self.inner` came from `Arc::as_ptr`-equivalent `NonNull::from(&*arc)` of an
-        // `Arc<Inner<B>>` that is alive while this buffer is (see `inner`); adding a strong
-        // count before `from_raw` makes the new `Arc` own its own count.
+        // SAFETY: `self.inner` came from `Arc::as_ptr` (`inner_ptr`) of an `Arc<Inner<B>>` that
+        // is alive while this buffer is (see `inner`); adding a strong count before `from_raw`
+        // makes the new `Arc` own its own count.
         let arc = unsafe {
             Arc::increment_strong_count(self.inner.as_ptr());
             Arc::from_raw(self.inner.as_ptr())
@@ -178,6 +178,15 @@ impl<B: Backend> DeviceBuffer<B> {
     pub fn record_tagged_stream(&self, tag: &str) -> Result<(), AllocError> {
         self.with_allocator(|a| a.record_tagged_stream(self, tag))
     }
+}
+
+/// The pointer a buffer keeps: from `Arc::as_ptr`, whose provenance covers the whole
+/// allocation (the reference counts too), as `Arc::from_raw` and
+/// `Arc::increment_strong_count` in [`DeviceBuffer::allocator`] need; a pointer made from a
+/// `&Inner` would cover only the `Inner`.
+fn inner_ptr<B: Backend>(inner: &Arc<Inner<B>>) -> NonNull<Inner<B>> {
+    // SAFETY: the pointer of a live `Arc` is never null.
+    unsafe { NonNull::new_unchecked(Arc::as_ptr(inner).cast_mut()) }
 }
 
 impl<B: Backend> Drop for DeviceBuffer<B> {
