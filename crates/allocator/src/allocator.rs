@@ -16,14 +16,14 @@ use braid_stream_core::{
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 /// An out-of-memory observer ([`CachingAllocator::attach_oom_observer`]).
 type OomObserver = dyn Fn(&OutOfMemoryReport) + Send + Sync;
 
 pub(crate) struct Inner<B: Backend> {
     pub(crate) device: Device<B>,
-    state: Mutex<State<B>>,
+    state: parking_lot::Mutex<State<B>>,
     /// Strong [`CachingAllocator`] handles. Buffers do not count here: they count in the
     /// locked state ([`crate::keepalive`]).
     handles: AtomicUsize,
@@ -34,10 +34,9 @@ pub(crate) struct Inner<B: Backend> {
 }
 
 impl<B: Backend> Inner<B> {
-    pub(crate) fn lock(&self) -> MutexGuard<'_, State<B>> {
-        // State changes do not panic midway in release builds; a poisoned lock still holds
-        // consistent data.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, State<B>> {
+        // Not poisoned by a panic: state changes do not panic midway in release builds.
+        self.state.lock()
     }
 
     /// A buffer is gone (its block, if any, freed). Returns the allocator's self-reference
@@ -57,7 +56,7 @@ impl<B: Backend> Drop for Inner<B> {
     /// The last handle is gone (buffers, pools, diversions and graphs all hold one): every
     /// segment still held goes back to the device.
     fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        let state = self.state.get_mut();
         state.release_all_on_drop(&self.device);
     }
 }
@@ -145,7 +144,7 @@ impl<B: Backend> CachingAllocator<B> {
             });
             Inner {
                 device: device.clone(),
-                state: Mutex::new(State::new(
+                state: parking_lot::Mutex::new(State::new(
                     config,
                     total,
                     braid_stream_core::hal::Device::wants_sub_allocation_notes(device.hal()),
