@@ -312,9 +312,8 @@ impl<B: Backend> State<B> {
 
         // Reclaim cross-stream frees whose uses are now ordered (no work at all when none).
         // During a capture only the ordering model is consulted: no event is queried.
-        let mut capturing = false;
         if !self.pending.blocks.is_empty() {
-            capturing = dev.is_capturing();
+            let capturing = dev.is_capturing();
             let query = !capturing
                 && (!self.config.lazy_event_polling
                     || self.pending.outstanding() > LAZY_QUERY_SIZE);
@@ -322,9 +321,9 @@ impl<B: Backend> State<B> {
         }
 
         let granted = if self.config.lifetime_placement {
-            self.malloc_by_lifetime(dev, stream, pool, class, size, rounded, capturing)
+            self.malloc_by_lifetime(dev, stream, pool, class, size, rounded)
         } else {
-            self.malloc_in(dev, stream, pool, class, size, rounded, capturing)
+            self.malloc_in(dev, stream, pool, class, size, rounded)
         };
         if let Ok(g) = &granted {
             // `grant` cleared it.
@@ -352,7 +351,6 @@ impl<B: Backend> State<B> {
         seg_size.ok_or(AllocError::SizeOverflow { requested: size })
     }
 
-    #[allow(clippy::too_many_arguments)]
     #[inline(always)]
     fn malloc_in(
         &mut self,
@@ -362,17 +360,15 @@ impl<B: Backend> State<B> {
         class: SizeClass,
         size: u64,
         rounded: u64,
-        capturing: bool,
     ) -> Result<Granted, AllocError> {
         if let Some(f) = self.find_free(pool, stream.id(), class, rounded) {
             // The cache hit: the grant inlined here only.
             return Ok(self.grant_inline(f.block, Some(f.slot), rounded, size));
         }
-        self.malloc_miss(dev, stream, pool, class, size, rounded, capturing)
+        self.malloc_miss(dev, stream, pool, class, size, rounded)
     }
 
     /// [`State::malloc_in`] when the free list of the request's class has no fit.
-    #[allow(clippy::too_many_arguments)]
     #[inline(never)]
     fn malloc_miss(
         &mut self,
@@ -382,9 +378,11 @@ impl<B: Backend> State<B> {
         class: SizeClass,
         size: u64,
         rounded: u64,
-        capturing: bool,
     ) -> Result<Granted, AllocError> {
         let sid = stream.id();
+        // Asked here, on the cold path, for every step below that must not run during a
+        // capture (the hot path asks the device only when frees are pending).
+        let capturing = dev.is_capturing();
         // In a private pool, a small request takes a cached large block before the pool
         // grows: the pool's memory is reserved for its graphs anyway, and graphs captured
         // largest first then fit in the first one's segments. With `split_large_remainders`

@@ -201,6 +201,46 @@ fn begin(
         .unwrap()
 }
 
+/// Garbage collection frees cached segments with device calls, which a capture must not see:
+/// a miss inside a capture leaves the default pool's cache alone even when no cross-stream
+/// free is pending (regression: the miss path took "not capturing" from the pending-free
+/// check, which only asks the device when frees are pending).
+#[test]
+fn garbage_collection_waits_for_the_end_of_a_capture() {
+    let (dev, alloc) = setup(
+        128 * MIB,
+        AllocatorConfig::parse("garbage_collection_threshold:0.5,max_split_size_mb:30").unwrap(),
+    );
+    let main = dev.default_stream();
+    drop((
+        alloc.alloc(40 * MIB, &main).unwrap(),
+        alloc.alloc(40 * MIB, &main).unwrap(),
+    ));
+    assert_eq!(alloc.pending_free_bytes(), 0);
+    let frees = alloc.memory_stats().num_device_free;
+    let cap = dev.create_stream(0).unwrap();
+    let pool = alloc.create_pool(PoolOptions::new());
+    // Relaxed: the device may even be synchronized during this capture.
+    cap.begin_capture(CaptureMode::Relaxed).unwrap();
+    let diversion = alloc
+        .begin_allocate_to_pool(&pool, PoolFilter::Capture(capture_id(&cap)))
+        .unwrap();
+    let inside = alloc.alloc(12 * MIB, &cap).unwrap();
+    assert_eq!(inside.pool(), pool.id());
+    assert_eq!(
+        alloc.memory_stats().num_device_free,
+        frees,
+        "a cached segment was freed during the capture"
+    );
+    let graph = cap.end_capture().unwrap();
+    drop(diversion);
+    // After the capture an eager miss collects as usual.
+    let _eager = alloc.alloc(12 * MIB, &main).unwrap();
+    assert!(alloc.memory_stats().num_device_free > frees);
+    alloc.check_invariants().unwrap();
+    drop((inside, graph));
+}
+
 #[test]
 fn a4_no_event_polling_during_capture() {
     let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());

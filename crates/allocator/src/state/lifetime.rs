@@ -88,7 +88,6 @@ impl<B: Backend> State<B> {
     /// `malloc` with `lifetime_placement` on: places by predicted lifetime in the default
     /// pool's expandable segments, allocates as usual elsewhere, and notes the allocation's
     /// birth.
-    #[allow(clippy::too_many_arguments)]
     #[cold]
     #[inline(never)]
     pub(super) fn malloc_by_lifetime(
@@ -99,15 +98,14 @@ impl<B: Backend> State<B> {
         class: SizeClass,
         size: u64,
         rounded: u64,
-        capturing: bool,
     ) -> Result<Granted, AllocError> {
         let expandable = pool == PoolId::DEFAULT
             && self.config.expandable_segments
             && self.vmm_granularity.is_some();
         let granted = if expandable {
-            self.place_by_lifetime(dev, stream, class, size, rounded, capturing)
+            self.place_by_lifetime(dev, stream, class, size, rounded)
         } else {
-            self.malloc_in(dev, stream, pool, class, size, rounded, capturing)
+            self.malloc_in(dev, stream, pool, class, size, rounded)
         };
         if let Ok(g) = &granted {
             self.lifetimes.born(g.block, rounded);
@@ -122,7 +120,6 @@ impl<B: Backend> State<B> {
         class: SizeClass,
         size: u64,
         rounded: u64,
-        capturing: bool,
     ) -> Result<Granted, AllocError> {
         let sid = stream.id();
         let pool = PoolId::DEFAULT;
@@ -142,7 +139,7 @@ impl<B: Backend> State<B> {
         } else {
             SizeClass::Large
         };
-        if !capturing {
+        if !dev.is_capturing() {
             self.trim_other_before_peak(dev, sid, home, rounded);
         }
         tracing::trace!(
@@ -150,7 +147,7 @@ impl<B: Backend> State<B> {
             short,
             "lifetime placement: growing the segment of the predicted lifetime"
         );
-        self.malloc_miss(dev, stream, pool, home, size, rounded, capturing)
+        self.malloc_miss(dev, stream, pool, home, size, rounded)
     }
 
     /// The smaller of two fits (then the lower address).
