@@ -190,19 +190,18 @@ impl<B: Backend> CachingAllocator<B> {
             self.inner.lock().keepalive.buffer_created(&self.inner);
             return Ok(DeviceBuffer::empty(&self.inner, stream.id()));
         }
-        // The lock is released at the end of this block: out-of-memory observers run
-        // without it.
-        let result = {
-            let mut st = self.inner.lock();
-            let result = st.malloc(&self.inner.device, stream, size);
-            if result.is_ok() {
+        let mut st = self.inner.lock();
+        match st.malloc(&self.inner.device, stream, size) {
+            Ok(granted) => {
                 st.keepalive.buffer_created(&self.inner);
+                drop(st);
+                Ok(DeviceBuffer::new(&self.inner, granted, size, stream.id()))
             }
-            result
-        };
-        match result {
-            Ok(granted) => Ok(DeviceBuffer::new(&self.inner, granted, size, stream.id())),
-            Err(err) => Err(self.alloc_failed(err)),
+            Err(err) => {
+                // Out-of-memory observers run without the lock.
+                drop(st);
+                Err(self.alloc_failed(err))
+            }
         }
     }
 

@@ -56,6 +56,11 @@ impl FreeList {
     #[inline]
     pub(crate) fn replace_with_smaller(&mut self, i: usize, key: FreeKey) {
         debug_assert!(key <= self.keys[i]);
+        // Usually nothing sorts between the key and its neighbour below: no search.
+        if i == 0 || self.keys[i - 1] < key {
+            self.keys[i] = key;
+            return;
+        }
         let pos = self.keys[..i].partition_point(|k| k < &key);
         if pos < i {
             self.keys.copy_within(pos..i, pos + 1);
@@ -69,6 +74,10 @@ impl FreeList {
     #[inline]
     pub(crate) fn replace_with_larger(&mut self, i: usize, key: FreeKey) {
         debug_assert!(key >= self.keys[i]);
+        if self.keys.get(i + 1).is_none_or(|next| &key <= next) {
+            self.keys[i] = key;
+            return;
+        }
         let pos = i + self.keys[i + 1..].partition_point(|k| k < &key);
         if pos > i {
             self.keys.copy_within(i + 1..=pos, i);
