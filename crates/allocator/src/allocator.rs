@@ -429,6 +429,7 @@ impl<B: Backend> CachingAllocator<B> {
         vmm_granularity(&self.inner.device, on)?;
         let mut st = self.inner.lock();
         st.config.expandable_segments = on;
+        st.refresh_plain();
         tracing::debug!(on, "expandable segments toggled");
         Ok(())
     }
@@ -497,7 +498,9 @@ impl<B: Backend> CachingAllocator<B> {
 
     /// Turns history recording on or off.
     pub fn record_history(&self, enabled: bool) {
-        self.inner.lock().history.set_enabled(enabled);
+        let mut st = self.inner.lock();
+        st.history.set_enabled(enabled);
+        st.refresh_plain();
     }
 
     /// Whether history is being recorded.
@@ -507,7 +510,9 @@ impl<B: Backend> CachingAllocator<B> {
 
     /// Changes the capacity of the history ring (keeping the newest entries).
     pub fn set_history_size(&self, entries: usize) {
-        self.inner.lock().history.set_capacity(entries);
+        let mut st = self.inner.lock();
+        st.history.set_capacity(entries);
+        st.refresh_plain();
     }
 
     /// Drops the recorded history.

@@ -47,7 +47,8 @@ impl FreeList {
     /// Index of `key`, if listed.
     #[inline]
     pub(crate) fn position(&self, key: FreeKey) -> Option<usize> {
-        self.keys.binary_search(&key).ok()
+        let i = self.keys.partition_point(|k| k < &key);
+        (self.keys.get(i) == Some(&key)).then_some(i)
     }
 
     /// Replaces the key at `i` by `key`, which sorts at or before it (a split remainder taking

@@ -155,7 +155,7 @@ pub struct HistoryEntry {
     pub stream: StreamId,
     /// Pool.
     pub pool: PoolId,
-    /// Logical time: a counter increasing by one per allocator event (deterministic).
+    /// Logical time: a counter increasing by one per recorded event (deterministic).
     pub time: u64,
 }
 
@@ -210,7 +210,7 @@ impl History {
         self.enabled
     }
 
-    /// Records an event (the clock ticks even when recording is off).
+    /// Records an event when recording is on.
     #[inline]
     pub(crate) fn record(
         &mut self,
@@ -220,8 +220,8 @@ impl History {
         stream: StreamId,
         pool: PoolId,
     ) {
-        self.clock += 1;
         if self.enabled {
+            self.clock += 1;
             self.push(action, addr, size, stream, pool);
         }
     }

@@ -59,8 +59,6 @@ enum Slot {
     Insert,
     /// In the place of the entry at this index, which sorts at or after the block.
     ReplaceLarger(usize),
-    /// In the place of the entry at this index, which sorts at or before the block.
-    ReplaceSmaller(usize),
 }
 
 pub(crate) struct State<B: Backend> {
@@ -96,6 +94,9 @@ pub(crate) struct State<B: Backend> {
     power2_rounding: bool,
     /// Allocation lifetimes per size (`lifetime_placement`).
     lifetimes: lifetime::Lifetimes,
+    /// Whether nothing optional that a cache hit would consult is on (see
+    /// [`State::refresh_plain`]): hits then skip those checks.
+    plain: bool,
 }
 
 impl<B: Backend> State<B> {
@@ -128,10 +129,28 @@ impl<B: Backend> State<B> {
             expandable: Vec::new(),
             power2_rounding: false,
             lifetimes: lifetime::Lifetimes::default(),
+            plain: false,
         };
         state.power2_rounding = state.config.roundup_power2_divisions.iter().any(|&d| d > 1);
         state.update_allowed_max();
+        state.refresh_plain();
         state
+    }
+
+    /// Recomputes [`State::plain`]; called whenever one of its inputs changes (history on or
+    /// off, expandable segments toggled). Plain means: no power-of-two rounding, no
+    /// lifetime placement, no garbage collection, no history, and no expandable blocks to
+    /// pass over.
+    pub(crate) fn refresh_plain(&mut self) {
+        self.plain = self.compute_plain();
+    }
+
+    fn compute_plain(&self) -> bool {
+        !self.power2_rounding
+            && !self.config.lifetime_placement
+            && self.config.garbage_collection_threshold <= 0.0
+            && !self.history.enabled()
+            && !self.skip_expandable()
     }
 
     pub(crate) fn update_allowed_max(&mut self) {
@@ -304,6 +323,9 @@ impl<B: Backend> State<B> {
         };
         self.remember_stream(stream);
         let class = size::class_of(&self.config, rounded);
+        if self.plain && self.pools.diversions.is_empty() && self.pending.blocks.is_empty() {
+            return self.malloc_plain(dev, stream, class, size, rounded);
+        }
         let (pool, capture) = if self.pools.diversions.is_empty() {
             (PoolId::DEFAULT, None)
         } else {
@@ -335,6 +357,26 @@ impl<B: Backend> State<B> {
         granted
     }
 
+    /// [`State::malloc`] when [`State::plain`], with no diversion and no pending free: best
+    /// fit in the default pool, else the miss path. The cache hit is inlined here.
+    #[inline(always)]
+    fn malloc_plain(
+        &mut self,
+        dev: &Device<B>,
+        stream: &Stream<B>,
+        class: SizeClass,
+        size: u64,
+        rounded: u64,
+    ) -> Result<Granted, AllocError> {
+        let pool = PoolId::DEFAULT;
+        let granted = match self.find_free::<true>(pool, stream.id(), class, rounded) {
+            Some(f) => self.grant_inline::<true>(f.block, Some(f.slot), rounded, size),
+            None => self.malloc_miss(dev, stream, pool, class, size, rounded)?,
+        };
+        self.note_lifetime(dev, granted.block, true);
+        Ok(granted)
+    }
+
     /// The size of the segment a miss of `rounded` bytes in `pool` asks the device for.
     fn segment_size_for(
         &self,
@@ -361,9 +403,8 @@ impl<B: Backend> State<B> {
         size: u64,
         rounded: u64,
     ) -> Result<Granted, AllocError> {
-        if let Some(f) = self.find_free(pool, stream.id(), class, rounded) {
-            // The cache hit: the grant inlined here only.
-            return Ok(self.grant_inline(f.block, Some(f.slot), rounded, size));
+        if let Some(f) = self.find_free::<false>(pool, stream.id(), class, rounded) {
+            return Ok(self.grant(f.block, Some(f.slot), rounded, size));
         }
         self.malloc_miss(dev, stream, pool, class, size, rounded)
     }
@@ -391,7 +432,7 @@ impl<B: Backend> State<B> {
         if class == SizeClass::Small
             && (pool != PoolId::DEFAULT || self.config.split_large_remainders)
         {
-            if let Some(f) = self.find_free(pool, sid, SizeClass::Large, rounded) {
+            if let Some(f) = self.find_free::<false>(pool, sid, SizeClass::Large, rounded) {
                 return Ok(self.grant_found(f, rounded, size));
             }
         }
@@ -401,7 +442,7 @@ impl<B: Backend> State<B> {
         // Cache miss.
         if self.config.lazy_event_polling && !self.pending.blocks.is_empty() && !capturing {
             self.process_pending(dev, true);
-            if let Some(f) = self.find_free(pool, sid, class, rounded) {
+            if let Some(f) = self.find_free::<false>(pool, sid, class, rounded) {
                 return Ok(self.grant_found(f, rounded, size));
             }
         }
@@ -496,7 +537,7 @@ impl<B: Backend> State<B> {
                 "out-of-memory ladder: processing pending events"
             );
             self.process_pending(dev, true);
-            if let Some(f) = self.find_free(pool, sid, class, rounded) {
+            if let Some(f) = self.find_free::<false>(pool, sid, class, rounded) {
                 return Ok(self.grant_found(f, rounded, size));
             }
         }
@@ -538,7 +579,7 @@ impl<B: Backend> State<B> {
                     "out-of-memory ladder: synchronizing pending events"
                 );
                 self.synchronize_pending(dev);
-                if let Some(f) = self.find_free(pool, sid, class, rounded) {
+                if let Some(f) = self.find_free::<false>(pool, sid, class, rounded) {
                     return Ok(self.grant_found(f, rounded, size));
                 }
                 self.release_all_cached_segments(dev);
@@ -582,9 +623,10 @@ impl<B: Backend> State<B> {
 
     /// Best fit in the (pool, stream, class) free list, with PyTorch's oversize rules. The
     /// block stays listed; [`State::grant`] takes it out (or puts its split remainder in its
-    /// place).
+    /// place). `PLAIN`: called when [`State::plain`] (no GC clock, no expandable blocks to
+    /// pass over).
     #[inline(always)]
-    fn find_free(
+    fn find_free<const PLAIN: bool>(
         &mut self,
         pool: PoolId,
         stream: StreamId,
@@ -593,8 +635,8 @@ impl<B: Backend> State<B> {
     ) -> Option<Found> {
         let max_split = self.config.max_split_size;
         let non_split = self.config.max_non_split_rounding;
-        let gc = self.config.garbage_collection_threshold > 0.0;
-        let skip_expandable = self.skip_expandable();
+        let gc = !PLAIN && self.config.garbage_collection_threshold > 0.0;
+        let skip_expandable = !PLAIN && self.skip_expandable();
         let p = self.free.pool_mut(pool);
         if gc {
             p.gc_clock[class_index(class)] += 1;
@@ -645,12 +687,13 @@ impl<B: Backend> State<B> {
     /// segment's block.
     #[inline(never)]
     fn grant(&mut self, b: BlockId, slot: Option<usize>, rounded: u64, requested: u64) -> Granted {
-        self.grant_inline(b, slot, rounded, requested)
+        self.grant_inline::<false>(b, slot, rounded, requested)
     }
 
-    /// [`State::grant`], inlined into the cache-hit path.
+    /// [`State::grant`], inlined into the plain cache-hit path. `PLAIN`: block `b` is in the
+    /// default pool and [`State::plain`] holds (no history to record).
     #[inline(always)]
-    fn grant_inline(
+    fn grant_inline<const PLAIN: bool>(
         &mut self,
         b: BlockId,
         slot: Option<usize>,
@@ -659,30 +702,25 @@ impl<B: Backend> State<B> {
     ) -> Granted {
         let (size, small, already_split, block_pool, expandable) = {
             let blk = self.blocks.get(b);
-            (
-                blk.size,
-                blk.small,
-                blk.is_split(),
-                blk.pool,
-                blk.expandable,
-            )
+            let pool = if PLAIN { PoolId::DEFAULT } else { blk.pool };
+            (blk.size, blk.small, blk.is_split(), pool, blk.expandable)
         };
         // Blocks of expandable segments split like small ones (PyTorch).
         if self.should_split(block_pool, size, small || expandable, rounded) {
             let blk = self.blocks.get(b);
+            let (stream, old_next) = (blk.stream, blk.next);
             let rem = NewBlock {
                 addr: blk.addr + rounded,
                 size: size - rounded,
-                stream: blk.stream,
-                pool: blk.pool,
+                stream,
+                pool: block_pool,
                 small,
                 expandable,
                 segment: blk.segment,
                 prev: b,
-                next: blk.next,
+                next: old_next,
             };
-            let old_next = blk.next;
-            let rem_size = rem.size;
+            let (rem_addr, rem_size) = (rem.addr, rem.size);
             let r = self.blocks.insert(rem);
             if old_next != NONE {
                 self.blocks.get_mut(old_next).prev = r;
@@ -690,10 +728,24 @@ impl<B: Backend> State<B> {
             let blk = self.blocks.get_mut(b);
             blk.next = r;
             blk.size = rounded;
-            match slot {
-                // The remainder takes the place of the block it was split from.
-                Some(i) => self.cache_block_in(r, Slot::ReplaceLarger(i)),
-                None => self.cache_block(r),
+            // The remainder takes the place of the block it was split from.
+            if PLAIN {
+                // Known list, and no GC clock to note: the entry is replaced directly.
+                let key = FreeKey {
+                    size: rem_size,
+                    addr: rem_addr,
+                    id: r,
+                };
+                let list = self.free.pool_mut(block_pool).list_mut(stream, small);
+                match slot {
+                    Some(i) => list.replace_with_smaller(i, key),
+                    None => list.insert(key),
+                }
+            } else {
+                match slot {
+                    Some(i) => self.cache_block_in(r, Slot::ReplaceLarger(i)),
+                    None => self.cache_block(r),
+                }
             }
             if already_split {
                 self.stats.inactive_split_bytes.decrease(small, rounded);
@@ -718,7 +770,8 @@ impl<B: Backend> State<B> {
         blk.generation = blk.generation.wrapping_add(1);
         blk.uses.clear();
         blk.capture = None;
-        let (addr, size, stream, pool) = (blk.addr, blk.size, blk.stream, blk.pool);
+        let (addr, size, stream) = (blk.addr, blk.size, blk.stream);
+        let pool = block_pool;
         if let Some(p) = self.pools.get_mut(pool) {
             p.allocated_bytes += size;
             p.allocated_blocks += 1;
@@ -728,8 +781,10 @@ impl<B: Backend> State<B> {
         if size >= self.config.max_split_size {
             s.oversize_allocations.increase(1);
         }
-        self.history
-            .record(HistoryAction::Alloc, addr, size, stream, pool);
+        if !PLAIN {
+            self.history
+                .record(HistoryAction::Alloc, addr, size, stream, pool);
+        }
         Granted {
             block: b,
             addr,
@@ -761,7 +816,6 @@ impl<B: Backend> State<B> {
         match slot {
             Slot::Insert => list.insert(key),
             Slot::ReplaceLarger(i) => list.replace_with_smaller(i, key),
-            Slot::ReplaceSmaller(i) => list.replace_with_larger(i, key),
         }
         let blk = self.blocks.get_mut(b);
         blk.status = Status::Free;
@@ -872,6 +926,16 @@ impl<B: Backend> State<B> {
     /// The owner dropped the buffer of block `b`.
     #[inline]
     pub(crate) fn free(&mut self, dev: &Device<B>, b: BlockId) {
+        if self.plain {
+            self.free_in::<true>(dev, b);
+        } else {
+            self.free_in::<false>(dev, b);
+        }
+    }
+
+    /// [`State::free`]; `PLAIN`: [`State::plain`] holds (no history, no lifetime placement).
+    #[inline(always)]
+    fn free_in<const PLAIN: bool>(&mut self, dev: &Device<B>, b: BlockId) {
         let blk = self.blocks.get(b);
         if blk.status != Status::Allocated {
             debug_assert!(false, "free of a block that is not allocated");
@@ -887,13 +951,15 @@ impl<B: Backend> State<B> {
             p.allocated_bytes = p.allocated_bytes.saturating_sub(size);
             p.allocated_blocks = p.allocated_blocks.saturating_sub(1);
         }
-        self.history
-            .record(HistoryAction::FreeRequested, addr, size, stream, pool);
-        if self.config.lifetime_placement {
-            self.lifetimes.died(b);
+        if !PLAIN {
+            self.history
+                .record(HistoryAction::FreeRequested, addr, size, stream, pool);
+            if self.config.lifetime_placement {
+                self.lifetimes.died(b);
+            }
         }
         if self.blocks.get(b).uses.is_empty() {
-            self.free_block(dev, b);
+            self.free_block_in::<PLAIN>(dev, b);
             return;
         }
         self.free_with_uses(dev, b);
@@ -1013,26 +1079,42 @@ impl<B: Backend> State<B> {
     }
 
     /// PyTorch's `free_block`: coalesce with free neighbours and cache.
-    #[inline]
+    #[inline(never)]
     fn free_block(&mut self, dev: &Device<B>, b: BlockId) {
-        let (requested, small, stream, pool) = {
-            let blk = self.blocks.get(b);
-            (blk.requested, blk.small, blk.stream, blk.pool)
-        };
+        self.free_block_in::<false>(dev, b);
+    }
+
+    /// [`State::free_block`]; `PLAIN`: [`State::plain`] holds (no history, no GC clock).
+    #[inline(always)]
+    fn free_block_in<const PLAIN: bool>(&mut self, dev: &Device<B>, b: BlockId) {
         self.note_lifetime(dev, b, false);
+        let blk = self.blocks.get(b);
+        let (requested, small, stream, pool) = (blk.requested, blk.small, blk.stream, blk.pool);
+        let (prev, next) = (blk.prev, blk.next);
+        let is_free = |n: BlockId| n != NONE && self.blocks.get(n).status == Status::Free;
+        let (prev_free, next_free) = (is_free(prev), is_free(next));
+        // A block and its neighbours lie in one segment, hence in one free list.
+        let key_of = |blocks: &Blocks, id: BlockId| {
+            let n = blocks.get(id);
+            FreeKey {
+                size: n.size,
+                addr: n.addr,
+                id,
+            }
+        };
         let mut net_blocks: i64 = 0;
         let mut net_bytes: i64 = 0;
-        let is_free = |n: BlockId| n != NONE && self.blocks.get(n).status == Status::Free;
-        let (prev, next) = (self.blocks.get(b).prev, self.blocks.get(b).next);
-        let (prev_free, next_free) = (is_free(prev), is_free(next));
         // The merged block takes the free-list place of the last free neighbour (usually
-        // overwriting its entry); the previous one, when both are free, leaves its list.
+        // overwriting its entry); the previous one, when both are free, leaves the list.
         let mut slot = None;
         if prev_free {
+            let key = key_of(&self.blocks, prev);
+            let list = self.free.pool_mut(pool).list_mut(stream, small);
             if next_free {
-                self.uncache_block(prev);
+                let removed = list.remove(key);
+                debug_assert!(removed, "free block missing from its free list");
             } else {
-                slot = self.free_slot(prev);
+                slot = list.position(key);
             }
             let n = self.blocks.get(prev);
             let (n_addr, n_size, n_prev, seg) = (n.addr, n.size, n.prev, n.segment);
@@ -1052,7 +1134,12 @@ impl<B: Backend> State<B> {
             net_bytes -= n_size as i64;
         }
         if next_free {
-            slot = self.free_slot(next);
+            let key = key_of(&self.blocks, next);
+            slot = self
+                .free
+                .pool_mut(pool)
+                .list_mut(stream, small)
+                .position(key);
             let n = self.blocks.get(next);
             let (n_size, n_next) = (n.size, n.next);
             let blk = self.blocks.get_mut(b);
@@ -1065,14 +1152,29 @@ impl<B: Backend> State<B> {
             net_blocks -= 1;
             net_bytes -= n_size as i64;
         }
+        debug_assert!(
+            slot.is_some() || !(prev_free || next_free),
+            "free neighbour missing from its free list"
+        );
+        let p = self.free.pool_mut(pool);
+        // Without garbage collection (always so when plain) the clock is never read.
+        let gc_base = if PLAIN {
+            0
+        } else {
+            p.gc_clock[usize::from(!small)]
+        };
         let blk = self.blocks.get_mut(b);
         blk.requested = 0;
         blk.uses.clear();
+        blk.status = Status::Free;
+        blk.gc_base = gc_base;
         let (addr, size, split) = (blk.addr, blk.size, blk.is_split());
+        let key = FreeKey { size, addr, id: b };
+        let list = p.list_mut(stream, small);
         match slot {
             // The merged block takes the place of the free neighbour it absorbed.
-            Some(i) => self.cache_block_in(b, Slot::ReplaceSmaller(i)),
-            None => self.cache_block(b),
+            Some(i) => list.replace_with_larger(i, key),
+            None => list.insert(key),
         }
         if split {
             net_blocks += 1;
@@ -1090,8 +1192,10 @@ impl<B: Backend> State<B> {
             s.inactive_split_bytes.decrease(small, (-net_bytes) as u64);
         }
         s.deactivate(small, requested);
-        self.history
-            .record(HistoryAction::FreeCompleted, addr, size, stream, pool);
+        if !PLAIN {
+            self.history
+                .record(HistoryAction::FreeCompleted, addr, size, stream, pool);
+        }
     }
 
     // ----- cross-stream uses -----
@@ -1279,7 +1383,7 @@ impl<B: Backend> State<B> {
             "reusing a pending block with a stream wait"
         );
         self.process_pending(dev, false);
-        self.find_free(pool, sid, class, rounded)
+        self.find_free::<false>(pool, sid, class, rounded)
     }
 
     // ----- releasing segments -----
@@ -1604,6 +1708,11 @@ impl<B: Backend> State<B> {
     /// Internal consistency check (tests and debug builds): links, coverage, free lists and
     /// statistics agree.
     pub(crate) fn check_invariants(&self) -> Result<(), String> {
+        // Plain may stay off when it could be on (expandable segments toggled off, then all
+        // released), never the other way.
+        if self.plain && !self.compute_plain() {
+            return Err("the plain cache-hit path is on while an optional feature is".into());
+        }
         let mut allocated = 0u64;
         let mut allocated_blocks = 0usize;
         let mut reserved = 0u64;

@@ -125,11 +125,11 @@ impl<B: Backend> State<B> {
         let pool = PoolId::DEFAULT;
         let short = class == SizeClass::Small || self.lifetimes.predicts_short(rounded);
         let found = if short {
-            let small = self.find_free(pool, sid, SizeClass::Small, rounded);
-            let large = self.find_free(pool, sid, SizeClass::Large, rounded);
+            let small = self.find_free::<false>(pool, sid, SizeClass::Small, rounded);
+            let large = self.find_free::<false>(pool, sid, SizeClass::Large, rounded);
             self.better_fit(small, large)
         } else {
-            self.find_free(pool, sid, SizeClass::Large, rounded)
+            self.find_free::<false>(pool, sid, SizeClass::Large, rounded)
         };
         if let Some(f) = found {
             return Ok(self.grant_found(f, rounded, size));
