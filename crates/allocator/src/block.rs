@@ -95,7 +95,9 @@ pub(crate) struct NewBlock {
 }
 
 impl Blocks {
-    #[inline]
+    /// Adds a free block, in a dead slot when there is one. Inlined: it is part of the split
+    /// on the cache-hit path.
+    #[inline(always)]
     pub(crate) fn insert(&mut self, b: NewBlock) -> BlockId {
         if let Some(id) = self.free_slots.pop() {
             let slot = &mut self.slots[id as usize];

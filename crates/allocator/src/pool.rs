@@ -47,42 +47,51 @@ impl FreeList {
     /// Index of `key`, if listed.
     #[inline]
     pub(crate) fn position(&self, key: FreeKey) -> Option<usize> {
-        let i = self.keys.partition_point(|k| k < &key);
+        // Free blocks of one list never share an address: (size, addr) finds the entry.
+        let i = self
+            .keys
+            .partition_point(|k| (k.size, k.addr) < (key.size, key.addr));
         (self.keys.get(i) == Some(&key)).then_some(i)
     }
 
     /// Replaces the key at `i` by `key`, which sorts at or before it (a split remainder taking
     /// its parent's place): the keys in between move up by one, so when none sorts between
     /// them the entry is overwritten in place.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn replace_with_smaller(&mut self, i: usize, key: FreeKey) {
         debug_assert!(key <= self.keys[i]);
-        // Usually nothing sorts between the key and its neighbour below: no search.
+        // Usually nothing sorts between the key and its neighbour below.
         if i == 0 || self.keys[i - 1] < key {
             self.keys[i] = key;
-            return;
+        } else {
+            self.shift_up_into(i, key);
         }
+    }
+
+    #[inline(never)]
+    fn shift_up_into(&mut self, i: usize, key: FreeKey) {
         let pos = self.keys[..i].partition_point(|k| k < &key);
-        if pos < i {
-            self.keys.copy_within(pos..i, pos + 1);
-        }
+        self.keys.copy_within(pos..i, pos + 1);
         self.keys[pos] = key;
     }
 
     /// Replaces the key at `i` by `key`, which sorts at or after it (a block merged with its
     /// free neighbour taking the neighbour's place): the keys in between move down by one, so
     /// when none sorts between them the entry is overwritten in place.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn replace_with_larger(&mut self, i: usize, key: FreeKey) {
         debug_assert!(key >= self.keys[i]);
         if self.keys.get(i + 1).is_none_or(|next| &key <= next) {
             self.keys[i] = key;
-            return;
+        } else {
+            self.shift_down_into(i, key);
         }
+    }
+
+    #[inline(never)]
+    fn shift_down_into(&mut self, i: usize, key: FreeKey) {
         let pos = i + self.keys[i + 1..].partition_point(|k| k < &key);
-        if pos > i {
-            self.keys.copy_within(i + 1..=pos, i);
-        }
+        self.keys.copy_within(i + 1..=pos, i);
         self.keys[pos] = key;
     }
 
