@@ -48,10 +48,23 @@ impl FreeList {
     #[inline]
     pub(crate) fn position(&self, key: FreeKey) -> Option<usize> {
         // Free blocks of one list never share an address: (size, addr) finds the entry.
-        let i = self
-            .keys
-            .partition_point(|k| (k.size, k.addr) < (key.size, key.addr));
+        let i = self.partition_point(|k| (k.size, k.addr) < (key.size, key.addr));
         (self.keys.get(i) == Some(&key)).then_some(i)
+    }
+
+    /// `partition_point` of the keys, by a scan when the list is short (the usual case for
+    /// one stream's list, and cheaper there than a binary search).
+    #[inline(always)]
+    fn partition_point(&self, below: impl Fn(&FreeKey) -> bool) -> usize {
+        const SCAN: usize = 4;
+        if self.keys.len() <= SCAN {
+            return self
+                .keys
+                .iter()
+                .position(|k| !below(k))
+                .unwrap_or(self.keys.len());
+        }
+        self.keys.partition_point(below)
     }
 
     /// Replaces the key at `i` by `key`, which sorts at or before it (a split remainder taking
@@ -98,7 +111,7 @@ impl FreeList {
     /// Index of the first block of at least `size` bytes.
     #[inline]
     pub(crate) fn lower_bound(&self, size: u64) -> usize {
-        self.keys.partition_point(|k| k.size < size)
+        self.partition_point(|k| k.size < size)
     }
 
     #[inline]

@@ -369,9 +369,18 @@ impl<B: Backend> State<B> {
         rounded: u64,
     ) -> Result<Granted, AllocError> {
         let pool = PoolId::DEFAULT;
-        let granted = match self.find_free::<true>(pool, stream.id(), class, rounded) {
-            Some(f) => self.grant_inline::<true>(f.block, Some(f.slot), rounded, size),
-            None => self.malloc_miss(dev, stream, pool, class, size, rounded)?,
+        // One copy of the grant per class: the class's branches fold away in each.
+        let granted = match (
+            self.find_free::<true>(pool, stream.id(), class, rounded),
+            class,
+        ) {
+            (Some(f), SizeClass::Small) => {
+                self.grant_inline::<true>(f.block, Some(f.slot), rounded, size, true)
+            }
+            (Some(f), SizeClass::Large) => {
+                self.grant_inline::<true>(f.block, Some(f.slot), rounded, size, false)
+            }
+            (None, _) => self.malloc_miss(dev, stream, pool, class, size, rounded)?,
         };
         self.note_lifetime(dev, granted.block, true);
         Ok(granted)
@@ -687,11 +696,13 @@ impl<B: Backend> State<B> {
     /// segment's block.
     #[inline(never)]
     fn grant(&mut self, b: BlockId, slot: Option<usize>, rounded: u64, requested: u64) -> Granted {
-        self.grant_inline::<false>(b, slot, rounded, requested)
+        let small = self.blocks.get(b).small;
+        self.grant_inline::<false>(b, slot, rounded, requested, small)
     }
 
     /// [`State::grant`], inlined into the plain cache-hit path. `PLAIN`: block `b` is in the
-    /// default pool and [`State::plain`] holds (no history to record).
+    /// default pool and [`State::plain`] holds (no history to record). `small`: the block's
+    /// class, which the caller knows (a constant on the cache-hit path).
     #[inline(always)]
     fn grant_inline<const PLAIN: bool>(
         &mut self,
@@ -699,11 +710,13 @@ impl<B: Backend> State<B> {
         slot: Option<usize>,
         rounded: u64,
         requested: u64,
+        small: bool,
     ) -> Granted {
-        let (size, small, already_split, block_pool, expandable) = {
+        let (size, already_split, block_pool, expandable) = {
             let blk = self.blocks.get(b);
+            debug_assert_eq!(small, blk.small, "grant of a block of the other class");
             let pool = if PLAIN { PoolId::DEFAULT } else { blk.pool };
-            (blk.size, blk.small, blk.is_split(), pool, blk.expandable)
+            (blk.size, blk.is_split(), pool, blk.expandable)
         };
         // Blocks of expandable segments split like small ones (PyTorch).
         if self.should_split(block_pool, size, small || expandable, rounded) {
@@ -926,23 +939,25 @@ impl<B: Backend> State<B> {
     /// The owner dropped the buffer of block `b`.
     #[inline]
     pub(crate) fn free(&mut self, dev: &Device<B>, b: BlockId) {
-        if self.plain {
-            self.free_in::<true>(dev, b);
-        } else {
-            self.free_in::<false>(dev, b);
+        let small = self.blocks.get(b).small;
+        match (self.plain, small) {
+            // One copy per class when plain: the class's branches fold away in each.
+            (true, true) => self.free_in::<true>(dev, b, true),
+            (true, false) => self.free_in::<true>(dev, b, false),
+            (false, _) => self.free_in::<false>(dev, b, small),
         }
     }
 
     /// [`State::free`]; `PLAIN`: [`State::plain`] holds (no history, no lifetime placement).
+    /// `small`: the block's class.
     #[inline(always)]
-    fn free_in<const PLAIN: bool>(&mut self, dev: &Device<B>, b: BlockId) {
+    fn free_in<const PLAIN: bool>(&mut self, dev: &Device<B>, b: BlockId, small: bool) {
         let blk = self.blocks.get(b);
         if blk.status != Status::Allocated {
             debug_assert!(false, "free of a block that is not allocated");
             return;
         }
-        let (addr, size, small, stream, pool) =
-            (blk.addr, blk.size, blk.small, blk.stream, blk.pool);
+        let (addr, size, stream, pool) = (blk.addr, blk.size, blk.stream, blk.pool);
         self.stats.release(small, size);
         if size >= self.config.max_split_size {
             self.stats.oversize_allocations.decrease(1);
@@ -959,7 +974,7 @@ impl<B: Backend> State<B> {
             }
         }
         if self.blocks.get(b).uses.is_empty() {
-            self.free_block_in::<PLAIN>(dev, b);
+            self.free_block_in::<PLAIN>(dev, b, small);
             return;
         }
         self.free_with_uses(dev, b);
@@ -1081,15 +1096,18 @@ impl<B: Backend> State<B> {
     /// PyTorch's `free_block`: coalesce with free neighbours and cache.
     #[inline(never)]
     fn free_block(&mut self, dev: &Device<B>, b: BlockId) {
-        self.free_block_in::<false>(dev, b);
+        let small = self.blocks.get(b).small;
+        self.free_block_in::<false>(dev, b, small);
     }
 
     /// [`State::free_block`]; `PLAIN`: [`State::plain`] holds (no history, no GC clock).
+    /// `small`: the block's class.
     #[inline(always)]
-    fn free_block_in<const PLAIN: bool>(&mut self, dev: &Device<B>, b: BlockId) {
+    fn free_block_in<const PLAIN: bool>(&mut self, dev: &Device<B>, b: BlockId, small: bool) {
         self.note_lifetime(dev, b, false);
         let blk = self.blocks.get(b);
-        let (requested, small, stream, pool) = (blk.requested, blk.small, blk.stream, blk.pool);
+        debug_assert_eq!(small, blk.small, "free of a block of the other class");
+        let (requested, stream, pool) = (blk.requested, blk.stream, blk.pool);
         let (prev, next) = (blk.prev, blk.next);
         let is_free = |n: BlockId| n != NONE && self.blocks.get(n).status == Status::Free;
         let (prev_free, next_free) = (is_free(prev), is_free(next));
