@@ -8,7 +8,7 @@ use crate::sanitizer::report::RaceReport;
 use crate::stream::SimStream;
 use crate::timeline::{OpRecord, SimStats};
 use crate::SimBackend;
-use braid_stream_core::hal::{self, HalError};
+use braid_stream_core::hal::{self, HalError, PageRunError};
 use braid_stream_core::types::{DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -22,6 +22,12 @@ pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, Engine> {
     shared
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Whether two handles belong to the same simulated device.
+/// A page-run result of the engine as the hal's.
+fn page_run((done, result): (u64, Result<(), HalError>)) -> Result<(), PageRunError> {
+    result.map_err(|error| PageRunError { done, error })
 }
 
 /// Whether two handles belong to the same simulated device.
@@ -247,6 +253,19 @@ impl hal::Device for SimDevice {
 
     unsafe fn unmap_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
         lock(&self.shared).unmap_physical(at, size)
+    }
+
+    fn map_physical_pages(&self, at: DevicePtr, page: u64, count: u64) -> Result<(), PageRunError> {
+        page_run(lock(&self.shared).map_physical_pages(at, page, count))
+    }
+
+    unsafe fn unmap_physical_pages(
+        &self,
+        at: DevicePtr,
+        page: u64,
+        count: u64,
+    ) -> Result<(), PageRunError> {
+        page_run(lock(&self.shared).unmap_physical_pages(at, page, count))
     }
 
     fn synchronize(&self) -> Result<(), HalError> {

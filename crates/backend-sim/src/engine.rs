@@ -20,7 +20,7 @@ use crate::sanitizer::report::{OpInfo, RaceReport};
 use crate::sanitizer::{Sanitizer, SanitizerMode};
 use crate::timeline::{OpRecord, SimStats};
 use crate::trace::{self, Flow, HostSlice, Marker, MemorySample, TraceLog};
-use braid_stream_core::hal::HalError;
+use braid_stream_core::hal::{page_of_run, HalError};
 use braid_stream_core::kernel::{ComputeUnit, Kernel};
 use braid_stream_core::types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
@@ -296,6 +296,75 @@ impl Engine {
         self.memory.unmap(at, size)?;
         self.memory_sample();
         Ok(())
+    }
+
+    /// Maps `count` pages of `page` bytes from `at` on, as `count` calls of
+    /// [`Engine::map_physical`] would, stopping at the first failure; returns the pages mapped
+    /// and the failure.
+    pub fn map_physical_pages(
+        &mut self,
+        at: DevicePtr,
+        page: u64,
+        count: u64,
+    ) -> (u64, Result<(), HalError>) {
+        if !self.can_batch(count) {
+            return self.page_by_page(count, |e, i| {
+                e.map_physical(page_of_run(at, page, i)?, page)
+            });
+        }
+        let (done, result) = self.memory.map_pages(at, page, count);
+        self.charge_calls(done + u64::from(result.is_err()));
+        (done, result)
+    }
+
+    /// Unmaps `count` pages of `page` bytes from `at` on, as `count` calls of
+    /// [`Engine::unmap_physical`] from the last page down would, stopping at the first
+    /// failure; returns the pages unmapped and the failure.
+    pub fn unmap_physical_pages(
+        &mut self,
+        at: DevicePtr,
+        page: u64,
+        count: u64,
+    ) -> (u64, Result<(), HalError>) {
+        if !self.can_batch(count) {
+            return self.page_by_page(count, |e, i| {
+                e.unmap_physical(page_of_run(at, page, count - 1 - i)?, page)
+            });
+        }
+        let (done, result) = self.memory.unmap_pages(at, page, count);
+        self.charge_calls(done + u64::from(result.is_err()));
+        (done, result)
+    }
+
+    /// Whether `calls` host calls can be done as one: no data effect falls due while they run
+    /// (so none would see memory between two of them) and no timeline records each one.
+    fn can_batch(&self, calls: u64) -> bool {
+        let end = self
+            .host_ns
+            .saturating_add(self.config.profile.host_call_ns.saturating_mul(calls));
+        !self.config.record_timeline && !self.queue.due_by(end)
+    }
+
+    /// Charges `calls` cheap host calls at once (see [`Engine::can_batch`]).
+    fn charge_calls(&mut self, calls: u64) {
+        let ns = self.config.profile.host_call_ns.saturating_mul(calls);
+        self.host_ns = self.host_ns.saturating_add(ns);
+        self.settle();
+    }
+
+    /// Runs `call` for pages `0..count`, stopping at the first failure; returns the pages
+    /// done and the failure.
+    fn page_by_page(
+        &mut self,
+        count: u64,
+        mut call: impl FnMut(&mut Self, u64) -> Result<(), HalError>,
+    ) -> (u64, Result<(), HalError>) {
+        for i in 0..count {
+            if let Err(e) = call(self, i) {
+                return (i, Err(e));
+            }
+        }
+        (count, Ok(()))
     }
 
     /// Allocates `size` bytes of physical memory; returns its handle.

@@ -4,7 +4,10 @@ use braid_stream_core::hal::HalError;
 use braid_stream_core::types::{DevicePtr, DeviceSlice, MemInfo};
 use std::collections::BTreeMap;
 
+mod mappings;
 mod vmm;
+
+use mappings::Mappings;
 
 /// First address handed out: non-zero and far from small integers, so that stray offsets are
 /// easy to tell from real addresses.
@@ -170,9 +173,6 @@ impl<V> AddrMap<V> {
     }
 }
 
-/// The mappings of a reservation: offset to (size, physical handle).
-type Mappings = BTreeMap<u64, (u64, u64)>;
-
 /// One live allocation, or one reserved address range.
 #[derive(Debug)]
 struct Segment {
@@ -190,22 +190,10 @@ impl Segment {
     /// Whether `[start, end)` (offsets, non-empty, inside the segment) is accessible: always
     /// in a plain allocation, in a reservation when consecutive mappings cover it.
     fn accessible(&self, start: u64, end: u64) -> bool {
-        let Some(maps) = &self.mappings else {
-            return true;
-        };
-        let mut at = start;
-        let mut iter = maps
-            .range(..=start)
-            .next_back()
-            .into_iter()
-            .chain(maps.range(start.saturating_add(1)..end));
-        while at < end {
-            match iter.next() {
-                Some((&off, &(len, _))) if off <= at && at < off + len => at = off + len,
-                _ => return false,
-            }
+        match &self.mappings {
+            None => true,
+            Some(maps) => maps.cover(start, end),
         }
-        true
     }
 }
 
@@ -319,7 +307,7 @@ impl Memory {
         self.segments
             .get(ptr.0)
             .and_then(|s| s.mappings.as_ref())
-            .is_some_and(BTreeMap::is_empty)
+            .is_some_and(Mappings::is_empty)
     }
 
     /// The live segments and reservations as (base, size, is a reservation), in address order.

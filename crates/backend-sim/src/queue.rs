@@ -44,6 +44,13 @@ impl DataQueue {
             .insert((start, START, self.seq), Action::Start { op, end });
     }
 
+    /// Whether some action is due at or before `t` (a drain up to `t` would apply it).
+    pub fn due_by(&self, t: u64) -> bool {
+        self.pending
+            .first_key_value()
+            .is_some_and(|(k, _)| k.0 <= t)
+    }
+
     /// Applies every action whose time is at or before `now`, in order.
     pub fn drain(&mut self, now: u64, mem: &mut Memory) {
         while let Some(entry) = self.pending.first_entry() {

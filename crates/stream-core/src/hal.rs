@@ -42,6 +42,30 @@ pub enum HalError {
     },
 }
 
+/// A page-run call ([`Device::map_physical_pages`], [`Device::unmap_physical_pages`]) that
+/// stopped at a failing page: the pages done before it stay done.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+#[error("{error} (after {done} page(s) of the run)")]
+pub struct PageRunError {
+    /// Pages mapped (or unmapped) before the failure.
+    pub done: u64,
+    /// Why the next page failed.
+    pub error: HalError,
+}
+
+/// The address of page `i` of a run of pages of `page` bytes from `at` (for the page-run
+/// calls of [`Device`]); an invalid argument past the end of the address space.
+pub fn page_of_run(at: DevicePtr, page: u64, i: u64) -> Result<DevicePtr, HalError> {
+    i.checked_mul(page)
+        .and_then(|off| at.0.checked_add(off))
+        .map(DevicePtr)
+        .ok_or_else(|| {
+            HalError::InvalidArgument(format!(
+                "page {i} of a run of {page}-byte pages at {at} is past the address space"
+            ))
+        })
+}
+
 /// Ties a backend's types together.
 pub trait Backend: Sized + Send + Sync + 'static {
     /// A device (one accelerator).
@@ -153,6 +177,43 @@ pub trait Device: Send + Sync + 'static {
     unsafe fn unmap_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
         let _ = (at, size);
         Err(HalError::Unsupported("virtual memory (unmap_physical)"))
+    }
+
+    /// Maps `count` pages of `page` bytes at `at`, `at + page`, ...: the same as calling
+    /// [`Device::map_physical`] for each page in address order, stopping at the first
+    /// failure (returned with the number of pages mapped before it, which stay mapped). Each
+    /// page is a mapping of its own, for [`Device::unmap_physical`] to unmap alone. Backends
+    /// whose bookkeeping can map a run at once override it; the default maps page by page.
+    fn map_physical_pages(&self, at: DevicePtr, page: u64, count: u64) -> Result<(), PageRunError> {
+        for done in 0..count {
+            let fail = |error| PageRunError { done, error };
+            self.map_physical(page_of_run(at, page, done).map_err(fail)?, page)
+                .map_err(fail)?;
+        }
+        Ok(())
+    }
+
+    /// Unmaps `count` pages of `page` bytes at `at`, `at + page`, ..., each one mapping made by
+    /// [`Device::map_physical`] or [`Device::map_physical_pages`]: the same as calling
+    /// [`Device::unmap_physical`] for each page, from the last one down, stopping at the first
+    /// failure (returned with the number of pages unmapped before it: the run's last ones).
+    /// The default unmaps page by page.
+    ///
+    /// # Safety
+    /// As for [`Device::unmap_physical`], for every page of the run.
+    unsafe fn unmap_physical_pages(
+        &self,
+        at: DevicePtr,
+        page: u64,
+        count: u64,
+    ) -> Result<(), PageRunError> {
+        for done in 0..count {
+            let fail = |error| PageRunError { done, error };
+            let ptr = page_of_run(at, page, count - 1 - done).map_err(fail)?;
+            // SAFETY: the caller vouches for every page of the run.
+            unsafe { self.unmap_physical(ptr, page) }.map_err(fail)?;
+        }
+        Ok(())
     }
 
     /// Blocks until all work on all streams is done.

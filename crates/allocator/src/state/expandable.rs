@@ -28,6 +28,7 @@ use crate::size::SizeClass;
 use crate::snapshot::{HistoryAction, PoolId};
 use braid_stream_core::hal::{Backend, Device as _, HalError};
 use braid_stream_core::{Device, DevicePtr, StreamId};
+use std::cell::Cell;
 
 /// The address reservation of one (stream, small) of the default pool and the ranges mapped
 /// in it.
@@ -40,8 +41,28 @@ pub(super) struct Expandable {
     size: u64,
     /// Memory is mapped and unmapped in pages of this many bytes (one device mapping each).
     step: u64,
-    /// The mapped ranges (segments) by address; an unmapped hole lies between two of them.
-    ranges: Vec<SegmentId>,
+    /// The mapped ranges by address; an unmapped hole lies between two of them.
+    ranges: Vec<Range>,
+}
+
+/// A mapped range of an expandable segment.
+struct Range {
+    /// Its segment.
+    seg: SegmentId,
+    /// The range's last block when last looked up (`NONE` at first): growth planning asks for
+    /// it on every miss, and walking the whole block list each time is quadratic in the
+    /// blocks of a range. A hint only: blocks split and merge without updating it, so it is
+    /// used when it is still a live block of the range, and the walk goes on from there.
+    tail: Cell<BlockId>,
+}
+
+impl Range {
+    fn new(seg: SegmentId) -> Self {
+        Range {
+            seg,
+            tail: Cell::new(NONE),
+        }
+    }
 }
 
 impl Expandable {
@@ -176,10 +197,10 @@ impl<B: Backend> State<B> {
         let x = &self.expandable[e];
         let start = match k {
             0 => x.base,
-            _ => self.segments.get(x.ranges[k - 1]).end(),
+            _ => self.segments.get(x.ranges[k - 1].seg).end(),
         };
         let end = match x.ranges.get(k) {
-            Some(&r) => self.segments.get(r).addr,
+            Some(r) => self.segments.get(r.seg).addr,
             None => x.end(),
         };
         (start, end)
@@ -200,7 +221,7 @@ impl<B: Backend> State<B> {
             }
             let tail = match k {
                 0 => NONE,
-                _ => self.range_tail(self.expandable[e].ranges[k - 1]),
+                _ => self.range_tail(&self.expandable[e].ranges[k - 1]),
             };
             let tail = if free(tail) { tail } else { NONE };
             let mut avail = if tail == NONE {
@@ -227,10 +248,10 @@ impl<B: Backend> State<B> {
                 maps.push((start, end - start));
                 avail += end - start;
                 // The run goes on through the next range while it is free.
-                let Some(&r) = self.expandable[e].ranges.get(j) else {
+                let Some(r) = self.expandable[e].ranges.get(j) else {
                     break;
                 };
-                let head = self.segments.get(r).head;
+                let head = self.segments.get(r.seg).head;
                 if !free(head) {
                     break;
                 }
@@ -270,16 +291,16 @@ impl<B: Backend> State<B> {
             );
             return Err(SegmentFailure::OutOfMemory);
         }
-        let mut done = 0;
-        while done < len {
-            if let Err(e) = dev.hal().map_physical(DevicePtr(addr + done), step) {
-                tracing::debug!(%e, len, mapped = done, "mapping pages into an expandable segment failed");
-                if self.unmap_pages(dev, addr, done, step) != done {
-                    tracing::warn!("pages mapped for a failed growth could not be unmapped");
-                }
-                return Err(failure(e));
+        if let Err(e) = dev
+            .hal()
+            .map_physical_pages(DevicePtr(addr), step, len / step)
+        {
+            let done = e.done * step;
+            tracing::debug!(e = %e.error, len, mapped = done, "mapping pages into an expandable segment failed");
+            if self.unmap_pages(dev, addr, done, step) != done {
+                tracing::warn!("pages mapped for a failed growth could not be unmapped");
             }
-            done += step;
+            return Err(failure(e.error));
         }
         self.stats.reserved_bytes.increase(small, len);
         self.stats.num_device_alloc += len / step;
@@ -306,17 +327,18 @@ impl<B: Backend> State<B> {
         let x = &self.expandable[e];
         let pos = x
             .ranges
-            .partition_point(|&r| self.segments.get(r).addr < addr);
+            .partition_point(|r| self.segments.get(r.seg).addr < addr);
         let left = pos
             .checked_sub(1)
-            .map(|i| x.ranges[i])
-            .filter(|&r| self.segments.get(r).end() == addr);
+            .map(|i| &x.ranges[i])
+            .filter(|r| self.segments.get(r.seg).end() == addr);
+        let left_tail = left.map_or(NONE, |r| self.range_tail(r));
+        let left = left.map(|r| r.seg);
         let right = x
             .ranges
             .get(pos)
-            .copied()
+            .map(|r| r.seg)
             .filter(|&r| self.segments.get(r).addr == addr + len);
-        let left_tail = left.map_or(NONE, |r| self.range_tail(r));
         let right_head = right.map_or(NONE, |r| self.segments.get(r).head);
         for b in [left_tail, right_head] {
             if b != NONE && self.blocks.get(b).status == Status::Free {
@@ -332,8 +354,9 @@ impl<B: Backend> State<B> {
             }
             None => self.add_range(e, addr, len, b),
         };
+        // `b` is the last block of `seg` now.
         if let Some(r) = right {
-            self.join_range(e, seg, r);
+            self.join_range(e, seg, b, r);
         }
         let b = self.merge_free_neighbours(b);
         self.attach_free(b);
@@ -381,22 +404,21 @@ impl<B: Backend> State<B> {
         self.relabel(head, seg);
         let segments = &self.segments;
         let ranges = &mut self.expandable[e].ranges;
-        let pos = ranges.partition_point(|&r| segments.get(r).addr < addr);
-        ranges.insert(pos, seg);
+        let pos = ranges.partition_point(|r| segments.get(r.seg).addr < addr);
+        ranges.insert(pos, Range::new(seg));
         seg
     }
 
-    /// Appends range `right` of expandable segment `e`, which starts where range `left` ends,
-    /// to `left`.
-    fn join_range(&mut self, e: usize, left: SegmentId, right: SegmentId) {
-        let tail = self.range_tail(left);
+    /// Appends range `right` of expandable segment `e`, which starts where range `left` (whose
+    /// last block is `tail`) ends, to `left`.
+    fn join_range(&mut self, e: usize, left: SegmentId, tail: BlockId, right: SegmentId) {
         let (head, size) = (self.segments.get(right).head, self.segments.get(right).size);
         self.blocks.get_mut(tail).next = head;
         self.blocks.get_mut(head).prev = tail;
         self.relabel(head, left);
         self.segments.get_mut(left).size += size;
         self.segments.remove(right);
-        self.expandable[e].ranges.retain(|&r| r != right);
+        self.expandable[e].ranges.retain(|r| r.seg != right);
     }
 
     /// Merges free block `b` (in no free list, not counted) with its free neighbours, which
@@ -461,9 +483,18 @@ impl<B: Backend> State<B> {
         self.cache_block(b);
     }
 
-    /// The last block of segment `seg` (`NONE` when it has none).
-    fn range_tail(&self, seg: SegmentId) -> BlockId {
-        let mut b = self.segments.get(seg).head;
+    /// The last block of range `r` (`NONE` when it has none), walking from its hint when
+    /// that is still a block of the range (any is: the walk reaches the last one).
+    fn range_tail(&self, r: &Range) -> BlockId {
+        let hint = r.tail.get();
+        let usable = hint != NONE
+            && self.blocks.get(hint).status != Status::Dead
+            && self.blocks.get(hint).segment == r.seg;
+        let mut b = if usable {
+            hint
+        } else {
+            self.segments.get(r.seg).head
+        };
         while b != NONE {
             let next = self.blocks.get(b).next;
             if next == NONE {
@@ -471,26 +502,28 @@ impl<B: Backend> State<B> {
             }
             b = next;
         }
+        r.tail.set(b);
         b
     }
 
     /// Unmaps the pages of `[start, start + len)` from the last one down, stopping at the
     /// first failure; returns the bytes unmapped (a suffix of the range).
     fn unmap_pages(&mut self, dev: &Device<B>, start: u64, len: u64, step: u64) -> u64 {
-        let mut unmapped = 0;
-        while unmapped < len {
-            let page = start + len - unmapped - step;
-            // SAFETY: `page` is one mapping this allocator made on this device and has not
-            // unmapped; the callers hold no block over it (pages inside a free block, or
-            // mapped by a failed growth) and synchronized the device first where work could
-            // have used it.
-            if let Err(err) = unsafe { dev.hal().unmap_physical(DevicePtr(page), step) } {
-                tracing::warn!(%err, page, "unmapping a page of an expandable segment failed");
-                break;
+        // SAFETY: every page of the range is one mapping this allocator made on this device
+        // and has not unmapped; the callers hold no block over them (pages inside a free
+        // block, or mapped by a failed growth) and synchronized the device first where work
+        // could have used them.
+        match unsafe {
+            dev.hal()
+                .unmap_physical_pages(DevicePtr(start), step, len / step)
+        } {
+            Ok(()) => len,
+            Err(e) => {
+                let page = start + len - (e.done + 1) * step;
+                tracing::warn!(err = %e.error, page, "unmapping a page of an expandable segment failed");
+                e.done * step
             }
-            unmapped += step;
         }
-        unmapped
     }
 
     /// Gives back the address range of expandable segment `e`, which has nothing mapped.
@@ -521,8 +554,8 @@ impl<B: Backend> State<B> {
     pub(super) fn check_expandable(&self) -> Result<(), String> {
         for x in &self.expandable {
             let mut cursor = x.base;
-            for (i, &r) in x.ranges.iter().enumerate() {
-                let s = self.segments.get(r);
+            for (i, r) in x.ranges.iter().enumerate() {
+                let s = self.segments.get(r.seg);
                 let fits = s.live
                     && s.expandable == Some(x.step)
                     && s.stream == x.stream
@@ -547,7 +580,12 @@ impl<B: Backend> State<B> {
             }
         }
         for (id, s) in self.segments.by_addr() {
-            if s.expandable.is_some() && !self.expandable.iter().any(|x| x.ranges.contains(&id)) {
+            if s.expandable.is_some()
+                && !self
+                    .expandable
+                    .iter()
+                    .any(|x| x.ranges.iter().any(|r| r.seg == id))
+            {
                 return Err(format!(
                     "mapped range {:#x} in no expandable segment",
                     s.addr

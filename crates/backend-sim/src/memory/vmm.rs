@@ -4,10 +4,10 @@
 //! combine allocating and mapping; ACL's separate `aclrtMallocPhysical` / `aclrtMapMem` use
 //! the parts.
 
-use super::{Backing, Mappings, Memory, Segment, VMM_GRANULARITY};
-use braid_stream_core::hal::HalError;
+use super::mappings::{Mapping, Mappings, Run};
+use super::{Backing, Memory, Segment, VMM_GRANULARITY};
+use braid_stream_core::hal::{page_of_run, HalError};
 use braid_stream_core::types::DevicePtr;
-use std::collections::BTreeMap;
 
 impl Memory {
     /// Reserves `size` bytes of address space (a multiple of [`VMM_GRANULARITY`]) at a fresh
@@ -28,7 +28,7 @@ impl Memory {
                 size,
                 accounted: 0,
                 data,
-                mappings: Some(BTreeMap::new()),
+                mappings: Some(Mappings::default()),
             },
         );
         tracing::debug!(ptr = %DevicePtr(base), size, "sim reserve_address");
@@ -43,7 +43,7 @@ impl Memory {
             ))),
             Some(maps) if !maps.is_empty() => Err(HalError::InvalidArgument(format!(
                 "release_address of {ptr}, which still has {} mapping(s)",
-                maps.len()
+                maps.count()
             ))),
             Some(_) => {
                 self.segments.remove(ptr.0);
@@ -78,13 +78,13 @@ impl Memory {
     /// Frees the physical memory of `handle`, which must not be mapped.
     pub fn free_physical(&mut self, handle: u64) -> Result<(), HalError> {
         match self.physical.get(&handle) {
-            None => Err(HalError::InvalidArgument(format!(
-                "free_physical: {handle} is not a live physical memory handle"
-            ))),
-            Some((_, Some(at))) => Err(HalError::InvalidArgument(format!(
-                "free_physical: handle {handle} is still mapped at {}",
-                DevicePtr(*at)
-            ))),
+            None => Err(match self.anonymous_mapping(handle) {
+                Some(at) => still_mapped("free_physical", handle, at),
+                None => HalError::InvalidArgument(format!(
+                    "free_physical: {handle} is not a live physical memory handle"
+                )),
+            }),
+            Some((_, Some(at))) => Err(still_mapped("free_physical", handle, *at)),
             Some(&(size, None)) => {
                 self.physical.remove(&handle);
                 self.used -= size;
@@ -100,11 +100,8 @@ impl Memory {
     pub fn map_handle(&mut self, at: DevicePtr, handle: u64) -> Result<(), HalError> {
         let size = match self.physical.get(&handle) {
             Some((size, None)) => *size,
-            Some((_, Some(_))) => {
-                return Err(HalError::InvalidArgument(format!(
-                    "map: physical handle {handle} is already mapped"
-                )))
-            }
+            Some((_, Some(_))) => return Err(already_mapped(handle)),
+            None if self.anonymous_mapping(handle).is_some() => return Err(already_mapped(handle)),
             None => {
                 return Err(HalError::InvalidArgument(format!(
                     "map: {handle} is not a live physical memory handle"
@@ -112,7 +109,13 @@ impl Memory {
             }
         };
         let (offset, maps) = self.free_slot(at, size)?;
-        maps.insert(offset, (size, handle));
+        let run = Run {
+            page: size,
+            count: 1,
+            handle,
+            anonymous: false,
+        };
+        maps.insert(offset, run);
         self.physical.insert(handle, (size, Some(at.0)));
         tracing::debug!(%at, size, handle, "sim map");
         Ok(())
@@ -121,17 +124,13 @@ impl Memory {
     /// Unmaps the mapping that starts at `at` and returns its handle (still allocated). Its
     /// contents are lost.
     pub fn unmap_at(&mut self, at: DevicePtr) -> Result<u64, HalError> {
-        let no_mapping = || HalError::InvalidArgument(format!("unmap: no mapping starts at {at}"));
-        let (base, seg) = self.segments.floor_mut(at.0).ok_or_else(no_mapping)?;
-        let offset = at.0 - base;
-        let maps = seg.mappings.as_mut().ok_or_else(no_mapping)?;
-        let (size, handle) = maps.remove(&offset).ok_or_else(no_mapping)?;
-        if let Some(data) = &mut seg.data {
-            data.discard(offset, size);
-        }
-        self.physical.insert(handle, (size, None));
-        tracing::debug!(%at, size, handle, "sim unmap");
-        Ok(handle)
+        let m = self.mapping_at(at).ok_or_else(|| {
+            HalError::InvalidArgument(format!("unmap: no mapping starts at {at}"))
+        })?;
+        self.drop_mappings(at, m.size, 1);
+        self.physical.insert(m.handle, (m.size, None));
+        tracing::debug!(%at, size = m.size, handle = m.handle, "sim unmap");
+        Ok(m.handle)
     }
 
     /// The hal's `map_physical`: allocates `size` bytes and maps them at `at`; on failure
@@ -139,26 +138,185 @@ impl Memory {
     pub fn map(&mut self, at: DevicePtr, size: u64) -> Result<(), HalError> {
         // Bad arguments are reported as such, before any out-of-memory.
         self.free_slot(at, size)?;
-        let handle = self.alloc_physical(size)?;
-        self.map_handle(at, handle)
+        let free = self.capacity.saturating_sub(self.used);
+        if size > free {
+            return Err(HalError::OutOfMemory {
+                requested: size,
+                free,
+                total: self.capacity,
+            });
+        }
+        self.map_run(at, size, 1);
+        Ok(())
+    }
+
+    /// The hal's `map_physical_pages`: [`Memory::map`] of each of `count` pages of `page`
+    /// bytes from `at` on, stopping at the first failure. Returns the pages mapped and the
+    /// failure. The pages that can all be mapped are mapped as one run.
+    pub fn map_pages(
+        &mut self,
+        at: DevicePtr,
+        page: u64,
+        count: u64,
+    ) -> (u64, Result<(), HalError>) {
+        let fit = self.pages_that_fit(at, page, count);
+        if fit > 0 {
+            self.map_run(at, page, fit);
+        }
+        // Whatever is left fails on its first page (or maps, should `fit` be short): one by
+        // one, for the exact error.
+        for done in fit..count {
+            if let Err(e) = self.map(DevicePtr(at.0 + done * page), page) {
+                return (done, Err(e));
+            }
+        }
+        (count, Ok(()))
     }
 
     /// The hal's `unmap_physical`: unmaps the mapping of exactly `size` bytes at `at` and
     /// frees its memory.
     pub fn unmap(&mut self, at: DevicePtr, size: u64) -> Result<(), HalError> {
-        if self.mapping_size(at) != Some(size) {
-            return Err(HalError::InvalidArgument(format!(
-                "unmap_physical: no mapping of {size} bytes at {at}"
-            )));
+        let m = match self.mapping_at(at) {
+            Some(m) if m.size == size => m,
+            _ => {
+                return Err(HalError::InvalidArgument(format!(
+                    "unmap_physical: no mapping of {size} bytes at {at}"
+                )))
+            }
+        };
+        self.drop_mappings(at, size, 1);
+        if !m.anonymous {
+            self.physical.remove(&m.handle);
         }
-        let handle = self.unmap_at(at)?;
-        self.free_physical(handle)
+        self.used -= size;
+        self.frees += 1;
+        tracing::debug!(%at, size, handle = m.handle, used = self.used, "sim unmap_physical");
+        Ok(())
     }
 
-    /// Size of the mapping starting at `at`.
-    fn mapping_size(&self, at: DevicePtr) -> Option<u64> {
+    /// The hal's `unmap_physical_pages`: [`Memory::unmap`] of each of `count` pages of `page`
+    /// bytes from `at` on, from the last one down, stopping at the first failure. Returns the
+    /// pages unmapped and the failure. Pages of one run of anonymous mappings go at once.
+    pub fn unmap_pages(
+        &mut self,
+        at: DevicePtr,
+        page: u64,
+        count: u64,
+    ) -> (u64, Result<(), HalError>) {
+        let mut done = 0;
+        while done < count {
+            let left = count - done;
+            let last = match page_of_run(at, page, left - 1) {
+                Ok(last) => last,
+                Err(e) => return (done, Err(e)),
+            };
+            let n = self.anonymous_pages_before(last, page, left);
+            if n == 0 {
+                if let Err(e) = self.unmap(last, page) {
+                    return (done, Err(e));
+                }
+                done += 1;
+                continue;
+            }
+            let first = DevicePtr(last.0 + page - n * page);
+            self.drop_mappings(first, page, n);
+            self.used -= n * page;
+            self.frees += n;
+            done += n;
+            tracing::debug!(at = %first, page, pages = n, used = self.used, "sim unmap_physical pages");
+        }
+        (done, Ok(()))
+    }
+
+    /// How many of the `count` pages of `page` bytes from `at` on can be mapped one after the
+    /// other without failing (a lower bound: 0 when unsure).
+    fn pages_that_fit(&self, at: DevicePtr, page: u64, count: u64) -> u64 {
+        if page == 0 || page % VMM_GRANULARITY != 0 {
+            return 0;
+        }
+        let Some((base, seg)) = self.segments.floor(at.0) else {
+            return 0;
+        };
+        let (Some(maps), offset) = (&seg.mappings, at.0 - base) else {
+            return 0;
+        };
+        if offset % VMM_GRANULARITY != 0 || offset >= seg.size || maps.run_at(offset).is_some() {
+            return 0;
+        }
+        let room = maps.next_start(offset).unwrap_or(seg.size).min(seg.size) - offset;
+        let free = self.capacity.saturating_sub(self.used);
+        count.min(room / page).min(free / page)
+    }
+
+    /// Maps `count` pages of `page` bytes from `at` on, which fit (see
+    /// [`Memory::pages_that_fit`]), with fresh anonymous memory.
+    fn map_run(&mut self, at: DevicePtr, page: u64, count: u64) {
+        let handle = self.next_physical;
+        if let Some((base, seg)) = self.segments.floor_mut(at.0) {
+            if let Some(maps) = &mut seg.mappings {
+                let run = Run {
+                    page,
+                    count,
+                    handle,
+                    anonymous: true,
+                };
+                maps.insert(at.0 - base, run);
+            }
+        }
+        self.next_physical += count;
+        self.used += count * page;
+        self.peak = self.peak.max(self.used);
+        self.allocations += count;
+        tracing::debug!(%at, page, pages = count, used = self.used, "sim map_physical");
+    }
+
+    /// Of the `count` pages of `page` bytes up to and including the one at `last`, how many
+    /// (from `last` down) are anonymous mappings of exactly `page` bytes in one run.
+    fn anonymous_pages_before(&self, last: DevicePtr, page: u64, count: u64) -> u64 {
+        let Some((base, seg)) = self.segments.floor(last.0) else {
+            return 0;
+        };
+        let Some(maps) = &seg.mappings else {
+            return 0;
+        };
+        let offset = last.0 - base;
+        match (maps.mapping_at(offset), maps.run_at(offset)) {
+            (Some(m), Some((at, _))) if m.anonymous && m.size == page => {
+                count.min((offset - at) / page + 1)
+            }
+            _ => 0,
+        }
+    }
+
+    /// The mapping starting at `at`.
+    fn mapping_at(&self, at: DevicePtr) -> Option<Mapping> {
         let (base, seg) = self.segments.floor(at.0)?;
-        seg.mappings.as_ref()?.get(&(at.0 - base)).map(|m| m.0)
+        seg.mappings.as_ref()?.mapping_at(at.0 - base)
+    }
+
+    /// Removes the `count` mappings of `page` bytes from `at` on, which lie in one run, and
+    /// drops their contents.
+    fn drop_mappings(&mut self, at: DevicePtr, page: u64, count: u64) {
+        let Some((base, seg)) = self.segments.floor_mut(at.0) else {
+            return;
+        };
+        let offset = at.0 - base;
+        if let Some(maps) = &mut seg.mappings {
+            if let Some((run_at, run)) = maps.run_at(offset) {
+                maps.remove(run_at, run, offset, count);
+            }
+        }
+        if let Some(data) = &mut seg.data {
+            data.discard(offset, count * page);
+        }
+    }
+
+    /// Where the anonymous mapping of `handle` is, if it is one (error paths only: a scan).
+    fn anonymous_mapping(&self, handle: u64) -> Option<u64> {
+        self.segments.iter().find_map(|(base, seg)| {
+            let at = seg.mappings.as_ref()?.anonymous_handle(handle)?;
+            Some(base + at)
+        })
     }
 
     /// Checks that `[at, at + size)` is granular, inside one reservation and overlaps no
@@ -176,17 +334,26 @@ impl Memory {
         let maps = seg.mappings.as_mut().ok_or_else(outside)?;
         let offset = at.0 - base;
         check_granular("map", offset, size)?;
-        let overlaps = maps
-            .range(..offset + size)
-            .next_back()
-            .is_some_and(|(&o, &(l, _))| o + l > offset);
-        if overlaps {
+        if maps.overlaps(offset, size) {
             return Err(HalError::InvalidArgument(format!(
                 "map: {size} bytes at {at} overlap an existing mapping"
             )));
         }
         Ok((offset, maps))
     }
+}
+
+/// The error for a physical handle that is mapped at `at` where it must not be.
+fn still_mapped(call: &str, handle: u64, at: u64) -> HalError {
+    HalError::InvalidArgument(format!(
+        "{call}: handle {handle} is still mapped at {}",
+        DevicePtr(at)
+    ))
+}
+
+/// The error for mapping a physical handle that is mapped already.
+fn already_mapped(handle: u64) -> HalError {
+    HalError::InvalidArgument(format!("map: physical handle {handle} is already mapped"))
 }
 
 /// Checks that an offset and a size of the virtual-memory API are granular (and the size

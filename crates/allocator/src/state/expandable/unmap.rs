@@ -96,7 +96,7 @@ impl<B: Backend> State<B> {
         };
         if before == NONE {
             self.segments.remove(seg);
-            self.expandable[e].ranges.retain(|&r| r != seg);
+            self.expandable[e].ranges.retain(|r| r.seg != seg);
         } else {
             let s = self.segments.get_mut(seg);
             s.size = h0 - s.addr;
@@ -130,8 +130,8 @@ impl<B: Backend> State<B> {
     /// The free blocks of expandable segment `e` with whole pages inside.
     fn unmappable_blocks(&self, e: usize) -> Vec<BlockId> {
         let mut out = Vec::new();
-        for &r in &self.expandable[e].ranges {
-            let mut b = self.segments.get(r).head;
+        for r in &self.expandable[e].ranges {
+            let mut b = self.segments.get(r.seg).head;
             while b != NONE {
                 if self.blocks.get(b).status == Status::Free && self.whole_pages(b).is_some() {
                     out.push(b);
