@@ -579,6 +579,14 @@ impl<B: Backend> State<B> {
                 ));
             }
         }
+        for e in 0..self.expandable.len() {
+            if self.unmappable_cached(e) != self.unmappable_blocks(e) {
+                return Err(format!(
+                    "expandable segment {:#x}: its free list and its blocks disagree on what to unmap",
+                    self.expandable[e].base
+                ));
+            }
+        }
         for (id, s) in self.segments.by_addr() {
             if s.expandable.is_some()
                 && !self

@@ -121,14 +121,15 @@ impl<B: Backend> State<B> {
         self.unmap_free_blocks(dev, candidates)
     }
 
-    /// [`State::trim_expandable`] for expandable segment `e` alone.
+    /// [`State::trim_expandable`] for expandable segment `e` alone, outside a malloc in
+    /// progress (every free block is cached then).
     pub(in crate::state) fn trim_expandable_segment(&mut self, dev: &Device<B>, e: usize) -> u64 {
-        let candidates = self.unmappable_blocks(e);
+        let candidates = self.unmappable_cached(e);
         self.unmap_free_blocks(dev, candidates)
     }
 
-    /// The free blocks of expandable segment `e` with whole pages inside.
-    fn unmappable_blocks(&self, e: usize) -> Vec<BlockId> {
+    /// The free blocks of expandable segment `e` with whole pages inside, in address order.
+    pub(in crate::state) fn unmappable_blocks(&self, e: usize) -> Vec<BlockId> {
         let mut out = Vec::new();
         for r in &self.expandable[e].ranges {
             let mut b = self.segments.get(r.seg).head;
@@ -139,6 +140,32 @@ impl<B: Backend> State<B> {
                 b = self.blocks.get(b).next;
             }
         }
+        out
+    }
+
+    /// [`State::unmappable_blocks`] from the free list of expandable segment `e` rather than
+    /// from all its blocks (a stream's segment can hold thousands of live blocks, and
+    /// lifetime placement asks on every miss that raises the peak), when every free block is
+    /// cached: the list's entries of a page or more in the segment.
+    pub(in crate::state) fn unmappable_cached(&self, e: usize) -> Vec<BlockId> {
+        let (stream, small, step) = {
+            let x = &self.expandable[e];
+            (x.stream, x.small, x.step)
+        };
+        let Some(list) = self
+            .free
+            .pool(PoolId::DEFAULT)
+            .and_then(|p| p.lists(small).find(|(s, _)| *s == stream))
+            .map(|(_, list)| list)
+        else {
+            return Vec::new();
+        };
+        let mut out: Vec<BlockId> = list.keys()[list.lower_bound(step)..]
+            .iter()
+            .map(|k| k.id)
+            .filter(|&b| self.blocks.get(b).expandable && self.whole_pages(b).is_some())
+            .collect();
+        out.sort_unstable_by_key(|&b| self.blocks.get(b).addr);
         out
     }
 
