@@ -45,6 +45,27 @@ pub(super) struct Expandable {
     ranges: Vec<Range>,
 }
 
+/// The gaps a growth maps, `(addr, len)` in address order. The first is kept inline: a
+/// growth nearly always maps one gap, and planning runs on every miss.
+#[derive(Default)]
+struct Gaps {
+    first: Option<(u64, u64)>,
+    rest: Vec<(u64, u64)>,
+}
+
+impl Gaps {
+    fn push(&mut self, gap: (u64, u64)) {
+        match self.first {
+            None => self.first = Some(gap),
+            Some(_) => self.rest.push(gap),
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
+        self.first.into_iter().chain(self.rest.iter().copied())
+    }
+}
+
 /// A mapped range of an expandable segment.
 struct Range {
     /// Its segment.
@@ -112,7 +133,7 @@ impl<B: Backend> State<B> {
         match self.plan_growth(e, rounded) {
             Some((tail, maps)) => {
                 result = Ok(tail);
-                for (addr, len) in maps {
+                for (addr, len) in maps.iter() {
                     result = self.map_gap(dev, e, addr, len);
                     if result.is_err() {
                         break;
@@ -211,7 +232,7 @@ impl<B: Backend> State<B> {
     /// first gap (`NONE` if there is none) and the gaps to map, `(addr, len)` in address
     /// order, which form with the free blocks between them one free run of `rounded` bytes or
     /// more. `None` when no run can.
-    fn plan_growth(&self, e: usize, rounded: u64) -> Option<(BlockId, Vec<(u64, u64)>)> {
+    fn plan_growth(&self, e: usize, rounded: u64) -> Option<(BlockId, Gaps)> {
         let (n, step) = (self.expandable[e].ranges.len(), self.expandable[e].step);
         let free = |b: BlockId| b != NONE && self.blocks.get(b).status == Status::Free;
         for k in 0..=n {
@@ -229,7 +250,7 @@ impl<B: Backend> State<B> {
             } else {
                 self.blocks.get(tail).size
             };
-            let mut maps = Vec::new();
+            let mut maps = Gaps::default();
             let mut j = k;
             loop {
                 let (start, end) = self.gap(e, j);

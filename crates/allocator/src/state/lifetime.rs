@@ -22,6 +22,7 @@ use crate::AllocError;
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{Device, Stream, StreamId};
 use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hasher};
 
 /// A block freed after fewer allocations than this (its own excluded) was short-lived.
 pub(crate) const SHORT_LIVED_ALLOCS: u64 = 10;
@@ -37,7 +38,34 @@ pub(super) struct Lifetimes {
     births: Vec<(u64, u64)>,
     /// Per rounded size: the last frees (bit set = long-lived, newest in bit 0) and how many
     /// of the bits are filled.
-    outcomes: HashMap<u64, (u8, u8)>,
+    outcomes: HashMap<u64, (u8, u8), BuildHasherDefault<SizeHasher>>,
+}
+
+/// Hashes the rounded sizes that key the lifetime history with one folded multiply rather
+/// than SipHash: the history is read on every placement and written on every free, and
+/// sizes are no attacker's choice.
+#[derive(Default)]
+struct SizeHasher(u64);
+
+impl Hasher for SizeHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for chunk in bytes.chunks(8) {
+            let mut word = [0u8; 8];
+            word[..chunk.len()].copy_from_slice(chunk);
+            self.write_u64(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u64(&mut self, x: u64) {
+        // Folding the 128-bit product mixes every key bit into the low bits too, which the
+        // table indexes by (sizes are multiples of 512: their own low bits are zero).
+        let m = u128::from(self.0 ^ x) * 0x9E37_79B9_7F4A_7C15;
+        self.0 = (m as u64) ^ ((m >> 64) as u64);
+    }
 }
 
 impl Lifetimes {
