@@ -3,8 +3,6 @@
 //! once (expandable segments map thousands of 2 MiB pages) costs one map operation, not one
 //! per page, while every page stays a mapping of its own (unmapped alone, with its handle).
 
-use std::collections::BTreeMap;
-
 /// `count` mappings of `page` bytes each at consecutive offsets, of the physical handles
 /// `handle`, `handle + 1`, ...
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,10 +34,12 @@ pub(super) struct Mapping {
     pub anonymous: bool,
 }
 
-/// The runs of a reservation by offset; runs never overlap.
+/// The runs of a reservation, sorted by offset; runs never overlap. A sorted list rather than
+/// a tree: runs are few and mostly appended (a reservation is mapped from its start up), so a
+/// binary search and an append beat a tree's node walks.
 #[derive(Debug, Default)]
 pub(super) struct Mappings {
-    runs: BTreeMap<u64, Run>,
+    runs: Vec<(u64, Run)>,
 }
 
 impl Mappings {
@@ -50,12 +50,17 @@ impl Mappings {
 
     /// Number of mappings.
     pub fn count(&self) -> u64 {
-        self.runs.values().map(|r| r.count).sum()
+        self.runs.iter().map(|(_, r)| r.count).sum()
+    }
+
+    /// Index of the first run starting after `offset`.
+    fn after(&self, offset: u64) -> usize {
+        self.runs.partition_point(|&(at, _)| at <= offset)
     }
 
     /// The run covering `offset`, with its offset.
     pub fn run_at(&self, offset: u64) -> Option<(u64, Run)> {
-        let (&at, &run) = self.runs.range(..=offset).next_back()?;
+        let (at, run) = *self.runs.get(self.after(offset).checked_sub(1)?)?;
         (offset < at + run.len()).then_some((at, run))
     }
 
@@ -71,81 +76,107 @@ impl Mappings {
         })
     }
 
-    /// Where the first run at or after `offset` starts (`None`: no run there).
-    pub fn next_start(&self, offset: u64) -> Option<u64> {
-        self.runs.range(offset..).next().map(|(&at, _)| at)
+    /// When no run covers `offset`: where the next run starts (`u64::MAX` when none does).
+    pub fn unmapped_until(&self, offset: u64) -> Option<u64> {
+        let i = self.after(offset);
+        if let Some(&(at, run)) = i.checked_sub(1).and_then(|p| self.runs.get(p)) {
+            if offset < at + run.len() {
+                return None;
+            }
+        }
+        Some(self.runs.get(i).map_or(u64::MAX, |&(at, _)| at))
     }
 
     /// Whether `[offset, offset + len)` (non-empty) overlaps a mapping.
     pub fn overlaps(&self, offset: u64, len: u64) -> bool {
-        self.runs
-            .range(..offset + len)
-            .next_back()
-            .is_some_and(|(&at, run)| at + run.len() > offset)
+        self.unmapped_until(offset)
+            .is_none_or(|next| next < offset + len)
     }
 
     /// Whether consecutive mappings cover `[start, end)` (non-empty).
     pub fn cover(&self, start: u64, end: u64) -> bool {
+        let Some(first) = self.after(start).checked_sub(1) else {
+            return false;
+        };
         let mut at = start;
-        let mut iter = self
-            .runs
-            .range(..=start)
-            .next_back()
-            .into_iter()
-            .chain(self.runs.range(start.saturating_add(1)..end));
-        while at < end {
-            match iter.next() {
-                Some((&off, run)) if off <= at && at < off + run.len() => at = off + run.len(),
-                _ => return false,
+        for &(off, run) in &self.runs[first..] {
+            if at >= end {
+                break;
             }
+            if off > at || at >= off + run.len() {
+                return false;
+            }
+            at = off + run.len();
         }
-        true
+        at >= end
     }
 
     /// Adds `run` at `offset` (over no mapping), merged with the runs it continues.
-    pub fn insert(&mut self, offset: u64, mut run: Run) {
-        let mut offset = offset;
-        if let Some((&at, prev)) = self.runs.range_mut(..offset).next_back() {
-            if at + prev.len() == offset && joins(prev, &run) {
-                prev.count += run.count;
-                run = *prev;
-                offset = at;
-            }
-        }
+    pub fn insert(&mut self, offset: u64, run: Run) {
+        let i = self.after(offset);
         let end = offset + run.len();
-        if let Some(next) = self.runs.get(&end).copied() {
-            if joins(&run, &next) {
-                self.runs.remove(&end);
-                run.count += next.count;
+        let left = i.checked_sub(1).filter(|&p| {
+            let (at, prev) = &self.runs[p];
+            at + prev.len() == offset && joins(prev, &run)
+        });
+        let right = self
+            .runs
+            .get(i)
+            .is_some_and(|(at, next)| *at == end && joins(&run, next));
+        match (left, right) {
+            (Some(p), true) => {
+                let next = self.runs.remove(i).1;
+                self.runs[p].1.count += run.count + next.count;
             }
+            (Some(p), false) => self.runs[p].1.count += run.count,
+            (None, true) => {
+                let next = &mut self.runs[i];
+                *next = (
+                    offset,
+                    Run {
+                        count: run.count + next.1.count,
+                        ..run
+                    },
+                );
+            }
+            (None, false) => self.runs.insert(i, (offset, run)),
         }
-        self.runs.insert(offset, run);
     }
 
     /// Removes the `count` mappings from the one at `offset` on, which all lie in the run
     /// `(at, run)` (from [`Mappings::run_at`], starting on a page boundary of it): the rest of
     /// the run stays, split in two when the removed part lies inside it.
     pub fn remove(&mut self, at: u64, run: Run, offset: u64, count: u64) {
+        let Ok(i) = self.runs.binary_search_by_key(&at, |&(a, _)| a) else {
+            return;
+        };
         let first = (offset - at) / run.page;
         let after = run.count - first - count;
-        if first == 0 {
-            self.runs.remove(&at);
-        } else if let Some(r) = self.runs.get_mut(&at) {
-            r.count = first;
-        }
-        if after > 0 {
+        let rest = (after > 0).then(|| {
             let rest = Run {
                 count: after,
                 handle: run.handle + first + count,
                 ..run
             };
-            self.runs.insert(offset + count * run.page, rest);
+            (offset + count * run.page, rest)
+        });
+        match (first, rest) {
+            (0, None) => {
+                self.runs.remove(i);
+            }
+            (0, Some(rest)) => self.runs[i] = rest,
+            (_, rest) => {
+                self.runs[i].1.count = first;
+                if let Some(rest) = rest {
+                    self.runs.insert(i + 1, rest);
+                }
+            }
         }
     }
 
     /// Where the anonymous mapping of `handle` is (its offset), if it is one.
     pub fn anonymous_handle(&self, handle: u64) -> Option<u64> {
-        self.runs.iter().find_map(|(&at, run)| {
+        self.runs.iter().find_map(|&(at, run)| {
             (run.anonymous && (run.handle..run.handle + run.count).contains(&handle))
                 .then(|| at + (handle - run.handle) * run.page)
         })
@@ -212,7 +243,9 @@ mod tests {
         assert_eq!(m.anonymous_handle(2), None, "unmapped");
         assert!(m.cover(6, 16) && !m.cover(0, 4));
         assert!(m.overlaps(1, 4) && !m.overlaps(2, 4));
-        assert_eq!(m.next_start(2), Some(6));
+        assert_eq!(m.unmapped_until(2), Some(6));
+        assert_eq!(m.unmapped_until(7), None);
+        assert_eq!(m.unmapped_until(16), Some(u64::MAX));
         assert_eq!(m.count(), 6);
     }
 

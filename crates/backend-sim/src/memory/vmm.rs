@@ -240,10 +240,13 @@ impl Memory {
         let (Some(maps), offset) = (&seg.mappings, at.0 - base) else {
             return 0;
         };
-        if offset % VMM_GRANULARITY != 0 || offset >= seg.size || maps.run_at(offset).is_some() {
+        if offset % VMM_GRANULARITY != 0 || offset >= seg.size {
             return 0;
         }
-        let room = maps.next_start(offset).unwrap_or(seg.size).min(seg.size) - offset;
+        let Some(next) = maps.unmapped_until(offset) else {
+            return 0;
+        };
+        let room = next.min(seg.size) - offset;
         let free = self.capacity.saturating_sub(self.used);
         count.min(room / page).min(free / page)
     }
