@@ -203,15 +203,20 @@ impl<B: Backend> State<B> {
         rounded: u64,
     ) {
         let small = home == SizeClass::Small;
+        // The cheap questions first: planning the growth is the costly one.
+        let Some(other) = self.expandable_of(stream, !small) else {
+            return;
+        };
+        let candidates = self.unmappable_cached(other);
+        if candidates.is_empty() {
+            return;
+        }
         let growth = self.expandable_growth(stream, small, rounded);
         let reserved = self.stats.reserved_bytes.all.current;
         if reserved.saturating_add(growth) <= self.stats.reserved_bytes.all.peak {
             return;
         }
-        let Some(other) = self.expandable_of(stream, !small) else {
-            return;
-        };
-        let unmapped = self.trim_expandable_segment(dev, other);
+        let unmapped = self.unmap_free_blocks(dev, candidates);
         if unmapped > 0 {
             tracing::debug!(
                 unmapped,

@@ -121,13 +121,6 @@ impl<B: Backend> State<B> {
         self.unmap_free_blocks(dev, candidates)
     }
 
-    /// [`State::trim_expandable`] for expandable segment `e` alone, outside a malloc in
-    /// progress (every free block is cached then).
-    pub(in crate::state) fn trim_expandable_segment(&mut self, dev: &Device<B>, e: usize) -> u64 {
-        let candidates = self.unmappable_cached(e);
-        self.unmap_free_blocks(dev, candidates)
-    }
-
     /// The free blocks of expandable segment `e` with whole pages inside, in address order.
     pub(in crate::state) fn unmappable_blocks(&self, e: usize) -> Vec<BlockId> {
         let mut out = Vec::new();
@@ -145,8 +138,9 @@ impl<B: Backend> State<B> {
 
     /// [`State::unmappable_blocks`] from the free list of expandable segment `e` rather than
     /// from all its blocks (a stream's segment can hold thousands of live blocks, and
-    /// lifetime placement asks on every miss that raises the peak), when every free block is
-    /// cached: the list's entries of a page or more in the segment.
+    /// lifetime placement asks on every miss): the list's entries of a page or more in the
+    /// segment. The same answer whenever every free block is cached, that is outside a
+    /// malloc in progress (its block in hand is free but in no list).
     pub(in crate::state) fn unmappable_cached(&self, e: usize) -> Vec<BlockId> {
         let (stream, small, step) = {
             let x = &self.expandable[e];
@@ -170,7 +164,11 @@ impl<B: Backend> State<B> {
     }
 
     /// Synchronizes the device once and unmaps the whole pages inside each of `candidates`.
-    fn unmap_free_blocks(&mut self, dev: &Device<B>, candidates: Vec<BlockId>) -> u64 {
+    pub(in crate::state) fn unmap_free_blocks(
+        &mut self,
+        dev: &Device<B>,
+        candidates: Vec<BlockId>,
+    ) -> u64 {
         if candidates.is_empty() {
             return 0;
         }
