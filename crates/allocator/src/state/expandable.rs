@@ -61,6 +61,10 @@ impl Gaps {
         }
     }
 
+    fn len(&self) -> usize {
+        usize::from(self.first.is_some()) + self.rest.len()
+    }
+
     fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.first.into_iter().chain(self.rest.iter().copied())
     }
@@ -130,11 +134,16 @@ impl<B: Backend> State<B> {
             None => self.reserve_segment(dev, stream, small, granularity)?,
         };
         let mut result = Err(SegmentFailure::OutOfMemory);
+        // Whether the block in `result` is in its free list: the tail is; the last gap mapped
+        // is left out of it (it is handed out right away), the gaps before it go in.
+        let mut cached = true;
         match self.plan_growth(e, rounded) {
             Some((tail, maps)) => {
                 result = Ok(tail);
-                for (addr, len) in maps.iter() {
-                    result = self.map_gap(dev, e, addr, len);
+                let n = maps.len();
+                for (i, (addr, len)) in maps.iter().enumerate() {
+                    cached = i + 1 < n;
+                    result = self.map_gap(dev, e, addr, len, cached);
                     if result.is_err() {
                         break;
                     }
@@ -144,7 +153,9 @@ impl<B: Backend> State<B> {
         }
         match result {
             Ok(b) => {
-                self.uncache_block(b);
+                if cached {
+                    self.uncache_block(b);
+                }
                 Ok(b)
             }
             Err(err) => {
@@ -290,13 +301,15 @@ impl<B: Backend> State<B> {
     }
 
     /// Maps `[addr, addr + len)`, the start of a gap of expandable segment `e`, as one free
-    /// block merged with the free blocks around it; returns that block (cached).
+    /// block merged with the free blocks around it; returns that block, in its free list when
+    /// `cache`.
     fn map_gap(
         &mut self,
         dev: &Device<B>,
         e: usize,
         addr: u64,
         len: u64,
+        cache: bool,
     ) -> Result<BlockId, SegmentFailure> {
         let x = &self.expandable[e];
         let (stream, small, step) = (x.stream, x.small, x.step);
@@ -338,13 +351,14 @@ impl<B: Backend> State<B> {
             stream = stream.0,
             "pages mapped into an expandable segment"
         );
-        Ok(self.insert_mapped(e, addr, len))
+        Ok(self.insert_mapped(e, addr, len, cache))
     }
 
     /// Adds the newly mapped `[addr, addr + len)` to expandable segment `e`: it extends the
     /// range that ends there (or starts a new one), joins the range that starts right after,
-    /// and becomes a free block merged with free neighbours. Returns that block (cached).
-    fn insert_mapped(&mut self, e: usize, addr: u64, len: u64) -> BlockId {
+    /// and becomes a free block merged with free neighbours. Returns that block, in its free
+    /// list when `cache`.
+    fn insert_mapped(&mut self, e: usize, addr: u64, len: u64, cache: bool) -> BlockId {
         let x = &self.expandable[e];
         let pos = x
             .ranges
@@ -380,7 +394,10 @@ impl<B: Backend> State<B> {
             self.join_range(e, seg, b, r);
         }
         let b = self.merge_free_neighbours(b);
-        self.attach_free(b);
+        match cache {
+            true => self.attach_free(b),
+            false => self.count_free_split(b),
+        }
         b
     }
 
@@ -494,6 +511,12 @@ impl<B: Backend> State<B> {
 
     /// Puts free block `b` back into its free list and the split statistics.
     fn attach_free(&mut self, b: BlockId) {
+        self.count_free_split(b);
+        self.cache_block(b);
+    }
+
+    /// Counts free block `b` in the split statistics when it is split.
+    fn count_free_split(&mut self, b: BlockId) {
         let blk = self.blocks.get(b);
         if blk.is_split() {
             self.stats.inactive_split.increase(blk.small, 1);
@@ -501,7 +524,6 @@ impl<B: Backend> State<B> {
                 .inactive_split_bytes
                 .increase(blk.small, blk.size);
         }
-        self.cache_block(b);
     }
 
     /// The last block of range `r` (`NONE` when it has none), walking from its hint when

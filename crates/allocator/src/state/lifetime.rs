@@ -74,7 +74,8 @@ impl Lifetimes {
         self.clock += 1;
         let i = b as usize;
         if self.births.len() <= i {
-            self.births.resize(i + 1, (0, 0));
+            // Block ids grow one by one: double, so resizing is rare.
+            self.births.resize((i + 1).next_power_of_two(), (0, 0));
         }
         self.births[i] = (self.clock, rounded);
     }

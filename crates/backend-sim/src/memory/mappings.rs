@@ -76,21 +76,22 @@ impl Mappings {
         })
     }
 
-    /// When no run covers `offset`: where the next run starts (`u64::MAX` when none does).
-    pub fn unmapped_until(&self, offset: u64) -> Option<u64> {
+    /// When no run covers `offset`: where a run starting there goes (for
+    /// [`Mappings::insert_at`]) and where the next run starts (`u64::MAX` when none does).
+    pub fn free_at(&self, offset: u64) -> Option<(usize, u64)> {
         let i = self.after(offset);
         if let Some(&(at, run)) = i.checked_sub(1).and_then(|p| self.runs.get(p)) {
             if offset < at + run.len() {
                 return None;
             }
         }
-        Some(self.runs.get(i).map_or(u64::MAX, |&(at, _)| at))
+        Some((i, self.runs.get(i).map_or(u64::MAX, |&(at, _)| at)))
     }
 
     /// Whether `[offset, offset + len)` (non-empty) overlaps a mapping.
     pub fn overlaps(&self, offset: u64, len: u64) -> bool {
-        self.unmapped_until(offset)
-            .is_none_or(|next| next < offset + len)
+        self.free_at(offset)
+            .is_none_or(|(_, next)| next < offset + len)
     }
 
     /// Whether consecutive mappings cover `[start, end)` (non-empty).
@@ -113,7 +114,11 @@ impl Mappings {
 
     /// Adds `run` at `offset` (over no mapping), merged with the runs it continues.
     pub fn insert(&mut self, offset: u64, run: Run) {
-        let i = self.after(offset);
+        self.insert_at(self.after(offset), offset, run);
+    }
+
+    /// [`Mappings::insert`] where [`Mappings::free_at`] said the run goes at index `i`.
+    pub fn insert_at(&mut self, i: usize, offset: u64, run: Run) {
         let end = offset + run.len();
         let left = i.checked_sub(1).filter(|&p| {
             let (at, prev) = &self.runs[p];
@@ -243,9 +248,9 @@ mod tests {
         assert_eq!(m.anonymous_handle(2), None, "unmapped");
         assert!(m.cover(6, 16) && !m.cover(0, 4));
         assert!(m.overlaps(1, 4) && !m.overlaps(2, 4));
-        assert_eq!(m.unmapped_until(2), Some(6));
-        assert_eq!(m.unmapped_until(7), None);
-        assert_eq!(m.unmapped_until(16), Some(u64::MAX));
+        assert_eq!(m.free_at(2), Some((1, 6)));
+        assert_eq!(m.free_at(7), None);
+        assert_eq!(m.free_at(16), Some((3, u64::MAX)));
         assert_eq!(m.count(), 6);
     }
 

@@ -146,7 +146,7 @@ impl Memory {
                 total: self.capacity,
             });
         }
-        self.map_run(at, size, 1);
+        self.map_fitting(at, size, 1);
         Ok(())
     }
 
@@ -159,10 +159,7 @@ impl Memory {
         page: u64,
         count: u64,
     ) -> (u64, Result<(), HalError>) {
-        let fit = self.pages_that_fit(at, page, count);
-        if fit > 0 {
-            self.map_run(at, page, fit);
-        }
+        let fit = self.map_fitting(at, page, count);
         // Whatever is left fails on its first page (or maps, should `fit` be short): one by
         // one, for the exact error.
         for done in fit..count {
@@ -228,49 +225,44 @@ impl Memory {
         (done, Ok(()))
     }
 
-    /// How many of the `count` pages of `page` bytes from `at` on can be mapped one after the
-    /// other without failing (a lower bound: 0 when unsure).
-    fn pages_that_fit(&self, at: DevicePtr, page: u64, count: u64) -> u64 {
+    /// Maps as many of the `count` pages of `page` bytes from `at` on as could be mapped one
+    /// after the other without failing (a lower bound: none when unsure), as one run of fresh
+    /// anonymous memory; returns how many.
+    fn map_fitting(&mut self, at: DevicePtr, page: u64, count: u64) -> u64 {
         if page == 0 || page % VMM_GRANULARITY != 0 {
             return 0;
         }
-        let Some((base, seg)) = self.segments.floor(at.0) else {
+        let affordable = self.capacity.saturating_sub(self.used) / page;
+        let Some((base, seg)) = self.segments.floor_mut(at.0) else {
             return 0;
         };
-        let (Some(maps), offset) = (&seg.mappings, at.0 - base) else {
+        let (offset, size) = (at.0 - base, seg.size);
+        let Some(maps) = &mut seg.mappings else {
             return 0;
         };
-        if offset % VMM_GRANULARITY != 0 || offset >= seg.size {
+        if offset % VMM_GRANULARITY != 0 || offset >= size {
             return 0;
         }
-        let Some(next) = maps.unmapped_until(offset) else {
+        let Some((i, next)) = maps.free_at(offset) else {
             return 0;
         };
-        let room = next.min(seg.size) - offset;
-        let free = self.capacity.saturating_sub(self.used);
-        count.min(room / page).min(free / page)
-    }
-
-    /// Maps `count` pages of `page` bytes from `at` on, which fit (see
-    /// [`Memory::pages_that_fit`]), with fresh anonymous memory.
-    fn map_run(&mut self, at: DevicePtr, page: u64, count: u64) {
-        let handle = self.next_physical;
-        if let Some((base, seg)) = self.segments.floor_mut(at.0) {
-            if let Some(maps) = &mut seg.mappings {
-                let run = Run {
-                    page,
-                    count,
-                    handle,
-                    anonymous: true,
-                };
-                maps.insert(at.0 - base, run);
-            }
+        let fit = count.min((next.min(size) - offset) / page).min(affordable);
+        if fit == 0 {
+            return 0;
         }
-        self.next_physical += count;
-        self.used += count * page;
+        let run = Run {
+            page,
+            count: fit,
+            handle: self.next_physical,
+            anonymous: true,
+        };
+        maps.insert_at(i, offset, run);
+        self.next_physical += fit;
+        self.used += fit * page;
         self.peak = self.peak.max(self.used);
-        self.allocations += count;
-        tracing::debug!(%at, page, pages = count, used = self.used, "sim map_physical");
+        self.allocations += fit;
+        tracing::debug!(%at, page, pages = fit, used = self.used, "sim map_physical");
+        fit
     }
 
     /// Of the `count` pages of `page` bytes up to and including the one at `last`, how many
