@@ -99,3 +99,31 @@ fn mapping_more_than_the_device_has_is_out_of_memory_and_maps_nothing() {
     // SAFETY: nothing is mapped in the range.
     unsafe { dev.release_address(base).unwrap() };
 }
+
+#[test]
+fn page_runs_map_and_unmap_page_by_page_and_stop_at_the_first_failure() {
+    let dev = open();
+    let free_before = dev.mem_info().unwrap().free;
+    let base = dev.reserve_address(16 * MIB).unwrap();
+    let page = |i: u64| DevicePtr(base.0 + i * 2 * MIB);
+    dev.map_physical(page(3), 2 * MIB).unwrap();
+    // pages 1 and 2 map, page 3 is taken: the run stops there
+    let err = dev.map_physical_pages(page(1), 2 * MIB, 4).unwrap_err();
+    assert_eq!(err.done, 2);
+    assert!(matches!(err.error, HalError::Native { .. }), "{err}");
+    assert_eq!(dev.mem_info().unwrap().free, free_before - 6 * MIB);
+    dev.map_physical_pages(page(4), 2 * MIB, 4).unwrap();
+    // SAFETY: nothing runs on the device.
+    unsafe {
+        // each page is a mapping of its own
+        dev.unmap_physical(page(2), 2 * MIB).unwrap();
+        // from the last page down: pages 5 and 4 go, page 3 (mapped alone) too, page 2 stops it
+        let err = dev.unmap_physical_pages(page(2), 2 * MIB, 4).unwrap_err();
+        assert_eq!(err.done, 3);
+        assert!(matches!(err.error, HalError::InvalidArgument(_)), "{err}");
+        dev.unmap_physical_pages(page(6), 2 * MIB, 2).unwrap();
+        dev.unmap_physical_pages(page(1), 2 * MIB, 1).unwrap();
+        dev.release_address(base).unwrap();
+    }
+    assert_eq!(dev.mem_info().unwrap().free, free_before);
+}
