@@ -205,3 +205,53 @@ fn growth_past_the_peak_unmaps_the_other_segments_free_end() {
     drop((keep, long));
     alloc.check_invariants().unwrap();
 }
+
+/// A random mix of sizes on two streams, each freed after a random number of later
+/// allocations (so sizes flip between short- and long-lived), with now and then an
+/// `empty_cache`: the invariants hold after every step (among them, that the other segment's
+/// free list and its blocks agree on the pages to unmap before growing past the peak), and
+/// what the allocator reserves is what the device has mapped.
+mod random_lifetimes {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// (size, stream, allocations it lives for) or an `empty_cache`.
+    fn op() -> impl Strategy<Value = Option<(u64, usize, usize)>> {
+        prop_oneof![
+            12 => (
+                prop_oneof![1u64..MIB, MIB..6 * MIB, 6 * MIB..24 * MIB],
+                0usize..2,
+                0usize..24,
+            )
+                .prop_map(Some),
+            1 => Just(None),
+        ]
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(32))]
+
+        #[test]
+        fn invariants_hold_and_reserved_is_mapped(ops in proptest::collection::vec(op(), 1..120)) {
+            let (dev, alloc) = alloc_setup(&with_policy(EXPANDABLE));
+            let streams = [dev.default_stream(), dev.create_stream(0).unwrap()];
+            // Live buffers with the step at which they are freed.
+            let mut live: Vec<(usize, DeviceBuffer<SimBackend>)> = Vec::new();
+            for (step, op) in ops.into_iter().enumerate() {
+                live.retain(|(until, _)| *until > step);
+                match op {
+                    Some((size, stream, lives)) => {
+                        let buf = alloc.alloc(size, &streams[stream]).unwrap();
+                        live.push((step + lives, buf));
+                    }
+                    None => alloc.empty_cache(),
+                }
+                prop_assert_eq!(alloc.check_invariants(), Ok(()));
+                prop_assert_eq!(alloc.memory_reserved(), CAPACITY - dev.mem_info().unwrap().free);
+            }
+            live.clear();
+            alloc.empty_cache();
+            prop_assert_eq!(dev.mem_info().unwrap().free, CAPACITY);
+        }
+    }
+}

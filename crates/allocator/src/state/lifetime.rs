@@ -256,6 +256,27 @@ mod tests {
     }
 
     #[test]
+    fn size_hashes_spread_over_the_low_bits() {
+        use std::hash::{BuildHasher, Hash};
+        let build = BuildHasherDefault::<SizeHasher>::default();
+        // Rounded sizes (multiples of 512) land in 1024 buckets by their low bits.
+        let buckets: std::collections::HashSet<u64> = (1..=1024u64)
+            .map(|k| build.hash_one(k * 512) & 1023)
+            .collect();
+        assert!(buckets.len() > 550, "{} buckets used", buckets.len());
+        // Bytes hash like the words they make up.
+        let mut words = SizeHasher::default();
+        words.write_u64(5);
+        words.write_u64(7);
+        let mut bytes = SizeHasher::default();
+        bytes.write(&[5, 0, 0, 0, 0, 0, 0, 0, 7]);
+        assert_eq!(words.finish(), bytes.finish());
+        let mut hasher = SizeHasher::default();
+        (4u64 << 20).hash(&mut hasher);
+        assert_ne!(hasher.finish(), 0);
+    }
+
+    #[test]
     fn only_the_last_frees_count() {
         let mut l = Lifetimes::default();
         for _ in 0..20 {
