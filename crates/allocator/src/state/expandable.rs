@@ -244,16 +244,28 @@ impl<B: Backend> State<B> {
     /// order, which form with the free blocks between them one free run of `rounded` bytes or
     /// more. `None` when no run can.
     fn plan_growth(&self, e: usize, rounded: u64) -> Option<(BlockId, Gaps)> {
-        let (n, step) = (self.expandable[e].ranges.len(), self.expandable[e].step);
+        let x = &self.expandable[e];
+        let (n, step) = (x.ranges.len(), x.step);
         let free = |b: BlockId| b != NONE && self.blocks.get(b).status == Status::Free;
+        // Gap `k` runs from the end of range `k - 1` (the reservation's base for the first)
+        // to the start of range `k` (the reservation's end after the last).
+        let mut gap_start = x.base;
         for k in 0..=n {
-            let (start, end) = self.gap(e, k);
-            if start == end {
+            let first_gap = (
+                gap_start,
+                x.ranges
+                    .get(k)
+                    .map_or(x.end(), |r| self.segments.get(r.seg).addr),
+            );
+            if let Some(r) = x.ranges.get(k) {
+                gap_start = self.segments.get(r.seg).end();
+            }
+            if first_gap.0 == first_gap.1 {
                 continue;
             }
             let tail = match k {
                 0 => NONE,
-                _ => self.range_tail(&self.expandable[e].ranges[k - 1]),
+                _ => self.range_tail(&x.ranges[k - 1]),
             };
             let tail = if free(tail) { tail } else { NONE };
             let mut avail = if tail == NONE {
@@ -264,7 +276,7 @@ impl<B: Backend> State<B> {
             let mut maps = Gaps::default();
             let mut j = k;
             loop {
-                let (start, end) = self.gap(e, j);
+                let (start, end) = if j == k { first_gap } else { self.gap(e, j) };
                 let need = rounded.saturating_sub(avail);
                 if need == 0 {
                     return Some((tail, maps));
@@ -280,7 +292,7 @@ impl<B: Backend> State<B> {
                 maps.push((start, end - start));
                 avail += end - start;
                 // The run goes on through the next range while it is free.
-                let Some(r) = self.expandable[e].ranges.get(j) else {
+                let Some(r) = x.ranges.get(j) else {
                     break;
                 };
                 let head = self.segments.get(r.seg).head;
