@@ -20,6 +20,13 @@
 //!   backing and kernels compute on `f32` data, each op reading its inputs at its start time and
 //!   writing its outputs at its end time, so missing synchronization gives a deterministic wrong
 //!   answer. [`SimMode::TimingOnly`] stores nothing.
+//! - **Virtual memory.** `reserve_address` takes no capacity; `map_physical` maps fresh memory
+//!   in a reservation, one mapping per call, each unmapped alone with `unmap_physical`.
+//!   `map_physical_pages` / `unmap_physical_pages` do a run of such pages in one call: the
+//!   simulator keeps consecutive mappings as one run and maps or unmaps a run at once (with
+//!   the timeline off and no work falling due meanwhile; otherwise page by page), ending
+//!   exactly where the same calls page by page would (errors, statistics, host time,
+//!   physical handles).
 //! - **Pinned host memory.** `alloc_host` gives real, page-aligned, zeroed host memory from a
 //!   capped supply ([`SimConfig::host_capacity`], counted in [`SimStats`]); `free_host` waits
 //!   for the device's work first, as `cudaFreeHost` does. Pinned memory still allocated when
@@ -58,6 +65,16 @@
 //! s.synchronize().unwrap();
 //! assert_eq!(f32::from_le_bytes(out), 2.0);
 //! assert_eq!(dev.timeline().len(), 2);
+//!
+//! // 32 MiB of address space, then eight 2 MiB pages mapped in one call.
+//! let base = dev.reserve_address(32 << 20).unwrap();
+//! dev.map_physical_pages(base, 2 << 20, 8).unwrap();
+//! // Each page is a mapping of its own: the one at 4 MiB goes alone, and a run over all
+//! // eight, unmapped from the last page down, stops there after five pages.
+//! let page_2 = braid_stream_core::types::DevicePtr(base.0 + (4 << 20));
+//! unsafe { dev.unmap_physical(page_2, 2 << 20).unwrap() };
+//! let err = unsafe { dev.unmap_physical_pages(base, 2 << 20, 8) }.unwrap_err();
+//! assert_eq!(err.done, 5);
 //! ```
 #![warn(missing_docs)]
 

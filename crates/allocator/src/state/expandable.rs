@@ -387,20 +387,32 @@ impl<B: Backend> State<B> {
             .map(|r| r.seg)
             .filter(|&r| self.segments.get(r).addr == addr + len);
         let right_head = right.map_or(NONE, |r| self.segments.get(r).head);
+        let left_free = left_tail != NONE && self.blocks.get(left_tail).status == Status::Free;
         for b in [left_tail, right_head] {
             if b != NONE && self.blocks.get(b).status == Status::Free {
                 self.detach_free(b);
             }
         }
-        let b = self.new_block(e, addr, len, left.unwrap_or(NONE), left_tail, NONE);
-        let seg = match left {
-            Some(l) => {
-                self.blocks.get_mut(left_tail).next = b;
-                self.segments.get_mut(l).size += len;
-                l
+        let (b, seg) = match left {
+            // A free block ending the range takes the pages itself: what a new block merged
+            // into it would give, without making and dropping that block.
+            Some(l) if left_free => {
+                self.blocks.get_mut(left_tail).size += len;
+                (left_tail, l)
             }
-            None => self.add_range(e, addr, len, b),
+            Some(l) => {
+                let b = self.new_block(e, addr, len, l, left_tail, NONE);
+                self.blocks.get_mut(left_tail).next = b;
+                (b, l)
+            }
+            None => {
+                let b = self.new_block(e, addr, len, NONE, NONE, NONE);
+                (b, self.add_range(e, addr, len, b))
+            }
         };
+        if left.is_some() {
+            self.segments.get_mut(seg).size += len;
+        }
         // `b` is the last block of `seg` now.
         if let Some(r) = right {
             self.join_range(e, seg, b, r);
