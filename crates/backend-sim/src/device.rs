@@ -3,6 +3,7 @@
 use crate::config::SimConfig;
 use crate::engine::Engine;
 use crate::event::SimEvent;
+use crate::memory::PageRun;
 use crate::profile::DeviceProfile;
 use crate::sanitizer::report::RaceReport;
 use crate::stream::SimStream;
@@ -26,7 +27,7 @@ pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, Engine> {
 
 /// Whether two handles belong to the same simulated device.
 /// A page-run result of the engine as the hal's.
-fn page_run((done, result): (u64, Result<(), HalError>)) -> Result<(), PageRunError> {
+fn page_run((done, result): PageRun) -> Result<(), PageRunError> {
     result.map_err(|error| PageRunError { done, error })
 }
 

@@ -12,7 +12,7 @@
 use crate::capture::{self, Capture, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
 use crate::host::HostHeap;
-use crate::memory::Memory;
+use crate::memory::{Memory, PageRun};
 use crate::op::{Accesses, Op, OpKind};
 use crate::queue::DataQueue;
 use crate::resource::Pool;
@@ -301,70 +301,51 @@ impl Engine {
     /// Maps `count` pages of `page` bytes from `at` on, as `count` calls of
     /// [`Engine::map_physical`] would, stopping at the first failure; returns the pages mapped
     /// and the failure.
-    pub fn map_physical_pages(
-        &mut self,
-        at: DevicePtr,
-        page: u64,
-        count: u64,
-    ) -> (u64, Result<(), HalError>) {
-        if !self.can_batch(count) {
-            return self.page_by_page(count, |e, i| {
-                e.map_physical(page_of_run(at, page, i)?, page)
-            });
-        }
-        let (done, result) = self.memory.map_pages(at, page, count);
-        self.charge_calls(done + u64::from(result.is_err()));
-        (done, result)
+    pub fn map_physical_pages(&mut self, at: DevicePtr, page: u64, count: u64) -> PageRun {
+        self.page_run(
+            count,
+            |m| m.map_pages(at, page, count),
+            |e, i| e.map_physical(page_of_run(at, page, i)?, page),
+        )
     }
 
     /// Unmaps `count` pages of `page` bytes from `at` on, as `count` calls of
     /// [`Engine::unmap_physical`] from the last page down would, stopping at the first
     /// failure; returns the pages unmapped and the failure.
-    pub fn unmap_physical_pages(
-        &mut self,
-        at: DevicePtr,
-        page: u64,
-        count: u64,
-    ) -> (u64, Result<(), HalError>) {
-        if !self.can_batch(count) {
-            return self.page_by_page(count, |e, i| {
-                e.unmap_physical(page_of_run(at, page, count - 1 - i)?, page)
-            });
-        }
-        let (done, result) = self.memory.unmap_pages(at, page, count);
-        self.charge_calls(done + u64::from(result.is_err()));
-        (done, result)
+    pub fn unmap_physical_pages(&mut self, at: DevicePtr, page: u64, count: u64) -> PageRun {
+        self.page_run(
+            count,
+            |m| m.unmap_pages(at, page, count),
+            |e, i| e.unmap_physical(page_of_run(at, page, count - 1 - i)?, page),
+        )
     }
 
-    /// Whether `calls` host calls can be done as one: no data effect falls due while they run
-    /// (so none would see memory between two of them) and no timeline records each one.
-    fn can_batch(&self, calls: u64) -> bool {
-        let end = self
-            .host_ns
-            .saturating_add(self.config.profile.host_call_ns.saturating_mul(calls));
-        !self.config.record_timeline && !self.queue.due_by(end)
-    }
-
-    /// Charges `calls` cheap host calls at once (see [`Engine::can_batch`]).
-    fn charge_calls(&mut self, calls: u64) {
-        let ns = self.config.profile.host_call_ns.saturating_mul(calls);
-        self.host_ns = self.host_ns.saturating_add(ns);
-        self.settle();
-    }
-
-    /// Runs `call` for pages `0..count`, stopping at the first failure; returns the pages
-    /// done and the failure.
-    fn page_by_page(
+    /// A run of `count` page calls: done at once by `run` on the memory model when no data
+    /// effect falls due while the calls would run (none could see memory between two of them)
+    /// and no timeline records each call; else call by call with `one` (given the call's
+    /// index), stopping at the first failure.
+    fn page_run(
         &mut self,
         count: u64,
-        mut call: impl FnMut(&mut Self, u64) -> Result<(), HalError>,
-    ) -> (u64, Result<(), HalError>) {
-        for i in 0..count {
-            if let Err(e) = call(self, i) {
-                return (i, Err(e));
+        run: impl FnOnce(&mut Memory) -> PageRun,
+        mut one: impl FnMut(&mut Self, u64) -> Result<(), HalError>,
+    ) -> PageRun {
+        let call_ns = self.config.profile.host_call_ns;
+        let end = self.host_ns.saturating_add(call_ns.saturating_mul(count));
+        if self.config.record_timeline || self.queue.due_by(end) {
+            for i in 0..count {
+                if let Err(e) = one(self, i) {
+                    return (i, Err(e));
+                }
             }
+            return (count, Ok(()));
         }
-        (count, Ok(()))
+        let (done, result) = run(&mut self.memory);
+        // The calls made, the failing one included, as many cheap host calls.
+        let calls = done + u64::from(result.is_err());
+        self.host_ns = self.host_ns.saturating_add(call_ns.saturating_mul(calls));
+        self.settle();
+        (done, result)
     }
 
     /// Allocates `size` bytes of physical memory; returns its handle.

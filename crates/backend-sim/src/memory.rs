@@ -9,6 +9,9 @@ mod vmm;
 
 use mappings::Mappings;
 
+/// What a run of page calls did: the pages done, and the failure that stopped it.
+pub(crate) type PageRun = (u64, Result<(), HalError>);
+
 /// First address handed out: non-zero and far from small integers, so that stray offsets are
 /// easy to tell from real addresses.
 pub(crate) const BASE_ADDRESS: u64 = 0x1_0000_0000;

@@ -5,7 +5,7 @@
 //! the parts.
 
 use super::mappings::{Mapping, Mappings, Run};
-use super::{Backing, Memory, Segment, VMM_GRANULARITY};
+use super::{Backing, Memory, PageRun, Segment, VMM_GRANULARITY};
 use braid_stream_core::hal::{page_of_run, HalError};
 use braid_stream_core::types::DevicePtr;
 
@@ -153,12 +153,7 @@ impl Memory {
     /// The hal's `map_physical_pages`: [`Memory::map`] of each of `count` pages of `page`
     /// bytes from `at` on, stopping at the first failure. Returns the pages mapped and the
     /// failure. The pages that can all be mapped are mapped as one run.
-    pub fn map_pages(
-        &mut self,
-        at: DevicePtr,
-        page: u64,
-        count: u64,
-    ) -> (u64, Result<(), HalError>) {
+    pub fn map_pages(&mut self, at: DevicePtr, page: u64, count: u64) -> PageRun {
         let fit = self.map_fitting(at, page, count);
         // Whatever is left fails on its first page (or maps, should `fit` be short): one by
         // one, for the exact error.
@@ -194,12 +189,7 @@ impl Memory {
     /// The hal's `unmap_physical_pages`: [`Memory::unmap`] of each of `count` pages of `page`
     /// bytes from `at` on, from the last one down, stopping at the first failure. Returns the
     /// pages unmapped and the failure. Pages of one run of anonymous mappings go at once.
-    pub fn unmap_pages(
-        &mut self,
-        at: DevicePtr,
-        page: u64,
-        count: u64,
-    ) -> (u64, Result<(), HalError>) {
+    pub fn unmap_pages(&mut self, at: DevicePtr, page: u64, count: u64) -> PageRun {
         let mut done = 0;
         while done < count {
             let left = count - done;
