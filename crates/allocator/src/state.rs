@@ -52,15 +52,6 @@ enum SegmentFailure {
     Other(HalError),
 }
 
-/// Where [`State::cache_block_in`] puts a block in its free list.
-#[derive(Clone, Copy)]
-enum Slot {
-    /// At its sorted place.
-    Insert,
-    /// In the place of the entry at this index, which sorts at or after the block.
-    ReplaceLarger(usize),
-}
-
 pub(crate) struct State<B: Backend> {
     pub config: AllocatorConfig,
     blocks: Blocks,
@@ -741,24 +732,22 @@ impl<B: Backend> State<B> {
             let blk = self.blocks.get_mut(b);
             blk.next = r;
             blk.size = rounded;
-            // The remainder takes the place of the block it was split from.
-            if PLAIN {
-                // Known list, and no GC clock to note: the entry is replaced directly.
-                let key = FreeKey {
-                    size: rem_size,
-                    addr: rem_addr,
-                    id: r,
-                };
-                let list = self.free.pool_mut(block_pool).list_mut(stream, small);
-                match slot {
-                    Some(i) => list.replace_with_smaller(i, key),
-                    None => list.insert(key),
-                }
-            } else {
-                match slot {
-                    Some(i) => self.cache_block_in(r, Slot::ReplaceLarger(i)),
-                    None => self.cache_block(r),
-                }
+            // The remainder takes the place of the block it was split from (in the list that
+            // block was found in).
+            let key = FreeKey {
+                size: rem_size,
+                addr: rem_addr,
+                id: r,
+            };
+            let p = self.free.pool_mut(block_pool);
+            let list = p.list_mut(stream, small);
+            match slot {
+                Some(i) => list.replace_with_smaller(i, key),
+                None => list.insert(key),
+            }
+            if !PLAIN {
+                // Read by garbage collection only, which is never on when plain.
+                self.blocks.get_mut(r).gc_base = p.gc_clock[usize::from(!small)];
             }
             if already_split {
                 self.stats.inactive_split_bytes.decrease(small, rounded);
@@ -806,16 +795,8 @@ impl<B: Backend> State<B> {
         }
     }
 
-    /// Puts a free block into its free list.
+    /// Puts free block `b` into its free list, at its sorted place.
     fn cache_block(&mut self, b: BlockId) {
-        self.cache_block_in(b, Slot::Insert);
-    }
-
-    /// Puts free block `b` into its free list, at its sorted place or in the place of an entry
-    /// it replaces (the cache-hit path updates the list in place instead of removing and
-    /// re-inserting).
-    #[inline(always)]
-    fn cache_block_in(&mut self, b: BlockId, slot: Slot) {
         let blk = self.blocks.get(b);
         let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
         let key = FreeKey {
@@ -825,11 +806,7 @@ impl<B: Backend> State<B> {
         };
         let p = self.free.pool_mut(pool);
         let clock = p.gc_clock[usize::from(!small)];
-        let list = p.list_mut(stream, small);
-        match slot {
-            Slot::Insert => list.insert(key),
-            Slot::ReplaceLarger(i) => list.replace_with_smaller(i, key),
-        }
+        p.list_mut(stream, small).insert(key);
         let blk = self.blocks.get_mut(b);
         blk.status = Status::Free;
         blk.gc_base = clock;
