@@ -1,5 +1,6 @@
 //! Blocks and segments: slabs indexed by small integer ids, so the hot path never allocates.
 
+use crate::pool::FreeKey;
 use crate::snapshot::PoolId;
 use braid_stream_core::{CaptureId, StreamId, StreamPosition};
 use std::collections::BTreeMap;
@@ -147,6 +148,17 @@ impl Blocks {
         slot.uses.clear();
         slot.generation = slot.generation.wrapping_add(1);
         self.free_slots.push(id);
+    }
+
+    /// The free-list key of block `id` (its size, address and id).
+    #[inline(always)]
+    pub(crate) fn free_key(&self, id: BlockId) -> FreeKey {
+        let b = self.get(id);
+        FreeKey {
+            size: b.size,
+            addr: b.addr,
+            id,
+        }
     }
 
     #[inline]

@@ -799,11 +799,7 @@ impl<B: Backend> State<B> {
     fn cache_block(&mut self, b: BlockId) {
         let blk = self.blocks.get(b);
         let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
-        let key = FreeKey {
-            size: blk.size,
-            addr: blk.addr,
-            id: b,
-        };
+        let key = self.blocks.free_key(b);
         let p = self.free.pool_mut(pool);
         let clock = p.gc_clock[usize::from(!small)];
         p.list_mut(stream, small).insert(key);
@@ -816,11 +812,7 @@ impl<B: Backend> State<B> {
     #[inline(always)]
     fn free_slot(&mut self, b: BlockId) -> Option<usize> {
         let blk = self.blocks.get(b);
-        let key = FreeKey {
-            size: blk.size,
-            addr: blk.addr,
-            id: b,
-        };
+        let key = self.blocks.free_key(b);
         let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
         let slot = self
             .free
@@ -833,11 +825,7 @@ impl<B: Backend> State<B> {
 
     fn uncache_block(&mut self, b: BlockId) {
         let blk = self.blocks.get(b);
-        let key = FreeKey {
-            size: blk.size,
-            addr: blk.addr,
-            id: b,
-        };
+        let key = self.blocks.free_key(b);
         let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
         let removed = self.free.pool_mut(pool).list_mut(stream, small).remove(key);
         debug_assert!(removed, "free block missing from its free list");
@@ -1089,21 +1077,13 @@ impl<B: Backend> State<B> {
         let is_free = |n: BlockId| n != NONE && self.blocks.get(n).status == Status::Free;
         let (prev_free, next_free) = (is_free(prev), is_free(next));
         // A block and its neighbours lie in one segment, hence in one free list.
-        let key_of = |blocks: &Blocks, id: BlockId| {
-            let n = blocks.get(id);
-            FreeKey {
-                size: n.size,
-                addr: n.addr,
-                id,
-            }
-        };
         let mut net_blocks: i64 = 0;
         let mut net_bytes: i64 = 0;
         // The merged block takes the free-list place of the last free neighbour (usually
         // overwriting its entry); the previous one, when both are free, leaves the list.
         let mut slot = None;
         if prev_free {
-            let key = key_of(&self.blocks, prev);
+            let key = self.blocks.free_key(prev);
             let list = self.free.pool_mut(pool).list_mut(stream, small);
             if next_free {
                 let removed = list.remove(key);
@@ -1129,7 +1109,7 @@ impl<B: Backend> State<B> {
             net_bytes -= n_size as i64;
         }
         if next_free {
-            let key = key_of(&self.blocks, next);
+            let key = self.blocks.free_key(next);
             slot = self
                 .free
                 .pool_mut(pool)
@@ -1738,11 +1718,7 @@ impl<B: Backend> State<B> {
                     return Err(format!("two adjacent free blocks at {:#x}", blk.addr));
                 }
                 if free {
-                    let key = FreeKey {
-                        size: blk.size,
-                        addr: blk.addr,
-                        id: b,
-                    };
+                    let key = self.blocks.free_key(b);
                     let listed = self
                         .free
                         .pool(blk.pool)
