@@ -8,7 +8,8 @@
 //! ```
 //!
 //! The difference of the two totals divided by 10,000 is the cost of one pair. The device is
-//! the timing-only simulator with its sanitizer off, as in `benches/benches/allocator.rs`.
+//! the timing-only simulator with its sanitizer off, as in `benches/benches/allocator.rs`; a
+//! third argument `sanitizer` turns the sanitizer on (its block-lifetime notes included).
 
 use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_backend_sim::{SanitizerMode, SimBackend, SimConfig, SimDevice, SimMode};
@@ -19,12 +20,16 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let size: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1 << 20);
     let pairs: u64 = args.next().and_then(|a| a.parse().ok()).unwrap_or(1000);
+    let sanitizer = match args.next().as_deref() {
+        Some("sanitizer") => SanitizerMode::Report,
+        _ => SanitizerMode::Off,
+    };
     let device = Device::<SimBackend>::new(SimDevice::new(
         SimConfig::new()
             .capacity(64 << 30)
             .mode(SimMode::TimingOnly)
             .record_timeline(false)
-            .sanitizer(SanitizerMode::Off),
+            .sanitizer(sanitizer),
     ))
     .expect("device");
     let alloc = CachingAllocator::new(
