@@ -104,7 +104,7 @@ impl<B: Backend> State<B> {
                 ..MemoryStats::default()
             },
             config,
-            blocks: Blocks::default(),
+            blocks: Blocks::with_initial_capacity(),
             segments: Segments::default(),
             pending_by_class: PendingByClass::default(),
             free: FreeLists::default(),
@@ -420,10 +420,26 @@ impl<B: Backend> State<B> {
         size: u64,
         rounded: u64,
     ) -> Result<Granted, AllocError> {
-        let sid = stream.id();
         // Asked here, on the cold path, for every step below that must not run during a
         // capture (the hot path asks the device only when frees are pending).
         let capturing = dev.is_capturing();
+        self.malloc_miss_capturing(dev, stream, pool, class, size, rounded, capturing)
+    }
+
+    /// [`State::malloc_miss`] where the caller asked the device whether it is `capturing`
+    /// (a locked look-up: once per miss is enough).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn malloc_miss_capturing(
+        &mut self,
+        dev: &Device<B>,
+        stream: &Stream<B>,
+        pool: PoolId,
+        class: SizeClass,
+        size: u64,
+        rounded: u64,
+        capturing: bool,
+    ) -> Result<Granted, AllocError> {
+        let sid = stream.id();
         // In a private pool, a small request takes a cached large block before the pool
         // grows: the pool's memory is reserved for its graphs anyway, and graphs captured
         // largest first then fit in the first one's segments. With `split_large_remainders`

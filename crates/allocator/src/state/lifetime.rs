@@ -15,7 +15,7 @@
 //! segments together stay under one peak.
 
 use super::{Found, Granted, State};
-use crate::block::BlockId;
+use crate::block::{BlockId, INITIAL_BLOCK_SLOTS};
 use crate::size::SizeClass;
 use crate::snapshot::PoolId;
 use crate::AllocError;
@@ -74,8 +74,10 @@ impl Lifetimes {
         self.clock += 1;
         let i = b as usize;
         if self.births.len() <= i {
-            // Block ids grow one by one: double, so resizing is rare.
-            self.births.resize((i + 1).next_power_of_two(), (0, 0));
+            // Block ids grow one by one: double, so resizing is rare, and start as large as
+            // the block slab does, whose ids these are.
+            let len = (i + 1).next_power_of_two().max(INITIAL_BLOCK_SLOTS);
+            self.births.resize(len, (0, 0));
         }
         self.births[i] = (self.clock, rounded);
     }
@@ -168,7 +170,8 @@ impl<B: Backend> State<B> {
         } else {
             SizeClass::Large
         };
-        if !dev.is_capturing() {
+        let capturing = dev.is_capturing();
+        if !capturing {
             self.trim_other_before_peak(dev, sid, home, rounded);
         }
         tracing::trace!(
@@ -176,7 +179,7 @@ impl<B: Backend> State<B> {
             short,
             "lifetime placement: growing the segment of the predicted lifetime"
         );
-        self.malloc_miss(dev, stream, pool, home, size, rounded)
+        self.malloc_miss_capturing(dev, stream, pool, home, size, rounded, capturing)
     }
 
     /// The smaller of two fits (then the lower address).
