@@ -450,7 +450,16 @@ impl Pool {
 
     /// Forgets usage before `now`: no later op can start before `now`. Keeps the breakpoint
     /// in force at `now` and every later one.
+    #[inline]
     pub fn prune(&mut self, now: u64) {
+        // Inlined for this check: every host call prunes, and an idle pool has nothing.
+        if self.last.is_some() {
+            self.prune_used(now);
+        }
+    }
+
+    /// [`Pool::prune`] of a pool that was used.
+    fn prune_used(&mut self, now: u64) {
         match self.last {
             None => return,
             Some(last) if last <= now => {

@@ -54,6 +54,7 @@ struct Gaps {
 }
 
 impl Gaps {
+    #[inline]
     fn push(&mut self, gap: (u64, u64)) {
         match self.first {
             None => self.first = Some(gap),
@@ -61,10 +62,12 @@ impl Gaps {
         }
     }
 
+    #[inline]
     fn len(&self) -> usize {
         usize::from(self.first.is_some()) + self.rest.len()
     }
 
+    #[inline]
     fn iter(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.first.into_iter().chain(self.rest.iter().copied())
     }

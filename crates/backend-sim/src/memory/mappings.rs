@@ -54,6 +54,7 @@ impl Mappings {
     }
 
     /// Index of the first run starting after `offset`.
+    #[inline]
     fn after(&self, offset: u64) -> usize {
         self.runs.partition_point(|&(at, _)| at <= offset)
     }
@@ -78,6 +79,7 @@ impl Mappings {
 
     /// When no run covers `offset`: where a run starting there goes (for
     /// [`Mappings::insert_at`]) and where the next run starts (`u64::MAX` when none does).
+    #[inline]
     pub fn free_at(&self, offset: u64) -> Option<(usize, u64)> {
         let i = self.after(offset);
         if let Some(&(at, run)) = i.checked_sub(1).and_then(|p| self.runs.get(p)) {
@@ -118,6 +120,7 @@ impl Mappings {
     }
 
     /// [`Mappings::insert`] where [`Mappings::free_at`] said the run goes at index `i`.
+    #[inline]
     pub fn insert_at(&mut self, i: usize, offset: u64, run: Run) {
         let end = offset + run.len();
         let left = i.checked_sub(1).filter(|&p| {
