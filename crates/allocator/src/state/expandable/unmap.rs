@@ -154,7 +154,12 @@ impl<B: Backend> State<B> {
         else {
             return Vec::new();
         };
-        let mut out: Vec<BlockId> = list.keys()[list.lower_bound(step)..]
+        let keys = &list.keys()[list.lower_bound(step)..];
+        if keys.is_empty() {
+            // The usual answer on a miss (no free block of a page): no vector to build.
+            return Vec::new();
+        }
+        let mut out: Vec<BlockId> = keys
             .iter()
             .map(|k| k.id)
             .filter(|&b| self.blocks.get(b).expandable && self.whole_pages(b).is_some())
