@@ -56,7 +56,11 @@ impl Mappings {
     /// Index of the first run starting after `offset`.
     #[inline]
     fn after(&self, offset: u64) -> usize {
-        self.runs.partition_point(|&(at, _)| at <= offset)
+        // Runs are mostly appended: at or past the last run's start, no search is needed.
+        match self.runs.last() {
+            Some(&(at, _)) if at <= offset => self.runs.len(),
+            _ => self.runs.partition_point(|&(at, _)| at <= offset),
+        }
     }
 
     /// The run covering `offset`, with its offset.
