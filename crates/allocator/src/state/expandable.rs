@@ -555,6 +555,7 @@ impl<B: Backend> State<B> {
 
     /// The last block of range `r` (`NONE` when it has none), walking from its hint when
     /// that is still a block of the range (any is: the walk reaches the last one).
+    #[inline]
     fn range_tail(&self, r: &Range) -> BlockId {
         let hint = r.tail.get();
         let usable = hint != NONE

@@ -70,6 +70,7 @@ impl Hasher for SizeHasher {
 
 impl Lifetimes {
     /// Block `b` was just handed out for a request rounded to `rounded` bytes.
+    #[inline]
     fn born(&mut self, b: BlockId, rounded: u64) {
         self.clock += 1;
         let i = b as usize;
