@@ -57,14 +57,7 @@ impl Memory {
     /// returns its handle (never 0). It counts against the capacity from now on.
     pub fn alloc_physical(&mut self, size: u64) -> Result<u64, HalError> {
         check_granular("alloc_physical", 0, size)?;
-        let free = self.capacity.saturating_sub(self.used);
-        if size > free {
-            return Err(HalError::OutOfMemory {
-                requested: size,
-                free,
-                total: self.capacity,
-            });
-        }
+        self.check_affordable(size)?;
         let handle = self.next_physical;
         self.next_physical += 1;
         self.physical.insert(handle, (size, None));
@@ -133,11 +126,8 @@ impl Memory {
         Ok(m.handle)
     }
 
-    /// The hal's `map_physical`: allocates `size` bytes and maps them at `at`; on failure
-    /// nothing is allocated or mapped.
-    pub fn map(&mut self, at: DevicePtr, size: u64) -> Result<(), HalError> {
-        // Bad arguments are reported as such, before any out-of-memory.
-        self.free_slot(at, size)?;
+    /// Out of memory unless `size` more bytes fit in the capacity.
+    fn check_affordable(&self, size: u64) -> Result<(), HalError> {
         let free = self.capacity.saturating_sub(self.used);
         if size > free {
             return Err(HalError::OutOfMemory {
@@ -146,6 +136,15 @@ impl Memory {
                 total: self.capacity,
             });
         }
+        Ok(())
+    }
+
+    /// The hal's `map_physical`: allocates `size` bytes and maps them at `at`; on failure
+    /// nothing is allocated or mapped.
+    pub fn map(&mut self, at: DevicePtr, size: u64) -> Result<(), HalError> {
+        // Bad arguments are reported as such, before any out-of-memory.
+        self.free_slot(at, size)?;
+        self.check_affordable(size)?;
         self.map_fitting(at, size, 1);
         Ok(())
     }
