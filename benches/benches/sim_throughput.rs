@@ -16,7 +16,7 @@
 use braid::core::hal::{Device as _, Graph as _, Stream as _};
 use braid::core::types::{DeviceSlice, EventFlags};
 use braid::sim::{SanitizerMode, SimConfig, SimDevice, SimGraph, SimMode, SimStream};
-use braid::Kernel;
+use braid::{Kernel, TypedKernel};
 use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use std::hint::black_box;
 use std::time::{Duration, Instant};
@@ -27,7 +27,7 @@ const OPS: u64 = 10_000;
 struct Bench {
     dev: SimDevice,
     streams: Vec<SimStream>,
-    kernels: Vec<Kernel>,
+    kernels: Vec<TypedKernel>,
 }
 
 fn setup(sanitizer: SanitizerMode) -> Bench {
@@ -47,7 +47,7 @@ fn setup(sanitizer: SanitizerMode) -> Bench {
             let n = 1 << 20;
             let a = DeviceSlice::new(dev.alloc(n).expect("alloc"), n);
             let b = DeviceSlice::new(dev.alloc(n).expect("alloc"), n);
-            Kernel::Add { a, b: a, out: b }
+            Kernel::Add { a, b: a, out: b }.into()
         })
         .collect();
     Bench {
@@ -116,11 +116,11 @@ fn graph_setup(sanitizer: SanitizerMode) -> (SimDevice, SimStream, SimGraph) {
             side.wait(&fork).expect("wait");
             side.memcpy_d2d(stage.ptr, kv.ptr, kv.len).expect("copy");
             side.launch(
-                &Kernel::Scale {
+                &TypedKernel::from(&Kernel::Scale {
                     src: stage,
                     dst: stage,
                     factor: 0.5,
-                },
+                }),
                 "scale",
             )
             .expect("launch");
@@ -139,7 +139,8 @@ fn graph_setup(sanitizer: SanitizerMode) -> (SimDevice, SimStream, SimGraph) {
             1 => Kernel::Add { a: y, b: y, out: z },
             _ => Kernel::Copy { src: z, dst: x },
         };
-        main.launch(&k, "layer").expect("launch");
+        main.launch(&TypedKernel::from(&k), "layer")
+            .expect("launch");
         nodes += 1;
         if nodes % 8 == 7 {
             main.wait(&join).expect("wait");
@@ -151,7 +152,7 @@ fn graph_setup(sanitizer: SanitizerMode) -> (SimDevice, SimStream, SimGraph) {
 }
 
 /// Eight streams, each with its own buffers: a device for the eager backlog bench.
-fn eager_setup() -> (SimDevice, Vec<SimStream>, Vec<Kernel>) {
+fn eager_setup() -> (SimDevice, Vec<SimStream>, Vec<TypedKernel>) {
     let dev = SimDevice::new(
         SimConfig::new()
             .capacity(64 << 30)
@@ -167,7 +168,7 @@ fn eager_setup() -> (SimDevice, Vec<SimStream>, Vec<Kernel>) {
             let n = 1 << 20;
             let a = DeviceSlice::new(dev.alloc(n).expect("alloc"), n);
             let b = DeviceSlice::new(dev.alloc(n).expect("alloc"), n);
-            Kernel::Add { a, b: a, out: b }
+            Kernel::Add { a, b: a, out: b }.into()
         })
         .collect();
     (dev, streams, kernels)
@@ -176,12 +177,13 @@ fn eager_setup() -> (SimDevice, Vec<SimStream>, Vec<Kernel>) {
 /// One round of the eager backlog bench: on each stream a long busy kernel (longer on later
 /// streams, so the streams drift apart and new work lands between earlier reservations) and
 /// a vector op.
-fn eager_round(streams: &[SimStream], kernels: &[Kernel], round: usize) {
+fn eager_round(streams: &[SimStream], kernels: &[TypedKernel], round: usize) {
     for (s, (st, k)) in streams.iter().zip(kernels).enumerate() {
         let busy = Kernel::Busy {
             duration_ns: 20_000 * (1 + s as u64) + (round as u64 % 7) * 1_000,
         };
-        st.launch(&busy, "busy").expect("launch");
+        st.launch(&TypedKernel::from(&busy), "busy")
+            .expect("launch");
         st.launch(black_box(k), "add").expect("launch");
     }
 }

@@ -925,7 +925,7 @@ impl Registry {
         label: &str,
     ) -> Result<(), Fail> {
         self.submit("braidSimLaunchKernel", stream, |sim| {
-            sim.launch(kernel, label)
+            sim.launch(&kernel.clone().typed(braid_stream_core::DType::F32), label)
         })
     }
 

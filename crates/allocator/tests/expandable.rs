@@ -393,13 +393,19 @@ fn empty_cache_unmaps_a_hole_in_the_middle_and_growth_maps_it_again() {
     assert_filled(&dev, &a, 1.0);
     assert_filled(&dev, &c, 3.0);
     assert_clean(&dev, &alloc);
-    // The hole is invalid memory for the device.
+    // The hole is invalid memory for the device: the front layer refuses work on it, and the
+    // simulator counts an access that reaches it anyway.
     let hole = DeviceSlice::new(DevicePtr(base + 24 * MIB), 4 * KIB);
-    s.launch(&Kernel::Fill {
+    let fill = Kernel::Fill {
         dst: hole,
         value: 9.0,
-    })
-    .unwrap();
+    };
+    let err = s.launch(&fill).unwrap_err();
+    assert!(
+        matches!(err, braid_stream_core::Error::RangeNotLive { range, .. } if range == hole),
+        "{err}"
+    );
+    braid_stream_core::hal::Stream::launch(s.hal(), &fill.into(), "fill").unwrap();
     s.synchronize().unwrap();
     assert_eq!(dev.hal().stats().invalid_accesses, 1);
 }

@@ -9,6 +9,7 @@ use crate::ffi::{
     ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE, ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, ACL_STREAM_FAST_LAUNCH, ACL_STREAM_FAST_SYNC,
 };
+use crate::native::Ownership;
 use crate::stream::AclStream;
 use crate::AclBackend;
 use braid_stream_core::hal::{self, HalError};
@@ -242,6 +243,56 @@ impl fmt::Debug for AclDevice {
 }
 
 impl AclDevice {
+    /// Wraps an `aclrtStream` created by another library (for example torch_npu's current
+    /// stream) as a stream of this device; give it to braid with
+    /// [`Device::adopt_stream`](braid_stream_core::Device::adopt_stream). A null handle (ACL's
+    /// default stream, which braid already has) is refused.
+    ///
+    /// # Safety
+    /// `raw` is a live stream of this device and stays live as long as the wrapper (for
+    /// [`Ownership::Borrowed`]); with [`Ownership::Owned`] nothing else destroys it. Work other
+    /// code enqueues on it behind braid's back is outside braid's ordering model until given a
+    /// position with [`Stream::note_foreign_work`](braid_stream_core::Stream::note_foreign_work).
+    pub unsafe fn wrap_stream(
+        &self,
+        raw: *mut std::ffi::c_void,
+        ownership: Ownership,
+    ) -> Result<AclStream, HalError> {
+        if raw.is_null() {
+            return Err(HalError::InvalidArgument(
+                "null aclrtStream: the default stream is the device's default_stream()".into(),
+            ));
+        }
+        Ok(AclStream::foreign(
+            self.shared.clone(),
+            raw as Handle,
+            ownership,
+        ))
+    }
+
+    /// Wraps an `aclrtEvent` created by another library as an event of this device; give it to
+    /// braid with [`Device::adopt_event`](braid_stream_core::Device::adopt_event). A null
+    /// handle is refused.
+    ///
+    /// # Safety
+    /// `raw` is a live event of this device, created with `ACL_EVENT_SYNC` (waitable), and
+    /// stays live as long as the wrapper (for [`Ownership::Borrowed`]); with
+    /// [`Ownership::Owned`] nothing else destroys it.
+    pub unsafe fn wrap_event(
+        &self,
+        raw: *mut std::ffi::c_void,
+        ownership: Ownership,
+    ) -> Result<AclEvent, HalError> {
+        if raw.is_null() {
+            return Err(HalError::InvalidArgument("null aclrtEvent".into()));
+        }
+        Ok(AclEvent::foreign(
+            self.shared.clone(),
+            raw as Handle,
+            ownership,
+        ))
+    }
+
     /// Opens device `ordinal` of the library [`AclApi::load`] finds, with the default
     /// configuration.
     pub fn open(ordinal: u32) -> Result<AclDevice, OpenError> {

@@ -3,6 +3,7 @@
 use crate::calls::Handle;
 use crate::device::Shared;
 use crate::ffi::ACL_EVENT_RECORDED_STATUS_COMPLETE;
+use crate::native::Ownership;
 use crate::AclBackend;
 use braid_stream_core::hal::{self, HalError};
 use std::fmt;
@@ -16,6 +17,7 @@ pub struct AclEvent {
     shared: Arc<Shared>,
     pub(crate) raw: Handle,
     recorded: AtomicBool,
+    owned: bool,
 }
 
 impl fmt::Debug for AclEvent {
@@ -33,6 +35,18 @@ impl AclEvent {
             shared,
             raw,
             recorded: AtomicBool::new(false),
+            owned: true,
+        }
+    }
+
+    /// An event another library created (see [`crate::AclDevice::wrap_event`]): it may have
+    /// been recorded already, and only an owned one is destroyed on drop.
+    pub(crate) fn foreign(shared: Arc<Shared>, raw: Handle, ownership: Ownership) -> Self {
+        AclEvent {
+            shared,
+            raw,
+            recorded: AtomicBool::new(true),
+            owned: ownership == Ownership::Owned,
         }
     }
 
@@ -52,9 +66,11 @@ impl AclEvent {
 
 impl Drop for AclEvent {
     fn drop(&mut self) {
-        let raw = self.raw;
-        self.shared
-            .release("aclrtDestroyEvent", |c| c.destroy_event(raw));
+        if self.owned {
+            let raw = self.raw;
+            self.shared
+                .release("aclrtDestroyEvent", |c| c.destroy_event(raw));
+        }
     }
 }
 

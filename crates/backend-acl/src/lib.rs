@@ -55,6 +55,7 @@ pub mod error;
 mod event;
 pub mod ffi;
 mod graph;
+mod native;
 mod stream;
 mod vmm;
 
@@ -69,6 +70,7 @@ pub use device::{AclConfig, AclDevice, OpenError, LOAD_FAILED_CODE};
 pub use error::{code_name, codes, is_out_of_memory, AclError};
 pub use event::AclEvent;
 pub use graph::AclGraph;
+pub use native::{native_op, NativeOpFn, Ownership};
 pub use stream::{capture_mode_number, AclStream, CAPTURE_UNSUPPORTED, KERNEL_LAUNCH_UNSUPPORTED};
 
 /// The ACL backend: ties [`AclDevice`], [`AclStream`], [`AclEvent`] and [`AclGraph`] together.
@@ -80,5 +82,6 @@ impl braid_stream_core::hal::Backend for AclBackend {
     type Stream = AclStream;
     type Event = AclEvent;
     type Graph = AclGraph;
+    type OpBody = NativeOpFn;
     const NAME: &'static str = "acl";
 }

@@ -13,9 +13,12 @@ use crate::ffi::{
     ACL_STREAM_STATUS_COMPLETE,
 };
 use crate::graph::AclGraph;
+use crate::native::Ownership;
 use crate::AclBackend;
+use braid_stream_core::custom::CustomOp;
+use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{self, HalError};
-use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr};
 use std::ffi::CString;
 use std::fmt;
@@ -87,6 +90,16 @@ impl AclStream {
         }
     }
 
+    /// A stream another library created (see [`crate::AclDevice::wrap_stream`]).
+    pub(crate) fn foreign(shared: Arc<Shared>, raw: Handle, ownership: Ownership) -> Self {
+        AclStream {
+            shared,
+            raw,
+            owned: ownership == Ownership::Owned,
+            capture_model: Mutex::new(None),
+        }
+    }
+
     /// The raw `aclrtStream` (null for the default stream), for calls braid does not wrap.
     pub fn as_raw(&self) -> *mut std::ffi::c_void {
         self.raw as *mut std::ffi::c_void
@@ -129,15 +142,31 @@ impl Drop for AclStream {
 impl hal::Stream for AclStream {
     type B = AclBackend;
 
-    fn launch(&self, kernel: &Kernel, label: &str) -> Result<(), HalError> {
+    fn launch(&self, kernel: &TypedKernel, label: &str) -> Result<(), HalError> {
         let sh = &self.shared;
         sh.bind()?;
-        let desc = BraidKernelDesc::from_kernel(kernel);
+        if kernel.dtype != DType::F32 {
+            return Err(HalError::Unsupported(KERNEL_LAUNCH_UNSUPPORTED));
+        }
+        let desc = BraidKernelDesc::from_kernel(&kernel.kernel);
         let label = CString::new(label.replace('\0', " ")).unwrap_or_default();
         match sh.calls.launch_kernel(self.raw, &desc, &label) {
             None => Err(HalError::Unsupported(KERNEL_LAUNCH_UNSUPPORTED)),
             Some(code) => self.enqueued("braidSimLaunchKernel", code),
         }
+    }
+
+    fn launch_custom(&self, op: &CustomOp<AclBackend>) -> Result<(), HalError> {
+        let Some(body) = op.op_body() else {
+            return Err(HalError::InvalidArgument(format!(
+                "operator {} has no ACL body (give it one made with braid_backend_acl::native_op)",
+                op.name()
+            )));
+        };
+        self.shared.bind()?;
+        body(self.as_raw())?;
+        self.shared.note_work(self.raw, 1);
+        Ok(())
     }
 
     unsafe fn memcpy_h2d(&self, dst: DevicePtr, src: *const u8, len: u64) -> Result<(), HalError> {

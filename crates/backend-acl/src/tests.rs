@@ -8,6 +8,7 @@ use crate::ffi::*;
 use crate::stream::{CAPTURE_UNSUPPORTED, KERNEL_LAUNCH_UNSUPPORTED};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, HalError, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags};
 use mockall::predicate::eq;
 use std::sync::Arc;
@@ -648,7 +649,7 @@ fn kernels_need_the_extension() {
     let err = dev
         .default_stream()
         .unwrap()
-        .launch(&Kernel::Busy { duration_ns: 1 }, "busy")
+        .launch(&TypedKernel::from(&Kernel::Busy { duration_ns: 1 }), "busy")
         .unwrap_err();
     assert_eq!(err, HalError::Unsupported(KERNEL_LAUNCH_UNSUPPORTED));
 
@@ -665,10 +666,10 @@ fn kernels_need_the_extension() {
     let dev = open(m);
     let d = dev.default_stream().unwrap();
     d.launch(
-        &Kernel::Fill {
+        &TypedKernel::from(&Kernel::Fill {
             dst: slice(0x1000, 16),
             value: 2.0,
-        },
+        }),
         "init",
     )
     .unwrap();
@@ -677,7 +678,7 @@ fn kernels_need_the_extension() {
         b: slice(0x1000, 16),
         out: slice(0x1000, 16),
     };
-    let (code, name, _) = native(d.launch(&add, "a\0b").unwrap_err());
+    let (code, name, _) = native(d.launch(&TypedKernel::from(&add), "a\0b").unwrap_err());
     assert_eq!((code, name), (507_015, "ACL_ERROR_RT_AICORE_EXCEPTION"));
 }
 
@@ -748,7 +749,8 @@ fn capture_modes_map_and_captured_work_is_counted() {
     let s = dev.create_stream(0).unwrap();
     s.begin_capture(CaptureMode::ThreadLocal).unwrap();
     assert_eq!(s.capture_status().unwrap(), CaptureStatus::Active);
-    s.launch(&Kernel::Busy { duration_ns: 1 }, "b").unwrap();
+    s.launch(&TypedKernel::from(&Kernel::Busy { duration_ns: 1 }), "b")
+        .unwrap();
     s.memset(DevicePtr(0x1000), 0, 4).unwrap();
     let graph = s.end_capture().unwrap();
     assert_eq!(graph.node_count(), 2);

@@ -6,6 +6,7 @@ mod common;
 use braid_backend_acl::ffi::BraidKernelDesc;
 use braid_backend_acl::{codes, AclConfig, AclDevice};
 use braid_stream_core::hal::{Device as _, Event as _, HalError, Stream as _};
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, EventFlags};
 use braid_stream_core::{DevicePtr, Kernel};
 use std::ffi::CStr;
@@ -202,7 +203,10 @@ fn an_unjoined_stream_fails_the_capture_end_with_107025() {
     let fork = dev.create_event(EventFlags::ORDERING).unwrap();
     origin.begin_capture(CaptureMode::Global).unwrap();
     origin
-        .launch(&Kernel::Busy { duration_ns: 10 }, "origin work")
+        .launch(
+            &TypedKernel::from(&Kernel::Busy { duration_ns: 10 }),
+            "origin work",
+        )
         .unwrap();
     origin.record(&fork).unwrap();
     side.wait(&fork).unwrap();
@@ -247,8 +251,8 @@ fn the_sanitizer_extension_reports_a_race_and_clears() {
         value: 1.0,
     };
     // Two writes on unordered streams: a write-write race.
-    a.launch(&fill, "first").unwrap();
-    b.launch(&fill, "second").unwrap();
+    a.launch(&TypedKernel::from(&fill), "first").unwrap();
+    b.launch(&TypedKernel::from(&fill), "second").unwrap();
     dev.synchronize().unwrap();
     let reports = dev
         .sanitizer_reports()

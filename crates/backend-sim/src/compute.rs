@@ -6,7 +6,8 @@
 
 use crate::memory::Memory;
 use crate::op::OpKind;
-use braid_stream_core::kernel::Kernel;
+use braid_stream_core::dtype::DType;
+use braid_stream_core::kernel::{Kernel, TypedKernel};
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
 
 /// An output waiting for its op's end time.
@@ -30,26 +31,17 @@ impl Input {
         Input(mem.read(s))
     }
 
-    /// The `i`-th `f32` (zero past the end or for an invalid range).
-    fn f32(&self, i: usize) -> f32 {
-        match &self.0 {
-            Some(b) => b
-                .get(i * 4..i * 4 + 4)
-                .and_then(|x| x.try_into().ok())
-                .map(f32::from_le_bytes)
-                .unwrap_or(0.0),
-            None => 0.0,
-        }
+    /// The `i`-th element as `f32` (zero past the end or for an invalid range).
+    fn get(&self, dtype: DType, i: usize) -> f32 {
+        self.0
+            .as_deref()
+            .and_then(|b| dtype.get(b, i))
+            .unwrap_or(0.0)
     }
 
-    /// All whole `f32` values, or `None` for an invalid range.
-    fn to_f32s(&self) -> Option<Vec<f32>> {
-        let b = self.0.as_ref()?;
-        Some(
-            b.chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        )
+    /// All whole elements widened to `f32`, or `None` for an invalid range.
+    fn values(&self, dtype: DType) -> Option<Vec<f32>> {
+        Some(dtype.decode(self.0.as_ref()?))
     }
 
     /// `len` bytes, zero-padded or truncated.
@@ -60,11 +52,12 @@ impl Input {
     }
 }
 
-/// Encodes `n` values `f(i)` as little-endian `f32`, padded with zeros to `len` bytes.
-fn f32_bytes(len: u64, n: usize, f: impl Fn(usize) -> f32) -> Vec<u8> {
+/// Encodes `n` values `f(i)` (computed in `f32`, each rounded to `dtype` as it is stored),
+/// padded with zeros to `len` bytes.
+fn encode(dtype: DType, len: u64, n: usize, f: impl Fn(usize) -> f32) -> Vec<u8> {
     let mut out = Vec::with_capacity(len as usize);
     for i in 0..n {
-        out.extend_from_slice(&f(i).to_le_bytes());
+        dtype.push(&mut out, f(i));
     }
     out.resize(len as usize, 0);
     out
@@ -74,6 +67,7 @@ fn f32_bytes(len: u64, n: usize, f: impl Fn(usize) -> f32) -> Vec<u8> {
 pub(crate) fn begin(op: &OpKind, mem: &mut Memory) -> Vec<PendingWrite> {
     match op {
         OpKind::Kernel(k) => begin_kernel(k, mem),
+        OpKind::Custom(c) => c.0.begin(mem),
         OpKind::H2d { dst, src } => {
             let data = mem.is_valid(*dst).then(|| {
                 let mut buf = vec![0u8; dst.len as usize];
@@ -106,10 +100,13 @@ pub(crate) fn begin(op: &OpKind, mem: &mut Memory) -> Vec<PendingWrite> {
     }
 }
 
-fn begin_kernel(k: &Kernel, mem: &mut Memory) -> Vec<PendingWrite> {
+/// Computes a built-in kernel the way the device does: inputs widened to `f32`, arithmetic in
+/// `f32` (matmuls and sums accumulate in `f32`, as cube units and reductions do), each output
+/// rounded to the kernel's data type.
+fn begin_kernel(tk: &TypedKernel, mem: &mut Memory) -> Vec<PendingWrite> {
     // Inputs are read (and counted) even when the output is invalid: the kernel still reads.
-    let inputs: Vec<Input> = k.reads().map(|s| Input::read(mem, s)).collect();
-    let Some(out) = k.writes().next() else {
+    let inputs: Vec<Input> = tk.reads().map(|s| Input::read(mem, s)).collect();
+    let Some(out) = tk.writes().next() else {
         return Vec::new();
     };
     if !mem.is_valid(out) {
@@ -118,30 +115,35 @@ fn begin_kernel(k: &Kernel, mem: &mut Memory) -> Vec<PendingWrite> {
             data: None,
         }];
     }
-    let n = out.f32_len() as usize;
+    let dtype = tk.dtype;
+    let n = dtype.elements(out.len) as usize;
     let input = |i: usize| inputs.get(i).unwrap_or(&Input(None));
-    let data = match *k {
-        Kernel::Fill { value, .. } => f32_bytes(out.len, n, |_| value),
-        Kernel::Add { .. } => f32_bytes(out.len, n, |i| input(0).f32(i) + input(1).f32(i)),
-        Kernel::Scale { factor, .. } => f32_bytes(out.len, n, |i| input(0).f32(i) * factor),
+    let data = match tk.kernel {
+        Kernel::Fill { value, .. } => encode(dtype, out.len, n, |_| value),
+        Kernel::Add { .. } => encode(dtype, out.len, n, |i| {
+            input(0).get(dtype, i) + input(1).get(dtype, i)
+        }),
+        Kernel::Scale { factor, .. } => {
+            encode(dtype, out.len, n, |i| input(0).get(dtype, i) * factor)
+        }
         Kernel::Copy { .. } => match inputs.into_iter().next() {
             Some(src) => src.bytes(out.len as usize),
             None => vec![0; out.len as usize],
         },
         Kernel::ReduceSum { .. } => {
             // An invalid source reads as zeros: the sum is zero without walking it.
-            let values = input(0).to_f32s().unwrap_or_default();
+            let values = input(0).values(dtype).unwrap_or_default();
             let sum: f64 = values.iter().map(|&v| v as f64).sum();
-            f32_bytes(out.len, n.min(1), |_| sum as f32)
+            encode(dtype, out.len, n.min(1), |_| sum as f32)
         }
         Kernel::Matmul {
             m, k: kk, n: nn, ..
         } => {
             let (m, kk, nn) = (m as usize, kk as usize, nn as usize);
             let cells = (m.saturating_mul(nn)).min(n);
-            let (a, b) = (input(0).to_f32s(), input(1).to_f32s());
+            let (a, b) = (input(0).values(dtype), input(1).values(dtype));
             match (a, b) {
-                (Some(a), Some(b)) => f32_bytes(out.len, cells, |idx| {
+                (Some(a), Some(b)) => encode(dtype, out.len, cells, |idx| {
                     let (i, j) = (idx / nn, idx % nn);
                     let mut acc = 0.0f32;
                     for p in 0..kk {

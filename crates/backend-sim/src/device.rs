@@ -230,6 +230,10 @@ impl hal::Device for SimDevice {
         Ok(lock(&self.shared).mem_info())
     }
 
+    fn is_live(&self, range: DeviceSlice) -> Option<bool> {
+        Some(lock(&self.shared).is_live(range))
+    }
+
     fn vmm_granularity(&self) -> Option<u64> {
         self.virtual_memory
             .then_some(crate::memory::VMM_GRANULARITY)

@@ -484,8 +484,14 @@ impl Engine {
             }
         };
         match op {
+            OpKind::Custom(c) => {
+                for r in c.0.reads.iter().chain(&c.0.writes) {
+                    range("operator range", r)?;
+                }
+                Ok(())
+            }
             OpKind::Kernel(k) => {
-                if let Kernel::Matmul { m, k: kk, n, .. } = *k {
+                if let Kernel::Matmul { m, k: kk, n, .. } = k.kernel {
                     let (m, kk, n) = (m as u128, kk as u128, n as u128);
                     let max = u64::MAX as u128;
                     if 2 * m * kk * n > max
@@ -958,6 +964,11 @@ impl Engine {
         )
     }
 
+    /// Whether `range` lies in live memory (a segment, or consecutive mappings).
+    pub fn is_live(&self, range: DeviceSlice) -> bool {
+        self.memory.is_valid(range)
+    }
+
     /// Counters.
     pub fn stats(&self) -> SimStats {
         SimStats {
@@ -968,6 +979,7 @@ impl Engine {
             bytes_allocated: self.memory.used(),
             peak_bytes_allocated: self.memory.peak(),
             invalid_accesses: self.memory.invalid_accesses(),
+            failed_ops: self.memory.failed_ops(),
             host_allocations: self.host.allocations(),
             host_frees: self.host.frees(),
             host_bytes_allocated: self.host.used(),

@@ -17,7 +17,8 @@
 //!   of the units runs at their share of the peak. Two matmuls that each fill the cube units
 //!   therefore serialize, smaller ones share, and a vector op or a copy overlaps a matmul.
 //! - **Memory.** Real, never reused addresses; in [`SimMode::Data`] every allocation has host
-//!   backing and kernels compute on `f32` data, each op reading its inputs at its start time and
+//!   backing and kernels compute on their data type (`f32`, `f16`, `bf16`: arithmetic in `f32`,
+//!   each stored result rounded to the type), each op reading its inputs at its start time and
 //!   writing its outputs at its end time, so missing synchronization gives a deterministic wrong
 //!   answer. [`SimMode::TimingOnly`] stores nothing.
 //! - **Virtual memory.** `reserve_address` takes no capacity; `map_physical` maps fresh memory
@@ -59,7 +60,7 @@
 //! let dev = SimDevice::new(SimConfig::new());
 //! let s = dev.create_stream(0).unwrap();
 //! let x = dev.alloc(16).unwrap();
-//! s.launch(&Kernel::Fill { dst: DeviceSlice::new(x, 16), value: 2.0 }, "init").unwrap();
+//! s.launch(&Kernel::Fill { dst: DeviceSlice::new(x, 16), value: 2.0 }.into(), "init").unwrap();
 //! let mut out = [0u8; 4];
 //! unsafe { s.memcpy_d2h(out.as_mut_ptr(), x, 4).unwrap() };
 //! s.synchronize().unwrap();
@@ -81,6 +82,7 @@
 mod capture;
 mod compute;
 mod config;
+mod custom;
 mod device;
 mod engine;
 mod event;
@@ -97,6 +99,7 @@ mod timeline;
 pub mod trace;
 
 pub use config::{SimConfig, SimMode};
+pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
 pub use event::SimEvent;
 pub use graph::SimGraph;
@@ -119,6 +122,7 @@ impl braid_stream_core::hal::Backend for SimBackend {
     type Stream = SimStream;
     type Event = SimEvent;
     type Graph = SimGraph;
+    type OpBody = HostOpFn;
     const NAME: &'static str = "sim";
 }
 

@@ -215,6 +215,7 @@ pub(crate) struct Memory {
     allocations: u64,
     frees: u64,
     invalid_accesses: u64,
+    failed_ops: u64,
 }
 
 impl Memory {
@@ -232,6 +233,7 @@ impl Memory {
             allocations: 0,
             frees: 0,
             invalid_accesses: 0,
+            failed_ops: 0,
         }
     }
 
@@ -356,6 +358,16 @@ impl Memory {
     /// Counts one access outside every live segment.
     pub fn note_invalid(&mut self) {
         self.invalid_accesses += 1;
+    }
+
+    /// Operators whose host body panicked so far.
+    pub fn failed_ops(&self) -> u64 {
+        self.failed_ops
+    }
+
+    /// Counts one operator whose host body panicked.
+    pub fn note_failed_op(&mut self) {
+        self.failed_ops += 1;
     }
 
     /// The live segment wholly containing `s` (for a reservation: in consecutive mappings),

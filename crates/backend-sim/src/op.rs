@@ -3,16 +3,19 @@
 //! Each op keeps its label, stream and declared read and write ranges, so that timelines (and a
 //! sanitizer over them) see every access.
 
+use crate::custom::{unit_peak, SimCustom};
 use crate::profile::DeviceProfile;
-use braid_stream_core::kernel::{ComputeUnit, Kernel};
+use braid_stream_core::kernel::{ComputeUnit, Kernel, TypedKernel};
 use braid_stream_core::types::DeviceSlice;
 use std::sync::Arc;
 
 /// What an op does.
 #[derive(Clone, PartialEq, Debug)]
 pub(crate) enum OpKind {
-    /// A kernel.
-    Kernel(Kernel),
+    /// A built-in kernel.
+    Kernel(TypedKernel),
+    /// A user-defined operator.
+    Custom(CustomKind),
     /// Host to device copy; `src` is the host address (kept as an integer so the engine is
     /// `Send`; the hal contract of `memcpy_h2d` keeps it valid).
     H2d { dst: DeviceSlice, src: usize },
@@ -24,15 +27,27 @@ pub(crate) enum OpKind {
     Memset { dst: DeviceSlice, value: u8 },
 }
 
-/// The device ranges one op reads and writes: at most two reads and one write (kernels
-/// declare no more), kept inline.
-#[derive(Clone, Copy, Debug, Default)]
-pub(crate) struct Accesses {
-    reads: [Option<DeviceSlice>; 2],
-    write: Option<DeviceSlice>,
+/// A user-defined operator inside an op: shared by the graph nodes and replays that hold it,
+/// and equal only to itself.
+#[derive(Clone, Debug)]
+pub(crate) struct CustomKind(pub Arc<SimCustom>);
+
+impl PartialEq for CustomKind {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
 }
 
-impl Accesses {
+/// The device ranges one op reads and writes: at most two reads and one write for built-in
+/// work (kept inline, so the hot path allocates nothing), or a user operator's declaration.
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Accesses<'a> {
+    reads: [Option<DeviceSlice>; 2],
+    write: Option<DeviceSlice>,
+    custom: Option<&'a SimCustom>,
+}
+
+impl Accesses<'_> {
     fn push_read(&mut self, s: DeviceSlice) {
         if let Some(slot) = self.reads.iter_mut().find(|r| r.is_none()) {
             *slot = Some(s);
@@ -45,12 +60,20 @@ impl Accesses {
 
     /// The ranges read.
     pub fn reads(&self) -> impl Iterator<Item = DeviceSlice> + '_ {
-        self.reads.iter().flatten().copied()
+        let custom = self
+            .custom
+            .into_iter()
+            .flat_map(|c| c.reads.iter().copied());
+        self.reads.iter().flatten().copied().chain(custom)
     }
 
     /// The ranges written.
     pub fn writes(&self) -> impl Iterator<Item = DeviceSlice> + '_ {
-        self.write.iter().copied()
+        let custom = self
+            .custom
+            .into_iter()
+            .flat_map(|c| c.writes.iter().copied());
+        self.write.iter().copied().chain(custom)
     }
 }
 
@@ -67,10 +90,12 @@ pub(crate) struct Op {
 }
 
 impl OpKind {
-    /// Short name: the kernel's name, or `memcpy_h2d`, `memcpy_d2h`, `memcpy_d2d`, `memset`.
+    /// Short name: the kernel's name, `custom` for a user operator (its label is its own
+    /// name), or `memcpy_h2d`, `memcpy_d2h`, `memcpy_d2d`, `memset`.
     pub fn name(&self) -> &'static str {
         match self {
             OpKind::Kernel(k) => k.name(),
+            OpKind::Custom(_) => "custom",
             OpKind::H2d { .. } => "memcpy_h2d",
             OpKind::D2h { .. } => "memcpy_d2h",
             OpKind::D2d { .. } => "memcpy_d2d",
@@ -82,15 +107,17 @@ impl OpKind {
     pub fn unit(&self) -> ComputeUnit {
         match self {
             OpKind::Kernel(k) => k.unit(),
+            OpKind::Custom(c) => c.0.unit(),
             OpKind::H2d { .. } | OpKind::D2h { .. } | OpKind::D2d { .. } => ComputeUnit::Copy,
             OpKind::Memset { .. } => ComputeUnit::Vector,
         }
     }
 
     /// The device ranges the op reads and writes, without allocating.
-    pub fn accesses(&self) -> Accesses {
+    pub fn accesses(&self) -> Accesses<'_> {
         let mut a = Accesses::default();
         match self {
+            OpKind::Custom(c) => a.custom = Some(&c.0),
             OpKind::Kernel(k) => {
                 for r in k.reads() {
                     a.push_read(r);
@@ -113,6 +140,7 @@ impl OpKind {
     pub fn reads(&self) -> Vec<DeviceSlice> {
         match self {
             OpKind::Kernel(k) => k.reads().collect(),
+            OpKind::Custom(c) => c.0.reads.clone(),
             OpKind::D2h { src, .. } | OpKind::D2d { src, .. } => vec![*src],
             OpKind::H2d { .. } | OpKind::Memset { .. } => Vec::new(),
         }
@@ -122,6 +150,7 @@ impl OpKind {
     pub fn writes(&self) -> Vec<DeviceSlice> {
         match self {
             OpKind::Kernel(k) => k.writes().collect(),
+            OpKind::Custom(c) => c.0.writes.clone(),
             OpKind::H2d { dst, .. } | OpKind::D2d { dst, .. } | OpKind::Memset { dst, .. } => {
                 vec![*dst]
             }
@@ -137,7 +166,10 @@ impl OpKind {
     pub fn demand(&self, p: &DeviceProfile) -> u32 {
         let clamp = |want: u64, units: u32| want.clamp(1, units.max(1) as u64) as u32;
         match self {
-            OpKind::Kernel(Kernel::Matmul { m, n, .. }) => {
+            OpKind::Kernel(TypedKernel {
+                kernel: Kernel::Matmul { m, n, .. },
+                ..
+            }) => {
                 let tile = p.cube_tile.max(1) as u64;
                 let tiles = (*m as u64)
                     .div_ceil(tile)
@@ -148,6 +180,14 @@ impl OpKind {
                 k.bytes_moved().div_ceil(p.vector_tile_bytes.max(1)),
                 p.vector_units,
             ),
+            OpKind::Custom(c) => match c.0.unit() {
+                ComputeUnit::Cube => p.cube_units.max(1),
+                ComputeUnit::Vector => clamp(
+                    c.0.work().1.div_ceil(p.vector_tile_bytes.max(1)),
+                    p.vector_units,
+                ),
+                ComputeUnit::Copy | ComputeUnit::None => 1,
+            },
             OpKind::Memset { dst, .. } => {
                 clamp(dst.len.div_ceil(p.vector_tile_bytes.max(1)), p.vector_units)
             }
@@ -158,24 +198,29 @@ impl OpKind {
     /// Device time of the op under `profile`, in whole nanoseconds (rounded up).
     ///
     /// Kernels: `max(min_kernel_ns, flops / (unit peak × demand / units), bytes_moved / hbm)`,
-    /// so a kernel that gets only some of the units runs at their share of the peak; `Busy`:
-    /// exactly its duration; H2D/D2H: `len / pcie rate`; D2D: `2 * len / hbm`; memset:
+    /// with the unit's peak in the kernel's data type (`f32` or the 16-bit types), so a kernel
+    /// that gets only some of the units runs at their share of the peak; `Busy`: exactly its
+    /// duration; a user operator: its fixed duration, or the same formula as a kernel from its
+    /// declared flops and bytes (a cube operator demands every cube unit); H2D/D2H: `len / pcie rate`; D2D: `2 * len / hbm`; memset:
     /// `len / hbm`. Every op but `Busy` is at least `min_kernel_ns`. Memory bandwidth is not
     /// shared between concurrent ops (not modelled).
     pub fn duration_ns(&self, p: &DeviceProfile) -> u64 {
         let raw = match self {
-            OpKind::Kernel(Kernel::Busy { duration_ns }) => return *duration_ns,
+            OpKind::Kernel(TypedKernel {
+                kernel: Kernel::Busy { duration_ns },
+                ..
+            }) => return *duration_ns,
             OpKind::Kernel(k) => {
-                let (peak, units) = match k.unit() {
-                    ComputeUnit::Cube => (p.cube_flops_per_s, p.cube_units),
-                    _ => (p.vector_flops_per_s, p.vector_units),
-                };
-                let units = units.max(1) as u128;
-                let demand = self.demand(p) as u128;
-                // flops / (peak * demand / units) = flops * units / (peak * demand)
-                let share = (peak as u128 * demand / units).clamp(1, u64::MAX as u128) as u64;
-                ns_for(k.flops() as u128, share)
-                    .max(ns_for(k.bytes_moved() as u128, p.hbm_bytes_per_s))
+                let (peak, units) = unit_peak(p, k.unit(), k.dtype);
+                self.work_ns(p, peak, units, k.flops(), k.bytes_moved())
+            }
+            OpKind::Custom(c) => {
+                if let Some(ns) = c.0.fixed_ns() {
+                    return ns;
+                }
+                let (peak, units) = unit_peak(p, c.0.unit(), c.0.dtype);
+                let (flops, bytes) = c.0.work();
+                self.work_ns(p, peak, units, flops, bytes)
             }
             OpKind::H2d { dst, .. } => ns_for(dst.len as u128, p.h2d_bytes_per_s),
             OpKind::D2h { src, .. } => ns_for(src.len as u128, p.d2h_bytes_per_s),
@@ -183,6 +228,18 @@ impl OpKind {
             OpKind::Memset { dst, .. } => ns_for(dst.len as u128, p.hbm_bytes_per_s),
         };
         raw.max(p.min_kernel_ns)
+    }
+}
+
+impl OpKind {
+    /// `flops` at the share of `peak` the op's demand gets of `units`, or `bytes` at the HBM
+    /// rate, whichever takes longer.
+    fn work_ns(&self, p: &DeviceProfile, peak: u64, units: u32, flops: u64, bytes: u64) -> u64 {
+        let units = units.max(1) as u128;
+        let demand = self.demand(p) as u128;
+        // flops / (peak * demand / units) = flops * units / (peak * demand)
+        let share = (peak as u128 * demand / units).clamp(1, u64::MAX as u128) as u64;
+        ns_for(flops as u128, share).max(ns_for(bytes as u128, p.hbm_bytes_per_s))
     }
 }
 
@@ -204,17 +261,17 @@ mod tests {
         p.min_kernel_ns = 0;
         p.cube_units = 4;
         p.cube_tile = 10;
-        p.cube_flops_per_s = 4_000_000_000; // 1 flop per ns per unit
+        p.cube_f32_flops_per_s = 4_000_000_000; // 1 flop per ns per unit
         p.hbm_bytes_per_s = u64::MAX;
         let mm = |m: u32, n: u32| {
-            OpKind::Kernel(Kernel::Matmul {
+            OpKind::Kernel(TypedKernel::from(Kernel::Matmul {
                 a: s(0, 4 * m as u64 * 10),
                 b: s(0, 4 * 10 * n as u64),
                 c: s(0, 4 * m as u64 * n as u64),
                 m,
                 k: 10,
                 n,
-            })
+            }))
         };
         assert_eq!(mm(10, 10).demand(&p), 1);
         assert_eq!(
@@ -228,10 +285,10 @@ mod tests {
         p.vector_units = 3;
         p.vector_tile_bytes = 100;
         let fill = |len| {
-            OpKind::Kernel(Kernel::Fill {
+            OpKind::Kernel(TypedKernel::from(Kernel::Fill {
                 dst: s(0, len),
                 value: 0.0,
-            })
+            }))
         };
         assert_eq!(fill(100).demand(&p), 1);
         assert_eq!(fill(101).demand(&p), 2);
@@ -256,8 +313,8 @@ mod tests {
         p.min_kernel_ns = 10;
         p.cube_units = 1;
         p.vector_units = 1;
-        p.cube_flops_per_s = 1_000_000_000; // 1 flop per ns
-        p.vector_flops_per_s = 1_000_000_000;
+        p.cube_f32_flops_per_s = 1_000_000_000; // 1 flop per ns
+        p.vector_f32_flops_per_s = 1_000_000_000;
         p.hbm_bytes_per_s = 2_000_000_000; // 2 bytes per ns
         p.h2d_bytes_per_s = 1_000_000_000;
         p.d2h_bytes_per_s = 500_000_000;
@@ -269,16 +326,16 @@ mod tests {
             k: 10,
             n: 10,
         };
-        assert_eq!(OpKind::Kernel(mm).duration_ns(&p), 2000);
+        assert_eq!(OpKind::Kernel(mm.into()).duration_ns(&p), 2000);
         // add of 1000 f32: 1000 flops vs 12000 bytes / 2 = 6000 ns
         let add = Kernel::Add {
             a: s(0, 4000),
             b: s(4000, 4000),
             out: s(8000, 4000),
         };
-        assert_eq!(OpKind::Kernel(add).duration_ns(&p), 6000);
+        assert_eq!(OpKind::Kernel(add.into()).duration_ns(&p), 6000);
         assert_eq!(
-            OpKind::Kernel(Kernel::Busy { duration_ns: 3 }).duration_ns(&p),
+            OpKind::Kernel(TypedKernel::from(Kernel::Busy { duration_ns: 3 })).duration_ns(&p),
             3
         );
         assert_eq!(

@@ -13,11 +13,15 @@ pub struct DeviceProfile {
     /// Name shown in reports and timelines.
     pub name: String,
     /// Peak floating-point operations per second of all matrix ("cube") units together
-    /// (matmuls).
+    /// (matmuls) in the 16-bit types (`f16`, `bf16`).
     pub cube_flops_per_s: u64,
+    /// The same in `f32`.
+    pub cube_f32_flops_per_s: u64,
     /// Peak floating-point operations per second of all vector units together (element-wise
-    /// work, reductions).
+    /// work, reductions) in the 16-bit types.
     pub vector_flops_per_s: u64,
+    /// The same in `f32`.
+    pub vector_f32_flops_per_s: u64,
     /// Number of matrix units (capacity of the cube resource). A matmul demands one unit per
     /// `cube_tile × cube_tile` output tile, at most all of them, and runs at
     /// `cube_flops_per_s × demand / cube_units`. Zero is treated as one.
@@ -62,9 +66,16 @@ impl DeviceProfile {
             name: "ascend-910b".to_string(),
             // Huawei Ascend 910B spec sheets: ~313 TFLOPS FP16 on the cube (matrix) units.
             cube_flops_per_s: 313_000_000_000_000,
+            // Estimate: no official FP32 cube figure was found. The cube computes fractals of
+            // a fixed byte size (C0 = 32 bytes: 16 fp16 or 8 fp32 elements along K), so an
+            // fp32 matmul does half the multiply-adds per cycle of an fp16 one.
+            cube_f32_flops_per_s: 156_500_000_000_000,
             // Estimate: the vector units are commonly put at roughly 1/16 of cube throughput;
             // no official FP16 vector figure was found.
             vector_flops_per_s: 19_500_000_000_000,
+            // Estimate: the vector unit processes a fixed width in bytes per cycle (256 B:
+            // 128 fp16 or 64 fp32 lanes), so fp32 runs at half the fp16 rate.
+            vector_f32_flops_per_s: 9_750_000_000_000,
             // Ascend 910B2 (the 64 GB part): 24 AI cores, i.e. 24 cube cores (AIC), as listed
             // by `npu-smi info` and public Atlas 800T A2 descriptions; other 910B variants
             // have 20 to 25 (estimate for "a 910B").
@@ -112,8 +123,14 @@ impl DeviceProfile {
             name: "generic-gpu".to_string(),
             // NVIDIA A100 datasheet: 312 TFLOPS FP16 tensor core (dense).
             cube_flops_per_s: 312_000_000_000_000,
+            // NVIDIA A100 datasheet: 19.5 TFLOPS FP32 (PyTorch runs fp32 matmuls without TF32
+            // by default since 1.12, so on the CUDA cores).
+            cube_f32_flops_per_s: 19_500_000_000_000,
+            // NVIDIA A100 datasheet: 78 TFLOPS FP16 on the CUDA cores (non-tensor; the
+            // datasheet gives 39 TFLOPS for BF16, modelled at the FP16 rate).
+            vector_flops_per_s: 78_000_000_000_000,
             // NVIDIA A100 datasheet: 19.5 TFLOPS FP32 (non-tensor CUDA cores).
-            vector_flops_per_s: 19_500_000_000_000,
+            vector_f32_flops_per_s: 19_500_000_000_000,
             // NVIDIA A100 Tensor Core GPU architecture whitepaper: 108 SMs (each with 4
             // tensor cores); the SM is the unit a thread block occupies.
             cube_units: 108,

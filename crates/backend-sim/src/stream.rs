@@ -1,14 +1,17 @@
 //! [`SimStream`]: the hal stream.
 
+use crate::custom::SimCustom;
 use crate::device::{lock, same_device, Shared};
 use crate::event::SimEvent;
 use crate::graph::SimGraph;
-use crate::op::OpKind;
+use crate::op::{CustomKind, OpKind};
 use crate::SimBackend;
+use braid_stream_core::custom::CustomOp;
 use braid_stream_core::hal::{self, HalError};
-use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr, DeviceSlice};
 use std::fmt;
+use std::sync::Arc;
 
 /// A handle to one stream of a [`crate::SimDevice`]. Cloning gives another handle to the same
 /// stream.
@@ -45,8 +48,15 @@ impl SimStream {
 impl hal::Stream for SimStream {
     type B = SimBackend;
 
-    fn launch(&self, kernel: &Kernel, label: &str) -> Result<(), HalError> {
+    fn launch(&self, kernel: &TypedKernel, label: &str) -> Result<(), HalError> {
         self.submit(OpKind::Kernel(kernel.clone()), label)
+    }
+
+    fn launch_custom(&self, op: &CustomOp<SimBackend>) -> Result<(), HalError> {
+        op.validate()
+            .map_err(|e| HalError::InvalidArgument(e.to_string()))?;
+        let kind = OpKind::Custom(CustomKind(Arc::new(SimCustom::new(op))));
+        self.submit(kind, op.name())
     }
 
     unsafe fn memcpy_h2d(&self, dst: DevicePtr, src: *const u8, len: u64) -> Result<(), HalError> {

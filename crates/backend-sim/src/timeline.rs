@@ -51,6 +51,8 @@ pub struct SimStats {
     /// Data accesses (reads or writes) that fell outside every live allocation; they read zeros
     /// or were dropped. Always zero in timing-only mode, where no data is accessed.
     pub invalid_accesses: u64,
+    /// User operators whose host body panicked (they wrote nothing).
+    pub failed_ops: u64,
     /// Successful pinned host allocations (`alloc_host`).
     pub host_allocations: u64,
     /// Successful pinned host frees (`free_host`).

@@ -5,6 +5,7 @@ mod common;
 use braid_backend_sim::{SimConfig, SimDevice};
 use braid_stream_core::hal::{Device as _, Graph as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, EventFlags};
 use common::*;
 
@@ -20,20 +21,20 @@ fn capture_records_instead_of_running_and_replays_correctly_twice() {
     assert_eq!(s.capture_status().unwrap(), CaptureStatus::Active);
     let host = dev.host_time_ns();
     s.launch(
-        &Kernel::Scale {
+        &TypedKernel::from(&Kernel::Scale {
             src: slice(x, 4),
             dst: slice(y, 4),
             factor: 2.0,
-        },
+        }),
         "scale",
     )
     .unwrap();
     s.launch(
-        &Kernel::Add {
+        &TypedKernel::from(&Kernel::Add {
             a: slice(y, 4),
             b: slice(y, 4),
             out: slice(z, 4),
-        },
+        }),
         "add",
     )
     .unwrap();
@@ -98,12 +99,12 @@ fn graph_launch_costs_less_host_time_than_eager_launches() {
     };
     let t0 = dev.host_time_ns();
     for _ in 0..N {
-        s.launch(&k, "eager").unwrap();
+        s.launch(&TypedKernel::from(&k), "eager").unwrap();
     }
     let eager = dev.host_time_ns() - t0;
     s.begin_capture(CaptureMode::Global).unwrap();
     for _ in 0..N {
-        s.launch(&k, "captured").unwrap();
+        s.launch(&TypedKernel::from(&k), "captured").unwrap();
     }
     let g = s.end_capture().unwrap();
     let t1 = dev.host_time_ns();
@@ -124,7 +125,7 @@ fn multi_stream_capture_forks_and_joins() {
         dev.create_event(EventFlags::ORDERING).unwrap(),
     );
     s0.begin_capture(CaptureMode::Global).unwrap();
-    s0.launch(&busy(100), "A").unwrap();
+    s0.launch(&TypedKernel::from(&busy(100)), "A").unwrap();
     s0.record(&fork).unwrap();
     s1.wait(&fork).unwrap();
     assert_eq!(
@@ -132,11 +133,11 @@ fn multi_stream_capture_forks_and_joins() {
         CaptureStatus::Active,
         "waiting joins the capture"
     );
-    s1.launch(&busy(300), "B").unwrap();
-    s0.launch(&busy(200), "C").unwrap();
+    s1.launch(&TypedKernel::from(&busy(300)), "B").unwrap();
+    s0.launch(&TypedKernel::from(&busy(200)), "C").unwrap();
     s1.record(&join).unwrap();
     s0.wait(&join).unwrap();
-    s0.launch(&busy(50), "D").unwrap();
+    s0.launch(&TypedKernel::from(&busy(50)), "D").unwrap();
     assert!(
         s1.end_capture().is_err(),
         "only the origin ends the capture"
@@ -147,9 +148,10 @@ fn multi_stream_capture_forks_and_joins() {
     assert_eq!(deps, vec![vec![], vec![0], vec![0], vec![1, 2]]);
 
     let s2 = dev.create_stream(0).unwrap();
-    s2.launch(&busy(1000), "before").unwrap();
+    s2.launch(&TypedKernel::from(&busy(1000)), "before")
+        .unwrap();
     g.launch(&s2).unwrap();
-    s2.launch(&busy(10), "after").unwrap();
+    s2.launch(&TypedKernel::from(&busy(10)), "after").unwrap();
     let t = dev.timeline();
     let get = |l: &str| t.iter().find(|r| r.label == l).unwrap().clone();
     let (before, a, b, c, d, after) = (
@@ -203,14 +205,14 @@ fn graph_launched_into_a_capture_is_spliced_in() {
     let dev = unit_device();
     let s = dev.create_stream(0).unwrap();
     s.begin_capture(CaptureMode::Global).unwrap();
-    s.launch(&busy(10), "x").unwrap();
-    s.launch(&busy(10), "y").unwrap();
+    s.launch(&TypedKernel::from(&busy(10)), "x").unwrap();
+    s.launch(&TypedKernel::from(&busy(10)), "y").unwrap();
     let inner = s.end_capture().unwrap();
     s.begin_capture(CaptureMode::Global).unwrap();
-    s.launch(&busy(10), "first").unwrap();
+    s.launch(&TypedKernel::from(&busy(10)), "first").unwrap();
     inner.launch(&s).unwrap();
     inner.launch(&s).unwrap();
-    s.launch(&busy(10), "last").unwrap();
+    s.launch(&TypedKernel::from(&busy(10)), "last").unwrap();
     let outer = s.end_capture().unwrap();
     assert_eq!(outer.node_count(), 6);
     let deps: Vec<Vec<usize>> = outer.dependencies().into_iter().map(|(_, d)| d).collect();

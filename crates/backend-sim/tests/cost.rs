@@ -4,6 +4,7 @@
 use braid_backend_sim::{DeviceProfile, OpRecord, SimConfig, SimDevice, SimMode};
 use braid_stream_core::hal::{Device as _, Graph as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, DevicePtr, DeviceSlice};
 
 fn device(profile: DeviceProfile) -> SimDevice {
@@ -56,14 +57,15 @@ fn two_matmuls_that_fill_the_cube_take_twice_one() {
         let single = {
             let dev = device(p.clone());
             let s = dev.create_stream(0).unwrap();
-            s.launch(&matmul(&dev, 4096), "mm").unwrap();
+            s.launch(&TypedKernel::from(&matmul(&dev, 4096)), "mm")
+                .unwrap();
             op(&dev, "mm").duration_ns()
         };
         let dev = device(p.clone());
         let (s1, s2) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
         let (k1, k2) = (matmul(&dev, 4096), matmul(&dev, 4096));
-        s1.launch(&k1, "mm1").unwrap();
-        s2.launch(&k2, "mm2").unwrap();
+        s1.launch(&TypedKernel::from(&k1), "mm1").unwrap();
+        s2.launch(&TypedKernel::from(&k2), "mm2").unwrap();
         let (a, b) = (op(&dev, "mm1"), op(&dev, "mm2"));
         let span = a.end_ns.max(b.end_ns) - a.start_ns.min(b.start_ns);
         let ratio = span as f64 / single as f64;
@@ -83,14 +85,14 @@ fn small_matmuls_share_the_cube_units() {
             matmul_mkn(&dev, 384, 1 << 16, 384),
             matmul_mkn(&dev, 384, 1 << 16, 384),
         );
-        s1.launch(&k1, "mm1").unwrap();
-        s2.launch(&k2, "mm2").unwrap();
+        s1.launch(&TypedKernel::from(&k1), "mm1").unwrap();
+        s2.launch(&TypedKernel::from(&k2), "mm2").unwrap();
         let (a, b) = (op(&dev, "mm1"), op(&dev, "mm2"));
         assert!(overlap(&a, &b), "{}", p.name);
         assert_eq!(a.duration_ns(), b.duration_ns());
         // a matmul on 9 of the units runs at their share of the peak
         let flops = 2.0 * 384.0 * 65536.0 * 384.0;
-        let full = flops / p.cube_flops_per_s as f64 * 1e9;
+        let full = flops / p.cube_f32_flops_per_s as f64 * 1e9;
         let share = p.cube_units as f64 / 9.0;
         let ratio = a.duration_ns() as f64 / (full * share);
         assert!((0.99..1.01).contains(&ratio), "{}: {ratio}", p.name);
@@ -105,9 +107,12 @@ fn a_vector_op_and_a_copy_overlap_a_matmul() {
         let mm = matmul(&dev, 8192);
         let n = 16 << 20;
         let (x, y) = (f32s(&dev, n), f32s(&dev, n));
-        s[0].launch(&mm, "mm").unwrap();
-        s[1].launch(&Kernel::Add { a: x, b: x, out: y }, "vec")
-            .unwrap();
+        s[0].launch(&TypedKernel::from(&mm), "mm").unwrap();
+        s[1].launch(
+            &TypedKernel::from(&Kernel::Add { a: x, b: x, out: y }),
+            "vec",
+        )
+        .unwrap();
         let host = vec![0u8; 1 << 20];
         // SAFETY: timing-only mode never reads host memory; `host` outlives the device calls.
         unsafe { s[2].memcpy_h2d(x.ptr, host.as_ptr(), 1 << 20).unwrap() };
@@ -136,12 +141,12 @@ fn a_graph_launch_costs_far_less_host_time_than_eager_launches() {
         };
         let t0 = dev.host_time_ns();
         for _ in 0..N {
-            s.launch(&k, "eager").unwrap();
+            s.launch(&TypedKernel::from(&k), "eager").unwrap();
         }
         let eager = dev.host_time_ns() - t0;
         s.begin_capture(CaptureMode::Global).unwrap();
         for _ in 0..N {
-            s.launch(&k, "node").unwrap();
+            s.launch(&TypedKernel::from(&k), "node").unwrap();
         }
         let g = s.end_capture().unwrap();
         let t1 = dev.host_time_ns();

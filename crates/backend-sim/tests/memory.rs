@@ -5,6 +5,7 @@ mod common;
 use braid_backend_sim::{SimConfig, SimDevice, SimMode};
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
 use common::*;
 
@@ -61,10 +62,10 @@ fn out_of_memory_then_still_usable() {
     let b = dev.alloc(600 << 10).unwrap();
     let s = dev.create_stream(0).unwrap();
     s.launch(
-        &Kernel::Fill {
+        &TypedKernel::from(&Kernel::Fill {
             dst: DeviceSlice::new(b, 16),
             value: 4.0,
-        },
+        }),
         "fill",
     )
     .unwrap();
@@ -108,19 +109,19 @@ fn timing_only_mode_plans_huge_models_without_data() {
     let x = dev.alloc(8 << 30).unwrap();
     let whole = DeviceSlice::new(w, 48 << 30);
     s.launch(
-        &Kernel::Fill {
+        &TypedKernel::from(&Kernel::Fill {
             dst: whole,
             value: 1.0,
-        },
+        }),
         "init weights",
     )
     .unwrap();
     s.memcpy_d2d(x, w, 8 << 30).unwrap();
     s.launch(
-        &Kernel::ReduceSum {
+        &TypedKernel::from(&Kernel::ReduceSum {
             src: whole,
             dst: DeviceSlice::new(x, 4),
-        },
+        }),
         "sum",
     )
     .unwrap();
@@ -152,9 +153,9 @@ fn pinned_host_memory_round_trip_accounting_and_free_waits_for_copies() {
     // SAFETY: `host` is a live 16-byte pinned allocation nobody else touches yet.
     unsafe { std::ptr::copy_nonoverlapping([7u8; 16].as_ptr(), host.as_ptr(), 16) };
     s.launch(
-        &Kernel::Busy {
+        &TypedKernel::from(&Kernel::Busy {
             duration_ns: 1_000_000,
-        },
+        }),
         "busy",
     )
     .unwrap();

@@ -9,6 +9,7 @@ mod common;
 use braid_backend_sim::{DeviceProfile, SanitizerMode, SimConfig, SimDevice};
 use braid_stream_core::hal::{Device as _, HalError, PageRunError, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
 use common::*;
 
@@ -248,17 +249,17 @@ fn work_falling_due_during_a_run_sees_the_pages_mapped_so_far() {
         let base = dev.reserve_address(16 * MIB).unwrap().0;
         let target = DeviceSlice::new(DevicePtr(base + 3 * PAGE), 4);
         s.launch(
-            &Kernel::Busy {
+            &TypedKernel::from(&Kernel::Busy {
                 duration_ns: busy_ns,
-            },
+            }),
             "busy",
         )
         .unwrap();
         s.launch(
-            &Kernel::Fill {
+            &TypedKernel::from(&Kernel::Fill {
                 dst: target,
                 value: 7.0,
-            },
+            }),
             "fill",
         )
         .unwrap();

@@ -3,6 +3,7 @@
 use braid_backend_sim::{SimConfig, SimDevice, SimEvent, SimGraph, SimMode, SimStream};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, HalError, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, DevicePtr, DeviceSlice, EventFlags};
 use proptest::prelude::*;
 
@@ -164,7 +165,7 @@ impl World {
                         duration_ns: len * 1000,
                     },
                 };
-                let _ = s(stream).launch(&k, "k");
+                let _ = s(stream).launch(&TypedKernel::from(&k), "k");
             }
             Step::Copy {
                 stream,

@@ -4,6 +4,7 @@ mod common;
 
 use braid_stream_core::hal::{Device as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::EventFlags;
 use common::*;
 
@@ -15,12 +16,13 @@ fn run(wait: bool) -> f32 {
     let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let x = dev.alloc(N * 4).unwrap();
     let sum = dev.alloc(4).unwrap();
-    a.launch(&busy(1_000_000), "long").unwrap();
+    a.launch(&TypedKernel::from(&busy(1_000_000)), "long")
+        .unwrap();
     a.launch(
-        &Kernel::Fill {
+        &TypedKernel::from(&Kernel::Fill {
             dst: slice(x, N),
             value: 1.0,
-        },
+        }),
         "fill x",
     )
     .unwrap();
@@ -30,10 +32,10 @@ fn run(wait: bool) -> f32 {
         b.wait(&e).unwrap();
     }
     b.launch(
-        &Kernel::ReduceSum {
+        &TypedKernel::from(&Kernel::ReduceSum {
             src: slice(x, N),
             dst: slice(sum, 1),
-        },
+        }),
         "sum x",
     )
     .unwrap();
@@ -64,19 +66,19 @@ fn a_reader_that_starts_as_the_writer_ends_sees_the_write() {
     let x = dev.alloc(16).unwrap();
     let y = dev.alloc(16).unwrap();
     s.launch(
-        &Kernel::Fill {
+        &TypedKernel::from(&Kernel::Fill {
             dst: slice(x, 4),
             value: 3.0,
-        },
+        }),
         "w",
     )
     .unwrap();
     s.launch(
-        &Kernel::Scale {
+        &TypedKernel::from(&Kernel::Scale {
             src: slice(x, 4),
             dst: slice(y, 4),
             factor: 2.0,
-        },
+        }),
         "r",
     )
     .unwrap();

@@ -6,6 +6,7 @@ mod common;
 use braid_backend_sim::{RaceKind, SanitizerMode, SimConfig, SimDevice, SimMode};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, DevicePtr, DeviceSlice, EventFlags};
 use common::*;
 
@@ -43,14 +44,16 @@ fn a_missing_wait_is_a_read_write_race_naming_both_ops() {
         let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
         let x = dev.alloc(1024).unwrap();
         let out = dev.alloc(4).unwrap();
-        a.launch(&busy(10_000), "long").unwrap();
-        a.launch(&fill(x, 256), "fill x").unwrap();
+        a.launch(&TypedKernel::from(&busy(10_000)), "long").unwrap();
+        a.launch(&TypedKernel::from(&fill(x, 256)), "fill x")
+            .unwrap();
         if wait {
             let e = dev.create_event(EventFlags::ORDERING).unwrap();
             a.record(&e).unwrap();
             b.wait(&e).unwrap();
         }
-        b.launch(&sum(x, 256, out), "sum x").unwrap();
+        b.launch(&TypedKernel::from(&sum(x, 256, out)), "sum x")
+            .unwrap();
         let reports = dev.sanitizer_reports();
         if wait {
             assert!(reports.is_empty(), "{reports:?}");
@@ -89,10 +92,10 @@ fn write_write_races_and_same_stream_order() {
     let dev = device(SanitizerMode::Report);
     let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let x = dev.alloc(1024).unwrap();
-    a.launch(&fill(x, 256), "a1").unwrap();
-    a.launch(&fill(x, 256), "a2").unwrap();
+    a.launch(&TypedKernel::from(&fill(x, 256)), "a1").unwrap();
+    a.launch(&TypedKernel::from(&fill(x, 256)), "a2").unwrap();
     assert!(dev.sanitizer_reports().is_empty(), "stream order");
-    b.launch(&fill(x, 128), "b").unwrap();
+    b.launch(&TypedKernel::from(&fill(x, 128)), "b").unwrap();
     let r = dev.sanitizer_reports();
     assert_eq!(kinds(&dev), vec![RaceKind::WriteWrite]);
     assert_eq!(r[0].range, DeviceSlice::new(x, 512));
@@ -102,8 +105,10 @@ fn write_write_races_and_same_stream_order() {
     let (o1, o2) = (dev.alloc(4).unwrap(), dev.alloc(4).unwrap());
     dev.synchronize().unwrap();
     dev.clear_sanitizer_reports();
-    a.launch(&sum(y, 256, o1), "r1").unwrap();
-    b.launch(&sum(y, 256, o2), "r2").unwrap();
+    a.launch(&TypedKernel::from(&sum(y, 256, o1)), "r1")
+        .unwrap();
+    b.launch(&TypedKernel::from(&sum(y, 256, o2)), "r2")
+        .unwrap();
     assert!(dev.sanitizer_reports().is_empty());
 }
 
@@ -114,26 +119,26 @@ fn host_synchronization_orders_later_work() {
     let x = dev.alloc(1024).unwrap();
     let o = dev.alloc(4).unwrap();
     // stream synchronize
-    a.launch(&fill(x, 256), "w").unwrap();
+    a.launch(&TypedKernel::from(&fill(x, 256)), "w").unwrap();
     a.synchronize().unwrap();
-    b.launch(&sum(x, 256, o), "r").unwrap();
+    b.launch(&TypedKernel::from(&sum(x, 256, o)), "r").unwrap();
     // event synchronize
-    b.launch(&fill(x, 256), "w2").unwrap();
+    b.launch(&TypedKernel::from(&fill(x, 256)), "w2").unwrap();
     let e = dev.create_event(EventFlags::ORDERING).unwrap();
     b.record(&e).unwrap();
     e.synchronize().unwrap();
-    a.launch(&fill(x, 256), "w3").unwrap();
+    a.launch(&TypedKernel::from(&fill(x, 256)), "w3").unwrap();
     // a successful query
     while !a.query().unwrap() {}
-    b.launch(&fill(x, 256), "w4").unwrap();
+    b.launch(&TypedKernel::from(&fill(x, 256)), "w4").unwrap();
     // an unsuccessful query orders nothing
     assert!(!b.query().unwrap());
-    a.launch(&fill(x, 256), "w5").unwrap();
+    a.launch(&TypedKernel::from(&fill(x, 256)), "w5").unwrap();
     assert_eq!(kinds(&dev), vec![RaceKind::WriteWrite]);
     assert_eq!(dev.sanitizer_reports()[0].second.label, "w5");
     // device synchronize
     dev.synchronize().unwrap();
-    b.launch(&fill(x, 256), "w6").unwrap();
+    b.launch(&TypedKernel::from(&fill(x, 256)), "w6").unwrap();
     assert_eq!(dev.sanitizer_report_count(), 1);
 }
 
@@ -142,7 +147,8 @@ fn freeing_a_segment_in_use_and_using_freed_memory() {
     let dev = device(SanitizerMode::Report);
     let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let x = dev.alloc(1024).unwrap();
-    a.launch(&fill(x, 256), "pending").unwrap();
+    a.launch(&TypedKernel::from(&fill(x, 256)), "pending")
+        .unwrap();
     // SAFETY: the simulator never dereferences device addresses; the misuse is the point.
     unsafe { dev.free(x).unwrap() };
     let r = dev.sanitizer_reports();
@@ -150,19 +156,21 @@ fn freeing_a_segment_in_use_and_using_freed_memory() {
     assert_eq!(r[0].second.stream, None, "the host freed it");
     assert_eq!(r[0].first.as_ref().unwrap().label, "pending");
     dev.clear_sanitizer_reports();
-    b.launch(&fill(x, 16), "late").unwrap();
+    b.launch(&TypedKernel::from(&fill(x, 16)), "late").unwrap();
     let r = dev.sanitizer_reports();
     assert_eq!(kinds(&dev), vec![RaceKind::UseAfterFree]);
     assert_eq!(r[0].first.as_ref().unwrap().label, "free");
     dev.clear_sanitizer_reports();
-    b.launch(&fill(DevicePtr(0x10), 4), "wild").unwrap();
+    b.launch(&TypedKernel::from(&fill(DevicePtr(0x10), 4)), "wild")
+        .unwrap();
     let r = dev.sanitizer_reports();
     assert_eq!(kinds(&dev), vec![RaceKind::OutOfBounds]);
     assert!(r[0].first.is_none());
     dev.clear_sanitizer_reports();
     // past the end of a live segment
     let y = dev.alloc(64).unwrap();
-    b.launch(&fill(y, 17), "overrun").unwrap();
+    b.launch(&TypedKernel::from(&fill(y, 17)), "overrun")
+        .unwrap();
     assert_eq!(kinds(&dev), vec![RaceKind::OutOfBounds]);
     dev.clear_sanitizer_reports();
     // a synchronized free is fine
@@ -181,12 +189,15 @@ fn block_reuse(wait: bool) -> Vec<RaceKind> {
     let out = dev.alloc(4).unwrap();
     let block = DeviceSlice::new(seg, 1024);
     dev.sanitizer_note_alloc(block, o.index()).unwrap();
-    o.launch(&fill(seg, 256), "init").unwrap();
+    o.launch(&TypedKernel::from(&fill(seg, 256)), "init")
+        .unwrap();
     let e = dev.create_event(EventFlags::ORDERING).unwrap();
     o.record(&e).unwrap();
     u.wait(&e).unwrap();
-    u.launch(&busy(100_000), "slow").unwrap();
-    u.launch(&sum(seg, 256, out), "user reads").unwrap();
+    u.launch(&TypedKernel::from(&busy(100_000)), "slow")
+        .unwrap();
+    u.launch(&TypedKernel::from(&sum(seg, 256, out)), "user reads")
+        .unwrap();
     if wait {
         let done = dev.create_event(EventFlags::ORDERING).unwrap();
         u.record(&done).unwrap();
@@ -194,7 +205,8 @@ fn block_reuse(wait: bool) -> Vec<RaceKind> {
     }
     dev.sanitizer_note_free(block, o.index()).unwrap();
     dev.sanitizer_note_alloc(block, o.index()).unwrap();
-    o.launch(&fill(seg, 256), "new owner writes").unwrap();
+    o.launch(&TypedKernel::from(&fill(seg, 256)), "new owner writes")
+        .unwrap();
     kinds(&dev)
 }
 
@@ -210,7 +222,8 @@ fn block_notes_define_what_is_live() {
     let s = dev.create_stream(0).unwrap();
     let seg = dev.alloc(4096).unwrap();
     // before any note the whole segment is live
-    s.launch(&fill(seg, 1024), "whole").unwrap();
+    s.launch(&TypedKernel::from(&fill(seg, 1024)), "whole")
+        .unwrap();
     assert!(dev.sanitizer_reports().is_empty());
     let block = DeviceSlice::new(seg, 1024);
     dev.sanitizer_note_alloc(block, s.index()).unwrap();
@@ -221,15 +234,20 @@ fn block_notes_define_what_is_live() {
     assert!(dev
         .sanitizer_note_alloc(DeviceSlice::new(DevicePtr(8), 8), 0)
         .is_err());
-    s.launch(&fill(seg, 256), "in block").unwrap();
-    assert!(dev.sanitizer_reports().is_empty());
-    s.launch(&fill(DevicePtr(seg.0 + 1024), 4), "outside blocks")
+    s.launch(&TypedKernel::from(&fill(seg, 256)), "in block")
         .unwrap();
+    assert!(dev.sanitizer_reports().is_empty());
+    s.launch(
+        &TypedKernel::from(&fill(DevicePtr(seg.0 + 1024), 4)),
+        "outside blocks",
+    )
+    .unwrap();
     assert_eq!(kinds(&dev), vec![RaceKind::OutOfBounds]);
     dev.clear_sanitizer_reports();
     dev.sanitizer_note_free(block, s.index()).unwrap();
     assert!(dev.sanitizer_note_free(block, s.index()).is_err());
-    s.launch(&fill(seg, 4), "after free").unwrap();
+    s.launch(&TypedKernel::from(&fill(seg, 4)), "after free")
+        .unwrap();
     assert_eq!(kinds(&dev), vec![RaceKind::UseAfterFree]);
 }
 
@@ -238,9 +256,11 @@ fn abort_mode_refuses_the_offending_call() {
     let dev = device(SanitizerMode::Abort);
     let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let x = dev.alloc(1024).unwrap();
-    a.launch(&fill(x, 256), "w").unwrap();
+    a.launch(&TypedKernel::from(&fill(x, 256)), "w").unwrap();
     let ops = dev.stats().ops_executed;
-    let err = b.launch(&fill(x, 256), "racy").unwrap_err();
+    let err = b
+        .launch(&TypedKernel::from(&fill(x, 256)), "racy")
+        .unwrap_err();
     assert!(
         err.to_string().contains("sanitizer: write-write race"),
         "{err}"
@@ -251,7 +271,8 @@ fn abort_mode_refuses_the_offending_call() {
     let e = dev.create_event(EventFlags::ORDERING).unwrap();
     a.record(&e).unwrap();
     b.wait(&e).unwrap();
-    b.launch(&fill(x, 256), "ordered").unwrap();
+    b.launch(&TypedKernel::from(&fill(x, 256)), "ordered")
+        .unwrap();
     // freeing while in use is refused too
     // SAFETY: the simulator never dereferences device addresses; the misuse is the point.
     let err = unsafe { dev.free(x) }.unwrap_err();
@@ -266,8 +287,8 @@ fn off_mode_reports_nothing() {
     let dev = device(SanitizerMode::Off);
     let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let x = dev.alloc(1024).unwrap();
-    a.launch(&fill(x, 256), "w").unwrap();
-    b.launch(&fill(x, 256), "racy").unwrap();
+    a.launch(&TypedKernel::from(&fill(x, 256)), "w").unwrap();
+    b.launch(&TypedKernel::from(&fill(x, 256)), "racy").unwrap();
     assert!(dev.sanitizer_reports().is_empty());
 }
 
@@ -276,8 +297,10 @@ fn timing_only_mode_is_checked_too() {
     let dev = SimDevice::new(SimConfig::new().mode(SimMode::TimingOnly));
     let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let x = dev.alloc(1 << 30).unwrap();
-    a.launch(&fill(x, 1 << 28), "w").unwrap();
-    b.launch(&fill(x, 1 << 28), "racy").unwrap();
+    a.launch(&TypedKernel::from(&fill(x, 1 << 28)), "w")
+        .unwrap();
+    b.launch(&TypedKernel::from(&fill(x, 1 << 28)), "racy")
+        .unwrap();
     assert_eq!(kinds(&dev), vec![RaceKind::WriteWrite]);
 }
 
@@ -294,16 +317,17 @@ fn graph_replays_are_checked_like_eager_work() {
     let o = dev.alloc(4).unwrap();
     // a graph: s writes x, forks to t which reads x and writes y, joined back
     s.begin_capture(CaptureMode::Global).unwrap();
-    s.launch(&fill(x, 256), "g: fill x").unwrap();
+    s.launch(&TypedKernel::from(&fill(x, 256)), "g: fill x")
+        .unwrap();
     let fork = dev.create_event(EventFlags::ORDERING).unwrap();
     s.record(&fork).unwrap();
     t.wait(&fork).unwrap();
     t.launch(
-        &Kernel::Scale {
+        &TypedKernel::from(&Kernel::Scale {
             src: slice(x, 256),
             dst: slice(y, 256),
             factor: 2.0,
-        },
+        }),
         "g: scale",
     )
     .unwrap();
@@ -320,7 +344,8 @@ fn graph_replays_are_checked_like_eager_work() {
         dev.sanitizer_reports()
     );
     // reading y on another stream after the replay, without waiting: a race with the node
-    s.launch(&sum(y, 256, o), "eager read").unwrap();
+    s.launch(&TypedKernel::from(&sum(y, 256, o)), "eager read")
+        .unwrap();
     let r = dev.sanitizer_reports();
     assert_eq!(kinds(&dev), vec![RaceKind::ReadWrite]);
     let first = r[0].first.as_ref().unwrap();
@@ -331,8 +356,10 @@ fn graph_replays_are_checked_like_eager_work() {
     let fork = dev.create_event(EventFlags::ORDERING).unwrap();
     s.record(&fork).unwrap();
     t.wait(&fork).unwrap();
-    s.launch(&fill(x, 256), "branch 1").unwrap();
-    t.launch(&fill(x, 256), "branch 2").unwrap();
+    s.launch(&TypedKernel::from(&fill(x, 256)), "branch 1")
+        .unwrap();
+    t.launch(&TypedKernel::from(&fill(x, 256)), "branch 2")
+        .unwrap();
     let join = dev.create_event(EventFlags::ORDERING).unwrap();
     t.record(&join).unwrap();
     s.wait(&join).unwrap();
@@ -351,16 +378,20 @@ fn hal_sub_allocation_notes_reach_the_sanitizer() {
     let out = dev.alloc(4).unwrap();
     let block = DeviceSlice::new(seg, 1024);
     HalDevice::note_sub_alloc(&dev, block, &o).unwrap();
-    o.launch(&fill(seg, 256), "init").unwrap();
+    o.launch(&TypedKernel::from(&fill(seg, 256)), "init")
+        .unwrap();
     let e = dev.create_event(EventFlags::ORDERING).unwrap();
     o.record(&e).unwrap();
     u.wait(&e).unwrap();
-    u.launch(&busy(100_000), "slow").unwrap();
-    u.launch(&sum(seg, 256, out), "user reads").unwrap();
+    u.launch(&TypedKernel::from(&busy(100_000)), "slow")
+        .unwrap();
+    u.launch(&TypedKernel::from(&sum(seg, 256, out)), "user reads")
+        .unwrap();
     // Taken back and handed out again on `o` without ordering after the user's read.
     HalDevice::note_sub_free(&dev, block, &o).unwrap();
     HalDevice::note_sub_alloc(&dev, block, &o).unwrap();
-    o.launch(&fill(seg, 256), "new owner writes").unwrap();
+    o.launch(&TypedKernel::from(&fill(seg, 256)), "new owner writes")
+        .unwrap();
     assert_eq!(kinds(&dev), vec![RaceKind::UseAfterFree]);
     assert!(
         HalDevice::note_sub_free(&dev, DeviceSlice::new(seg, 512), &o).is_err(),

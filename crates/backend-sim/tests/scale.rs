@@ -9,6 +9,7 @@
 use braid_backend_sim::{SimConfig, SimDevice, SimMode};
 use braid_stream_core::hal::{Device as _, Event as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{DeviceSlice, EventFlags};
 
 const MIB: u64 = 1 << 20;
@@ -85,10 +86,10 @@ fn llama_2_7b_layout_in_timing_only_mode_stays_under_200_mib() {
     for step in 0..steps {
         compute
             .launch(
-                &Kernel::ReduceSum {
+                &TypedKernel::from(&Kernel::ReduceSum {
                     src: DeviceSlice::new(embed.ptr, 4096 * 4),
                     dst: tokens,
-                },
+                }),
                 "embed",
             )
             .unwrap();
@@ -96,25 +97,27 @@ fn llama_2_7b_layout_in_timing_only_mode_stays_under_200_mib() {
             for n in norms {
                 compute
                     .launch(
-                        &Kernel::Scale {
+                        &TypedKernel::from(&Kernel::Scale {
                             src: *n,
                             dst: DeviceSlice::new(x.ptr, n.len),
                             factor: 1.0,
-                        },
+                        }),
                         "rmsnorm",
                     )
                     .unwrap();
             }
             for w in proj.iter().chain(ffn) {
-                compute.launch(&gemv(x, *w, out), "gemv").unwrap();
+                compute
+                    .launch(&TypedKernel::from(&gemv(x, *w, out)), "gemv")
+                    .unwrap();
             }
             let kv_read = DeviceSlice::new(kv[i].ptr, (step + 1) * 512 * 1024);
             compute
                 .launch(
-                    &Kernel::ReduceSum {
+                    &TypedKernel::from(&Kernel::ReduceSum {
                         src: kv_read,
                         dst: attn,
-                    },
+                    }),
                     "attention",
                 )
                 .unwrap();
@@ -122,10 +125,10 @@ fn llama_2_7b_layout_in_timing_only_mode_stays_under_200_mib() {
             compute.record(&ready).unwrap();
             side.wait(&ready).unwrap();
             side.launch(
-                &Kernel::ReduceSum {
+                &TypedKernel::from(&Kernel::ReduceSum {
                     src: proj[0],
                     dst: tokens,
-                },
+                }),
                 "prefetch",
             )
             .unwrap_or_else(|e| panic!("{e}"));
@@ -133,7 +136,9 @@ fn llama_2_7b_layout_in_timing_only_mode_stays_under_200_mib() {
             side.record(&done).unwrap();
             compute.wait(&done).unwrap();
         }
-        compute.launch(&gemv(x, lm_head, out), "lm_head").unwrap();
+        compute
+            .launch(&TypedKernel::from(&gemv(x, lm_head, out)), "lm_head")
+            .unwrap();
         compute.synchronize().unwrap();
         let _ = dev.create_event(EventFlags::ORDERING).unwrap().query();
     }

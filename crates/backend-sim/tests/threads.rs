@@ -4,6 +4,7 @@ mod common;
 
 use braid_stream_core::hal::{Device as _, Event as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::EventFlags;
 use common::*;
 use std::sync::Arc;
@@ -20,10 +21,10 @@ fn four_threads_two_hundred_ops_each() {
                 let s = dev.create_stream(0).unwrap();
                 let x = dev.alloc(256).unwrap();
                 s.launch(
-                    &Kernel::Fill {
+                    &TypedKernel::from(&Kernel::Fill {
                         dst: slice(x, 64),
                         value: 0.0,
-                    },
+                    }),
                     "zero",
                 )
                 .unwrap();
@@ -36,21 +37,21 @@ fn four_threads_two_hundred_ops_each() {
                         }
                         _ => s
                             .launch(
-                                &Kernel::Add {
+                                &TypedKernel::from(&Kernel::Add {
                                     a: slice(x, 64),
                                     b: slice(x, 64),
                                     out: slice(x, 64),
-                                },
+                                }),
                                 "double",
                             )
                             .unwrap(),
                     }
                 }
                 s.launch(
-                    &Kernel::Fill {
+                    &TypedKernel::from(&Kernel::Fill {
                         dst: slice(x, 64),
                         value: t as f32,
-                    },
+                    }),
                     "mark",
                 )
                 .unwrap();

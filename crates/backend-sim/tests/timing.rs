@@ -5,6 +5,7 @@ mod common;
 use braid_backend_sim::{ComputeUnit, OpRecord, SimConfig, SimDevice, SimMode};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, DeviceSlice, EventFlags};
 use common::*;
 
@@ -44,7 +45,7 @@ fn host_clock_charges_each_call() {
     assert_eq!(dev.host_time_ns(), 0);
     let s = dev.create_stream(0).unwrap(); // cheap call: 1
     assert_eq!(dev.host_time_ns(), 1);
-    s.launch(&busy(1000), "b").unwrap(); // eager: 10, runs 11..1011
+    s.launch(&TypedKernel::from(&busy(1000)), "b").unwrap(); // eager: 10, runs 11..1011
     assert_eq!(dev.host_time_ns(), 11);
     assert_eq!(by_label(&dev, "b").start_ns, 11);
     assert!(!s.query().unwrap()); // 12
@@ -60,8 +61,8 @@ fn host_clock_charges_each_call() {
 fn stream_is_fifo_and_busy_polling_terminates() {
     let dev = unit_device();
     let s = dev.create_stream(0).unwrap();
-    s.launch(&busy(5_000), "first").unwrap();
-    s.launch(&busy(10), "second").unwrap();
+    s.launch(&TypedKernel::from(&busy(5_000)), "first").unwrap();
+    s.launch(&TypedKernel::from(&busy(10)), "second").unwrap();
     let (first, second) = (by_label(&dev, "first"), by_label(&dev, "second"));
     assert_eq!(second.start_ns, first.end_ns);
     let mut polls = 0;
@@ -82,17 +83,20 @@ fn event_wait_orders_other_stream() {
     // waiting on a never-recorded event is a no-op, and it counts as complete
     s2.wait(&e).unwrap();
     assert!(e.query().unwrap());
-    s1.launch(&busy(1000), "producer").unwrap();
+    s1.launch(&TypedKernel::from(&busy(1000)), "producer")
+        .unwrap();
     s1.record(&e).unwrap();
     assert!(!e.query().unwrap());
     s2.wait(&e).unwrap();
-    s2.launch(&busy(10), "consumer").unwrap();
-    s2.launch(&busy(10), "unordered").unwrap();
+    s2.launch(&TypedKernel::from(&busy(10)), "consumer")
+        .unwrap();
+    s2.launch(&TypedKernel::from(&busy(10)), "unordered")
+        .unwrap();
     let (p, c) = (by_label(&dev, "producer"), by_label(&dev, "consumer"));
     assert_eq!(c.start_ns, p.end_ns);
     // without the wait the other stream starts right away
     let s3 = dev.create_stream(0).unwrap();
-    s3.launch(&busy(10), "free").unwrap();
+    s3.launch(&TypedKernel::from(&busy(10)), "free").unwrap();
     assert!(by_label(&dev, "free").start_ns < p.end_ns);
     e.synchronize().unwrap();
     assert!(dev.host_time_ns() > p.end_ns);
@@ -108,8 +112,11 @@ fn device_synchronize_waits_for_every_stream() {
     let dev = unit_device();
     let streams: Vec<_> = (0..3).map(|_| dev.create_stream(0).unwrap()).collect();
     for (i, s) in streams.iter().enumerate() {
-        s.launch(&busy(1000 * (i as u64 + 1)), &format!("w{i}"))
-            .unwrap();
+        s.launch(
+            &TypedKernel::from(&busy(1000 * (i as u64 + 1))),
+            &format!("w{i}"),
+        )
+        .unwrap();
     }
     dev.synchronize().unwrap();
     assert_eq!(dev.host_time_ns(), by_label(&dev, "w2").end_ns + 1);
@@ -123,11 +130,11 @@ fn matmuls_serialize_on_the_cube_while_vector_and_copy_overlap() {
     let x = dev.alloc(100_000).unwrap();
     let y = dev.alloc(100_000).unwrap();
     let s: Vec<_> = (0..5).map(|_| dev.create_stream(0).unwrap()).collect();
-    s[0].launch(&mm1, "mm1").unwrap();
-    s[1].launch(&mm2, "mm2").unwrap();
-    s[2].launch(&v, "vec").unwrap();
+    s[0].launch(&TypedKernel::from(&mm1), "mm1").unwrap();
+    s[1].launch(&TypedKernel::from(&mm2), "mm2").unwrap();
+    s[2].launch(&TypedKernel::from(&v), "vec").unwrap();
     s[3].memcpy_d2d(y, x, 10_000).unwrap();
-    s[4].launch(&v2, "vec2").unwrap();
+    s[4].launch(&TypedKernel::from(&v2), "vec2").unwrap();
     let (a, b, vec, vec2) = (
         by_label(&dev, "mm1"),
         by_label(&dev, "mm2"),
@@ -171,7 +178,8 @@ fn elapsed_time_between_timing_events() {
     let plain = dev.create_event(EventFlags::ORDERING).unwrap();
     assert!(start.elapsed_ms(&end).is_err(), "never recorded");
     s.record(&start).unwrap();
-    s.launch(&busy(2_000_000), "2ms").unwrap();
+    s.launch(&TypedKernel::from(&busy(2_000_000)), "2ms")
+        .unwrap();
     s.record(&end).unwrap();
     s.record(&plain).unwrap();
     let err = start.elapsed_ms(&end).unwrap_err();
@@ -199,22 +207,22 @@ fn program(mode: SimMode) -> (Vec<OpRecord>, u64) {
     for round in 0..5 {
         for (i, s) in streams.iter().enumerate() {
             s.launch(
-                &Kernel::Fill {
+                &TypedKernel::from(&Kernel::Fill {
                     dst: whole(i),
                     value: round as f32,
-                },
+                }),
                 "fill",
             )
             .unwrap();
             s.launch(
-                &Kernel::Matmul {
+                &TypedKernel::from(&Kernel::Matmul {
                     a: whole(i),
                     b: whole((i + 1) % 4),
                     c: whole(4 + i % 2),
                     m: 64,
                     k: 64,
                     n: 64,
-                },
+                }),
                 "mm",
             )
             .unwrap();
@@ -226,15 +234,16 @@ fn program(mode: SimMode) -> (Vec<OpRecord>, u64) {
     let cap = &streams[1];
     cap.begin_capture(CaptureMode::Global).unwrap();
     cap.launch(
-        &Kernel::Scale {
+        &TypedKernel::from(&Kernel::Scale {
             src: whole(0),
             dst: whole(1),
             factor: 2.0,
-        },
+        }),
         "g-scale",
     )
     .unwrap();
-    cap.launch(&busy(777), "g-busy").unwrap();
+    cap.launch(&TypedKernel::from(&busy(777)), "g-busy")
+        .unwrap();
     let g = cap.end_capture().unwrap();
     g.launch(&streams[2]).unwrap();
     g.launch(&streams[3]).unwrap();
@@ -259,7 +268,7 @@ fn same_program_same_timeline() {
 fn timeline_can_be_turned_off() {
     let dev = SimDevice::new(SimConfig::new().record_timeline(false));
     let s = dev.create_stream(0).unwrap();
-    s.launch(&busy(10), "x").unwrap();
+    s.launch(&TypedKernel::from(&busy(10)), "x").unwrap();
     assert!(dev.timeline().is_empty());
     assert_eq!(dev.stats().ops_executed, 1);
     assert!(dev.makespan_ns() > 0);

@@ -4,6 +4,7 @@ mod common;
 
 use braid_stream_core::hal::{Device as _, Graph as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, DeviceSlice, EventFlags};
 use common::*;
 use serde_json::Value;
@@ -15,21 +16,21 @@ fn trace_has_tracks_slices_flows_and_counters() {
     let x = dev.alloc(1024).unwrap();
     dev.sanitizer_note_alloc(DeviceSlice::new(x, 512), a.index())
         .unwrap();
-    a.launch(&busy(1000), "spin").unwrap();
+    a.launch(&TypedKernel::from(&busy(1000)), "spin").unwrap();
     a.launch(
-        &Kernel::Fill {
+        &TypedKernel::from(&Kernel::Fill {
             dst: slice(x, 128),
             value: 1.0,
-        },
+        }),
         "fill x",
     )
     .unwrap();
     let e = dev.create_event(EventFlags::ORDERING).unwrap();
     a.record(&e).unwrap();
     b.wait(&e).unwrap();
-    b.launch(&busy(10), "after").unwrap();
+    b.launch(&TypedKernel::from(&busy(10)), "after").unwrap();
     b.begin_capture(CaptureMode::Global).unwrap();
-    b.launch(&busy(5), "node").unwrap();
+    b.launch(&TypedKernel::from(&busy(5)), "node").unwrap();
     let g = b.end_capture().unwrap();
     g.launch(&b).unwrap();
     dev.synchronize().unwrap();

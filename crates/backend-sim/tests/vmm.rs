@@ -6,6 +6,7 @@ mod common;
 use braid_backend_sim::{RaceKind, SanitizerMode, SimConfig, SimDevice};
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
 use common::*;
 
@@ -92,10 +93,10 @@ fn data_crosses_adjacent_mappings_and_unmapped_memory_is_invalid() {
     assert_eq!(dev.stats().invalid_accesses, 0);
     // past the mapped end: invalid, like out of bounds
     s.launch(
-        &Kernel::Fill {
+        &TypedKernel::from(&Kernel::Fill {
             dst: DeviceSlice::new(DevicePtr(base.0 + 4 * MIB - 4), 8),
             value: 1.0,
-        },
+        }),
         "past the mapping",
     )
     .unwrap();
@@ -129,10 +130,10 @@ fn only_declared_blocks_of_a_reservation_are_live_to_the_sanitizer() {
     let block = DeviceSlice::new(DevicePtr(base.0 + 2 * MIB - 512), 1024);
     dev.sanitizer_note_alloc(block, s.index()).unwrap();
     s.launch(
-        &Kernel::Fill {
+        &TypedKernel::from(&Kernel::Fill {
             dst: block,
             value: 1.0,
-        },
+        }),
         "fill",
     )
     .unwrap();
@@ -140,10 +141,10 @@ fn only_declared_blocks_of_a_reservation_are_live_to_the_sanitizer() {
     s.synchronize().unwrap();
     assert!(dev.sanitizer_reports().is_empty());
     s.launch(
-        &Kernel::Fill {
+        &TypedKernel::from(&Kernel::Fill {
             dst: block,
             value: 2.0,
-        },
+        }),
         "after free",
     )
     .unwrap();

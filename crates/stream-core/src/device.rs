@@ -105,15 +105,7 @@ impl<B: Backend> Device<B> {
     /// Creates a stream with `priority` (smaller is higher; 0 is normal).
     pub fn create_stream(&self, priority: Priority) -> Result<Stream<B>> {
         let hal = self.inner.hal.create_stream(priority)?;
-        let mut st = self.inner.lock();
-        let id = StreamId(st.next_stream_id);
-        st.next_stream_id += 1;
-        let inner = Arc::new(StreamInner::new(id, priority, None, hal));
-        st.streams.retain(|_, weak| weak.strong_count() > 0);
-        st.streams.insert(id, Arc::downgrade(&inner));
-        drop(st);
-        tracing::debug!(stream = id.0, priority, "stream created");
-        Ok(Stream::from_parts(self.clone(), inner))
+        Ok(self.register_stream(hal, priority, "stream created"))
     }
 
     /// The live stream with id `id` (the default stream for `StreamId(0)`); `None` once every
@@ -138,6 +130,42 @@ impl<B: Backend> Device<B> {
             self.clone(),
             Arc::new(EventInner::new(hal, flags, None)),
         ))
+    }
+
+    /// Gives braid a backend stream created by other code (on ACL,
+    /// `AclDevice::wrap_stream` of torch_npu's current stream, say): it becomes a stream of
+    /// this device with its own id, in the ordering model like any other.
+    ///
+    /// Ordering contract: braid knows only the work submitted through it. Work other code
+    /// enqueues on the same native stream runs in stream order with braid's, but the model
+    /// (and so the allocator's reuse decisions) does not see it until
+    /// [`Stream::note_foreign_work`] gives it a position and its ranges. Record braid events
+    /// after such work, or note it, before freeing memory it uses.
+    pub fn adopt_stream(&self, hal: B::Stream, priority: Priority) -> Stream<B> {
+        self.register_stream(hal, priority, "foreign stream adopted")
+    }
+
+    /// Gives a backend stream the next id and registers it.
+    fn register_stream(&self, hal: B::Stream, priority: Priority, what: &str) -> Stream<B> {
+        let mut st = self.inner.lock();
+        let id = StreamId(st.next_stream_id);
+        st.next_stream_id += 1;
+        let inner = Arc::new(StreamInner::new(id, priority, None, hal));
+        st.streams.retain(|_, weak| weak.strong_count() > 0);
+        st.streams.insert(id, Arc::downgrade(&inner));
+        drop(st);
+        tracing::debug!(stream = id.0, priority, "{what}");
+        Stream::from_parts(self.clone(), inner)
+    }
+
+    /// Gives braid a backend event created by other code (on ACL, `AclDevice::wrap_event`).
+    /// Records made through braid carry the ordering model as for any event; a record other
+    /// code made is outside it, so a stream waiting on the event before braid recorded it
+    /// waits in the backend but learns nothing in the model.
+    pub fn adopt_event(&self, hal: B::Event, flags: EventFlags) -> Event<B> {
+        let mut inner = EventInner::new(hal, flags, None);
+        inner.foreign = true;
+        Event::from_parts(self.clone(), Arc::new(inner))
     }
 
     /// Blocks until all work on all streams is done. Refused while a capture forbids it.

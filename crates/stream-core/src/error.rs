@@ -1,7 +1,9 @@
 //! The front layer's typed errors.
 
+use crate::custom::OpError;
 use crate::hal::HalError;
 use crate::kernel::KernelError;
+use crate::types::DeviceSlice;
 use crate::types::StreamId;
 
 /// Everything the front layer can refuse or report. After any of these the device, its streams
@@ -14,6 +16,19 @@ pub enum Error {
     /// A kernel's declared ranges do not fit its shape.
     #[error(transparent)]
     Kernel(#[from] KernelError),
+    /// A user-defined operator's declaration is invalid.
+    #[error(transparent)]
+    Op(#[from] OpError),
+    /// Work declared a range that is not live memory of the stream's device.
+    #[error("{work} uses {range}, which is not live memory of device {device} (freed, never allocated, or another device's)")]
+    RangeNotLive {
+        /// The kernel or operator.
+        work: String,
+        /// The range.
+        range: DeviceSlice,
+        /// Ordinal of the stream's device.
+        device: u32,
+    },
     /// A host-blocking call was made while a capture forbids it.
     #[error("{call} is not allowed while {stream} is capturing a graph (it would synchronize with work that is only being recorded)")]
     ForbiddenDuringCapture {

@@ -17,6 +17,9 @@ pub(crate) struct EventInner<B: Backend> {
     pub(crate) hal: B::Event,
     flags: EventFlags,
     tag: Option<String>,
+    /// Made by another library ([`crate::Device::adopt_event`]): it may be recorded behind
+    /// braid's back, so a wait on it reaches the backend even with no record braid saw.
+    pub(crate) foreign: bool,
     /// The last record's snapshot. Locked after the device state, never before.
     last: Mutex<Option<EventSnapshot>>,
 }
@@ -27,6 +30,7 @@ impl<B: Backend> EventInner<B> {
             hal,
             flags,
             tag,
+            foreign: false,
             last: Mutex::new(None),
         }
     }

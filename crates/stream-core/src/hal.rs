@@ -6,7 +6,8 @@
 //! happens-before model, capture rules, typed misuse errors) lives once, in the front layer
 //! ([`crate::Device`], [`crate::Stream`], [`crate::Event`], [`crate::Graph`]).
 
-use crate::kernel::Kernel;
+use crate::custom::CustomOp;
+use crate::kernel::TypedKernel;
 use crate::types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
 };
@@ -76,6 +77,9 @@ pub trait Backend: Sized + Send + Sync + 'static {
     type Event: Event<B = Self>;
     /// A captured, replayable graph of work.
     type Graph: Graph<B = Self>;
+    /// How this backend runs a user-defined operator ([`CustomOp::body`]): a host function on
+    /// the simulator, a closure handed the native stream on ACL.
+    type OpBody: ?Sized + Send + Sync + 'static;
     /// Name shown in logs, errors and tables.
     const NAME: &'static str;
 }
@@ -128,6 +132,14 @@ pub trait Device: Send + Sync + 'static {
 
     /// Free and total device memory.
     fn mem_info(&self) -> Result<MemInfo, HalError>;
+
+    /// Whether every byte of `range` is live device memory of this device (inside an allocated
+    /// segment or a mapped page), or `None` when the backend cannot tell. The front layer
+    /// refuses work on ranges answered `Some(false)`. The default is `None`.
+    fn is_live(&self, range: DeviceSlice) -> Option<bool> {
+        let _ = range;
+        None
+    }
 
     /// Page size of the virtual-memory API (reserve an address range, map physical memory
     /// into it on demand), or `None` when the backend has none. Sizes and offsets passed to
@@ -255,8 +267,13 @@ pub trait Stream: Send + Sync + 'static {
     /// The backend.
     type B: Backend<Stream = Self>;
 
-    /// Enqueues a kernel. `label` names it in timelines and reports.
-    fn launch(&self, kernel: &Kernel, label: &str) -> Result<(), HalError>;
+    /// Enqueues a built-in kernel in its data type. `label` names it in timelines and reports.
+    fn launch(&self, kernel: &TypedKernel, label: &str) -> Result<(), HalError>;
+
+    /// Enqueues a user-defined operator (already validated by the front layer). A backend that
+    /// cannot run it (no body for this backend) answers [`HalError::Unsupported`] or
+    /// [`HalError::InvalidArgument`] and enqueues nothing.
+    fn launch_custom(&self, op: &CustomOp<Self::B>) -> Result<(), HalError>;
 
     /// Enqueues a copy of `len` bytes from host memory to the device.
     ///

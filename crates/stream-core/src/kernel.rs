@@ -4,6 +4,7 @@
 //! declarations to validate launches, the allocator (automatic mode) to note cross-stream uses,
 //! and the simulator to compute results, cost and races.
 
+use crate::dtype::DType;
 use crate::types::DeviceSlice;
 use std::fmt;
 
@@ -20,10 +21,11 @@ pub enum ComputeUnit {
     None,
 }
 
-/// One kernel launch. Element-wise kernels work on `f32` data.
+/// One of braid's built-in kernels. Element counts and values follow the data type it is
+/// launched with ([`Kernel::typed`]; `f32` unless said otherwise).
 #[derive(Clone, PartialEq, Debug)]
 pub enum Kernel {
-    /// `dst[i] = value` for every `f32` in `dst`.
+    /// `dst[i] = value` for every element of `dst`.
     Fill {
         /// Written range.
         dst: DeviceSlice,
@@ -70,11 +72,11 @@ pub enum Kernel {
         /// Output, same length as `src`.
         dst: DeviceSlice,
     },
-    /// `dst[0] = Σ src[i]` over the `f32` elements of `src`.
+    /// `dst[0] = Σ src[i]` over the elements of `src`.
     ReduceSum {
         /// Input.
         src: DeviceSlice,
-        /// Output: exactly one `f32`.
+        /// Output: exactly one element.
         dst: DeviceSlice,
     },
     /// Occupies the stream for a fixed time and touches no memory.
@@ -144,16 +146,77 @@ impl Kernel {
         }
     }
 
+    /// This kernel computing in `dtype`.
+    pub fn typed(self, dtype: DType) -> TypedKernel {
+        TypedKernel {
+            kernel: self,
+            dtype,
+        }
+    }
+}
+
+/// A kernel with the data type it computes in: what a stream launches. `&Kernel` converts into
+/// one computing in `f32`, so `stream.launch(&kernel)` keeps meaning single precision;
+/// `stream.launch(kernel.typed(DType::F16))` computes in half precision.
+#[derive(Clone, PartialEq, Debug)]
+pub struct TypedKernel {
+    /// The work.
+    pub kernel: Kernel,
+    /// The element type of every input and output (scalars such as `Fill`'s value are rounded
+    /// to it).
+    pub dtype: DType,
+}
+
+impl From<Kernel> for TypedKernel {
+    fn from(kernel: Kernel) -> Self {
+        kernel.typed(DType::F32)
+    }
+}
+
+impl From<&Kernel> for TypedKernel {
+    fn from(kernel: &Kernel) -> Self {
+        kernel.clone().typed(DType::F32)
+    }
+}
+
+impl From<&TypedKernel> for TypedKernel {
+    fn from(kernel: &TypedKernel) -> Self {
+        kernel.clone()
+    }
+}
+
+impl TypedKernel {
+    /// Short name used as the default label.
+    pub fn name(&self) -> &'static str {
+        self.kernel.name()
+    }
+
+    /// Ranges the kernel reads.
+    pub fn reads(&self) -> impl Iterator<Item = DeviceSlice> {
+        self.kernel.reads()
+    }
+
+    /// Ranges the kernel writes.
+    pub fn writes(&self) -> impl Iterator<Item = DeviceSlice> {
+        self.kernel.writes()
+    }
+
+    /// The resource the kernel occupies while it runs.
+    pub fn unit(&self) -> ComputeUnit {
+        self.kernel.unit()
+    }
+
     /// Floating-point operations the kernel performs.
     pub fn flops(&self) -> u64 {
-        match *self {
+        let elements = |s: DeviceSlice| self.dtype.elements(s.len);
+        match self.kernel {
             Kernel::Matmul { m, k, n, .. } => 2u64
                 .saturating_mul(m as u64)
                 .saturating_mul(k as u64)
                 .saturating_mul(n as u64),
-            Kernel::Add { out, .. } => out.f32_len(),
-            Kernel::Scale { dst, .. } => dst.f32_len(),
-            Kernel::ReduceSum { src, .. } => src.f32_len(),
+            Kernel::Add { out, .. } => elements(out),
+            Kernel::Scale { dst, .. } => elements(dst),
+            Kernel::ReduceSum { src, .. } => elements(src),
             Kernel::Fill { .. } | Kernel::Copy { .. } | Kernel::Busy { .. } => 0,
         }
     }
@@ -165,9 +228,10 @@ impl Kernel {
             .fold(0u64, |acc, s| acc.saturating_add(s.len))
     }
 
-    /// Checks that the declared ranges fit the kernel's shape.
+    /// Checks that the declared ranges fit the kernel's shape in its data type.
     pub fn validate(&self) -> Result<(), KernelError> {
         let name = self.name();
+        let dtype = self.dtype;
         let fail = |reason: String| {
             Err(KernelError {
                 kernel: name,
@@ -182,20 +246,22 @@ impl Kernel {
                 ));
             }
         }
-        let f32_aligned = |s: &DeviceSlice| s.len % 4 == 0;
-        match self {
-            Kernel::Fill { dst, .. } if !f32_aligned(dst) => fail(format!(
-                "dst length {} is not a whole number of f32",
-                dst.len
-            )),
+        let whole = |s: &DeviceSlice| s.len % dtype.size() == 0;
+        let not_whole = |what: &str, len: u64| {
+            fail(format!(
+                "{what} length {len} is not a whole number of {dtype}"
+            ))
+        };
+        match &self.kernel {
+            Kernel::Fill { dst, .. } if !whole(dst) => not_whole("dst", dst.len),
             Kernel::Add { a, b, out } => {
                 if a.len != b.len || a.len != out.len {
                     fail(format!(
                         "lengths differ: a={} b={} out={}",
                         a.len, b.len, out.len
                     ))
-                } else if !f32_aligned(a) {
-                    fail(format!("length {} is not a whole number of f32", a.len))
+                } else if !whole(a) {
+                    not_whole("a", a.len)
                 } else {
                     Ok(())
                 }
@@ -203,8 +269,8 @@ impl Kernel {
             Kernel::Scale { src, dst, .. } => {
                 if src.len != dst.len {
                     fail(format!("lengths differ: src={} dst={}", src.len, dst.len))
-                } else if !f32_aligned(src) {
-                    fail(format!("length {} is not a whole number of f32", src.len))
+                } else if !whole(src) {
+                    not_whole("src", src.len)
                 } else {
                     Ok(())
                 }
@@ -213,40 +279,37 @@ impl Kernel {
                 fail(format!("lengths differ: src={} dst={}", src.len, dst.len))
             }
             Kernel::ReduceSum { src, dst } => {
-                if dst.len != 4 {
+                if dst.len != dtype.size() {
                     fail(format!(
-                        "dst must hold exactly one f32, has {} bytes",
+                        "dst must hold exactly one {dtype}, has {} bytes",
                         dst.len
                     ))
-                } else if !f32_aligned(src) {
-                    fail(format!(
-                        "src length {} is not a whole number of f32",
-                        src.len
-                    ))
+                } else if !whole(src) {
+                    not_whole("src", src.len)
                 } else {
                     Ok(())
                 }
             }
             Kernel::Matmul { a, b, c, m, k, n } => {
                 // u32 × u32 × 4 fits in u64, so this cannot overflow.
-                let need = |rows: u32, cols: u32| rows as u64 * cols as u64 * 4;
+                let need = |rows: u32, cols: u32| rows as u64 * cols as u64 * dtype.size();
                 if *m == 0 || *k == 0 || *n == 0 {
                     fail(format!("empty shape m={m} k={k} n={n}"))
                 } else if a.len < need(*m, *k) {
                     fail(format!(
-                        "a has {} bytes, needs {} for {m}x{k}",
+                        "a has {} bytes, needs {} for {m}x{k} {dtype}",
                         a.len,
                         need(*m, *k)
                     ))
                 } else if b.len < need(*k, *n) {
                     fail(format!(
-                        "b has {} bytes, needs {} for {k}x{n}",
+                        "b has {} bytes, needs {} for {k}x{n} {dtype}",
                         b.len,
                         need(*k, *n)
                     ))
                 } else if c.len < need(*m, *n) {
                     fail(format!(
-                        "c has {} bytes, needs {} for {m}x{n}",
+                        "c has {} bytes, needs {} for {m}x{n} {dtype}",
                         c.len,
                         need(*m, *n)
                     ))
@@ -258,6 +321,12 @@ impl Kernel {
             }
             _ => Ok(()),
         }
+    }
+}
+
+impl fmt::Display for TypedKernel {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}", self.kernel, self.dtype)
     }
 }
 
@@ -289,7 +358,8 @@ mod tests {
             a: s(0, 16),
             b: s(16, 16),
             out: s(32, 16),
-        };
+        }
+        .typed(DType::F32);
         assert_eq!(k.reads().collect::<Vec<_>>(), vec![s(0, 16), s(16, 16)]);
         assert_eq!(k.writes().collect::<Vec<_>>(), vec![s(32, 16)]);
         assert_eq!(k.bytes_moved(), 48);
@@ -298,17 +368,17 @@ mod tests {
 
     #[test]
     fn validate_rejects_mismatched_shapes() {
-        assert!(Kernel::Add {
+        assert!(TypedKernel::from(Kernel::Add {
             a: s(0, 16),
             b: s(16, 12),
             out: s(32, 16)
-        }
+        })
         .validate()
         .is_err());
-        assert!(Kernel::ReduceSum {
+        assert!(TypedKernel::from(Kernel::ReduceSum {
             src: s(0, 16),
             dst: s(16, 8)
-        }
+        })
         .validate()
         .is_err());
         let mm = Kernel::Matmul {
@@ -318,7 +388,8 @@ mod tests {
             m: 2,
             k: 4,
             n: 2,
-        };
+        }
+        .typed(DType::F32);
         assert!(mm.validate().is_ok());
         assert_eq!(mm.flops(), 32);
         let short = Kernel::Matmul {
@@ -328,14 +399,45 @@ mod tests {
             m: 2,
             k: 4,
             n: 2,
-        };
+        }
+        .typed(DType::F32);
         let err = short.validate().unwrap_err();
         assert!(err.to_string().contains("a has 31 bytes"), "{err}");
-        assert!(Kernel::Fill {
+        assert!(TypedKernel::from(Kernel::Fill {
             dst: s(u64::MAX - 2, 8),
             value: 0.0
-        }
+        })
         .validate()
         .is_err());
+    }
+
+    #[test]
+    fn the_data_type_sets_element_sizes() {
+        let add = |len| Kernel::Add {
+            a: s(0, len),
+            b: s(64, len),
+            out: s(128, len),
+        };
+        assert!(add(6).typed(DType::F16).validate().is_ok());
+        let err = add(6).typed(DType::F32).validate().unwrap_err();
+        assert!(err.to_string().contains("whole number of float32"), "{err}");
+        assert_eq!(add(8).typed(DType::F16).flops(), 4);
+        assert_eq!(add(8).typed(DType::F32).flops(), 2);
+        let mm = Kernel::Matmul {
+            a: s(0, 16),
+            b: s(64, 16),
+            c: s(128, 8),
+            m: 2,
+            k: 4,
+            n: 2,
+        };
+        assert!(mm.clone().typed(DType::BF16).validate().is_ok());
+        assert!(mm.typed(DType::F32).validate().is_err());
+        let sum = Kernel::ReduceSum {
+            src: s(0, 8),
+            dst: s(64, 2),
+        };
+        assert!(sum.clone().typed(DType::F16).validate().is_ok());
+        assert!(sum.typed(DType::F32).validate().is_err());
     }
 }

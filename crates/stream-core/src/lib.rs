@@ -27,7 +27,9 @@
 
 pub mod clock;
 mod context;
+pub mod custom;
 mod device;
+pub mod dtype;
 pub mod error;
 mod event;
 mod graph;
@@ -41,11 +43,13 @@ pub mod types;
 mod uses;
 
 pub use context::StreamGuard;
+pub use custom::{CustomOp, OpCost, OpError, OpRange};
 pub use device::Device;
+pub use dtype::DType;
 pub use error::{Error, Result};
 pub use event::{Event, EventWait};
 pub use graph::Graph;
-pub use kernel::{ComputeUnit, Kernel, KernelError};
+pub use kernel::{ComputeUnit, Kernel, KernelError, TypedKernel};
 pub use memory::{f32_bytes, f32s_from_bytes, DeviceMemory, HostReadback};
 pub use ordering::{CaptureId, Domain, StreamPosition};
 pub use stream::Stream;

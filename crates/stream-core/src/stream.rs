@@ -1,11 +1,12 @@
 //! `Stream<B>`: a FIFO of device work, with the ordering model applied to every submission.
 
+use crate::custom::CustomOp;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::graph::Graph;
-use crate::hal::{self, Backend, Stream as _};
-use crate::kernel::Kernel;
+use crate::hal::{self, Backend, Device as _, Stream as _};
+use crate::kernel::TypedKernel;
 use crate::memory::HostReadback;
 use crate::ordering::{Domain, StreamPosition, WaitEffect};
 use crate::state::{BlockingTarget, DeviceState};
@@ -149,14 +150,26 @@ impl<B: Backend> Stream<B> {
         Ok((pos, st))
     }
 
-    /// Enqueues a kernel, labelled with its name.
-    pub fn launch(&self, kernel: &Kernel) -> Result<StreamPosition> {
-        self.launch_labeled(kernel, kernel.name())
+    /// Enqueues a built-in kernel, labelled with its name. A `&Kernel` computes in `f32`;
+    /// pass `kernel.typed(DType::F16)` for another data type.
+    pub fn launch(&self, kernel: impl Into<TypedKernel>) -> Result<StreamPosition> {
+        let kernel = kernel.into();
+        let label = kernel.name();
+        self.launch_typed(&kernel, label)
     }
 
-    /// Enqueues a kernel with a label for timelines and reports.
-    pub fn launch_labeled(&self, kernel: &Kernel, label: &str) -> Result<StreamPosition> {
+    /// Enqueues a built-in kernel with a label for timelines and reports.
+    pub fn launch_labeled(
+        &self,
+        kernel: impl Into<TypedKernel>,
+        label: &str,
+    ) -> Result<StreamPosition> {
+        self.launch_typed(&kernel.into(), label)
+    }
+
+    fn launch_typed(&self, kernel: &TypedKernel, label: &str) -> Result<StreamPosition> {
         kernel.validate()?;
+        self.check_live(label, kernel.reads().chain(kernel.writes()))?;
         let pos = self
             .submit("Stream::launch", |s| s.launch(kernel, label))?
             .0;
@@ -166,6 +179,34 @@ impl<B: Backend> Stream<B> {
             reads.chain(kernel.writes().map(|w| (w, Access::Write))),
         );
         Ok(pos)
+    }
+
+    /// Enqueues a user-defined operator ([`CustomOp`]), exactly like a built-in kernel: its
+    /// declaration is validated, its ranges must be live memory of this device, it gets a
+    /// position in the ordering model, and its uses reach the allocator's automatic mode,
+    /// captures, timelines and the simulator's sanitizer.
+    pub fn launch_op(&self, op: &CustomOp<B>) -> Result<StreamPosition> {
+        op.validate()?;
+        self.check_live(op.name(), op.ranges().iter().map(|r| r.slice))?;
+        let pos = self.submit("Stream::launch_op", |s| s.launch_custom(op))?.0;
+        self.device
+            .notify_uses(pos, op.ranges().iter().map(|r| (r.slice, r.access)));
+        Ok(pos)
+    }
+
+    /// Refuses work on ranges the backend knows are not live memory of this device.
+    fn check_live(&self, work: &str, ranges: impl Iterator<Item = DeviceSlice>) -> Result<()> {
+        let hal = self.device.hal();
+        for range in ranges {
+            if range.len > 0 && hal.is_live(range) == Some(false) {
+                return Err(Error::RangeNotLive {
+                    work: work.to_string(),
+                    range,
+                    device: self.device.ordinal(),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Enqueues a copy of `src` into `dst`. The stream keeps `src` alive until the copy has
@@ -306,11 +347,19 @@ impl<B: Backend> Stream<B> {
         Ok(pos)
     }
 
-    /// Tells the device's use observers that work already submitted to this stream (up to its
-    /// current position) uses `range` — for work the front layer cannot see into, such as a
-    /// custom operator or a graph replay.
-    pub fn note_use(&self, range: DeviceSlice, access: Access) {
-        self.device.notify_uses(self.position(), [(range, access)]);
+    /// Gives work that other code enqueued on this stream's native handle (an aclnn call, a
+    /// library kernel, work of the framework whose stream braid wraps) its own position in the
+    /// ordering model, and tells the device's use observers (the allocator's automatic mode)
+    /// which ranges it uses. Call it after enqueuing that work and before anything else is
+    /// submitted to the stream: until then braid does not know the work exists, so a host
+    /// observation could let memory it still uses be handed out again.
+    pub fn note_foreign_work(&self, uses: &[(DeviceSlice, Access)]) -> Result<StreamPosition> {
+        let mut st = self.device.inner.lock();
+        st.check_submit("Stream::note_foreign_work", self.id())?;
+        let pos = st.ordering.submit(self.id());
+        drop(st);
+        self.device.notify_uses(pos, uses.iter().copied());
+        Ok(pos)
     }
 
     /// Records `event` at this stream's current position.
@@ -332,7 +381,12 @@ impl<B: Backend> Stream<B> {
         let mut st = self.device.inner.lock();
         st.check_submit("Stream::wait", self.id())?;
         let Some(snap) = event.snapshot() else {
-            // Waiting on an event never recorded orders nothing (as in CUDA and ACL).
+            // Waiting on an event never recorded orders nothing (as in CUDA and ACL). A
+            // foreign event may have been recorded by its library: the backend waits on it,
+            // outside the model (see `Device::adopt_event`).
+            if event.inner.foreign {
+                self.inner.hal.wait(&event.inner.hal)?;
+            }
             return Ok(());
         };
         // Check first, so a refused wait reaches neither the backend nor the model.

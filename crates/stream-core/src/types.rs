@@ -89,6 +89,12 @@ pub struct DeviceSlice {
     pub len: u64,
 }
 
+impl fmt::Display for DeviceSlice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{}, +{} bytes)", self.ptr, self.len)
+    }
+}
+
 impl DeviceSlice {
     /// A slice of `len` bytes starting at `ptr`.
     pub fn new(ptr: DevicePtr, len: u64) -> Self {

@@ -12,7 +12,9 @@ pub fn unit_profile() -> DeviceProfile {
     DeviceProfile {
         name: "unit".to_string(),
         cube_flops_per_s: 1_000_000_000,
+        cube_f32_flops_per_s: 1_000_000_000,
         vector_flops_per_s: 1_000_000_000,
+        vector_f32_flops_per_s: 1_000_000_000,
         cube_units: 1,
         vector_units: 1,
         copy_engines: 1,

@@ -1,0 +1,175 @@
+//! User-defined operators on the simulator: [`host_op`] bodies and how the engine runs them.
+//!
+//! A body is a host function handed exactly the operator's declared ranges: the read ranges'
+//! bytes as they are at the operator's start time, and buffers for the written ranges, filled
+//! with those ranges' current bytes, that it may change. The engine stores the buffers at the
+//! operator's end time, like any kernel's outputs, so the sanitizer and the ordering model see
+//! the operator exactly as declared; the body cannot reach any other memory. In timing-only
+//! mode no body runs. A body that panics writes nothing (the panic is reported through
+//! `tracing` and counted in [`crate::SimStats::failed_ops`]).
+
+use crate::compute::PendingWrite;
+use crate::memory::Memory;
+use crate::profile::DeviceProfile;
+use crate::SimBackend;
+use braid_stream_core::custom::{CustomOp, OpCost};
+use braid_stream_core::dtype::DType;
+use braid_stream_core::kernel::ComputeUnit;
+use braid_stream_core::types::DeviceSlice;
+use std::fmt;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::Arc;
+
+/// The body of a user-defined operator on the simulator: `inputs` holds the bytes of the read
+/// ranges, `outputs` the bytes of the written ranges, each in declaration order.
+pub type HostOpFn = dyn Fn(&[&[u8]], &mut [&mut [u8]]) + Send + Sync;
+
+/// Makes a simulator body for [`CustomOp::body`] from a host function over the operator's
+/// declared ranges (see the module docs). Decode and encode elements with
+/// [`DType::decode`] / [`DType::push`].
+///
+/// ```
+/// use braid_backend_sim::{host_op, SimBackend};
+/// use braid_stream_core::{CustomOp, DType};
+/// // out[i] = 2 * in[i], in f16.
+/// let double = host_op(|inputs, outputs| {
+///     let dtype = DType::F16;
+///     let mut bytes = Vec::new();
+///     for v in dtype.decode(inputs[0]) {
+///         dtype.push(&mut bytes, 2.0 * v);
+///     }
+///     outputs[0].copy_from_slice(&bytes);
+/// });
+/// let op = CustomOp::<SimBackend>::new("double").dtype(DType::F16).body(double);
+/// assert_eq!(op.name(), "double");
+/// ```
+pub fn host_op(f: impl Fn(&[&[u8]], &mut [&mut [u8]]) + Send + Sync + 'static) -> Arc<HostOpFn> {
+    Arc::new(f)
+}
+
+/// What the engine keeps of a launched operator (shared by its graph nodes and replays).
+pub(crate) struct SimCustom {
+    pub name: Arc<str>,
+    pub reads: Vec<DeviceSlice>,
+    pub writes: Vec<DeviceSlice>,
+    pub dtype: DType,
+    pub cost: OpCost,
+    body: Option<Arc<HostOpFn>>,
+}
+
+impl fmt::Debug for SimCustom {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SimCustom")
+            .field("name", &self.name)
+            .field("reads", &self.reads)
+            .field("writes", &self.writes)
+            .field("dtype", &self.dtype)
+            .field("cost", &self.cost)
+            .finish()
+    }
+}
+
+impl SimCustom {
+    pub fn new(op: &CustomOp<SimBackend>) -> Self {
+        SimCustom {
+            name: op.shared_name(),
+            reads: op.reads().collect(),
+            writes: op.writes().collect(),
+            dtype: op.data_type(),
+            cost: op.op_cost(),
+            body: op.op_body().cloned(),
+        }
+    }
+
+    /// The unit the operator occupies.
+    pub fn unit(&self) -> ComputeUnit {
+        match self.cost {
+            OpCost::Fixed { .. } => ComputeUnit::None,
+            OpCost::Work { unit, .. } => unit,
+        }
+    }
+
+    /// Flops and bytes of a `Work` cost (zero for a fixed one).
+    pub fn work(&self) -> (u64, u64) {
+        match self.cost {
+            OpCost::Fixed { .. } => (0, 0),
+            OpCost::Work { flops, bytes, .. } => (flops, bytes),
+        }
+    }
+
+    /// The fixed duration, when the cost is one.
+    pub fn fixed_ns(&self) -> Option<u64> {
+        match self.cost {
+            OpCost::Fixed { ns } => Some(ns),
+            OpCost::Work { .. } => None,
+        }
+    }
+
+    /// Reads the inputs and runs the body (at the operator's start time).
+    pub fn begin(&self, mem: &mut Memory) -> Vec<PendingWrite> {
+        let inputs: Vec<Vec<u8>> = self
+            .reads
+            .iter()
+            .map(|&s| {
+                let mut b = mem.read(s).unwrap_or_default();
+                b.resize(s.len as usize, 0);
+                b
+            })
+            .collect();
+        let Some(body) = &self.body else {
+            return Vec::new();
+        };
+        let mut outputs: Vec<Option<Vec<u8>>> = self
+            .writes
+            .iter()
+            .map(|&s| {
+                // The current bytes: a body that writes part of a range keeps the rest.
+                mem.is_valid(s)
+                    .then(|| mem.read(s).unwrap_or_else(|| vec![0; s.len as usize]))
+            })
+            .collect();
+        let input_refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        // An invalid output range still gets a scratch buffer; its bytes are dropped.
+        let mut scratch: Vec<Vec<u8>> = self
+            .writes
+            .iter()
+            .zip(&outputs)
+            .map(|(s, o)| match o {
+                Some(_) => Vec::new(),
+                None => vec![0; s.len as usize],
+            })
+            .collect();
+        let mut output_refs: Vec<&mut [u8]> = outputs
+            .iter_mut()
+            .zip(scratch.iter_mut())
+            .map(|(o, sc)| match o {
+                Some(b) => b.as_mut_slice(),
+                None => sc.as_mut_slice(),
+            })
+            .collect();
+        let ran = catch_unwind(AssertUnwindSafe(|| body(&input_refs, &mut output_refs)));
+        drop(output_refs);
+        if ran.is_err() {
+            tracing::error!(op = %self.name, "a user operator's host body panicked; it wrote nothing");
+            mem.note_failed_op();
+            return Vec::new();
+        }
+        self.writes
+            .iter()
+            .zip(outputs)
+            .map(|(s, data)| PendingWrite::Device { ptr: s.ptr, data })
+            .collect()
+    }
+}
+
+/// Device time of `work` (flops on `unit`, bytes moved) at `dtype`'s throughput under
+/// `profile`, given the units it was granted: shared with the built-in kernels.
+pub(crate) fn unit_peak(p: &DeviceProfile, unit: ComputeUnit, dtype: DType) -> (u64, u32) {
+    let f32_type = dtype == DType::F32;
+    match unit {
+        ComputeUnit::Cube if f32_type => (p.cube_f32_flops_per_s, p.cube_units),
+        ComputeUnit::Cube => (p.cube_flops_per_s, p.cube_units),
+        _ if f32_type => (p.vector_f32_flops_per_s, p.vector_units),
+        _ => (p.vector_flops_per_s, p.vector_units),
+    }
+}
