@@ -46,6 +46,7 @@ mod support;
 pub mod allocator;
 pub mod capture;
 pub mod context;
+pub mod custom_ops;
 pub mod errors;
 pub mod events;
 pub mod graph;
@@ -97,6 +98,10 @@ macro_rules! __with_cases {
                 ordering_is_transitive,
                 work_after_record_is_not_ordered,
                 race_without_wait_reads_stale_data,
+            ],
+            custom_ops: [
+                bad_operator_declarations_are_typed_errors,
+                foreign_work_takes_its_own_position,
             ],
             context: [
                 nested_guards_restore_on_drop,
