@@ -192,3 +192,31 @@ fn automatic_mode_needs_no_record_stream_and_manual_mode_is_caught() {
     assert_eq!(reports.len(), 1, "{reports:?}");
     assert!(reports[0].contains("use after free"), "{reports:?}");
 }
+
+#[test]
+fn a_user_operator_runs_on_two_streams_is_captured_and_its_race_reported() {
+    use braid::scenarios::custom_op;
+    let run = custom_op::run(
+        &braid::sim_device(SimConfig::new()).unwrap(),
+        custom_op::sim_body,
+        braid::sim_race_reports,
+    )
+    .unwrap();
+    assert!(run.correct && run.replay_correct, "{run:?}");
+    assert_eq!(run.reports, Some(0), "{run:?}");
+    assert!(run.race_reports.unwrap() >= 1, "{run:?}");
+}
+
+#[test]
+fn the_custom_op_reference_is_rms_norm() {
+    use braid::scenarios::custom_op::{reference, COLS, ROWS};
+    // Each row of 3s normalises to 1 (times gamma), with rstd = 1/3.
+    let x = vec![3.0; (ROWS * COLS) as usize];
+    let gamma = vec![2.0; COLS as usize];
+    let (y, rstd) = reference(&x, &gamma);
+    assert!(y.iter().all(|&v| (v - 2.0).abs() < 1e-3), "{y:?}");
+    assert!(
+        rstd.iter().all(|&r| (r - 1.0 / 3.0).abs() < 1e-6),
+        "{rstd:?}"
+    );
+}

@@ -115,6 +115,17 @@ pub fn race_reports(device: &Device<Backend>) -> Option<Vec<String>> {
     return crate::sim_race_reports(device);
 }
 
+/// The body of the `custom_op` scenario's RMSNorm for [`Backend`]: a host function on the
+/// simulator, `aclnnRmsNorm` on the native stream through ACL.
+pub fn rms_norm_body(
+    args: super::custom_op::RmsNormArgs,
+) -> Result<std::sync::Arc<<Backend as crate::hal::Backend>::OpBody>> {
+    #[cfg(feature = "acl")]
+    return super::custom_op::acl_body(args);
+    #[cfg(not(feature = "acl"))]
+    return super::custom_op::sim_body(args);
+}
+
 /// One line naming what [`open`] runs on: the simulator and its profile, or ACL and the
 /// library file (a load failure is described, not returned: [`open`] returns it).
 pub fn describe() -> String {

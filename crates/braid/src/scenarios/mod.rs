@@ -8,6 +8,7 @@
 //! or ACL ones with the `acl` feature.
 
 pub mod cross_stream_lifetime;
+pub mod custom_op;
 pub mod devices;
 pub mod graph_mode;
 pub mod memory_reuse;
