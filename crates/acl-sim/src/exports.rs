@@ -1,10 +1,14 @@
 //! The exported C symbols. Each checks its pointers, then calls the registry; the registry has
 //! the semantics.
+//!
+//! Every export has the signature `braid-acl-sys` declares for it (the same declaration the
+//! ACL backend resolves): [`check_exports!`](braid_acl_sys::check_exports) at the end of this
+//! file fails to compile when one is missing or drifts.
 
 use crate::codes::*;
 use crate::errmsg::{fail, ret, take_recent, Fail};
-use crate::kernel::{kernel_from_desc, BraidKernelDesc};
-use crate::registry::{with, PhysicalMemProp};
+use crate::kernel::kernel_from_desc;
+use crate::registry::with;
 use std::ffi::{c_char, c_void, CStr};
 
 /// Runs `f` and writes its value through the out pointer `p`.
@@ -448,7 +452,7 @@ pub extern "C" fn aclrtReleaseMemAddress(vir_ptr: *mut c_void) -> i32 {
 pub unsafe extern "C" fn aclrtMallocPhysical(
     handle: *mut *mut c_void,
     size: usize,
-    prop: *const PhysicalMemProp,
+    prop: *const aclrtPhysicalMemProp,
     flags: u64,
 ) -> i32 {
     const CALL: &str = "aclrtMallocPhysical";
@@ -503,7 +507,7 @@ pub extern "C" fn aclrtUnmapMem(vir_ptr: *mut c_void) -> i32 {
 /// `granularity` is null or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
-    _prop: *const c_void,
+    _prop: *const aclrtPhysicalMemProp,
     _option: u32,
     granularity: *mut usize,
 ) -> i32 {
@@ -644,3 +648,5 @@ pub unsafe extern "C" fn braidSimSanitizerReport(
 pub extern "C" fn braidSimClearSanitizerReports(device_id: i32) -> i32 {
     ret(with(|r| r.clear_sanitizer_reports(device_id)))
 }
+
+braid_acl_sys::acl_functions!(braid_acl_sys::check_exports!(braid_acl_sys::acl::fns;));

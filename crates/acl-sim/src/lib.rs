@@ -38,7 +38,7 @@
 //!
 //! braid's extensions, which CANN does not have (`braid-backend-acl` resolves them as optional
 //! symbols, so on CANN they are simply absent):
-//! - `braidSimLaunchKernel` runs braid's kernels (see [`BraidKernelDesc`]);
+//! - `braidSimLaunchKernel` runs braid's kernels (see `braid_acl_sys::acl::BraidKernelDesc`);
 //! - `braidSimSanitizerReportCount`, `braidSimSanitizerReport` and
 //!   `braidSimClearSanitizerReports` read and clear the reports of the simulator's
 //!   happens-before sanitizer on a device (what `braid::sim_race_reports` reads on the
@@ -61,13 +61,10 @@
 #![warn(missing_docs)]
 
 mod capture;
-#[allow(missing_docs, dead_code)]
 mod codes;
 mod errmsg;
 pub mod exports;
 mod kernel;
 mod registry;
 
-pub use kernel::BraidKernelDesc;
-pub use registry::PhysicalMemProp;
 pub use registry::{CAPACITY_ENV, DEFAULT_TIMING_ONLY, DEVICES_ENV, TIMING_ONLY_ENV};

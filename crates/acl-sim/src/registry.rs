@@ -18,8 +18,6 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 mod vmm;
 
-pub use vmm::PhysicalMemProp;
-
 /// Environment variable: number of simulated devices (default 2).
 pub const DEVICES_ENV: &str = "BRAID_ACL_SIM_DEVICES";
 /// Environment variable: memory of each simulated device in bytes (default 16 GiB).

@@ -177,6 +177,31 @@ impl<T: fmt::Debug> fmt::Debug for Loaded<T> {
     }
 }
 
+/// Whether candidates of `origin` are paths looked at in turn (an absent one is skipped, a
+/// present one that does not open is an error), rather than configured (must open) or bare
+/// names (the loader searches).
+fn is_path_searched(origin: Origin) -> bool {
+    matches!(origin, Origin::Home(_) | Origin::Fallback)
+}
+
+/// Opens the first of `candidates` that is there, noting in `tried` those that are not.
+/// `Ok(None)`: none is there; `Err`: one is there and does not open.
+fn open_first(
+    candidates: &[Candidate],
+    tried: &mut Vec<Attempt>,
+) -> Result<Option<Opened>, Attempt> {
+    for candidate in candidates {
+        match open(candidate) {
+            Ok(library) => return Ok(Some(library)),
+            Err(attempt) if is_path_searched(candidate.origin) && candidate.path.exists() => {
+                return Err(attempt)
+            }
+            Err(attempt) => tried.push(attempt),
+        }
+    }
+    Ok(None)
+}
+
 /// Opens `candidate`, or says why it could not be.
 fn open(candidate: &Candidate) -> Result<Opened, Attempt> {
     let attempt = |reason: String| Attempt {
@@ -184,7 +209,7 @@ fn open(candidate: &Candidate) -> Result<Opened, Attempt> {
         origin: candidate.origin,
         reason,
     };
-    if matches!(candidate.origin, Origin::Home(_)) && !candidate.path.exists() {
+    if is_path_searched(candidate.origin) && !candidate.path.exists() {
         return Err(attempt("no such file".to_string()));
     }
     // SAFETY: opening a shared library runs its initializers; the libraries of a set (CANN's,
@@ -261,21 +286,10 @@ impl LibrarySet {
                 let mut libraries = Vec::new();
                 let mut tried = Vec::new();
                 for (_, candidates) in names {
-                    for candidate in &candidates {
-                        match open(candidate) {
-                            Ok(library) => {
-                                libraries.push(library);
-                                break;
-                            }
-                            Err(attempt) => {
-                                let present = matches!(candidate.origin, Origin::Home(_))
-                                    && candidate.path.exists();
-                                if present {
-                                    return Err(LoadError::Unopenable { what, attempt });
-                                }
-                                tried.push(attempt);
-                            }
-                        }
+                    if let Some(library) = open_first(&candidates, &mut tried)
+                        .map_err(|attempt| LoadError::Unopenable { what, attempt })?
+                    {
+                        libraries.push(library);
                     }
                 }
                 if libraries.is_empty() {
@@ -284,6 +298,21 @@ impl LibrarySet {
                 resolve(what, libraries, tried)
             }
         }
+    }
+}
+
+/// Loads `T` from the first of `candidates` that is there (one library; the rules of the
+/// [module](self) by each candidate's origin). `what` names the API in errors.
+pub fn load_first<T: SymbolTable>(
+    what: &'static str,
+    candidates: &[Candidate],
+) -> Result<Loaded<T>, LoadError> {
+    let mut tried = Vec::new();
+    match open_first(candidates, &mut tried)
+        .map_err(|attempt| LoadError::Unopenable { what, attempt })?
+    {
+        Some(library) => resolve(what, vec![library], tried),
+        None => Err(LoadError::NotFound { what, tried }),
     }
 }
 

@@ -122,3 +122,57 @@ macro_rules! c_api {
         }
     };
 }
+
+/// Checks at compile time that the functions named as the symbols of an API list (in scope
+/// where it expands) have exactly the declared signatures, given the API's `fns` module:
+/// `acl_functions!(braid_acl_sys::check_exports!(braid_acl_sys::acl::fns;))` in the
+/// exporter. A function that is missing, or whose signature drifted from the declaration,
+/// fails to compile:
+///
+/// ```
+/// mod api {
+///     braid_acl_sys::c_api! {
+///         /// A one-function API.
+///         pub struct Api;
+///         /// `int32_t twice(int32_t x)`.
+///         required fn twice(x: i32) -> i32;
+///     }
+/// }
+/// extern "C" fn twice(x: i32) -> i32 {
+///     2 * x
+/// }
+/// braid_acl_sys::check_exports!(api::fns; pub struct Api; required fn twice(x: i32) -> i32;);
+/// ```
+///
+/// ```compile_fail
+/// mod api {
+///     braid_acl_sys::c_api! {
+///         /// A one-function API.
+///         pub struct Api;
+///         /// `int32_t twice(int32_t x)`.
+///         required fn twice(x: i32) -> i32;
+///     }
+/// }
+/// // Drifted: takes an unsigned integer.
+/// extern "C" fn twice(x: u32) -> i32 {
+///     2 * x as i32
+/// }
+/// braid_acl_sys::check_exports!(api::fns; pub struct Api; required fn twice(x: i32) -> i32;);
+/// ```
+#[macro_export]
+macro_rules! check_exports {
+    (
+        $fns:path ;
+        $(#[$table_meta:meta])*
+        pub struct $table:ident;
+        $(
+            $(#[$fn_meta:meta])*
+            $kind:ident fn $name:ident ( $($arg:ident : $arg_ty:ty),* $(,)? ) $(-> $ret:ty)? ;
+        )*
+    ) => {
+        const _: () = {
+            use $fns as fns;
+            $( const _: fns::$name = $name; )*
+        };
+    };
+}

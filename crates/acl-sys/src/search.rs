@@ -43,6 +43,9 @@ pub enum Origin {
     LoaderPath,
     /// A path the caller gave.
     Given,
+    /// A fallback the caller tries when nothing is configured or installed (braid-acl-sim
+    /// next to the executable).
+    Fallback,
 }
 
 impl fmt::Display for Origin {
@@ -52,6 +55,7 @@ impl fmt::Display for Origin {
             Origin::Home(var) => write!(f, "under ${var}"),
             Origin::LoaderPath => write!(f, "on the loader path"),
             Origin::Given => write!(f, "given"),
+            Origin::Fallback => write!(f, "fallback, as nothing is configured"),
         }
     }
 }

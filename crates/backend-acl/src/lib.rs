@@ -62,9 +62,12 @@ mod vmm;
 mod tests;
 
 pub use api::{
-    is_available, library_candidates, load, sim_library_candidates, AclApi, LoadError, LoadFailure,
-    Symbol, LIB_ENV, LIB_NAME, SIM_LIB_NAME, SYMBOLS,
+    is_available, load, sim_library_candidates, AclApi, LoadError, LIBRARIES, SIM_LIB_NAME,
+    SYMBOLS,
 };
+pub use braid_acl_sys as sys;
+pub use braid_acl_sys::acl::{LIB_ENV, LIB_NAME};
+pub use braid_acl_sys::Symbol;
 pub use device::{AclConfig, AclDevice, OpenError, LOAD_FAILED_CODE};
 pub use error::{code_name, codes, is_out_of_memory, AclError};
 pub use event::AclEvent;

@@ -5,7 +5,7 @@ use crate::device::Shared;
 use crate::error::AclError;
 use crate::event::AclEvent;
 use crate::ffi::{
-    BraidKernelDesc, ACL_EVENT_RECORDED_STATUS_COMPLETE, ACL_EVENT_SYNC,
+    ACL_EVENT_RECORDED_STATUS_COMPLETE, ACL_EVENT_SYNC,
     ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE,
     ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, ACL_MODEL_RI_CAPTURE_MODE_RELAXED,
     ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL, ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE,
@@ -132,7 +132,7 @@ impl hal::Stream for AclStream {
     fn launch(&self, kernel: &Kernel, label: &str) -> Result<(), HalError> {
         let sh = &self.shared;
         sh.bind()?;
-        let desc = BraidKernelDesc::from_kernel(kernel);
+        let desc = crate::ffi::kernel_desc(kernel);
         let label = CString::new(label.replace('\0', " ")).unwrap_or_default();
         match sh.calls.launch_kernel(self.raw, &desc, &label) {
             None => Err(HalError::Unsupported(KERNEL_LAUNCH_UNSUPPORTED)),

@@ -4,7 +4,7 @@
 
 mod common;
 
-use braid_backend_acl::ffi::AclrtPhysicalMemProp;
+use braid_backend_acl::ffi::aclrtPhysicalMemProp;
 use braid_backend_acl::{codes, AclConfig, AclDevice};
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};
 use braid_stream_core::DevicePtr;
@@ -19,7 +19,7 @@ fn open() -> AclDevice {
 
 #[test]
 fn physical_memory_properties_have_one_layout_in_both_crates() {
-    type A = AclrtPhysicalMemProp;
+    type A = aclrtPhysicalMemProp;
     type B = braid_acl_sim::PhysicalMemProp;
     assert_eq!(size_of::<A>(), size_of::<B>());
     assert_eq!(offset_of!(A, handle_type), offset_of!(B, handle_type));

@@ -1,7 +1,8 @@
 //! Every ACL function braid calls, with its C signature, and braid's own extensions that
-//! `braid-acl-sim` exports next to them: the one declaration both `braid-backend-acl` (which
-//! resolves [`AclFunctions`] from the loaded library) and `braid-acl-sim` (which checks its
-//! exports against [`fns`]) use.
+//! `braid-acl-sim` exports next to them: the one list ([`acl_functions!`](crate::acl_functions))
+//! that both `braid-backend-acl` (which resolves [`AclFunctions`] from the loaded library) and
+//! `braid-acl-sim` (which checks its exports against it with
+//! [`check_exports!`](crate::check_exports)) use.
 //!
 //! Required symbols are ACL's core (init, devices, streams, events, memory, copies); optional
 //! ones are newer or feature-specific APIs (streams with config, synchronize with timeout,
@@ -14,7 +15,20 @@ use super::types::{
 };
 use std::ffi::{c_char, c_void};
 
-crate::c_api! {
+/// Hands the list of ACL functions to another macro: `acl_functions!(path::m!(tokens))`
+/// expands to `path::m! { tokens <the list> }`, the list being written as [`c_api!`]
+/// takes it. This crate makes the table with `acl_functions!(crate::c_api!())`; an exporter
+/// checks its functions with
+/// `acl_functions!(braid_acl_sys::check_exports!(braid_acl_sys::acl::fns;))`.
+///
+/// The names the signatures use (`aclError`, `aclrtStream`, `c_void`, ...) must be in scope
+/// where the list is expanded.
+///
+/// [`c_api!`]: crate::c_api
+#[macro_export]
+macro_rules! acl_functions {
+    ($($callback:ident)::+ ! ($($prefix:tt)*)) => {
+        $($callback)::+ ! { $($prefix)*
     /// The function table of one ACL library (`libascendcl.so`, or `libbraid_acl_sim.so`).
     ///
     /// Calling a pointer is `unsafe`: the caller upholds the C API's contract (valid handles,
@@ -167,7 +181,11 @@ crate::c_api! {
     ) -> aclError;
     /// braid's extension `aclError braidSimClearSanitizerReports(int32_t deviceId)`.
     optional fn braidSimClearSanitizerReports(device_id: i32) -> aclError;
+        }
+    };
 }
+
+crate::acl_functions!(crate::c_api!());
 
 #[cfg(test)]
 mod tests {
