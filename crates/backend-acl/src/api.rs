@@ -279,7 +279,8 @@ mod tests {
 
     /// A scratch directory of this test process.
     fn scratch(name: &str) -> PathBuf {
-        let dir = std::env::temp_dir().join(format!("braid-backend-acl-{}-{name}", std::process::id()));
+        let dir =
+            std::env::temp_dir().join(format!("braid-backend-acl-{}-{name}", std::process::id()));
         std::fs::create_dir_all(dir.join("lib64")).unwrap();
         dir
     }
@@ -297,7 +298,10 @@ mod tests {
         let err = AclApi::load_or_sim_with(env, Some(&exe_dir())).unwrap_err();
         assert!(!err.is_not_found(), "{err:?}");
         let text = err.to_string();
-        assert!(text.contains("/nonexistent/libascendcl.so (named by $BRAID_ACL_LIB)"), "{text}");
+        assert!(
+            text.contains("/nonexistent/libascendcl.so (named by $BRAID_ACL_LIB)"),
+            "{text}"
+        );
         assert!(text.contains("No such file or directory"), "{text}");
     }
 
@@ -306,7 +310,11 @@ mod tests {
         let env = env_of(&[("BRAID_ACL_LIB", "libm.so.6")]);
         let err = AclApi::load_or_sim_with(env, Some(&exe_dir())).unwrap_err();
         assert!(err.missing_symbols().contains(&"aclInit"), "{err:?}");
-        assert!(err.to_string().contains("libm.so.6 (named by $BRAID_ACL_LIB)"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("libm.so.6 (named by $BRAID_ACL_LIB)"),
+            "{err}"
+        );
     }
 
     #[test]
@@ -316,7 +324,8 @@ mod tests {
         let env = env_of(&[("ASCEND_HOME_PATH", home.to_str().unwrap())]);
         let err = AclApi::load_or_sim_with(env, Some(&exe_dir())).unwrap_err();
         assert!(
-            err.to_string().contains("libascendcl.so (under $ASCEND_HOME_PATH)"),
+            err.to_string()
+                .contains("libascendcl.so (under $ASCEND_HOME_PATH)"),
             "{err}"
         );
         std::fs::remove_dir_all(home).unwrap();
@@ -332,7 +341,11 @@ mod tests {
         let home = scratch("empty");
         let env = env_of(&[("ASCEND_HOME_PATH", home.to_str().unwrap())]);
         let api = AclApi::load_or_sim_with(env, Some(&exe_dir())).expect("braid-acl-sim");
-        assert!(api.path().ends_with(SIM_LIB_NAME), "{}", api.path().display());
+        assert!(
+            api.path().ends_with(SIM_LIB_NAME),
+            "{}",
+            api.path().display()
+        );
         assert!(api.is_braid_acl_sim());
         std::fs::remove_dir_all(home).unwrap();
 
@@ -343,7 +356,11 @@ mod tests {
         let paths = err.paths();
         assert_eq!(paths[0], Path::new(LIB_NAME));
         assert_eq!(paths.len(), 4, "{paths:?}");
-        assert!(err.to_string().contains("fallback, as nothing is configured: no such file"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("fallback, as nothing is configured: no such file"),
+            "{err}"
+        );
         std::fs::remove_dir_all(nowhere).unwrap();
     }
 

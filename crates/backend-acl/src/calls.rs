@@ -9,8 +9,8 @@
 use crate::api::AclApi;
 use crate::ffi::{
     aclError, aclrtPhysicalMemProp, BraidKernelDesc, ACL_HBM_MEM_HUGE,
-    ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, ACL_MEM_HANDLE_TYPE_NONE,
-    ACL_MEM_LOCATION_TYPE_DEVICE, ACL_MODEL_RI_CAPTURE_STATUS_NONE,
+    ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE,
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
 };
 use std::ffi::{c_void, CStr};
 use std::ptr;
@@ -57,11 +57,7 @@ pub(crate) trait AclCalls: Send + Sync {
     /// `aclrtSynchronizeStream`.
     fn synchronize_stream(&self, stream: Handle) -> aclError;
     /// `aclrtSynchronizeStreamWithTimeout`; `None` without the symbol.
-    fn synchronize_stream_with_timeout(
-        &self,
-        stream: Handle,
-        timeout_ms: i32,
-    ) -> Option<aclError>;
+    fn synchronize_stream_with_timeout(&self, stream: Handle, timeout_ms: i32) -> Option<aclError>;
     /// `aclrtStreamQuery`: the `aclrtStreamStatus`; `None` without the symbol.
     fn stream_query(&self, stream: Handle) -> Option<Result<u32, aclError>>;
     /// `aclrtStreamWaitEvent`.
@@ -255,11 +251,7 @@ impl AclCalls for ApiRef {
         unsafe { (self.0.aclrtSynchronizeStream)(stream_ptr(stream)) }
     }
 
-    fn synchronize_stream_with_timeout(
-        &self,
-        stream: Handle,
-        timeout_ms: i32,
-    ) -> Option<aclError> {
+    fn synchronize_stream_with_timeout(&self, stream: Handle, timeout_ms: i32) -> Option<aclError> {
         let f = self.0.aclrtSynchronizeStreamWithTimeout?;
         // SAFETY: a stream handle from this library, or null (default stream).
         Some(unsafe { f(stream_ptr(stream), timeout_ms) })
@@ -501,8 +493,14 @@ impl AclCalls for ApiRef {
         let mut granularity = 0usize;
         // SAFETY: `prop` and the out parameter are live for the call.
         Some(
-            ok(unsafe { f(&prop, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM, &mut granularity) })
-                .map(|()| granularity as u64),
+            ok(unsafe {
+                f(
+                    &prop,
+                    ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+                    &mut granularity,
+                )
+            })
+            .map(|()| granularity as u64),
         )
     }
 

@@ -62,8 +62,7 @@ mod vmm;
 mod tests;
 
 pub use api::{
-    is_available, load, sim_library_candidates, AclApi, LoadError, LIBRARIES, SIM_LIB_NAME,
-    SYMBOLS,
+    is_available, load, sim_library_candidates, AclApi, LoadError, LIBRARIES, SIM_LIB_NAME, SYMBOLS,
 };
 pub use braid_acl_sys as sys;
 pub use braid_acl_sys::acl::{LIB_ENV, LIB_NAME};

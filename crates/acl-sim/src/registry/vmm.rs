@@ -10,7 +10,6 @@ use crate::errmsg::{fail, Fail};
 use braid_stream_core::hal::Device as _;
 use braid_stream_core::types::DevicePtr;
 
-
 /// A physical memory handle given to the caller.
 pub(super) struct Physical {
     device: usize,
