@@ -4,8 +4,9 @@
 //! The rules, so that configuration is never silently ignored:
 //! - a library named by the set's variable ([`Origin::Env`]) that does not open, or a set of
 //!   them that lacks a required symbol, is an error naming it: nothing else is tried;
-//! - a library present under a CANN home ([`Origin::Home`]) that does not open is an error
-//!   too (an absent one is simply not there);
+//! - a library present under a CANN home ([`Origin::Home`]) or at a caller's fallback path
+//!   ([`Origin::Fallback`]) that does not open is an error too (an absent one is simply not
+//!   there);
 //! - a bare name the loader cannot find is not there;
 //! - only when no library of the set is there at all is the error
 //!   [`LoadError::NotFound`], the one case a caller may answer with a fallback.
