@@ -76,7 +76,7 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
     // SAFETY: the caller's guarantee on `count`.
     unsafe {
         out("aclrtGetDeviceCount", count, || {
-            Ok(with(|r| r.device_count()))
+            with(|r| Ok(r.device_count()))
         })
     }
 }
