@@ -2,7 +2,7 @@
 //!
 //! The numbers and names are CANN's (`acl_base_rt.h` for the ACL-level codes,
 //! `error_codes/rt_error_codes.h` for the runtime's); see `reference/acl-runtime.md` §1.3.
-//! Each code is written once, in [`acl_codes!`], which makes both the constant and its entry
+//! Each code is written once, in one list, which makes both the constant and its entry
 //! in [`CODE_NAMES`].
 
 use super::aclError;
