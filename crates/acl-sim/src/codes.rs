@@ -1,51 +1,13 @@
-//! The ACL return codes and flag values the simulated runtime uses (CANN's numbers; see
-//! `reference/acl-runtime.md` §1.3–1.9 and `braid_backend_acl::codes`).
+//! The ACL return codes and values the simulated runtime uses: `braid-acl-sys`'s declarations
+//! (CANN's numbers), with the capture modes and statuses under the short names the registry
+//! matches on.
 
-pub const ACL_SUCCESS: i32 = 0;
-pub const ACL_ERROR_INVALID_PARAM: i32 = 100_000;
-pub const ACL_ERROR_UNINITIALIZE: i32 = 100_001;
-pub const ACL_ERROR_REPEAT_INITIALIZE: i32 = 100_002;
-pub const ACL_ERROR_RT_PARAM_INVALID: i32 = 107_000;
-pub const ACL_ERROR_RT_INVALID_DEVICEID: i32 = 107_001;
-pub const ACL_ERROR_RT_CONTEXT_NULL: i32 = 107_002;
-pub const ACL_ERROR_RT_STREAM_CONTEXT: i32 = 107_003;
-pub const ACL_ERROR_RT_INVALID_HANDLE: i32 = 107_017;
-pub const ACL_ERROR_RT_CAPTURE_DEPENDENCY: i32 = 107_024;
-pub const ACL_ERROR_RT_STREAM_UNJOINED: i32 = 107_025;
-pub const ACL_ERROR_RT_MODEL_CAPTURED: i32 = 107_026;
-pub const ACL_ERROR_RT_STREAM_CAPTURED: i32 = 107_027;
-pub const ACL_ERROR_RT_STREAM_NOT_CAPTURED: i32 = 107_029;
-pub const ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT: i32 = 107_030;
-pub const ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT: i32 = 107_031;
-pub const ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED: i32 = 107_036;
-pub const ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD: i32 = 107_038;
-pub const ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC: i32 = 107_041;
-pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: i32 = 207_000;
-pub const ACL_ERROR_RT_MEMORY_ALLOCATION: i32 = 207_001;
-pub const ACL_ERROR_RT_DEVICE_OOM: i32 = 207_018;
-pub const ACL_ERROR_RT_STREAM_SYNC_TIMEOUT: i32 = 507_046;
-
-pub const ACL_EVENT_SYNC: u32 = 0x1;
-pub const ACL_EVENT_TIME_LINE: u32 = 0x8;
-
-pub const ACL_STREAM_STATUS_COMPLETE: u32 = 0;
-pub const ACL_STREAM_STATUS_NOT_READY: u32 = 1;
-pub const ACL_EVENT_RECORDED_STATUS_NOT_READY: u32 = 0;
-pub const ACL_EVENT_RECORDED_STATUS_COMPLETE: u32 = 1;
-
-pub const ACL_MEMCPY_HOST_TO_HOST: u32 = 0;
-pub const ACL_MEMCPY_HOST_TO_DEVICE: u32 = 1;
-pub const ACL_MEMCPY_DEVICE_TO_HOST: u32 = 2;
-pub const ACL_MEMCPY_DEVICE_TO_DEVICE: u32 = 3;
-pub const ACL_MEMCPY_DEFAULT: u32 = 4;
-
-pub const ACL_DDR_MEM: u32 = 0;
-pub const ACL_DDR_MEM_HUGE: u32 = 2;
-pub const ACL_DDR_MEM_NORMAL: u32 = 3;
-
-pub const CAPTURE_MODE_GLOBAL: u32 = 0;
-pub const CAPTURE_MODE_THREAD_LOCAL: u32 = 1;
-pub const CAPTURE_MODE_RELAXED: u32 = 2;
-
-pub const CAPTURE_STATUS_NONE: u32 = 0;
-pub const CAPTURE_STATUS_ACTIVE: u32 = 1;
+pub(crate) use braid_acl_sys::acl::codes::*;
+pub(crate) use braid_acl_sys::acl::*;
+pub(crate) use braid_acl_sys::acl::{
+    ACL_MODEL_RI_CAPTURE_MODE_GLOBAL as CAPTURE_MODE_GLOBAL,
+    ACL_MODEL_RI_CAPTURE_MODE_RELAXED as CAPTURE_MODE_RELAXED,
+    ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL as CAPTURE_MODE_THREAD_LOCAL,
+    ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE as CAPTURE_STATUS_ACTIVE,
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE as CAPTURE_STATUS_NONE,
+};

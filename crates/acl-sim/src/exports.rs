@@ -1,17 +1,21 @@
 //! The exported C symbols. Each checks its pointers, then calls the registry; the registry has
 //! the semantics.
+//!
+//! Every export has the signature `braid-acl-sys` declares for it (the same declaration the
+//! ACL backend resolves): [`check_exports!`](braid_acl_sys::check_exports) at the end of this
+//! file fails to compile when one is missing or drifts.
 
 use crate::codes::*;
 use crate::errmsg::{fail, ret, take_recent, Fail};
-use crate::kernel::{kernel_from_desc, BraidKernelDesc};
-use crate::registry::{with, PhysicalMemProp};
+use crate::kernel::kernel_from_desc;
+use crate::registry::with;
 use std::ffi::{c_char, c_void, CStr};
 
 /// Runs `f` and writes its value through the out pointer `p`.
 ///
 /// # Safety
 /// `p` is null or valid for a write of `T`.
-unsafe fn out<T>(call: &str, p: *mut T, f: impl FnOnce() -> Result<T, Fail>) -> i32 {
+unsafe fn out<T>(call: &str, p: *mut T, f: impl FnOnce() -> Result<T, Fail>) -> aclError {
     if p.is_null() {
         return ret(Err(fail(
             ACL_ERROR_INVALID_PARAM,
@@ -39,7 +43,7 @@ fn ptr_of(handle: usize) -> *mut c_void {
 /// `aclError aclInit(const char *configPath)`: the first call succeeds, later calls return
 /// `ACL_ERROR_REPEAT_INITIALIZE` (100002), as ACL does. The config file is ignored.
 #[no_mangle]
-pub extern "C" fn aclInit(_config_path: *const c_char) -> i32 {
+pub extern "C" fn aclInit(_config_path: *const c_char) -> aclError {
     ret(with(|r| r.init()))
 }
 
@@ -53,13 +57,13 @@ pub extern "C" fn aclGetRecentErrMsg() -> *const c_char {
 /// `aclError aclrtSetDevice(int32_t deviceId)`: binds the device to this thread (reference
 /// counted).
 #[no_mangle]
-pub extern "C" fn aclrtSetDevice(device_id: i32) -> i32 {
+pub extern "C" fn aclrtSetDevice(device_id: i32) -> aclError {
     ret(with(|r| r.set_device(device_id)))
 }
 
 /// `aclError aclrtResetDevice(int32_t deviceId)`.
 #[no_mangle]
-pub extern "C" fn aclrtResetDevice(device_id: i32) -> i32 {
+pub extern "C" fn aclrtResetDevice(device_id: i32) -> aclError {
     ret(with(|r| r.reset_device(device_id)))
 }
 
@@ -68,11 +72,11 @@ pub extern "C" fn aclrtResetDevice(device_id: i32) -> i32 {
 /// # Safety
 /// `count` is null or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> i32 {
+pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> aclError {
     // SAFETY: the caller's guarantee on `count`.
     unsafe {
         out("aclrtGetDeviceCount", count, || {
-            Ok(with(|r| r.device_count()))
+            with(|r| Ok(r.device_count()))
         })
     }
 }
@@ -82,7 +86,11 @@ pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> i32 {
 /// # Safety
 /// `free` and `total` are null or valid for writes.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtGetMemInfo(attr: u32, free: *mut usize, total: *mut usize) -> i32 {
+pub unsafe extern "C" fn aclrtGetMemInfo(
+    attr: u32,
+    free: *mut usize,
+    total: *mut usize,
+) -> aclError {
     if free.is_null() || total.is_null() {
         return ret(Err(fail(
             ACL_ERROR_INVALID_PARAM,
@@ -104,7 +112,7 @@ pub unsafe extern "C" fn aclrtGetMemInfo(attr: u32, free: *mut usize, total: *mu
 
 /// `aclError aclrtSynchronizeDevice()`.
 #[no_mangle]
-pub extern "C" fn aclrtSynchronizeDevice() -> i32 {
+pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
     ret(with(|r| r.synchronize_device()))
 }
 
@@ -113,7 +121,7 @@ pub extern "C" fn aclrtSynchronizeDevice() -> i32 {
 /// # Safety
 /// `stream` is null or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtCreateStream(stream: *mut *mut c_void) -> i32 {
+pub unsafe extern "C" fn aclrtCreateStream(stream: *mut *mut c_void) -> aclError {
     // SAFETY: the caller's guarantee on `stream`.
     unsafe {
         out("aclrtCreateStream", stream, || {
@@ -132,7 +140,7 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
     stream: *mut *mut c_void,
     priority: u32,
     _flag: u32,
-) -> i32 {
+) -> aclError {
     // SAFETY: the caller's guarantee on `stream`.
     unsafe {
         out("aclrtCreateStreamWithConfig", stream, || {
@@ -144,21 +152,21 @@ pub unsafe extern "C" fn aclrtCreateStreamWithConfig(
 /// `aclError aclrtDestroyStream(aclrtStream stream)`. Destroying a capture's origin stream
 /// abandons the capture.
 #[no_mangle]
-pub extern "C" fn aclrtDestroyStream(stream: *mut c_void) -> i32 {
+pub extern "C" fn aclrtDestroyStream(stream: *mut c_void) -> aclError {
     ret(with(|r| r.destroy_stream(h(stream))))
 }
 
 /// `aclError aclrtSynchronizeStream(aclrtStream stream)`; 107041 during a capture that forbids
 /// it.
 #[no_mangle]
-pub extern "C" fn aclrtSynchronizeStream(stream: *mut c_void) -> i32 {
+pub extern "C" fn aclrtSynchronizeStream(stream: *mut c_void) -> aclError {
     ret(with(|r| r.synchronize_stream(h(stream), -1)))
 }
 
 /// `aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout)`: 507046
 /// when the wait exceeds `timeout` ms of simulated time (-1: no limit).
 #[no_mangle]
-pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: *mut c_void, timeout: i32) -> i32 {
+pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: *mut c_void, timeout: i32) -> aclError {
     ret(with(|r| r.synchronize_stream(h(stream), timeout)))
 }
 
@@ -167,7 +175,7 @@ pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: *mut c_void, timeout
 /// # Safety
 /// `status` is null or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtStreamQuery(stream: *mut c_void, status: *mut u32) -> i32 {
+pub unsafe extern "C" fn aclrtStreamQuery(stream: *mut c_void, status: *mut u32) -> aclError {
     // SAFETY: the caller's guarantee on `status`.
     unsafe {
         out("aclrtStreamQuery", status, || {
@@ -179,7 +187,7 @@ pub unsafe extern "C" fn aclrtStreamQuery(stream: *mut c_void, status: *mut u32)
 /// `aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)`: fails for events
 /// created without `ACL_EVENT_SYNC`; waiting on an event recorded in a capture joins it.
 #[no_mangle]
-pub extern "C" fn aclrtStreamWaitEvent(stream: *mut c_void, event: *mut c_void) -> i32 {
+pub extern "C" fn aclrtStreamWaitEvent(stream: *mut c_void, event: *mut c_void) -> aclError {
     ret(with(|r| r.stream_wait_event(h(stream), h(event))))
 }
 
@@ -188,7 +196,7 @@ pub extern "C" fn aclrtStreamWaitEvent(stream: *mut c_void, event: *mut c_void) 
 /// # Safety
 /// `event` is null or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut *mut c_void, flag: u32) -> i32 {
+pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut *mut c_void, flag: u32) -> aclError {
     // SAFETY: the caller's guarantee on `event`.
     unsafe {
         out("aclrtCreateEventWithFlag", event, || {
@@ -202,7 +210,10 @@ pub unsafe extern "C" fn aclrtCreateEventWithFlag(event: *mut *mut c_void, flag:
 /// # Safety
 /// `event` is null or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut *mut c_void, flag: u32) -> i32 {
+pub unsafe extern "C" fn aclrtCreateEventExWithFlag(
+    event: *mut *mut c_void,
+    flag: u32,
+) -> aclError {
     // SAFETY: the caller's guarantee on `event`.
     unsafe {
         out("aclrtCreateEventExWithFlag", event, || {
@@ -213,13 +224,13 @@ pub unsafe extern "C" fn aclrtCreateEventExWithFlag(event: *mut *mut c_void, fla
 
 /// `aclError aclrtDestroyEvent(aclrtEvent event)`.
 #[no_mangle]
-pub extern "C" fn aclrtDestroyEvent(event: *mut c_void) -> i32 {
+pub extern "C" fn aclrtDestroyEvent(event: *mut c_void) -> aclError {
     ret(with(|r| r.destroy_event(h(event))))
 }
 
 /// `aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)`.
 #[no_mangle]
-pub extern "C" fn aclrtRecordEvent(event: *mut c_void, stream: *mut c_void) -> i32 {
+pub extern "C" fn aclrtRecordEvent(event: *mut c_void, stream: *mut c_void) -> aclError {
     ret(with(|r| r.record_event(h(event), h(stream))))
 }
 
@@ -228,7 +239,7 @@ pub extern "C" fn aclrtRecordEvent(event: *mut c_void, stream: *mut c_void) -> i
 /// # Safety
 /// `status` is null or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtQueryEventStatus(event: *mut c_void, status: *mut u32) -> i32 {
+pub unsafe extern "C" fn aclrtQueryEventStatus(event: *mut c_void, status: *mut u32) -> aclError {
     // SAFETY: the caller's guarantee on `status`.
     unsafe {
         out("aclrtQueryEventStatus", status, || {
@@ -239,7 +250,7 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(event: *mut c_void, status: *mut 
 
 /// `aclError aclrtSynchronizeEvent(aclrtEvent event)`.
 #[no_mangle]
-pub extern "C" fn aclrtSynchronizeEvent(event: *mut c_void) -> i32 {
+pub extern "C" fn aclrtSynchronizeEvent(event: *mut c_void) -> aclError {
     ret(with(|r| r.synchronize_event(h(event))))
 }
 
@@ -253,7 +264,7 @@ pub unsafe extern "C" fn aclrtEventElapsedTime(
     ms: *mut f32,
     start: *mut c_void,
     end: *mut c_void,
-) -> i32 {
+) -> aclError {
     // SAFETY: the caller's guarantee on `ms`.
     unsafe {
         out("aclrtEventElapsedTime", ms, || {
@@ -268,7 +279,11 @@ pub unsafe extern "C" fn aclrtEventElapsedTime(
 /// # Safety
 /// `dev_ptr` is null or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtMalloc(dev_ptr: *mut *mut c_void, size: usize, _policy: u32) -> i32 {
+pub unsafe extern "C" fn aclrtMalloc(
+    dev_ptr: *mut *mut c_void,
+    size: usize,
+    _policy: u32,
+) -> aclError {
     // SAFETY: the caller's guarantee on `dev_ptr`.
     unsafe {
         out("aclrtMalloc", dev_ptr, || {
@@ -279,7 +294,7 @@ pub unsafe extern "C" fn aclrtMalloc(dev_ptr: *mut *mut c_void, size: usize, _po
 
 /// `aclError aclrtFree(void *devPtr)`.
 #[no_mangle]
-pub extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> i32 {
+pub extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> aclError {
     ret(with(|r| r.free(dev_ptr as u64)))
 }
 
@@ -289,7 +304,7 @@ pub extern "C" fn aclrtFree(dev_ptr: *mut c_void) -> i32 {
 /// # Safety
 /// `host_ptr` is null or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize) -> i32 {
+pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize) -> aclError {
     // SAFETY: the caller's guarantee on `host_ptr`.
     unsafe {
         out("aclrtMallocHost", host_ptr, || {
@@ -301,7 +316,7 @@ pub unsafe extern "C" fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize
 /// `aclError aclrtFreeHost(void *hostPtr)`: a pointer that is not a live `aclrtMallocHost`
 /// allocation is `ACL_ERROR_RT_PARAM_INVALID`.
 #[no_mangle]
-pub extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> i32 {
+pub extern "C" fn aclrtFreeHost(host_ptr: *mut c_void) -> aclError {
     ret(with(|r| r.free_host(h(host_ptr))))
 }
 
@@ -319,7 +334,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     count: usize,
     kind: u32,
     stream: *mut c_void,
-) -> i32 {
+) -> aclError {
     ret(with(|r| {
         // SAFETY: the caller's guarantee on the host memory.
         unsafe { r.memcpy_async(dst as u64, dest_max, src as u64, count, kind, h(stream)) }
@@ -335,7 +350,7 @@ pub extern "C" fn aclrtMemsetAsync(
     value: i32,
     count: usize,
     stream: *mut c_void,
-) -> i32 {
+) -> aclError {
     ret(with(|r| {
         r.memset_async(dev_ptr as u64, max_count, value, count, h(stream))
     }))
@@ -343,7 +358,7 @@ pub extern "C" fn aclrtMemsetAsync(
 
 /// `aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode)`.
 #[no_mangle]
-pub extern "C" fn aclmdlRICaptureBegin(stream: *mut c_void, mode: u32) -> i32 {
+pub extern "C" fn aclmdlRICaptureBegin(stream: *mut c_void, mode: u32) -> aclError {
     ret(with(|r| r.capture_begin(h(stream), mode)))
 }
 
@@ -357,7 +372,7 @@ pub unsafe extern "C" fn aclmdlRICaptureGetInfo(
     stream: *mut c_void,
     status: *mut u32,
     model_ri: *mut *mut c_void,
-) -> i32 {
+) -> aclError {
     if status.is_null() || model_ri.is_null() {
         return ret(Err(fail(
             ACL_ERROR_INVALID_PARAM,
@@ -386,7 +401,7 @@ pub unsafe extern "C" fn aclmdlRICaptureGetInfo(
 pub unsafe extern "C" fn aclmdlRICaptureEnd(
     stream: *mut c_void,
     model_ri: *mut *mut c_void,
-) -> i32 {
+) -> aclError {
     // SAFETY: the caller's guarantee on `model_ri`.
     unsafe {
         out("aclmdlRICaptureEnd", model_ri, || {
@@ -397,13 +412,13 @@ pub unsafe extern "C" fn aclmdlRICaptureEnd(
 
 /// `aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream)`.
 #[no_mangle]
-pub extern "C" fn aclmdlRIExecuteAsync(model_ri: *mut c_void, stream: *mut c_void) -> i32 {
+pub extern "C" fn aclmdlRIExecuteAsync(model_ri: *mut c_void, stream: *mut c_void) -> aclError {
     ret(with(|r| r.model_execute(h(model_ri), h(stream))))
 }
 
 /// `aclError aclmdlRIDestroy(aclmdlRI modelRI)`.
 #[no_mangle]
-pub extern "C" fn aclmdlRIDestroy(model_ri: *mut c_void) -> i32 {
+pub extern "C" fn aclmdlRIDestroy(model_ri: *mut c_void) -> aclError {
     ret(with(|r| r.model_destroy(h(model_ri))))
 }
 
@@ -420,7 +435,7 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
     alignment: usize,
     expect_ptr: *mut c_void,
     flags: u64,
-) -> i32 {
+) -> aclError {
     // SAFETY: the caller's guarantee on `vir_ptr`.
     unsafe {
         out("aclrtReserveMemAddress", vir_ptr, || {
@@ -432,7 +447,7 @@ pub unsafe extern "C" fn aclrtReserveMemAddress(
 
 /// `aclError aclrtReleaseMemAddress(void *virPtr)`: nothing may be mapped in it.
 #[no_mangle]
-pub extern "C" fn aclrtReleaseMemAddress(vir_ptr: *mut c_void) -> i32 {
+pub extern "C" fn aclrtReleaseMemAddress(vir_ptr: *mut c_void) -> aclError {
     ret(with(|r| r.release_mem_address(vir_ptr as u64)))
 }
 
@@ -448,9 +463,9 @@ pub extern "C" fn aclrtReleaseMemAddress(vir_ptr: *mut c_void) -> i32 {
 pub unsafe extern "C" fn aclrtMallocPhysical(
     handle: *mut *mut c_void,
     size: usize,
-    prop: *const PhysicalMemProp,
+    prop: *const aclrtPhysicalMemProp,
     flags: u64,
-) -> i32 {
+) -> aclError {
     const CALL: &str = "aclrtMallocPhysical";
     if prop.is_null() {
         return ret(Err(fail(
@@ -470,7 +485,7 @@ pub unsafe extern "C" fn aclrtMallocPhysical(
 
 /// `aclError aclrtFreePhysical(aclrtDrvMemHandle handle)`: the handle must not be mapped.
 #[no_mangle]
-pub extern "C" fn aclrtFreePhysical(handle: *mut c_void) -> i32 {
+pub extern "C" fn aclrtFreePhysical(handle: *mut c_void) -> aclError {
     ret(with(|r| r.free_physical(h(handle))))
 }
 
@@ -484,7 +499,7 @@ pub extern "C" fn aclrtMapMem(
     offset: usize,
     handle: *mut c_void,
     flags: u64,
-) -> i32 {
+) -> aclError {
     ret(with(|r| {
         r.map_mem(vir_ptr as u64, size, offset, h(handle), flags)
     }))
@@ -493,7 +508,7 @@ pub extern "C" fn aclrtMapMem(
 /// `aclError aclrtUnmapMem(void *virPtr)`: unmaps the mapping starting at `virPtr` on the
 /// current device; its handle stays allocated (free it with `aclrtFreePhysical`).
 #[no_mangle]
-pub extern "C" fn aclrtUnmapMem(vir_ptr: *mut c_void) -> i32 {
+pub extern "C" fn aclrtUnmapMem(vir_ptr: *mut c_void) -> aclError {
     ret(with(|r| r.unmap_mem(vir_ptr as u64)))
 }
 
@@ -503,10 +518,10 @@ pub extern "C" fn aclrtUnmapMem(vir_ptr: *mut c_void) -> i32 {
 /// `granularity` is null or valid for a write.
 #[no_mangle]
 pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
-    _prop: *const c_void,
+    _prop: *const aclrtPhysicalMemProp,
     _option: u32,
     granularity: *mut usize,
-) -> i32 {
+) -> aclError {
     // SAFETY: the caller's guarantee on `granularity`.
     unsafe {
         out("aclrtMemGetAllocationGranularity", granularity, || {
@@ -529,7 +544,7 @@ pub unsafe extern "C" fn braidSimLaunchKernel(
     desc: *const BraidKernelDesc,
     desc_size: usize,
     label: *const c_char,
-) -> i32 {
+) -> aclError {
     if desc.is_null() || desc_size != std::mem::size_of::<BraidKernelDesc>() {
         return ret(Err(fail(
             ACL_ERROR_INVALID_PARAM,
@@ -565,7 +580,7 @@ pub unsafe extern "C" fn braidSimLaunchKernel(
 /// # Safety
 /// `count` is null or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn braidSimSanitizerReportCount(device_id: i32, count: *mut u64) -> i32 {
+pub unsafe extern "C" fn braidSimSanitizerReportCount(device_id: i32, count: *mut u64) -> aclError {
     const CALL: &str = "braidSimSanitizerReportCount";
     // SAFETY: the caller's guarantee on `count`.
     unsafe {
@@ -592,7 +607,7 @@ pub unsafe extern "C" fn braidSimSanitizerReport(
     buf: *mut c_char,
     buf_len: usize,
     needed: *mut usize,
-) -> i32 {
+) -> aclError {
     const CALL: &str = "braidSimSanitizerReport";
     if needed.is_null() {
         return ret(Err(fail(
@@ -641,6 +656,8 @@ pub unsafe extern "C" fn braidSimSanitizerReport(
 /// devices live as long as the process, as ACL devices do; braid clears the reports when it
 /// opens a device for a scenario, so each run counts only its own.
 #[no_mangle]
-pub extern "C" fn braidSimClearSanitizerReports(device_id: i32) -> i32 {
+pub extern "C" fn braidSimClearSanitizerReports(device_id: i32) -> aclError {
     ret(with(|r| r.clear_sanitizer_reports(device_id)))
 }
+
+braid_acl_sys::acl_functions!(braid_acl_sys::check_exports!(braid_acl_sys::acl::fns;));

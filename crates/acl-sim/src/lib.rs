@@ -4,7 +4,8 @@
 //! `braid-backend-acl` loads it through its real loading path (`BRAID_ACL_LIB`, or
 //! `AclApi::load_from`) exactly as it loads CANN's `libascendcl.so`, so the whole backend —
 //! function table, error mapping, thread binding, capture — runs without an Ascend card. Every
-//! symbol in `braid_backend_acl::SYMBOLS` is exported (`nm -D libbraid_acl_sim.so`).
+//! symbol of `braid_acl_sys::acl::AclFunctions` (the declaration the backend resolves) is
+//! exported with its declared signature, checked at compile time ([`exports`]).
 //!
 //! What it reproduces:
 //! - **Return codes and out parameters** of every function; bad or stale handles are
@@ -38,7 +39,7 @@
 //!
 //! braid's extensions, which CANN does not have (`braid-backend-acl` resolves them as optional
 //! symbols, so on CANN they are simply absent):
-//! - `braidSimLaunchKernel` runs braid's kernels (see [`BraidKernelDesc`]);
+//! - `braidSimLaunchKernel` runs braid's kernels (see `braid_acl_sys::acl::BraidKernelDesc`);
 //! - `braidSimSanitizerReportCount`, `braidSimSanitizerReport` and
 //!   `braidSimClearSanitizerReports` read and clear the reports of the simulator's
 //!   happens-before sanitizer on a device (what `braid::sim_race_reports` reads on the
@@ -49,8 +50,13 @@
 //! | variable | meaning | default |
 //! |---|---|---|
 //! | `BRAID_ACL_SIM_DEVICES` ([`DEVICES_ENV`]) | number of devices, 1 to 64 | 2 |
-//! | `BRAID_ACL_SIM_CAPACITY` ([`CAPACITY_ENV`]) | memory of each device in bytes | 16 GiB |
+//! | `BRAID_ACL_SIM_CAPACITY` ([`CAPACITY_ENV`]) | memory of each device in bytes, positive | 16 GiB |
 //! | `BRAID_ACL_SIM_TIMING_ONLY` ([`TIMING_ONLY_ENV`]) | comma-separated ids of the devices that run timing-only; empty: none | `1` |
+//!
+//! An invalid value (`BRAID_ACL_SIM_DEVICES=abc`, `BRAID_ACL_SIM_CAPACITY=-1`, a timing-only
+//! id that is not a device) is never ignored: every call then fails with
+//! `ACL_ERROR_INVALID_PARAM` (100000), `aclInit` first, and `aclGetRecentErrMsg` names the
+//! variable, its value and what it takes ([`SettingError`]).
 //!
 //! Device 0 (and every device not named timing-only) runs in the simulator's data mode, so
 //! results are real numbers. A timing-only device stores and computes nothing — read-backs are
@@ -61,13 +67,13 @@
 #![warn(missing_docs)]
 
 mod capture;
-#[allow(missing_docs, dead_code)]
 mod codes;
 mod errmsg;
 pub mod exports;
 mod kernel;
 mod registry;
+mod settings;
 
-pub use kernel::BraidKernelDesc;
-pub use registry::PhysicalMemProp;
-pub use registry::{CAPACITY_ENV, DEFAULT_TIMING_ONLY, DEVICES_ENV, TIMING_ONLY_ENV};
+pub use settings::{
+    SettingError, CAPACITY_ENV, DEFAULT_TIMING_ONLY, DEVICES_ENV, MAX_DEVICES, TIMING_ONLY_ENV,
+};

@@ -8,6 +8,7 @@
 use crate::capture::{CaptureState, Clock};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
+use crate::settings::Settings;
 use braid_backend_sim::{SimConfig, SimDevice, SimEvent, SimGraph, SimMode, SimStream};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, HalError, Stream as _};
 use braid_stream_core::kernel::Kernel;
@@ -18,23 +19,6 @@ use std::sync::{Mutex, MutexGuard, OnceLock};
 
 mod vmm;
 
-pub use vmm::PhysicalMemProp;
-
-/// Environment variable: number of simulated devices (default 2).
-pub const DEVICES_ENV: &str = "BRAID_ACL_SIM_DEVICES";
-/// Environment variable: memory of each simulated device in bytes (default 16 GiB).
-pub const CAPACITY_ENV: &str = "BRAID_ACL_SIM_CAPACITY";
-/// Environment variable: comma-separated ids of the devices that run in the simulator's
-/// timing-only mode (no data stored or computed, so model-sized shapes plan in milliseconds;
-/// read-backs are zeros). Unset: [`DEFAULT_TIMING_ONLY`]; empty: every device computes data.
-pub const TIMING_ONLY_ENV: &str = "BRAID_ACL_SIM_TIMING_ONLY";
-/// The timing-only devices when [`TIMING_ONLY_ENV`] is unset: device 1, the device braid's
-/// examples and `braid demo --backend acl` time model-sized shapes on
-/// (`braid::scenarios::devices::TIMING_ORDINAL`); device 0 computes real numbers.
-pub const DEFAULT_TIMING_ONLY: &[usize] = &[1];
-
-const DEFAULT_DEVICES: usize = 2;
-const DEFAULT_CAPACITY: u64 = 16 << 30;
 /// First handle value; handles step by 0x40 so they look like (and are as distinct as) pointers.
 const HANDLE_BASE: usize = 0x0ac1_0000;
 const HANDLE_STEP: usize = 0x40;
@@ -104,42 +88,20 @@ pub(crate) struct Registry {
     next_capture: u64,
 }
 
-/// Runs `f` on the process-wide registry.
-pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> R) -> R {
-    static REGISTRY: OnceLock<Mutex<Registry>> = OnceLock::new();
-    let m = REGISTRY.get_or_init(|| Mutex::new(Registry::from_env()));
+/// Runs `f` on the process-wide registry, made from the environment's [`Settings`] at first
+/// use. Invalid settings fail every call with `ACL_ERROR_INVALID_PARAM` and the text naming
+/// the variable and its value.
+pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> Result<R, Fail>) -> Result<R, Fail> {
+    static REGISTRY: OnceLock<Result<Mutex<Registry>, Fail>> = OnceLock::new();
+    let registry = REGISTRY.get_or_init(|| {
+        Settings::from_env(|k| std::env::var_os(k))
+            .map(|settings| Mutex::new(Registry::new(settings)))
+            .map_err(|e| fail(ACL_ERROR_INVALID_PARAM, e.to_string()))
+    });
+    let m = registry.as_ref().map_err(Clone::clone)?;
     // Every registry operation leaves it consistent, so a poisoned lock is still usable.
     let mut guard: MutexGuard<'_, Registry> = m.lock().unwrap_or_else(|p| p.into_inner());
     f(&mut guard)
-}
-
-fn env_number(name: &str) -> Option<u64> {
-    std::env::var(name).ok()?.trim().parse().ok()
-}
-
-/// Which of `device_count` devices run timing-only, from the value of [`TIMING_ONLY_ENV`]
-/// (`None`: unset). Entries that are not device ids are ignored, with a warning.
-fn parse_timing_only(value: Option<&str>, device_count: usize) -> Vec<bool> {
-    let mut out = vec![false; device_count];
-    let Some(value) = value else {
-        for &id in DEFAULT_TIMING_ONLY {
-            if let Some(slot) = out.get_mut(id) {
-                *slot = true;
-            }
-        }
-        return out;
-    };
-    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
-        match entry.parse::<usize>().ok().and_then(|id| out.get_mut(id)) {
-            Some(slot) => *slot = true,
-            None => tracing::warn!(
-                entry,
-                device_count,
-                "{TIMING_ONLY_ENV}: not a device id; ignored"
-            ),
-        }
-    }
-    out
 }
 
 /// A simulator error as an ACL failure of `call`.
@@ -166,16 +128,12 @@ struct StreamRef {
 }
 
 impl Registry {
-    fn from_env() -> Self {
-        let device_count = env_number(DEVICES_ENV)
-            .and_then(|n| usize::try_from(n).ok())
-            .filter(|n| (1..=64).contains(n))
-            .unwrap_or(DEFAULT_DEVICES);
-        let capacity = env_number(CAPACITY_ENV)
-            .filter(|n| *n > 0)
-            .unwrap_or(DEFAULT_CAPACITY);
-        let timing_only =
-            parse_timing_only(std::env::var(TIMING_ONLY_ENV).ok().as_deref(), device_count);
+    fn new(settings: Settings) -> Self {
+        let Settings {
+            device_count,
+            capacity,
+            timing_only,
+        } = settings;
         Registry {
             initialized: false,
             device_count,
@@ -1086,20 +1044,5 @@ impl Registry {
         }
         self.models.remove(&model);
         Ok(())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::parse_timing_only;
-
-    #[test]
-    fn timing_only_devices_default_to_device_1_and_follow_the_variable() {
-        assert_eq!(parse_timing_only(None, 2), vec![false, true]);
-        assert_eq!(parse_timing_only(None, 1), vec![false]);
-        assert_eq!(parse_timing_only(Some(""), 2), vec![false, false]);
-        assert_eq!(parse_timing_only(Some("0, 2"), 3), vec![true, false, true]);
-        // Entries that are not device ids are ignored.
-        assert_eq!(parse_timing_only(Some("x,7,1"), 2), vec![false, true]);
     }
 }

@@ -8,9 +8,9 @@
 
 use crate::api::AclApi;
 use crate::ffi::{
-    AclErrorCode, AclrtPhysicalMemProp, BraidKernelDesc, ACL_HBM_MEM_HUGE,
-    ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_GRANULARITY_MINIMUM, ACL_MEM_HANDLE_TYPE_NONE,
-    ACL_MEM_LOCATION_TYPE_DEVICE, ACL_MODEL_RI_CAPTURE_STATUS_NONE,
+    aclError, aclrtPhysicalMemProp, BraidKernelDesc, ACL_HBM_MEM_HUGE,
+    ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE,
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
 };
 use std::ffi::{c_void, CStr};
 use std::ptr;
@@ -20,7 +20,7 @@ use std::ptr;
 pub(crate) type Handle = usize;
 
 /// Converts a return code into `Result`.
-fn ok(code: AclErrorCode) -> Result<(), AclErrorCode> {
+fn ok(code: aclError) -> Result<(), aclError> {
     if code == 0 {
         Ok(())
     } else {
@@ -33,61 +33,57 @@ pub(crate) trait AclCalls: Send + Sync {
     /// `aclGetRecentErrMsg`, copied ("" when the runtime has none).
     fn recent_error_message(&self) -> String;
     /// `aclInit(NULL)`.
-    fn init(&self) -> AclErrorCode;
+    fn init(&self) -> aclError;
     /// `aclrtGetDeviceCount`.
-    fn device_count(&self) -> Result<u32, AclErrorCode>;
+    fn device_count(&self) -> Result<u32, aclError>;
     /// `aclrtSetDevice`.
-    fn set_device(&self, device: i32) -> AclErrorCode;
+    fn set_device(&self, device: i32) -> aclError;
     /// `aclrtResetDevice`.
-    fn reset_device(&self, device: i32) -> AclErrorCode;
+    fn reset_device(&self, device: i32) -> aclError;
     /// `aclrtGetMemInfo(attr)`: (free, total).
-    fn mem_info(&self, attr: u32) -> Result<(u64, u64), AclErrorCode>;
+    fn mem_info(&self, attr: u32) -> Result<(u64, u64), aclError>;
     /// `aclrtSynchronizeDevice`.
-    fn synchronize_device(&self) -> AclErrorCode;
+    fn synchronize_device(&self) -> aclError;
     /// `aclrtCreateStream`.
-    fn create_stream(&self) -> Result<Handle, AclErrorCode>;
+    fn create_stream(&self) -> Result<Handle, aclError>;
     /// `aclrtCreateStreamWithConfig`; `None` without the symbol.
     fn create_stream_with_config(
         &self,
         priority: u32,
         flags: u32,
-    ) -> Option<Result<Handle, AclErrorCode>>;
+    ) -> Option<Result<Handle, aclError>>;
     /// `aclrtDestroyStream`.
-    fn destroy_stream(&self, stream: Handle) -> AclErrorCode;
+    fn destroy_stream(&self, stream: Handle) -> aclError;
     /// `aclrtSynchronizeStream`.
-    fn synchronize_stream(&self, stream: Handle) -> AclErrorCode;
+    fn synchronize_stream(&self, stream: Handle) -> aclError;
     /// `aclrtSynchronizeStreamWithTimeout`; `None` without the symbol.
-    fn synchronize_stream_with_timeout(
-        &self,
-        stream: Handle,
-        timeout_ms: i32,
-    ) -> Option<AclErrorCode>;
+    fn synchronize_stream_with_timeout(&self, stream: Handle, timeout_ms: i32) -> Option<aclError>;
     /// `aclrtStreamQuery`: the `aclrtStreamStatus`; `None` without the symbol.
-    fn stream_query(&self, stream: Handle) -> Option<Result<u32, AclErrorCode>>;
+    fn stream_query(&self, stream: Handle) -> Option<Result<u32, aclError>>;
     /// `aclrtStreamWaitEvent`.
-    fn stream_wait_event(&self, stream: Handle, event: Handle) -> AclErrorCode;
+    fn stream_wait_event(&self, stream: Handle, event: Handle) -> aclError;
     /// `aclrtCreateEventExWithFlag`; `None` without the symbol.
-    fn create_event_ex_with_flag(&self, flags: u32) -> Option<Result<Handle, AclErrorCode>>;
+    fn create_event_ex_with_flag(&self, flags: u32) -> Option<Result<Handle, aclError>>;
     /// `aclrtCreateEventWithFlag`.
-    fn create_event_with_flag(&self, flags: u32) -> Result<Handle, AclErrorCode>;
+    fn create_event_with_flag(&self, flags: u32) -> Result<Handle, aclError>;
     /// `aclrtDestroyEvent`.
-    fn destroy_event(&self, event: Handle) -> AclErrorCode;
+    fn destroy_event(&self, event: Handle) -> aclError;
     /// `aclrtRecordEvent`.
-    fn record_event(&self, event: Handle, stream: Handle) -> AclErrorCode;
+    fn record_event(&self, event: Handle, stream: Handle) -> aclError;
     /// `aclrtQueryEventStatus`: the `aclrtEventRecordedStatus`.
-    fn query_event_status(&self, event: Handle) -> Result<u32, AclErrorCode>;
+    fn query_event_status(&self, event: Handle) -> Result<u32, aclError>;
     /// `aclrtSynchronizeEvent`.
-    fn synchronize_event(&self, event: Handle) -> AclErrorCode;
+    fn synchronize_event(&self, event: Handle) -> aclError;
     /// `aclrtEventElapsedTime`.
-    fn event_elapsed_time(&self, start: Handle, end: Handle) -> Result<f32, AclErrorCode>;
+    fn event_elapsed_time(&self, start: Handle, end: Handle) -> Result<f32, aclError>;
     /// `aclrtMalloc`.
-    fn malloc(&self, size: usize, policy: u32) -> Result<u64, AclErrorCode>;
+    fn malloc(&self, size: usize, policy: u32) -> Result<u64, aclError>;
     /// `aclrtFree`.
-    fn free(&self, ptr: u64) -> AclErrorCode;
+    fn free(&self, ptr: u64) -> aclError;
     /// `aclrtMallocHost`: page-locked host memory, as an address.
-    fn malloc_host(&self, size: usize) -> Result<usize, AclErrorCode>;
+    fn malloc_host(&self, size: usize) -> Result<usize, aclError>;
     /// `aclrtFreeHost`.
-    fn free_host(&self, ptr: usize) -> AclErrorCode;
+    fn free_host(&self, ptr: usize) -> aclError;
     /// `aclrtMemcpyAsync`; host addresses are passed as numbers.
     ///
     /// # Safety
@@ -101,7 +97,7 @@ pub(crate) trait AclCalls: Send + Sync {
         count: usize,
         kind: u32,
         stream: Handle,
-    ) -> AclErrorCode;
+    ) -> aclError;
     /// `aclrtMemsetAsync` on device memory.
     fn memset_async(
         &self,
@@ -110,56 +106,56 @@ pub(crate) trait AclCalls: Send + Sync {
         value: i32,
         count: usize,
         stream: Handle,
-    ) -> AclErrorCode;
+    ) -> aclError;
     /// `aclmdlRICaptureBegin`; `None` without the symbol.
-    fn capture_begin(&self, stream: Handle, mode: u32) -> Option<AclErrorCode>;
+    fn capture_begin(&self, stream: Handle, mode: u32) -> Option<aclError>;
     /// `aclmdlRICaptureGetInfo`: (status, model); `None` without the symbol.
-    fn capture_get_info(&self, stream: Handle) -> Option<Result<(u32, Handle), AclErrorCode>>;
+    fn capture_get_info(&self, stream: Handle) -> Option<Result<(u32, Handle), aclError>>;
     /// `aclmdlRICaptureEnd`: the model; `None` without the symbol.
-    fn capture_end(&self, stream: Handle) -> Option<Result<Handle, AclErrorCode>>;
+    fn capture_end(&self, stream: Handle) -> Option<Result<Handle, aclError>>;
     /// `aclmdlRIExecuteAsync`; `None` without the symbol.
-    fn model_execute_async(&self, model: Handle, stream: Handle) -> Option<AclErrorCode>;
+    fn model_execute_async(&self, model: Handle, stream: Handle) -> Option<aclError>;
     /// `aclmdlRIDestroy`; `None` without the symbol.
-    fn model_destroy(&self, model: Handle) -> Option<AclErrorCode>;
+    fn model_destroy(&self, model: Handle) -> Option<aclError>;
     /// braid's `braidSimLaunchKernel` extension; `None` without the symbol.
     fn launch_kernel(
         &self,
         stream: Handle,
         desc: &BraidKernelDesc,
         label: &CStr,
-    ) -> Option<AclErrorCode>;
+    ) -> Option<aclError>;
     /// braid's `braidSimSanitizerReportCount` extension; `None` without the symbol.
-    fn sanitizer_report_count(&self, device: i32) -> Option<Result<u64, AclErrorCode>>;
+    fn sanitizer_report_count(&self, device: i32) -> Option<Result<u64, aclError>>;
     /// braid's `braidSimSanitizerReport` extension (the text of report `index`); `None`
     /// without the symbol.
-    fn sanitizer_report(&self, device: i32, index: u64) -> Option<Result<String, AclErrorCode>>;
+    fn sanitizer_report(&self, device: i32, index: u64) -> Option<Result<String, aclError>>;
     /// braid's `braidSimClearSanitizerReports` extension; `None` without the symbol.
-    fn clear_sanitizer_reports(&self, device: i32) -> Option<AclErrorCode>;
+    fn clear_sanitizer_reports(&self, device: i32) -> Option<aclError>;
     /// The page size of the virtual-memory API for HBM huge pages of `device`
     /// (`aclrtMemGetAllocationGranularity`, minimum; 2 MiB where that symbol is missing);
     /// `None` without the virtual-memory symbols.
-    fn vmm_granularity(&self, device: i32) -> Option<Result<u64, AclErrorCode>>;
+    fn vmm_granularity(&self, device: i32) -> Option<Result<u64, aclError>>;
     /// `aclrtReserveMemAddress` (alignment 0, system-chosen address, flags 0): the address;
     /// `None` without the symbol.
-    fn reserve_mem_address(&self, size: usize) -> Option<Result<u64, AclErrorCode>>;
+    fn reserve_mem_address(&self, size: usize) -> Option<Result<u64, aclError>>;
     /// `aclrtReleaseMemAddress`; `None` without the symbol.
-    fn release_mem_address(&self, ptr: u64) -> Option<AclErrorCode>;
+    fn release_mem_address(&self, ptr: u64) -> Option<aclError>;
     /// `aclrtMallocPhysical` of HBM huge pages on `device`: the handle; `None` without the
     /// symbol.
-    fn malloc_physical(&self, size: usize, device: i32) -> Option<Result<Handle, AclErrorCode>>;
+    fn malloc_physical(&self, size: usize, device: i32) -> Option<Result<Handle, aclError>>;
     /// `aclrtFreePhysical`; `None` without the symbol.
-    fn free_physical(&self, handle: Handle) -> Option<AclErrorCode>;
+    fn free_physical(&self, handle: Handle) -> Option<aclError>;
     /// `aclrtMapMem` of all `size` bytes of `handle` at `ptr` (offset 0, flags 0); `None`
     /// without the symbol.
-    fn map_mem(&self, ptr: u64, size: usize, handle: Handle) -> Option<AclErrorCode>;
+    fn map_mem(&self, ptr: u64, size: usize, handle: Handle) -> Option<aclError>;
     /// `aclrtUnmapMem`; `None` without the symbol.
-    fn unmap_mem(&self, ptr: u64) -> Option<AclErrorCode>;
+    fn unmap_mem(&self, ptr: u64) -> Option<aclError>;
 }
 
 /// The physical memory `aclrtMallocPhysical` is asked for: HBM huge pages, pinned, on
 /// `device` (what torch_npu asks for).
-fn physical_prop(device: i32) -> AclrtPhysicalMemProp {
-    AclrtPhysicalMemProp {
+fn physical_prop(device: i32) -> aclrtPhysicalMemProp {
+    aclrtPhysicalMemProp {
         handle_type: ACL_MEM_HANDLE_TYPE_NONE,
         allocation_type: ACL_MEM_ALLOCATION_TYPE_PINNED,
         mem_attr: ACL_HBM_MEM_HUGE,
@@ -193,41 +189,41 @@ impl AclCalls for ApiRef {
         }
     }
 
-    fn init(&self) -> AclErrorCode {
+    fn init(&self) -> aclError {
         // SAFETY: a null config path is allowed.
         unsafe { (self.0.aclInit)(ptr::null()) }
     }
 
-    fn device_count(&self) -> Result<u32, AclErrorCode> {
+    fn device_count(&self) -> Result<u32, aclError> {
         let mut count = 0u32;
         // SAFETY: `count` is a live out parameter.
         ok(unsafe { (self.0.aclrtGetDeviceCount)(&mut count) })?;
         Ok(count)
     }
 
-    fn set_device(&self, device: i32) -> AclErrorCode {
+    fn set_device(&self, device: i32) -> aclError {
         // SAFETY: plain integer argument.
         unsafe { (self.0.aclrtSetDevice)(device) }
     }
 
-    fn reset_device(&self, device: i32) -> AclErrorCode {
+    fn reset_device(&self, device: i32) -> aclError {
         // SAFETY: plain integer argument.
         unsafe { (self.0.aclrtResetDevice)(device) }
     }
 
-    fn mem_info(&self, attr: u32) -> Result<(u64, u64), AclErrorCode> {
+    fn mem_info(&self, attr: u32) -> Result<(u64, u64), aclError> {
         let (mut free, mut total) = (0usize, 0usize);
         // SAFETY: live out parameters.
         ok(unsafe { (self.0.aclrtGetMemInfo)(attr, &mut free, &mut total) })?;
         Ok((free as u64, total as u64))
     }
 
-    fn synchronize_device(&self) -> AclErrorCode {
+    fn synchronize_device(&self) -> aclError {
         // SAFETY: no arguments.
         unsafe { (self.0.aclrtSynchronizeDevice)() }
     }
 
-    fn create_stream(&self) -> Result<Handle, AclErrorCode> {
+    fn create_stream(&self) -> Result<Handle, aclError> {
         let mut s: *mut c_void = ptr::null_mut();
         // SAFETY: live out parameter.
         ok(unsafe { (self.0.aclrtCreateStream)(&mut s) })?;
@@ -238,82 +234,78 @@ impl AclCalls for ApiRef {
         &self,
         priority: u32,
         flags: u32,
-    ) -> Option<Result<Handle, AclErrorCode>> {
+    ) -> Option<Result<Handle, aclError>> {
         let f = self.0.aclrtCreateStreamWithConfig?;
         let mut s: *mut c_void = ptr::null_mut();
         // SAFETY: live out parameter.
         Some(ok(unsafe { f(&mut s, priority, flags) }).map(|()| s as Handle))
     }
 
-    fn destroy_stream(&self, stream: Handle) -> AclErrorCode {
+    fn destroy_stream(&self, stream: Handle) -> aclError {
         // SAFETY: a stream handle from this library.
         unsafe { (self.0.aclrtDestroyStream)(stream_ptr(stream)) }
     }
 
-    fn synchronize_stream(&self, stream: Handle) -> AclErrorCode {
+    fn synchronize_stream(&self, stream: Handle) -> aclError {
         // SAFETY: a stream handle from this library, or null (default stream).
         unsafe { (self.0.aclrtSynchronizeStream)(stream_ptr(stream)) }
     }
 
-    fn synchronize_stream_with_timeout(
-        &self,
-        stream: Handle,
-        timeout_ms: i32,
-    ) -> Option<AclErrorCode> {
+    fn synchronize_stream_with_timeout(&self, stream: Handle, timeout_ms: i32) -> Option<aclError> {
         let f = self.0.aclrtSynchronizeStreamWithTimeout?;
         // SAFETY: a stream handle from this library, or null (default stream).
         Some(unsafe { f(stream_ptr(stream), timeout_ms) })
     }
 
-    fn stream_query(&self, stream: Handle) -> Option<Result<u32, AclErrorCode>> {
+    fn stream_query(&self, stream: Handle) -> Option<Result<u32, aclError>> {
         let f = self.0.aclrtStreamQuery?;
         let mut status = 0u32;
         // SAFETY: a stream handle from this library; live out parameter.
         Some(ok(unsafe { f(stream_ptr(stream), &mut status) }).map(|()| status))
     }
 
-    fn stream_wait_event(&self, stream: Handle, event: Handle) -> AclErrorCode {
+    fn stream_wait_event(&self, stream: Handle, event: Handle) -> aclError {
         // SAFETY: handles from this library.
         unsafe { (self.0.aclrtStreamWaitEvent)(stream_ptr(stream), event as *mut c_void) }
     }
 
-    fn create_event_ex_with_flag(&self, flags: u32) -> Option<Result<Handle, AclErrorCode>> {
+    fn create_event_ex_with_flag(&self, flags: u32) -> Option<Result<Handle, aclError>> {
         let f = self.0.aclrtCreateEventExWithFlag?;
         let mut e: *mut c_void = ptr::null_mut();
         // SAFETY: live out parameter.
         Some(ok(unsafe { f(&mut e, flags) }).map(|()| e as Handle))
     }
 
-    fn create_event_with_flag(&self, flags: u32) -> Result<Handle, AclErrorCode> {
+    fn create_event_with_flag(&self, flags: u32) -> Result<Handle, aclError> {
         let mut e: *mut c_void = ptr::null_mut();
         // SAFETY: live out parameter.
         ok(unsafe { (self.0.aclrtCreateEventWithFlag)(&mut e, flags) })?;
         Ok(e as Handle)
     }
 
-    fn destroy_event(&self, event: Handle) -> AclErrorCode {
+    fn destroy_event(&self, event: Handle) -> aclError {
         // SAFETY: an event handle from this library.
         unsafe { (self.0.aclrtDestroyEvent)(event as *mut c_void) }
     }
 
-    fn record_event(&self, event: Handle, stream: Handle) -> AclErrorCode {
+    fn record_event(&self, event: Handle, stream: Handle) -> aclError {
         // SAFETY: handles from this library.
         unsafe { (self.0.aclrtRecordEvent)(event as *mut c_void, stream_ptr(stream)) }
     }
 
-    fn query_event_status(&self, event: Handle) -> Result<u32, AclErrorCode> {
+    fn query_event_status(&self, event: Handle) -> Result<u32, aclError> {
         let mut status = 0u32;
         // SAFETY: an event handle from this library; live out parameter.
         ok(unsafe { (self.0.aclrtQueryEventStatus)(event as *mut c_void, &mut status) })?;
         Ok(status)
     }
 
-    fn synchronize_event(&self, event: Handle) -> AclErrorCode {
+    fn synchronize_event(&self, event: Handle) -> aclError {
         // SAFETY: an event handle from this library.
         unsafe { (self.0.aclrtSynchronizeEvent)(event as *mut c_void) }
     }
 
-    fn event_elapsed_time(&self, start: Handle, end: Handle) -> Result<f32, AclErrorCode> {
+    fn event_elapsed_time(&self, start: Handle, end: Handle) -> Result<f32, aclError> {
         let mut ms = 0f32;
         // SAFETY: event handles from this library; live out parameter.
         ok(unsafe {
@@ -322,26 +314,26 @@ impl AclCalls for ApiRef {
         Ok(ms)
     }
 
-    fn malloc(&self, size: usize, policy: u32) -> Result<u64, AclErrorCode> {
+    fn malloc(&self, size: usize, policy: u32) -> Result<u64, aclError> {
         let mut p: *mut c_void = ptr::null_mut();
         // SAFETY: live out parameter.
         ok(unsafe { (self.0.aclrtMalloc)(&mut p, size, policy) })?;
         Ok(p as u64)
     }
 
-    fn free(&self, ptr: u64) -> AclErrorCode {
+    fn free(&self, ptr: u64) -> aclError {
         // SAFETY: the caller passes an address from `aclrtMalloc` (the hal's `free` contract).
         unsafe { (self.0.aclrtFree)(ptr as *mut c_void) }
     }
 
-    fn malloc_host(&self, size: usize) -> Result<usize, AclErrorCode> {
+    fn malloc_host(&self, size: usize) -> Result<usize, aclError> {
         let mut p: *mut c_void = ptr::null_mut();
         // SAFETY: live out parameter.
         ok(unsafe { (self.0.aclrtMallocHost)(&mut p, size) })?;
         Ok(p as usize)
     }
 
-    fn free_host(&self, ptr: usize) -> AclErrorCode {
+    fn free_host(&self, ptr: usize) -> aclError {
         // SAFETY: the caller passes an address from `aclrtMallocHost` (the hal's `free_host`
         // contract).
         unsafe { (self.0.aclrtFreeHost)(ptr as *mut c_void) }
@@ -355,7 +347,7 @@ impl AclCalls for ApiRef {
         count: usize,
         kind: u32,
         stream: Handle,
-    ) -> AclErrorCode {
+    ) -> aclError {
         // SAFETY: the caller guarantees host memory among `dst`/`src` is valid for `count`
         // bytes until the copy has run; device addresses are only interpreted by ACL.
         unsafe {
@@ -377,7 +369,7 @@ impl AclCalls for ApiRef {
         value: i32,
         count: usize,
         stream: Handle,
-    ) -> AclErrorCode {
+    ) -> aclError {
         // SAFETY: `dst` is a device address, only interpreted by ACL (which checks it).
         unsafe {
             (self.0.aclrtMemsetAsync)(
@@ -390,13 +382,13 @@ impl AclCalls for ApiRef {
         }
     }
 
-    fn capture_begin(&self, stream: Handle, mode: u32) -> Option<AclErrorCode> {
+    fn capture_begin(&self, stream: Handle, mode: u32) -> Option<aclError> {
         let f = self.0.aclmdlRICaptureBegin?;
         // SAFETY: a stream handle from this library.
         Some(unsafe { f(stream_ptr(stream), mode) })
     }
 
-    fn capture_get_info(&self, stream: Handle) -> Option<Result<(u32, Handle), AclErrorCode>> {
+    fn capture_get_info(&self, stream: Handle) -> Option<Result<(u32, Handle), aclError>> {
         let f = self.0.aclmdlRICaptureGetInfo?;
         let mut status = ACL_MODEL_RI_CAPTURE_STATUS_NONE;
         let mut model: *mut c_void = ptr::null_mut();
@@ -407,20 +399,20 @@ impl AclCalls for ApiRef {
         )
     }
 
-    fn capture_end(&self, stream: Handle) -> Option<Result<Handle, AclErrorCode>> {
+    fn capture_end(&self, stream: Handle) -> Option<Result<Handle, aclError>> {
         let f = self.0.aclmdlRICaptureEnd?;
         let mut model: *mut c_void = ptr::null_mut();
         // SAFETY: a stream handle from this library; live out parameter.
         Some(ok(unsafe { f(stream_ptr(stream), &mut model) }).map(|()| model as Handle))
     }
 
-    fn model_execute_async(&self, model: Handle, stream: Handle) -> Option<AclErrorCode> {
+    fn model_execute_async(&self, model: Handle, stream: Handle) -> Option<aclError> {
         let f = self.0.aclmdlRIExecuteAsync?;
         // SAFETY: handles from this library.
         Some(unsafe { f(model as *mut c_void, stream_ptr(stream)) })
     }
 
-    fn model_destroy(&self, model: Handle) -> Option<AclErrorCode> {
+    fn model_destroy(&self, model: Handle) -> Option<aclError> {
         let f = self.0.aclmdlRIDestroy?;
         // SAFETY: a model handle from this library.
         Some(unsafe { f(model as *mut c_void) })
@@ -431,7 +423,7 @@ impl AclCalls for ApiRef {
         stream: Handle,
         desc: &BraidKernelDesc,
         label: &CStr,
-    ) -> Option<AclErrorCode> {
+    ) -> Option<aclError> {
         let f = self.0.braidSimLaunchKernel?;
         // SAFETY: `desc` and `label` are live for the call (the extension copies them); the
         // size lets the library check the struct version.
@@ -445,14 +437,14 @@ impl AclCalls for ApiRef {
         })
     }
 
-    fn sanitizer_report_count(&self, device: i32) -> Option<Result<u64, AclErrorCode>> {
+    fn sanitizer_report_count(&self, device: i32) -> Option<Result<u64, aclError>> {
         let f = self.0.braidSimSanitizerReportCount?;
         let mut count = 0u64;
         // SAFETY: plain integer argument; live out parameter.
         Some(ok(unsafe { f(device, &mut count) }).map(|()| count))
     }
 
-    fn sanitizer_report(&self, device: i32, index: u64) -> Option<Result<String, AclErrorCode>> {
+    fn sanitizer_report(&self, device: i32, index: u64) -> Option<Result<String, aclError>> {
         let f = self.0.braidSimSanitizerReport?;
         let mut needed = 0usize;
         // SAFETY: a null buffer only asks for the size; live out parameter.
@@ -477,13 +469,13 @@ impl AclCalls for ApiRef {
         }))
     }
 
-    fn clear_sanitizer_reports(&self, device: i32) -> Option<AclErrorCode> {
+    fn clear_sanitizer_reports(&self, device: i32) -> Option<aclError> {
         let f = self.0.braidSimClearSanitizerReports?;
         // SAFETY: plain integer argument.
         Some(unsafe { f(device) })
     }
 
-    fn vmm_granularity(&self, device: i32) -> Option<Result<u64, AclErrorCode>> {
+    fn vmm_granularity(&self, device: i32) -> Option<Result<u64, aclError>> {
         let api = self.0;
         let complete = api.aclrtReserveMemAddress.is_some()
             && api.aclrtReleaseMemAddress.is_some()
@@ -501,26 +493,32 @@ impl AclCalls for ApiRef {
         let mut granularity = 0usize;
         // SAFETY: `prop` and the out parameter are live for the call.
         Some(
-            ok(unsafe { f(&prop, ACL_MEM_GRANULARITY_MINIMUM, &mut granularity) })
-                .map(|()| granularity as u64),
+            ok(unsafe {
+                f(
+                    &prop,
+                    ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+                    &mut granularity,
+                )
+            })
+            .map(|()| granularity as u64),
         )
     }
 
-    fn reserve_mem_address(&self, size: usize) -> Option<Result<u64, AclErrorCode>> {
+    fn reserve_mem_address(&self, size: usize) -> Option<Result<u64, aclError>> {
         let f = self.0.aclrtReserveMemAddress?;
         let mut p: *mut c_void = ptr::null_mut();
         // SAFETY: live out parameter; a null expected address lets the runtime choose.
         Some(ok(unsafe { f(&mut p, size, 0, ptr::null_mut(), 0) }).map(|()| p as u64))
     }
 
-    fn release_mem_address(&self, ptr: u64) -> Option<AclErrorCode> {
+    fn release_mem_address(&self, ptr: u64) -> Option<aclError> {
         let f = self.0.aclrtReleaseMemAddress?;
         // SAFETY: the caller passes an address from `aclrtReserveMemAddress` (the hal's
         // `release_address` contract).
         Some(unsafe { f(ptr as *mut c_void) })
     }
 
-    fn malloc_physical(&self, size: usize, device: i32) -> Option<Result<Handle, AclErrorCode>> {
+    fn malloc_physical(&self, size: usize, device: i32) -> Option<Result<Handle, aclError>> {
         let f = self.0.aclrtMallocPhysical?;
         let prop = physical_prop(device);
         let mut handle: *mut c_void = ptr::null_mut();
@@ -528,20 +526,20 @@ impl AclCalls for ApiRef {
         Some(ok(unsafe { f(&mut handle, size, &prop, 0) }).map(|()| handle as Handle))
     }
 
-    fn free_physical(&self, handle: Handle) -> Option<AclErrorCode> {
+    fn free_physical(&self, handle: Handle) -> Option<aclError> {
         let f = self.0.aclrtFreePhysical?;
         // SAFETY: a handle from `aclrtMallocPhysical` of this library.
         Some(unsafe { f(handle as *mut c_void) })
     }
 
-    fn map_mem(&self, ptr: u64, size: usize, handle: Handle) -> Option<AclErrorCode> {
+    fn map_mem(&self, ptr: u64, size: usize, handle: Handle) -> Option<aclError> {
         let f = self.0.aclrtMapMem?;
         // SAFETY: a handle from `aclrtMallocPhysical` and an address in a reservation of
         // this library; the runtime checks both.
         Some(unsafe { f(ptr as *mut c_void, size, 0, handle as *mut c_void, 0) })
     }
 
-    fn unmap_mem(&self, ptr: u64) -> Option<AclErrorCode> {
+    fn unmap_mem(&self, ptr: u64) -> Option<aclError> {
         let f = self.0.aclrtUnmapMem?;
         // SAFETY: the caller passes a mapped address (the hal's `unmap_physical` contract).
         Some(unsafe { f(ptr as *mut c_void) })

@@ -1,12 +1,16 @@
 //! braid's Ascend backend: the hal of [`braid_stream_core::hal`] over ACL (`libascendcl.so`),
 //! loaded at run time the cudarc way.
 //!
-//! - **Loading** ([`api`]): one table of function pointers ([`AclApi`]) resolved once per
-//!   library, found from `$BRAID_ACL_LIB`, then `lib64/libascendcl.so` under
-//!   `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, then the loader path. A missing library or
-//!   required symbol is a typed [`LoadError`] listing what was tried; optional symbols
-//!   ([`SYMBOLS`] marks them) are `Option`s with fallbacks. [`is_available`] tells tests and
-//!   benches whether to run. The crate builds and tests everywhere: nothing links against CANN.
+//! - **Loading** ([`api`]): one table of function pointers ([`AclApi`], over
+//!   `braid_acl_sys::acl::AclFunctions`: the ACL API is declared once, in `braid-acl-sys`, for
+//!   this crate and for `braid-acl-sim`) resolved once per library, found from
+//!   `$BRAID_ACL_LIB`, else `lib64/libascendcl.so` under `$ASCEND_HOME_PATH` /
+//!   `$ASCEND_TOOLKIT_HOME`, then the loader path ([`LIBRARIES`]). A missing library or
+//!   required symbol is a typed [`LoadError`] listing every path tried with the loader's own
+//!   reason; a library named by `$BRAID_ACL_LIB` that fails is an error naming it, never a
+//!   fall-through. Optional symbols ([`SYMBOLS`] marks them) are `Option`s with fallbacks.
+//!   [`is_available`] tells tests and benches whether to run. The crate builds and tests
+//!   everywhere: nothing links against CANN.
 //! - **The hal** ([`AclBackend`]): [`AclDevice`] (`aclInit`, `aclrtSetDevice` /
 //!   `aclrtResetDevice`, `aclrtGetMemInfo(ACL_HBM_MEM)`, `aclrtMalloc` huge-first /
 //!   `aclrtFree`), [`AclStream`] (`aclrtCreateStreamWithConfig` with
@@ -32,8 +36,9 @@
 //!   ([`SIM_LIB_NAME`]), which exports the same API on braid's simulator plus braid's
 //!   extensions (kernels, and the sanitizer's reports through
 //!   [`AclDevice::sanitizer_reports`]). Point `BRAID_ACL_LIB` at it, or use
-//!   [`AclApi::load_or_sim`], which falls back to it when built next to the running
-//!   executable ([`sim_library_candidates`]).
+//!   [`AclApi::load_or_sim`], which falls back to it when nothing is configured and it was
+//!   built next to the running executable ([`sim_library_candidates`]);
+//!   [`AclApi::is_braid_acl_sim`] tells which library runs.
 //!
 //! ```no_run
 //! use braid_backend_acl::{AclBackend, AclDevice};
@@ -63,9 +68,11 @@ mod vmm;
 mod tests;
 
 pub use api::{
-    is_available, library_candidates, load, sim_library_candidates, AclApi, LoadError, LoadFailure,
-    Symbol, LIB_ENV, LIB_NAME, SIM_LIB_NAME, SYMBOLS,
+    is_available, load, sim_library_candidates, AclApi, LoadError, LIBRARIES, SIM_LIB_NAME, SYMBOLS,
 };
+pub use braid_acl_sys as sys;
+pub use braid_acl_sys::acl::{LIB_ENV, LIB_NAME};
+pub use braid_acl_sys::Symbol;
 pub use device::{AclConfig, AclDevice, OpenError, LOAD_FAILED_CODE};
 pub use error::{code_name, codes, is_out_of_memory, AclError};
 pub use event::AclEvent;

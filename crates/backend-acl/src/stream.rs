@@ -5,12 +5,11 @@ use crate::device::Shared;
 use crate::error::AclError;
 use crate::event::AclEvent;
 use crate::ffi::{
-    BraidKernelDesc, ACL_EVENT_RECORDED_STATUS_COMPLETE, ACL_EVENT_SYNC,
-    ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE,
-    ACL_MODEL_RI_CAPTURE_MODE_GLOBAL, ACL_MODEL_RI_CAPTURE_MODE_RELAXED,
-    ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL, ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE,
-    ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED, ACL_MODEL_RI_CAPTURE_STATUS_NONE,
-    ACL_STREAM_STATUS_COMPLETE,
+    ACL_EVENT_RECORDED_STATUS_COMPLETE, ACL_EVENT_SYNC, ACL_MEMCPY_DEVICE_TO_DEVICE,
+    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, ACL_MODEL_RI_CAPTURE_MODE_GLOBAL,
+    ACL_MODEL_RI_CAPTURE_MODE_RELAXED, ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL,
+    ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED,
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE, ACL_STREAM_STATUS_COMPLETE,
 };
 use crate::graph::AclGraph;
 use crate::native::Ownership;
@@ -148,7 +147,7 @@ impl hal::Stream for AclStream {
         if kernel.dtype != DType::F32 {
             return Err(HalError::Unsupported(KERNEL_LAUNCH_UNSUPPORTED));
         }
-        let desc = BraidKernelDesc::from_kernel(&kernel.kernel);
+        let desc = crate::ffi::kernel_desc(&kernel.kernel);
         let label = CString::new(label.replace('\0', " ")).unwrap_or_default();
         match sh.calls.launch_kernel(self.raw, &desc, &label) {
             None => Err(HalError::Unsupported(KERNEL_LAUNCH_UNSUPPORTED)),

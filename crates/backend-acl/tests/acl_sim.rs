@@ -3,14 +3,12 @@
 
 mod common;
 
-use braid_backend_acl::ffi::BraidKernelDesc;
 use braid_backend_acl::{codes, AclConfig, AclDevice};
 use braid_stream_core::hal::{Device as _, Event as _, HalError, Stream as _};
 use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, EventFlags};
 use braid_stream_core::{DevicePtr, Kernel};
 use std::ffi::CStr;
-use std::mem::{offset_of, size_of};
 use std::ptr;
 
 fn open(ordinal: u32) -> AclDevice {
@@ -27,19 +25,6 @@ fn code_of(err: HalError) -> (i32, &'static str, String) {
         } => (code, name, message),
         other => panic!("expected a native error, got {other:?}"),
     }
-}
-
-#[test]
-fn kernel_descriptions_have_one_layout_in_both_crates() {
-    type A = BraidKernelDesc;
-    type B = braid_acl_sim::BraidKernelDesc;
-    assert_eq!(size_of::<A>(), size_of::<B>());
-    assert_eq!(offset_of!(A, kind), offset_of!(B, kind));
-    assert_eq!(offset_of!(A, n), offset_of!(B, n));
-    assert_eq!(offset_of!(A, ptr), offset_of!(B, ptr));
-    assert_eq!(offset_of!(A, len), offset_of!(B, len));
-    assert_eq!(offset_of!(A, scalar), offset_of!(B, scalar));
-    assert_eq!(offset_of!(A, duration_ns), offset_of!(B, duration_ns));
 }
 
 #[test]

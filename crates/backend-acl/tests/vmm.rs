@@ -4,33 +4,15 @@
 
 mod common;
 
-use braid_backend_acl::ffi::AclrtPhysicalMemProp;
 use braid_backend_acl::{codes, AclConfig, AclDevice};
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};
 use braid_stream_core::DevicePtr;
-use std::mem::{offset_of, size_of};
 
 const MIB: u64 = 1 << 20;
 
 fn open() -> AclDevice {
     common::exclusive();
     AclDevice::open_with(common::api(), 0, AclConfig::default()).expect("opens")
-}
-
-#[test]
-fn physical_memory_properties_have_one_layout_in_both_crates() {
-    type A = AclrtPhysicalMemProp;
-    type B = braid_acl_sim::PhysicalMemProp;
-    assert_eq!(size_of::<A>(), size_of::<B>());
-    assert_eq!(offset_of!(A, handle_type), offset_of!(B, handle_type));
-    assert_eq!(
-        offset_of!(A, allocation_type),
-        offset_of!(B, allocation_type)
-    );
-    assert_eq!(offset_of!(A, mem_attr), offset_of!(B, mem_attr));
-    assert_eq!(offset_of!(A, location_id), offset_of!(B, location_id));
-    assert_eq!(offset_of!(A, location_type), offset_of!(B, location_type));
-    assert_eq!(offset_of!(A, reserve), offset_of!(B, reserve));
 }
 
 #[test]

@@ -228,12 +228,10 @@ pub fn run(
             braid::sim::DeviceProfile::ascend_910b().name
         )?,
         DemoBackend::Acl => {
-            // Loaded already by `rows`: this names the library it used.
-            let path = braid::acl::AclApi::load_or_sim()?
-                .path()
-                .display()
-                .to_string();
-            writeln!(out, "braid demo through ACL ({path})")?
+            // Loaded already by `rows`: this names the library it used, and says so when it
+            // is the simulator.
+            let api = braid::acl::AclApi::load_or_sim()?;
+            writeln!(out, "braid demo through {}", devices::describe_acl(api))?
         }
     }
     writeln!(out)?;

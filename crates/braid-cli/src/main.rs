@@ -24,10 +24,13 @@ enum Command {
     /// With `--backend acl`, the scenarios run through braid's ACL backend. ACL is loaded at
     /// run time, from the first of: `$BRAID_ACL_LIB`; `lib64/libascendcl.so` under
     /// `$ASCEND_HOME_PATH`, then `$ASCEND_TOOLKIT_HOME` (set by CANN's `set_env.sh`);
-    /// `libascendcl.so` on the loader path; `libbraid_acl_sim.so` (braid-acl-sim: ACL's API on
-    /// braid's simulator) next to this binary or in `deps/` beside it, where cargo builds it
-    /// with braid-cli (`cargo run --release -p braid-cli -- demo --backend acl`). If none loads,
-    /// the error lists every path tried and why. Results are checked on ACL device 0, and
+    /// `libascendcl.so` on the loader path; only when none of these is there,
+    /// `libbraid_acl_sim.so` (braid-acl-sim: ACL's API on braid's simulator) next to this
+    /// binary or in `deps/` beside it, where cargo builds it with braid-cli (`cargo run
+    /// --release -p braid-cli -- demo --backend acl`), and the first line says it runs on the
+    /// simulator. A library that `$BRAID_ACL_LIB` names (or one under a CANN home) that does
+    /// not load is an error naming it, never replaced by the simulator. If none loads, the
+    /// error lists every path tried and why. Results are checked on ACL device 0, and
     /// model-sized shapes timed on device 1 (timing-only on braid-acl-sim; see
     /// `BRAID_ACL_SIM_TIMING_ONLY`).
     Demo {

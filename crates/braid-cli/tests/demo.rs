@@ -5,6 +5,11 @@
 use std::process::{Command, Output};
 
 fn demo(args: &[&str]) -> Output {
+    demo_with(args, &[])
+}
+
+/// `braid demo` with no ACL configured but the variables `vars`.
+fn demo_with(args: &[&str], vars: &[(&str, &str)]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_braid"))
         .arg("demo")
         .args(args)
@@ -12,6 +17,7 @@ fn demo(args: &[&str]) -> Output {
         .env_remove("BRAID_ACL_LIB")
         .env_remove("ASCEND_HOME_PATH")
         .env_remove("ASCEND_TOOLKIT_HOME")
+        .envs(vars.iter().copied())
         .output()
         .expect("runs")
 }
@@ -32,14 +38,17 @@ fn table(out: &Output) -> String {
 fn demo_through_acl_finds_braid_acl_sim_and_prints_the_simulator_table() {
     let acl = demo(&["--backend", "acl"]);
     let title = String::from_utf8_lossy(&acl.stdout);
-    if title.starts_with("braid demo through ACL") && !title.contains("libbraid_acl_sim.so") {
+    if acl.status.success() && !title.contains("libbraid_acl_sim.so") {
         eprintln!(
             "note: a real libascendcl.so is on the loader path; not comparing with the simulator"
         );
         return;
     }
+    // The first line says it runs on the simulator.
+    let first = title.lines().next().unwrap_or_default();
     assert!(
-        title.starts_with("braid demo through ACL (") && title.contains("libbraid_acl_sim.so"),
+        first.starts_with("braid demo through ACL on the simulator (braid-acl-sim: ")
+            && first.contains("libbraid_acl_sim.so"),
         "{title}"
     );
     assert_eq!(table(&acl), table(&demo(&[])));
@@ -51,4 +60,45 @@ fn an_unknown_backend_is_refused() {
     let out = demo(&["--backend", "cuda"]);
     assert!(!out.status.success());
     assert!(String::from_utf8_lossy(&out.stderr).contains("possible values: sim, acl"));
+}
+
+#[test]
+fn an_explicit_library_that_does_not_open_is_an_error_naming_it_never_the_simulator() {
+    let out = demo_with(
+        &["--backend", "acl"],
+        &[("BRAID_ACL_LIB", "/nonexistent/libascendcl.so")],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    for needle in [
+        "/nonexistent/libascendcl.so",
+        "$BRAID_ACL_LIB",
+        // The loader's own reason.
+        "No such file or directory",
+    ] {
+        assert!(stderr.contains(needle), "missing {needle} in {stderr}");
+    }
+}
+
+#[test]
+fn a_broken_library_under_a_cann_home_is_an_error_naming_it_never_the_simulator() {
+    let home = std::env::temp_dir().join(format!("braid-cli-demo-{}", std::process::id()));
+    std::fs::create_dir_all(home.join("lib64")).unwrap();
+    std::fs::write(home.join("lib64/libascendcl.so"), b"not a library").unwrap();
+    let out = demo_with(
+        &["--backend", "acl"],
+        &[("ASCEND_HOME_PATH", home.to_str().unwrap())],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("lib64/libascendcl.so (under $ASCEND_HOME_PATH)"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(home).unwrap();
 }

@@ -10,27 +10,6 @@ use crate::errmsg::{fail, Fail};
 use braid_stream_core::hal::Device as _;
 use braid_stream_core::types::DevicePtr;
 
-/// `aclrtMemLocationType::ACL_MEM_LOCATION_TYPE_DEVICE`.
-const LOCATION_DEVICE: u32 = 1;
-
-/// `aclrtPhysicalMemProp`, as ACL lays it out.
-#[repr(C)]
-#[derive(Clone, Copy, Debug)]
-pub struct PhysicalMemProp {
-    /// `aclrtMemHandleType`.
-    pub handle_type: u32,
-    /// `aclrtMemAllocationType`.
-    pub allocation_type: u32,
-    /// `aclrtMemAttr`.
-    pub mem_attr: u32,
-    /// `aclrtMemLocation::id`: the device.
-    pub location_id: u32,
-    /// `aclrtMemLocation::type`.
-    pub location_type: u32,
-    /// Reserved.
-    pub reserve: u64,
-}
-
 /// A physical memory handle given to the caller.
 pub(super) struct Physical {
     device: usize,
@@ -97,11 +76,11 @@ impl Registry {
     pub fn malloc_physical(
         &mut self,
         size: usize,
-        prop: &PhysicalMemProp,
+        prop: &aclrtPhysicalMemProp,
         flags: u64,
     ) -> Result<usize, Fail> {
         const CALL: &str = "aclrtMallocPhysical";
-        if size == 0 || flags != 0 || prop.location_type != LOCATION_DEVICE {
+        if size == 0 || flags != 0 || prop.location_type != ACL_MEM_LOCATION_TYPE_DEVICE {
             return Err(fail(
                 ACL_ERROR_INVALID_PARAM,
                 format!(

@@ -12,10 +12,11 @@
 //!
 //! With `acl` on, [`open`] opens ACL devices (ACL is [`crate::DefaultBackend`] then), else
 //! simulated ones. ACL is loaded with
-//! `braid_backend_acl::AclApi::load_or_sim`: `$BRAID_ACL_LIB`, CANN
+//! `braid_backend_acl::AclApi::load_or_sim`: `$BRAID_ACL_LIB`, else CANN
 //! under `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, `libascendcl.so` on the loader path,
-//! then `libbraid_acl_sim.so` when `braid-acl-sim` was built next to the running executable;
-//! a failure is `Error::Backend` with `HalError::Native { name:
+//! and only when none of these is there, `libbraid_acl_sim.so` when `braid-acl-sim` was built
+//! next to the running executable (a configured library that fails is the error, never
+//! replaced by the simulator); a failure is `Error::Backend` with `HalError::Native { name:
 //! "BRAID_ACL_LIBRARY_UNAVAILABLE", .. }` listing every path tried.
 //!
 //! On hardware device 1 is simply a second NPU, where the timing is real. On `braid-acl-sim`
@@ -127,11 +128,12 @@ pub fn rms_norm_body(
 }
 
 /// One line naming what [`open`] runs on: the simulator and its profile, or ACL and the
-/// library file (a load failure is described, not returned: [`open`] returns it).
+/// library file ([`describe_acl`]; a load failure is described, not returned: [`open`]
+/// returns it).
 pub fn describe() -> String {
     #[cfg(feature = "acl")]
     return match braid_backend_acl::AclApi::load_or_sim() {
-        Ok(api) => format!("ACL ({})", api.path().display()),
+        Ok(api) => describe_acl(api),
         Err(e) => format!("ACL (not loaded: {e})"),
     };
     #[cfg(not(feature = "acl"))]
@@ -139,4 +141,18 @@ pub fn describe() -> String {
         "the simulated device ({})",
         braid_backend_sim::DeviceProfile::ascend_910b().name
     );
+}
+
+/// What the ACL library `api` is: `ACL on the simulator (braid-acl-sim: <path>)` for
+/// `braid-acl-sim`, `ACL (<path>)` for CANN.
+#[cfg(feature = "acl")]
+pub fn describe_acl(api: &braid_backend_acl::AclApi) -> String {
+    if api.is_braid_acl_sim() {
+        format!(
+            "ACL on the simulator (braid-acl-sim: {})",
+            api.path().display()
+        )
+    } else {
+        format!("ACL ({})", api.path().display())
+    }
 }

@@ -1,0 +1,205 @@
+//! The simulated runtime's settings, read from the environment once, at first use, and
+//! validated: a value that is not what a variable takes is a [`SettingError`] naming the
+//! variable and the value, which every ACL call then returns (as
+//! `ACL_ERROR_INVALID_PARAM` with the text in `aclGetRecentErrMsg`), never a silent default.
+
+use std::ffi::OsString;
+use std::fmt;
+
+/// Environment variable: number of simulated devices, 1 to [`MAX_DEVICES`] (default 2).
+pub const DEVICES_ENV: &str = "BRAID_ACL_SIM_DEVICES";
+/// Environment variable: memory of each simulated device in bytes, positive (default 16 GiB).
+pub const CAPACITY_ENV: &str = "BRAID_ACL_SIM_CAPACITY";
+/// Environment variable: comma-separated ids of the devices that run in the simulator's
+/// timing-only mode (no data stored or computed, so model-sized shapes plan in milliseconds;
+/// read-backs are zeros). Unset: [`DEFAULT_TIMING_ONLY`]; empty: every device computes data.
+pub const TIMING_ONLY_ENV: &str = "BRAID_ACL_SIM_TIMING_ONLY";
+/// The timing-only devices when [`TIMING_ONLY_ENV`] is unset: device 1, the device braid's
+/// examples and `braid demo --backend acl` time model-sized shapes on
+/// (`braid::scenarios::devices::TIMING_ORDINAL`); device 0 computes real numbers. Ids beyond
+/// the device count are left out.
+pub const DEFAULT_TIMING_ONLY: &[usize] = &[1];
+/// The most devices [`DEVICES_ENV`] may ask for.
+pub const MAX_DEVICES: usize = 64;
+
+const DEFAULT_DEVICES: usize = 2;
+const DEFAULT_CAPACITY: u64 = 16 << 30;
+
+/// A setting whose value is not one its variable takes.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct SettingError {
+    /// The variable.
+    pub variable: &'static str,
+    /// Its value, as set.
+    pub value: String,
+    /// What it takes.
+    pub expected: String,
+}
+
+impl fmt::Display for SettingError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "braid-acl-sim: {}={:?} is not valid: expected {}",
+            self.variable, self.value, self.expected
+        )
+    }
+}
+
+impl std::error::Error for SettingError {}
+
+/// The validated settings.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub(crate) struct Settings {
+    /// Number of devices.
+    pub device_count: usize,
+    /// Memory of each device in bytes.
+    pub capacity: u64,
+    /// Per device: whether it runs timing-only.
+    pub timing_only: Vec<bool>,
+}
+
+impl Settings {
+    /// The settings from the environment `env` (`|k| std::env::var_os(k)` in the library).
+    /// Unset or empty [`DEVICES_ENV`] and [`CAPACITY_ENV`] take their defaults.
+    pub fn from_env(env: impl Fn(&str) -> Option<OsString>) -> Result<Settings, SettingError> {
+        let text =
+            |variable: &'static str, expected: &str| -> Result<Option<String>, SettingError> {
+                match env(variable) {
+                    None => Ok(None),
+                    Some(value) => value.into_string().map(Some).map_err(|value| SettingError {
+                        variable,
+                        value: value.to_string_lossy().into_owned(),
+                        expected: expected.to_string(),
+                    }),
+                }
+            };
+        let number = |variable: &'static str, expected: &str, valid: &dyn Fn(u64) -> bool| {
+            let Some(value) = text(variable, expected)?.filter(|v| !v.trim().is_empty()) else {
+                return Ok(None);
+            };
+            match value.trim().parse::<u64>() {
+                Ok(n) if valid(n) => Ok(Some(n)),
+                _ => Err(SettingError {
+                    variable,
+                    value,
+                    expected: expected.to_string(),
+                }),
+            }
+        };
+        let devices_expected = format!("a number of devices from 1 to {MAX_DEVICES}");
+        let device_count = number(DEVICES_ENV, &devices_expected, &|n| {
+            (1..=MAX_DEVICES as u64).contains(&n)
+        })?
+        .map_or(DEFAULT_DEVICES, |n| n as usize);
+        let capacity = number(CAPACITY_ENV, "a positive number of bytes", &|n| n > 0)?
+            .unwrap_or(DEFAULT_CAPACITY);
+        let ids_expected = format!(
+            "comma-separated device ids below {device_count} (the device count), or nothing"
+        );
+        let timing_only = parse_timing_only(text(TIMING_ONLY_ENV, &ids_expected)?, device_count)
+            .map_err(|value| SettingError {
+                variable: TIMING_ONLY_ENV,
+                value,
+                expected: ids_expected,
+            })?;
+        Ok(Settings {
+            device_count,
+            capacity,
+            timing_only,
+        })
+    }
+}
+
+/// Which of `device_count` devices run timing-only, from the value of [`TIMING_ONLY_ENV`]
+/// (`None`: unset). An entry that is not a device id fails with the value.
+fn parse_timing_only(value: Option<String>, device_count: usize) -> Result<Vec<bool>, String> {
+    let mut out = vec![false; device_count];
+    let Some(value) = value else {
+        for &id in DEFAULT_TIMING_ONLY {
+            if let Some(slot) = out.get_mut(id) {
+                *slot = true;
+            }
+        }
+        return Ok(out);
+    };
+    for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        match entry.parse::<usize>().ok().and_then(|id| out.get_mut(id)) {
+            Some(slot) => *slot = true,
+            None => return Err(value),
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(pairs: &[(&str, &str)]) -> Result<Settings, SettingError> {
+        Settings::from_env(|k| {
+            pairs
+                .iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| OsString::from(v))
+        })
+    }
+
+    #[test]
+    fn unset_variables_take_the_defaults() {
+        let s = settings(&[]).unwrap();
+        assert_eq!((s.device_count, s.capacity), (2, 16 << 30));
+        assert_eq!(s.timing_only, vec![false, true]);
+        // Empty counts as unset for the numbers.
+        let s = settings(&[(DEVICES_ENV, ""), (CAPACITY_ENV, " ")]).unwrap();
+        assert_eq!((s.device_count, s.capacity), (2, 16 << 30));
+    }
+
+    #[test]
+    fn valid_values_are_taken() {
+        let s = settings(&[
+            (DEVICES_ENV, " 3 "),
+            (CAPACITY_ENV, "1048576"),
+            (TIMING_ONLY_ENV, "0, 2"),
+        ])
+        .unwrap();
+        assert_eq!((s.device_count, s.capacity), (3, 1 << 20));
+        assert_eq!(s.timing_only, vec![true, false, true]);
+        assert_eq!(
+            settings(&[(TIMING_ONLY_ENV, "")]).unwrap().timing_only,
+            vec![false, false]
+        );
+        // The default timing-only device 1 is left out where there is only one device.
+        let one = settings(&[(DEVICES_ENV, "1")]).unwrap();
+        assert_eq!(one.timing_only, vec![false]);
+        assert_eq!(settings(&[(DEVICES_ENV, "64")]).unwrap().device_count, 64);
+    }
+
+    #[test]
+    fn invalid_values_are_errors_naming_the_variable_and_the_value() {
+        for (pairs, variable, value) in [
+            (vec![(DEVICES_ENV, "abc")], DEVICES_ENV, "abc"),
+            (vec![(DEVICES_ENV, "0")], DEVICES_ENV, "0"),
+            (vec![(DEVICES_ENV, "65")], DEVICES_ENV, "65"),
+            (vec![(DEVICES_ENV, "-2")], DEVICES_ENV, "-2"),
+            (vec![(CAPACITY_ENV, "-1")], CAPACITY_ENV, "-1"),
+            (vec![(CAPACITY_ENV, "0")], CAPACITY_ENV, "0"),
+            (vec![(CAPACITY_ENV, "16GiB")], CAPACITY_ENV, "16GiB"),
+            (vec![(TIMING_ONLY_ENV, "x,1")], TIMING_ONLY_ENV, "x,1"),
+            (
+                vec![(DEVICES_ENV, "2"), (TIMING_ONLY_ENV, "2")],
+                TIMING_ONLY_ENV,
+                "2",
+            ),
+        ] {
+            let err = settings(&pairs).unwrap_err();
+            assert_eq!((err.variable, err.value.as_str()), (variable, value));
+            let text = err.to_string();
+            assert!(text.contains(&format!("{variable}=\"{value}\"")), "{text}");
+        }
+        assert!(settings(&[(DEVICES_ENV, "abc")])
+            .unwrap_err()
+            .to_string()
+            .contains("expected a number of devices from 1 to 64"));
+    }
+}

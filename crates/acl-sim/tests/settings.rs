@@ -1,0 +1,123 @@
+//! Invalid settings in the environment surface through the C API: `aclInit`,
+//! `aclrtGetDeviceCount` and `aclrtSetDevice` fail with `ACL_ERROR_INVALID_PARAM`, and
+//! `aclGetRecentErrMsg` names the variable and its value.
+//!
+//! The settings are read once per process, so each value runs in a child process: this test
+//! executable again, with [`CHILD`] naming the variable the child must see reported.
+
+use braid_acl_sim::exports::{aclGetRecentErrMsg, aclInit, aclrtGetDeviceCount, aclrtSetDevice};
+use braid_acl_sim::{CAPACITY_ENV, DEVICES_ENV, TIMING_ONLY_ENV};
+use std::ffi::CStr;
+use std::process::Command;
+
+/// Set in a child: the variable whose value is invalid.
+const CHILD: &str = "BRAID_ACL_SIM_TEST_INVALID_VARIABLE";
+
+const ACL_ERROR_INVALID_PARAM: i32 = 100_000;
+
+/// This thread's last error text.
+fn recent_message() -> String {
+    let msg = aclGetRecentErrMsg();
+    assert!(!msg.is_null(), "a failure leaves a message");
+    // SAFETY: non-null and NUL-terminated, valid until the next call on this thread.
+    unsafe { CStr::from_ptr(msg) }
+        .to_string_lossy()
+        .into_owned()
+}
+
+/// In a child: every call fails, naming `variable` and its value.
+fn check_child(variable: &str) {
+    let value = std::env::var(variable).expect("the parent set it");
+    let named = format!("{variable}=\"{value}\"");
+
+    assert_eq!(aclInit(std::ptr::null()), ACL_ERROR_INVALID_PARAM);
+    let text = recent_message();
+    assert!(text.contains(&named), "{text}");
+
+    let mut count = 7u32;
+    // SAFETY: `count` is a live out parameter.
+    let code = unsafe { aclrtGetDeviceCount(&mut count) };
+    assert_eq!(code, ACL_ERROR_INVALID_PARAM);
+    assert_eq!(count, 7, "nothing written on failure");
+    assert!(recent_message().contains(&named));
+
+    assert_eq!(aclrtSetDevice(0), ACL_ERROR_INVALID_PARAM);
+    assert!(recent_message().contains(&named));
+}
+
+#[test]
+fn invalid_settings_fail_init_device_count_and_set_device_naming_the_variable() {
+    if let Ok(variable) = std::env::var(CHILD) {
+        check_child(&variable);
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test executable");
+    for (variable, value) in [
+        (DEVICES_ENV, "abc"),
+        (DEVICES_ENV, "0"),
+        (CAPACITY_ENV, "-1"),
+        (TIMING_ONLY_ENV, "0,x"),
+    ] {
+        let out = Command::new(&exe)
+            .args([
+                "--exact",
+                "invalid_settings_fail_init_device_count_and_set_device_naming_the_variable",
+                "--nocapture",
+            ])
+            .env_remove(DEVICES_ENV)
+            .env_remove(CAPACITY_ENV)
+            .env_remove(TIMING_ONLY_ENV)
+            .env(CHILD, variable)
+            .env(variable, value)
+            .output()
+            .expect("the child runs");
+        assert!(
+            out.status.success(),
+            "{variable}={value}:\n{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The child ran the check (and did not filter the test out).
+        assert!(
+            String::from_utf8_lossy(&out.stdout).contains("1 passed"),
+            "{}",
+            String::from_utf8_lossy(&out.stdout)
+        );
+    }
+}
+
+#[test]
+fn valid_settings_are_used() {
+    if std::env::var_os(CHILD).is_some() {
+        return;
+    }
+    let exe = std::env::current_exe().expect("the test executable");
+    let out = Command::new(&exe)
+        .args(["--exact", "valid_settings_child", "--nocapture"])
+        .env(DEVICES_ENV, "3")
+        .env(CAPACITY_ENV, "1048576")
+        .env_remove(TIMING_ONLY_ENV)
+        .env("BRAID_ACL_SIM_TEST_VALID", "1")
+        .output()
+        .expect("the child runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs only in the child of [`valid_settings_are_used`].
+#[test]
+fn valid_settings_child() {
+    if std::env::var_os("BRAID_ACL_SIM_TEST_VALID").is_none() {
+        return;
+    }
+    assert_eq!(aclInit(std::ptr::null()), 0);
+    let mut count = 0u32;
+    // SAFETY: `count` is a live out parameter.
+    assert_eq!(unsafe { aclrtGetDeviceCount(&mut count) }, 0);
+    assert_eq!(count, 3);
+    assert_eq!(aclrtSetDevice(2), 0);
+}

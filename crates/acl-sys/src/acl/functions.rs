@@ -1,0 +1,273 @@
+//! Every ACL function braid calls, with its C signature, and braid's own extensions that
+//! `braid-acl-sim` exports next to them: the one list ([`acl_functions!`](crate::acl_functions))
+//! that both `braid-backend-acl` (which resolves [`AclFunctions`] from the loaded library) and
+//! `braid-acl-sim` (which checks its exports against it with
+//! [`check_exports!`](crate::check_exports)) use.
+//!
+//! Required symbols are ACL's core (init, devices, streams, events, memory, copies); optional
+//! ones are newer or feature-specific APIs (streams with config, synchronize with timeout,
+//! events with the `Ex` flags, the `aclmdlRI*` capture API, virtual memory) and braid's
+//! extensions (`braidSim*`: kernels and sanitizer reports, which CANN does not have).
+
+use super::ext::BraidKernelDesc;
+use super::types::{
+    aclError, aclmdlRI, aclrtDrvMemHandle, aclrtEvent, aclrtPhysicalMemProp, aclrtStream,
+};
+use std::ffi::{c_char, c_void};
+
+/// Hands the list of ACL functions to another macro: `acl_functions!(path::m!(tokens))`
+/// expands to `path::m! { tokens <the list> }`, the list being written as [`c_api!`]
+/// takes it. This crate makes the table with `acl_functions!(crate::c_api!())`; an exporter
+/// checks its functions with
+/// `acl_functions!(braid_acl_sys::check_exports!(braid_acl_sys::acl::fns;))`.
+///
+/// The names the signatures use (`aclError`, `aclrtStream`, `c_void`, ...) must be in scope
+/// where the list is expanded.
+///
+/// [`c_api!`]: crate::c_api
+#[macro_export]
+macro_rules! acl_functions {
+    ($($callback:ident)::+ ! ($($prefix:tt)*)) => {
+        $($callback)::+ ! { $($prefix)*
+    /// The function table of one ACL library (`libascendcl.so`, or `libbraid_acl_sim.so`).
+    ///
+    /// Calling a pointer is `unsafe`: the caller upholds the C API's contract (valid handles,
+    /// pointers valid for the lengths given).
+    pub struct AclFunctions;
+
+    /// `aclError aclInit(const char *configPath)`.
+    required fn aclInit(config_path: *const c_char) -> aclError;
+    /// `const char *aclGetRecentErrMsg()`: the calling thread's last failure text, or null.
+    required fn aclGetRecentErrMsg() -> *const c_char;
+    /// `aclError aclrtSetDevice(int32_t deviceId)`.
+    required fn aclrtSetDevice(device_id: i32) -> aclError;
+    /// `aclError aclrtResetDevice(int32_t deviceId)`.
+    required fn aclrtResetDevice(device_id: i32) -> aclError;
+    /// `aclError aclrtGetDeviceCount(uint32_t *count)`.
+    required fn aclrtGetDeviceCount(count: *mut u32) -> aclError;
+    /// `aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free, size_t *total)`.
+    required fn aclrtGetMemInfo(attr: u32, free: *mut usize, total: *mut usize) -> aclError;
+    /// `aclError aclrtSynchronizeDevice()`.
+    required fn aclrtSynchronizeDevice() -> aclError;
+    /// `aclError aclrtCreateStream(aclrtStream *stream)`.
+    required fn aclrtCreateStream(stream: *mut aclrtStream) -> aclError;
+    /// `aclError aclrtDestroyStream(aclrtStream stream)`.
+    required fn aclrtDestroyStream(stream: aclrtStream) -> aclError;
+    /// `aclError aclrtSynchronizeStream(aclrtStream stream)`.
+    required fn aclrtSynchronizeStream(stream: aclrtStream) -> aclError;
+    /// `aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)`.
+    required fn aclrtStreamWaitEvent(stream: aclrtStream, event: aclrtEvent) -> aclError;
+    /// `aclError aclrtCreateEventWithFlag(aclrtEvent *event, uint32_t flag)`.
+    required fn aclrtCreateEventWithFlag(event: *mut aclrtEvent, flag: u32) -> aclError;
+    /// `aclError aclrtDestroyEvent(aclrtEvent event)`.
+    required fn aclrtDestroyEvent(event: aclrtEvent) -> aclError;
+    /// `aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)`.
+    required fn aclrtRecordEvent(event: aclrtEvent, stream: aclrtStream) -> aclError;
+    /// `aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status)`.
+    required fn aclrtQueryEventStatus(event: aclrtEvent, status: *mut u32) -> aclError;
+    /// `aclError aclrtSynchronizeEvent(aclrtEvent event)`.
+    required fn aclrtSynchronizeEvent(event: aclrtEvent) -> aclError;
+    /// `aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent)`.
+    required fn aclrtEventElapsedTime(ms: *mut f32, start: aclrtEvent, end: aclrtEvent) -> aclError;
+    /// `aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy)`.
+    required fn aclrtMalloc(dev_ptr: *mut *mut c_void, size: usize, policy: u32) -> aclError;
+    /// `aclError aclrtFree(void *devPtr)`.
+    required fn aclrtFree(dev_ptr: *mut c_void) -> aclError;
+    /// `aclError aclrtMallocHost(void **hostPtr, size_t size)`.
+    required fn aclrtMallocHost(host_ptr: *mut *mut c_void, size: usize) -> aclError;
+    /// `aclError aclrtFreeHost(void *hostPtr)`.
+    required fn aclrtFreeHost(host_ptr: *mut c_void) -> aclError;
+    /// `aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,
+    /// aclrtMemcpyKind kind, aclrtStream stream)`.
+    required fn aclrtMemcpyAsync(
+        dst: *mut c_void,
+        dest_max: usize,
+        src: *const c_void,
+        count: usize,
+        kind: u32,
+        stream: aclrtStream,
+    ) -> aclError;
+    /// `aclError aclrtMemsetAsync(void *devPtr, size_t maxCount, int32_t value, size_t count,
+    /// aclrtStream stream)`.
+    required fn aclrtMemsetAsync(
+        dev_ptr: *mut c_void,
+        max_count: usize,
+        value: i32,
+        count: usize,
+        stream: aclrtStream,
+    ) -> aclError;
+
+    /// `aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uint32_t
+    /// flag)`.
+    optional fn aclrtCreateStreamWithConfig(stream: *mut aclrtStream, priority: u32, flag: u32) -> aclError;
+    /// `aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout)`.
+    optional fn aclrtSynchronizeStreamWithTimeout(stream: aclrtStream, timeout: i32) -> aclError;
+    /// `aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status)`.
+    optional fn aclrtStreamQuery(stream: aclrtStream, status: *mut u32) -> aclError;
+    /// `aclError aclrtCreateEventExWithFlag(aclrtEvent *event, uint32_t flag)`.
+    optional fn aclrtCreateEventExWithFlag(event: *mut aclrtEvent, flag: u32) -> aclError;
+    /// `aclError aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode)`.
+    optional fn aclmdlRICaptureBegin(stream: aclrtStream, mode: u32) -> aclError;
+    /// `aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status,
+    /// aclmdlRI *modelRI)`.
+    optional fn aclmdlRICaptureGetInfo(stream: aclrtStream, status: *mut u32, model_ri: *mut aclmdlRI) -> aclError;
+    /// `aclError aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI *modelRI)`.
+    optional fn aclmdlRICaptureEnd(stream: aclrtStream, model_ri: *mut aclmdlRI) -> aclError;
+    /// `aclError aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream)`.
+    optional fn aclmdlRIExecuteAsync(model_ri: aclmdlRI, stream: aclrtStream) -> aclError;
+    /// `aclError aclmdlRIDestroy(aclmdlRI modelRI)`.
+    optional fn aclmdlRIDestroy(model_ri: aclmdlRI) -> aclError;
+    /// `aclError aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment, void
+    /// *expectPtr, uint64_t flags)`.
+    optional fn aclrtReserveMemAddress(
+        vir_ptr: *mut *mut c_void,
+        size: usize,
+        alignment: usize,
+        expect_ptr: *mut c_void,
+        flags: u64,
+    ) -> aclError;
+    /// `aclError aclrtReleaseMemAddress(void *virPtr)`.
+    optional fn aclrtReleaseMemAddress(vir_ptr: *mut c_void) -> aclError;
+    /// `aclError aclrtMallocPhysical(aclrtDrvMemHandle *handle, size_t size, const
+    /// aclrtPhysicalMemProp *prop, uint64_t flags)`.
+    optional fn aclrtMallocPhysical(
+        handle: *mut aclrtDrvMemHandle,
+        size: usize,
+        prop: *const aclrtPhysicalMemProp,
+        flags: u64,
+    ) -> aclError;
+    /// `aclError aclrtFreePhysical(aclrtDrvMemHandle handle)`.
+    optional fn aclrtFreePhysical(handle: aclrtDrvMemHandle) -> aclError;
+    /// `aclError aclrtMapMem(void *virPtr, size_t size, size_t offset, aclrtDrvMemHandle
+    /// handle, uint64_t flags)`.
+    optional fn aclrtMapMem(
+        vir_ptr: *mut c_void,
+        size: usize,
+        offset: usize,
+        handle: aclrtDrvMemHandle,
+        flags: u64,
+    ) -> aclError;
+    /// `aclError aclrtUnmapMem(void *virPtr)`.
+    optional fn aclrtUnmapMem(vir_ptr: *mut c_void) -> aclError;
+    /// `aclError aclrtMemGetAllocationGranularity(aclrtPhysicalMemProp *prop,
+    /// aclrtMemGranularityOptions option, size_t *granularity)` (the runtime only reads
+    /// `prop`).
+    optional fn aclrtMemGetAllocationGranularity(
+        prop: *const aclrtPhysicalMemProp,
+        option: u32,
+        granularity: *mut usize,
+    ) -> aclError;
+
+    /// braid's extension `aclError braidSimLaunchKernel(aclrtStream stream, const
+    /// BraidKernelDesc *desc, size_t descSize, const char *label)` (see
+    /// [`BraidKernelDesc`]).
+    optional fn braidSimLaunchKernel(
+        stream: aclrtStream,
+        desc: *const BraidKernelDesc,
+        desc_size: usize,
+        label: *const c_char,
+    ) -> aclError;
+    /// braid's extension `aclError braidSimSanitizerReportCount(int32_t deviceId, uint64_t
+    /// *count)`.
+    optional fn braidSimSanitizerReportCount(device_id: i32, count: *mut u64) -> aclError;
+    /// braid's extension `aclError braidSimSanitizerReport(int32_t deviceId, uint64_t index,
+    /// char *buf, size_t bufLen, size_t *needed)`.
+    optional fn braidSimSanitizerReport(
+        device_id: i32,
+        index: u64,
+        buf: *mut c_char,
+        buf_len: usize,
+        needed: *mut usize,
+    ) -> aclError;
+    /// braid's extension `aclError braidSimClearSanitizerReports(int32_t deviceId)`.
+    optional fn braidSimClearSanitizerReports(device_id: i32) -> aclError;
+        }
+    };
+}
+
+crate::acl_functions!(crate::c_api!());
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::SymbolTable;
+
+    #[test]
+    fn the_symbol_list_has_no_duplicates_and_the_required_core() {
+        let symbols = AclFunctions::SYMBOLS;
+        let mut names: Vec<&str> = symbols.iter().map(|s| s.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), symbols.len());
+        assert_eq!(symbols.len(), 43);
+        for required in [
+            "aclInit",
+            "aclrtSetDevice",
+            "aclrtMalloc",
+            "aclrtMallocHost",
+            "aclrtFreeHost",
+            "aclrtMemcpyAsync",
+        ] {
+            assert!(symbols.iter().any(|s| s.name == required && s.required));
+        }
+        for optional in [
+            "aclrtCreateStreamWithConfig",
+            "aclrtCreateEventExWithFlag",
+            "aclmdlRICaptureBegin",
+            "aclrtReserveMemAddress",
+            "braidSimLaunchKernel",
+            "braidSimSanitizerReportCount",
+            "braidSimSanitizerReport",
+            "braidSimClearSanitizerReports",
+        ] {
+            assert!(symbols.iter().any(|s| s.name == optional && !s.required));
+        }
+    }
+
+    extern "C" fn fake_set_device(_device_id: i32) -> aclError {
+        7
+    }
+
+    #[test]
+    fn a_table_resolves_what_the_lookup_finds_and_names_what_it_lacks() {
+        // Only aclrtSetDevice is found: every other required symbol is named, in order.
+        let lookup = |name: &str| {
+            if name == "aclrtSetDevice" {
+                fake_set_device as *mut c_void
+            } else {
+                std::ptr::null_mut()
+            }
+        };
+        // SAFETY: the only address returned is a function with aclrtSetDevice's signature.
+        let missing = unsafe { AclFunctions::resolve(lookup) }.unwrap_err().0;
+        let required: Vec<&str> = AclFunctions::SYMBOLS
+            .iter()
+            .filter(|s| s.required && s.name != "aclrtSetDevice")
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(missing, required);
+
+        // Every required symbol found (all as the same fake), no optional one.
+        let required_only = |name: &str| {
+            if AclFunctions::SYMBOLS
+                .iter()
+                .any(|s| s.required && s.name == name)
+            {
+                fake_set_device as *mut c_void
+            } else {
+                std::ptr::null_mut()
+            }
+        };
+        // SAFETY: the table is only used to call aclrtSetDevice, whose signature the fake has.
+        let table = unsafe { AclFunctions::resolve(required_only) }.expect("complete");
+        // SAFETY: the fake takes an integer and returns one.
+        assert_eq!(unsafe { (table.aclrtSetDevice)(0) }, 7);
+        let optional: Vec<&str> = AclFunctions::SYMBOLS
+            .iter()
+            .filter(|s| !s.required)
+            .map(|s| s.name)
+            .collect();
+        assert_eq!(table.missing_optional(), optional);
+        assert!(table.aclmdlRICaptureBegin.is_none());
+    }
+}

@@ -1,0 +1,30 @@
+//! `braid-acl-sys`: the Ascend C API braid uses, declared once, in the manner of a `-sys`
+//! crate: types, constants, return codes and their names, and every function signature.
+//!
+//! Two crates use the one declaration:
+//! - `braid-backend-acl`, the importer, resolves [`acl::AclFunctions`] from a run-time loaded
+//!   library with the [`loader`] (feature `loader`);
+//! - `braid-acl-sim`, the exporter, implements the functions as `#[no_mangle] extern "C"` and
+//!   checks each against its pointer type in [`acl::fns`] (`const _: fns::aclrtMalloc =
+//!   aclrtMalloc;`), so a signature that drifts fails to compile.
+//!
+//! Where to look:
+//! - [`c_api!`]: one list of signatures becomes the `fns` pointer types, the [`Symbol`] list
+//!   and a [`SymbolTable`] struct;
+//! - [`acl`]: the ACL runtime (`libascendcl.so`); aclnn (`libnnopbase.so`, `libopapi*.so`) and
+//!   HCCL (`libhccl.so`) will be modules next to it, each a [`c_api!`] table and a
+//!   [`LibrarySet`];
+//! - [`search`]: where a [`LibrarySet`] is looked for (explicit variable, CANN homes, loader
+//!   path); [`loader`]: opening it, with typed errors that list every path tried and never
+//!   replace an explicitly configured library.
+#![warn(missing_docs)]
+
+pub mod acl;
+#[cfg(feature = "loader")]
+pub mod loader;
+mod macros;
+pub mod search;
+mod table;
+
+pub use search::{Candidate, LibrarySet, Origin, Search, HOME_VARS};
+pub use table::{MissingSymbols, Symbol, SymbolTable};
