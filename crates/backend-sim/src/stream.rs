@@ -1,7 +1,9 @@
 //! [`SimStream`]: the hal stream.
 
-use crate::device::{lock, same_device, Shared};
+use crate::device::{checked, lock, same_device, Shared};
 use crate::event::SimEvent;
+use crate::fault::{CallKind, Verdict};
+use crate::limits::LiveSlot;
 use crate::graph::SimGraph;
 use crate::op::OpKind;
 use crate::SimBackend;
@@ -9,6 +11,7 @@ use braid_stream_core::hal::{self, HalError};
 use braid_stream_core::kernel::Kernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr, DeviceSlice};
 use std::fmt;
+use std::sync::Arc;
 
 /// A handle to one stream of a [`crate::SimDevice`]. Cloning gives another handle to the same
 /// stream.
@@ -16,6 +19,8 @@ use std::fmt;
 pub struct SimStream {
     pub(crate) shared: Shared,
     index: u32,
+    /// Its place among the device's live streams (`None` for the default stream).
+    _slot: Option<Arc<LiveSlot>>,
 }
 
 impl fmt::Debug for SimStream {
@@ -27,8 +32,12 @@ impl fmt::Debug for SimStream {
 }
 
 impl SimStream {
-    pub(crate) fn new(shared: Shared, index: u32) -> Self {
-        SimStream { shared, index }
+    pub(crate) fn new(shared: Shared, index: u32, slot: Option<Arc<LiveSlot>>) -> Self {
+        SimStream {
+            shared,
+            index,
+            _slot: slot,
+        }
     }
 
     /// Index of the stream within its device (0 is the default stream); the `stream` field of
@@ -37,8 +46,22 @@ impl SimStream {
         self.index
     }
 
-    fn submit(&self, kind: OpKind, label: &str) -> Result<(), HalError> {
-        lock(&self.shared).submit(self.index, kind, label)
+    /// Submits `kind`, a `call` the fault plan may make fail now or (a kernel) later.
+    fn submit(&self, call: CallKind, kind: OpKind, label: &str) -> Result<(), HalError> {
+        let mut engine = lock(&self.shared);
+        let mut verdict = Verdict::Pass;
+        if engine.faults.armed() {
+            let capturing = engine.is_capturing(self.index);
+            verdict = engine.faults.decide(call, capturing);
+            if verdict == Verdict::Fail {
+                return Err(engine.fault_error(call, 0));
+            }
+        }
+        engine.submit(self.index, kind, label)?;
+        if verdict == Verdict::FailLater {
+            engine.faults.fail_later(self.index);
+        }
+        Ok(())
     }
 }
 
@@ -46,11 +69,12 @@ impl hal::Stream for SimStream {
     type B = SimBackend;
 
     fn launch(&self, kernel: &Kernel, label: &str) -> Result<(), HalError> {
-        self.submit(OpKind::Kernel(kernel.clone()), label)
+        self.submit(CallKind::Launch, OpKind::Kernel(kernel.clone()), label)
     }
 
     unsafe fn memcpy_h2d(&self, dst: DevicePtr, src: *const u8, len: u64) -> Result<(), HalError> {
         self.submit(
+            CallKind::Copy,
             OpKind::H2d {
                 dst: DeviceSlice::new(dst, len),
                 src: src as usize,
@@ -61,6 +85,7 @@ impl hal::Stream for SimStream {
 
     unsafe fn memcpy_d2h(&self, dst: *mut u8, src: DevicePtr, len: u64) -> Result<(), HalError> {
         self.submit(
+            CallKind::Copy,
             OpKind::D2h {
                 dst: dst as usize,
                 src: DeviceSlice::new(src, len),
@@ -74,11 +99,12 @@ impl hal::Stream for SimStream {
             dst: DeviceSlice::new(dst, len),
             src: DeviceSlice::new(src, len),
         };
-        self.submit(kind, "memcpy_d2d")
+        self.submit(CallKind::Copy, kind, "memcpy_d2d")
     }
 
     fn memset(&self, dst: DevicePtr, value: u8, len: u64) -> Result<(), HalError> {
         self.submit(
+            CallKind::Copy,
             OpKind::Memset {
                 dst: DeviceSlice::new(dst, len),
                 value,
@@ -89,28 +115,43 @@ impl hal::Stream for SimStream {
 
     fn record(&self, event: &SimEvent) -> Result<(), HalError> {
         same_device(&self.shared, &event.shared)?;
-        lock(&self.shared).record(self.index, event.index())
+        let mut engine = checked(&self.shared, CallKind::Record)?;
+        engine.record(self.index, event.index())?;
+        engine.faults.recorded(self.index, event.index());
+        Ok(())
     }
 
     fn wait(&self, event: &SimEvent) -> Result<(), HalError> {
         same_device(&self.shared, &event.shared)?;
-        lock(&self.shared).wait(self.index, event.index())
+        checked(&self.shared, CallKind::Wait)?.wait(self.index, event.index())
     }
 
     fn synchronize(&self) -> Result<(), HalError> {
-        lock(&self.shared).sync_stream(self.index)
+        let mut engine = checked(&self.shared, CallKind::Synchronize)?;
+        engine.sync_stream(self.index)?;
+        engine.faults.take_stream(self.index)
     }
 
     fn query(&self) -> Result<bool, HalError> {
-        lock(&self.shared).query_stream(self.index)
+        let mut engine = checked(&self.shared, CallKind::Query)?;
+        let done = engine.query_stream(self.index)?;
+        engine.faults.take_stream(self.index)?;
+        Ok(done)
     }
 
     fn begin_capture(&self, mode: CaptureMode) -> Result<(), HalError> {
-        lock(&self.shared).begin_capture(self.index, mode)
+        checked(&self.shared, CallKind::BeginCapture)?.begin_capture(self.index, mode)
     }
 
     fn end_capture(&self) -> Result<SimGraph, HalError> {
-        let nodes = lock(&self.shared).end_capture(self.index)?;
+        let mut engine = lock(&self.shared);
+        // A failed end still ends the capture, discarding it (see `crate::fault`).
+        let failed = engine.faults.armed()
+            && engine.faults.decide(CallKind::EndCapture, false) == Verdict::Fail;
+        let nodes = engine.end_capture(self.index)?;
+        if failed {
+            return Err(engine.fault_error(CallKind::EndCapture, 0));
+        }
         Ok(SimGraph::new(self.shared.clone(), nodes))
     }
 
