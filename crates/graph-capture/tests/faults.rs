@@ -157,3 +157,31 @@ fn the_runner_reports_failed_captures_and_replays_and_stays_usable() {
         assert_eq!(reports(&dev), 0, "{kind:?}");
     }
 }
+
+#[test]
+fn a_replay_that_failed_after_copying_its_inputs_still_orders_the_next_one() {
+    // Regression: the runner copied the input into the graph's static input on stream `b`,
+    // the graph launch failed, and the pool still named `a` as its last user: the next call
+    // on `a` copied into the same static input without waiting for `b` (a write-write race).
+    let (dev, alloc) = faulty(FaultPlan::new());
+    let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    let x = alloc.alloc(64 * 4, &a).unwrap();
+    fill(&a, &x, 1.0);
+    b.wait_stream(&a).unwrap();
+    x.record_stream(&b).unwrap();
+    let config = RunnerConfig::new(vec![InputKind::User]).warmup_calls(0);
+    let mut runner = GraphRunner::new(&alloc, config, double as Model).unwrap();
+    assert_eq!(
+        runner.run(&a, &[x.slice()]).unwrap().read_f32(0).unwrap(),
+        vec![2.0; 64]
+    );
+    dev.hal()
+        .set_fault_plan(&FaultPlan::new().fail_nth(CallKind::GraphLaunch, 1));
+    assert!(runner.run(&b, &[x.slice()]).is_err());
+    dev.hal().set_fault_plan(&FaultPlan::new());
+    assert_eq!(
+        runner.run(&a, &[x.slice()]).unwrap().read_f32(0).unwrap(),
+        vec![2.0; 64]
+    );
+    assert_eq!(reports(&dev), 0, "{:?}", dev.hal().sanitizer_reports());
+}
