@@ -116,7 +116,11 @@ fn failed_unmaps_in_empty_cache_keep_the_pages_cached() {
         .set_fault_plan(&FaultPlan::new().rate(1, 1.0, [CallKind::Unmap]));
     alloc.empty_cache();
     consistent(&dev, &alloc);
-    assert_eq!(alloc.memory_reserved(), 8 * MIB, "nothing could be unmapped");
+    assert_eq!(
+        alloc.memory_reserved(),
+        8 * MIB,
+        "nothing could be unmapped"
+    );
     // Served again from what stayed mapped, without a new mapping.
     let maps = dev.hal().fault_counts().calls(CallKind::Map);
     drop(alloc.alloc(4 * MIB, &s).unwrap());

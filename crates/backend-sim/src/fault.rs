@@ -550,7 +550,10 @@ mod tests {
         assert!(f.take_stream(3).is_ok());
         assert!(f.take_event(8).is_ok());
         let err = f.take_event(7).unwrap_err();
-        assert!(matches!(err, HalError::Native { code: 507_015, .. }), "{err}");
+        assert!(
+            matches!(err, HalError::Native { code: 507_015, .. }),
+            "{err}"
+        );
         assert!(f.take_stream(2).is_ok(), "reported once");
         f.fail_later(1);
         f.fail_later(2);

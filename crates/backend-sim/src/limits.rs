@@ -74,16 +74,17 @@ impl Limits {
 
     /// A slot for a new stream, or ACL's error when `max_streams` are alive.
     pub(crate) fn take_stream(&self) -> Result<Arc<LiveSlot>, HalError> {
-        self.take(Resource::Stream, self.max_streams).ok_or_else(|| {
-            native(
-                207_008,
-                "ACL_ERROR_RT_NO_STREAM_RESOURCE",
-                format!(
+        self.take(Resource::Stream, self.max_streams)
+            .ok_or_else(|| {
+                native(
+                    207_008,
+                    "ACL_ERROR_RT_NO_STREAM_RESOURCE",
+                    format!(
                     "{} streams are alive on the device, its limit (the default stream included)",
                     self.max_streams
                 ),
-            )
-        })
+                )
+            })
     }
 
     /// A slot for a new event, or ACL's error when `max_events` are alive.

@@ -3,8 +3,8 @@
 use crate::device::{checked, lock, same_device, Shared};
 use crate::event::SimEvent;
 use crate::fault::{CallKind, Verdict};
-use crate::limits::LiveSlot;
 use crate::graph::SimGraph;
+use crate::limits::LiveSlot;
 use crate::op::OpKind;
 use crate::SimBackend;
 use braid_stream_core::hal::{self, HalError};

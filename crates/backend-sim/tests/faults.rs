@@ -47,7 +47,11 @@ fn a_failed_alloc_is_out_of_memory_and_allocates_nothing() {
         }
         other => panic!("{other:?}"),
     }
-    assert_eq!(dev.host_time_ns(), before, "a failed call costs no host time");
+    assert_eq!(
+        dev.host_time_ns(),
+        before,
+        "a failed call costs no host time"
+    );
     assert_eq!(dev.stats().allocations, 1);
     assert_eq!(dev.stats().bytes_allocated, 1 << 20);
     dev.alloc(1 << 20).unwrap();
@@ -95,7 +99,10 @@ fn failed_record_wait_sync_and_query_change_nothing() {
     assert_eq!(code(&a.synchronize().unwrap_err()), 507_046);
     assert_eq!(code(&a.query().unwrap_err()), 507_046);
     assert_eq!(dev.host_time_ns(), before, "failed calls did not block");
-    assert!(e.query().unwrap(), "the record before the launch is complete");
+    assert!(
+        e.query().unwrap(),
+        "the record before the launch is complete"
+    );
     a.synchronize().unwrap();
 }
 
@@ -227,7 +234,10 @@ fn live_streams_and_events_are_capped_until_handles_drop() {
     let s2 = dev.create_stream(0).unwrap();
     let err = dev.create_stream(0).unwrap_err();
     assert_eq!(code(&err), 207_008);
-    assert!(err.to_string().contains("ACL_ERROR_RT_NO_STREAM_RESOURCE"), "{err}");
+    assert!(
+        err.to_string().contains("ACL_ERROR_RT_NO_STREAM_RESOURCE"),
+        "{err}"
+    );
     let e1 = dev.create_event(EventFlags::ORDERING).unwrap();
     let e1_clone = e1.clone();
     let _e2 = dev.create_event(EventFlags::ORDERING).unwrap();

@@ -186,17 +186,20 @@ impl Soak {
         self.out.ops += 1;
         let n = self.buffers.len();
         let s = self.rng.below(self.streams.len());
-        match self.rng.below(100) {
+        let op = self.rng.below(100);
+        match op {
+            // Frees: also instead of an allocation past 48 live buffers (the program's
+            // working set stays bounded, so it does not drift into running out of memory).
+            0..=34 if n > 48 || (n > 0 && op >= 20) => {
+                let i = self.rng.below(n);
+                self.buffers.swap_remove(i);
+            }
             0..=19 => {
                 let size = size(&mut self.rng);
                 let r = self.alloc.alloc(size, &self.streams[s]);
                 if let Some(buf) = self.note(r) {
                     self.buffers.push(Buf { buf, last: s });
                 }
-            }
-            20..=34 if n > 0 => {
-                let i = self.rng.below(n);
-                self.buffers.swap_remove(i);
             }
             35..=54 if n > 0 => {
                 let i = self.rng.below(n);

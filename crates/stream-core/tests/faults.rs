@@ -50,14 +50,19 @@ fn a_failed_record_keeps_the_previous_record() {
     let dev = device(FaultPlan::new().fail_nth(CallKind::Record, 2));
     let (s, t) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let mem = dev.alloc(16).unwrap();
-    let e = dev.create_event(braid_stream_core::EventFlags::ORDERING).unwrap();
+    let e = dev
+        .create_event(braid_stream_core::EventFlags::ORDERING)
+        .unwrap();
     e.record(&s).unwrap();
     let recorded = e.recorded_at();
     let later = s.launch(&fill(&mem)).unwrap();
     assert!(e.record(&s).is_err());
     assert_eq!(e.recorded_at(), recorded);
     t.wait(&e).unwrap();
-    assert!(!dev.is_ordered_before(later, &t), "the wait orders only the first record");
+    assert!(
+        !dev.is_ordered_before(later, &t),
+        "the wait orders only the first record"
+    );
 }
 
 #[test]
@@ -131,7 +136,10 @@ fn a_failed_end_capture_leaves_no_stream_capturing() {
         assert_eq!(stream.hal().capture_status().unwrap(), CaptureStatus::None);
     }
     assert!(!dev.is_capturing());
-    assert!(dev.hal().stats().bytes_allocated < used, "deferred free done");
+    assert!(
+        dev.hal().stats().bytes_allocated < used,
+        "deferred free done"
+    );
     // Both streams work eagerly again.
     side.launch(&fill(&mem)).unwrap();
     s.wait_stream(&side).unwrap();
