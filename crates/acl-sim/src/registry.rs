@@ -1046,3 +1046,37 @@ impl Registry {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::sim_fail;
+    use braid_backend_sim::{CallKind, FaultPlan, SimConfig, SimDevice};
+    use braid_stream_core::hal::{Device as _, Stream as _};
+    use braid_stream_core::kernel::Kernel;
+    use braid_stream_core::types::{DeviceSlice, EventFlags};
+
+    #[test]
+    fn injected_simulator_faults_and_limits_become_acl_codes() {
+        let plan = FaultPlan::new()
+            .fail_nth(CallKind::SegmentAlloc, 1)
+            .fail_nth(CallKind::StreamCreate, 1)
+            .fail_async_nth(1);
+        let sim = SimDevice::new(SimConfig::new().faults(plan).max_events(0));
+        let code = |e| sim_fail("call", e).code;
+        // ACL_ERROR_RT_DEVICE_OOM, NO_STREAM_RESOURCE, NO_EVENT_RESOURCE, AICORE_EXCEPTION.
+        assert_eq!(code(sim.alloc(64).unwrap_err()), 207_018);
+        assert_eq!(code(sim.create_stream(0).unwrap_err()), 207_008);
+        assert_eq!(
+            code(sim.create_event(EventFlags::ORDERING).unwrap_err()),
+            207_007
+        );
+        let s = sim.create_stream(0).unwrap();
+        let x = sim.alloc(16).unwrap();
+        let fill = Kernel::Fill {
+            dst: DeviceSlice::new(x, 16),
+            value: 1.0,
+        };
+        s.launch(&fill.into(), "fails on the device").unwrap();
+        assert_eq!(code(s.synchronize().unwrap_err()), 507_015);
+    }
+}

@@ -1,5 +1,7 @@
 //! Configuration of a simulated device.
 
+use crate::fault::FaultPlan;
+use crate::limits::{ASCEND_910B_MAX_EVENTS, ASCEND_910B_MAX_STREAMS};
 use crate::profile::DeviceProfile;
 use crate::sanitizer::SanitizerMode;
 
@@ -45,11 +47,20 @@ pub struct SimConfig {
     /// Whether the device offers the virtual-memory API (`hal::Device::reserve_address` and
     /// friends, 2 MiB granularity); on by default. Off, it behaves like a backend without one.
     pub virtual_memory: bool,
+    /// Backend calls made to fail ([`crate::fault`]); empty (nothing fails) by default.
+    pub faults: FaultPlan,
+    /// Streams alive at once, the default stream included; ACL's 1984 of an Atlas A2/A3
+    /// device by default (see [`crate::limits`]).
+    pub max_streams: u32,
+    /// Events alive at once; ACL's 65536 of an Atlas A2/A3 device by default (see
+    /// [`crate::limits`]).
+    pub max_events: u32,
 }
 
 impl SimConfig {
     /// The default configuration: ordinal 0, 16 GiB, 64 GiB of pinned host memory, data mode,
-    /// Ascend 910B profile, timeline on, sanitizer reporting.
+    /// Ascend 910B profile, timeline on, sanitizer reporting, no faults, ACL's stream and
+    /// event limits.
     pub fn new() -> Self {
         SimConfig {
             ordinal: 0,
@@ -60,6 +71,9 @@ impl SimConfig {
             record_timeline: true,
             sanitizer: SanitizerMode::Report,
             virtual_memory: true,
+            faults: FaultPlan::new(),
+            max_streams: ASCEND_910B_MAX_STREAMS,
+            max_events: ASCEND_910B_MAX_EVENTS,
         }
     }
 
@@ -102,6 +116,24 @@ impl SimConfig {
     /// Turns the virtual-memory API on or off.
     pub fn virtual_memory(mut self, on: bool) -> Self {
         self.virtual_memory = on;
+        self
+    }
+
+    /// Sets the calls made to fail ([`crate::fault`]).
+    pub fn faults(mut self, plan: FaultPlan) -> Self {
+        self.faults = plan;
+        self
+    }
+
+    /// Sets how many streams may be alive at once, the default stream included.
+    pub fn max_streams(mut self, n: u32) -> Self {
+        self.max_streams = n;
+        self
+    }
+
+    /// Sets how many events may be alive at once.
+    pub fn max_events(mut self, n: u32) -> Self {
+        self.max_events = n;
         self
     }
 

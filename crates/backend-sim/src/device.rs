@@ -3,13 +3,14 @@
 use crate::config::SimConfig;
 use crate::engine::Engine;
 use crate::event::SimEvent;
+use crate::fault::{CallKind, FaultCounts, FaultPlan, Verdict};
 use crate::memory::PageRun;
 use crate::profile::DeviceProfile;
 use crate::sanitizer::report::RaceReport;
 use crate::stream::SimStream;
 use crate::timeline::{OpRecord, SimStats};
 use crate::SimBackend;
-use braid_stream_core::hal::{self, HalError, PageRunError};
+use braid_stream_core::hal::{self, page_of_run, HalError, PageRunError};
 use braid_stream_core::types::{DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority};
 use std::sync::{Arc, Mutex, MutexGuard};
 
@@ -25,7 +26,52 @@ pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, Engine> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
-/// Whether two handles belong to the same simulated device.
+/// Locks the engine for a call of `kind`, after asking the fault plan (one branch when none
+/// is set): an injected failure comes back as its error, with nothing done.
+#[inline]
+pub(crate) fn checked(shared: &Shared, kind: CallKind) -> Result<MutexGuard<'_, Engine>, HalError> {
+    checked_for(shared, kind, 0)
+}
+
+/// [`checked`] for a call asking for `requested` bytes (named by an out-of-memory failure).
+#[inline]
+pub(crate) fn checked_for(
+    shared: &Shared,
+    kind: CallKind,
+    requested: u64,
+) -> Result<MutexGuard<'_, Engine>, HalError> {
+    let mut engine = lock(shared);
+    fault_check(&mut engine, kind, requested)?;
+    Ok(engine)
+}
+
+/// Asks the fault plan about a call of `kind` on the locked engine.
+#[inline]
+fn fault_check(engine: &mut Engine, kind: CallKind, requested: u64) -> Result<(), HalError> {
+    if engine.faults.armed() && engine.faults.decide(kind, false) == Verdict::Fail {
+        return Err(engine.fault_error(kind, requested));
+    }
+    Ok(())
+}
+
+/// A run of `count` page calls made one by one while a fault plan is set, each asking the
+/// plan as a `kind` call of `page` bytes; `one` does call `i`. Stops at the first failure.
+#[cold]
+fn page_by_page(
+    engine: &mut Engine,
+    kind: CallKind,
+    page: u64,
+    count: u64,
+    mut one: impl FnMut(&mut Engine, u64) -> Result<(), HalError>,
+) -> Result<(), PageRunError> {
+    for done in 0..count {
+        fault_check(engine, kind, page)
+            .and_then(|()| one(engine, done))
+            .map_err(|error| PageRunError { done, error })?;
+    }
+    Ok(())
+}
+
 /// A page-run result of the engine as the hal's.
 fn page_run((done, result): PageRun) -> Result<(), PageRunError> {
     result.map_err(|error| PageRunError { done, error })
@@ -141,12 +187,36 @@ impl SimDevice {
         lock(&self.shared).note_free(range, stream)
     }
 
+    /// Replaces the fault plan ([`crate::fault`]); an empty plan stops injecting. Counting for
+    /// [`FaultPlan::fail_nth`] restarts; the counters of [`SimDevice::fault_counts`] and
+    /// asynchronous failures not reported yet are kept.
+    pub fn set_fault_plan(&self, plan: &FaultPlan) {
+        lock(&self.shared).faults.set_plan(plan);
+    }
+
+    /// How many calls of each kind were seen while a plan was set, and how many were made to
+    /// fail.
+    pub fn fault_counts(&self) -> FaultCounts {
+        lock(&self.shared).faults.counts()
+    }
+
+    /// Streams alive now (with a handle), the default stream included; see
+    /// [`crate::limits`].
+    pub fn live_streams(&self) -> u32 {
+        lock(&self.shared).limits.live().0
+    }
+
+    /// Events alive now (with a handle); see [`crate::limits`].
+    pub fn live_events(&self) -> u32 {
+        lock(&self.shared).limits.live().1
+    }
+
     /// Allocates `size` bytes of physical memory (a multiple of the 2 MiB virtual-memory
     /// granularity) for [`SimDevice::map_handle`], as ACL's `aclrtMallocPhysical`; returns its
     /// handle (never 0). It counts against the capacity until [`SimDevice::free_physical`];
     /// device out of memory is [`HalError::OutOfMemory`].
     pub fn alloc_physical(&self, size: u64) -> Result<u64, HalError> {
-        lock(&self.shared).alloc_physical(size)
+        checked_for(&self.shared, CallKind::SegmentAlloc, size)?.alloc_physical(size)
     }
 
     /// Frees the physical memory of `handle` (`aclrtFreePhysical`); it must not be mapped.
@@ -157,14 +227,14 @@ impl SimDevice {
     /// Maps all of `handle`'s memory at `at`, in a range reserved with
     /// `hal::Device::reserve_address` where nothing is mapped over it (`aclrtMapMem`).
     pub fn map_handle(&self, at: DevicePtr, handle: u64) -> Result<(), HalError> {
-        lock(&self.shared).map_handle(at, handle)
+        checked(&self.shared, CallKind::Map)?.map_handle(at, handle)
     }
 
     /// Unmaps the mapping that starts at `at` and returns its handle, still allocated
     /// (`aclrtUnmapMem`). Its contents are lost (a later mapping reads zeros); work that
     /// still accesses the range makes invalid accesses, which the simulator counts.
     pub fn unmap(&self, at: DevicePtr) -> Result<u64, HalError> {
-        lock(&self.shared).unmap_at(at)
+        checked(&self.shared, CallKind::Unmap)?.unmap_at(at)
     }
 
     /// The timeline as Chrome Trace Event JSON, to open in Perfetto (ui.perfetto.dev) or
@@ -197,21 +267,25 @@ impl hal::Device for SimDevice {
 
     fn default_stream(&self) -> Result<SimStream, HalError> {
         lock(&self.shared).host_call("default_stream");
-        Ok(SimStream::new(self.shared.clone(), 0))
+        Ok(SimStream::new(self.shared.clone(), 0, None))
     }
 
     fn create_stream(&self, priority: Priority) -> Result<SimStream, HalError> {
-        let index = lock(&self.shared).create_stream(priority)?;
-        Ok(SimStream::new(self.shared.clone(), index))
+        let mut engine = checked(&self.shared, CallKind::StreamCreate)?;
+        let slot = engine.limits.take_stream()?;
+        let index = engine.create_stream(priority)?;
+        Ok(SimStream::new(self.shared.clone(), index, Some(slot)))
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<SimEvent, HalError> {
-        let index = lock(&self.shared).create_event(flags);
-        Ok(SimEvent::new(self.shared.clone(), index))
+        let mut engine = checked(&self.shared, CallKind::EventCreate)?;
+        let slot = engine.limits.take_event()?;
+        let index = engine.create_event(flags);
+        Ok(SimEvent::new(self.shared.clone(), index, slot))
     }
 
     fn alloc(&self, size: u64) -> Result<DevicePtr, HalError> {
-        lock(&self.shared).alloc(size)
+        checked_for(&self.shared, CallKind::SegmentAlloc, size)?.alloc(size)
     }
 
     unsafe fn free(&self, ptr: DevicePtr) -> Result<(), HalError> {
@@ -219,7 +293,7 @@ impl hal::Device for SimDevice {
     }
 
     fn alloc_host(&self, size: u64) -> Result<HostPtr, HalError> {
-        lock(&self.shared).alloc_host(size)
+        checked_for(&self.shared, CallKind::HostAlloc, size)?.alloc_host(size)
     }
 
     unsafe fn free_host(&self, ptr: HostPtr) -> Result<(), HalError> {
@@ -253,15 +327,21 @@ impl hal::Device for SimDevice {
     }
 
     fn map_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
-        lock(&self.shared).map_physical(at, size)
+        checked_for(&self.shared, CallKind::Map, size)?.map_physical(at, size)
     }
 
     unsafe fn unmap_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
-        lock(&self.shared).unmap_physical(at, size)
+        checked(&self.shared, CallKind::Unmap)?.unmap_physical(at, size)
     }
 
     fn map_physical_pages(&self, at: DevicePtr, page: u64, count: u64) -> Result<(), PageRunError> {
-        page_run(lock(&self.shared).map_physical_pages(at, page, count))
+        let mut engine = lock(&self.shared);
+        if engine.faults.armed() {
+            return page_by_page(&mut engine, CallKind::Map, page, count, |e, i| {
+                e.map_physical(page_of_run(at, page, i)?, page)
+            });
+        }
+        page_run(engine.map_physical_pages(at, page, count))
     }
 
     unsafe fn unmap_physical_pages(
@@ -270,12 +350,19 @@ impl hal::Device for SimDevice {
         page: u64,
         count: u64,
     ) -> Result<(), PageRunError> {
-        page_run(lock(&self.shared).unmap_physical_pages(at, page, count))
+        let mut engine = lock(&self.shared);
+        if engine.faults.armed() {
+            return page_by_page(&mut engine, CallKind::Unmap, page, count, |e, i| {
+                e.unmap_physical(page_of_run(at, page, count - 1 - i)?, page)
+            });
+        }
+        page_run(engine.unmap_physical_pages(at, page, count))
     }
 
     fn synchronize(&self) -> Result<(), HalError> {
-        lock(&self.shared).sync_device();
-        Ok(())
+        let mut engine = checked(&self.shared, CallKind::Synchronize)?;
+        engine.sync_device();
+        engine.faults.take_all()
     }
 
     fn wants_sub_allocation_notes(&self) -> bool {

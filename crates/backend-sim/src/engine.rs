@@ -11,7 +11,9 @@
 
 use crate::capture::{self, Capture, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
+use crate::fault::{CallKind, FaultState};
 use crate::host::HostHeap;
+use crate::limits::Limits;
 use crate::memory::{Memory, PageRun};
 use crate::op::{Accesses, Op, OpKind};
 use crate::queue::DataQueue;
@@ -96,6 +98,10 @@ pub(crate) struct Engine {
     makespan: u64,
     ops_executed: u64,
     graph_launches: u64,
+    /// The fault plan, its counters and pending asynchronous failures ([`crate::fault`]).
+    pub(crate) faults: FaultState,
+    /// Live streams and events against the runtime's limits ([`crate::limits`]).
+    pub(crate) limits: Limits,
 }
 
 impl Engine {
@@ -111,6 +117,8 @@ impl Engine {
         ];
         let sanitizer = Sanitizer::new(config.sanitizer);
         let lifetimes = config.sanitizer != SanitizerMode::Off || config.record_timeline;
+        let faults = FaultState::new(&config.faults);
+        let limits = Limits::new(config.max_streams, config.max_events);
         Engine {
             config,
             host_ns: 0,
@@ -134,7 +142,27 @@ impl Engine {
             makespan: 0,
             ops_executed: 0,
             graph_launches: 0,
+            faults,
+            limits,
         }
+    }
+
+    /// The error of an injected failure of `kind` asking for `requested` bytes.
+    #[cold]
+    pub(crate) fn fault_error(&self, kind: CallKind, requested: u64) -> HalError {
+        let (free, total) = if kind == CallKind::HostAlloc {
+            let total = self.config.host_capacity;
+            (total.saturating_sub(self.host.used()), total)
+        } else {
+            let info = self.memory.info();
+            (info.free, info.total)
+        };
+        FaultState::error(kind, requested, free, total)
+    }
+
+    /// Whether stream `s` records into a capture.
+    pub(crate) fn is_capturing(&self, s: u32) -> bool {
+        self.stream(s).is_ok_and(|st| st.capture.is_some())
     }
 
     // ----- clock -----

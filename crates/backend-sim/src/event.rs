@@ -1,9 +1,12 @@
 //! [`SimEvent`]: the hal event.
 
-use crate::device::{lock, same_device, Shared};
+use crate::device::{checked, lock, same_device, Shared};
+use crate::fault::CallKind;
+use crate::limits::LiveSlot;
 use crate::SimBackend;
 use braid_stream_core::hal::{self, HalError};
 use std::fmt;
+use std::sync::Arc;
 
 /// A handle to one event of a [`crate::SimDevice`]. Cloning gives another handle to the same
 /// event.
@@ -11,6 +14,8 @@ use std::fmt;
 pub struct SimEvent {
     pub(crate) shared: Shared,
     index: usize,
+    /// Its place among the device's live events.
+    _slot: Arc<LiveSlot>,
 }
 
 impl fmt::Debug for SimEvent {
@@ -22,8 +27,12 @@ impl fmt::Debug for SimEvent {
 }
 
 impl SimEvent {
-    pub(crate) fn new(shared: Shared, index: usize) -> Self {
-        SimEvent { shared, index }
+    pub(crate) fn new(shared: Shared, index: usize, slot: Arc<LiveSlot>) -> Self {
+        SimEvent {
+            shared,
+            index,
+            _slot: slot,
+        }
     }
 
     /// Index of the event within its device.
@@ -36,11 +45,16 @@ impl hal::Event for SimEvent {
     type B = SimBackend;
 
     fn query(&self) -> Result<bool, HalError> {
-        lock(&self.shared).query_event(self.index)
+        let mut engine = checked(&self.shared, CallKind::Query)?;
+        let done = engine.query_event(self.index)?;
+        engine.faults.take_event(self.index)?;
+        Ok(done)
     }
 
     fn synchronize(&self) -> Result<(), HalError> {
-        lock(&self.shared).sync_event(self.index)
+        let mut engine = checked(&self.shared, CallKind::Synchronize)?;
+        engine.sync_event(self.index)?;
+        engine.faults.take_event(self.index)
     }
 
     fn elapsed_ms(&self, end: &SimEvent) -> Result<f32, HalError> {

@@ -1,7 +1,8 @@
 //! [`SimGraph`]: the hal graph.
 
 use crate::capture::Node;
-use crate::device::{lock, same_device, Shared};
+use crate::device::{checked, same_device, Shared};
+use crate::fault::CallKind;
 use crate::stream::SimStream;
 use crate::SimBackend;
 use braid_stream_core::hal::{self, HalError};
@@ -46,7 +47,7 @@ impl hal::Graph for SimGraph {
 
     fn launch(&self, stream: &SimStream) -> Result<(), HalError> {
         same_device(&self.shared, &stream.shared)?;
-        lock(&self.shared).launch_graph(stream.index(), &self.nodes)
+        checked(&self.shared, CallKind::GraphLaunch)?.launch_graph(stream.index(), &self.nodes)
     }
 
     fn node_count(&self) -> usize {

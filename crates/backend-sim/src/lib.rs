@@ -47,9 +47,14 @@
 //! - **Timeline.** [`SimDevice::timeline`] lists the executed ops;
 //!   [`SimDevice::chrome_trace_json`] exports them with host calls, event flows and memory
 //!   counters for Perfetto ([`trace`]).
+//! - **Faults.** Any backend call can be made to fail on demand, by kind, at the `n`-th call
+//!   or at a seeded rate, including kernels that fail after their launch and report it at a
+//!   later synchronize ([`fault`]); the runtime's limits on live streams and events are
+//!   enforced ([`limits`]).
 //! - **Not modelled yet.** Stream priorities are accepted and kept but do not affect
-//!   scheduling; events and streams are never destroyed (their slots are small); concurrent
-//!   ops do not share memory bandwidth.
+//!   scheduling; the engine keeps the state of dropped events and streams (their slots are
+//!   small; only the live counts of [`limits`] go down); concurrent ops do not share memory
+//!   bandwidth.
 //!
 //! ```
 //! use braid_backend_sim::{SimConfig, SimDevice};
@@ -86,8 +91,10 @@ mod custom;
 mod device;
 mod engine;
 mod event;
+pub mod fault;
 mod graph;
 mod host;
+pub mod limits;
 mod memory;
 mod op;
 mod profile;
@@ -102,6 +109,7 @@ pub use config::{SimConfig, SimMode};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
 pub use event::SimEvent;
+pub use fault::{CallKind, FaultCounts, FaultPlan};
 pub use graph::SimGraph;
 pub use profile::DeviceProfile;
 pub use sanitizer::report::{OpRef, RaceKind, RaceReport};

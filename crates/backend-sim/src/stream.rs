@@ -1,9 +1,11 @@
 //! [`SimStream`]: the hal stream.
 
 use crate::custom::SimCustom;
-use crate::device::{lock, same_device, Shared};
+use crate::device::{checked, lock, same_device, Shared};
 use crate::event::SimEvent;
+use crate::fault::{CallKind, Verdict};
 use crate::graph::SimGraph;
+use crate::limits::LiveSlot;
 use crate::op::{CustomKind, OpKind};
 use crate::SimBackend;
 use braid_stream_core::custom::CustomOp;
@@ -19,6 +21,8 @@ use std::sync::Arc;
 pub struct SimStream {
     pub(crate) shared: Shared,
     index: u32,
+    /// Its place among the device's live streams (`None` for the default stream).
+    _slot: Option<Arc<LiveSlot>>,
 }
 
 impl fmt::Debug for SimStream {
@@ -30,8 +34,12 @@ impl fmt::Debug for SimStream {
 }
 
 impl SimStream {
-    pub(crate) fn new(shared: Shared, index: u32) -> Self {
-        SimStream { shared, index }
+    pub(crate) fn new(shared: Shared, index: u32, slot: Option<Arc<LiveSlot>>) -> Self {
+        SimStream {
+            shared,
+            index,
+            _slot: slot,
+        }
     }
 
     /// Index of the stream within its device (0 is the default stream); the `stream` field of
@@ -40,8 +48,22 @@ impl SimStream {
         self.index
     }
 
-    fn submit(&self, kind: OpKind, label: &str) -> Result<(), HalError> {
-        lock(&self.shared).submit(self.index, kind, label)
+    /// Submits `kind`, a `call` the fault plan may make fail now or (a kernel) later.
+    fn submit(&self, call: CallKind, kind: OpKind, label: &str) -> Result<(), HalError> {
+        let mut engine = lock(&self.shared);
+        let mut verdict = Verdict::Pass;
+        if engine.faults.armed() {
+            let capturing = engine.is_capturing(self.index);
+            verdict = engine.faults.decide(call, capturing);
+            if verdict == Verdict::Fail {
+                return Err(engine.fault_error(call, 0));
+            }
+        }
+        engine.submit(self.index, kind, label)?;
+        if verdict == Verdict::FailLater {
+            engine.faults.fail_later(self.index);
+        }
+        Ok(())
     }
 }
 
@@ -49,18 +71,19 @@ impl hal::Stream for SimStream {
     type B = SimBackend;
 
     fn launch(&self, kernel: &TypedKernel, label: &str) -> Result<(), HalError> {
-        self.submit(OpKind::Kernel(kernel.clone()), label)
+        self.submit(CallKind::Launch, OpKind::Kernel(kernel.clone()), label)
     }
 
     fn launch_custom(&self, op: &CustomOp<SimBackend>) -> Result<(), HalError> {
         op.validate()
             .map_err(|e| HalError::InvalidArgument(e.to_string()))?;
         let kind = OpKind::Custom(CustomKind(Arc::new(SimCustom::new(op))));
-        self.submit(kind, op.name())
+        self.submit(CallKind::Launch, kind, op.name())
     }
 
     unsafe fn memcpy_h2d(&self, dst: DevicePtr, src: *const u8, len: u64) -> Result<(), HalError> {
         self.submit(
+            CallKind::Copy,
             OpKind::H2d {
                 dst: DeviceSlice::new(dst, len),
                 src: src as usize,
@@ -71,6 +94,7 @@ impl hal::Stream for SimStream {
 
     unsafe fn memcpy_d2h(&self, dst: *mut u8, src: DevicePtr, len: u64) -> Result<(), HalError> {
         self.submit(
+            CallKind::Copy,
             OpKind::D2h {
                 dst: dst as usize,
                 src: DeviceSlice::new(src, len),
@@ -84,11 +108,12 @@ impl hal::Stream for SimStream {
             dst: DeviceSlice::new(dst, len),
             src: DeviceSlice::new(src, len),
         };
-        self.submit(kind, "memcpy_d2d")
+        self.submit(CallKind::Copy, kind, "memcpy_d2d")
     }
 
     fn memset(&self, dst: DevicePtr, value: u8, len: u64) -> Result<(), HalError> {
         self.submit(
+            CallKind::Copy,
             OpKind::Memset {
                 dst: DeviceSlice::new(dst, len),
                 value,
@@ -99,28 +124,43 @@ impl hal::Stream for SimStream {
 
     fn record(&self, event: &SimEvent) -> Result<(), HalError> {
         same_device(&self.shared, &event.shared)?;
-        lock(&self.shared).record(self.index, event.index())
+        let mut engine = checked(&self.shared, CallKind::Record)?;
+        engine.record(self.index, event.index())?;
+        engine.faults.recorded(self.index, event.index());
+        Ok(())
     }
 
     fn wait(&self, event: &SimEvent) -> Result<(), HalError> {
         same_device(&self.shared, &event.shared)?;
-        lock(&self.shared).wait(self.index, event.index())
+        checked(&self.shared, CallKind::Wait)?.wait(self.index, event.index())
     }
 
     fn synchronize(&self) -> Result<(), HalError> {
-        lock(&self.shared).sync_stream(self.index)
+        let mut engine = checked(&self.shared, CallKind::Synchronize)?;
+        engine.sync_stream(self.index)?;
+        engine.faults.take_stream(self.index)
     }
 
     fn query(&self) -> Result<bool, HalError> {
-        lock(&self.shared).query_stream(self.index)
+        let mut engine = checked(&self.shared, CallKind::Query)?;
+        let done = engine.query_stream(self.index)?;
+        engine.faults.take_stream(self.index)?;
+        Ok(done)
     }
 
     fn begin_capture(&self, mode: CaptureMode) -> Result<(), HalError> {
-        lock(&self.shared).begin_capture(self.index, mode)
+        checked(&self.shared, CallKind::BeginCapture)?.begin_capture(self.index, mode)
     }
 
     fn end_capture(&self) -> Result<SimGraph, HalError> {
-        let nodes = lock(&self.shared).end_capture(self.index)?;
+        let mut engine = lock(&self.shared);
+        // A failed end still ends the capture, discarding it (see `crate::fault`).
+        let failed = engine.faults.armed()
+            && engine.faults.decide(CallKind::EndCapture, false) == Verdict::Fail;
+        let nodes = engine.end_capture(self.index)?;
+        if failed {
+            return Err(engine.fault_error(CallKind::EndCapture, 0));
+        }
         Ok(SimGraph::new(self.shared.clone(), nodes))
     }
 

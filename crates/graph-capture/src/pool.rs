@@ -106,6 +106,13 @@ impl<B: Backend> GraphPool<B> {
         Ok(())
     }
 
+    /// Notes that `stream`, ordered by [`GraphPool::order_on`], now touches pool memory
+    /// eagerly (the runner's copies into static inputs): later launches and copies wait for
+    /// it, even when the launch that was to follow fails.
+    pub(crate) fn note_eager_use(&self, stream: &Stream<B>) {
+        self.state().last_stream = Some(stream.clone());
+    }
+
     /// Notes a launch on `stream`; returns the new epoch.
     pub(crate) fn note_launch(&self, stream: &Stream<B>) -> u64 {
         let mut st = self.state();

@@ -326,8 +326,7 @@ impl<B: Backend> State<B> {
         len: u64,
         cache: bool,
     ) -> Result<BlockId, SegmentFailure> {
-        let x = &self.expandable[e];
-        let (stream, small, step) = (x.stream, x.small, x.step);
+        let step = self.expandable[e].step;
         let current = self.stats.reserved_bytes.all.current;
         if self
             .allowed_max
@@ -340,17 +339,34 @@ impl<B: Backend> State<B> {
             );
             return Err(SegmentFailure::OutOfMemory);
         }
-        if let Err(e) = dev
+        if let Err(err) = dev
             .hal()
             .map_physical_pages(DevicePtr(addr), step, len / step)
         {
-            let done = e.done * step;
-            tracing::debug!(e = %e.error, len, mapped = done, "mapping pages into an expandable segment failed");
-            if self.unmap_pages(dev, addr, done, step) != done {
-                tracing::warn!("pages mapped for a failed growth could not be unmapped");
+            let done = err.done * step;
+            tracing::debug!(e = %err.error, len, mapped = done, "mapping pages into an expandable segment failed");
+            // The rollback unmaps from the last page down: what it could not unmap is the
+            // start of the run. Those pages stay known, as a cached free block (a later trim
+            // unmaps them), rather than mapped behind the allocator's back.
+            let kept = done - self.unmap_pages(dev, addr, done, step);
+            if kept > 0 {
+                tracing::warn!(
+                    kept,
+                    "pages mapped for a failed growth could not be unmapped; kept cached"
+                );
+                self.add_mapped(e, addr, kept, true);
             }
-            return Err(failure(e.error));
+            return Err(failure(err.error));
         }
+        Ok(self.add_mapped(e, addr, len, cache))
+    }
+
+    /// Counts the newly mapped `[addr, addr + len)` of expandable segment `e` and adds it as
+    /// a free block ([`State::insert_mapped`]); returns that block, in its free list when
+    /// `cache`.
+    fn add_mapped(&mut self, e: usize, addr: u64, len: u64, cache: bool) -> BlockId {
+        let x = &self.expandable[e];
+        let (stream, small, step) = (x.stream, x.small, x.step);
         self.stats.reserved_bytes.increase(small, len);
         self.stats.num_device_alloc += len / step;
         self.history.record(
@@ -366,7 +382,7 @@ impl<B: Backend> State<B> {
             stream = stream.0,
             "pages mapped into an expandable segment"
         );
-        Ok(self.insert_mapped(e, addr, len, cache))
+        self.insert_mapped(e, addr, len, cache)
     }
 
     /// Adds the newly mapped `[addr, addr + len)` to expandable segment `e`: it extends the

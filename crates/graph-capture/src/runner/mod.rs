@@ -391,6 +391,7 @@ where
         };
         let pool = captured.graph.pool();
         pool.order_on(stream)?;
+        pool.note_eager_use(stream);
         for (binding, input) in captured.bindings.iter().zip(inputs) {
             if let Binding::Static(dst) = binding {
                 if dst.ptr != input.ptr && dst.len > 0 {

@@ -1,0 +1,574 @@
+//! Fault injection: make any backend call of a simulated device fail on demand.
+//!
+//! A [`FaultPlan`] says which calls fail: the `n`-th call of a [`CallKind`]
+//! ([`FaultPlan::fail_nth`]), or each call of some kinds with a probability drawn from a
+//! seeded generator ([`FaultPlan::rate`]), so a failing run replays exactly. It is set with
+//! the configuration ([`crate::SimConfig::faults`]) or at run time
+//! ([`crate::SimDevice::set_fault_plan`]); [`crate::SimDevice::fault_counts`] tells how many
+//! calls of each kind were seen and failed.
+//!
+//! Every hal entry point asks the plan once, before doing anything: an injected failure has
+//! no effect at all (no host time, no work, no memory), with one exception taken from the
+//! real runtimes: a failed end of capture ends the capture all the same and discards it (as
+//! `cudaStreamEndCapture` does with an invalidated capture), so no stream is left capturing.
+//! A run of pages (`map_physical_pages`, `unmap_physical_pages`) counts as one call per
+//! page, as the hal defines it, and stops at the failing page with the pages before it done.
+//!
+//! Failures come back as the runtime would give them. The simulator models an Ascend device,
+//! so the errors other than out of memory are ACL's (`reference/acl-runtime.md` §1.3), as
+//! [`HalError::Native`]; `braid-acl-sim` passes their codes through unchanged:
+//!
+//! | kind | error |
+//! |---|---|
+//! | [`CallKind::SegmentAlloc`], [`CallKind::Map`], [`CallKind::HostAlloc`] | [`HalError::OutOfMemory`] |
+//! | [`CallKind::StreamCreate`] | 207008 `ACL_ERROR_RT_NO_STREAM_RESOURCE` |
+//! | [`CallKind::EventCreate`] | 207007 `ACL_ERROR_RT_NO_EVENT_RESOURCE` |
+//! | [`CallKind::Launch`], [`CallKind::Copy`], [`CallKind::Record`], [`CallKind::Wait`], [`CallKind::BeginCapture`], [`CallKind::Unmap`] | 507000 `ACL_ERROR_RT_INTERNAL_ERROR` |
+//! | [`CallKind::Synchronize`], [`CallKind::Query`] | 507046 `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT` |
+//! | [`CallKind::EndCapture`] | 507903 `ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED` |
+//! | [`CallKind::GraphLaunch`] | 507011 `ACL_ERROR_RT_MODEL_EXECUTE` |
+//!
+//! **Asynchronous errors.** A kernel can also fail on the device after its launch succeeded
+//! ([`FaultPlan::fail_async_nth`], [`FaultPlan::async_rate`]): the launch returns `Ok`, the
+//! kernel runs as usual, and the error (507015 `ACL_ERROR_RT_AICORE_EXCEPTION`) is reported
+//! once, by the first of: the stream's next synchronize or query, the synchronize or query of
+//! an event recorded on the stream after the launch, or a device synchronize (which reports
+//! every pending error at once). A synchronize that reports it has still waited for the work.
+//! Launches into a capture never fail asynchronously (their kernels run at replay).
+//!
+//! With no plan set, the check at each entry point is one predictable branch.
+
+use crate::limits::native;
+use braid_stream_core::hal::HalError;
+use std::fmt;
+
+/// ACL's code for a kernel that failed on the device (reported asynchronously).
+pub const ACL_ERROR_RT_AICORE_EXCEPTION: i32 = 507_015;
+
+/// A kind of backend call a [`FaultPlan`] can make fail.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
+pub enum CallKind {
+    /// `Device::alloc` and `SimDevice::alloc_physical`: a segment of device memory.
+    SegmentAlloc,
+    /// `Device::map_physical`, each page of `map_physical_pages`, `SimDevice::map_handle`.
+    Map,
+    /// `Device::unmap_physical`, each page of `unmap_physical_pages`, `SimDevice::unmap`.
+    Unmap,
+    /// `Stream::launch`: a kernel launch.
+    Launch,
+    /// `Stream::memcpy_*` and `Stream::memset`.
+    Copy,
+    /// `Stream::record`: an event record.
+    Record,
+    /// `Stream::wait`: a wait on an event.
+    Wait,
+    /// Host synchronization: `Stream::synchronize`, `Event::synchronize`,
+    /// `Device::synchronize`.
+    Synchronize,
+    /// `Stream::query`, `Event::query`.
+    Query,
+    /// `Stream::begin_capture`.
+    BeginCapture,
+    /// `Stream::end_capture`.
+    EndCapture,
+    /// `Graph::launch`: a graph replay.
+    GraphLaunch,
+    /// `Device::alloc_host`: pinned host memory.
+    HostAlloc,
+    /// `Device::create_event`.
+    EventCreate,
+    /// `Device::create_stream`.
+    StreamCreate,
+}
+
+impl CallKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [CallKind; 15] = [
+        CallKind::SegmentAlloc,
+        CallKind::Map,
+        CallKind::Unmap,
+        CallKind::Launch,
+        CallKind::Copy,
+        CallKind::Record,
+        CallKind::Wait,
+        CallKind::Synchronize,
+        CallKind::Query,
+        CallKind::BeginCapture,
+        CallKind::EndCapture,
+        CallKind::GraphLaunch,
+        CallKind::HostAlloc,
+        CallKind::EventCreate,
+        CallKind::StreamCreate,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    fn bit(self) -> u32 {
+        1 << self.index()
+    }
+
+    /// The error an injected failure of this kind gives (out of memory: `requested` bytes of
+    /// which `free` of `total` are free).
+    fn error(self, requested: u64, free: u64, total: u64) -> HalError {
+        const INTERNAL: (i32, &str) = (507_000, "ACL_ERROR_RT_INTERNAL_ERROR");
+        let (code, name) = match self {
+            CallKind::SegmentAlloc | CallKind::Map | CallKind::HostAlloc => {
+                return HalError::OutOfMemory {
+                    requested,
+                    free,
+                    total,
+                }
+            }
+            CallKind::StreamCreate => (207_008, "ACL_ERROR_RT_NO_STREAM_RESOURCE"),
+            CallKind::EventCreate => (207_007, "ACL_ERROR_RT_NO_EVENT_RESOURCE"),
+            CallKind::Synchronize | CallKind::Query => {
+                (507_046, "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT")
+            }
+            CallKind::EndCapture => (507_903, "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED"),
+            CallKind::GraphLaunch => (507_011, "ACL_ERROR_RT_MODEL_EXECUTE"),
+            CallKind::Launch
+            | CallKind::Copy
+            | CallKind::Record
+            | CallKind::Wait
+            | CallKind::BeginCapture
+            | CallKind::Unmap => INTERNAL,
+        };
+        native(code, name, format!("injected fault ({self:?})"))
+    }
+}
+
+/// What makes a rule fire.
+#[derive(Clone, Copy, PartialEq, Debug)]
+enum Trigger {
+    /// The `n`-th call (from 1) of a kind since the plan was set.
+    Nth(u64),
+    /// Each call, when a draw of the generator seeded with `seed` is below `threshold`.
+    Rate { seed: u64, threshold: u64 },
+}
+
+/// One line of a plan.
+#[derive(Clone, Copy, PartialEq, Debug)]
+struct Rule {
+    /// The kinds it applies to, one bit per [`CallKind`].
+    kinds: u32,
+    trigger: Trigger,
+    /// Whether the failure is reported later (an asynchronous kernel failure).
+    later: bool,
+}
+
+/// Which backend calls of a simulated device fail. Built with chained calls; an empty plan
+/// injects nothing.
+///
+/// ```
+/// use braid_backend_sim::{CallKind, FaultPlan, SimConfig, SimDevice};
+/// use braid_stream_core::hal::{Device as _, HalError};
+///
+/// let plan = FaultPlan::new()
+///     .fail_nth(CallKind::SegmentAlloc, 2)
+///     .rate(7, 0.01, [CallKind::Launch, CallKind::Record]);
+/// let dev = SimDevice::new(SimConfig::new().faults(plan));
+/// let first = dev.alloc(1 << 20).unwrap();
+/// assert!(matches!(dev.alloc(1 << 20), Err(HalError::OutOfMemory { .. })));
+/// assert_eq!(dev.fault_counts().injected(CallKind::SegmentAlloc), 1);
+/// // The failed call had no effect: one segment is allocated.
+/// assert_eq!(dev.stats().allocations, 1);
+/// # let _ = first;
+/// ```
+#[derive(Clone, PartialEq, Debug, Default)]
+pub struct FaultPlan {
+    rules: Vec<Rule>,
+}
+
+/// The generator threshold for probability `p` (clamped to `[0, 1]`, NaN as 0).
+fn threshold(p: f64) -> u64 {
+    if p.is_nan() || p <= 0.0 {
+        0
+    } else if p >= 1.0 {
+        u64::MAX
+    } else {
+        (p * u64::MAX as f64) as u64
+    }
+}
+
+impl FaultPlan {
+    /// A plan that injects nothing.
+    pub fn new() -> Self {
+        FaultPlan::default()
+    }
+
+    /// Whether the plan injects nothing.
+    pub fn is_empty(&self) -> bool {
+        self.rules.is_empty()
+    }
+
+    /// The `n`-th call (counting from 1, from when the plan is set) of `kind` fails. `n = 0`
+    /// never fires.
+    pub fn fail_nth(mut self, kind: CallKind, n: u64) -> Self {
+        self.rules.push(Rule {
+            kinds: kind.bit(),
+            trigger: Trigger::Nth(n),
+            later: false,
+        });
+        self
+    }
+
+    /// Each call of one of `kinds` fails with probability `p` (clamped to `[0, 1]`), drawn
+    /// from a generator seeded with `seed`: the same plan and program fail the same calls.
+    pub fn rate(mut self, seed: u64, p: f64, kinds: impl IntoIterator<Item = CallKind>) -> Self {
+        self.rules.push(Rule {
+            kinds: kinds.into_iter().fold(0, |bits, k| bits | k.bit()),
+            trigger: Trigger::Rate {
+                seed,
+                threshold: threshold(p),
+            },
+            later: false,
+        });
+        self
+    }
+
+    /// The `n`-th kernel launch (from 1) succeeds but its kernel fails on the device: the
+    /// error surfaces later (see the [module docs](self)).
+    pub fn fail_async_nth(mut self, n: u64) -> Self {
+        self.rules.push(Rule {
+            kinds: CallKind::Launch.bit(),
+            trigger: Trigger::Nth(n),
+            later: true,
+        });
+        self
+    }
+
+    /// Each kernel launch fails asynchronously with probability `p`, drawn from a generator
+    /// seeded with `seed`.
+    pub fn async_rate(mut self, seed: u64, p: f64) -> Self {
+        self.rules.push(Rule {
+            kinds: CallKind::Launch.bit(),
+            trigger: Trigger::Rate {
+                seed,
+                threshold: threshold(p),
+            },
+            later: true,
+        });
+        self
+    }
+}
+
+/// How many calls of each kind a device saw and made fail (since it was created; setting a
+/// new plan does not reset them).
+#[derive(Clone, Copy, PartialEq, Eq, Default)]
+pub struct FaultCounts {
+    calls: [u64; CallKind::ALL.len()],
+    injected: [u64; CallKind::ALL.len()],
+    async_injected: u64,
+    async_reported: u64,
+}
+
+impl FaultCounts {
+    /// Calls of `kind` seen while a plan was set.
+    pub fn calls(&self, kind: CallKind) -> u64 {
+        self.calls[kind.index()]
+    }
+
+    /// Calls of `kind` made to fail (synchronously).
+    pub fn injected(&self, kind: CallKind) -> u64 {
+        self.injected[kind.index()]
+    }
+
+    /// Calls made to fail synchronously, all kinds.
+    pub fn total_injected(&self) -> u64 {
+        self.injected.iter().sum()
+    }
+
+    /// Kernel launches that failed asynchronously.
+    pub fn async_injected(&self) -> u64 {
+        self.async_injected
+    }
+
+    /// Asynchronous failures reported so far (each once).
+    pub fn async_reported(&self) -> u64 {
+        self.async_reported
+    }
+}
+
+impl fmt::Debug for FaultCounts {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut m = f.debug_map();
+        for k in CallKind::ALL {
+            if self.calls(k) > 0 {
+                m.entry(&k, &(self.injected(k), self.calls(k)));
+            }
+        }
+        m.entry(&"async", &(self.async_injected, self.async_reported));
+        m.finish()
+    }
+}
+
+/// An asynchronous failure not reported yet.
+#[derive(Debug)]
+struct Pending {
+    /// The stream whose kernel failed.
+    stream: u32,
+    /// Events recorded on that stream after the failure (and not recorded elsewhere since).
+    events: Vec<usize>,
+}
+
+/// What a [`crate::SimDevice`] knows about faults: its plan, counters and pending
+/// asynchronous failures.
+#[derive(Debug, Default)]
+pub(crate) struct FaultState {
+    /// The rules of the plan with, for each, its generator state (`None` when empty).
+    rules: Option<Vec<(Rule, u64)>>,
+    /// Calls per kind since the plan was set (for [`Trigger::Nth`]).
+    since_plan: [u64; CallKind::ALL.len()],
+    counts: FaultCounts,
+    pending: Vec<Pending>,
+}
+
+/// SplitMix64: a small, good generator, enough for fault draws.
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
+/// What the plan decided for one call.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) enum Verdict {
+    /// The call goes on.
+    Pass,
+    /// The call fails now, without effect.
+    Fail,
+    /// The call succeeds; its kernel fails on the device (launches only).
+    FailLater,
+}
+
+impl FaultState {
+    /// State with `plan` set.
+    pub(crate) fn new(plan: &FaultPlan) -> Self {
+        let mut state = FaultState::default();
+        state.set_plan(plan);
+        state
+    }
+
+    /// Replaces the plan; call counting for [`FaultPlan::fail_nth`] restarts.
+    pub(crate) fn set_plan(&mut self, plan: &FaultPlan) {
+        self.since_plan = Default::default();
+        self.rules = (!plan.is_empty()).then(|| {
+            plan.rules
+                .iter()
+                .map(|r| {
+                    let seed = match r.trigger {
+                        Trigger::Rate { seed, .. } => seed,
+                        Trigger::Nth(_) => 0,
+                    };
+                    (*r, seed)
+                })
+                .collect()
+        });
+    }
+
+    /// The counters.
+    pub(crate) fn counts(&self) -> FaultCounts {
+        self.counts
+    }
+
+    /// Whether a plan is set: the one branch every entry point pays without one.
+    #[inline(always)]
+    pub(crate) fn armed(&self) -> bool {
+        self.rules.is_some()
+    }
+
+    /// Decides the fate of one call of `kind` (a plan is set). `capturing`: the call submits
+    /// into a capture (no asynchronous failure then).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn decide(&mut self, kind: CallKind, capturing: bool) -> Verdict {
+        let Some(rules) = self.rules.as_mut() else {
+            return Verdict::Pass;
+        };
+        let i = kind.index();
+        self.since_plan[i] += 1;
+        self.counts.calls[i] += 1;
+        let nth = self.since_plan[i];
+        let mut verdict = Verdict::Pass;
+        for (rule, rng) in rules.iter_mut() {
+            if rule.kinds & kind.bit() == 0 {
+                continue;
+            }
+            // Every rate rule draws for every call it covers, so one rule's draws do not
+            // depend on whether another fired.
+            let fires = match rule.trigger {
+                Trigger::Nth(n) => n == nth,
+                Trigger::Rate { threshold, .. } => next(rng) < threshold,
+            };
+            if !fires || verdict != Verdict::Pass {
+                continue;
+            }
+            verdict = match (rule.later, capturing) {
+                (false, _) => Verdict::Fail,
+                (true, false) => Verdict::FailLater,
+                (true, true) => Verdict::Pass,
+            };
+        }
+        match verdict {
+            Verdict::Fail => self.counts.injected[i] += 1,
+            Verdict::FailLater => self.counts.async_injected += 1,
+            Verdict::Pass => {}
+        }
+        verdict
+    }
+
+    /// The error of an injected failure of `kind` (see [`CallKind`]'s table in the module
+    /// docs); `requested`, `free`, `total`: for out of memory.
+    pub(crate) fn error(kind: CallKind, requested: u64, free: u64, total: u64) -> HalError {
+        kind.error(requested, free, total)
+    }
+
+    /// A kernel on stream `s` failed on the device: reported later.
+    pub(crate) fn fail_later(&mut self, s: u32) {
+        self.pending.push(Pending {
+            stream: s,
+            events: Vec::new(),
+        });
+    }
+
+    /// Event `e` was recorded on stream `s`: it reports the failures pending on `s`, and no
+    /// longer those of its earlier records.
+    #[inline]
+    pub(crate) fn recorded(&mut self, s: u32, e: usize) {
+        if !self.pending.is_empty() {
+            for p in &mut self.pending {
+                p.events.retain(|&x| x != e);
+                if p.stream == s {
+                    p.events.push(e);
+                }
+            }
+        }
+    }
+
+    /// The failure pending on stream `s`, reported now (once).
+    #[inline]
+    pub(crate) fn take_stream(&mut self, s: u32) -> Result<(), HalError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.take(|p| p.stream == s)
+    }
+
+    /// The failure an event `e` recorded after it reports, now (once).
+    #[inline]
+    pub(crate) fn take_event(&mut self, e: usize) -> Result<(), HalError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        self.take(|p| p.events.contains(&e))
+    }
+
+    /// Every pending failure, reported now as one error (a device synchronize).
+    #[inline]
+    pub(crate) fn take_all(&mut self) -> Result<(), HalError> {
+        if self.pending.is_empty() {
+            return Ok(());
+        }
+        let n = self.pending.len() as u64;
+        self.pending.clear();
+        self.counts.async_reported += n;
+        Err(async_error(n))
+    }
+
+    fn take(&mut self, matches: impl Fn(&Pending) -> bool) -> Result<(), HalError> {
+        let Some(i) = self.pending.iter().position(matches) else {
+            return Ok(());
+        };
+        self.pending.remove(i);
+        self.counts.async_reported += 1;
+        Err(async_error(1))
+    }
+}
+
+/// The error that reports `n` asynchronous kernel failures.
+fn async_error(n: u64) -> HalError {
+    native(
+        ACL_ERROR_RT_AICORE_EXCEPTION,
+        "ACL_ERROR_RT_AICORE_EXCEPTION",
+        format!("{n} kernel(s) failed on the device after launch (injected fault)"),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nth_fires_once_and_counts() {
+        let mut f = FaultState::new(&FaultPlan::new().fail_nth(CallKind::Launch, 3));
+        let verdicts: Vec<_> = (0..5).map(|_| f.decide(CallKind::Launch, false)).collect();
+        assert_eq!(verdicts[2], Verdict::Fail);
+        assert_eq!(verdicts.iter().filter(|v| **v != Verdict::Pass).count(), 1);
+        assert_eq!(f.decide(CallKind::Record, false), Verdict::Pass);
+        assert_eq!(f.counts().calls(CallKind::Launch), 5);
+        assert_eq!(f.counts().injected(CallKind::Launch), 1);
+        assert_eq!(f.counts().total_injected(), 1);
+    }
+
+    #[test]
+    fn rates_are_deterministic_and_near_their_probability() {
+        let run = |seed| {
+            let mut f = FaultState::new(&FaultPlan::new().rate(seed, 0.1, [CallKind::Wait]));
+            (0..10_000)
+                .map(|_| f.decide(CallKind::Wait, false) == Verdict::Fail)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(5), run(5));
+        assert_ne!(run(5), run(6));
+        let hits = run(5).iter().filter(|h| **h).count();
+        assert!((800..1200).contains(&hits), "{hits}");
+        assert_eq!(threshold(f64::NAN), 0);
+        assert_eq!(threshold(2.0), u64::MAX);
+    }
+
+    #[test]
+    fn an_empty_plan_disarms() {
+        let mut f = FaultState::new(&FaultPlan::new().fail_nth(CallKind::Map, 1));
+        assert!(f.armed());
+        f.set_plan(&FaultPlan::new());
+        assert!(!f.armed());
+    }
+
+    #[test]
+    fn async_failures_are_reported_once_by_the_first_observer() {
+        let mut f = FaultState::new(&FaultPlan::new().fail_async_nth(1));
+        assert_eq!(f.decide(CallKind::Launch, true), Verdict::Pass);
+        f.set_plan(&FaultPlan::new().fail_async_nth(1));
+        assert_eq!(f.decide(CallKind::Launch, false), Verdict::FailLater);
+        f.fail_later(2);
+        f.recorded(2, 7);
+        f.recorded(3, 8);
+        assert!(f.take_stream(3).is_ok());
+        assert!(f.take_event(8).is_ok());
+        let err = f.take_event(7).unwrap_err();
+        assert!(
+            matches!(err, HalError::Native { code: 507_015, .. }),
+            "{err}"
+        );
+        assert!(f.take_stream(2).is_ok(), "reported once");
+        f.fail_later(1);
+        f.fail_later(2);
+        assert!(f.take_all().is_err());
+        assert!(f.take_all().is_ok());
+        assert_eq!(f.counts().async_reported(), 3);
+    }
+
+    #[test]
+    fn a_rerecorded_event_no_longer_reports() {
+        let mut f = FaultState::default();
+        f.fail_later(1);
+        f.recorded(1, 4);
+        f.recorded(2, 4);
+        assert!(f.take_event(4).is_ok());
+        assert!(f.take_stream(1).is_err());
+    }
+}
