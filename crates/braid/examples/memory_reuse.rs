@@ -23,7 +23,7 @@ fn main() -> Result<(), braid::graph_capture::GraphError> {
     println!(
         "{:>36}: {:>8.2} MiB",
         "pool per graph (sum)",
-        mib(r.reserved_per_graph)
+        mib(r.per_graph.reserved)
     );
     println!(
         "{:>36}: {:>8.2} MiB",
@@ -33,20 +33,27 @@ fn main() -> Result<(), braid::graph_capture::GraphError> {
     println!(
         "{:>36}: {:>8.2} MiB",
         "mode 2 (one pool for the runner)",
-        mib(r.reserved_mode2)
+        mib(r.runner_pool.reserved)
     );
     println!(
         "{:>36}: {:>8.2} MiB",
         "mode 1 (pool shared by 2 runners)",
-        mib(r.reserved_mode1)
+        mib(r.shared_pipeline.reserved)
     );
+    let reports = r
+        .reports()
+        .map_or_else(|| "n/a".to_string(), |n| n.to_string());
     println!(
-        "outputs identical to eager: {}; sanitizer reports: {}",
-        r.identical, r.reports
+        "outputs identical to eager: {}; sanitizer reports: {reports}",
+        r.identical()
     );
     println!(
         "RESULT identical={} reports={} reserved_per_graph={} reserved_mode2={} largest_single_graph={}",
-        r.identical, r.reports, r.reserved_per_graph, r.reserved_mode2, r.largest_single_graph
+        r.identical(),
+        reports,
+        r.per_graph.reserved,
+        r.runner_pool.reserved,
+        r.largest_single_graph
     );
     Ok(())
 }
