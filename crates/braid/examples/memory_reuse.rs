@@ -2,11 +2,14 @@
 //! 64, 32, 16, 8, 4, 2, 1 (in that order) with a pool per graph, with one pool for the runner
 //! (TorchAir's mode 2), and with one user pool shared by two pipelined runners (mode 1).
 //!
-//! `cargo run -p braid --example memory_reuse`
+//! `cargo run -p braid --example memory_reuse` (add `--features acl` to run it through ACL).
 
+use braid::allocator::AllocatorConfig;
+use braid::scenarios::devices;
 use braid::scenarios::memory_reuse::{self, Decoder, BATCHES};
 
 fn main() -> Result<(), braid::graph_capture::GraphError> {
+    println!("running on {}", devices::describe());
     let (check, size) = (Decoder::check(), Decoder::llama7b_width());
     for (what, d) in [
         ("outputs checked (data mode)", check),
@@ -18,7 +21,13 @@ fn main() -> Result<(), braid::graph_capture::GraphError> {
         );
     }
     println!("batches {BATCHES:?}, captured in that order");
-    let r = memory_reuse::run(check, size)?;
+    let r = memory_reuse::run_on(
+        devices::open,
+        devices::race_reports,
+        &AllocatorConfig::new(),
+        check,
+        size,
+    )?;
     let mib = |b: u64| b as f64 / (1 << 20) as f64;
     println!(
         "{:>36}: {:>8.2} MiB",
