@@ -229,24 +229,27 @@ impl fmt::Display for OutOfMemoryReport {
             self.fragmentation() * 100.0,
             format_size(self.pending_other_streams),
         )?;
-        write!(f, " Hint:")?;
+        let mut hints = Vec::new();
         if self.is_fragmented() {
-            write!(
-                f,
-                " reserved but unallocated memory is high: set expandable_segments:true in \
+            hints.push(
+                "reserved but unallocated memory is high: set expandable_segments:true in \
                  BRAID_ALLOC_CONF (if it is not on already; it needs a backend with virtual \
                  memory, elsewhere max_split_size_mb stops large cached blocks from being split) \
-                 or call empty_cache();"
-            )?;
+                 or call empty_cache()",
+            );
         }
         if self.pending_other_streams > 0 {
-            write!(
-                f,
-                " memory is pending on other streams: synchronize them or make the owning stream \
-                 wait on them;"
-            )?;
+            hints.push(
+                "memory is pending on other streams: synchronize them or make the owning stream \
+                 wait on them",
+            );
         }
-        write!(f, " otherwise reduce the batch size.")
+        hints.push(if hints.is_empty() {
+            "reduce the batch size"
+        } else {
+            "otherwise reduce the batch size"
+        });
+        write!(f, " Hint: {}.", hints.join("; "))
     }
 }
 

@@ -81,7 +81,7 @@ fn c25_oom_message_and_healthy_device_after() {
         "reserved by braid but unallocated",
         "pending on other streams",
         "fragmentation 0.0%",
-        "reduce the batch size",
+        "Hint: reduce the batch size.",
     ] {
         assert!(msg.contains(needle), "message lacks {needle:?}: {msg}");
     }
