@@ -221,19 +221,57 @@ impl fmt::Display for OutOfMemoryReport {
         write!(
             f,
             " Of the allocated memory {} is allocated by braid, with {} allocated in private pools, \
-             and {} is reserved by braid but unallocated. {} is pending on other streams (freed \
-             buffers awaiting cross-stream uses).",
+             and {} is reserved by braid but unallocated (fragmentation {:.1}%: 1 - allocated / \
+             reserved). {} is pending on other streams (freed buffers awaiting cross-stream uses).",
             format_size(self.allocated),
             format_size(self.private_pools),
             format_size(unallocated),
+            self.fragmentation() * 100.0,
             format_size(self.pending_other_streams),
         )?;
-        write!(
-            f,
-            " Hint: if reserved but unallocated memory is large, set max_split_size_mb in \
-             BRAID_ALLOC_CONF to avoid fragmentation or call empty_cache(); if memory is pending \
-             on other streams, synchronize or make the owning stream wait on them; otherwise \
-             reduce the batch size."
-        )
+        let mut hints = Vec::new();
+        if self.is_fragmented() {
+            hints.push(
+                "reserved but unallocated memory is high: set expandable_segments:true in \
+                 BRAID_ALLOC_CONF (if it is not on already; it needs a backend with virtual \
+                 memory, elsewhere max_split_size_mb stops large cached blocks from being split) \
+                 or call empty_cache()",
+            );
+        }
+        if self.pending_other_streams > 0 {
+            hints.push(
+                "memory is pending on other streams: synchronize them or make the owning stream \
+                 wait on them",
+            );
+        }
+        hints.push(if hints.is_empty() {
+            "reduce the batch size"
+        } else {
+            "otherwise reduce the batch size"
+        });
+        write!(f, " Hint: {}.", hints.join("; "))
+    }
+}
+
+impl OutOfMemoryReport {
+    /// Share of reserved memory at or above which the out-of-memory message suggests
+    /// `expandable_segments:true` first.
+    pub const HIGH_FRAGMENTATION: f64 = 0.2;
+
+    /// The share of reserved memory that is not allocated, `1 - allocated / reserved`
+    /// (0 when nothing is reserved).
+    pub fn fragmentation(&self) -> f64 {
+        if self.reserved == 0 {
+            return 0.0;
+        }
+        let unallocated = self.reserved.saturating_sub(self.allocated);
+        unallocated as f64 / self.reserved as f64
+    }
+
+    /// Whether [`fragmentation`](Self::fragmentation) is at least
+    /// [`HIGH_FRAGMENTATION`](Self::HIGH_FRAGMENTATION): the message then suggests expandable
+    /// segments before anything else.
+    pub fn is_fragmented(&self) -> bool {
+        self.fragmentation() >= Self::HIGH_FRAGMENTATION
     }
 }

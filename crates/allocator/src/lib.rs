@@ -63,8 +63,10 @@
 //! - **Out of memory**: the ladder (process pending events → free oversize cached blocks when
 //!   `max_split_size` is set → free cached whole segments → synchronize pending events and
 //!   retry), then [`AllocError::OutOfMemory`] whose message states the request, the device's
-//!   total and free memory, the limit, allocated, reserved, private-pool and pending bytes, and
-//!   a hint. `memory_fraction` / `limit_bytes` cap reserved memory. Observers attached with
+//!   total and free memory, the limit, allocated, reserved, private-pool and pending bytes, the
+//!   fragmentation (`1 - allocated / reserved`), and a hint: `expandable_segments:true` first
+//!   when the fragmentation is at least [`OutOfMemoryReport::HIGH_FRAGMENTATION`], then the
+//!   streams to synchronize when memory is pending, then the batch size. `memory_fraction` / `limit_bytes` cap reserved memory. Observers attached with
 //!   [`CachingAllocator::attach_oom_observer`] get the report first, without the allocator
 //!   lock held (they may free memory or read statistics; a [`WeakAllocator`] lets them call
 //!   back without keeping the allocator alive).

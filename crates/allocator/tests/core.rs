@@ -80,11 +80,13 @@ fn c25_oom_message_and_healthy_device_after() {
         "allocated in private pools",
         "reserved by braid but unallocated",
         "pending on other streams",
-        "max_split_size_mb",
-        "empty_cache",
+        "fragmentation 0.0%",
+        "Hint: reduce the batch size.",
     ] {
         assert!(msg.contains(needle), "message lacks {needle:?}: {msg}");
     }
+    // Nothing is cached: the hint does not suggest fighting fragmentation.
+    assert!(!msg.contains("expandable_segments"), "{msg}");
     let huge = alloc.alloc(1 << 61, &main).unwrap_err();
     assert!(huge.to_string().contains("more than 1EB"), "{huge}");
     let stats = alloc.memory_stats();

@@ -1,7 +1,9 @@
 //! `braid`: runs braid's scenarios on the simulated device or through ACL and prints what
 //! they show; replays PyTorch memory snapshots through braid's allocator.
 
+mod alloc_conf;
 mod demo;
+mod log;
 mod trace;
 
 use clap::{Parser, Subcommand};
@@ -33,13 +35,24 @@ enum Command {
     /// error lists every path tried and why. Results are checked on ACL device 0, and
     /// model-sized shapes timed on device 1 (timing-only on braid-acl-sim; see
     /// `BRAID_ACL_SIM_TIMING_ONLY`).
+    ///
+    /// The scenarios that build caching allocators configure them from `BRAID_ALLOC_CONF`
+    /// (PyTorch's `PYTORCH_ALLOC_CONF` syntax; the second line of the output says which
+    /// configuration was used); a malformed value is an error naming the key. Each
+    /// scenario's own subject stays as the scenario sets it (cross_stream_lifetime sets the
+    /// cross-stream mode of each row). A configuration can change what a row shows: with
+    /// `cross_stream:automatic` the allocator sees the tagged stream's read by itself, so
+    /// record_tagged_stream "without the record" is right, not as meant, and the demo fails.
+    ///
+    /// Exits non-zero when a row is not as meant (see the notes under the table).
     Demo {
         /// Where the scenarios run: `sim` (the simulated device) or `acl` (ACL: CANN, or
         /// braid-acl-sim when no CANN is found).
         #[arg(long, value_enum, default_value_t = demo::DemoBackend::Sim)]
         backend: demo::DemoBackend,
         /// Also write the Chrome Trace Event JSON timeline of the tagged-events multi-stream
-        /// run to this file (open it in ui.perfetto.dev). Simulator only.
+        /// run to this file (open it in ui.perfetto.dev). Simulator only. The repository's
+        /// .gitignore ignores `timeline.json` and `*.timeline.json`.
         #[arg(long)]
         timeline: Option<PathBuf>,
     },
@@ -52,10 +65,16 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Err(err) = log::install() {
+        eprintln!("braid: {err}");
+        return ExitCode::FAILURE;
+    }
     let outcome = match cli.command {
-        Command::Demo { backend, timeline } => {
-            demo::run(&mut std::io::stdout(), backend, timeline.as_deref())
-        }
+        Command::Demo { backend, timeline } => alloc_conf::AllocConf::from_env(None)
+            .map_err(Into::into)
+            .and_then(|conf| {
+                demo::run(&mut std::io::stdout(), backend, timeline.as_deref(), &conf)
+            }),
         Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
     };
     match outcome {

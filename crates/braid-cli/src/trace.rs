@@ -1,5 +1,6 @@
 //! `braid trace`: PyTorch memory snapshots replayed through braid's allocator.
 
+use crate::alloc_conf::AllocConf;
 use braid_trace::{replay_file, ReplayOptions};
 use clap::{Args, Subcommand};
 use std::io::Write;
@@ -26,7 +27,10 @@ pub struct ReplayArgs {
     #[arg(long)]
     json: bool,
     /// Allocator configuration, as in PYTORCH_ALLOC_CONF (for example
-    /// `max_split_size_mb:128,roundup_power2_divisions:4`).
+    /// `max_split_size_mb:128,roundup_power2_divisions:4`). Without it, `BRAID_ALLOC_CONF`
+    /// configures the allocator; with it, `--conf` wins (a malformed `BRAID_ALLOC_CONF` is
+    /// still an error). The output says which was used: the line above the table, or on
+    /// stderr with `--json`.
     #[arg(long)]
     conf: Option<String>,
     /// Times to run the replay; the fastest run gives the time per event.
@@ -48,16 +52,19 @@ pub fn run(
 ) -> Result<bool, Box<dyn std::error::Error>> {
     match command {
         TraceCommand::Replay(args) => {
+            let conf = AllocConf::from_env(args.conf.as_deref())?;
             let options = ReplayOptions {
-                conf: args.conf.clone(),
+                conf: conf.text.clone(),
                 runs: args.runs,
                 device: args.device,
                 export: args.export.clone(),
             };
             let report = replay_file(&args.file, &options)?;
             if args.json {
+                eprintln!("{}", conf.describe());
                 writeln!(out, "{}", serde_json::to_string(&report)?)?;
             } else {
+                writeln!(out, "{}", conf.describe())?;
                 write!(out, "{}", report.table())?;
             }
             Ok(true)

@@ -96,3 +96,23 @@ fn tagged_events_through_acl_matches_the_simulator() {
         assert_eq!(acl.makespan_us, sim.makespan_us, "{layout:?}");
     }
 }
+
+#[test]
+fn memory_reuse_through_acl_matches_the_simulator() {
+    use braid::allocator::AllocatorConfig;
+    use braid::scenarios::memory_reuse::{self, Decoder};
+    let _turn = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
+    let api = acl_sim();
+    let (check, size) = (Decoder::check(), Decoder::llama7b_width());
+    let acl = memory_reuse::run_on(
+        |role| devices::acl_with(api, role),
+        braid::acl_race_reports,
+        &AllocatorConfig::new(),
+        check,
+        size,
+    )
+    .unwrap();
+    let sim = memory_reuse::run(check, size).unwrap();
+    assert_eq!(acl, sim);
+    assert!(acl.identical() && acl.reports() == Some(0), "{acl:?}");
+}

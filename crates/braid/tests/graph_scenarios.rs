@@ -32,3 +32,20 @@ fn graph_replays_compute_what_the_eager_step_computes() {
     assert!(f.replays_match_eager, "{f:?}");
     assert_eq!(braid::sim_race_reports(&device).map(|r| r.len()), Some(0));
 }
+
+#[test]
+fn memory_reuse_modes_reserve_what_they_share() {
+    use braid::scenarios::memory_reuse::{self, Decoder};
+    let r = memory_reuse::run(Decoder::check(), Decoder::llama7b_width()).unwrap();
+    assert!(r.identical(), "{r:?}");
+    assert_eq!(r.reports(), Some(0));
+    // A pool per graph keeps every graph's memory; one pool for the runner needs only the
+    // largest graph's; two pipelined runners sharing a pool sit in between.
+    assert_eq!(r.runner_pool.reserved, r.largest_single_graph);
+    assert!(r.per_graph.reserved > r.largest_single_graph, "{r:?}");
+    assert!(r.shared_pipeline.reserved < r.per_graph.reserved, "{r:?}");
+    assert_eq!(
+        (r.per_graph.reserved, r.runner_pool.reserved),
+        (123_731_968, 41_943_040)
+    );
+}

@@ -24,6 +24,16 @@ pub enum TraceError {
         #[source]
         source: serde_pickle::Error,
     },
+    /// The pickle decoded but is not a memory snapshot: it has none of the keys
+    /// `torch.cuda.memory._dump_snapshot` writes (`segments`, `device_traces`).
+    #[error(
+        "{origin}: a pickle, but not a PyTorch memory snapshot: it has neither `segments` nor \
+         `device_traces` (write one with torch.cuda.memory._dump_snapshot)"
+    )]
+    NotASnapshot {
+        /// Where the bytes came from (a path, or `"<reader>"`).
+        origin: String,
+    },
     /// The pickle decoded but its content is not usable (for example a device index that
     /// has no trace).
     #[error("malformed snapshot: {0}")]

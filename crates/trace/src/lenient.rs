@@ -103,6 +103,16 @@ where
     d.deserialize_any(V(PhantomData))
 }
 
+/// [`vec`] for a field whose absence matters: present (even as `None`) reads as `Some`; an
+/// absent field is `None` through `#[serde(default)]`.
+pub(crate) fn present_vec<'de, D, T>(d: D) -> Result<Option<Vec<T>>, D::Error>
+where
+    D: Deserializer<'de>,
+    T: DeserializeOwned,
+{
+    vec(d).map(Some)
+}
+
 /// A pair of integers (a pool id); `None` reads as `(0, 0)`, a shorter list pads with 0.
 pub(crate) fn pair<'de, D: Deserializer<'de>>(d: D) -> Result<(i64, i64), D::Error> {
     #[derive(serde::Deserialize)]

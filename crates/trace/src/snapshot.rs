@@ -54,6 +54,20 @@ pub struct Snapshot {
     pub external_annotations: Option<Vec<PyValue>>,
 }
 
+/// [`Snapshot`] as read from a pickle, telling an absent list from an empty one: a dict
+/// with neither list is not a snapshot.
+#[derive(Deserialize)]
+struct Parsed {
+    #[serde(default, deserialize_with = "lenient::present_vec")]
+    segments: Option<Vec<Segment>>,
+    #[serde(default, deserialize_with = "lenient::present_vec")]
+    device_traces: Option<Vec<Vec<TraceEvent>>>,
+    #[serde(default)]
+    allocator_settings: Option<BTreeMap<String, PyValue>>,
+    #[serde(default)]
+    external_annotations: Option<Vec<PyValue>>,
+}
+
 /// One segment (one device malloc, or one mapped range of an expandable segment).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct Segment {
@@ -387,11 +401,22 @@ impl Snapshot {
 
     fn parse(bytes: &[u8], origin: &str) -> Result<Snapshot> {
         let options = serde_pickle::DeOptions::new().replace_recursive_structures();
-        let mut snapshot: Snapshot =
+        let parsed: Parsed =
             serde_pickle::from_slice(bytes, options).map_err(|source| TraceError::Parse {
                 origin: origin.to_owned(),
                 source,
             })?;
+        if parsed.segments.is_none() && parsed.device_traces.is_none() {
+            return Err(TraceError::NotASnapshot {
+                origin: origin.to_owned(),
+            });
+        }
+        let mut snapshot = Snapshot {
+            segments: parsed.segments.unwrap_or_default(),
+            device_traces: parsed.device_traces.unwrap_or_default(),
+            allocator_settings: parsed.allocator_settings,
+            external_annotations: parsed.external_annotations,
+        };
         snapshot.fill_block_addresses();
         Ok(snapshot)
     }
@@ -497,6 +522,28 @@ mod tests {
         ));
         let missing = Snapshot::from_path("/nonexistent/trace.pickle").unwrap_err();
         assert!(matches!(missing, TraceError::Io { .. }), "{missing}");
+    }
+
+    #[test]
+    fn a_pickle_that_is_not_a_snapshot_says_what_is_missing() {
+        let dict = BTreeMap::from([("a", 1)]);
+        let bytes = serde_pickle::to_vec(&dict, serde_pickle::SerOptions::new()).unwrap();
+        let err = Snapshot::from_slice(&bytes).unwrap_err();
+        assert!(matches!(err, TraceError::NotASnapshot { .. }), "{err}");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("not a PyTorch memory snapshot")
+                && msg.contains("`segments`")
+                && msg.contains("`device_traces`"),
+            "{msg}"
+        );
+        // Present but empty (or None) is a snapshot with nothing in it.
+        let empty = BTreeMap::from([("device_traces", PyValue::List(Vec::new()))]);
+        let bytes = serde_pickle::to_vec(&empty, serde_pickle::SerOptions::new()).unwrap();
+        assert_eq!(Snapshot::from_slice(&bytes).unwrap(), Snapshot::default());
+        let none = BTreeMap::from([("segments", PyValue::None)]);
+        let bytes = serde_pickle::to_vec(&none, serde_pickle::SerOptions::new()).unwrap();
+        assert_eq!(Snapshot::from_slice(&bytes).unwrap(), Snapshot::default());
     }
 
     #[test]

@@ -47,7 +47,18 @@ pub fn run<B: Backend>(
     mode: CrossStreamMode,
     reports: impl FnOnce(&Device<B>) -> Option<Vec<String>>,
 ) -> Result<Run, AllocError> {
-    let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::new().cross_stream(mode))?;
+    run_with(device, &AllocatorConfig::new(), mode, reports)
+}
+
+/// [`run`] with the caching allocator configured by `config`, its cross-stream mode set to
+/// `mode` (the scenario's subject, so it overrides `config`'s).
+pub fn run_with<B: Backend>(
+    device: &Device<B>,
+    config: &AllocatorConfig,
+    mode: CrossStreamMode,
+    reports: impl FnOnce(&Device<B>) -> Option<Vec<String>>,
+) -> Result<Run, AllocError> {
+    let alloc = CachingAllocator::new(device.clone(), config.clone().cross_stream(mode))?;
     let main = device.default_stream();
     let s1 = device.create_stream(0)?;
     let bytes = ELEMENTS * 4;

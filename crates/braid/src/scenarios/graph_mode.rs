@@ -202,7 +202,16 @@ fn decode_step<B: Backend>(
 /// Runs the comparison on `device` (use the simulator's `ascend_910b()` profile in
 /// timing-only mode for the example's figures).
 pub fn run<B: Backend>(device: &Device<B>, step: Step) -> Result<Figures, GraphError> {
-    let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::new())?;
+    run_with(device, &AllocatorConfig::new(), step)
+}
+
+/// [`run`] with the caching allocator configured by `config`.
+pub fn run_with<B: Backend>(
+    device: &Device<B>,
+    config: &AllocatorConfig,
+    step: Step,
+) -> Result<Figures, GraphError> {
+    let alloc = CachingAllocator::new(device.clone(), config.clone())?;
     let main = device.create_stream(0)?;
     let bufs = buffers(&alloc, &main, step)?;
 

@@ -13,20 +13,25 @@
 //! the same code in timing-only mode at Llama-2-7B's width ([`Decoder::llama7b_width`]),
 //! where nothing is computed and the sanitizer still checks every access.
 //!
+//! [`run`] runs on fresh simulated devices; [`run_on`] on the devices of any backend (the
+//! [`Role::Data`] device checks outputs, the [`Role::Timing`] device measures memory), which is
+//! how `braid demo --backend acl` runs it through ACL.
+//!
 //! The model follows the decode step of the workloads reference (§3.4) at a reduced width:
 //! per layer a query projection, a KV-cache write (a mutated input, used in place), an
 //! attention stand-in, an output projection and residual, a gate/up/down MLP and a residual.
 
+use super::devices::Role;
 use braid_allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};
-use braid_backend_sim::{SimBackend, SimConfig, SimMode};
+use braid_backend_sim::{SimConfig, SimMode};
 use braid_graph_capture::{
     graph_pool_handle, GraphError, GraphRunner, InputKind, MemoryReuse, RunContext, RunnerConfig,
 };
+use braid_stream_core::hal::Backend;
 use braid_stream_core::{Device, DeviceSlice, Kernel, Stream};
 use std::ops::Range;
 
-type B = SimBackend;
-type Buf = DeviceBuffer<B>;
+type Buf<B> = DeviceBuffer<B>;
 
 /// Batch sizes captured, in capture order (largest first).
 pub const BATCHES: [u32; 8] = [128, 64, 32, 16, 8, 4, 2, 1];
@@ -67,38 +72,63 @@ impl Decoder {
     }
 }
 
-/// What the example reports.
-#[derive(Clone, Debug)]
-pub struct Report {
-    /// Every replayed output equals eager execution, in every mode.
+/// What one memory-reuse mode showed.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct ModeReport {
+    /// Every replayed output equals eager execution (checked in data mode; in timing-only
+    /// mode, every step was a replay).
     pub identical: bool,
-    /// Sanitizer reports over all modes.
-    pub reports: u64,
-    /// Reserved bytes of the graph pools with a pool per graph.
-    pub reserved_per_graph: u64,
-    /// Reserved bytes of the runner's pool in mode 2.
-    pub reserved_mode2: u64,
-    /// Reserved bytes of the pool two pipelined runners share in mode 1.
-    pub reserved_mode1: u64,
+    /// The race detector's reports over the mode's data and timing runs (`None` where the
+    /// backend has none to ask).
+    pub reports: Option<u64>,
+    /// Reserved bytes of the mode's graph pools, measured at the memory width.
+    pub reserved: u64,
+}
+
+/// What the example reports.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Report {
+    /// A pool per graph: reserved is the sum of every graph's pool.
+    pub per_graph: ModeReport,
+    /// Mode 2: one pool for all shapes of a runner.
+    pub runner_pool: ModeReport,
+    /// Mode 1: one user pool shared by two pipelined runners.
+    pub shared_pipeline: ModeReport,
     /// Reserved bytes of the largest single graph's pool (batch 128, pool per graph).
     pub largest_single_graph: u64,
 }
 
-struct Weights {
-    q: Vec<Buf>,
-    o: Vec<Buf>,
-    gate: Vec<Buf>,
-    up: Vec<Buf>,
-    down: Vec<Buf>,
-    head: Buf,
+impl Report {
+    /// Whether every replayed output equals eager execution, in every mode.
+    pub fn identical(&self) -> bool {
+        self.modes().iter().all(|m| m.identical)
+    }
+
+    /// The race detector's reports over all modes (`None` where the backend has none).
+    pub fn reports(&self) -> Option<u64> {
+        self.modes().iter().map(|m| m.reports).sum()
+    }
+
+    fn modes(&self) -> [ModeReport; 3] {
+        [self.per_graph, self.runner_pool, self.shared_pipeline]
+    }
 }
 
-fn filled(
+struct Weights<B: Backend> {
+    q: Vec<Buf<B>>,
+    o: Vec<Buf<B>>,
+    gate: Vec<Buf<B>>,
+    up: Vec<Buf<B>>,
+    down: Vec<Buf<B>>,
+    head: Buf<B>,
+}
+
+fn filled<B: Backend>(
     alloc: &CachingAllocator<B>,
     s: &Stream<B>,
     elems: u64,
     value: f32,
-) -> Result<Buf, GraphError> {
+) -> Result<Buf<B>, GraphError> {
     let buf = alloc.alloc(elems * 4, s)?;
     s.launch(&Kernel::Fill {
         dst: buf.slice(),
@@ -107,7 +137,11 @@ fn filled(
     Ok(buf)
 }
 
-fn weights(alloc: &CachingAllocator<B>, s: &Stream<B>, d: Decoder) -> Result<Weights, GraphError> {
+fn weights<B: Backend>(
+    alloc: &CachingAllocator<B>,
+    s: &Stream<B>,
+    d: Decoder,
+) -> Result<Weights<B>, GraphError> {
     let (h, i) = (u64::from(d.hidden), u64::from(d.intermediate));
     let mut w = Weights {
         q: Vec::new(),
@@ -128,14 +162,14 @@ fn weights(alloc: &CachingAllocator<B>, s: &Stream<B>, d: Decoder) -> Result<Wei
     Ok(w)
 }
 
-fn matmul(
+fn matmul<B: Backend>(
     ctx: &RunContext<'_, B>,
     a: DeviceSlice,
-    w: &Buf,
+    w: &Buf<B>,
     m: u32,
     k: u32,
     n: u32,
-) -> Result<Buf, GraphError> {
+) -> Result<Buf<B>, GraphError> {
     let c = ctx.alloc(u64::from(m) * u64::from(n) * 4)?;
     ctx.current_stream().launch(&Kernel::Matmul {
         a,
@@ -148,7 +182,11 @@ fn matmul(
     Ok(c)
 }
 
-fn binary(ctx: &RunContext<'_, B>, a: DeviceSlice, b: DeviceSlice) -> Result<Buf, GraphError> {
+fn binary<B: Backend>(
+    ctx: &RunContext<'_, B>,
+    a: DeviceSlice,
+    b: DeviceSlice,
+) -> Result<Buf<B>, GraphError> {
     let out = ctx.alloc(a.len)?;
     ctx.current_stream().launch(&Kernel::Add {
         a,
@@ -158,7 +196,7 @@ fn binary(ctx: &RunContext<'_, B>, a: DeviceSlice, b: DeviceSlice) -> Result<Buf
     Ok(out)
 }
 
-fn half(ctx: &RunContext<'_, B>, a: DeviceSlice) -> Result<Buf, GraphError> {
+fn half<B: Backend>(ctx: &RunContext<'_, B>, a: DeviceSlice) -> Result<Buf<B>, GraphError> {
     let out = ctx.alloc(a.len)?;
     ctx.current_stream().launch(&Kernel::Scale {
         src: a,
@@ -170,18 +208,18 @@ fn half(ctx: &RunContext<'_, B>, a: DeviceSlice) -> Result<Buf, GraphError> {
 
 /// Layers `layers` (and the head when `head`) on inputs `[hidden states, kv cache]`; the
 /// batch follows from the hidden states' length.
-fn forward(
+fn forward<B: Backend>(
     ctx: &RunContext<'_, B>,
     inputs: &[DeviceSlice],
-    w: &Weights,
+    w: &Weights<B>,
     d: Decoder,
     layers: Range<u32>,
     head: bool,
-) -> Result<Vec<Buf>, GraphError> {
+) -> Result<Vec<Buf<B>>, GraphError> {
     let (x, kv) = (inputs[0], inputs[1]);
     let batch = (x.len / (u64::from(d.hidden) * 4)) as u32;
     let act = u64::from(batch) * u64::from(d.hidden) * 4;
-    let mut h: Option<Buf> = None;
+    let mut h: Option<Buf<B>> = None;
     for (slot, l) in layers.clone().enumerate() {
         let l = l as usize;
         let input = h.as_ref().map_or(x, Buf::slice);
@@ -245,29 +283,28 @@ enum Reuse {
 
 struct ModeResult {
     identical: bool,
-    reports: u64,
     reserved: u64,
     largest: u64,
 }
 
-fn read(s: &Stream<B>, slice: DeviceSlice) -> Result<Vec<f32>, GraphError> {
+fn read<B: Backend>(s: &Stream<B>, slice: DeviceSlice) -> Result<Vec<f32>, GraphError> {
     Ok(s.copy_d2h(slice)?.wait_f32()?)
 }
 
-fn run_mode(d: Decoder, mode: Reuse, data: bool) -> Result<ModeResult, GraphError> {
-    let sim_mode = if data {
-        SimMode::Data
-    } else {
-        SimMode::TimingOnly
-    };
-    let device: Device<B> =
-        crate::sim_device(SimConfig::new().mode(sim_mode).record_timeline(false))?;
-    let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::new())?;
+/// Runs `mode` on `device`, comparing outputs with eager execution when `data`.
+fn run_mode<B: Backend>(
+    device: &Device<B>,
+    config: &AllocatorConfig,
+    d: Decoder,
+    mode: Reuse,
+    data: bool,
+) -> Result<ModeResult, GraphError> {
+    let alloc = CachingAllocator::new(device.clone(), config.clone())?;
     let s = device.create_stream(0)?;
     let w = weights(&alloc, &s, d)?;
     let max_act = u64::from(BATCHES[0]) * u64::from(d.hidden);
     let kv_full = alloc.alloc(u64::from(d.layers) * max_act * 4, &s)?;
-    let xs: Vec<Buf> = BATCHES
+    let xs: Vec<Buf<B>> = BATCHES
         .iter()
         .enumerate()
         .map(|(i, &b)| {
@@ -355,7 +392,7 @@ fn run_mode(d: Decoder, mode: Reuse, data: bool) -> Result<ModeResult, GraphErro
                 },
             )?;
             let mut step =
-                |x: &Buf, b: u32, check: Option<&Vec<f32>>| -> Result<bool, GraphError> {
+                |x: &Buf<B>, b: u32, check: Option<&Vec<f32>>| -> Result<bool, GraphError> {
                     let h = first.run(&s, &[x.slice(), kv_for(b, 0, half_layers)?])?;
                     let h = h.slices()?[0];
                     let out =
@@ -378,7 +415,6 @@ fn run_mode(d: Decoder, mode: Reuse, data: bool) -> Result<ModeResult, GraphErro
     s.synchronize()?;
     Ok(ModeResult {
         identical,
-        reports: device.hal().sanitizer_report_count(),
         reserved,
         largest,
     })
@@ -387,22 +423,53 @@ fn run_mode(d: Decoder, mode: Reuse, data: bool) -> Result<ModeResult, GraphErro
 /// Runs the three modes on fresh simulated devices with the sanitizer on: outputs checked in
 /// data mode with `check`, memory measured in timing-only mode with `size`.
 pub fn run(check: Decoder, size: Decoder) -> Result<Report, GraphError> {
-    let mut identical = true;
-    let mut reports = 0;
-    for mode in [Reuse::PerGraph, Reuse::RunnerPool, Reuse::SharedPipeline] {
-        let r = run_mode(check, mode, true)?;
-        identical &= r.identical;
-        reports += r.reports;
-    }
-    let per_graph = run_mode(size, Reuse::PerGraph, false)?;
-    let mode2 = run_mode(size, Reuse::RunnerPool, false)?;
-    let mode1 = run_mode(size, Reuse::SharedPipeline, false)?;
+    let open = |role| {
+        let mode = match role {
+            Role::Data => SimMode::Data,
+            Role::Timing => SimMode::TimingOnly,
+        };
+        crate::sim_device(SimConfig::new().mode(mode).record_timeline(false))
+    };
+    run_on(
+        open,
+        crate::sim_race_reports,
+        &AllocatorConfig::new(),
+        check,
+        size,
+    )
+}
+
+/// Runs the three modes with allocators configured by `config`, each on a fresh
+/// [`Role::Data`] device from `open` (outputs checked with `check`) and a fresh
+/// [`Role::Timing`] one (memory measured with `size`); `reports` asks each device's race
+/// detector after its run.
+pub fn run_on<B: Backend>(
+    open: impl Fn(Role) -> crate::Result<Device<B>>,
+    reports: impl Fn(&Device<B>) -> Option<Vec<String>>,
+    config: &AllocatorConfig,
+    check: Decoder,
+    size: Decoder,
+) -> Result<Report, GraphError> {
+    let count = |device: &Device<B>| reports(device).map(|r| r.len() as u64);
+    let mode = |reuse| -> Result<(ModeReport, u64), GraphError> {
+        let data_device = open(Role::Data)?;
+        let checked = run_mode(&data_device, config, check, reuse, true)?;
+        let data_reports = count(&data_device);
+        let timing_device = open(Role::Timing)?;
+        let measured = run_mode(&timing_device, config, size, reuse, false)?;
+        let timing_reports = count(&timing_device);
+        let report = ModeReport {
+            identical: checked.identical && measured.identical,
+            reports: data_reports.zip(timing_reports).map(|(a, b)| a + b),
+            reserved: measured.reserved,
+        };
+        Ok((report, measured.largest))
+    };
+    let (per_graph, largest_single_graph) = mode(Reuse::PerGraph)?;
     Ok(Report {
-        identical: identical && per_graph.identical && mode2.identical && mode1.identical,
-        reports: reports + per_graph.reports + mode2.reports + mode1.reports,
-        reserved_per_graph: per_graph.reserved,
-        reserved_mode2: mode2.reserved,
-        reserved_mode1: mode1.reserved,
-        largest_single_graph: per_graph.largest,
+        per_graph,
+        runner_pool: mode(Reuse::RunnerPool)?.0,
+        shared_pipeline: mode(Reuse::SharedPipeline)?.0,
+        largest_single_graph,
     })
 }

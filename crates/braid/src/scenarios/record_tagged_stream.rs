@@ -49,7 +49,17 @@ pub fn run<B: Backend>(
     with_record: bool,
     reports: impl FnOnce(&Device<B>) -> Option<Vec<String>>,
 ) -> Result<Run, AllocError> {
-    let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::new())?;
+    run_with(device, &AllocatorConfig::new(), with_record, reports)
+}
+
+/// [`run`] with the caching allocator configured by `config`.
+pub fn run_with<B: Backend>(
+    device: &Device<B>,
+    config: &AllocatorConfig,
+    with_record: bool,
+    reports: impl FnOnce(&Device<B>) -> Option<Vec<String>>,
+) -> Result<Run, AllocError> {
+    let alloc = CachingAllocator::new(device.clone(), config.clone())?;
     let main = device.current_stream();
     let bytes = ELEMENTS * 4;
 

@@ -1,0 +1,315 @@
+//! `braid demo`: the seed scenarios as one table, on the simulated device or through ACL.
+//!
+//! [`rows`](mod@rows) runs the scenarios ([`Setup::rows`]), [`table`](mod@table) judges and
+//! prints them; this module picks the backend and writes the title.
+
+mod rows;
+mod table;
+
+use crate::alloc_conf::AllocConf;
+use braid::allocator::AllocatorConfig;
+use braid::scenarios::devices;
+use braid::scenarios::tagged_events;
+pub use rows::Setup;
+use std::io::Write;
+use std::path::Path;
+pub use table::{as_meant, table, Row};
+
+/// The backend `braid demo` runs the scenarios on.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, clap::ValueEnum)]
+pub enum DemoBackend {
+    /// braid's simulated device (Ascend 910B profile).
+    #[default]
+    Sim,
+    /// Huawei Ascend through ACL, loaded at run time: `$BRAID_ACL_LIB`, then
+    /// `lib64/libascendcl.so` under `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, then
+    /// `libascendcl.so` on the loader path, then `libbraid_acl_sim.so` (ACL's API on the
+    /// simulator) built next to this binary.
+    Acl,
+}
+
+/// Runs every scenario on `backend` with the scenarios' allocators configured by `config` and
+/// returns the rows. With `timeline` (simulator only), writes the Chrome Trace Event JSON of
+/// the tagged-events multi-stream run (data mode) there.
+pub fn rows(
+    backend: DemoBackend,
+    timeline: Option<&Path>,
+    config: &AllocatorConfig,
+) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
+    match backend {
+        DemoBackend::Sim => Setup {
+            open: &devices::sim,
+            reports: &braid::sim_race_reports,
+            config,
+        }
+        .rows(|device, layout| match (timeline, layout) {
+            (Some(path), tagged_events::Layout::MultiStream) => {
+                device.hal().write_chrome_trace(path).map_err(|e| {
+                    format!("cannot write the timeline to {}: {e}", path.display()).into()
+                })
+            }
+            _ => Ok(()),
+        }),
+        DemoBackend::Acl => {
+            if timeline.is_some() {
+                return Err(
+                    "--timeline needs --backend sim (the timeline is the simulator's)".into(),
+                );
+            }
+            Setup {
+                open: &devices::acl,
+                reports: &braid::acl_race_reports,
+                config,
+            }
+            .rows(|_, _| Ok(()))
+        }
+    }
+}
+
+/// Prints the table for `backend` (and writes the timeline to `timeline`, if given), with the
+/// scenarios' allocators configured by `conf`; returns whether every row is as meant (see
+/// [`as_meant`]).
+pub fn run(
+    out: &mut impl Write,
+    backend: DemoBackend,
+    timeline: Option<&Path>,
+    conf: &AllocConf,
+) -> Result<bool, Box<dyn std::error::Error>> {
+    let rows = rows(backend, timeline, &conf.config)?;
+    match backend {
+        DemoBackend::Sim => writeln!(
+            out,
+            "braid demo on the simulated device ({})",
+            braid::sim::DeviceProfile::ascend_910b().name
+        )?,
+        DemoBackend::Acl => {
+            // Loaded already by `rows`: this names the library it used, and says so when it
+            // is the simulator.
+            let api = braid::acl::AclApi::load_or_sim()?;
+            writeln!(out, "braid demo through {}", devices::describe_acl(api))?
+        }
+    }
+    writeln!(out, "{}", conf.describe())?;
+    writeln!(out)?;
+    table(out, &rows)?;
+    if let Some(path) = timeline {
+        writeln!(
+            out,
+            "timeline of the tagged_events multi-stream run written to {} (open in ui.perfetto.dev)",
+            path.display()
+        )?;
+    }
+    Ok(rows.iter().all(as_meant))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn defaults() -> AllocConf {
+        AllocConf::resolve(None, None).unwrap()
+    }
+
+    fn sim_rows() -> Vec<Row> {
+        rows(DemoBackend::Sim, None, &AllocatorConfig::new()).unwrap()
+    }
+
+    #[test]
+    fn demo_table_lists_every_scenario_and_all_behave_as_meant() {
+        let mut out = Vec::new();
+        let ok = run(&mut out, DemoBackend::Sim, None, &defaults()).expect("demo runs");
+        let text = String::from_utf8(out).expect("utf-8");
+        assert!(ok, "{text}");
+        assert_eq!(
+            text.lines().nth(1),
+            Some("allocator configuration: defaults (BRAID_ALLOC_CONF unset)")
+        );
+        for needle in [
+            "wait_stream",
+            "tagged_events",
+            "without wait_stream",
+            "tagged stream \"1\"",
+            "graph_mode",
+            "graph replay",
+            "record_tagged_stream",
+            "without the record",
+            "cross_stream_lifetime",
+            "manual, no record_stream",
+            "memory_reuse",
+            "one pool per runner",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+        let rows = sim_rows();
+        let modes: Vec<(&str, &str, Option<usize>)> = rows
+            .iter()
+            .map(|r| (r.scenario, r.mode, r.reports))
+            .collect();
+        // The modes that leave out an ordering are wrong with one report; all else is right
+        // with none.
+        assert_eq!(
+            modes,
+            vec![
+                ("wait_stream", "without wait_stream", Some(1)),
+                ("wait_stream", "with wait_stream", Some(0)),
+                ("tagged_events", "single stream", Some(0)),
+                ("tagged_events", "tagged stream \"1\"", Some(0)),
+                ("graph_mode", "eager, 1,012 kernels", Some(0)),
+                ("graph_mode", "graph replay", Some(0)),
+                ("graph_mode", "graph, tagged \"1\"", Some(0)),
+                ("record_tagged_stream", "without the record", Some(1)),
+                ("record_tagged_stream", "with record_tagged_stream", Some(0)),
+                ("cross_stream_lifetime", "manual, no record_stream", Some(1)),
+                ("cross_stream_lifetime", "automatic", Some(0)),
+                ("memory_reuse", "pool per graph", Some(0)),
+                ("memory_reuse", "one pool per runner", Some(0)),
+                ("memory_reuse", "2 runners share a pool", Some(0)),
+            ]
+        );
+        let wrong: Vec<&str> = rows.iter().filter(|r| !r.correct).map(|r| r.mode).collect();
+        assert_eq!(
+            wrong,
+            [
+                "without wait_stream",
+                "without the record",
+                "manual, no record_stream"
+            ]
+        );
+        // Graph replay takes far less device time than eager dispatch of the same step, and the
+        // tagged-stream branches shorten it further.
+        let graph: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.scenario == "graph_mode")
+            .filter_map(|r| r.device_us)
+            .collect();
+        assert!(
+            graph[1] < graph[0] / 2.0 && graph[2] < graph[1],
+            "{graph:?}"
+        );
+        // The long work on the side stream (2 ms) is in the timed rows.
+        for r in rows
+            .iter()
+            .filter(|r| matches!(r.scenario, "record_tagged_stream" | "cross_stream_lifetime"))
+        {
+            assert!(r.device_us.is_some_and(|us| us >= 2000.0), "{r:?}");
+        }
+    }
+
+    #[test]
+    fn memory_reuse_rows_show_what_sharing_a_pool_saves() {
+        let rows = sim_rows();
+        let reserved: Vec<u64> = rows
+            .iter()
+            .filter(|r| r.scenario == "memory_reuse")
+            .map(|r| r.reserved_bytes.expect("a reservation"))
+            .collect();
+        // The figures of the memory_reuse example (README): 118 MiB with a pool per graph,
+        // 40 MiB (the largest graph's) with one pool per runner, 80 MiB for two runners.
+        assert_eq!(reserved, [123_731_968, 41_943_040, 83_886_080]);
+        assert!(rows
+            .iter()
+            .filter(|r| r.scenario == "memory_reuse")
+            .all(|r| r.memory_as_meant == Some(true) && r.device_us.is_none()));
+        let mut out = Vec::new();
+        table(&mut out, &rows).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        let line = text
+            .lines()
+            .find(|l| l.contains("one pool per runner"))
+            .unwrap();
+        assert!(line.contains(" 40.0 "), "{line}");
+    }
+
+    #[test]
+    fn the_scenarios_allocators_take_the_configuration() {
+        // A 1 MiB limit leaves no room for the scenarios' allocators: the run fails with the
+        // allocator's out-of-memory error, so the configuration reached them.
+        let tiny = AllocatorConfig::parse("limit_mb:1").unwrap();
+        let err = rows(DemoBackend::Sim, None, &tiny).unwrap_err();
+        assert!(err.to_string().contains("out of memory"), "{err}");
+    }
+
+    #[test]
+    fn the_acl_table_on_braid_acl_sim_is_the_simulator_table() {
+        // braid-acl-sim by path (it is built into target/<profile>/deps, next to this test),
+        // so a CANN configured on this machine is not picked up.
+        let exe = std::env::current_exe().unwrap();
+        let sim_lib = braid::acl::sim_library_candidates(exe.parent().unwrap())
+            .into_iter()
+            .find(|p| p.exists())
+            .expect("libbraid_acl_sim.so built next to the test");
+        let api = braid::acl::AclApi::load_from(sim_lib).unwrap();
+        let config = AllocatorConfig::new();
+        let acl = Setup {
+            open: &|role| devices::acl_with(api, role),
+            reports: &braid::acl_race_reports,
+            config: &config,
+        }
+        .rows(|_, _| Ok(()))
+        .unwrap();
+        let sim = sim_rows();
+        // Same rows: correct / as-meant columns, simulated times, reservations and reports.
+        assert_eq!(acl, sim);
+        assert!(acl.iter().all(as_meant));
+        let text = |rows: &[Row]| {
+            let mut out = Vec::new();
+            table(&mut out, rows).unwrap();
+            String::from_utf8(out).unwrap()
+        };
+        assert_eq!(text(&acl), text(&sim));
+        assert!(rows(DemoBackend::Acl, Some(Path::new("t.json")), &config).is_err());
+    }
+
+    #[test]
+    fn a_timeline_that_cannot_be_written_names_its_path() {
+        let path = Path::new("/nonexistent/dir/x.json");
+        let mut out = Vec::new();
+        let err = run(&mut out, DemoBackend::Sim, Some(path), &defaults()).unwrap_err();
+        let msg = err.to_string();
+        assert!(
+            msg.contains("cannot write the timeline to /nonexistent/dir/x.json: "),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn timeline_has_tracks_slices_flows_and_counters() {
+        let path = std::env::temp_dir().join(format!("braid-demo-{}.json", std::process::id()));
+        let mut out = Vec::new();
+        assert!(run(&mut out, DemoBackend::Sim, Some(&path), &defaults()).expect("demo runs"));
+        let text = std::fs::read_to_string(&path).expect("timeline written");
+        std::fs::remove_file(&path).ok();
+        let trace: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+        let events = trace["traceEvents"].as_array().expect("traceEvents");
+        let with = |ph: &'static str| events.iter().filter(move |e| e["ph"] == ph);
+        let tracks: Vec<&str> = with("M")
+            .filter(|e| e["name"] == "thread_name")
+            .filter_map(|e| e["args"]["name"].as_str())
+            .collect();
+        assert!(tracks.contains(&"host"), "{tracks:?}");
+        assert!(
+            tracks.iter().filter(|t| t.starts_with("stream ")).count() >= 2,
+            "{tracks:?}"
+        );
+        let slices: Vec<&str> = with("X").filter_map(|e| e["name"].as_str()).collect();
+        for name in ["add", "matmul", "fill", "memcpy_d2h", "launch"] {
+            assert!(slices.contains(&name), "no {name} slice in {slices:?}");
+        }
+        let starts: Vec<_> = with("s").map(|e| e["id"].clone()).collect();
+        let ends: Vec<_> = with("f").map(|e| e["id"].clone()).collect();
+        assert!(!starts.is_empty(), "no flows");
+        assert_eq!(starts, ends, "every flow starts and ends");
+        // the tagged stream waits for the main stream's record: a flow between two tracks
+        let first = with("s").next().unwrap();
+        let end = with("f").find(|e| e["id"] == first["id"]).unwrap();
+        assert_ne!(first["tid"], end["tid"]);
+        let counters: Vec<_> = with("C").collect();
+        assert!(!counters.is_empty());
+        assert!(counters
+            .iter()
+            .all(|c| c["args"]["reserved"].is_u64() && c["args"]["allocated"].is_u64()));
+        assert!(counters
+            .iter()
+            .any(|c| c["args"]["reserved"].as_u64() > Some(0)));
+    }
+}

@@ -1,0 +1,248 @@
+//! The demo's rows: every seed scenario, each in the mode that shows braid at work and, where
+//! the scenario has one, in the mode that must fail (an ordering left out).
+
+use super::table::Row;
+use braid::allocator::{AllocatorConfig, CrossStreamMode};
+use braid::core::hal::Backend;
+use braid::scenarios::devices::Role;
+use braid::scenarios::{
+    cross_stream_lifetime, graph_mode, memory_reuse, record_tagged_stream, tagged_events,
+    wait_stream,
+};
+use braid::{Device, EventFlags};
+
+/// Boxed errors of the demo.
+type DemoResult<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// What the rows are made from: devices for each role, the race detector's reports of a
+/// device, and the allocator configuration of the scenarios that build allocators.
+pub struct Setup<'a, B: Backend> {
+    /// Opens a fresh device for a role.
+    pub open: &'a dyn Fn(Role) -> braid::Result<Device<B>>,
+    /// The race detector's reports of a device (`None` where the backend has none).
+    pub reports: &'a dyn Fn(&Device<B>) -> Option<Vec<String>>,
+    /// Configuration of the caching allocators the scenarios build.
+    pub config: &'a AllocatorConfig,
+}
+
+impl<B: Backend> Setup<'_, B> {
+    /// Every row, in the order of the table; `after_data` sees each tagged-events data run's
+    /// device (the simulator's timeline is written from there).
+    pub fn rows(
+        &self,
+        after_data: impl FnMut(&Device<B>, tagged_events::Layout) -> DemoResult<()>,
+    ) -> DemoResult<Vec<Row>> {
+        let mut rows = self.wait_stream()?;
+        rows.extend(self.tagged_events(after_data)?);
+        rows.extend(self.graph_mode()?);
+        rows.extend(self.record_tagged_stream()?);
+        rows.extend(self.cross_stream_lifetime()?);
+        rows.extend(self.memory_reuse()?);
+        Ok(rows)
+    }
+
+    fn count(&self, device: &Device<B>) -> Option<usize> {
+        (self.reports)(device).map(|r| r.len())
+    }
+
+    fn wait_stream(&self) -> DemoResult<Vec<Row>> {
+        let shape = wait_stream::Shape::default();
+        [("without wait_stream", false), ("with wait_stream", true)]
+            .into_iter()
+            .map(|(mode, with_wait)| {
+                let device = (self.open)(Role::Data)?;
+                let run = wait_stream::run_checked(&device, shape, with_wait, self.reports)?;
+                Ok(Row {
+                    device_us: Some(run.elapsed_us),
+                    reports: run.reports.map(|r| r.len()),
+                    ..plain("wait_stream", mode, run.correct, with_wait)
+                })
+            })
+            .collect()
+    }
+
+    fn tagged_events(
+        &self,
+        mut after_data: impl FnMut(&Device<B>, tagged_events::Layout) -> DemoResult<()>,
+    ) -> DemoResult<Vec<Row>> {
+        let mut rows = Vec::new();
+        for (mode, layout) in [
+            ("single stream", tagged_events::Layout::SingleStream),
+            ("tagged stream \"1\"", tagged_events::Layout::MultiStream),
+        ] {
+            let small = tagged_events::Shape::SMALL;
+            let data_device = (self.open)(Role::Data)?;
+            let data = tagged_events::run(&data_device, small, layout, true)?;
+            after_data(&data_device, layout)?;
+            let correct = data
+                .results
+                .as_ref()
+                .is_some_and(|r| tagged_events::check(small, r));
+            let timing = tagged_events::run(
+                &(self.open)(Role::Timing)?,
+                tagged_events::Shape::MODEL,
+                layout,
+                false,
+            )?;
+            rows.push(Row {
+                device_us: Some(timing.makespan_us),
+                reports: self.count(&data_device),
+                ..plain("tagged_events", mode, correct, true)
+            });
+        }
+        Ok(rows)
+    }
+
+    /// One decode step of ~1,000 small kernels, eager vs graph replay. Results are compared
+    /// in data mode at a small step; times come from the full step on the timing device.
+    fn graph_mode(&self) -> DemoResult<Vec<Row>> {
+        let data_device = (self.open)(Role::Data)?;
+        let small = graph_mode::Step {
+            layers: 3,
+            vector_ops: 3,
+            matmuls: 2,
+            batch: 2,
+            hidden: 64,
+        };
+        let checked = graph_mode::run_with(&data_device, self.config, small)?;
+        let found = self.count(&data_device);
+        let timed = graph_mode::run_with(
+            &(self.open)(Role::Timing)?,
+            self.config,
+            graph_mode::Step::default(),
+        )?;
+        Ok([
+            ("eager, 1,012 kernels", timed.eager_us),
+            ("graph replay", timed.graph_us),
+            ("graph, tagged \"1\"", timed.graph_multistream_us),
+        ]
+        .into_iter()
+        .map(|(mode, us)| Row {
+            device_us: Some(us),
+            reports: found,
+            ..plain("graph_mode", mode, checked.replays_match_eager, true)
+        })
+        .collect())
+    }
+
+    /// TorchAir's example: without `record_tagged_stream`, `C` takes `A`'s block while the
+    /// tagged stream still reads `A`, so `B` must be wrong and the use after free reported.
+    fn record_tagged_stream(&self) -> DemoResult<Vec<Row>> {
+        [
+            ("without the record", false),
+            ("with record_tagged_stream", true),
+        ]
+        .into_iter()
+        .map(|(mode, with_record)| {
+            let device = (self.open)(Role::Data)?;
+            let (run, us) = timed(&device, || {
+                record_tagged_stream::run_with(&device, self.config, with_record, self.reports)
+            })?;
+            Ok(Row {
+                device_us: Some(us),
+                reports: run.reports.map(|r| r.len()),
+                ..plain(
+                    "record_tagged_stream",
+                    mode,
+                    run.b_correct && run.c_correct,
+                    with_record,
+                )
+            })
+        })
+        .collect()
+    }
+
+    /// MindSpore's example: in manual mode (PyTorch's semantics) with no `record_stream`, the
+    /// next allocation takes `x`'s memory while a side stream still reads it, so `y` must be
+    /// wrong and the use after free reported; automatic mode keeps `x` alive unasked.
+    fn cross_stream_lifetime(&self) -> DemoResult<Vec<Row>> {
+        [
+            ("manual, no record_stream", CrossStreamMode::Manual),
+            ("automatic", CrossStreamMode::Automatic),
+        ]
+        .into_iter()
+        .map(|(mode, cross_stream)| {
+            let device = (self.open)(Role::Data)?;
+            let (run, us) = timed(&device, || {
+                cross_stream_lifetime::run_with(&device, self.config, cross_stream, self.reports)
+            })?;
+            Ok(Row {
+                device_us: Some(us),
+                reports: run.reports.map(|r| r.len()),
+                ..plain(
+                    "cross_stream_lifetime",
+                    mode,
+                    run.correct,
+                    cross_stream == CrossStreamMode::Automatic,
+                )
+            })
+        })
+        .collect()
+    }
+
+    /// A decoder captured at 8 batch sizes under TorchAir's memory-reuse modes: every replay
+    /// must match eager execution, and each mode must reserve what it is meant to.
+    fn memory_reuse(&self) -> DemoResult<Vec<Row>> {
+        let report = memory_reuse::run_on(
+            self.open,
+            self.reports,
+            self.config,
+            memory_reuse::Decoder::check(),
+            memory_reuse::Decoder::llama7b_width(),
+        )?;
+        let largest = report.largest_single_graph;
+        let per_graph = report.per_graph.reserved;
+        Ok([
+            ("pool per graph", report.per_graph, per_graph > largest),
+            (
+                "one pool per runner",
+                report.runner_pool,
+                report.runner_pool.reserved <= largest,
+            ),
+            (
+                "2 runners share a pool",
+                report.shared_pipeline,
+                report.shared_pipeline.reserved < per_graph,
+            ),
+        ]
+        .into_iter()
+        .map(|(mode, figures, memory_as_meant)| Row {
+            reserved_bytes: Some(figures.reserved),
+            memory_as_meant: Some(memory_as_meant),
+            reports: figures.reports.map(|n| n as usize),
+            ..plain("memory_reuse", mode, figures.identical, true)
+        })
+        .collect())
+    }
+}
+
+/// A row with no figures yet: no time, no reservation, no reports.
+fn plain(scenario: &'static str, mode: &'static str, correct: bool, expected: bool) -> Row {
+    Row {
+        scenario,
+        mode,
+        correct,
+        expected_correct: expected,
+        device_us: None,
+        reserved_bytes: None,
+        memory_as_meant: None,
+        reports: None,
+    }
+}
+
+/// Runs `work` on `device` between two timing events on its default stream and returns its
+/// result with the device time in microseconds. The scenarios timed so end with their default
+/// stream waiting for every other stream they used.
+fn timed<B: Backend, T, E: std::error::Error + 'static>(
+    device: &Device<B>,
+    work: impl FnOnce() -> Result<T, E>,
+) -> DemoResult<(T, f64)> {
+    let stream = device.default_stream();
+    let start = device.create_event(EventFlags::TIMING)?;
+    start.record(&stream)?;
+    let result = work()?;
+    let end = device.create_event(EventFlags::TIMING)?;
+    end.record(&stream)?;
+    end.synchronize()?;
+    Ok((result, f64::from(start.elapsed_ms(&end)?) * 1000.0))
+}
