@@ -32,15 +32,15 @@ fn a_failed_launch_leaves_the_position_unchanged() {
     let dev = device(FaultPlan::new().fail_nth(CallKind::Launch, 2));
     let (s, t) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let mem = dev.alloc(16).unwrap();
-    let first = s.launch(&fill(&mem)).unwrap();
-    let err = s.launch(&fill(&mem)).unwrap_err();
+    let first = s.launch(fill(&mem)).unwrap();
+    let err = s.launch(fill(&mem)).unwrap_err();
     assert_eq!(native_code(&err), 507_000);
     assert_eq!(s.position(), first);
     // The stream's clock did not move either: an event recorded now covers only `first`.
     let e = s.record_event().unwrap();
     t.wait(&e).unwrap();
     assert!(dev.is_ordered_before(first, &t));
-    let next = s.launch(&fill(&mem)).unwrap();
+    let next = s.launch(fill(&mem)).unwrap();
     assert_eq!(next.seq, first.seq + 1);
     assert!(!dev.is_ordered_before(next, &t));
 }
@@ -55,7 +55,7 @@ fn a_failed_record_keeps_the_previous_record() {
         .unwrap();
     e.record(&s).unwrap();
     let recorded = e.recorded_at();
-    let later = s.launch(&fill(&mem)).unwrap();
+    let later = s.launch(fill(&mem)).unwrap();
     assert!(e.record(&s).is_err());
     assert_eq!(e.recorded_at(), recorded);
     t.wait(&e).unwrap();
@@ -70,7 +70,7 @@ fn a_failed_wait_orders_nothing() {
     let dev = device(FaultPlan::new().fail_nth(CallKind::Wait, 1));
     let (s, t) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let mem = dev.alloc(16).unwrap();
-    let u = s.launch(&fill(&mem)).unwrap();
+    let u = s.launch(fill(&mem)).unwrap();
     let e = s.record_event().unwrap();
     let before = t.position();
     assert!(t.wait(&e).is_err());
@@ -90,7 +90,7 @@ fn failed_synchronizations_and_queries_observe_nothing() {
     let dev = device(plan);
     let s = dev.create_stream(0).unwrap();
     let mem = dev.alloc(16).unwrap();
-    let u = s.launch(&fill(&mem)).unwrap();
+    let u = s.launch(fill(&mem)).unwrap();
     let e = s.record_event().unwrap();
     assert!(s.synchronize().is_err());
     assert!(e.synchronize().is_err());
@@ -122,7 +122,7 @@ fn a_failed_end_capture_leaves_no_stream_capturing() {
     s.begin_capture(CaptureMode::Global).unwrap();
     let fork = s.record_event().unwrap();
     side.wait(&fork).unwrap();
-    side.launch(&fill(&mem)).unwrap();
+    side.launch(fill(&mem)).unwrap();
     let join = side.record_event().unwrap();
     s.wait(&join).unwrap();
     // A raw segment dropped during the capture is freed once the capture is over.
@@ -141,7 +141,7 @@ fn a_failed_end_capture_leaves_no_stream_capturing() {
         "deferred free done"
     );
     // Both streams work eagerly again.
-    side.launch(&fill(&mem)).unwrap();
+    side.launch(fill(&mem)).unwrap();
     s.wait_stream(&side).unwrap();
     s.synchronize().unwrap();
     assert_eq!(dev.hal().sanitizer_report_count(), 0);
@@ -153,7 +153,7 @@ fn a_failed_graph_launch_leaves_the_position_unchanged() {
     let s = dev.create_stream(0).unwrap();
     let mem = dev.alloc(16).unwrap();
     s.begin_capture(CaptureMode::Global).unwrap();
-    s.launch(&fill(&mem)).unwrap();
+    s.launch(fill(&mem)).unwrap();
     let graph = s.end_capture().unwrap();
     let before = s.position();
     assert_eq!(native_code(&graph.launch(&s).unwrap_err()), 507_011);
@@ -166,7 +166,7 @@ fn an_asynchronous_kernel_failure_reaches_the_caller_once() {
     let dev = device(FaultPlan::new().fail_async_nth(1));
     let s = dev.create_stream(0).unwrap();
     let mem = dev.alloc(16).unwrap();
-    let u = s.launch(&fill(&mem)).unwrap();
+    let u = s.launch(fill(&mem)).unwrap();
     assert_eq!(native_code(&s.synchronize().unwrap_err()), 507_015);
     // Not counted as an observation; the next synchronize is clean and observes.
     assert!(!dev.is_complete(u));
