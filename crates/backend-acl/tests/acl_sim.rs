@@ -274,3 +274,31 @@ fn the_sanitizer_extension_reports_a_race_and_clears() {
     // SAFETY: the allocation is no longer used (the device was synchronized).
     unsafe { dev.free(ptr) }.unwrap();
 }
+
+#[test]
+fn waits_the_capture_rule_refuses_are_107024_with_its_reason() {
+    let dev = open(0);
+    let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    let mem = dev.alloc(256).unwrap();
+    let eager = dev.create_event(EventFlags::ORDERING).unwrap();
+    b.record(&eager).unwrap();
+    // Capturing stream waiting on an eagerly recorded event: capture isolation.
+    a.begin_capture(CaptureMode::Global).unwrap();
+    a.memset(mem, 1, 256).unwrap();
+    let (code, _, message) = code_of(a.wait(&eager).unwrap_err());
+    assert_eq!(code, codes::ACL_ERROR_RT_CAPTURE_DEPENDENCY);
+    assert!(
+        message.contains("recorded outside the capture"),
+        "{message}"
+    );
+    let inside = dev.create_event(EventFlags::ORDERING).unwrap();
+    a.record(&inside).unwrap();
+    a.end_capture().unwrap();
+    // Eager stream waiting on an event recorded in a capture that has ended.
+    let (code, _, message) = code_of(b.wait(&inside).unwrap_err());
+    assert_eq!(code, codes::ACL_ERROR_RT_CAPTURE_DEPENDENCY);
+    assert!(message.contains("capture that has ended"), "{message}");
+    b.synchronize().unwrap();
+    // SAFETY: no work uses `mem` any more (the capture ended unlaunched, b synchronized).
+    unsafe { dev.free(mem) }.unwrap();
+}

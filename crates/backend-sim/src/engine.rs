@@ -22,6 +22,7 @@ use crate::sanitizer::report::{OpInfo, RaceReport};
 use crate::sanitizer::{Sanitizer, SanitizerMode};
 use crate::timeline::{OpRecord, SimStats};
 use crate::trace::{self, Flow, HostSlice, Marker, MemorySample, TraceLog};
+use braid_stream_core::capture_rule::{capture_wait, RecordSite};
 use braid_stream_core::hal::{page_of_run, HalError};
 use braid_stream_core::kernel::{ComputeUnit, Kernel};
 use braid_stream_core::types::{
@@ -694,6 +695,17 @@ impl Engine {
             .streams
             .get_mut(s as usize)
             .ok_or_else(|| invalid(format!("unknown stream index {s}")))?;
+        // The one capture rule decides what the wait may do (see
+        // `braid_stream_core::capture_rule`); a refusal is typed for acl-sim to translate.
+        let site = match &record {
+            EventRecord::Never => RecordSite::Never,
+            EventRecord::At(_) => RecordSite::Eager,
+            EventRecord::Captured { capture, .. } => RecordSite::Capture {
+                id: *capture,
+                live: captures.contains_key(capture),
+            },
+        };
+        capture_wait(st.capture.as_ref().map(|c| c.id), site).map_err(HalError::CaptureRefused)?;
         match (&mut st.capture, record) {
             (_, EventRecord::Never) => {}
             (None, EventRecord::At(t)) => {
@@ -717,14 +729,7 @@ impl Engine {
                     });
                 }
             }
-            // An eager record orders nothing inside a capture: the graph has no node for it.
-            (Some(_), EventRecord::At(_)) => {}
             (None, EventRecord::Captured { capture, frontier }) => {
-                if !captures.contains_key(&capture) {
-                    return Err(invalid(
-                        "event was recorded in a capture that has already ended",
-                    ));
-                }
                 st.capture = Some(StreamCapture {
                     id: capture,
                     frontier,
@@ -733,14 +738,11 @@ impl Engine {
                     cap.members.insert(s);
                 }
             }
-            (Some(sc), EventRecord::Captured { capture, frontier }) => {
-                if sc.id != capture {
-                    return Err(invalid(
-                        "event was recorded in a different capture than the waiting stream's",
-                    ));
-                }
+            (Some(sc), EventRecord::Captured { frontier, .. }) => {
                 capture::union(&mut sc.frontier, &frontier);
             }
+            // The rule refused an eager record waited on inside a capture above.
+            (Some(_), EventRecord::At(_)) => {}
         }
         Ok(())
     }

@@ -35,8 +35,10 @@
 //! - **Capture.** Work submitted to a capturing stream becomes graph nodes with dependencies;
 //!   [`SimGraph`] replays them at the captured addresses. Event records and waits inside a
 //!   capture create no nodes: they carry dependencies between capturing streams (a stream that
-//!   waits on an event recorded in a capture joins that capture). A wait inside a capture on an
-//!   eagerly recorded event orders nothing in the graph. A graph launched on a capturing stream
+//!   waits on an event recorded in a capture joins that capture). Which waits a capture
+//!   refuses is braid's one rule (`braid_stream_core::capture_rule`), answered as
+//!   `HalError::CaptureRefused`: for example a wait inside a capture on an eagerly recorded
+//!   event (capture isolation). A graph launched on a capturing stream
 //!   is spliced into that capture. Replayed nodes appear in the timeline under the stream they
 //!   were captured on, with `from_graph` set.
 //! - **Sanitizer.** An independent happens-before tracker ([`sanitizer`]) checks every

@@ -31,6 +31,10 @@ pub enum HalError {
     /// The backend does not support the operation.
     #[error("operation not supported by this backend: {0}")]
     Unsupported(&'static str),
+    /// A wait the capture rule refuses ([`crate::capture_rule`]); a backend over a native
+    /// runtime translates it into that runtime's code.
+    #[error("wait refused: the event was {}", .0.reason())]
+    CaptureRefused(crate::capture_rule::WaitRefusal),
     /// An error code from the native runtime, with its name and message.
     #[error("{name} ({code}): {message}")]
     Native {

@@ -25,6 +25,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod capture_rule;
 pub mod clock;
 mod context;
 pub mod custom;

@@ -11,6 +11,7 @@
 //! capture ask — "is use U ordered before the next work on stream T?" — is answered inside one
 //! domain, or through the host clock for eager work.
 
+use crate::capture_rule::{capture_wait, RecordSite};
 use crate::clock::VectorClock;
 use crate::types::{CaptureMode, StreamId};
 use std::collections::BTreeMap;
@@ -49,27 +50,7 @@ pub struct EventSnapshot {
     pub clock: VectorClock,
 }
 
-/// Why a wait was refused.
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum WaitRefusal {
-    /// The event was recorded outside the capture the waiting stream belongs to.
-    RecordedOutsideCapture,
-    /// The event was recorded inside a different capture.
-    RecordedInOtherCapture,
-    /// The event was recorded inside a capture that has ended.
-    RecordedInEndedCapture,
-}
-
-impl WaitRefusal {
-    /// Human-readable reason.
-    pub fn reason(self) -> &'static str {
-        match self {
-            WaitRefusal::RecordedOutsideCapture => "recorded outside the capture it belongs to",
-            WaitRefusal::RecordedInOtherCapture => "recorded inside a different capture",
-            WaitRefusal::RecordedInEndedCapture => "recorded inside a capture that has ended",
-        }
-    }
-}
+pub use crate::capture_rule::WaitRefusal;
 
 /// What a successful wait did.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -210,14 +191,18 @@ impl Ordering {
 
     /// Whether `t` may wait on an event recorded with `snap`, without changing anything.
     pub fn check_wait(&self, t: StreamId, snap: &EventSnapshot) -> Result<(), WaitRefusal> {
-        match (self.domain_of(t), snap.position.domain) {
-            (Domain::Eager, Domain::Eager) => Ok(()),
-            (Domain::Eager, Domain::Capture(c)) if self.captures.contains_key(&c) => Ok(()),
-            (Domain::Eager, Domain::Capture(_)) => Err(WaitRefusal::RecordedInEndedCapture),
-            (Domain::Capture(c), Domain::Capture(d)) if c == d => Ok(()),
-            (Domain::Capture(_), Domain::Capture(_)) => Err(WaitRefusal::RecordedInOtherCapture),
-            (Domain::Capture(_), Domain::Eager) => Err(WaitRefusal::RecordedOutsideCapture),
-        }
+        let capture_of = |d: Domain| match d {
+            Domain::Eager => None,
+            Domain::Capture(c) => Some(c),
+        };
+        let site = match capture_of(snap.position.domain) {
+            None => RecordSite::Eager,
+            Some(id) => RecordSite::Capture {
+                id,
+                live: self.captures.contains_key(&id),
+            },
+        };
+        capture_wait(capture_of(self.domain_of(t)), site).map(|_| ())
     }
 
     /// Makes `t` wait on an event recorded with `snap`.
