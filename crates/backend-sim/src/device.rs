@@ -151,7 +151,7 @@ impl SimDevice {
     /// The sanitizer's reports so far (at most the first 10,000 are kept; see
     /// [`SimDevice::sanitizer_report_count`]). Empty when the sanitizer is off.
     pub fn sanitizer_reports(&self) -> Vec<RaceReport> {
-        lock(&self.shared).sanitizer_reports().to_vec()
+        lock(&self.shared).sanitizer_reports()
     }
 
     /// How many reports the sanitizer has made, including any not kept.

@@ -18,7 +18,7 @@ use crate::memory::{Memory, PageRun};
 use crate::op::{Accesses, Op, OpKind};
 use crate::queue::DataQueue;
 use crate::resource::Pool;
-use crate::sanitizer::report::{OpInfo, RaceReport};
+use crate::sanitizer::report::{OpInfo, OpRef, RaceReport};
 use crate::sanitizer::{Sanitizer, SanitizerMode};
 use crate::timeline::{OpRecord, SimStats};
 use crate::trace::{self, Flow, HostSlice, Marker, MemorySample, TraceLog};
@@ -80,6 +80,8 @@ pub(crate) struct Engine {
     /// Pinned host memory (`alloc_host`).
     host: HostHeap,
     streams: Vec<StreamState>,
+    /// Tags the front layer gave streams (named in sanitizer reports).
+    stream_tags: std::collections::HashMap<u32, String>,
     events: Vec<EventState>,
     /// Cube, vector and copy resources.
     resources: [Pool; 3],
@@ -130,6 +132,7 @@ impl Engine {
                 tail: 0,
                 capture: None,
             }],
+            stream_tags: std::collections::HashMap::new(),
             events: Vec::new(),
             resources,
             sanitizer,
@@ -969,9 +972,45 @@ impl Engine {
         &self.config
     }
 
-    /// The sanitizer's stored reports.
-    pub fn sanitizer_reports(&self) -> &[RaceReport] {
-        self.sanitizer.reports()
+    /// Names stream `s` as the tagged stream `tag` in reports.
+    pub fn set_stream_tag(&mut self, s: u32, tag: &str) {
+        self.stream_tags.insert(s, tag.to_string());
+    }
+
+    /// The sanitizer's stored reports, with tagged streams named and a hint where a tagged
+    /// stream is involved.
+    pub fn sanitizer_reports(&self) -> Vec<RaceReport> {
+        self.sanitizer
+            .reports()
+            .iter()
+            .map(|r| self.annotate(r.clone()))
+            .collect()
+    }
+
+    /// Names the tagged streams of `r` and says how to order a tagged stream.
+    fn annotate(&self, mut r: RaceReport) -> RaceReport {
+        let tag_of = |op: &OpRef| op.stream.and_then(|s| self.stream_tags.get(&s)).cloned();
+        if let Some(first) = r.first.as_mut() {
+            first.stream_tag = tag_of(first);
+        }
+        r.second.stream_tag = tag_of(&r.second);
+        let tagged = r
+            .first
+            .iter()
+            .chain([&r.second])
+            .find_map(|op| op.stream_tag.clone().map(|t| (t, op.from_graph)));
+        r.hint = tagged.map(|(tag, in_graph)| {
+            if in_graph {
+                format!(
+                    "inside a capture the tagged stream {tag:?} starts from the beginning of the capture, not from where stream_switch was called: record a tagged event after the work it needs and wait on it in the tagged stream (create_tagged_event, record_on_current_stream, wait_on_current_stream)"
+                )
+            } else {
+                format!(
+                    "order the tagged stream {tag:?} with the other stream: a tagged event recorded after the work it needs and waited on in the tagged stream, or wait_stream"
+                )
+            }
+        });
+        r
     }
 
     /// Number of sanitizer reports found, stored or not.

@@ -167,4 +167,8 @@ impl hal::Stream for SimStream {
     fn capture_status(&self) -> Result<CaptureStatus, HalError> {
         lock(&self.shared).capture_status(self.index)
     }
+
+    fn set_tag(&self, tag: &str) {
+        lock(&self.shared).set_stream_tag(self.index, tag);
+    }
 }

@@ -230,6 +230,7 @@ impl<B: Backend> Device<B> {
             .or_insert_with(|| {
                 let inner = created.inner.clone();
                 inner.set_tag(tag);
+                hal::Stream::set_tag(&inner.hal, tag);
                 inner
             })
             .clone();

@@ -319,6 +319,13 @@ pub trait Stream: Send + Sync + 'static {
 
     /// Whether the stream is capturing.
     fn capture_status(&self) -> Result<CaptureStatus, HalError>;
+
+    /// The front layer made this stream the tagged stream `tag` (TorchAir's
+    /// `npu_stream_switch`); backends with a race detector name it in reports. The default
+    /// does nothing.
+    fn set_tag(&self, tag: &str) {
+        let _ = tag;
+    }
 }
 
 /// A marker in a stream's work.

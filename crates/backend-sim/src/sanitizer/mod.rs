@@ -306,6 +306,7 @@ impl Sanitizer {
                 range: slice(lo, hi),
                 first: first.map(|f| f.to_ref()),
                 second: op.to_ref(),
+                hint: None,
             })
             .collect()
     }
@@ -466,6 +467,7 @@ impl Sanitizer {
                 range: slice(lo, hi),
                 first: Some(first.to_ref()),
                 second: free.to_ref(),
+                hint: None,
             })
             .collect();
         if self.mode == SanitizerMode::Abort {

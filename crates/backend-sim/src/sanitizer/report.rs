@@ -49,13 +49,16 @@ pub struct OpRef {
     pub end_ns: u64,
     /// Whether it ran as a node of a graph replay.
     pub from_graph: bool,
+    /// The tag of its stream, when the front layer made it a tagged stream.
+    pub stream_tag: Option<String>,
 }
 
 impl fmt::Display for OpRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.stream {
-            Some(s) => write!(f, "stream {s}")?,
-            None => f.write_str("host")?,
+        match (self.stream, &self.stream_tag) {
+            (Some(s), Some(tag)) => write!(f, "stream {s} (tagged {tag:?})")?,
+            (Some(s), None) => write!(f, "stream {s}")?,
+            (None, _) => f.write_str("host")?,
         }
         write!(f, " `{}` ({}", self.label, self.kind)?;
         if self.from_graph {
@@ -82,6 +85,9 @@ pub struct RaceReport {
     pub first: Option<OpRef>,
     /// The later op: the one whose submission revealed the problem.
     pub second: OpRef,
+    /// What usually fixes it, when the simulator can tell (for example a tagged stream
+    /// inside a capture that needs a tagged event).
+    pub hint: Option<String>,
 }
 
 impl fmt::Display for RaceReport {
@@ -92,8 +98,12 @@ impl fmt::Display for RaceReport {
             self.kind, self.range.len, self.range.ptr
         )?;
         match &self.first {
-            Some(first) => write!(f, "{first} and {}", self.second),
-            None => write!(f, "{}", self.second),
+            Some(first) => write!(f, "{first} and {}", self.second)?,
+            None => write!(f, "{}", self.second)?,
+        }
+        match &self.hint {
+            Some(hint) => write!(f, " (hint: {hint})"),
+            None => Ok(()),
         }
     }
 }
@@ -119,6 +129,7 @@ impl OpInfo {
             start_ns: self.start_ns,
             end_ns: self.end_ns,
             from_graph: self.from_graph,
+            stream_tag: None,
         }
     }
 }
@@ -141,12 +152,14 @@ mod tests {
             start_ns: 1500,
             end_ns: 2500,
             from_graph: false,
+            stream_tag: None,
         };
         let r = RaceReport {
             kind: RaceKind::WriteWrite,
             range: slice(0x1000, 0x1010),
             first: Some(op(Some(1), "a")),
             second: op(None, "free"),
+            hint: None,
         };
         let text = r.to_string();
         assert!(text.contains("write-write race on 16 bytes"), "{text}");
