@@ -7,9 +7,8 @@
 //! Required symbols are ACL's core (init, devices, streams, events, memory, copies); optional
 //! ones are newer or feature-specific APIs (streams with config, synchronize with timeout,
 //! events with the `Ex` flags, the `aclmdlRI*` capture API, virtual memory) and braid's
-//! extensions (`braidSim*`: kernels and sanitizer reports, which CANN does not have).
+//! extensions (`braidSim*`: sanitizer reports, which CANN does not have).
 
-use super::ext::BraidKernelDesc;
 use super::types::{
     aclError, aclmdlRI, aclrtDrvMemHandle, aclrtEvent, aclrtPhysicalMemProp, aclrtStream,
 };
@@ -158,15 +157,6 @@ macro_rules! acl_functions {
         granularity: *mut usize,
     ) -> aclError;
 
-    /// braid's extension `aclError braidSimLaunchKernel(aclrtStream stream, const
-    /// BraidKernelDesc *desc, size_t descSize, const char *label)` (see
-    /// [`BraidKernelDesc`]).
-    optional fn braidSimLaunchKernel(
-        stream: aclrtStream,
-        desc: *const BraidKernelDesc,
-        desc_size: usize,
-        label: *const c_char,
-    ) -> aclError;
     /// braid's extension `aclError braidSimSanitizerReportCount(int32_t deviceId, uint64_t
     /// *count)`.
     optional fn braidSimSanitizerReportCount(device_id: i32, count: *mut u64) -> aclError;
@@ -199,7 +189,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 43);
+        assert_eq!(symbols.len(), 42);
         for required in [
             "aclInit",
             "aclrtSetDevice",
@@ -215,7 +205,6 @@ mod tests {
             "aclrtCreateEventExWithFlag",
             "aclmdlRICaptureBegin",
             "aclrtReserveMemAddress",
-            "braidSimLaunchKernel",
             "braidSimSanitizerReportCount",
             "braidSimSanitizerReport",
             "braidSimClearSanitizerReports",
