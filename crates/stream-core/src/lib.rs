@@ -41,6 +41,7 @@ mod state;
 mod stream;
 pub mod types;
 mod uses;
+mod workspace;
 
 pub use context::StreamGuard;
 pub use custom::{CustomOp, OpCost, OpError, OpRange};
@@ -58,3 +59,4 @@ pub use types::{
     StreamId,
 };
 pub use uses::{Access, UseObserver};
+pub use workspace::{Workspace, WorkspaceProvider};
