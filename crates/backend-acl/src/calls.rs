@@ -8,7 +8,7 @@
 
 use crate::api::AclApi;
 use crate::ffi::{
-    aclError, aclrtPhysicalMemProp, BraidKernelDesc, ACL_HBM_MEM_HUGE,
+    aclError, aclrtPhysicalMemProp, ACL_HBM_MEM_HUGE,
     ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE,
     ACL_MODEL_RI_CAPTURE_STATUS_NONE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
 };
@@ -117,13 +117,9 @@ pub(crate) trait AclCalls: Send + Sync {
     fn model_execute_async(&self, model: Handle, stream: Handle) -> Option<aclError>;
     /// `aclmdlRIDestroy`; `None` without the symbol.
     fn model_destroy(&self, model: Handle) -> Option<aclError>;
-    /// braid's `braidSimLaunchKernel` extension; `None` without the symbol.
-    fn launch_kernel(
-        &self,
-        stream: Handle,
-        desc: &BraidKernelDesc,
-        label: &CStr,
-    ) -> Option<aclError>;
+    /// The loaded ACL table behind these calls, for loading aclnn next to it (`None` for
+    /// test doubles).
+    fn acl_api(&self) -> Option<&'static AclApi>;
     /// braid's `braidSimSanitizerReportCount` extension; `None` without the symbol.
     fn sanitizer_report_count(&self, device: i32) -> Option<Result<u64, aclError>>;
     /// braid's `braidSimSanitizerReport` extension (the text of report `index`); `None`
@@ -418,23 +414,8 @@ impl AclCalls for ApiRef {
         Some(unsafe { f(model as *mut c_void) })
     }
 
-    fn launch_kernel(
-        &self,
-        stream: Handle,
-        desc: &BraidKernelDesc,
-        label: &CStr,
-    ) -> Option<aclError> {
-        let f = self.0.braidSimLaunchKernel?;
-        // SAFETY: `desc` and `label` are live for the call (the extension copies them); the
-        // size lets the library check the struct version.
-        Some(unsafe {
-            f(
-                stream_ptr(stream),
-                desc,
-                std::mem::size_of::<BraidKernelDesc>(),
-                label.as_ptr(),
-            )
-        })
+    fn acl_api(&self) -> Option<&'static AclApi> {
+        Some(self.0)
     }
 
     fn sanitizer_report_count(&self, device: i32) -> Option<Result<u64, aclError>> {
