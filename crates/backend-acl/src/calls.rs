@@ -8,9 +8,9 @@
 
 use crate::api::AclApi;
 use crate::ffi::{
-    aclError, aclrtPhysicalMemProp, ACL_HBM_MEM_HUGE,
-    ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE,
-    ACL_MODEL_RI_CAPTURE_STATUS_NONE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+    aclError, aclrtPhysicalMemProp, ACL_HBM_MEM_HUGE, ACL_MEM_ALLOCATION_TYPE_PINNED,
+    ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE, ACL_MODEL_RI_CAPTURE_STATUS_NONE,
+    ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
 };
 use std::ffi::{c_void, CStr};
 use std::ptr;
@@ -117,6 +117,8 @@ pub(crate) trait AclCalls: Send + Sync {
     fn model_execute_async(&self, model: Handle, stream: Handle) -> Option<aclError>;
     /// `aclmdlRIDestroy`; `None` without the symbol.
     fn model_destroy(&self, model: Handle) -> Option<aclError>;
+    /// braid's `braidSimBusy` extension; `None` without the symbol.
+    fn busy(&self, stream: Handle, duration_ns: u64) -> Option<aclError>;
     /// The loaded ACL table behind these calls, for loading aclnn next to it (`None` for
     /// test doubles).
     fn acl_api(&self) -> Option<&'static AclApi>;
@@ -416,6 +418,12 @@ impl AclCalls for ApiRef {
 
     fn acl_api(&self) -> Option<&'static AclApi> {
         Some(self.0)
+    }
+
+    fn busy(&self, stream: Handle, duration_ns: u64) -> Option<aclError> {
+        let f = self.0.braidSimBusy?;
+        // SAFETY: a stream handle from this library.
+        Some(unsafe { f(stream_ptr(stream), duration_ns) })
     }
 
     fn sanitizer_report_count(&self, device: i32) -> Option<Result<u64, aclError>> {

@@ -138,8 +138,8 @@ impl hal::Stream for AclStream {
     type B = AclBackend;
 
     fn prepare(&self, kernel: &TypedKernel) -> Result<AclPrepared, HalError> {
-        if let Kernel::Busy { .. } = kernel.kernel {
-            return Err(HalError::Unsupported(BUSY_UNSUPPORTED));
+        if let Kernel::Busy { duration_ns } = kernel.kernel {
+            return Ok(AclPrepared::busy(duration_ns));
         }
         let api = self.shared.aclnn()?;
         self.shared.bind()?;
@@ -155,6 +155,10 @@ impl hal::Stream for AclStream {
         self.shared.bind()?;
         match prepared.kind {
             Kind::DeviceCopy { dst, src, len } => self.memcpy_d2d(dst, src, len),
+            Kind::Busy { duration_ns } => match self.shared.calls.busy(self.raw, duration_ns) {
+                None => Err(HalError::Unsupported(BUSY_UNSUPPORTED)),
+                Some(code) => self.enqueued("braidSimBusy", code),
+            },
             Kind::Operator(op) => {
                 let needed = op.executor.workspace_size();
                 let (ptr, len) = workspace.map_or((0, 0), |w| (w.ptr.0, w.len));

@@ -135,16 +135,6 @@ pub enum Error {
     /// Host data was read before the copy producing it was known complete.
     #[error("the device-to-host copy has not completed: synchronize its stream or call wait()")]
     NotReady,
-    /// A launch inside a capture needs more workspace than its stream's fallback segment holds
-    /// (no [`WorkspaceProvider`](crate::WorkspaceProvider) is registered, and the segment can
-    /// only grow outside captures).
-    #[error("{bytes} bytes of workspace are needed on {stream} during a capture, more than its fallback segment holds: register a workspace provider (a caching allocator) or launch once before capturing")]
-    WorkspaceUnavailable {
-        /// Bytes needed.
-        bytes: u64,
-        /// The capturing stream.
-        stream: StreamId,
-    },
     /// The workspace provider could not provide the workspace.
     #[error("workspace of {bytes} bytes unavailable: {reason}")]
     Workspace {

@@ -178,7 +178,9 @@ impl<B: Backend> Stream<B> {
         let workspace = self.workspace(needed)?;
         let slice = (needed > 0).then(|| workspace.slice());
         let pos = self
-            .submit("Stream::launch", |s| s.launch_prepared(prepared, slice, label))?
+            .submit("Stream::launch", |s| {
+                s.launch_prepared(prepared, slice, label)
+            })?
             .0;
         drop(workspace);
         let reads = kernel.reads().map(|r| (r, Access::Read));

@@ -7,20 +7,19 @@
 //!   later work reuses it in stream order, no device allocation or synchronization per launch.
 //!   Inside a capture the caching allocator routes a capturing stream's allocations to the
 //!   capture's private pool, so the workspace lives as long as the graph.
-//! - Without one, each stream has a fallback segment kept by the front layer: grown (never
-//!   shrunk) when a launch needs more, outside captures only; a segment that was outgrown is
-//!   kept, not freed, until the device drops, so graphs that captured it stay valid. Inside a
-//!   capture, a stream whose segment is too small is refused with
-//!   [`Error::WorkspaceUnavailable`]. The segment is shared by that stream's launches and
-//!   replays of graphs captured on it: replay such a graph on the stream it was captured on, or
-//!   register a provider.
+//! - Without one, the front layer keeps the workspace itself (a device allocation, never a
+//!   per-launch one in eager work): each stream has a fallback segment, grown (never shrunk)
+//!   when a launch needs more, reused by that stream's launches in stream order; an outgrown
+//!   segment is kept until the device drops. Inside a capture each launch that needs
+//!   workspace gets a segment of its own, kept until the device drops, so the graph's
+//!   replays never share it with eager work. Register a provider to avoid both costs.
 //!
 //! [`Stream::workspace`] gives a user's own operator workspace the same way: take it before
 //! [`Stream::launch_op`](crate::Stream::launch_op), hand its address to the operator's body,
 //! and drop it after the launch.
 
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::hal::{Backend, Device as _};
 use crate::stream::Stream;
 use crate::types::{DevicePtr, DeviceSlice, StreamId};
@@ -90,7 +89,7 @@ pub(crate) struct Workspaces<B: Backend> {
     provider: RwLock<Option<Weak<dyn WorkspaceProvider<B>>>>,
     /// Per stream, its fallback segment (address, size).
     segments: Mutex<HashMap<StreamId, (DevicePtr, u64)>>,
-    /// Outgrown fallback segments, freed when the device drops.
+    /// Outgrown fallback segments and captured launches' segments, freed when the device drops.
     retired: Mutex<Vec<DevicePtr>>,
 }
 
@@ -168,19 +167,22 @@ impl<B: Backend> Stream<B> {
         if let Some(provider) = workspaces.provider() {
             return provider.workspace(self, bytes);
         }
+        if self.is_capturing() {
+            let ptr = self.device().hal().alloc(bytes)?;
+            lock(&workspaces.retired).push(ptr);
+            return Ok(Workspace::kept(DeviceSlice::new(ptr, bytes)));
+        }
         let mut segments = lock(&workspaces.segments);
         if let Some(&(ptr, size)) = segments.get(&self.id()) {
             if size >= bytes {
                 return Ok(Workspace::kept(DeviceSlice::new(ptr, bytes)));
             }
         }
-        if self.is_capturing() {
-            return Err(Error::WorkspaceUnavailable {
-                bytes,
-                stream: self.id(),
-            });
-        }
-        let size = bytes.max(segments.get(&self.id()).map_or(0, |s| s.1.saturating_mul(2)));
+        let size = bytes.max(
+            segments
+                .get(&self.id())
+                .map_or(0, |s| s.1.saturating_mul(2)),
+        );
         let ptr = self.device().hal().alloc(size)?;
         if let Some((old, _)) = segments.insert(self.id(), (ptr, size)) {
             lock(&workspaces.retired).push(old);

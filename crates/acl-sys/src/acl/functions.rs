@@ -157,6 +157,10 @@ macro_rules! acl_functions {
         granularity: *mut usize,
     ) -> aclError;
 
+    /// braid's extension `aclError braidSimBusy(aclrtStream stream, uint64_t durationNs)`:
+    /// occupies the simulated stream for a duration (braid's `Kernel::Busy`, which has no
+    /// CANN operator).
+    optional fn braidSimBusy(stream: aclrtStream, duration_ns: u64) -> aclError;
     /// braid's extension `aclError braidSimSanitizerReportCount(int32_t deviceId, uint64_t
     /// *count)`.
     optional fn braidSimSanitizerReportCount(device_id: i32, count: *mut u64) -> aclError;
@@ -189,7 +193,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 42);
+        assert_eq!(symbols.len(), 43);
         for required in [
             "aclInit",
             "aclrtSetDevice",
@@ -205,6 +209,7 @@ mod tests {
             "aclrtCreateEventExWithFlag",
             "aclmdlRICaptureBegin",
             "aclrtReserveMemAddress",
+            "braidSimBusy",
             "braidSimSanitizerReportCount",
             "braidSimSanitizerReport",
             "braidSimClearSanitizerReports",

@@ -58,6 +58,10 @@ mod tests {
         let mut numbers: Vec<i32> = STATUS_NAMES.iter().map(|(s, _)| *s).collect();
         numbers.sort_unstable();
         numbers.dedup();
-        assert_eq!(numbers.len(), STATUS_NAMES.len(), "a status is listed twice");
+        assert_eq!(
+            numbers.len(),
+            STATUS_NAMES.len(),
+            "a status is listed twice"
+        );
     }
 }

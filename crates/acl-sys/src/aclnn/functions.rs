@@ -7,7 +7,9 @@
 //! Signatures: `acl_meta.h` for the descriptors; the operator headers of CANN's `aclnnop/`
 //! and the ops-math / ops-nn documentation for the operators.
 
-use super::types::{aclDataType, aclFormat, aclIntArray, aclOpExecutor, aclScalar, aclTensor, aclnnStatus};
+use super::types::{
+    aclDataType, aclFormat, aclIntArray, aclOpExecutor, aclScalar, aclTensor, aclnnStatus,
+};
 use crate::acl::aclrtStream;
 use std::ffi::c_void;
 
@@ -213,7 +215,9 @@ mod tests {
         names.dedup();
         assert_eq!(names.len(), d.len() + o.len());
         assert!(o.iter().all(|s| s.required));
-        assert!(d.iter().any(|s| s.name == "aclDestroyAclOpExecutor" && !s.required));
+        assert!(d
+            .iter()
+            .any(|s| s.name == "aclDestroyAclOpExecutor" && !s.required));
         assert!(d.iter().any(|s| s.name == "aclCreateTensor" && s.required));
     }
 }

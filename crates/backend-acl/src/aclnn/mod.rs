@@ -109,7 +109,10 @@ impl AclnnApi {
                 loader::load_from(OPERATOR_LIBRARIES.what, &[acl.path()])?,
             )
         } else {
-            (DESCRIPTOR_LIBRARIES.load(&env)?, OPERATOR_LIBRARIES.load(&env)?)
+            (
+                DESCRIPTOR_LIBRARIES.load(&env)?,
+                OPERATOR_LIBRARIES.load(&env)?,
+            )
         };
         Ok(AclnnApi {
             acl,

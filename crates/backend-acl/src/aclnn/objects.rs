@@ -239,7 +239,10 @@ impl Executor {
         workspace_len: u64,
         stream: *mut std::ffi::c_void,
     ) -> Result<(), AclError> {
-        let raw = self.raw.take().map_or(std::ptr::null_mut(), NonNull::as_ptr);
+        let raw = self
+            .raw
+            .take()
+            .map_or(std::ptr::null_mut(), NonNull::as_ptr);
         // SAFETY: the caller's contract; the executor is handed over (consumed by the call).
         let status = unsafe { launch(workspace, workspace_len, raw, stream) };
         self.api.check(call, status)
@@ -265,7 +268,9 @@ impl Drop for Executor {
                     tracing::warn!(%err, "releasing an unlaunched aclOpExecutor failed");
                 }
             }
-            _ => tracing::debug!("an unlaunched aclOpExecutor is kept: the library cannot destroy it"),
+            _ => tracing::debug!(
+                "an unlaunched aclOpExecutor is kept: the library cannot destroy it"
+            ),
         }
     }
 }
