@@ -59,7 +59,10 @@ fn wait_stream_through_acl_matches_the_simulator() {
             assert!(a.contains("read-write race on 65536 bytes"), "{a}");
             assert!(s.contains("read-write race on 65536 bytes"), "{s}");
             // Through ACL the kernels are aclnn operators, named by their operator.
-            assert!(a.contains("`aclnnMm`") && a.contains("`aclnnReduceSum`"), "{a}");
+            assert!(
+                a.contains("`aclnnMm`") && a.contains("`aclnnReduceSum`"),
+                "{a}"
+            );
             assert!(s.contains("`matmul`") && s.contains("`reduce_sum`"), "{s}");
         }
     }

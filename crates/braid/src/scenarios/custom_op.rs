@@ -192,13 +192,16 @@ pub fn run<B: Backend>(
     cap.synchronize()?;
     cap.begin_capture(crate::CaptureMode::Global)?;
     // Inside the capture the workspace comes from the capture's pool and lives with the graph.
-    let captured = cap.workspace(WORKSPACE).map_err(AllocError::from).and_then(|workspace| {
-        let args = RmsNormArgs {
-            workspace: workspace.slice(),
-            ..static_args
-        };
-        Ok(cap.launch_op(&rms_norm_op(args, body(args)?))?)
-    });
+    let captured = cap
+        .workspace(WORKSPACE)
+        .map_err(AllocError::from)
+        .and_then(|workspace| {
+            let args = RmsNormArgs {
+                workspace: workspace.slice(),
+                ..static_args
+            };
+            Ok(cap.launch_op(&rms_norm_op(args, body(args)?))?)
+        });
     let graph = cap.end_capture();
     captured?;
     let graph = graph?;
