@@ -343,8 +343,7 @@ fn a_missing_aclnn_library_or_symbol_is_named() {
         env(&[("BRAID_ACLNN_BASE_LIB", "/nonexistent/libnnopbase.so")]),
         common::api(),
     )
-    .err()
-    .expect("a configured library that does not open is an error");
+    .expect_err("a configured library that does not open is an error");
     let text = err.to_string();
     assert!(
         text.contains("/nonexistent/libnnopbase.so (named by $BRAID_ACLNN_BASE_LIB)"),
@@ -359,9 +358,7 @@ fn a_missing_aclnn_library_or_symbol_is_named() {
         ]
         .into_boxed_slice(),
     );
-    let err = AclnnApi::load_with(env(pairs), common::api())
-        .err()
-        .expect("libm has no operators");
+    let err = AclnnApi::load_with(env(pairs), common::api()).expect_err("libm has no operators");
     assert!(
         err.missing_symbols()
             .contains(&"aclnnRmsNormGetWorkspaceSize"),
