@@ -7,9 +7,8 @@
 
 use crate::codes::*;
 use crate::errmsg::{fail, ret, take_recent, Fail};
-use crate::kernel::kernel_from_desc;
 use crate::registry::with;
-use std::ffi::{c_char, c_void, CStr};
+use std::ffi::{c_char, c_void};
 
 /// Runs `f` and writes its value through the out pointer `p`.
 ///
@@ -530,46 +529,12 @@ pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
     }
 }
 
-/// braid's extension `aclError braidSimLaunchKernel(aclrtStream stream, const
-/// BraidKernelDesc *desc, size_t descSize, const char *label)`: enqueues one of braid's
-/// kernels on the simulated stream. `descSize` must be `sizeof(BraidKernelDesc)`; `label` may
-/// be null.
-///
-/// # Safety
-/// `desc` is null or points to `desc_size` readable bytes; `label` is null or a NUL-terminated
-/// string.
+/// braid's extension `aclError braidSimBusy(aclrtStream stream, uint64_t durationNs)`:
+/// occupies the simulated stream for `durationNs` (braid's `Kernel::Busy`; CANN has no such
+/// operator, and braid's built-in kernels otherwise run through aclnn).
 #[no_mangle]
-pub unsafe extern "C" fn braidSimLaunchKernel(
-    stream: *mut c_void,
-    desc: *const BraidKernelDesc,
-    desc_size: usize,
-    label: *const c_char,
-) -> aclError {
-    if desc.is_null() || desc_size != std::mem::size_of::<BraidKernelDesc>() {
-        return ret(Err(fail(
-            ACL_ERROR_INVALID_PARAM,
-            format!(
-                "braidSimLaunchKernel: descriptor is null or of size {desc_size}, expected {}",
-                std::mem::size_of::<BraidKernelDesc>()
-            ),
-        )));
-    }
-    // SAFETY: non-null and `desc_size` (= the struct's size) readable bytes, per the caller.
-    let d = unsafe { desc.read_unaligned() };
-    let label = if label.is_null() {
-        None
-    } else {
-        // SAFETY: non-null and NUL-terminated, per the caller.
-        Some(
-            unsafe { CStr::from_ptr(label) }
-                .to_string_lossy()
-                .into_owned(),
-        )
-    };
-    ret(kernel_from_desc(&d).and_then(|k| {
-        let label = label.unwrap_or_else(|| k.name().to_string());
-        with(|r| r.launch_kernel(h(stream), &k, &label))
-    }))
+pub extern "C" fn braidSimBusy(stream: *mut c_void, duration_ns: u64) -> aclError {
+    ret(with(|r| r.busy(h(stream), duration_ns)))
 }
 
 /// braid's extension `aclError braidSimSanitizerReportCount(int32_t deviceId, uint64_t

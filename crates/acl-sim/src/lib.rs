@@ -39,7 +39,8 @@
 //!
 //! braid's extensions, which CANN does not have (`braid-backend-acl` resolves them as optional
 //! symbols, so on CANN they are simply absent):
-//! - `braidSimLaunchKernel` runs braid's kernels (see `braid_acl_sys::acl::BraidKernelDesc`);
+//! - `braidSimAclnnLiveObjects` counts live aclnn tensors, scalars, int arrays and executors
+//!   (see [`aclnn`], which exports CANN's aclnn operators braid uses on the simulator);
 //! - `braidSimSanitizerReportCount`, `braidSimSanitizerReport` and
 //!   `braidSimClearSanitizerReports` read and clear the reports of the simulator's
 //!   happens-before sanitizer on a device (what `braid::sim_race_reports` reads on the
@@ -66,11 +67,11 @@
 //! a second NPU); set `BRAID_ACL_SIM_TIMING_ONLY=` (empty) to make it compute data too.
 #![warn(missing_docs)]
 
+pub mod aclnn;
 mod capture;
 mod codes;
 mod errmsg;
 pub mod exports;
-mod kernel;
 mod registry;
 mod settings;
 

@@ -11,7 +11,6 @@ use crate::errmsg::{fail, Fail};
 use crate::settings::Settings;
 use braid_backend_sim::{SimConfig, SimDevice, SimEvent, SimGraph, SimMode, SimStream};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, HalError, Stream as _};
-use braid_stream_core::kernel::Kernel;
 use braid_stream_core::types::{CaptureMode, DevicePtr, EventFlags, HostPtr};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap};
@@ -853,15 +852,36 @@ impl Registry {
         })
     }
 
-    pub fn launch_kernel(
+    /// `braidSimBusy`: occupies the stream for `duration_ns`.
+    pub fn busy(&mut self, stream: usize, duration_ns: u64) -> Result<(), Fail> {
+        let busy =
+            braid_stream_core::Kernel::Busy { duration_ns }.typed(braid_stream_core::DType::F32);
+        self.submit("braidSimBusy", stream, |sim| sim.launch(&busy, "busy"))
+    }
+
+    /// Enqueues an aclnn operator's work on `stream` (`call` names it): its simulator
+    /// kernel or host operator, after checking that the workspace (`ws` of `ws_len` bytes,
+    /// if any) is device memory of the stream's device.
+    pub fn launch_aclnn(
         &mut self,
+        call: &str,
         stream: usize,
-        kernel: &Kernel,
-        label: &str,
+        workspace: Option<(u64, u64)>,
+        enqueue: impl FnOnce(&SimStream) -> Result<(), HalError>,
     ) -> Result<(), Fail> {
-        self.submit("braidSimLaunchKernel", stream, |sim| {
-            sim.launch(&kernel.clone().typed(braid_stream_core::DType::F32), label)
-        })
+        let s = self.stream(call, stream)?;
+        if let Some((ws, len)) = workspace {
+            if !self.is_device(s.device, ws, len) {
+                return Err(fail(
+                    ACL_ERROR_INVALID_PARAM,
+                    format!(
+                        "{call}: workspace [{ws:#x}, +{len}) is not device memory of device {}",
+                        s.device
+                    ),
+                ));
+            }
+        }
+        self.submit(call, stream, enqueue)
     }
 
     // ----- capture -----

@@ -11,15 +11,17 @@
 //! Where to look:
 //! - [`c_api!`]: one list of signatures becomes the `fns` pointer types, the [`Symbol`] list
 //!   and a [`SymbolTable`] struct;
-//! - [`acl`]: the ACL runtime (`libascendcl.so`); aclnn (`libnnopbase.so`, `libopapi*.so`) and
-//!   HCCL (`libhccl.so`) will be modules next to it, each a [`c_api!`] table and a
-//!   [`LibrarySet`];
+//! - [`acl`]: the ACL runtime (`libascendcl.so`);
+//! - [`aclnn`]: CANN's single-operator API, two [`c_api!`] tables each with its
+//!   [`LibrarySet`]: descriptors (`libnnopbase.so`) and operators (`libopapi.so`, or the split
+//!   `libopapi_math.so`, `libopapi_nn.so`); HCCL (`libhccl.so`) will be a module next to them;
 //! - [`search`]: where a [`LibrarySet`] is looked for (explicit variable, CANN homes, loader
 //!   path); [`loader`]: opening it, with typed errors that list every path tried and never
 //!   replace an explicitly configured library.
 #![warn(missing_docs)]
 
 pub mod acl;
+pub mod aclnn;
 #[cfg(feature = "loader")]
 pub mod loader;
 mod macros;

@@ -85,6 +85,7 @@ macro_rules! c_api {
                 })
             }
 
+            #[allow(unused_mut)]
             fn missing_optional(&self) -> Vec<&'static str> {
                 let mut out = Vec::new();
                 $( $crate::c_api!(@note_missing $kind, self.$name, stringify!($name), out); )*

@@ -11,7 +11,8 @@ use crate::state::State;
 use crate::stats::MemoryStats;
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{
-    Access, Device, DevicePtr, DeviceSlice, Stream, StreamPosition, UseObserver,
+    Access, Device, DevicePtr, DeviceSlice, Stream, StreamPosition, UseObserver, Workspace,
+    WorkspaceProvider,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,6 +32,8 @@ pub(crate) struct Inner<B: Backend> {
     oom_observers: Mutex<Vec<Arc<OomObserver>>>,
     /// Kept alive here: the device holds use observers weakly.
     _observer: Option<Arc<dyn UseObserver>>,
+    /// This allocator as the device's workspace provider (held weakly by the device).
+    workspace_provider: Arc<dyn WorkspaceProvider<B>>,
 }
 
 impl<B: Backend> Inner<B> {
@@ -71,6 +74,27 @@ impl<B: Backend> UseObserver for Observer<B> {
         if let Some(inner) = self.inner.upgrade() {
             inner.lock().note_use(position, range.ptr.0, range.end());
         }
+    }
+}
+
+/// Gives launches their workspace: a block allocated on the launching stream (inside a capture,
+/// from the capture's pool), freed when the launch is submitted.
+struct Provider<B: Backend> {
+    inner: Weak<Inner<B>>,
+}
+
+impl<B: Backend> WorkspaceProvider<B> for Provider<B> {
+    fn workspace(&self, stream: &Stream<B>, bytes: u64) -> braid_stream_core::Result<Workspace> {
+        let unavailable = |reason: String| braid_stream_core::Error::Workspace { bytes, reason };
+        let inner = self
+            .inner
+            .upgrade()
+            .ok_or_else(|| unavailable("the caching allocator is gone".to_string()))?;
+        let allocator = CachingAllocator::from_inner(inner);
+        let buffer = allocator
+            .alloc(bytes, stream)
+            .map_err(|e| unavailable(e.to_string()))?;
+        Ok(Workspace::new(buffer.slice(), buffer))
     }
 }
 
@@ -128,7 +152,9 @@ impl<B: Backend> fmt::Debug for CachingAllocator<B> {
 }
 
 impl<B: Backend> CachingAllocator<B> {
-    /// Creates the allocator of `device`. Fails on an invalid configuration, and with
+    /// Creates the allocator of `device` and registers it as the device's workspace provider
+    /// ([`Device::set_workspace_provider`]: launches take their workspace from it, on the
+    /// launching stream; the last allocator created on a device provides it). Fails on an invalid configuration, and with
     /// [`AllocError::ExpandableSegmentsUnsupported`] when `expandable_segments` is on and the
     /// backend has no virtual-memory API.
     pub fn new(device: Device<B>, config: AllocatorConfig) -> Result<Self, AllocError> {
@@ -142,7 +168,11 @@ impl<B: Backend> CachingAllocator<B> {
                     inner: weak.clone(),
                 }) as Arc<dyn UseObserver>
             });
+            let workspace_provider: Arc<dyn WorkspaceProvider<B>> = Arc::new(Provider {
+                inner: weak.clone(),
+            });
             Inner {
+                workspace_provider,
                 device: device.clone(),
                 state: parking_lot::Mutex::new(State::new(
                     config,
@@ -158,7 +188,16 @@ impl<B: Backend> CachingAllocator<B> {
         if let Some(observer) = &inner._observer {
             device.add_use_observer(observer);
         }
+        device.set_workspace_provider(&inner.workspace_provider);
         Ok(CachingAllocator { inner })
+    }
+
+    /// Makes this allocator the device's workspace provider again (after another allocator
+    /// of the same device took over, or [`Device::clear_workspace_provider`]).
+    pub fn provide_workspace(&self) {
+        self.inner
+            .device
+            .set_workspace_provider(&self.inner.workspace_provider);
     }
 
     /// The device.

@@ -6,7 +6,7 @@
 //! `(api.aclrtMalloc)(..)` calls a function. Required symbols must all resolve or loading
 //! fails naming them; optional symbols (newer or feature-specific APIs: streams with config,
 //! events with flags, the `aclmdlRI*` capture API, virtual memory, braid's own `braidSim*`
-//! extensions for kernels and sanitizer reports, which only `braid-acl-sim` exports) are
+//! extension for sanitizer reports, which only `braid-acl-sim` exports) are
 //! `Option`s, and the backend falls back or reports `Unsupported` without them.
 //!
 //! Where ACL is looked for ([`LIBRARIES`], `braid_acl_sys`'s loader): `$BRAID_ACL_LIB`, then
@@ -209,12 +209,6 @@ impl AclApi {
             && self.aclrtMapMem.is_some()
             && self.aclrtUnmapMem.is_some()
             && self.aclrtMemGetAllocationGranularity.is_some()
-    }
-
-    /// Whether braid's kernel-launch extension ([`crate::ffi::KERNEL_EXTENSION_SYMBOL`]) is
-    /// present (it is in `braid-acl-sim`, not in CANN).
-    pub fn supports_kernel_launch(&self) -> bool {
-        self.braidSimLaunchKernel.is_some()
     }
 
     /// Whether braid's sanitizer extension (`braidSimSanitizerReportCount`,

@@ -8,9 +8,9 @@
 
 use crate::api::AclApi;
 use crate::ffi::{
-    aclError, aclrtPhysicalMemProp, BraidKernelDesc, ACL_HBM_MEM_HUGE,
-    ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE,
-    ACL_MODEL_RI_CAPTURE_STATUS_NONE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+    aclError, aclrtPhysicalMemProp, ACL_HBM_MEM_HUGE, ACL_MEM_ALLOCATION_TYPE_PINNED,
+    ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE, ACL_MODEL_RI_CAPTURE_STATUS_NONE,
+    ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
 };
 use std::ffi::{c_void, CStr};
 use std::ptr;
@@ -117,13 +117,11 @@ pub(crate) trait AclCalls: Send + Sync {
     fn model_execute_async(&self, model: Handle, stream: Handle) -> Option<aclError>;
     /// `aclmdlRIDestroy`; `None` without the symbol.
     fn model_destroy(&self, model: Handle) -> Option<aclError>;
-    /// braid's `braidSimLaunchKernel` extension; `None` without the symbol.
-    fn launch_kernel(
-        &self,
-        stream: Handle,
-        desc: &BraidKernelDesc,
-        label: &CStr,
-    ) -> Option<aclError>;
+    /// braid's `braidSimBusy` extension; `None` without the symbol.
+    fn busy(&self, stream: Handle, duration_ns: u64) -> Option<aclError>;
+    /// The loaded ACL table behind these calls, for loading aclnn next to it (`None` for
+    /// test doubles).
+    fn acl_api(&self) -> Option<&'static AclApi>;
     /// braid's `braidSimSanitizerReportCount` extension; `None` without the symbol.
     fn sanitizer_report_count(&self, device: i32) -> Option<Result<u64, aclError>>;
     /// braid's `braidSimSanitizerReport` extension (the text of report `index`); `None`
@@ -418,23 +416,14 @@ impl AclCalls for ApiRef {
         Some(unsafe { f(model as *mut c_void) })
     }
 
-    fn launch_kernel(
-        &self,
-        stream: Handle,
-        desc: &BraidKernelDesc,
-        label: &CStr,
-    ) -> Option<aclError> {
-        let f = self.0.braidSimLaunchKernel?;
-        // SAFETY: `desc` and `label` are live for the call (the extension copies them); the
-        // size lets the library check the struct version.
-        Some(unsafe {
-            f(
-                stream_ptr(stream),
-                desc,
-                std::mem::size_of::<BraidKernelDesc>(),
-                label.as_ptr(),
-            )
-        })
+    fn acl_api(&self) -> Option<&'static AclApi> {
+        Some(self.0)
+    }
+
+    fn busy(&self, stream: Handle, duration_ns: u64) -> Option<aclError> {
+        let f = self.0.braidSimBusy?;
+        // SAFETY: a stream handle from this library.
+        Some(unsafe { f(stream_ptr(stream), duration_ns) })
     }
 
     fn sanitizer_report_count(&self, device: i32) -> Option<Result<u64, aclError>> {

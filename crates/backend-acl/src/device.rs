@@ -1,5 +1,6 @@
 //! [`AclDevice`]: the hal device over ACL, and the state its streams, events and graphs share.
 
+use crate::aclnn::AclnnApi;
 use crate::api::{AclApi, LoadError};
 use crate::bind;
 use crate::calls::{AclCalls, ApiRef, Handle};
@@ -17,7 +18,7 @@ use braid_stream_core::types::{DevicePtr, EventFlags, HostPtr, MemInfo, Priority
 use std::collections::HashMap;
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
 
 /// How the backend uses ACL. [`AclConfig::default`] is what torch_npu does.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -95,13 +96,34 @@ pub(crate) struct Shared {
     active_captures: AtomicUsize,
     /// The physical memory handle (and its size) mapped at each address by `map_physical`.
     pub(crate) physical: Mutex<HashMap<u64, (Handle, u64)>>,
+    /// The aclnn tables, loaded at the first kernel launch (or [`AclDevice::aclnn`]).
+    aclnn: OnceLock<Result<&'static AclnnApi, String>>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Pseudo error number of an aclnn library that could not be loaded, as a
+/// [`HalError::Native`].
+pub const ACLNN_LOAD_FAILED_CODE: i32 = -2;
+
 impl Shared {
+    /// The aclnn tables that go with this device's ACL library, loaded once (see
+    /// [`crate::aclnn`]). A library that could not be loaded is a typed error naming it,
+    /// every time.
+    pub(crate) fn aclnn(&self) -> Result<&'static AclnnApi, HalError> {
+        let loaded = self.aclnn.get_or_init(|| match self.calls.acl_api() {
+            Some(acl) => AclnnApi::load_for(acl).map_err(|e| e.to_string()),
+            None => Err("no ACL library behind this device (a test double)".to_string()),
+        });
+        loaded.clone().map_err(|message| HalError::Native {
+            code: ACLNN_LOAD_FAILED_CODE,
+            name: "BRAID_ACLNN_LIBRARY_UNAVAILABLE",
+            message,
+        })
+    }
+
     /// The error for `code` from `call`, with the runtime's text for it.
     pub(crate) fn error(&self, call: &'static str, code: i32) -> AclError {
         let err = AclError::new(call, code, self.calls.recent_error_message());
@@ -243,6 +265,12 @@ impl fmt::Debug for AclDevice {
 }
 
 impl AclDevice {
+    /// The aclnn tables of this device's ACL library (loaded at first use; see
+    /// [`crate::aclnn`]): what a user operator's native closure calls.
+    pub fn aclnn(&self) -> Result<&'static AclnnApi, HalError> {
+        self.shared.aclnn()
+    }
+
     /// Wraps an `aclrtStream` created by another library (for example torch_npu's current
     /// stream) as a stream of this device; give it to braid with
     /// [`Device::adopt_stream`](braid_stream_core::Device::adopt_stream). A null handle (ACL's
@@ -342,6 +370,7 @@ impl AclDevice {
                 captures: Mutex::new(HashMap::new()),
                 active_captures: AtomicUsize::new(0),
                 physical: Mutex::new(HashMap::new()),
+                aclnn: OnceLock::new(),
             }),
         })
     }

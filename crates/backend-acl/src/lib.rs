@@ -27,14 +27,17 @@
 //!   device OOM (207018, 207001, 200000) from `aclrtMalloc` is `HalError::OutOfMemory` so the
 //!   allocator's OOM path runs. Errors of destroy calls made in `Drop` are kept and returned by
 //!   the device's next call.
-//! - **Kernels**: braid's backend-neutral [`Kernel`](braid_stream_core::Kernel)s run through
-//!   braid's optional `braidSimLaunchKernel` extension, which `braid-acl-sim` exports. On a real
-//!   CANN install [`hal::Stream::launch`](braid_stream_core::hal::Stream::launch) returns
-//!   `HalError::Unsupported` ([`KERNEL_LAUNCH_UNSUPPORTED`]): running them as aclnn operators
-//!   is not implemented yet. Streams, events, memory, copies and capture work on hardware.
+//! - **Kernels** ([`aclnn`]): braid's backend-neutral [`Kernel`](braid_stream_core::Kernel)s
+//!   run as CANN aclnn operators in their data type (f32, f16, bf16), through the two-phase
+//!   API: [`hal::Stream::prepare`](braid_stream_core::hal::Stream::prepare) is the operator's
+//!   `GetWorkspaceSize`, the front layer takes the workspace it asks for in stream order (from
+//!   the caching allocator on the launching stream), then
+//!   [`hal::Stream::launch_prepared`](braid_stream_core::hal::Stream::launch_prepared)
+//!   enqueues it. aclnn is loaded at the first launch (`libnnopbase.so`, `libopapi*.so`);
+//!   `Kernel::Busy` has no operator ([`aclnn::BUSY_UNSUPPORTED`]).
 //! - **The simulator behind the API**: `braid-acl-sim` builds `libbraid_acl_sim.so`
-//!   ([`SIM_LIB_NAME`]), which exports the same API on braid's simulator plus braid's
-//!   extensions (kernels, and the sanitizer's reports through
+//!   ([`SIM_LIB_NAME`]), which exports the same API (aclnn included) on braid's simulator plus
+//!   braid's extensions (the sanitizer's reports through
 //!   [`AclDevice::sanitizer_reports`]). Point `BRAID_ACL_LIB` at it, or use
 //!   [`AclApi::load_or_sim`], which falls back to it when nothing is configured and it was
 //!   built next to the running executable ([`sim_library_candidates`]);
@@ -52,6 +55,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod aclnn;
 pub mod api;
 mod bind;
 mod calls;
@@ -73,12 +77,12 @@ pub use api::{
 pub use braid_acl_sys as sys;
 pub use braid_acl_sys::acl::{LIB_ENV, LIB_NAME};
 pub use braid_acl_sys::Symbol;
-pub use device::{AclConfig, AclDevice, OpenError, LOAD_FAILED_CODE};
+pub use device::{AclConfig, AclDevice, OpenError, ACLNN_LOAD_FAILED_CODE, LOAD_FAILED_CODE};
 pub use error::{code_name, codes, is_out_of_memory, AclError};
 pub use event::AclEvent;
 pub use graph::AclGraph;
 pub use native::{native_op, NativeOpFn, Ownership};
-pub use stream::{capture_mode_number, AclStream, CAPTURE_UNSUPPORTED, KERNEL_LAUNCH_UNSUPPORTED};
+pub use stream::{capture_mode_number, AclStream, CAPTURE_UNSUPPORTED};
 
 /// The ACL backend: ties [`AclDevice`], [`AclStream`], [`AclEvent`] and [`AclGraph`] together.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -89,6 +93,7 @@ impl braid_stream_core::hal::Backend for AclBackend {
     type Stream = AclStream;
     type Event = AclEvent;
     type Graph = AclGraph;
+    type Prepared = aclnn::AclPrepared;
     type OpBody = NativeOpFn;
     const NAME: &'static str = "acl";
 }

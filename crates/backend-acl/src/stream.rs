@@ -1,5 +1,7 @@
 //! [`AclStream`]: the hal stream over `aclrtStream`.
 
+use crate::aclnn::kernels::Kind;
+use crate::aclnn::{AclPrepared, BUSY_UNSUPPORTED};
 use crate::calls::Handle;
 use crate::device::Shared;
 use crate::error::AclError;
@@ -15,17 +17,11 @@ use crate::graph::AclGraph;
 use crate::native::Ownership;
 use crate::AclBackend;
 use braid_stream_core::custom::CustomOp;
-use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{self, HalError};
-use braid_stream_core::kernel::TypedKernel;
-use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr};
-use std::ffi::CString;
+use braid_stream_core::kernel::{Kernel, TypedKernel};
+use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr, DeviceSlice};
 use std::fmt;
 use std::sync::{Arc, Mutex};
-
-/// What [`hal::Stream::launch`] reports on a library without braid's kernel extension (a real
-/// CANN install): operators run through aclnn, which braid does not bind yet.
-pub const KERNEL_LAUNCH_UNSUPPORTED: &str = "kernel launch through aclnn is not implemented yet (only braid-acl-sim exports braid's braidSimLaunchKernel extension)";
 
 /// What capture calls report on a library without the `aclmdlRI*` capture API.
 pub const CAPTURE_UNSUPPORTED: &str =
@@ -141,17 +137,52 @@ impl Drop for AclStream {
 impl hal::Stream for AclStream {
     type B = AclBackend;
 
-    fn launch(&self, kernel: &TypedKernel, label: &str) -> Result<(), HalError> {
-        let sh = &self.shared;
-        sh.bind()?;
-        if kernel.dtype != DType::F32 {
-            return Err(HalError::Unsupported(KERNEL_LAUNCH_UNSUPPORTED));
+    fn prepare(&self, kernel: &TypedKernel) -> Result<AclPrepared, HalError> {
+        if let Kernel::Busy { duration_ns } = kernel.kernel {
+            return Ok(AclPrepared::busy(duration_ns));
         }
-        let desc = crate::ffi::kernel_desc(&kernel.kernel);
-        let label = CString::new(label.replace('\0', " ")).unwrap_or_default();
-        match sh.calls.launch_kernel(self.raw, &desc, &label) {
-            None => Err(HalError::Unsupported(KERNEL_LAUNCH_UNSUPPORTED)),
-            Some(code) => self.enqueued("braidSimLaunchKernel", code),
+        let api = self.shared.aclnn()?;
+        self.shared.bind()?;
+        crate::aclnn::kernels::prepare(api, kernel)
+    }
+
+    fn launch_prepared(
+        &self,
+        prepared: AclPrepared,
+        workspace: Option<DeviceSlice>,
+        _label: &str,
+    ) -> Result<(), HalError> {
+        self.shared.bind()?;
+        match prepared.kind {
+            Kind::DeviceCopy { dst, src, len } => self.memcpy_d2d(dst, src, len),
+            Kind::Busy { duration_ns } => match self.shared.calls.busy(self.raw, duration_ns) {
+                None => Err(HalError::Unsupported(BUSY_UNSUPPORTED)),
+                Some(code) => self.enqueued("braidSimBusy", code),
+            },
+            Kind::Operator(op) => {
+                let needed = op.executor.workspace_size();
+                let (ptr, len) = workspace.map_or((0, 0), |w| (w.ptr.0, w.len));
+                if len < needed {
+                    return Err(HalError::InvalidArgument(format!(
+                        "{} needs {needed} bytes of workspace, {len} given",
+                        op.call
+                    )));
+                }
+                // SAFETY: the launch function is the one the executor was planned for; the
+                // stream is this live stream of the bound device; the front layer reserves the
+                // tensors' ranges and the workspace for this launch in stream order.
+                unsafe {
+                    op.executor.launch(
+                        op.launch,
+                        op.call,
+                        ptr as *mut std::ffi::c_void,
+                        len,
+                        self.as_raw(),
+                    )
+                }?;
+                self.shared.note_work(self.raw, 1);
+                Ok(())
+            }
         }
     }
 

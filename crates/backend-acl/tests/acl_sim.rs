@@ -189,7 +189,10 @@ fn an_unjoined_stream_fails_the_capture_end_with_107025() {
     origin.begin_capture(CaptureMode::Global).unwrap();
     origin
         .launch(
-            &TypedKernel::from(&Kernel::Busy { duration_ns: 10 }),
+            &TypedKernel::from(&Kernel::Fill {
+                dst: braid_stream_core::DeviceSlice::new(DevicePtr(mem.0 + 512), 512),
+                value: 1.0,
+            }),
             "origin work",
         )
         .unwrap();
@@ -245,7 +248,8 @@ fn the_sanitizer_extension_reports_a_race_and_clears() {
         .expect("braid-acl-sim has the extension");
     assert_eq!(reports.len(), 1, "{reports:?}");
     assert!(
-        reports[0].contains("write-write race") && reports[0].contains("`second`"),
+        // aclnn launches carry no label: the simulator names them by their operator.
+        reports[0].contains("write-write race") && reports[0].contains("`aclnnInplaceFillScalar`"),
         "{reports:?}"
     );
 
@@ -301,4 +305,96 @@ fn waits_the_capture_rule_refuses_are_107024_with_its_reason() {
     b.synchronize().unwrap();
     // SAFETY: no work uses `mem` any more (the capture ended unlaunched, b synchronized).
     unsafe { dev.free(mem) }.unwrap();
+}
+
+#[test]
+fn aclnn_errors_are_typed_and_leave_no_live_objects() {
+    use braid_backend_acl::aclnn::{AclnnApi, Executor, Tensor};
+    use braid_stream_core::DType;
+    let _dev = open(0);
+    let api = AclnnApi::load_for(common::api()).expect("braid-acl-sim exports aclnn");
+    let before = api.live_objects().expect("counted");
+    {
+        let a = Tensor::new(api, &[4], DType::F16, DevicePtr(0x1000)).unwrap();
+        let ops = api.operators();
+        // A null `other` and alpha: ACLNN_ERR_PARAM_NULLPTR, with aclGetRecentErrMsg's text.
+        let err = Executor::plan(api, "aclnnAddGetWorkspaceSize", |ws, ex| {
+            // SAFETY: a live descriptor, null where the check must catch it, live out pointers.
+            unsafe {
+                (ops.aclnnAddGetWorkspaceSize)(
+                    a.as_ptr(),
+                    std::ptr::null(),
+                    std::ptr::null(),
+                    a.as_ptr(),
+                    ws,
+                    ex,
+                )
+            }
+        })
+        .err()
+        .expect("null other is refused");
+        assert_eq!((err.code, err.name), (161_001, "ACLNN_ERR_PARAM_NULLPTR"));
+        assert!(err.message.contains("other is null"), "{err}");
+        // A float32 output for float16 inputs: ACLNN_ERR_PARAM_INVALID.
+        let out = Tensor::new(api, &[4], DType::F32, DevicePtr(0x2000)).unwrap();
+        let err = Executor::plan(api, "aclnnMulsGetWorkspaceSize", |ws, ex| {
+            let s = braid_backend_acl::aclnn::Scalar::new(api, 2.0).unwrap();
+            // SAFETY: live descriptors and out pointers.
+            unsafe { (ops.aclnnMulsGetWorkspaceSize)(a.as_ptr(), s.as_ptr(), out.as_ptr(), ws, ex) }
+        })
+        .err()
+        .expect("mixed data types are refused");
+        assert_eq!(err.name, "ACLNN_ERR_PARAM_INVALID");
+        // A planned executor dropped unlaunched is released.
+        let planned = Executor::plan(api, "aclnnInplaceCopyGetWorkspaceSize", |ws, ex| {
+            // SAFETY: live descriptors and out pointers.
+            unsafe { (ops.aclnnInplaceCopyGetWorkspaceSize)(a.as_ptr(), a.as_ptr(), ws, ex) }
+        })
+        .unwrap();
+        drop(planned);
+    }
+    assert_eq!(api.live_objects(), Some(before));
+}
+
+#[test]
+fn a_missing_aclnn_library_or_symbol_is_named() {
+    use braid_backend_acl::aclnn::AclnnApi;
+    let env = |pairs: &'static [(&'static str, &'static str)]| {
+        move |k: &str| {
+            pairs
+                .iter()
+                .find(|(n, _)| *n == k)
+                .map(|(_, v)| std::ffi::OsString::from(v))
+        }
+    };
+    let err = AclnnApi::load_with(
+        env(&[("BRAID_ACLNN_BASE_LIB", "/nonexistent/libnnopbase.so")]),
+        common::api(),
+    )
+    .expect_err("a configured library that does not open is an error");
+    let text = err.to_string();
+    assert!(
+        text.contains("/nonexistent/libnnopbase.so (named by $BRAID_ACLNN_BASE_LIB)"),
+        "{text}"
+    );
+    let sim = common::sim_library();
+    let sim: &'static str = Box::leak(sim.to_string_lossy().into_owned().into_boxed_str());
+    let pairs: &'static [(&'static str, &'static str)] = Box::leak(
+        vec![
+            ("BRAID_ACLNN_BASE_LIB", sim),
+            ("BRAID_ACLNN_LIBS", "libm.so.6"),
+        ]
+        .into_boxed_slice(),
+    );
+    let err = AclnnApi::load_with(env(pairs), common::api()).expect_err("libm has no operators");
+    assert!(
+        err.missing_symbols()
+            .contains(&"aclnnRmsNormGetWorkspaceSize"),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("libm.so.6 (named by $BRAID_ACLNN_LIBS)"),
+        "{err}"
+    );
 }

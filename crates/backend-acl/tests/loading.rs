@@ -17,7 +17,7 @@ fn braid_acl_lib_is_honoured_and_missing_symbols_are_named() {
     assert!(braid_backend_acl::is_available());
     let api = braid_backend_acl::load().expect("BRAID_ACL_LIB names braid-acl-sim");
     assert_eq!(api.path(), sim.as_path());
-    assert!(api.supports_capture() && api.supports_kernel_launch());
+    assert!(api.supports_capture() && api.is_braid_acl_sim());
     assert!(api.supports_virtual_memory());
 
     // A real shared library that is not ACL: every required symbol is named.

@@ -132,6 +132,7 @@ impl braid_stream_core::hal::Backend for SimBackend {
     type Stream = SimStream;
     type Event = SimEvent;
     type Graph = SimGraph;
+    type Prepared = braid_stream_core::TypedKernel;
     type OpBody = HostOpFn;
     const NAME: &'static str = "sim";
 }

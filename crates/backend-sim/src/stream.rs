@@ -70,8 +70,17 @@ impl SimStream {
 impl hal::Stream for SimStream {
     type B = SimBackend;
 
-    fn launch(&self, kernel: &TypedKernel, label: &str) -> Result<(), HalError> {
-        self.submit(CallKind::Launch, OpKind::Kernel(kernel.clone()), label)
+    fn prepare(&self, kernel: &TypedKernel) -> Result<TypedKernel, HalError> {
+        Ok(kernel.clone())
+    }
+
+    fn launch_prepared(
+        &self,
+        prepared: TypedKernel,
+        _workspace: Option<DeviceSlice>,
+        label: &str,
+    ) -> Result<(), HalError> {
+        self.submit(CallKind::Launch, OpKind::Kernel(prepared), label)
     }
 
     fn launch_custom(&self, op: &CustomOp<SimBackend>) -> Result<(), HalError> {

@@ -6,7 +6,7 @@
 
 use braid::acl::{sim_library_candidates, AclApi};
 use braid::scenarios::devices::{self, Role};
-use braid::scenarios::{tagged_events, wait_stream};
+use braid::scenarios::{custom_op, tagged_events, wait_stream};
 use std::sync::Mutex;
 
 /// ACL devices are process-wide: the tests of this file take turns.
@@ -56,9 +56,14 @@ fn wait_stream_through_acl_matches_the_simulator() {
         assert_eq!(acl.len(), sim.len(), "{acl:?} vs {sim:?}");
         assert_eq!(acl.len(), usize::from(!with_wait), "{acl:?}");
         for (a, s) in acl.iter().zip(&sim) {
-            for needle in ["read-write race on 65536 bytes", "`matmul`", "`reduce_sum`"] {
-                assert!(a.contains(needle) && s.contains(needle), "{a} vs {s}");
-            }
+            assert!(a.contains("read-write race on 65536 bytes"), "{a}");
+            assert!(s.contains("read-write race on 65536 bytes"), "{s}");
+            // Through ACL the kernels are aclnn operators, named by their operator.
+            assert!(
+                a.contains("`aclnnMm`") && a.contains("`aclnnReduceSum`"),
+                "{a}"
+            );
+            assert!(s.contains("`matmul`") && s.contains("`reduce_sum`"), "{s}");
         }
     }
 }
@@ -115,4 +120,29 @@ fn memory_reuse_through_acl_matches_the_simulator() {
     let sim = memory_reuse::run(check, size).unwrap();
     assert_eq!(acl, sim);
     assert!(acl.identical() && acl.reports() == Some(0), "{acl:?}");
+}
+
+#[test]
+fn custom_op_through_aclnn_matches_the_simulator() {
+    let _turn = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
+    let api = acl_sim();
+    let device = devices::acl_with(api, Role::Data).unwrap();
+    let acl = custom_op::run(&device, custom_op::acl_body, braid::acl_race_reports).unwrap();
+    let sim = custom_op::run(
+        &devices::sim(Role::Data).unwrap(),
+        custom_op::sim_body,
+        braid::sim_race_reports,
+    )
+    .unwrap();
+    for run in [&acl, &sim] {
+        assert!(run.correct && run.replay_correct, "{run:?}");
+        assert_eq!(run.reports, Some(0), "{run:?}");
+        assert!(run.race_reports.is_some_and(|n| n >= 1), "{run:?}");
+    }
+    // Every descriptor and executor the closure made is gone.
+    let live = braid::acl::aclnn::AclnnApi::load_for(api)
+        .unwrap()
+        .live_objects()
+        .expect("braid-acl-sim counts its aclnn objects");
+    assert_eq!(live, [0; 4]);
 }

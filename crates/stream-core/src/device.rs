@@ -24,6 +24,7 @@ pub(crate) struct DeviceInner<B: Backend> {
     pub(crate) default_stream: Arc<StreamInner<B>>,
     state: Mutex<DeviceState<B>>,
     observers: RwLock<Vec<Weak<dyn UseObserver>>>,
+    pub(crate) workspaces: crate::workspace::Workspaces<B>,
 }
 
 impl<B: Backend> DeviceInner<B> {
@@ -43,6 +44,7 @@ impl<B: Backend> Drop for DeviceInner<B> {
         if let Err(err) = self.hal.synchronize() {
             tracing::warn!(%err, "device synchronize failed while dropping the device");
         }
+        self.workspaces.free_all(&self.hal);
     }
 }
 
@@ -80,6 +82,7 @@ impl<B: Backend> Device<B> {
             hal,
             state: Mutex::new(DeviceState::new()),
             observers: RwLock::new(Vec::new()),
+            workspaces: crate::workspace::Workspaces::new(),
         };
         tracing::debug!(backend = B::NAME, ordinal = inner.ordinal, "device opened");
         Ok(Device {

@@ -135,6 +135,14 @@ pub enum Error {
     /// Host data was read before the copy producing it was known complete.
     #[error("the device-to-host copy has not completed: synchronize its stream or call wait()")]
     NotReady,
+    /// The workspace provider could not provide the workspace.
+    #[error("workspace of {bytes} bytes unavailable: {reason}")]
+    Workspace {
+        /// Bytes asked for.
+        bytes: u64,
+        /// The provider's reason.
+        reason: String,
+    },
     /// A size that does not fit in the address space.
     #[error("size overflow: {0}")]
     SizeOverflow(String),

@@ -81,11 +81,31 @@ pub trait Backend: Sized + Send + Sync + 'static {
     type Event: Event<B = Self>;
     /// A captured, replayable graph of work.
     type Graph: Graph<B = Self>;
+    /// A built-in kernel prepared for launch ([`Stream::prepare`]): it knows the device
+    /// workspace it needs. The simulator's is the kernel itself (no workspace); ACL's holds the
+    /// aclnn executor.
+    type Prepared: PreparedLaunch;
     /// How this backend runs a user-defined operator ([`CustomOp::body`]): a host function on
     /// the simulator, a closure handed the native stream on ACL.
     type OpBody: ?Sized + Send + Sync + 'static;
     /// Name shown in logs, errors and tables.
     const NAME: &'static str;
+}
+
+/// A kernel launch prepared in two phases ([`Stream::prepare`], then
+/// [`Stream::launch_prepared`]), so the front layer can take workspace memory in between
+/// without holding any lock. Dropping it unlaunched releases what it holds.
+pub trait PreparedLaunch: Send + 'static {
+    /// Bytes of device workspace the launch needs (0: none).
+    fn workspace_size(&self) -> u64;
+}
+
+/// A kernel launch that needs no workspace: backends without a preparation phase (the
+/// simulator) prepare a kernel as itself.
+impl PreparedLaunch for TypedKernel {
+    fn workspace_size(&self) -> u64 {
+        0
+    }
 }
 
 /// One accelerator.
@@ -271,8 +291,38 @@ pub trait Stream: Send + Sync + 'static {
     /// The backend.
     type B: Backend<Stream = Self>;
 
-    /// Enqueues a built-in kernel in its data type. `label` names it in timelines and reports.
-    fn launch(&self, kernel: &TypedKernel, label: &str) -> Result<(), HalError>;
+    /// First phase of a built-in kernel launch: checks the kernel and prepares it in its data
+    /// type (on ACL: the aclnn operator's `GetWorkspaceSize`, which creates its executor),
+    /// enqueuing nothing. A kernel the backend has no operator for is
+    /// [`HalError::Unsupported`].
+    fn prepare(&self, kernel: &TypedKernel) -> Result<<Self::B as Backend>::Prepared, HalError>;
+
+    /// Second phase: enqueues a prepared kernel. `workspace` holds at least
+    /// [`PreparedLaunch::workspace_size`] bytes of device memory that stay reserved for this
+    /// launch in stream order (`None` when the size is 0). `label` names it in timelines and
+    /// reports.
+    fn launch_prepared(
+        &self,
+        prepared: <Self::B as Backend>::Prepared,
+        workspace: Option<DeviceSlice>,
+        label: &str,
+    ) -> Result<(), HalError>;
+
+    /// Enqueues a built-in kernel that needs no workspace: [`Stream::prepare`] then
+    /// [`Stream::launch_prepared`]. A kernel that asks for workspace is
+    /// [`HalError::InvalidArgument`] and nothing is enqueued (the front layer's launch provides
+    /// workspace).
+    fn launch(&self, kernel: &TypedKernel, label: &str) -> Result<(), HalError> {
+        let prepared = self.prepare(kernel)?;
+        let needed = prepared.workspace_size();
+        if needed > 0 {
+            return Err(HalError::InvalidArgument(format!(
+                "{} needs {needed} bytes of workspace: launch it through the front layer",
+                kernel.name()
+            )));
+        }
+        self.launch_prepared(prepared, None, label)
+    }
 
     /// Enqueues a user-defined operator (already validated by the front layer). A backend that
     /// cannot run it (no body for this backend) answers [`HalError::Unsupported`] or

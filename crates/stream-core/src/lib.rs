@@ -42,6 +42,7 @@ mod state;
 mod stream;
 pub mod types;
 mod uses;
+mod workspace;
 
 pub use context::StreamGuard;
 pub use custom::{CustomOp, OpCost, OpError, OpRange};
@@ -59,3 +60,4 @@ pub use types::{
     StreamId,
 };
 pub use uses::{Access, UseObserver};
+pub use workspace::{Workspace, WorkspaceProvider};

@@ -5,7 +5,7 @@ use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::graph::Graph;
-use crate::hal::{self, Backend, Device as _, Stream as _};
+use crate::hal::{self, Backend, Device as _, PreparedLaunch as _, Stream as _};
 use crate::kernel::TypedKernel;
 use crate::memory::HostReadback;
 use crate::ordering::{Domain, StreamPosition, WaitEffect};
@@ -167,12 +167,22 @@ impl<B: Backend> Stream<B> {
         self.launch_typed(&kernel.into(), label)
     }
 
+    /// Launches in two phases: the backend prepares the kernel (no lock held), the workspace it
+    /// asks for comes in stream order ([`Stream::workspace`]), then the launch is submitted
+    /// and the workspace given back right after (reused by this stream's later work only).
     fn launch_typed(&self, kernel: &TypedKernel, label: &str) -> Result<StreamPosition> {
         kernel.validate()?;
         self.check_live(label, kernel.reads().chain(kernel.writes()))?;
+        let prepared = self.inner.hal.prepare(kernel)?;
+        let needed = prepared.workspace_size();
+        let workspace = self.workspace(needed)?;
+        let slice = (needed > 0).then(|| workspace.slice());
         let pos = self
-            .submit("Stream::launch", |s| s.launch(kernel, label))?
+            .submit("Stream::launch", |s| {
+                s.launch_prepared(prepared, slice, label)
+            })?
             .0;
+        drop(workspace);
         let reads = kernel.reads().map(|r| (r, Access::Read));
         self.device.notify_uses(
             pos,

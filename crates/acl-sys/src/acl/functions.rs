@@ -7,9 +7,8 @@
 //! Required symbols are ACL's core (init, devices, streams, events, memory, copies); optional
 //! ones are newer or feature-specific APIs (streams with config, synchronize with timeout,
 //! events with the `Ex` flags, the `aclmdlRI*` capture API, virtual memory) and braid's
-//! extensions (`braidSim*`: kernels and sanitizer reports, which CANN does not have).
+//! extensions (`braidSim*`: sanitizer reports, which CANN does not have).
 
-use super::ext::BraidKernelDesc;
 use super::types::{
     aclError, aclmdlRI, aclrtDrvMemHandle, aclrtEvent, aclrtPhysicalMemProp, aclrtStream,
 };
@@ -158,15 +157,10 @@ macro_rules! acl_functions {
         granularity: *mut usize,
     ) -> aclError;
 
-    /// braid's extension `aclError braidSimLaunchKernel(aclrtStream stream, const
-    /// BraidKernelDesc *desc, size_t descSize, const char *label)` (see
-    /// [`BraidKernelDesc`]).
-    optional fn braidSimLaunchKernel(
-        stream: aclrtStream,
-        desc: *const BraidKernelDesc,
-        desc_size: usize,
-        label: *const c_char,
-    ) -> aclError;
+    /// braid's extension `aclError braidSimBusy(aclrtStream stream, uint64_t durationNs)`:
+    /// occupies the simulated stream for a duration (braid's `Kernel::Busy`, which has no
+    /// CANN operator).
+    optional fn braidSimBusy(stream: aclrtStream, duration_ns: u64) -> aclError;
     /// braid's extension `aclError braidSimSanitizerReportCount(int32_t deviceId, uint64_t
     /// *count)`.
     optional fn braidSimSanitizerReportCount(device_id: i32, count: *mut u64) -> aclError;
@@ -215,7 +209,7 @@ mod tests {
             "aclrtCreateEventExWithFlag",
             "aclmdlRICaptureBegin",
             "aclrtReserveMemAddress",
-            "braidSimLaunchKernel",
+            "braidSimBusy",
             "braidSimSanitizerReportCount",
             "braidSimSanitizerReport",
             "braidSimClearSanitizerReports",

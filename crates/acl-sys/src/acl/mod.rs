@@ -5,12 +5,10 @@
 //! reads directly onto them.
 
 pub mod codes;
-pub mod ext;
 mod functions;
 mod types;
 
 pub use codes::{code_name, CODE_NAMES, UNKNOWN_CODE_NAME};
-pub use ext::{kernel_kind, BraidKernelDesc, KERNEL_EXTENSION_SYMBOL};
 pub use functions::{fns, AclFunctions};
 pub use types::*;
 

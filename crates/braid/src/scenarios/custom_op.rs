@@ -31,6 +31,11 @@ pub const EPS: f64 = 1e-6;
 /// The data type of `x`, `gamma` and `y` (the seeds run in `float16`).
 pub const DTYPE: DType = DType::F16;
 
+/// Workspace bytes each launch takes in stream order ([`crate::Stream::workspace`]): at least
+/// what `aclnnRmsNorm` asks for at this shape (the ACL body checks the operator's
+/// `GetWorkspaceSize` against it and refuses, with a typed error, a workspace too small).
+pub const WORKSPACE: u64 = 4096;
+
 /// Where one launch of the operator reads and writes.
 #[derive(Clone, Copy, Debug)]
 pub struct RmsNormArgs {
@@ -42,6 +47,9 @@ pub struct RmsNormArgs {
     pub y: DeviceSlice,
     /// Reciprocal RMS of each row, `ROWS` of `float32`.
     pub rstd: DeviceSlice,
+    /// Scratch memory the operator may use while it runs ([`WORKSPACE`] bytes, taken on the
+    /// launching stream).
+    pub workspace: DeviceSlice,
 }
 
 /// The declaration of one RMSNorm launch, with the backend's `body`.
@@ -150,9 +158,16 @@ pub fn run<B: Backend>(
         gamma: gamma.slice(),
         y: y.slice(),
         rstd: rstd.slice(),
+        workspace: DeviceSlice::new(crate::DevicePtr::NULL, 0),
     };
     norm.wait_stream(&main)?;
+    let workspace = norm.workspace(WORKSPACE)?;
+    let args = RmsNormArgs {
+        workspace: workspace.slice(),
+        ..args
+    };
     norm.launch_op(&rms_norm_op(args, body(args)?))?;
+    drop(workspace);
     main.wait_stream(&norm)?;
     let got_y = DTYPE.decode(&main.copy_d2h(y.slice())?.wait()?);
     let got_rstd = DType::F32.decode(&main.copy_d2h(rstd.slice())?.wait()?);
@@ -171,11 +186,22 @@ pub fn run<B: Backend>(
         gamma: gs.slice(),
         y: ys.slice(),
         rstd: rs.slice(),
+        workspace: DeviceSlice::new(crate::DevicePtr::NULL, 0),
     };
     cap.copy_h2d(gs.slice(), DTYPE.encode(&gamma_host))?;
     cap.synchronize()?;
     cap.begin_capture(crate::CaptureMode::Global)?;
-    let captured = cap.launch_op(&rms_norm_op(static_args, body(static_args)?));
+    // Inside the capture the workspace comes from the capture's pool and lives with the graph.
+    let captured = cap
+        .workspace(WORKSPACE)
+        .map_err(AllocError::from)
+        .and_then(|workspace| {
+            let args = RmsNormArgs {
+                workspace: workspace.slice(),
+                ..static_args
+            };
+            Ok(cap.launch_op(&rms_norm_op(args, body(args)?))?)
+        });
     let graph = cap.end_capture();
     captured?;
     let graph = graph?;
@@ -209,9 +235,16 @@ pub fn run<B: Backend>(
         gamma: gamma.slice(),
         y: y.slice(),
         rstd: rstd.slice(),
+        workspace: DeviceSlice::new(crate::DevicePtr::NULL, 0),
     };
     // `y` and `rstd` were last used on main, which `norm` does not wait for either.
+    let workspace = norm.workspace(WORKSPACE)?;
+    let racy = RmsNormArgs {
+        workspace: workspace.slice(),
+        ..racy
+    };
     norm.launch_op(&rms_norm_op(racy, body(racy)?))?;
+    drop(workspace);
     device.synchronize()?;
     let race_reports = reports(device).map(|r| r.len() - clean.unwrap_or(0));
     Ok(Run {
@@ -222,8 +255,60 @@ pub fn run<B: Backend>(
     })
 }
 
-/// The ACL body: `aclnnRmsNorm` on the native stream.
+/// The ACL body: `aclnnRmsNorm` on the native stream. Its descriptors are made in the
+/// closure from the declared ranges (and destroyed when it returns, on every path); the
+/// workspace is the one the launching stream handed out before the launch.
 #[cfg(feature = "acl")]
-pub fn acl_body(_args: RmsNormArgs) -> crate::Result<Arc<braid_backend_acl::NativeOpFn>> {
-    Err(crate::hal::HalError::Unsupported("aclnnRmsNorm is not bound yet").into())
+pub fn acl_body(args: RmsNormArgs) -> crate::Result<Arc<braid_backend_acl::NativeOpFn>> {
+    use crate::hal::HalError;
+    use braid_backend_acl::aclnn::{self, Executor, Tensor};
+    let api = aclnn::api().map_err(|e| HalError::Native {
+        code: braid_backend_acl::ACLNN_LOAD_FAILED_CODE,
+        name: "BRAID_ACLNN_LIBRARY_UNAVAILABLE",
+        message: e.to_string(),
+    })?;
+    let body = move |stream: *mut std::ffi::c_void| -> Result<(), HalError> {
+        let (rows, cols) = (ROWS as i64, COLS as i64);
+        let x = Tensor::new(api, &[rows, cols], DTYPE, args.x.ptr)?;
+        let gamma = Tensor::new(api, &[cols], DTYPE, args.gamma.ptr)?;
+        let y = Tensor::new(api, &[rows, cols], DTYPE, args.y.ptr)?;
+        let rstd = Tensor::new(api, &[rows, 1], DType::F32, args.rstd.ptr)?;
+        let ops = api.operators();
+        let executor = Executor::plan(api, "aclnnRmsNormGetWorkspaceSize", |ws, ex| {
+            // SAFETY: live descriptors and out pointers.
+            unsafe {
+                (ops.aclnnRmsNormGetWorkspaceSize)(
+                    x.as_ptr(),
+                    gamma.as_ptr(),
+                    EPS,
+                    y.as_ptr(),
+                    rstd.as_ptr(),
+                    ws,
+                    ex,
+                )
+            }
+        })?;
+        if executor.workspace_size() > args.workspace.len {
+            return Err(HalError::InvalidArgument(format!(
+                "aclnnRmsNorm needs {} bytes of workspace, {} were taken",
+                executor.workspace_size(),
+                args.workspace.len
+            )));
+        }
+        // SAFETY: aclnnRmsNorm is the launch of the planned executor; braid hands the closure
+        // its live stream, and reserves the declared ranges (workspace included) in stream order.
+        unsafe {
+            executor.launch(
+                ops.aclnnRmsNorm,
+                "aclnnRmsNorm",
+                args.workspace.ptr.0 as *mut std::ffi::c_void,
+                args.workspace.len,
+                stream,
+            )
+        }?;
+        Ok(())
+    };
+    // SAFETY: the closure enqueues only on the stream it is handed, touches only the declared
+    // ranges, never synchronizes, and takes its workspace from the stream beforehand.
+    Ok(unsafe { braid_backend_acl::native_op(body) })
 }

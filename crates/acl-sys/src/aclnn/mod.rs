@@ -1,0 +1,49 @@
+//! aclnn, CANN's single-operator API: descriptor handles, data types, formats, status codes
+//! and their names, and two function tables, each resolved from its own [`LibrarySet`]:
+//!
+//! - [`AclnnDescriptors`] (`aclCreateTensor`, scalars, int arrays, executors), from
+//!   `libnnopbase.so` ([`DESCRIPTOR_LIBRARIES`], variable [`DESCRIPTOR_LIB_ENV`]);
+//! - [`AclnnOperators`] (the `aclnnXxxGetWorkspaceSize` / `aclnnXxx` pairs braid calls), from
+//!   `libopapi.so` on older CANN releases or the split `libopapi_math.so`, `libopapi_nn.so`
+//!   on newer ones ([`OPERATOR_LIBRARIES`], variable [`OPERATOR_LIBS_ENV`], a `:`-separated
+//!   list): each symbol comes from the first library of the set that exports it.
+//!
+//! Every operator is two calls: `aclnnXxxGetWorkspaceSize(<tensors...>, uint64_t
+//! *workspaceSize, aclOpExecutor **executor)` checks the parameters, says how many bytes of
+//! device workspace the operator needs and creates an executor; `aclnnXxx(void *workspace,
+//! uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream)` enqueues it on the
+//! stream and consumes the executor (CANN destroys a non-repeatable executor in this call).
+
+mod codes;
+mod functions;
+mod types;
+
+pub use codes::*;
+pub use functions::{descriptor_fns, operator_fns, AclnnDescriptors, AclnnOperators};
+pub use types::*;
+
+use crate::LibrarySet;
+
+/// Environment variable naming the descriptor library file(s) (`libnnopbase.so`), tried
+/// first; when set, nothing else is tried.
+pub const DESCRIPTOR_LIB_ENV: &str = "BRAID_ACLNN_BASE_LIB";
+
+/// Environment variable naming the operator library files, separated by `:`
+/// (`/usr/local/Ascend/ascend-toolkit/latest/lib64/libopapi.so`, or the split libraries);
+/// when set, exactly these are used.
+pub const OPERATOR_LIBS_ENV: &str = "BRAID_ACLNN_LIBS";
+
+/// Where the descriptor functions are looked for.
+pub const DESCRIPTOR_LIBRARIES: LibrarySet = LibrarySet {
+    what: "aclnn descriptors",
+    env: DESCRIPTOR_LIB_ENV,
+    names: &["libnnopbase.so"],
+};
+
+/// Where the operators are looked for: every one of these names that is installed is
+/// searched, so both the older single `libopapi.so` and the newer split libraries work.
+pub const OPERATOR_LIBRARIES: LibrarySet = LibrarySet {
+    what: "aclnn operators",
+    env: OPERATOR_LIBS_ENV,
+    names: &["libopapi.so", "libopapi_math.so", "libopapi_nn.so"],
+};

@@ -1,0 +1,56 @@
+//! aclnn's C types: opaque handles, `aclDataType`, `aclFormat` (values from CANN's
+//! `acl_base.h`, as published in CANN's `aclDataType` API page).
+#![allow(non_camel_case_types)]
+
+/// `aclnnStatus`: 0 is success ([`super::codes`]).
+pub type aclnnStatus = i32;
+
+/// `aclTensor`: an opaque tensor descriptor (shape, strides, data type, device address).
+#[repr(C)]
+pub struct aclTensor {
+    _opaque: [u8; 0],
+}
+
+/// `aclScalar`: an opaque host scalar with its data type.
+#[repr(C)]
+pub struct aclScalar {
+    _opaque: [u8; 0],
+}
+
+/// `aclIntArray`: an opaque array of `int64_t` (dimensions, for example).
+#[repr(C)]
+pub struct aclIntArray {
+    _opaque: [u8; 0],
+}
+
+/// `aclOpExecutor`: what `aclnnXxxGetWorkspaceSize` creates and `aclnnXxx` runs (and
+/// consumes).
+#[repr(C)]
+pub struct aclOpExecutor {
+    _opaque: [u8; 0],
+}
+
+/// `aclDataType` (a C enum, passed as `int`).
+pub type aclDataType = i32;
+/// `ACL_DT_UNDEFINED`.
+pub const ACL_DT_UNDEFINED: aclDataType = -1;
+/// `ACL_FLOAT`: fp32.
+pub const ACL_FLOAT: aclDataType = 0;
+/// `ACL_FLOAT16`.
+pub const ACL_FLOAT16: aclDataType = 1;
+/// `ACL_INT32`.
+pub const ACL_INT32: aclDataType = 3;
+/// `ACL_INT64`.
+pub const ACL_INT64: aclDataType = 9;
+/// `ACL_DOUBLE`.
+pub const ACL_DOUBLE: aclDataType = 11;
+/// `ACL_BF16`.
+pub const ACL_BF16: aclDataType = 27;
+
+/// `aclFormat` (a C enum, passed as `int`).
+pub type aclFormat = i32;
+/// `ACL_FORMAT_ND`: a plain N-dimensional row-major layout.
+pub const ACL_FORMAT_ND: aclFormat = 2;
+
+/// `aclnnMm`'s `cubeMathType`: compute in the tensors' data type.
+pub const CUBE_MATH_KEEP_DTYPE: i8 = 0;

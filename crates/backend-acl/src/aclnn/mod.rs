@@ -1,0 +1,167 @@
+//! aclnn, CANN's single-operator API, loaded at run time: the resolved tables ([`AclnnApi`],
+//! public so that users' native closures call aclnn operators too), safe descriptor wrappers
+//! that destroy what they create on every path ([`Tensor`], [`Scalar`], [`IntArray`]), and how
+//! braid's built-in kernels run as aclnn operators ([`AclPrepared`]).
+//!
+//! Where the libraries are looked for (`braid_acl_sys::aclnn`): descriptors from
+//! `$BRAID_ACLNN_BASE_LIB`, else `libnnopbase.so` under `$ASCEND_HOME_PATH` /
+//! `$ASCEND_TOOLKIT_HOME` (`lib64/`) and on the loader path; operators from
+//! `$BRAID_ACLNN_LIBS` (a `:`-separated list), else every one of `libopapi.so`,
+//! `libopapi_math.so`, `libopapi_nn.so` that is installed. A variable that is set is honoured
+//! or the load fails naming it; a missing symbol is named with the libraries searched. When
+//! neither variable is set and the ACL library is `braid-acl-sim`, both tables come from it
+//! (it exports aclnn on top of the simulator).
+//!
+//! Errors are [`AclError`]s carrying the aclnn status number, its name
+//! (`braid_acl_sys::aclnn::status_name`) and `aclGetRecentErrMsg`'s text.
+
+pub(crate) mod kernels;
+mod objects;
+
+pub use kernels::{acl_data_type, AclPrepared, BUSY_UNSUPPORTED};
+pub use objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
+
+use crate::api::AclApi;
+use crate::error::AclError;
+use braid_acl_sys::aclnn::{
+    aclnnStatus, status_name, AclnnDescriptors, AclnnOperators, DESCRIPTOR_LIBRARIES,
+    DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES, OPERATOR_LIBS_ENV,
+};
+use braid_acl_sys::loader::{self, LoadError, Loaded};
+use std::collections::HashMap;
+use std::ffi::{CStr, OsString};
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+/// The resolved aclnn tables: descriptors ([`AclnnApi::descriptors`]) and operators
+/// ([`AclnnApi::operators`]), and the ACL library whose `aclGetRecentErrMsg` explains their
+/// failures. Resolved once per ACL library and kept for the life of the process.
+pub struct AclnnApi {
+    acl: &'static AclApi,
+    descriptors: Loaded<AclnnDescriptors>,
+    operators: Loaded<AclnnOperators>,
+}
+
+impl fmt::Debug for AclnnApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("AclnnApi")
+            .field("descriptors", &self.descriptors.libraries())
+            .field("operators", &self.operators.libraries())
+            .finish()
+    }
+}
+
+/// Tables already resolved, by the path of the ACL library they go with.
+fn resolved() -> &'static Mutex<HashMap<PathBuf, &'static AclnnApi>> {
+    static TABLES: OnceLock<Mutex<HashMap<PathBuf, &'static AclnnApi>>> = OnceLock::new();
+    TABLES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+impl AclnnApi {
+    /// The descriptor functions (`aclCreateTensor`, ...).
+    pub fn descriptors(&self) -> &AclnnDescriptors {
+        &self.descriptors
+    }
+
+    /// The operator functions (`aclnnAddGetWorkspaceSize`, `aclnnAdd`, ...).
+    pub fn operators(&self) -> &AclnnOperators {
+        &self.operators
+    }
+
+    /// The libraries the tables were resolved from: descriptors', then operators'.
+    pub fn libraries(&self) -> Vec<PathBuf> {
+        self.descriptors
+            .libraries()
+            .into_iter()
+            .chain(self.operators.libraries())
+            .map(|l| l.path)
+            .collect()
+    }
+
+    /// Loads the aclnn tables that go with `acl` under the process environment (see the
+    /// [module](self)); resolved once per ACL library.
+    pub fn load_for(acl: &'static AclApi) -> Result<&'static AclnnApi, LoadError> {
+        let mut tables = resolved().lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(api) = tables.get(acl.path()) {
+            return Ok(api);
+        }
+        let api: &'static AclnnApi =
+            Box::leak(Box::new(Self::load_with(|k| std::env::var_os(k), acl)?));
+        tracing::info!(libraries = ?api.libraries(), "aclnn loaded");
+        tables.insert(acl.path().to_path_buf(), api);
+        Ok(api)
+    }
+
+    /// Loads the aclnn tables for `acl` under the environment `env` (tests inject one), not
+    /// kept: the libraries are unloaded when the value drops.
+    pub fn load_with(
+        env: impl Fn(&str) -> Option<OsString>,
+        acl: &'static AclApi,
+    ) -> Result<AclnnApi, LoadError> {
+        let configured = |var: &str| env(var).is_some_and(|v| !v.is_empty());
+        let (descriptors, operators) = if !configured(DESCRIPTOR_LIB_ENV)
+            && !configured(OPERATOR_LIBS_ENV)
+            && acl.is_braid_acl_sim()
+        {
+            (
+                loader::load_from(DESCRIPTOR_LIBRARIES.what, &[acl.path()])?,
+                loader::load_from(OPERATOR_LIBRARIES.what, &[acl.path()])?,
+            )
+        } else {
+            (
+                DESCRIPTOR_LIBRARIES.load(&env)?,
+                OPERATOR_LIBRARIES.load(&env)?,
+            )
+        };
+        Ok(AclnnApi {
+            acl,
+            descriptors,
+            operators,
+        })
+    }
+
+    /// `aclGetRecentErrMsg`'s text ("" when there is none).
+    pub fn recent_error_message(&self) -> String {
+        // SAFETY: no arguments; the pointer is null or a NUL-terminated string valid until the
+        // next call on this thread, copied at once.
+        let msg = unsafe { (self.acl.aclGetRecentErrMsg)() };
+        if msg.is_null() {
+            String::new()
+        } else {
+            // SAFETY: non-null and NUL-terminated (ACL's contract).
+            unsafe { CStr::from_ptr(msg) }
+                .to_string_lossy()
+                .into_owned()
+        }
+    }
+
+    /// `Ok` for `ACLNN_SUCCESS`, else the typed error of `call`: the status, its name and
+    /// `aclGetRecentErrMsg`'s text.
+    pub fn check(&self, call: &'static str, status: aclnnStatus) -> Result<(), AclError> {
+        if status == 0 {
+            return Ok(());
+        }
+        Err(AclError {
+            code: status,
+            name: status_name(status),
+            call,
+            message: self.recent_error_message(),
+        })
+    }
+
+    /// The numbers of live tensors, scalars, int arrays and executors, from braid-acl-sim's
+    /// `braidSimAclnnLiveObjects` extension (`None` on CANN, which has no such function).
+    pub fn live_objects(&self) -> Option<[u64; 4]> {
+        let f = self.descriptors.braidSimAclnnLiveObjects?;
+        let mut counts = [0u64; 4];
+        // SAFETY: `counts` has the 4 values the extension writes.
+        (unsafe { f(counts.as_mut_ptr()) } == 0).then_some(counts)
+    }
+}
+
+/// The aclnn tables of the ACL library [`AclApi::load_or_sim`] finds (CANN when configured,
+/// else `braid-acl-sim` built next to the executable): what a user's native closure calls.
+pub fn api() -> Result<&'static AclnnApi, LoadError> {
+    AclnnApi::load_for(AclApi::load_or_sim()?)
+}
