@@ -4,13 +4,16 @@
 
 mod expandable;
 mod lifetime;
+mod miss;
+
+pub(crate) use miss::Request;
 
 use crate::block::{BlockId, Blocks, NewBlock, Segment, Segments, Status, UseRec, NONE};
 use crate::config::AllocatorConfig;
-use crate::error::{AllocError, OutOfMemoryReport};
+use crate::error::AllocError;
+use crate::free_list::{class_index, FreeKey, FreeLists};
 use crate::keepalive::Keepalive;
 use crate::pending::Pending;
-use crate::pool::{class_index, FreeKey, FreeLists};
 use crate::private_pool::{Diversion, PoolFilter, PrivatePools};
 use crate::size::{self, SizeClass};
 use crate::snapshot::{
@@ -313,9 +316,15 @@ impl<B: Backend> State<B> {
             size::round_to_block(&self.config, size)
         };
         self.remember_stream(stream);
-        let class = size::class_of(&self.config, rounded);
+        let req = Request {
+            stream: stream.id(),
+            pool: PoolId::DEFAULT,
+            class: size::class_of(&self.config, rounded),
+            size,
+            rounded,
+        };
         if self.plain && self.pools.diversions.is_empty() && self.pending.blocks.is_empty() {
-            return self.malloc_plain(dev, stream, class, size, rounded);
+            return self.malloc_plain(dev, req);
         }
         let (pool, capture) = if self.pools.diversions.is_empty() {
             (PoolId::DEFAULT, None)
@@ -333,10 +342,11 @@ impl<B: Backend> State<B> {
             self.process_pending(dev, query);
         }
 
+        let req = Request { pool, ..req };
         let granted = if self.config.lifetime_placement {
-            self.malloc_by_lifetime(dev, stream, pool, class, size, rounded)
+            self.malloc_by_lifetime(dev, req)
         } else {
-            self.malloc_in(dev, stream, pool, class, size, rounded)
+            self.malloc_in(dev, req)
         };
         if let Ok(g) = &granted {
             // `grant` cleared it.
@@ -351,290 +361,27 @@ impl<B: Backend> State<B> {
     /// [`State::malloc`] when [`State::plain`], with no diversion and no pending free: best
     /// fit in the default pool, else the miss path. The cache hit is inlined here.
     #[inline(always)]
-    fn malloc_plain(
-        &mut self,
-        dev: &Device<B>,
-        stream: &Stream<B>,
-        class: SizeClass,
-        size: u64,
-        rounded: u64,
-    ) -> Result<Granted, AllocError> {
-        let pool = PoolId::DEFAULT;
+    fn malloc_plain(&mut self, dev: &Device<B>, req: Request) -> Result<Granted, AllocError> {
         // One copy of the grant per class: the class's branches fold away in each.
-        let granted = match (
-            self.find_free::<true>(pool, stream.id(), class, rounded),
-            class,
-        ) {
+        let granted = match (self.find_free::<true>(req), req.class) {
             (Some(f), SizeClass::Small) => {
-                self.grant_inline::<true>(f.block, Some(f.slot), rounded, size, true)
+                self.grant_inline::<true>(f.block, Some(f.slot), req, true)
             }
             (Some(f), SizeClass::Large) => {
-                self.grant_inline::<true>(f.block, Some(f.slot), rounded, size, false)
+                self.grant_inline::<true>(f.block, Some(f.slot), req, false)
             }
-            (None, _) => self.malloc_miss(dev, stream, pool, class, size, rounded)?,
+            (None, _) => self.malloc_miss(dev, req)?,
         };
         self.note_lifetime(dev, granted.block, true);
         Ok(granted)
     }
 
-    /// The size of the segment a miss of `rounded` bytes in `pool` asks the device for.
-    fn segment_size_for(
-        &self,
-        pool: PoolId,
-        class: SizeClass,
-        rounded: u64,
-        size: u64,
-    ) -> Result<u64, AllocError> {
-        let seg_size = if self.pools.no_split(pool) && class == SizeClass::Large {
-            rounded.checked_next_multiple_of(self.config.round_large)
-        } else {
-            size::segment_size(&self.config, rounded)
-        };
-        seg_size.ok_or(AllocError::SizeOverflow { requested: size })
-    }
-
     #[inline(always)]
-    fn malloc_in(
-        &mut self,
-        dev: &Device<B>,
-        stream: &Stream<B>,
-        pool: PoolId,
-        class: SizeClass,
-        size: u64,
-        rounded: u64,
-    ) -> Result<Granted, AllocError> {
-        if let Some(f) = self.find_free::<false>(pool, stream.id(), class, rounded) {
-            return Ok(self.grant(f.block, Some(f.slot), rounded, size));
+    fn malloc_in(&mut self, dev: &Device<B>, req: Request) -> Result<Granted, AllocError> {
+        if let Some(f) = self.find_free::<false>(req) {
+            return Ok(self.grant_found(f, req));
         }
-        self.malloc_miss(dev, stream, pool, class, size, rounded)
-    }
-
-    /// [`State::malloc_in`] when the free list of the request's class has no fit.
-    #[inline(never)]
-    fn malloc_miss(
-        &mut self,
-        dev: &Device<B>,
-        stream: &Stream<B>,
-        pool: PoolId,
-        class: SizeClass,
-        size: u64,
-        rounded: u64,
-    ) -> Result<Granted, AllocError> {
-        // Asked here, on the cold path, for every step below that must not run during a
-        // capture (the hot path asks the device only when frees are pending).
-        let capturing = dev.is_capturing();
-        self.malloc_miss_capturing(dev, stream, pool, class, size, rounded, capturing)
-    }
-
-    /// [`State::malloc_miss`] where the caller asked the device whether it is `capturing`
-    /// (a locked look-up: once per miss is enough).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn malloc_miss_capturing(
-        &mut self,
-        dev: &Device<B>,
-        stream: &Stream<B>,
-        pool: PoolId,
-        class: SizeClass,
-        size: u64,
-        rounded: u64,
-        capturing: bool,
-    ) -> Result<Granted, AllocError> {
-        let sid = stream.id();
-        // In a private pool, a small request takes a cached large block before the pool
-        // grows: the pool's memory is reserved for its graphs anyway, and graphs captured
-        // largest first then fit in the first one's segments. With `split_large_remainders`
-        // the default pool does the same, so the sub-MiB remainders it splits off large blocks
-        // serve small requests.
-        if class == SizeClass::Small
-            && (pool != PoolId::DEFAULT || self.config.split_large_remainders)
-        {
-            if let Some(f) = self.find_free::<false>(pool, sid, SizeClass::Large, rounded) {
-                return Ok(self.grant_found(f, rounded, size));
-            }
-        }
-        // A miss: the segment size is needed from here on (sizes below 1 EiB never overflow
-        // when rounded to a segment, so computing it this late changes no error).
-        let seg_size = self.segment_size_for(pool, class, rounded, size)?;
-        // Cache miss.
-        if self.config.lazy_event_polling && !self.pending.blocks.is_empty() && !capturing {
-            self.process_pending(dev, true);
-            if let Some(f) = self.find_free::<false>(pool, sid, class, rounded) {
-                return Ok(self.grant_found(f, rounded, size));
-            }
-        }
-        if self.config.garbage_collection_threshold > 0.0 && !capturing {
-            self.garbage_collect(dev);
-        }
-        if self.config.release_before_grow && !capturing {
-            self.release_before_grow(dev, seg_size);
-        }
-        match self.grow(dev, sid, pool, class, seg_size, rounded) {
-            Ok(b) => return Ok(self.grant(b, None, rounded, size)),
-            Err(SegmentFailure::Other(e)) => return Err(e.into()),
-            Err(SegmentFailure::OutOfMemory) => {}
-        }
-        if self.config.reuse_pending_with_wait && !capturing && !self.pending.blocks.is_empty() {
-            if let Some(f) = self.reuse_pending_with_wait(dev, stream, pool, class, rounded) {
-                return Ok(self.grant_found(f, rounded, size));
-            }
-        }
-        self.oom_ladder(dev, stream, pool, class, size, rounded, seg_size)
-    }
-
-    /// `release_before_grow`, on a cache miss before a segment of `seg_size` bytes is
-    /// allocated: when it would raise reserved memory past its peak, whole cached segments of
-    /// the default pool and of freeable private pools (none can serve the request, or the
-    /// free lists would have found it) go back to the device, largest first (the fewest device
-    /// frees), until the new segment fits under the peak or none is left.
-    fn release_before_grow(&mut self, dev: &Device<B>, seg_size: u64) {
-        let peak = self.stats.reserved_bytes.all.peak;
-        let needed = self
-            .stats
-            .reserved_bytes
-            .all
-            .current
-            .saturating_add(seg_size);
-        if needed <= peak || dev.is_capturing() {
-            return;
-        }
-        let excess = needed - peak;
-        let mut candidates: Vec<(u64, BlockId)> = self
-            .whole_free_segments(PoolId::DEFAULT)
-            .into_iter()
-            .chain(
-                self.pools
-                    .freeable()
-                    .into_iter()
-                    .flat_map(|id| self.whole_free_segments(id)),
-            )
-            .map(|b| (self.blocks.get(b).size, b))
-            .collect();
-        if candidates.is_empty() {
-            return;
-        }
-        candidates.sort_unstable_by(|a, b| b.cmp(a));
-        let mut chosen = Vec::new();
-        let mut total = 0;
-        for (size, b) in candidates {
-            if total >= excess {
-                break;
-            }
-            chosen.push(b);
-            total += size;
-        }
-        tracing::debug!(
-            segments = chosen.len(),
-            bytes = total,
-            seg_size,
-            "releasing whole cached segments before growing past the reserved peak"
-        );
-        self.release_blocks(dev, &chosen);
-        self.forget_empty_pools();
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn oom_ladder(
-        &mut self,
-        dev: &Device<B>,
-        stream: &Stream<B>,
-        pool: PoolId,
-        class: SizeClass,
-        size: u64,
-        rounded: u64,
-        seg_size: u64,
-    ) -> Result<Granted, AllocError> {
-        let sid = stream.id();
-        let capturing = dev.is_capturing();
-        // 1. Process pending events.
-        if !capturing && !self.pending.blocks.is_empty() {
-            tracing::info!(
-                size,
-                stream = sid.0,
-                "out-of-memory ladder: processing pending events"
-            );
-            self.process_pending(dev, true);
-            if let Some(f) = self.find_free::<false>(pool, sid, class, rounded) {
-                return Ok(self.grant_found(f, rounded, size));
-            }
-        }
-        if !capturing {
-            // 2. With max_split_size: free oversize cached blocks (PyTorch's
-            //    release_available_cached_blocks).
-            if self.config.max_split_size != u64::MAX {
-                tracing::info!(
-                    size,
-                    stream = sid.0,
-                    "out-of-memory ladder: releasing oversize cached blocks"
-                );
-                if self.release_available_cached_blocks(dev, pool, sid, class, rounded) {
-                    match self.grow(dev, sid, pool, class, seg_size, rounded) {
-                        Ok(b) => return Ok(self.grant(b, None, rounded, size)),
-                        Err(SegmentFailure::Other(e)) => return Err(e.into()),
-                        Err(SegmentFailure::OutOfMemory) => {}
-                    }
-                }
-            }
-            // 3. Free all cached whole segments.
-            tracing::info!(
-                size,
-                stream = sid.0,
-                "out-of-memory ladder: freeing cached segments"
-            );
-            self.stats.num_alloc_retries += 1;
-            self.release_all_cached_segments(dev);
-            match self.grow(dev, sid, pool, class, seg_size, rounded) {
-                Ok(b) => return Ok(self.grant(b, None, rounded, size)),
-                Err(SegmentFailure::Other(e)) => return Err(e.into()),
-                Err(SegmentFailure::OutOfMemory) => {}
-            }
-            // 4. Synchronize pending events, process them, retry.
-            if !self.pending.blocks.is_empty() {
-                tracing::info!(
-                    size,
-                    stream = sid.0,
-                    "out-of-memory ladder: synchronizing pending events"
-                );
-                self.synchronize_pending(dev);
-                if let Some(f) = self.find_free::<false>(pool, sid, class, rounded) {
-                    return Ok(self.grant_found(f, rounded, size));
-                }
-                self.release_all_cached_segments(dev);
-                match self.grow(dev, sid, pool, class, seg_size, rounded) {
-                    Ok(b) => return Ok(self.grant(b, None, rounded, size)),
-                    Err(SegmentFailure::Other(e)) => return Err(e.into()),
-                    Err(SegmentFailure::OutOfMemory) => {}
-                }
-            }
-        }
-        // Out of memory.
-        self.stats.num_ooms += 1;
-        let info = dev.mem_info().ok();
-        let report = OutOfMemoryReport {
-            device: dev.ordinal(),
-            backend: B::NAME,
-            stream: sid,
-            requested: size,
-            rounded,
-            segment_size: seg_size,
-            device_total: info.map_or(self.device_total, |i| i.total),
-            device_free: info.map_or(0, |i| i.free),
-            allowed: self.allowed_max,
-            allocated: self.stats.allocated_bytes.all.current,
-            reserved: self.stats.reserved_bytes.all.current,
-            private_pools: self.pools.allocated_bytes(),
-            pending_other_streams: self.stats.pending_free_bytes.current,
-        };
-        self.history
-            .record(HistoryAction::Oom, report.device_free, seg_size, sid, pool);
-        tracing::warn!(
-            requested = size,
-            segment_size = seg_size,
-            allocated = report.allocated,
-            reserved = report.reserved,
-            pending = report.pending_other_streams,
-            "allocator out of memory"
-        );
-        Err(AllocError::OutOfMemory(Box::new(report)))
+        self.malloc_miss(dev, req)
     }
 
     /// Best fit in the (pool, stream, class) free list, with PyTorch's oversize rules. The
@@ -642,18 +389,19 @@ impl<B: Backend> State<B> {
     /// place). `PLAIN`: called when [`State::plain`] (no GC clock, no expandable blocks to
     /// pass over).
     #[inline(always)]
-    fn find_free<const PLAIN: bool>(
-        &mut self,
-        pool: PoolId,
-        stream: StreamId,
-        class: SizeClass,
-        rounded: u64,
-    ) -> Option<Found> {
+    fn find_free<const PLAIN: bool>(&mut self, req: Request) -> Option<Found> {
+        let Request {
+            pool,
+            stream,
+            class,
+            rounded,
+            ..
+        } = req;
         let max_split = self.config.max_split_size;
         let non_split = self.config.max_non_split_rounding;
         let gc = !PLAIN && self.config.garbage_collection_threshold > 0.0;
         let skip_expandable = !PLAIN && self.skip_expandable();
-        let p = self.free.pool_mut(pool);
+        let p = self.free.of_pool_mut(pool);
         if gc {
             p.gc_clock[class_index(class)] += 1;
         }
@@ -693,8 +441,8 @@ impl<B: Backend> State<B> {
 
     /// [`State::grant`] of a block [`State::find_free`] found.
     #[inline(always)]
-    fn grant_found(&mut self, f: Found, rounded: u64, requested: u64) -> Granted {
-        self.grant(f.block, Some(f.slot), rounded, requested)
+    fn grant_found(&mut self, f: Found, req: Request) -> Granted {
+        self.grant(f.block, Some(f.slot), req)
     }
 
     /// Hands block `b` out for a request of `requested` bytes rounded to `rounded`, splitting
@@ -702,9 +450,9 @@ impl<B: Backend> State<B> {
     /// it is listed (it leaves the list, or its remainder takes its place), `None` for a new
     /// segment's block.
     #[inline(never)]
-    fn grant(&mut self, b: BlockId, slot: Option<usize>, rounded: u64, requested: u64) -> Granted {
+    fn grant(&mut self, b: BlockId, slot: Option<usize>, req: Request) -> Granted {
         let small = self.blocks.get(b).small;
-        self.grant_inline::<false>(b, slot, rounded, requested, small)
+        self.grant_inline::<false>(b, slot, req, small)
     }
 
     /// [`State::grant`], inlined into the plain cache-hit path. `PLAIN`: block `b` is in the
@@ -715,10 +463,10 @@ impl<B: Backend> State<B> {
         &mut self,
         b: BlockId,
         slot: Option<usize>,
-        rounded: u64,
-        requested: u64,
+        req: Request,
         small: bool,
     ) -> Granted {
+        let (rounded, requested) = (req.rounded, req.size);
         let (size, already_split, block_pool, expandable) = {
             let blk = self.blocks.get(b);
             debug_assert_eq!(small, blk.small, "grant of a block of the other class");
@@ -755,7 +503,7 @@ impl<B: Backend> State<B> {
                 addr: rem_addr,
                 id: r,
             };
-            let p = self.free.pool_mut(block_pool);
+            let p = self.free.of_pool_mut(block_pool);
             let list = p.list_mut(stream, small);
             match slot {
                 Some(i) => list.replace_with_smaller(i, key),
@@ -775,7 +523,7 @@ impl<B: Backend> State<B> {
             if let Some(i) = slot {
                 let blk = self.blocks.get(b);
                 let (pool, stream) = (blk.pool, blk.stream);
-                self.free.pool_mut(pool).list_mut(stream, small).take(i);
+                self.free.of_pool_mut(pool).list_mut(stream, small).take(i);
             }
             if already_split {
                 self.stats.inactive_split_bytes.decrease(small, size);
@@ -816,7 +564,7 @@ impl<B: Backend> State<B> {
         let blk = self.blocks.get(b);
         let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
         let key = self.blocks.free_key(b);
-        let p = self.free.pool_mut(pool);
+        let p = self.free.of_pool_mut(pool);
         let clock = p.gc_clock[usize::from(!small)];
         p.list_mut(stream, small).insert(key);
         let blk = self.blocks.get_mut(b);
@@ -832,7 +580,7 @@ impl<B: Backend> State<B> {
         let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
         let slot = self
             .free
-            .pool_mut(pool)
+            .of_pool_mut(pool)
             .list_mut(stream, small)
             .position(key);
         debug_assert!(slot.is_some(), "free block missing from its free list");
@@ -843,7 +591,11 @@ impl<B: Backend> State<B> {
         let blk = self.blocks.get(b);
         let key = self.blocks.free_key(b);
         let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
-        let removed = self.free.pool_mut(pool).list_mut(stream, small).remove(key);
+        let removed = self
+            .free
+            .of_pool_mut(pool)
+            .list_mut(stream, small)
+            .remove(key);
         debug_assert!(removed, "free block missing from its free list");
     }
 
@@ -1100,7 +852,7 @@ impl<B: Backend> State<B> {
         let mut slot = None;
         if prev_free {
             let key = self.blocks.free_key(prev);
-            let list = self.free.pool_mut(pool).list_mut(stream, small);
+            let list = self.free.of_pool_mut(pool).list_mut(stream, small);
             if next_free {
                 let removed = list.remove(key);
                 debug_assert!(removed, "free block missing from its free list");
@@ -1128,7 +880,7 @@ impl<B: Backend> State<B> {
             let key = self.blocks.free_key(next);
             slot = self
                 .free
-                .pool_mut(pool)
+                .of_pool_mut(pool)
                 .list_mut(stream, small)
                 .position(key);
             let n = self.blocks.get(next);
@@ -1147,7 +899,7 @@ impl<B: Backend> State<B> {
             slot.is_some() || !(prev_free || next_free),
             "free neighbour missing from its free list"
         );
-        let p = self.free.pool_mut(pool);
+        let p = self.free.of_pool_mut(pool);
         // Without garbage collection (always so when plain) the clock is never read.
         let gc_base = if PLAIN {
             0
@@ -1321,15 +1073,15 @@ impl<B: Backend> State<B> {
     }
 
     /// Reuses a pending block of the right size by making `stream` wait on its uses' events.
-    fn reuse_pending_with_wait(
-        &mut self,
-        dev: &Device<B>,
-        stream: &Stream<B>,
-        pool: PoolId,
-        class: SizeClass,
-        rounded: u64,
-    ) -> Option<Found> {
-        let sid = stream.id();
+    fn reuse_pending_with_wait(&mut self, dev: &Device<B>, req: Request) -> Option<Found> {
+        let Request {
+            stream: sid,
+            pool,
+            class,
+            rounded,
+            ..
+        } = req;
+        let stream = self.stream_handle(dev, sid)?;
         let max_split = self.config.max_split_size;
         let non_split = self.config.max_non_split_rounding;
         let small = class == SizeClass::Small;
@@ -1374,7 +1126,7 @@ impl<B: Backend> State<B> {
             "reusing a pending block with a stream wait"
         );
         self.process_pending(dev, false);
-        self.find_free::<false>(pool, sid, class, rounded)
+        self.find_free::<false>(req)
     }
 
     // ----- releasing segments -----
@@ -1445,7 +1197,7 @@ impl<B: Backend> State<B> {
 
     /// Whole free segments of `pool` (all streams, both classes).
     fn whole_free_segments(&self, pool: PoolId) -> Vec<BlockId> {
-        let Some(p) = self.free.pool(pool) else {
+        let Some(p) = self.free.of_pool(pool) else {
             return Vec::new();
         };
         let mut out = Vec::new();
@@ -1553,20 +1305,13 @@ impl<B: Backend> State<B> {
     }
 
     /// PyTorch's `release_available_cached_blocks`.
-    fn release_available_cached_blocks(
-        &mut self,
-        dev: &Device<B>,
-        pool: PoolId,
-        stream: StreamId,
-        class: SizeClass,
-        rounded: u64,
-    ) -> bool {
+    fn release_available_cached_blocks(&mut self, dev: &Device<B>, req: Request) -> bool {
         let max_split = self.config.max_split_size;
-        let key_size = rounded.max(max_split);
+        let key_size = req.rounded.max(max_split);
         let list = self
             .free
-            .pool_mut(pool)
-            .list_mut(stream, class == SizeClass::Small);
+            .of_pool_mut(req.pool)
+            .list_mut(req.stream, req.class == SizeClass::Small);
         let i = list.lower_bound(key_size);
         let mut chosen = Vec::new();
         if let Some(k) = list.get(i) {
@@ -1602,7 +1347,7 @@ impl<B: Backend> State<B> {
             return;
         }
         let target = reserved - threshold;
-        let Some(p) = self.free.pool(PoolId::DEFAULT) else {
+        let Some(p) = self.free.of_pool(PoolId::DEFAULT) else {
             return;
         };
         let clock = p.gc_clock[1];
@@ -1737,7 +1482,7 @@ impl<B: Backend> State<B> {
                     let key = self.blocks.free_key(b);
                     let listed = self
                         .free
-                        .pool(blk.pool)
+                        .of_pool(blk.pool)
                         .and_then(|p| p.lists(blk.small).find(|(s, _)| *s == blk.stream))
                         .is_some_and(|(_, l)| l.keys().binary_search(&key).is_ok());
                     if !listed {
@@ -1781,7 +1526,7 @@ impl<B: Backend> State<B> {
             }
         }
         for id in std::iter::once(PoolId::DEFAULT).chain(self.pools.ids()) {
-            let Some(p) = self.free.pool(id) else {
+            let Some(p) = self.free.of_pool(id) else {
                 continue;
             };
             for small in [true, false] {

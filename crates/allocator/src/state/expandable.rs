@@ -21,9 +21,9 @@
 
 mod unmap;
 
-use super::{SegmentFailure, State};
+use super::{Request, SegmentFailure, State};
 use crate::block::{BlockId, Blocks, NewBlock, Segment, SegmentId, Status, NONE};
-use crate::pool::FreeList;
+use crate::free_list::FreeList;
 use crate::size::SizeClass;
 use crate::snapshot::{HistoryAction, PoolId};
 use braid_stream_core::hal::{Backend, Device as _, HalError};
@@ -100,24 +100,22 @@ impl Expandable {
 }
 
 impl<B: Backend> State<B> {
-    /// A miss grows memory by `rounded` bytes or more: the stream's expandable segment when
-    /// expandable segments are on (default pool only: private pools, and so graph captures,
-    /// keep normal segments), else a new segment of `seg_size` bytes. The block returned is
-    /// free and in no free list.
+    /// A miss grows memory by the request's rounded size or more: the stream's expandable
+    /// segment when expandable segments are on (default pool only: private pools, and so
+    /// graph captures, keep normal segments), else a new segment of `seg_size` bytes. The
+    /// block returned is free and in no free list.
     pub(super) fn grow(
         &mut self,
         dev: &Device<B>,
-        stream: StreamId,
-        pool: PoolId,
-        class: SizeClass,
+        req: Request,
         seg_size: u64,
-        rounded: u64,
     ) -> Result<BlockId, SegmentFailure> {
+        let small = req.class == SizeClass::Small;
         match self.vmm_granularity {
-            Some(granularity) if self.config.expandable_segments && pool == PoolId::DEFAULT => {
-                self.expand(dev, stream, class == SizeClass::Small, rounded, granularity)
+            Some(granularity) if self.config.expandable_segments && req.pool == PoolId::DEFAULT => {
+                self.expand(dev, req.stream, small, req.rounded, granularity)
             }
-            _ => self.alloc_segment(dev, stream, pool, class, seg_size),
+            _ => self.alloc_segment(dev, req.stream, req.pool, req.class, seg_size),
         }
     }
 

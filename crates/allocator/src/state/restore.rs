@@ -3,9 +3,10 @@
 //! layout. A child module of `state` so it reuses the state's own free, caching and statistics
 //! paths instead of copies of them.
 
-use super::{use_done, Granted, State};
+use super::{use_done, Granted, Request, State};
 use crate::block::{BlockId, NewBlock, Status, UseRec, NONE};
 use crate::error::AllocError;
+use crate::size::SizeClass;
 use crate::snapshot::{BlockState, PoolId, SegmentSnapshot, SegmentType};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{Device, Domain, StreamId};
@@ -280,7 +281,18 @@ impl<B: Backend> State<B> {
                 continue;
             }
             let slot = self.free_slot(b);
-            let granted = self.grant(b, slot, cb.size, cb.requested_size);
+            let req = Request {
+                stream,
+                pool,
+                class: if small {
+                    SizeClass::Small
+                } else {
+                    SizeClass::Large
+                },
+                size: cb.requested_size,
+                rounded: cb.size,
+            };
+            let granted = self.grant(b, slot, req);
             self.note_lifetime(dev, b, true);
             out.push(Restored {
                 granted,

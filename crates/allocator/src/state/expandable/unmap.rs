@@ -148,7 +148,7 @@ impl<B: Backend> State<B> {
         };
         let Some(list) = self
             .free
-            .pool(PoolId::DEFAULT)
+            .of_pool(PoolId::DEFAULT)
             .and_then(|p| p.lists(small).find(|(s, _)| *s == stream))
             .map(|(_, list)| list)
         else {

@@ -6,7 +6,7 @@
 //! model's [`Device::is_complete`] first, then one query per event) and moves those whose uses
 //! all completed to the idle lists. Nothing here blocks the host except the final release.
 
-use crate::host_stats::PinnedStats;
+use super::stats::PinnedStats;
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{Device, Event, EventFlags, HostPtr, Stream, StreamPosition};
 use std::collections::BTreeMap;
@@ -28,7 +28,7 @@ struct PendingBlock<B: Backend> {
 }
 
 /// The locked state of a [`crate::PinnedHostAllocator`].
-pub(crate) struct HostState<B: Backend> {
+pub(crate) struct HostCache<B: Backend> {
     /// Idle blocks by size class, most recently freed last (reused first).
     idle: BTreeMap<u64, Vec<HostPtr>>,
     pending: Vec<PendingBlock<B>>,
@@ -37,9 +37,9 @@ pub(crate) struct HostState<B: Backend> {
     pub(crate) stats: PinnedStats,
 }
 
-impl<B: Backend> Default for HostState<B> {
+impl<B: Backend> Default for HostCache<B> {
     fn default() -> Self {
-        HostState {
+        HostCache {
             idle: BTreeMap::new(),
             pending: Vec::new(),
             events: Vec::new(),
@@ -48,7 +48,7 @@ impl<B: Backend> Default for HostState<B> {
     }
 }
 
-impl<B: Backend> HostState<B> {
+impl<B: Backend> HostCache<B> {
     /// An idle block of exactly `size` bytes, after moving completed pending blocks to the idle
     /// lists.
     pub(crate) fn take_idle(&mut self, device: &Device<B>, size: u64) -> Option<HostPtr> {
