@@ -8,13 +8,13 @@ mod miss;
 
 pub(crate) use miss::Request;
 
-use crate::block::{BlockId, Blocks, NewBlock, Segment, Segments, Status, UseRec, NONE};
+use crate::block::{BlockId, Blocks, NewBlock, Segment, Segments, Status, NONE};
 use crate::config::AllocatorConfig;
 use crate::error::AllocError;
 use crate::free_list::{class_index, FreeKey, FreeLists};
 use crate::keepalive::Keepalive;
-use crate::pending::Pending;
 use crate::private_pool::{Diversion, PoolFilter, PrivatePools};
+use crate::reclaim::{add_use, Reclaimer};
 use crate::size::{self, SizeClass};
 use crate::snapshot::{
     BlockSnapshot, BlockState, History, HistoryAction, MemorySnapshot, PoolId, SegmentSnapshot,
@@ -60,10 +60,8 @@ pub(crate) struct State<B: Backend> {
     blocks: Blocks,
     segments: Segments,
     free: FreeLists,
-    pending: Pending<B>,
-    /// Stream handles by stream index: a cache of `Device::stream` (streams seen by alloc and
-    /// record_stream, or looked up for their uses).
-    streams: Vec<Option<Stream<B>>>,
+    /// Frees waiting for uses on other streams, their events, and stream handles.
+    pending: Reclaimer<B>,
     /// Private pools and the diversions into them.
     pub pools: PrivatePools,
     /// Internal form: `freed` fields hold their base and `all.allocated` is derived; the
@@ -111,8 +109,7 @@ impl<B: Backend> State<B> {
             segments: Segments::default(),
             pending_by_class: PendingByClass::default(),
             free: FreeLists::default(),
-            pending: Pending::default(),
-            streams: Vec::new(),
+            pending: Reclaimer::default(),
             pools: PrivatePools::default(),
             history,
             device_total,
@@ -160,37 +157,6 @@ impl<B: Backend> State<B> {
 
     pub(crate) fn allowed_max(&self) -> Option<u64> {
         self.allowed_max
-    }
-
-    // ----- streams -----
-
-    #[inline(always)]
-    fn remember_stream(&mut self, stream: &Stream<B>) {
-        let i = stream.id().index();
-        if self.streams.get(i).is_none_or(Option::is_none) {
-            self.remember_new_stream(stream);
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn remember_new_stream(&mut self, stream: &Stream<B>) {
-        let i = stream.id().index();
-        if self.streams.len() <= i {
-            self.streams.resize_with(i + 1, || None);
-        }
-        self.streams[i] = Some(stream.clone());
-    }
-
-    /// A handle to stream `id`: from the cache, else from the device (which knows every live
-    /// stream, also ones this allocator never saw).
-    fn stream_handle(&mut self, dev: &Device<B>, id: StreamId) -> Option<Stream<B>> {
-        if let Some(s) = self.streams.get(id.index()).and_then(Option::as_ref) {
-            return Some(s.clone());
-        }
-        let s = dev.stream(id)?;
-        self.remember_stream(&s);
-        Some(s)
     }
 
     // ----- private pools -----
@@ -315,7 +281,6 @@ impl<B: Backend> State<B> {
             // Below 1 EiB, rounding to the (power-of-two) block size cannot overflow.
             size::round_to_block(&self.config, size)
         };
-        self.remember_stream(stream);
         let req = Request {
             stream: stream.id(),
             pool: PoolId::DEFAULT,
@@ -324,8 +289,9 @@ impl<B: Backend> State<B> {
             rounded,
         };
         if self.plain && self.pools.diversions.is_empty() && self.pending.blocks.is_empty() {
-            return self.malloc_plain(dev, req);
+            return self.malloc_plain(dev, stream, req);
         }
+        self.pending.remember(stream);
         let (pool, capture) = if self.pools.diversions.is_empty() {
             (PoolId::DEFAULT, None)
         } else {
@@ -360,17 +326,36 @@ impl<B: Backend> State<B> {
 
     /// [`State::malloc`] when [`State::plain`], with no diversion and no pending free: best
     /// fit in the default pool, else the miss path. The cache hit is inlined here.
+    ///
+    /// Only a miss remembers the stream's handle: a block cached for a stream was made by a
+    /// miss on that stream (free lists are per stream, and blocks keep their stream), so on a
+    /// hit the stream is known already.
     #[inline(always)]
-    fn malloc_plain(&mut self, dev: &Device<B>, req: Request) -> Result<Granted, AllocError> {
+    fn malloc_plain(
+        &mut self,
+        dev: &Device<B>,
+        stream: &Stream<B>,
+        req: Request,
+    ) -> Result<Granted, AllocError> {
         // One copy of the grant per class: the class's branches fold away in each.
-        let granted = match (self.find_free::<true>(req), req.class) {
+        let found = self.find_free::<true>(req);
+        debug_assert!(
+            found.is_none() || self.pending.knows(req.stream),
+            "a cache hit on a stream the allocator never saw"
+        );
+        let granted = match (found, req.class) {
             (Some(f), SizeClass::Small) => {
                 self.grant_inline::<true>(f.block, Some(f.slot), req, true)
             }
             (Some(f), SizeClass::Large) => {
                 self.grant_inline::<true>(f.block, Some(f.slot), req, false)
             }
-            (None, _) => self.malloc_miss(dev, req)?,
+            // A copy: the miss takes its request by reference, and the one the hit reads stays in
+            // registers (passing `req` itself makes it live in memory on the hit too).
+            (None, _) => {
+                self.pending.remember(stream);
+                self.malloc_miss(dev, &{ req })?
+            }
         };
         self.note_lifetime(dev, granted.block, true);
         Ok(granted)
@@ -381,7 +366,7 @@ impl<B: Backend> State<B> {
         if let Some(f) = self.find_free::<false>(req) {
             return Ok(self.grant_found(f, req));
         }
-        self.malloc_miss(dev, req)
+        self.malloc_miss(dev, &req)
     }
 
     /// Best fit in the (pool, stream, class) free list, with PyTorch's oversize rules. The
@@ -719,21 +704,14 @@ impl<B: Backend> State<B> {
     #[inline(never)]
     fn free_with_uses(&mut self, dev: &Device<B>, b: BlockId) {
         let blk = self.blocks.get(b);
-        let (size, small, stream) = (blk.size, blk.small, blk.stream);
+        let (size, small) = (blk.size, blk.small);
         let capturing = dev.is_capturing();
-        self.fill_positions(dev, b);
-        if let Some(owner) = self.stream_handle(dev, stream) {
-            self.blocks
-                .get_mut(b)
-                .uses
-                .retain(|u| !use_done(dev, u, &owner));
-        }
-        let blk = self.blocks.get_mut(b);
-        if blk.uses.is_empty() {
+        if self.pending.settle(dev, &mut self.blocks, b) {
             self.stats.num_released_without_event += 1;
             self.free_block(dev, b);
             return;
         }
+        let blk = self.blocks.get_mut(b);
         blk.status = Status::Pending;
         blk.generation = blk.generation.wrapping_add(1);
         self.pending.blocks.push(b);
@@ -741,53 +719,8 @@ impl<B: Backend> State<B> {
         self.pending_by_class.add(small, size);
         self.stats.num_pending_frees += 1;
         if !capturing {
-            self.record_events(dev, b);
-        }
-    }
-
-    /// Fills `None` positions (record_stream) with the using stream's current position: its
-    /// eager position, or its position inside the capture the block was allocated for. A
-    /// stream capturing something else is filled in once it is back to eager work.
-    fn fill_positions(&mut self, dev: &Device<B>, b: BlockId) {
-        let capture = self.blocks.get(b).capture;
-        for i in 0..self.blocks.get(b).uses.len() {
-            let u = self.blocks.get(b).uses[i];
-            if u.pos.is_some() {
-                continue;
-            }
-            let Some(s) = self.stream_handle(dev, u.stream) else {
-                continue;
-            };
-            let pos = s.position();
-            let fill = match pos.domain {
-                Domain::Eager => true,
-                Domain::Capture(c) => capture == Some(c),
-            };
-            if fill {
-                self.blocks.get_mut(b).uses[i].pos = Some(pos);
-            }
-        }
-    }
-
-    /// Records events on the using streams of pending block `b` for uses without one.
-    fn record_events(&mut self, dev: &Device<B>, b: BlockId) {
-        let generation = self.blocks.get(b).generation;
-        let n = self.blocks.get(b).uses.len();
-        for i in 0..n {
-            let u = self.blocks.get(b).uses[i];
-            // Uses inside a capture run at replay: no event can cover them.
-            if u.event || !u.pos.is_some_and(|p| p.domain == Domain::Eager) {
-                continue;
-            }
-            let Some(s) = self.stream_handle(dev, u.stream) else {
-                continue;
-            };
-            match self.pending.record(dev, &s, b, generation, &mut self.stats) {
-                Ok(()) => self.blocks.get_mut(b).uses[i].event = true,
-                Err(err) => {
-                    tracing::warn!(%err, stream = u.stream.0, "could not record a cross-stream event")
-                }
-            }
+            self.pending
+                .record_events(dev, &mut self.blocks, b, &mut self.stats);
         }
     }
 
@@ -811,7 +744,7 @@ impl<B: Backend> State<B> {
             return;
         }
         let owner_id = blk.stream;
-        let Some(owner) = self.stream_handle(dev, owner_id) else {
+        let Some(owner) = self.pending.stream(dev, owner_id) else {
             return;
         };
         let blk = self.blocks.get(b);
@@ -950,7 +883,7 @@ impl<B: Backend> State<B> {
         if blk.status != Status::Allocated || blk.stream == stream.id() {
             return;
         }
-        self.remember_stream(stream);
+        self.pending.remember(stream);
         add_use(&mut self.blocks.get_mut(b).uses, stream.id(), None);
     }
 
@@ -1015,24 +948,12 @@ impl<B: Backend> State<B> {
         }
         let capturing = dev.is_capturing();
         if query && !capturing {
-            let blocks = &self.blocks;
-            self.pending.poll(&mut self.stats, |id, generation| {
-                let b = blocks.get(id);
-                b.status == Status::Pending && b.generation == generation
-            });
+            self.pending.poll(&self.blocks, &mut self.stats);
         }
         let mut i = 0;
         while i < self.pending.blocks.len() {
             let b = self.pending.blocks[i];
-            self.fill_positions(dev, b);
-            let owner = self.blocks.get(b).stream;
-            if let Some(owner) = self.stream_handle(dev, owner) {
-                self.blocks
-                    .get_mut(b)
-                    .uses
-                    .retain(|u| !use_done(dev, u, &owner));
-            }
-            if self.blocks.get(b).uses.is_empty() {
+            if self.pending.settle(dev, &mut self.blocks, b) {
                 self.pending.blocks.swap_remove(i);
                 let (size, small) = (self.blocks.get(b).size, self.blocks.get(b).small);
                 self.stats.pending_free_bytes.decrease(size);
@@ -1040,7 +961,8 @@ impl<B: Backend> State<B> {
                 self.free_block(dev, b);
             } else {
                 if !capturing {
-                    self.record_events(dev, b);
+                    self.pending
+                        .record_events(dev, &mut self.blocks, b, &mut self.stats);
                 }
                 i += 1;
             }
@@ -1059,11 +981,7 @@ impl<B: Backend> State<B> {
             .blocks
             .iter()
             .any(|&b| self.blocks.get(b).uses.iter().any(|u| !u.event));
-        let blocks = &self.blocks;
-        self.pending.synchronize_all(|id, generation| {
-            let b = blocks.get(id);
-            b.status == Status::Pending && b.generation == generation
-        });
+        self.pending.synchronize_all(&self.blocks);
         if uncovered {
             if let Err(err) = dev.synchronize() {
                 tracing::warn!(%err, "device synchronize failed while freeing pending blocks");
@@ -1081,7 +999,7 @@ impl<B: Backend> State<B> {
             rounded,
             ..
         } = req;
-        let stream = self.stream_handle(dev, sid)?;
+        let stream = self.pending.stream(dev, sid)?;
         let max_split = self.config.max_split_size;
         let non_split = self.config.max_non_split_rounding;
         let small = class == SizeClass::Small;
@@ -1586,47 +1504,4 @@ impl<B: Backend> State<B> {
         }
         Ok(())
     }
-}
-
-/// Whether a recorded use no longer holds its block back from the owner's next work: it is
-/// ordered before it, or it lies in a capture that has ended (captured work runs at replay, and
-/// memory of a private pool is reused only by later captures into the pool or once the pool
-/// is gone).
-fn use_done<B: Backend>(dev: &Device<B>, u: &UseRec, owner: &Stream<B>) -> bool {
-    let Some(p) = u.pos else {
-        return false;
-    };
-    if dev.is_ordered_before(p, owner) {
-        return true;
-    }
-    match p.domain {
-        Domain::Eager => false,
-        Domain::Capture(c) => owner.domain() != Domain::Capture(c),
-    }
-}
-
-/// Adds a use, keeping one entry per stream: `None` (everything up to the free) dominates,
-/// otherwise the latest position wins.
-fn add_use(uses: &mut Vec<UseRec>, stream: StreamId, pos: Option<StreamPosition>) {
-    if let Some(u) = uses.iter_mut().find(|u| u.stream == stream) {
-        match (u.pos, pos) {
-            (None, _) => {}
-            (Some(_), None) => {
-                u.pos = None;
-                u.event = false;
-            }
-            (Some(old), Some(new)) => {
-                if new.seq > old.seq {
-                    u.pos = Some(new);
-                    u.event = false;
-                }
-            }
-        }
-        return;
-    }
-    uses.push(UseRec {
-        stream,
-        pos,
-        event: false,
-    });
 }

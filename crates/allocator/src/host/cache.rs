@@ -7,8 +7,9 @@
 //! all completed to the idle lists. Nothing here blocks the host except the final release.
 
 use super::stats::PinnedStats;
+use crate::reclaim::EventPool;
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{Device, Event, EventFlags, HostPtr, Stream, StreamPosition};
+use braid_stream_core::{Device, Event, HostPtr, Stream, StreamPosition};
 use std::collections::BTreeMap;
 
 /// One use a freed block must outlive: work up to `position` on `stream`, and the event
@@ -32,8 +33,8 @@ pub(crate) struct HostCache<B: Backend> {
     /// Idle blocks by size class, most recently freed last (reused first).
     idle: BTreeMap<u64, Vec<HostPtr>>,
     pending: Vec<PendingBlock<B>>,
-    /// Recycled events.
-    events: Vec<Event<B>>,
+    /// Recycled events (the device allocator's pool of them).
+    events: EventPool<B>,
     pub(crate) stats: PinnedStats,
 }
 
@@ -42,7 +43,7 @@ impl<B: Backend> Default for HostCache<B> {
         HostCache {
             idle: BTreeMap::new(),
             pending: Vec::new(),
-            events: Vec::new(),
+            events: EventPool::default(),
             stats: PinnedStats::default(),
         }
     }
@@ -73,7 +74,9 @@ impl<B: Backend> HostCache<B> {
             let mut waits = Vec::with_capacity(block.waits.len());
             for wait in block.waits {
                 if self.wait_completed(device, &wait, may_query) {
-                    self.events.extend(wait.event);
+                    if let Some(event) = wait.event {
+                        self.events.recycle(event);
+                    }
                 } else {
                     waits.push(wait);
                 }
@@ -152,24 +155,13 @@ impl<B: Backend> HostCache<B> {
             // A record there would mark captured work, not the eager copy.
             return None;
         }
-        let event = match self.events.pop() {
-            Some(event) => event,
-            None => match device.create_event(EventFlags::ORDERING) {
-                Ok(event) => event,
-                Err(err) => {
-                    tracing::warn!(%err, "creating an event for a pinned block failed");
-                    return None;
-                }
-            },
-        };
-        match event.record(stream) {
-            Ok(()) => {
+        match self.events.record(device, stream) {
+            Ok(recorded) => {
                 self.stats.num_events_recorded += 1;
-                Some(event)
+                Some(recorded.event)
             }
             Err(err) => {
                 tracing::debug!(%err, "recording an event for a pinned block failed");
-                self.events.push(event);
                 None
             }
         }

@@ -38,17 +38,17 @@ use braid_stream_core::{Device, StreamId};
 /// One allocation request, from [`State::malloc`] to its grant.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Request {
-    /// The stream the block is allocated on (whose free lists are searched).
-    pub stream: StreamId,
-    /// The pool the request is routed to.
-    pub pool: PoolId,
-    /// The size class whose free lists and segments serve it.
-    pub class: SizeClass,
-    /// Bytes the caller asked for.
-    pub size: u64,
     /// `size` rounded to the block size (or by `roundup_power2_divisions`): the bytes granted
     /// unless a whole block is handed out.
     pub rounded: u64,
+    /// Bytes the caller asked for.
+    pub size: u64,
+    /// The stream the block is allocated on (whose free lists are searched).
+    pub stream: StreamId,
+    /// The size class whose free lists and segments serve it.
+    pub class: SizeClass,
+    /// The pool the request is routed to.
+    pub pool: PoolId,
 }
 
 impl Request {
@@ -126,12 +126,12 @@ impl<B: Backend> State<B> {
     pub(super) fn malloc_miss(
         &mut self,
         dev: &Device<B>,
-        req: Request,
+        req: &Request,
     ) -> Result<Granted, AllocError> {
         // Asked here, on the cold path, for every step that must not run during a capture
         // (the hot path asks the device only when frees are pending).
         let capturing = dev.is_capturing();
-        self.malloc_miss_capturing(dev, req, capturing)
+        self.malloc_miss_capturing(dev, *req, capturing)
     }
 
     /// [`State::malloc_miss`] where the caller asked the device whether it is `capturing`.

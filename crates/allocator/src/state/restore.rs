@@ -3,9 +3,10 @@
 //! layout. A child module of `state` so it reuses the state's own free, caching and statistics
 //! paths instead of copies of them.
 
-use super::{use_done, Granted, Request, State};
+use super::{Granted, Request, State};
 use crate::block::{BlockId, NewBlock, Status, UseRec, NONE};
 use crate::error::AllocError;
+use crate::reclaim::use_done;
 use crate::size::SizeClass;
 use crate::snapshot::{BlockState, PoolId, SegmentSnapshot, SegmentType};
 use braid_stream_core::hal::Backend;
@@ -113,14 +114,14 @@ impl<B: Backend> State<B> {
             return true;
         }
         let (owner, capture, uses) = (blk.stream, blk.capture, blk.uses.clone());
-        let Some(owner) = self.stream_handle(dev, owner) else {
+        let Some(owner) = self.pending.stream(dev, owner) else {
             return false;
         };
         uses.iter().all(|u| {
             // As `fill_positions` would at the free: a use up to the free is the using
             // stream's position now.
             let pos = u.pos.or_else(|| {
-                let pos = self.stream_handle(dev, u.stream)?.position();
+                let pos = self.pending.stream(dev, u.stream)?.position();
                 match pos.domain {
                     Domain::Eager => Some(pos),
                     Domain::Capture(c) => (capture == Some(c)).then_some(pos),
