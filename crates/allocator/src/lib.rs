@@ -271,6 +271,7 @@
 #![warn(missing_docs)]
 
 mod allocator;
+mod arena;
 mod block;
 mod buffer;
 mod checkpoint;

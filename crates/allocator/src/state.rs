@@ -8,10 +8,11 @@ mod miss;
 
 pub(crate) use miss::Request;
 
-use crate::block::{BlockId, Blocks, NewBlock, Segment, Segments, Status, NONE};
+use crate::arena::{Arena, Shape};
+use crate::block::{BlockId, NewBlock, Segment, Status, NONE};
 use crate::config::AllocatorConfig;
 use crate::error::AllocError;
-use crate::free_list::{class_index, FreeKey, FreeLists};
+use crate::free_list::{class_index, FreeKey};
 use crate::keepalive::Keepalive;
 use crate::private_pool::{Diversion, PoolFilter, PrivatePools};
 use crate::reclaim::{add_use, Reclaimer};
@@ -57,9 +58,8 @@ enum SegmentFailure {
 
 pub(crate) struct State<B: Backend> {
     pub config: AllocatorConfig,
-    blocks: Blocks,
-    segments: Segments,
-    free: FreeLists,
+    /// Blocks, segments and free lists.
+    arena: Arena,
     /// Frees waiting for uses on other streams, their events, and stream handles.
     pending: Reclaimer<B>,
     /// Private pools and the diversions into them.
@@ -105,10 +105,8 @@ impl<B: Backend> State<B> {
                 ..MemoryStats::default()
             },
             config,
-            blocks: Blocks::with_initial_capacity(),
-            segments: Segments::default(),
+            arena: Arena::new(),
             pending_by_class: PendingByClass::default(),
-            free: FreeLists::default(),
             pending: Reclaimer::default(),
             pools: PrivatePools::default(),
             history,
@@ -252,7 +250,7 @@ impl<B: Backend> State<B> {
         for id in self.pools.freeable() {
             if self.pools.get(id).is_some_and(|p| p.segments == 0) {
                 self.pools.remove(id);
-                self.free.remove_pool(id);
+                self.arena.free.remove_pool(id);
                 tracing::debug!(pool = id.0, "private pool gone");
             }
         }
@@ -317,7 +315,7 @@ impl<B: Backend> State<B> {
         if let Ok(g) = &granted {
             // `grant` cleared it.
             if capture.is_some() {
-                self.blocks.get_mut(g.block).capture = capture;
+                self.arena.blocks.get_mut(g.block).capture = capture;
             }
             self.note_lifetime(dev, g.block, true);
         }
@@ -386,14 +384,14 @@ impl<B: Backend> State<B> {
         let non_split = self.config.max_non_split_rounding;
         let gc = !PLAIN && self.config.garbage_collection_threshold > 0.0;
         let skip_expandable = !PLAIN && self.skip_expandable();
-        let p = self.free.of_pool_mut(pool);
+        let p = self.arena.free.of_pool_mut(pool);
         if gc {
             p.gc_clock[class_index(class)] += 1;
         }
         let list = p.list_mut(stream, class == SizeClass::Small);
         let mut i = list.lower_bound(rounded);
         if skip_expandable {
-            i = expandable::first_normal(list, &self.blocks, i);
+            i = expandable::first_normal(list, &self.arena.blocks, i);
         }
         let key = list.get(i)?;
         if rounded < max_split && key.size >= max_split {
@@ -436,7 +434,7 @@ impl<B: Backend> State<B> {
     /// segment's block.
     #[inline(never)]
     fn grant(&mut self, b: BlockId, slot: Option<usize>, req: Request) -> Granted {
-        let small = self.blocks.get(b).small;
+        let small = self.arena.blocks.get(b).small;
         self.grant_inline::<false>(b, slot, req, small)
     }
 
@@ -453,14 +451,14 @@ impl<B: Backend> State<B> {
     ) -> Granted {
         let (rounded, requested) = (req.rounded, req.size);
         let (size, already_split, block_pool, expandable) = {
-            let blk = self.blocks.get(b);
+            let blk = self.arena.blocks.get(b);
             debug_assert_eq!(small, blk.small, "grant of a block of the other class");
             let pool = if PLAIN { PoolId::DEFAULT } else { blk.pool };
             (blk.size, blk.is_split(), pool, blk.expandable)
         };
         // Blocks of expandable segments split like small ones (PyTorch).
         if self.should_split(block_pool, size, small || expandable, rounded) {
-            let blk = self.blocks.get(b);
+            let blk = self.arena.blocks.get(b);
             let (stream, old_next) = (blk.stream, blk.next);
             let rem = NewBlock {
                 addr: blk.addr + rounded,
@@ -474,11 +472,11 @@ impl<B: Backend> State<B> {
                 next: old_next,
             };
             let (rem_addr, rem_size) = (rem.addr, rem.size);
-            let r = self.blocks.insert(rem);
+            let r = self.arena.blocks.insert(rem);
             if old_next != NONE {
-                self.blocks.get_mut(old_next).prev = r;
+                self.arena.blocks.get_mut(old_next).prev = r;
             }
-            let blk = self.blocks.get_mut(b);
+            let blk = self.arena.blocks.get_mut(b);
             blk.next = r;
             blk.size = rounded;
             // The remainder takes the place of the block it was split from (in the list that
@@ -488,7 +486,7 @@ impl<B: Backend> State<B> {
                 addr: rem_addr,
                 id: r,
             };
-            let p = self.free.of_pool_mut(block_pool);
+            let p = self.arena.free.of_pool_mut(block_pool);
             let list = p.list_mut(stream, small);
             match slot {
                 Some(i) => list.replace_with_smaller(i, key),
@@ -496,7 +494,7 @@ impl<B: Backend> State<B> {
             }
             if !PLAIN {
                 // Read by garbage collection only, which is never on when plain.
-                self.blocks.get_mut(r).gc_base = p.gc_clock[usize::from(!small)];
+                self.arena.blocks.get_mut(r).gc_base = p.gc_clock[usize::from(!small)];
             }
             if already_split {
                 self.stats.inactive_split_bytes.decrease(small, rounded);
@@ -506,16 +504,20 @@ impl<B: Backend> State<B> {
             }
         } else {
             if let Some(i) = slot {
-                let blk = self.blocks.get(b);
+                let blk = self.arena.blocks.get(b);
                 let (pool, stream) = (blk.pool, blk.stream);
-                self.free.of_pool_mut(pool).list_mut(stream, small).take(i);
+                self.arena
+                    .free
+                    .of_pool_mut(pool)
+                    .list_mut(stream, small)
+                    .take(i);
             }
             if already_split {
                 self.stats.inactive_split_bytes.decrease(small, size);
                 self.stats.inactive_split.decrease(small, 1);
             }
         }
-        let blk = self.blocks.get_mut(b);
+        let blk = self.arena.blocks.get_mut(b);
         blk.status = Status::Allocated;
         blk.requested = requested;
         blk.generation = blk.generation.wrapping_add(1);
@@ -542,46 +544,6 @@ impl<B: Backend> State<B> {
             size,
             pool,
         }
-    }
-
-    /// Puts free block `b` into its free list, at its sorted place.
-    fn cache_block(&mut self, b: BlockId) {
-        let blk = self.blocks.get(b);
-        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
-        let key = self.blocks.free_key(b);
-        let p = self.free.of_pool_mut(pool);
-        let clock = p.gc_clock[usize::from(!small)];
-        p.list_mut(stream, small).insert(key);
-        let blk = self.blocks.get_mut(b);
-        blk.status = Status::Free;
-        blk.gc_base = clock;
-    }
-
-    /// The index of free block `b` in its free list.
-    #[inline(always)]
-    fn free_slot(&mut self, b: BlockId) -> Option<usize> {
-        let blk = self.blocks.get(b);
-        let key = self.blocks.free_key(b);
-        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
-        let slot = self
-            .free
-            .of_pool_mut(pool)
-            .list_mut(stream, small)
-            .position(key);
-        debug_assert!(slot.is_some(), "free block missing from its free list");
-        slot
-    }
-
-    fn uncache_block(&mut self, b: BlockId) {
-        let blk = self.blocks.get(b);
-        let key = self.blocks.free_key(b);
-        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
-        let removed = self
-            .free
-            .of_pool_mut(pool)
-            .list_mut(stream, small)
-            .remove(key);
-        debug_assert!(removed, "free block missing from its free list");
     }
 
     fn alloc_segment(
@@ -613,7 +575,7 @@ impl<B: Backend> State<B> {
             Err(e) => return Err(SegmentFailure::Other(e)),
         };
         let small = class == SizeClass::Small;
-        let seg = self.segments.insert(Segment {
+        let seg = self.arena.segments.insert(Segment {
             addr: ptr.0,
             size: seg_size,
             stream,
@@ -623,7 +585,7 @@ impl<B: Backend> State<B> {
             live: true,
             expandable: None,
         });
-        let b = self.blocks.insert(NewBlock {
+        let b = self.arena.blocks.insert(NewBlock {
             addr: ptr.0,
             size: seg_size,
             stream,
@@ -634,7 +596,7 @@ impl<B: Backend> State<B> {
             prev: NONE,
             next: NONE,
         });
-        self.segments.get_mut(seg).head = b;
+        self.arena.segments.get_mut(seg).head = b;
         if let Some(p) = self.pools.get_mut(pool) {
             p.segments += 1;
             p.reserved_bytes += seg_size;
@@ -657,7 +619,7 @@ impl<B: Backend> State<B> {
     /// The owner dropped the buffer of block `b`.
     #[inline]
     pub(crate) fn free(&mut self, dev: &Device<B>, b: BlockId) {
-        let small = self.blocks.get(b).small;
+        let small = self.arena.blocks.get(b).small;
         match (self.plain, small) {
             // One copy per class when plain: the class's branches fold away in each.
             (true, true) => self.free_in::<true>(dev, b, true),
@@ -670,7 +632,7 @@ impl<B: Backend> State<B> {
     /// `small`: the block's class.
     #[inline(always)]
     fn free_in<const PLAIN: bool>(&mut self, dev: &Device<B>, b: BlockId, small: bool) {
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         if blk.status != Status::Allocated {
             debug_assert!(false, "free of a block that is not allocated");
             return;
@@ -691,7 +653,7 @@ impl<B: Backend> State<B> {
                 self.lifetimes.died(b);
             }
         }
-        if self.blocks.get(b).uses.is_empty() {
+        if self.arena.blocks.get(b).uses.is_empty() {
             self.free_block_in::<PLAIN>(dev, b, small);
             return;
         }
@@ -703,15 +665,15 @@ impl<B: Backend> State<B> {
     #[cold]
     #[inline(never)]
     fn free_with_uses(&mut self, dev: &Device<B>, b: BlockId) {
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         let (size, small) = (blk.size, blk.small);
         let capturing = dev.is_capturing();
-        if self.pending.settle(dev, &mut self.blocks, b) {
+        if self.pending.settle(dev, &mut self.arena.blocks, b) {
             self.stats.num_released_without_event += 1;
             self.free_block(dev, b);
             return;
         }
-        let blk = self.blocks.get_mut(b);
+        let blk = self.arena.blocks.get_mut(b);
         blk.status = Status::Pending;
         blk.generation = blk.generation.wrapping_add(1);
         self.pending.blocks.push(b);
@@ -720,7 +682,7 @@ impl<B: Backend> State<B> {
         self.stats.num_pending_frees += 1;
         if !capturing {
             self.pending
-                .record_events(dev, &mut self.blocks, b, &mut self.stats);
+                .record_events(dev, &mut self.arena.blocks, b, &mut self.stats);
         }
     }
 
@@ -739,7 +701,7 @@ impl<B: Backend> State<B> {
     #[cold]
     #[inline(never)]
     fn note_lifetime_slow(&mut self, dev: &Device<B>, b: BlockId, alive: bool) {
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         if blk.pool != PoolId::DEFAULT || blk.capture.is_some() {
             return;
         }
@@ -747,7 +709,7 @@ impl<B: Backend> State<B> {
         let Some(owner) = self.pending.stream(dev, owner_id) else {
             return;
         };
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         let range = DeviceSlice::new(DevicePtr(blk.addr), blk.size);
         let result = if alive {
             dev.hal().note_sub_alloc(range, owner.hal())
@@ -762,7 +724,7 @@ impl<B: Backend> State<B> {
     /// PyTorch's `free_block`: coalesce with free neighbours and cache.
     #[inline(never)]
     fn free_block(&mut self, dev: &Device<B>, b: BlockId) {
-        let small = self.blocks.get(b).small;
+        let small = self.arena.blocks.get(b).small;
         self.free_block_in::<false>(dev, b, small);
     }
 
@@ -771,11 +733,11 @@ impl<B: Backend> State<B> {
     #[inline(always)]
     fn free_block_in<const PLAIN: bool>(&mut self, dev: &Device<B>, b: BlockId, small: bool) {
         self.note_lifetime(dev, b, false);
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         debug_assert_eq!(small, blk.small, "free of a block of the other class");
         let (requested, stream, pool) = (blk.requested, blk.stream, blk.pool);
         let (prev, next) = (blk.prev, blk.next);
-        let is_free = |n: BlockId| n != NONE && self.blocks.get(n).status == Status::Free;
+        let is_free = |n: BlockId| n != NONE && self.arena.blocks.get(n).status == Status::Free;
         let (prev_free, next_free) = (is_free(prev), is_free(next));
         // A block and its neighbours lie in one segment, hence in one free list.
         let mut net_blocks: i64 = 0;
@@ -784,47 +746,48 @@ impl<B: Backend> State<B> {
         // overwriting its entry); the previous one, when both are free, leaves the list.
         let mut slot = None;
         if prev_free {
-            let key = self.blocks.free_key(prev);
-            let list = self.free.of_pool_mut(pool).list_mut(stream, small);
+            let key = self.arena.blocks.free_key(prev);
+            let list = self.arena.free.of_pool_mut(pool).list_mut(stream, small);
             if next_free {
                 let removed = list.remove(key);
                 debug_assert!(removed, "free block missing from its free list");
             } else {
                 slot = list.position(key);
             }
-            let n = self.blocks.get(prev);
+            let n = self.arena.blocks.get(prev);
             let (n_addr, n_size, n_prev, seg) = (n.addr, n.size, n.prev, n.segment);
-            let blk = self.blocks.get_mut(b);
+            let blk = self.arena.blocks.get_mut(b);
             blk.addr = n_addr;
             blk.prev = n_prev;
             blk.size += n_size;
             if n_prev != NONE {
-                self.blocks.get_mut(n_prev).next = b;
+                self.arena.blocks.get_mut(n_prev).next = b;
             }
-            let segment = self.segments.get_mut(seg);
+            let segment = self.arena.segments.get_mut(seg);
             if segment.head == prev {
                 segment.head = b;
             }
-            self.blocks.remove(prev);
+            self.arena.blocks.remove(prev);
             net_blocks -= 1;
             net_bytes -= n_size as i64;
         }
         if next_free {
-            let key = self.blocks.free_key(next);
+            let key = self.arena.blocks.free_key(next);
             slot = self
+                .arena
                 .free
                 .of_pool_mut(pool)
                 .list_mut(stream, small)
                 .position(key);
-            let n = self.blocks.get(next);
+            let n = self.arena.blocks.get(next);
             let (n_size, n_next) = (n.size, n.next);
-            let blk = self.blocks.get_mut(b);
+            let blk = self.arena.blocks.get_mut(b);
             blk.next = n_next;
             blk.size += n_size;
             if n_next != NONE {
-                self.blocks.get_mut(n_next).prev = b;
+                self.arena.blocks.get_mut(n_next).prev = b;
             }
-            self.blocks.remove(next);
+            self.arena.blocks.remove(next);
             net_blocks -= 1;
             net_bytes -= n_size as i64;
         }
@@ -832,14 +795,14 @@ impl<B: Backend> State<B> {
             slot.is_some() || !(prev_free || next_free),
             "free neighbour missing from its free list"
         );
-        let p = self.free.of_pool_mut(pool);
+        let p = self.arena.free.of_pool_mut(pool);
         // Without garbage collection (always so when plain) the clock is never read.
         let gc_base = if PLAIN {
             0
         } else {
             p.gc_clock[usize::from(!small)]
         };
-        let blk = self.blocks.get_mut(b);
+        let blk = self.arena.blocks.get_mut(b);
         blk.requested = 0;
         blk.uses.clear();
         blk.status = Status::Free;
@@ -879,18 +842,18 @@ impl<B: Backend> State<B> {
     /// `record_stream`: the block must not be reused before the work submitted to `stream` up
     /// to the free has completed (ordered before the owner's next work).
     pub(crate) fn record_stream(&mut self, b: BlockId, stream: &Stream<B>) {
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         if blk.status != Status::Allocated || blk.stream == stream.id() {
             return;
         }
         self.pending.remember(stream);
-        add_use(&mut self.blocks.get_mut(b).uses, stream.id(), None);
+        add_use(&mut self.arena.blocks.get_mut(b).uses, stream.id(), None);
     }
 
     /// `erase_stream`: forgets the uses of allocated block `b` by `stream` (recorded or
     /// noted); the caller promises the stream no longer uses it.
     pub(crate) fn erase_stream(&mut self, b: BlockId, stream: StreamId) {
-        let blk = self.blocks.get_mut(b);
+        let blk = self.arena.blocks.get_mut(b);
         if blk.status == Status::Allocated {
             blk.uses.retain(|u| u.stream != stream);
         }
@@ -900,7 +863,7 @@ impl<B: Backend> State<B> {
     /// for blocks allocated for that capture (it runs at every replay; eager memory a graph
     /// reads must outlive the graph, as in PyTorch).
     pub(crate) fn note_use(&mut self, pos: StreamPosition, start: u64, end: u64) {
-        if start >= end || self.segments.is_empty() {
+        if start >= end || self.arena.segments.is_empty() {
             return;
         }
         let capture = match pos.domain {
@@ -910,7 +873,7 @@ impl<B: Backend> State<B> {
         // Segments overlapping the range (almost always one).
         let mut segs = [u32::MAX; 4];
         let mut n = 0;
-        for s in self.segments.overlapping(start, end) {
+        for s in self.arena.segments.overlapping(start, end) {
             if n == segs.len() {
                 break;
             }
@@ -918,9 +881,9 @@ impl<B: Backend> State<B> {
             n += 1;
         }
         for &seg in &segs[..n] {
-            let mut b = self.segments.get(seg).head;
+            let mut b = self.arena.segments.get(seg).head;
             while b != NONE {
-                let blk = self.blocks.get_mut(b);
+                let blk = self.arena.blocks.get_mut(b);
                 if blk.addr >= end {
                     break;
                 }
@@ -948,21 +911,24 @@ impl<B: Backend> State<B> {
         }
         let capturing = dev.is_capturing();
         if query && !capturing {
-            self.pending.poll(&self.blocks, &mut self.stats);
+            self.pending.poll(&self.arena.blocks, &mut self.stats);
         }
         let mut i = 0;
         while i < self.pending.blocks.len() {
             let b = self.pending.blocks[i];
-            if self.pending.settle(dev, &mut self.blocks, b) {
+            if self.pending.settle(dev, &mut self.arena.blocks, b) {
                 self.pending.blocks.swap_remove(i);
-                let (size, small) = (self.blocks.get(b).size, self.blocks.get(b).small);
+                let (size, small) = (
+                    self.arena.blocks.get(b).size,
+                    self.arena.blocks.get(b).small,
+                );
                 self.stats.pending_free_bytes.decrease(size);
                 self.pending_by_class.remove(small, size);
                 self.free_block(dev, b);
             } else {
                 if !capturing {
                     self.pending
-                        .record_events(dev, &mut self.blocks, b, &mut self.stats);
+                        .record_events(dev, &mut self.arena.blocks, b, &mut self.stats);
                 }
                 i += 1;
             }
@@ -980,8 +946,8 @@ impl<B: Backend> State<B> {
             .pending
             .blocks
             .iter()
-            .any(|&b| self.blocks.get(b).uses.iter().any(|u| !u.event));
-        self.pending.synchronize_all(&self.blocks);
+            .any(|&b| self.arena.blocks.get(b).uses.iter().any(|u| !u.event));
+        self.pending.synchronize_all(&self.arena.blocks);
         if uncovered {
             if let Err(err) = dev.synchronize() {
                 tracing::warn!(%err, "device synchronize failed while freeing pending blocks");
@@ -1006,7 +972,7 @@ impl<B: Backend> State<B> {
         let skip_expandable = self.skip_expandable();
         let mut best: Option<(u64, u64, BlockId)> = None;
         for &b in &self.pending.blocks {
-            let blk = self.blocks.get(b);
+            let blk = self.arena.blocks.get(b);
             if blk.stream != sid
                 || blk.pool != pool
                 || blk.small != small
@@ -1029,8 +995,8 @@ impl<B: Backend> State<B> {
             }
         }
         let (_, _, b) = best?;
-        let generation = self.blocks.get(b).generation;
-        for u in self.blocks.get(b).uses.iter() {
+        let generation = self.arena.blocks.get(b).generation;
+        for u in self.arena.blocks.get(b).uses.iter() {
             let event = self.pending.event_for(u.stream, b, generation)?;
             if let Err(err) = stream.wait(event) {
                 tracing::warn!(%err, "could not wait on a pending block's event");
@@ -1039,7 +1005,7 @@ impl<B: Backend> State<B> {
         }
         self.stats.num_reuse_with_wait += 1;
         tracing::debug!(
-            block_size = self.blocks.get(b).size,
+            block_size = self.arena.blocks.get(b).size,
             stream = sid.0,
             "reusing a pending block with a stream wait"
         );
@@ -1061,7 +1027,7 @@ impl<B: Backend> State<B> {
         }
         let mut released = 0;
         for &b in candidates {
-            let blk = self.blocks.get(b);
+            let blk = self.arena.blocks.get(b);
             if blk.status != Status::Free || blk.is_split() {
                 continue;
             }
@@ -1073,22 +1039,22 @@ impl<B: Backend> State<B> {
                 blk.pool,
                 blk.segment,
             );
-            if self.segments.get(seg).expandable.is_some() {
+            if self.arena.segments.get(seg).expandable.is_some() {
                 // A whole free range of an expandable segment: unmap its pages.
                 released += self.unmap_free_block(dev, b);
                 continue;
             }
-            self.uncache_block(b);
+            self.arena.uncache(b);
             // SAFETY: `addr` is the base of a segment this allocator got from this device and has
             // not freed; the segment is one free block (no buffer refers to it, no pending use),
             // and the device was just synchronized, so no queued work uses it.
             if let Err(err) = unsafe { dev.hal().free(DevicePtr(addr)) } {
                 tracing::warn!(%err, addr, "returning a segment to the device failed");
-                self.cache_block(b);
+                self.arena.cache(b);
                 continue;
             }
-            self.blocks.remove(b);
-            self.segments.remove(seg);
+            self.arena.blocks.remove(b);
+            self.arena.segments.remove(seg);
             if let Some(p) = self.pools.get_mut(pool) {
                 p.segments = p.segments.saturating_sub(1);
                 p.reserved_bytes = p.reserved_bytes.saturating_sub(size);
@@ -1113,30 +1079,11 @@ impl<B: Backend> State<B> {
         released
     }
 
-    /// Whole free segments of `pool` (all streams, both classes).
-    fn whole_free_segments(&self, pool: PoolId) -> Vec<BlockId> {
-        let Some(p) = self.free.of_pool(pool) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for small in [true, false] {
-            for (_, list) in p.lists(small) {
-                out.extend(
-                    list.keys()
-                        .iter()
-                        .filter(|k| !self.blocks.get(k.id).is_split())
-                        .map(|k| k.id),
-                );
-            }
-        }
-        out
-    }
-
     pub(crate) fn release_cached_segments(&mut self, dev: &Device<B>, pool: PoolId) -> u64 {
         if dev.is_capturing() {
             return 0;
         }
-        let candidates = self.whole_free_segments(pool);
+        let candidates = self.arena.whole_free_segments(pool);
         self.release_blocks(dev, &candidates)
     }
 
@@ -1146,9 +1093,9 @@ impl<B: Backend> State<B> {
         if dev.is_capturing() {
             return 0;
         }
-        let mut candidates = self.whole_free_segments(PoolId::DEFAULT);
+        let mut candidates = self.arena.whole_free_segments(PoolId::DEFAULT);
         for id in self.pools.freeable() {
-            candidates.extend(self.whole_free_segments(id));
+            candidates.extend(self.arena.whole_free_segments(id));
         }
         let released = self.release_blocks(dev, &candidates) + self.trim_expandable(dev);
         self.forget_empty_pools();
@@ -1174,7 +1121,7 @@ impl<B: Backend> State<B> {
     /// concern are left to the device. During a capture nothing can be freed (the device refuses
     /// to synchronize), so the segments are left with a warning.
     pub(crate) fn release_all_on_drop(&mut self, dev: &Device<B>) {
-        if self.segments.is_empty() {
+        if self.arena.segments.is_empty() {
             return;
         }
         if dev.is_capturing() {
@@ -1195,10 +1142,13 @@ impl<B: Backend> State<B> {
             match dev.synchronize() {
                 Ok(()) => {
                     for b in std::mem::take(&mut self.pending.blocks) {
-                        let (size, small) = (self.blocks.get(b).size, self.blocks.get(b).small);
+                        let (size, small) = (
+                            self.arena.blocks.get(b).size,
+                            self.arena.blocks.get(b).small,
+                        );
                         self.stats.pending_free_bytes.decrease(size);
                         self.pending_by_class.remove(small, size);
-                        self.blocks.get_mut(b).uses.clear();
+                        self.arena.blocks.get_mut(b).uses.clear();
                         self.free_block(dev, b);
                     }
                 }
@@ -1208,12 +1158,12 @@ impl<B: Backend> State<B> {
                 ),
             }
         }
-        let mut candidates = self.whole_free_segments(PoolId::DEFAULT);
+        let mut candidates = self.arena.whole_free_segments(PoolId::DEFAULT);
         for id in self.pools.ids().collect::<Vec<_>>() {
-            candidates.extend(self.whole_free_segments(id));
+            candidates.extend(self.arena.whole_free_segments(id));
         }
         self.release_blocks(dev, &candidates);
-        if !self.segments.is_empty() {
+        if !self.arena.segments.is_empty() {
             tracing::warn!(
                 segments = self.stats.segment.all.current,
                 bytes = self.stats.reserved_bytes.all.current,
@@ -1227,6 +1177,7 @@ impl<B: Backend> State<B> {
         let max_split = self.config.max_split_size;
         let key_size = req.rounded.max(max_split);
         let list = self
+            .arena
             .free
             .of_pool_mut(req.pool)
             .list_mut(req.stream, req.class == SizeClass::Small);
@@ -1243,7 +1194,7 @@ impl<B: Backend> State<B> {
                 if k.size < max_split {
                     break;
                 }
-                if !self.blocks.get(k.id).is_split() {
+                if !self.arena.blocks.get(k.id).is_split() {
                     chosen.push(k.id);
                     total += k.size;
                 }
@@ -1265,14 +1216,14 @@ impl<B: Backend> State<B> {
             return;
         }
         let target = reserved - threshold;
-        let Some(p) = self.free.of_pool(PoolId::DEFAULT) else {
+        let Some(p) = self.arena.free.of_pool(PoolId::DEFAULT) else {
             return;
         };
         let clock = p.gc_clock[1];
         let mut candidates: Vec<(u64, BlockId, u64)> = Vec::new();
         for (_, list) in p.lists(false) {
             for k in list.keys() {
-                let blk = self.blocks.get(k.id);
+                let blk = self.arena.blocks.get(k.id);
                 if !blk.is_split() {
                     candidates.push((clock.saturating_sub(blk.gc_base), k.id, k.size));
                 }
@@ -1311,7 +1262,7 @@ impl<B: Backend> State<B> {
 
     pub(crate) fn snapshot(&self) -> MemorySnapshot {
         let mut segments = Vec::new();
-        for (_, seg) in self.segments.by_addr() {
+        for (_, seg) in self.arena.segments.by_addr() {
             let mut out = SegmentSnapshot {
                 address: seg.addr,
                 total_size: seg.size,
@@ -1330,7 +1281,7 @@ impl<B: Backend> State<B> {
             };
             let mut b = seg.head;
             while b != NONE {
-                let blk = self.blocks.get(b);
+                let blk = self.arena.blocks.get(b);
                 let state = match blk.status {
                     Status::Allocated => BlockState::ActiveAllocated,
                     Status::Pending => BlockState::ActivePendingFree,
@@ -1367,74 +1318,9 @@ impl<B: Backend> State<B> {
         if self.plain && !self.compute_plain() {
             return Err("the plain cache-hit path is on while an optional feature is".into());
         }
-        let mut allocated = 0u64;
-        let mut allocated_blocks = 0usize;
-        let mut reserved = 0u64;
-        let mut blocks_seen = 0usize;
-        // Free blocks that are split: (count, bytes).
-        let mut inactive_split = (0u64, 0u64);
-        for (sid, seg) in self.segments.by_addr() {
-            reserved += seg.size;
-            let mut b = seg.head;
-            let mut expect = seg.addr;
-            let mut prev = NONE;
-            let mut prev_free = false;
-            while b != NONE {
-                let blk = self.blocks.get(b);
-                blocks_seen += 1;
-                if blk.addr != expect
-                    || blk.prev != prev
-                    || blk.segment != sid
-                    || blk.stream != seg.stream
-                {
-                    return Err(format!("segment {:#x}: block {b} badly linked", seg.addr));
-                }
-                if blk.status == Status::Dead {
-                    return Err(format!("dead block {b} in segment {:#x}", seg.addr));
-                }
-                let free = blk.status == Status::Free;
-                if free && prev_free {
-                    return Err(format!("two adjacent free blocks at {:#x}", blk.addr));
-                }
-                if free {
-                    let key = self.blocks.free_key(b);
-                    let listed = self
-                        .free
-                        .of_pool(blk.pool)
-                        .and_then(|p| p.lists(blk.small).find(|(s, _)| *s == blk.stream))
-                        .is_some_and(|(_, l)| l.keys().binary_search(&key).is_ok());
-                    if !listed {
-                        return Err(format!(
-                            "free block {b} at {:#x} not in its free list",
-                            blk.addr
-                        ));
-                    }
-                }
-                if blk.status == Status::Allocated {
-                    allocated += blk.size;
-                    allocated_blocks += 1;
-                }
-                if free && blk.is_split() {
-                    inactive_split.0 += 1;
-                    inactive_split.1 += blk.size;
-                }
-                prev_free = free;
-                expect = blk.end();
-                prev = b;
-                b = blk.next;
-            }
-            if expect != seg.end() {
-                return Err(format!("segment {:#x} not covered by its blocks", seg.addr));
-            }
-        }
+        let shape = self.arena.check(self.pools.ids())?;
         for id in self.pools.ids() {
-            let (mut segs, mut bytes) = (0u64, 0u64);
-            for (_, seg) in self.segments.by_addr() {
-                if seg.pool == id {
-                    segs += 1;
-                    bytes += seg.size;
-                }
-            }
+            let (segs, bytes) = shape.pool_segments(id);
             let p = self.pools.get(id).copied().unwrap_or_default();
             if p.segments != segs || p.reserved_bytes != bytes {
                 return Err(format!(
@@ -1443,37 +1329,14 @@ impl<B: Backend> State<B> {
                 ));
             }
         }
-        for id in std::iter::once(PoolId::DEFAULT).chain(self.pools.ids()) {
-            let Some(p) = self.free.of_pool(id) else {
-                continue;
-            };
-            for small in [true, false] {
-                for (stream, list) in p.lists(small) {
-                    for k in list.keys() {
-                        let blk = self.blocks.get(k.id);
-                        if blk.status != Status::Free
-                            || blk.size != k.size
-                            || blk.addr != k.addr
-                            || blk.pool != id
-                            || blk.stream != stream
-                            || blk.small != small
-                        {
-                            return Err(format!("stale free-list entry for block {}", k.id));
-                        }
-                    }
-                    if !list.keys().windows(2).all(|w| w[0] < w[1]) {
-                        return Err(format!(
-                            "free list of pool {} on {stream} not sorted by (size, address)",
-                            id.0
-                        ));
-                    }
-                }
-            }
-        }
         self.check_expandable()?;
-        if blocks_seen != self.blocks.live().count() {
-            return Err("live blocks outside any segment".to_string());
-        }
+        let Shape {
+            allocated,
+            allocated_blocks,
+            reserved,
+            inactive_split,
+            ..
+        } = shape;
         let stats_split = (
             self.stats.inactive_split.all.current,
             self.stats.inactive_split_bytes.all.current,

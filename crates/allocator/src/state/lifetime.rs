@@ -175,7 +175,7 @@ impl<B: Backend> State<B> {
         match (a, b) {
             (Some(x), Some(y)) => {
                 let key = |f: &Found| {
-                    let blk = self.blocks.get(f.block);
+                    let blk = self.arena.blocks.get(f.block);
                     (blk.size, blk.addr)
                 };
                 Some(if key(&y) < key(&x) { y } else { x })

@@ -317,15 +317,16 @@ impl<B: Backend> State<B> {
         }
         let excess = needed - peak;
         let mut candidates: Vec<(u64, BlockId)> = self
+            .arena
             .whole_free_segments(PoolId::DEFAULT)
             .into_iter()
             .chain(
                 self.pools
                     .freeable()
                     .into_iter()
-                    .flat_map(|id| self.whole_free_segments(id)),
+                    .flat_map(|id| self.arena.whole_free_segments(id)),
             )
-            .map(|b| (self.blocks.get(b).size, b))
+            .map(|b| (self.arena.blocks.get(b).size, b))
             .collect();
         if candidates.is_empty() {
             return;
