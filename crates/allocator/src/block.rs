@@ -1,6 +1,6 @@
 //! Blocks and segments: slabs indexed by small integer ids, so the hot path never allocates.
 
-use crate::pool::FreeKey;
+use crate::free_list::FreeKey;
 use crate::snapshot::PoolId;
 use braid_stream_core::{CaptureId, StreamId, StreamPosition};
 use std::collections::BTreeMap;

@@ -271,20 +271,18 @@
 #![warn(missing_docs)]
 
 mod allocator;
+mod arena;
 mod block;
 mod buffer;
 mod checkpoint;
 mod config;
 mod error;
+mod free_list;
 mod host;
-mod host_buffer;
-mod host_state;
-mod host_stats;
 mod keepalive;
 mod mempool;
-mod pending;
-mod pool;
 mod private_pool;
+mod reclaim;
 mod size;
 mod snapshot;
 mod state;
@@ -295,9 +293,7 @@ pub use buffer::DeviceBuffer;
 pub use checkpoint::{PoolCheckpoint, RestoreError};
 pub use config::{AllocatorConfig, CrossStreamMode, ENV_VAR, ROUNDUP_POWER2_INTERVALS};
 pub use error::{AllocError, OutOfMemoryReport};
-pub use host::PinnedHostAllocator;
-pub use host_buffer::PinnedBuffer;
-pub use host_stats::PinnedStats;
+pub use host::{PinnedBuffer, PinnedHostAllocator, PinnedStats};
 pub use mempool::{MemPool, PoolDiversion};
 pub use private_pool::{PoolFilter, PoolOptions, PoolStats};
 pub use size::SizeClass;

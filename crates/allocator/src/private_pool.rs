@@ -15,6 +15,17 @@ pub struct PoolOptions {
     /// segments are sized to the request (rounded to 2 MiB) instead of 20 MiB (PyTorch's
     /// `MemPool(no_split=True)`).
     pub no_split: bool,
+    /// Lend this pool's free cached blocks to allocations of the default pool that would
+    /// otherwise run out of memory (PyTorch's `MemPool(use_on_oom=True)`): the last step of
+    /// the out-of-memory ladder, after every cached segment was released and every retry
+    /// failed. A lent block stays this pool's (its buffer's [`crate::DeviceBuffer::pool`] is
+    /// this pool) and returns to this pool's free list when freed. Pools without the flag are
+    /// never borrowed from, and requests diverted into a private pool never borrow.
+    ///
+    /// Mark only pools whose free blocks nothing still reads: a graph pool's free blocks may
+    /// be read by a graph captured into it at its next replay, so a graph pool marked to lend
+    /// can hand such a block to eager work.
+    pub use_on_oom: bool,
 }
 
 impl PoolOptions {
@@ -26,6 +37,12 @@ impl PoolOptions {
     /// Sets [`PoolOptions::no_split`].
     pub fn no_split(mut self, on: bool) -> Self {
         self.no_split = on;
+        self
+    }
+
+    /// Sets [`PoolOptions::use_on_oom`].
+    pub fn use_on_oom(mut self, on: bool) -> Self {
+        self.use_on_oom = on;
         self
     }
 }
@@ -85,6 +102,9 @@ pub struct PoolStats {
     pub use_count: u32,
     /// Whether the pool never splits blocks.
     pub no_split: bool,
+    /// Whether the pool lends its free cached blocks to the default pool at out-of-memory
+    /// ([`PoolOptions::use_on_oom`]).
+    pub use_on_oom: bool,
     /// Segments held by the pool.
     pub segments: u64,
     /// Bytes in the pool's segments.
@@ -123,6 +143,7 @@ impl PrivatePools {
             PoolStats {
                 use_count: 1,
                 no_split: options.no_split,
+                use_on_oom: options.use_on_oom,
                 ..PoolStats::default()
             },
         );
@@ -167,6 +188,15 @@ impl PrivatePools {
     #[inline]
     pub(crate) fn no_split(&self, id: PoolId) -> bool {
         id != PoolId::DEFAULT && self.pools.get(&id).is_some_and(|p| p.no_split)
+    }
+
+    /// Pools that lend their free cached blocks at out-of-memory, oldest first.
+    pub(crate) fn lenders(&self) -> Vec<PoolId> {
+        self.pools
+            .iter()
+            .filter(|(_, p)| p.use_on_oom)
+            .map(|(id, _)| *id)
+            .collect()
     }
 
     /// Bytes allocated in all private pools.

@@ -4,14 +4,18 @@
 
 mod expandable;
 mod lifetime;
+mod miss;
 
-use crate::block::{BlockId, Blocks, NewBlock, Segment, Segments, Status, UseRec, NONE};
+pub(crate) use miss::Request;
+
+use crate::arena::{Arena, Shape};
+use crate::block::{BlockId, NewBlock, Segment, Status, NONE};
 use crate::config::AllocatorConfig;
-use crate::error::{AllocError, OutOfMemoryReport};
+use crate::error::AllocError;
+use crate::free_list::{class_index, FreeKey};
 use crate::keepalive::Keepalive;
-use crate::pending::Pending;
-use crate::pool::{class_index, FreeKey, FreeLists};
 use crate::private_pool::{Diversion, PoolFilter, PrivatePools};
+use crate::reclaim::{add_use, Reclaimer};
 use crate::size::{self, SizeClass};
 use crate::snapshot::{
     BlockSnapshot, BlockState, History, HistoryAction, MemorySnapshot, PoolId, SegmentSnapshot,
@@ -54,13 +58,10 @@ enum SegmentFailure {
 
 pub(crate) struct State<B: Backend> {
     pub config: AllocatorConfig,
-    blocks: Blocks,
-    segments: Segments,
-    free: FreeLists,
-    pending: Pending<B>,
-    /// Stream handles by stream index: a cache of `Device::stream` (streams seen by alloc and
-    /// record_stream, or looked up for their uses).
-    streams: Vec<Option<Stream<B>>>,
+    /// Blocks, segments and free lists.
+    arena: Arena,
+    /// Frees waiting for uses on other streams, their events, and stream handles.
+    pending: Reclaimer<B>,
     /// Private pools and the diversions into them.
     pub pools: PrivatePools,
     /// Internal form: `freed` fields hold their base and `all.allocated` is derived; the
@@ -104,12 +105,9 @@ impl<B: Backend> State<B> {
                 ..MemoryStats::default()
             },
             config,
-            blocks: Blocks::with_initial_capacity(),
-            segments: Segments::default(),
+            arena: Arena::new(),
             pending_by_class: PendingByClass::default(),
-            free: FreeLists::default(),
-            pending: Pending::default(),
-            streams: Vec::new(),
+            pending: Reclaimer::default(),
             pools: PrivatePools::default(),
             history,
             device_total,
@@ -157,37 +155,6 @@ impl<B: Backend> State<B> {
 
     pub(crate) fn allowed_max(&self) -> Option<u64> {
         self.allowed_max
-    }
-
-    // ----- streams -----
-
-    #[inline(always)]
-    fn remember_stream(&mut self, stream: &Stream<B>) {
-        let i = stream.id().index();
-        if self.streams.get(i).is_none_or(Option::is_none) {
-            self.remember_new_stream(stream);
-        }
-    }
-
-    #[cold]
-    #[inline(never)]
-    fn remember_new_stream(&mut self, stream: &Stream<B>) {
-        let i = stream.id().index();
-        if self.streams.len() <= i {
-            self.streams.resize_with(i + 1, || None);
-        }
-        self.streams[i] = Some(stream.clone());
-    }
-
-    /// A handle to stream `id`: from the cache, else from the device (which knows every live
-    /// stream, also ones this allocator never saw).
-    fn stream_handle(&mut self, dev: &Device<B>, id: StreamId) -> Option<Stream<B>> {
-        if let Some(s) = self.streams.get(id.index()).and_then(Option::as_ref) {
-            return Some(s.clone());
-        }
-        let s = dev.stream(id)?;
-        self.remember_stream(&s);
-        Some(s)
     }
 
     // ----- private pools -----
@@ -283,7 +250,7 @@ impl<B: Backend> State<B> {
         for id in self.pools.freeable() {
             if self.pools.get(id).is_some_and(|p| p.segments == 0) {
                 self.pools.remove(id);
-                self.free.remove_pool(id);
+                self.arena.free.remove_pool(id);
                 tracing::debug!(pool = id.0, "private pool gone");
             }
         }
@@ -312,11 +279,17 @@ impl<B: Backend> State<B> {
             // Below 1 EiB, rounding to the (power-of-two) block size cannot overflow.
             size::round_to_block(&self.config, size)
         };
-        self.remember_stream(stream);
-        let class = size::class_of(&self.config, rounded);
+        let req = Request {
+            stream: stream.id(),
+            pool: PoolId::DEFAULT,
+            class: size::class_of(&self.config, rounded),
+            size,
+            rounded,
+        };
         if self.plain && self.pools.diversions.is_empty() && self.pending.blocks.is_empty() {
-            return self.malloc_plain(dev, stream, class, size, rounded);
+            return self.malloc_plain(dev, stream, req);
         }
+        self.pending.remember(stream);
         let (pool, capture) = if self.pools.diversions.is_empty() {
             (PoolId::DEFAULT, None)
         } else {
@@ -333,15 +306,16 @@ impl<B: Backend> State<B> {
             self.process_pending(dev, query);
         }
 
+        let req = Request { pool, ..req };
         let granted = if self.config.lifetime_placement {
-            self.malloc_by_lifetime(dev, stream, pool, class, size, rounded)
+            self.malloc_by_lifetime(dev, req)
         } else {
-            self.malloc_in(dev, stream, pool, class, size, rounded)
+            self.malloc_in(dev, req)
         };
         if let Ok(g) = &granted {
             // `grant` cleared it.
             if capture.is_some() {
-                self.blocks.get_mut(g.block).capture = capture;
+                self.arena.blocks.get_mut(g.block).capture = capture;
             }
             self.note_lifetime(dev, g.block, true);
         }
@@ -350,291 +324,47 @@ impl<B: Backend> State<B> {
 
     /// [`State::malloc`] when [`State::plain`], with no diversion and no pending free: best
     /// fit in the default pool, else the miss path. The cache hit is inlined here.
+    ///
+    /// Only a miss remembers the stream's handle: a block cached for a stream was made by a
+    /// miss on that stream (free lists are per stream, and blocks keep their stream), so on a
+    /// hit the stream is known already.
     #[inline(always)]
     fn malloc_plain(
         &mut self,
         dev: &Device<B>,
         stream: &Stream<B>,
-        class: SizeClass,
-        size: u64,
-        rounded: u64,
+        req: Request,
     ) -> Result<Granted, AllocError> {
-        let pool = PoolId::DEFAULT;
         // One copy of the grant per class: the class's branches fold away in each.
-        let granted = match (
-            self.find_free::<true>(pool, stream.id(), class, rounded),
-            class,
-        ) {
+        let found = self.find_free::<true>(req);
+        debug_assert!(
+            found.is_none() || self.pending.knows(req.stream),
+            "a cache hit on a stream the allocator never saw"
+        );
+        let granted = match (found, req.class) {
             (Some(f), SizeClass::Small) => {
-                self.grant_inline::<true>(f.block, Some(f.slot), rounded, size, true)
+                self.grant_inline::<true>(f.block, Some(f.slot), req, true)
             }
             (Some(f), SizeClass::Large) => {
-                self.grant_inline::<true>(f.block, Some(f.slot), rounded, size, false)
+                self.grant_inline::<true>(f.block, Some(f.slot), req, false)
             }
-            (None, _) => self.malloc_miss(dev, stream, pool, class, size, rounded)?,
+            // A copy: the miss takes its request by reference, and the one the hit reads stays in
+            // registers (passing `req` itself makes it live in memory on the hit too).
+            (None, _) => {
+                self.pending.remember(stream);
+                self.malloc_miss(dev, &{ req })?
+            }
         };
         self.note_lifetime(dev, granted.block, true);
         Ok(granted)
     }
 
-    /// The size of the segment a miss of `rounded` bytes in `pool` asks the device for.
-    fn segment_size_for(
-        &self,
-        pool: PoolId,
-        class: SizeClass,
-        rounded: u64,
-        size: u64,
-    ) -> Result<u64, AllocError> {
-        let seg_size = if self.pools.no_split(pool) && class == SizeClass::Large {
-            rounded.checked_next_multiple_of(self.config.round_large)
-        } else {
-            size::segment_size(&self.config, rounded)
-        };
-        seg_size.ok_or(AllocError::SizeOverflow { requested: size })
-    }
-
     #[inline(always)]
-    fn malloc_in(
-        &mut self,
-        dev: &Device<B>,
-        stream: &Stream<B>,
-        pool: PoolId,
-        class: SizeClass,
-        size: u64,
-        rounded: u64,
-    ) -> Result<Granted, AllocError> {
-        if let Some(f) = self.find_free::<false>(pool, stream.id(), class, rounded) {
-            return Ok(self.grant(f.block, Some(f.slot), rounded, size));
+    fn malloc_in(&mut self, dev: &Device<B>, req: Request) -> Result<Granted, AllocError> {
+        if let Some(f) = self.find_free::<false>(req) {
+            return Ok(self.grant_found(f, req));
         }
-        self.malloc_miss(dev, stream, pool, class, size, rounded)
-    }
-
-    /// [`State::malloc_in`] when the free list of the request's class has no fit.
-    #[inline(never)]
-    fn malloc_miss(
-        &mut self,
-        dev: &Device<B>,
-        stream: &Stream<B>,
-        pool: PoolId,
-        class: SizeClass,
-        size: u64,
-        rounded: u64,
-    ) -> Result<Granted, AllocError> {
-        // Asked here, on the cold path, for every step below that must not run during a
-        // capture (the hot path asks the device only when frees are pending).
-        let capturing = dev.is_capturing();
-        self.malloc_miss_capturing(dev, stream, pool, class, size, rounded, capturing)
-    }
-
-    /// [`State::malloc_miss`] where the caller asked the device whether it is `capturing`
-    /// (a locked look-up: once per miss is enough).
-    #[allow(clippy::too_many_arguments)]
-    pub(super) fn malloc_miss_capturing(
-        &mut self,
-        dev: &Device<B>,
-        stream: &Stream<B>,
-        pool: PoolId,
-        class: SizeClass,
-        size: u64,
-        rounded: u64,
-        capturing: bool,
-    ) -> Result<Granted, AllocError> {
-        let sid = stream.id();
-        // In a private pool, a small request takes a cached large block before the pool
-        // grows: the pool's memory is reserved for its graphs anyway, and graphs captured
-        // largest first then fit in the first one's segments. With `split_large_remainders`
-        // the default pool does the same, so the sub-MiB remainders it splits off large blocks
-        // serve small requests.
-        if class == SizeClass::Small
-            && (pool != PoolId::DEFAULT || self.config.split_large_remainders)
-        {
-            if let Some(f) = self.find_free::<false>(pool, sid, SizeClass::Large, rounded) {
-                return Ok(self.grant_found(f, rounded, size));
-            }
-        }
-        // A miss: the segment size is needed from here on (sizes below 1 EiB never overflow
-        // when rounded to a segment, so computing it this late changes no error).
-        let seg_size = self.segment_size_for(pool, class, rounded, size)?;
-        // Cache miss.
-        if self.config.lazy_event_polling && !self.pending.blocks.is_empty() && !capturing {
-            self.process_pending(dev, true);
-            if let Some(f) = self.find_free::<false>(pool, sid, class, rounded) {
-                return Ok(self.grant_found(f, rounded, size));
-            }
-        }
-        if self.config.garbage_collection_threshold > 0.0 && !capturing {
-            self.garbage_collect(dev);
-        }
-        if self.config.release_before_grow && !capturing {
-            self.release_before_grow(dev, seg_size);
-        }
-        match self.grow(dev, sid, pool, class, seg_size, rounded) {
-            Ok(b) => return Ok(self.grant(b, None, rounded, size)),
-            Err(SegmentFailure::Other(e)) => return Err(e.into()),
-            Err(SegmentFailure::OutOfMemory) => {}
-        }
-        if self.config.reuse_pending_with_wait && !capturing && !self.pending.blocks.is_empty() {
-            if let Some(f) = self.reuse_pending_with_wait(dev, stream, pool, class, rounded) {
-                return Ok(self.grant_found(f, rounded, size));
-            }
-        }
-        self.oom_ladder(dev, stream, pool, class, size, rounded, seg_size)
-    }
-
-    /// `release_before_grow`, on a cache miss before a segment of `seg_size` bytes is
-    /// allocated: when it would raise reserved memory past its peak, whole cached segments of
-    /// the default pool and of freeable private pools (none can serve the request, or the
-    /// free lists would have found it) go back to the device, largest first (the fewest device
-    /// frees), until the new segment fits under the peak or none is left.
-    fn release_before_grow(&mut self, dev: &Device<B>, seg_size: u64) {
-        let peak = self.stats.reserved_bytes.all.peak;
-        let needed = self
-            .stats
-            .reserved_bytes
-            .all
-            .current
-            .saturating_add(seg_size);
-        if needed <= peak || dev.is_capturing() {
-            return;
-        }
-        let excess = needed - peak;
-        let mut candidates: Vec<(u64, BlockId)> = self
-            .whole_free_segments(PoolId::DEFAULT)
-            .into_iter()
-            .chain(
-                self.pools
-                    .freeable()
-                    .into_iter()
-                    .flat_map(|id| self.whole_free_segments(id)),
-            )
-            .map(|b| (self.blocks.get(b).size, b))
-            .collect();
-        if candidates.is_empty() {
-            return;
-        }
-        candidates.sort_unstable_by(|a, b| b.cmp(a));
-        let mut chosen = Vec::new();
-        let mut total = 0;
-        for (size, b) in candidates {
-            if total >= excess {
-                break;
-            }
-            chosen.push(b);
-            total += size;
-        }
-        tracing::debug!(
-            segments = chosen.len(),
-            bytes = total,
-            seg_size,
-            "releasing whole cached segments before growing past the reserved peak"
-        );
-        self.release_blocks(dev, &chosen);
-        self.forget_empty_pools();
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn oom_ladder(
-        &mut self,
-        dev: &Device<B>,
-        stream: &Stream<B>,
-        pool: PoolId,
-        class: SizeClass,
-        size: u64,
-        rounded: u64,
-        seg_size: u64,
-    ) -> Result<Granted, AllocError> {
-        let sid = stream.id();
-        let capturing = dev.is_capturing();
-        // 1. Process pending events.
-        if !capturing && !self.pending.blocks.is_empty() {
-            tracing::info!(
-                size,
-                stream = sid.0,
-                "out-of-memory ladder: processing pending events"
-            );
-            self.process_pending(dev, true);
-            if let Some(f) = self.find_free::<false>(pool, sid, class, rounded) {
-                return Ok(self.grant_found(f, rounded, size));
-            }
-        }
-        if !capturing {
-            // 2. With max_split_size: free oversize cached blocks (PyTorch's
-            //    release_available_cached_blocks).
-            if self.config.max_split_size != u64::MAX {
-                tracing::info!(
-                    size,
-                    stream = sid.0,
-                    "out-of-memory ladder: releasing oversize cached blocks"
-                );
-                if self.release_available_cached_blocks(dev, pool, sid, class, rounded) {
-                    match self.grow(dev, sid, pool, class, seg_size, rounded) {
-                        Ok(b) => return Ok(self.grant(b, None, rounded, size)),
-                        Err(SegmentFailure::Other(e)) => return Err(e.into()),
-                        Err(SegmentFailure::OutOfMemory) => {}
-                    }
-                }
-            }
-            // 3. Free all cached whole segments.
-            tracing::info!(
-                size,
-                stream = sid.0,
-                "out-of-memory ladder: freeing cached segments"
-            );
-            self.stats.num_alloc_retries += 1;
-            self.release_all_cached_segments(dev);
-            match self.grow(dev, sid, pool, class, seg_size, rounded) {
-                Ok(b) => return Ok(self.grant(b, None, rounded, size)),
-                Err(SegmentFailure::Other(e)) => return Err(e.into()),
-                Err(SegmentFailure::OutOfMemory) => {}
-            }
-            // 4. Synchronize pending events, process them, retry.
-            if !self.pending.blocks.is_empty() {
-                tracing::info!(
-                    size,
-                    stream = sid.0,
-                    "out-of-memory ladder: synchronizing pending events"
-                );
-                self.synchronize_pending(dev);
-                if let Some(f) = self.find_free::<false>(pool, sid, class, rounded) {
-                    return Ok(self.grant_found(f, rounded, size));
-                }
-                self.release_all_cached_segments(dev);
-                match self.grow(dev, sid, pool, class, seg_size, rounded) {
-                    Ok(b) => return Ok(self.grant(b, None, rounded, size)),
-                    Err(SegmentFailure::Other(e)) => return Err(e.into()),
-                    Err(SegmentFailure::OutOfMemory) => {}
-                }
-            }
-        }
-        // Out of memory.
-        self.stats.num_ooms += 1;
-        let info = dev.mem_info().ok();
-        let report = OutOfMemoryReport {
-            device: dev.ordinal(),
-            backend: B::NAME,
-            stream: sid,
-            requested: size,
-            rounded,
-            segment_size: seg_size,
-            device_total: info.map_or(self.device_total, |i| i.total),
-            device_free: info.map_or(0, |i| i.free),
-            allowed: self.allowed_max,
-            allocated: self.stats.allocated_bytes.all.current,
-            reserved: self.stats.reserved_bytes.all.current,
-            private_pools: self.pools.allocated_bytes(),
-            pending_other_streams: self.stats.pending_free_bytes.current,
-        };
-        self.history
-            .record(HistoryAction::Oom, report.device_free, seg_size, sid, pool);
-        tracing::warn!(
-            requested = size,
-            segment_size = seg_size,
-            allocated = report.allocated,
-            reserved = report.reserved,
-            pending = report.pending_other_streams,
-            "allocator out of memory"
-        );
-        Err(AllocError::OutOfMemory(Box::new(report)))
+        self.malloc_miss(dev, &req)
     }
 
     /// Best fit in the (pool, stream, class) free list, with PyTorch's oversize rules. The
@@ -642,25 +372,26 @@ impl<B: Backend> State<B> {
     /// place). `PLAIN`: called when [`State::plain`] (no GC clock, no expandable blocks to
     /// pass over).
     #[inline(always)]
-    fn find_free<const PLAIN: bool>(
-        &mut self,
-        pool: PoolId,
-        stream: StreamId,
-        class: SizeClass,
-        rounded: u64,
-    ) -> Option<Found> {
+    fn find_free<const PLAIN: bool>(&mut self, req: Request) -> Option<Found> {
+        let Request {
+            pool,
+            stream,
+            class,
+            rounded,
+            ..
+        } = req;
         let max_split = self.config.max_split_size;
         let non_split = self.config.max_non_split_rounding;
         let gc = !PLAIN && self.config.garbage_collection_threshold > 0.0;
         let skip_expandable = !PLAIN && self.skip_expandable();
-        let p = self.free.pool_mut(pool);
+        let p = self.arena.free.of_pool_mut(pool);
         if gc {
             p.gc_clock[class_index(class)] += 1;
         }
         let list = p.list_mut(stream, class == SizeClass::Small);
         let mut i = list.lower_bound(rounded);
         if skip_expandable {
-            i = expandable::first_normal(list, &self.blocks, i);
+            i = expandable::first_normal(list, &self.arena.blocks, i);
         }
         let key = list.get(i)?;
         if rounded < max_split && key.size >= max_split {
@@ -693,8 +424,8 @@ impl<B: Backend> State<B> {
 
     /// [`State::grant`] of a block [`State::find_free`] found.
     #[inline(always)]
-    fn grant_found(&mut self, f: Found, rounded: u64, requested: u64) -> Granted {
-        self.grant(f.block, Some(f.slot), rounded, requested)
+    fn grant_found(&mut self, f: Found, req: Request) -> Granted {
+        self.grant(f.block, Some(f.slot), req)
     }
 
     /// Hands block `b` out for a request of `requested` bytes rounded to `rounded`, splitting
@@ -702,9 +433,9 @@ impl<B: Backend> State<B> {
     /// it is listed (it leaves the list, or its remainder takes its place), `None` for a new
     /// segment's block.
     #[inline(never)]
-    fn grant(&mut self, b: BlockId, slot: Option<usize>, rounded: u64, requested: u64) -> Granted {
-        let small = self.blocks.get(b).small;
-        self.grant_inline::<false>(b, slot, rounded, requested, small)
+    fn grant(&mut self, b: BlockId, slot: Option<usize>, req: Request) -> Granted {
+        let small = self.arena.blocks.get(b).small;
+        self.grant_inline::<false>(b, slot, req, small)
     }
 
     /// [`State::grant`], inlined into the plain cache-hit path. `PLAIN`: block `b` is in the
@@ -715,19 +446,19 @@ impl<B: Backend> State<B> {
         &mut self,
         b: BlockId,
         slot: Option<usize>,
-        rounded: u64,
-        requested: u64,
+        req: Request,
         small: bool,
     ) -> Granted {
+        let (rounded, requested) = (req.rounded, req.size);
         let (size, already_split, block_pool, expandable) = {
-            let blk = self.blocks.get(b);
+            let blk = self.arena.blocks.get(b);
             debug_assert_eq!(small, blk.small, "grant of a block of the other class");
             let pool = if PLAIN { PoolId::DEFAULT } else { blk.pool };
             (blk.size, blk.is_split(), pool, blk.expandable)
         };
         // Blocks of expandable segments split like small ones (PyTorch).
         if self.should_split(block_pool, size, small || expandable, rounded) {
-            let blk = self.blocks.get(b);
+            let blk = self.arena.blocks.get(b);
             let (stream, old_next) = (blk.stream, blk.next);
             let rem = NewBlock {
                 addr: blk.addr + rounded,
@@ -741,11 +472,11 @@ impl<B: Backend> State<B> {
                 next: old_next,
             };
             let (rem_addr, rem_size) = (rem.addr, rem.size);
-            let r = self.blocks.insert(rem);
+            let r = self.arena.blocks.insert(rem);
             if old_next != NONE {
-                self.blocks.get_mut(old_next).prev = r;
+                self.arena.blocks.get_mut(old_next).prev = r;
             }
-            let blk = self.blocks.get_mut(b);
+            let blk = self.arena.blocks.get_mut(b);
             blk.next = r;
             blk.size = rounded;
             // The remainder takes the place of the block it was split from (in the list that
@@ -755,7 +486,7 @@ impl<B: Backend> State<B> {
                 addr: rem_addr,
                 id: r,
             };
-            let p = self.free.pool_mut(block_pool);
+            let p = self.arena.free.of_pool_mut(block_pool);
             let list = p.list_mut(stream, small);
             match slot {
                 Some(i) => list.replace_with_smaller(i, key),
@@ -763,7 +494,7 @@ impl<B: Backend> State<B> {
             }
             if !PLAIN {
                 // Read by garbage collection only, which is never on when plain.
-                self.blocks.get_mut(r).gc_base = p.gc_clock[usize::from(!small)];
+                self.arena.blocks.get_mut(r).gc_base = p.gc_clock[usize::from(!small)];
             }
             if already_split {
                 self.stats.inactive_split_bytes.decrease(small, rounded);
@@ -773,16 +504,20 @@ impl<B: Backend> State<B> {
             }
         } else {
             if let Some(i) = slot {
-                let blk = self.blocks.get(b);
+                let blk = self.arena.blocks.get(b);
                 let (pool, stream) = (blk.pool, blk.stream);
-                self.free.pool_mut(pool).list_mut(stream, small).take(i);
+                self.arena
+                    .free
+                    .of_pool_mut(pool)
+                    .list_mut(stream, small)
+                    .take(i);
             }
             if already_split {
                 self.stats.inactive_split_bytes.decrease(small, size);
                 self.stats.inactive_split.decrease(small, 1);
             }
         }
-        let blk = self.blocks.get_mut(b);
+        let blk = self.arena.blocks.get_mut(b);
         blk.status = Status::Allocated;
         blk.requested = requested;
         blk.generation = blk.generation.wrapping_add(1);
@@ -809,42 +544,6 @@ impl<B: Backend> State<B> {
             size,
             pool,
         }
-    }
-
-    /// Puts free block `b` into its free list, at its sorted place.
-    fn cache_block(&mut self, b: BlockId) {
-        let blk = self.blocks.get(b);
-        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
-        let key = self.blocks.free_key(b);
-        let p = self.free.pool_mut(pool);
-        let clock = p.gc_clock[usize::from(!small)];
-        p.list_mut(stream, small).insert(key);
-        let blk = self.blocks.get_mut(b);
-        blk.status = Status::Free;
-        blk.gc_base = clock;
-    }
-
-    /// The index of free block `b` in its free list.
-    #[inline(always)]
-    fn free_slot(&mut self, b: BlockId) -> Option<usize> {
-        let blk = self.blocks.get(b);
-        let key = self.blocks.free_key(b);
-        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
-        let slot = self
-            .free
-            .pool_mut(pool)
-            .list_mut(stream, small)
-            .position(key);
-        debug_assert!(slot.is_some(), "free block missing from its free list");
-        slot
-    }
-
-    fn uncache_block(&mut self, b: BlockId) {
-        let blk = self.blocks.get(b);
-        let key = self.blocks.free_key(b);
-        let (pool, stream, small) = (blk.pool, blk.stream, blk.small);
-        let removed = self.free.pool_mut(pool).list_mut(stream, small).remove(key);
-        debug_assert!(removed, "free block missing from its free list");
     }
 
     fn alloc_segment(
@@ -876,7 +575,7 @@ impl<B: Backend> State<B> {
             Err(e) => return Err(SegmentFailure::Other(e)),
         };
         let small = class == SizeClass::Small;
-        let seg = self.segments.insert(Segment {
+        let seg = self.arena.segments.insert(Segment {
             addr: ptr.0,
             size: seg_size,
             stream,
@@ -886,7 +585,7 @@ impl<B: Backend> State<B> {
             live: true,
             expandable: None,
         });
-        let b = self.blocks.insert(NewBlock {
+        let b = self.arena.blocks.insert(NewBlock {
             addr: ptr.0,
             size: seg_size,
             stream,
@@ -897,7 +596,7 @@ impl<B: Backend> State<B> {
             prev: NONE,
             next: NONE,
         });
-        self.segments.get_mut(seg).head = b;
+        self.arena.segments.get_mut(seg).head = b;
         if let Some(p) = self.pools.get_mut(pool) {
             p.segments += 1;
             p.reserved_bytes += seg_size;
@@ -920,7 +619,7 @@ impl<B: Backend> State<B> {
     /// The owner dropped the buffer of block `b`.
     #[inline]
     pub(crate) fn free(&mut self, dev: &Device<B>, b: BlockId) {
-        let small = self.blocks.get(b).small;
+        let small = self.arena.blocks.get(b).small;
         match (self.plain, small) {
             // One copy per class when plain: the class's branches fold away in each.
             (true, true) => self.free_in::<true>(dev, b, true),
@@ -933,7 +632,7 @@ impl<B: Backend> State<B> {
     /// `small`: the block's class.
     #[inline(always)]
     fn free_in<const PLAIN: bool>(&mut self, dev: &Device<B>, b: BlockId, small: bool) {
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         if blk.status != Status::Allocated {
             debug_assert!(false, "free of a block that is not allocated");
             return;
@@ -954,7 +653,7 @@ impl<B: Backend> State<B> {
                 self.lifetimes.died(b);
             }
         }
-        if self.blocks.get(b).uses.is_empty() {
+        if self.arena.blocks.get(b).uses.is_empty() {
             self.free_block_in::<PLAIN>(dev, b, small);
             return;
         }
@@ -966,22 +665,15 @@ impl<B: Backend> State<B> {
     #[cold]
     #[inline(never)]
     fn free_with_uses(&mut self, dev: &Device<B>, b: BlockId) {
-        let blk = self.blocks.get(b);
-        let (size, small, stream) = (blk.size, blk.small, blk.stream);
+        let blk = self.arena.blocks.get(b);
+        let (size, small) = (blk.size, blk.small);
         let capturing = dev.is_capturing();
-        self.fill_positions(dev, b);
-        if let Some(owner) = self.stream_handle(dev, stream) {
-            self.blocks
-                .get_mut(b)
-                .uses
-                .retain(|u| !use_done(dev, u, &owner));
-        }
-        let blk = self.blocks.get_mut(b);
-        if blk.uses.is_empty() {
+        if self.pending.settle(dev, &mut self.arena.blocks, b) {
             self.stats.num_released_without_event += 1;
             self.free_block(dev, b);
             return;
         }
+        let blk = self.arena.blocks.get_mut(b);
         blk.status = Status::Pending;
         blk.generation = blk.generation.wrapping_add(1);
         self.pending.blocks.push(b);
@@ -989,53 +681,8 @@ impl<B: Backend> State<B> {
         self.pending_by_class.add(small, size);
         self.stats.num_pending_frees += 1;
         if !capturing {
-            self.record_events(dev, b);
-        }
-    }
-
-    /// Fills `None` positions (record_stream) with the using stream's current position: its
-    /// eager position, or its position inside the capture the block was allocated for. A
-    /// stream capturing something else is filled in once it is back to eager work.
-    fn fill_positions(&mut self, dev: &Device<B>, b: BlockId) {
-        let capture = self.blocks.get(b).capture;
-        for i in 0..self.blocks.get(b).uses.len() {
-            let u = self.blocks.get(b).uses[i];
-            if u.pos.is_some() {
-                continue;
-            }
-            let Some(s) = self.stream_handle(dev, u.stream) else {
-                continue;
-            };
-            let pos = s.position();
-            let fill = match pos.domain {
-                Domain::Eager => true,
-                Domain::Capture(c) => capture == Some(c),
-            };
-            if fill {
-                self.blocks.get_mut(b).uses[i].pos = Some(pos);
-            }
-        }
-    }
-
-    /// Records events on the using streams of pending block `b` for uses without one.
-    fn record_events(&mut self, dev: &Device<B>, b: BlockId) {
-        let generation = self.blocks.get(b).generation;
-        let n = self.blocks.get(b).uses.len();
-        for i in 0..n {
-            let u = self.blocks.get(b).uses[i];
-            // Uses inside a capture run at replay: no event can cover them.
-            if u.event || !u.pos.is_some_and(|p| p.domain == Domain::Eager) {
-                continue;
-            }
-            let Some(s) = self.stream_handle(dev, u.stream) else {
-                continue;
-            };
-            match self.pending.record(dev, &s, b, generation, &mut self.stats) {
-                Ok(()) => self.blocks.get_mut(b).uses[i].event = true,
-                Err(err) => {
-                    tracing::warn!(%err, stream = u.stream.0, "could not record a cross-stream event")
-                }
-            }
+            self.pending
+                .record_events(dev, &mut self.arena.blocks, b, &mut self.stats);
         }
     }
 
@@ -1054,15 +701,15 @@ impl<B: Backend> State<B> {
     #[cold]
     #[inline(never)]
     fn note_lifetime_slow(&mut self, dev: &Device<B>, b: BlockId, alive: bool) {
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         if blk.pool != PoolId::DEFAULT || blk.capture.is_some() {
             return;
         }
         let owner_id = blk.stream;
-        let Some(owner) = self.stream_handle(dev, owner_id) else {
+        let Some(owner) = self.pending.stream(dev, owner_id) else {
             return;
         };
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         let range = DeviceSlice::new(DevicePtr(blk.addr), blk.size);
         let result = if alive {
             dev.hal().note_sub_alloc(range, owner.hal())
@@ -1077,7 +724,7 @@ impl<B: Backend> State<B> {
     /// PyTorch's `free_block`: coalesce with free neighbours and cache.
     #[inline(never)]
     fn free_block(&mut self, dev: &Device<B>, b: BlockId) {
-        let small = self.blocks.get(b).small;
+        let small = self.arena.blocks.get(b).small;
         self.free_block_in::<false>(dev, b, small);
     }
 
@@ -1086,11 +733,11 @@ impl<B: Backend> State<B> {
     #[inline(always)]
     fn free_block_in<const PLAIN: bool>(&mut self, dev: &Device<B>, b: BlockId, small: bool) {
         self.note_lifetime(dev, b, false);
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         debug_assert_eq!(small, blk.small, "free of a block of the other class");
         let (requested, stream, pool) = (blk.requested, blk.stream, blk.pool);
         let (prev, next) = (blk.prev, blk.next);
-        let is_free = |n: BlockId| n != NONE && self.blocks.get(n).status == Status::Free;
+        let is_free = |n: BlockId| n != NONE && self.arena.blocks.get(n).status == Status::Free;
         let (prev_free, next_free) = (is_free(prev), is_free(next));
         // A block and its neighbours lie in one segment, hence in one free list.
         let mut net_blocks: i64 = 0;
@@ -1099,47 +746,48 @@ impl<B: Backend> State<B> {
         // overwriting its entry); the previous one, when both are free, leaves the list.
         let mut slot = None;
         if prev_free {
-            let key = self.blocks.free_key(prev);
-            let list = self.free.pool_mut(pool).list_mut(stream, small);
+            let key = self.arena.blocks.free_key(prev);
+            let list = self.arena.free.of_pool_mut(pool).list_mut(stream, small);
             if next_free {
                 let removed = list.remove(key);
                 debug_assert!(removed, "free block missing from its free list");
             } else {
                 slot = list.position(key);
             }
-            let n = self.blocks.get(prev);
+            let n = self.arena.blocks.get(prev);
             let (n_addr, n_size, n_prev, seg) = (n.addr, n.size, n.prev, n.segment);
-            let blk = self.blocks.get_mut(b);
+            let blk = self.arena.blocks.get_mut(b);
             blk.addr = n_addr;
             blk.prev = n_prev;
             blk.size += n_size;
             if n_prev != NONE {
-                self.blocks.get_mut(n_prev).next = b;
+                self.arena.blocks.get_mut(n_prev).next = b;
             }
-            let segment = self.segments.get_mut(seg);
+            let segment = self.arena.segments.get_mut(seg);
             if segment.head == prev {
                 segment.head = b;
             }
-            self.blocks.remove(prev);
+            self.arena.blocks.remove(prev);
             net_blocks -= 1;
             net_bytes -= n_size as i64;
         }
         if next_free {
-            let key = self.blocks.free_key(next);
+            let key = self.arena.blocks.free_key(next);
             slot = self
+                .arena
                 .free
-                .pool_mut(pool)
+                .of_pool_mut(pool)
                 .list_mut(stream, small)
                 .position(key);
-            let n = self.blocks.get(next);
+            let n = self.arena.blocks.get(next);
             let (n_size, n_next) = (n.size, n.next);
-            let blk = self.blocks.get_mut(b);
+            let blk = self.arena.blocks.get_mut(b);
             blk.next = n_next;
             blk.size += n_size;
             if n_next != NONE {
-                self.blocks.get_mut(n_next).prev = b;
+                self.arena.blocks.get_mut(n_next).prev = b;
             }
-            self.blocks.remove(next);
+            self.arena.blocks.remove(next);
             net_blocks -= 1;
             net_bytes -= n_size as i64;
         }
@@ -1147,14 +795,14 @@ impl<B: Backend> State<B> {
             slot.is_some() || !(prev_free || next_free),
             "free neighbour missing from its free list"
         );
-        let p = self.free.pool_mut(pool);
+        let p = self.arena.free.of_pool_mut(pool);
         // Without garbage collection (always so when plain) the clock is never read.
         let gc_base = if PLAIN {
             0
         } else {
             p.gc_clock[usize::from(!small)]
         };
-        let blk = self.blocks.get_mut(b);
+        let blk = self.arena.blocks.get_mut(b);
         blk.requested = 0;
         blk.uses.clear();
         blk.status = Status::Free;
@@ -1194,18 +842,18 @@ impl<B: Backend> State<B> {
     /// `record_stream`: the block must not be reused before the work submitted to `stream` up
     /// to the free has completed (ordered before the owner's next work).
     pub(crate) fn record_stream(&mut self, b: BlockId, stream: &Stream<B>) {
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         if blk.status != Status::Allocated || blk.stream == stream.id() {
             return;
         }
-        self.remember_stream(stream);
-        add_use(&mut self.blocks.get_mut(b).uses, stream.id(), None);
+        self.pending.remember(stream);
+        add_use(&mut self.arena.blocks.get_mut(b).uses, stream.id(), None);
     }
 
     /// `erase_stream`: forgets the uses of allocated block `b` by `stream` (recorded or
     /// noted); the caller promises the stream no longer uses it.
     pub(crate) fn erase_stream(&mut self, b: BlockId, stream: StreamId) {
-        let blk = self.blocks.get_mut(b);
+        let blk = self.arena.blocks.get_mut(b);
         if blk.status == Status::Allocated {
             blk.uses.retain(|u| u.stream != stream);
         }
@@ -1215,7 +863,7 @@ impl<B: Backend> State<B> {
     /// for blocks allocated for that capture (it runs at every replay; eager memory a graph
     /// reads must outlive the graph, as in PyTorch).
     pub(crate) fn note_use(&mut self, pos: StreamPosition, start: u64, end: u64) {
-        if start >= end || self.segments.is_empty() {
+        if start >= end || self.arena.segments.is_empty() {
             return;
         }
         let capture = match pos.domain {
@@ -1225,7 +873,7 @@ impl<B: Backend> State<B> {
         // Segments overlapping the range (almost always one).
         let mut segs = [u32::MAX; 4];
         let mut n = 0;
-        for s in self.segments.overlapping(start, end) {
+        for s in self.arena.segments.overlapping(start, end) {
             if n == segs.len() {
                 break;
             }
@@ -1233,9 +881,9 @@ impl<B: Backend> State<B> {
             n += 1;
         }
         for &seg in &segs[..n] {
-            let mut b = self.segments.get(seg).head;
+            let mut b = self.arena.segments.get(seg).head;
             while b != NONE {
-                let blk = self.blocks.get_mut(b);
+                let blk = self.arena.blocks.get_mut(b);
                 if blk.addr >= end {
                     break;
                 }
@@ -1263,32 +911,24 @@ impl<B: Backend> State<B> {
         }
         let capturing = dev.is_capturing();
         if query && !capturing {
-            let blocks = &self.blocks;
-            self.pending.poll(&mut self.stats, |id, generation| {
-                let b = blocks.get(id);
-                b.status == Status::Pending && b.generation == generation
-            });
+            self.pending.poll(&self.arena.blocks, &mut self.stats);
         }
         let mut i = 0;
         while i < self.pending.blocks.len() {
             let b = self.pending.blocks[i];
-            self.fill_positions(dev, b);
-            let owner = self.blocks.get(b).stream;
-            if let Some(owner) = self.stream_handle(dev, owner) {
-                self.blocks
-                    .get_mut(b)
-                    .uses
-                    .retain(|u| !use_done(dev, u, &owner));
-            }
-            if self.blocks.get(b).uses.is_empty() {
+            if self.pending.settle(dev, &mut self.arena.blocks, b) {
                 self.pending.blocks.swap_remove(i);
-                let (size, small) = (self.blocks.get(b).size, self.blocks.get(b).small);
+                let (size, small) = (
+                    self.arena.blocks.get(b).size,
+                    self.arena.blocks.get(b).small,
+                );
                 self.stats.pending_free_bytes.decrease(size);
                 self.pending_by_class.remove(small, size);
                 self.free_block(dev, b);
             } else {
                 if !capturing {
-                    self.record_events(dev, b);
+                    self.pending
+                        .record_events(dev, &mut self.arena.blocks, b, &mut self.stats);
                 }
                 i += 1;
             }
@@ -1306,12 +946,8 @@ impl<B: Backend> State<B> {
             .pending
             .blocks
             .iter()
-            .any(|&b| self.blocks.get(b).uses.iter().any(|u| !u.event));
-        let blocks = &self.blocks;
-        self.pending.synchronize_all(|id, generation| {
-            let b = blocks.get(id);
-            b.status == Status::Pending && b.generation == generation
-        });
+            .any(|&b| self.arena.blocks.get(b).uses.iter().any(|u| !u.event));
+        self.pending.synchronize_all(&self.arena.blocks);
         if uncovered {
             if let Err(err) = dev.synchronize() {
                 tracing::warn!(%err, "device synchronize failed while freeing pending blocks");
@@ -1321,22 +957,22 @@ impl<B: Backend> State<B> {
     }
 
     /// Reuses a pending block of the right size by making `stream` wait on its uses' events.
-    fn reuse_pending_with_wait(
-        &mut self,
-        dev: &Device<B>,
-        stream: &Stream<B>,
-        pool: PoolId,
-        class: SizeClass,
-        rounded: u64,
-    ) -> Option<Found> {
-        let sid = stream.id();
+    fn reuse_pending_with_wait(&mut self, dev: &Device<B>, req: Request) -> Option<Found> {
+        let Request {
+            stream: sid,
+            pool,
+            class,
+            rounded,
+            ..
+        } = req;
+        let stream = self.pending.stream(dev, sid)?;
         let max_split = self.config.max_split_size;
         let non_split = self.config.max_non_split_rounding;
         let small = class == SizeClass::Small;
         let skip_expandable = self.skip_expandable();
         let mut best: Option<(u64, u64, BlockId)> = None;
         for &b in &self.pending.blocks {
-            let blk = self.blocks.get(b);
+            let blk = self.arena.blocks.get(b);
             if blk.stream != sid
                 || blk.pool != pool
                 || blk.small != small
@@ -1359,8 +995,8 @@ impl<B: Backend> State<B> {
             }
         }
         let (_, _, b) = best?;
-        let generation = self.blocks.get(b).generation;
-        for u in self.blocks.get(b).uses.iter() {
+        let generation = self.arena.blocks.get(b).generation;
+        for u in self.arena.blocks.get(b).uses.iter() {
             let event = self.pending.event_for(u.stream, b, generation)?;
             if let Err(err) = stream.wait(event) {
                 tracing::warn!(%err, "could not wait on a pending block's event");
@@ -1369,12 +1005,12 @@ impl<B: Backend> State<B> {
         }
         self.stats.num_reuse_with_wait += 1;
         tracing::debug!(
-            block_size = self.blocks.get(b).size,
+            block_size = self.arena.blocks.get(b).size,
             stream = sid.0,
             "reusing a pending block with a stream wait"
         );
         self.process_pending(dev, false);
-        self.find_free::<false>(pool, sid, class, rounded)
+        self.find_free::<false>(req)
     }
 
     // ----- releasing segments -----
@@ -1391,7 +1027,7 @@ impl<B: Backend> State<B> {
         }
         let mut released = 0;
         for &b in candidates {
-            let blk = self.blocks.get(b);
+            let blk = self.arena.blocks.get(b);
             if blk.status != Status::Free || blk.is_split() {
                 continue;
             }
@@ -1403,22 +1039,22 @@ impl<B: Backend> State<B> {
                 blk.pool,
                 blk.segment,
             );
-            if self.segments.get(seg).expandable.is_some() {
+            if self.arena.segments.get(seg).expandable.is_some() {
                 // A whole free range of an expandable segment: unmap its pages.
                 released += self.unmap_free_block(dev, b);
                 continue;
             }
-            self.uncache_block(b);
+            self.arena.uncache(b);
             // SAFETY: `addr` is the base of a segment this allocator got from this device and has
             // not freed; the segment is one free block (no buffer refers to it, no pending use),
             // and the device was just synchronized, so no queued work uses it.
             if let Err(err) = unsafe { dev.hal().free(DevicePtr(addr)) } {
                 tracing::warn!(%err, addr, "returning a segment to the device failed");
-                self.cache_block(b);
+                self.arena.cache(b);
                 continue;
             }
-            self.blocks.remove(b);
-            self.segments.remove(seg);
+            self.arena.blocks.remove(b);
+            self.arena.segments.remove(seg);
             if let Some(p) = self.pools.get_mut(pool) {
                 p.segments = p.segments.saturating_sub(1);
                 p.reserved_bytes = p.reserved_bytes.saturating_sub(size);
@@ -1443,30 +1079,11 @@ impl<B: Backend> State<B> {
         released
     }
 
-    /// Whole free segments of `pool` (all streams, both classes).
-    fn whole_free_segments(&self, pool: PoolId) -> Vec<BlockId> {
-        let Some(p) = self.free.pool(pool) else {
-            return Vec::new();
-        };
-        let mut out = Vec::new();
-        for small in [true, false] {
-            for (_, list) in p.lists(small) {
-                out.extend(
-                    list.keys()
-                        .iter()
-                        .filter(|k| !self.blocks.get(k.id).is_split())
-                        .map(|k| k.id),
-                );
-            }
-        }
-        out
-    }
-
     pub(crate) fn release_cached_segments(&mut self, dev: &Device<B>, pool: PoolId) -> u64 {
         if dev.is_capturing() {
             return 0;
         }
-        let candidates = self.whole_free_segments(pool);
+        let candidates = self.arena.whole_free_segments(pool);
         self.release_blocks(dev, &candidates)
     }
 
@@ -1476,9 +1093,9 @@ impl<B: Backend> State<B> {
         if dev.is_capturing() {
             return 0;
         }
-        let mut candidates = self.whole_free_segments(PoolId::DEFAULT);
+        let mut candidates = self.arena.whole_free_segments(PoolId::DEFAULT);
         for id in self.pools.freeable() {
-            candidates.extend(self.whole_free_segments(id));
+            candidates.extend(self.arena.whole_free_segments(id));
         }
         let released = self.release_blocks(dev, &candidates) + self.trim_expandable(dev);
         self.forget_empty_pools();
@@ -1504,7 +1121,7 @@ impl<B: Backend> State<B> {
     /// concern are left to the device. During a capture nothing can be freed (the device refuses
     /// to synchronize), so the segments are left with a warning.
     pub(crate) fn release_all_on_drop(&mut self, dev: &Device<B>) {
-        if self.segments.is_empty() {
+        if self.arena.segments.is_empty() {
             return;
         }
         if dev.is_capturing() {
@@ -1525,10 +1142,13 @@ impl<B: Backend> State<B> {
             match dev.synchronize() {
                 Ok(()) => {
                     for b in std::mem::take(&mut self.pending.blocks) {
-                        let (size, small) = (self.blocks.get(b).size, self.blocks.get(b).small);
+                        let (size, small) = (
+                            self.arena.blocks.get(b).size,
+                            self.arena.blocks.get(b).small,
+                        );
                         self.stats.pending_free_bytes.decrease(size);
                         self.pending_by_class.remove(small, size);
-                        self.blocks.get_mut(b).uses.clear();
+                        self.arena.blocks.get_mut(b).uses.clear();
                         self.free_block(dev, b);
                     }
                 }
@@ -1538,12 +1158,12 @@ impl<B: Backend> State<B> {
                 ),
             }
         }
-        let mut candidates = self.whole_free_segments(PoolId::DEFAULT);
+        let mut candidates = self.arena.whole_free_segments(PoolId::DEFAULT);
         for id in self.pools.ids().collect::<Vec<_>>() {
-            candidates.extend(self.whole_free_segments(id));
+            candidates.extend(self.arena.whole_free_segments(id));
         }
         self.release_blocks(dev, &candidates);
-        if !self.segments.is_empty() {
+        if !self.arena.segments.is_empty() {
             tracing::warn!(
                 segments = self.stats.segment.all.current,
                 bytes = self.stats.reserved_bytes.all.current,
@@ -1553,20 +1173,14 @@ impl<B: Backend> State<B> {
     }
 
     /// PyTorch's `release_available_cached_blocks`.
-    fn release_available_cached_blocks(
-        &mut self,
-        dev: &Device<B>,
-        pool: PoolId,
-        stream: StreamId,
-        class: SizeClass,
-        rounded: u64,
-    ) -> bool {
+    fn release_available_cached_blocks(&mut self, dev: &Device<B>, req: Request) -> bool {
         let max_split = self.config.max_split_size;
-        let key_size = rounded.max(max_split);
+        let key_size = req.rounded.max(max_split);
         let list = self
+            .arena
             .free
-            .pool_mut(pool)
-            .list_mut(stream, class == SizeClass::Small);
+            .of_pool_mut(req.pool)
+            .list_mut(req.stream, req.class == SizeClass::Small);
         let i = list.lower_bound(key_size);
         let mut chosen = Vec::new();
         if let Some(k) = list.get(i) {
@@ -1580,7 +1194,7 @@ impl<B: Backend> State<B> {
                 if k.size < max_split {
                     break;
                 }
-                if !self.blocks.get(k.id).is_split() {
+                if !self.arena.blocks.get(k.id).is_split() {
                     chosen.push(k.id);
                     total += k.size;
                 }
@@ -1602,14 +1216,14 @@ impl<B: Backend> State<B> {
             return;
         }
         let target = reserved - threshold;
-        let Some(p) = self.free.pool(PoolId::DEFAULT) else {
+        let Some(p) = self.arena.free.of_pool(PoolId::DEFAULT) else {
             return;
         };
         let clock = p.gc_clock[1];
         let mut candidates: Vec<(u64, BlockId, u64)> = Vec::new();
         for (_, list) in p.lists(false) {
             for k in list.keys() {
-                let blk = self.blocks.get(k.id);
+                let blk = self.arena.blocks.get(k.id);
                 if !blk.is_split() {
                     candidates.push((clock.saturating_sub(blk.gc_base), k.id, k.size));
                 }
@@ -1648,7 +1262,7 @@ impl<B: Backend> State<B> {
 
     pub(crate) fn snapshot(&self) -> MemorySnapshot {
         let mut segments = Vec::new();
-        for (_, seg) in self.segments.by_addr() {
+        for (_, seg) in self.arena.segments.by_addr() {
             let mut out = SegmentSnapshot {
                 address: seg.addr,
                 total_size: seg.size,
@@ -1667,7 +1281,7 @@ impl<B: Backend> State<B> {
             };
             let mut b = seg.head;
             while b != NONE {
-                let blk = self.blocks.get(b);
+                let blk = self.arena.blocks.get(b);
                 let state = match blk.status {
                     Status::Allocated => BlockState::ActiveAllocated,
                     Status::Pending => BlockState::ActivePendingFree,
@@ -1704,74 +1318,9 @@ impl<B: Backend> State<B> {
         if self.plain && !self.compute_plain() {
             return Err("the plain cache-hit path is on while an optional feature is".into());
         }
-        let mut allocated = 0u64;
-        let mut allocated_blocks = 0usize;
-        let mut reserved = 0u64;
-        let mut blocks_seen = 0usize;
-        // Free blocks that are split: (count, bytes).
-        let mut inactive_split = (0u64, 0u64);
-        for (sid, seg) in self.segments.by_addr() {
-            reserved += seg.size;
-            let mut b = seg.head;
-            let mut expect = seg.addr;
-            let mut prev = NONE;
-            let mut prev_free = false;
-            while b != NONE {
-                let blk = self.blocks.get(b);
-                blocks_seen += 1;
-                if blk.addr != expect
-                    || blk.prev != prev
-                    || blk.segment != sid
-                    || blk.stream != seg.stream
-                {
-                    return Err(format!("segment {:#x}: block {b} badly linked", seg.addr));
-                }
-                if blk.status == Status::Dead {
-                    return Err(format!("dead block {b} in segment {:#x}", seg.addr));
-                }
-                let free = blk.status == Status::Free;
-                if free && prev_free {
-                    return Err(format!("two adjacent free blocks at {:#x}", blk.addr));
-                }
-                if free {
-                    let key = self.blocks.free_key(b);
-                    let listed = self
-                        .free
-                        .pool(blk.pool)
-                        .and_then(|p| p.lists(blk.small).find(|(s, _)| *s == blk.stream))
-                        .is_some_and(|(_, l)| l.keys().binary_search(&key).is_ok());
-                    if !listed {
-                        return Err(format!(
-                            "free block {b} at {:#x} not in its free list",
-                            blk.addr
-                        ));
-                    }
-                }
-                if blk.status == Status::Allocated {
-                    allocated += blk.size;
-                    allocated_blocks += 1;
-                }
-                if free && blk.is_split() {
-                    inactive_split.0 += 1;
-                    inactive_split.1 += blk.size;
-                }
-                prev_free = free;
-                expect = blk.end();
-                prev = b;
-                b = blk.next;
-            }
-            if expect != seg.end() {
-                return Err(format!("segment {:#x} not covered by its blocks", seg.addr));
-            }
-        }
+        let shape = self.arena.check(self.pools.ids())?;
         for id in self.pools.ids() {
-            let (mut segs, mut bytes) = (0u64, 0u64);
-            for (_, seg) in self.segments.by_addr() {
-                if seg.pool == id {
-                    segs += 1;
-                    bytes += seg.size;
-                }
-            }
+            let (segs, bytes) = shape.pool_segments(id);
             let p = self.pools.get(id).copied().unwrap_or_default();
             if p.segments != segs || p.reserved_bytes != bytes {
                 return Err(format!(
@@ -1780,37 +1329,14 @@ impl<B: Backend> State<B> {
                 ));
             }
         }
-        for id in std::iter::once(PoolId::DEFAULT).chain(self.pools.ids()) {
-            let Some(p) = self.free.pool(id) else {
-                continue;
-            };
-            for small in [true, false] {
-                for (stream, list) in p.lists(small) {
-                    for k in list.keys() {
-                        let blk = self.blocks.get(k.id);
-                        if blk.status != Status::Free
-                            || blk.size != k.size
-                            || blk.addr != k.addr
-                            || blk.pool != id
-                            || blk.stream != stream
-                            || blk.small != small
-                        {
-                            return Err(format!("stale free-list entry for block {}", k.id));
-                        }
-                    }
-                    if !list.keys().windows(2).all(|w| w[0] < w[1]) {
-                        return Err(format!(
-                            "free list of pool {} on {stream} not sorted by (size, address)",
-                            id.0
-                        ));
-                    }
-                }
-            }
-        }
         self.check_expandable()?;
-        if blocks_seen != self.blocks.live().count() {
-            return Err("live blocks outside any segment".to_string());
-        }
+        let Shape {
+            allocated,
+            allocated_blocks,
+            reserved,
+            inactive_split,
+            ..
+        } = shape;
         let stats_split = (
             self.stats.inactive_split.all.current,
             self.stats.inactive_split_bytes.all.current,
@@ -1841,47 +1367,4 @@ impl<B: Backend> State<B> {
         }
         Ok(())
     }
-}
-
-/// Whether a recorded use no longer holds its block back from the owner's next work: it is
-/// ordered before it, or it lies in a capture that has ended (captured work runs at replay, and
-/// memory of a private pool is reused only by later captures into the pool or once the pool
-/// is gone).
-fn use_done<B: Backend>(dev: &Device<B>, u: &UseRec, owner: &Stream<B>) -> bool {
-    let Some(p) = u.pos else {
-        return false;
-    };
-    if dev.is_ordered_before(p, owner) {
-        return true;
-    }
-    match p.domain {
-        Domain::Eager => false,
-        Domain::Capture(c) => owner.domain() != Domain::Capture(c),
-    }
-}
-
-/// Adds a use, keeping one entry per stream: `None` (everything up to the free) dominates,
-/// otherwise the latest position wins.
-fn add_use(uses: &mut Vec<UseRec>, stream: StreamId, pos: Option<StreamPosition>) {
-    if let Some(u) = uses.iter_mut().find(|u| u.stream == stream) {
-        match (u.pos, pos) {
-            (None, _) => {}
-            (Some(_), None) => {
-                u.pos = None;
-                u.event = false;
-            }
-            (Some(old), Some(new)) => {
-                if new.seq > old.seq {
-                    u.pos = Some(new);
-                    u.event = false;
-                }
-            }
-        }
-        return;
-    }
-    uses.push(UseRec {
-        stream,
-        pos,
-        event: false,
-    });
 }

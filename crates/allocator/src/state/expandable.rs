@@ -21,9 +21,9 @@
 
 mod unmap;
 
-use super::{SegmentFailure, State};
+use super::{Request, SegmentFailure, State};
 use crate::block::{BlockId, Blocks, NewBlock, Segment, SegmentId, Status, NONE};
-use crate::pool::FreeList;
+use crate::free_list::FreeList;
 use crate::size::SizeClass;
 use crate::snapshot::{HistoryAction, PoolId};
 use braid_stream_core::hal::{Backend, Device as _, HalError};
@@ -100,24 +100,22 @@ impl Expandable {
 }
 
 impl<B: Backend> State<B> {
-    /// A miss grows memory by `rounded` bytes or more: the stream's expandable segment when
-    /// expandable segments are on (default pool only: private pools, and so graph captures,
-    /// keep normal segments), else a new segment of `seg_size` bytes. The block returned is
-    /// free and in no free list.
+    /// A miss grows memory by the request's rounded size or more: the stream's expandable
+    /// segment when expandable segments are on (default pool only: private pools, and so
+    /// graph captures, keep normal segments), else a new segment of `seg_size` bytes. The
+    /// block returned is free and in no free list.
     pub(super) fn grow(
         &mut self,
         dev: &Device<B>,
-        stream: StreamId,
-        pool: PoolId,
-        class: SizeClass,
+        req: Request,
         seg_size: u64,
-        rounded: u64,
     ) -> Result<BlockId, SegmentFailure> {
+        let small = req.class == SizeClass::Small;
         match self.vmm_granularity {
-            Some(granularity) if self.config.expandable_segments && pool == PoolId::DEFAULT => {
-                self.expand(dev, stream, class == SizeClass::Small, rounded, granularity)
+            Some(granularity) if self.config.expandable_segments && req.pool == PoolId::DEFAULT => {
+                self.expand(dev, req.stream, small, req.rounded, granularity)
             }
-            _ => self.alloc_segment(dev, stream, pool, class, seg_size),
+            _ => self.alloc_segment(dev, req.stream, req.pool, req.class, seg_size),
         }
     }
 
@@ -157,7 +155,7 @@ impl<B: Backend> State<B> {
         match result {
             Ok(b) => {
                 if cached {
-                    self.uncache_block(b);
+                    self.arena.uncache(b);
                 }
                 Ok(b)
             }
@@ -232,10 +230,10 @@ impl<B: Backend> State<B> {
         let x = &self.expandable[e];
         let start = match k {
             0 => x.base,
-            _ => self.segments.get(x.ranges[k - 1].seg).end(),
+            _ => self.arena.segments.get(x.ranges[k - 1].seg).end(),
         };
         let end = match x.ranges.get(k) {
-            Some(r) => self.segments.get(r.seg).addr,
+            Some(r) => self.arena.segments.get(r.seg).addr,
             None => x.end(),
         };
         (start, end)
@@ -249,7 +247,7 @@ impl<B: Backend> State<B> {
     fn plan_growth(&self, e: usize, rounded: u64) -> Option<(BlockId, Gaps)> {
         let x = &self.expandable[e];
         let (n, step) = (x.ranges.len(), x.step);
-        let free = |b: BlockId| b != NONE && self.blocks.get(b).status == Status::Free;
+        let free = |b: BlockId| b != NONE && self.arena.blocks.get(b).status == Status::Free;
         // Gap `k` runs from the end of range `k - 1` (the reservation's base for the first)
         // to the start of range `k` (the reservation's end after the last).
         let mut gap_start = x.base;
@@ -258,10 +256,10 @@ impl<B: Backend> State<B> {
                 gap_start,
                 x.ranges
                     .get(k)
-                    .map_or(x.end(), |r| self.segments.get(r.seg).addr),
+                    .map_or(x.end(), |r| self.arena.segments.get(r.seg).addr),
             );
             if let Some(r) = x.ranges.get(k) {
-                gap_start = self.segments.get(r.seg).end();
+                gap_start = self.arena.segments.get(r.seg).end();
             }
             if first_gap.0 == first_gap.1 {
                 continue;
@@ -274,7 +272,7 @@ impl<B: Backend> State<B> {
             let mut avail = if tail == NONE {
                 0
             } else {
-                self.blocks.get(tail).size
+                self.arena.blocks.get(tail).size
             };
             let mut maps = Gaps::default();
             let mut j = k;
@@ -298,15 +296,15 @@ impl<B: Backend> State<B> {
                 let Some(r) = x.ranges.get(j) else {
                     break;
                 };
-                let head = self.segments.get(r.seg).head;
+                let head = self.arena.segments.get(r.seg).head;
                 if !free(head) {
                     break;
                 }
-                avail += self.blocks.get(head).size;
+                avail += self.arena.blocks.get(head).size;
                 if avail >= rounded {
                     return Some((tail, maps));
                 }
-                if self.blocks.get(head).next != NONE {
+                if self.arena.blocks.get(head).next != NONE {
                     break;
                 }
                 j += 1;
@@ -393,22 +391,23 @@ impl<B: Backend> State<B> {
         let x = &self.expandable[e];
         let pos = x
             .ranges
-            .partition_point(|r| self.segments.get(r.seg).addr < addr);
+            .partition_point(|r| self.arena.segments.get(r.seg).addr < addr);
         let left = pos
             .checked_sub(1)
             .map(|i| &x.ranges[i])
-            .filter(|r| self.segments.get(r.seg).end() == addr);
+            .filter(|r| self.arena.segments.get(r.seg).end() == addr);
         let left_tail = left.map_or(NONE, |r| self.range_tail(r));
         let left = left.map(|r| r.seg);
         let right = x
             .ranges
             .get(pos)
             .map(|r| r.seg)
-            .filter(|&r| self.segments.get(r).addr == addr + len);
-        let right_head = right.map_or(NONE, |r| self.segments.get(r).head);
-        let left_free = left_tail != NONE && self.blocks.get(left_tail).status == Status::Free;
+            .filter(|&r| self.arena.segments.get(r).addr == addr + len);
+        let right_head = right.map_or(NONE, |r| self.arena.segments.get(r).head);
+        let left_free =
+            left_tail != NONE && self.arena.blocks.get(left_tail).status == Status::Free;
         for b in [left_tail, right_head] {
-            if b != NONE && self.blocks.get(b).status == Status::Free {
+            if b != NONE && self.arena.blocks.get(b).status == Status::Free {
                 self.detach_free(b);
             }
         }
@@ -416,12 +415,12 @@ impl<B: Backend> State<B> {
             // A free block ending the range takes the pages itself: what a new block merged
             // into it would give, without making and dropping that block.
             Some(l) if left_free => {
-                self.blocks.get_mut(left_tail).size += len;
+                self.arena.blocks.get_mut(left_tail).size += len;
                 (left_tail, l)
             }
             Some(l) => {
                 let b = self.new_block(e, addr, len, l, left_tail, NONE);
-                self.blocks.get_mut(left_tail).next = b;
+                self.arena.blocks.get_mut(left_tail).next = b;
                 (b, l)
             }
             None => {
@@ -430,7 +429,7 @@ impl<B: Backend> State<B> {
             }
         };
         if left.is_some() {
-            self.segments.get_mut(seg).size += len;
+            self.arena.segments.get_mut(seg).size += len;
         }
         // `b` is the last block of `seg` now.
         if let Some(r) = right {
@@ -455,7 +454,7 @@ impl<B: Backend> State<B> {
         next: BlockId,
     ) -> BlockId {
         let x = &self.expandable[e];
-        self.blocks.insert(NewBlock {
+        self.arena.blocks.insert(NewBlock {
             addr,
             size,
             stream: x.stream,
@@ -472,7 +471,7 @@ impl<B: Backend> State<B> {
     /// of expandable segment `e`, and returns it.
     fn add_range(&mut self, e: usize, addr: u64, size: u64, head: BlockId) -> SegmentId {
         let x = &self.expandable[e];
-        let seg = self.segments.insert(Segment {
+        let seg = self.arena.segments.insert(Segment {
             addr,
             size,
             stream: x.stream,
@@ -483,7 +482,7 @@ impl<B: Backend> State<B> {
             expandable: Some(x.step),
         });
         self.relabel(head, seg);
-        let segments = &self.segments;
+        let segments = &self.arena.segments;
         let ranges = &mut self.expandable[e].ranges;
         let pos = ranges.partition_point(|r| segments.get(r.seg).addr < addr);
         ranges.insert(pos, Range::new(seg));
@@ -493,25 +492,28 @@ impl<B: Backend> State<B> {
     /// Appends range `right` of expandable segment `e`, which starts where range `left` (whose
     /// last block is `tail`) ends, to `left`.
     fn join_range(&mut self, e: usize, left: SegmentId, tail: BlockId, right: SegmentId) {
-        let (head, size) = (self.segments.get(right).head, self.segments.get(right).size);
-        self.blocks.get_mut(tail).next = head;
-        self.blocks.get_mut(head).prev = tail;
+        let (head, size) = (
+            self.arena.segments.get(right).head,
+            self.arena.segments.get(right).size,
+        );
+        self.arena.blocks.get_mut(tail).next = head;
+        self.arena.blocks.get_mut(head).prev = tail;
         self.relabel(head, left);
-        self.segments.get_mut(left).size += size;
-        self.segments.remove(right);
+        self.arena.segments.get_mut(left).size += size;
+        self.arena.segments.remove(right);
         self.expandable[e].ranges.retain(|r| r.seg != right);
     }
 
     /// Merges free block `b` (in no free list, not counted) with its free neighbours, which
     /// are in no free list and not counted either; returns the merged block.
     fn merge_free_neighbours(&mut self, mut b: BlockId) -> BlockId {
-        let prev = self.blocks.get(b).prev;
-        if prev != NONE && self.blocks.get(prev).status == Status::Free {
+        let prev = self.arena.blocks.get(b).prev;
+        if prev != NONE && self.arena.blocks.get(prev).status == Status::Free {
             self.absorb_next(prev);
             b = prev;
         }
-        let next = self.blocks.get(b).next;
-        if next != NONE && self.blocks.get(next).status == Status::Free {
+        let next = self.arena.blocks.get(b).next;
+        if next != NONE && self.arena.blocks.get(next).status == Status::Free {
             self.absorb_next(b);
         }
         b
@@ -519,21 +521,24 @@ impl<B: Backend> State<B> {
 
     /// Block `b` takes over the block after it.
     fn absorb_next(&mut self, b: BlockId) {
-        let next = self.blocks.get(b).next;
-        let (size, after) = (self.blocks.get(next).size, self.blocks.get(next).next);
-        let blk = self.blocks.get_mut(b);
+        let next = self.arena.blocks.get(b).next;
+        let (size, after) = (
+            self.arena.blocks.get(next).size,
+            self.arena.blocks.get(next).next,
+        );
+        let blk = self.arena.blocks.get_mut(b);
         blk.size += size;
         blk.next = after;
         if after != NONE {
-            self.blocks.get_mut(after).prev = b;
+            self.arena.blocks.get_mut(after).prev = b;
         }
-        self.blocks.remove(next);
+        self.arena.blocks.remove(next);
     }
 
     /// Sets the segment of `b` and every block after it to `seg`.
     fn relabel(&mut self, mut b: BlockId, seg: SegmentId) {
         while b != NONE {
-            let blk = self.blocks.get_mut(b);
+            let blk = self.arena.blocks.get_mut(b);
             blk.segment = seg;
             b = blk.next;
         }
@@ -542,8 +547,8 @@ impl<B: Backend> State<B> {
     /// Takes free block `b` out of its free list and of the split statistics, before its size
     /// or neighbours change.
     fn detach_free(&mut self, b: BlockId) {
-        self.uncache_block(b);
-        let blk = self.blocks.get(b);
+        self.arena.uncache(b);
+        let blk = self.arena.blocks.get(b);
         if blk.is_split() {
             self.stats.inactive_split.decrease(blk.small, 1);
             self.stats
@@ -555,12 +560,12 @@ impl<B: Backend> State<B> {
     /// Puts free block `b` back into its free list and the split statistics.
     fn attach_free(&mut self, b: BlockId) {
         self.count_free_split(b);
-        self.cache_block(b);
+        self.arena.cache(b);
     }
 
     /// Counts free block `b` in the split statistics when it is split.
     fn count_free_split(&mut self, b: BlockId) {
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         if blk.is_split() {
             self.stats.inactive_split.increase(blk.small, 1);
             self.stats
@@ -575,15 +580,15 @@ impl<B: Backend> State<B> {
     fn range_tail(&self, r: &Range) -> BlockId {
         let hint = r.tail.get();
         let usable = hint != NONE
-            && self.blocks.get(hint).status != Status::Dead
-            && self.blocks.get(hint).segment == r.seg;
+            && self.arena.blocks.get(hint).status != Status::Dead
+            && self.arena.blocks.get(hint).segment == r.seg;
         let mut b = if usable {
             hint
         } else {
-            self.segments.get(r.seg).head
+            self.arena.segments.get(r.seg).head
         };
         while b != NONE {
-            let next = self.blocks.get(b).next;
+            let next = self.arena.blocks.get(b).next;
             if next == NONE {
                 break;
             }
@@ -642,7 +647,7 @@ impl<B: Backend> State<B> {
         for x in &self.expandable {
             let mut cursor = x.base;
             for (i, r) in x.ranges.iter().enumerate() {
-                let s = self.segments.get(r.seg);
+                let s = self.arena.segments.get(r.seg);
                 let fits = s.live
                     && s.expandable == Some(x.step)
                     && s.stream == x.stream
@@ -674,7 +679,7 @@ impl<B: Backend> State<B> {
                 ));
             }
         }
-        for (id, s) in self.segments.by_addr() {
+        for (id, s) in self.arena.segments.by_addr() {
             if s.expandable.is_some()
                 && !self
                     .expandable

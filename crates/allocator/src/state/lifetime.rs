@@ -14,13 +14,13 @@
 //! free pages of the stream's other segment (anywhere in it) are unmapped first, so the two
 //! segments together stay under one peak.
 
-use super::{Found, Granted, State};
+use super::{Found, Granted, Request, State};
 use crate::block::{BlockId, INITIAL_BLOCK_SLOTS};
 use crate::size::SizeClass;
 use crate::snapshot::PoolId;
 use crate::AllocError;
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{Device, Stream, StreamId};
+use braid_stream_core::Device;
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
@@ -125,62 +125,49 @@ impl<B: Backend> State<B> {
     pub(super) fn malloc_by_lifetime(
         &mut self,
         dev: &Device<B>,
-        stream: &Stream<B>,
-        pool: PoolId,
-        class: SizeClass,
-        size: u64,
-        rounded: u64,
+        req: Request,
     ) -> Result<Granted, AllocError> {
-        let expandable = pool == PoolId::DEFAULT
+        let expandable = req.pool == PoolId::DEFAULT
             && self.config.expandable_segments
             && self.vmm_granularity.is_some();
         let granted = if expandable {
-            self.place_by_lifetime(dev, stream, class, size, rounded)
+            self.place_by_lifetime(dev, req)
         } else {
-            self.malloc_in(dev, stream, pool, class, size, rounded)
+            self.malloc_in(dev, req)
         };
         if let Ok(g) = &granted {
-            self.lifetimes.born(g.block, rounded);
+            self.lifetimes.born(g.block, req.rounded);
         }
         granted
     }
 
-    fn place_by_lifetime(
-        &mut self,
-        dev: &Device<B>,
-        stream: &Stream<B>,
-        class: SizeClass,
-        size: u64,
-        rounded: u64,
-    ) -> Result<Granted, AllocError> {
-        let sid = stream.id();
-        let pool = PoolId::DEFAULT;
-        let short = class == SizeClass::Small || self.lifetimes.predicts_short(rounded);
+    fn place_by_lifetime(&mut self, dev: &Device<B>, req: Request) -> Result<Granted, AllocError> {
+        let short = req.class == SizeClass::Small || self.lifetimes.predicts_short(req.rounded);
         let found = if short {
-            let small = self.find_free::<false>(pool, sid, SizeClass::Small, rounded);
-            let large = self.find_free::<false>(pool, sid, SizeClass::Large, rounded);
+            let small = self.find_free::<false>(req.in_class(SizeClass::Small));
+            let large = self.find_free::<false>(req.in_class(SizeClass::Large));
             self.better_fit(small, large)
         } else {
-            self.find_free::<false>(pool, sid, SizeClass::Large, rounded)
+            self.find_free::<false>(req.in_class(SizeClass::Large))
         };
         if let Some(f) = found {
-            return Ok(self.grant_found(f, rounded, size));
+            return Ok(self.grant_found(f, req));
         }
-        let home = if short {
+        let home = req.in_class(if short {
             SizeClass::Small
         } else {
             SizeClass::Large
-        };
+        });
         let capturing = dev.is_capturing();
         if !capturing {
-            self.trim_other_before_peak(dev, sid, home, rounded);
+            self.trim_other_before_peak(dev, home);
         }
         tracing::trace!(
-            rounded,
+            rounded = req.rounded,
             short,
             "lifetime placement: growing the segment of the predicted lifetime"
         );
-        self.malloc_miss_capturing(dev, stream, pool, home, size, rounded, capturing)
+        self.malloc_miss_capturing(dev, home, capturing)
     }
 
     /// The smaller of two fits (then the lower address).
@@ -188,7 +175,7 @@ impl<B: Backend> State<B> {
         match (a, b) {
             (Some(x), Some(y)) => {
                 let key = |f: &Found| {
-                    let blk = self.blocks.get(f.block);
+                    let blk = self.arena.blocks.get(f.block);
                     (blk.size, blk.addr)
                 };
                 Some(if key(&y) < key(&x) { y } else { x })
@@ -197,17 +184,12 @@ impl<B: Backend> State<B> {
         }
     }
 
-    /// Before the `home` expandable segment of `stream` grows for `rounded` bytes past the
+    /// Before the expandable segment of request `home`'s stream and class grows past the
     /// peak of reserved memory, unmaps the whole free pages of the stream's other expandable
     /// segment (the two segments share one peak).
-    fn trim_other_before_peak(
-        &mut self,
-        dev: &Device<B>,
-        stream: StreamId,
-        home: SizeClass,
-        rounded: u64,
-    ) {
-        let small = home == SizeClass::Small;
+    fn trim_other_before_peak(&mut self, dev: &Device<B>, home: Request) {
+        let (stream, rounded) = (home.stream, home.rounded);
+        let small = home.class == SizeClass::Small;
         // The cheap questions first: planning the growth is the costly one.
         let Some(other) = self.expandable_of(stream, !small) else {
             return;

@@ -3,9 +3,11 @@
 //! layout. A child module of `state` so it reuses the state's own free, caching and statistics
 //! paths instead of copies of them.
 
-use super::{use_done, Granted, State};
+use super::{Granted, Request, State};
 use crate::block::{BlockId, NewBlock, Status, UseRec, NONE};
 use crate::error::AllocError;
+use crate::reclaim::use_done;
+use crate::size::SizeClass;
 use crate::snapshot::{BlockState, PoolId, SegmentSnapshot, SegmentType};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{Device, Domain, StreamId};
@@ -38,14 +40,14 @@ impl<B: Backend> State<B> {
     /// Blocks of `pool`'s segments, by segment address then block address.
     fn pool_blocks(&self, pool: PoolId) -> Vec<BlockId> {
         let mut out = Vec::new();
-        for (_, seg) in self.segments.by_addr() {
+        for (_, seg) in self.arena.segments.by_addr() {
             if seg.pool != pool {
                 continue;
             }
             let mut b = seg.head;
             while b != NONE {
                 out.push(b);
-                b = self.blocks.get(b).next;
+                b = self.arena.blocks.get(b).next;
             }
         }
         out
@@ -56,13 +58,13 @@ impl<B: Backend> State<B> {
     fn settle_pending(&mut self, dev: &Device<B>, pool: PoolId) -> Result<(), AllocError> {
         self.process_pending(dev, true);
         let pending = self.pending.blocks.iter().find(|&&b| {
-            let blk = self.blocks.get(b);
+            let blk = self.arena.blocks.get(b);
             blk.pool == pool && blk.status == Status::Pending
         });
         match pending {
             Some(&b) => Err(AllocError::CheckpointPendingFrees {
                 pool: pool.0,
-                addr: self.blocks.get(b).addr,
+                addr: self.arena.blocks.get(b).addr,
             }),
             None => Ok(()),
         }
@@ -92,7 +94,7 @@ impl<B: Backend> State<B> {
         self.require_private_pool(pool)?;
         let mut live = 0usize;
         for b in self.pool_blocks(pool) {
-            let blk = self.blocks.get(b);
+            let blk = self.arena.blocks.get(b);
             if blk.status == Status::Allocated {
                 if !ptrs.contains(&blk.addr) {
                     return Ok(false);
@@ -107,19 +109,19 @@ impl<B: Backend> State<B> {
     /// free caches it instead of leaving it pending). Reads only: a restore that fails keeps
     /// the uses exactly as they were.
     fn uses_settled(&mut self, dev: &Device<B>, b: BlockId) -> bool {
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         if blk.uses.is_empty() {
             return true;
         }
         let (owner, capture, uses) = (blk.stream, blk.capture, blk.uses.clone());
-        let Some(owner) = self.stream_handle(dev, owner) else {
+        let Some(owner) = self.pending.stream(dev, owner) else {
             return false;
         };
         uses.iter().all(|u| {
             // As `fill_positions` would at the free: a use up to the free is the using
             // stream's position now.
             let pos = u.pos.or_else(|| {
-                let pos = self.stream_handle(dev, u.stream)?.position();
+                let pos = self.pending.stream(dev, u.stream)?.position();
                 match pos.domain {
                     Domain::Eager => Some(pos),
                     Domain::Capture(c) => (capture == Some(c)).then_some(pos),
@@ -142,7 +144,7 @@ impl<B: Backend> State<B> {
         self.require_private_pool(pool)?;
         self.settle_pending(dev, pool)?;
         for &b in stale {
-            let blk = self.blocks.get(b);
+            let blk = self.arena.blocks.get(b);
             if blk.pool != pool || blk.status != Status::Allocated {
                 return Err(AllocError::CheckpointForeignBuffer {
                     expected: pool.0,
@@ -154,13 +156,13 @@ impl<B: Backend> State<B> {
             if !self.uses_settled(dev, b) {
                 return Err(AllocError::CheckpointPendingFrees {
                     pool: pool.0,
-                    addr: self.blocks.get(b).addr,
+                    addr: self.arena.blocks.get(b).addr,
                 });
             }
         }
         let stale_set: BTreeSet<BlockId> = stale.iter().copied().collect();
         for b in self.pool_blocks(pool) {
-            let blk = self.blocks.get(b);
+            let blk = self.arena.blocks.get(b);
             if blk.status == Status::Allocated && !stale_set.contains(&b) {
                 return Err(AllocError::CheckpointLiveBuffer {
                     pool: pool.0,
@@ -171,10 +173,11 @@ impl<B: Backend> State<B> {
         }
         for s in segments {
             let held = self
+                .arena
                 .segments
                 .overlapping(s.address, s.address + 1)
                 .any(|id| {
-                    let seg = self.segments.get(id);
+                    let seg = self.arena.segments.get(id);
                     seg.addr == s.address
                         && seg.size == s.total_size
                         && seg.pool == pool
@@ -206,7 +209,7 @@ impl<B: Backend> State<B> {
         self.validate_restore(dev, pool, segments, stale)?;
         for &b in stale {
             // Validation showed every use is settled: the free caches the block at once.
-            self.blocks.get_mut(b).uses.clear();
+            self.arena.blocks.get_mut(b).uses.clear();
             self.free(dev, b);
         }
         let mut restored = Vec::new();
@@ -229,28 +232,30 @@ impl<B: Backend> State<B> {
     /// statistics are those of the allocator's own grants.
     fn carve_segment(&mut self, dev: &Device<B>, s: &SegmentSnapshot, out: &mut Vec<Restored>) {
         let Some(seg) = self
+            .arena
             .segments
             .overlapping(s.address, s.address + 1)
-            .find(|&id| self.segments.get(id).addr == s.address)
+            .find(|&id| self.arena.segments.get(id).addr == s.address)
         else {
             return;
         };
-        let whole = self.segments.get(seg).head;
+        let whole = self.arena.segments.get(seg).head;
         debug_assert!(
-            self.blocks.get(whole).status == Status::Free && !self.blocks.get(whole).is_split(),
+            self.arena.blocks.get(whole).status == Status::Free
+                && !self.arena.blocks.get(whole).is_split(),
             "a restored segment is one free block once its blocks are freed"
         );
         let (stream, pool, small) = {
-            let blk = self.blocks.get(whole);
+            let blk = self.arena.blocks.get(whole);
             (blk.stream, blk.pool, blk.small)
         };
-        self.uncache_block(whole);
-        self.blocks.remove(whole);
+        self.arena.uncache(whole);
+        self.arena.blocks.remove(whole);
         let split = s.blocks.len() > 1;
         let mut prev = NONE;
         let mut carved = Vec::with_capacity(s.blocks.len());
         for cb in &s.blocks {
-            let b = self.blocks.insert(NewBlock {
+            let b = self.arena.blocks.insert(NewBlock {
                 addr: cb.address,
                 size: cb.size,
                 stream,
@@ -263,12 +268,12 @@ impl<B: Backend> State<B> {
                 next: NONE,
             });
             if prev == NONE {
-                self.segments.get_mut(seg).head = b;
+                self.arena.segments.get_mut(seg).head = b;
             } else {
-                self.blocks.get_mut(prev).next = b;
+                self.arena.blocks.get_mut(prev).next = b;
             }
             prev = b;
-            self.cache_block(b);
+            self.arena.cache(b);
             if split {
                 self.stats.inactive_split.increase(small, 1);
                 self.stats.inactive_split_bytes.increase(small, cb.size);
@@ -279,8 +284,19 @@ impl<B: Backend> State<B> {
             if cb.state != BlockState::ActiveAllocated {
                 continue;
             }
-            let slot = self.free_slot(b);
-            let granted = self.grant(b, slot, cb.size, cb.requested_size);
+            let slot = self.arena.slot_of(b);
+            let req = Request {
+                stream,
+                pool,
+                class: if small {
+                    SizeClass::Small
+                } else {
+                    SizeClass::Large
+                },
+                size: cb.requested_size,
+                rounded: cb.size,
+            };
+            let granted = self.grant(b, slot, req);
             self.note_lifetime(dev, b, true);
             out.push(Restored {
                 granted,

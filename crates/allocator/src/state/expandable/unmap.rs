@@ -11,8 +11,8 @@ use braid_stream_core::Device;
 impl<B: Backend> State<B> {
     /// The whole pages `[lo, hi)` inside free block `b` of an expandable segment, if any.
     fn whole_pages(&self, b: BlockId) -> Option<(u64, u64)> {
-        let blk = self.blocks.get(b);
-        let s = self.segments.get(blk.segment);
+        let blk = self.arena.blocks.get(b);
+        let s = self.arena.segments.get(blk.segment);
         let step = s.expandable?;
         // Ranges start on page boundaries.
         let lo = s.addr + (blk.addr - s.addr).checked_next_multiple_of(step)?;
@@ -27,7 +27,7 @@ impl<B: Backend> State<B> {
         let Some((lo, hi)) = self.whole_pages(b) else {
             return 0;
         };
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         let (stream, small) = (blk.stream, blk.small);
         let Some(e) = self.expandable_of(stream, small) else {
             return 0;
@@ -65,40 +65,40 @@ impl<B: Backend> State<B> {
     /// part after it, and the blocks after the hole form a new range.
     fn cut_hole(&mut self, e: usize, b: BlockId, h0: u64, h1: u64) {
         self.detach_free(b);
-        let blk = self.blocks.get(b);
+        let blk = self.arena.blocks.get(b);
         let (addr, end, prev, next, seg) = (blk.addr, blk.end(), blk.prev, blk.next, blk.segment);
-        let seg_end = self.segments.get(seg).end();
+        let seg_end = self.arena.segments.get(seg).end();
         // The blocks after the hole.
         let after = if h1 < end {
             let a = self.new_block(e, h1, end - h1, seg, NONE, next);
             if next != NONE {
-                self.blocks.get_mut(next).prev = a;
+                self.arena.blocks.get_mut(next).prev = a;
             }
             a
         } else {
             if next != NONE {
-                self.blocks.get_mut(next).prev = NONE;
+                self.arena.blocks.get_mut(next).prev = NONE;
             }
             next
         };
         // The blocks before it.
         let before = if h0 > addr {
-            let blk = self.blocks.get_mut(b);
+            let blk = self.arena.blocks.get_mut(b);
             blk.size = h0 - addr;
             blk.next = NONE;
             b
         } else {
             if prev != NONE {
-                self.blocks.get_mut(prev).next = NONE;
+                self.arena.blocks.get_mut(prev).next = NONE;
             }
-            self.blocks.remove(b);
+            self.arena.blocks.remove(b);
             prev
         };
         if before == NONE {
-            self.segments.remove(seg);
+            self.arena.segments.remove(seg);
             self.expandable[e].ranges.retain(|r| r.seg != seg);
         } else {
-            let s = self.segments.get_mut(seg);
+            let s = self.arena.segments.get_mut(seg);
             s.size = h0 - s.addr;
         }
         if after != NONE {
@@ -125,12 +125,13 @@ impl<B: Backend> State<B> {
     pub(in crate::state) fn unmappable_blocks(&self, e: usize) -> Vec<BlockId> {
         let mut out = Vec::new();
         for r in &self.expandable[e].ranges {
-            let mut b = self.segments.get(r.seg).head;
+            let mut b = self.arena.segments.get(r.seg).head;
             while b != NONE {
-                if self.blocks.get(b).status == Status::Free && self.whole_pages(b).is_some() {
+                if self.arena.blocks.get(b).status == Status::Free && self.whole_pages(b).is_some()
+                {
                     out.push(b);
                 }
-                b = self.blocks.get(b).next;
+                b = self.arena.blocks.get(b).next;
             }
         }
         out
@@ -147,8 +148,9 @@ impl<B: Backend> State<B> {
             (x.stream, x.small, x.step)
         };
         let Some(list) = self
+            .arena
             .free
-            .pool(PoolId::DEFAULT)
+            .of_pool(PoolId::DEFAULT)
             .and_then(|p| p.lists(small).find(|(s, _)| *s == stream))
             .map(|(_, list)| list)
         else {
@@ -162,9 +164,9 @@ impl<B: Backend> State<B> {
         let mut out: Vec<BlockId> = keys
             .iter()
             .map(|k| k.id)
-            .filter(|&b| self.blocks.get(b).expandable && self.whole_pages(b).is_some())
+            .filter(|&b| self.arena.blocks.get(b).expandable && self.whole_pages(b).is_some())
             .collect();
-        out.sort_unstable_by_key(|&b| self.blocks.get(b).addr);
+        out.sort_unstable_by_key(|&b| self.arena.blocks.get(b).addr);
         out
     }
 

@@ -143,7 +143,7 @@ impl FreeList {
 
 /// The free lists of one pool, per stream and class, with a GC clock per class.
 #[derive(Debug, Default)]
-pub(crate) struct PoolFree {
+pub(crate) struct PoolFreeLists {
     per_stream: Vec<[FreeList; 2]>,
     /// `get_free_block` calls per class (PyTorch's GC clock).
     pub gc_clock: [u64; 2],
@@ -157,7 +157,7 @@ pub(crate) fn class_index(class: SizeClass) -> usize {
     }
 }
 
-impl PoolFree {
+impl PoolFreeLists {
     #[inline(always)]
     pub(crate) fn list_mut(&mut self, stream: StreamId, small: bool) -> &mut FreeList {
         let class = usize::from(!small);
@@ -189,26 +189,26 @@ impl PoolFree {
 #[derive(Debug, Default)]
 pub(crate) struct FreeLists {
     /// The default pool's lists, apart: the hot path reaches them without a lookup.
-    default: PoolFree,
+    default: PoolFreeLists,
     /// Private pools' lists.
-    pools: Vec<(PoolId, PoolFree)>,
+    pools: Vec<(PoolId, PoolFreeLists)>,
 }
 
 impl FreeLists {
     #[inline(always)]
-    pub(crate) fn pool_mut(&mut self, pool: PoolId) -> &mut PoolFree {
+    pub(crate) fn of_pool_mut(&mut self, pool: PoolId) -> &mut PoolFreeLists {
         if pool == PoolId::DEFAULT {
             return &mut self.default;
         }
-        self.private_pool_mut(pool)
+        self.of_private_pool_mut(pool)
     }
 
     #[inline(never)]
-    fn private_pool_mut(&mut self, pool: PoolId) -> &mut PoolFree {
+    fn of_private_pool_mut(&mut self, pool: PoolId) -> &mut PoolFreeLists {
         if let Some(i) = self.pools.iter().position(|(id, _)| *id == pool) {
             return &mut self.pools[i].1;
         }
-        self.pools.push((pool, PoolFree::default()));
+        self.pools.push((pool, PoolFreeLists::default()));
         let last = self.pools.len() - 1;
         &mut self.pools[last].1
     }
@@ -221,7 +221,7 @@ impl FreeLists {
     }
 
     #[inline]
-    pub(crate) fn pool(&self, pool: PoolId) -> Option<&PoolFree> {
+    pub(crate) fn of_pool(&self, pool: PoolId) -> Option<&PoolFreeLists> {
         if pool == PoolId::DEFAULT {
             return Some(&self.default);
         }

@@ -1,21 +1,31 @@
 //! [`PinnedHostAllocator`]: the caching allocator of pinned host memory, one per device.
+//!
+//! The module holds everything of the pinned allocator: the handle and its growth (here),
+//! [`PinnedBuffer`] and the copies that use it (`buffer`), the locked cache of idle and
+//! pending blocks (`cache`, whose event handling is the device allocator's
+//! [`crate::reclaim::EventPool`]) and [`PinnedStats`] (`stats`).
+
+mod buffer;
+mod cache;
+mod stats;
+
+pub use buffer::PinnedBuffer;
+pub use stats::PinnedStats;
 
 use crate::error::AllocError;
-use crate::host_buffer::PinnedBuffer;
-use crate::host_state::HostState;
-use crate::host_stats::PinnedStats;
 use braid_stream_core::hal::{Backend, Device as _, HalError};
 use braid_stream_core::{Device, HostPtr, Stream, StreamPosition};
+use cache::HostCache;
 use std::fmt;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 struct HostInner<B: Backend> {
     device: Device<B>,
-    state: Mutex<HostState<B>>,
+    state: Mutex<HostCache<B>>,
 }
 
 impl<B: Backend> HostInner<B> {
-    fn lock(&self) -> MutexGuard<'_, HostState<B>> {
+    fn lock(&self) -> MutexGuard<'_, HostCache<B>> {
         // No state change panics midway; a poisoned lock still holds consistent data.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -79,7 +89,7 @@ impl<B: Backend> PinnedHostAllocator<B> {
         PinnedHostAllocator {
             inner: Arc::new(HostInner {
                 device,
-                state: Mutex::new(HostState::default()),
+                state: Mutex::new(HostCache::default()),
             }),
         }
     }

@@ -1,7 +1,7 @@
 //! [`PinnedBuffer`]: one pinned host block, its host view, and the copies that use it.
 
+use super::PinnedHostAllocator;
 use crate::error::AllocError;
-use crate::host::PinnedHostAllocator;
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{DeviceSlice, Domain, Error, HostPtr, Stream, StreamPosition};
 use std::fmt;

@@ -6,9 +6,10 @@
 //! model's [`Device::is_complete`] first, then one query per event) and moves those whose uses
 //! all completed to the idle lists. Nothing here blocks the host except the final release.
 
-use crate::host_stats::PinnedStats;
+use super::stats::PinnedStats;
+use crate::reclaim::EventPool;
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{Device, Event, EventFlags, HostPtr, Stream, StreamPosition};
+use braid_stream_core::{Device, Event, HostPtr, Stream, StreamPosition};
 use std::collections::BTreeMap;
 
 /// One use a freed block must outlive: work up to `position` on `stream`, and the event
@@ -28,27 +29,27 @@ struct PendingBlock<B: Backend> {
 }
 
 /// The locked state of a [`crate::PinnedHostAllocator`].
-pub(crate) struct HostState<B: Backend> {
+pub(crate) struct HostCache<B: Backend> {
     /// Idle blocks by size class, most recently freed last (reused first).
     idle: BTreeMap<u64, Vec<HostPtr>>,
     pending: Vec<PendingBlock<B>>,
-    /// Recycled events.
-    events: Vec<Event<B>>,
+    /// Recycled events (the device allocator's pool of them).
+    events: EventPool<B>,
     pub(crate) stats: PinnedStats,
 }
 
-impl<B: Backend> Default for HostState<B> {
+impl<B: Backend> Default for HostCache<B> {
     fn default() -> Self {
-        HostState {
+        HostCache {
             idle: BTreeMap::new(),
             pending: Vec::new(),
-            events: Vec::new(),
+            events: EventPool::default(),
             stats: PinnedStats::default(),
         }
     }
 }
 
-impl<B: Backend> HostState<B> {
+impl<B: Backend> HostCache<B> {
     /// An idle block of exactly `size` bytes, after moving completed pending blocks to the idle
     /// lists.
     pub(crate) fn take_idle(&mut self, device: &Device<B>, size: u64) -> Option<HostPtr> {
@@ -73,7 +74,9 @@ impl<B: Backend> HostState<B> {
             let mut waits = Vec::with_capacity(block.waits.len());
             for wait in block.waits {
                 if self.wait_completed(device, &wait, may_query) {
-                    self.events.extend(wait.event);
+                    if let Some(event) = wait.event {
+                        self.events.recycle(event);
+                    }
                 } else {
                     waits.push(wait);
                 }
@@ -152,24 +155,13 @@ impl<B: Backend> HostState<B> {
             // A record there would mark captured work, not the eager copy.
             return None;
         }
-        let event = match self.events.pop() {
-            Some(event) => event,
-            None => match device.create_event(EventFlags::ORDERING) {
-                Ok(event) => event,
-                Err(err) => {
-                    tracing::warn!(%err, "creating an event for a pinned block failed");
-                    return None;
-                }
-            },
-        };
-        match event.record(stream) {
-            Ok(()) => {
+        match self.events.record(device, stream) {
+            Ok(recorded) => {
                 self.stats.num_events_recorded += 1;
-                Some(event)
+                Some(recorded.event)
             }
             Err(err) => {
                 tracing::debug!(%err, "recording an event for a pinned block failed");
-                self.events.push(event);
                 None
             }
         }

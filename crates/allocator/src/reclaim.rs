@@ -1,0 +1,329 @@
+//! The reclaimer: frees that wait for uses on other streams.
+//!
+//! A block freed while other streams may still use it is *pending*: its uses (stream and
+//! position of the last known use, or `None` for everything up to the free) are settled by
+//! the happens-before model ([`braid_stream_core::Device::is_ordered_before`]) against the
+//! owner stream's next work ([`use_done`]). Events only serve to learn, by a host query or
+//! synchronize, that work on a using stream completed. Each using stream has its own FIFO,
+//! polled front to back until the first event that is not ready, so a slow stream does not
+//! delay blocks pending only on other streams.
+//!
+//! What lives here, owned by the [`Reclaimer`]: the pending blocks, the per-stream FIFOs of
+//! events recorded for them, the [`EventPool`] the events come from, and the stream handles
+//! the allocator needs to fill and settle positions. The reclaimer reads and writes the
+//! blocks' uses through the block slab it is given and knows nothing else of the allocator:
+//! the state decides what a settled block becomes (coalesced and cached). The pinned host
+//! allocator ([`crate::PinnedHostAllocator`]) records its events through an [`EventPool`]
+//! too.
+
+use crate::block::{BlockId, Blocks, Status, UseRec};
+use crate::stats::MemoryStats;
+use braid_stream_core::hal::Backend;
+use braid_stream_core::{Device, Domain, Event, EventFlags, Stream, StreamId, StreamPosition};
+use std::collections::VecDeque;
+
+/// Recycled ordering events: recording one pops a recycled event (or creates one) and
+/// records it; a finished event comes back with [`EventPool::recycle`].
+pub(crate) struct EventPool<B: Backend> {
+    recycled: Vec<Event<B>>,
+}
+
+impl<B: Backend> Default for EventPool<B> {
+    fn default() -> Self {
+        EventPool {
+            recycled: Vec::new(),
+        }
+    }
+}
+
+/// An event [`EventPool::record`] recorded.
+pub(crate) struct Recorded<B: Backend> {
+    pub event: Event<B>,
+    /// Whether the event was created for this record (none was recycled).
+    pub created: bool,
+}
+
+impl<B: Backend> EventPool<B> {
+    /// Records an event on `stream`: a recycled one, else a new one. On failure nothing is
+    /// lost (an event that could not be recorded is recycled).
+    pub(crate) fn record(
+        &mut self,
+        device: &Device<B>,
+        stream: &Stream<B>,
+    ) -> Result<Recorded<B>, braid_stream_core::Error> {
+        let (event, created) = match self.recycled.pop() {
+            Some(e) => (e, false),
+            None => (device.create_event(EventFlags::ORDERING)?, true),
+        };
+        if let Err(err) = event.record(stream) {
+            self.recycled.push(event);
+            return Err(err);
+        }
+        Ok(Recorded { event, created })
+    }
+
+    /// Takes back an event that is no longer waited on.
+    pub(crate) fn recycle(&mut self, event: Event<B>) {
+        self.recycled.push(event);
+    }
+}
+
+/// An event queued for a pending block.
+struct EventEntry<B: Backend> {
+    event: Event<B>,
+    block: BlockId,
+    generation: u32,
+}
+
+/// Pending frees, their events, and the stream handles they need.
+pub(crate) struct Reclaimer<B: Backend> {
+    /// Blocks in `Status::Pending`.
+    pub blocks: Vec<BlockId>,
+    /// Events per using stream (by stream index), oldest first.
+    fifos: Vec<VecDeque<EventEntry<B>>>,
+    events: EventPool<B>,
+    /// Events in FIFOs.
+    outstanding: usize,
+    /// Stream handles by stream index: a cache of `Device::stream` (streams seen by alloc and
+    /// record_stream, or looked up for their uses).
+    streams: Vec<Option<Stream<B>>>,
+}
+
+impl<B: Backend> Default for Reclaimer<B> {
+    fn default() -> Self {
+        Reclaimer {
+            blocks: Vec::new(),
+            fifos: Vec::new(),
+            events: EventPool::default(),
+            outstanding: 0,
+            streams: Vec::new(),
+        }
+    }
+}
+
+impl<B: Backend> Reclaimer<B> {
+    /// Events queued and not yet known complete.
+    pub(crate) fn outstanding(&self) -> usize {
+        self.outstanding
+    }
+
+    // ----- stream handles -----
+
+    /// Keeps a handle to `stream`.
+    #[inline(always)]
+    pub(crate) fn remember(&mut self, stream: &Stream<B>) {
+        let i = stream.id().index();
+        if self.streams.get(i).is_none_or(Option::is_none) {
+            self.remember_new(stream);
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn remember_new(&mut self, stream: &Stream<B>) {
+        let i = stream.id().index();
+        if self.streams.len() <= i {
+            self.streams.resize_with(i + 1, || None);
+        }
+        self.streams[i] = Some(stream.clone());
+    }
+
+    /// Whether a handle to stream `id` is kept.
+    pub(crate) fn knows(&self, id: StreamId) -> bool {
+        self.streams.get(id.index()).is_some_and(Option::is_some)
+    }
+
+    /// A handle to stream `id`: from the cache, else from the device (which knows every live
+    /// stream, also ones this allocator never saw).
+    pub(crate) fn stream(&mut self, dev: &Device<B>, id: StreamId) -> Option<Stream<B>> {
+        if let Some(s) = self.streams.get(id.index()).and_then(Option::as_ref) {
+            return Some(s.clone());
+        }
+        let s = dev.stream(id)?;
+        self.remember(&s);
+        Some(s)
+    }
+
+    // ----- uses -----
+
+    /// Fills `None` positions (record_stream) of block `b`'s uses with the using stream's
+    /// current position: its eager position, or its position inside the capture the block was
+    /// allocated for. A stream capturing something else is filled in once it is back to eager
+    /// work.
+    pub(crate) fn fill_positions(&mut self, dev: &Device<B>, blocks: &mut Blocks, b: BlockId) {
+        let capture = blocks.get(b).capture;
+        for i in 0..blocks.get(b).uses.len() {
+            let u = blocks.get(b).uses[i];
+            if u.pos.is_some() {
+                continue;
+            }
+            let Some(s) = self.stream(dev, u.stream) else {
+                continue;
+            };
+            let pos = s.position();
+            let fill = match pos.domain {
+                Domain::Eager => true,
+                Domain::Capture(c) => capture == Some(c),
+            };
+            if fill {
+                blocks.get_mut(b).uses[i].pos = Some(pos);
+            }
+        }
+    }
+
+    /// Fills block `b`'s positions and forgets the uses already done ([`use_done`]); whether
+    /// none is left.
+    pub(crate) fn settle(&mut self, dev: &Device<B>, blocks: &mut Blocks, b: BlockId) -> bool {
+        self.fill_positions(dev, blocks, b);
+        if let Some(owner) = self.stream(dev, blocks.get(b).stream) {
+            blocks.get_mut(b).uses.retain(|u| !use_done(dev, u, &owner));
+        }
+        blocks.get(b).uses.is_empty()
+    }
+
+    /// Records events on the using streams of pending block `b` for uses without one.
+    pub(crate) fn record_events(
+        &mut self,
+        dev: &Device<B>,
+        blocks: &mut Blocks,
+        b: BlockId,
+        stats: &mut MemoryStats,
+    ) {
+        let generation = blocks.get(b).generation;
+        for i in 0..blocks.get(b).uses.len() {
+            let u = blocks.get(b).uses[i];
+            // Uses inside a capture run at replay: no event can cover them.
+            if u.event || !u.pos.is_some_and(|p| p.domain == Domain::Eager) {
+                continue;
+            }
+            let Some(s) = self.stream(dev, u.stream) else {
+                continue;
+            };
+            match self.events.record(dev, &s) {
+                Ok(recorded) => {
+                    stats.num_events_created += u64::from(recorded.created);
+                    stats.num_events_recorded += 1;
+                    let i_stream = s.id().index();
+                    if self.fifos.len() <= i_stream {
+                        self.fifos.resize_with(i_stream + 1, VecDeque::new);
+                    }
+                    self.fifos[i_stream].push_back(EventEntry {
+                        event: recorded.event,
+                        block: b,
+                        generation,
+                    });
+                    self.outstanding += 1;
+                    blocks.get_mut(b).uses[i].event = true;
+                }
+                Err(err) => {
+                    tracing::warn!(%err, stream = u.stream.0, "could not record a cross-stream event")
+                }
+            }
+        }
+    }
+
+    // ----- events -----
+
+    /// Queries the oldest events of each stream until the first that is not ready. Entries of
+    /// blocks no longer pending (released, or pending again under a new generation) are
+    /// recycled without a query.
+    pub(crate) fn poll(&mut self, blocks: &Blocks, stats: &mut MemoryStats) {
+        for fifo in &mut self.fifos {
+            while let Some(front) = fifo.front() {
+                if still_pending(blocks, front) {
+                    stats.num_event_queries += 1;
+                    match front.event.query() {
+                        Ok(true) => {}
+                        Ok(false) => break,
+                        Err(err) => {
+                            tracing::warn!(%err, "event query failed while processing pending frees");
+                            break;
+                        }
+                    }
+                }
+                if let Some(entry) = fifo.pop_front() {
+                    self.events.recycle(entry.event);
+                    self.outstanding -= 1;
+                }
+            }
+        }
+    }
+
+    /// Synchronizes every outstanding event of pending blocks and recycles all entries.
+    pub(crate) fn synchronize_all(&mut self, blocks: &Blocks) {
+        for fifo in &mut self.fifos {
+            while let Some(entry) = fifo.pop_front() {
+                if still_pending(blocks, &entry) {
+                    if let Err(err) = entry.event.synchronize() {
+                        tracing::warn!(%err, "event synchronize failed while freeing pending blocks");
+                    }
+                }
+                self.events.recycle(entry.event);
+                self.outstanding -= 1;
+            }
+        }
+    }
+
+    /// The live event queued on `stream` for `block`, if any.
+    pub(crate) fn event_for(
+        &self,
+        stream: StreamId,
+        block: BlockId,
+        generation: u32,
+    ) -> Option<&Event<B>> {
+        self.fifos
+            .get(stream.index())?
+            .iter()
+            .find(|e| e.block == block && e.generation == generation)
+            .map(|e| &e.event)
+    }
+}
+
+/// Whether the block an event was queued for is still the pending block it was queued for.
+fn still_pending<B: Backend>(blocks: &Blocks, entry: &EventEntry<B>) -> bool {
+    let b = blocks.get(entry.block);
+    b.status == Status::Pending && b.generation == entry.generation
+}
+
+/// The happens-before query: whether a recorded use no longer holds its block back from the
+/// owner's next work. It is ordered before it, or it lies in a capture that has ended
+/// (captured work runs at replay, and memory of a private pool is reused only by later
+/// captures into the pool or once the pool is gone).
+pub(crate) fn use_done<B: Backend>(dev: &Device<B>, u: &UseRec, owner: &Stream<B>) -> bool {
+    let Some(p) = u.pos else {
+        return false;
+    };
+    if dev.is_ordered_before(p, owner) {
+        return true;
+    }
+    match p.domain {
+        Domain::Eager => false,
+        Domain::Capture(c) => owner.domain() != Domain::Capture(c),
+    }
+}
+
+/// Adds a use, keeping one entry per stream: `None` (everything up to the free) dominates,
+/// otherwise the latest position wins.
+pub(crate) fn add_use(uses: &mut Vec<UseRec>, stream: StreamId, pos: Option<StreamPosition>) {
+    if let Some(u) = uses.iter_mut().find(|u| u.stream == stream) {
+        match (u.pos, pos) {
+            (None, _) => {}
+            (Some(_), None) => {
+                u.pos = None;
+                u.event = false;
+            }
+            (Some(old), Some(new)) => {
+                if new.seq > old.seq {
+                    u.pos = Some(new);
+                    u.event = false;
+                }
+            }
+        }
+        return;
+    }
+    uses.push(UseRec {
+        stream,
+        pos,
+        event: false,
+    });
+}
