@@ -1,13 +1,15 @@
 //! Host cost of the front layer: what one enqueue, one record/wait pair and one cross-stream
 //! ordering query cost in wall-clock time (a simulator's own virtual time is not measured
-//! here).
+//! here). `launch (..)` against `launch through the hal alone (..)` is what the front layer
+//! (validation, the happens-before model, use notifications) adds to a kernel launch; on the
+//! simulator, `launch_op with a host body` times a user operator through the front layer.
 //!
 //! Runs on the backend `braid_benches::selected` picks: a timing-only simulated device by
 //! default, ACL with `--features acl` or `BRAID_BENCH_BACKEND=acl` (on an Ascend machine: the
 //! hardware's launch path).
 
-use braid::core::hal::Backend;
-use braid::Device;
+use braid::core::hal::{Backend, Stream as _};
+use braid::{CustomOp, Device, Kernel, OpCost, TypedKernel};
 use braid_benches::{on_selected_backend, BenchOn, Work};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
@@ -34,6 +36,15 @@ impl BenchOn for FrontLayer<'_> {
                     .expect("enqueue")
             })
         });
+        if work == Work::Fill {
+            let fill = TypedKernel::from(Kernel::Fill {
+                dst: buf.slice(),
+                value: 1.0,
+            });
+            c.bench_function(&format!("launch through the hal alone ({label})"), |b| {
+                b.iter(|| main.hal().launch(black_box(&fill), "fill").expect("launch"))
+            });
+        }
         c.bench_function("record + wait across streams", |b| {
             b.iter(|| side.wait_stream(black_box(&main)).expect("wait"))
         });
@@ -49,5 +60,29 @@ fn front_layer(c: &mut Criterion) {
     on_selected_backend("front_layer", &mut FrontLayer(c));
 }
 
-criterion_group!(benches, front_layer);
+/// A user operator with a host body, launched through the front layer on the timing-only
+/// simulator (which schedules it by its declared cost and does not run the body).
+fn custom_op_launch(c: &mut Criterion) {
+    let device = braid_benches::sim_device().expect("simulated device");
+    let stream = device.default_stream();
+    let (x, y) = (
+        device.alloc(1 << 20).expect("alloc"),
+        device.alloc(1 << 20).expect("alloc"),
+    );
+    let op = CustomOp::new("scale_by_two")
+        .read(x.slice())
+        .write(y.slice())
+        .cost(OpCost::Fixed { ns: 1_000 })
+        .body(braid::sim::host_op(|inputs, outputs| {
+            for (o, i) in outputs[0].iter_mut().zip(inputs[0]) {
+                *o = i.wrapping_mul(2);
+            }
+        }));
+    c.bench_function("launch_op with a host body (timing-only sim)", |b| {
+        b.iter(|| stream.launch_op(black_box(&op)).expect("launch_op"))
+    });
+    stream.synchronize().expect("synchronize");
+}
+
+criterion_group!(benches, front_layer, custom_op_launch);
 criterion_main!(benches);

@@ -581,3 +581,86 @@ fn active_stats_count_pending_blocks() {
     assert_eq!(m["active.all.freed"], 3);
     alloc.check_invariants().unwrap();
 }
+
+/// Regression: foreign work (enqueued on a stream's native handle behind braid's back) noted
+/// with `Stream::note_foreign_work` gets its own position. It used to be attached to braid's
+/// last submission on the stream: when the host had already seen that submission complete,
+/// automatic mode handed the memory out again while the foreign work still ran.
+#[test]
+fn foreign_work_noted_after_a_host_sync_keeps_its_memory_until_ordered() {
+    use braid_stream_core::hal::Stream as _;
+    use braid_stream_core::{Access, TypedKernel};
+    for order_with_wait in [true, false] {
+        let (dev, alloc) = setup(
+            64 * MIB,
+            AllocatorConfig::new().cross_stream(CrossStreamMode::Automatic),
+        );
+        let a = dev.default_stream();
+        let b = dev.create_stream(0).unwrap();
+        // Earlier braid work on B, seen complete by the host.
+        let scratch = alloc.alloc(N * 4, &b).unwrap();
+        b.launch(&Kernel::Fill {
+            dst: scratch.slice(),
+            value: 1.0,
+        })
+        .unwrap();
+        b.synchronize().unwrap();
+
+        let buf = alloc.alloc(N * 4, &a).unwrap();
+        a.launch(&Kernel::Fill {
+            dst: buf.slice(),
+            value: 2.0,
+        })
+        .unwrap();
+        b.wait_stream(&a).unwrap();
+        // Foreign work on B's native stream: long, then it writes `buf`.
+        b.hal()
+            .launch(
+                &TypedKernel::from(Kernel::Busy {
+                    duration_ns: LONG_NS,
+                }),
+                "foreign busy",
+            )
+            .unwrap();
+        b.hal()
+            .launch(
+                &TypedKernel::from(Kernel::Fill {
+                    dst: buf.slice(),
+                    value: 5.0,
+                }),
+                "foreign write",
+            )
+            .unwrap();
+        b.note_foreign_work(&[(buf.slice(), Access::Write)])
+            .unwrap();
+        let buf_ptr = buf.ptr();
+        drop(buf); // freed on A, no record_stream
+
+        let c = alloc.alloc(N * 4, &a).unwrap();
+        assert_ne!(
+            c.ptr(),
+            buf_ptr,
+            "handed out while B's foreign work may still write it"
+        );
+        if order_with_wait {
+            a.wait_stream(&b).unwrap();
+        } else {
+            b.synchronize().unwrap();
+        }
+        let d = alloc.alloc(N * 4, &a).unwrap();
+        assert_eq!(
+            d.ptr(),
+            buf_ptr,
+            "reused once B's foreign work is ordered before A (wait: {order_with_wait})"
+        );
+        a.launch(&Kernel::Fill {
+            dst: d.slice(),
+            value: 9.0,
+        })
+        .unwrap();
+        assert_eq!(read(&a, d.slice()), vec![9.0; N as usize]);
+        drop((c, d, scratch));
+        dev.synchronize().unwrap();
+        alloc.check_invariants().unwrap();
+    }
+}

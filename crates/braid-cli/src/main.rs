@@ -55,6 +55,12 @@ enum Command {
         /// .gitignore ignores `timeline.json` and `*.timeline.json`.
         #[arg(long)]
         timeline: Option<PathBuf>,
+        /// The data type the scenarios compute in: `float16` as the seed examples do, or
+        /// `float32` / `bfloat16`. Through ACL the built-in kernels run in `float32` only for
+        /// now, so `--backend acl` runs in `float32` whatever is asked (the first line says
+        /// which type ran).
+        #[arg(long, value_enum, default_value_t = demo::DemoDType::Float16)]
+        dtype: demo::DemoDType,
     },
     /// Works with PyTorch memory snapshots (see `braid trace replay --help`).
     Trace {
@@ -70,10 +76,20 @@ fn main() -> ExitCode {
         return ExitCode::FAILURE;
     }
     let outcome = match cli.command {
-        Command::Demo { backend, timeline } => alloc_conf::AllocConf::from_env(None)
+        Command::Demo {
+            backend,
+            timeline,
+            dtype,
+        } => alloc_conf::AllocConf::from_env(None)
             .map_err(Into::into)
             .and_then(|conf| {
-                demo::run(&mut std::io::stdout(), backend, timeline.as_deref(), &conf)
+                demo::run(
+                    &mut std::io::stdout(),
+                    backend,
+                    timeline.as_deref(),
+                    &conf,
+                    dtype.dtype(),
+                )
             }),
         Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
     };

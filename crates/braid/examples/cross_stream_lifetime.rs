@@ -10,7 +10,11 @@ use braid::scenarios::cross_stream_lifetime;
 use braid::scenarios::devices::{self, Role};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    println!("running on {}", devices::describe());
+    println!(
+        "running on {}, in {}",
+        devices::describe(),
+        devices::dtype(braid::scenarios::cross_stream_lifetime::DTYPE)
+    );
     let auto = cross_stream_lifetime::run(
         &devices::open(Role::Data)?,
         CrossStreamMode::Automatic,

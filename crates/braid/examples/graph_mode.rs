@@ -10,13 +10,18 @@ use braid::scenarios::devices::{self, Role};
 use braid::scenarios::graph_mode::{self, Step};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    println!("running on {}", devices::describe());
+    println!(
+        "running on {}, in {}",
+        devices::describe(),
+        devices::dtype(braid::scenarios::graph_mode::DTYPE)
+    );
     let small = Step {
         layers: 3,
         vector_ops: 3,
         matmuls: 2,
         batch: 2,
         hidden: 64,
+        dtype: graph_mode::DTYPE,
     };
     let checked = graph_mode::run(&devices::open(Role::Data)?, small)?;
     println!(

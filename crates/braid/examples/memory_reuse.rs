@@ -9,7 +9,11 @@ use braid::scenarios::devices;
 use braid::scenarios::memory_reuse::{self, Decoder, BATCHES};
 
 fn main() -> Result<(), braid::graph_capture::GraphError> {
-    println!("running on {}", devices::describe());
+    println!(
+        "running on {}, in {}",
+        devices::describe(),
+        devices::dtype(braid::scenarios::memory_reuse::DTYPE)
+    );
     let (check, size) = (Decoder::check(), Decoder::llama7b_width());
     for (what, d) in [
         ("outputs checked (data mode)", check),

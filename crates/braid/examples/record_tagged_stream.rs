@@ -11,7 +11,11 @@ use braid::scenarios::record_tagged_stream;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let with_record = !std::env::args().any(|a| a == "--without-record");
-    println!("running on {}", devices::describe());
+    println!(
+        "running on {}, in {}",
+        devices::describe(),
+        devices::dtype(braid::scenarios::record_tagged_stream::DTYPE)
+    );
     let run = record_tagged_stream::run(
         &devices::open(Role::Data)?,
         with_record,

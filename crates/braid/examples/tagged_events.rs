@@ -15,7 +15,11 @@ use braid::scenarios::devices::{self, Role};
 use braid::scenarios::tagged_events::{self, Layout, Shape};
 
 fn main() -> Result<(), braid::Error> {
-    println!("running on {}", devices::describe());
+    println!(
+        "running on {}, in {}",
+        devices::describe(),
+        devices::dtype(braid::scenarios::tagged_events::DTYPE)
+    );
     let data = |layout| -> Result<bool, braid::Error> {
         let run = tagged_events::run(&devices::open(Role::Data)?, Shape::SMALL, layout, true)?;
         Ok(run

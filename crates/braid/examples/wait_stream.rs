@@ -11,7 +11,11 @@ use braid::scenarios::wait_stream::{self, Shape};
 
 fn main() -> Result<(), braid::Error> {
     let shape = Shape::default();
-    println!("running on {}", devices::describe());
+    println!(
+        "running on {}, in {}",
+        devices::describe(),
+        devices::dtype(braid::scenarios::wait_stream::DTYPE)
+    );
     println!(
         "c = a @ b ({}x{} @ {}x{}) on the default stream, behind {} us of earlier work; sum(c) on a side stream",
         shape.m,

@@ -26,6 +26,7 @@ fn graph_replays_compute_what_the_eager_step_computes() {
         matmuls: 2,
         batch: 2,
         hidden: 64,
+        ..Step::default()
     };
     let device = braid::sim_device(braid::sim::SimConfig::new()).unwrap();
     let f = graph_mode::run(&device, step).unwrap();
@@ -44,8 +45,10 @@ fn memory_reuse_modes_reserve_what_they_share() {
     assert_eq!(r.runner_pool.reserved, r.largest_single_graph);
     assert!(r.per_graph.reserved > r.largest_single_graph, "{r:?}");
     assert!(r.shared_pipeline.reserved < r.per_graph.reserved, "{r:?}");
+    // In float16, as the seeds run (in float32 these were 123,731,968 and 41,943,040: the
+    // blocks' rounding keeps the float16 figures above half of them).
     assert_eq!(
         (r.per_graph.reserved, r.runner_pool.reserved),
-        (123_731_968, 41_943_040)
+        (83_886_080, 25_165_824)
     );
 }

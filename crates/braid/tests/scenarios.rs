@@ -10,6 +10,7 @@ fn wait_stream_is_wrong_without_the_wait_and_right_with_it() {
         k: 16,
         n: 8,
         earlier_work_ns: 200_000,
+        ..wait_stream::Shape::default()
     };
     let without =
         wait_stream::run(&braid::sim_device(SimConfig::new()).unwrap(), shape, false).unwrap();
@@ -35,6 +36,7 @@ fn the_sanitizer_reports_the_missing_wait_and_nothing_else() {
         k: 16,
         n: 16,
         earlier_work_ns: 50_000,
+        ..wait_stream::Shape::default()
     };
     let run = |with_wait| {
         wait_stream::run_checked(
@@ -71,6 +73,7 @@ fn wait_stream_is_deterministic() {
         k: 16,
         n: 16,
         earlier_work_ns: 50_000,
+        ..wait_stream::Shape::default()
     };
     let a = wait_stream::run(&braid::sim_device(SimConfig::new()).unwrap(), shape, true).unwrap();
     let b = wait_stream::run(&braid::sim_device(SimConfig::new()).unwrap(), shape, true).unwrap();
@@ -125,6 +128,46 @@ fn a_wrong_result_is_detected_by_check() {
         .unwrap();
     results.mm_result[7] += 1.0;
     assert!(!tagged_events::check(shape, &results));
+}
+
+#[test]
+fn the_seeds_compute_in_float16_and_a_one_ulp_error_is_detected() {
+    use braid::DType;
+    let shape = wait_stream::Shape {
+        m: 16,
+        k: 16,
+        n: 16,
+        earlier_work_ns: 10_000,
+        ..wait_stream::Shape::default()
+    };
+    assert_eq!(shape.dtype, DType::F16);
+    let run = wait_stream::run(&braid::sim_device(SimConfig::new()).unwrap(), shape, true).unwrap();
+    assert_eq!((run.dtype, run.sum, run.expected), (DType::F16, 16.0, 16.0));
+    // The same scenario in float32 gives the same (exact) sum.
+    let single = wait_stream::run(
+        &braid::sim_device(SimConfig::new()).unwrap(),
+        wait_stream::Shape {
+            dtype: DType::F32,
+            ..shape
+        },
+        true,
+    )
+    .unwrap();
+    assert_eq!((single.dtype, single.sum), (DType::F32, 16.0));
+
+    // tagged_events checks exactly: the next float16 after the matmul's 8 is wrong.
+    let small = tagged_events::Shape::SMALL;
+    assert_eq!(small.dtype, DType::F16);
+    let device = braid::sim_device(SimConfig::new()).unwrap();
+    let mut results = tagged_events::run(&device, small, tagged_events::Layout::MultiStream, true)
+        .unwrap()
+        .results
+        .unwrap();
+    assert!(tagged_events::check(small, &results));
+    assert_eq!(results.mm_result[0], 8.0);
+    results.mm_result[0] = 8.0 + 2f32.powi(-7);
+    assert_eq!(DType::F16.round(results.mm_result[0]), results.mm_result[0]);
+    assert!(!tagged_events::check(small, &results));
 }
 
 #[test]

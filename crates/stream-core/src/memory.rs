@@ -1,6 +1,7 @@
 //! Raw device memory and host readbacks.
 
 use crate::device::Device;
+use crate::dtype::DType;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::hal::{Backend, Device as _};
@@ -181,6 +182,12 @@ impl<B: Backend> HostReadback<B> {
     /// Waits for the copy and decodes little-endian `f32`s.
     pub fn wait_f32(&self) -> Result<Vec<f32>> {
         Ok(f32s_from_bytes(&self.wait()?))
+    }
+
+    /// Waits for the copy and decodes its elements of `dtype`, widened to `f32` (a trailing
+    /// partial element is ignored); `wait_as(DType::F32)` is [`HostReadback::wait_f32`].
+    pub fn wait_as(&self, dtype: DType) -> Result<Vec<f32>> {
+        Ok(dtype.decode(&self.wait()?))
     }
 }
 

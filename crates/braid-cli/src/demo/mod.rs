@@ -8,8 +8,9 @@ mod table;
 
 use crate::alloc_conf::AllocConf;
 use braid::allocator::AllocatorConfig;
-use braid::scenarios::devices;
 use braid::scenarios::tagged_events;
+use braid::scenarios::{devices, kernel_dtype};
+use braid::DType;
 pub use rows::Setup;
 use std::io::Write;
 use std::path::Path;
@@ -28,19 +29,54 @@ pub enum DemoBackend {
     Acl,
 }
 
-/// Runs every scenario on `backend` with the scenarios' allocators configured by `config` and
-/// returns the rows. With `timeline` (simulator only), writes the Chrome Trace Event JSON of
+/// The data type `braid demo` runs the scenarios in (`--dtype`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, Default, clap::ValueEnum)]
+pub enum DemoDType {
+    /// Half precision, as the seed examples compute.
+    #[default]
+    Float16,
+    /// Single precision.
+    Float32,
+    /// bfloat16.
+    Bfloat16,
+}
+
+impl DemoDType {
+    /// The data type.
+    pub fn dtype(self) -> DType {
+        match self {
+            DemoDType::Float16 => DType::F16,
+            DemoDType::Float32 => DType::F32,
+            DemoDType::Bfloat16 => DType::BF16,
+        }
+    }
+}
+
+/// The data type the scenarios compute in on `backend` when asked for `dtype`: `dtype`, or
+/// `float32` where the backend runs the built-in kernels in no other type yet
+/// ([`braid::scenarios::F32_ONLY_BACKENDS`]).
+pub fn effective_dtype(backend: DemoBackend, dtype: DType) -> DType {
+    match backend {
+        DemoBackend::Sim => kernel_dtype::<braid::sim::SimBackend>(dtype),
+        DemoBackend::Acl => kernel_dtype::<braid::acl::AclBackend>(dtype),
+    }
+}
+
+/// Runs every scenario on `backend` in `dtype` with the scenarios' allocators configured by
+/// `config` and returns the rows. With `timeline` (simulator only), writes the Chrome Trace Event JSON of
 /// the tagged-events multi-stream run (data mode) there.
 pub fn rows(
     backend: DemoBackend,
     timeline: Option<&Path>,
     config: &AllocatorConfig,
+    dtype: DType,
 ) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
     match backend {
         DemoBackend::Sim => Setup {
             open: &devices::sim,
             reports: &braid::sim_race_reports,
             config,
+            dtype,
         }
         .rows(|device, layout| match (timeline, layout) {
             (Some(path), tagged_events::Layout::MultiStream) => {
@@ -60,33 +96,41 @@ pub fn rows(
                 open: &devices::acl,
                 reports: &braid::acl_race_reports,
                 config,
+                dtype,
             }
             .rows(|_, _| Ok(()))
         }
     }
 }
 
-/// Prints the table for `backend` (and writes the timeline to `timeline`, if given), with the
-/// scenarios' allocators configured by `conf`; returns whether every row is as meant (see
+/// Prints the table for `backend` in `dtype` (or the type [`effective_dtype`] gives, which the
+/// first line names), and writes the timeline to `timeline`, if given, with the scenarios'
+/// allocators configured by `conf`; returns whether every row is as meant (see
 /// [`as_meant`]).
 pub fn run(
     out: &mut impl Write,
     backend: DemoBackend,
     timeline: Option<&Path>,
     conf: &AllocConf,
+    dtype: DType,
 ) -> Result<bool, Box<dyn std::error::Error>> {
-    let rows = rows(backend, timeline, &conf.config)?;
+    let dtype = effective_dtype(backend, dtype);
+    let rows = rows(backend, timeline, &conf.config, dtype)?;
     match backend {
         DemoBackend::Sim => writeln!(
             out,
-            "braid demo on the simulated device ({})",
+            "braid demo on the simulated device ({}), in {dtype}",
             braid::sim::DeviceProfile::ascend_910b().name
         )?,
         DemoBackend::Acl => {
             // Loaded already by `rows`: this names the library it used, and says so when it
             // is the simulator.
             let api = braid::acl::AclApi::load_or_sim()?;
-            writeln!(out, "braid demo through {}", devices::describe_acl(api))?
+            writeln!(
+                out,
+                "braid demo through {}, in {dtype}",
+                devices::describe_acl(api)
+            )?
         }
     }
     writeln!(out, "{}", conf.describe())?;
@@ -111,13 +155,51 @@ mod tests {
     }
 
     fn sim_rows() -> Vec<Row> {
-        rows(DemoBackend::Sim, None, &AllocatorConfig::new()).unwrap()
+        sim_rows_in(DType::F16)
+    }
+
+    fn sim_rows_in(dtype: DType) -> Vec<Row> {
+        rows(DemoBackend::Sim, None, &AllocatorConfig::new(), dtype).unwrap()
+    }
+
+    #[test]
+    fn the_demo_runs_in_float16_on_the_simulator_and_float32_through_acl_for_now() {
+        assert_eq!(effective_dtype(DemoBackend::Sim, DType::F16), DType::F16);
+        assert_eq!(effective_dtype(DemoBackend::Sim, DType::BF16), DType::BF16);
+        assert_eq!(effective_dtype(DemoBackend::Acl, DType::F16), DType::F32);
+        let mut out = Vec::new();
+        assert!(run(&mut out, DemoBackend::Sim, None, &defaults(), DType::F16).unwrap());
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.lines().next().unwrap().ends_with(", in float16"),
+            "{text}"
+        );
+        // The same rows in float32, all as meant: moving twice the bytes takes longer, and
+        // the model's graphs reserve more.
+        let (half, single) = (sim_rows(), sim_rows_in(DType::F32));
+        assert!(single.iter().all(as_meant));
+        let row = |rows: &[Row], scenario, mode| {
+            rows.iter()
+                .find(|r| r.scenario == scenario && r.mode == mode)
+                .cloned()
+                .unwrap()
+        };
+        let (h, s) = (
+            row(&half, "tagged_events", "single stream"),
+            row(&single, "tagged_events", "single stream"),
+        );
+        assert!(h.device_us < s.device_us, "{h:?} vs {s:?}");
+        let (h, s) = (
+            row(&half, "memory_reuse", "pool per graph"),
+            row(&single, "memory_reuse", "pool per graph"),
+        );
+        assert!(h.reserved_bytes < s.reserved_bytes, "{h:?} vs {s:?}");
     }
 
     #[test]
     fn demo_table_lists_every_scenario_and_all_behave_as_meant() {
         let mut out = Vec::new();
-        let ok = run(&mut out, DemoBackend::Sim, None, &defaults()).expect("demo runs");
+        let ok = run(&mut out, DemoBackend::Sim, None, &defaults(), DType::F16).expect("demo runs");
         let text = String::from_utf8(out).expect("utf-8");
         assert!(ok, "{text}");
         assert_eq!(
@@ -203,9 +285,10 @@ mod tests {
             .filter(|r| r.scenario == "memory_reuse")
             .map(|r| r.reserved_bytes.expect("a reservation"))
             .collect();
-        // The figures of the memory_reuse example (README): 118 MiB with a pool per graph,
-        // 40 MiB (the largest graph's) with one pool per runner, 80 MiB for two runners.
-        assert_eq!(reserved, [123_731_968, 41_943_040, 83_886_080]);
+        // The figures of the memory_reuse example in float16: 80 MiB with a pool per graph,
+        // 24 MiB (the largest graph's) with one pool per runner, 48 MiB for two runners (in
+        // float32: 118, 40 and 80 MiB).
+        assert_eq!(reserved, [83_886_080, 25_165_824, 50_331_648]);
         assert!(rows
             .iter()
             .filter(|r| r.scenario == "memory_reuse")
@@ -217,7 +300,7 @@ mod tests {
             .lines()
             .find(|l| l.contains("one pool per runner"))
             .unwrap();
-        assert!(line.contains(" 40.0 "), "{line}");
+        assert!(line.contains(" 24.0 "), "{line}");
     }
 
     #[test]
@@ -225,7 +308,7 @@ mod tests {
         // A 1 MiB limit leaves no room for the scenarios' allocators: the run fails with the
         // allocator's out-of-memory error, so the configuration reached them.
         let tiny = AllocatorConfig::parse("limit_mb:1").unwrap();
-        let err = rows(DemoBackend::Sim, None, &tiny).unwrap_err();
+        let err = rows(DemoBackend::Sim, None, &tiny, DType::F16).unwrap_err();
         assert!(err.to_string().contains("out of memory"), "{err}");
     }
 
@@ -244,10 +327,13 @@ mod tests {
             open: &|role| devices::acl_with(api, role),
             reports: &braid::acl_race_reports,
             config: &config,
+            dtype: DType::F16,
         }
         .rows(|_, _| Ok(()))
         .unwrap();
-        let sim = sim_rows();
+        // Through ACL the scenarios run in the type the switch gives (float32 until the
+        // built-in kernels run as aclnn operators): compare with the simulator in that type.
+        let sim = sim_rows_in(effective_dtype(DemoBackend::Acl, DType::F16));
         // Same rows: correct / as-meant columns, simulated times, reservations and reports.
         assert_eq!(acl, sim);
         assert!(acl.iter().all(as_meant));
@@ -257,14 +343,27 @@ mod tests {
             String::from_utf8(out).unwrap()
         };
         assert_eq!(text(&acl), text(&sim));
-        assert!(rows(DemoBackend::Acl, Some(Path::new("t.json")), &config).is_err());
+        assert!(rows(
+            DemoBackend::Acl,
+            Some(Path::new("t.json")),
+            &config,
+            DType::F16
+        )
+        .is_err());
     }
 
     #[test]
     fn a_timeline_that_cannot_be_written_names_its_path() {
         let path = Path::new("/nonexistent/dir/x.json");
         let mut out = Vec::new();
-        let err = run(&mut out, DemoBackend::Sim, Some(path), &defaults()).unwrap_err();
+        let err = run(
+            &mut out,
+            DemoBackend::Sim,
+            Some(path),
+            &defaults(),
+            DType::F16,
+        )
+        .unwrap_err();
         let msg = err.to_string();
         assert!(
             msg.contains("cannot write the timeline to /nonexistent/dir/x.json: "),
@@ -276,7 +375,14 @@ mod tests {
     fn timeline_has_tracks_slices_flows_and_counters() {
         let path = std::env::temp_dir().join(format!("braid-demo-{}.json", std::process::id()));
         let mut out = Vec::new();
-        assert!(run(&mut out, DemoBackend::Sim, Some(&path), &defaults()).expect("demo runs"));
+        assert!(run(
+            &mut out,
+            DemoBackend::Sim,
+            Some(&path),
+            &defaults(),
+            DType::F16
+        )
+        .expect("demo runs"));
         let text = std::fs::read_to_string(&path).expect("timeline written");
         std::fs::remove_file(&path).ok();
         let trace: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");

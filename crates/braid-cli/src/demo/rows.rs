@@ -9,7 +9,7 @@ use braid::scenarios::{
     cross_stream_lifetime, graph_mode, memory_reuse, record_tagged_stream, tagged_events,
     wait_stream,
 };
-use braid::{Device, EventFlags};
+use braid::{DType, Device, EventFlags};
 
 /// Boxed errors of the demo.
 type DemoResult<T> = Result<T, Box<dyn std::error::Error>>;
@@ -23,6 +23,9 @@ pub struct Setup<'a, B: Backend> {
     pub reports: &'a dyn Fn(&Device<B>) -> Option<Vec<String>>,
     /// Configuration of the caching allocators the scenarios build.
     pub config: &'a AllocatorConfig,
+    /// The data type the scenarios compute in (each scenario may run in `float32` instead on
+    /// a backend that runs no other yet: `braid::scenarios::kernel_dtype`).
+    pub dtype: DType,
 }
 
 impl<B: Backend> Setup<'_, B> {
@@ -46,7 +49,10 @@ impl<B: Backend> Setup<'_, B> {
     }
 
     fn wait_stream(&self) -> DemoResult<Vec<Row>> {
-        let shape = wait_stream::Shape::default();
+        let shape = wait_stream::Shape {
+            dtype: self.dtype,
+            ..wait_stream::Shape::default()
+        };
         [("without wait_stream", false), ("with wait_stream", true)]
             .into_iter()
             .map(|(mode, with_wait)| {
@@ -70,7 +76,7 @@ impl<B: Backend> Setup<'_, B> {
             ("single stream", tagged_events::Layout::SingleStream),
             ("tagged stream \"1\"", tagged_events::Layout::MultiStream),
         ] {
-            let small = tagged_events::Shape::SMALL;
+            let small = tagged_events::Shape::SMALL.with_dtype(self.dtype);
             let data_device = (self.open)(Role::Data)?;
             let data = tagged_events::run(&data_device, small, layout, true)?;
             after_data(&data_device, layout)?;
@@ -80,7 +86,7 @@ impl<B: Backend> Setup<'_, B> {
                 .is_some_and(|r| tagged_events::check(small, r));
             let timing = tagged_events::run(
                 &(self.open)(Role::Timing)?,
-                tagged_events::Shape::MODEL,
+                tagged_events::Shape::MODEL.with_dtype(self.dtype),
                 layout,
                 false,
             )?;
@@ -103,13 +109,17 @@ impl<B: Backend> Setup<'_, B> {
             matmuls: 2,
             batch: 2,
             hidden: 64,
+            dtype: self.dtype,
         };
         let checked = graph_mode::run_with(&data_device, self.config, small)?;
         let found = self.count(&data_device);
         let timed = graph_mode::run_with(
             &(self.open)(Role::Timing)?,
             self.config,
-            graph_mode::Step::default(),
+            graph_mode::Step {
+                dtype: self.dtype,
+                ..graph_mode::Step::default()
+            },
         )?;
         Ok([
             ("eager, 1,012 kernels", timed.eager_us),
@@ -136,7 +146,13 @@ impl<B: Backend> Setup<'_, B> {
         .map(|(mode, with_record)| {
             let device = (self.open)(Role::Data)?;
             let (run, us) = timed(&device, || {
-                record_tagged_stream::run_with(&device, self.config, with_record, self.reports)
+                record_tagged_stream::run_with(
+                    &device,
+                    self.config,
+                    self.dtype,
+                    with_record,
+                    self.reports,
+                )
             })?;
             Ok(Row {
                 device_us: Some(us),
@@ -164,7 +180,13 @@ impl<B: Backend> Setup<'_, B> {
         .map(|(mode, cross_stream)| {
             let device = (self.open)(Role::Data)?;
             let (run, us) = timed(&device, || {
-                cross_stream_lifetime::run_with(&device, self.config, cross_stream, self.reports)
+                cross_stream_lifetime::run_with(
+                    &device,
+                    self.config,
+                    self.dtype,
+                    cross_stream,
+                    self.reports,
+                )
             })?;
             Ok(Row {
                 device_us: Some(us),
@@ -187,8 +209,14 @@ impl<B: Backend> Setup<'_, B> {
             self.open,
             self.reports,
             self.config,
-            memory_reuse::Decoder::check(),
-            memory_reuse::Decoder::llama7b_width(),
+            memory_reuse::Decoder {
+                dtype: self.dtype,
+                ..memory_reuse::Decoder::check()
+            },
+            memory_reuse::Decoder {
+                dtype: self.dtype,
+                ..memory_reuse::Decoder::llama7b_width()
+            },
         )?;
         let largest = report.largest_single_graph;
         let per_graph = report.per_graph.reserved;

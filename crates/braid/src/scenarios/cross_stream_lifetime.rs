@@ -18,14 +18,22 @@
 //! (PyTorch's semantics) nothing was recorded, `z` takes `x`'s memory, `y` is wrong and the
 //! simulator's sanitizer reports the use after free.
 
+//!
+//! The tensors are `float16` ([`DTYPE`]; `float32` on the [`super::F32_ONLY_BACKENDS`]): every
+//! value is a small integer, exact in every type, so the checks compare exactly.
+
+use super::kernel_dtype;
 use crate::allocator::{AllocError, AllocatorConfig, CachingAllocator, CrossStreamMode};
-use crate::{Device, Kernel};
+use crate::{DType, Device, Kernel};
 use braid_stream_core::hal::Backend;
 
 /// Elements of `x`, `y` and `z`.
 pub const ELEMENTS: u64 = 4096;
 /// Device time of the side stream's earlier work.
 pub const EARLIER_WORK_NS: u64 = 2_000_000;
+
+/// The data type of the example's tensors.
+pub const DTYPE: DType = DType::F16;
 
 /// What one run observed.
 #[derive(Clone, Debug)]
@@ -47,28 +55,32 @@ pub fn run<B: Backend>(
     mode: CrossStreamMode,
     reports: impl FnOnce(&Device<B>) -> Option<Vec<String>>,
 ) -> Result<Run, AllocError> {
-    run_with(device, &AllocatorConfig::new(), mode, reports)
+    run_with(device, &AllocatorConfig::new(), DTYPE, mode, reports)
 }
 
 /// [`run`] with the caching allocator configured by `config`, its cross-stream mode set to
-/// `mode` (the scenario's subject, so it overrides `config`'s).
+/// `mode` (the scenario's subject, so it overrides `config`'s), the tensors in `dtype` (or
+/// `float32` where the backend runs no other: [`kernel_dtype`]).
 pub fn run_with<B: Backend>(
     device: &Device<B>,
     config: &AllocatorConfig,
+    dtype: DType,
     mode: CrossStreamMode,
     reports: impl FnOnce(&Device<B>) -> Option<Vec<String>>,
 ) -> Result<Run, AllocError> {
     let alloc = CachingAllocator::new(device.clone(), config.clone().cross_stream(mode))?;
     let main = device.default_stream();
     let s1 = device.create_stream(0)?;
-    let bytes = ELEMENTS * 4;
+    let dtype = kernel_dtype::<B>(dtype);
+    let bytes = ELEMENTS * dtype.size();
 
     let x = alloc.alloc(bytes, &main)?;
     main.launch_labeled(
-        &Kernel::Fill {
+        Kernel::Fill {
             dst: x.slice(),
             value: 2.0,
-        },
+        }
+        .typed(dtype),
         "x = full(2)",
     )?;
     s1.wait_stream(&main)?;
@@ -83,11 +95,12 @@ pub fn run_with<B: Backend>(
         )?;
         let y = alloc.alloc_current(bytes)?;
         s1.launch_labeled(
-            &Kernel::Add {
+            Kernel::Add {
                 a: x.slice(),
                 b: x.slice(),
                 out: y.slice(),
-            },
+            }
+            .typed(dtype),
             "add_s0",
         )?;
         y
@@ -97,14 +110,15 @@ pub fn run_with<B: Backend>(
 
     let z = alloc.alloc(bytes, &main)?;
     main.launch_labeled(
-        &Kernel::Fill {
+        Kernel::Fill {
             dst: z.slice(),
             value: 5.0,
-        },
+        }
+        .typed(dtype),
         "z = full(5)",
     )?;
     main.wait_stream(&s1)?;
-    let y_values = main.copy_d2h(y.slice())?.wait_f32()?;
+    let y_values = main.copy_d2h(y.slice())?.wait_as(dtype)?;
     Ok(Run {
         correct: y_values.len() == ELEMENTS as usize && y_values.iter().all(|v| *v == 4.0),
         z_reused_x: z.ptr() == x_ptr,

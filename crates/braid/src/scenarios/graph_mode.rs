@@ -12,15 +12,23 @@
 //! eagerly every kernel costs the host an `eager_launch_ns` and the device waits for the host;
 //! a graph launch costs `graph_launch_ns + nodes × graph_node_ns` and the device runs the
 //! kernels back to back; on two streams the cube and vector work of a layer overlap.
+//!
+//! The activations and weights are `float16` ([`DTYPE`]; `float32` on the
+//! [`super::F32_ONLY_BACKENDS`]). The replays are checked against the eager step bit for bit:
+//! the same kernels in the same order compute the same bits in any type. The weights are
+//! small (`1 / (64 · hidden)`) so that 44 layers of accumulation stay well inside `float16`'s
+//! range.
 
-use super::Timer;
-use crate::{Device, Kernel, Stream};
+use super::{kernel_dtype, Timer};
+use crate::{DType, Device, Kernel, Stream};
 use braid_allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};
 use braid_graph_capture::{CaptureSession, GraphError, RunContext};
 use braid_stream_core::hal::Backend;
 
 /// Tag of the branch stream, as in the tagged-events example.
 pub const BRANCH_TAG: &str = "1";
+/// The data type of the step's activations and weights.
+pub const DTYPE: DType = DType::F16;
 
 /// Sizes of the decode step.
 #[derive(Clone, Copy, Debug)]
@@ -35,6 +43,8 @@ pub struct Step {
     pub batch: u32,
     /// Hidden size.
     pub hidden: u32,
+    /// The data type of activations and weights ([`DTYPE`] by default).
+    pub dtype: DType,
 }
 
 impl Default for Step {
@@ -47,6 +57,7 @@ impl Default for Step {
             matmuls: 10,
             batch: 1,
             hidden: 1024,
+            dtype: DTYPE,
         }
     }
 }
@@ -86,6 +97,7 @@ pub struct Figures {
 }
 
 struct Buffers<B: Backend> {
+    dtype: DType,
     x: DeviceBuffer<B>,
     w: DeviceBuffer<B>,
     vec_out: Vec<DeviceBuffer<B>>,
@@ -97,7 +109,8 @@ fn buffers<B: Backend>(
     stream: &Stream<B>,
     step: Step,
 ) -> Result<Buffers<B>, GraphError> {
-    let act = u64::from(step.batch) * u64::from(step.hidden) * 4;
+    let dtype = kernel_dtype::<B>(step.dtype);
+    let act = u64::from(step.batch) * u64::from(step.hidden) * dtype.size();
     let mut vec_out = Vec::new();
     for _ in 0..step.vector_ops.max(1) {
         vec_out.push(alloc.alloc(act, stream)?);
@@ -107,8 +120,12 @@ fn buffers<B: Backend>(
         mm_out.push(alloc.alloc(act, stream)?);
     }
     Ok(Buffers {
+        dtype,
         x: alloc.alloc(act, stream)?,
-        w: alloc.alloc(u64::from(step.hidden) * u64::from(step.hidden) * 4, stream)?,
+        w: alloc.alloc(
+            u64::from(step.hidden) * u64::from(step.hidden) * dtype.size(),
+            stream,
+        )?,
         vec_out,
         mm_out,
     })
@@ -116,21 +133,31 @@ fn buffers<B: Backend>(
 
 /// Puts every buffer back to the step's starting values and waits for it, so each run starts
 /// from the same state.
-fn reset<B: Backend>(main: &Stream<B>, bufs: &Buffers<B>) -> Result<(), GraphError> {
-    main.launch(&Kernel::Fill {
-        dst: bufs.x.slice(),
-        value: 1.0,
-    })?;
-    // Small weights keep 44 layers of accumulation finite.
-    main.launch(&Kernel::Fill {
-        dst: bufs.w.slice(),
-        value: 1.0 / 1024.0,
-    })?;
+fn reset<B: Backend>(main: &Stream<B>, bufs: &Buffers<B>, step: Step) -> Result<(), GraphError> {
+    main.launch(
+        Kernel::Fill {
+            dst: bufs.x.slice(),
+            value: 1.0,
+        }
+        .typed(bufs.dtype),
+    )?;
+    // Small weights keep 44 layers of accumulation inside float16's range: each layer grows
+    // the activations by about 1 + 2 / 64.
+    main.launch(
+        Kernel::Fill {
+            dst: bufs.w.slice(),
+            value: 1.0 / (64.0 * step.hidden as f32),
+        }
+        .typed(bufs.dtype),
+    )?;
     for out in bufs.vec_out.iter().chain(&bufs.mm_out) {
-        main.launch(&Kernel::Fill {
-            dst: out.slice(),
-            value: 0.0,
-        })?;
+        main.launch(
+            Kernel::Fill {
+                dst: out.slice(),
+                value: 0.0,
+            }
+            .typed(bufs.dtype),
+        )?;
     }
     main.synchronize()?;
     Ok(())
@@ -147,11 +174,14 @@ fn decode_step<B: Backend>(
     let branch = ctx.device().tagged_stream(BRANCH_TAG, 0)?;
     for _ in 0..step.layers {
         // add_result = in1 + in2; npu_tagged_event_record(event)
-        main.launch(&Kernel::Add {
-            a: bufs.x.slice(),
-            b: bufs.vec_out[0].slice(),
-            out: bufs.vec_out[0].slice(),
-        })?;
+        main.launch(
+            Kernel::Add {
+                a: bufs.x.slice(),
+                b: bufs.vec_out[0].slice(),
+                out: bufs.vec_out[0].slice(),
+            }
+            .typed(bufs.dtype),
+        )?;
         let start = if multistream {
             Some(main.record_event()?)
         } else {
@@ -169,32 +199,41 @@ fn decode_step<B: Backend>(
             };
             let s = ctx.current_stream();
             for out in &bufs.mm_out {
-                s.launch(&Kernel::Matmul {
-                    a: bufs.vec_out[0].slice(),
-                    b: bufs.w.slice(),
-                    c: out.slice(),
-                    m: step.batch,
-                    k: step.hidden,
-                    n: step.hidden,
-                })?;
+                s.launch(
+                    Kernel::Matmul {
+                        a: bufs.vec_out[0].slice(),
+                        b: bufs.w.slice(),
+                        c: out.slice(),
+                        m: step.batch,
+                        k: step.hidden,
+                        n: step.hidden,
+                    }
+                    .typed(bufs.dtype),
+                )?;
             }
         }
         // add2 = in3 + in4 on the main stream, overlapping the branch
         for out in bufs.vec_out.iter().skip(1) {
-            main.launch(&Kernel::Scale {
-                src: bufs.x.slice(),
-                dst: out.slice(),
-                factor: 0.5,
-            })?;
+            main.launch(
+                Kernel::Scale {
+                    src: bufs.x.slice(),
+                    dst: out.slice(),
+                    factor: 0.5,
+                }
+                .typed(bufs.dtype),
+            )?;
         }
         if multistream {
             main.wait_stream(&branch)?;
         }
-        main.launch(&Kernel::Add {
-            a: bufs.mm_out[0].slice(),
-            b: bufs.vec_out[1 % bufs.vec_out.len()].slice(),
-            out: bufs.x.slice(),
-        })?;
+        main.launch(
+            Kernel::Add {
+                a: bufs.mm_out[0].slice(),
+                b: bufs.vec_out[1 % bufs.vec_out.len()].slice(),
+                out: bufs.x.slice(),
+            }
+            .typed(bufs.dtype),
+        )?;
     }
     Ok(())
 }
@@ -216,7 +255,7 @@ pub fn run_with<B: Backend>(
     let bufs = buffers(&alloc, &main, step)?;
 
     // Eager, one stream.
-    reset(&main, &bufs)?;
+    reset(&main, &bufs, step)?;
     let timer = Timer::start(&main)?;
     {
         let ctx = RunContext::eager(&alloc, &main)?;
@@ -232,7 +271,7 @@ pub fn run_with<B: Backend>(
         let (graph, ()) = CaptureSession::new(&alloc, &main)
             .run(|ctx| decode_step(ctx, &bufs, step, multistream))?;
         graph.launch(&main)?; // warm replay
-        reset(&main, &bufs)?;
+        reset(&main, &bufs, step)?;
         let timer = Timer::start(&main)?;
         graph.launch(&main)?;
         replay_us.push(timer.stop_us(&main)?);

@@ -20,18 +20,27 @@
 //! The model follows the decode step of the workloads reference (§3.4) at a reduced width:
 //! per layer a query projection, a KV-cache write (a mutated input, used in place), an
 //! attention stand-in, an output projection and residual, a gate/up/down MLP and a residual.
+//!
+//! Weights and activations are `float16` ([`DTYPE`]; `float32` on the
+//! [`super::F32_ONLY_BACKENDS`]), so the memory figures are those of a `float16` model. Replays
+//! are compared with eager execution bit for bit: the same kernels compute the same bits in
+//! any type.
 
 use super::devices::Role;
+use super::kernel_dtype;
 use braid_allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};
 use braid_backend_sim::{SimConfig, SimMode};
 use braid_graph_capture::{
     graph_pool_handle, GraphError, GraphRunner, InputKind, MemoryReuse, RunContext, RunnerConfig,
 };
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{Device, DeviceSlice, Kernel, Stream};
+use braid_stream_core::{DType, Device, DeviceSlice, Kernel, Stream};
 use std::ops::Range;
 
 type Buf<B> = DeviceBuffer<B>;
+
+/// The data type of the decoder's weights and activations.
+pub const DTYPE: DType = DType::F16;
 
 /// Batch sizes captured, in capture order (largest first).
 pub const BATCHES: [u32; 8] = [128, 64, 32, 16, 8, 4, 2, 1];
@@ -47,6 +56,8 @@ pub struct Decoder {
     pub vocab: u32,
     /// Layers.
     pub layers: u32,
+    /// The data type of weights and activations ([`DTYPE`] in the sizes below).
+    pub dtype: DType,
 }
 
 impl Decoder {
@@ -57,6 +68,7 @@ impl Decoder {
             intermediate: 172,
             vocab: 256,
             layers: 2,
+            dtype: DTYPE,
         }
     }
 
@@ -68,6 +80,7 @@ impl Decoder {
             intermediate: 11008,
             vocab: 32000,
             layers: 2,
+            dtype: DTYPE,
         }
     }
 }
@@ -126,14 +139,18 @@ struct Weights<B: Backend> {
 fn filled<B: Backend>(
     alloc: &CachingAllocator<B>,
     s: &Stream<B>,
+    d: Decoder,
     elems: u64,
     value: f32,
 ) -> Result<Buf<B>, GraphError> {
-    let buf = alloc.alloc(elems * 4, s)?;
-    s.launch(&Kernel::Fill {
-        dst: buf.slice(),
-        value,
-    })?;
+    let buf = alloc.alloc(elems * d.dtype.size(), s)?;
+    s.launch(
+        Kernel::Fill {
+            dst: buf.slice(),
+            value,
+        }
+        .typed(d.dtype),
+    )?;
     Ok(buf)
 }
 
@@ -149,60 +166,75 @@ fn weights<B: Backend>(
         gate: Vec::new(),
         up: Vec::new(),
         down: Vec::new(),
-        head: filled(alloc, s, h * u64::from(d.vocab), 1.0 / h as f32)?,
+        head: filled(alloc, s, d, h * u64::from(d.vocab), 1.0 / h as f32)?,
     };
     for l in 0..d.layers {
         let v = 1.0 + l as f32 / 8.0;
-        w.q.push(filled(alloc, s, h * h, v / h as f32)?);
-        w.o.push(filled(alloc, s, h * h, 0.5 / h as f32)?);
-        w.gate.push(filled(alloc, s, h * i, 1.0 / h as f32)?);
-        w.up.push(filled(alloc, s, h * i, 0.5 / h as f32)?);
-        w.down.push(filled(alloc, s, i * h, 1.0 / i as f32)?);
+        w.q.push(filled(alloc, s, d, h * h, v / h as f32)?);
+        w.o.push(filled(alloc, s, d, h * h, 0.5 / h as f32)?);
+        w.gate.push(filled(alloc, s, d, h * i, 1.0 / h as f32)?);
+        w.up.push(filled(alloc, s, d, h * i, 0.5 / h as f32)?);
+        w.down.push(filled(alloc, s, d, i * h, 1.0 / i as f32)?);
     }
     Ok(w)
 }
 
 fn matmul<B: Backend>(
     ctx: &RunContext<'_, B>,
+    dtype: DType,
     a: DeviceSlice,
     w: &Buf<B>,
     m: u32,
     k: u32,
     n: u32,
 ) -> Result<Buf<B>, GraphError> {
-    let c = ctx.alloc(u64::from(m) * u64::from(n) * 4)?;
-    ctx.current_stream().launch(&Kernel::Matmul {
-        a,
-        b: w.slice(),
-        c: c.slice(),
-        m,
-        k,
-        n,
-    })?;
+    let c = ctx.alloc(u64::from(m) * u64::from(n) * dtype.size())?;
+    ctx.current_stream().launch(
+        Kernel::Matmul {
+            a,
+            b: w.slice(),
+            c: c.slice(),
+            m,
+            k,
+            n,
+        }
+        .typed(dtype),
+    )?;
     Ok(c)
 }
 
 fn binary<B: Backend>(
     ctx: &RunContext<'_, B>,
+    dtype: DType,
     a: DeviceSlice,
     b: DeviceSlice,
 ) -> Result<Buf<B>, GraphError> {
     let out = ctx.alloc(a.len)?;
-    ctx.current_stream().launch(&Kernel::Add {
-        a,
-        b,
-        out: out.slice(),
-    })?;
+    ctx.current_stream().launch(
+        Kernel::Add {
+            a,
+            b,
+            out: out.slice(),
+        }
+        .typed(dtype),
+    )?;
     Ok(out)
 }
 
-fn half<B: Backend>(ctx: &RunContext<'_, B>, a: DeviceSlice) -> Result<Buf<B>, GraphError> {
+fn half<B: Backend>(
+    ctx: &RunContext<'_, B>,
+    dtype: DType,
+    a: DeviceSlice,
+) -> Result<Buf<B>, GraphError> {
     let out = ctx.alloc(a.len)?;
-    ctx.current_stream().launch(&Kernel::Scale {
-        src: a,
-        dst: out.slice(),
-        factor: 0.5,
-    })?;
+    ctx.current_stream().launch(
+        Kernel::Scale {
+            src: a,
+            dst: out.slice(),
+            factor: 0.5,
+        }
+        .typed(dtype),
+    )?;
     Ok(out)
 }
 
@@ -217,51 +249,90 @@ fn forward<B: Backend>(
     head: bool,
 ) -> Result<Vec<Buf<B>>, GraphError> {
     let (x, kv) = (inputs[0], inputs[1]);
-    let batch = (x.len / (u64::from(d.hidden) * 4)) as u32;
-    let act = u64::from(batch) * u64::from(d.hidden) * 4;
+    let batch = (x.len / (u64::from(d.hidden) * d.dtype.size())) as u32;
+    let act = u64::from(batch) * u64::from(d.hidden) * d.dtype.size();
     let mut h: Option<Buf<B>> = None;
     for (slot, l) in layers.clone().enumerate() {
         let l = l as usize;
         let input = h.as_ref().map_or(x, Buf::slice);
-        let q = matmul(ctx, input, &w.q[l], batch, d.hidden, d.hidden)?;
+        let q = matmul(ctx, d.dtype, input, &w.q[l], batch, d.hidden, d.hidden)?;
         let kv_l = kv
             .sub(slot as u64 * act, act)
             .ok_or_else(|| GraphError::model("kv cache too small"))?;
-        ctx.current_stream().launch(&Kernel::Copy {
-            src: q.slice(),
-            dst: kv_l,
-        })?;
-        let attn = binary(ctx, q.slice(), kv_l)?;
+        ctx.current_stream().launch(
+            Kernel::Copy {
+                src: q.slice(),
+                dst: kv_l,
+            }
+            .typed(d.dtype),
+        )?;
+        let attn = binary(ctx, d.dtype, q.slice(), kv_l)?;
         drop(q);
-        let o = matmul(ctx, attn.slice(), &w.o[l], batch, d.hidden, d.hidden)?;
+        let o = matmul(
+            ctx,
+            d.dtype,
+            attn.slice(),
+            &w.o[l],
+            batch,
+            d.hidden,
+            d.hidden,
+        )?;
         drop(attn);
-        let r = binary(ctx, input, o.slice())?;
+        let r = binary(ctx, d.dtype, input, o.slice())?;
         drop(o);
-        let g = matmul(ctx, r.slice(), &w.gate[l], batch, d.hidden, d.intermediate)?;
-        let u = matmul(ctx, r.slice(), &w.up[l], batch, d.hidden, d.intermediate)?;
-        let m = binary(ctx, g.slice(), u.slice())?;
+        let g = matmul(
+            ctx,
+            d.dtype,
+            r.slice(),
+            &w.gate[l],
+            batch,
+            d.hidden,
+            d.intermediate,
+        )?;
+        let u = matmul(
+            ctx,
+            d.dtype,
+            r.slice(),
+            &w.up[l],
+            batch,
+            d.hidden,
+            d.intermediate,
+        )?;
+        let m = binary(ctx, d.dtype, g.slice(), u.slice())?;
         drop((g, u));
-        let m = half(ctx, m.slice())?;
-        let down = matmul(ctx, m.slice(), &w.down[l], batch, d.intermediate, d.hidden)?;
+        let m = half(ctx, d.dtype, m.slice())?;
+        let down = matmul(
+            ctx,
+            d.dtype,
+            m.slice(),
+            &w.down[l],
+            batch,
+            d.intermediate,
+            d.hidden,
+        )?;
         drop(m);
-        let next = binary(ctx, r.slice(), down.slice())?;
+        let next = binary(ctx, d.dtype, r.slice(), down.slice())?;
         drop((r, down));
-        h = Some(half(ctx, next.slice())?);
+        h = Some(half(ctx, d.dtype, next.slice())?);
     }
     let h = match h {
         Some(h) => h,
         None => {
             let copy = ctx.alloc(act)?;
-            ctx.current_stream().launch(&Kernel::Copy {
-                src: x,
-                dst: copy.slice(),
-            })?;
+            ctx.current_stream().launch(
+                Kernel::Copy {
+                    src: x,
+                    dst: copy.slice(),
+                }
+                .typed(d.dtype),
+            )?;
             copy
         }
     };
     if head {
         Ok(vec![matmul(
             ctx,
+            d.dtype,
             h.slice(),
             &w.head,
             batch,
@@ -287,8 +358,8 @@ struct ModeResult {
     largest: u64,
 }
 
-fn read<B: Backend>(s: &Stream<B>, slice: DeviceSlice) -> Result<Vec<f32>, GraphError> {
-    Ok(s.copy_d2h(slice)?.wait_f32()?)
+fn read<B: Backend>(s: &Stream<B>, d: Decoder, slice: DeviceSlice) -> Result<Vec<f32>, GraphError> {
+    Ok(s.copy_d2h(slice)?.wait_as(d.dtype)?)
 }
 
 /// Runs `mode` on `device`, comparing outputs with eager execution when `data`.
@@ -299,11 +370,15 @@ fn run_mode<B: Backend>(
     mode: Reuse,
     data: bool,
 ) -> Result<ModeResult, GraphError> {
+    let d = Decoder {
+        dtype: kernel_dtype::<B>(d.dtype),
+        ..d
+    };
     let alloc = CachingAllocator::new(device.clone(), config.clone())?;
     let s = device.create_stream(0)?;
     let w = weights(&alloc, &s, d)?;
     let max_act = u64::from(BATCHES[0]) * u64::from(d.hidden);
-    let kv_full = alloc.alloc(u64::from(d.layers) * max_act * 4, &s)?;
+    let kv_full = alloc.alloc(u64::from(d.layers) * max_act * d.dtype.size(), &s)?;
     let xs: Vec<Buf<B>> = BATCHES
         .iter()
         .enumerate()
@@ -311,12 +386,15 @@ fn run_mode<B: Backend>(
             filled(
                 &alloc,
                 &s,
+                d,
                 u64::from(b) * u64::from(d.hidden),
                 0.1 * (i + 1) as f32,
             )
         })
         .collect::<Result<_, _>>()?;
-    let kv_len = |b: u32, layers: u32| u64::from(layers) * u64::from(b) * u64::from(d.hidden) * 4;
+    let kv_len = |b: u32, layers: u32| {
+        u64::from(layers) * u64::from(b) * u64::from(d.hidden) * d.dtype.size()
+    };
     let kv_for = |b: u32, first: u32, layers: u32| -> Result<DeviceSlice, GraphError> {
         kv_full
             .slice()
@@ -337,7 +415,7 @@ fn run_mode<B: Backend>(
             true,
         )?;
         expected.push(if data {
-            read(&s, out[0].slice())?
+            read(&s, d, out[0].slice())?
         } else {
             Vec::new()
         });
@@ -368,7 +446,8 @@ fn run_mode<B: Backend>(
             }
             for ((x, &b), want) in xs.iter().zip(&BATCHES).zip(&expected) {
                 let out = runner.run(&s, &[x.slice(), kv_for(b, 0, d.layers)?])?;
-                identical &= out.is_replay() && (!data || &out.read_f32(0)? == want);
+                identical &=
+                    out.is_replay() && (!data || &read(out.stream(), d, out.slices()?[0])? == want);
             }
             let pools = runner.pools();
             let largest = pools.first().map_or(0, |p| p.reserved_bytes());
@@ -398,7 +477,10 @@ fn run_mode<B: Backend>(
                     let out =
                         second.run(&s, &[h, kv_for(b, half_layers, d.layers - half_layers)?])?;
                     Ok(match check {
-                        Some(want) => out.is_replay() && (!data || &out.read_f32(0)? == want),
+                        Some(want) => {
+                            out.is_replay()
+                                && (!data || &read(out.stream(), d, out.slices()?[0])? == want)
+                        }
                         None => true,
                     })
                 };

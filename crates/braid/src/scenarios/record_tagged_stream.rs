@@ -16,8 +16,13 @@
 //! it, `C` takes A's block and is written before the second stream reads A: `B` is wrong, and
 //! the simulator's sanitizer reports the use after free.
 
+//!
+//! The tensors are `float16` ([`DTYPE`]; `float32` on the [`super::F32_ONLY_BACKENDS`]): every
+//! value is a small integer, exact in every type, so the checks compare exactly.
+
+use super::kernel_dtype;
 use crate::allocator::{AllocError, AllocatorConfig, CachingAllocator};
-use crate::{Device, Kernel};
+use crate::{DType, Device, Kernel};
 use braid_stream_core::hal::Backend;
 
 /// The tag of the side stream, as in TorchAir's example.
@@ -28,6 +33,9 @@ pub const EVENT_TAG: &str = "a_ready";
 pub const ELEMENTS: u64 = 4096;
 /// Device time of the work the second stream does before reading `A`.
 pub const LONG_WORK_NS: u64 = 2_000_000;
+
+/// The data type of the example's tensors.
+pub const DTYPE: DType = DType::F16;
 
 /// What one run observed.
 #[derive(Clone, Debug)]
@@ -49,26 +57,30 @@ pub fn run<B: Backend>(
     with_record: bool,
     reports: impl FnOnce(&Device<B>) -> Option<Vec<String>>,
 ) -> Result<Run, AllocError> {
-    run_with(device, &AllocatorConfig::new(), with_record, reports)
+    run_with(device, &AllocatorConfig::new(), DTYPE, with_record, reports)
 }
 
-/// [`run`] with the caching allocator configured by `config`.
+/// [`run`] with the caching allocator configured by `config`, the tensors in `dtype` (or
+/// `float32` where the backend runs no other: [`kernel_dtype`]).
 pub fn run_with<B: Backend>(
     device: &Device<B>,
     config: &AllocatorConfig,
+    dtype: DType,
     with_record: bool,
     reports: impl FnOnce(&Device<B>) -> Option<Vec<String>>,
 ) -> Result<Run, AllocError> {
     let alloc = CachingAllocator::new(device.clone(), config.clone())?;
     let main = device.current_stream();
-    let bytes = ELEMENTS * 4;
+    let dtype = kernel_dtype::<B>(dtype);
+    let bytes = ELEMENTS * dtype.size();
 
     let a = alloc.alloc(bytes, &main)?;
     main.launch_labeled(
-        &Kernel::Fill {
+        Kernel::Fill {
             dst: a.slice(),
             value: 0.0,
-        },
+        }
+        .typed(dtype),
         "A = zeros",
     )?;
     let a_ready = match device.tagged_event(EVENT_TAG) {
@@ -89,18 +101,20 @@ pub fn run_with<B: Backend>(
         )?;
         let b = alloc.alloc(bytes, &side)?;
         side.launch_labeled(
-            &Kernel::Fill {
+            Kernel::Fill {
                 dst: b.slice(),
                 value: 1.0,
-            },
+            }
+            .typed(dtype),
             "ones",
         )?;
         side.launch_labeled(
-            &Kernel::Add {
+            Kernel::Add {
                 a: a.slice(),
                 b: b.slice(),
                 out: b.slice(),
-            },
+            }
+            .typed(dtype),
             "B = A + 1",
         )?;
         if with_record {
@@ -114,32 +128,35 @@ pub fn run_with<B: Backend>(
     let c = alloc.alloc(bytes, &main)?;
     let twos = alloc.alloc(bytes, &main)?;
     main.launch_labeled(
-        &Kernel::Fill {
+        Kernel::Fill {
             dst: c.slice(),
             value: 1.0,
-        },
+        }
+        .typed(dtype),
         "C = ones",
     )?;
     main.launch_labeled(
-        &Kernel::Fill {
+        Kernel::Fill {
             dst: twos.slice(),
             value: 2.0,
-        },
+        }
+        .typed(dtype),
         "twos",
     )?;
     main.launch_labeled(
-        &Kernel::Add {
+        Kernel::Add {
             a: c.slice(),
             b: twos.slice(),
             out: c.slice(),
-        },
+        }
+        .typed(dtype),
         "C.add_(2)",
     )?;
 
     let side = device.tagged_stream(STREAM_TAG, 0)?;
     main.wait_stream(&side)?;
-    let b_values = main.copy_d2h(b.slice())?.wait_f32()?;
-    let c_values = main.copy_d2h(c.slice())?.wait_f32()?;
+    let b_values = main.copy_d2h(b.slice())?.wait_as(dtype)?;
+    let c_values = main.copy_d2h(c.slice())?.wait_as(dtype)?;
     Ok(Run {
         b_correct: b_values.len() == ELEMENTS as usize && b_values.iter().all(|v| *v == 1.0),
         c_correct: c_values.len() == ELEMENTS as usize && c_values.iter().all(|v| *v == 3.0),

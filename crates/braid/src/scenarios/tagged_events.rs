@@ -11,9 +11,14 @@
 //!
 //! The same work on one stream is the baseline: the matmul (cube units) and the second add
 //! (vector units) cannot overlap there.
+//!
+//! The tensors are `float16` ([`DTYPE`], `float32` on the [`super::F32_ONLY_BACKENDS`]). The
+//! inputs are sums of powers of two and `dim` a multiple of 8, so every result is exact in
+//! `float16` (the matmul accumulates in `float32`, as cube units do): [`check`] compares
+//! exactly.
 
-use super::{alloc_f32, Timer};
-use crate::{Device, Kernel, Result, Stream};
+use super::{alloc_elements, kernel_dtype, Timer};
+use crate::{DType, Device, Kernel, Result, Stream};
 use braid_stream_core::hal::Backend;
 
 /// Tag of the side stream, as in TorchAir's example.
@@ -22,6 +27,8 @@ pub const STREAM_TAG: &str = "1";
 pub const EVENT_TAG: &str = "add_done";
 /// Priority the example passes to `npu_stream_switch`.
 pub const STREAM_PRIORITY: i32 = 3;
+/// The data type of the example's tensors.
+pub const DTYPE: DType = DType::F16;
 
 /// Sizes of the scenario.
 #[derive(Clone, Copy, Debug)]
@@ -30,6 +37,8 @@ pub struct Shape {
     pub elements: u64,
     /// `in3` and `in4` are `dim × dim` matrices.
     pub dim: u32,
+    /// The data type of every tensor ([`DTYPE`] in the shapes below).
+    pub dtype: DType,
 }
 
 impl Shape {
@@ -37,12 +46,18 @@ impl Shape {
     pub const SMALL: Shape = Shape {
         elements: 4096,
         dim: 64,
+        dtype: DTYPE,
     };
     /// Large enough that device time dominates host launch cost (for timing-only runs).
     pub const MODEL: Shape = Shape {
         elements: 64 << 20,
         dim: 4096,
+        dtype: DTYPE,
     };
+    /// This shape in `dtype`.
+    pub const fn with_dtype(self, dtype: DType) -> Shape {
+        Shape { dtype, ..self }
+    }
 }
 
 /// Which streams run the work.
@@ -87,28 +102,36 @@ pub fn run<B: Backend>(
     read_back: bool,
 ) -> Result<Run> {
     let main = device.current_stream();
+    let dtype = kernel_dtype::<B>(shape.dtype);
     let mat = shape.dim as u64 * shape.dim as u64;
-    let in1 = alloc_f32(device, shape.elements)?;
-    let in2 = alloc_f32(device, shape.elements)?;
-    let in3 = alloc_f32(device, mat)?;
-    let in4 = alloc_f32(device, mat)?;
-    let add_result = alloc_f32(device, shape.elements)?;
-    let mm_result = alloc_f32(device, mat)?;
-    let add2 = alloc_f32(device, mat)?;
+    let alloc = |elements| alloc_elements(device, elements, dtype);
+    let in1 = alloc(shape.elements)?;
+    let in2 = alloc(shape.elements)?;
+    let in3 = alloc(mat)?;
+    let in4 = alloc(mat)?;
+    let add_result = alloc(shape.elements)?;
+    let mm_result = alloc(mat)?;
+    let add2 = alloc(mat)?;
     for (buf, value) in [(&in1, IN1), (&in2, IN2), (&in3, IN3), (&in4, IN4)] {
-        main.launch(&Kernel::Fill {
-            dst: buf.slice(),
-            value,
-        })?;
+        main.launch(
+            Kernel::Fill {
+                dst: buf.slice(),
+                value,
+            }
+            .typed(dtype),
+        )?;
     }
     main.synchronize()?;
 
     let timer = Timer::start(&main)?;
-    main.launch(&Kernel::Add {
-        a: in1.slice(),
-        b: in2.slice(),
-        out: add_result.slice(),
-    })?;
+    main.launch(
+        Kernel::Add {
+            a: in1.slice(),
+            b: in2.slice(),
+            out: add_result.slice(),
+        }
+        .typed(dtype),
+    )?;
     let matmul = Kernel::Matmul {
         a: in3.slice(),
         b: in4.slice(),
@@ -116,7 +139,8 @@ pub fn run<B: Backend>(
         m: shape.dim,
         k: shape.dim,
         n: shape.dim,
-    };
+    }
+    .typed(dtype);
     let side: Option<Stream<B>> = match layout {
         Layout::MultiStream => {
             // A tag is taken once per device: a second run on the same device reuses the event.
@@ -135,11 +159,14 @@ pub fn run<B: Backend>(
             None
         }
     };
-    main.launch(&Kernel::Add {
-        a: in3.slice(),
-        b: in4.slice(),
-        out: add2.slice(),
-    })?;
+    main.launch(
+        Kernel::Add {
+            a: in3.slice(),
+            b: in4.slice(),
+            out: add2.slice(),
+        }
+        .typed(dtype),
+    )?;
     if let Some(side) = &side {
         main.wait_stream(side)?;
     }
@@ -147,9 +174,9 @@ pub fn run<B: Backend>(
 
     let results = if read_back {
         Some(Results {
-            add_result: main.copy_d2h(add_result.slice())?.wait_f32()?,
-            mm_result: main.copy_d2h(mm_result.slice())?.wait_f32()?,
-            add2: main.copy_d2h(add2.slice())?.wait_f32()?,
+            add_result: main.copy_d2h(add_result.slice())?.wait_as(dtype)?,
+            mm_result: main.copy_d2h(mm_result.slice())?.wait_as(dtype)?,
+            add2: main.copy_d2h(add2.slice())?.wait_as(dtype)?,
         })
     } else {
         None
@@ -160,14 +187,15 @@ pub fn run<B: Backend>(
     })
 }
 
-/// Whether `results` are what the example computes for `shape`.
+/// Whether `results` are exactly what the example computes for `shape` (every value is exact
+/// in `float16` and `float32`).
 pub fn check(shape: Shape, results: &Results) -> bool {
     let mm = shape.dim as f32 * IN3 * IN4;
     let mat = shape.dim as usize * shape.dim as usize;
     results.add_result.len() == shape.elements as usize
         && results.add_result.iter().all(|v| *v == IN1 + IN2)
         && results.mm_result.len() == mat
-        && results.mm_result.iter().all(|v| super::approx_eq(*v, mm))
+        && results.mm_result.iter().all(|v| *v == mm)
         && results.add2.len() == mat
         && results.add2.iter().all(|v| *v == IN3 + IN4)
 }

@@ -5,9 +5,14 @@
 //! The default stream is still busy with earlier work (a kernel of `earlier_work_ns`, standing
 //! for the previous layers of a model) when the matmul is enqueued — the situation in which the
 //! missing wait bites on real hardware too.
+//!
+//! The tensors are `float16` ([`DTYPE`], `float32` on the [`super::F32_ONLY_BACKENDS`]). The
+//! inputs are powers of two, so every product, every element of `c` (a sum of `k` of them) and
+//! the sum of `c` are exact in `float16` as long as the sum stays within its range
+//! (`m·k·n / 256 ≤ 65504`, true of the default shape): the check is exact equality.
 
-use super::{alloc_f32, approx_eq, Timer};
-use crate::{Device, Kernel, Result};
+use super::{alloc_elements, kernel_dtype, Timer};
+use crate::{DType, Device, Kernel, Result};
 use braid_stream_core::hal::Backend;
 
 /// Sizes of the scenario.
@@ -21,7 +26,12 @@ pub struct Shape {
     pub n: u32,
     /// Device time of the work already queued on the default stream.
     pub earlier_work_ns: u64,
+    /// The data type of `a`, `b`, `c` and the sum ([`DTYPE`] by default).
+    pub dtype: DType,
 }
+
+/// The data type of the example's tensors.
+pub const DTYPE: DType = DType::F16;
 
 impl Default for Shape {
     fn default() -> Self {
@@ -30,14 +40,15 @@ impl Default for Shape {
             k: 128,
             n: 128,
             earlier_work_ns: 500_000,
+            dtype: DTYPE,
         }
     }
 }
 
-/// Value `a` is filled with.
-const A_VALUE: f32 = 0.5;
-/// Value `b` is filled with.
-const B_VALUE: f32 = 2.0;
+/// Value `a` is filled with (a power of two: exact in every type).
+const A_VALUE: f32 = 1.0 / 16.0;
+/// Value `b` is filled with (a power of two: exact in every type).
+const B_VALUE: f32 = 1.0 / 16.0;
 
 /// What one run observed.
 #[derive(Clone, Debug)]
@@ -46,6 +57,9 @@ pub struct Run {
     pub sum: f32,
     /// The correct sum.
     pub expected: f32,
+    /// The data type the kernels ran in (`shape.dtype`, or `float32` where the backend runs
+    /// no other: [`super::kernel_dtype`]).
+    pub dtype: DType,
     /// Whether `sum` is correct.
     pub correct: bool,
     /// Device time from the first enqueue to the sum's completion, in microseconds.
@@ -70,11 +84,12 @@ pub fn run_checked<B: Backend>(
 ) -> Result<Run> {
     let main = device.default_stream();
     let side = device.create_stream(0)?;
+    let dtype = kernel_dtype::<B>(shape.dtype);
     let (m, k, n) = (shape.m as u64, shape.k as u64, shape.n as u64);
-    let a = alloc_f32(device, m * k)?;
-    let b = alloc_f32(device, k * n)?;
-    let c = alloc_f32(device, m * n)?;
-    let sum = alloc_f32(device, 1)?;
+    let a = alloc_elements(device, m * k, dtype)?;
+    let b = alloc_elements(device, k * n, dtype)?;
+    let c = alloc_elements(device, m * n, dtype)?;
+    let sum = alloc_elements(device, 1, dtype)?;
 
     let timer = Timer::start(&main)?;
     main.launch_labeled(
@@ -83,45 +98,63 @@ pub fn run_checked<B: Backend>(
         },
         "earlier layers",
     )?;
-    main.launch(&Kernel::Fill {
-        dst: a.slice(),
-        value: A_VALUE,
-    })?;
-    main.launch(&Kernel::Fill {
-        dst: b.slice(),
-        value: B_VALUE,
-    })?;
-    main.launch(&Kernel::Matmul {
-        a: a.slice(),
-        b: b.slice(),
-        c: c.slice(),
-        m: shape.m,
-        k: shape.k,
-        n: shape.n,
-    })?;
+    main.launch(
+        Kernel::Fill {
+            dst: a.slice(),
+            value: A_VALUE,
+        }
+        .typed(dtype),
+    )?;
+    main.launch(
+        Kernel::Fill {
+            dst: b.slice(),
+            value: B_VALUE,
+        }
+        .typed(dtype),
+    )?;
+    main.launch(
+        Kernel::Matmul {
+            a: a.slice(),
+            b: b.slice(),
+            c: c.slice(),
+            m: shape.m,
+            k: shape.k,
+            n: shape.n,
+        }
+        .typed(dtype),
+    )?;
     if with_wait {
         side.wait_stream(&main)?;
     }
-    side.launch(&Kernel::ReduceSum {
-        src: c.slice(),
-        dst: sum.slice(),
-    })?;
+    side.launch(
+        Kernel::ReduceSum {
+            src: c.slice(),
+            dst: sum.slice(),
+        }
+        .typed(dtype),
+    )?;
     let readback = side.copy_d2h(sum.slice())?;
     main.wait_stream(&side)?;
     let elapsed_us = timer.stop_us(&main)?;
 
-    let got = readback.wait_f32()?.first().copied().unwrap_or(f32::NAN);
-    let expected = expected_sum(shape);
+    let got = readback
+        .wait_as(dtype)?
+        .first()
+        .copied()
+        .unwrap_or(f32::NAN);
+    let expected = dtype.round(expected_sum(shape));
     Ok(Run {
         sum: got,
         expected,
-        correct: approx_eq(got, expected),
+        dtype,
+        correct: got == expected,
         elapsed_us,
         reports: reports(device),
     })
 }
 
-/// The correct sum of `a × b` for the constant inputs.
+/// The correct sum of `a × b` for the constant inputs (exact; a run compares it rounded to
+/// its data type, which leaves it unchanged within `float16`'s range).
 pub fn expected_sum(shape: Shape) -> f32 {
     let per_element = shape.k as f64 * A_VALUE as f64 * B_VALUE as f64;
     (per_element * shape.m as f64 * shape.n as f64) as f32
