@@ -83,8 +83,8 @@ fn every_seed_is_a_row_with_its_failing_mode_on_both_backends() {
             cells(&text, "cross_stream_lifetime", "manual, no record_stream")[..2],
             ["NO", "yes"]
         );
-        // The simulator runs the seeds in float16 (24 MiB); ACL in float32 for now (40 MiB).
-        let reserved = if backend == "sim" { "24.0" } else { "40.0" };
+        // Both run the seeds in float16 (24 MiB for one pool per runner).
+        let reserved = "24.0";
         assert_eq!(
             cells(&text, "memory_reuse", "one pool per runner"),
             ["yes", "yes", "-", reserved, "0"]

@@ -13,7 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "running on {}, in {}",
         devices::describe(),
-        devices::dtype(braid::scenarios::cross_stream_lifetime::DTYPE)
+        braid::scenarios::cross_stream_lifetime::DTYPE
     );
     let auto = cross_stream_lifetime::run(
         &devices::open(Role::Data)?,

@@ -13,7 +13,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "running on {}, in {}",
         devices::describe(),
-        devices::dtype(braid::scenarios::graph_mode::DTYPE)
+        braid::scenarios::graph_mode::DTYPE
     );
     let small = Step {
         layers: 3,

@@ -12,7 +12,7 @@ fn main() -> Result<(), braid::graph_capture::GraphError> {
     println!(
         "running on {}, in {}",
         devices::describe(),
-        devices::dtype(braid::scenarios::memory_reuse::DTYPE)
+        braid::scenarios::memory_reuse::DTYPE
     );
     let (check, size) = (Decoder::check(), Decoder::llama7b_width());
     for (what, d) in [

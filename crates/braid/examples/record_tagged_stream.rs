@@ -14,7 +14,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     println!(
         "running on {}, in {}",
         devices::describe(),
-        devices::dtype(braid::scenarios::record_tagged_stream::DTYPE)
+        braid::scenarios::record_tagged_stream::DTYPE
     );
     let run = record_tagged_stream::run(
         &devices::open(Role::Data)?,

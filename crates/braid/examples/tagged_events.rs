@@ -18,7 +18,7 @@ fn main() -> Result<(), braid::Error> {
     println!(
         "running on {}, in {}",
         devices::describe(),
-        devices::dtype(braid::scenarios::tagged_events::DTYPE)
+        braid::scenarios::tagged_events::DTYPE
     );
     let data = |layout| -> Result<bool, braid::Error> {
         let run = tagged_events::run(&devices::open(Role::Data)?, Shape::SMALL, layout, true)?;

@@ -14,7 +14,7 @@ fn main() -> Result<(), braid::Error> {
     println!(
         "running on {}, in {}",
         devices::describe(),
-        devices::dtype(braid::scenarios::wait_stream::DTYPE)
+        braid::scenarios::wait_stream::DTYPE
     );
     println!(
         "c = a @ b ({}x{} @ {}x{}) on the default stream, behind {} us of earlier work; sum(c) on a side stream",

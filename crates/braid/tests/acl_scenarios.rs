@@ -2,34 +2,17 @@
 //! path) give the same outcome as on the simulator: the examples' `RESULT` fields, simulated
 //! times, and the sanitizer's reports. (Runs with `cargo test -p braid --features acl`, and in
 //! `cargo test --workspace`, where braid-cli turns `acl` on.)
-//!
-//! The scenarios run in `float16` as the seeds do, except through ACL, which runs the built-in
-//! kernels in `float32` only for now (`braid::scenarios::F32_ONLY_BACKENDS`): the simulator
-//! runs are made in the type ACL ran ([`acl_dtype`]), so the comparisons stay exact.
+//! Both run the built-in kernels in `float16`, as the seeds do (through ACL as aclnn
+//! operators), so the comparisons are exact.
 #![cfg(all(feature = "acl", feature = "sim"))]
 
-use braid::acl::{sim_library_candidates, AclApi, AclBackend};
+use braid::acl::{sim_library_candidates, AclApi};
 use braid::scenarios::devices::{self, Role};
-use braid::scenarios::{custom_op, kernel_dtype, tagged_events, wait_stream};
-use braid::DType;
+use braid::scenarios::{custom_op, tagged_events, wait_stream};
 use std::sync::Mutex;
 
 /// ACL devices are process-wide: the tests of this file take turns.
 static DEVICES: Mutex<()> = Mutex::new(());
-
-/// The type the scenarios compute in through ACL when asked for `wanted`.
-fn acl_dtype(wanted: DType) -> DType {
-    kernel_dtype::<AclBackend>(wanted)
-}
-
-#[test]
-fn acl_runs_the_scenarios_in_float32_until_its_kernels_run_as_aclnn_operators() {
-    assert_eq!(acl_dtype(DType::F16), DType::F32);
-    assert_eq!(
-        kernel_dtype::<braid::sim::SimBackend>(DType::F16),
-        DType::F16
-    );
-}
 
 /// `braid-acl-sim`, built as a dev-dependency into `target/<profile>/deps`, next to this test.
 fn acl_sim() -> &'static AclApi {
@@ -47,10 +30,7 @@ fn wait_stream_through_acl_matches_the_simulator() {
     let _turn = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
     let api = acl_sim();
     let shape = wait_stream::Shape::default();
-    let sim_shape = wait_stream::Shape {
-        dtype: acl_dtype(shape.dtype),
-        ..shape
-    };
+    let sim_shape = shape;
     for with_wait in [false, true] {
         let sim = wait_stream::run_checked(
             &devices::sim(Role::Data).unwrap(),
@@ -67,7 +47,10 @@ fn wait_stream_through_acl_matches_the_simulator() {
         )
         .unwrap();
         assert_eq!(acl.correct, with_wait, "{acl:?}");
-        assert_eq!((acl.dtype, sim.dtype), (DType::F32, DType::F32));
+        assert_eq!(
+            (acl.dtype, sim.dtype),
+            (braid::DType::F16, braid::DType::F16)
+        );
         assert_eq!(
             (acl.correct, acl.sum, acl.expected, acl.elapsed_us),
             (sim.correct, sim.sum, sim.expected, sim.elapsed_us),
@@ -80,8 +63,8 @@ fn wait_stream_through_acl_matches_the_simulator() {
         assert_eq!(acl.len(), sim.len(), "{acl:?} vs {sim:?}");
         assert_eq!(acl.len(), usize::from(!with_wait), "{acl:?}");
         for (a, s) in acl.iter().zip(&sim) {
-            assert!(a.contains("read-write race on 65536 bytes"), "{a}");
-            assert!(s.contains("read-write race on 65536 bytes"), "{s}");
+            assert!(a.contains("read-write race on 32768 bytes"), "{a}");
+            assert!(s.contains("read-write race on 32768 bytes"), "{s}");
             // Through ACL the kernels are aclnn operators, named by their operator.
             assert!(
                 a.contains("`aclnnMm`") && a.contains("`aclnnReduceSum`"),
@@ -101,7 +84,7 @@ fn tagged_events_through_acl_matches_the_simulator() {
         tagged_events::Layout::SingleStream,
     ] {
         let small = tagged_events::Shape::SMALL;
-        let sim_small = small.with_dtype(acl_dtype(small.dtype));
+        let sim_small = small;
         let device = devices::acl_with(api, Role::Data).unwrap();
         let acl = tagged_events::run(&device, small, layout, true).unwrap();
         let results = acl.results.expect("read back");
@@ -114,7 +97,7 @@ fn tagged_events_through_acl_matches_the_simulator() {
 
         // The model-sized timing run, on ACL device 1 (timing-only on braid-acl-sim).
         let model = tagged_events::Shape::MODEL;
-        let sim_model = model.with_dtype(acl_dtype(model.dtype));
+        let sim_model = model;
         let acl = tagged_events::run(
             &devices::acl_with(api, Role::Timing).unwrap(),
             model,
@@ -148,11 +131,7 @@ fn memory_reuse_through_acl_matches_the_simulator() {
         size,
     )
     .unwrap();
-    let in_acl_dtype = |d: Decoder| Decoder {
-        dtype: acl_dtype(d.dtype),
-        ..d
-    };
-    let sim = memory_reuse::run(in_acl_dtype(check), in_acl_dtype(size)).unwrap();
+    let sim = memory_reuse::run(check, size).unwrap();
     assert_eq!(acl, sim);
     assert!(acl.identical() && acl.reports() == Some(0), "{acl:?}");
 }

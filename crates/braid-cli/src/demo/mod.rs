@@ -8,8 +8,8 @@ mod table;
 
 use crate::alloc_conf::AllocConf;
 use braid::allocator::AllocatorConfig;
+use braid::scenarios::devices;
 use braid::scenarios::tagged_events;
-use braid::scenarios::{devices, kernel_dtype};
 use braid::DType;
 pub use rows::Setup;
 use std::io::Write;
@@ -49,16 +49,6 @@ impl DemoDType {
             DemoDType::Float32 => DType::F32,
             DemoDType::Bfloat16 => DType::BF16,
         }
-    }
-}
-
-/// The data type the scenarios compute in on `backend` when asked for `dtype`: `dtype`, or
-/// `float32` where the backend runs the built-in kernels in no other type yet
-/// ([`braid::scenarios::F32_ONLY_BACKENDS`]).
-pub fn effective_dtype(backend: DemoBackend, dtype: DType) -> DType {
-    match backend {
-        DemoBackend::Sim => kernel_dtype::<braid::sim::SimBackend>(dtype),
-        DemoBackend::Acl => kernel_dtype::<braid::acl::AclBackend>(dtype),
     }
 }
 
@@ -103,8 +93,7 @@ pub fn rows(
     }
 }
 
-/// Prints the table for `backend` in `dtype` (or the type [`effective_dtype`] gives, which the
-/// first line names), and writes the timeline to `timeline`, if given, with the scenarios'
+/// Prints the table for `backend` in `dtype` (which the first line names), and writes the timeline to `timeline`, if given, with the scenarios'
 /// allocators configured by `conf`; returns whether every row is as meant (see
 /// [`as_meant`]).
 pub fn run(
@@ -114,7 +103,6 @@ pub fn run(
     conf: &AllocConf,
     dtype: DType,
 ) -> Result<bool, Box<dyn std::error::Error>> {
-    let dtype = effective_dtype(backend, dtype);
     let rows = rows(backend, timeline, &conf.config, dtype)?;
     match backend {
         DemoBackend::Sim => writeln!(
@@ -163,10 +151,7 @@ mod tests {
     }
 
     #[test]
-    fn the_demo_runs_in_float16_on_the_simulator_and_float32_through_acl_for_now() {
-        assert_eq!(effective_dtype(DemoBackend::Sim, DType::F16), DType::F16);
-        assert_eq!(effective_dtype(DemoBackend::Sim, DType::BF16), DType::BF16);
-        assert_eq!(effective_dtype(DemoBackend::Acl, DType::F16), DType::F32);
+    fn the_demo_runs_in_float16_by_default() {
         let mut out = Vec::new();
         assert!(run(&mut out, DemoBackend::Sim, None, &defaults(), DType::F16).unwrap());
         let text = String::from_utf8(out).unwrap();
@@ -331,9 +316,8 @@ mod tests {
         }
         .rows(|_, _| Ok(()))
         .unwrap();
-        // Through ACL the scenarios run in the type the switch gives (float32 until the
-        // built-in kernels run as aclnn operators): compare with the simulator in that type.
-        let sim = sim_rows_in(effective_dtype(DemoBackend::Acl, DType::F16));
+        // Through ACL the built-in kernels are aclnn operators in float16, as on the simulator.
+        let sim = sim_rows_in(DType::F16);
         // Same rows: correct / as-meant columns, simulated times, reservations and reports.
         assert_eq!(acl, sim);
         assert!(acl.iter().all(as_meant));

@@ -23,8 +23,7 @@ pub struct Setup<'a, B: Backend> {
     pub reports: &'a dyn Fn(&Device<B>) -> Option<Vec<String>>,
     /// Configuration of the caching allocators the scenarios build.
     pub config: &'a AllocatorConfig,
-    /// The data type the scenarios compute in (each scenario may run in `float32` instead on
-    /// a backend that runs no other yet: `braid::scenarios::kernel_dtype`).
+    /// The data type the scenarios compute in.
     pub dtype: DType,
 }
 

@@ -19,10 +19,9 @@
 //! simulator's sanitizer reports the use after free.
 
 //!
-//! The tensors are `float16` ([`DTYPE`]; `float32` on the [`super::F32_ONLY_BACKENDS`]): every
+//! The tensors are `float16` ([`DTYPE`]): every
 //! value is a small integer, exact in every type, so the checks compare exactly.
 
-use super::kernel_dtype;
 use crate::allocator::{AllocError, AllocatorConfig, CachingAllocator, CrossStreamMode};
 use crate::{DType, Device, Kernel};
 use braid_stream_core::hal::Backend;
@@ -59,8 +58,7 @@ pub fn run<B: Backend>(
 }
 
 /// [`run`] with the caching allocator configured by `config`, its cross-stream mode set to
-/// `mode` (the scenario's subject, so it overrides `config`'s), the tensors in `dtype` (or
-/// `float32` where the backend runs no other: [`kernel_dtype`]).
+/// `mode` (the scenario's subject, so it overrides `config`'s), the tensors in `dtype`.
 pub fn run_with<B: Backend>(
     device: &Device<B>,
     config: &AllocatorConfig,
@@ -71,7 +69,6 @@ pub fn run_with<B: Backend>(
     let alloc = CachingAllocator::new(device.clone(), config.clone().cross_stream(mode))?;
     let main = device.default_stream();
     let s1 = device.create_stream(0)?;
-    let dtype = kernel_dtype::<B>(dtype);
     let bytes = ELEMENTS * dtype.size();
 
     let x = alloc.alloc(bytes, &main)?;

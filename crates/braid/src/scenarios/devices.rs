@@ -107,12 +107,6 @@ pub fn open(role: Role) -> Result<Device<Backend>> {
     return sim(role);
 }
 
-/// The data type the scenarios compute in on [`Backend`] when asked for `wanted` (see
-/// [`super::kernel_dtype`]: `float32` through ACL for now).
-pub fn dtype(wanted: crate::DType) -> crate::DType {
-    super::kernel_dtype::<Backend>(wanted)
-}
-
 /// The race detector's reports of a run on `device` (`braid::acl_race_reports` with `acl`
 /// on, else [`crate::sim_race_reports`]); `None` where the backend has none to ask.
 pub fn race_reports(device: &Device<Backend>) -> Option<Vec<String>> {

@@ -13,13 +13,12 @@
 //! a graph launch costs `graph_launch_ns + nodes × graph_node_ns` and the device runs the
 //! kernels back to back; on two streams the cube and vector work of a layer overlap.
 //!
-//! The activations and weights are `float16` ([`DTYPE`]; `float32` on the
-//! [`super::F32_ONLY_BACKENDS`]). The replays are checked against the eager step bit for bit:
+//! The activations and weights are `float16` ([`DTYPE`]). The replays are checked against the eager step bit for bit:
 //! the same kernels in the same order compute the same bits in any type. The weights are
 //! small (`1 / (64 · hidden)`) so that 44 layers of accumulation stay well inside `float16`'s
 //! range.
 
-use super::{kernel_dtype, Timer};
+use super::Timer;
 use crate::{DType, Device, Kernel, Stream};
 use braid_allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};
 use braid_graph_capture::{CaptureSession, GraphError, RunContext};
@@ -109,7 +108,7 @@ fn buffers<B: Backend>(
     stream: &Stream<B>,
     step: Step,
 ) -> Result<Buffers<B>, GraphError> {
-    let dtype = kernel_dtype::<B>(step.dtype);
+    let dtype = step.dtype;
     let act = u64::from(step.batch) * u64::from(step.hidden) * dtype.size();
     let mut vec_out = Vec::new();
     for _ in 0..step.vector_ops.max(1) {

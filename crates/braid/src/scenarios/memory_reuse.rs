@@ -21,13 +21,11 @@
 //! per layer a query projection, a KV-cache write (a mutated input, used in place), an
 //! attention stand-in, an output projection and residual, a gate/up/down MLP and a residual.
 //!
-//! Weights and activations are `float16` ([`DTYPE`]; `float32` on the
-//! [`super::F32_ONLY_BACKENDS`]), so the memory figures are those of a `float16` model. Replays
+//! Weights and activations are `float16` ([`DTYPE`]), so the memory figures are those of a `float16` model. Replays
 //! are compared with eager execution bit for bit: the same kernels compute the same bits in
 //! any type.
 
 use super::devices::Role;
-use super::kernel_dtype;
 use braid_allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};
 use braid_backend_sim::{SimConfig, SimMode};
 use braid_graph_capture::{
@@ -371,7 +369,7 @@ fn run_mode<B: Backend>(
     data: bool,
 ) -> Result<ModeResult, GraphError> {
     let d = Decoder {
-        dtype: kernel_dtype::<B>(d.dtype),
+        dtype: d.dtype,
         ..d
     };
     let alloc = CachingAllocator::new(device.clone(), config.clone())?;

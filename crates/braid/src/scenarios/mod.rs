@@ -6,9 +6,8 @@
 //!
 //! The seeds compute in `float16`, as the examples they come from do ([`SEED_DTYPE`]): each
 //! scenario has a `DTYPE` constant, sizes its buffers by `DTYPE.size()`, launches its kernels
-//! in that type and decodes its readbacks with it. A backend that cannot run the built-in
-//! kernels in a narrow type yet runs the scenarios in `float32` instead ([`kernel_dtype`],
-//! [`F32_ONLY_BACKENDS`]: ACL until its built-in kernels run as aclnn operators).
+//! in that type and decodes its readbacks with it, on every backend (through ACL the kernels
+//! are aclnn operators in that type).
 //!
 //! [`devices`] opens the devices the examples and `braid demo` run them on: simulated ones,
 //! or ACL ones with the `acl` feature.
@@ -27,22 +26,6 @@ use braid_stream_core::hal::Backend;
 
 /// The data type the seed examples compute in.
 pub const SEED_DTYPE: DType = DType::F16;
-
-/// Backends (by [`Backend::NAME`]) whose built-in kernels run only in `float32` today: the
-/// scenarios run in `float32` there ([`kernel_dtype`]). ACL launches the built-in kernels
-/// through `braid-acl-sim`'s kernel extension, which computes in `float32` only, until they
-/// run as aclnn operators; remove `"acl"` then.
-pub const F32_ONLY_BACKENDS: &[&str] = &["acl"];
-
-/// The data type the scenarios launch their kernels in on backend `B` when they are asked for
-/// `wanted`: `wanted`, or `float32` on the [`F32_ONLY_BACKENDS`].
-pub fn kernel_dtype<B: Backend>(wanted: DType) -> DType {
-    if F32_ONLY_BACKENDS.contains(&B::NAME) {
-        DType::F32
-    } else {
-        wanted
-    }
-}
 
 /// Allocates `elements` elements of `dtype` of raw device memory.
 pub(crate) fn alloc_elements<B: Backend>(

@@ -17,10 +17,9 @@
 //! the simulator's sanitizer reports the use after free.
 
 //!
-//! The tensors are `float16` ([`DTYPE`]; `float32` on the [`super::F32_ONLY_BACKENDS`]): every
+//! The tensors are `float16` ([`DTYPE`]): every
 //! value is a small integer, exact in every type, so the checks compare exactly.
 
-use super::kernel_dtype;
 use crate::allocator::{AllocError, AllocatorConfig, CachingAllocator};
 use crate::{DType, Device, Kernel};
 use braid_stream_core::hal::Backend;
@@ -60,8 +59,7 @@ pub fn run<B: Backend>(
     run_with(device, &AllocatorConfig::new(), DTYPE, with_record, reports)
 }
 
-/// [`run`] with the caching allocator configured by `config`, the tensors in `dtype` (or
-/// `float32` where the backend runs no other: [`kernel_dtype`]).
+/// [`run`] with the caching allocator configured by `config`, the tensors in `dtype`.
 pub fn run_with<B: Backend>(
     device: &Device<B>,
     config: &AllocatorConfig,
@@ -71,7 +69,6 @@ pub fn run_with<B: Backend>(
 ) -> Result<Run, AllocError> {
     let alloc = CachingAllocator::new(device.clone(), config.clone())?;
     let main = device.current_stream();
-    let dtype = kernel_dtype::<B>(dtype);
     let bytes = ELEMENTS * dtype.size();
 
     let a = alloc.alloc(bytes, &main)?;

@@ -12,12 +12,12 @@
 //! The same work on one stream is the baseline: the matmul (cube units) and the second add
 //! (vector units) cannot overlap there.
 //!
-//! The tensors are `float16` ([`DTYPE`], `float32` on the [`super::F32_ONLY_BACKENDS`]). The
+//! The tensors are `float16` ([`DTYPE`]). The
 //! inputs are sums of powers of two and `dim` a multiple of 8, so every result is exact in
 //! `float16` (the matmul accumulates in `float32`, as cube units do): [`check`] compares
 //! exactly.
 
-use super::{alloc_elements, kernel_dtype, Timer};
+use super::{alloc_elements, Timer};
 use crate::{DType, Device, Kernel, Result, Stream};
 use braid_stream_core::hal::Backend;
 
@@ -102,7 +102,7 @@ pub fn run<B: Backend>(
     read_back: bool,
 ) -> Result<Run> {
     let main = device.current_stream();
-    let dtype = kernel_dtype::<B>(shape.dtype);
+    let dtype = shape.dtype;
     let mat = shape.dim as u64 * shape.dim as u64;
     let alloc = |elements| alloc_elements(device, elements, dtype);
     let in1 = alloc(shape.elements)?;

@@ -6,12 +6,12 @@
 //! for the previous layers of a model) when the matmul is enqueued — the situation in which the
 //! missing wait bites on real hardware too.
 //!
-//! The tensors are `float16` ([`DTYPE`], `float32` on the [`super::F32_ONLY_BACKENDS`]). The
+//! The tensors are `float16` ([`DTYPE`]). The
 //! inputs are powers of two, so every product, every element of `c` (a sum of `k` of them) and
 //! the sum of `c` are exact in `float16` as long as the sum stays within its range
 //! (`m·k·n / 256 ≤ 65504`, true of the default shape): the check is exact equality.
 
-use super::{alloc_elements, kernel_dtype, Timer};
+use super::{alloc_elements, Timer};
 use crate::{DType, Device, Kernel, Result};
 use braid_stream_core::hal::Backend;
 
@@ -57,8 +57,7 @@ pub struct Run {
     pub sum: f32,
     /// The correct sum.
     pub expected: f32,
-    /// The data type the kernels ran in (`shape.dtype`, or `float32` where the backend runs
-    /// no other: [`super::kernel_dtype`]).
+    /// The data type the kernels ran in (`shape.dtype`).
     pub dtype: DType,
     /// Whether `sum` is correct.
     pub correct: bool,
@@ -84,7 +83,7 @@ pub fn run_checked<B: Backend>(
 ) -> Result<Run> {
     let main = device.default_stream();
     let side = device.create_stream(0)?;
-    let dtype = kernel_dtype::<B>(shape.dtype);
+    let dtype = shape.dtype;
     let (m, k, n) = (shape.m as u64, shape.k as u64, shape.n as u64);
     let a = alloc_elements(device, m * k, dtype)?;
     let b = alloc_elements(device, k * n, dtype)?;
