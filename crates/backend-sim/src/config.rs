@@ -2,6 +2,7 @@
 
 use crate::profile::DeviceProfile;
 use crate::sanitizer::SanitizerMode;
+use std::time::{Duration, Instant};
 
 /// Whether the simulator stores and computes data.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -45,6 +46,11 @@ pub struct SimConfig {
     /// Whether the device offers the virtual-memory API (`hal::Device::reserve_address` and
     /// friends, 2 MiB granularity); on by default. Off, it behaves like a backend without one.
     pub virtual_memory: bool,
+    /// Wall-clock time each enqueued operation (kernel, operator, copy, memset) burns on the
+    /// calling host thread, outside the simulator's engine lock: what a real runtime's launch
+    /// costs the host (microseconds). Zero by default (the simulator is as fast as it can be);
+    /// thread-scaling benches set it so that host threads have real work to overlap.
+    pub wall_launch_cost: Duration,
 }
 
 impl SimConfig {
@@ -60,6 +66,7 @@ impl SimConfig {
             record_timeline: true,
             sanitizer: SanitizerMode::Report,
             virtual_memory: true,
+            wall_launch_cost: Duration::ZERO,
         }
     }
 
@@ -109,6 +116,25 @@ impl SimConfig {
     pub fn record_timeline(mut self, on: bool) -> Self {
         self.record_timeline = on;
         self
+    }
+
+    /// Sets the wall-clock time each enqueued operation burns on the host (see
+    /// [`SimConfig::wall_launch_cost`](SimConfig#structfield.wall_launch_cost)).
+    pub fn wall_launch_cost(mut self, cost: Duration) -> Self {
+        self.wall_launch_cost = cost;
+        self
+    }
+}
+
+/// Keeps the calling thread busy for `cost` of wall-clock time (a spin, as a driver's launch
+/// path is CPU work, not sleep).
+pub(crate) fn burn_wall_time(cost: Duration) {
+    if cost.is_zero() {
+        return;
+    }
+    let start = Instant::now();
+    while start.elapsed() < cost {
+        std::hint::spin_loop();
     }
 }
 

@@ -41,7 +41,14 @@ impl SimStream {
     }
 
     fn submit(&self, kind: OpKind, label: &str) -> Result<(), HalError> {
-        lock(&self.shared).submit(self.index, kind, label)
+        let (result, cost) = {
+            let mut engine = lock(&self.shared);
+            let result = engine.submit(self.index, kind, label);
+            (result, engine.config().wall_launch_cost)
+        };
+        // After the engine lock: threads launching on other streams overlap this time.
+        crate::config::burn_wall_time(cost);
+        result
     }
 }
 
