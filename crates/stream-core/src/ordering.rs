@@ -438,6 +438,18 @@ mod tests {
     }
 
     #[test]
+    fn a_device_synchronize_observes_only_work_submitted_before_it() {
+        let mut o = Ordering::new();
+        let (a, b) = (o.submit(S0), o.submit(S2));
+        // Taken before the backend synchronize; another thread submits meanwhile.
+        let submitted = o.eager_clock();
+        let later = o.submit(S1);
+        o.observe_clock(&submitted);
+        assert!(o.ordered_before_host(a) && o.ordered_before_host(b));
+        assert!(!o.ordered_before_host(later));
+    }
+
+    #[test]
     fn capture_domain_is_isolated_from_eager_work() {
         let mut o = Ordering::new();
         let eager = o.submit(S1);
