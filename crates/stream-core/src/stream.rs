@@ -58,6 +58,10 @@ impl<B: Backend> StreamInner<B> {
 }
 
 /// A stream of work on a device. Cheap to clone; clones are the same stream.
+///
+/// Any thread may submit to any stream. Submissions to one stream take turns (its positions
+/// follow the order its backend stream received the work); submissions to different streams
+/// run their backend calls at the same time ([`crate::sync`] has the locking rules).
 pub struct Stream<B: Backend> {
     device: Device<B>,
     pub(crate) inner: Arc<StreamInner<B>>,
@@ -156,10 +160,28 @@ impl<B: Backend> Stream<B> {
         keep: Option<KeepAlive>,
         enqueue: impl FnOnce(&B::Stream) -> std::result::Result<(), hal::HalError>,
     ) -> Result<StreamPosition> {
+        self.submit_work(call, Capturable::Yes, keep, enqueue)
+    }
+
+    /// [`Stream::submit`] of work a capture may refuse ([`Capturable::No`]: refused while this
+    /// stream captures, checked under the gate so no capture begins before the work is in).
+    fn submit_work(
+        &self,
+        call: &'static str,
+        capturable: Capturable,
+        keep: Option<KeepAlive>,
+        enqueue: impl FnOnce(&B::Stream) -> std::result::Result<(), hal::HalError>,
+    ) -> Result<StreamPosition> {
         let inner = &self.device.inner;
         let _gate = inner.gate_shared();
         let _turn = self.inner.submission_turn();
         inner.check_submit(call, self.id())?;
+        if capturable == Capturable::No && self.is_capturing() {
+            return Err(Error::ForbiddenDuringCapture {
+                call,
+                stream: self.id(),
+            });
+        }
         enqueue(&self.inner.hal)?;
         let mut st = inner.lock();
         let pos = st.ordering.submit(self.id());
@@ -230,8 +252,9 @@ impl<B: Backend> Stream<B> {
     /// run (for a captured copy, as long as the graph lives).
     pub fn copy_h2d(&self, dst: DeviceSlice, src: Bytes) -> Result<StreamPosition> {
         let (ptr, len) = (src.as_ptr(), src.len() as u64);
-        // SAFETY: `src` goes to the keep-alive list (as the copy gets its position) and stays there until the host observes this copy complete, or as long as the
-        // graph that captured it lives; `Bytes` is immutable.
+        // SAFETY: `src` goes to the keep-alive list as the copy gets its position and stays
+        // there until the host observes this copy complete, or as long as the graph that
+        // captured it lives; `Bytes` is immutable.
         unsafe { self.h2d(dst, ptr, len, Some(Box::new(src))) }
     }
 
@@ -278,14 +301,13 @@ impl<B: Backend> Stream<B> {
     /// host has observed the copy complete. Not capturable: inside a capture copy into device
     /// memory instead.
     pub fn copy_d2h(&self, src: DeviceSlice) -> Result<HostReadback<B>> {
-        self.refuse_d2h_in_capture()?;
         let len = usize::try_from(src.len).map_err(|_| {
             Error::SizeOverflow(format!("{} bytes do not fit in host memory", src.len))
         })?;
         let staging = crate::memory::Staging::new(len);
         let done = self.device.create_event(EventFlags::ORDERING)?;
         let keep: KeepAlive = Box::new(staging.clone());
-        let pos = self.submit("Stream::copy_d2h", Some(keep), |s| {
+        let pos = self.submit_work("Stream::copy_d2h", Capturable::No, Some(keep), |s| {
             // SAFETY: the staging buffer is kept alive in the keep-alive list until the host
             // observes this copy complete, and `HostReadback` only reads it after that.
             unsafe { s.memcpy_d2h(staging.as_mut_ptr(), src.ptr, src.len) }
@@ -307,24 +329,13 @@ impl<B: Backend> Stream<B> {
         len: u64,
         src: DeviceSlice,
     ) -> Result<StreamPosition> {
-        self.refuse_d2h_in_capture()?;
         check_copy_len("device-to-host copy", len, src.len)?;
-        let pos = self.submit("Stream::copy_d2h", None, |s| {
+        let pos = self.submit_work("Stream::copy_d2h", Capturable::No, None, |s| {
             // SAFETY: the caller's promise on `dst`.
             unsafe { s.memcpy_d2h(dst, src.ptr, src.len) }
         })?;
         self.device.notify_uses(pos, [(src, Access::Read)]);
         Ok(pos)
-    }
-
-    fn refuse_d2h_in_capture(&self) -> Result<()> {
-        if self.is_capturing() {
-            return Err(Error::ForbiddenDuringCapture {
-                call: "Stream::copy_d2h",
-                stream: self.id(),
-            });
-        }
-        Ok(())
     }
 
     /// Enqueues a device-to-device copy (same lengths).
@@ -567,6 +578,16 @@ impl<B: Backend> Stream<B> {
     pub fn domain(&self) -> Domain {
         self.device.inner.lock().ordering.domain_of(self.id())
     }
+}
+
+/// Whether work may be recorded into a capture.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Capturable {
+    /// Captured like any work when the stream captures.
+    Yes,
+    /// Refused while the stream captures (copies to the host: the host cannot read a replay's
+    /// result through them).
+    No,
 }
 
 /// Refuses a host copy whose host length differs from its device range's.
