@@ -370,7 +370,11 @@ impl<B: Backend> Stream<B> {
     /// ordering model, and tells the device's use observers (the allocator's automatic mode)
     /// which ranges it uses. Call it after enqueuing that work and before anything else is
     /// submitted to the stream: until then braid does not know the work exists, so a host
-    /// observation could let memory it still uses be handed out again.
+    /// observation could let memory it still uses be handed out again. Where other threads
+    /// submit to the same stream, enqueue the foreign work as a [`CustomOp`] instead (on ACL
+    /// a `native_op` body, with the work's ranges declared on the operator): its body runs
+    /// during the stream's turn, so no other submission lands between the work and its
+    /// position. (A body must not call back into braid: the turn it runs in is not reentrant.)
     pub fn note_foreign_work(&self, uses: &[(DeviceSlice, Access)]) -> Result<StreamPosition> {
         let pos = self.submit("Stream::note_foreign_work", None, |_| Ok(()))?;
         self.device.notify_uses(pos, uses.iter().copied());
