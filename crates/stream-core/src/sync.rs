@@ -32,6 +32,8 @@
 //!
 //! Leaves, after all of these: a graph's launch list, the device's observer list, and the
 //! backend's own locks (the simulator's engine lock), which backend calls take under 2–4.
+//! None of these locks is reentrant: a backend call, and so a [`crate::CustomOp`]'s body, must
+//! not call back into braid on the same device.
 //!
 //! With the `model-check` feature the locks come from `shuttle`, whose model checker explores
 //! the interleavings of threads driving a device (`braid-conformance`'s `model_check` test).
