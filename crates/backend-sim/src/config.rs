@@ -4,6 +4,7 @@ use crate::fault::FaultPlan;
 use crate::limits::{ASCEND_910B_MAX_EVENTS, ASCEND_910B_MAX_STREAMS};
 use crate::profile::DeviceProfile;
 use crate::sanitizer::SanitizerMode;
+use std::time::{Duration, Instant};
 
 /// Whether the simulator stores and computes data.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -55,6 +56,11 @@ pub struct SimConfig {
     /// Events alive at once; ACL's 65536 of an Atlas A2/A3 device by default (see
     /// [`crate::limits`]).
     pub max_events: u32,
+    /// Wall-clock time each enqueued operation (kernel, operator, copy, memset) burns on the
+    /// calling host thread, outside the simulator's engine lock: what a real runtime's launch
+    /// costs the host (microseconds). Zero by default (the simulator is as fast as it can be);
+    /// thread-scaling benches set it so that host threads have real work to overlap.
+    pub wall_launch_cost: Duration,
 }
 
 impl SimConfig {
@@ -74,6 +80,7 @@ impl SimConfig {
             faults: FaultPlan::new(),
             max_streams: ASCEND_910B_MAX_STREAMS,
             max_events: ASCEND_910B_MAX_EVENTS,
+            wall_launch_cost: Duration::ZERO,
         }
     }
 
@@ -141,6 +148,25 @@ impl SimConfig {
     pub fn record_timeline(mut self, on: bool) -> Self {
         self.record_timeline = on;
         self
+    }
+
+    /// Sets the wall-clock time each enqueued operation burns on the host (see
+    /// [`SimConfig::wall_launch_cost`](SimConfig#structfield.wall_launch_cost)).
+    pub fn wall_launch_cost(mut self, cost: Duration) -> Self {
+        self.wall_launch_cost = cost;
+        self
+    }
+}
+
+/// Keeps the calling thread busy for `cost` of wall-clock time (a spin, as a driver's launch
+/// path is CPU work, not sleep).
+pub(crate) fn burn_wall_time(cost: Duration) {
+    if cost.is_zero() {
+        return;
+    }
+    let start = Instant::now();
+    while start.elapsed() < cost {
+        std::hint::spin_loop();
     }
 }
 

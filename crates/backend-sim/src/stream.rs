@@ -48,22 +48,29 @@ impl SimStream {
         self.index
     }
 
-    /// Submits `kind`, a `call` the fault plan may make fail now or (a kernel) later.
+    /// Submits `kind`, a `call` the fault plan may make fail now or (a kernel) later, then
+    /// burns the configured wall-clock launch cost outside the engine lock.
     fn submit(&self, call: CallKind, kind: OpKind, label: &str) -> Result<(), HalError> {
-        let mut engine = lock(&self.shared);
-        let mut verdict = Verdict::Pass;
-        if engine.faults.armed() {
-            let capturing = engine.is_capturing(self.index);
-            verdict = engine.faults.decide(call, capturing);
-            if verdict == Verdict::Fail {
-                return Err(engine.fault_error(call, 0));
+        let (result, cost) = {
+            let mut engine = lock(&self.shared);
+            let cost = engine.config().wall_launch_cost;
+            let mut verdict = Verdict::Pass;
+            if engine.faults.armed() {
+                let capturing = engine.is_capturing(self.index);
+                verdict = engine.faults.decide(call, capturing);
+                if verdict == Verdict::Fail {
+                    return Err(engine.fault_error(call, 0));
+                }
             }
-        }
-        engine.submit(self.index, kind, label)?;
-        if verdict == Verdict::FailLater {
-            engine.faults.fail_later(self.index);
-        }
-        Ok(())
+            let result = engine.submit(self.index, kind, label);
+            if result.is_ok() && verdict == Verdict::FailLater {
+                engine.faults.fail_later(self.index);
+            }
+            (result, cost)
+        };
+        // After the engine lock: threads launching on other streams overlap this time.
+        crate::config::burn_wall_time(cost);
+        result
     }
 }
 

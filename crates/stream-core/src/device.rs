@@ -8,12 +8,13 @@ use crate::memory::DeviceMemory;
 use crate::ordering::StreamPosition;
 use crate::state::{BlockingTarget, DeviceState};
 use crate::stream::{Stream, StreamInner};
+use crate::sync::{self, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::types::DeviceSlice;
 use crate::types::{EventFlags, MemInfo, Priority, StreamId};
 use crate::uses::{Access, UseObserver};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
+use std::sync::{Arc, Weak};
 
 static NEXT_DEVICE_UID: AtomicU64 = AtomicU64::new(1);
 
@@ -22,18 +23,40 @@ pub(crate) struct DeviceInner<B: Backend> {
     pub(crate) ordinal: u32,
     pub(crate) hal: B::Device,
     pub(crate) default_stream: Arc<StreamInner<B>>,
+    /// Shared by every call that reaches a stream or blocks; exclusive for capture begin and
+    /// end (see [`crate::sync`] for the lock order).
+    capture_gate: RwLock<()>,
     state: Mutex<DeviceState<B>>,
     observers: RwLock<Vec<Weak<dyn UseObserver>>>,
     pub(crate) workspaces: crate::workspace::Workspaces<B>,
 }
 
 impl<B: Backend> DeviceInner<B> {
+    /// The device's ordering state: hold it briefly, never across a backend call.
     pub(crate) fn lock(&self) -> MutexGuard<'_, DeviceState<B>> {
-        // The state is only mutated by short critical sections that do not panic; a poisoned
-        // lock therefore still holds consistent data.
-        self.state
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        sync::lock(&self.state)
+    }
+
+    /// The capture gate, shared: no capture begins or ends while the guard lives.
+    pub(crate) fn gate_shared(&self) -> RwLockReadGuard<'_, ()> {
+        sync::read(&self.capture_gate)
+    }
+
+    /// The capture gate, exclusive: no other call is inside the device while the guard lives.
+    pub(crate) fn gate_exclusive(&self) -> RwLockWriteGuard<'_, ()> {
+        sync::write(&self.capture_gate)
+    }
+
+    /// Refuses work on `stream` that an active capture forbids (see
+    /// [`DeviceState::check_submit`]); only the default stream can be refused, so other streams
+    /// skip the ordering state. Call it with the capture gate held, so the answer holds until
+    /// the work reaches the backend.
+    pub(crate) fn check_submit(&self, call: &'static str, stream: StreamId) -> Result<()> {
+        if stream == StreamId::DEFAULT {
+            self.lock().check_submit(call, stream)
+        } else {
+            Ok(())
+        }
     }
 }
 
@@ -80,6 +103,7 @@ impl<B: Backend> Device<B> {
             ordinal: hal.ordinal(),
             default_stream: Arc::new(StreamInner::new(StreamId::DEFAULT, 0, None, default)),
             hal,
+            capture_gate: RwLock::new(()),
             state: Mutex::new(DeviceState::new()),
             observers: RwLock::new(Vec::new()),
             workspaces: crate::workspace::Workspaces::new(),
@@ -173,12 +197,23 @@ impl<B: Backend> Device<B> {
 
     /// Blocks until all work on all streams is done. Refused while a capture forbids it.
     pub fn synchronize(&self) -> Result<()> {
-        self.inner
-            .lock()
-            .check_blocking("Device::synchronize", BlockingTarget::Device)?;
+        let _gate = self.inner.gate_shared();
+        self.synchronize_gated()
+    }
+
+    /// [`Device::synchronize`] for a caller holding the capture gate shared.
+    pub(crate) fn synchronize_gated(&self) -> Result<()> {
+        // What the model knows was submitted before the backend call: all of it reached the
+        // backend before the synchronize began (positions are given after the backend call),
+        // so all of it is done when it returns. Work other threads submit meanwhile is not.
+        let submitted = {
+            let st = self.inner.lock();
+            st.check_blocking("Device::synchronize", BlockingTarget::Device)?;
+            st.ordering.eager_clock()
+        };
         hal::Device::synchronize(&self.inner.hal)?;
         let mut st = self.inner.lock();
-        st.ordering.observe_all();
+        st.ordering.observe_clock(&submitted);
         st.release_completed();
         Ok(())
     }
@@ -344,6 +379,7 @@ impl<B: Backend> Device<B> {
 
     /// Frees raw segments whose drop was deferred by a capture, once no capture is active.
     pub(crate) fn free_deferred(&self) {
+        let _gate = self.inner.gate_shared();
         let pending = {
             let mut st = self.inner.lock();
             if st.ordering.captures().next().is_some() || st.deferred_frees.is_empty() {
@@ -351,6 +387,6 @@ impl<B: Backend> Device<B> {
             }
             std::mem::take(&mut st.deferred_frees)
         };
-        crate::memory::free_segments(self, pending);
+        crate::memory::free_segments_gated(self, pending);
     }
 }

@@ -6,12 +6,23 @@ use crate::hal::{Backend, Event as _, Stream as _};
 use crate::ordering::{Domain, EventSnapshot, StreamPosition};
 use crate::state::BlockingTarget;
 use crate::stream::Stream;
+use crate::sync::{self, MutexGuard};
 use crate::types::EventFlags;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
+
+/// An event's record state, under the event's lock (see [`crate::sync`] for the lock order).
+#[derive(Default)]
+pub(crate) struct RecordState {
+    /// The last record's snapshot; `None` before the first record.
+    pub(crate) snapshot: Option<EventSnapshot>,
+    /// How many records braid has made: a host observation made without the lock counts only
+    /// if no record happened meanwhile.
+    records: u64,
+}
 
 pub(crate) struct EventInner<B: Backend> {
     pub(crate) hal: B::Event,
@@ -20,8 +31,8 @@ pub(crate) struct EventInner<B: Backend> {
     /// Made by another library ([`crate::Device::adopt_event`]): it may be recorded behind
     /// braid's back, so a wait on it reaches the backend even with no record braid saw.
     pub(crate) foreign: bool,
-    /// The last record's snapshot. Locked after the device state, never before.
-    last: Mutex<Option<EventSnapshot>>,
+    /// The last record, updated with the backend record under this lock.
+    record: sync::Mutex<RecordState>,
 }
 
 impl<B: Backend> EventInner<B> {
@@ -31,14 +42,13 @@ impl<B: Backend> EventInner<B> {
             flags,
             tag,
             foreign: false,
-            last: Mutex::new(None),
+            record: sync::Mutex::new(RecordState::default()),
         }
     }
 
-    fn last(&self) -> std::sync::MutexGuard<'_, Option<EventSnapshot>> {
-        self.last
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    /// The event's record state: hold it across a backend record or wait of this event.
+    pub(crate) fn record_state(&self) -> MutexGuard<'_, RecordState> {
+        sync::lock(&self.record)
     }
 }
 
@@ -91,21 +101,29 @@ impl<B: Backend> Event<B> {
 
     /// Where the event was last recorded; `None` before the first record.
     pub fn recorded_at(&self) -> Option<StreamPosition> {
-        self.inner.last().as_ref().map(|s| s.position)
-    }
-
-    pub(crate) fn snapshot(&self) -> Option<EventSnapshot> {
-        self.inner.last().clone()
+        self.inner
+            .record_state()
+            .snapshot
+            .as_ref()
+            .map(|s| s.position)
     }
 
     /// Records the event at `stream`'s current position (re-recording moves it).
+    ///
+    /// The stream's turn and the event's lock are held across the backend record and the
+    /// snapshot: the snapshot is the stream's clock after exactly the work its backend stream
+    /// had received, and a wait on the event from another thread sees this record in the model
+    /// exactly when it sees it in the backend.
     pub fn record(&self, stream: &Stream<B>) -> Result<()> {
         self.device.check_same_device("stream", stream.device())?;
-        let mut st = self.device.inner.lock();
-        st.check_submit("Event::record", stream.id())?;
+        let inner = &self.device.inner;
+        let _gate = inner.gate_shared();
+        let _turn = stream.inner.submission_turn();
+        inner.check_submit("Event::record", stream.id())?;
+        let mut record = self.inner.record_state();
         stream.hal().record(&self.inner.hal)?;
-        let snap = st.ordering.record(stream.id());
-        *self.inner.last() = Some(snap);
+        record.snapshot = Some(inner.lock().ordering.record(stream.id()));
+        record.records += 1;
         Ok(())
     }
 
@@ -120,39 +138,48 @@ impl<B: Backend> Event<B> {
         self.device.current_stream().wait(self)
     }
 
-    fn blocking_target(&self) -> BlockingTarget {
-        BlockingTarget::Event(self.recorded_at().map(|p| p.domain))
-    }
-
     /// Whether the work before the last record is done (true if never recorded). A `true`
     /// answer counts as a host observation.
     pub fn query(&self) -> Result<bool> {
-        let mut st = self.device.inner.lock();
-        st.check_blocking("Event::query", self.blocking_target())?;
-        let done = self.inner.hal.query()?;
-        if done {
-            if let Some(snap) = self.snapshot() {
+        self.observe("Event::query", |hal| hal.query())
+    }
+
+    /// Blocks the host until the work before the last record is done.
+    pub fn synchronize(&self) -> Result<()> {
+        self.observe("Event::synchronize", |hal| hal.synchronize().map(|()| true))?;
+        Ok(())
+    }
+
+    /// Runs a host-blocking backend call on the event (`true`: the last record's work is done)
+    /// and lets the host observe the record it answered about.
+    ///
+    /// The event's lock is not held across the call (a synchronize may block for long, and
+    /// records and waits of the event from other threads go on meanwhile): the snapshot and
+    /// the count of records are read before, and the answer counts only if no record happened
+    /// by the time it is checked; otherwise the call may have answered about the newer record,
+    /// which says nothing about the older one, and nothing is observed.
+    fn observe(
+        &self,
+        call: &'static str,
+        blocking: impl FnOnce(&B::Event) -> std::result::Result<bool, crate::hal::HalError>,
+    ) -> Result<bool> {
+        let inner = &self.device.inner;
+        let _gate = inner.gate_shared();
+        let (snap, records) = {
+            let record = self.inner.record_state();
+            (record.snapshot.clone(), record.records)
+        };
+        let target = BlockingTarget::Event(snap.as_ref().map(|s| s.position.domain));
+        inner.lock().check_blocking(call, target)?;
+        let done = blocking(&self.inner.hal)?;
+        if let (true, Some(snap)) = (done, snap) {
+            if self.inner.record_state().records == records {
+                let mut st = inner.lock();
                 st.ordering.observe_event(&snap);
                 st.release_completed();
             }
         }
         Ok(done)
-    }
-
-    /// Blocks the host until the work before the last record is done.
-    pub fn synchronize(&self) -> Result<()> {
-        let snap = {
-            let st = self.device.inner.lock();
-            st.check_blocking("Event::synchronize", self.blocking_target())?;
-            self.snapshot()
-        };
-        self.inner.hal.synchronize()?;
-        if let Some(snap) = snap {
-            let mut st = self.device.inner.lock();
-            st.ordering.observe_event(&snap);
-            st.release_completed();
-        }
-        Ok(())
     }
 
     /// Milliseconds of device time between this event and `end`.

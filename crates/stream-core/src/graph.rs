@@ -54,16 +54,23 @@ impl<B: Backend> Graph<B> {
     /// Enqueues one replay of the graph on `stream`; later work on `stream` runs after it.
     pub fn launch(&self, stream: &Stream<B>) -> Result<StreamPosition> {
         self.device.check_same_device("stream", stream.device())?;
-        let mut st = self.device.inner.lock();
-        if st.ordering.capture_of(stream.id()).is_some() {
-            return Err(Error::ForbiddenDuringCapture {
-                call: "Graph::launch",
-                stream: stream.id(),
-            });
+        // As any submission (see `crate::sync`): the capture checks hold until the backend
+        // has the launch, and the stream's positions follow its backend order.
+        let inner = &self.device.inner;
+        let _gate = inner.gate_shared();
+        let _turn = stream.inner.submission_turn();
+        {
+            let st = inner.lock();
+            if st.ordering.capture_of(stream.id()).is_some() {
+                return Err(Error::ForbiddenDuringCapture {
+                    call: "Graph::launch",
+                    stream: stream.id(),
+                });
+            }
+            st.check_submit("Graph::launch", stream.id())?;
         }
-        st.check_submit("Graph::launch", stream.id())?;
         self.hal.launch(stream.hal())?;
-        let pos = st.ordering.submit(stream.id());
+        let pos = inner.lock().ordering.submit(stream.id());
         self.launches
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -7,6 +7,9 @@
 //!   clocks ([`ordering`]). Anyone can ask whether a use of memory on one stream is ordered
 //!   before the next work on another ([`Device::is_ordered_before`]); the allocator frees across
 //!   streams with it, graph capture reuses memory and checks joins with it.
+//! - Many host threads may drive one device: launches, records and waits on different streams
+//!   never wait for each other's backend calls, and the model stays exact. [`sync`] lists the
+//!   locks that remain and the one order they are taken in.
 //! - The current-stream context ([`Device::use_stream`]), tagged streams and events
 //!   ([`Device::stream_switch`], [`Device::create_tagged_event`]) and the capture rules, each
 //!   with a typed [`Error`].
@@ -40,6 +43,7 @@ mod memory;
 pub mod ordering;
 mod state;
 mod stream;
+pub mod sync;
 pub mod types;
 mod uses;
 mod workspace;

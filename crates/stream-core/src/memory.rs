@@ -67,6 +67,8 @@ impl<B: Backend> DeviceMemory<B> {
 
 impl<B: Backend> Drop for DeviceMemory<B> {
     fn drop(&mut self) {
+        // The gate keeps a capture from beginning between the check and the free.
+        let _gate = self.device.inner.gate_shared();
         let capturing = {
             let mut st = self.device.inner.lock();
             let capturing = st.ordering.captures().next().is_some();
@@ -76,14 +78,15 @@ impl<B: Backend> Drop for DeviceMemory<B> {
             capturing
         };
         if !capturing {
-            free_segments(&self.device, vec![self.ptr]);
+            free_segments_gated(&self.device, vec![self.ptr]);
         }
     }
 }
 
-/// Synchronizes the device and frees `ptrs`.
-pub(crate) fn free_segments<B: Backend>(device: &Device<B>, ptrs: Vec<DevicePtr>) {
-    if let Err(err) = device.synchronize() {
+/// Synchronizes the device and frees `ptrs`; the caller holds the capture gate shared and saw
+/// no capture active.
+pub(crate) fn free_segments_gated<B: Backend>(device: &Device<B>, ptrs: Vec<DevicePtr>) {
+    if let Err(err) = device.synchronize_gated() {
         tracing::warn!(%err, "synchronize before freeing raw device memory failed");
     }
     for ptr in ptrs {

@@ -245,12 +245,15 @@ impl Ordering {
         }
     }
 
-    /// The host observed that all eager work on every stream is done.
-    pub fn observe_all(&mut self) {
-        for i in 0..self.eager.len() {
-            let c = self.eager[i].clone();
-            self.host.join(&c);
+    /// What all eager work submitted so far on every stream is ordered after: the join of the
+    /// streams' eager clocks. Taken before a device-wide synchronize, it is what the host may
+    /// observe complete once the synchronize returns ([`Ordering::observe_clock`]).
+    pub fn eager_clock(&self) -> VectorClock {
+        let mut all = VectorClock::new();
+        for clock in &self.eager {
+            all.join(clock);
         }
+        all
     }
 
     /// Snapshot of what the host knows (for observations made after releasing a lock).
@@ -420,6 +423,18 @@ mod tests {
     }
 
     #[test]
+    fn a_device_synchronize_observes_only_work_submitted_before_it() {
+        let mut o = Ordering::new();
+        let (a, b) = (o.submit(S0), o.submit(S2));
+        // Taken before the backend synchronize; another thread submits meanwhile.
+        let submitted = o.eager_clock();
+        let later = o.submit(S1);
+        o.observe_clock(&submitted);
+        assert!(o.ordered_before_host(a) && o.ordered_before_host(b));
+        assert!(!o.ordered_before_host(later));
+    }
+
+    #[test]
     fn capture_domain_is_isolated_from_eager_work() {
         let mut o = Ordering::new();
         let eager = o.submit(S1);
@@ -441,7 +456,8 @@ mod tests {
         o.end_capture(c).unwrap();
         assert_eq!(o.domain_of(S2), Domain::Eager);
         // Captured work is never known complete by eager observers.
-        o.observe_all();
+        let all = o.eager_clock();
+        o.observe_clock(&all);
         assert!(!o.ordered_before_host(captured));
         assert!(o.ordered_before_host(eager));
     }

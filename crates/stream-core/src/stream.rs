@@ -9,7 +9,8 @@ use crate::hal::{self, Backend, Device as _, PreparedLaunch as _, Stream as _};
 use crate::kernel::TypedKernel;
 use crate::memory::HostReadback;
 use crate::ordering::{Domain, StreamPosition, WaitEffect};
-use crate::state::{BlockingTarget, DeviceState};
+use crate::state::{BlockingTarget, KeepAlive};
+use crate::sync::{self, Mutex, MutexGuard};
 use crate::types::{CaptureMode, DeviceSlice, EventFlags, Priority, StreamId};
 use crate::uses::Access;
 use bytes::Bytes;
@@ -21,6 +22,8 @@ pub(crate) struct StreamInner<B: Backend> {
     pub(crate) priority: Priority,
     tag: OnceLock<String>,
     pub(crate) hal: B::Stream,
+    /// Held across enqueuing work on `hal` and giving it its position (see [`crate::sync`]).
+    submission: Mutex<()>,
 }
 
 impl<B: Backend> StreamInner<B> {
@@ -39,7 +42,14 @@ impl<B: Backend> StreamInner<B> {
             priority,
             tag: cell,
             hal,
+            submission: Mutex::new(()),
         }
+    }
+
+    /// This stream's turn to enqueue: the backend stream receives work in the order the
+    /// guards are taken, and the model gives positions in the same order.
+    pub(crate) fn submission_turn(&self) -> MutexGuard<'_, ()> {
+        sync::lock(&self.submission)
     }
 
     pub(crate) fn set_tag(&self, tag: &str) {
@@ -48,6 +58,10 @@ impl<B: Backend> StreamInner<B> {
 }
 
 /// A stream of work on a device. Cheap to clone; clones are the same stream.
+///
+/// Any thread may submit to any stream. Submissions to one stream take turns (its positions
+/// follow the order its backend stream received the work); submissions to different streams
+/// run their backend calls at the same time ([`crate::sync`] has the locking rules).
 pub struct Stream<B: Backend> {
     device: Device<B>,
     pub(crate) inner: Arc<StreamInner<B>>,
@@ -136,18 +150,45 @@ impl<B: Backend> Stream<B> {
             .is_some()
     }
 
-    /// Submits one piece of work under the device lock, so that positions follow the order in
-    /// which the backend received the work.
+    /// Submits one piece of work: the capture gate shared (no capture begins or ends meanwhile)
+    /// and this stream's turn held across the backend call and the position, so positions
+    /// follow the order in which the backend stream received the work, while other streams
+    /// submit at the same time. `keep` is kept alive until the host observes the work.
     fn submit(
         &self,
         call: &'static str,
+        keep: Option<KeepAlive>,
         enqueue: impl FnOnce(&B::Stream) -> std::result::Result<(), hal::HalError>,
-    ) -> Result<(StreamPosition, std::sync::MutexGuard<'_, DeviceState<B>>)> {
-        let mut st = self.device.inner.lock();
-        st.check_submit(call, self.id())?;
+    ) -> Result<StreamPosition> {
+        self.submit_work(call, Capturable::Yes, keep, enqueue)
+    }
+
+    /// [`Stream::submit`] of work a capture may refuse ([`Capturable::No`]: refused while this
+    /// stream captures, checked under the gate so no capture begins before the work is in).
+    fn submit_work(
+        &self,
+        call: &'static str,
+        capturable: Capturable,
+        keep: Option<KeepAlive>,
+        enqueue: impl FnOnce(&B::Stream) -> std::result::Result<(), hal::HalError>,
+    ) -> Result<StreamPosition> {
+        let inner = &self.device.inner;
+        let _gate = inner.gate_shared();
+        let _turn = self.inner.submission_turn();
+        inner.check_submit(call, self.id())?;
+        if capturable == Capturable::No && self.is_capturing() {
+            return Err(Error::ForbiddenDuringCapture {
+                call,
+                stream: self.id(),
+            });
+        }
         enqueue(&self.inner.hal)?;
+        let mut st = inner.lock();
         let pos = st.ordering.submit(self.id());
-        Ok((pos, st))
+        if let Some(keep) = keep {
+            st.keep_alive(pos, keep);
+        }
+        Ok(pos)
     }
 
     /// Enqueues a built-in kernel, labelled with its name. A `&Kernel` computes in `f32`;
@@ -177,11 +218,10 @@ impl<B: Backend> Stream<B> {
         let needed = prepared.workspace_size();
         let workspace = self.workspace(needed)?;
         let slice = (needed > 0).then(|| workspace.slice());
-        let pos = self
-            .submit("Stream::launch", |s| {
-                s.launch_prepared(prepared, slice, label)
-            })?
-            .0;
+        let pos = self.submit("Stream::launch", None, |s| {
+            s.launch_prepared(prepared, slice, label)
+        })?;
+        // Back to the stream's cache in stream order, after the submission's locks are gone.
         drop(workspace);
         let reads = kernel.reads().map(|r| (r, Access::Read));
         self.device.notify_uses(
@@ -198,7 +238,7 @@ impl<B: Backend> Stream<B> {
     pub fn launch_op(&self, op: &CustomOp<B>) -> Result<StreamPosition> {
         op.validate()?;
         self.check_live(op.name(), op.ranges().iter().map(|r| r.slice))?;
-        let pos = self.submit("Stream::launch_op", |s| s.launch_custom(op))?.0;
+        let pos = self.submit("Stream::launch_op", None, |s| s.launch_custom(op))?;
         self.device
             .notify_uses(pos, op.ranges().iter().map(|r| (r.slice, r.access)));
         Ok(pos)
@@ -223,9 +263,9 @@ impl<B: Backend> Stream<B> {
     /// run (for a captured copy, as long as the graph lives).
     pub fn copy_h2d(&self, dst: DeviceSlice, src: Bytes) -> Result<StreamPosition> {
         let (ptr, len) = (src.as_ptr(), src.len() as u64);
-        // SAFETY: `src` goes to the keep-alive list (under the device lock the copy is submitted
-        // with) and stays there until the host observes this copy complete, or as long as the
-        // graph that captured it lives; `Bytes` is immutable.
+        // SAFETY: `src` goes to the keep-alive list as the copy gets its position and stays
+        // there until the host observes this copy complete, or as long as the graph that
+        // captured it lives; `Bytes` is immutable.
         unsafe { self.h2d(dst, ptr, len, Some(Box::new(src))) }
     }
 
@@ -257,17 +297,13 @@ impl<B: Backend> Stream<B> {
         dst: DeviceSlice,
         src: *const u8,
         len: u64,
-        keep: Option<crate::state::KeepAlive>,
+        keep: Option<KeepAlive>,
     ) -> Result<StreamPosition> {
         check_copy_len("host-to-device copy", len, dst.len)?;
-        let (pos, mut st) = self.submit("Stream::copy_h2d", |s| {
+        let pos = self.submit("Stream::copy_h2d", keep, |s| {
             // SAFETY: the caller's promise on `src`, which `keep` may fulfil.
             unsafe { s.memcpy_h2d(dst.ptr, src, dst.len) }
         })?;
-        if let Some(keep) = keep {
-            st.keep_alive(pos, keep);
-        }
-        drop(st);
         self.device.notify_uses(pos, [(dst, Access::Write)]);
         Ok(pos)
     }
@@ -276,19 +312,17 @@ impl<B: Backend> Stream<B> {
     /// host has observed the copy complete. Not capturable: inside a capture copy into device
     /// memory instead.
     pub fn copy_d2h(&self, src: DeviceSlice) -> Result<HostReadback<B>> {
-        self.refuse_d2h_in_capture()?;
         let len = usize::try_from(src.len).map_err(|_| {
             Error::SizeOverflow(format!("{} bytes do not fit in host memory", src.len))
         })?;
         let staging = crate::memory::Staging::new(len);
         let done = self.device.create_event(EventFlags::ORDERING)?;
-        let (pos, mut st) = self.submit("Stream::copy_d2h", |s| {
+        let keep: KeepAlive = Box::new(staging.clone());
+        let pos = self.submit_work("Stream::copy_d2h", Capturable::No, Some(keep), |s| {
             // SAFETY: the staging buffer is kept alive in the keep-alive list until the host
             // observes this copy complete, and `HostReadback` only reads it after that.
             unsafe { s.memcpy_d2h(staging.as_mut_ptr(), src.ptr, src.len) }
         })?;
-        st.keep_alive(pos, Box::new(staging.clone()));
-        drop(st);
         self.device.notify_uses(pos, [(src, Access::Read)]);
         done.record(self)?;
         Ok(HostReadback::new(staging, pos, done))
@@ -306,26 +340,13 @@ impl<B: Backend> Stream<B> {
         len: u64,
         src: DeviceSlice,
     ) -> Result<StreamPosition> {
-        self.refuse_d2h_in_capture()?;
         check_copy_len("device-to-host copy", len, src.len)?;
-        let pos = self
-            .submit("Stream::copy_d2h", |s| {
-                // SAFETY: the caller's promise on `dst`.
-                unsafe { s.memcpy_d2h(dst, src.ptr, src.len) }
-            })?
-            .0;
+        let pos = self.submit_work("Stream::copy_d2h", Capturable::No, None, |s| {
+            // SAFETY: the caller's promise on `dst`.
+            unsafe { s.memcpy_d2h(dst, src.ptr, src.len) }
+        })?;
         self.device.notify_uses(pos, [(src, Access::Read)]);
         Ok(pos)
-    }
-
-    fn refuse_d2h_in_capture(&self) -> Result<()> {
-        if self.is_capturing() {
-            return Err(Error::ForbiddenDuringCapture {
-                call: "Stream::copy_d2h",
-                stream: self.id(),
-            });
-        }
-        Ok(())
     }
 
     /// Enqueues a device-to-device copy (same lengths).
@@ -338,11 +359,9 @@ impl<B: Backend> Stream<B> {
                 capacity: dst.len,
             });
         }
-        let pos = self
-            .submit("Stream::copy_d2d", |s| {
-                s.memcpy_d2d(dst.ptr, src.ptr, src.len)
-            })?
-            .0;
+        let pos = self.submit("Stream::copy_d2d", None, |s| {
+            s.memcpy_d2d(dst.ptr, src.ptr, src.len)
+        })?;
         self.device
             .notify_uses(pos, [(src, Access::Read), (dst, Access::Write)]);
         Ok(pos)
@@ -350,9 +369,9 @@ impl<B: Backend> Stream<B> {
 
     /// Enqueues a memset of every byte of `dst` to `value`.
     pub fn memset(&self, dst: DeviceSlice, value: u8) -> Result<StreamPosition> {
-        let pos = self
-            .submit("Stream::memset", |s| s.memset(dst.ptr, value, dst.len))?
-            .0;
+        let pos = self.submit("Stream::memset", None, |s| {
+            s.memset(dst.ptr, value, dst.len)
+        })?;
         self.device.notify_uses(pos, [(dst, Access::Write)]);
         Ok(pos)
     }
@@ -362,12 +381,13 @@ impl<B: Backend> Stream<B> {
     /// ordering model, and tells the device's use observers (the allocator's automatic mode)
     /// which ranges it uses. Call it after enqueuing that work and before anything else is
     /// submitted to the stream: until then braid does not know the work exists, so a host
-    /// observation could let memory it still uses be handed out again.
+    /// observation could let memory it still uses be handed out again. Where other threads
+    /// submit to the same stream, enqueue the foreign work as a [`CustomOp`] instead (on ACL
+    /// a `native_op` body, with the work's ranges declared on the operator): its body runs
+    /// during the stream's turn, so no other submission lands between the work and its
+    /// position. (A body must not call back into braid: the turn it runs in is not reentrant.)
     pub fn note_foreign_work(&self, uses: &[(DeviceSlice, Access)]) -> Result<StreamPosition> {
-        let mut st = self.device.inner.lock();
-        st.check_submit("Stream::note_foreign_work", self.id())?;
-        let pos = st.ordering.submit(self.id());
-        drop(st);
+        let pos = self.submit("Stream::note_foreign_work", None, |_| Ok(()))?;
         self.device.notify_uses(pos, uses.iter().copied());
         Ok(pos)
     }
@@ -388,9 +408,15 @@ impl<B: Backend> Stream<B> {
     /// recorded inside a capture makes this stream join that capture.
     pub fn wait(&self, event: &Event<B>) -> Result<()> {
         self.device.check_same_device("event", event.device())?;
-        let mut st = self.device.inner.lock();
-        st.check_submit("Stream::wait", self.id())?;
-        let Some(snap) = event.snapshot() else {
+        let inner = &self.device.inner;
+        let _gate = inner.gate_shared();
+        let _turn = self.inner.submission_turn();
+        inner.check_submit("Stream::wait", self.id())?;
+        // The event's state stays locked until the backend has the wait, so a record of the
+        // event from another thread lands wholly before (this wait sees it in the model and in
+        // the backend) or wholly after (neither sees it).
+        let record = event.inner.record_state();
+        let Some(snap) = record.snapshot.clone() else {
             // Waiting on an event never recorded orders nothing (as in CUDA and ACL). A
             // foreign event may have been recorded by its library: the backend waits on it,
             // outside the model (see `Device::adopt_event`).
@@ -399,15 +425,19 @@ impl<B: Backend> Stream<B> {
             }
             return Ok(());
         };
-        // Check first, so a refused wait reaches neither the backend nor the model.
-        if let Err(refusal) = st.ordering.check_wait(self.id(), &snap) {
+        // Check first, so a refused wait reaches neither the backend nor the model. The answer
+        // holds until the update below: only this stream's turn or the exclusive gate change
+        // this stream's domain, and no capture ends while the gate is shared.
+        if let Err(refusal) = inner.lock().ordering.check_wait(self.id(), &snap) {
             return Err(Error::CaptureIsolation {
                 stream: self.id(),
                 reason: refusal.reason(),
             });
         }
         self.inner.hal.wait(&event.inner.hal)?;
-        if let Ok(WaitEffect::JoinedCapture(c)) = st.ordering.wait(self.id(), &snap) {
+        drop(record);
+        let effect = inner.lock().ordering.wait(self.id(), &snap);
+        if let Ok(WaitEffect::JoinedCapture(c)) = effect {
             tracing::debug!(
                 stream = self.id().0,
                 capture = c.0,
@@ -429,6 +459,9 @@ impl<B: Backend> Stream<B> {
 
     /// Blocks the host until all work on this stream is done.
     pub fn synchronize(&self) -> Result<()> {
+        let _gate = self.device.inner.gate_shared();
+        // The clock before the backend call: all of its work reached the backend before the
+        // synchronize began, so all of it is done when it returns.
         let clock = {
             let st = self.device.inner.lock();
             st.check_blocking("Stream::synchronize", BlockingTarget::Stream(self.id()))?;
@@ -443,11 +476,15 @@ impl<B: Backend> Stream<B> {
 
     /// Whether all work on this stream is done. A `true` answer counts as a host observation.
     pub fn query(&self) -> Result<bool> {
-        let mut st = self.device.inner.lock();
-        st.check_blocking("Stream::query", BlockingTarget::Stream(self.id()))?;
-        let clock = st.ordering.clock_of(self.id());
+        let _gate = self.device.inner.gate_shared();
+        let clock = {
+            let st = self.device.inner.lock();
+            st.check_blocking("Stream::query", BlockingTarget::Stream(self.id()))?;
+            st.ordering.clock_of(self.id())
+        };
         let done = self.inner.hal.query()?;
         if done {
+            let mut st = self.device.inner.lock();
             st.ordering.observe_clock(&clock);
             st.release_completed();
         }
@@ -460,14 +497,25 @@ impl<B: Backend> Stream<B> {
         if self.is_default() {
             return Err(Error::CaptureOnDefaultStream);
         }
-        let mut st = self.device.inner.lock();
-        if st.ordering.capture_of(self.id()).is_some() {
+        // Exclusive: no submission, record, wait or blocking call is inside the device while
+        // the stream's domain changes (see `crate::sync`).
+        let _gate = self.device.inner.gate_exclusive();
+        if self
+            .device
+            .inner
+            .lock()
+            .ordering
+            .capture_of(self.id())
+            .is_some()
+        {
             return Err(Error::AlreadyCapturing { stream: self.id() });
         }
         self.inner.hal.begin_capture(mode)?;
-        let id = st
-            .ordering
-            .begin_capture(self.id(), mode, std::thread::current().id());
+        let id = self.device.inner.lock().ordering.begin_capture(
+            self.id(),
+            mode,
+            std::thread::current().id(),
+        );
         tracing::info!(stream = self.id().0, capture = id.0, ?mode, "capture begun");
         Ok(())
     }
@@ -479,22 +527,29 @@ impl<B: Backend> Stream<B> {
     /// [`Error::UnjoinedStream`] names the stream and where it forked. Either way all streams
     /// of the capture are back to eager work afterwards.
     pub fn end_capture(&self) -> Result<Graph<B>> {
-        let mut st = self.device.inner.lock();
-        let (id, origin) = match st.ordering.capture_of(self.id()) {
-            None => return Err(Error::NotCapturing { stream: self.id() }),
-            Some(cap) => (cap.id, cap.origin),
+        let gate = self.device.inner.gate_exclusive();
+        let (id, unjoined) = {
+            let st = self.device.inner.lock();
+            let (id, origin) = match st.ordering.capture_of(self.id()) {
+                None => return Err(Error::NotCapturing { stream: self.id() }),
+                Some(cap) => (cap.id, cap.origin),
+            };
+            if origin != self.id() {
+                return Err(Error::NotCaptureOrigin {
+                    stream: self.id(),
+                    origin,
+                });
+            }
+            (id, st.ordering.unjoined(id))
         };
-        if origin != self.id() {
-            return Err(Error::NotCaptureOrigin {
-                stream: self.id(),
-                origin,
-            });
-        }
-        let unjoined = st.ordering.unjoined(id);
+        let origin = self.id();
         let hal_graph = self.inner.hal.end_capture();
-        st.ordering.end_capture(id);
-        let keep_alive = st.capture_keep_alive.remove(&id).unwrap_or_default();
-        drop(st);
+        let keep_alive = {
+            let mut st = self.device.inner.lock();
+            st.ordering.end_capture(id);
+            st.capture_keep_alive.remove(&id).unwrap_or_default()
+        };
+        drop(gate);
         self.device.free_deferred();
         if let Some(u) = unjoined.first() {
             tracing::warn!(
@@ -538,6 +593,16 @@ impl<B: Backend> Stream<B> {
     pub fn domain(&self) -> Domain {
         self.device.inner.lock().ordering.domain_of(self.id())
     }
+}
+
+/// Whether work may be recorded into a capture.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Capturable {
+    /// Captured like any work when the stream captures.
+    Yes,
+    /// Refused while the stream captures (copies to the host: the host cannot read a replay's
+    /// result through them).
+    No,
 }
 
 /// Refuses a host copy whose host length differs from its device range's.
