@@ -1,10 +1,9 @@
 //! Replay throughput of braid's caching allocator on the real PyTorch snapshots in
-//! `shared/traces`: wall time to replay each trace's prologue and window through the allocator
+//! the repository's `traces/`: wall time to replay each trace's prologue and window through the allocator
 //! on a timing-only simulated device (parsing, planning, device setup and the final drop of
 //! live buffers are not timed), with the default configuration and with the lowest-waste one
 //! (expandable segments with 2 MiB pages and lifetime placement, which maps and unmaps many
 //! pages). Benchmarks are named `<trace>/<configuration>`.
-//! Files that are absent are skipped.
 //!
 //! The replay runs on a timing-only simulated device (models far larger than host memory), so
 //! it always runs on the simulator, whatever `BRAID_BENCH_BACKEND` or the `acl` feature select.
