@@ -41,6 +41,8 @@
 //! # Ok::<(), braid::Error>(())
 //! ```
 #![warn(missing_docs)]
+// Doctests (the README's blocks among them) fail on any warning, unused imports included.
+#![doc(test(attr(deny(warnings))))]
 
 pub use braid_allocator as allocator;
 pub use braid_graph_capture as graph_capture;
