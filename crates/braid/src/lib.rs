@@ -18,11 +18,11 @@
 //! | feature | backend | status |
 //! |---|---|---|
 //! | `sim` (default) | [`sim`]: the simulated device | available |
-//! | `acl` | `acl`: Huawei Ascend through a run-time loaded `libascendcl.so` ([`braid_backend_acl`]) | available; kernels only through `braid-acl-sim` |
+//! | `acl` | `acl`: Huawei Ascend through a run-time loaded `libascendcl.so` (`braid_backend_acl`) | available; kernels only through `braid-acl-sim` |
 //!
 //! The front types ([`Device`], [`Stream`], [`Event`], [`Graph`]) are generic over the backend;
 //! [`DefaultBackend`] names the one the features select: ACL when `acl` is on (also alongside
-//! `sim`), else the simulator. With `acl`, [`acl_device`] opens an Ascend device of the
+//! `sim`), else the simulator. With `acl`, `acl_device` opens an Ascend device of the
 //! library found from `$BRAID_ACL_LIB`, `$ASCEND_HOME_PATH`, `$ASCEND_TOOLKIT_HOME` or the
 //! loader path (point `BRAID_ACL_LIB` at `libbraid_acl_sim.so` to run on the simulator through
 //! the ACL path). The examples and `braid demo` open their devices through
