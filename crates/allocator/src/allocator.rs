@@ -10,8 +10,8 @@
 //!   sizes rounded to 512 B (optionally to power-of-two divisions); a small pool for requests
 //!   up to 1 MiB carved from 2 MiB segments; a large pool where 1–10 MiB requests come from
 //!   20 MiB segments and larger ones get their own segment rounded up to 2 MiB; best fit per
-//!   (stream, pool) by (size, address); splitting (small: remainder ≥ 512 B; large: remainder
-//!   > 1 MiB and request below `max_split_size`); oversize rules (a request below
+//!   (stream, pool) by (size, address); splitting (small: remainder ≥ 512 B; large:
+//!   remainder above 1 MiB and request below `max_split_size`); oversize rules (a request below
 //!   `max_split_size` never takes a block at least that large; an oversize request only takes
 //!   a block smaller than request + `max_non_split_rounding`); coalescing with free
 //!   neighbours; segments go back to the device only whole ([`CachingAllocator::empty_cache`]),
