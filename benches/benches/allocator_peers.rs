@@ -1,5 +1,5 @@
 //! braid's caching allocator beside two single-stream range allocators, on the same replayed
-//! size sequence: each PyTorch trace of `shared/traces` (files that are absent are skipped)
+//! size sequence: each PyTorch trace of the repository's `traces/`
 //! becomes its alloc/free sequence (`braid_trace::ReplayPlan`: prologue, then window), which
 //! is replayed with every allocation on one stream through
 //!

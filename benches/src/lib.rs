@@ -128,16 +128,17 @@ fn on_acl(name: &str, _bench: &mut impl BenchOn) {
     );
 }
 
-/// Where the benches that replay PyTorch traces read them: `shared/traces` beside the
-/// repository.
-pub const TRACES_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/traces");
+/// Where the benches that replay PyTorch traces read them: the repository's `traces/`.
+pub const TRACES_DIR: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../traces");
 
-/// The `.pickle` traces in [`TRACES_DIR`], sorted; none (with a note) when it is absent.
+/// The `.pickle` traces in [`TRACES_DIR`], sorted.
+///
+/// # Panics
+///
+/// When the folder cannot be read: it is part of the repository.
 pub fn trace_files() -> Vec<std::path::PathBuf> {
-    let Ok(dir) = std::fs::read_dir(TRACES_DIR) else {
-        eprintln!("note: {TRACES_DIR} is absent; no trace to replay");
-        return Vec::new();
-    };
+    let dir = std::fs::read_dir(TRACES_DIR)
+        .unwrap_or_else(|e| panic!("{TRACES_DIR}: {e} (the traces are part of the repository)"));
     let mut files: Vec<_> = dir
         .filter_map(|e| e.ok().map(|e| e.path()))
         .filter(|p| p.extension().is_some_and(|e| e == "pickle"))

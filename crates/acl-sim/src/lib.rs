@@ -31,9 +31,12 @@
 //! - **Errors text**: `aclGetRecentErrMsg` returns and clears the calling thread's last
 //!   message.
 //!
-//! Not simulated: the virtual-memory functions (exported, they return
-//! `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`), stream flags and malloc policies (accepted, no effect),
-//! and resetting a device does not free its streams. Devices live as long as the process:
+//! - **Virtual memory**: `aclrtReserveMemAddress`, `aclrtMallocPhysical`, `aclrtMapMem` and
+//!   their inverses on the simulator's reservations and physical handles, with CANN's
+//!   documented constraints (`registry::vmm`).
+//!
+//! Not simulated: stream flags and malloc policies (accepted, no effect), and resetting a
+//! device does not free its streams. Devices live as long as the process:
 //! setting a device again after a reset finds its simulated state (clock, sanitizer) as it
 //! was.
 //!
@@ -65,6 +68,17 @@
 //! milliseconds. Device 1 is timing-only by default because that is where braid's examples
 //! and `braid demo --backend acl` time their model-sized runs (on real hardware that is simply
 //! a second NPU); set `BRAID_ACL_SIM_TIMING_ONLY=` (empty) to make it compute data too.
+//!
+//! # Where things are
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`exports`] | the exported C symbols: each checks its pointers and calls the registry |
+//! | `registry` (and `registry::vmm`) | the simulated runtime's state: devices, handles, captures, ACL's rules; virtual memory |
+//! | `capture` | the join rule of cross-stream capture, checked at `aclmdlRICaptureEnd` |
+//! | `kernel` | braid's kernel-launch extension |
+//! | `codes`, `errmsg` | return codes; `aclGetRecentErrMsg` per thread |
+//! | `settings` | the environment variables above |
 #![warn(missing_docs)]
 
 pub mod aclnn;

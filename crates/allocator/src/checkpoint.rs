@@ -7,6 +7,16 @@
 //! Where PyTorch hands back "stale storages" whose memory the restore re-carved, braid's
 //! restore takes ownership of every live buffer of the pool instead, so no handle can point
 //! into re-carved memory; the blocks live in the checkpoint come back as new buffers.
+//!
+//! `checkpoint_pool` takes the pool's layout (every segment and block, allocated or free; a
+//! block still pending on other streams is an error). `restore_pool_checkpoint(&ckpt, stale)`
+//! returns one new buffer per block live at the checkpoint, by address, holding the same
+//! memory (and data); `stale` must be every live buffer of the pool. Everything is checked
+//! first: a refusal ([`RestoreError`]: a live buffer missing, a buffer of another pool or
+//! allocator, a checkpointed segment released, unsettled cross-stream uses) gives the buffers
+//! back and changes nothing. Segments the pool took after the checkpoint are left whole, free
+//! and cached (`MemPool::empty_cache` returns them). Statistics stay exact; the history shows
+//! the frees and allocations a restore amounts to.
 
 use crate::allocator::CachingAllocator;
 use crate::buffer::DeviceBuffer;

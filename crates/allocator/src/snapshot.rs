@@ -1,4 +1,12 @@
 //! Memory snapshots (segments and blocks) and the bounded history of allocator events.
+//!
+//! `CachingAllocator::snapshot` lists segments (address, size, stream, small/large, pool) and
+//! their blocks (`active_allocated`, `active_pending_free`, `inactive`; each mapped range of
+//! an expandable segment is one segment marked `is_expandable`); a bounded history ring
+//! records `alloc`, `free_requested`, `free_completed`, `segment_alloc`, `segment_free`,
+//! `segment_map`, `segment_unmap` and `oom` events with a deterministic logical time (a count
+//! of recorded events). `braid-trace` exports both in the format of PyTorch's
+//! `_dump_snapshot`.
 
 use braid_stream_core::StreamId;
 

@@ -1,4 +1,14 @@
 //! Statistics with PyTorch's names and shape (`Stat`, `StatArray`, `DeviceStats`).
+//!
+//! [`MemoryStats`] flattens to PyTorch's keys (`"allocated_bytes.all.current"`,
+//! `"reserved_bytes.large_pool.peak"`, `"num_ooms"`): `allocation`, `segment`, `active`,
+//! `inactive_split` (counts) and `allocated_bytes`, `reserved_bytes`, `active_bytes`,
+//! `inactive_split_bytes`, `requested_bytes` (bytes), each `{all, small_pool, large_pool}` ×
+//! `{current, peak, allocated, freed}`; `oversize_allocations`, `oversize_segments`,
+//! `num_alloc_retries`, `num_ooms`, `num_sync_all_streams`, `num_device_alloc`,
+//! `num_device_free`, `max_split_size`; and braid's `num_events_recorded`,
+//! `num_events_created`, `num_event_queries`, `num_pending_frees`,
+//! `num_released_without_event`, `num_reuse_with_wait`, `pending_free_bytes`.
 
 use std::collections::BTreeMap;
 

@@ -1,5 +1,5 @@
-//! The cache-hit path does not allocate on the host (DESIGN.md: "the cache-hit path is short
-//! and does not allocate on the host"): a counting global allocator sees no host allocation
+//! The cache-hit path does not allocate on the host (ARCHITECTURE.md: a cache hit "makes no
+//! host allocation"): a counting global allocator sees no host allocation
 //! across many alloc+free pairs once the block is cached, for small, large and oversize
 //! requests, with history recording off and on (the history ring is preallocated).
 

@@ -43,6 +43,17 @@
 //!   built next to the running executable ([`sim_library_candidates`]);
 //!   [`AclApi::is_braid_acl_sim`] tells which library runs.
 //!
+//! # Where things are
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`api`] | finding, opening and resolving the library ([`AclApi`]) |
+//! | `calls` | the ACL calls the hal makes, as a trait over Rust values (mocked in unit tests) |
+//! | `device`, `stream`, `event`, `graph`, `vmm` | the hal types and their virtual-memory methods |
+//! | `bind` | per-thread device binding |
+//! | `native` | user operators' native bodies ([`native_op`]); wrapping foreign streams and events |
+//! | [`error`], [`ffi`] | ACL codes, names and [`AclError`]; the C declarations from `braid-acl-sys` |
+//!
 //! ```no_run
 //! use braid_backend_acl::{AclBackend, AclDevice};
 //! use braid_stream_core::Device;

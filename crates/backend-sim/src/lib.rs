@@ -22,12 +22,8 @@
 //!   writing its outputs at its end time, so missing synchronization gives a deterministic wrong
 //!   answer. [`SimMode::TimingOnly`] stores nothing.
 //! - **Virtual memory.** `reserve_address` takes no capacity; `map_physical` maps fresh memory
-//!   in a reservation, one mapping per call, each unmapped alone with `unmap_physical`.
-//!   `map_physical_pages` / `unmap_physical_pages` do a run of such pages in one call: the
-//!   simulator keeps consecutive mappings as one run and maps or unmaps a run at once (with
-//!   the timeline off and no work falling due meanwhile; otherwise page by page), ending
-//!   exactly where the same calls page by page would (errors, statistics, host time,
-//!   physical handles).
+//!   in a reservation, one mapping per call; `map_physical_pages` / `unmap_physical_pages` do
+//!   a run of such pages in one call (see `memory::vmm`).
 //! - **Pinned host memory.** `alloc_host` gives real, page-aligned, zeroed host memory from a
 //!   capped supply ([`SimConfig::host_capacity`], counted in [`SimStats`]); `free_host` waits
 //!   for the device's work first, as `cudaFreeHost` does. Pinned memory still allocated when
@@ -57,6 +53,21 @@
 //!   scheduling; the engine keeps the state of dropped events and streams (their slots are
 //!   small; only the live counts of [`limits`] go down); concurrent ops do not share memory
 //!   bandwidth.
+//!
+//! # Where things are
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | `device`, `stream`, `event`, `graph` | the hal types; [`SimDevice`] also has the observability API (timeline, statistics, sanitizer reports, fault counts) |
+//! | `config`, `profile` | [`SimConfig`]; [`DeviceProfile`]: the cost model's numbers, each with its source |
+//! | `engine` | the discrete-event engine: host clock, streams, events, scheduling on resources, captures |
+//! | `resource`, `op`, `compute`, `queue` | contended units; one piece of work; what an op reads and writes; data effects in virtual-time order |
+//! | `custom` | user operators: [`host_op`] bodies |
+//! | `memory` (and `memory::vmm`, `memory::mappings`), `host` | the address space, data store, virtual memory; pinned host memory |
+//! | `capture` | recording work into graphs |
+//! | [`sanitizer`] | the independent happens-before tracker and its [`RaceReport`]s |
+//! | `timeline`, [`trace`] | executed ops and statistics; the Perfetto export |
+//! | [`fault`], [`limits`] | fault injection; live stream and event limits |
 //!
 //! ```
 //! use braid_backend_sim::{SimConfig, SimDevice};

@@ -1,10 +1,10 @@
 //! Timing-only mode holds a Llama-2-7B inference layout on a simulated 64 GiB device while the
 //! process stays small.
 //!
-//! Sizes from `shared/reference/workloads.md` §3.1: per layer q, k, v, o of 32 MiB, gate, up,
-//! down of 90,177,536 B (11008·4096·2) and two 8 KiB RMSNorm weights; 32 layers (about
-//! 12.1 GiB); embedding and lm_head of 262,144,000 B each; plus a KV cache of 32 × 1 GiB (one
-//! tensor per layer, as vLLM allocates it, §3.2).
+//! Sizes of Llama-2-7B in float16 (hidden 4096, intermediate 11008, 32 layers): per layer q,
+//! k, v, o of 32 MiB, gate, up, down of 90,177,536 B (11008·4096·2) and two 8 KiB RMSNorm
+//! weights; 32 layers (about 12.1 GiB); embedding and lm_head of 262,144,000 B each; plus a
+//! KV cache of 32 × 1 GiB (one tensor per layer, as vLLM allocates it).
 
 use braid_backend_sim::{SimConfig, SimDevice, SimMode};
 use braid_stream_core::hal::{Device as _, Event as _, Stream as _};

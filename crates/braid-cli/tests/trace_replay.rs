@@ -1,26 +1,20 @@
-//! `braid trace replay` on a real PyTorch snapshot (skipped when `shared/traces` is absent).
+//! `braid trace replay` on a real PyTorch snapshot of the repository's `traces/`.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 const INFERENCE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/../../../shared/traces/cs336_wedsonlin_medium_128_inference_memory_snapshot.pickle"
+    "/../../traces/cs336_wedsonlin_medium_128_inference_memory_snapshot.pickle"
 );
 
-fn trace() -> Option<PathBuf> {
-    let path = PathBuf::from(INFERENCE);
-    if path.exists() {
-        Some(path)
-    } else {
-        eprintln!("note: {} is absent; skipping", path.display());
-        None
-    }
+fn trace() -> PathBuf {
+    PathBuf::from(INFERENCE)
 }
 
 #[test]
 fn json_has_every_field() {
-    let Some(path) = trace() else { return };
+    let path = trace();
     let out = Command::new(env!("CARGO_BIN_EXE_braid"))
         .args(["trace", "replay", "--json", "--runs", "1"])
         .arg(&path)
@@ -56,7 +50,7 @@ fn json_has_every_field() {
 
 #[test]
 fn table_and_errors() {
-    let Some(path) = trace() else { return };
+    let path = trace();
     let out = Command::new(env!("CARGO_BIN_EXE_braid"))
         .args([
             "trace",
@@ -97,7 +91,7 @@ fn table_and_errors() {
 
 #[test]
 fn export_writes_braids_memory_for_memory_viz() {
-    let Some(path) = trace() else { return };
+    let path = trace();
     let out_file =
         std::env::temp_dir().join(format!("braid-cli-export-{}.pickle", std::process::id()));
     let out = Command::new(env!("CARGO_BIN_EXE_braid"))

@@ -4,6 +4,10 @@
 //! eager step at a small size on a device that computes; the figures come from the full step
 //! on the timing device.
 //!
+//! Inside the capture, tagged stream "1" starts from the beginning of the capture, not from
+//! where `stream_switch` is called (TorchAir's rule): the event each layer records after its add is what orders
+//! the branch after the main stream's add. See `braid::scenarios::graph_mode`.
+//!
 //! `cargo run -p braid --example graph_mode` (add `--features acl` to run through ACL).
 
 use braid::scenarios::devices::{self, Role};

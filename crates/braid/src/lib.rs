@@ -1,15 +1,28 @@
 //! braid: a multi-stream runtime for accelerators.
 //!
-//! This facade re-exports the workspace's crates and picks a default backend by cargo feature:
+//! This facade re-exports the workspace's crates, so one dependency gives all of braid:
+//!
+//! | path | crate | what is there |
+//! |---|---|---|
+//! | `braid::*`, [`core`] | `braid-stream-core` | devices, streams, events, graphs, kernels, user operators, data types, the happens-before model, the backend interface ([`hal`]) |
+//! | [`allocator`] | `braid-allocator` | the caching device allocator, private pools, the pinned host allocator |
+//! | [`graph_capture`] | `braid-graph-capture` | capture sessions, graph pools, `GraphRunner` |
+//! | [`trace`] | `braid-trace` | PyTorch memory snapshots: replay through the allocator, export for pytorch.org/memory_viz |
+//! | [`sim`] | `braid-backend-sim` | the simulated device (feature `sim`) |
+//! | `acl` | `braid-backend-acl` | Huawei Ascend through ACL (feature `acl`) |
+//! | [`scenarios`] | this crate | the seed scenarios behind `braid demo` and the examples |
+//!
+//! Start with the repository's README (a user's guide, whose code blocks are tested as this
+//! crate's doctests) and `ARCHITECTURE.md`. It picks a default backend by cargo feature:
 //!
 //! | feature | backend | status |
 //! |---|---|---|
 //! | `sim` (default) | [`sim`]: the simulated device | available |
-//! | `acl` | `acl`: Huawei Ascend through a run-time loaded `libascendcl.so` ([`braid_backend_acl`]) | available; kernels only through `braid-acl-sim` |
+//! | `acl` | `acl`: Huawei Ascend through a run-time loaded `libascendcl.so` (`braid_backend_acl`) | available; kernels only through `braid-acl-sim` |
 //!
 //! The front types ([`Device`], [`Stream`], [`Event`], [`Graph`]) are generic over the backend;
 //! [`DefaultBackend`] names the one the features select: ACL when `acl` is on (also alongside
-//! `sim`), else the simulator. With `acl`, [`acl_device`] opens an Ascend device of the
+//! `sim`), else the simulator. With `acl`, `acl_device` opens an Ascend device of the
 //! library found from `$BRAID_ACL_LIB`, `$ASCEND_HOME_PATH`, `$ASCEND_TOOLKIT_HOME` or the
 //! loader path (point `BRAID_ACL_LIB` at `libbraid_acl_sim.so` to run on the simulator through
 //! the ACL path). The examples and `braid demo` open their devices through
@@ -28,17 +41,26 @@
 //! # Ok::<(), braid::Error>(())
 //! ```
 #![warn(missing_docs)]
+// Doctests (the README's blocks among them) fail on any warning, unused imports included.
+#![doc(test(attr(deny(warnings))))]
 
 pub use braid_allocator as allocator;
 pub use braid_graph_capture as graph_capture;
 pub use braid_stream_core as core;
 pub use braid_stream_core::*;
+pub use braid_trace as trace;
 
 #[cfg(feature = "sim")]
 pub use braid_backend_sim as sim;
 
 #[cfg(feature = "sim")]
 pub mod scenarios;
+
+/// The repository's README: every Rust code block in it compiles and runs as a doctest of this
+/// crate (`cargo test -p braid --doc`).
+#[cfg(all(doctest, feature = "sim"))]
+#[doc = include_str!("../../../README.md")]
+pub struct ReadmeDoctests;
 
 #[cfg(feature = "acl")]
 pub use braid_backend_acl as acl;

@@ -104,6 +104,11 @@ impl<'a, B: Backend> RunContext<'a, B> {
     /// Makes the tagged stream `tag` current until the guard drops (TorchAir's
     /// `npu_stream_switch(tag, priority)`), forking it from the start of the run the first
     /// time.
+    ///
+    /// Inside a capture the tagged stream therefore starts from the beginning of the capture,
+    /// not from where this is called (TorchAir's rule): its work is ordered after nothing the
+    /// capture did before. To read what the capture computed earlier, record a tagged event
+    /// there and wait on it after the switch; without it every replay may read stale data.
     pub fn stream_switch(&self, tag: &str, priority: Priority) -> Result<StreamGuard> {
         let side = self.device().tagged_stream(tag, priority)?;
         if side != self.stream && !self.forked.borrow().contains(&side) {

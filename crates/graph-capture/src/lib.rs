@@ -5,8 +5,9 @@
 //!   [`CapturedGraph`]. Allocations of every stream of the capture go to a private
 //!   [`GraphPool`] (a new one, or one shared with other graphs — PyTorch's
 //!   `graph_pool_handle()`); tagged side streams ([`RunContext::stream_switch`], TorchAir's
-//!   `npu_stream_switch`) fork from the capture and are joined back at the end, as TorchAir's
-//!   passes insert the closing records and waits; tagged events and
+//!   `npu_stream_switch`) fork from the beginning of the capture — not from where the switch
+//!   is called, so order them after earlier work with tagged events — and are joined back at
+//!   the end, as TorchAir's passes insert the closing records and waits; tagged events and
 //!   [`RunContext::record_tagged_stream`] work inside. Inside a capture, a block freed on one
 //!   stream is reused only by work the happens-before model orders after all its uses. Every
 //!   capture rule is a typed [`GraphError`]; a failed capture leaves the allocator and streams

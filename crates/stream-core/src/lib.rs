@@ -14,6 +14,19 @@
 //!   ([`Device::stream_switch`], [`Device::create_tagged_event`]) and the capture rules, each
 //!   with a typed [`Error`].
 //!
+//! # Where things are
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`hal`] | the backend traits; start here to write a backend |
+//! | `device`, `stream`, `event`, `graph` | the front types; start with [`Device`] |
+//! | [`ordering`], [`clock`] | the happens-before model as vector clocks; capture domains |
+//! | `state` | per-device state under one lock: ordering, capture rules, tags |
+//! | `context` | the per-thread current-stream stack ([`StreamGuard`]) |
+//! | [`kernel`], [`custom`], [`dtype`] | built-in kernels, user operators ([`CustomOp`]), data types |
+//! | `uses` | use observers (how the allocator's automatic mode sees every use) |
+//! | `memory`, [`types`], [`error`] | raw device memory and host readbacks; value types; errors |
+//!
 //! ```
 //! # fn demo<B: braid_stream_core::hal::Backend>(device: braid_stream_core::Device<B>) -> braid_stream_core::Result<()> {
 //! use braid_stream_core::{EventFlags, Kernel};

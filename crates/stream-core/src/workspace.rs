@@ -155,8 +155,8 @@ impl<B: Backend> Device<B> {
 }
 
 impl<B: Backend> Stream<B> {
-    /// `bytes` of device workspace for work on this stream, in stream order (see the
-    /// [module](self)): from the registered provider, else from this stream's fallback segment.
+    /// `bytes` of device workspace for work on this stream, in stream order: from the
+    /// registered [`WorkspaceProvider`], else from this stream's fallback segment.
     /// Take it before launching the work that uses it, drop it after. 0 bytes is an empty
     /// workspace at [`DevicePtr::NULL`].
     pub fn workspace(&self, bytes: u64) -> Result<Workspace> {

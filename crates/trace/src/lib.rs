@@ -21,7 +21,7 @@
 //! the memo inside shared frame lists, so stack frames read from PyTorch files may have empty
 //! names or files (and the odd empty-string setting reads as `None`). Actions, addresses,
 //! sizes, streams, segments and blocks are not affected (checked against Python's `pickle`
-//! on every file in `shared/traces`).
+//! on every file in the repository's `traces/`).
 #![warn(missing_docs)]
 
 pub mod error;

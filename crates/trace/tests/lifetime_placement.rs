@@ -1,6 +1,5 @@
-//! `lifetime_placement` on the real PyTorch snapshots in `shared/traces` (each test skips, with
-//! a note, when its file is absent): under 2% waste on every file, and never above expandable
-//! segments without it.
+//! `lifetime_placement` on the real PyTorch snapshots in the repository's `traces/`: under 2%
+//! waste on every file, and never above expandable segments without it.
 
 mod common;
 
@@ -9,14 +8,13 @@ use common::load;
 
 const EXPANDABLE: &str = "expandable_segments:true,expandable_large_page_mb:2";
 
-fn plan(name: &str) -> Option<ReplayPlan> {
-    let snapshot = load(name)?;
-    Some(ReplayPlan::from_snapshot(&snapshot, 0).expect("plans"))
+fn plan(name: &str) -> ReplayPlan {
+    ReplayPlan::from_snapshot(&load(name), 0).expect("plans")
 }
 
 /// Peak reserved bytes with `lifetime_placement` and without, and the waste with it.
 fn check(name: &str, want_peak: u64) {
-    let Some(plan) = plan(name) else { return };
+    let plan = plan(name);
     let conf = format!("{EXPANDABLE},lifetime_placement:true");
     let with = replay_on_sim(&plan, Some(&conf)).expect("replays");
     let without = replay_on_sim(&plan, Some(EXPANDABLE)).expect("replays");

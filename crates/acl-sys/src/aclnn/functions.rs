@@ -50,7 +50,7 @@ macro_rules! aclnn_descriptor_functions {
     /// `aclnnStatus aclDestroyIntArray(const aclIntArray *array)`.
     required fn aclDestroyIntArray(array: *const aclIntArray) -> aclnnStatus;
     /// `aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor)`: the executor
-    /// survives its launches until [`aclDestroyAclOpExecutor`](Self::aclDestroyAclOpExecutor).
+    /// survives its launches until `aclDestroyAclOpExecutor`.
     optional fn aclSetAclOpExecutorRepeatable(executor: *mut aclOpExecutor) -> aclnnStatus;
     /// `aclnnStatus aclDestroyAclOpExecutor(aclOpExecutor *executor)`: destroys a repeatable
     /// executor.

@@ -2,7 +2,7 @@
 //! `acl_base.h`, as published in CANN's `aclDataType` API page).
 #![allow(non_camel_case_types)]
 
-/// `aclnnStatus`: 0 is success ([`super::codes`]).
+/// `aclnnStatus`: 0 is success (the `ACLNN_*` codes of this module).
 pub type aclnnStatus = i32;
 
 /// `aclTensor`: an opaque tensor descriptor (shape, strides, data type, device address).

@@ -1,5 +1,52 @@
 //! [`PinnedHostAllocator`]: the caching allocator of pinned host memory, one per device.
 //!
+//! It caches page-locked host memory from `hal::Device::alloc_host` (real aligned host memory
+//! on the simulator, `aclrtMallocHost` / `aclrtFreeHost` on ACL), as PyTorch's
+//! `CachingHostAllocator` and torch_npu's host allocator do (scenario A12): requests are
+//! rounded up to a power of two and freed blocks are cached per size.
+//!
+//! - [`PinnedBuffer::copy_to_device`] and [`PinnedBuffer::copy_from_device`] copy
+//!   asynchronously straight from or into the pinned memory and record the stream's use;
+//!   [`PinnedBuffer::record_stream`] declares any other. A block freed while a recorded use
+//!   may still run gets a pooled event on each such stream (uses the host already saw
+//!   complete need none) and is reused only after later allocations find those events
+//!   complete; nothing synchronizes.
+//! - The host view ([`PinnedBuffer::as_slice`], [`PinnedBuffer::as_mut_slice`]) is refused
+//!   with [`AllocError::PinnedBusy`] while a copy may still write (or, for `as_mut_slice`,
+//!   read) the buffer. Copies on a capturing stream are refused.
+//! - [`PinnedHostAllocator::empty_cache`] returns idle blocks to the device; [`PinnedStats`]
+//!   gives allocated and reserved bytes, their peaks, requested bytes, pending blocks and
+//!   bytes, the device's allocs and frees, cache hits, events recorded and queried. Out of
+//!   host memory returns the idle cache and retries once, then fails with
+//!   [`AllocError::PinnedOutOfMemory`]; a backend without pinned memory gives
+//!   [`AllocError::PinnedUnsupported`]. Dropping the last handle waits for pending blocks and
+//!   returns everything.
+//! - The buffers copy with the front layer's `Stream::copy_h2d_raw` / `copy_d2h_raw`
+//!   (`unsafe`: the host memory stays valid and untouched until the host observes the copy
+//!   complete).
+//!
+//! ```
+//! use braid_allocator::PinnedHostAllocator;
+//! use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
+//! use braid_stream_core::{Device, Kernel};
+//!
+//! let device = Device::<SimBackend>::new(SimDevice::new(SimConfig::new())).unwrap();
+//! let pinned = PinnedHostAllocator::new(device.clone());
+//! let stream = device.default_stream();
+//! let dst = device.alloc(4).unwrap();
+//!
+//! let mut x = pinned.alloc(4).unwrap();
+//! x.as_mut_slice().unwrap().copy_from_slice(&1.0f32.to_le_bytes());
+//! let first = x.host_ptr();
+//! stream.launch(&Kernel::Busy { duration_ns: 1_000_000 }).unwrap();
+//! x.copy_to_device(&stream, dst.slice()).unwrap(); // non-blocking, still queued
+//! drop(x); // pending: the copy may still read the block
+//! assert_ne!(pinned.alloc(4).unwrap().host_ptr(), first);
+//! stream.synchronize().unwrap();
+//! assert_eq!(pinned.alloc(4).unwrap().host_ptr(), first);
+//! assert_eq!(pinned.stats().allocated_bytes, 0);
+//! ```
+//!
 //! The module holds everything of the pinned allocator: the handle and its growth (here),
 //! [`PinnedBuffer`] and the copies that use it (`buffer`), the locked cache of idle and
 //! pending blocks (`cache`, whose event handling is the device allocator's

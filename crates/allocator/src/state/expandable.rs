@@ -18,6 +18,78 @@
 //!
 //! With expandable segments turned off, cached blocks of expandable segments serve no request
 //! (PyTorch's `get_free_block` skips them), so new memory comes from normal segments.
+//!
+//! The setting comes from `expandable_segments:true` (or
+//! `AllocatorConfig::expandable_segments`), or at run time from
+//! `CachingAllocator::set_expandable_segments` (PyTorch's `_set_allocator_settings`), so both
+//! kinds of segment coexist. Every size, also ≥ 10 MiB, goes into the stream's segment, so a
+//! free block at the end merges with new pages and no sliver is left between segments.
+//! Reserved memory is the mapped bytes (limits and fractions apply to them). The snapshot's
+//! `total_size` of an expandable segment counts mapped bytes only, as PyTorch's does (so a
+//! segment with a hole shows as two, while `memory_stats().segment` still counts one per
+//! reservation), and the history records `segment_map` / `segment_unmap` per range. A backend
+//! without virtual memory (`vmm_granularity()` is `None`) makes the setting an
+//! `AllocError::ExpandableSegmentsUnsupported` error, at creation or at the toggle, instead
+//! of PyTorch's silent fallback. The simulator offers the API (off with
+//! `SimConfig::virtual_memory(false)`); on Ascend it is `aclrtReserveMemAddress`,
+//! `aclrtMallocPhysical` and `aclrtMapMem`.
+//!
+//! ```
+//! use braid_allocator::{AllocatorConfig, CachingAllocator};
+//! use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
+//! use braid_stream_core::Device;
+//!
+//! let device = Device::<SimBackend>::new(SimDevice::new(SimConfig::new().capacity(256 << 20))).unwrap();
+//! let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::parse("expandable_segments:true").unwrap()).unwrap();
+//! let main = device.default_stream();
+//! let a = alloc.alloc(8 << 20, &main).unwrap(); // maps one 20 MiB page
+//! let b = alloc.alloc(44 << 20, &main).unwrap(); // maps two more: b follows a
+//! let c = alloc.alloc(8 << 20, &main).unwrap(); // fits in the third page
+//! assert_eq!(b.ptr().0, a.ptr().0 + (8 << 20));
+//! assert_eq!(alloc.memory_reserved(), 60 << 20);
+//! let snapshot = alloc.snapshot();
+//! assert_eq!(snapshot.segments.len(), 1);
+//! assert!(snapshot.segments[0].is_expandable);
+//! drop(b);
+//! alloc.empty_cache(); // unmaps the page [20, 40) MiB inside b's free block: a hole
+//! assert_eq!(alloc.memory_reserved(), 40 << 20);
+//! assert_eq!(alloc.snapshot().segments.len(), 2); // one per mapped range
+//! let d = alloc.alloc(44 << 20, &main).unwrap(); // maps the hole again
+//! assert_eq!(d.ptr().0, a.ptr().0 + (8 << 20));
+//! assert_eq!(alloc.snapshot().segments.len(), 1);
+//! # drop((a, c, d));
+//! ```
+//!
+//! # Simplifications
+//!
+//! Private pools (graph capture) keep normal segments. Best fit does not rank a free block by
+//! the unmapped space after it (PyTorch's "expandable size"); a miss looks for holes instead.
+//! After a failed mapping of several holes, the ones already mapped stay mapped as cached
+//! free blocks (as in PyTorch).
+//!
+//! # Cost of a miss
+//!
+//! Pages go to the device in runs: a growth maps its gap with one
+//! `hal::Device::map_physical_pages(at, page, count)` call and a release unmaps a free block's
+//! pages with one `unmap_physical_pages`. Each page stays a mapping of its own (unmapped alone
+//! later, one device malloc in the statistics), and a run that fails stops at the failing
+//! page and says how many were done, so the allocator undoes exactly those. The hal's default
+//! methods call `map_physical` / `unmap_physical` page by page (ACL maps each page with its
+//! own `aclrtMallocPhysical` + `aclrtMapMem`); the simulator keeps consecutive pages as one
+//! run (see `braid_backend_sim`'s memory model). Growth planning finds a range's last block
+//! from a remembered hint, and lifetime placement looks for free pages to unmap in the other
+//! segment's free list rather than in all its blocks, so a miss costs about the same whatever
+//! the number of live blocks.
+//!
+//! Every allocation of SketchKV2's state snapshot misses under
+//! `expandable_segments:true,expandable_large_page_mb:2,lifetime_placement:true` and maps
+//! pages, so the miss path is kept lean: it asks the device once per miss whether a graph is
+//! being captured, builds no list of pages to unmap when the other segment has no free page,
+//! and the block slab (with the lifetime table indexed by block id) starts with room for
+//! 1,024 blocks instead of being copied at every doubling on the way there. None of this
+//! changes a placement: the peaks, waste and device-malloc figures of the trace tests are
+//! unchanged, and so is the cost of a cache hit. Replay throughput before and after is in the
+//! `trace_replay` bench's docs (`benches/benches/trace_replay.rs`).
 
 mod unmap;
 

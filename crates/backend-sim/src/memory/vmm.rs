@@ -3,6 +3,13 @@
 //! (what makes reserved addresses accessible). The hal's `map_physical` / `unmap_physical`
 //! combine allocating and mapping; ACL's separate `aclrtMallocPhysical` / `aclrtMapMem` use
 //! the parts.
+//!
+//! `map_physical_pages` / `unmap_physical_pages` keep consecutive pages as one run and map or
+//! unmap it at once, ending exactly where the same calls page by page would (errors,
+//! statistics, host time, physical handles); with the timeline on, or when queued work falls
+//! due meanwhile, they go page by page. A run mapped right after a reservation's last run is
+//! appended without a search, and the engine skips idle resource pools and an empty data queue
+//! inline, so the allocator's expandable segments pay little per page on a miss.
 
 use super::mappings::{Mapping, Mappings, Run};
 use super::{Backing, Memory, PageRun, Segment, VMM_GRANULARITY};

@@ -128,8 +128,8 @@ pub fn rms_norm_body(
 }
 
 /// One line naming what [`open`] runs on: the simulator and its profile, or ACL and the
-/// library file ([`describe_acl`]; a load failure is described, not returned: [`open`]
-/// returns it).
+/// library file (`describe_acl`, with the `acl` feature; a load failure is described, not
+/// returned: [`open`] returns it).
 pub fn describe() -> String {
     #[cfg(feature = "acl")]
     return match braid_backend_acl::AclApi::load_or_sim() {

@@ -8,6 +8,13 @@
 //! matmuls (cube units) while the main stream continues with its own element-wise work; the
 //! layer ends when the main stream has waited for the branch and added its result.
 //!
+//! **Inside the capture, the tagged stream starts from the beginning of the capture, not from
+//! where `stream_switch` is called** (TorchAir's rule): its matmuls are ordered after nothing
+//! the main stream captured before them. The event each layer records after its add
+//! (TorchAir's tagged event), and the branch waits on, is what orders the branch after that
+//! add; leave it out and every replay reads the activations before the add wrote them
+//! (silently wrong numbers; only the simulator's race report shows it).
+//!
 //! What the figures show follows from the device profile's cited numbers, never from tuning:
 //! eagerly every kernel costs the host an `eager_launch_ns` and the device waits for the host;
 //! a graph launch costs `graph_launch_ns + nodes × graph_node_ns` and the device runs the
