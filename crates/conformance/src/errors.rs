@@ -4,7 +4,7 @@ use crate::support::{alloc_f32, fill, still_works};
 use crate::{CaseError, Harness};
 use braid_stream_core::hal::{Backend, HalError};
 use braid_stream_core::{
-    f32_bytes, CaptureMode, DeviceSlice, Error, EventFlags, Kernel, KernelError,
+    f32_bytes, CaptureMode, DeviceId, DeviceSlice, Error, EventFlags, Kernel, KernelError,
 };
 
 /// Validation: events, streams and graphs of another device (ordinal 1, or a second device
@@ -21,8 +21,8 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
         s0.wait(&e1),
         Error::WrongDevice {
             what: "event",
-            expected: 0,
-            found: 1
+            expected: DeviceId { ordinal: 0, .. },
+            found: DeviceId { ordinal: 1, .. }
         },
         "waiting on an event of device 1"
     );
@@ -30,8 +30,8 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
         e1.record(&s0),
         Error::WrongDevice {
             what: "stream",
-            expected: 1,
-            found: 0
+            expected: DeviceId { ordinal: 1, .. },
+            found: DeviceId { ordinal: 0, .. }
         },
         "recording an event of device 1 on a stream of device 0"
     );
@@ -39,8 +39,8 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
         s0.wait_stream(&s1),
         Error::WrongDevice {
             what: "stream",
-            expected: 0,
-            found: 1
+            expected: DeviceId { ordinal: 0, .. },
+            found: DeviceId { ordinal: 1, .. }
         },
         "wait_stream across devices"
     );
@@ -48,8 +48,8 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
         d0.use_stream(&s1),
         Error::WrongDevice {
             what: "stream",
-            expected: 0,
-            found: 1
+            expected: DeviceId { ordinal: 0, .. },
+            found: DeviceId { ordinal: 1, .. }
         },
         "use_stream with a stream of device 1"
     );
@@ -70,14 +70,22 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
     let twin = h.device()?;
     let twin_event = twin.create_event(EventFlags::ORDERING)?;
     twin_event.record(&twin.create_stream(0)?)?;
+    let err = s0.wait(&twin_event);
     expect_err!(
-        s0.wait(&twin_event),
+        &err,
         Error::WrongDevice {
             what: "event",
-            expected: 0,
-            found: 0
+            expected: DeviceId { ordinal: 0, .. },
+            found: DeviceId { ordinal: 0, .. }
         },
         "waiting on an event of another device with the same ordinal"
+    );
+    // Their identities differ, and the message names both.
+    ensure!(d0.id() != twin.id(), "two devices, two identities");
+    let text = err.err().map(|e| e.to_string()).unwrap_or_default();
+    ensure!(
+        text.contains(&twin.id().to_string()) && text.contains(&d0.id().to_string()),
+        "the message names both devices: {text}"
     );
 
     // Graphs launch only on their own device.
@@ -89,8 +97,8 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
         graph.launch(&s1),
         Error::WrongDevice {
             what: "stream",
-            expected: 0,
-            found: 1
+            expected: DeviceId { ordinal: 0, .. },
+            found: DeviceId { ordinal: 1, .. }
         },
         "launching a graph of device 0 on device 1"
     );

@@ -9,7 +9,7 @@ use crate::ordering::StreamPosition;
 use crate::state::{BlockingTarget, DeviceState};
 use crate::stream::{Stream, StreamInner};
 use crate::sync::{self, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
-use crate::types::DeviceSlice;
+use crate::types::{DeviceId, DeviceSlice};
 use crate::types::{EventFlags, MemInfo, Priority, StreamId};
 use crate::uses::{Access, UseObserver};
 use std::fmt;
@@ -90,7 +90,7 @@ impl<B: Backend> Clone for Device<B> {
 
 impl<B: Backend> fmt::Debug for Device<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "Device<{}>({})", B::NAME, self.inner.ordinal)
+        write!(f, "Device<{}>({})", B::NAME, self.id())
     }
 }
 
@@ -117,6 +117,15 @@ impl<B: Backend> Device<B> {
     /// The device's ordinal.
     pub fn ordinal(&self) -> u32 {
         self.inner.ordinal
+    }
+
+    /// The device's identity: backend, ordinal and a number unique in the process.
+    pub fn id(&self) -> DeviceId {
+        DeviceId {
+            backend: B::NAME,
+            ordinal: self.inner.ordinal,
+            uid: self.inner.uid,
+        }
     }
 
     /// The backend device, for backend-specific calls (for example the simulator's timeline).
@@ -371,8 +380,8 @@ impl<B: Backend> Device<B> {
         } else {
             Err(Error::WrongDevice {
                 what,
-                expected: self.inner.ordinal,
-                found: other.inner.ordinal,
+                expected: self.id(),
+                found: other.id(),
             })
         }
     }

@@ -3,8 +3,8 @@
 use crate::custom::OpError;
 use crate::hal::HalError;
 use crate::kernel::KernelError;
-use crate::types::DeviceSlice;
 use crate::types::StreamId;
+use crate::types::{DeviceId, DeviceSlice};
 
 /// Everything the front layer can refuse or report. After any of these the device, its streams
 /// and events stay consistent and usable.
@@ -95,14 +95,14 @@ pub enum Error {
     #[error("both events must be recorded before computing elapsed time")]
     EventNotRecorded,
     /// An object of one device was used with another.
-    #[error("{what} belongs to device {found}, but was used with device {expected}")]
+    #[error("{what} belongs to {found}, but was used with {expected}")]
     WrongDevice {
         /// What was passed.
         what: &'static str,
         /// Device of the call.
-        expected: u32,
+        expected: DeviceId,
         /// Device of the object.
-        found: u32,
+        found: DeviceId,
     },
     /// A tagged event's tag is already in use.
     #[error("tagged event tag {0:?} is already in use")]

@@ -73,8 +73,8 @@ pub use memory::{f32_bytes, f32s_from_bytes, DeviceMemory, HostReadback};
 pub use ordering::{CaptureId, Domain, StreamPosition};
 pub use stream::Stream;
 pub use types::{
-    CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
-    StreamId,
+    CaptureMode, CaptureStatus, DeviceId, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo,
+    Priority, StreamId,
 };
 pub use uses::{Access, UseObserver};
 pub use workspace::{Workspace, WorkspaceProvider};

@@ -80,6 +80,29 @@ impl fmt::Display for HostPtr {
     }
 }
 
+/// A device's identity in errors, logs and reports: its backend, its ordinal on the host, and
+/// a number unique in the process (two simulated devices may share an ordinal; their `uid`s
+/// tell them apart).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct DeviceId {
+    /// The backend's name (`sim`, `acl`).
+    pub backend: &'static str,
+    /// The device's ordinal on the host.
+    pub ordinal: u32,
+    /// Unique among the devices this process opened.
+    pub uid: u64,
+}
+
+impl fmt::Display for DeviceId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} device {} (#{})",
+            self.backend, self.ordinal, self.uid
+        )
+    }
+}
+
 /// A byte range of device memory: what a kernel, copy or memset reads or writes.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
 pub struct DeviceSlice {
