@@ -99,6 +99,21 @@ fn keep(loaded: Loaded<AclFunctions>) -> &'static AclApi {
 }
 
 impl AclApi {
+    /// `aclGetRecentErrMsg`'s text for this thread ("" when there is none).
+    pub fn recent_error_message(&self) -> String {
+        // SAFETY: no arguments; the returned pointer is null or a NUL-terminated string valid
+        // until the next call on this thread, and it is copied at once.
+        let msg = unsafe { (self.aclGetRecentErrMsg)() };
+        if msg.is_null() {
+            String::new()
+        } else {
+            // SAFETY: non-null, NUL-terminated (ACL's contract), read before any other call.
+            unsafe { std::ffi::CStr::from_ptr(msg) }
+                .to_string_lossy()
+                .into_owned()
+        }
+    }
+
     /// The file the table was resolved from.
     pub fn path(&self) -> &Path {
         &self.path

@@ -174,17 +174,7 @@ fn stream_ptr(h: Handle) -> *mut c_void {
 /// library (or null for the default stream) and out pointers to live locals.
 impl AclCalls for ApiRef {
     fn recent_error_message(&self) -> String {
-        // SAFETY: no arguments; the returned pointer is null or a NUL-terminated string valid
-        // until the next call on this thread, and it is copied at once.
-        let msg = unsafe { (self.0.aclGetRecentErrMsg)() };
-        if msg.is_null() {
-            String::new()
-        } else {
-            // SAFETY: non-null, NUL-terminated (ACL's contract), read before any other call.
-            unsafe { CStr::from_ptr(msg) }
-                .to_string_lossy()
-                .into_owned()
-        }
+        self.0.recent_error_message()
     }
 
     fn init(&self) -> aclError {

@@ -29,7 +29,7 @@ use braid_acl_sys::aclnn::{
 };
 use braid_acl_sys::loader::{self, LoadError, Loaded};
 use std::collections::HashMap;
-use std::ffi::{CStr, OsString};
+use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
@@ -123,17 +123,7 @@ impl AclnnApi {
 
     /// `aclGetRecentErrMsg`'s text ("" when there is none).
     pub fn recent_error_message(&self) -> String {
-        // SAFETY: no arguments; the pointer is null or a NUL-terminated string valid until the
-        // next call on this thread, copied at once.
-        let msg = unsafe { (self.acl.aclGetRecentErrMsg)() };
-        if msg.is_null() {
-            String::new()
-        } else {
-            // SAFETY: non-null and NUL-terminated (ACL's contract).
-            unsafe { CStr::from_ptr(msg) }
-                .to_string_lossy()
-                .into_owned()
-        }
+        self.acl.recent_error_message()
     }
 
     /// `Ok` for `ACLNN_SUCCESS`, else the typed error of `call`: the status, its name and
