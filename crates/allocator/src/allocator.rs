@@ -294,14 +294,7 @@ impl<B: Backend> CachingAllocator<B> {
     /// the configured limit) cannot provide the memory after the out-of-memory ladder, the error
     /// is [`AllocError::OutOfMemory`] and the allocator stays usable.
     pub fn alloc(&self, size: u64, stream: &Stream<B>) -> Result<DeviceBuffer<B>, AllocError> {
-        if !stream.device().same_as(&self.inner.device) {
-            return Err(AllocError::InvalidArgument(format!(
-                "stream {} belongs to device {}, the allocator to device {}",
-                stream.id(),
-                stream.device().ordinal(),
-                self.inner.device.ordinal()
-            )));
-        }
+        self.check_device("alloc", stream)?;
         if size == 0 {
             self.inner.lock().keepalive.buffer_created(&self.inner);
             return Ok(DeviceBuffer::empty(&self.inner, stream.id()));
@@ -383,6 +376,7 @@ impl<B: Backend> CachingAllocator<B> {
         stream: &Stream<B>,
     ) -> Result<(), AllocError> {
         self.check_owner(buffer)?;
+        self.check_device("record_stream", stream)?;
         if let Some(block) = buffer.block() {
             self.inner.lock().record_stream(block, stream);
         }
@@ -405,6 +399,7 @@ impl<B: Backend> CachingAllocator<B> {
         stream: &Stream<B>,
     ) -> Result<(), AllocError> {
         self.check_owner(buffer)?;
+        self.check_device("erase_stream", stream)?;
         if let Some(block) = buffer.block() {
             self.inner.lock().erase_stream(block, stream.id());
         }
@@ -645,6 +640,20 @@ impl<B: Backend> CachingAllocator<B> {
     /// debugging. Returns a description of the first problem found.
     pub fn check_invariants(&self) -> Result<(), String> {
         self.inner.lock().check_invariants()
+    }
+
+    /// Refuses a stream of another device (no peer relation is modelled).
+    fn check_device(&self, call: &'static str, stream: &Stream<B>) -> Result<(), AllocError> {
+        if stream.device().same_as(&self.inner.device) {
+            Ok(())
+        } else {
+            Err(AllocError::WrongDevice {
+                call,
+                stream: stream.id(),
+                stream_device: stream.device().id(),
+                allocator_device: self.inner.device.id(),
+            })
+        }
     }
 
     fn check_owner(&self, buffer: &DeviceBuffer<B>) -> Result<(), AllocError> {

@@ -2,7 +2,7 @@
 
 use crate::stats::format_size;
 use braid_stream_core::hal::HalError;
-use braid_stream_core::StreamId;
+use braid_stream_core::{DeviceId, StreamId};
 use std::fmt;
 
 /// Everything the allocator can refuse or report. After any of these the allocator is
@@ -44,10 +44,23 @@ pub enum AllocError {
     /// A memory fraction outside (0, 1].
     #[error("invalid memory fraction {0}: it must be in (0, 1]")]
     InvalidMemoryFraction(f64),
-    /// A stream or buffer range that does not belong to this allocator's device, or a
-    /// sub-range outside the buffer.
+    /// A buffer of another allocator, or a sub-range outside the buffer.
     #[error("{0}")]
     InvalidArgument(String),
+    /// A stream of another device was given to this allocator's device: to allocate on, or
+    /// to record a use of a buffer on. Using one device's memory on another device's stream
+    /// needs a peer relation braid does not model yet.
+    #[error("{call}: stream {stream} belongs to {stream_device}, the allocator's memory to {allocator_device}")]
+    WrongDevice {
+        /// The call refused (`alloc`, `record_stream`, `erase_stream`).
+        call: &'static str,
+        /// The stream.
+        stream: StreamId,
+        /// Its device.
+        stream_device: DeviceId,
+        /// The allocator's device.
+        allocator_device: DeviceId,
+    },
     /// A diversion into a pool that already has one (PyTorch: "already recording to mempool").
     #[error("private pool {pool} is already being allocated to by another diversion or capture")]
     PoolBusy {

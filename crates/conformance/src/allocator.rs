@@ -1214,7 +1214,8 @@ pub fn config_errors_are_typed<B: Backend>(h: &Harness<B>) -> Result<(), CaseErr
     allocator_works(&alloc)
 }
 
-/// Invalid arguments: a stream of another device, a buffer or pool of another allocator, a
+/// Invalid arguments: a stream of another device is `WrongDevice` naming both devices (for
+/// `alloc`, `record_stream` and `erase_stream`); a buffer or pool of another allocator, a
 /// range outside the buffer are `InvalidArgument`; a second diversion is `PoolBusy`; a tagged
 /// stream with another priority is `AllocError::Stream(TagPriorityMismatch)`. After each the
 /// allocator works.
@@ -1223,16 +1224,41 @@ pub fn invalid_arguments_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseE
     let alloc = allocator(&device, AllocatorConfig::new())?;
     let s = device.create_stream(0)?;
 
-    // A second device handle, even with the same ordinal, is another device.
+    // A second device handle, even with the same ordinal, is another device: allocating on
+    // its stream, or recording or erasing a use of a buffer there, names both devices.
     let twin = h.device()?;
+    let twin_stream = twin.create_stream(0)?;
     expect_err!(
-        alloc.alloc(16, &twin.create_stream(0)?),
-        AllocError::InvalidArgument(_),
+        alloc.alloc(16, &twin_stream),
+        AllocError::WrongDevice { call: "alloc", .. },
         "a stream of another device"
     );
     allocator_works(&alloc)?;
 
     let buf = alloc.alloc(100, &s)?;
+    let err = buf.record_stream(&twin_stream);
+    expect_err!(
+        &err,
+        AllocError::WrongDevice {
+            call: "record_stream",
+            ..
+        },
+        "record_stream on a stream of another device"
+    );
+    let text = err.err().map(|e| e.to_string()).unwrap_or_default();
+    ensure!(
+        text.contains(&twin.id().to_string()) && text.contains(&device.id().to_string()),
+        "the error names both devices: {text}"
+    );
+    expect_err!(
+        buf.erase_stream(&twin_stream),
+        AllocError::WrongDevice {
+            call: "erase_stream",
+            ..
+        },
+        "erase_stream on a stream of another device"
+    );
+    allocator_works(&alloc)?;
     ensure_eq!(buf.slice().len, 100, "length of a buffer's slice");
     ensure_eq!(
         buf.range(10, 20)?.ptr.0,
