@@ -148,7 +148,8 @@ pub fn trace_files() -> Vec<std::path::PathBuf> {
 }
 
 /// One piece of device work on a buffer: a `Fill` kernel where the backend runs braid's
-/// kernels, else a memset (ACL on CANN, where kernels are not supported yet).
+/// kernels, else a memset (a backend that refuses braid's kernels, for example ACL without
+/// the aclnn libraries).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub enum Work {
     /// `Kernel::Fill`.

@@ -1,7 +1,7 @@
 //! The harness cases run in, their error type, and the "device still works" check.
 
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{f32_bytes, Device, Kernel, Stream};
+use braid_stream_core::{f32_bytes, DType, Device, DeviceSlice, Kernel, Stream};
 use std::fmt;
 use std::panic::Location;
 use std::sync::Arc;
@@ -16,15 +16,43 @@ pub const LONG_WORK_NS: u64 = 50_000_000;
 pub type DeviceFactory<B> =
     Arc<dyn Fn(u32) -> braid_stream_core::Result<Device<B>> + Send + Sync + 'static>;
 
-/// What a case runs against: a factory of fresh devices of backend `B`.
+/// What the suite's user operator `y = factor * x` works on, handed to the backend's
+/// [`ScaleBodyFactory`].
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct ScaleOpArgs {
+    /// The input: `elements` values of `dtype`.
+    pub x: DeviceSlice,
+    /// The output, as long as `x` (not overlapping it).
+    pub y: DeviceSlice,
+    /// Number of elements.
+    pub elements: u64,
+    /// The data type of `x` and `y`.
+    pub dtype: DType,
+    /// The multiplier.
+    pub factor: f32,
+    /// Workspace the launching stream handed out for the operator ([`Stream::workspace`]);
+    /// a body that needs more refuses with an error.
+    pub workspace: DeviceSlice,
+}
+
+/// Makes the body of the suite's user operator `y = factor * x` on backend `B` (a host
+/// function on the simulator, a native-stream closure on ACL). An `Err` names why the backend
+/// cannot make one.
+pub type ScaleBodyFactory<B> =
+    Arc<dyn Fn(ScaleOpArgs) -> Result<Arc<<B as Backend>::OpBody>, String> + Send + Sync + 'static>;
+
+/// What a case runs against: a factory of fresh devices of backend `B`, and the backend's body
+/// for the suite's user operator.
 pub struct Harness<B: Backend> {
     factory: DeviceFactory<B>,
+    scale_body: Option<ScaleBodyFactory<B>>,
 }
 
 impl<B: Backend> Clone for Harness<B> {
     fn clone(&self) -> Self {
         Harness {
             factory: self.factory.clone(),
+            scale_body: self.scale_body.clone(),
         }
     }
 }
@@ -43,7 +71,30 @@ impl<B: Backend> Harness<B> {
     {
         Harness {
             factory: Arc::new(factory),
+            scale_body: None,
         }
+    }
+
+    /// This harness with `bodies` making the body of the suite's user operator
+    /// `y = factor * x` (the cases with a computing user operator fail without one).
+    pub fn with_scale_body<F>(mut self, bodies: F) -> Self
+    where
+        F: Fn(ScaleOpArgs) -> Result<Arc<B::OpBody>, String> + Send + Sync + 'static,
+    {
+        self.scale_body = Some(Arc::new(bodies));
+        self
+    }
+
+    /// The backend's body of `y = factor * x` over `args`.
+    #[track_caller]
+    pub fn scale_body(&self, args: ScaleOpArgs) -> Result<Arc<B::OpBody>, CaseError> {
+        let Some(bodies) = &self.scale_body else {
+            return Err(CaseError::new(format!(
+                "the {} harness has no user-operator body (Harness::with_scale_body)",
+                B::NAME
+            )));
+        };
+        bodies(args).map_err(|e| CaseError::new(format!("making the scale body failed: {e}")))
     }
 
     /// A fresh device with ordinal 0.

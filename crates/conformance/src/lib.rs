@@ -16,9 +16,11 @@
 //! use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
 //! use braid_stream_core::Device;
 //!
-//! braid_conformance::conformance_tests!(SimBackend, |ordinal| {
-//!     Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal)))
-//! });
+//! braid_conformance::conformance_tests!(
+//!     SimBackend,
+//!     |ordinal| Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal))),
+//!     scale_body = sim_scale_body, // the user operator's host body
+//! );
 //! ```
 //!
 //! One case can also be run on its own:
@@ -51,13 +53,17 @@ pub mod errors;
 pub mod events;
 pub mod graph;
 mod harness;
+pub mod kernels;
 pub mod memory;
 pub mod ordering;
 pub mod pinned;
 pub mod streams;
 pub mod tags;
 
-pub use harness::{check_device_works, CaseError, DeviceFactory, Harness, LONG_WORK_NS};
+pub use harness::{
+    check_device_works, CaseError, DeviceFactory, Harness, ScaleBodyFactory, ScaleOpArgs,
+    LONG_WORK_NS,
+};
 
 /// The one list of cases, by module. Calls `$crate::$callback!` with `{ args }` followed by the
 /// list, so every generated artefact (tests, [`CASES`], [`run_all`]) comes from here.
@@ -102,6 +108,10 @@ macro_rules! __with_cases {
             custom_ops: [
                 bad_operator_declarations_are_typed_errors,
                 foreign_work_takes_its_own_position,
+                user_operator_with_a_body_captures_and_replays,
+            ],
+            kernels: [
+                every_kernel_in_every_dtype,
             ],
             context: [
                 nested_guards_restore_on_drop,
@@ -235,18 +245,26 @@ __with_cases!(__define_registry {});
 ///
 /// `$backend` is the backend type and `$factory` an expression usable as
 /// `Fn(u32) -> braid_stream_core::Result<Device<$backend>> + Send + Sync + 'static`: given an
-/// ordinal it opens a fresh device. Tests are grouped in modules named like the suite's
-/// (`streams`, `events`, `capture`, …); the factory is resolved in the invoking module.
+/// ordinal it opens a fresh device. `scale_body = $bodies` makes the body of the suite's user
+/// operator `y = factor * x` on this backend (see [`Harness::with_scale_body`]). Tests are
+/// grouped in modules named like the suite's (`streams`, `events`, `capture`, …); the factory
+/// and the bodies are resolved in the invoking module.
 ///
 /// ```ignore
-/// braid_conformance::conformance_tests!(SimBackend, |ordinal| {
-///     Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal)))
-/// });
+/// braid_conformance::conformance_tests!(
+///     SimBackend,
+///     |ordinal| Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal))),
+///     scale_body = sim_scale_body,
+/// );
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {
-    ($backend:ty, $factory:expr $(,)?) => {
-        $crate::__with_cases!(__conformance_tests_impl { $backend, $factory });
+    ($backend:ty, $factory:expr, scale_body = $bodies:expr $(,)?) => {
+        $crate::__with_cases!(__conformance_tests_impl {
+            $backend,
+            $factory,
+            $bodies
+        });
     };
 }
 
@@ -254,7 +272,7 @@ macro_rules! conformance_tests {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_tests_impl {
-    ({ $backend:ty, $factory:expr } $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
+    ({ $backend:ty, $factory:expr, $bodies:expr } $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
         $(
             mod $module {
                 #[allow(unused_imports)]
@@ -262,7 +280,8 @@ macro_rules! __conformance_tests_impl {
                 $(
                     #[test]
                     fn $case() {
-                        let harness = $crate::Harness::<$backend>::new($factory);
+                        let harness =
+                            $crate::Harness::<$backend>::new($factory).with_scale_body($bodies);
                         if let Err(err) =
                             $crate::run_case(&harness, $crate::$module::$case::<$backend>)
                         {

@@ -4,7 +4,8 @@ use crate::harness::{check_device_works, CaseError, LONG_WORK_NS};
 use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{
-    f32_bytes, CaptureId, Device, DeviceMemory, DeviceSlice, Domain, Kernel, Stream, StreamPosition,
+    f32_bytes, CaptureId, DType, Device, DeviceMemory, DeviceSlice, Domain, Kernel, Stream,
+    StreamPosition,
 };
 
 /// Fails the case with a formatted message unless `cond` holds.
@@ -201,4 +202,23 @@ pub(crate) fn capture_id<B: Backend>(stream: &Stream<B>) -> Result<CaptureId, Ca
         Domain::Capture(id) => Ok(id),
         Domain::Eager => Err(CaseError::new(format!("{stream:?} is not capturing"))),
     }
+}
+
+/// Reads `slice` back in `dtype` after `stream`'s work and compares it exactly.
+#[track_caller]
+pub(crate) fn expect_values<B: Backend>(
+    stream: &Stream<B>,
+    slice: DeviceSlice,
+    dtype: DType,
+    want: &[f32],
+    what: &str,
+) -> Result<(), CaseError> {
+    let got = stream.copy_d2h(slice)?.wait_as(dtype)?;
+    ensure_eq!(got.len(), want.len(), "{what} in {dtype}: element count");
+    if let Some((i, (g, w))) = got.iter().zip(want).enumerate().find(|(_, (g, w))| g != w) {
+        return Err(CaseError::new(format!(
+            "{what} in {dtype}: element {i} is {g}, expected {w}"
+        )));
+    }
+    Ok(())
 }

@@ -1,20 +1,37 @@
 //! The conformance suite on the simulated backend (data mode, so kernels really compute).
 
-use braid_backend_sim::{SimBackend, SimConfig, SimDevice, SimMode};
+use braid_backend_sim::{host_op, HostOpFn, SimBackend, SimConfig, SimDevice, SimMode};
+use braid_conformance::ScaleOpArgs;
 use braid_stream_core::Device;
+use std::sync::Arc;
 
-braid_conformance::conformance_tests!(SimBackend, |ordinal| {
-    Device::new(SimDevice::new(
+/// The suite's user operator `y = factor * x` on the simulator: a host function over the
+/// declared ranges, rounding each product to the operator's data type.
+fn sim_scale_body(args: ScaleOpArgs) -> Result<Arc<HostOpFn>, String> {
+    Ok(host_op(move |inputs, outputs| {
+        let mut bytes = Vec::with_capacity(outputs[0].len());
+        for v in args.dtype.decode(inputs[0]) {
+            args.dtype.push(&mut bytes, args.factor * v);
+        }
+        outputs[0].copy_from_slice(&bytes);
+    }))
+}
+
+braid_conformance::conformance_tests!(
+    SimBackend,
+    |ordinal| Device::new(SimDevice::new(
         SimConfig::new().ordinal(ordinal).mode(SimMode::Data),
-    ))
-});
+    )),
+    scale_body = sim_scale_body,
+);
 
 /// The CLI entry point runs the same cases and they all pass.
 #[test]
 fn run_all_passes_every_case() {
     let harness = braid_conformance::Harness::<SimBackend>::new(|ordinal| {
         Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal)))
-    });
+    })
+    .with_scale_body(sim_scale_body);
     let results = braid_conformance::run_all(&harness);
     assert_eq!(results.len(), braid_conformance::CASES.len());
     let failed: Vec<String> = results
@@ -22,4 +39,16 @@ fn run_all_passes_every_case() {
         .filter_map(|(name, r)| r.as_ref().err().map(|e| format!("{name}: {e}")))
         .collect();
     assert!(failed.is_empty(), "failed cases:\n{}", failed.join("\n"));
+}
+
+/// Without a body the user-operator case fails, naming what is missing.
+#[test]
+fn user_operator_case_needs_a_body() {
+    let harness = braid_conformance::Harness::<SimBackend>::new(|ordinal| {
+        Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal)))
+    });
+    let err =
+        braid_conformance::custom_ops::user_operator_with_a_body_captures_and_replays(&harness)
+            .expect_err("no body, no case");
+    assert!(err.message.contains("with_scale_body"), "{err}");
 }
