@@ -53,9 +53,9 @@ fn borrowed_handles_order_braid_work_and_outlive_their_wrappers() {
     assert_eq!(hal_event.as_raw(), raw_event);
     let adopted = dev.adopt_stream(hal_stream, 0);
     let event = dev.adopt_event(hal_event, EventFlags::ORDERING);
-    // The round trip: braid's stream gives the handle back (the event's was checked on its
-    // wrapper above: a braid `Event` does not expose its backend event).
+    // The round trip: braid's stream and event give the handles back.
     assert_eq!(adopted.hal().as_raw(), raw_stream);
+    assert_eq!(event.hal().as_raw(), raw_event);
 
     let bytes = (ELEMENTS * 4) as u64;
     let (x, y) = (dev.alloc(bytes).unwrap(), dev.alloc(bytes).unwrap());

@@ -89,6 +89,12 @@ impl<B: Backend> Event<B> {
         &self.device
     }
 
+    /// The backend event, for backend-specific calls (on ACL, `hal().as_raw()` is the native
+    /// `aclrtEvent` another library can record or wait on).
+    pub fn hal(&self) -> &B::Event {
+        &self.inner.hal
+    }
+
     /// The flags the event was created with.
     pub fn flags(&self) -> EventFlags {
         self.inner.flags
