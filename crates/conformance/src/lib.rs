@@ -197,6 +197,7 @@ macro_rules! __with_cases {
                 runner_recaptures_moved_inputs,
                 runners_share_a_user_pool,
                 runner_on_tagged_streams_matches_eager,
+                shared_pool_replay_order_is_checked,
             ],
         }
     };
