@@ -70,6 +70,22 @@ fn subtract(spans: Vec<Span>, cut: Span) -> Vec<Span> {
     spans.into_iter().flat_map(|s| s.minus(cut)).collect()
 }
 
+/// Adds `new` to the sorted, disjoint `spans`, merging what it overlaps or touches (a graph
+/// writes the same blocks many times: the set stays as small as the blocks written).
+fn insert_merged(spans: &mut Vec<Span>, new: Span) {
+    let mut merged = new;
+    spans.retain(|s| {
+        let apart = s.end < merged.start || s.start > merged.end;
+        if !apart {
+            merged.start = merged.start.min(s.start);
+            merged.end = merged.end.max(s.end);
+        }
+        apart
+    });
+    let at = spans.partition_point(|s| s.start < merged.start);
+    spans.insert(at, merged);
+}
+
 /// Collects the ranges the work of one capture reads and writes, in submission order.
 pub(crate) struct AccessRecorder {
     capture: CaptureId,
@@ -106,7 +122,7 @@ impl UseObserver for AccessRecorder {
 pub(crate) struct Footprint {
     /// Bytes the graph reads that another graph of the pool wrote, with that graph's index.
     pub needs: Vec<(Span, u32)>,
-    /// Bytes of the pool the graph writes.
+    /// Bytes of the pool the graph writes (sorted, disjoint).
     pub writes: Vec<Span>,
 }
 
@@ -123,9 +139,11 @@ impl Footprint {
         let mut fp = Footprint::default();
         for &(span, access) in accesses {
             match access {
-                Access::Write => fp
-                    .writes
-                    .extend(pool_segments.iter().filter_map(|seg| seg.intersect(span))),
+                Access::Write => {
+                    for piece in pool_segments.iter().filter_map(|seg| seg.intersect(span)) {
+                        insert_merged(&mut fp.writes, piece);
+                    }
+                }
                 Access::Read => {
                     let mut open: Vec<Span> = live_at_begin
                         .iter()
@@ -189,7 +207,14 @@ impl Ledger {
                 continue;
             };
             if overlap.start > next {
-                break;
+                return Some(Conflict {
+                    span: Span {
+                        start: next,
+                        end: overlap.start,
+                    },
+                    producer,
+                    overwritten_by: None,
+                });
             }
             if writer != producer {
                 return Some(Conflict {
@@ -261,6 +286,37 @@ mod tests {
         // 40..50 was not live; 20..30 was written first by the graph itself.
         assert_eq!(fp.needs, vec![(sp(5, 10), 2), (sp(0, 5), 1)]);
         assert_eq!(fp.writes, vec![sp(20, 30)]);
+    }
+
+    #[test]
+    fn writes_merge_into_disjoint_sorted_spans() {
+        let mut spans = Vec::new();
+        for s in [sp(20, 30), sp(0, 10), sp(25, 40), sp(10, 12), sp(50, 60)] {
+            insert_merged(&mut spans, s);
+        }
+        assert_eq!(spans, vec![sp(0, 12), sp(20, 40), sp(50, 60)]);
+    }
+
+    #[test]
+    fn a_gap_in_the_ledger_is_never_written() {
+        let mut ledger = Ledger::default();
+        let writes = |spans: Vec<Span>| Footprint {
+            needs: Vec::new(),
+            writes: spans,
+        };
+        ledger.apply(&writes(vec![sp(0, 4), sp(6, 10)]), 1);
+        let need = Footprint {
+            needs: vec![(sp(0, 10), 1)],
+            writes: Vec::new(),
+        };
+        assert_eq!(
+            ledger.check(&need),
+            Some(Conflict {
+                span: sp(4, 6),
+                producer: 1,
+                overwritten_by: None
+            })
+        );
     }
 
     #[test]
