@@ -526,6 +526,9 @@ impl Registry {
             .sim
             .create_event(EventFlags {
                 timing: flags & ACL_EVENT_TIME_LINE != 0,
+                // External events are not modelled through acl-sim: braid's ACL backend
+                // refuses them before any call (see its `create_event`).
+                external: false,
             })
             .map_err(|e| sim_fail("aclrtCreateEventExWithFlag", e))?;
         let h = self.handle();

@@ -478,6 +478,14 @@ impl hal::Device for AclDevice {
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<AclEvent, HalError> {
+        // External events (graph-to-graph record and wait nodes) exist in ACL only as the
+        // `ACL_EVENT_RECORD_EXTERNAL` / `ACL_EVENT_WAIT_EXTERNAL` task parameters of recent
+        // CANN releases, which braid does not bind yet: refused before any runtime call.
+        if flags.external {
+            return Err(HalError::Unsupported(
+                "external events (record and wait nodes between graphs) on the ACL backend",
+            ));
+        }
         let sh = &self.shared;
         sh.bind()?;
         // SYNC: waitable and usable in capture; TIME_LINE: timestamps for elapsed time.

@@ -398,3 +398,15 @@ fn a_missing_aclnn_library_or_symbol_is_named() {
         "{err}"
     );
 }
+
+/// External events (graph-to-graph record and wait nodes) are not bound on the ACL backend: a
+/// typed `Unsupported` before any runtime call, and the device keeps working.
+#[test]
+fn external_events_are_unsupported() {
+    let dev = open(0);
+    assert!(matches!(
+        dev.create_event(EventFlags::EXTERNAL),
+        Err(HalError::Unsupported(_))
+    ));
+    assert!(dev.create_event(EventFlags::ORDERING).is_ok());
+}

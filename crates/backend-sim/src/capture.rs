@@ -25,6 +25,29 @@ pub(crate) struct Capture {
     pub members: BTreeSet<u32>,
     /// Nodes so far, in topological order by construction.
     pub nodes: Vec<Node>,
+    /// External events recorded and waited on so far.
+    pub external: ExternalEvents,
+}
+
+/// The external events ([`braid_stream_core::EventFlags::EXTERNAL`]) a graph records and waits
+/// on, by event index. At each launch the graph waits for every waited event's last record
+/// before its first node starts, and records every recorded event once its last node is done:
+/// the whole launch is ordered after the waits and before the records, which is what the
+/// front layer's model says (coarser than CUDA, which places each at its node).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct ExternalEvents {
+    /// Events each launch records at its end.
+    pub records: Vec<usize>,
+    /// Events each launch waits on at its start.
+    pub waits: Vec<usize>,
+}
+
+impl ExternalEvents {
+    /// Adds `other`'s events (a graph launched into a capture).
+    pub fn extend(&mut self, other: &ExternalEvents) {
+        self.records.extend_from_slice(&other.records);
+        self.waits.extend_from_slice(&other.waits);
+    }
 }
 
 /// A stream's part in a capture.

@@ -9,7 +9,7 @@
 //! synchronization edge and every allocation change; the trace log ([`crate::trace`]) records
 //! host calls, event flows and memory counters when the timeline is on.
 
-use crate::capture::{self, Capture, Node, StreamCapture};
+use crate::capture::{self, Capture, ExternalEvents, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
 use crate::fault::{CallKind, FaultState};
 use crate::host::HostHeap;
@@ -22,7 +22,9 @@ use crate::sanitizer::report::{OpInfo, OpRef, RaceReport};
 use crate::sanitizer::{Sanitizer, SanitizerMode};
 use crate::timeline::{OpRecord, SimStats};
 use crate::trace::{self, Flow, HostSlice, Marker, MemorySample, TraceLog};
-use braid_stream_core::capture_rule::{capture_wait, RecordSite};
+use braid_stream_core::capture_rule::{
+    capture_record, capture_wait, RecordOutcome, RecordSite, WaitOutcome,
+};
 use braid_stream_core::hal::{page_of_run, HalError};
 use braid_stream_core::kernel::{ComputeUnit, Kernel};
 use braid_stream_core::types::{
@@ -57,6 +59,8 @@ enum EventRecord {
 #[derive(Debug)]
 struct EventState {
     timing: bool,
+    /// An external event: record and wait nodes inside captures.
+    external: bool,
     record: EventRecord,
     /// Stream and time of the last eager record (for timeline flows).
     recorded_on: Option<(u32, u64)>,
@@ -262,6 +266,7 @@ impl Engine {
         self.host_call("create_event");
         self.events.push(EventState {
             timing: flags.timing,
+            external: flags.external,
             record: EventRecord::Never,
             recorded_on: None,
         });
@@ -654,36 +659,40 @@ impl Engine {
     /// Records event `e` at stream `s`'s current position.
     pub fn record(&mut self, s: u32, e: usize) -> Result<(), HalError> {
         self.tick(self.config.profile.eager_launch_ns, "record");
-        self.event(e)?;
-        let host = self.host_ns;
+        let external = self.event(e)?.external;
         let st = self.stream(s)?;
-        let record = match &st.capture {
-            Some(sc) => EventRecord::Captured {
-                capture: sc.id,
-                frontier: sc.frontier.clone(),
-            },
-            None => EventRecord::At(st.tail.max(host)),
-        };
-        match record {
-            EventRecord::At(t) => {
-                self.sanitizer.record(s, e);
-                self.events[e].recorded_on = Some((s, t));
-                if self.config.record_timeline {
-                    self.trace.markers.push(Marker {
-                        stream: s,
-                        name: format!("record e{e}"),
-                        start_ns: t,
-                        end_ns: t,
-                    });
-                }
+        let capture = st.capture.as_ref().map(|sc| (sc.id, sc.frontier.clone()));
+        match (capture_record(capture.is_some(), external), capture) {
+            (RecordOutcome::RecordNode, _) => {
+                self.with_frontier(s, |cap, _| cap.external.records.push(e))
             }
-            _ => {
+            (RecordOutcome::Recorded, Some((capture, frontier))) => {
                 self.sanitizer.record_captured(e);
                 self.events[e].recorded_on = None;
+                self.events[e].record = EventRecord::Captured { capture, frontier };
+                Ok(())
+            }
+            (RecordOutcome::Recorded, None) => {
+                let t = st.tail.max(self.host_ns);
+                self.record_at(s, e, t);
+                Ok(())
             }
         }
-        self.events[e].record = record;
-        Ok(())
+    }
+
+    /// Records event `e` eagerly on stream `s`, completing at `t`.
+    fn record_at(&mut self, s: u32, e: usize, t: u64) {
+        self.sanitizer.record(s, e);
+        self.events[e].recorded_on = Some((s, t));
+        if self.config.record_timeline {
+            self.trace.markers.push(Marker {
+                stream: s,
+                name: format!("record e{e}"),
+                start_ns: t,
+                end_ns: t,
+            });
+        }
+        self.events[e].record = EventRecord::At(t);
     }
 
     /// Makes later work on stream `s` wait for event `e`'s last record.
@@ -708,7 +717,12 @@ impl Engine {
                 live: captures.contains_key(capture),
             },
         };
-        capture_wait(st.capture.as_ref().map(|c| c.id), site).map_err(HalError::CaptureRefused)?;
+        let external = self.events[e].external;
+        let outcome = capture_wait(st.capture.as_ref().map(|c| c.id), site, external)
+            .map_err(HalError::CaptureRefused)?;
+        if outcome == WaitOutcome::WaitNode {
+            return self.with_frontier(s, |cap, _| cap.external.waits.push(e));
+        }
         match (&mut st.capture, record) {
             (_, EventRecord::Never) => {}
             (None, EventRecord::At(t)) => {
@@ -855,14 +869,15 @@ impl Engine {
                 mode,
                 members: BTreeSet::from([s]),
                 nodes: Vec::new(),
+                external: ExternalEvents::default(),
             },
         );
         tracing::debug!(stream = s, capture = id, ?mode, "sim capture begin");
         Ok(())
     }
 
-    /// Ends the capture whose origin is `s` and returns its nodes.
-    pub fn end_capture(&mut self, s: u32) -> Result<Vec<Node>, HalError> {
+    /// Ends the capture whose origin is `s` and returns its nodes and external events.
+    pub fn end_capture(&mut self, s: u32) -> Result<(Vec<Node>, ExternalEvents), HalError> {
         self.host_call("end_capture");
         let Some(sc) = &self.stream(s)?.capture else {
             return Err(invalid(format!("stream {s} is not capturing")));
@@ -891,7 +906,7 @@ impl Engine {
             members = cap.members.len(),
             "sim capture end"
         );
-        Ok(cap.nodes)
+        Ok((cap.nodes, cap.external))
     }
 
     /// Capture status of stream `s`.
@@ -904,15 +919,29 @@ impl Engine {
         })
     }
 
-    /// Replays `nodes` on stream `s` (or records them into `s`'s capture).
-    pub fn launch_graph(&mut self, s: u32, nodes: &[Node]) -> Result<(), HalError> {
+    /// Replays `nodes` on stream `s` (or records them into `s`'s capture), after the last
+    /// record of each of `external`'s waited events; records its recorded events at the end.
+    pub fn launch_graph(
+        &mut self,
+        s: u32,
+        nodes: &[Node],
+        external: &ExternalEvents,
+    ) -> Result<(), HalError> {
         let p = &self.config.profile;
         let cost = p
             .graph_launch_ns
             .saturating_add((nodes.len() as u64).saturating_mul(p.graph_node_ns));
         self.tick(cost, "graph_launch");
         if self.stream(s)?.capture.is_some() {
-            return self.with_frontier(s, |cap, frontier| cap.add_graph(nodes, frontier));
+            return self.with_frontier(s, |cap, frontier| {
+                cap.add_graph(nodes, frontier);
+                cap.external.extend(external);
+            });
+        }
+        for &e in &external.waits {
+            // Recorded eagerly or by a launch, never in a capture: the rule lets an eager
+            // stream wait on it.
+            self.wait(s, e)?;
         }
         let base = self.host_ns.max(self.stream(s)?.tail);
         let mut replay = self.sanitizer.begin_replay(s);
@@ -943,6 +972,10 @@ impl Engine {
         let end = ends.iter().fold(base, |a, &b| a.max(b));
         let st = self.stream_mut(s)?;
         st.tail = st.tail.max(end);
+        let tail = st.tail;
+        for &e in &external.records {
+            self.record_at(s, e, tail);
+        }
         self.graph_launches += 1;
         match first_report {
             Some(r) if self.sanitizer.mode() == SanitizerMode::Abort => Err(sanitizer_error(&r)),

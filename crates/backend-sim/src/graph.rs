@@ -1,6 +1,6 @@
 //! [`SimGraph`]: the hal graph.
 
-use crate::capture::Node;
+use crate::capture::{ExternalEvents, Node};
 use crate::device::{checked, same_device, Shared};
 use crate::fault::CallKind;
 use crate::stream::SimStream;
@@ -15,6 +15,7 @@ use std::sync::Arc;
 pub struct SimGraph {
     shared: Shared,
     nodes: Arc<[Node]>,
+    external: Arc<ExternalEvents>,
 }
 
 impl fmt::Debug for SimGraph {
@@ -26,10 +27,11 @@ impl fmt::Debug for SimGraph {
 }
 
 impl SimGraph {
-    pub(crate) fn new(shared: Shared, nodes: Vec<Node>) -> Self {
+    pub(crate) fn new(shared: Shared, nodes: Vec<Node>, external: ExternalEvents) -> Self {
         SimGraph {
             shared,
             nodes: nodes.into(),
+            external: Arc::new(external),
         }
     }
 
@@ -47,7 +49,11 @@ impl hal::Graph for SimGraph {
 
     fn launch(&self, stream: &SimStream) -> Result<(), HalError> {
         same_device(&self.shared, &stream.shared)?;
-        checked(&self.shared, CallKind::GraphLaunch)?.launch_graph(stream.index(), &self.nodes)
+        checked(&self.shared, CallKind::GraphLaunch)?.launch_graph(
+            stream.index(),
+            &self.nodes,
+            &self.external,
+        )
     }
 
     fn node_count(&self) -> usize {

@@ -173,11 +173,11 @@ impl hal::Stream for SimStream {
         // A failed end still ends the capture, discarding it (see `crate::fault`).
         let failed = engine.faults.armed()
             && engine.faults.decide(CallKind::EndCapture, false) == Verdict::Fail;
-        let nodes = engine.end_capture(self.index)?;
+        let (nodes, external) = engine.end_capture(self.index)?;
         if failed {
             return Err(engine.fault_error(CallKind::EndCapture, 0));
         }
-        Ok(SimGraph::new(self.shared.clone(), nodes))
+        Ok(SimGraph::new(self.shared.clone(), nodes, external))
     }
 
     fn capture_status(&self) -> Result<CaptureStatus, HalError> {

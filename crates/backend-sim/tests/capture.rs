@@ -3,7 +3,7 @@
 mod common;
 
 use braid_backend_sim::{SimConfig, SimDevice};
-use braid_stream_core::hal::{Device as _, Graph as _, Stream as _};
+use braid_stream_core::hal::{Device as _, Event as _, Graph as _, HalError, Stream as _};
 use braid_stream_core::kernel::Kernel;
 use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, EventFlags};
@@ -221,4 +221,71 @@ fn graph_launched_into_a_capture_is_spliced_in() {
         vec![vec![], vec![0], vec![1], vec![2], vec![3], vec![4]]
     );
     assert_eq!(dev.stats().graph_launches, 0);
+}
+
+/// Captures `busy(work_ns)` on `s`, with `before` run inside the capture first.
+fn busy_graph(
+    s: &braid_backend_sim::SimStream,
+    work_ns: u64,
+    before: impl FnOnce(),
+    after: impl FnOnce(),
+) -> braid_backend_sim::SimGraph {
+    s.begin_capture(CaptureMode::Global).unwrap();
+    before();
+    s.launch(&TypedKernel::from(&busy(work_ns)), "work")
+        .unwrap();
+    after();
+    s.end_capture().unwrap()
+}
+
+#[test]
+fn external_record_and_wait_nodes_order_graphs_captured_separately() {
+    for external in [true, false] {
+        let dev = unit_device();
+        let (s0, s1) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+        let flags = if external {
+            EventFlags::EXTERNAL
+        } else {
+            EventFlags::ORDERING
+        };
+        let e = dev.create_event(flags).unwrap();
+        let producer = busy_graph(&s0, 1000, || {}, || s0.record(&e).unwrap());
+        // A record inside a capture does not count until the graph launches.
+        assert!(e.query().unwrap());
+        s1.begin_capture(CaptureMode::Global).unwrap();
+        let waited = s1.wait(&e);
+        if !external {
+            // Without the opt-in the wait crosses captures: refused, typed.
+            assert!(matches!(waited, Err(HalError::CaptureRefused(_))));
+            s1.end_capture().unwrap();
+            continue;
+        }
+        waited.unwrap();
+        s1.launch(&TypedKernel::from(&busy(1000)), "work").unwrap();
+        let consumer = s1.end_capture().unwrap();
+        let start = dev.makespan_ns();
+        producer.launch(&s0).unwrap();
+        assert!(!e.query().unwrap(), "recorded by the launch");
+        consumer.launch(&s1).unwrap();
+        // The consumer ran after the producer: 2000 ns of work, not 1000 side by side.
+        assert!(dev.makespan_ns() >= start + 2000, "{}", dev.makespan_ns());
+        s1.synchronize().unwrap();
+        assert!(e.query().unwrap());
+        assert_eq!(dev.sanitizer_report_count(), 0);
+    }
+}
+
+#[test]
+fn external_nodes_of_a_graph_launched_into_a_capture_are_kept() {
+    let dev = unit_device();
+    let (s0, s1) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    let e = dev.create_event(EventFlags::EXTERNAL).unwrap();
+    let inner = busy_graph(&s0, 1000, || {}, || s0.record(&e).unwrap());
+    s0.begin_capture(CaptureMode::Global).unwrap();
+    inner.launch(&s0).unwrap();
+    let outer = s0.end_capture().unwrap();
+    let consumer = busy_graph(&s1, 1000, || s1.wait(&e).unwrap(), || {});
+    outer.launch(&s0).unwrap();
+    consumer.launch(&s1).unwrap();
+    assert!(dev.makespan_ns() >= 2000, "{}", dev.makespan_ns());
 }

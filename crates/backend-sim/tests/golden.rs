@@ -285,7 +285,7 @@ fn run(config: SimConfig, seed: u64, steps: usize) -> String {
                 dev.create_event(if i % 2 == 0 {
                     EventFlags::ORDERING
                 } else {
-                    EventFlags { timing: true }
+                    EventFlags::TIMING
                 })
                 .unwrap()
             })

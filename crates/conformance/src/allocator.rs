@@ -1,6 +1,6 @@
 //! The caching allocator ([`braid_allocator`]) on every backend: cross-stream lifetime (A1,
 //! A3, A5, A8, A11, MindSpore's automatic mode and return flow), core accounting (C23–C27,
-//! C30), private pools (E50, E54, E55), and every typed error followed by proof that the
+//! C30), private pools (E50, E54, E55, PyTorch's `use_on_oom` lending), and every typed error followed by proof that the
 //! allocator and its device stay usable.
 //!
 //! Requests are sized from the device's `mem_info` where the scenario is about the device's
@@ -1045,6 +1045,70 @@ pub fn pool_destruction_releases_memory<B: Backend>(h: &Harness<B>) -> Result<()
         alloc.private_pools()
     );
     allocator_works(&alloc)
+}
+
+/// PyTorch's `MemPool(use_on_oom=True)`: under a 64 MiB limit, a pool caching one free 20 MiB
+/// segment and 40 MiB allocated in the default pool, an 8 MiB default-pool request that
+/// cannot grow borrows the marked pool's free block (no new memory, the block counted in the
+/// pool and written and read back correctly) and it returns to the pool when freed; the same
+/// request against an unmarked pool is out of memory and leaves the pool's cache untouched.
+pub fn pools_marked_use_on_oom_lend_at_out_of_memory<B: Backend>(
+    h: &Harness<B>,
+) -> Result<(), CaseError> {
+    let device = h.device()?;
+    for lends in [true, false] {
+        let alloc = allocator(&device, AllocatorConfig::new().limit_bytes(64 * MIB))?;
+        let s = device.create_stream(0)?;
+        let pool = alloc.create_pool(PoolOptions::new().use_on_oom(lends));
+        {
+            let _in_pool = pool.use_on(&s)?;
+            drop(alloc.alloc(8 * MIB, &s)?);
+        }
+        ensure_eq!(pool.reserved_bytes(), 20 * MIB, "the pool's cached segment");
+        let held = alloc.alloc(40 * MIB, &s)?;
+        ensure_eq!(
+            alloc.memory_reserved(),
+            60 * MIB,
+            "reserved before the request"
+        );
+        let request = alloc.alloc(8 * MIB, &s);
+        if lends {
+            let borrowed = request?;
+            ensure_eq!(borrowed.pool(), pool.id(), "pool of the borrowed block");
+            ensure_eq!(alloc.memory_stats().num_ooms, 0, "out-of-memory count");
+            ensure_eq!(alloc.memory_reserved(), 60 * MIB, "reserved after lending");
+            ensure_eq!(
+                pool.stats().allocated_bytes,
+                8 * MIB,
+                "allocated in the pool"
+            );
+            fill(&s, borrowed.slice(), 3.0)?;
+            all_equal(&download(&s, borrowed.slice())?, 3.0, "the borrowed block")?;
+            drop(borrowed);
+            ensure_eq!(pool.stats().allocated_bytes, 0, "allocated after the free");
+            ensure_eq!(
+                pool.reserved_bytes(),
+                20 * MIB,
+                "the block is back in the pool"
+            );
+        } else {
+            expect_err!(
+                request,
+                AllocError::OutOfMemory(_),
+                "an unmarked pool never lends"
+            );
+            ensure_eq!(pool.reserved_bytes(), 20 * MIB, "the unmarked pool's cache");
+            ensure_eq!(
+                pool.stats().allocated_bytes,
+                0,
+                "allocated in the unmarked pool"
+            );
+        }
+        alloc.check_invariants()?;
+        drop((held, pool));
+        allocator_works(&alloc)?;
+    }
+    Ok(())
 }
 
 /// A pool nobody uses any more returns its free segments at once but lives while an output

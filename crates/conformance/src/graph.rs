@@ -1155,3 +1155,117 @@ pub fn runner_on_tagged_streams_matches_eager<B: Backend>(h: &Harness<B>) -> Res
     drop(x);
     allocator_works(&alloc)
 }
+
+/// Captures the chain `g1 → g2 → g3` into one shared pool: `g1` computes `x + 1`, and each
+/// next graph adds 1 twice to the previous graph's output, freeing that output during its
+/// capture (PyTorch's pattern for graphs sharing a pool), so later captures may reuse its
+/// block. Returns the graphs in capture order and the last output.
+#[allow(clippy::type_complexity)]
+fn three_graph_chain<B: Backend>(
+    alloc: &CachingAllocator<B>,
+    s: &Stream<B>,
+    x: &DeviceBuffer<B>,
+    ones: &DeviceBuffer<B>,
+) -> Result<(Vec<CapturedGraph<B>>, DeviceBuffer<B>), GraphError> {
+    let pool = graph_pool_handle(alloc);
+    let (g1, out1) = CaptureSession::new(alloc, s)
+        .pool(&pool)
+        .run(|ctx| add(ctx, x.slice(), ones.slice()))?;
+    let next = |prev: DeviceBuffer<B>| {
+        CaptureSession::new(alloc, s).pool(&pool).run(move |ctx| {
+            let tmp = add(ctx, prev.slice(), ones.slice())?;
+            drop(prev);
+            add(ctx, tmp.slice(), ones.slice())
+        })
+    };
+    let (g2, out2) = next(out1)?;
+    let (g3, out3) = next(out2)?;
+    Ok((vec![g1, g2, g3], out3))
+}
+
+/// Issue 13 §6: graphs sharing a pool are safe only in capture order. The three-graph chain
+/// (each graph consuming the previous one's output, freed during the next capture) replayed
+/// in each of the six orders: capture order computes `x + 5`; every other order is refused at
+/// its first launch out of order with [`GraphError::ReplayOrder`] naming the launching graph
+/// and the graph whose data it reads — before anything is enqueued, so never silently wrong —
+/// and after the refusal the chain still replays correctly in capture order. Relaunching the
+/// middle graph after the last one, whose capture reused the middle graph's input block, is
+/// refused as overwritten by the last graph.
+pub fn shared_pool_replay_order_is_checked<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
+    let device = h.device()?;
+    let alloc = allocator(&device, AllocatorConfig::new())?;
+    let s = device.create_stream(0)?;
+    let x = alloc.alloc(N * 4, &s)?;
+    let ones = alloc.alloc(N * 4, &s)?;
+    fill(&s, x.slice(), 1.0)?;
+    fill(&s, ones.slice(), 1.0)?;
+    let orders = [
+        [0, 1, 2],
+        [0, 2, 1],
+        [1, 0, 2],
+        [1, 2, 0],
+        [2, 0, 1],
+        [2, 1, 0],
+    ];
+    for order in orders {
+        let (graphs, out) = three_graph_chain(&alloc, &s, &x, &ones)?;
+        for (i, g) in graphs.iter().enumerate() {
+            ensure_eq!(g.capture_index(), i as u32 + 1, "capture index");
+        }
+        fill(&s, out.slice(), -1.0)?;
+        let mut next_in_order = 0;
+        let mut refused = false;
+        for &g in &order {
+            let launched = graphs[g].launch(&s);
+            if g == next_in_order {
+                launched?;
+                next_in_order += 1;
+                continue;
+            }
+            let producer = g as u32; // graph g+1 reads graph g's output
+            expect_err!(
+                launched,
+                GraphError::ReplayOrder { graph, producer: p, .. }
+                    if graph == g as u32 + 1 && p == producer,
+                "launching graph {} in order {order:?}",
+                g + 1
+            );
+            refused = true;
+            break;
+        }
+        if order == [0, 1, 2] {
+            ensure!(!refused, "capture order refused");
+            all_equal(
+                &download(&s, out.slice())?,
+                6.0,
+                "the chain in capture order",
+            )?;
+            // The last capture reused the block the middle graph reads.
+            expect_err!(
+                graphs[1].launch(&s),
+                GraphError::ReplayOrder {
+                    graph: 2,
+                    producer: 1,
+                    overwritten_by: Some(3),
+                    ..
+                },
+                "relaunching the middle graph after the last"
+            );
+        } else {
+            ensure!(refused, "order {order:?} was not refused");
+            // The refused launch enqueued nothing: the chain still replays in capture order.
+            fill(&s, out.slice(), -1.0)?;
+            for g in &graphs {
+                g.launch(&s)?;
+            }
+            all_equal(
+                &download(&s, out.slice())?,
+                6.0,
+                "the chain in capture order after a refusal",
+            )?;
+        }
+        drop((graphs, out));
+    }
+    drop((x, ones));
+    allocator_works(&alloc)
+}

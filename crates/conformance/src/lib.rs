@@ -176,6 +176,7 @@ macro_rules! __with_cases {
                 oom_retry_releases_default_cache_during_diversion,
                 pool_destruction_releases_memory,
                 freeable_pool_lives_while_an_output_does,
+                pools_marked_use_on_oom_lend_at_out_of_memory,
                 size_errors_leave_the_allocator_usable,
                 config_errors_are_typed,
                 invalid_arguments_refused,
@@ -206,6 +207,7 @@ macro_rules! __with_cases {
                 runner_recaptures_moved_inputs,
                 runners_share_a_user_pool,
                 runner_on_tagged_streams_matches_eager,
+                shared_pool_replay_order_is_checked,
             ],
         }
     };

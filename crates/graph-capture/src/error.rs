@@ -36,6 +36,30 @@ pub enum GraphError {
         /// The pool's id.
         pool: u64,
     },
+    /// A graph sharing a pool was launched out of capture order: bytes of the pool it reads,
+    /// written by another graph of the pool (`producer`), no longer hold that graph's data —
+    /// graph `overwritten_by`'s launch wrote them since (its capture reused the block), or
+    /// no launch of `producer` has written them yet. Nothing was enqueued. Graphs are named
+    /// by their place in the pool's capture order ([`crate::CapturedGraph::capture_index`]).
+    #[error("graph {graph} of pool {pool} reads {len} bytes at {address:#x} written by graph {producer}, but {}: replay graphs that share a pool in capture order", match .overwritten_by {
+        Some(g) => format!("graph {g}'s launch overwrote them since"),
+        None => format!("no launch of graph {producer} has written them yet"),
+    })]
+    ReplayOrder {
+        /// The pool's id.
+        pool: u64,
+        /// The graph refused.
+        graph: u32,
+        /// The graph whose data it reads there.
+        producer: u32,
+        /// The graph whose launch overwrote the bytes; `None` when no launch of `producer`
+        /// wrote them.
+        overwritten_by: Option<u32>,
+        /// The first byte.
+        address: u64,
+        /// How many bytes.
+        len: u64,
+    },
     /// The model (the user's closure) failed.
     #[error("model failed: {0}")]
     Model(Box<dyn std::error::Error + Send + Sync>),

@@ -13,7 +13,9 @@
 //!   capture rule is a typed [`GraphError`]; a failed capture leaves the allocator and streams
 //!   usable.
 //! - [`CapturedGraph::launch`] replays on any stream; graphs sharing a pool are ordered one
-//!   after another; a pool lives while any graph, handle or output block of it does.
+//!   after another, and a launch that would read pool memory another graph has overwritten
+//!   since (replay out of capture order) is refused with [`GraphError::ReplayOrder`]
+//!   (module `replay_order`); a pool lives while any graph, handle or output block of it does.
 //! - [`GraphRunner`]: one graph per input-shape key; warm-up, capture, replay; parameters,
 //!   mutated inputs and user inputs ([`InputKind`]); memory reuse modes ([`MemoryReuse`]);
 //!   input and output cloning; a capture limit with eager fallback; [`RunnerStats`]. Replay
@@ -35,6 +37,7 @@
 mod context;
 mod error;
 mod pool;
+mod replay_order;
 mod runner;
 mod session;
 

@@ -4,16 +4,28 @@
 use crate::context::RunContext;
 use crate::error::{GraphError, Result};
 use crate::pool::{graph_pool_handle, GraphPool};
+use crate::replay_order::{AccessRecorder, Footprint};
 use braid_allocator::{CachingAllocator, PoolFilter};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{CaptureMode, Domain, Graph, Stream, StreamPosition};
+use braid_stream_core::{CaptureMode, Domain, Graph, Stream, StreamPosition, UseObserver};
 use std::fmt;
+use std::sync::Arc;
 
 /// A graph captured by a [`CaptureSession`], with the pool its memory lives in. Launch it on
 /// any stream of its device, as often as needed; it keeps its pool alive.
 pub struct CapturedGraph<B: Backend> {
     graph: Graph<B>,
     pool: GraphPool<B>,
+    /// Its place in the pool's capture order, from 1.
+    index: u32,
+    /// What it needs from other graphs of the pool and writes, at each replay.
+    footprint: Footprint,
+}
+
+impl<B: Backend> Drop for CapturedGraph<B> {
+    fn drop(&mut self) {
+        self.pool.forget(self.index);
+    }
 }
 
 impl<B: Backend> fmt::Debug for CapturedGraph<B> {
@@ -21,6 +33,7 @@ impl<B: Backend> fmt::Debug for CapturedGraph<B> {
         f.debug_struct("CapturedGraph")
             .field("nodes", &self.graph.node_count())
             .field("pool", &self.pool.id().0)
+            .field("index", &self.index)
             .finish()
     }
 }
@@ -28,11 +41,22 @@ impl<B: Backend> fmt::Debug for CapturedGraph<B> {
 impl<B: Backend> CapturedGraph<B> {
     /// Enqueues one replay on `stream` (PyTorch's `replay()`, which may run on any stream),
     /// ordered after the previous launch of any graph sharing the pool.
+    ///
+    /// A graph that reads memory of its pool another graph wrote (an output of a graph
+    /// captured before it) is launched only while those bytes hold that graph's data: when
+    /// a third graph's launch has overwritten them since (its capture reused the block), or no
+    /// launch of the writing graph has run yet, the launch is refused with
+    /// [`GraphError::ReplayOrder`] naming both graphs and the bytes, and nothing is enqueued.
+    /// Graphs sharing a pool replayed in capture order always pass.
     pub fn launch(&self, stream: &Stream<B>) -> Result<StreamPosition> {
-        self.pool.order_on(stream)?;
-        let pos = self.graph.launch(stream)?;
-        self.pool.note_launch(stream);
-        Ok(pos)
+        self.pool
+            .launch(&self.graph, self.index, &self.footprint, stream)
+    }
+
+    /// The graph's place in its pool's capture order, from 1 (the name
+    /// [`GraphError::ReplayOrder`] gives it).
+    pub fn capture_index(&self) -> u32 {
+        self.index
     }
 
     /// Work nodes captured.
@@ -166,6 +190,11 @@ impl<'a, B: Backend> CaptureSession<'a, B> {
             }));
         };
         let diversion = alloc.begin_allocate_to_pool(pool.mem_pool(), PoolFilter::Capture(id))?;
+        let (live_at_begin, _) = pool.layout();
+        let recorder = Arc::new(AccessRecorder::new(id));
+        stream
+            .device()
+            .add_use_observer(&(recorder.clone() as Arc<dyn UseObserver>));
         let ctx = RunContext::new(alloc, stream.clone(), true)?;
         let result = f(&ctx);
         let joined = ctx.join();
@@ -180,7 +209,21 @@ impl<'a, B: Backend> CaptureSession<'a, B> {
             (Ok(value), Ok(())) => value,
         };
         let graph = graph?;
-        tracing::debug!(nodes = graph.node_count(), "graph captured");
-        Ok((CapturedGraph { graph, pool }, value))
+        let (index, footprint) = pool.register_capture(&recorder.take(), &live_at_begin);
+        tracing::debug!(
+            nodes = graph.node_count(),
+            index,
+            needs = footprint.needs.len(),
+            "graph captured"
+        );
+        Ok((
+            CapturedGraph {
+                graph,
+                pool,
+                index,
+                footprint,
+            },
+            value,
+        ))
     }
 }

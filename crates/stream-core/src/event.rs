@@ -1,5 +1,6 @@
 //! `Event<B>`: a marker in a stream's work.
 
+use crate::capture_rule::{capture_record, RecordOutcome};
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::hal::{Backend, Event as _, Stream as _};
@@ -49,6 +50,19 @@ impl<B: Backend> EventInner<B> {
     /// The event's record state: hold it across a backend record or wait of this event.
     pub(crate) fn record_state(&self) -> MutexGuard<'_, RecordState> {
         sync::lock(&self.record)
+    }
+
+    /// Whether the event is an external one ([`EventFlags::external`]).
+    pub(crate) fn is_external(&self) -> bool {
+        self.flags.external
+    }
+}
+
+impl RecordState {
+    /// Notes a record made with `snapshot` (eager, or by a launched graph's record node).
+    pub(crate) fn note_record(&mut self, snapshot: EventSnapshot) {
+        self.snapshot = Some(snapshot);
+        self.records += 1;
     }
 }
 
@@ -120,6 +134,10 @@ impl<B: Backend> Event<B> {
     /// snapshot: the snapshot is the stream's clock after exactly the work its backend stream
     /// had received, and a wait on the event from another thread sees this record in the model
     /// exactly when it sees it in the backend.
+    ///
+    /// An external event ([`EventFlags::EXTERNAL`]) recorded on a capturing stream becomes a
+    /// record node of the graph instead: the event does not count as recorded until the graph
+    /// is launched (see [`crate::capture_rule`]).
     pub fn record(&self, stream: &Stream<B>) -> Result<()> {
         self.device.check_same_device("stream", stream.device())?;
         let inner = &self.device.inner;
@@ -127,9 +145,16 @@ impl<B: Backend> Event<B> {
         let _turn = stream.inner.submission_turn();
         inner.check_submit("Event::record", stream.id())?;
         let mut record = self.inner.record_state();
+        let capture = inner.lock().ordering.capture_of(stream.id()).map(|c| c.id);
+        let outcome = capture_record(capture.is_some(), self.inner.is_external());
         stream.hal().record(&self.inner.hal)?;
-        record.snapshot = Some(inner.lock().ordering.record(stream.id()));
-        record.records += 1;
+        let mut st = inner.lock();
+        match (outcome, capture) {
+            (RecordOutcome::RecordNode, Some(c)) => {
+                st.external_nodes(c).records.push(self.inner.clone())
+            }
+            _ => record.note_record(st.ordering.record(stream.id())),
+        }
         Ok(())
     }
 

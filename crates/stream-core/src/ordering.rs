@@ -11,7 +11,7 @@
 //! capture ask — "is use U ordered before the next work on stream T?" — is answered inside one
 //! domain, or through the host clock for eager work.
 
-use crate::capture_rule::{capture_wait, RecordSite};
+use crate::capture_rule::{capture_wait, RecordSite, WaitOutcome};
 use crate::clock::VectorClock;
 use crate::types::{CaptureMode, StreamId};
 use std::collections::BTreeMap;
@@ -191,18 +191,31 @@ impl Ordering {
 
     /// Whether `t` may wait on an event recorded with `snap`, without changing anything.
     pub fn check_wait(&self, t: StreamId, snap: &EventSnapshot) -> Result<(), WaitRefusal> {
+        self.wait_outcome(t, Some(snap), false).map(|_| ())
+    }
+
+    /// What a wait of `t` on an event last recorded with `snap` (`None`: never recorded), an
+    /// external one or not, does under the one capture rule ([`crate::capture_rule`]), without
+    /// changing anything.
+    pub fn wait_outcome(
+        &self,
+        t: StreamId,
+        snap: Option<&EventSnapshot>,
+        external: bool,
+    ) -> Result<WaitOutcome, WaitRefusal> {
         let capture_of = |d: Domain| match d {
             Domain::Eager => None,
             Domain::Capture(c) => Some(c),
         };
-        let site = match capture_of(snap.position.domain) {
-            None => RecordSite::Eager,
-            Some(id) => RecordSite::Capture {
+        let site = match snap.map(|s| capture_of(s.position.domain)) {
+            None => RecordSite::Never,
+            Some(None) => RecordSite::Eager,
+            Some(Some(id)) => RecordSite::Capture {
                 id,
                 live: self.captures.contains_key(&id),
             },
         };
-        capture_wait(capture_of(self.domain_of(t)), site).map(|_| ())
+        capture_wait(capture_of(self.domain_of(t)), site, external)
     }
 
     /// Makes `t` wait on an event recorded with `snap`.

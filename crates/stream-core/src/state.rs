@@ -2,6 +2,7 @@
 
 use crate::error::{Error, Result};
 use crate::event::EventInner;
+use crate::graph::ExternalNodes;
 use crate::hal::Backend;
 use crate::ordering::{CaptureId, CaptureState, Domain, Ordering, StreamPosition};
 use crate::stream::StreamInner;
@@ -32,6 +33,9 @@ pub(crate) struct DeviceState<B: Backend> {
     keep_alive: BTreeMap<StreamId, VecDeque<(u64, KeepAlive)>>,
     /// Resources captured work refers to; moved into the graph at the end of the capture.
     pub(crate) capture_keep_alive: BTreeMap<CaptureId, Vec<KeepAlive>>,
+    /// External events recorded and waited on in each capture; moved into the graph at the
+    /// end of the capture.
+    pub(crate) capture_events: BTreeMap<CaptureId, ExternalNodes<B>>,
     pub(crate) tagged_streams: BTreeMap<String, Arc<StreamInner<B>>>,
     /// Every stream created on the device, held weakly (a stream lives while a handle does).
     pub(crate) streams: BTreeMap<StreamId, std::sync::Weak<StreamInner<B>>>,
@@ -47,6 +51,7 @@ impl<B: Backend> DeviceState<B> {
             next_stream_id: 1,
             keep_alive: BTreeMap::new(),
             capture_keep_alive: BTreeMap::new(),
+            capture_events: BTreeMap::new(),
             tagged_streams: BTreeMap::new(),
             streams: BTreeMap::new(),
             tagged_events: BTreeMap::new(),
@@ -65,6 +70,11 @@ impl<B: Backend> DeviceState<B> {
                 .push_back((pos.seq, item)),
             Domain::Capture(c) => self.capture_keep_alive.entry(c).or_default().push(item),
         }
+    }
+
+    /// The external record and wait nodes of capture `c` so far.
+    pub(crate) fn external_nodes(&mut self, c: CaptureId) -> &mut ExternalNodes<B> {
+        self.capture_events.entry(c).or_default()
     }
 
     /// Drops keep-alives whose work the host has observed complete.

@@ -1,5 +1,6 @@
 //! `Stream<B>`: a FIFO of device work, with the ordering model applied to every submission.
 
+use crate::capture_rule::WaitOutcome;
 use crate::custom::CustomOp;
 use crate::device::Device;
 use crate::error::{Error, Result};
@@ -416,7 +417,34 @@ impl<B: Backend> Stream<B> {
         // event from another thread lands wholly before (this wait sees it in the model and in
         // the backend) or wholly after (neither sees it).
         let record = event.inner.record_state();
-        let Some(snap) = record.snapshot.clone() else {
+        // Check first, so a refused wait reaches neither the backend nor the model. The answer
+        // holds until the update below: only this stream's turn or the exclusive gate change
+        // this stream's domain, and no capture ends while the gate is shared.
+        let outcome = inner.lock().ordering.wait_outcome(
+            self.id(),
+            record.snapshot.as_ref(),
+            event.inner.is_external(),
+        );
+        let snap = match outcome {
+            Err(refusal) => {
+                return Err(Error::CaptureIsolation {
+                    stream: self.id(),
+                    reason: refusal.reason(),
+                })
+            }
+            Ok(WaitOutcome::WaitNode) => {
+                // An external event waited on inside a capture: the graph waits at each launch
+                // for the event's last record then (see `Graph::launch`).
+                self.inner.hal.wait(&event.inner.hal)?;
+                let mut st = inner.lock();
+                if let Some(c) = st.ordering.capture_of(self.id()).map(|c| c.id) {
+                    st.external_nodes(c).waits.push(event.inner.clone());
+                }
+                return Ok(());
+            }
+            Ok(_) => record.snapshot.clone(),
+        };
+        let Some(snap) = snap else {
             // Waiting on an event never recorded orders nothing (as in CUDA and ACL). A
             // foreign event may have been recorded by its library: the backend waits on it,
             // outside the model (see `Device::adopt_event`).
@@ -425,15 +453,6 @@ impl<B: Backend> Stream<B> {
             }
             return Ok(());
         };
-        // Check first, so a refused wait reaches neither the backend nor the model. The answer
-        // holds until the update below: only this stream's turn or the exclusive gate change
-        // this stream's domain, and no capture ends while the gate is shared.
-        if let Err(refusal) = inner.lock().ordering.check_wait(self.id(), &snap) {
-            return Err(Error::CaptureIsolation {
-                stream: self.id(),
-                reason: refusal.reason(),
-            });
-        }
         self.inner.hal.wait(&event.inner.hal)?;
         drop(record);
         let effect = inner.lock().ordering.wait(self.id(), &snap);
@@ -544,10 +563,13 @@ impl<B: Backend> Stream<B> {
         };
         let origin = self.id();
         let hal_graph = self.inner.hal.end_capture();
-        let keep_alive = {
+        let (keep_alive, external) = {
             let mut st = self.device.inner.lock();
             st.ordering.end_capture(id);
-            st.capture_keep_alive.remove(&id).unwrap_or_default()
+            (
+                st.capture_keep_alive.remove(&id).unwrap_or_default(),
+                st.capture_events.remove(&id).unwrap_or_default(),
+            )
         };
         drop(gate);
         self.device.free_deferred();
@@ -564,7 +586,7 @@ impl<B: Backend> Stream<B> {
                 last_work: u.last_work,
             });
         }
-        let graph = Graph::new(self.device.clone(), hal_graph?, keep_alive);
+        let graph = Graph::new(self.device.clone(), hal_graph?, keep_alive, external);
         if graph.node_count() == 0 {
             tracing::warn!(stream = self.id().0, "the captured graph is empty");
         }

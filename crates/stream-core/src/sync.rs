@@ -26,7 +26,8 @@
 //!    record across the backend record and the snapshot, and by a wait across reading the
 //!    snapshot and the backend wait: a record and a wait on one event from two threads are
 //!    ordered the same way in the model and in the backend. A thread holds at most one
-//!    event's.
+//!    event's, except a graph launch, which holds those of the graph's external events
+//!    ([`crate::EventFlags::EXTERNAL`]) across the backend launch, taken in address order.
 //! 5. **The device's ordering state** ([`crate::ordering::Ordering`], tags, keep-alives):
 //!    held only for a few vector-clock operations, never across a backend call.
 //!

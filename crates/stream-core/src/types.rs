@@ -183,13 +183,31 @@ pub type Priority = i32;
 pub struct EventFlags {
     /// Record timestamps so `elapsed_ms` works (costs a little at record time).
     pub timing: bool,
+    /// An external event (CUDA's external event record and wait nodes): it orders graphs
+    /// captured separately. Recorded on a capturing stream it becomes a record node of the
+    /// graph (the event counts as recorded when the graph is launched); waited on from a
+    /// capturing stream it becomes a wait node (each launch waits for the event's last
+    /// launched or eager record). See [`crate::capture_rule`].
+    pub external: bool,
 }
 
 impl EventFlags {
     /// An event that records timestamps.
-    pub const TIMING: EventFlags = EventFlags { timing: true };
+    pub const TIMING: EventFlags = EventFlags {
+        timing: true,
+        external: false,
+    };
     /// An event used only for ordering.
-    pub const ORDERING: EventFlags = EventFlags { timing: false };
+    pub const ORDERING: EventFlags = EventFlags {
+        timing: false,
+        external: false,
+    };
+    /// An external event, for ordering graphs captured separately (see
+    /// [`EventFlags::external`]).
+    pub const EXTERNAL: EventFlags = EventFlags {
+        timing: false,
+        external: true,
+    };
 }
 
 /// How strictly a capture forbids calls that would break it (ACL's `aclmdlRICaptureMode`,
