@@ -94,8 +94,7 @@
 mod unmap;
 
 use super::{Request, SegmentFailure, State};
-use crate::block::{BlockId, Blocks, NewBlock, Segment, SegmentId, Status, NONE};
-use crate::free_list::FreeList;
+use crate::block::{BlockId, NewBlock, Segment, SegmentId, Status, NONE};
 use crate::size::SizeClass;
 use crate::snapshot::{HistoryAction, PoolId};
 use braid_stream_core::hal::{Backend, Device as _, HalError};
@@ -766,18 +765,6 @@ impl<B: Backend> State<B> {
         }
         Ok(())
     }
-}
-
-/// The index of the first entry at or after `i` in `list` that is no block of an expandable
-/// segment (`list.len()` when none is).
-pub(super) fn first_normal(list: &FreeList, blocks: &Blocks, mut i: usize) -> usize {
-    while let Some(k) = list.get(i) {
-        if !blocks.get(k.id).expandable {
-            break;
-        }
-        i += 1;
-    }
-    i
 }
 
 /// A backend error as a growth failure: out of memory lets the ladder run.

@@ -9,6 +9,10 @@
 //! arena segments too: each mapped range of a reservation is one segment, so the same walk
 //! and free lists serve them.
 
+mod fit;
+
+pub(crate) use fit::{FitRules, Found, GrantSplit, Request, SplitDelta};
+
 use crate::block::{BlockId, Blocks, Segments, Status, NONE};
 use crate::free_list::FreeLists;
 use crate::snapshot::PoolId;
