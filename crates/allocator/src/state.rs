@@ -67,13 +67,9 @@ pub(crate) struct State<B: Backend> {
     pub keepalive: Keepalive<B>,
     /// The backend's virtual-memory page size (`None`: no expandable segments possible).
     vmm_granularity: Option<u64>,
-    /// The expandable segment of each (stream, small) that has one.
-    expandable: Vec<expandable::Expandable>,
     /// Whether `roundup_power2_divisions` rounds any size (fixed at creation); without it a
     /// request is only rounded to the block size.
     power2_rounding: bool,
-    /// Allocation lifetimes per size (`lifetime_placement`).
-    lifetimes: lifetime::Lifetimes,
     /// Whether nothing optional that a cache hit would consult is on (see
     /// [`State::refresh_plain`]): hits then skip those checks.
     plain: bool,
@@ -103,9 +99,7 @@ impl<B: Backend> State<B> {
             note_lifetimes,
             keepalive: Keepalive::default(),
             vmm_granularity,
-            expandable: Vec::new(),
             power2_rounding: false,
-            lifetimes: lifetime::Lifetimes::default(),
             plain: false,
         };
         state.power2_rounding = state.config.roundup_power2_divisions.iter().any(|&d| d > 1);
@@ -527,7 +521,7 @@ impl<B: Backend> State<B> {
             self.history
                 .record(HistoryAction::FreeRequested, addr, size, stream, pool);
             if self.config.lifetime_placement {
-                self.lifetimes.died(b);
+                self.arena.lifetimes.died(b);
             }
         }
         if self.arena.blocks.get(b).uses.is_empty() {
@@ -647,7 +641,6 @@ impl<B: Backend> State<B> {
                 ));
             }
         }
-        self.check_expandable()?;
         let Shape {
             allocated,
             allocated_blocks,

@@ -4,7 +4,7 @@
 //! learn comes back as a [`GrantSplit`] or a [`SplitDelta`], so the arena keeps no statistics of its own.
 
 use super::Arena;
-use crate::block::{BlockId, NewBlock, Status, NONE};
+use crate::block::{Block, BlockId, NewBlock, Status, NONE};
 use crate::config::AllocatorConfig;
 use crate::free_list::{class_index, FreeKey};
 use crate::size::SizeClass;
@@ -126,6 +126,38 @@ pub(crate) enum GrantSplit {
     Resplit(u64),
     /// A split block of this many bytes was handed out whole.
     TakenWhole(u64),
+}
+
+impl SplitDelta {
+    /// What free block `blk` counts for among the split free blocks.
+    #[inline]
+    pub(crate) fn of_free(blk: &Block) -> Self {
+        if blk.is_split() {
+            SplitDelta {
+                blocks: 1,
+                bytes: blk.size as i64,
+            }
+        } else {
+            SplitDelta::default()
+        }
+    }
+
+    /// The opposite change.
+    #[inline]
+    pub(crate) fn negated(self) -> Self {
+        SplitDelta {
+            blocks: -self.blocks,
+            bytes: -self.bytes,
+        }
+    }
+}
+
+impl std::ops::AddAssign for SplitDelta {
+    #[inline]
+    fn add_assign(&mut self, other: Self) {
+        self.blocks += other.blocks;
+        self.bytes += other.bytes;
+    }
 }
 
 /// A block handed out by [`Arena::hand_out`].

@@ -9,9 +9,13 @@
 //! arena segments too: each mapped range of a reservation is one segment, so the same walk
 //! and free lists serve them.
 
+mod expandable;
 mod fit;
+mod lifetime;
 
+pub(crate) use expandable::Expandable;
 pub(crate) use fit::{FitRules, Found, GrantSplit, Request, SplitDelta};
+pub(crate) use lifetime::Lifetimes;
 
 use crate::block::{BlockId, Blocks, Segments, Status, NONE};
 use crate::free_list::FreeLists;
@@ -23,6 +27,10 @@ pub(crate) struct Arena {
     pub blocks: Blocks,
     pub segments: Segments,
     pub free: FreeLists,
+    /// The expandable segments' reservations, each with its mapped ranges (arena segments).
+    pub expandable: Vec<Expandable>,
+    /// Allocation lifetimes per size (`lifetime_placement`).
+    pub lifetimes: Lifetimes,
 }
 
 /// What [`Arena::check`] counted while walking the segments, for the statistics to match.
@@ -56,6 +64,8 @@ impl Arena {
             blocks: Blocks::with_initial_capacity(),
             segments: Segments::default(),
             free: FreeLists::default(),
+            expandable: Vec::new(),
+            lifetimes: Lifetimes::default(),
         }
     }
 
@@ -225,6 +235,7 @@ impl Arena {
         if blocks_seen != self.blocks.live().count() {
             return Err("live blocks outside any segment".to_string());
         }
+        self.check_expandable()?;
         Ok(shape)
     }
 }
