@@ -12,6 +12,7 @@
 mod expandable;
 mod fit;
 mod lifetime;
+mod restore;
 
 pub(crate) use expandable::Expandable;
 pub(crate) use fit::{FitRules, Found, GrantSplit, Request, SplitDelta};
