@@ -1,6 +1,11 @@
-//! The allocator's state machine: malloc (best fit, split, segment allocation, the
-//! out-of-memory ladder), free (cross-stream deferral, coalescing), release of segments,
-//! garbage collection, statistics and history. Everything here runs under the allocator lock.
+//! The allocator's state machine, under the allocator lock: it owns the arena (blocks,
+//! segments, free lists), the reclaimer (pending cross-stream frees), the private pools, the
+//! statistics and the history, and decides what happens to them. Here: malloc (routing, the
+//! plain cache hit, grants), free (cross-stream deferral, caching), segment allocation, block
+//! lifetime notes to the backend and the invariant check. Elsewhere in `state`: the miss path
+//! and its out-of-memory ladder (`miss`), pending frees (`pending`), giving memory back and
+//! garbage collection (`release`), the device side of expandable segments (`expandable`),
+//! lifetime placement (`lifetime`) and checkpoint restore (`restore`).
 
 mod expandable;
 mod lifetime;

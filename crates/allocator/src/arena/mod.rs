@@ -4,10 +4,17 @@
 //! Every segment is tiled by a doubly linked list of blocks in address order; a free block
 //! is in exactly one free list (its pool, stream and class), sorted by (size, address), and
 //! two free blocks never touch (freeing coalesces). The state above decides when memory is
-//! split, coalesced, grown or released and keeps the statistics; the arena holds the map and
-//! answers for its shape ([`Arena::check`]). Expandable segments (`state/expandable`) are
-//! arena segments too: each mapped range of a reservation is one segment, so the same walk
-//! and free lists serve them.
+//! grown, released or reused and keeps the statistics; the arena does the work on the map and
+//! answers for its shape ([`Arena::check`]):
+//!
+//! | module | what it does |
+//! |---|---|
+//! | `fit` | [`Request`], [`FitRules`]: best fit, the split of a block handed out, the coalesce of a freed one; statistics changes come back as [`GrantSplit`] / [`SplitDelta`] |
+//! | `expandable` | expandable segments' reservations and mapped ranges (each range an arena segment): growth planning, newly mapped pages joining the ranges, holes cut by unmapping |
+//! | `lifetime` | the lifetime history behind `lifetime_placement` |
+//! | `restore` | a private pool's blocks, and re-carving a segment to a checkpoint's layout |
+//!
+//! The arena knows the configuration only through the values passed in, and no device.
 
 mod expandable;
 mod fit;

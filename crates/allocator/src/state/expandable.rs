@@ -2,7 +2,11 @@
 //! small/large) of the default pool, an address reservation into which pages of physical
 //! memory are mapped on demand (`hal::Device::map_physical`).
 //!
-//! Each contiguous mapped range of a reservation is a [`Segment`] of its own, covered by
+//! This module is the device side (reserve, map, unmap, release, and the statistics and
+//! history of each); the reservations, their ranges, growth planning and hole cutting are
+//! the arena's (`arena/expandable`).
+//!
+//! Each contiguous mapped range of a reservation is an arena segment of its own, covered by
 //! blocks like any segment; two ranges never touch (an unmapped hole lies between them). So
 //! the free lists only ever hold mapped memory, coalescing never crosses a hole, reserved
 //! bytes are the ranges' bytes, and the snapshot shows one segment per mapped range, as
@@ -262,7 +266,7 @@ impl<B: Backend> State<B> {
     }
 
     /// Counts the newly mapped `[addr, addr + len)` of expandable segment `e` and adds it as
-    /// a free block ([`State::insert_mapped`]); returns that block, in its free list when
+    /// a free block (`Arena::insert_mapped`); returns that block, in its free list when
     /// `cache`.
     fn add_mapped(&mut self, e: usize, addr: u64, len: u64, cache: bool) -> BlockId {
         let x = &self.arena.expandable[e];
