@@ -73,7 +73,7 @@
 //!
 //! Measured: `cargo bench -p braid-benches --bench allocator` times an alloc+free pair on one
 //! stream; on the 2-core development VM the medians were 75–81 ns (512 B), 77–87 ns (1 MiB)
-//! and 57–67 ns (64 MiB) over two quiet runs. `examples/hit_pair.rs` counts 579 instructions
+//! and 57–67 ns (64 MiB) over two quiet runs. `examples/hit_pair.rs` counts 575 instructions
 //! per small pair under callgrind (446 for 64 MiB, whose block is not split); keep it no
 //! higher.
 

@@ -16,14 +16,15 @@
 //! | `buffer` | [`DeviceBuffer`]: one block, freed on its stream when dropped |
 //! | `config` | [`AllocatorConfig`], [`CrossStreamMode`]: every key of `BRAID_ALLOC_CONF` and the low-fragmentation policies |
 //! | `error` | [`AllocError`], [`OutOfMemoryReport`] |
-//! | `state` | the state machine under the lock: malloc, free, release, the out-of-memory ladder; `state::expandable` (expandable segments) and `state::lifetime` (placement by lifetime) |
-//! | `block`, `pool`, `size` | blocks and segments in slabs; free lists sorted for best fit; size rounding and classes |
-//! | `pending` | frees waiting for uses on other streams: per-stream event FIFOs, the event pool |
+//! | `state` | the state machine under the lock: malloc, free, grants; `state::miss` (one request through the out-of-memory ladder), `state::pending`, `state::release` (release and garbage collection), and the device side of `state::expandable` (expandable segments), `state::lifetime` (placement by lifetime) and `state::restore` (checkpoint restore) |
+//! | `arena` | blocks, segments and free lists with no device: find, split and coalesce under the config's `FitRules` (statistics changes handed back), expandable segments' mapped ranges and growth planning, the lifetime history, checkpoint re-carving, its own invariants |
+//! | `block`, `free_list`, `size` | blocks and segments in slabs; free lists sorted for best fit; size rounding and classes |
+//! | `reclaim` | frees waiting for uses on other streams: pending blocks, per-stream event FIFOs, the event pool, the happens-before query (also asked by the pinned host allocator) |
 //! | `mempool`, `private_pool` | [`MemPool`], [`PoolDiversion`], [`PoolFilter`]: private pools and the diversions into them |
 //! | `checkpoint` | [`PoolCheckpoint`]: save and restore a private pool's layout |
 //! | `stats`, `snapshot` | [`MemoryStats`] with PyTorch's names; [`MemorySnapshot`] and the history |
 //! | `keepalive` | how buffers keep the allocator alive without a reference count each |
-//! | `host`, `host_buffer`, `host_state`, `host_stats` | [`PinnedHostAllocator`], [`PinnedBuffer`], its cache, [`PinnedStats`] |
+//! | `host` (`buffer`, `cache`, `stats`) | [`PinnedHostAllocator`], [`PinnedBuffer`], its cache, [`PinnedStats`] |
 //!
 //! # Example
 //!

@@ -3,7 +3,8 @@
 //! A block freed while other streams may still use it is *pending*: its uses (stream and
 //! position of the last known use, or `None` for everything up to the free) are settled by
 //! the happens-before model ([`braid_stream_core::Device::is_ordered_before`]) against the
-//! owner stream's next work ([`use_done`]). Events only serve to learn, by a host query or
+//! owner stream's next work ([`released_for`], which the pinned host allocator asks too, with
+//! the host as the reuser). Events only serve to learn, by a host query or
 //! synchronize, that work on a using stream completed. Each using stream has its own FIFO,
 //! polled front to back until the first event that is not ready, so a slow stream does not
 //! delay blocks pending only on other streams.
@@ -285,21 +286,45 @@ fn still_pending<B: Backend>(blocks: &Blocks, entry: &EventEntry<B>) -> bool {
     b.status == Status::Pending && b.generation == entry.generation
 }
 
-/// The happens-before query: whether a recorded use no longer holds its block back from the
-/// owner's next work. It is ordered before it, or it lies in a capture that has ended
-/// (captured work runs at replay, and memory of a private pool is reused only by later
-/// captures into the pool or once the pool is gone).
+/// Who reuses freed memory: the owner stream's next work (device memory), or the host
+/// (pinned host memory, which the host reads and writes itself).
+#[derive(Clone, Copy)]
+pub(crate) enum Reuser<'a, B: Backend> {
+    /// Work submitted to this stream after the free.
+    Stream(&'a Stream<B>),
+    /// The host, now.
+    Host,
+}
+
+/// The happens-before query both reclaimers ask: whether work at `p` no longer holds memory
+/// back from `reuser`. For a stream's next work: `p` is ordered before it, or lies in a
+/// capture that has ended (captured work runs at replay, and memory of a private pool is
+/// reused only by later captures into the pool or once the pool is gone). For the host: the
+/// host observed `p` complete (by a synchronize or a query).
+pub(crate) fn released_for<B: Backend>(
+    dev: &Device<B>,
+    p: StreamPosition,
+    reuser: Reuser<'_, B>,
+) -> bool {
+    match reuser {
+        Reuser::Host => dev.is_complete(p),
+        Reuser::Stream(owner) => {
+            if dev.is_ordered_before(p, owner) {
+                return true;
+            }
+            match p.domain {
+                Domain::Eager => false,
+                Domain::Capture(c) => owner.domain() != Domain::Capture(c),
+            }
+        }
+    }
+}
+
+/// [`released_for`] of a recorded use of a device block owned by `owner`; a use up to the
+/// free whose position is not known yet (`None`) holds the block back.
 pub(crate) fn use_done<B: Backend>(dev: &Device<B>, u: &UseRec, owner: &Stream<B>) -> bool {
-    let Some(p) = u.pos else {
-        return false;
-    };
-    if dev.is_ordered_before(p, owner) {
-        return true;
-    }
-    match p.domain {
-        Domain::Eager => false,
-        Domain::Capture(c) => owner.domain() != Domain::Capture(c),
-    }
+    u.pos
+        .is_some_and(|p| released_for(dev, p, Reuser::Stream(owner)))
 }
 
 /// Adds a use, keeping one entry per stream: `None` (everything up to the free) dominates,

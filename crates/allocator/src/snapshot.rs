@@ -8,6 +8,8 @@
 //! of recorded events). `braid-trace` exports both in the format of PyTorch's
 //! `_dump_snapshot`.
 
+use crate::arena::Arena;
+use crate::block::{Status, NONE};
 use braid_stream_core::StreamId;
 
 /// Identifies a memory pool; the default pool is `PoolId(0)`. Private pools (graph capture)
@@ -263,6 +265,59 @@ impl History {
         out.extend_from_slice(&self.entries[self.head..]);
         out.extend_from_slice(&self.entries[..self.head]);
         out
+    }
+}
+
+impl MemorySnapshot {
+    /// The segments and blocks of `arena`, in address order, with `history`.
+    pub(crate) fn of(arena: &Arena, history: &History) -> Self {
+        let mut segments = Vec::new();
+        for (_, seg) in arena.segments.by_addr() {
+            let mut out = SegmentSnapshot {
+                address: seg.addr,
+                total_size: seg.size,
+                stream: seg.stream,
+                segment_type: if seg.small {
+                    SegmentType::Small
+                } else {
+                    SegmentType::Large
+                },
+                pool_id: seg.pool,
+                is_expandable: seg.expandable.is_some(),
+                allocated_size: 0,
+                active_size: 0,
+                requested_size: 0,
+                blocks: Vec::new(),
+            };
+            let mut b = seg.head;
+            while b != NONE {
+                let blk = arena.blocks.get(b);
+                let state = match blk.status {
+                    Status::Allocated => BlockState::ActiveAllocated,
+                    Status::Pending => BlockState::ActivePendingFree,
+                    _ => BlockState::Inactive,
+                };
+                if state == BlockState::ActiveAllocated {
+                    out.allocated_size += blk.size;
+                    out.requested_size += blk.requested;
+                }
+                if state != BlockState::Inactive {
+                    out.active_size += blk.size;
+                }
+                out.blocks.push(BlockSnapshot {
+                    address: blk.addr,
+                    size: blk.size,
+                    requested_size: blk.requested,
+                    state,
+                });
+                b = blk.next;
+            }
+            segments.push(out);
+        }
+        MemorySnapshot {
+            segments,
+            history: history.to_vec(),
+        }
     }
 }
 

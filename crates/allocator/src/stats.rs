@@ -10,6 +10,7 @@
 //! `num_events_created`, `num_event_queries`, `num_pending_frees`,
 //! `num_released_without_event`, `num_reuse_with_wait`, `pending_free_bytes`.
 
+use crate::arena::{GrantSplit, SplitDelta};
 use std::collections::BTreeMap;
 
 /// One statistic: current value, peak, and totals added and removed.
@@ -286,6 +287,39 @@ impl MemoryStats {
         } else {
             self.allocation.decrease(false, 1);
             self.allocated_bytes.decrease(false, size);
+        }
+    }
+
+    /// Applies a change of the free blocks that are split (`inactive_split` statistics).
+    #[inline(always)]
+    pub(crate) fn note_split_change(&mut self, small: bool, d: SplitDelta) {
+        if d.blocks > 0 {
+            self.inactive_split.increase(small, d.blocks as u64);
+        } else if d.blocks < 0 {
+            self.inactive_split.decrease(small, d.blocks.unsigned_abs());
+        }
+        if d.bytes > 0 {
+            self.inactive_split_bytes.increase(small, d.bytes as u64);
+        } else if d.bytes < 0 {
+            self.inactive_split_bytes
+                .decrease(small, d.bytes.unsigned_abs());
+        }
+    }
+
+    /// Applies what handing a block out did to the free blocks that are split.
+    #[inline(always)]
+    pub(crate) fn note_grant_split(&mut self, small: bool, change: GrantSplit) {
+        match change {
+            GrantSplit::Unchanged => {}
+            GrantSplit::NewRemainder(bytes) => {
+                self.inactive_split_bytes.increase(small, bytes);
+                self.inactive_split.increase(small, 1);
+            }
+            GrantSplit::Resplit(bytes) => self.inactive_split_bytes.decrease(small, bytes),
+            GrantSplit::TakenWhole(bytes) => {
+                self.inactive_split_bytes.decrease(small, bytes);
+                self.inactive_split.decrease(small, 1);
+            }
         }
     }
 

@@ -2,6 +2,7 @@
 
 use super::PinnedHostAllocator;
 use crate::error::AllocError;
+use crate::reclaim::{released_for, Reuser};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{DeviceSlice, Domain, Error, HostPtr, Stream, StreamPosition};
 use std::fmt;
@@ -126,7 +127,10 @@ impl<B: Backend> PinnedBuffer<B> {
     fn check_idle(&self, with_reads: bool) -> Result<(), AllocError> {
         let device = self.alloc.device();
         for u in self.uses().iter() {
-            if let Some(p) = u.last(with_reads).filter(|p| !device.is_complete(*p)) {
+            let busy = u
+                .last(with_reads)
+                .filter(|&p| !released_for(device, p, Reuser::Host));
+            if let Some(p) = busy {
                 return Err(AllocError::PinnedBusy {
                     stream: p.stream,
                     seq: p.seq,

@@ -3,11 +3,12 @@
 //!
 //! A freed block with uses the host has not seen complete gets one pooled event per such
 //! stream and waits in `pending`; each allocation first polls the pending blocks (the ordering
-//! model's [`Device::is_complete`] first, then one query per event) and moves those whose uses
+//! model first, the happens-before query the device reclaimer asks with the host as the reuser,
+//! `crate::reclaim::released_for`, then one query per event) and moves those whose uses
 //! all completed to the idle lists. Nothing here blocks the host except the final release.
 
 use super::stats::PinnedStats;
-use crate::reclaim::EventPool;
+use crate::reclaim::{released_for, EventPool, Reuser};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{Device, Event, HostPtr, Stream, StreamPosition};
 use std::collections::BTreeMap;
@@ -94,7 +95,7 @@ impl<B: Backend> HostCache<B> {
     }
 
     fn wait_completed(&mut self, device: &Device<B>, wait: &Wait<B>, may_query: bool) -> bool {
-        if device.is_complete(wait.position) {
+        if released_for(device, wait.position, Reuser::Host) {
             return true;
         }
         let (Some(event), true) = (&wait.event, may_query) else {
@@ -122,7 +123,7 @@ impl<B: Backend> HostCache<B> {
     ) {
         let waits: Vec<Wait<B>> = uses
             .into_iter()
-            .filter(|(_, position)| !device.is_complete(*position))
+            .filter(|(_, position)| !released_for(device, *position, Reuser::Host))
             .map(|(stream, position)| {
                 let event = self.record_event(device, &stream);
                 Wait {

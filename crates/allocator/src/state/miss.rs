@@ -27,43 +27,14 @@
 //!    private pools are never borrowed from, and a request diverted into a private pool
 //!    never borrows.
 
-use super::{Found, Granted, SegmentFailure, State};
+use super::{Granted, SegmentFailure, State};
+use crate::arena::{Found, Request};
 use crate::block::BlockId;
 use crate::error::{AllocError, OutOfMemoryReport};
 use crate::size::{self, SizeClass};
 use crate::snapshot::{HistoryAction, PoolId};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{Device, StreamId};
-
-/// One allocation request, from [`State::malloc`] to its grant.
-#[derive(Clone, Copy, Debug)]
-pub(crate) struct Request {
-    /// `size` rounded to the block size (or by `roundup_power2_divisions`): the bytes granted
-    /// unless a whole block is handed out.
-    pub rounded: u64,
-    /// Bytes the caller asked for.
-    pub size: u64,
-    /// The stream the block is allocated on (whose free lists are searched).
-    pub stream: StreamId,
-    /// The size class whose free lists and segments serve it.
-    pub class: SizeClass,
-    /// The pool the request is routed to.
-    pub pool: PoolId,
-}
-
-impl Request {
-    /// The same request served from the free lists or segments of `class`.
-    #[inline(always)]
-    pub(super) fn in_class(self, class: SizeClass) -> Request {
-        Request { class, ..self }
-    }
-
-    /// The same request served from the free lists of `pool`.
-    #[inline(always)]
-    fn in_pool(self, pool: PoolId) -> Request {
-        Request { pool, ..self }
-    }
-}
+use braid_stream_core::Device;
 
 /// A request that missed, with what the miss path needs on every step.
 struct Miss {

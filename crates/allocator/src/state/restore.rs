@@ -1,14 +1,14 @@
 //! The state-machine side of pool checkpoints ([`crate::PoolCheckpoint`]): describing a private
 //! pool's segments, checking its live blocks, and re-carving its segments to a checkpoint's
-//! layout. A child module of `state` so it reuses the state's own free, caching and statistics
-//! paths instead of copies of them.
+//! layout. The arena finds and re-carves the segments (`arena/restore`); this side validates,
+//! frees and grants through the state's own paths, so the statistics are the usual ones.
 
 use super::{Granted, Request, State};
-use crate::block::{BlockId, NewBlock, Status, UseRec, NONE};
+use crate::block::{BlockId, Status, UseRec};
 use crate::error::AllocError;
 use crate::reclaim::use_done;
 use crate::size::SizeClass;
-use crate::snapshot::{BlockState, PoolId, SegmentSnapshot, SegmentType};
+use crate::snapshot::{BlockState, PoolId, SegmentSnapshot};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{Device, Domain, StreamId};
 use std::collections::BTreeSet;
@@ -35,22 +35,6 @@ impl<B: Backend> State<B> {
             pool: pool.0,
             reason: reason.to_string(),
         })
-    }
-
-    /// Blocks of `pool`'s segments, by segment address then block address.
-    fn pool_blocks(&self, pool: PoolId) -> Vec<BlockId> {
-        let mut out = Vec::new();
-        for (_, seg) in self.arena.segments.by_addr() {
-            if seg.pool != pool {
-                continue;
-            }
-            let mut b = seg.head;
-            while b != NONE {
-                out.push(b);
-                b = self.arena.blocks.get(b).next;
-            }
-        }
-        out
     }
 
     /// Settles the pending frees whose uses are now ordered, then fails if a block of `pool`
@@ -93,7 +77,7 @@ impl<B: Backend> State<B> {
     ) -> Result<bool, AllocError> {
         self.require_private_pool(pool)?;
         let mut live = 0usize;
-        for b in self.pool_blocks(pool) {
+        for b in self.arena.pool_blocks(pool) {
             let blk = self.arena.blocks.get(b);
             if blk.status == Status::Allocated {
                 if !ptrs.contains(&blk.addr) {
@@ -161,7 +145,7 @@ impl<B: Backend> State<B> {
             }
         }
         let stale_set: BTreeSet<BlockId> = stale.iter().copied().collect();
-        for b in self.pool_blocks(pool) {
+        for b in self.arena.pool_blocks(pool) {
             let blk = self.arena.blocks.get(b);
             if blk.status == Status::Allocated && !stale_set.contains(&b) {
                 return Err(AllocError::CheckpointLiveBuffer {
@@ -172,19 +156,7 @@ impl<B: Backend> State<B> {
             }
         }
         for s in segments {
-            let held = self
-                .arena
-                .segments
-                .overlapping(s.address, s.address + 1)
-                .any(|id| {
-                    let seg = self.arena.segments.get(id);
-                    seg.addr == s.address
-                        && seg.size == s.total_size
-                        && seg.pool == pool
-                        && seg.stream == s.stream
-                        && seg.small == (s.segment_type == SegmentType::Small)
-                });
-            if !held {
+            if self.arena.segment_of(s, pool).is_none() {
                 return Err(AllocError::CheckpointSegmentMissing {
                     pool: pool.0,
                     addr: s.address,
@@ -226,60 +198,22 @@ impl<B: Backend> State<B> {
         Ok(restored)
     }
 
-    /// Replaces the one free block a checkpointed segment is now (its blocks were all freed
-    /// and coalesced) by the checkpoint's blocks: each is cached as a free block of a split
-    /// segment first, then the allocated ones are granted from their free-list places, so the
-    /// statistics are those of the allocator's own grants.
+    /// Re-carves a checkpointed segment ([`Arena::carve`]), then grants its allocated blocks
+    /// from their free-list places, so the statistics are those of the allocator's own grants.
+    ///
+    /// [`Arena::carve`]: crate::arena::Arena::carve
     fn carve_segment(&mut self, dev: &Device<B>, s: &SegmentSnapshot, out: &mut Vec<Restored>) {
-        let Some(seg) = self
-            .arena
-            .segments
-            .overlapping(s.address, s.address + 1)
-            .find(|&id| self.arena.segments.get(id).addr == s.address)
-        else {
+        let Some((carved, split)) = self.arena.carve(s) else {
             return;
         };
-        let whole = self.arena.segments.get(seg).head;
-        debug_assert!(
-            self.arena.blocks.get(whole).status == Status::Free
-                && !self.arena.blocks.get(whole).is_split(),
-            "a restored segment is one free block once its blocks are freed"
-        );
+        let Some(&first) = carved.first() else {
+            return;
+        };
         let (stream, pool, small) = {
-            let blk = self.arena.blocks.get(whole);
+            let blk = self.arena.blocks.get(first);
             (blk.stream, blk.pool, blk.small)
         };
-        self.arena.uncache(whole);
-        self.arena.blocks.remove(whole);
-        let split = s.blocks.len() > 1;
-        let mut prev = NONE;
-        let mut carved = Vec::with_capacity(s.blocks.len());
-        for cb in &s.blocks {
-            let b = self.arena.blocks.insert(NewBlock {
-                addr: cb.address,
-                size: cb.size,
-                stream,
-                pool,
-                small,
-                // Checkpoints are of private pools, which keep normal segments.
-                expandable: false,
-                segment: seg,
-                prev,
-                next: NONE,
-            });
-            if prev == NONE {
-                self.arena.segments.get_mut(seg).head = b;
-            } else {
-                self.arena.blocks.get_mut(prev).next = b;
-            }
-            prev = b;
-            self.arena.cache(b);
-            if split {
-                self.stats.inactive_split.increase(small, 1);
-                self.stats.inactive_split_bytes.increase(small, cb.size);
-            }
-            carved.push(b);
-        }
+        self.stats.note_split_change(small, split);
         for (&b, cb) in carved.iter().zip(&s.blocks) {
             if cb.state != BlockState::ActiveAllocated {
                 continue;

@@ -4,10 +4,26 @@
 //! Every segment is tiled by a doubly linked list of blocks in address order; a free block
 //! is in exactly one free list (its pool, stream and class), sorted by (size, address), and
 //! two free blocks never touch (freeing coalesces). The state above decides when memory is
-//! split, coalesced, grown or released and keeps the statistics; the arena holds the map and
-//! answers for its shape ([`Arena::check`]). Expandable segments (`state/expandable`) are
-//! arena segments too: each mapped range of a reservation is one segment, so the same walk
-//! and free lists serve them.
+//! grown, released or reused and keeps the statistics; the arena does the work on the map and
+//! answers for its shape ([`Arena::check`]):
+//!
+//! | module | what it does |
+//! |---|---|
+//! | `fit` | [`Request`], [`FitRules`]: best fit, the split of a block handed out, the coalesce of a freed one; statistics changes come back as [`GrantSplit`] / [`SplitDelta`] |
+//! | `expandable` | expandable segments' reservations and mapped ranges (each range an arena segment): growth planning, newly mapped pages joining the ranges, holes cut by unmapping |
+//! | `lifetime` | the lifetime history behind `lifetime_placement` |
+//! | `restore` | a private pool's blocks, and re-carving a segment to a checkpoint's layout |
+//!
+//! The arena knows the configuration only through the values passed in, and no device.
+
+mod expandable;
+mod fit;
+mod lifetime;
+mod restore;
+
+pub(crate) use expandable::Expandable;
+pub(crate) use fit::{FitRules, Found, GrantSplit, Request, SplitDelta};
+pub(crate) use lifetime::Lifetimes;
 
 use crate::block::{BlockId, Blocks, Segments, Status, NONE};
 use crate::free_list::FreeLists;
@@ -19,6 +35,10 @@ pub(crate) struct Arena {
     pub blocks: Blocks,
     pub segments: Segments,
     pub free: FreeLists,
+    /// The expandable segments' reservations, each with its mapped ranges (arena segments).
+    pub expandable: Vec<Expandable>,
+    /// Allocation lifetimes per size (`lifetime_placement`).
+    pub lifetimes: Lifetimes,
 }
 
 /// What [`Arena::check`] counted while walking the segments, for the statistics to match.
@@ -52,6 +72,8 @@ impl Arena {
             blocks: Blocks::with_initial_capacity(),
             segments: Segments::default(),
             free: FreeLists::default(),
+            expandable: Vec::new(),
+            lifetimes: Lifetimes::default(),
         }
     }
 
@@ -221,6 +243,7 @@ impl Arena {
         if blocks_seen != self.blocks.live().count() {
             return Err("live blocks outside any segment".to_string());
         }
+        self.check_expandable()?;
         Ok(shape)
     }
 }
