@@ -377,3 +377,38 @@ fn work_on_memory_that_is_not_live_is_refused() {
         "nothing reached the device"
     );
 }
+
+#[test]
+fn a_race_on_a_tagged_stream_names_it_and_suggests_a_tagged_event() {
+    let dev = device();
+    let main = dev.default_stream();
+    let x = dev.alloc(256).unwrap();
+    let y = dev.alloc(256).unwrap();
+    main.synchronize().unwrap();
+    main.launch(&Kernel::Fill {
+        dst: x.slice(),
+        value: 1.0,
+    })
+    .unwrap();
+    {
+        // The tagged stream reads x without waiting for main's fill.
+        let _switch = dev.stream_switch("1", 0).unwrap();
+        dev.current_stream()
+            .launch(&Kernel::Copy {
+                src: x.slice(),
+                dst: y.slice(),
+            })
+            .unwrap();
+    }
+    let reports = dev.hal().sanitizer_reports();
+    assert_eq!(reports.len(), 1, "{reports:?}");
+    let r = &reports[0];
+    assert_eq!(r.second.stream_tag.as_deref(), Some("1"));
+    assert_eq!(r.first.as_ref().unwrap().stream_tag, None);
+    let text = r.to_string();
+    assert!(text.contains("(tagged \"1\")"), "{text}");
+    assert!(
+        text.contains("hint:") && text.contains("tagged event"),
+        "{text}"
+    );
+}
