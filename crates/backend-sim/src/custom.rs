@@ -162,8 +162,8 @@ impl SimCustom {
     }
 }
 
-/// Device time of `work` (flops on `unit`, bytes moved) at `dtype`'s throughput under
-/// `profile`, given the units it was granted: shared with the built-in kernels.
+/// The peak rate (flops per second) of `unit` in `dtype` under profile `p`, and how many units
+/// share it: what built-in kernels and user operators are timed against.
 pub(crate) fn unit_peak(p: &DeviceProfile, unit: ComputeUnit, dtype: DType) -> (u64, u32) {
     let f32_type = dtype == DType::F32;
     match unit {
