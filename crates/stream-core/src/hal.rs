@@ -252,6 +252,22 @@ pub trait Device: Send + Sync + 'static {
         Ok(())
     }
 
+    /// Whether this device can access `peer`'s memory (copies and kernels on this device's
+    /// streams reading or writing it) once [`Device::enable_peer_access`] is called. The
+    /// default is `false`.
+    fn can_access_peer(&self, peer: &Self) -> Result<bool, HalError> {
+        let _ = peer;
+        Ok(false)
+    }
+
+    /// Lets this device's streams access `peer`'s memory (`aclrtDeviceEnablePeerAccess`,
+    /// `cudaDeviceEnablePeerAccess`); one direction only. The default is
+    /// [`HalError::Unsupported`].
+    fn enable_peer_access(&self, peer: &Self) -> Result<(), HalError> {
+        let _ = peer;
+        Err(HalError::Unsupported("peer access"))
+    }
+
     /// Blocks until all work on all streams is done.
     fn synchronize(&self) -> Result<(), HalError>;
 

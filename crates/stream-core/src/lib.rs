@@ -24,6 +24,7 @@
 //! | `state` | per-device state under one lock: ordering, capture rules, tags |
 //! | `context` | the per-thread current-stream stack ([`StreamGuard`]) |
 //! | [`kernel`], [`custom`], [`dtype`] | built-in kernels, user operators ([`CustomOp`]), data types |
+//! | [`collective`] | collective calls as values (for backends and `braid-collective`) |
 //! | `uses` | use observers (how the allocator's automatic mode sees every use) |
 //! | `memory`, [`types`], [`error`] | raw device memory and host readbacks; value types; errors |
 //!
@@ -43,6 +44,7 @@
 
 pub mod capture_rule;
 pub mod clock;
+pub mod collective;
 mod context;
 pub mod custom;
 mod device;

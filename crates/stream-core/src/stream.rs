@@ -245,6 +245,23 @@ impl<B: Backend> Stream<B> {
         Ok(pos)
     }
 
+    /// Enqueues work whose body calls the backend itself (a collective, say): `uses` declares
+    /// every range it reads and writes, and from there it is an operator like any other —
+    /// validated ranges, a position in the happens-before model, use notes for the
+    /// allocator's automatic mode, capture and replay. `body` enqueues the work on the backend
+    /// stream and nothing else; when it fails nothing is enqueued and the stream is unchanged.
+    pub fn submit_op(
+        &self,
+        name: &str,
+        uses: &[(DeviceSlice, Access)],
+        body: impl FnOnce(&B::Stream) -> std::result::Result<(), hal::HalError>,
+    ) -> Result<StreamPosition> {
+        self.check_live(name, uses.iter().map(|(slice, _)| *slice))?;
+        let pos = self.submit("Stream::submit_op", None, body)?;
+        self.device.notify_uses(pos, uses.iter().copied());
+        Ok(pos)
+    }
+
     /// Refuses work on ranges the backend knows are not live memory of this device.
     fn check_live(&self, work: &str, ranges: impl Iterator<Item = DeviceSlice>) -> Result<()> {
         let hal = self.device.hal();

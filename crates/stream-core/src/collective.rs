@@ -1,0 +1,323 @@
+//! Collective calls as values: what one rank asks of a communicator (HCCL's and NCCL's
+//! operations), shared by the backends that run them and the `braid-collective` front layer.
+//!
+//! A [`CollectiveCall`] names the operation, the buffers of *this* rank and the element count
+//! with HCCL's meaning for each operation (see [`CollectiveCall::send_len`] and
+//! [`CollectiveCall::recv_len`]). Its [`Signature`] is what every rank of a communicator must
+//! agree on for the call to match: the front layer compares signatures to refuse mismatched
+//! calls with a typed error instead of hanging.
+
+use crate::dtype::DType;
+use crate::types::DevicePtr;
+use std::fmt;
+
+/// Bytes of a root info (HCCL's `HCCL_ROOT_INFO_BYTES`).
+pub const ROOT_INFO_BYTES: usize = 4108;
+
+/// The opaque bytes rank 0 creates (`HcclGetRootInfo`) and every other rank of a
+/// multi-process communicator receives over the user's transport before joining
+/// (`HcclCommInitRootInfo`). What they hold is the backend's business.
+#[derive(Clone, PartialEq, Eq)]
+pub struct RootInfo(pub Box<[u8; ROOT_INFO_BYTES]>);
+
+impl RootInfo {
+    /// Root info from bytes received over a transport; `None` unless exactly
+    /// [`ROOT_INFO_BYTES`] long (whether the content is valid is for the backend to say).
+    pub fn from_bytes(bytes: &[u8]) -> Option<RootInfo> {
+        let array: [u8; ROOT_INFO_BYTES] = bytes.try_into().ok()?;
+        Some(RootInfo(Box::new(array)))
+    }
+
+    /// The bytes to send.
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.0[..]
+    }
+}
+
+impl fmt::Debug for RootInfo {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "RootInfo({} bytes)", ROOT_INFO_BYTES)
+    }
+}
+
+/// How an all-reduce or reduce-scatter combines the ranks' elements.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum ReduceOp {
+    /// Elementwise sum.
+    Sum,
+    /// Elementwise product.
+    Prod,
+    /// Elementwise maximum.
+    Max,
+    /// Elementwise minimum.
+    Min,
+}
+
+impl ReduceOp {
+    /// Every reduction.
+    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
+
+    /// Combines two values (in `f32`; the caller rounds to the data type).
+    pub fn combine(self, a: f32, b: f32) -> f32 {
+        match self {
+            ReduceOp::Sum => a + b,
+            ReduceOp::Prod => a * b,
+            ReduceOp::Max => a.max(b),
+            ReduceOp::Min => a.min(b),
+        }
+    }
+
+    /// Lower-case name (`sum`, `prod`, `max`, `min`).
+    pub const fn name(self) -> &'static str {
+        match self {
+            ReduceOp::Sum => "sum",
+            ReduceOp::Prod => "prod",
+            ReduceOp::Max => "max",
+            ReduceOp::Min => "min",
+        }
+    }
+}
+
+/// The operation of a collective call.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum CollectiveOp {
+    /// Every rank's `recv` gets the reduction of every rank's `send` (`count` elements).
+    AllReduce(ReduceOp),
+    /// Every rank's `recv` gets every rank's `send` (`count` elements each), in rank order.
+    AllGather,
+    /// Rank `r`'s `recv` gets block `r` (`count` elements) of the reduction of every rank's
+    /// `send` (`count × ranks` elements).
+    ReduceScatter(ReduceOp),
+    /// Every rank's `recv` gets the root's `send` (`count` elements). On the root `send` and
+    /// `recv` may be the same buffer (HCCL's in-place broadcast uses one buffer everywhere).
+    Broadcast {
+        /// The rank whose data is sent.
+        root: u32,
+    },
+    /// This rank sends `send` (`count` elements) to `peer`, which posts the matching
+    /// [`CollectiveOp::Recv`].
+    Send {
+        /// The receiving rank.
+        peer: u32,
+    },
+    /// This rank receives `count` elements from `peer` into `recv`.
+    Recv {
+        /// The sending rank.
+        peer: u32,
+    },
+    /// Block `j` (`count` elements) of rank `i`'s `send` goes to block `i` of rank `j`'s
+    /// `recv`; both buffers hold `count × ranks` elements.
+    AllToAll,
+}
+
+impl CollectiveOp {
+    /// The operation's name as HCCL spells it (`allreduce`, `allgather`, ...), for labels.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CollectiveOp::AllReduce(_) => "allreduce",
+            CollectiveOp::AllGather => "allgather",
+            CollectiveOp::ReduceScatter(_) => "reducescatter",
+            CollectiveOp::Broadcast { .. } => "broadcast",
+            CollectiveOp::Send { .. } => "send",
+            CollectiveOp::Recv { .. } => "recv",
+            CollectiveOp::AllToAll => "alltoall",
+        }
+    }
+
+    /// Whether the operation reads a send buffer on this rank.
+    pub fn reads_send(self, rank: u32) -> bool {
+        match self {
+            CollectiveOp::Recv { .. } => false,
+            CollectiveOp::Broadcast { root } => rank == root,
+            _ => true,
+        }
+    }
+
+    /// Whether the operation writes a receive buffer on this rank.
+    pub fn writes_recv(self) -> bool {
+        !matches!(self, CollectiveOp::Send { .. })
+    }
+}
+
+impl fmt::Display for CollectiveOp {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CollectiveOp::AllReduce(op) | CollectiveOp::ReduceScatter(op) => {
+                write!(f, "{}({})", self.name(), op.name())
+            }
+            CollectiveOp::Broadcast { root } => write!(f, "broadcast(root {root})"),
+            CollectiveOp::Send { peer } => write!(f, "send(to {peer})"),
+            CollectiveOp::Recv { peer } => write!(f, "recv(from {peer})"),
+            _ => f.write_str(self.name()),
+        }
+    }
+}
+
+/// One rank's part of a collective: the operation, this rank's buffers, the element count
+/// (HCCL's meaning: per rank for all-gather and reduce-scatter, see [`CollectiveCall::send_len`])
+/// and the data type. Buffers are device addresses of this rank's device; `send` is ignored
+/// where the operation sends nothing from this rank, `recv` where it receives nothing.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct CollectiveCall {
+    /// The operation.
+    pub op: CollectiveOp,
+    /// This rank's input.
+    pub send: DevicePtr,
+    /// This rank's output.
+    pub recv: DevicePtr,
+    /// Element count (see [`CollectiveCall::send_len`] for its meaning per operation).
+    pub count: u64,
+    /// Element type.
+    pub dtype: DType,
+}
+
+impl CollectiveCall {
+    /// Bytes this rank's `send` buffer must hold in a communicator of `ranks` ranks (0 where
+    /// it sends nothing): `count` elements, times `ranks` for reduce-scatter and all-to-all.
+    /// `None` on overflow.
+    pub fn send_len(&self, rank: u32, ranks: u32) -> Option<u64> {
+        if !self.op.reads_send(rank) {
+            return Some(0);
+        }
+        let elements = match self.op {
+            CollectiveOp::ReduceScatter(_) | CollectiveOp::AllToAll => {
+                self.count.checked_mul(u64::from(ranks))?
+            }
+            _ => self.count,
+        };
+        elements.checked_mul(self.dtype.size())
+    }
+
+    /// Bytes this rank's `recv` buffer must hold in a communicator of `ranks` ranks (0 where it
+    /// receives nothing): `count` elements, times `ranks` for all-gather and all-to-all.
+    /// `None` on overflow.
+    pub fn recv_len(&self, ranks: u32) -> Option<u64> {
+        if !self.op.writes_recv() {
+            return Some(0);
+        }
+        let elements = match self.op {
+            CollectiveOp::AllGather | CollectiveOp::AllToAll => {
+                self.count.checked_mul(u64::from(ranks))?
+            }
+            _ => self.count,
+        };
+        elements.checked_mul(self.dtype.size())
+    }
+
+    /// What every rank must agree on.
+    pub fn signature(&self) -> Signature {
+        Signature {
+            op: self.op,
+            count: self.count,
+            dtype: self.dtype,
+        }
+    }
+}
+
+/// What the ranks of a communicator must agree on for their calls to match: the operation
+/// (with its reduction or root), the element count and the data type. Send and receive
+/// match each other by peer: rank `a`'s `Send { peer: b }` pairs with rank `b`'s
+/// `Recv { peer: a }` ([`Signature::pairs_with`]).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub struct Signature {
+    /// The operation.
+    pub op: CollectiveOp,
+    /// Element count.
+    pub count: u64,
+    /// Element type.
+    pub dtype: DType,
+}
+
+impl Signature {
+    /// Whether this rank's (`rank`) call and `other`'s (issued by rank `other_rank`) belong to
+    /// one collective: equal signatures, or a send and the matching receive.
+    pub fn pairs_with(&self, rank: u32, other: &Signature, other_rank: u32) -> bool {
+        match (self.op, other.op) {
+            (CollectiveOp::Send { peer }, CollectiveOp::Recv { peer: from })
+            | (CollectiveOp::Recv { peer: from }, CollectiveOp::Send { peer }) => {
+                let (sender, receiver) = if matches!(self.op, CollectiveOp::Send { .. }) {
+                    (rank, other_rank)
+                } else {
+                    (other_rank, rank)
+                };
+                peer == receiver
+                    && from == sender
+                    && self.count == other.count
+                    && self.dtype == other.dtype
+            }
+            _ => self == other,
+        }
+    }
+
+    /// A short description of how `other` differs from this signature (empty when equal).
+    pub fn difference(&self, other: &Signature) -> String {
+        let mut parts = Vec::new();
+        if self.op != other.op {
+            parts.push(format!("operation {} vs {}", self.op, other.op));
+        }
+        if self.count != other.count {
+            parts.push(format!("count {} vs {}", self.count, other.count));
+        }
+        if self.dtype != other.dtype {
+            parts.push(format!("data type {} vs {}", self.dtype, other.dtype));
+        }
+        parts.join(", ")
+    }
+}
+
+impl fmt::Display for Signature {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} of {} × {}", self.op, self.count, self.dtype)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn call(op: CollectiveOp, count: u64) -> CollectiveCall {
+        CollectiveCall {
+            op,
+            send: DevicePtr(0x100),
+            recv: DevicePtr(0x200),
+            count,
+            dtype: DType::F16,
+        }
+    }
+
+    #[test]
+    fn buffer_lengths_follow_hccl_counts() {
+        let ar = call(CollectiveOp::AllReduce(ReduceOp::Sum), 8);
+        assert_eq!((ar.send_len(0, 4), ar.recv_len(4)), (Some(16), Some(16)));
+        let ag = call(CollectiveOp::AllGather, 8);
+        assert_eq!((ag.send_len(1, 4), ag.recv_len(4)), (Some(16), Some(64)));
+        let rs = call(CollectiveOp::ReduceScatter(ReduceOp::Max), 8);
+        assert_eq!((rs.send_len(1, 4), rs.recv_len(4)), (Some(64), Some(16)));
+        let bc = call(CollectiveOp::Broadcast { root: 2 }, 8);
+        assert_eq!((bc.send_len(2, 4), bc.send_len(1, 4)), (Some(16), Some(0)));
+        let send = call(CollectiveOp::Send { peer: 1 }, 8);
+        assert_eq!((send.send_len(0, 2), send.recv_len(2)), (Some(16), Some(0)));
+        let recv = call(CollectiveOp::Recv { peer: 0 }, 8);
+        assert_eq!((recv.send_len(1, 2), recv.recv_len(2)), (Some(0), Some(16)));
+        let a2a = call(CollectiveOp::AllToAll, 8);
+        assert_eq!((a2a.send_len(0, 4), a2a.recv_len(4)), (Some(64), Some(64)));
+        assert_eq!(call(CollectiveOp::AllGather, u64::MAX).recv_len(2), None);
+    }
+
+    #[test]
+    fn signatures_pair_sends_with_their_receives() {
+        let send = call(CollectiveOp::Send { peer: 1 }, 8).signature();
+        let recv = call(CollectiveOp::Recv { peer: 0 }, 8).signature();
+        assert!(send.pairs_with(0, &recv, 1));
+        assert!(recv.pairs_with(1, &send, 0));
+        let wrong_peer = call(CollectiveOp::Recv { peer: 2 }, 8).signature();
+        assert!(!send.pairs_with(0, &wrong_peer, 1));
+        let a = call(CollectiveOp::AllReduce(ReduceOp::Sum), 8).signature();
+        let b = call(CollectiveOp::AllReduce(ReduceOp::Max), 4).signature();
+        assert!(!a.pairs_with(0, &b, 1));
+        assert_eq!(
+            a.difference(&b),
+            "operation allreduce(sum) vs allreduce(max), count 8 vs 4"
+        );
+    }
+}
