@@ -86,6 +86,7 @@ mod capture;
 mod codes;
 mod errmsg;
 pub mod exports;
+pub mod hccl;
 mod registry;
 mod settings;
 

@@ -13,9 +13,10 @@ use braid_backend_sim::{SimConfig, SimDevice, SimEvent, SimGraph, SimMode, SimSt
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, HalError, Stream as _};
 use braid_stream_core::types::{CaptureMode, DevicePtr, EventFlags, HostPtr};
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+mod devices;
 mod vmm;
 
 /// First handle value; handles step by 0x40 so they look like (and are as distinct as) pointers.
@@ -83,6 +84,8 @@ pub(crate) struct Registry {
     captures: BTreeMap<u64, CaptureState>,
     /// Physical memory handles of the virtual-memory API.
     physical: HashMap<usize, vmm::Physical>,
+    /// Enabled peer access: (device, peer) means `device` may access `peer`'s memory.
+    peers: HashSet<(usize, usize)>,
     next_handle: usize,
     next_capture: u64,
 }
@@ -146,6 +149,7 @@ impl Registry {
             host_allocations: HashMap::new(),
             captures: BTreeMap::new(),
             physical: HashMap::new(),
+            peers: HashSet::new(),
             next_handle: HANDLE_BASE,
             next_capture: 1,
         }

@@ -1,0 +1,51 @@
+//! The text `HcclGetErrorString` gives for each `HcclResult` (braid's own wording).
+
+use braid_acl_sys::hccl::codes::*;
+use braid_acl_sys::hccl::HcclResult;
+use std::ffi::CStr;
+
+/// `HcclGetErrorString`'s text for `code`: what the result means (static, NUL-terminated).
+pub(crate) fn error_string(code: HcclResult) -> &'static CStr {
+    match code {
+        HCCL_SUCCESS => c"success",
+        HCCL_E_PARA => c"parameter error",
+        HCCL_E_PTR => c"empty pointer",
+        HCCL_E_MEMORY => c"memory error",
+        HCCL_E_INTERNAL => c"internal error",
+        HCCL_E_NOT_SUPPORT => c"not support feature",
+        HCCL_E_NOT_FOUND => c"not found specific resource",
+        HCCL_E_UNAVAIL => c"resource unavailable",
+        HCCL_E_SYSCALL => c"call system interface error",
+        HCCL_E_TIMEOUT => c"timeout",
+        HCCL_E_OPEN_FILE_FAILURE => c"open file fail",
+        HCCL_E_TCP_CONNECT => c"tcp connect fail",
+        HCCL_E_ROCE_CONNECT => c"roce connect fail",
+        HCCL_E_TCP_TRANSFER => c"tcp transfer fail",
+        HCCL_E_ROCE_TRANSFER => c"roce transfer fail",
+        HCCL_E_RUNTIME => c"call runtime api fail",
+        HCCL_E_DRV => c"call driver api fail",
+        HCCL_E_PROFILING => c"call profiling api fail",
+        HCCL_E_CCE => c"call cce api fail",
+        HCCL_E_NETWORK => c"call network api fail",
+        HCCL_E_AGAIN => c"try again",
+        HCCL_E_REMOTE => c"error cqe",
+        _ => c"unknown error",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_result_has_its_own_text_and_unknown_ones_share_one() {
+        let texts: Vec<&CStr> = RESULT_NAMES.iter().map(|(r, _)| error_string(*r)).collect();
+        let mut unique = texts.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        assert_eq!(unique.len(), RESULT_NAMES.len());
+        assert!(!texts.contains(&c"unknown error"));
+        assert_eq!(error_string(99), c"unknown error");
+        assert_eq!(error_string(HCCL_E_PTR), c"empty pointer");
+    }
+}
