@@ -8,10 +8,6 @@ use braid_stream_core::collective::CollectiveCall;
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
-/// First communicator handle; handles step like pointers and never repeat.
-const HANDLE_BASE: usize = 0x0cc1_0000;
-const HANDLE_STEP: usize = 0x40;
-
 /// One rank's communicator.
 struct Comm {
     rank: u32,
@@ -20,7 +16,6 @@ struct Comm {
 
 struct Table {
     comms: HashMap<usize, Comm>,
-    next: usize,
 }
 
 fn table() -> MutexGuard<'static, Table> {
@@ -29,7 +24,6 @@ fn table() -> MutexGuard<'static, Table> {
         .get_or_init(|| {
             Mutex::new(Table {
                 comms: HashMap::new(),
-                next: HANDLE_BASE,
             })
         })
         .lock()

@@ -1,0 +1,190 @@
+//! HCCL and several devices through `braid-acl-sim`, on the real loading path: the HCCL table
+//! loads from it with every symbol, failures carry `HcclResult` names and
+//! `HcclGetErrorString`'s text, peer access follows ACL's rules, and handles of two devices
+//! are used in any order from one thread.
+
+mod common;
+
+use braid_acl_sys::hccl::codes::*;
+use braid_acl_sys::hccl::{self, HcclFunctions, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_INT8};
+use braid_acl_sys::SymbolTable;
+use braid_backend_acl::{codes, AclConfig, AclDevice, HcclApi};
+use braid_stream_core::hal::{Device as _, HalError, Stream as _};
+use std::ffi::{CStr, OsString};
+use std::ptr;
+
+fn open(ordinal: u32) -> AclDevice {
+    common::exclusive();
+    AclDevice::open_with(common::api(), ordinal, AclConfig::default()).expect("opens")
+}
+
+fn env_of(pairs: &[(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
+    let pairs = pairs.to_vec();
+    move |k| {
+        pairs
+            .iter()
+            .find(|(name, _)| *name == k)
+            .map(|(_, v)| OsString::from(v))
+    }
+}
+
+#[test]
+fn hccl_loads_from_the_simulator_with_every_symbol() {
+    let api = HcclApi::load_for(common::api()).expect("HCCL from braid-acl-sim");
+    assert_eq!(api.libraries(), vec![common::api().path().to_path_buf()]);
+    assert!(
+        api.missing_optional().is_empty(),
+        "{:?}",
+        api.missing_optional()
+    );
+    assert_eq!(HcclFunctions::SYMBOLS.len(), 15);
+    // Loaded once per ACL library.
+    assert!(std::ptr::eq(api, HcclApi::load_for(common::api()).unwrap()));
+}
+
+#[test]
+fn a_configured_hccl_library_that_fails_is_an_error_naming_it() {
+    let err = HcclApi::load_with(
+        env_of(&[(hccl::LIB_ENV, "/nonexistent/libhccl.so")]),
+        common::api(),
+    )
+    .unwrap_err();
+    let text = err.to_string();
+    assert!(
+        text.contains("/nonexistent/libhccl.so (named by $BRAID_HCCL_LIB)"),
+        "{text}"
+    );
+    assert!(text.starts_with("could not load HCCL"), "{text}");
+
+    let err =
+        HcclApi::load_with(env_of(&[(hccl::LIB_ENV, "libm.so.6")]), common::api()).unwrap_err();
+    assert!(
+        err.missing_symbols().contains(&"HcclGetRootInfo"),
+        "{err:?}"
+    );
+    assert!(err
+        .to_string()
+        .contains("libm.so.6 (named by $BRAID_HCCL_LIB)"));
+}
+
+#[test]
+fn failures_carry_the_result_name_and_hccl_error_string() {
+    let api = HcclApi::load_for(common::api()).unwrap();
+    // SAFETY: a null communicator is refused before any use.
+    let code = unsafe { (api.HcclCommDestroy)(ptr::null_mut()) };
+    assert_eq!(code, HCCL_E_PTR);
+    let err = api.check("HcclCommDestroy", code).unwrap_err();
+    assert_eq!((err.name, err.call), ("HCCL_E_PTR", "HcclCommDestroy"));
+    assert!(err.message.starts_with("empty pointer"), "{}", err.message);
+    assert!(
+        err.message.contains("comm is a null pointer"),
+        "{}",
+        err.message
+    );
+    match HalError::from(err) {
+        HalError::Native { code, name, .. } => assert_eq!((code, name), (2, "HCCL_E_PTR")),
+        other => panic!("unexpected {other:?}"),
+    }
+
+    let (buf, comm, stream) = (0x1000 as *mut _, 0x2000 as *mut _, 0x3000 as *mut _);
+    // SAFETY: arguments are checked before any handle or buffer is used.
+    let bad_type = unsafe { (api.HcclAllReduce)(buf, buf, 4, 99, 0, comm, stream) };
+    assert_eq!(bad_type, HCCL_E_PARA);
+    // SAFETY: as above.
+    let bad_op = unsafe { (api.HcclAllReduce)(buf, buf, 4, HCCL_DATA_TYPE_FP32, 7, comm, stream) };
+    assert_eq!(bad_op, HCCL_E_PARA);
+    // SAFETY: as above.
+    let int8 = unsafe { (api.HcclAllReduce)(buf, buf, 4, HCCL_DATA_TYPE_INT8, 0, comm, stream) };
+    assert_eq!(int8, HCCL_E_NOT_SUPPORT);
+    // SAFETY: as above.
+    let null_send = unsafe {
+        (api.HcclAllReduce)(
+            ptr::null_mut(),
+            buf,
+            4,
+            HCCL_DATA_TYPE_FP32,
+            0,
+            comm,
+            stream,
+        )
+    };
+    assert_eq!(null_send, HCCL_E_PTR);
+    // SAFETY: as above; the communicator is no live one.
+    let stale = unsafe { (api.HcclAllReduce)(buf, buf, 4, HCCL_DATA_TYPE_FP32, 0, comm, stream) };
+    assert_eq!(stale, HCCL_E_PARA);
+    let mut rank = 0u32;
+    // SAFETY: as above.
+    assert_eq!(unsafe { (api.HcclGetRankId)(comm, &mut rank) }, HCCL_E_PARA);
+    assert_eq!(api.error_string(99), "unknown error");
+    assert_eq!(api.error_string(HCCL_E_TIMEOUT), "timeout");
+}
+
+#[test]
+fn peer_access_between_two_devices_follows_acls_rules() {
+    let (d0, d1) = (open(0), open(1));
+    assert!(d0.can_access_peer(&d1).unwrap());
+    assert!(d1.can_access_peer(&d0).unwrap());
+    assert!(!d0.can_access_peer(&d0).unwrap());
+    d0.enable_peer_access(&d1).unwrap();
+    d0.enable_peer_access(&d1).unwrap();
+    assert!(matches!(
+        d1.enable_peer_access(&d1),
+        Err(HalError::InvalidArgument(_))
+    ));
+
+    let api = common::api();
+    let can = api.aclrtDeviceCanAccessPeer.expect("exported");
+    let enable = api.aclrtDeviceEnablePeerAccess.expect("exported");
+    let disable = api.aclrtDeviceDisablePeerAccess.expect("exported");
+    let mut answer = -1;
+    // SAFETY: `answer` is valid for a write (null is refused); the rest are plain values.
+    let (itself, out_of_range, null_out) = unsafe {
+        (
+            can(&mut answer, 0, 0),
+            can(&mut answer, 0, 99),
+            can(ptr::null_mut(), 0, 1),
+        )
+    };
+    assert_eq!(itself, codes::ACL_ERROR_INVALID_PARAM);
+    assert_eq!(out_of_range, codes::ACL_ERROR_INVALID_PARAM);
+    assert_eq!(null_out, codes::ACL_ERROR_INVALID_PARAM);
+    // Binds device 0 on this thread: enabling is from the current device.
+    d0.synchronize().unwrap();
+    // SAFETY: plain values. The flags are reserved: CANN refuses a non-zero value as
+    // unsupported; disabling twice finds it no longer enabled.
+    let (flags, disabled, again) = unsafe { (enable(1, 1), disable(1), disable(1)) };
+    assert_eq!(flags, codes::ACL_ERROR_FEATURE_UNSUPPORTED);
+    assert_eq!(disabled, codes::ACL_SUCCESS);
+    assert_eq!(again, codes::ACL_ERROR_INVALID_PARAM);
+    // SAFETY: no arguments.
+    let text = unsafe { CStr::from_ptr((api.aclGetRecentErrMsg)()) };
+    assert!(
+        text.to_string_lossy().contains("is not enabled"),
+        "{text:?}"
+    );
+}
+
+#[test]
+fn handles_of_two_devices_are_used_in_any_order_from_one_thread() {
+    let (d0, d1) = (open(0), open(1));
+    let (s0, s1) = (d0.create_stream(0).unwrap(), d1.create_stream(0).unwrap());
+    let (a, b) = (d0.alloc(256).unwrap(), d1.alloc(256).unwrap());
+    // Interleaved: every call binds its own device first (braid-acl-sim refuses an object of
+    // another device than the thread's current one with 107003).
+    for round in 0..3u8 {
+        s0.memset(a, round, 256).unwrap();
+        s1.memset(b, round + 1, 256).unwrap();
+        s0.synchronize().unwrap();
+        s1.synchronize().unwrap();
+    }
+    let mut host = [0u8; 4];
+    // SAFETY: `host` outlives the synchronize below.
+    unsafe { s1.memcpy_d2h(host.as_mut_ptr(), b, 4) }.unwrap();
+    s1.synchronize().unwrap();
+    assert_eq!(host, [3; 4]);
+    // SAFETY: allocated above, no work pending.
+    unsafe {
+        d0.free(a).unwrap();
+        d1.free(b).unwrap();
+    }
+}
