@@ -53,7 +53,7 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `BRAID_ACL_SIM_DEVICES` ([`DEVICES_ENV`]) | number of devices, 1 to 64 | 2 |
+//! | `BRAID_ACL_SIM_DEVICES` ([`DEVICES_ENV`]) | number of devices of the simulated node, 1 to 64 | 8 |
 //! | `BRAID_ACL_SIM_CAPACITY` ([`CAPACITY_ENV`]) | memory of each device in bytes, positive | 16 GiB |
 //! | `BRAID_ACL_SIM_TIMING_ONLY` ([`TIMING_ONLY_ENV`]) | comma-separated ids of the devices that run timing-only; empty: none | `1` |
 //!
