@@ -10,6 +10,7 @@ use braid_acl_sys::hccl::{self, HcclFunctions, HCCL_DATA_TYPE_FP32, HCCL_DATA_TY
 use braid_acl_sys::SymbolTable;
 use braid_backend_acl::{codes, AclConfig, AclDevice, HcclApi};
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};
+use braid_stream_core::types::EventFlags;
 use std::ffi::{CStr, OsString};
 use std::ptr;
 
@@ -186,5 +187,43 @@ fn handles_of_two_devices_are_used_in_any_order_from_one_thread() {
     unsafe {
         d0.free(a).unwrap();
         d1.free(b).unwrap();
+    }
+}
+
+#[test]
+fn a_peer_copy_needs_peer_access_and_a_stream_waits_on_another_devices_event() {
+    let (d0, d1) = (open(0), open(1));
+    let (s0, s1) = (d0.create_stream(0).unwrap(), d1.create_stream(0).unwrap());
+    let (mine, theirs) = (d0.alloc(64).unwrap(), d1.alloc(64).unwrap());
+    s1.memset(theirs, 7, 64).unwrap();
+    let written = d1.create_event(EventFlags::default()).unwrap();
+    s1.record(&written).unwrap();
+    // Device 0's stream waits on device 1's event: a cross-device wait.
+    s0.wait(&written).unwrap();
+    // Without peer access the copy is refused, naming both devices.
+    match s0.memcpy_d2d(mine, theirs, 64) {
+        Err(HalError::Native {
+            code,
+            name,
+            message,
+        }) => {
+            assert_eq!((code, name), (107_000, "ACL_ERROR_RT_PARAM_INVALID"));
+            assert!(message.contains("memory of device 1"), "{message}");
+            assert!(message.contains("device 0 has no peer access"), "{message}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+    d0.enable_peer_access(&d1).unwrap();
+    s0.memcpy_d2d(mine, theirs, 64).unwrap();
+    let mut host = [0u8; 64];
+    // SAFETY: `host` outlives the synchronize below.
+    unsafe { s0.memcpy_d2h(host.as_mut_ptr(), mine, 64) }.unwrap();
+    s0.synchronize().unwrap();
+    assert_eq!(host, [7; 64]);
+    // The stream is still usable after the refusal; free both.
+    // SAFETY: allocated above, no work pending.
+    unsafe {
+        d0.free(mine).unwrap();
+        d1.free(theirs).unwrap();
     }
 }
