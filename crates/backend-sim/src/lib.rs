@@ -98,6 +98,7 @@
 #![warn(missing_docs)]
 
 mod capture;
+pub mod collective;
 mod compute;
 mod config;
 mod custom;
@@ -118,6 +119,7 @@ mod stream;
 mod timeline;
 pub mod trace;
 
+pub use collective::cost::{collective_bound, LinkParams, Wiring};
 pub use config::{SimConfig, SimMode};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
