@@ -32,7 +32,10 @@
 //! within a server in spirit: its "mesh" algorithm drives all `p−1` links at once and wins
 //! for large messages, recursive halving and doubling wins where the latency term dominates
 //! (small messages, power-of-two `p`; each step's partner is a direct link), and the ring
-//! remains for odd sizes in between. On a
+//! remains for odd sizes in between. On a [`Wiring::Switched`] network (ranks in several
+//! servers, one port each) every pair is reachable but a rank drives one message at a time:
+//! ring, recursive halving and doubling, the broadcast algorithms and pairwise all-to-all
+//! run, the mesh algorithms do not. On a
 //! [`Wiring::Ring`] only neighbours are linked: ring algorithms and the binomial tree (whose
 //! messages are counted as one hop each, an optimistic simplification) are used, recursive
 //! halving and doubling and the mesh algorithms are not (their partners are not neighbours),
@@ -51,6 +54,9 @@ use crate::profile::DeviceProfile;
 pub enum Wiring {
     /// Every pair of devices has a direct link (HCCS within an Atlas 800T A2 server).
     FullMesh,
+    /// Every device has one network port per direction into a switch (RoCE between
+    /// servers): any pair can talk, but each rank sends and receives one message at a time.
+    Switched,
     /// Device `i` is linked to `i − 1` and `i + 1` (mod the count) only.
     Ring,
 }
@@ -170,6 +176,8 @@ fn candidates(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> 
     let (a, b, g) = (params.alpha_ns as f64, params.beta_ns(), params.gamma_ns());
     let share = (p - 1.0) / p;
     let mesh = params.wiring == Wiring::FullMesh;
+    // Any pair of ranks can exchange directly (not only ring neighbours).
+    let any_pair = params.wiring != Wiring::Ring;
     let power_of_two = ranks.is_power_of_two();
     let log = log2_ceil(ranks);
     let mut out = Vec::new();
@@ -185,7 +193,7 @@ fn candidates(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> 
                 Algorithm::Ring,
                 2.0 * (p - 1.0) * a + 2.0 * share * n * b + share * n * g,
             );
-            if mesh && power_of_two {
+            if any_pair && power_of_two {
                 push(
                     Algorithm::RecursiveHalvingDoubling,
                     2.0 * log * a + 2.0 * share * n * b + share * n * g,
@@ -221,7 +229,7 @@ fn candidates(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> 
             );
         }
         CollectiveOp::AllToAll => {
-            if mesh {
+            if any_pair {
                 push(Algorithm::Pairwise, (p - 1.0) * a + share * n * b);
             } else {
                 push(
@@ -340,6 +348,33 @@ mod tests {
                 algorithm: Algorithm::Mesh,
                 ns: 10_045
             }
+        );
+    }
+
+    #[test]
+    fn a_switched_network_allows_halving_doubling_and_pairwise_but_no_mesh() {
+        let switched = params(Wiring::Switched);
+        // p = 8, n = 800: ring 15750, halving-doubling 7750; no mesh candidate.
+        assert_eq!(
+            candidates(SUM, 8, 800, &switched),
+            vec![
+                Plan {
+                    algorithm: Algorithm::Ring,
+                    ns: 15_750
+                },
+                Plan {
+                    algorithm: Algorithm::RecursiveHalvingDoubling,
+                    ns: 7750
+                },
+            ]
+        );
+        assert_eq!(
+            plan(CollectiveOp::AllToAll, 4, 4000, &switched).algorithm,
+            Algorithm::Pairwise
+        );
+        assert_eq!(
+            candidates(CollectiveOp::AllGather, 4, 4000, &switched).len(),
+            1
         );
     }
 
