@@ -4,6 +4,8 @@
 
 #[allow(dead_code)]
 pub(crate) mod backlog;
+#[allow(dead_code)]
+pub(crate) mod communicator;
 pub mod cost;
 // Used by the engine integration of communicators (next step); tested on their own now.
 #[allow(dead_code)]
