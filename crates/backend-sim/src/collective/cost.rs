@@ -136,6 +136,56 @@ impl Algorithm {
     }
 }
 
+impl Algorithm {
+    /// The ordered pairs of ranks (sender, receiver) among `ranks` whose links the algorithm
+    /// uses (`root` for the broadcast algorithms; `Direct` is a single pair the caller knows
+    /// and gives no pairs here). The simulator occupies each pair's link for the whole
+    /// collective.
+    pub fn pairs(self, ranks: u32, root: u32) -> Vec<(u32, u32)> {
+        let p = ranks;
+        let ring = || (0..p).map(|r| (r, (r + 1) % p)).collect::<Vec<_>>();
+        let tree = || {
+            let mut out = Vec::new();
+            let mut step = 1;
+            while step < p {
+                for r in 0..step.min(p) {
+                    if r + step < p {
+                        out.push(((r + root) % p, (r + step + root) % p));
+                    }
+                }
+                step *= 2;
+            }
+            out
+        };
+        let mut pairs = match self {
+            _ if p < 2 => Vec::new(),
+            Algorithm::Ring | Algorithm::RingRelay => ring(),
+            Algorithm::RecursiveHalvingDoubling => {
+                let mut out = Vec::new();
+                let mut bit = 1;
+                while bit < p {
+                    out.extend((0..p).map(|r| (r, r ^ bit)).filter(|&(_, q)| q < p));
+                    bit *= 2;
+                }
+                out
+            }
+            Algorithm::Mesh | Algorithm::Pairwise => (0..p)
+                .flat_map(|a| (0..p).filter(move |&b| b != a).map(move |b| (a, b)))
+                .collect(),
+            Algorithm::BinomialTree => tree(),
+            Algorithm::ScatterAllGather => {
+                let mut out = tree();
+                out.extend(ring());
+                out
+            }
+            Algorithm::Direct => Vec::new(),
+        };
+        pairs.sort_unstable();
+        pairs.dedup();
+        pairs
+    }
+}
+
 /// The algorithm chosen for a collective and its time.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Plan {
@@ -458,6 +508,36 @@ mod tests {
             collective_bound(CollectiveOp::Recv { peer: 0 }, 2, 500, &ring),
             1500
         );
+    }
+
+    #[test]
+    fn each_algorithm_names_the_links_it_uses() {
+        assert_eq!(Algorithm::Ring.pairs(3, 0), vec![(0, 1), (1, 2), (2, 0)]);
+        assert_eq!(
+            Algorithm::RecursiveHalvingDoubling.pairs(4, 0),
+            vec![
+                (0, 1),
+                (0, 2),
+                (1, 0),
+                (1, 3),
+                (2, 0),
+                (2, 3),
+                (3, 1),
+                (3, 2)
+            ]
+        );
+        assert_eq!(Algorithm::Mesh.pairs(3, 0).len(), 6);
+        // Root 1 of 4: 1→2, then 1→3 and 2→0.
+        assert_eq!(
+            Algorithm::BinomialTree.pairs(4, 1),
+            vec![(1, 2), (1, 3), (2, 0)]
+        );
+        assert_eq!(
+            Algorithm::ScatterAllGather.pairs(2, 0),
+            vec![(0, 1), (1, 0)]
+        );
+        assert!(Algorithm::Direct.pairs(2, 0).is_empty());
+        assert!(Algorithm::Ring.pairs(1, 0).is_empty());
     }
 
     #[test]
