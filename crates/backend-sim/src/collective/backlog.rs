@@ -103,6 +103,14 @@ impl<A> Backlog<A> {
         front
     }
 
+    /// The first stream (by index) holding back a call for which `pred` holds.
+    pub fn holder_of(&self, pred: impl Fn(&A) -> bool) -> Option<u32> {
+        self.queues
+            .iter()
+            .find(|(_, q)| q.iter().any(|d| pred(&d.action)))
+            .map(|(s, _)| *s)
+    }
+
     /// The deferred streams, in index order.
     pub fn streams(&self) -> Vec<u32> {
         self.queues.keys().copied().collect()
@@ -127,6 +135,8 @@ mod tests {
         b.push(1, 15, 'c');
         assert!(b.is_deferred(3) && b.is_deferred(1) && !b.is_deferred(2));
         assert_eq!(b.streams(), vec![1, 3]);
+        assert_eq!(b.holder_of(|a| *a == 'b'), Some(3));
+        assert_eq!(b.holder_of(|a| *a == 'z'), None);
         assert_eq!(b.front(3).map(|d| (d.host_ns, d.action)), Some((10, 'a')));
         assert_eq!(b.pop(3).map(|d| d.action), Some('a'));
         assert_eq!(b.pop(3).map(|d| d.action), Some('b'));
