@@ -11,22 +11,23 @@
 
 use crate::capture::{self, Capture, ExternalEvents, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
+use crate::device_state::DeviceState;
 use crate::fault::{CallKind, FaultState};
-use crate::host::HostHeap;
 use crate::limits::Limits;
+use crate::link::{earliest_all, Links, Route};
 use crate::memory::{Memory, PageRun};
 use crate::op::{Accesses, Op, OpKind};
 use crate::queue::DataQueue;
-use crate::resource::Pool;
 use crate::sanitizer::report::{OpInfo, OpRef, RaceReport};
 use crate::sanitizer::{Sanitizer, SanitizerMode};
 use crate::timeline::{OpRecord, SimStats};
-use crate::trace::{self, Flow, HostSlice, Marker, MemorySample, TraceLog};
+use crate::topology::Topology;
+use crate::trace::{self, Flow, HostSlice, LinkSlice, Marker, MemorySample, TraceLog};
 use braid_stream_core::capture_rule::{
     capture_record, capture_wait, RecordOutcome, RecordSite, WaitOutcome,
 };
 use braid_stream_core::hal::{page_of_run, HalError};
-use braid_stream_core::kernel::{ComputeUnit, Kernel};
+use braid_stream_core::kernel::Kernel;
 use braid_stream_core::types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
 };
@@ -39,6 +40,10 @@ struct StreamState {
     /// Priority given at creation (kept; the cost model does not use it yet).
     #[allow(dead_code)]
     priority: Priority,
+    /// Index of the device in the node.
+    device: u32,
+    /// Index of the stream within its device (0: the default stream).
+    local: u32,
     /// End of all work so far on the stream, waits included.
     tail: u64,
     /// The capture the stream records into, if any.
@@ -58,11 +63,13 @@ enum EventRecord {
 
 #[derive(Debug)]
 struct EventState {
+    /// Index of the device that created it.
+    device: u32,
     timing: bool,
     /// An external event: record and wait nodes inside captures.
     external: bool,
     record: EventRecord,
-    /// Stream and time of the last eager record (for timeline flows).
+    /// Stream (node-wide index) and time of the last eager record (for timeline flows).
     recorded_on: Option<(u32, u64)>,
 }
 
@@ -75,20 +82,33 @@ fn sanitizer_error(report: &RaceReport) -> HalError {
     HalError::InvalidArgument(format!("sanitizer: {report}"))
 }
 
-/// The whole state of one simulated device.
+/// The whole state of one simulated node: its devices (a device made with
+/// `SimDevice::new` is a node of one) on one virtual time axis.
+///
+/// Streams and events have node-wide indices; per-device state is in [`DeviceState`]. Every
+/// call is made on behalf of one device, the current one ([`Engine::set_current`], done by
+/// the handle that locks the engine): its host clock advances, its resources and memory are
+/// used.
 #[derive(Debug)]
 pub(crate) struct Engine {
-    config: SimConfig,
-    host_ns: u64,
-    memory: Memory,
-    /// Pinned host memory (`alloc_host`).
-    host: HostHeap,
+    devices: Vec<DeviceState>,
+    /// Index of the device making the current call.
+    cur: usize,
+    /// Each device's address space, accounting and data, by device index: one data store.
+    memories: Vec<Memory>,
+    /// Data or timing-only, for the whole node.
+    mode: SimMode,
+    /// Whether the timeline and the trace log are kept, for the whole node.
+    record_timeline: bool,
     streams: Vec<StreamState>,
-    /// Tags the front layer gave streams (named in sanitizer reports).
-    stream_tags: std::collections::HashMap<u32, String>,
+    /// Tags the front layer gave streams, by device ordinal and stream index in the device
+    /// (named in sanitizer reports).
+    stream_tags: std::collections::HashMap<(u32, u32), String>,
     events: Vec<EventState>,
-    /// Cube, vector and copy resources.
-    resources: [Pool; 3],
+    /// The links between devices, as contended resources.
+    links: Links,
+    /// Pairs `(a, b)` of device indices where `a`'s streams may access `b`'s memory.
+    peers: BTreeSet<(u32, u32)>,
     sanitizer: Sanitizer,
     trace: TraceLog,
     queue: DataQueue,
@@ -102,43 +122,59 @@ pub(crate) struct Engine {
     lifetimes: bool,
     /// The label of the free ops the sanitizer names, shared.
     free_label: Arc<str>,
-    makespan: u64,
-    ops_executed: u64,
-    graph_launches: u64,
-    /// The fault plan, its counters and pending asynchronous failures ([`crate::fault`]).
-    pub(crate) faults: FaultState,
-    /// Live streams and events against the runtime's limits ([`crate::limits`]).
-    pub(crate) limits: Limits,
 }
 
 impl Engine {
-    /// A fresh device with its default stream (index 0).
+    /// A fresh device with its default stream (index 0): a node of one.
     pub fn new(config: SimConfig) -> Self {
-        let memory = Memory::new(config.capacity, config.mode == SimMode::Data);
-        let host = HostHeap::new(config.host_capacity);
-        let p = &config.profile;
-        let resources = [
-            Pool::new(p.cube_units),
-            Pool::new(p.vector_units),
-            Pool::new(p.copy_engines),
-        ];
-        let sanitizer = Sanitizer::new(config.sanitizer);
-        let lifetimes = config.sanitizer != SanitizerMode::Off || config.record_timeline;
-        let faults = FaultState::new(&config.faults);
-        let limits = Limits::new(config.max_streams, config.max_events);
-        Engine {
-            config,
-            host_ns: 0,
-            host,
-            memory,
-            streams: vec![StreamState {
+        Engine::node(vec![config], Topology::atlas_800_a2(1))
+    }
+
+    /// A fresh node of one device per configuration (at least one), each with its default
+    /// stream, connected by `topology`. The node-wide settings (data or timing-only mode,
+    /// timeline, sanitizer) are the first device's.
+    pub fn node(mut configs: Vec<SimConfig>, topology: Topology) -> Self {
+        if configs.is_empty() {
+            configs.push(SimConfig::new());
+        }
+        let first = &configs[0];
+        let mode = first.mode;
+        let record_timeline = first.record_timeline;
+        let mut sanitizer = Sanitizer::new(first.sanitizer);
+        let lifetimes = first.sanitizer != SanitizerMode::Off || record_timeline;
+        let mut streams = Vec::with_capacity(configs.len());
+        let mut memories = Vec::with_capacity(configs.len());
+        let mut devices = Vec::with_capacity(configs.len());
+        for (i, config) in configs.into_iter().enumerate() {
+            let i = i as u32;
+            if i > 0 {
+                sanitizer.stream_created();
+            }
+            streams.push(StreamState {
                 priority: 0,
+                device: i,
+                local: 0,
                 tail: 0,
                 capture: None,
-            }],
+            });
+            memories.push(Memory::for_device(
+                i,
+                config.capacity,
+                mode == SimMode::Data,
+            ));
+            devices.push(DeviceState::new(config, i));
+        }
+        Engine {
+            devices,
+            cur: 0,
+            memories,
+            mode,
+            record_timeline,
+            streams,
             stream_tags: std::collections::HashMap::new(),
             events: Vec::new(),
-            resources,
+            links: Links::new(topology),
+            peers: BTreeSet::new(),
             sanitizer,
             trace: TraceLog::default(),
             queue: DataQueue::default(),
@@ -147,22 +183,63 @@ impl Engine {
             timeline: Vec::new(),
             lifetimes,
             free_label: Arc::from("free"),
-            makespan: 0,
-            ops_executed: 0,
-            graph_launches: 0,
-            faults,
-            limits,
         }
+    }
+
+    /// Makes device `index` the one the following calls are made on behalf of (an index
+    /// past the node's devices is ignored; handles only hold valid ones).
+    #[inline]
+    pub(crate) fn set_current(&mut self, index: u32) {
+        if (index as usize) < self.devices.len() {
+            self.cur = index as usize;
+        }
+    }
+
+    /// The state of the current device.
+    fn dev(&self) -> &DeviceState {
+        &self.devices[self.cur]
+    }
+
+    /// The state of the current device, mutably.
+    fn dev_mut(&mut self) -> &mut DeviceState {
+        &mut self.devices[self.cur]
+    }
+
+    /// The fault state of the current device.
+    pub(crate) fn faults(&mut self) -> &mut FaultState {
+        &mut self.dev_mut().faults
+    }
+
+    /// The stream and event limits of the current device.
+    pub(crate) fn limits(&self) -> &Limits {
+        &self.dev().limits
+    }
+
+    /// The ordinal of device `index`.
+    pub(crate) fn ordinal_of(&self, index: u32) -> u32 {
+        self.devices
+            .get(index as usize)
+            .map_or(index, |d| d.config.ordinal)
+    }
+
+    /// Device ordinal and index within the device of stream `s` (node-wide index).
+    fn locate(&self, s: u32) -> (u32, u32) {
+        self.streams
+            .get(s as usize)
+            .map_or((0, s), |st| (self.ordinal_of(st.device), st.local))
     }
 
     /// The error of an injected failure of `kind` asking for `requested` bytes.
     #[cold]
     pub(crate) fn fault_error(&self, kind: CallKind, requested: u64) -> HalError {
         let (free, total) = if kind == CallKind::HostAlloc {
-            let total = self.config.host_capacity;
-            (total.saturating_sub(self.host.used()), total)
+            let total = self.devices[self.cur].config.host_capacity;
+            (
+                total.saturating_sub(self.devices[self.cur].host.used()),
+                total,
+            )
         } else {
-            let info = self.memory.info();
+            let info = self.memories[self.cur].info();
             (info.free, info.total)
         };
         FaultState::error(kind, requested, free, total)
@@ -175,57 +252,70 @@ impl Engine {
 
     // ----- clock -----
 
-    /// Advances the host clock by `ns` for the host call `what` and applies the data effects
-    /// it passed.
+    /// Advances the current device's host clock by `ns` for the host call `what` and
+    /// applies the data effects it passed.
     fn tick(&mut self, ns: u64, what: &'static str) {
-        let start = self.host_ns;
-        self.host_ns = self.host_ns.saturating_add(ns);
+        let dev = self.dev_mut();
+        let start = dev.host_ns;
+        dev.host_ns = dev.host_ns.saturating_add(ns);
         self.host_slice(what, start);
         self.settle();
     }
 
     fn host_slice(&mut self, name: &'static str, start_ns: u64) {
-        if self.config.record_timeline {
+        if self.record_timeline {
             self.trace.host.push(HostSlice {
+                device: self.dev().config.ordinal,
                 name,
                 start_ns,
-                end_ns: self.host_ns,
+                end_ns: self.dev().host_ns,
             });
         }
     }
 
-    /// Blocks the host until `t` (the call `what`), then charges one cheap call.
+    /// Blocks the current device's host until `t` (the call `what`), then charges one cheap
+    /// call.
     fn block_until(&mut self, t: u64, what: &'static str) {
-        let start = self.host_ns;
-        self.host_ns = self
+        let dev = self.dev_mut();
+        let start = dev.host_ns;
+        dev.host_ns = dev
             .host_ns
             .max(t)
-            .saturating_add(self.config.profile.host_call_ns);
+            .saturating_add(dev.config.profile.host_call_ns);
         self.host_slice(what, start);
         self.settle();
     }
 
-    /// Samples the memory counters for the trace.
+    /// Samples the memory counters of the current device for the trace.
     fn memory_sample(&mut self) {
-        if self.config.record_timeline {
+        if self.record_timeline {
             self.trace.memory.push(MemorySample {
-                at_ns: self.host_ns,
-                reserved: self.memory.used(),
+                device: self.dev().config.ordinal,
+                at_ns: self.dev().host_ns,
+                reserved: self.memories[self.cur].used(),
                 allocated: self.sanitizer.allocated(),
             });
         }
     }
 
+    /// Forgets resource usage no call can place work before any more, and applies the data
+    /// effects the current device's host clock passed.
     fn settle(&mut self) {
-        for r in &mut self.resources {
-            r.prune(self.host_ns);
+        let now = self.dev().host_ns;
+        self.dev_mut().prune_units(now);
+        // Transfers (links, communication engines) may be placed by any device's call, at
+        // its own host time: only what ended before the oldest host clock is forgotten.
+        let oldest = self.devices.iter().map(|d| d.host_ns).min().unwrap_or(now);
+        self.links.prune(oldest);
+        for d in &mut self.devices {
+            d.comm.prune(oldest);
         }
-        self.queue.drain(self.host_ns, &mut self.memory);
+        self.queue.drain(now, &mut self.memories);
     }
 
     /// Charges one cheap host call `what` (create, alloc, free, memory info, capture calls).
     pub fn host_call(&mut self, what: &'static str) {
-        self.tick(self.config.profile.host_call_ns, what);
+        self.tick(self.devices[self.cur].config.profile.host_call_ns, what);
     }
 
     fn stream(&self, s: u32) -> Result<&StreamState, HalError> {
@@ -248,23 +338,34 @@ impl Engine {
 
     // ----- objects and memory -----
 
-    /// Creates a stream and returns its index.
-    pub fn create_stream(&mut self, priority: Priority) -> Result<u32, HalError> {
+    /// Creates a stream of the current device; returns its node-wide index and its index
+    /// in the device.
+    pub fn create_stream(&mut self, priority: Priority) -> Result<(u32, u32), HalError> {
         self.host_call("create_stream");
         let index = u32::try_from(self.streams.len()).map_err(|_| invalid("too many streams"))?;
+        let local = self.dev().streams.len() as u32;
         self.streams.push(StreamState {
             priority,
+            device: self.cur as u32,
+            local,
             tail: 0,
             capture: None,
         });
+        self.dev_mut().streams.push(index);
         self.sanitizer.stream_created();
-        Ok(index)
+        Ok((index, local))
     }
 
-    /// Creates an event and returns its index.
+    /// The node-wide index of the default stream of the current device.
+    pub fn default_stream(&self) -> u32 {
+        self.dev().streams[0]
+    }
+
+    /// Creates an event of the current device and returns its node-wide index.
     pub fn create_event(&mut self, flags: EventFlags) -> usize {
         self.host_call("create_event");
         self.events.push(EventState {
+            device: self.cur as u32,
             timing: flags.timing,
             external: flags.external,
             record: EventRecord::Never,
@@ -276,7 +377,7 @@ impl Engine {
     /// Allocates `size` bytes of device memory.
     pub fn alloc(&mut self, size: u64) -> Result<DevicePtr, HalError> {
         self.host_call("alloc");
-        let ptr = self.memory.alloc(size)?;
+        let ptr = self.memories[self.cur].alloc(size)?;
         if self.lifetimes {
             self.sanitizer.segment_alloc(ptr.0, size);
             self.memory_sample();
@@ -288,10 +389,10 @@ impl Engine {
     /// access to it complete.
     pub fn free(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
         self.host_call("free");
-        if self.memory.is_segment(ptr) {
+        if self.memories[self.cur].is_segment(ptr) {
             self.end_lifetime(ptr)?;
         }
-        self.memory.free(ptr)?;
+        self.memories[self.cur].free(ptr)?;
         self.memory_sample();
         Ok(())
     }
@@ -300,7 +401,7 @@ impl Engine {
     /// managed by a sub-allocator from the start: only blocks declared in it are live.
     pub fn reserve_address(&mut self, size: u64) -> Result<DevicePtr, HalError> {
         self.host_call("reserve_address");
-        let ptr = self.memory.reserve(size)?;
+        let ptr = self.memories[self.cur].reserve(size)?;
         if self.lifetimes {
             self.sanitizer.segment_reserve(ptr.0, size);
         }
@@ -311,18 +412,18 @@ impl Engine {
     /// checks that the host has observed every access to it complete.
     pub fn release_address(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
         self.host_call("release_address");
-        if !self.memory.is_empty_reservation(ptr) {
+        if !self.memories[self.cur].is_empty_reservation(ptr) {
             // Not releasable: the memory model names the reason.
-            return self.memory.release(ptr);
+            return self.memories[self.cur].release(ptr);
         }
         self.end_lifetime(ptr)?;
-        self.memory.release(ptr)
+        self.memories[self.cur].release(ptr)
     }
 
     /// Maps `size` bytes of fresh memory at `at` inside a reservation.
     pub fn map_physical(&mut self, at: DevicePtr, size: u64) -> Result<(), HalError> {
         self.host_call("map_physical");
-        self.memory.map(at, size)?;
+        self.memories[self.cur].map(at, size)?;
         self.memory_sample();
         Ok(())
     }
@@ -330,7 +431,7 @@ impl Engine {
     /// Unmaps the mapping of `size` bytes at `at`.
     pub fn unmap_physical(&mut self, at: DevicePtr, size: u64) -> Result<(), HalError> {
         self.host_call("unmap_physical");
-        self.memory.unmap(at, size)?;
+        self.memories[self.cur].unmap(at, size)?;
         self.memory_sample();
         Ok(())
     }
@@ -367,9 +468,11 @@ impl Engine {
         run: impl FnOnce(&mut Memory) -> PageRun,
         mut one: impl FnMut(&mut Self, u64) -> Result<(), HalError>,
     ) -> PageRun {
-        let call_ns = self.config.profile.host_call_ns;
-        let end = self.host_ns.saturating_add(call_ns.saturating_mul(count));
-        if self.config.record_timeline || self.queue.due_by(end) {
+        let call_ns = self.devices[self.cur].config.profile.host_call_ns;
+        let end = self.devices[self.cur]
+            .host_ns
+            .saturating_add(call_ns.saturating_mul(count));
+        if self.record_timeline || self.queue.due_by(end) {
             for i in 0..count {
                 if let Err(e) = one(self, i) {
                     return (i, Err(e));
@@ -377,10 +480,11 @@ impl Engine {
             }
             return (count, Ok(()));
         }
-        let (done, result) = run(&mut self.memory);
+        let (done, result) = run(&mut self.memories[self.cur]);
         // The calls made, the failing one included, as many cheap host calls.
         let calls = done + u64::from(result.is_err());
-        self.host_ns = self.host_ns.saturating_add(call_ns.saturating_mul(calls));
+        let dev = self.dev_mut();
+        dev.host_ns = dev.host_ns.saturating_add(call_ns.saturating_mul(calls));
         self.settle();
         (done, result)
     }
@@ -388,7 +492,7 @@ impl Engine {
     /// Allocates `size` bytes of physical memory; returns its handle.
     pub fn alloc_physical(&mut self, size: u64) -> Result<u64, HalError> {
         self.host_call("alloc_physical");
-        let handle = self.memory.alloc_physical(size)?;
+        let handle = self.memories[self.cur].alloc_physical(size)?;
         self.memory_sample();
         Ok(handle)
     }
@@ -396,7 +500,7 @@ impl Engine {
     /// Frees the (unmapped) physical memory of `handle`.
     pub fn free_physical(&mut self, handle: u64) -> Result<(), HalError> {
         self.host_call("free_physical");
-        self.memory.free_physical(handle)?;
+        self.memories[self.cur].free_physical(handle)?;
         self.memory_sample();
         Ok(())
     }
@@ -404,23 +508,25 @@ impl Engine {
     /// Maps the physical memory of `handle` at `at` inside a reservation.
     pub fn map_handle(&mut self, at: DevicePtr, handle: u64) -> Result<(), HalError> {
         self.host_call("map");
-        self.memory.map_handle(at, handle)
+        self.memories[self.cur].map_handle(at, handle)
     }
 
     /// Unmaps the mapping starting at `at`; returns its handle.
     pub fn unmap_at(&mut self, at: DevicePtr) -> Result<u64, HalError> {
         self.host_call("unmap");
-        self.memory.unmap_at(at)
+        self.memories[self.cur].unmap_at(at)
     }
 
     /// Ends the sanitizer lifetime of the segment or reservation at `ptr` (a host free): in
     /// abort mode a report of an access not observed complete refuses it.
     fn end_lifetime(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
         if self.lifetimes {
-            let at = self.host_ns;
+            let at = self.dev().host_ns;
+            let device = self.dev().config.ordinal;
             let label = &self.free_label;
             self.sanitizer
                 .segment_free(ptr.0, || OpInfo {
+                    device,
                     stream: None,
                     label: label.clone(),
                     kind: "free",
@@ -438,7 +544,8 @@ impl Engine {
     /// freed ranges are for the checks, which are off.
     fn track_lifetimes(&mut self) {
         if !self.lifetimes {
-            self.sanitizer.adopt_segments(self.memory.segments());
+            self.sanitizer
+                .adopt_segments(self.memories.iter().flat_map(Memory::segments));
             self.lifetimes = true;
         }
     }
@@ -446,7 +553,7 @@ impl Engine {
     /// Allocates `size` bytes of pinned host memory.
     pub fn alloc_host(&mut self, size: u64) -> Result<HostPtr, HalError> {
         self.host_call("alloc_host");
-        self.host.alloc(size)
+        self.devices[self.cur].host.alloc(size)
     }
 
     /// Frees pinned host memory. Like `cudaFreeHost`, it first waits for all work on the
@@ -454,19 +561,33 @@ impl Engine {
     pub fn free_host(&mut self, ptr: HostPtr) -> Result<(), HalError> {
         self.host_call("free_host");
         self.sync_device();
-        self.host.free(ptr)
+        self.devices[self.cur].host.free(ptr)
     }
 
     /// Free and total device memory.
     pub fn mem_info(&mut self) -> MemInfo {
         self.host_call("mem_info");
-        self.memory.info()
+        self.memories[self.cur].info()
     }
 
-    /// A sub-allocator handed out `range` on stream `s` (see
+    /// The node-wide index of stream `local` of the current device.
+    fn local_stream(&self, local: u32) -> Result<u32, HalError> {
+        self.dev()
+            .streams
+            .get(local as usize)
+            .copied()
+            .ok_or_else(|| {
+                invalid(format!(
+                    "unknown stream index {local} on device {}",
+                    self.dev().config.ordinal
+                ))
+            })
+    }
+
+    /// A sub-allocator handed out `range` on stream `local` of the current device (see
     /// [`crate::SimDevice::sanitizer_note_alloc`]).
-    pub fn note_alloc(&mut self, range: DeviceSlice, s: u32) -> Result<(), HalError> {
-        self.stream(s)?;
+    pub fn note_alloc(&mut self, range: DeviceSlice, local: u32) -> Result<(), HalError> {
+        self.local_stream(local)?;
         self.track_lifetimes();
         self.sanitizer
             .block_alloc(range)
@@ -475,15 +596,18 @@ impl Engine {
         Ok(())
     }
 
-    /// A sub-allocator took back `range` on stream `s` (see
+    /// A sub-allocator took back `range` on stream `local` of the current device (see
     /// [`crate::SimDevice::sanitizer_note_free`]).
-    pub fn note_free(&mut self, range: DeviceSlice, s: u32) -> Result<(), HalError> {
-        let at = self.stream(s)?.tail.max(self.host_ns);
+    pub fn note_free(&mut self, range: DeviceSlice, local: u32) -> Result<(), HalError> {
+        let s = self.local_stream(local)?;
+        let at = self.stream(s)?.tail.max(self.dev().host_ns);
+        let device = self.dev().config.ordinal;
         self.track_lifetimes();
         let label = &self.free_label;
         self.sanitizer
             .block_free(range, || OpInfo {
-                stream: Some(s),
+                device,
+                stream: Some(local),
                 label: label.clone(),
                 kind: "free",
                 start_ns: at,
@@ -563,8 +687,11 @@ impl Engine {
 
     /// Enqueues (or captures) `kind` on stream `s`.
     pub fn submit(&mut self, s: u32, kind: OpKind, label: &str) -> Result<(), HalError> {
-        self.tick(self.config.profile.eager_launch_ns, "launch");
+        self.tick(self.dev().config.profile.eager_launch_ns, "launch");
         Self::check(&kind)?;
+        if self.devices.len() > 1 {
+            self.check_peers(s, &kind, label)?;
+        }
         let capturing = self.stream(s)?.capture.is_some();
         let op = Op {
             kind,
@@ -574,16 +701,92 @@ impl Engine {
         if capturing {
             return self.with_frontier(s, |cap, frontier| cap.add(op, frontier));
         }
-        let ready = self.host_ns.max(self.stream(s)?.tail);
+        let ready = self.dev().host_ns.max(self.stream(s)?.tail);
         let slot = self.slot(&op, ready);
         let acc = op.kind.accesses();
+        let at = self.locate(s);
         self.sanitizer
-            .eager_op(s, &acc, || op_info(&op, slot, false))
+            .eager_op(s, &acc, || op_info(&op, &slot, at, false))
             .map_err(|r| sanitizer_error(&r))?;
         let end = self.place(op, slot, false);
         let st = self.stream_mut(s)?;
         st.tail = st.tail.max(end);
         Ok(())
+    }
+
+    /// Index of the device whose address space holds `addr`, if any.
+    fn owner_of(&self, addr: u64) -> Option<u32> {
+        self.memories
+            .iter()
+            .position(|m| m.owns(addr))
+            .map(|i| i as u32)
+    }
+
+    /// Checks that every range of `kind`, submitted on stream `s`, is memory of `s`'s device
+    /// or of a device `s`'s device has enabled peer access to.
+    fn check_peers(&self, s: u32, kind: &OpKind, label: &str) -> Result<(), HalError> {
+        let own = self.stream(s)?.device;
+        let acc = kind.accesses();
+        for range in acc.reads().chain(acc.writes()) {
+            let Some(other) = self.owner_of(range.ptr.0) else {
+                continue;
+            };
+            if other != own && !self.peers.contains(&(own, other)) {
+                return Err(invalid(format!(
+                    "`{label}` ({}) on a stream of device {} uses memory of device {} at {}, \
+                     and peer access from device {} to device {} is not enabled \
+                     (enable_peer_access)",
+                    kind.name(),
+                    self.ordinal_of(own),
+                    self.ordinal_of(other),
+                    range.ptr,
+                    self.ordinal_of(own),
+                    self.ordinal_of(other),
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// The route of `op` when it is a copy between the memories of two devices (a peer copy).
+    fn peer_route(&self, op: &OpKind) -> Option<Route> {
+        if self.devices.len() < 2 {
+            return None;
+        }
+        let OpKind::D2d { dst, src } = op else {
+            return None;
+        };
+        let from = self.owner_of(src.ptr.0)?;
+        let to = self.owner_of(dst.ptr.0)?;
+        (from != to).then(|| self.links.route(from, to))
+    }
+
+    /// Lets device `from`'s streams access device `to`'s memory. Errors: the same device,
+    /// or devices in different servers of the topology (their traffic goes over the network,
+    /// through collectives).
+    pub fn enable_peer(&mut self, from: u32, to: u32) -> Result<(), HalError> {
+        self.host_call("enable_peer_access");
+        let (a, b) = (self.ordinal_of(from), self.ordinal_of(to));
+        if from == to {
+            return Err(invalid(format!(
+                "peer access from device {a} to itself: a device always accesses its own memory"
+            )));
+        }
+        if !self.can_access_peer(from, to) {
+            return Err(invalid(format!(
+                "device {a} cannot access device {b}'s memory: they are in different servers of the node's topology"
+            )));
+        }
+        self.peers.insert((from, to));
+        Ok(())
+    }
+
+    /// Whether device `from` can be given access to device `to`'s memory (two devices of
+    /// one server).
+    pub fn can_access_peer(&self, from: u32, to: u32) -> bool {
+        from != to
+            && (to as usize) < self.devices.len()
+            && self.links.topology().same_server(from, to)
     }
 
     /// Runs `f` on the capture stream `s` records into and on its frontier.
@@ -608,21 +811,49 @@ impl Engine {
     }
 
     /// Where `op`, ready at `ready`, would run: the earliest time at or after `ready` at which
-    /// its resource has the units it demands free for its duration.
+    /// its resource (of the device of its stream) has the units it demands free for its
+    /// duration; for a peer copy, at which a copy engine and every link of its route are
+    /// free for the transfer.
     fn slot(&self, op: &Op, ready: u64) -> Slot {
-        let p = &self.config.profile;
-        let duration = op.kind.duration_ns(p);
+        let dev = &self.devices[self.device_of_stream(op.stream)];
+        let p = &dev.config.profile;
         let unit = op.kind.unit();
         let demand = op.kind.demand(p);
-        let start = match resource_index(unit) {
-            Some(i) => self.resources[i].earliest(ready, duration, demand),
-            None => ready,
+        let route = self.peer_route(&op.kind);
+        let (start, duration) = match (&route, dev.unit_pool(unit)) {
+            (Some(route), Some(pool)) => {
+                let bytes = op.kind.writes().iter().map(|w| w.len).sum();
+                let duration = route.duration_ns(bytes);
+                let mut pools = vec![(pool, demand)];
+                pools.extend(
+                    route
+                        .hops
+                        .iter()
+                        .filter_map(|h| self.links.pool(*h))
+                        .map(|p| (p, 1)),
+                );
+                (earliest_all(&pools, ready, duration), duration)
+            }
+            (None, Some(pool)) => {
+                let duration = op.kind.duration_ns(p);
+                (pool.earliest(ready, duration, demand), duration)
+            }
+            (_, None) => (ready, op.kind.duration_ns(p)),
         };
         Slot {
             start,
             end: start.saturating_add(duration),
             demand,
+            route,
         }
+    }
+
+    /// Index of the device of stream `s` (node-wide index; the current device for an unknown
+    /// one).
+    fn device_of_stream(&self, s: u32) -> usize {
+        self.streams
+            .get(s as usize)
+            .map_or(self.cur, |st| st.device as usize)
     }
 
     /// Places `op` in `slot` (from [`Engine::slot`], with nothing placed in between); returns
@@ -630,14 +861,33 @@ impl Engine {
     fn place(&mut self, op: Op, slot: Slot, from_graph: bool) -> u64 {
         let unit = op.kind.unit();
         let (start, end) = (slot.start, slot.end);
-        if let Some(i) = resource_index(unit) {
-            self.resources[i].reserve(start, end - start, slot.demand);
+        let d = self.device_of_stream(op.stream);
+        let (device, local) = self.locate(op.stream);
+        let dev = &mut self.devices[d];
+        if let Some(pool) = dev.unit_pool_mut(unit) {
+            pool.reserve(start, end - start, slot.demand);
         }
-        self.makespan = self.makespan.max(end);
-        self.ops_executed += 1;
-        if self.config.record_timeline {
+        dev.makespan = dev.makespan.max(end);
+        dev.ops_executed += 1;
+        if let Some(route) = &slot.route {
+            self.links.reserve(route, start, end);
+            if self.record_timeline {
+                for hop in &route.hops {
+                    let track = hop.name(|i| self.ordinal_of(i));
+                    self.trace.links.push(LinkSlice {
+                        device,
+                        track,
+                        label: op.label.to_string(),
+                        start_ns: start,
+                        end_ns: end,
+                    });
+                }
+            }
+        }
+        if self.record_timeline {
             self.timeline.push(OpRecord {
-                stream: op.stream,
+                device,
+                stream: local,
                 label: op.label.to_string(),
                 kind: op.kind.name(),
                 start_ns: start,
@@ -648,8 +898,8 @@ impl Engine {
                 from_graph,
             });
         }
-        if self.config.mode == SimMode::Data {
-            self.queue.push(start, end, op.kind);
+        if self.mode == SimMode::Data {
+            self.queue.push(start, end, op.kind, d);
         }
         end
     }
@@ -658,9 +908,21 @@ impl Engine {
 
     /// Records event `e` at stream `s`'s current position.
     pub fn record(&mut self, s: u32, e: usize) -> Result<(), HalError> {
-        self.tick(self.config.profile.eager_launch_ns, "record");
-        let external = self.event(e)?.external;
+        self.tick(self.dev().config.profile.eager_launch_ns, "record");
+        let (external, owner) = {
+            let ev = self.event(e)?;
+            (ev.external, ev.device)
+        };
         let st = self.stream(s)?;
+        if owner != st.device {
+            // As CUDA and ACL: an event is recorded on streams of its own device (streams of
+            // other devices of the node may wait on it).
+            return Err(invalid(format!(
+                "event of device {} recorded on a stream of device {}: record it on a stream of its own device",
+                self.ordinal_of(owner),
+                self.ordinal_of(st.device)
+            )));
+        }
         let capture = st.capture.as_ref().map(|sc| (sc.id, sc.frontier.clone()));
         match (capture_record(capture.is_some(), external), capture) {
             (RecordOutcome::RecordNode, _) => {
@@ -673,7 +935,7 @@ impl Engine {
                 Ok(())
             }
             (RecordOutcome::Recorded, None) => {
-                let t = st.tail.max(self.host_ns);
+                let t = st.tail.max(self.devices[self.cur].host_ns);
                 self.record_at(s, e, t);
                 Ok(())
             }
@@ -684,7 +946,7 @@ impl Engine {
     fn record_at(&mut self, s: u32, e: usize, t: u64) {
         self.sanitizer.record(s, e);
         self.events[e].recorded_on = Some((s, t));
-        if self.config.record_timeline {
+        if self.record_timeline {
             self.trace.markers.push(Marker {
                 stream: s,
                 name: format!("record e{e}"),
@@ -697,11 +959,14 @@ impl Engine {
 
     /// Makes later work on stream `s` wait for event `e`'s last record.
     pub fn wait(&mut self, s: u32, e: usize) -> Result<(), HalError> {
-        self.tick(self.config.profile.eager_launch_ns, "wait");
+        self.tick(
+            self.devices[self.cur].config.profile.eager_launch_ns,
+            "wait",
+        );
         let record = self.event(e)?.record.clone();
         let recorded_on = self.event(e)?.recorded_on;
-        let host = self.host_ns;
-        let record_timeline = self.config.record_timeline;
+        let host = self.devices[self.cur].host_ns;
+        let record_timeline = self.record_timeline;
         let captures = &self.captures;
         let st = self
             .streams
@@ -775,7 +1040,9 @@ impl Engine {
     /// Whether event `e` is complete.
     pub fn query_event(&mut self, e: usize) -> Result<bool, HalError> {
         self.host_call("query_event");
-        let done = self.event_time(e)?.is_none_or(|t| t <= self.host_ns);
+        let done = self
+            .event_time(e)?
+            .is_none_or(|t| t <= self.devices[self.cur].host_ns);
         if done {
             self.sanitizer.host_observed_event(e);
         }
@@ -793,7 +1060,7 @@ impl Engine {
     /// Milliseconds from event `a` to event `b`.
     pub fn elapsed_ms(&mut self, a: usize, b: usize) -> Result<f32, HalError> {
         self.host_call("elapsed_time");
-        let host = self.host_ns;
+        let host = self.devices[self.cur].host_ns;
         let time = |name: &str, e: usize| -> Result<u64, HalError> {
             let ev = self.event(e)?;
             if !ev.timing {
@@ -821,7 +1088,7 @@ impl Engine {
     /// Whether all work on stream `s` is complete.
     pub fn query_stream(&mut self, s: u32) -> Result<bool, HalError> {
         self.host_call("query_stream");
-        let done = self.stream(s)?.tail <= self.host_ns;
+        let done = self.stream(s)?.tail <= self.devices[self.cur].host_ns;
         if done {
             self.sanitizer.host_observed_stream(s);
         }
@@ -836,15 +1103,19 @@ impl Engine {
         Ok(())
     }
 
-    /// Blocks the host until all work is done.
+    /// Blocks the current device's host until all work of the device is done (its streams;
+    /// other devices' work is not waited for).
     pub fn sync_device(&mut self) {
-        let t = self
+        let dev = self.dev();
+        let t = dev
             .streams
             .iter()
+            .filter_map(|&s| self.streams.get(s as usize))
             .map(|s| s.tail)
-            .fold(self.makespan, u64::max);
+            .fold(dev.makespan, u64::max);
         self.block_until(t, "synchronize_device");
-        self.sanitizer.host_observed_all();
+        let streams = &self.devices[self.cur].streams;
+        self.sanitizer.host_observed_streams(streams);
     }
 
     // ----- capture -----
@@ -927,7 +1198,7 @@ impl Engine {
         nodes: &[Node],
         external: &ExternalEvents,
     ) -> Result<(), HalError> {
-        let p = &self.config.profile;
+        let p = &self.devices[self.cur].config.profile;
         let cost = p
             .graph_launch_ns
             .saturating_add((nodes.len() as u64).saturating_mul(p.graph_node_ns));
@@ -943,7 +1214,7 @@ impl Engine {
             // stream wait on it.
             self.wait(s, e)?;
         }
-        let base = self.host_ns.max(self.stream(s)?.tail);
+        let base = self.devices[self.cur].host_ns.max(self.stream(s)?.tail);
         let mut replay = self.sanitizer.begin_replay(s);
         let mut first_report: Option<RaceReport> = None;
         let mut ends: Vec<u64> = Vec::with_capacity(nodes.len());
@@ -956,9 +1227,8 @@ impl Engine {
             let slot = self.slot(&node.op, ready);
             if let Some(r) = replay.as_mut() {
                 let acc: Accesses = node.op.kind.accesses();
-                let reports =
-                    self.sanitizer
-                        .replay_node(r, &node.deps, &acc, op_info(&node.op, slot, true));
+                let info = op_info(&node.op, &slot, self.locate(node.op.stream), true);
+                let reports = self.sanitizer.replay_node(r, &node.deps, &acc, info);
                 if first_report.is_none() {
                     first_report = reports.into_iter().next();
                 }
@@ -976,7 +1246,7 @@ impl Engine {
         for &e in &external.records {
             self.record_at(s, e, tail);
         }
-        self.graph_launches += 1;
+        self.devices[self.cur].graph_launches += 1;
         match first_report {
             Some(r) if self.sanitizer.mode() == SanitizerMode::Abort => Err(sanitizer_error(&r)),
             _ => Ok(()),
@@ -985,29 +1255,40 @@ impl Engine {
 
     // ----- observability -----
 
-    /// Current host time.
+    /// Current host time of the current device.
     pub fn host_ns(&self) -> u64 {
-        self.host_ns
+        self.dev().host_ns
     }
 
-    /// Executed ops in submission order.
+    /// Executed ops of all devices in submission order.
     pub fn timeline(&self) -> &[OpRecord] {
         &self.timeline
     }
 
-    /// Latest end of any op.
+    /// Latest end of any op of the current device.
     pub fn makespan(&self) -> u64 {
-        self.makespan
+        self.dev().makespan
     }
 
-    /// The configuration.
+    /// The node's topology.
+    pub fn topology(&self) -> &Topology {
+        self.links.topology()
+    }
+
+    /// Latest end of any op of any device.
+    pub fn node_makespan(&self) -> u64 {
+        self.devices.iter().map(|d| d.makespan).max().unwrap_or(0)
+    }
+
+    /// The configuration of the current device.
     pub fn config(&self) -> &SimConfig {
-        &self.config
+        &self.dev().config
     }
 
     /// Names stream `s` as the tagged stream `tag` in reports.
     pub fn set_stream_tag(&mut self, s: u32, tag: &str) {
-        self.stream_tags.insert(s, tag.to_string());
+        let at = self.locate(s);
+        self.stream_tags.insert(at, tag.to_string());
     }
 
     /// The sanitizer's stored reports, with tagged streams named and a hint where a tagged
@@ -1022,7 +1303,11 @@ impl Engine {
 
     /// Names the tagged streams of `r` and says how to order a tagged stream.
     fn annotate(&self, mut r: RaceReport) -> RaceReport {
-        let tag_of = |op: &OpRef| op.stream.and_then(|s| self.stream_tags.get(&s)).cloned();
+        let tag_of = |op: &OpRef| {
+            op.stream
+                .and_then(|s| self.stream_tags.get(&(op.device, s)))
+                .cloned()
+        };
         if let Some(first) = r.first.as_mut() {
             first.stream_tag = tag_of(first);
         }
@@ -1056,62 +1341,65 @@ impl Engine {
         self.sanitizer.clear_reports();
     }
 
-    /// The timeline as Chrome Trace Event JSON.
-    pub fn chrome_trace_json(&self) -> String {
-        trace::chrome_trace(
-            &self.config.profile.name,
-            self.streams.len() as u32,
-            &self.timeline,
-            &self.trace,
-        )
+    /// The timeline as Chrome Trace Event JSON: of the device of ordinal `only`, or of every
+    /// device (a process each).
+    pub fn chrome_trace_json(&self, only: Option<u32>) -> String {
+        let devices: Vec<trace::DeviceTracks> = self
+            .devices
+            .iter()
+            .map(|d| trace::DeviceTracks {
+                ordinal: d.config.ordinal,
+                name: d.config.profile.name.clone(),
+                streams: d.streams.len() as u32,
+            })
+            .filter(|d| only.is_none_or(|o| o == d.ordinal))
+            .collect();
+        let streams: Vec<(u32, u32)> = (0..self.streams.len() as u32)
+            .map(|s| self.locate(s))
+            .collect();
+        trace::chrome_trace(&devices, &streams, &self.timeline, &self.trace)
     }
 
     /// Whether `range` lies in live memory (a segment, or consecutive mappings).
     pub fn is_live(&self, range: DeviceSlice) -> bool {
-        self.memory.is_valid(range)
+        self.memories[self.cur].is_valid(range)
     }
 
-    /// Counters.
+    /// Counters of the current device.
     pub fn stats(&self) -> SimStats {
+        let (dev, mem) = (self.dev(), &self.memories[self.cur]);
         SimStats {
-            ops_executed: self.ops_executed,
-            graph_launches: self.graph_launches,
-            allocations: self.memory.allocations(),
-            frees: self.memory.frees(),
-            bytes_allocated: self.memory.used(),
-            peak_bytes_allocated: self.memory.peak(),
-            invalid_accesses: self.memory.invalid_accesses(),
-            failed_ops: self.memory.failed_ops(),
-            host_allocations: self.host.allocations(),
-            host_frees: self.host.frees(),
-            host_bytes_allocated: self.host.used(),
-            peak_host_bytes_allocated: self.host.peak(),
+            ops_executed: dev.ops_executed,
+            graph_launches: dev.graph_launches,
+            allocations: mem.allocations(),
+            frees: mem.frees(),
+            bytes_allocated: mem.used(),
+            peak_bytes_allocated: mem.peak(),
+            invalid_accesses: mem.invalid_accesses(),
+            failed_ops: mem.failed_ops(),
+            host_allocations: dev.host.allocations(),
+            host_frees: dev.host.frees(),
+            host_bytes_allocated: dev.host.used(),
+            peak_host_bytes_allocated: dev.host.peak(),
         }
     }
 }
 
-/// Where an op runs: start, end and units demanded.
-#[derive(Clone, Copy, Debug)]
+/// Where an op runs: start, end and units demanded, and for a peer copy its route.
+#[derive(Clone, Debug)]
 struct Slot {
     start: u64,
     end: u64,
     demand: u32,
+    route: Option<Route>,
 }
 
-/// Index of `unit`'s pool in `Engine::resources`.
-fn resource_index(unit: ComputeUnit) -> Option<usize> {
-    match unit {
-        ComputeUnit::Cube => Some(0),
-        ComputeUnit::Vector => Some(1),
-        ComputeUnit::Copy => Some(2),
-        ComputeUnit::None => None,
-    }
-}
-
-/// What the sanitizer keeps about `op` placed in `slot`.
-fn op_info(op: &Op, slot: Slot, from_graph: bool) -> OpInfo {
+/// What the sanitizer keeps about `op` placed in `slot`, made by stream `local` of the
+/// device of ordinal `device`.
+fn op_info(op: &Op, slot: &Slot, (device, local): (u32, u32), from_graph: bool) -> OpInfo {
     OpInfo {
-        stream: Some(op.stream),
+        device,
+        stream: Some(local),
         label: op.label.clone(),
         kind: op.kind.name(),
         start_ns: slot.start,

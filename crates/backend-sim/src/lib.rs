@@ -103,13 +103,16 @@ mod compute;
 mod config;
 mod custom;
 mod device;
+mod device_state;
 mod engine;
 mod event;
 pub mod fault;
 mod graph;
 mod host;
 pub mod limits;
+mod link;
 mod memory;
+mod node;
 mod op;
 mod profile;
 mod queue;
@@ -117,6 +120,7 @@ mod resource;
 pub mod sanitizer;
 mod stream;
 mod timeline;
+mod topology;
 pub mod trace;
 
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
@@ -126,11 +130,13 @@ pub use device::SimDevice;
 pub use event::SimEvent;
 pub use fault::{CallKind, FaultCounts, FaultPlan};
 pub use graph::SimGraph;
+pub use node::{NodeConfig, SimNode};
 pub use profile::DeviceProfile;
 pub use sanitizer::report::{OpRef, RaceKind, RaceReport};
 pub use sanitizer::SanitizerMode;
 pub use stream::SimStream;
 pub use timeline::{OpRecord, SimStats};
+pub use topology::{LinkSpec, Topology};
 
 /// Re-exported so users of the timeline need not depend on `braid-stream-core` for it.
 pub use braid_stream_core::kernel::ComputeUnit;
