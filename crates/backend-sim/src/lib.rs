@@ -99,6 +99,7 @@
 
 mod capture;
 pub mod collective;
+mod comm;
 mod compute;
 mod config;
 mod custom;
@@ -124,6 +125,7 @@ mod topology;
 pub mod trace;
 
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
+pub use comm::SimComm;
 pub use config::{SimConfig, SimMode};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;

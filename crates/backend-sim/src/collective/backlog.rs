@@ -45,11 +45,6 @@ impl<A> Backlog<A> {
         self.queues.contains_key(&s)
     }
 
-    /// Whether nothing is held back anywhere.
-    pub fn is_empty(&self) -> bool {
-        self.queues.is_empty()
-    }
-
     /// Holds back `action` on stream `s`, submitted at host time `host_ns`.
     pub fn push(&mut self, s: u32, host_ns: u64, action: A) {
         self.queues
@@ -115,11 +110,6 @@ impl<A> Backlog<A> {
     pub fn streams(&self) -> Vec<u32> {
         self.queues.keys().copied().collect()
     }
-
-    /// Forgets everything held back on stream `s` (a destroyed stream); returns it.
-    pub fn clear(&mut self, s: u32) -> Vec<Deferred<A>> {
-        self.queues.remove(&s).map(Vec::from).unwrap_or_default()
-    }
 }
 
 #[cfg(test)]
@@ -129,7 +119,7 @@ mod tests {
     #[test]
     fn held_calls_come_back_in_order_and_the_stream_is_then_free() {
         let mut b = Backlog::default();
-        assert!(b.is_empty());
+        assert!(b.streams().is_empty());
         b.push(3, 10, 'a');
         b.push(3, 20, 'b');
         b.push(1, 15, 'c');
@@ -142,8 +132,8 @@ mod tests {
         assert_eq!(b.pop(3).map(|d| d.action), Some('b'));
         assert!(!b.is_deferred(3));
         assert!(b.pop(3).is_none());
-        assert_eq!(b.clear(1).len(), 1);
-        assert!(b.is_empty());
+        assert_eq!(b.pop(1).map(|d| d.action), Some('c'));
+        assert!(b.streams().is_empty());
     }
 
     #[test]

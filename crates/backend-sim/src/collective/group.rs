@@ -196,11 +196,6 @@ impl<T> Group<T> {
             .filter(|r| pending.parts.iter().all(|p| p.rank != *r))
             .collect()
     }
-
-    /// Whether `key` waits for parts.
-    pub fn is_pending(&self, key: &CallKey) -> bool {
-        self.pending.contains_key(key)
-    }
 }
 
 /// The refusal of `rank`'s part of `key` that differs from `first_rank`'s.
@@ -265,14 +260,12 @@ mod tests {
         }
         let key = g.next_key(1, SUM, None);
         assert_eq!(g.missing(&key), vec![1]);
-        assert!(g.is_pending(&key));
         let (key, parts) = complete(g.submit(1, call(SUM, 4), None, 1).unwrap());
         assert_eq!(key.number, 0);
         assert_eq!(
             parts.iter().map(|p| p.payload).collect::<Vec<_>>(),
             [0, 1, 2]
         );
-        assert!(!g.is_pending(&key));
         assert!(g.missing(&key).is_empty());
     }
 

@@ -1,14 +1,11 @@
 //! Collectives on a simulated node: their alpha–beta cost ([`cost`]), what they do to the
-//! numbers (`data`), how the ranks' parts of a call are matched (`group`), and the work held back
-//! behind a collective not yet run (`backlog`).
+//! numbers (`data`, `exchange`), how the ranks' parts of a call are matched (`group`), the
+//! communicators (`communicator`), and the work held back behind a collective not yet run
+//! (`backlog`). The engine's side is `engine::collectives`; the handle is [`crate::SimComm`].
 
-#[allow(dead_code)]
 pub(crate) mod backlog;
-#[allow(dead_code)]
 pub(crate) mod communicator;
 pub mod cost;
-// Used by the engine integration of communicators (next step); tested on their own now.
-#[allow(dead_code)]
 pub(crate) mod data;
-#[allow(dead_code)]
+pub(crate) mod exchange;
 pub(crate) mod group;
