@@ -33,6 +33,7 @@ use braid_stream_core::hal::HalError;
 ///     let s = dev.create_stream(0).unwrap();
 ///     let x = dev.alloc(8).unwrap();
 ///     let bytes = DType::F16.encode(&[1.0, 2.0, 3.0, 4.0]);
+///     // SAFETY: `bytes` outlives the copy (the stream is synchronized below).
 ///     unsafe { s.memcpy_h2d(x, bytes.as_ptr(), 8).unwrap() };
 ///     let call = CollectiveCall {
 ///         op: CollectiveOp::AllReduce(ReduceOp::Sum),
@@ -42,10 +43,11 @@ use braid_stream_core::hal::HalError;
 ///         dtype: DType::F16,
 ///     };
 ///     s.collective(comm, &call, "allreduce(sum)").unwrap();
-///     results.push((s, x));
+///     results.push((s, x, bytes));
 /// }
-/// for (s, x) in results {
+/// for (s, x, _bytes) in results {
 ///     let mut out = [0u8; 8];
+///     // SAFETY: `out` is read only after the synchronize.
 ///     unsafe { s.memcpy_d2h(out.as_mut_ptr(), x, 8).unwrap() };
 ///     s.synchronize().unwrap();
 ///     assert_eq!(DType::F16.decode(&out), vec![2.0, 4.0, 6.0, 8.0]);

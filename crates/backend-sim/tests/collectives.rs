@@ -28,6 +28,7 @@ fn node(devices: u32) -> Vec<SimDevice> {
 fn put(dev: &SimDevice, s: &SimStream, dtype: DType, values: &[f32]) -> DevicePtr {
     let bytes = dtype.encode(values);
     let ptr = dev.alloc(bytes.len() as u64).unwrap();
+    // SAFETY: `bytes` lives until the synchronize below has observed the copy's completion.
     unsafe {
         s.memcpy_h2d(ptr, bytes.as_ptr(), bytes.len() as u64)
             .unwrap()
@@ -38,6 +39,7 @@ fn put(dev: &SimDevice, s: &SimStream, dtype: DType, values: &[f32]) -> DevicePt
 
 fn get(s: &SimStream, ptr: DevicePtr, dtype: DType, n: usize) -> Vec<f32> {
     let mut bytes = vec![0u8; n * dtype.size() as usize];
+    // SAFETY: `bytes` is not touched until the synchronize below observes completion.
     unsafe {
         s.memcpy_d2h(bytes.as_mut_ptr(), ptr, bytes.len() as u64)
             .unwrap()

@@ -251,11 +251,13 @@ impl Engine {
         let device = self.stream(s)?.device;
         match state.device(rank) {
             Some(d) if d == device as usize => {}
-            Some(d) => return Err(invalid(format!(
+            Some(d) => {
+                return Err(invalid(format!(
                 "rank {rank}'s part submitted on a stream of device {}: rank {rank} is device {}",
                 self.ordinal_of(device),
                 self.ordinal_of(d as u32)
-            ))),
+            )))
+            }
             None => {
                 return Err(invalid(format!(
                     "rank {rank} has not joined the communicator"
