@@ -34,6 +34,10 @@ use braid_stream_core::types::{
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
+mod collectives;
+
+use collectives::{Collectives, Work};
+
 /// Per-stream state.
 #[derive(Debug)]
 struct StreamState {
@@ -122,6 +126,8 @@ pub(crate) struct Engine {
     lifetimes: bool,
     /// The label of the free ops the sanitizer names, shared.
     free_label: Arc<str>,
+    /// Communicators, collective parts in flight and the work held back behind them.
+    coll: Collectives,
 }
 
 impl Engine {
@@ -183,6 +189,7 @@ impl Engine {
             timeline: Vec::new(),
             lifetimes,
             free_label: Arc::from("free"),
+            coll: Collectives::new(),
         }
     }
 
@@ -560,7 +567,7 @@ impl Engine {
     /// device, so no queued copy can touch the memory afterwards.
     pub fn free_host(&mut self, ptr: HostPtr) -> Result<(), HalError> {
         self.host_call("free_host");
-        self.sync_device();
+        self.sync_device()?;
         self.devices[self.cur].host.free(ptr)
     }
 
@@ -682,6 +689,8 @@ impl Engine {
                 range("memcpy_d2d source", src)
             }
             OpKind::Memset { dst, .. } => range("memset destination", dst),
+            // Collectives come through `Engine::collective`, which checks their ranges.
+            OpKind::Collective(_) | OpKind::Exchange(_) => Ok(()),
         }
     }
 
@@ -701,14 +710,33 @@ impl Engine {
         if capturing {
             return self.with_frontier(s, |cap, frontier| cap.add(op, frontier));
         }
-        let ready = self.dev().host_ns.max(self.stream(s)?.tail);
+        let host = self.dev().host_ns;
+        if self.coll.is_deferred(s) {
+            self.coll.hold(
+                s,
+                host,
+                Work::Op {
+                    op,
+                    from_graph: false,
+                },
+            );
+            return Ok(());
+        }
+        self.place_at(op, host, false)
+    }
+
+    /// Places `op` eagerly on its stream as if submitted at host time `host` (a graph's node
+    /// when `from_graph`).
+    fn place_at(&mut self, op: Op, host: u64, from_graph: bool) -> Result<(), HalError> {
+        let s = op.stream;
+        let ready = host.max(self.stream(s)?.tail);
         let slot = self.slot(&op, ready);
         let acc = op.kind.accesses();
         let at = self.locate(s);
         self.sanitizer
-            .eager_op(s, &acc, || op_info(&op, &slot, at, false))
+            .eager_op(s, &acc, || op_info(&op, &slot, at, from_graph))
             .map_err(|r| sanitizer_error(&r))?;
-        let end = self.place(op, slot, false);
+        let end = self.place(op, slot, from_graph);
         let st = self.stream_mut(s)?;
         st.tail = st.tail.max(end);
         Ok(())
@@ -935,7 +963,13 @@ impl Engine {
                 Ok(())
             }
             (RecordOutcome::Recorded, None) => {
-                let t = st.tail.max(self.devices[self.cur].host_ns);
+                let host = self.devices[self.cur].host_ns;
+                if self.coll.is_deferred(s) {
+                    self.coll.hold_record(s, host, e);
+                    return Ok(());
+                }
+                let t = st.tail.max(host);
+                self.coll.supersede_record(e);
                 self.record_at(s, e, t);
                 Ok(())
             }
@@ -964,9 +998,17 @@ impl Engine {
             "wait",
         );
         let record = self.event(e)?.record.clone();
-        let recorded_on = self.event(e)?.recorded_on;
         let host = self.devices[self.cur].host_ns;
-        let record_timeline = self.record_timeline;
+        if self.stream(s)?.capture.is_none() {
+            if self.coll.is_deferred(s) || self.coll.is_pending(e) {
+                // Behind a collective not yet run, or on a record held back behind one.
+                self.coll.hold(s, host, Work::Wait(e));
+                return Ok(());
+            }
+            if let EventRecord::At(_) = record {
+                return self.wait_at(s, e, host);
+            }
+        }
         let captures = &self.captures;
         let st = self
             .streams
@@ -990,27 +1032,6 @@ impl Engine {
         }
         match (&mut st.capture, record) {
             (_, EventRecord::Never) => {}
-            (None, EventRecord::At(t)) => {
-                let from = st.tail.max(host);
-                st.tail = st.tail.max(t);
-                let to = st.tail.max(from);
-                self.sanitizer.wait(s, e);
-                if let (true, Some((rs, rt))) = (record_timeline, recorded_on) {
-                    self.trace.markers.push(Marker {
-                        stream: s,
-                        name: format!("wait e{e}"),
-                        start_ns: from,
-                        end_ns: to,
-                    });
-                    self.trace.flows.push(Flow {
-                        event: e,
-                        from_stream: rs,
-                        from_ns: rt,
-                        to_stream: s,
-                        to_ns: to,
-                    });
-                }
-            }
             (None, EventRecord::Captured { capture, frontier }) => {
                 st.capture = Some(StreamCapture {
                     id: capture,
@@ -1023,8 +1044,39 @@ impl Engine {
             (Some(sc), EventRecord::Captured { frontier, .. }) => {
                 capture::union(&mut sc.frontier, &frontier);
             }
-            // The rule refused an eager record waited on inside a capture above.
-            (Some(_), EventRecord::At(_)) => {}
+            // An eager stream's wait on an eager record was placed above (`wait_at`); the
+            // rule refused one inside a capture.
+            (_, EventRecord::At(_)) => {}
+        }
+        Ok(())
+    }
+
+    /// Makes later work on the eager stream `s` wait for event `e`'s last record, as if the
+    /// wait was issued at host time `host`.
+    fn wait_at(&mut self, s: u32, e: usize, host: u64) -> Result<(), HalError> {
+        let EventRecord::At(t) = self.event(e)?.record else {
+            return Ok(());
+        };
+        let recorded_on = self.event(e)?.recorded_on;
+        let st = self.stream_mut(s)?;
+        let from = st.tail.max(host);
+        st.tail = st.tail.max(t);
+        let to = st.tail.max(from);
+        self.sanitizer.wait(s, e);
+        if let (true, Some((rs, rt))) = (self.record_timeline, recorded_on) {
+            self.trace.markers.push(Marker {
+                stream: s,
+                name: format!("wait e{e}"),
+                start_ns: from,
+                end_ns: to,
+            });
+            self.trace.flows.push(Flow {
+                event: e,
+                from_stream: rs,
+                from_ns: rt,
+                to_stream: s,
+                to_ns: to,
+            });
         }
         Ok(())
     }
@@ -1040,6 +1092,9 @@ impl Engine {
     /// Whether event `e` is complete.
     pub fn query_event(&mut self, e: usize) -> Result<bool, HalError> {
         self.host_call("query_event");
+        if self.coll.is_pending(e) {
+            return Ok(false);
+        }
         let done = self
             .event_time(e)?
             .is_none_or(|t| t <= self.devices[self.cur].host_ns);
@@ -1051,6 +1106,10 @@ impl Engine {
 
     /// Blocks the host until event `e` is complete.
     pub fn sync_event(&mut self, e: usize) -> Result<(), HalError> {
+        if self.coll.is_pending(e) {
+            self.host_call("synchronize_event");
+            return Err(self.blocked_event(e));
+        }
         let t = self.event_time(e)?.unwrap_or(0);
         self.block_until(t, "synchronize_event");
         self.sanitizer.host_observed_event(e);
@@ -1062,6 +1121,11 @@ impl Engine {
         self.host_call("elapsed_time");
         let host = self.devices[self.cur].host_ns;
         let time = |name: &str, e: usize| -> Result<u64, HalError> {
+            if self.coll.is_pending(e) {
+                return Err(invalid(format!(
+                    "the {name} event's record is held back behind a collective not yet run"
+                )));
+            }
             let ev = self.event(e)?;
             if !ev.timing {
                 return Err(invalid(format!(
@@ -1088,7 +1152,8 @@ impl Engine {
     /// Whether all work on stream `s` is complete.
     pub fn query_stream(&mut self, s: u32) -> Result<bool, HalError> {
         self.host_call("query_stream");
-        let done = self.stream(s)?.tail <= self.devices[self.cur].host_ns;
+        let done =
+            !self.coll.is_deferred(s) && self.stream(s)?.tail <= self.devices[self.cur].host_ns;
         if done {
             self.sanitizer.host_observed_stream(s);
         }
@@ -1097,6 +1162,10 @@ impl Engine {
 
     /// Blocks the host until stream `s` is idle.
     pub fn sync_stream(&mut self, s: u32) -> Result<(), HalError> {
+        if self.coll.is_deferred(s) {
+            self.host_call("synchronize_stream");
+            return Err(self.blocked_stream(s));
+        }
         let t = self.stream(s)?.tail;
         self.block_until(t, "synchronize_stream");
         self.sanitizer.host_observed_stream(s);
@@ -1104,8 +1173,18 @@ impl Engine {
     }
 
     /// Blocks the current device's host until all work of the device is done (its streams;
-    /// other devices' work is not waited for).
-    pub fn sync_device(&mut self) {
+    /// other devices' work is not waited for). Refused, naming what it waits for, when a
+    /// stream of the device holds back work behind a collective not yet run.
+    pub fn sync_device(&mut self) -> Result<(), HalError> {
+        let held = self.devices[self.cur]
+            .streams
+            .iter()
+            .copied()
+            .find(|&s| self.coll.is_deferred(s));
+        if let Some(s) = held {
+            self.host_call("synchronize_device");
+            return Err(self.blocked_stream(s));
+        }
         let dev = self.dev();
         let t = dev
             .streams
@@ -1116,6 +1195,7 @@ impl Engine {
         self.block_until(t, "synchronize_device");
         let streams = &self.devices[self.cur].streams;
         self.sanitizer.host_observed_streams(streams);
+        Ok(())
     }
 
     // ----- capture -----
@@ -1209,12 +1289,32 @@ impl Engine {
                 cap.external.extend(external);
             });
         }
+        let held = self.coll.is_deferred(s)
+            || nodes.iter().any(collectives::is_collective)
+            || external.waits.iter().any(|&e| self.coll.is_pending(e));
+        if held {
+            return self.hold_graph(s, nodes, external);
+        }
         for &e in &external.waits {
             // Recorded eagerly or by a launch, never in a capture: the rule lets an eager
             // stream wait on it.
             self.wait(s, e)?;
         }
-        let base = self.devices[self.cur].host_ns.max(self.stream(s)?.tail);
+        self.devices[self.cur].graph_launches += 1;
+        let host = self.devices[self.cur].host_ns;
+        self.replay_at(s, nodes, external, host)
+    }
+
+    /// Replays `nodes` on the eager stream `s` as if launched at host time `host`, then
+    /// records `external`'s recorded events at its end.
+    fn replay_at(
+        &mut self,
+        s: u32,
+        nodes: &[Node],
+        external: &ExternalEvents,
+        host: u64,
+    ) -> Result<(), HalError> {
+        let base = host.max(self.stream(s)?.tail);
         let mut replay = self.sanitizer.begin_replay(s);
         let mut first_report: Option<RaceReport> = None;
         let mut ends: Vec<u64> = Vec::with_capacity(nodes.len());
@@ -1244,9 +1344,9 @@ impl Engine {
         st.tail = st.tail.max(end);
         let tail = st.tail;
         for &e in &external.records {
+            self.coll.supersede_record(e);
             self.record_at(s, e, tail);
         }
-        self.devices[self.cur].graph_launches += 1;
         match first_report {
             Some(r) if self.sanitizer.mode() == SanitizerMode::Abort => Err(sanitizer_error(&r)),
             _ => Ok(()),

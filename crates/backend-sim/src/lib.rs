@@ -98,6 +98,8 @@
 #![warn(missing_docs)]
 
 mod capture;
+pub mod collective;
+mod comm;
 mod compute;
 mod config;
 mod custom;
@@ -122,6 +124,8 @@ mod timeline;
 mod topology;
 pub mod trace;
 
+pub use collective::cost::{collective_bound, LinkParams, Wiring};
+pub use comm::SimComm;
 pub use config::{SimConfig, SimMode};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
