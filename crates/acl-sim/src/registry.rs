@@ -16,6 +16,7 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+mod collective;
 mod devices;
 mod vmm;
 

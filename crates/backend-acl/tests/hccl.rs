@@ -8,9 +8,11 @@ mod common;
 use braid_acl_sys::hccl::codes::*;
 use braid_acl_sys::hccl::{self, HcclFunctions, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_INT8};
 use braid_acl_sys::SymbolTable;
-use braid_backend_acl::{codes, AclConfig, AclDevice, HcclApi};
+use braid_backend_acl::{codes, AclComm, AclConfig, AclDevice, AclStream, HcclApi};
+use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};
 use braid_stream_core::types::EventFlags;
+use braid_stream_core::{DType, DevicePtr};
 use std::ffi::{CStr, OsString};
 use std::ptr;
 
@@ -226,4 +228,102 @@ fn a_peer_copy_needs_peer_access_and_a_stream_waits_on_another_devices_event() {
         d0.free(mine).unwrap();
         d1.free(theirs).unwrap();
     }
+}
+
+/// Writes `values` (f32) into a fresh buffer of `device` through `stream`.
+fn upload(device: &AclDevice, stream: &AclStream, values: &[f32]) -> DevicePtr {
+    let bytes = braid_stream_core::f32_bytes(values);
+    let ptr = device.alloc(bytes.len() as u64).unwrap();
+    // SAFETY: `bytes` outlives the synchronize below.
+    unsafe { stream.memcpy_h2d(ptr, bytes.as_ptr(), bytes.len() as u64) }.unwrap();
+    stream.synchronize().unwrap();
+    ptr
+}
+
+/// Reads `n` f32 values of `ptr` through `stream`.
+fn download(stream: &AclStream, ptr: DevicePtr, n: usize) -> Vec<f32> {
+    let mut bytes = vec![0u8; n * 4];
+    // SAFETY: `bytes` outlives the synchronize below.
+    unsafe { stream.memcpy_d2h(bytes.as_mut_ptr(), ptr, bytes.len() as u64) }.unwrap();
+    stream.synchronize().unwrap();
+    braid_stream_core::f32s_from_bytes(&bytes)
+}
+
+#[test]
+fn an_all_reduce_across_two_devices_through_hccl_gives_the_sum() {
+    let (d0, d1) = (open(0), open(1));
+    let comms = AclComm::init_all(&[&d0, &d1]).expect("HcclCommInitAll");
+    assert_eq!((comms[0].rank(), comms[1].rank()), (0, 1));
+    assert_eq!(comms[1].query_rank_and_size().unwrap(), (1, 2));
+    let streams = [d0.create_stream(0).unwrap(), d1.create_stream(0).unwrap()];
+    let devices = [&d0, &d1];
+    let mut buffers = Vec::new();
+    for (rank, (device, stream)) in devices.iter().zip(&streams).enumerate() {
+        let base = (rank as f32 + 1.0) * 10.0;
+        let send = upload(device, stream, &[base, base + 1.0, base + 2.0, base + 3.0]);
+        let recv = device.alloc(16).unwrap();
+        buffers.push((send, recv));
+    }
+    for (rank, stream) in streams.iter().enumerate() {
+        let (send, recv) = buffers[rank];
+        let call = CollectiveCall {
+            op: CollectiveOp::AllReduce(ReduceOp::Sum),
+            send,
+            recv,
+            count: 4,
+            dtype: DType::F32,
+        };
+        stream.collective(&comms[rank], &call, "allreduce").unwrap();
+    }
+    for (rank, stream) in streams.iter().enumerate() {
+        assert_eq!(
+            download(stream, buffers[rank].1, 4),
+            vec![30.0, 32.0, 34.0, 36.0],
+            "rank {rank}"
+        );
+    }
+    // A communicator of another device is refused before HCCL is called.
+    let call = CollectiveCall {
+        op: CollectiveOp::AllReduce(ReduceOp::Max),
+        send: buffers[0].0,
+        recv: buffers[0].1,
+        count: 4,
+        dtype: DType::F32,
+    };
+    assert!(matches!(
+        streams[0].collective(&comms[1], &call, "wrong device"),
+        Err(HalError::InvalidArgument(m)) if m.contains("ACL device 1")
+    ));
+    // A device listed twice is a typed error.
+    assert!(matches!(
+        AclComm::init_all(&[&d0, &d0]),
+        Err(HalError::InvalidArgument(m)) if m.contains("listed twice")
+    ));
+}
+
+#[test]
+fn a_root_info_communicator_is_joined_from_one_thread_per_rank() {
+    let (d0, d1) = (open(0), open(1));
+    let info = AclComm::root_info(&d0).expect("HcclGetRootInfo");
+    let comms: Vec<AclComm> = std::thread::scope(|scope| {
+        let joins: Vec<_> = [&d0, &d1]
+            .into_iter()
+            .zip(0..)
+            .map(|(device, rank)| {
+                let info = &info;
+                scope.spawn(move || AclComm::init_root_info(device, 2, rank, info))
+            })
+            .collect();
+        joins
+            .into_iter()
+            .map(|j| j.join().unwrap().expect("HcclCommInitRootInfo"))
+            .collect()
+    });
+    assert_eq!(comms[0].query_rank_and_size().unwrap(), (0, 2));
+    assert_eq!(comms[1].query_rank_and_size().unwrap(), (1, 2));
+    // A rank out of range is refused before HCCL is called.
+    assert!(matches!(
+        AclComm::init_root_info(&d0, 2, 2, &info),
+        Err(HalError::InvalidArgument(_))
+    ));
 }

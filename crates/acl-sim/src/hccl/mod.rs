@@ -6,10 +6,12 @@
 //!   root out of range is `HCCL_E_PARA`; a data type HCCL has but braid's simulator does not
 //!   compute in is `HCCL_E_NOT_SUPPORT`), then calls `comms`.
 //! - `comms`: the communicators given to the caller, as opaque handles looked up in a table.
-//! - `results`: `HcclGetErrorString`'s text.
+//! - `results`: `HcclGetErrorString`'s text; the results of simulator and runtime failures.
 //!
 //! A failure also leaves its text for `aclGetRecentErrMsg` on the calling thread.
 
 mod comms;
 pub mod exports;
 mod results;
+
+pub(crate) use results::from_hal;

@@ -1,8 +1,37 @@
-//! The text `HcclGetErrorString` gives for each `HcclResult` (braid's own wording).
+//! The text `HcclGetErrorString` gives for each `HcclResult` (braid's own wording), and the
+//! results of the simulator's and the ACL runtime's failures.
 
+use crate::errmsg::{fail, Fail};
 use braid_acl_sys::hccl::codes::*;
 use braid_acl_sys::hccl::HcclResult;
+use braid_stream_core::hal::HalError;
 use std::ffi::CStr;
+
+/// A simulator error of `call` as an HCCL failure: a refused argument (a mismatched
+/// collective among them) is `HCCL_E_PARA`, an unsupported feature `HCCL_E_NOT_SUPPORT`,
+/// memory `HCCL_E_MEMORY`, anything else the runtime's (`HCCL_E_RUNTIME`).
+pub(crate) fn from_hal(call: &str, e: HalError) -> Fail {
+    let code = match &e {
+        HalError::InvalidArgument(_) => HCCL_E_PARA,
+        HalError::Unsupported(_) => HCCL_E_NOT_SUPPORT,
+        HalError::OutOfMemory { .. } => HCCL_E_MEMORY,
+        _ => HCCL_E_RUNTIME,
+    };
+    fail(code, format!("{call}: {e}"))
+}
+
+/// A failure of the ACL runtime under an HCCL call (an invalid stream, a stream of another
+/// device than the thread's): `HCCL_E_RUNTIME`, the ACL code kept in the text. HCCL's own
+/// results (below 100) pass unchanged.
+pub(crate) fn from_acl(f: Fail) -> Fail {
+    if (0..100).contains(&f.code) {
+        return f;
+    }
+    fail(
+        HCCL_E_RUNTIME,
+        format!("{} (ACL error {})", f.message, f.code),
+    )
+}
 
 /// `HcclGetErrorString`'s text for `code`: what the result means (static, NUL-terminated).
 pub(crate) fn error_string(code: HcclResult) -> &'static CStr {
