@@ -327,3 +327,124 @@ fn a_root_info_communicator_is_joined_from_one_thread_per_rank() {
         Err(HalError::InvalidArgument(_))
     ));
 }
+
+/// Runs `calls[rank]` on every rank's stream and returns each rank's `recv` (`n` values).
+fn run_on_ranks(
+    streams: &[AclStream],
+    comms: &[AclComm],
+    calls: &[CollectiveCall],
+    n: usize,
+) -> Vec<Vec<f32>> {
+    for ((stream, comm), call) in streams.iter().zip(comms).zip(calls) {
+        stream.collective(comm, call, "test").unwrap();
+    }
+    streams
+        .iter()
+        .zip(calls)
+        .map(|(stream, call)| download(stream, call.recv, n))
+        .collect()
+}
+
+#[test]
+fn every_collective_through_hccl_moves_the_right_numbers_and_a_mismatch_is_typed() {
+    let (d0, d1) = (open(0), open(1));
+    let devices = [&d0, &d1];
+    let comms = AclComm::init_all(&devices).unwrap();
+    let streams = [d0.create_stream(0).unwrap(), d1.create_stream(0).unwrap()];
+    // Rank r sends [4r, 4r + 1, 4r + 2, 4r + 3].
+    let sends: Vec<DevicePtr> = (0..2)
+        .map(|r| {
+            let base = 4.0 * r as f32;
+            upload(
+                devices[r],
+                &streams[r],
+                &[base, base + 1.0, base + 2.0, base + 3.0],
+            )
+        })
+        .collect();
+    let recvs: Vec<DevicePtr> = devices.iter().map(|d| d.alloc(32).unwrap()).collect();
+    let call = |r: usize, op, count| CollectiveCall {
+        op,
+        send: sends[r],
+        recv: recvs[r],
+        count,
+        dtype: DType::F32,
+    };
+
+    let gathered = run_on_ranks(
+        &streams,
+        &comms,
+        &[
+            call(0, CollectiveOp::AllGather, 2),
+            call(1, CollectiveOp::AllGather, 2),
+        ],
+        4,
+    );
+    assert_eq!(gathered, vec![vec![0.0, 1.0, 4.0, 5.0]; 2]);
+
+    let scattered = run_on_ranks(
+        &streams,
+        &comms,
+        &[
+            call(0, CollectiveOp::ReduceScatter(ReduceOp::Max), 2),
+            call(1, CollectiveOp::ReduceScatter(ReduceOp::Max), 2),
+        ],
+        2,
+    );
+    assert_eq!(scattered, vec![vec![4.0, 5.0], vec![6.0, 7.0]]);
+
+    // Broadcast from rank 1 into separate receive buffers (the root's own copy included).
+    let root = CollectiveOp::Broadcast { root: 1 };
+    let broadcast = run_on_ranks(&streams, &comms, &[call(0, root, 4), call(1, root, 4)], 4);
+    assert_eq!(broadcast, vec![vec![4.0, 5.0, 6.0, 7.0]; 2]);
+
+    let swapped = run_on_ranks(
+        &streams,
+        &comms,
+        &[
+            call(0, CollectiveOp::AllToAll, 2),
+            call(1, CollectiveOp::AllToAll, 2),
+        ],
+        4,
+    );
+    assert_eq!(
+        swapped,
+        vec![vec![0.0, 1.0, 4.0, 5.0], vec![2.0, 3.0, 6.0, 7.0]]
+    );
+
+    let sent = run_on_ranks(
+        &streams,
+        &comms,
+        &[
+            call(0, CollectiveOp::Send { peer: 1 }, 3),
+            call(1, CollectiveOp::Recv { peer: 0 }, 3),
+        ],
+        3,
+    );
+    assert_eq!(sent[1], vec![0.0, 1.0, 2.0]);
+
+    // Ranks that disagree on the count: a typed HCCL error instead of a hang.
+    streams[0]
+        .collective(
+            &comms[0],
+            &call(0, CollectiveOp::AllReduce(ReduceOp::Sum), 4),
+            "a",
+        )
+        .unwrap();
+    match streams[1].collective(
+        &comms[1],
+        &call(1, CollectiveOp::AllReduce(ReduceOp::Sum), 2),
+        "b",
+    ) {
+        Err(HalError::Native { name, message, .. }) => {
+            assert_eq!(name, "HCCL_E_PARA", "{message}");
+            // The call, HcclGetErrorString's text, then the simulator's explanation.
+            assert!(
+                message.starts_with("HcclAllReduce: parameter error; "),
+                "{message}"
+            );
+            assert!(message.contains("count 4 vs 2"), "{message}");
+        }
+        other => panic!("unexpected {other:?}"),
+    }
+}
