@@ -447,4 +447,14 @@ fn every_collective_through_hccl_moves_the_right_numbers_and_a_mismatch_is_typed
         }
         other => panic!("unexpected {other:?}"),
     }
+    // Nothing is left broken: rank 1's matching part completes rank 0's, and both sum.
+    streams[1]
+        .collective(
+            &comms[1],
+            &call(1, CollectiveOp::AllReduce(ReduceOp::Sum), 4),
+            "b again",
+        )
+        .unwrap();
+    let sums: Vec<Vec<f32>> = (0..2).map(|r| download(&streams[r], recvs[r], 4)).collect();
+    assert_eq!(sums, vec![vec![4.0, 6.0, 8.0, 10.0]; 2]);
 }
