@@ -98,7 +98,8 @@ pub unsafe extern "C" fn HcclGetRootInfo(root_info: *mut HcclRootInfo) -> HcclRe
 
 /// `HcclResult HcclCommInitRootInfo(uint32_t nRanks, const HcclRootInfo *rootInfo, uint32_t
 /// rank, HcclComm *comm)`: joins the communicator as `rank` on the calling thread's current
-/// device; returns once every rank has joined.
+/// device. HCCL waits for every rank here; the simulator does not (a collective runs once
+/// every rank has joined and issued its part).
 ///
 /// # Safety
 /// `root_info` is null or valid for a read; `comm` is null or valid for a write.

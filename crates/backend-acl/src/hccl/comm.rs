@@ -120,7 +120,9 @@ impl AclComm {
     }
 
     /// Joins the communicator of `ranks` ranks that `info` describes as rank `rank` on
-    /// `device` (`HcclCommInitRootInfo`); returns once every rank has joined.
+    /// `device` (`HcclCommInitRootInfo`). HCCL returns once every rank has joined, so each
+    /// rank joins from its own thread or process; `braid-acl-sim` returns at once and runs a
+    /// collective when every rank has joined and issued its part.
     pub fn init_root_info(
         device: &AclDevice,
         ranks: u32,
@@ -204,7 +206,8 @@ impl AclStream {
     /// `HcclAllGather`, `HcclReduceScatter`, `HcclBroadcast`, `HcclSend`, `HcclRecv`,
     /// `HcclAlltoAll`). The communicator must be of this stream's device; buffers are
     /// device addresses of it, valid for the call's lengths until the collective has run
-    /// (braid-collective checks them; this call does not).
+    /// (braid-collective checks them; this call does not). HCCL takes an explicit stream:
+    /// on the default stream (a null `aclrtStream`) it answers `HCCL_E_PTR`.
     pub fn collective(
         &self,
         comm: &AclComm,
