@@ -56,6 +56,8 @@ pub mod hal;
 pub mod kernel;
 mod memory;
 pub mod ordering;
+mod peer;
+mod registry;
 mod state;
 mod stream;
 pub mod sync;
