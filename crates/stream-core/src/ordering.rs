@@ -641,7 +641,8 @@ mod tests {
     fn knowledge_crosses_devices_transitively_and_comes_back_home() {
         let (mut a, mut b, mut c) = (Ordering::new(A), Ordering::new(B), Ordering::new(C));
         let ua = a.submit(S1);
-        b.wait(S1, &a.record(S1)).unwrap();
+        let ea = a.record(S1);
+        b.wait(S1, &ea).unwrap();
         let ub = b.submit(S1);
         // B's snapshot carries its knowledge of A to C.
         let eb = b.record(S1);
@@ -656,7 +657,8 @@ mod tests {
         assert!(a.ordered_before(ub, S2));
         assert!(a.remote_of(S2).of(A).is_none(), "a device never lists itself as remote");
         // And same-device waits on A pass the remote knowledge on.
-        a.wait(S0, &a.record(S2)).unwrap();
+        let ea = a.record(S2);
+        a.wait(S0, &ea).unwrap();
         assert!(a.ordered_before(ub, S0));
     }
 
@@ -665,7 +667,8 @@ mod tests {
         let (mut a, mut b) = (Ordering::new(A), Ordering::new(B));
         let ua = a.submit(S1);
         let other_a = a.submit(S2);
-        b.wait(S1, &a.record(S1)).unwrap();
+        let ea = a.record(S1);
+        b.wait(S1, &ea).unwrap();
         let ub = b.submit(S1);
         let eb = b.record(S1);
         // B's host observes B's event: B's work is complete, and A's up to the record too.
