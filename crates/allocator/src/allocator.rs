@@ -256,6 +256,7 @@ impl<B: Backend> CachingAllocator<B> {
                     total,
                     braid_stream_core::hal::Device::wants_sub_allocation_notes(device.hal()),
                     granularity,
+                    device.id().uid,
                 )),
                 handles: AtomicUsize::new(1),
                 oom_observers: Mutex::new(Vec::new()),
@@ -376,7 +377,7 @@ impl<B: Backend> CachingAllocator<B> {
         stream: &Stream<B>,
     ) -> Result<(), AllocError> {
         self.check_owner(buffer)?;
-        self.check_device("record_stream", stream)?;
+        self.check_peer("record_stream", stream)?;
         if let Some(block) = buffer.block() {
             self.inner.lock().record_stream(block, stream);
         }
@@ -399,9 +400,10 @@ impl<B: Backend> CachingAllocator<B> {
         stream: &Stream<B>,
     ) -> Result<(), AllocError> {
         self.check_owner(buffer)?;
-        self.check_device("erase_stream", stream)?;
+        self.check_peer("erase_stream", stream)?;
         if let Some(block) = buffer.block() {
-            self.inner.lock().erase_stream(block, stream.id());
+            let device = stream.device().id().uid;
+            self.inner.lock().erase_stream(block, device, stream.id());
         }
         Ok(())
     }
@@ -642,7 +644,17 @@ impl<B: Backend> CachingAllocator<B> {
         self.inner.lock().check_invariants()
     }
 
-    /// Refuses a stream of another device (no peer relation is modelled).
+    /// Refuses a stream of another device whose streams have no peer access to this
+    /// allocator's device ([`Device::enable_peer_access`]).
+    fn check_peer(&self, call: &'static str, stream: &Stream<B>) -> Result<(), AllocError> {
+        if stream.device().has_peer_access(&self.inner.device) {
+            Ok(())
+        } else {
+            self.check_device(call, stream)
+        }
+    }
+
+    /// Refuses a stream of another device.
     fn check_device(&self, call: &'static str, stream: &Stream<B>) -> Result<(), AllocError> {
         if stream.device().same_as(&self.inner.device) {
             Ok(())
