@@ -75,9 +75,10 @@ impl<B: Backend> Drop for DeviceInner<B> {
 
 /// One accelerator as the front layer sees it. Cheap to clone (a shared handle).
 ///
-/// All streams, events, graphs and memory of a device share one happens-before model; the
-/// device answers the question the allocator and graph capture ask:
-/// [`Device::is_ordered_before`].
+/// All streams, events, graphs and memory of all devices of the process share one
+/// happens-before model; the device answers the question the allocator and graph capture ask:
+/// [`Device::is_ordered_before`], also for work and streams of different devices. Devices
+/// are `Send + Sync`; each has a process-unique identity ([`Device::id`]).
 pub struct Device<B: Backend> {
     pub(crate) inner: Arc<DeviceInner<B>>,
 }

@@ -19,9 +19,9 @@ pub enum Error {
     /// A user-defined operator's declaration is invalid.
     #[error(transparent)]
     Op(#[from] OpError),
-    /// Work declared a range that is not live memory of the stream's device, nor of any other
-    /// device of the backend.
-    #[error("{work} uses {range}, which is not live memory of {device} nor of any other device (freed or never allocated)")]
+    /// Work declared a range that is not live memory of the stream's device, nor of any
+    /// device it can reach as a peer.
+    #[error("{work} uses {range}, which is not live memory of {device} nor of any device it can reach (freed, never allocated, or memory of an unrelated device)")]
     RangeNotLive {
         /// The kernel, operator, copy or memset.
         work: String,

@@ -102,10 +102,11 @@ impl<B: Backend> Device<B> {
     }
 
     /// Checks the ranges of work `work` for a stream of this device. A range the backend
-    /// knows is not live here is looked up on the other live devices of the backend: live on
-    /// one this device has peer access to, it is a [`ForeignUse`] (returned); live on one
-    /// without, [`Error::ForeignMemory`] names both devices; live nowhere,
-    /// [`Error::RangeNotLive`]. Ranges the backend cannot tell about count as this device's.
+    /// knows is not live here is looked up on the other live devices of the backend this one
+    /// can reach ([`Device::owner_among_peers`]): live on one this device has peer access to,
+    /// it is a [`ForeignUse`] (returned); live on one without, [`Error::ForeignMemory`] names
+    /// both devices; live on none, [`Error::RangeNotLive`]. Ranges the backend cannot tell
+    /// about count as this device's.
     pub(crate) fn place_ranges(
         &self,
         work: &str,
@@ -116,10 +117,7 @@ impl<B: Backend> Device<B> {
             if range.len == 0 || self.inner.hal.is_live(range) != Some(false) {
                 continue;
             }
-            let owner = registry::live::<DeviceInner<B>>()
-                .into_iter()
-                .map(|inner| Device { inner })
-                .find(|d| !d.same_as(self) && d.inner.hal.is_live(range) == Some(true));
+            let owner = self.owner_among_peers(range);
             match owner {
                 None => {
                     return Err(Error::RangeNotLive {
@@ -144,6 +142,28 @@ impl<B: Backend> Device<B> {
             }
         }
         Ok(foreign)
+    }
+
+    /// The device that owns `range` among the devices this one can reach: those it has peer
+    /// access to (asked first), then those its backend says it could access. Only devices that
+    /// can reach each other share one address space (unified addressing on ACL and CUDA, a
+    /// node of simulated devices); unrelated devices (separate simulators) may hand out the
+    /// same addresses, so they are never asked.
+    fn owner_among_peers(&self, range: DeviceSlice) -> Option<Device<B>> {
+        let others: Vec<Device<B>> = registry::live::<DeviceInner<B>>()
+            .into_iter()
+            .map(|inner| Device { inner })
+            .filter(|d| !d.same_as(self))
+            .collect();
+        let owns = |d: &Device<B>| d.inner.hal.is_live(range) == Some(true);
+        let (enabled, rest): (Vec<_>, Vec<_>) = others
+            .into_iter()
+            .partition(|d| self.has_peer_uid(d.inner.uid));
+        enabled.into_iter().find(owns).or_else(|| {
+            rest.into_iter().find(|d| {
+                matches!(self.inner.hal.can_access_peer(&d.inner.hal), Ok(true)) && owns(d)
+            })
+        })
     }
 
     /// Tells observers that the work at `position` (on this device) uses `ranges`: this
