@@ -134,6 +134,9 @@ fn a_peer_use_is_settled_by_its_event_and_by_synchronizing_the_pending_frees() {
     alloc.empty_cache();
     assert_eq!(alloc.pending_free_bytes(), 0);
     assert_eq!(alloc.memory_stats().num_events_recorded, 1);
-    assert!(b.is_complete(sb.position()), "the event synchronized B's stream");
+    assert!(
+        b.is_complete(sb.position()),
+        "the event synchronized B's stream"
+    );
     alloc.check_invariants().unwrap();
 }

@@ -112,7 +112,12 @@ impl<B: Backend> Device<B> {
             observers: RwLock::new(Vec::new()),
             workspaces: crate::workspace::Workspaces::new(),
         };
-        tracing::debug!(backend = B::NAME, ordinal = inner.ordinal, uid, "device opened");
+        tracing::debug!(
+            backend = B::NAME,
+            ordinal = inner.ordinal,
+            uid,
+            "device opened"
+        );
         let inner = Arc::new(inner);
         let weak: Weak<DeviceInner<B>> = Arc::downgrade(&inner);
         crate::registry::register(uid, weak);

@@ -85,7 +85,7 @@ impl<B: Backend> Clone for Event<B> {
 impl<B: Backend> fmt::Debug for Event<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Event")
-            .field("device", &self.device.ordinal())
+            .field("device", &self.device.id())
             .field("timing", &self.inner.flags.timing)
             .field("tag", &self.inner.tag)
             .field("recorded_at", &self.recorded_at())
@@ -214,7 +214,8 @@ impl<B: Backend> Event<B> {
                     learnt
                 };
                 if !learnt.is_empty() {
-                    self.device.observe_host(&crate::clock::VectorClock::new(), &learnt);
+                    self.device
+                        .observe_host(&crate::clock::VectorClock::new(), &learnt);
                 }
             }
         }

@@ -628,8 +628,14 @@ mod tests {
         assert!(!b.ordered_before(u, S2));
         assert_eq!(b.wait(S2, &e), Ok(WaitEffect::Ordered));
         assert!(b.ordered_before(u, S2));
-        assert!(!b.ordered_before(later, S2), "work after the record is not covered");
-        assert!(!b.ordered_before(u, S1), "only the waiting stream learnt it");
+        assert!(
+            !b.ordered_before(later, S2),
+            "work after the record is not covered"
+        );
+        assert!(
+            !b.ordered_before(u, S1),
+            "only the waiting stream learnt it"
+        );
         // A stream of A with the same id as B's waiter learnt nothing.
         assert!(!a.ordered_before(u, S2));
         // B's host knows nothing of A's work; A's host clock is A's business.
@@ -655,7 +661,10 @@ mod tests {
         a.wait(S2, &ec).unwrap();
         assert!(a.ordered_before(ua, S2));
         assert!(a.ordered_before(ub, S2));
-        assert!(a.remote_of(S2).of(A).is_none(), "a device never lists itself as remote");
+        assert!(
+            a.remote_of(S2).of(A).is_none(),
+            "a device never lists itself as remote"
+        );
         // And same-device waits on A pass the remote knowledge on.
         let ea = a.record(S2);
         a.wait(S0, &ea).unwrap();
@@ -676,7 +685,10 @@ mod tests {
         assert!(b.ordered_before_host(ub));
         a.observe_clock(learnt.of(A).expect("B's event knew A's work"));
         assert!(a.ordered_before_host(ua));
-        assert!(!a.ordered_before_host(other_a), "A's unrelated work is not complete");
+        assert!(
+            !a.ordered_before_host(other_a),
+            "A's unrelated work is not complete"
+        );
         // A stream synchronize and a device synchronize return the same knowledge.
         assert_eq!(b.observe_stream(S1).get(A, S1.index()), ua.seq);
         assert_eq!(b.eager_remote().get(A, S1.index()), ua.seq);

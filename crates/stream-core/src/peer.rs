@@ -73,12 +73,16 @@ impl<B: Backend> Device<B> {
             reason,
         };
         if !self.can_access_peer(peer)? {
-            return Err(unavailable("the backend reports no path between them".into()));
+            return Err(unavailable(
+                "the backend reports no path between them".into(),
+            ));
         }
         match self.inner.hal.enable_peer_access(&peer.inner.hal) {
             Ok(()) => {}
             Err(HalError::Unsupported(what)) => {
-                return Err(unavailable(format!("not supported by the backend ({what})")))
+                return Err(unavailable(format!(
+                    "not supported by the backend ({what})"
+                )))
             }
             Err(err) => return Err(err.into()),
         }
@@ -179,10 +183,7 @@ impl<B: Backend> Device<B> {
             return;
         }
         let is_foreign = |r: &DeviceSlice| foreign.iter().any(|f| f.range == *r);
-        self.notify_uses(
-            position,
-            ranges.into_iter().filter(|(r, _)| !is_foreign(r)),
-        );
+        self.notify_uses(position, ranges.into_iter().filter(|(r, _)| !is_foreign(r)));
         for f in foreign {
             f.owner.notify_uses(position, [(f.range, f.access)]);
         }

@@ -87,13 +87,7 @@ impl<B: Backend> Eq for Stream<B> {}
 
 impl<B: Backend> fmt::Debug for Stream<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Stream<{}>(device {}, {}",
-            B::NAME,
-            self.device.ordinal(),
-            self.inner.id
-        )?;
+        write!(f, "Stream({}, {}", self.device.id(), self.inner.id)?;
         if let Some(tag) = self.tag() {
             write!(f, ", tag {tag:?}")?;
         }
@@ -214,11 +208,11 @@ impl<B: Backend> Stream<B> {
     /// and the workspace given back right after (reused by this stream's later work only).
     fn launch_typed(&self, kernel: &TypedKernel, label: &str) -> Result<StreamPosition> {
         kernel.validate()?;
-        let reads = kernel.reads().map(|r| (r, Access::Read));
-        let uses: Vec<(DeviceSlice, Access)> = reads
-            .chain(kernel.writes().map(|w| (w, Access::Write)))
-            .collect();
-        let foreign = self.device.place_ranges(label, uses.iter().copied())?;
+        let uses = || {
+            let reads = kernel.reads().map(|r| (r, Access::Read));
+            reads.chain(kernel.writes().map(|w| (w, Access::Write)))
+        };
+        let foreign = self.device.place_ranges(label, uses())?;
         let prepared = self.inner.hal.prepare(kernel)?;
         let needed = prepared.workspace_size();
         let workspace = self.workspace(needed)?;
@@ -228,7 +222,7 @@ impl<B: Backend> Stream<B> {
         })?;
         // Back to the stream's cache in stream order, after the submission's locks are gone.
         drop(workspace);
-        self.device.notify_placed(pos, uses, &foreign);
+        self.device.notify_placed(pos, uses(), &foreign);
         Ok(pos)
     }
 
@@ -258,7 +252,8 @@ impl<B: Backend> Stream<B> {
     ) -> Result<StreamPosition> {
         let foreign = self.device.place_ranges(name, uses.iter().copied())?;
         let pos = self.submit("Stream::submit_op", None, body)?;
-        self.device.notify_placed(pos, uses.iter().copied(), &foreign);
+        self.device
+            .notify_placed(pos, uses.iter().copied(), &foreign);
         Ok(pos)
     }
 
@@ -562,7 +557,10 @@ impl<B: Backend> Stream<B> {
         let (clock, learnt) = {
             let st = self.device.inner.lock();
             st.check_blocking("Stream::synchronize", BlockingTarget::Stream(self.id()))?;
-            (st.ordering.clock_of(self.id()), st.ordering.remote_of(self.id()))
+            (
+                st.ordering.clock_of(self.id()),
+                st.ordering.remote_of(self.id()),
+            )
         };
         self.inner.hal.synchronize()?;
         self.device.observe_host(&clock, &learnt);
@@ -575,7 +573,10 @@ impl<B: Backend> Stream<B> {
         let (clock, learnt) = {
             let st = self.device.inner.lock();
             st.check_blocking("Stream::query", BlockingTarget::Stream(self.id()))?;
-            (st.ordering.clock_of(self.id()), st.ordering.remote_of(self.id()))
+            (
+                st.ordering.clock_of(self.id()),
+                st.ordering.remote_of(self.id()),
+            )
         };
         let done = self.inner.hal.query()?;
         if done {

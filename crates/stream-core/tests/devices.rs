@@ -114,13 +114,19 @@ fn host_synchronization_of_one_device_orders_only_that_devices_work() {
     let wb = sb.launch(&BUSY).unwrap();
     b.synchronize().unwrap();
     assert!(b.is_complete(wb));
-    assert!(!a.is_complete(u) && !b.is_complete(u), "B's synchronize knows nothing of A");
+    assert!(
+        !a.is_complete(u) && !b.is_complete(u),
+        "B's synchronize knows nothing of A"
+    );
     // B waits on A's work; an event on B after it, once complete, completes that A work.
     sb.wait(&sa.record_event().unwrap()).unwrap();
     let eb = sb.record_event().unwrap();
     eb.synchronize().unwrap();
     assert!(a.is_complete(u) && b.is_complete(u));
-    assert!(a.is_ordered_before(u, &other_a), "complete work precedes everything");
+    assert!(
+        a.is_ordered_before(u, &other_a),
+        "complete work precedes everything"
+    );
     assert!(!a.is_complete(unrelated));
     // A stream synchronize and a true query hand on the same knowledge.
     let v = sa.launch(&BUSY).unwrap();

@@ -106,15 +106,10 @@ impl<B: Backend> State<B> {
             // As `fill_positions` would at the free: a use up to the free is the using
             // stream's position now.
             let pos = u.pos.or_else(|| {
-                let pos = self
-                    .pending
-                    .stream_of(dev, u.device, u.stream)?
-                    .position();
+                let pos = self.pending.stream_of(dev, u.device, u.stream)?.position();
                 match pos.domain {
                     Domain::Eager => Some(pos),
-                    Domain::Capture(c) => {
-                        (u.device == own && capture == Some(c)).then_some(pos)
-                    }
+                    Domain::Capture(c) => (u.device == own && capture == Some(c)).then_some(pos),
                 }
             });
             use_done(dev, &UseRec { pos, ..*u }, &owner)

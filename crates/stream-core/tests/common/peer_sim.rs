@@ -216,4 +216,3 @@ impl hal::Graph for PeerGraph {
         self.0.node_count()
     }
 }
-
