@@ -30,18 +30,10 @@ pub enum Error {
         /// The stream's device.
         device: DeviceId,
     },
-    /// Work on one device's stream used memory of another device without a peer relation.
-    #[error("{work} on a stream of {stream_device} uses {range}, memory of {memory_device}: enable peer access from {stream_device} to {memory_device} first (Device::enable_peer_access)")]
-    ForeignMemory {
-        /// The kernel, operator, copy or memset.
-        work: String,
-        /// The range.
-        range: DeviceSlice,
-        /// The device of the stream the work was submitted to.
-        stream_device: DeviceId,
-        /// The device that owns the memory.
-        memory_device: DeviceId,
-    },
+    /// Work on one device's stream used memory of another device without a peer relation
+    /// (boxed: it names two devices, and `Error` stays small for every other result).
+    #[error(transparent)]
+    ForeignMemory(Box<ForeignMemory>),
     /// Peer access from one device to another is not possible (or was not enabled for a peer
     /// copy).
     #[error("peer access from {from} to {to} is unavailable: {reason}")]
@@ -170,6 +162,21 @@ pub enum Error {
     /// A size that does not fit in the address space.
     #[error("size overflow: {0}")]
     SizeOverflow(String),
+}
+
+/// Work on one device's stream used memory of another device without a peer relation
+/// ([`Error::ForeignMemory`]).
+#[derive(Clone, PartialEq, Debug, thiserror::Error)]
+#[error("{work} on a stream of {stream_device} uses {range}, memory of {memory_device}: enable peer access from {stream_device} to {memory_device} first (Device::enable_peer_access)")]
+pub struct ForeignMemory {
+    /// The kernel, operator, copy or memset.
+    pub work: String,
+    /// The range.
+    pub range: DeviceSlice,
+    /// The device of the stream the work was submitted to.
+    pub stream_device: DeviceId,
+    /// The device that owns the memory.
+    pub memory_device: DeviceId,
 }
 
 /// Result with the front layer's [`Error`].

@@ -3,7 +3,7 @@
 
 use crate::clock::{RemoteClocks, VectorClock};
 use crate::device::{Device, DeviceInner};
-use crate::error::{Error, Result};
+use crate::error::{Error, ForeignMemory, Result};
 use crate::hal::{Backend, Device as _, HalError};
 use crate::ordering::StreamPosition;
 use crate::registry::{self, Lookup};
@@ -136,12 +136,12 @@ impl<B: Backend> Device<B> {
                     owner,
                 }),
                 Some(owner) => {
-                    return Err(Error::ForeignMemory {
+                    return Err(Error::ForeignMemory(Box::new(ForeignMemory {
                         work: work.to_string(),
                         range,
                         stream_device: self.id(),
                         memory_device: owner.id(),
-                    })
+                    })))
                 }
             }
         }

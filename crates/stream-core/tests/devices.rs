@@ -223,14 +223,13 @@ fn memory_of_another_device_needs_peer_access() {
     };
     let refused = sb.launch(&fill).unwrap_err();
     match &refused {
-        Error::ForeignMemory {
-            stream_device,
-            memory_device,
-            range,
-            ..
-        } => {
-            assert_eq!((*stream_device, *memory_device), (b.id(), a.id()));
-            assert_eq!(*range, on_a.slice());
+        Error::ForeignMemory(foreign) => {
+            assert_eq!(
+                (foreign.stream_device, foreign.memory_device),
+                (b.id(), a.id())
+            );
+            assert_eq!(foreign.range, on_a.slice());
+            assert_eq!(foreign.work, "fill");
         }
         other => panic!("expected ForeignMemory, got {other:?}"),
     }
@@ -238,11 +237,11 @@ fn memory_of_another_device_needs_peer_access() {
     assert!(text.contains(&a.id().to_string()) && text.contains(&b.id().to_string()));
     assert!(matches!(
         sb.memset(on_a.slice(), 0),
-        Err(Error::ForeignMemory { .. })
+        Err(Error::ForeignMemory(_))
     ));
     assert!(matches!(
         sb.copy_d2d(on_a.slice(), on_b.slice()),
-        Err(Error::ForeignMemory { .. })
+        Err(Error::ForeignMemory(_))
     ));
     assert_eq!(sb.position().seq, 0, "nothing refused reached the stream");
     // With peer access from B to A: accepted, and A's observers see B's use.
