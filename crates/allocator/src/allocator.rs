@@ -33,6 +33,16 @@
 //!   stream wait on its uses instead of growing. [`CachingAllocator::erase_stream`]
 //!   (torch_npu's `erase_stream`) cancels a stream's recorded or noted uses of a live buffer,
 //!   on the caller's promise that the stream no longer uses it.
+//! - **Other devices' streams.** A buffer used by a stream of another device (a peer copy,
+//!   a collective) is a cross-stream use like any other: `record_stream` and `erase_stream`
+//!   accept a stream of a device that has peer access to this allocator's device
+//!   (`Device::enable_peer_access`; without it [`AllocError::WrongDevice`] names both
+//!   devices), automatic mode sees the uses other devices' streams make of this device's
+//!   buffers (the front layer tells the owning device's observers), events for them are
+//!   recorded on the peer's stream, and the block is reused once the cross-device
+//!   happens-before model orders those uses before the owner stream's next work (the owner
+//!   waited on an event of the peer, or the peer's host observed the work complete).
+//!   Allocation itself needs a stream of the allocator's device.
 //! - **Private pools** ([`MemPool`], PyTorch's `MemPool` / `graph_pool_handle`):
 //!   [`CachingAllocator::create_pool`] makes one (optionally `PoolOptions::no_split`);
 //!   [`CachingAllocator::begin_allocate_to_pool`] diverts the allocations a [`PoolFilter`]

@@ -143,31 +143,8 @@ impl<B: Backend> State<B> {
             if let Err(err) = dev.synchronize() {
                 tracing::warn!(%err, "device synchronize failed while freeing pending blocks");
             }
-            self.synchronize_foreign_uses(dev);
         }
         self.process_pending(dev, false);
-    }
-
-    /// Synchronizes the streams of other devices with uses of pending blocks that no event
-    /// covers (the device synchronize of [`State::synchronize_pending`] orders only this
-    /// device's work).
-    fn synchronize_foreign_uses(&mut self, dev: &Device<B>) {
-        let own = self.pending.device();
-        let mut streams: Vec<(u64, StreamId)> = Vec::new();
-        for &b in &self.pending.blocks {
-            for u in &self.arena.blocks.get(b).uses {
-                if u.device != own && !u.event && !streams.contains(&(u.device, u.stream)) {
-                    streams.push((u.device, u.stream));
-                }
-            }
-        }
-        for (device, id) in streams {
-            if let Some(stream) = self.pending.stream_of(dev, device, id) {
-                if let Err(err) = stream.synchronize() {
-                    tracing::warn!(%err, "peer stream synchronize failed while freeing pending blocks");
-                }
-            }
-        }
     }
 
     /// Reuses a pending block of the right size by making `stream` wait on its uses' events.
