@@ -314,12 +314,18 @@ impl Engine {
     fn settle(&mut self) {
         let now = self.dev().host_ns;
         self.dev_mut().prune_units(now);
-        // Transfers (links, communication engines) may be placed by any device's call, at
-        // its own host time: only what ended before the oldest host clock is forgotten.
-        let oldest = self.devices.iter().map(|d| d.host_ns).min().unwrap_or(now);
-        self.links.prune(oldest);
-        for d in &mut self.devices {
-            d.comm.prune(oldest);
+        if self.devices.len() == 1 {
+            // No links; the one communication engine follows the one host clock.
+            self.devices[0].comm.prune(now);
+        } else {
+            // Transfers (links, communication engines) may be placed by any device's call,
+            // at its own host time: only what ended before the oldest host clock is
+            // forgotten.
+            let oldest = self.devices.iter().map(|d| d.host_ns).min().unwrap_or(now);
+            self.links.prune(oldest);
+            for d in &mut self.devices {
+                d.comm.prune(oldest);
+            }
         }
         self.queue.drain(now, &mut self.memories);
     }
