@@ -969,8 +969,12 @@ impl Engine {
                     return Ok(());
                 }
                 let t = st.tail.max(host);
-                self.coll.supersede_record(e);
+                let was_pending = self.coll.supersede_record(e);
                 self.record_at(s, e, t);
+                if was_pending {
+                    // Waits held back on the superseded record may go on.
+                    return self.pump();
+                }
                 Ok(())
             }
         }
@@ -1344,8 +1348,11 @@ impl Engine {
         st.tail = st.tail.max(end);
         let tail = st.tail;
         for &e in &external.records {
-            self.coll.supersede_record(e);
+            let was_pending = self.coll.supersede_record(e);
             self.record_at(s, e, tail);
+            if was_pending {
+                self.pump()?;
+            }
         }
         match first_report {
             Some(r) if self.sanitizer.mode() == SanitizerMode::Abort => Err(sanitizer_error(&r)),

@@ -462,3 +462,132 @@ fn communicators_and_parts_are_checked() {
     // Nothing was left pending by the refusals.
     s0.synchronize().unwrap();
 }
+
+#[test]
+fn ranks_submit_from_their_own_threads() {
+    let devs = node(4);
+    let refs: Vec<&SimDevice> = devs.iter().collect();
+    let comms = SimComm::init_all(&refs).unwrap();
+    let ranks = setup(&devs, DType::F16, |r| vec![r as f32 + 1.0; 16]);
+    std::thread::scope(|scope| {
+        for ((s, x), c) in ranks.iter().zip(&comms) {
+            scope.spawn(move || {
+                for _ in 0..3 {
+                    s.collective(c, &call(SUM, *x, *x, 16, DType::F16), "ar")
+                        .unwrap();
+                }
+            });
+        }
+    });
+    // 10, then 40, then 160 on every rank.
+    for (s, x) in &ranks {
+        assert_eq!(get(s, *x, DType::F16, 16), vec![160.0; 16]);
+    }
+}
+
+#[test]
+fn ranks_in_two_servers_use_the_network_and_timing_only_mode_runs_the_same_schedule() {
+    let config = SimConfig::new().mode(braid_backend_sim::SimMode::TimingOnly);
+    let devs = SimNode::new(
+        NodeConfig::new(4)
+            .device(config)
+            .topology(Topology::two_servers(2)),
+    )
+    .devices();
+    let refs: Vec<&SimDevice> = devs.iter().collect();
+    let comms = SimComm::init_all(&refs).unwrap();
+    let params = comms[0].link_params(DType::BF16);
+    assert_eq!(params.wiring, Wiring::Switched);
+    assert_eq!(
+        params.link_bytes_per_s,
+        braid_backend_sim::LinkSpec::roce_200ge().bytes_per_s
+    );
+    let one_server = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
+    assert_eq!(
+        one_server[0].link_params(DType::BF16).wiring,
+        Wiring::FullMesh
+    );
+    let count = 1 << 20;
+    let streams: Vec<SimStream> = devs.iter().map(|d| d.create_stream(0).unwrap()).collect();
+    for ((d, s), c) in devs.iter().zip(&streams).zip(&comms) {
+        let x = d.alloc(count * 2).unwrap();
+        s.collective(c, &call(SUM, x, x, count, DType::BF16), "allreduce(sum)")
+            .unwrap();
+    }
+    streams[3].synchronize().unwrap();
+    let op = devs[3]
+        .timeline()
+        .into_iter()
+        .find(|o| o.kind == "allreduce")
+        .unwrap();
+    assert_eq!(
+        op.duration_ns(),
+        collective_bound(SUM, 4, count * 2, &params)
+    );
+}
+
+#[test]
+fn a_captured_send_of_two_ranks_does_not_shift_a_third_ranks_numbers() {
+    let devs = node(3);
+    let comms = SimComm::init_all(&[&devs[0], &devs[1], &devs[2]]).unwrap();
+    let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 2]);
+    let tmp = devs[1].alloc(8).unwrap();
+    let graphs: Vec<_> = ranks
+        .iter()
+        .zip(&comms)
+        .enumerate()
+        .map(|(r, ((s, x), c))| {
+            s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+            match r {
+                0 => s
+                    .collective(
+                        c,
+                        &call(CollectiveOp::Send { peer: 1 }, *x, *x, 2, DType::F32),
+                        "send",
+                    )
+                    .unwrap(),
+                1 => s
+                    .collective(
+                        c,
+                        &call(CollectiveOp::Recv { peer: 0 }, tmp, tmp, 2, DType::F32),
+                        "recv",
+                    )
+                    .unwrap(),
+                _ => {}
+            }
+            s.collective(c, &call(SUM, *x, *x, 2, DType::F32), "ar")
+                .unwrap();
+            s.end_capture().unwrap()
+        })
+        .collect();
+    for (g, (s, _)) in graphs.iter().zip(&ranks) {
+        g.launch(s).unwrap();
+    }
+    assert_eq!(get(&ranks[2].0, ranks[2].1, DType::F32, 2), vec![6.0; 2]);
+    assert_eq!(get(&ranks[1].0, tmp, DType::F32, 2), vec![1.0; 2]);
+}
+
+#[test]
+fn an_eager_record_supersedes_a_held_one_and_releases_its_waiters() {
+    let devs = node(2);
+    let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
+    let ranks = setup(&devs, DType::F32, |_| vec![1.0; 2]);
+    let (s0, x0) = &ranks[0];
+    s0.collective(&comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
+        .unwrap();
+    let e = devs[0].create_event(EventFlags::default()).unwrap();
+    s0.record(&e).unwrap();
+    let waiter = devs[0].create_stream(0).unwrap();
+    waiter.wait(&e).unwrap();
+    assert!(
+        waiter.synchronize().is_err(),
+        "held back behind the pending record"
+    );
+    let free = devs[0].create_stream(0).unwrap();
+    free.record(&e).unwrap();
+    waiter.synchronize().unwrap();
+    assert!(
+        s0.synchronize().is_err(),
+        "rank 1 has still not issued the call"
+    );
+}

@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use braid_stream_core::collective::{RootInfo, ROOT_INFO_BYTES};
 use braid_stream_core::hal::HalError;
 
-use super::group::{CallKey, Group, Part};
+use super::group::{CallKey, Group, Part, Peers};
 
 /// What the engine keeps with one rank's part of a call.
 #[derive(Clone, Debug)]
@@ -32,8 +32,9 @@ pub(crate) struct CommState {
     pub group: Group<PartInfo>,
     /// Calls whose parts are all in, waiting for their streams to reach them.
     pub ready: HashMap<CallKey, Vec<Part<PartInfo>>>,
-    /// Per rank, the number its next captured call takes.
-    captured: Vec<u64>,
+    /// Per rank and peers (all ranks, or a sender and its receiver), the number the rank's
+    /// next captured call with those peers takes.
+    captured: HashMap<(u32, Peers), u64>,
 }
 
 impl CommState {
@@ -44,7 +45,7 @@ impl CommState {
             devices: vec![None; ranks as usize],
             group: Group::new(ranks),
             ready: HashMap::new(),
-            captured: vec![0; ranks as usize],
+            captured: HashMap::new(),
         }
     }
 
@@ -94,15 +95,13 @@ impl CommState {
         Ok(())
     }
 
-    /// The number rank `rank`'s next captured call takes (counting it).
-    pub fn next_captured(&mut self, rank: u32) -> u64 {
-        match self.captured.get_mut(rank as usize) {
-            Some(n) => {
-                *n += 1;
-                *n - 1
-            }
-            None => 0,
-        }
+    /// The number rank `rank`'s next captured call with `peers` takes (counting it): captured
+    /// calls are numbered per peers, as eager ones, so that a send captured by two ranks does
+    /// not shift a third rank's numbers.
+    pub fn next_captured(&mut self, rank: u32, peers: Peers) -> u64 {
+        let n = self.captured.entry((rank, peers)).or_insert(0);
+        *n += 1;
+        *n - 1
     }
 }
 
@@ -174,8 +173,11 @@ mod tests {
     fn a_complete_communicator_numbers_captured_calls_per_rank() {
         let mut c = CommState::complete(&[3, 1]);
         assert_eq!((c.device(0), c.device(1)), (Some(3), Some(1)));
-        assert_eq!(c.next_captured(0), 0);
-        assert_eq!(c.next_captured(0), 1);
-        assert_eq!(c.next_captured(1), 0);
+        assert_eq!(c.next_captured(0, Peers::All), 0);
+        assert_eq!(c.next_captured(0, Peers::All), 1);
+        assert_eq!(c.next_captured(1, Peers::All), 0);
+        let pair = Peers::Pair { from: 0, to: 1 };
+        assert_eq!(c.next_captured(0, pair), 0);
+        assert_eq!(c.next_captured(0, Peers::All), 2);
     }
 }

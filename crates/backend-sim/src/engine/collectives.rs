@@ -103,9 +103,10 @@ impl Collectives {
         self.hold(s, host_ns, Work::Record { e, ticket });
     }
 
-    /// A record of `e` placed now supersedes a held one.
-    pub fn supersede_record(&mut self, e: usize) {
-        self.backlog.supersede_record(e);
+    /// A record of `e` placed now supersedes a held one; whether one was held (then waits
+    /// held back on `e` may go on).
+    pub fn supersede_record(&mut self, e: usize) -> bool {
+        self.backlog.supersede_record(e)
     }
 }
 
@@ -318,7 +319,7 @@ impl Engine {
         let (send, recv) = self.check_part(s, comm, rank, call)?;
         let label: Arc<str> = Arc::from(label);
         if self.stream(s)?.capture.is_some() {
-            let number = self.coll.comms[comm].next_captured(rank);
+            let number = self.coll.comms[comm].next_captured(rank, Peers::of(rank, call.op));
             let op = Op {
                 kind: OpKind::Collective(Arc::new(CollectivePart {
                     comm,
@@ -409,8 +410,11 @@ impl Engine {
 
     // ----- running held-back work -----
 
-    /// Places every held-back call that can be placed now, until none can.
+    /// Places every held-back call that can be placed now, until none can. A call that fails
+    /// (a sanitizer report in abort mode) does not stop the others; the first error is
+    /// returned.
     pub(super) fn pump(&mut self) -> Result<(), HalError> {
+        let mut first_error = None;
         enum Front {
             Blocked,
             Part(usize, CallKey),
@@ -434,7 +438,9 @@ impl Engine {
                             if !self.at_fronts(comm, &key) {
                                 break;
                             }
-                            self.run_collective(comm, key)?;
+                            if let Err(e) = self.run_collective(comm, key) {
+                                first_error.get_or_insert(e);
+                            }
                         }
                         Front::Ready => {
                             if let Some(Deferred {
@@ -442,7 +448,9 @@ impl Engine {
                                 action: Held::Work(work),
                             }) = self.coll.backlog.pop(s)
                             {
-                                self.run_work(s, host_ns, work)?;
+                                if let Err(e) = self.run_work(s, host_ns, work) {
+                                    first_error.get_or_insert(e);
+                                }
                             }
                         }
                     }
@@ -450,7 +458,7 @@ impl Engine {
                 }
             }
             if !progressed {
-                return Ok(());
+                return first_error.map_or(Ok(()), Err);
             }
         }
     }
