@@ -35,6 +35,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
 mod collectives;
+mod remote_parts;
 
 use collectives::{Collectives, Work};
 

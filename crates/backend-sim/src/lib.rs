@@ -126,7 +126,7 @@ mod topology;
 pub mod trace;
 
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
-pub use comm::SimComm;
+pub use comm::{SimComm, JOIN_TIMEOUT};
 pub use config::{SimConfig, SimMode};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;

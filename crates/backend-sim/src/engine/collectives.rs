@@ -14,9 +14,9 @@
 use super::{invalid, op_info, sanitizer_error, Engine, Slot};
 use crate::capture::{ExternalEvents, Node};
 use crate::collective::backlog::{Backlog, Deferred};
-use crate::collective::communicator::{decode_root_info, encode_root_info, CommState, PartInfo};
+use crate::collective::communicator::{CommState, PartInfo};
 use crate::collective::cost::{self, LinkParams, Plan, Wiring};
-use crate::collective::exchange::Exchange;
+use crate::collective::exchange::{Exchange, Source};
 use crate::collective::group::{Arrival, CallKey, Part, Peers};
 use crate::config::SimMode;
 use crate::link::{earliest_all, LinkId, Route};
@@ -24,7 +24,7 @@ use crate::op::{CollectivePart, Op, OpKind};
 use crate::sanitizer::SanitizerMode;
 use crate::timeline::OpRecord;
 use crate::trace::LinkSlice;
-use braid_stream_core::collective::{CollectiveCall, CollectiveOp, RootInfo};
+use braid_stream_core::collective::{CollectiveCall, CollectiveOp};
 use braid_stream_core::hal::HalError;
 use braid_stream_core::kernel::ComputeUnit;
 use braid_stream_core::types::DeviceSlice;
@@ -62,10 +62,9 @@ static NEXT_NODE: AtomicU64 = AtomicU64::new(1);
 pub(crate) struct Collectives {
     backlog: Backlog<Held>,
     comms: Vec<CommState>,
-    /// Rendezvous number → communicator, from the first join on.
+    /// Root info communicator id → the node-local communicator its ranks form, from the
+    /// first join on.
     joined: HashMap<u64, usize>,
-    /// Rendezvous numbers handed out so far.
-    rendezvous: u64,
     /// This node's process-unique number.
     node: u64,
 }
@@ -77,7 +76,6 @@ impl Collectives {
             backlog: Backlog::default(),
             comms: Vec::new(),
             joined: HashMap::new(),
-            rendezvous: 0,
             node: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
         }
     }
@@ -156,40 +154,32 @@ impl Engine {
         Ok(self.coll.comms.len() - 1)
     }
 
-    /// A root info naming a fresh rendezvous of this node.
-    pub fn comm_root_info(&mut self) -> RootInfo {
-        self.host_call("comm_root_info");
-        self.coll.rendezvous += 1;
-        encode_root_info(self.coll.node, self.coll.rendezvous)
+    /// This node's process-unique number (ranks joining one root info compare theirs to
+    /// find out whether they share a node).
+    pub fn node_id(&self) -> u64 {
+        self.coll.node
     }
 
-    /// The current device joins the communicator of `info` as rank `rank` of `ranks`.
-    pub fn comm_join(&mut self, info: &RootInfo, ranks: u32, rank: u32) -> Result<usize, HalError> {
+    /// The current device joins, as rank `rank` of `ranks`, the node-local communicator that
+    /// the ranks of root info communicator `group_id` (all on devices of this node) form.
+    pub fn comm_join_local(
+        &mut self,
+        group_id: u64,
+        ranks: u32,
+        rank: u32,
+    ) -> Result<usize, HalError> {
         self.host_call("comm_init_root_info");
-        let (node, rendezvous) = decode_root_info(info)?;
-        if node != self.coll.node {
-            return Err(invalid(
-                "the root info names a rendezvous of another simulated node (another SimNode, \
-                 SimDevice::new or process): ranks joining one root info must be devices of \
-                 the node that made it",
-            ));
-        }
-        if rendezvous == 0 || rendezvous > self.coll.rendezvous {
-            return Err(invalid(format!(
-                "the root info names unknown rendezvous {rendezvous}"
-            )));
-        }
         if rank >= ranks {
             return Err(invalid(format!(
                 "rank {rank} is out of range for a communicator of {ranks} ranks"
             )));
         }
-        let comm = match self.coll.joined.get(&rendezvous) {
+        let comm = match self.coll.joined.get(&group_id) {
             Some(&c) => c,
             None => {
                 self.coll.comms.push(CommState::forming(ranks));
                 let c = self.coll.comms.len() - 1;
-                self.coll.joined.insert(rendezvous, c);
+                self.coll.joined.insert(group_id, c);
                 c
             }
         };
@@ -265,6 +255,19 @@ impl Engine {
                 )))
             }
         }
+        self.check_buffers(s, rank, ranks, call)
+    }
+
+    /// Checks the root or peer and the buffers of rank `rank`'s part `call` (of a
+    /// communicator of `ranks`) submitted on stream `s`; returns its send and receive ranges.
+    pub(super) fn check_buffers(
+        &self,
+        s: u32,
+        rank: u32,
+        ranks: u32,
+        call: &CollectiveCall,
+    ) -> Result<(DeviceSlice, DeviceSlice), HalError> {
+        let device = self.stream(s)?.device;
         match call.op {
             CollectiveOp::Broadcast { root } if root >= ranks => {
                 return Err(invalid(format!(
@@ -656,7 +659,7 @@ impl Engine {
                 op: lead.op,
                 count: lead.count,
                 dtype: lead.dtype,
-                sends,
+                sends: sends.into_iter().map(Source::Memory).collect(),
                 recvs,
             };
             self.queue
