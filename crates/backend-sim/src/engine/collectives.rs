@@ -11,7 +11,7 @@
 //! (overlapping compute). Then each deferred stream's held-back work is placed in order, each
 //! call at the host time it was submitted at.
 
-use super::{invalid, op_info, sanitizer_error, Engine, Slot};
+use super::{invalid, sanitizer_error, Engine};
 use crate::capture::{ExternalEvents, Node};
 use crate::collective::backlog::{Backlog, Deferred};
 use crate::collective::communicator::{CommState, PartInfo};
@@ -21,6 +21,7 @@ use crate::collective::group::{Arrival, CallKey, Part, Peers};
 use crate::config::SimMode;
 use crate::link::{earliest_all, LinkId, Route};
 use crate::op::{CollectivePart, Op, OpKind};
+use crate::sanitizer::report::OpInfo;
 use crate::sanitizer::SanitizerMode;
 use crate::timeline::OpRecord;
 use crate::trace::LinkSlice;
@@ -105,6 +106,26 @@ impl Collectives {
     /// held back on `e` may go on).
     pub fn supersede_record(&mut self, e: usize) -> bool {
         self.backlog.supersede_record(e)
+    }
+}
+
+/// What the sanitizer keeps about a rank's part `op` of a collective running from `start` to
+/// `end`, on stream `local` of the device of ordinal `device`.
+pub(super) fn part_info(
+    op: &Op,
+    (device, local): (u32, u32),
+    start: u64,
+    end: u64,
+    from_graph: bool,
+) -> OpInfo {
+    OpInfo {
+        device,
+        stream: Some(local),
+        label: op.label.clone(),
+        kind: op.kind.name(),
+        start_ns: start,
+        end_ns: end,
+        from_graph,
     }
 }
 
@@ -581,12 +602,6 @@ impl Engine {
         }
         self.links.reserve(&route, start, end);
         let (sends, recvs) = ranges(&parts, ranks);
-        let slot = Slot {
-            start,
-            end,
-            demand: 1,
-            route: None,
-        };
         let mut first_report = None;
         for (i, p) in parts.iter().enumerate() {
             let s = p.payload.stream;
@@ -607,7 +622,7 @@ impl Engine {
             let acc = op.kind.accesses();
             if let Err(r) = self
                 .sanitizer
-                .eager_op(s, &acc, || op_info(&op, &slot, at, from_graph))
+                .eager_op(s, &acc, || part_info(&op, at, start, end, from_graph))
             {
                 first_report.get_or_insert(r);
             }

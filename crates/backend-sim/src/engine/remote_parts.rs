@@ -10,7 +10,8 @@
 //! [`Wiring::Switched`] fabric with the topology's network link), occupying its device's
 //! communication engine and network ports. Its receive buffer is written at the end.
 
-use super::{invalid, op_info, sanitizer_error, Engine, Slot};
+use super::collectives::part_info;
+use super::{invalid, sanitizer_error, Engine};
 use crate::collective::cost::{self, LinkParams, Wiring};
 use crate::collective::exchange::{Exchange, Source};
 use crate::config::SimMode;
@@ -176,16 +177,12 @@ impl Engine {
             label: part.label,
             stream: s,
         };
-        let slot = Slot {
-            start,
-            end,
-            demand: 1,
-            route: None,
-        };
         let at = self.locate(s);
         let report = self
             .sanitizer
-            .eager_op(s, &op.kind.accesses(), || op_info(&op, &slot, at, false))
+            .eager_op(s, &op.kind.accesses(), || {
+                part_info(&op, at, start, end, false)
+            })
             .err();
         let dev = &mut self.devices[d];
         dev.makespan = dev.makespan.max(end);
