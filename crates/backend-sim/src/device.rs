@@ -424,7 +424,7 @@ impl hal::Device for SimDevice {
 
     fn synchronize(&self) -> Result<(), HalError> {
         let mut engine = checked(&self.shared, CallKind::Synchronize)?;
-        engine.sync_device();
+        engine.sync_device()?;
         engine.faults().take_all()
     }
 

@@ -63,6 +63,14 @@
 //!   or at a seeded rate, including kernels that fail after their launch and report it at a
 //!   later synchronize ([`fault`]); the runtime's limits on live streams and events are
 //!   enforced ([`limits`]).
+//! - **Collectives.** [`SimComm`] (HCCL-style communicators: `init_all` over devices of one
+//!   [`SimNode`], or a root info joined by every rank) and [`SimStream::collective`]: each
+//!   rank submits its part; parts are matched per call (a mismatch is refused when it
+//!   arrives), a rank's stream holds back later work until every rank's part is in (a host
+//!   synchronization that would wait on it names the missing ranks instead of hanging), and
+//!   the collective then takes the alpha–beta time of the algorithm picked for the wiring
+//!   ([`collective_bound`]), occupying each device's communication engine and the links it
+//!   uses, overlapping compute. Captured collectives run again at every replay.
 //! - **Not modelled yet.** Stream priorities are accepted and kept but do not affect
 //!   scheduling; the engine keeps the state of dropped events and streams (their slots are
 //!   small; only the live counts of [`limits`] go down); concurrent ops do not share memory
@@ -86,6 +94,7 @@
 //! | [`sanitizer`] | the independent happens-before tracker and its [`RaceReport`]s |
 //! | `timeline`, [`trace`] | executed ops and statistics; the Perfetto export |
 //! | [`fault`], [`limits`] | fault injection; live stream and event limits |
+//! | [`collective`] (`cost`, `data`, `group`, `backlog`, ...), `comm`, `engine::collectives`, `engine::remote_parts` | collectives: cost model, data semantics, matching, held-back work; [`SimComm`]; their placement in the engine; communicators spanning processes |
 //!
 //! ```
 //! use braid_backend_sim::{SimConfig, SimDevice};
@@ -116,6 +125,8 @@
 #![warn(missing_docs)]
 
 mod capture;
+pub mod collective;
+mod comm;
 mod compute;
 mod config;
 mod custom;
@@ -141,6 +152,8 @@ mod timeline;
 mod topology;
 pub mod trace;
 
+pub use collective::cost::{collective_bound, LinkParams, Wiring};
+pub use comm::{SimComm, JOIN_TIMEOUT};
 pub use config::{SimConfig, SimMode};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;

@@ -35,8 +35,18 @@ impl Engine {
                 Ok(())
             }
             (RecordOutcome::Recorded, None) => {
-                let t = st.tail.max(self.devices[self.cur].host_ns);
+                let host = self.devices[self.cur].host_ns;
+                if self.coll.is_deferred(s) {
+                    self.coll.hold_record(s, host, e);
+                    return Ok(());
+                }
+                let t = st.tail.max(host);
+                let was_pending = self.coll.supersede_record(e);
                 self.record_at(s, e, t);
+                if was_pending {
+                    // Waits held back on the superseded record may go on.
+                    return self.pump();
+                }
                 Ok(())
             }
         }
@@ -64,9 +74,17 @@ impl Engine {
             "wait",
         );
         let record = self.event(e)?.record.clone();
-        let recorded_on = self.event(e)?.recorded_on;
         let host = self.devices[self.cur].host_ns;
-        let record_timeline = self.record_timeline;
+        if self.stream(s)?.capture.is_none() {
+            if self.coll.is_deferred(s) || self.coll.is_pending(e) {
+                // Behind a collective not yet run, or on a record held back behind one.
+                self.coll.hold(s, host, Work::Wait(e));
+                return Ok(());
+            }
+            if let EventRecord::At(_) = record {
+                return self.wait_at(s, e, host);
+            }
+        }
         let captures = &self.captures;
         let st = self
             .streams
@@ -90,27 +108,6 @@ impl Engine {
         }
         match (&mut st.capture, record) {
             (_, EventRecord::Never) => {}
-            (None, EventRecord::At(t)) => {
-                let from = st.tail.max(host);
-                st.tail = st.tail.max(t);
-                let to = st.tail.max(from);
-                self.sanitizer.wait(s, e);
-                if let (true, Some((rs, rt))) = (record_timeline, recorded_on) {
-                    self.trace.markers.push(Marker {
-                        stream: s,
-                        name: format!("wait e{e}"),
-                        start_ns: from,
-                        end_ns: to,
-                    });
-                    self.trace.flows.push(Flow {
-                        event: e,
-                        from_stream: rs,
-                        from_ns: rt,
-                        to_stream: s,
-                        to_ns: to,
-                    });
-                }
-            }
             (None, EventRecord::Captured { capture, frontier }) => {
                 st.capture = Some(StreamCapture {
                     id: capture,
@@ -123,8 +120,39 @@ impl Engine {
             (Some(sc), EventRecord::Captured { frontier, .. }) => {
                 capture::union(&mut sc.frontier, &frontier);
             }
-            // The rule refused an eager record waited on inside a capture above.
-            (Some(_), EventRecord::At(_)) => {}
+            // An eager stream's wait on an eager record was placed above (`wait_at`); the
+            // rule refused one inside a capture.
+            (_, EventRecord::At(_)) => {}
+        }
+        Ok(())
+    }
+
+    /// Makes later work on the eager stream `s` wait for event `e`'s last record, as if the
+    /// wait was issued at host time `host`.
+    pub(super) fn wait_at(&mut self, s: u32, e: usize, host: u64) -> Result<(), HalError> {
+        let EventRecord::At(t) = self.event(e)?.record else {
+            return Ok(());
+        };
+        let recorded_on = self.event(e)?.recorded_on;
+        let st = self.stream_mut(s)?;
+        let from = st.tail.max(host);
+        st.tail = st.tail.max(t);
+        let to = st.tail.max(from);
+        self.sanitizer.wait(s, e);
+        if let (true, Some((rs, rt))) = (self.record_timeline, recorded_on) {
+            self.trace.markers.push(Marker {
+                stream: s,
+                name: format!("wait e{e}"),
+                start_ns: from,
+                end_ns: to,
+            });
+            self.trace.flows.push(Flow {
+                event: e,
+                from_stream: rs,
+                from_ns: rt,
+                to_stream: s,
+                to_ns: to,
+            });
         }
         Ok(())
     }
@@ -140,6 +168,9 @@ impl Engine {
     /// Whether event `e` is complete.
     pub fn query_event(&mut self, e: usize) -> Result<bool, HalError> {
         self.host_call("query_event");
+        if self.coll.is_pending(e) {
+            return Ok(false);
+        }
         let done = self
             .event_time(e)?
             .is_none_or(|t| t <= self.devices[self.cur].host_ns);
@@ -151,6 +182,10 @@ impl Engine {
 
     /// Blocks the host until event `e` is complete.
     pub fn sync_event(&mut self, e: usize) -> Result<(), HalError> {
+        if self.coll.is_pending(e) {
+            self.host_call("synchronize_event");
+            return Err(self.blocked_event(e));
+        }
         let t = self.event_time(e)?.unwrap_or(0);
         self.block_until(t, "synchronize_event");
         self.sanitizer.host_observed_event(e);
@@ -162,6 +197,11 @@ impl Engine {
         self.host_call("elapsed_time");
         let host = self.devices[self.cur].host_ns;
         let time = |name: &str, e: usize| -> Result<u64, HalError> {
+            if self.coll.is_pending(e) {
+                return Err(invalid(format!(
+                    "the {name} event's record is held back behind a collective not yet run"
+                )));
+            }
             let ev = self.event(e)?;
             if !ev.timing {
                 return Err(invalid(format!(
@@ -188,7 +228,8 @@ impl Engine {
     /// Whether all work on stream `s` is complete.
     pub fn query_stream(&mut self, s: u32) -> Result<bool, HalError> {
         self.host_call("query_stream");
-        let done = self.stream(s)?.tail <= self.devices[self.cur].host_ns;
+        let done =
+            !self.coll.is_deferred(s) && self.stream(s)?.tail <= self.devices[self.cur].host_ns;
         if done {
             self.sanitizer.host_observed_stream(s);
         }
@@ -197,6 +238,10 @@ impl Engine {
 
     /// Blocks the host until stream `s` is idle.
     pub fn sync_stream(&mut self, s: u32) -> Result<(), HalError> {
+        if self.coll.is_deferred(s) {
+            self.host_call("synchronize_stream");
+            return Err(self.blocked_stream(s));
+        }
         let t = self.stream(s)?.tail;
         self.block_until(t, "synchronize_stream");
         self.sanitizer.host_observed_stream(s);
@@ -204,8 +249,18 @@ impl Engine {
     }
 
     /// Blocks the current device's host until all work of the device is done (its streams;
-    /// other devices' work is not waited for).
-    pub fn sync_device(&mut self) {
+    /// other devices' work is not waited for). Refused, naming what it waits for, when a
+    /// stream of the device holds back work behind a collective not yet run.
+    pub fn sync_device(&mut self) -> Result<(), HalError> {
+        let held = self.devices[self.cur]
+            .streams
+            .iter()
+            .copied()
+            .find(|&s| self.coll.is_deferred(s));
+        if let Some(s) = held {
+            self.host_call("synchronize_device");
+            return Err(self.blocked_stream(s));
+        }
         let dev = self.dev();
         let t = dev
             .streams
@@ -216,6 +271,7 @@ impl Engine {
         self.block_until(t, "synchronize_device");
         let streams = &self.devices[self.cur].streams;
         self.sanitizer.host_observed_streams(streams);
+        Ok(())
     }
 
     // ----- capture -----
@@ -309,12 +365,32 @@ impl Engine {
                 cap.external.extend(external);
             });
         }
+        let held = self.coll.is_deferred(s)
+            || nodes.iter().any(collectives::is_collective)
+            || external.waits.iter().any(|&e| self.coll.is_pending(e));
+        if held {
+            return self.hold_graph(s, nodes, external);
+        }
         for &e in &external.waits {
             // Recorded eagerly or by a launch, never in a capture: the rule lets an eager
             // stream wait on it.
             self.wait(s, e)?;
         }
-        let base = self.devices[self.cur].host_ns.max(self.stream(s)?.tail);
+        self.devices[self.cur].graph_launches += 1;
+        let host = self.devices[self.cur].host_ns;
+        self.replay_at(s, nodes, external, host)
+    }
+
+    /// Replays `nodes` on the eager stream `s` as if launched at host time `host`, then
+    /// records `external`'s recorded events at its end.
+    pub(super) fn replay_at(
+        &mut self,
+        s: u32,
+        nodes: &[Node],
+        external: &ExternalEvents,
+        host: u64,
+    ) -> Result<(), HalError> {
+        let base = host.max(self.stream(s)?.tail);
         let mut replay = self.sanitizer.begin_replay(s);
         let mut first_report: Option<RaceReport> = None;
         let mut ends: Vec<u64> = Vec::with_capacity(nodes.len());
@@ -344,9 +420,12 @@ impl Engine {
         st.tail = st.tail.max(end);
         let tail = st.tail;
         for &e in &external.records {
+            let was_pending = self.coll.supersede_record(e);
             self.record_at(s, e, tail);
+            if was_pending {
+                self.pump()?;
+            }
         }
-        self.devices[self.cur].graph_launches += 1;
         match first_report {
             Some(r) if self.sanitizer.mode() == SanitizerMode::Abort => Err(sanitizer_error(&r)),
             _ => Ok(()),

@@ -15,10 +15,14 @@
 //! graph launches, `transfer` the link and communication-engine interface for collectives,
 //! `observe` the timeline, statistics, reports and trace export.
 
+mod collectives;
 mod events;
 mod observe;
+mod remote_parts;
 mod submit;
 mod transfer;
+
+use collectives::{Collectives, Work};
 
 use crate::capture::{self, Capture, ExternalEvents, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
@@ -133,6 +137,8 @@ pub(crate) struct Engine {
     lifetimes: bool,
     /// The label of the free ops the sanitizer names, shared.
     free_label: Arc<str>,
+    /// Communicators, collective parts in flight and the work held back behind them.
+    coll: Collectives,
 }
 
 impl Engine {
@@ -194,6 +200,7 @@ impl Engine {
             timeline: Vec::new(),
             lifetimes,
             free_label: Arc::from("free"),
+            coll: Collectives::new(),
         }
     }
 
@@ -577,7 +584,7 @@ impl Engine {
     /// device, so no queued copy can touch the memory afterwards.
     pub fn free_host(&mut self, ptr: HostPtr) -> Result<(), HalError> {
         self.host_call("free_host");
-        self.sync_device();
+        self.sync_device()?;
         self.devices[self.cur].host.free(ptr)
     }
 

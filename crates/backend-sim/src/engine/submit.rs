@@ -66,6 +66,8 @@ impl Engine {
                 range("memcpy_d2d source", src)
             }
             OpKind::Memset { dst, .. } => range("memset destination", dst),
+            // Collectives come through `Engine::collective`, which checks their ranges.
+            OpKind::Collective(_) | OpKind::Exchange(_) => Ok(()),
         }
     }
 
@@ -85,14 +87,33 @@ impl Engine {
         if capturing {
             return self.with_frontier(s, |cap, frontier| cap.add(op, frontier));
         }
-        let ready = self.dev().host_ns.max(self.stream(s)?.tail);
+        let host = self.dev().host_ns;
+        if self.coll.is_deferred(s) {
+            self.coll.hold(
+                s,
+                host,
+                Work::Op {
+                    op,
+                    from_graph: false,
+                },
+            );
+            return Ok(());
+        }
+        self.place_at(op, host, false)
+    }
+
+    /// Places `op` eagerly on its stream as if submitted at host time `host` (a graph's node
+    /// when `from_graph`).
+    pub(super) fn place_at(&mut self, op: Op, host: u64, from_graph: bool) -> Result<(), HalError> {
+        let s = op.stream;
+        let ready = host.max(self.stream(s)?.tail);
         let slot = self.slot(&op, ready);
         let acc = op.kind.accesses();
         let at = self.locate(s);
         self.sanitizer
-            .eager_op(s, &acc, || op_info(&op, &slot, at, false))
+            .eager_op(s, &acc, || op_info(&op, &slot, at, from_graph))
             .map_err(|r| sanitizer_error(&r))?;
-        let end = self.place(op, slot, false);
+        let end = self.place(op, slot, from_graph);
         let st = self.stream_mut(s)?;
         st.tail = st.tail.max(end);
         Ok(())
