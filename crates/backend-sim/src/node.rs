@@ -78,6 +78,12 @@ impl Default for NodeConfig {
 /// copy, after `enable_peer_access`) occupies the link between them (see [`Topology`]).
 /// Objects of different nodes are refused.
 ///
+/// The sanitizer sees all devices: a race between ops of two devices (say a peer copy that
+/// reads a buffer another device's stream is still writing) is reported naming both ops and
+/// both devices. It treats the hosts of all devices as one program (one process): what one
+/// device's host observed complete (a synchronize) orders what any device's host submits
+/// afterwards.
+///
 /// ```
 /// use braid_backend_sim::{NodeConfig, SimNode};
 /// use braid_stream_core::hal::Device as _;

@@ -32,16 +32,21 @@ impl LinkSpec {
 
     /// HCCS, one link between two 910B NPUs of an Atlas 800T A2, one direction.
     ///
-    /// Bandwidth: 56 GB/s per link, the figure behind the commonly quoted 392 GB/s aggregate
-    /// HCCS bandwidth per NPU (7 links × 56 GB/s in the 8-NPU full mesh). Source: secondary
-    /// (third-party descriptions of the Atlas 800T A2 / 910B, see
-    /// `shared/reference/aclnn-hccl.md`, Part C); **unconfirmed**: no Huawei document giving
-    /// the per-link HCCS figure of the 910B was found with the search tool (Huawei's
-    /// documentation names HCCS as the intra-server link and describes the A3 topology, but
-    /// gives no bandwidth).
+    /// Link kind: **confirmed**. Huawei's HCCL performance tester guide (CANN, "HCCL
+    /// Performance Tester", background section,
+    /// <https://www.hiascend.com/document/detail/zh/canncommercial/82RC1/devaids/hccltool>)
+    /// names the links that bound collective bandwidth: SDMA between the cards of a server
+    /// over HCCS, RDMA between servers over RoCE, and PCIe.
     ///
-    /// Latency: 2 µs per hop, an **estimate** (no public figure found; a few microseconds is
-    /// the order of magnitude of a device-to-device DMA on one board).
+    /// Bandwidth: 56 GB/s per link, the figure behind the commonly quoted 392 GB/s aggregate
+    /// HCCS bandwidth per NPU (7 links × 56 GB/s in the 8-NPU full mesh), from third-party
+    /// descriptions of the Atlas 800T A2 (`shared/reference/aclnn-hccl.md`, Part C).
+    /// **Unconfirmed**: the search tool found no Huawei document giving a per-link or
+    /// aggregate HCCS figure for the 910B (the guide above and the profiling docs, which
+    /// report measured HCCS Tx/Rx in MB/s, give none).
+    ///
+    /// Latency: 2 µs per transfer, an **estimate** (no public figure found; a few
+    /// microseconds is the order of a device-to-device DMA on one board).
     pub const fn hccs_910b() -> Self {
         LinkSpec {
             bytes_per_s: 56_000_000_000,
@@ -51,12 +56,13 @@ impl LinkSpec {
 
     /// RoCE over one 200GE port of an NPU, one direction: 200 Gbit/s = 25 GB/s line rate.
     ///
-    /// Bandwidth: 200GE per NPU port on the Atlas 800T A2 (8 × 200GE, one per NPU), from
-    /// public product descriptions; **unconfirmed** by a Huawei document found with the
-    /// search tool. The 25 GB/s is the line rate of 200 Gbit Ethernet (exact arithmetic), so
-    /// achieved rates are somewhat lower.
+    /// Link kind: **confirmed** (RDMA over RoCE between servers, same guide as
+    /// [`LinkSpec::hccs_910b`]). Bandwidth: one 200GE port per NPU on the Atlas 800T A2
+    /// (8 × 200GE), from third-party product descriptions; **unconfirmed** by a Huawei
+    /// document found with the search tool. The 25 GB/s is the line rate of 200 Gbit
+    /// Ethernet (exact arithmetic), so achieved rates are somewhat lower.
     ///
-    /// Latency: 10 µs per message, an **estimate** (RDMA over a switch with the HCCL
+    /// Latency: 10 µs per transfer, an **estimate** (RDMA through a switch with HCCL's
     /// protocol on top; no public figure found).
     pub const fn roce_200ge() -> Self {
         LinkSpec {

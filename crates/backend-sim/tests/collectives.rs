@@ -406,15 +406,31 @@ fn a_captured_all_reduce_runs_again_at_each_replay_of_every_rank() {
     assert_eq!(replayed, 2);
 }
 
+/// Every rank of `devs` joins `info` from its own thread (joining blocks until all have).
+fn join_all(devs: &[SimDevice], info: &braid_stream_core::collective::RootInfo) -> Vec<SimComm> {
+    let n = devs.len() as u32;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = devs
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(r, d)| scope.spawn(move || SimComm::init_root_info(d, n, r as u32, info)))
+            .collect();
+        let mut comms: Vec<SimComm> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect();
+        comms.reverse();
+        comms
+    })
+}
+
 #[test]
-fn ranks_join_a_root_info_in_any_order() {
+fn ranks_of_one_node_joining_a_root_info_form_a_node_communicator() {
     let devs = node(4);
     let info = SimComm::root_info(&devs[0]).unwrap();
-    let mut comms: Vec<Option<SimComm>> = vec![None, None, None, None];
-    for r in [3, 1, 0, 2] {
-        comms[r] = Some(SimComm::init_root_info(&devs[r], 4, r as u32, &info).unwrap());
-    }
-    let comms: Vec<SimComm> = comms.into_iter().map(Option::unwrap).collect();
+    let comms = join_all(&devs, &info);
+    assert!(comms.iter().all(SimComm::is_node_local));
     assert_eq!((comms[2].rank(), comms[2].ranks()), (2, 4));
     let ranks = setup(&devs, DType::F16, |r| vec![r as f32; 2]);
     for ((s, x), c) in ranks.iter().zip(&comms) {
@@ -422,15 +438,67 @@ fn ranks_join_a_root_info_in_any_order() {
             .unwrap();
     }
     assert_eq!(get(&ranks[3].0, ranks[3].1, DType::F16, 2), vec![6.0; 2]);
-    // Taken rank, another node, foreign bytes.
-    assert!(SimComm::init_root_info(&devs[1], 4, 0, &info).is_err());
-    let other = node(1);
-    let err = SimComm::init_root_info(&other[0], 4, 1, &info)
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("another simulated node"), "{err}");
     let foreign = braid_stream_core::collective::RootInfo::from_bytes(&[0u8; 4108]).unwrap();
-    assert!(SimComm::init_root_info(&devs[1], 2, 1, &foreign).is_err());
+    assert!(matches!(
+        SimComm::init_root_info(&devs[1], 2, 1, &foreign),
+        Err(HalError::InvalidArgument(_))
+    ));
+}
+
+#[test]
+fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
+    // Two nodes of one device each stand in for two processes.
+    let devs: Vec<SimDevice> = (0..2).flat_map(|_| node(1)).collect();
+    let info = SimComm::root_info(&devs[0]).unwrap();
+    let comms = join_all(&devs, &info);
+    assert!(!comms[0].is_node_local());
+    let ranks = setup(&devs, DType::F16, |r| vec![r as f32 + 1.0; 4]);
+    let outs: Vec<DevicePtr> = devs.iter().map(|d| d.alloc(16).unwrap()).collect();
+    std::thread::scope(|scope| {
+        for (((s, x), c), out) in ranks.iter().zip(&comms).zip(&outs) {
+            scope.spawn(move || {
+                s.collective(c, &call(SUM, *x, *x, 4, DType::F16), "allreduce(sum)")
+                    .unwrap();
+                s.collective(
+                    c,
+                    &call(CollectiveOp::AllGather, *x, *out, 4, DType::F16),
+                    "ag",
+                )
+                .unwrap();
+            });
+        }
+    });
+    for ((s, x), out) in ranks.iter().zip(&outs) {
+        assert_eq!(get(s, *x, DType::F16, 4), vec![3.0; 4]);
+        assert_eq!(get(s, *out, DType::F16, 8), vec![3.0; 8]);
+    }
+    // Both ranks start the collective at the same virtual time and take the network's time.
+    let bound = collective_bound(SUM, 2, 8, &comms[0].link_params(DType::F16));
+    let starts: Vec<u64> = devs
+        .iter()
+        .map(|d| {
+            let op = d
+                .timeline()
+                .into_iter()
+                .find(|o| o.label == "allreduce(sum)")
+                .unwrap();
+            assert_eq!(op.duration_ns(), bound);
+            op.start_ns
+        })
+        .collect();
+    assert_eq!(starts[0], starts[1]);
+    let send = ranks[0].0.collective(
+        &comms[0],
+        &call(
+            CollectiveOp::Send { peer: 1 },
+            ranks[0].1,
+            ranks[0].1,
+            4,
+            DType::F16,
+        ),
+        "s",
+    );
+    assert!(matches!(send, Err(HalError::Unsupported(_))));
 }
 
 #[test]
@@ -461,4 +529,133 @@ fn communicators_and_parts_are_checked() {
     assert!(to_self.is_err());
     // Nothing was left pending by the refusals.
     s0.synchronize().unwrap();
+}
+
+#[test]
+fn ranks_submit_from_their_own_threads() {
+    let devs = node(4);
+    let refs: Vec<&SimDevice> = devs.iter().collect();
+    let comms = SimComm::init_all(&refs).unwrap();
+    let ranks = setup(&devs, DType::F16, |r| vec![r as f32 + 1.0; 16]);
+    std::thread::scope(|scope| {
+        for ((s, x), c) in ranks.iter().zip(&comms) {
+            scope.spawn(move || {
+                for _ in 0..3 {
+                    s.collective(c, &call(SUM, *x, *x, 16, DType::F16), "ar")
+                        .unwrap();
+                }
+            });
+        }
+    });
+    // 10, then 40, then 160 on every rank.
+    for (s, x) in &ranks {
+        assert_eq!(get(s, *x, DType::F16, 16), vec![160.0; 16]);
+    }
+}
+
+#[test]
+fn ranks_in_two_servers_use_the_network_and_timing_only_mode_runs_the_same_schedule() {
+    let config = SimConfig::new().mode(braid_backend_sim::SimMode::TimingOnly);
+    let devs = SimNode::new(
+        NodeConfig::new(4)
+            .device(config)
+            .topology(Topology::two_servers(2)),
+    )
+    .devices();
+    let refs: Vec<&SimDevice> = devs.iter().collect();
+    let comms = SimComm::init_all(&refs).unwrap();
+    let params = comms[0].link_params(DType::BF16);
+    assert_eq!(params.wiring, Wiring::Switched);
+    assert_eq!(
+        params.link_bytes_per_s,
+        braid_backend_sim::LinkSpec::roce_200ge().bytes_per_s
+    );
+    let one_server = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
+    assert_eq!(
+        one_server[0].link_params(DType::BF16).wiring,
+        Wiring::FullMesh
+    );
+    let count = 1 << 20;
+    let streams: Vec<SimStream> = devs.iter().map(|d| d.create_stream(0).unwrap()).collect();
+    for ((d, s), c) in devs.iter().zip(&streams).zip(&comms) {
+        let x = d.alloc(count * 2).unwrap();
+        s.collective(c, &call(SUM, x, x, count, DType::BF16), "allreduce(sum)")
+            .unwrap();
+    }
+    streams[3].synchronize().unwrap();
+    let op = devs[3]
+        .timeline()
+        .into_iter()
+        .find(|o| o.kind == "allreduce")
+        .unwrap();
+    assert_eq!(
+        op.duration_ns(),
+        collective_bound(SUM, 4, count * 2, &params)
+    );
+}
+
+#[test]
+fn a_captured_send_of_two_ranks_does_not_shift_a_third_ranks_numbers() {
+    let devs = node(3);
+    let comms = SimComm::init_all(&[&devs[0], &devs[1], &devs[2]]).unwrap();
+    let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 2]);
+    let tmp = devs[1].alloc(8).unwrap();
+    let graphs: Vec<_> = ranks
+        .iter()
+        .zip(&comms)
+        .enumerate()
+        .map(|(r, ((s, x), c))| {
+            s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+            match r {
+                0 => s
+                    .collective(
+                        c,
+                        &call(CollectiveOp::Send { peer: 1 }, *x, *x, 2, DType::F32),
+                        "send",
+                    )
+                    .unwrap(),
+                1 => s
+                    .collective(
+                        c,
+                        &call(CollectiveOp::Recv { peer: 0 }, tmp, tmp, 2, DType::F32),
+                        "recv",
+                    )
+                    .unwrap(),
+                _ => {}
+            }
+            s.collective(c, &call(SUM, *x, *x, 2, DType::F32), "ar")
+                .unwrap();
+            s.end_capture().unwrap()
+        })
+        .collect();
+    for (g, (s, _)) in graphs.iter().zip(&ranks) {
+        g.launch(s).unwrap();
+    }
+    assert_eq!(get(&ranks[2].0, ranks[2].1, DType::F32, 2), vec![6.0; 2]);
+    assert_eq!(get(&ranks[1].0, tmp, DType::F32, 2), vec![1.0; 2]);
+}
+
+#[test]
+fn an_eager_record_supersedes_a_held_one_and_releases_its_waiters() {
+    let devs = node(2);
+    let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
+    let ranks = setup(&devs, DType::F32, |_| vec![1.0; 2]);
+    let (s0, x0) = &ranks[0];
+    s0.collective(&comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
+        .unwrap();
+    let e = devs[0].create_event(EventFlags::default()).unwrap();
+    s0.record(&e).unwrap();
+    let waiter = devs[0].create_stream(0).unwrap();
+    waiter.wait(&e).unwrap();
+    assert!(
+        waiter.synchronize().is_err(),
+        "held back behind the pending record"
+    );
+    let free = devs[0].create_stream(0).unwrap();
+    free.record(&e).unwrap();
+    waiter.synchronize().unwrap();
+    assert!(
+        s0.synchronize().is_err(),
+        "rank 1 has still not issued the call"
+    );
 }

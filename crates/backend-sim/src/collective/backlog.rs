@@ -61,9 +61,9 @@ impl<A> Backlog<A> {
         self.next_ticket
     }
 
-    /// A record of `e` placed now (not held back) supersedes any held one.
-    pub fn supersede_record(&mut self, e: usize) {
-        self.pending.remove(&e);
+    /// A record of `e` placed now (not held back) supersedes any held one; whether one was.
+    pub fn supersede_record(&mut self, e: usize) -> bool {
+        self.pending.remove(&e).is_some()
     }
 
     /// Whether the held record of `e` with `ticket` still is `e`'s latest (then `e` is no
@@ -150,7 +150,8 @@ mod tests {
     fn a_newer_record_supersedes_a_held_one() {
         let mut b: Backlog<()> = Backlog::default();
         let old = b.hold_record(5);
-        b.supersede_record(5);
+        assert!(b.supersede_record(5));
+        assert!(!b.supersede_record(5));
         assert!(!b.is_pending(5));
         assert!(!b.take_record(5, old));
         // Two held records: only the newer one applies.

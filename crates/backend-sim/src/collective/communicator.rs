@@ -1,17 +1,13 @@
-//! A communicator's state in the engine: which device each rank is on, the calls in flight,
-//! and the root info a communicator is joined by.
-//!
-//! A root info of the simulator names a node-local rendezvous: the node (a process-unique
-//! number) and the rendezvous in it. Ranks join in any order, each on its own device of that
-//! node; the communicator exists from the first join, and a collective cannot run before
-//! every rank has joined (each rank's part comes from its own joined handle).
+//! A communicator's state in the engine: which device each rank is on and the calls in
+//! flight. A communicator joined through a root info exists from its first rank's join; a
+//! collective cannot run before every rank has joined (each rank's part comes from its own
+//! joined handle).
 
 use std::collections::HashMap;
 
-use braid_stream_core::collective::{RootInfo, ROOT_INFO_BYTES};
 use braid_stream_core::hal::HalError;
 
-use super::group::{CallKey, Group, Part};
+use super::group::{CallKey, Group, Part, Peers};
 
 /// What the engine keeps with one rank's part of a call.
 #[derive(Clone, Debug)]
@@ -32,8 +28,9 @@ pub(crate) struct CommState {
     pub group: Group<PartInfo>,
     /// Calls whose parts are all in, waiting for their streams to reach them.
     pub ready: HashMap<CallKey, Vec<Part<PartInfo>>>,
-    /// Per rank, the number its next captured call takes.
-    captured: Vec<u64>,
+    /// Per rank and peers (all ranks, or a sender and its receiver), the number the rank's
+    /// next captured call with those peers takes.
+    captured: HashMap<(u32, Peers), u64>,
 }
 
 impl CommState {
@@ -44,7 +41,7 @@ impl CommState {
             devices: vec![None; ranks as usize],
             group: Group::new(ranks),
             ready: HashMap::new(),
-            captured: vec![0; ranks as usize],
+            captured: HashMap::new(),
         }
     }
 
@@ -94,60 +91,19 @@ impl CommState {
         Ok(())
     }
 
-    /// The number rank `rank`'s next captured call takes (counting it).
-    pub fn next_captured(&mut self, rank: u32) -> u64 {
-        match self.captured.get_mut(rank as usize) {
-            Some(n) => {
-                *n += 1;
-                *n - 1
-            }
-            None => 0,
-        }
+    /// The number rank `rank`'s next captured call with `peers` takes (counting it): captured
+    /// calls are numbered per peers, as eager ones, so that a send captured by two ranks does
+    /// not shift a third rank's numbers.
+    pub fn next_captured(&mut self, rank: u32, peers: Peers) -> u64 {
+        let n = self.captured.entry((rank, peers)).or_insert(0);
+        *n += 1;
+        *n - 1
     }
-}
-
-/// The first bytes of every root info of the simulator.
-const MAGIC: &[u8; 16] = b"braid-sim-root\0\x01";
-
-/// The root info naming rendezvous `rendezvous` of node `node`.
-pub(crate) fn encode_root_info(node: u64, rendezvous: u64) -> RootInfo {
-    let mut bytes = [0u8; ROOT_INFO_BYTES];
-    bytes[..16].copy_from_slice(MAGIC);
-    bytes[16..24].copy_from_slice(&node.to_le_bytes());
-    bytes[24..32].copy_from_slice(&rendezvous.to_le_bytes());
-    RootInfo(Box::new(bytes))
-}
-
-/// The node and rendezvous a root info names; refused when it is not a simulator's.
-pub(crate) fn decode_root_info(info: &RootInfo) -> Result<(u64, u64), HalError> {
-    let bytes = info.as_bytes();
-    if &bytes[..16] != MAGIC {
-        return Err(HalError::InvalidArgument(
-            "the root info was not made by the simulator (SimComm::root_info)".to_string(),
-        ));
-    }
-    let word = |at: usize| {
-        let mut w = [0u8; 8];
-        w.copy_from_slice(&bytes[at..at + 8]);
-        u64::from_le_bytes(w)
-    };
-    Ok((word(16), word(24)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn root_info_round_trips_and_foreign_bytes_are_refused() {
-        let info = encode_root_info(7, 42);
-        assert_eq!(decode_root_info(&info).unwrap(), (7, 42));
-        let foreign = RootInfo(Box::new([1u8; ROOT_INFO_BYTES]));
-        assert!(matches!(
-            decode_root_info(&foreign),
-            Err(HalError::InvalidArgument(m)) if m.contains("not made by the simulator")
-        ));
-    }
 
     #[test]
     fn ranks_join_once_each_on_distinct_devices() {
@@ -174,8 +130,11 @@ mod tests {
     fn a_complete_communicator_numbers_captured_calls_per_rank() {
         let mut c = CommState::complete(&[3, 1]);
         assert_eq!((c.device(0), c.device(1)), (Some(3), Some(1)));
-        assert_eq!(c.next_captured(0), 0);
-        assert_eq!(c.next_captured(0), 1);
-        assert_eq!(c.next_captured(1), 0);
+        assert_eq!(c.next_captured(0, Peers::All), 0);
+        assert_eq!(c.next_captured(0, Peers::All), 1);
+        assert_eq!(c.next_captured(1, Peers::All), 0);
+        let pair = Peers::Pair { from: 0, to: 1 };
+        assert_eq!(c.next_captured(0, pair), 0);
+        assert_eq!(c.next_captured(0, Peers::All), 2);
     }
 }

@@ -10,6 +10,16 @@ use crate::memory::DataView;
 
 use super::data;
 
+/// Where a participant's send data comes from.
+#[derive(Clone, PartialEq, Debug)]
+pub(crate) enum Source {
+    /// A range of the node's memory (empty where the participant sends nothing), read at
+    /// the collective's start.
+    Memory(DeviceSlice),
+    /// Bytes received from another process.
+    Bytes(Vec<u8>),
+}
+
 /// Every participant's buffers of one collective run (in rank order; for a send and its
 /// receive, the sender then the receiver).
 #[derive(Clone, PartialEq, Debug)]
@@ -20,8 +30,8 @@ pub(crate) struct Exchange {
     pub count: u64,
     /// Element type.
     pub dtype: DType,
-    /// Each participant's send range (empty where it sends nothing).
-    pub sends: Vec<DeviceSlice>,
+    /// Each participant's send data.
+    pub sends: Vec<Source>,
     /// Each participant's receive range (empty where it receives nothing).
     pub recvs: Vec<DeviceSlice>,
 }
@@ -32,12 +42,10 @@ impl Exchange {
         let inputs: Vec<Vec<u8>> = self
             .sends
             .iter()
-            .map(|s| {
-                if s.len == 0 {
-                    Vec::new()
-                } else {
-                    mem.read(*s).unwrap_or_default()
-                }
+            .map(|s| match s {
+                Source::Memory(r) if r.len > 0 => mem.read(*r).unwrap_or_default(),
+                Source::Memory(_) => Vec::new(),
+                Source::Bytes(b) => b.clone(),
             })
             .collect();
         let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();

@@ -11,20 +11,21 @@
 //! (overlapping compute). Then each deferred stream's held-back work is placed in order, each
 //! call at the host time it was submitted at.
 
-use super::{invalid, op_info, sanitizer_error, Engine, Slot};
+use super::{invalid, sanitizer_error, Engine};
 use crate::capture::{ExternalEvents, Node};
 use crate::collective::backlog::{Backlog, Deferred};
-use crate::collective::communicator::{decode_root_info, encode_root_info, CommState, PartInfo};
+use crate::collective::communicator::{CommState, PartInfo};
 use crate::collective::cost::{self, LinkParams, Plan, Wiring};
-use crate::collective::exchange::Exchange;
+use crate::collective::exchange::{Exchange, Source};
 use crate::collective::group::{Arrival, CallKey, Part, Peers};
 use crate::config::SimMode;
 use crate::link::{earliest_all, LinkId, Route};
 use crate::op::{CollectivePart, Op, OpKind};
+use crate::sanitizer::report::OpInfo;
 use crate::sanitizer::SanitizerMode;
 use crate::timeline::OpRecord;
 use crate::trace::LinkSlice;
-use braid_stream_core::collective::{CollectiveCall, CollectiveOp, RootInfo};
+use braid_stream_core::collective::{CollectiveCall, CollectiveOp};
 use braid_stream_core::hal::HalError;
 use braid_stream_core::kernel::ComputeUnit;
 use braid_stream_core::types::DeviceSlice;
@@ -62,10 +63,9 @@ static NEXT_NODE: AtomicU64 = AtomicU64::new(1);
 pub(crate) struct Collectives {
     backlog: Backlog<Held>,
     comms: Vec<CommState>,
-    /// Rendezvous number → communicator, from the first join on.
+    /// Root info communicator id → the node-local communicator its ranks form, from the
+    /// first join on.
     joined: HashMap<u64, usize>,
-    /// Rendezvous numbers handed out so far.
-    rendezvous: u64,
     /// This node's process-unique number.
     node: u64,
 }
@@ -77,7 +77,6 @@ impl Collectives {
             backlog: Backlog::default(),
             comms: Vec::new(),
             joined: HashMap::new(),
-            rendezvous: 0,
             node: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
         }
     }
@@ -103,9 +102,30 @@ impl Collectives {
         self.hold(s, host_ns, Work::Record { e, ticket });
     }
 
-    /// A record of `e` placed now supersedes a held one.
-    pub fn supersede_record(&mut self, e: usize) {
-        self.backlog.supersede_record(e);
+    /// A record of `e` placed now supersedes a held one; whether one was held (then waits
+    /// held back on `e` may go on).
+    pub fn supersede_record(&mut self, e: usize) -> bool {
+        self.backlog.supersede_record(e)
+    }
+}
+
+/// What the sanitizer keeps about a rank's part `op` of a collective running from `start` to
+/// `end`, on stream `local` of the device of ordinal `device`.
+pub(super) fn part_info(
+    op: &Op,
+    (device, local): (u32, u32),
+    start: u64,
+    end: u64,
+    from_graph: bool,
+) -> OpInfo {
+    OpInfo {
+        device,
+        stream: Some(local),
+        label: op.label.clone(),
+        kind: op.kind.name(),
+        start_ns: start,
+        end_ns: end,
+        from_graph,
     }
 }
 
@@ -155,40 +175,32 @@ impl Engine {
         Ok(self.coll.comms.len() - 1)
     }
 
-    /// A root info naming a fresh rendezvous of this node.
-    pub fn comm_root_info(&mut self) -> RootInfo {
-        self.host_call("comm_root_info");
-        self.coll.rendezvous += 1;
-        encode_root_info(self.coll.node, self.coll.rendezvous)
+    /// This node's process-unique number (ranks joining one root info compare theirs to
+    /// find out whether they share a node).
+    pub fn node_id(&self) -> u64 {
+        self.coll.node
     }
 
-    /// The current device joins the communicator of `info` as rank `rank` of `ranks`.
-    pub fn comm_join(&mut self, info: &RootInfo, ranks: u32, rank: u32) -> Result<usize, HalError> {
+    /// The current device joins, as rank `rank` of `ranks`, the node-local communicator that
+    /// the ranks of root info communicator `group_id` (all on devices of this node) form.
+    pub fn comm_join_local(
+        &mut self,
+        group_id: u64,
+        ranks: u32,
+        rank: u32,
+    ) -> Result<usize, HalError> {
         self.host_call("comm_init_root_info");
-        let (node, rendezvous) = decode_root_info(info)?;
-        if node != self.coll.node {
-            return Err(invalid(
-                "the root info names a rendezvous of another simulated node (another SimNode, \
-                 SimDevice::new or process): ranks joining one root info must be devices of \
-                 the node that made it",
-            ));
-        }
-        if rendezvous == 0 || rendezvous > self.coll.rendezvous {
-            return Err(invalid(format!(
-                "the root info names unknown rendezvous {rendezvous}"
-            )));
-        }
         if rank >= ranks {
             return Err(invalid(format!(
                 "rank {rank} is out of range for a communicator of {ranks} ranks"
             )));
         }
-        let comm = match self.coll.joined.get(&rendezvous) {
+        let comm = match self.coll.joined.get(&group_id) {
             Some(&c) => c,
             None => {
                 self.coll.comms.push(CommState::forming(ranks));
                 let c = self.coll.comms.len() - 1;
-                self.coll.joined.insert(rendezvous, c);
+                self.coll.joined.insert(group_id, c);
                 c
             }
         };
@@ -264,6 +276,19 @@ impl Engine {
                 )))
             }
         }
+        self.check_buffers(s, rank, ranks, call)
+    }
+
+    /// Checks the root or peer and the buffers of rank `rank`'s part `call` (of a
+    /// communicator of `ranks`) submitted on stream `s`; returns its send and receive ranges.
+    pub(super) fn check_buffers(
+        &self,
+        s: u32,
+        rank: u32,
+        ranks: u32,
+        call: &CollectiveCall,
+    ) -> Result<(DeviceSlice, DeviceSlice), HalError> {
+        let device = self.stream(s)?.device;
         match call.op {
             CollectiveOp::Broadcast { root } if root >= ranks => {
                 return Err(invalid(format!(
@@ -318,7 +343,7 @@ impl Engine {
         let (send, recv) = self.check_part(s, comm, rank, call)?;
         let label: Arc<str> = Arc::from(label);
         if self.stream(s)?.capture.is_some() {
-            let number = self.coll.comms[comm].next_captured(rank);
+            let number = self.coll.comms[comm].next_captured(rank, Peers::of(rank, call.op));
             let op = Op {
                 kind: OpKind::Collective(Arc::new(CollectivePart {
                     comm,
@@ -409,8 +434,11 @@ impl Engine {
 
     // ----- running held-back work -----
 
-    /// Places every held-back call that can be placed now, until none can.
+    /// Places every held-back call that can be placed now, until none can. A call that fails
+    /// (a sanitizer report in abort mode) does not stop the others; the first error is
+    /// returned.
     pub(super) fn pump(&mut self) -> Result<(), HalError> {
+        let mut first_error = None;
         enum Front {
             Blocked,
             Part(usize, CallKey),
@@ -434,7 +462,9 @@ impl Engine {
                             if !self.at_fronts(comm, &key) {
                                 break;
                             }
-                            self.run_collective(comm, key)?;
+                            if let Err(e) = self.run_collective(comm, key) {
+                                first_error.get_or_insert(e);
+                            }
                         }
                         Front::Ready => {
                             if let Some(Deferred {
@@ -442,7 +472,9 @@ impl Engine {
                                 action: Held::Work(work),
                             }) = self.coll.backlog.pop(s)
                             {
-                                self.run_work(s, host_ns, work)?;
+                                if let Err(e) = self.run_work(s, host_ns, work) {
+                                    first_error.get_or_insert(e);
+                                }
                             }
                         }
                     }
@@ -450,7 +482,7 @@ impl Engine {
                 }
             }
             if !progressed {
-                return Ok(());
+                return first_error.map_or(Ok(()), Err);
             }
         }
     }
@@ -570,12 +602,6 @@ impl Engine {
         }
         self.links.reserve(&route, start, end);
         let (sends, recvs) = ranges(&parts, ranks);
-        let slot = Slot {
-            start,
-            end,
-            demand: 1,
-            route: None,
-        };
         let mut first_report = None;
         for (i, p) in parts.iter().enumerate() {
             let s = p.payload.stream;
@@ -596,7 +622,7 @@ impl Engine {
             let acc = op.kind.accesses();
             if let Err(r) = self
                 .sanitizer
-                .eager_op(s, &acc, || op_info(&op, &slot, at, from_graph))
+                .eager_op(s, &acc, || part_info(&op, at, start, end, from_graph))
             {
                 first_report.get_or_insert(r);
             }
@@ -648,7 +674,7 @@ impl Engine {
                 op: lead.op,
                 count: lead.count,
                 dtype: lead.dtype,
-                sends,
+                sends: sends.into_iter().map(Source::Memory).collect(),
                 recvs,
             };
             self.queue
