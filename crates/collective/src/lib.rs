@@ -45,6 +45,7 @@ mod communicator;
 mod error;
 mod ledger;
 mod ops;
+mod transport;
 
 pub use backend::CollectiveBackend;
 pub use braid_stream_core::collective::{
@@ -54,6 +55,7 @@ pub use buffer::CollectiveBuffer;
 pub use communicator::{CommOptions, Communicator};
 pub use error::{CollectiveError, Result};
 pub use ledger::MismatchCheck;
+pub use transport::{RootInfoTransport, TcpRootInfoTransport, TransportError};
 
 #[cfg(test)]
 mod test_backend;

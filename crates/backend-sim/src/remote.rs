@@ -1,0 +1,694 @@
+//! The simulator's transport between processes, standing in for HCCL's: what a communicator
+//! built from a root info (`HcclGetRootInfo` / `HcclCommInitRootInfo`) uses to run a
+//! collective's data across processes.
+//!
+//! [`RemoteGroup::root_info`] (rank 0's process) binds a listener on `127.0.0.1` and encodes
+//! its address and a fresh communicator id into a 4,108-byte [`RootInfo`]. The user carries
+//! those bytes to the other processes (for example with `braid_collective`'s
+//! `TcpRootInfoTransport`); every rank then calls [`RemoteGroup::join`], which returns once
+//! all ranks have joined. [`RemoteGroup::exchange`] is a blocking all-gather of byte blobs: the
+//! other ranks send theirs to rank 0, which answers each with every rank's blob in rank order.
+//!
+//! Sockets are the standard library's blocking ones (the engine is synchronous), with every
+//! wait bounded by the group's timeout. Failures are HCCL's codes as [`HalError::Native`]
+//! (`HCCL_E_TIMEOUT`, `HCCL_E_TCP_TRANSFER`, ...) and bad parameters
+//! [`HalError::InvalidArgument`]; wire format in `remote::wire`.
+
+mod wire;
+
+use std::hash::{BuildHasher, RandomState};
+use std::io::{self, ErrorKind};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::thread::sleep;
+use std::time::{Duration, Instant, SystemTime};
+
+use braid_stream_core::collective::RootInfo;
+use braid_stream_core::hal::HalError;
+
+use wire::{Failure, Hccl, Join, RootInfoContent};
+
+/// Pause between two polls of a listener or two connection attempts.
+const POLL: Duration = Duration::from_millis(5);
+/// How long rank 0 waits for a connected rank's join request before dropping it.
+const JOIN_REQUEST_WAIT: Duration = Duration::from_secs(1);
+
+/// Listeners of root infos created in this process whose rank 0 has not joined yet, by
+/// communicator id.
+static WAITING_FOR_RANK_0: Mutex<Vec<(u64, TcpListener)>> = Mutex::new(Vec::new());
+
+/// One rank's membership in a communicator spanning processes: the connections over which
+/// [`exchange`](Self::exchange) runs.
+#[derive(Debug)]
+pub struct RemoteGroup {
+    id: u64,
+    ranks: u32,
+    rank: u32,
+    timeout: Duration,
+    links: Mutex<Links>,
+}
+
+#[derive(Debug)]
+struct Links {
+    /// On rank 0: the connection to rank `i + 1` at `i`. On the others: the one to rank 0.
+    streams: Vec<TcpStream>,
+    /// Why the group can no longer exchange (a connection failed mid-frame).
+    broken: Option<Failure>,
+}
+
+impl RemoteGroup {
+    /// A fresh root info for a communicator whose rank 0 is in this process
+    /// (`HcclGetRootInfo`): binds a listener on `127.0.0.1` that waits for rank 0's
+    /// [`join`](Self::join).
+    pub fn root_info() -> Result<RootInfo, HalError> {
+        let failed = |e: io::Error| {
+            Hccl::TcpConnect.error(format!("binding rank 0's listener on 127.0.0.1: {e}"))
+        };
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(failed)?;
+        let addr = listener.local_addr().map_err(failed)?;
+        let id = fresh_id();
+        lock(&WAITING_FOR_RANK_0).push((id, listener));
+        tracing::debug!(id = format_args!("{id:016x}"), %addr, "simulated root info created");
+        Ok(wire::encode_root_info(RootInfoContent { id, addr }))
+    }
+
+    /// Joins the communicator of `ranks` ranks that `info` describes as `rank`
+    /// (`HcclCommInitRootInfo`) and returns once every rank has joined; no wait on another
+    /// rank, here or in [`exchange`](Self::exchange), lasts longer than `timeout`.
+    ///
+    /// Rank 0 must join in the process that created `info`. A root info that is not one, a
+    /// rank out of range, a rank count that differs from rank 0's or a rank that already
+    /// joined is an invalid argument; ranks that do not arrive in time an `HCCL_E_TIMEOUT`
+    /// naming them. After a failure the root info can be joined again.
+    pub fn join(
+        info: &RootInfo,
+        ranks: u32,
+        rank: u32,
+        timeout: Duration,
+    ) -> Result<RemoteGroup, HalError> {
+        let content = wire::decode_root_info(info)?;
+        if rank >= ranks {
+            return Err(HalError::InvalidArgument(format!(
+                "rank {rank} is out of range for a communicator of {ranks} rank(s)"
+            )));
+        }
+        if timeout.is_zero() {
+            return Err(HalError::InvalidArgument(
+                "a communicator's timeout must be above zero".to_owned(),
+            ));
+        }
+        let streams = if rank == 0 {
+            host(content.id, ranks, timeout)?
+        } else {
+            let join = Join {
+                id: content.id,
+                ranks,
+                rank,
+            };
+            vec![connect(content.addr, join, timeout).map_err(Failure::into_error)?]
+        };
+        Ok(RemoteGroup {
+            id: content.id,
+            ranks,
+            rank,
+            timeout,
+            links: Mutex::new(Links {
+                streams,
+                broken: None,
+            }),
+        })
+    }
+
+    /// This rank's number.
+    pub fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    /// How many ranks the communicator has.
+    pub fn ranks(&self) -> u32 {
+        self.ranks
+    }
+
+    /// The longest any wait on another rank lasts (given to [`join`](Self::join)).
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// The communicator's id (from its root info), the same on every rank.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// A blocking all-gather: sends `mine` and returns every rank's blob in rank order, once
+    /// every rank has called `exchange` with the same `call` (a number the caller counts up).
+    ///
+    /// Ranks at different calls get an invalid argument naming both calls, on every rank, and
+    /// the group stays usable. A rank that leaves or is later than the group's timeout fails
+    /// the exchange on every rank with an HCCL error naming it; the group is broken from then
+    /// on (every later exchange fails with that error).
+    pub fn exchange(&self, call: u64, mine: Vec<u8>) -> Result<Vec<Vec<u8>>, HalError> {
+        let mut links = lock(&self.links);
+        if let Some(broken) = &links.broken {
+            return Err(Failure::new(
+                broken.code,
+                format!(
+                    "communicator {:016x} is broken: {}",
+                    self.id, broken.message
+                ),
+            )
+            .into_error());
+        }
+        let result = if self.rank == 0 {
+            self.gather_and_answer(&mut links, call, mine)
+        } else {
+            self.send_and_receive(&mut links, call, mine)
+        };
+        result.map_err(|failure| {
+            if failure.code != Hccl::Para {
+                links.broken = Some(failure.clone());
+            }
+            failure.into_error()
+        })
+    }
+
+    /// Rank 0's side of an exchange: reads every rank's part (all of them, even after a
+    /// failure, so that the others get an answer), then answers each rank.
+    fn gather_and_answer(
+        &self,
+        links: &mut Links,
+        call: u64,
+        mine: Vec<u8>,
+    ) -> Result<Vec<Vec<u8>>, Failure> {
+        let doing = format!("exchanging call {call}");
+        let mut parts = vec![mine];
+        let mut failure: Option<Failure> = None;
+        let mut lost = vec![false; links.streams.len()];
+        for (i, stream) in links.streams.iter_mut().enumerate() {
+            let peer = format!("rank {}", i + 1);
+            match wire::read_part(stream, &peer, &doing) {
+                Ok((theirs, part)) if theirs == call => parts.push(part),
+                Ok((theirs, _)) => {
+                    parts.push(Vec::new());
+                    failure.get_or_insert_with(|| {
+                        Failure::new(
+                            Hccl::Para,
+                            format!(
+                                "ranks out of step: rank 0 is at call {call}, {peer} at call \
+                                 {theirs} of communicator {:016x}",
+                                self.id
+                            ),
+                        )
+                    });
+                }
+                Err(f) => {
+                    lost[i] = true;
+                    parts.push(Vec::new());
+                    // A lost rank outranks a rank out of step: the group is broken.
+                    if failure.as_ref().is_none_or(|f| f.code == Hccl::Para) {
+                        failure = Some(f);
+                    }
+                }
+            }
+        }
+        for (i, stream) in links.streams.iter_mut().enumerate() {
+            if lost[i] {
+                continue;
+            }
+            let sent = wire::write_status(stream, failure.as_ref()).and_then(|()| match failure {
+                None => wire::write_gathered(stream, &parts),
+                Some(_) => Ok(()),
+            });
+            if let Err(e) = sent {
+                let peer = format!("rank {}", i + 1);
+                if failure.as_ref().is_none_or(|f| f.code == Hccl::Para) {
+                    failure = Some(Failure::io(&peer, &doing, &e));
+                }
+            }
+        }
+        match failure {
+            None => Ok(parts),
+            Some(f) => Err(f),
+        }
+    }
+
+    /// Another rank's side of an exchange.
+    fn send_and_receive(
+        &self,
+        links: &mut Links,
+        call: u64,
+        mine: Vec<u8>,
+    ) -> Result<Vec<Vec<u8>>, Failure> {
+        let doing = format!("exchanging call {call}");
+        let stream = &mut links.streams[0];
+        wire::write_part(stream, call, &mine).map_err(|e| Failure::io("rank 0", &doing, &e))?;
+        wire::read_status(stream, &doing)?;
+        wire::read_gathered(stream, self.ranks, &doing)
+    }
+}
+
+/// Rank 0's join: takes the listener of communicator `id` and admits ranks `1..ranks`.
+fn host(id: u64, ranks: u32, timeout: Duration) -> Result<Vec<TcpStream>, HalError> {
+    let listener = {
+        let mut waiting = lock(&WAITING_FOR_RANK_0);
+        let at = waiting.iter().position(|(waiting_id, _)| *waiting_id == id);
+        at.map(|at| waiting.swap_remove(at).1)
+    };
+    let Some(listener) = listener else {
+        return Err(HalError::InvalidArgument(format!(
+            "rank 0 of communicator {id:016x} must join in the process that created its root \
+             info, and only once at a time"
+        )));
+    };
+    let admitted = admit(&listener, id, ranks, timeout);
+    if admitted.is_err() {
+        // The root info stays joinable: the ranks may try again.
+        lock(&WAITING_FOR_RANK_0).push((id, listener));
+    }
+    admitted.map_err(Failure::into_error)
+}
+
+/// Accepts join requests until ranks `1..ranks` are in (each told so) or the timeout passes
+/// (the ones that joined told why not). Requests that do not fit are refused one by one.
+fn admit(
+    listener: &TcpListener,
+    id: u64,
+    ranks: u32,
+    timeout: Duration,
+) -> Result<Vec<TcpStream>, Failure> {
+    let deadline = Instant::now() + timeout;
+    let mut joined: Vec<Option<TcpStream>> = (1..ranks).map(|_| None).collect();
+    let io = |doing: &str, e: io::Error| Failure::io("rank 0's listener", doing, &e);
+    listener
+        .set_nonblocking(true)
+        .map_err(|e| io("polling", e))?;
+    while joined.iter().any(Option::is_none) {
+        let mut stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {
+                if Instant::now() >= deadline {
+                    let missing: Vec<String> = (1..ranks)
+                        .filter(|r| joined[*r as usize - 1].is_none())
+                        .map(|r| r.to_string())
+                        .collect();
+                    let failure = Failure::new(
+                        Hccl::Timeout,
+                        format!(
+                            "rank(s) {} of communicator {id:016x} did not join within {timeout:?}",
+                            missing.join(", ")
+                        ),
+                    );
+                    for stream in joined.iter_mut().flatten() {
+                        // Best effort: a rank that left needs no answer.
+                        let _ = wire::write_status(stream, Some(&failure));
+                    }
+                    return Err(failure);
+                }
+                sleep(POLL);
+                continue;
+            }
+            Err(e) => return Err(io("accepting", e)),
+        };
+        let Ok(Some(request)) =
+            prepare(&stream, deadline, timeout).and_then(|()| wire::read_join(&mut stream))
+        else {
+            tracing::debug!("dropped a connection that did not send a join request");
+            continue;
+        };
+        let refusal = if request.id != id {
+            Some(format!(
+                "rank {} asked for communicator {:016x}, rank 0 hosts {id:016x}",
+                request.rank, request.id
+            ))
+        } else if request.ranks != ranks {
+            Some(format!(
+                "rank {} was told the communicator has {} rank(s), rank 0 that it has {ranks}",
+                request.rank, request.ranks
+            ))
+        } else if request.rank == 0 || request.rank >= ranks {
+            Some(format!(
+                "rank {} is out of range for a communicator of {ranks} rank(s)",
+                request.rank
+            ))
+        } else if joined[request.rank as usize - 1].is_some() {
+            Some(format!(
+                "rank {} already joined communicator {id:016x}",
+                request.rank
+            ))
+        } else {
+            None
+        };
+        match refusal {
+            Some(message) => {
+                let _ = wire::write_status(&mut stream, Some(&Failure::new(Hccl::Para, message)));
+            }
+            None => {
+                let group_timeout = stream.set_read_timeout(Some(timeout));
+                match group_timeout {
+                    Ok(()) => joined[request.rank as usize - 1] = Some(stream),
+                    Err(e) => tracing::debug!(%e, "dropped a rank whose socket failed"),
+                }
+            }
+        }
+    }
+    let mut streams: Vec<TcpStream> = joined.into_iter().flatten().collect();
+    for (i, stream) in streams.iter_mut().enumerate() {
+        wire::write_status(stream, None)
+            .map_err(|e| Failure::io(&format!("rank {}", i + 1), "joining", &e))?;
+    }
+    Ok(streams)
+}
+
+/// Blocking mode, no delay, and a timeout for the join request (bounded by `deadline`),
+/// then the group's timeout for every later read and write.
+fn prepare(stream: &TcpStream, deadline: Instant, timeout: Duration) -> io::Result<()> {
+    stream.set_nonblocking(false)?;
+    stream.set_nodelay(true)?;
+    let request_wait = deadline
+        .saturating_duration_since(Instant::now())
+        .clamp(POLL, JOIN_REQUEST_WAIT);
+    stream.set_read_timeout(Some(request_wait))?;
+    stream.set_write_timeout(Some(timeout))?;
+    Ok(())
+}
+
+/// Another rank's join: connects to rank 0 (retrying while it is not listening), asks to
+/// join and waits for the answer.
+fn connect(addr: SocketAddr, join: Join, timeout: Duration) -> Result<TcpStream, Failure> {
+    let deadline = Instant::now() + timeout;
+    let doing = "joining";
+    let late = || {
+        Failure::new(
+            Hccl::Timeout,
+            format!(
+                "rank {} could not reach rank 0 at {addr} within {timeout:?}",
+                join.rank
+            ),
+        )
+    };
+    let mut stream = loop {
+        let left = deadline.saturating_duration_since(Instant::now());
+        if left.is_zero() {
+            return Err(late());
+        }
+        match TcpStream::connect_timeout(&addr, left) {
+            Ok(stream) => break stream,
+            Err(e) if matches!(e.kind(), ErrorKind::ConnectionRefused | ErrorKind::TimedOut) => {
+                sleep(POLL.min(deadline.saturating_duration_since(Instant::now())));
+            }
+            Err(e) => {
+                return Err(Failure::new(
+                    Hccl::TcpConnect,
+                    format!("rank {} connecting to rank 0 at {addr}: {e}", join.rank),
+                ))
+            }
+        }
+    };
+    let io = |e: io::Error| Failure::io("rank 0", doing, &e);
+    stream.set_nodelay(true).map_err(io)?;
+    stream.set_write_timeout(Some(timeout)).map_err(io)?;
+    let left = deadline.saturating_duration_since(Instant::now()).max(POLL);
+    stream.set_read_timeout(Some(left)).map_err(io)?;
+    wire::write_join(&mut stream, join).map_err(io)?;
+    wire::read_status(&mut stream, doing)?;
+    stream.set_read_timeout(Some(timeout)).map_err(io)?;
+    Ok(stream)
+}
+
+/// A communicator id unlike any other: this process's id, the time and a counter, hashed
+/// with a randomly keyed hasher.
+fn fresh_id() -> u64 {
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let nanos = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
+    RandomState::new().hash_one((std::process::id(), nanos, n))
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::thread;
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    /// Joins `info` as every rank of `1..ranks` on its own thread and as rank 0 here.
+    fn join_all(info: &RootInfo, ranks: u32) -> Vec<RemoteGroup> {
+        let others: Vec<_> = (1..ranks)
+            .map(|rank| {
+                let info = info.clone();
+                thread::spawn(move || RemoteGroup::join(&info, ranks, rank, WAIT))
+            })
+            .collect();
+        let mut groups = vec![RemoteGroup::join(info, ranks, 0, WAIT).unwrap()];
+        groups.extend(others.into_iter().map(|t| t.join().unwrap().unwrap()));
+        groups
+    }
+
+    /// Runs `exchange(call, part(rank))` on every group at once.
+    fn exchange_all(
+        groups: &[RemoteGroup],
+        call: u64,
+        part: impl Fn(u32) -> Vec<u8> + Sync,
+    ) -> Vec<Result<Vec<Vec<u8>>, HalError>> {
+        thread::scope(|scope| {
+            let running: Vec<_> = groups
+                .iter()
+                .map(|g| scope.spawn(|| g.exchange(call, part(g.rank()))))
+                .collect();
+            running.into_iter().map(|t| t.join().unwrap()).collect()
+        })
+    }
+
+    fn part_of(rank: u32) -> Vec<u8> {
+        vec![rank as u8; rank as usize * 3]
+    }
+
+    #[test]
+    fn every_rank_gets_every_blob_in_rank_order() {
+        let info = RemoteGroup::root_info().unwrap();
+        let groups = join_all(&info, 4);
+        for (rank, g) in groups.iter().enumerate() {
+            assert_eq!(
+                (g.rank(), g.ranks(), g.id()),
+                (rank as u32, 4, groups[0].id())
+            );
+        }
+        let expected: Vec<Vec<u8>> = (0..4).map(part_of).collect();
+        for call in 0..3 {
+            for gathered in exchange_all(&groups, call, part_of) {
+                assert_eq!(gathered.unwrap(), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn a_group_of_one_exchanges_with_itself() {
+        let info = RemoteGroup::root_info().unwrap();
+        let group = RemoteGroup::join(&info, 1, 0, WAIT).unwrap();
+        assert_eq!(group.timeout(), WAIT);
+        assert_eq!(group.exchange(0, vec![1, 2]).unwrap(), vec![vec![1, 2]]);
+    }
+
+    #[test]
+    fn each_root_info_names_a_distinct_communicator() {
+        let a = wire::decode_root_info(&RemoteGroup::root_info().unwrap()).unwrap();
+        let b = wire::decode_root_info(&RemoteGroup::root_info().unwrap()).unwrap();
+        assert_ne!(a.id, b.id);
+        assert_ne!(a.addr, b.addr);
+        assert!(a.addr.ip().is_loopback());
+    }
+
+    fn invalid(result: Result<RemoteGroup, HalError>) -> String {
+        match result {
+            Err(HalError::InvalidArgument(why)) => why,
+            other => panic!("expected an invalid argument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn bad_parameters_are_refused_before_any_connection() {
+        let info = RemoteGroup::root_info().unwrap();
+        let not_one = RootInfo::from_bytes(&[0u8; 4108]).unwrap();
+        assert!(invalid(RemoteGroup::join(&not_one, 2, 1, WAIT)).contains("not a root info"));
+        assert!(invalid(RemoteGroup::join(&info, 2, 2, WAIT)).contains("rank 2 is out of range"));
+        assert!(invalid(RemoteGroup::join(&info, 2, 0, Duration::ZERO)).contains("timeout"));
+        // None of this used up the root info.
+        join_all(&info, 2);
+    }
+
+    #[test]
+    fn rank_0_must_join_where_the_root_info_was_made_and_only_once() {
+        let info = RemoteGroup::root_info().unwrap();
+        let group = RemoteGroup::join(&info, 1, 0, WAIT).unwrap();
+        let why = invalid(RemoteGroup::join(&info, 1, 0, WAIT));
+        assert!(
+            why.contains("must join in the process that created"),
+            "{why}"
+        );
+        drop(group);
+    }
+
+    #[test]
+    fn a_rank_told_another_rank_count_is_refused_and_may_join_again() {
+        let info = RemoteGroup::root_info().unwrap();
+        let host = {
+            let info = info.clone();
+            thread::spawn(move || RemoteGroup::join(&info, 2, 0, WAIT))
+        };
+        let why = invalid(RemoteGroup::join(&info, 3, 1, WAIT));
+        assert!(
+            why.contains("told the communicator has 3 rank(s), rank 0 that it has 2"),
+            "{why}"
+        );
+        let rank_1 = RemoteGroup::join(&info, 2, 1, WAIT).unwrap();
+        let rank_0 = host.join().unwrap().unwrap();
+        let groups = [rank_0, rank_1];
+        for gathered in exchange_all(&groups, 0, part_of) {
+            assert_eq!(gathered.unwrap(), vec![part_of(0), part_of(1)]);
+        }
+    }
+
+    #[test]
+    fn a_rank_that_already_joined_is_refused() {
+        let info = RemoteGroup::root_info().unwrap();
+        let twins: Vec<_> = (0..2)
+            .map(|_| {
+                let info = info.clone();
+                thread::spawn(move || RemoteGroup::join(&info, 3, 1, WAIT))
+            })
+            .collect();
+        // Both rank 1s are queued on rank 0's listener before rank 2 and rank 0 come.
+        thread::sleep(Duration::from_millis(200));
+        let rank_2 = {
+            let info = info.clone();
+            thread::spawn(move || RemoteGroup::join(&info, 3, 2, WAIT))
+        };
+        let rank_0 = RemoteGroup::join(&info, 3, 0, WAIT).unwrap();
+        let (mut admitted, mut refused) = (Vec::new(), Vec::new());
+        for twin in twins {
+            match twin.join().unwrap() {
+                Ok(group) => admitted.push(group),
+                Err(err) => refused.push(err.to_string()),
+            }
+        }
+        assert_eq!((admitted.len(), refused.len()), (1, 1), "{refused:?}");
+        assert!(refused[0].contains("rank 1 already joined"), "{refused:?}");
+        let groups = [rank_0, admitted.remove(0), rank_2.join().unwrap().unwrap()];
+        for gathered in exchange_all(&groups, 0, part_of) {
+            assert_eq!(gathered.unwrap().len(), 3);
+        }
+    }
+
+    fn timeout_message(result: Result<impl std::fmt::Debug, HalError>) -> String {
+        match result {
+            Err(HalError::Native {
+                code: 9,
+                name: "HCCL_E_TIMEOUT",
+                message,
+            }) => message,
+            other => panic!("expected HCCL_E_TIMEOUT, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn ranks_that_do_not_join_in_time_are_named_and_the_root_info_stays_joinable() {
+        let info = RemoteGroup::root_info().unwrap();
+        let short = Duration::from_millis(200);
+        let rank_1 = {
+            let info = info.clone();
+            thread::spawn(move || RemoteGroup::join(&info, 3, 1, WAIT))
+        };
+        let message = timeout_message(RemoteGroup::join(&info, 3, 0, short));
+        assert!(message.contains("rank(s) 2 of communicator"), "{message}");
+        // The rank that had joined hears why rather than waiting on.
+        let message = timeout_message(rank_1.join().unwrap());
+        assert!(message.contains("rank(s) 2"), "{message}");
+        join_all(&info, 3);
+    }
+
+    #[test]
+    fn a_rank_times_out_when_rank_0_never_joins() {
+        let info = RemoteGroup::root_info().unwrap();
+        let message = timeout_message(RemoteGroup::join(&info, 2, 1, Duration::from_millis(100)));
+        assert!(
+            message.contains("rank 0 did not answer in time"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn a_rank_times_out_when_nobody_listens() {
+        let addr = TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+            .unwrap()
+            .local_addr()
+            .unwrap();
+        let info = wire::encode_root_info(RootInfoContent { id: 1, addr });
+        let message = timeout_message(RemoteGroup::join(&info, 2, 1, Duration::from_millis(100)));
+        assert!(
+            message.contains(&format!("could not reach rank 0 at {addr}")),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn ranks_out_of_step_fail_on_every_rank_and_the_group_goes_on() {
+        let info = RemoteGroup::root_info().unwrap();
+        let groups = join_all(&info, 3);
+        let results = thread::scope(|scope| {
+            let running: Vec<_> = groups
+                .iter()
+                .map(|g| {
+                    let call = if g.rank() == 2 { 8 } else { 7 };
+                    scope.spawn(move || g.exchange(call, vec![]))
+                })
+                .collect();
+            running
+                .into_iter()
+                .map(|t| t.join().unwrap())
+                .collect::<Vec<_>>()
+        });
+        for result in results {
+            match result {
+                Err(HalError::InvalidArgument(why)) => {
+                    assert!(
+                        why.contains("rank 0 is at call 7, rank 2 at call 8"),
+                        "{why}"
+                    )
+                }
+                other => panic!("expected an invalid argument, got {other:?}"),
+            }
+        }
+        for gathered in exchange_all(&groups, 9, part_of) {
+            assert_eq!(gathered.unwrap(), vec![part_of(0), part_of(1), part_of(2)]);
+        }
+    }
+
+    #[test]
+    fn a_rank_that_leaves_breaks_the_exchange_on_every_rank() {
+        let info = RemoteGroup::root_info().unwrap();
+        let mut groups = join_all(&info, 3);
+        drop(groups.pop());
+        for result in exchange_all(&groups, 0, part_of) {
+            match result {
+                Err(HalError::Native {
+                    code: 13, message, ..
+                }) => {
+                    assert!(
+                        message.contains("rank 2 closed the connection"),
+                        "{message}"
+                    )
+                }
+                other => panic!("expected HCCL_E_TCP_TRANSFER, got {other:?}"),
+            }
+        }
+        // Broken from then on, saying so.
+        let err = groups[0].exchange(1, vec![]).unwrap_err();
+        assert!(err.to_string().contains("is broken"), "{err}");
+    }
+}
