@@ -4,7 +4,7 @@
 //! computes the outputs. [`finish`] runs at the op's end time and stores them. Inputs outside
 //! every live segment read as zeros, outputs outside are dropped; both count as invalid accesses.
 
-use crate::memory::Memory;
+use crate::memory::DataView;
 use crate::op::OpKind;
 use braid_stream_core::dtype::DType;
 use braid_stream_core::kernel::{Kernel, TypedKernel};
@@ -27,7 +27,7 @@ pub(crate) enum PendingWrite {
 struct Input(Option<Vec<u8>>);
 
 impl Input {
-    fn read(mem: &mut Memory, s: DeviceSlice) -> Self {
+    fn read(mem: &mut DataView<'_>, s: DeviceSlice) -> Self {
         Input(mem.read(s))
     }
 
@@ -64,10 +64,13 @@ fn encode(dtype: DType, len: u64, n: usize, f: impl Fn(usize) -> f32) -> Vec<u8>
 }
 
 /// Reads the inputs of `op` and computes its outputs (runs at the op's start time).
-pub(crate) fn begin(op: &OpKind, mem: &mut Memory) -> Vec<PendingWrite> {
+pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
     match op {
         OpKind::Kernel(k) => begin_kernel(k, mem),
         OpKind::Custom(c) => c.0.begin(mem),
+        // A rank's part has no effect of its own: the collective's exchange carries it.
+        OpKind::Collective(_) => Vec::new(),
+        OpKind::Exchange(x) => x.begin(mem),
         OpKind::H2d { dst, src } => {
             let data = mem.is_valid(*dst).then(|| {
                 let mut buf = vec![0u8; dst.len as usize];
@@ -103,7 +106,7 @@ pub(crate) fn begin(op: &OpKind, mem: &mut Memory) -> Vec<PendingWrite> {
 /// Computes a built-in kernel the way the device does: inputs widened to `f32`, arithmetic in
 /// `f32` (matmuls and sums accumulate in `f32`, as cube units and reductions do), each output
 /// rounded to the kernel's data type.
-fn begin_kernel(tk: &TypedKernel, mem: &mut Memory) -> Vec<PendingWrite> {
+fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
     // Inputs are read (and counted) even when the output is invalid: the kernel still reads.
     let inputs: Vec<Input> = tk.reads().map(|s| Input::read(mem, s)).collect();
     let Some(out) = tk.writes().next() else {
@@ -165,7 +168,7 @@ fn begin_kernel(tk: &TypedKernel, mem: &mut Memory) -> Vec<PendingWrite> {
 }
 
 /// Stores the outputs of an op (runs at the op's end time).
-pub(crate) fn finish(writes: Vec<PendingWrite>, mem: &mut Memory) {
+pub(crate) fn finish(writes: Vec<PendingWrite>, mem: &mut DataView<'_>) {
     for w in writes {
         match w {
             PendingWrite::Device {

@@ -9,7 +9,7 @@
 //! `tracing` and counted in [`crate::SimStats::failed_ops`]).
 
 use crate::compute::PendingWrite;
-use crate::memory::Memory;
+use crate::memory::DataView;
 use crate::profile::DeviceProfile;
 use crate::SimBackend;
 use braid_stream_core::custom::{CustomOp, OpCost};
@@ -106,7 +106,7 @@ impl SimCustom {
     }
 
     /// Reads the inputs and runs the body (at the operator's start time).
-    pub fn begin(&self, mem: &mut Memory) -> Vec<PendingWrite> {
+    pub fn begin(&self, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
         let inputs: Vec<Vec<u8>> = self
             .reads
             .iter()

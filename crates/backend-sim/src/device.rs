@@ -14,16 +14,31 @@ use braid_stream_core::hal::{self, page_of_run, HalError, PageRunError};
 use braid_stream_core::types::{DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority};
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// The state of one device, shared by all its handles.
-pub(crate) type Shared = Arc<Mutex<Engine>>;
+/// What every handle of a device holds: its node's engine (shared by all devices of the
+/// node) and the device's index in the node.
+#[derive(Clone, Debug)]
+pub(crate) struct Shared {
+    pub engine: Arc<Mutex<Engine>>,
+    pub device: u32,
+}
 
-/// Locks the engine. The engine never panics while locked, but if a caller's panic poisoned the
-/// lock the state is still consistent (every engine call leaves it so), so the guard is
-/// recovered.
+impl Shared {
+    /// Whether `self` and `other` are handles of one node.
+    pub fn same_node(&self, other: &Shared) -> bool {
+        Arc::ptr_eq(&self.engine, &other.engine)
+    }
+}
+
+/// Locks the engine for a call of the handle's device (which becomes the engine's current
+/// device). The engine never panics while locked, but if a caller's panic poisoned the lock
+/// the state is still consistent (every engine call leaves it so), so the guard is recovered.
 pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, Engine> {
-    shared
+    let mut engine = shared
+        .engine
         .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    engine.set_current(shared.device);
+    engine
 }
 
 /// Locks the engine for a call of `kind`, after asking the fault plan (one branch when none
@@ -48,7 +63,7 @@ pub(crate) fn checked_for(
 /// Asks the fault plan about a call of `kind` on the locked engine.
 #[inline]
 fn fault_check(engine: &mut Engine, kind: CallKind, requested: u64) -> Result<(), HalError> {
-    if engine.faults.armed() && engine.faults.decide(kind, false) == Verdict::Fail {
+    if engine.faults().armed() && engine.faults().decide(kind, false) == Verdict::Fail {
         return Err(engine.fault_error(kind, requested));
     }
     Ok(())
@@ -77,21 +92,38 @@ fn page_run((done, result): PageRun) -> Result<(), PageRunError> {
     result.map_err(|error| PageRunError { done, error })
 }
 
-/// Whether two handles belong to the same simulated device.
-pub(crate) fn same_device(a: &Shared, b: &Shared) -> Result<(), HalError> {
-    if Arc::ptr_eq(a, b) {
+/// Whether two handles belong to one simulated node (devices of one node share their
+/// virtual time axis, so their events interoperate).
+pub(crate) fn same_node(a: &Shared, b: &Shared) -> Result<(), HalError> {
+    if a.same_node(b) {
         Ok(())
     } else {
         Err(HalError::InvalidArgument(
-            "the objects belong to different simulated devices".to_string(),
+            "the objects belong to different simulated nodes (devices made by separate SimDevice::new or SimNode::new calls share nothing)".to_string(),
         ))
     }
+}
+
+/// Whether two handles belong to the same simulated device.
+pub(crate) fn same_device(a: &Shared, b: &Shared) -> Result<(), HalError> {
+    same_node(a, b)?;
+    if a.device == b.device {
+        return Ok(());
+    }
+    let engine = lock(a);
+    Err(HalError::InvalidArgument(format!(
+        "the objects belong to different devices of one node: device {} and device {}",
+        engine.ordinal_of(a.device),
+        engine.ordinal_of(b.device)
+    )))
 }
 
 /// A simulated accelerator. Cloning gives another handle to the same device.
 ///
 /// All handles (device, streams, events, graphs) share one engine behind a mutex, so any number
-/// of host threads may drive the device at once.
+/// of host threads may drive the device at once. A device made with [`SimDevice::new`] is a
+/// node of one; the devices of a [`crate::SimNode`] share one engine (one virtual time axis,
+/// data store and sanitizer), each with its own host clock, resources, memory and addresses.
 #[derive(Clone, Debug)]
 pub struct SimDevice {
     pub(crate) shared: Shared,
@@ -103,37 +135,57 @@ pub struct SimDevice {
 }
 
 impl SimDevice {
-    /// A fresh device: host time 0, nothing allocated, only the default stream.
+    /// A fresh device: host time 0, nothing allocated, only the default stream. It is a node
+    /// of one (see [`crate::SimNode`]); its ordinal is the configuration's.
     pub fn new(config: SimConfig) -> SimDevice {
-        let ordinal = config.ordinal;
-        // The notes feed the sanitizer and the timeline's allocated-memory counter.
-        let wants_notes = config.sanitizer != crate::SanitizerMode::Off || config.record_timeline;
-        let virtual_memory = config.virtual_memory;
+        let engine = Arc::new(Mutex::new(Engine::new(config.clone())));
+        SimDevice::in_node(engine, 0, &config)
+    }
+
+    /// The handle of device `index` of the node of `engine`, made with `config`.
+    pub(crate) fn in_node(engine: Arc<Mutex<Engine>>, index: u32, config: &SimConfig) -> Self {
         SimDevice {
-            shared: Arc::new(Mutex::new(Engine::new(config))),
-            ordinal,
-            wants_notes,
-            virtual_memory,
+            shared: Shared {
+                engine,
+                device: index,
+            },
+            ordinal: config.ordinal,
+            // The notes feed the sanitizer and the timeline's allocated-memory counter.
+            wants_notes: config.sanitizer != crate::SanitizerMode::Off || config.record_timeline,
+            virtual_memory: config.virtual_memory,
         }
     }
 
-    /// Current virtual host time in nanoseconds.
+    /// Index of the device in its node (0 for a device made with [`SimDevice::new`]).
+    pub fn index_in_node(&self) -> u32 {
+        self.shared.device
+    }
+
+    /// Current virtual host time of this device's host, in nanoseconds (each device of a node
+    /// has its own host clock: it is driven as if by its own host thread or process).
     pub fn host_time_ns(&self) -> u64 {
         lock(&self.shared).host_ns()
     }
 
-    /// Every executed op in submission order (empty when the configuration turned the timeline
-    /// off).
+    /// Every executed op of this device in submission order (empty when the configuration
+    /// turned the timeline off). [`crate::SimNode::timeline`] has those of all devices.
     pub fn timeline(&self) -> Vec<OpRecord> {
-        lock(&self.shared).timeline().to_vec()
+        let engine = lock(&self.shared);
+        let ordinal = engine.config().ordinal;
+        engine
+            .timeline()
+            .iter()
+            .filter(|op| op.device == ordinal)
+            .cloned()
+            .collect()
     }
 
-    /// Latest end time of any op submitted so far, in nanoseconds.
+    /// Latest end time of any op of this device submitted so far, in nanoseconds.
     pub fn makespan_ns(&self) -> u64 {
         lock(&self.shared).makespan()
     }
 
-    /// Counters: ops executed, graph launches, memory, invalid accesses.
+    /// Counters of this device: ops executed, graph launches, memory, invalid accesses.
     pub fn stats(&self) -> SimStats {
         lock(&self.shared).stats()
     }
@@ -149,7 +201,9 @@ impl SimDevice {
     }
 
     /// The sanitizer's reports so far (at most the first 10,000 are kept; see
-    /// [`SimDevice::sanitizer_report_count`]). Empty when the sanitizer is off.
+    /// [`SimDevice::sanitizer_report_count`]). Empty when the sanitizer is off. The devices of
+    /// a node share one sanitizer: these are the node's reports, each op named with its
+    /// device.
     pub fn sanitizer_reports(&self) -> Vec<RaceReport> {
         lock(&self.shared).sanitizer_reports()
     }
@@ -191,24 +245,24 @@ impl SimDevice {
     /// [`FaultPlan::fail_nth`] restarts; the counters of [`SimDevice::fault_counts`] and
     /// asynchronous failures not reported yet are kept.
     pub fn set_fault_plan(&self, plan: &FaultPlan) {
-        lock(&self.shared).faults.set_plan(plan);
+        lock(&self.shared).faults().set_plan(plan);
     }
 
     /// How many calls of each kind were seen while a plan was set, and how many were made to
     /// fail.
     pub fn fault_counts(&self) -> FaultCounts {
-        lock(&self.shared).faults.counts()
+        lock(&self.shared).faults().counts()
     }
 
     /// Streams alive now (with a handle), the default stream included; see
     /// [`crate::limits`].
     pub fn live_streams(&self) -> u32 {
-        lock(&self.shared).limits.live().0
+        lock(&self.shared).limits().live().0
     }
 
     /// Events alive now (with a handle); see [`crate::limits`].
     pub fn live_events(&self) -> u32 {
-        lock(&self.shared).limits.live().1
+        lock(&self.shared).limits().live().1
     }
 
     /// Allocates `size` bytes of physical memory (a multiple of the 2 MiB virtual-memory
@@ -237,12 +291,14 @@ impl SimDevice {
         checked(&self.shared, CallKind::Unmap)?.unmap_at(at)
     }
 
-    /// The timeline as Chrome Trace Event JSON, to open in Perfetto (ui.perfetto.dev) or
-    /// `chrome://tracing`: a track per stream and one for the host, a slice per op, flows from
-    /// event records to their waits, and memory counters. See the [`crate::trace`] module
-    /// docs for the layout. Nearly empty when the configuration turned the timeline off.
+    /// This device's timeline as Chrome Trace Event JSON, to open in Perfetto
+    /// (ui.perfetto.dev) or `chrome://tracing`: a track per stream and one for the host, a
+    /// slice per op, flows from event records to their waits, and memory counters. See the
+    /// [`crate::trace`] module docs for the layout; [`crate::SimNode::chrome_trace_json`] has
+    /// every device of a node. Nearly empty when the configuration turned the timeline off.
     pub fn chrome_trace_json(&self) -> String {
-        lock(&self.shared).chrome_trace_json()
+        let engine = lock(&self.shared);
+        engine.chrome_trace_json(Some(engine.config().ordinal))
     }
 
     /// Writes [`SimDevice::chrome_trace_json`] to `path`.
@@ -266,20 +322,27 @@ impl hal::Device for SimDevice {
     }
 
     fn default_stream(&self) -> Result<SimStream, HalError> {
-        lock(&self.shared).host_call("default_stream");
-        Ok(SimStream::new(self.shared.clone(), 0, None))
+        let mut engine = lock(&self.shared);
+        engine.host_call("default_stream");
+        let index = engine.default_stream();
+        Ok(SimStream::new(self.shared.clone(), index, 0, None))
     }
 
     fn create_stream(&self, priority: Priority) -> Result<SimStream, HalError> {
         let mut engine = checked(&self.shared, CallKind::StreamCreate)?;
-        let slot = engine.limits.take_stream()?;
-        let index = engine.create_stream(priority)?;
-        Ok(SimStream::new(self.shared.clone(), index, Some(slot)))
+        let slot = engine.limits().take_stream()?;
+        let (index, local) = engine.create_stream(priority)?;
+        Ok(SimStream::new(
+            self.shared.clone(),
+            index,
+            local,
+            Some(slot),
+        ))
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<SimEvent, HalError> {
         let mut engine = checked(&self.shared, CallKind::EventCreate)?;
-        let slot = engine.limits.take_event()?;
+        let slot = engine.limits().take_event()?;
         let index = engine.create_event(flags);
         Ok(SimEvent::new(self.shared.clone(), index, slot))
     }
@@ -336,7 +399,7 @@ impl hal::Device for SimDevice {
 
     fn map_physical_pages(&self, at: DevicePtr, page: u64, count: u64) -> Result<(), PageRunError> {
         let mut engine = lock(&self.shared);
-        if engine.faults.armed() {
+        if engine.faults().armed() {
             return page_by_page(&mut engine, CallKind::Map, page, count, |e, i| {
                 e.map_physical(page_of_run(at, page, i)?, page)
             });
@@ -351,7 +414,7 @@ impl hal::Device for SimDevice {
         count: u64,
     ) -> Result<(), PageRunError> {
         let mut engine = lock(&self.shared);
-        if engine.faults.armed() {
+        if engine.faults().armed() {
             return page_by_page(&mut engine, CallKind::Unmap, page, count, |e, i| {
                 e.unmap_physical(page_of_run(at, page, count - 1 - i)?, page)
             });
@@ -361,8 +424,8 @@ impl hal::Device for SimDevice {
 
     fn synchronize(&self) -> Result<(), HalError> {
         let mut engine = checked(&self.shared, CallKind::Synchronize)?;
-        engine.sync_device();
-        engine.faults.take_all()
+        engine.sync_device()?;
+        engine.faults().take_all()
     }
 
     fn wants_sub_allocation_notes(&self) -> bool {
@@ -370,10 +433,24 @@ impl hal::Device for SimDevice {
     }
 
     fn note_sub_alloc(&self, range: DeviceSlice, stream: &SimStream) -> Result<(), HalError> {
+        same_device(&self.shared, &stream.shared)?;
         self.sanitizer_note_alloc(range, stream.index())
     }
 
     fn note_sub_free(&self, range: DeviceSlice, stream: &SimStream) -> Result<(), HalError> {
+        same_device(&self.shared, &stream.shared)?;
         self.sanitizer_note_free(range, stream.index())
+    }
+
+    fn can_access_peer(&self, peer: &SimDevice) -> Result<bool, HalError> {
+        if !self.shared.same_node(&peer.shared) {
+            return Ok(false);
+        }
+        Ok(lock(&self.shared).can_access_peer(self.shared.device, peer.shared.device))
+    }
+
+    fn enable_peer_access(&self, peer: &SimDevice) -> Result<(), HalError> {
+        same_node(&self.shared, &peer.shared)?;
+        lock(&self.shared).enable_peer(self.shared.device, peer.shared.device)
     }
 }

@@ -1,6 +1,6 @@
 //! [`SimEvent`]: the hal event.
 
-use crate::device::{checked, lock, same_device, Shared};
+use crate::device::{checked, lock, same_node, Shared};
 use crate::fault::CallKind;
 use crate::limits::LiveSlot;
 use crate::SimBackend;
@@ -35,7 +35,8 @@ impl SimEvent {
         }
     }
 
-    /// Index of the event within its device.
+    /// Index of the event among the events of its node (for a device made with
+    /// `SimDevice::new`, of the device).
     pub fn index(&self) -> usize {
         self.index
     }
@@ -47,18 +48,19 @@ impl hal::Event for SimEvent {
     fn query(&self) -> Result<bool, HalError> {
         let mut engine = checked(&self.shared, CallKind::Query)?;
         let done = engine.query_event(self.index)?;
-        engine.faults.take_event(self.index)?;
+        engine.faults().take_event(self.index)?;
         Ok(done)
     }
 
     fn synchronize(&self) -> Result<(), HalError> {
         let mut engine = checked(&self.shared, CallKind::Synchronize)?;
         engine.sync_event(self.index)?;
-        engine.faults.take_event(self.index)
+        engine.faults().take_event(self.index)
     }
 
     fn elapsed_ms(&self, end: &SimEvent) -> Result<f32, HalError> {
-        same_device(&self.shared, &end.shared)?;
+        // Events of devices of one node share the virtual time axis.
+        same_node(&self.shared, &end.shared)?;
         lock(&self.shared).elapsed_ms(self.index, end.index)
     }
 }

@@ -50,7 +50,7 @@ impl hal::Graph for SimGraph {
     fn launch(&self, stream: &SimStream) -> Result<(), HalError> {
         same_device(&self.shared, &stream.shared)?;
         checked(&self.shared, CallKind::GraphLaunch)?.launch_graph(
-            stream.index(),
+            stream.global(),
             &self.nodes,
             &self.external,
         )

@@ -42,17 +42,41 @@
 //!   synchronization, and reports races between streams, uses after free and accesses outside
 //!   live allocations ([`RaceReport`]), per [`SanitizerMode`]. A sub-allocator can declare its
 //!   blocks ([`SimDevice::sanitizer_note_alloc`]) so that reuse of a block is checked too.
-//! - **Timeline.** [`SimDevice::timeline`] lists the executed ops;
+//! - **Timeline.** [`SimDevice::timeline`] lists the executed ops of a device (each with its
+//!   device ordinal), [`SimNode::timeline`] those of all devices;
 //!   [`SimDevice::chrome_trace_json`] exports them with host calls, event flows and memory
-//!   counters for Perfetto ([`trace`]).
+//!   counters for Perfetto ([`trace`]), [`SimNode::chrome_trace_json`] with a process per
+//!   device and the link tracks.
+//! - **Several devices.** A [`SimNode`] is several devices on one engine: one virtual time
+//!   axis, data store and sanitizer; each device has its own host clock (as if driven by its
+//!   own host thread or process), compute units, copy engines, communication engine, memory
+//!   capacity and address range, so a pointer names its device and `is_live` on one device is
+//!   false for another's memory. A stream may wait on an event recorded on another device of
+//!   its node; a device synchronize waits only for that device's streams. A `memcpy_d2d`
+//!   between two devices' memories is a peer copy: allowed once the stream's device has
+//!   `enable_peer_access` to the other (devices of one server of the [`Topology`]), it takes a
+//!   copy engine and the link between the devices for latency + bytes / bandwidth, and moves
+//!   the bytes in data mode; without peer access it (and any op touching another device's
+//!   memory) is refused, naming both devices. Links are contended: transfers on one link take
+//!   turns. [`SimDevice::new`] is a node of one; objects of different nodes are refused.
 //! - **Faults.** Any backend call can be made to fail on demand, by kind, at the `n`-th call
 //!   or at a seeded rate, including kernels that fail after their launch and report it at a
 //!   later synchronize ([`fault`]); the runtime's limits on live streams and events are
 //!   enforced ([`limits`]).
+//! - **Collectives.** [`SimComm`] (HCCL-style communicators: `init_all` over devices of one
+//!   [`SimNode`], or a root info joined by every rank) and [`SimStream::collective`]: each
+//!   rank submits its part; parts are matched per call (a mismatch is refused when it
+//!   arrives), a rank's stream holds back later work until every rank's part is in (a host
+//!   synchronization that would wait on it names the missing ranks instead of hanging), and
+//!   the collective then takes the alpha–beta time of the algorithm picked for the wiring
+//!   ([`collective_bound`]), occupying each device's communication engine and the links it
+//!   uses, overlapping compute. Captured collectives run again at every replay.
 //! - **Not modelled yet.** Stream priorities are accepted and kept but do not affect
 //!   scheduling; the engine keeps the state of dropped events and streams (their slots are
 //!   small; only the live counts of [`limits`] go down); concurrent ops do not share memory
-//!   bandwidth.
+//!   bandwidth. In a node: a kernel touching a peer's memory (peer access enabled) runs at its
+//!   usual cost, without link traffic; host copies keep the profile's PCIe figures, not a
+//!   contended host link; the trace's `allocated` counter is the node's.
 //!
 //! # Where things are
 //!
@@ -60,14 +84,17 @@
 //! |---|---|
 //! | `device`, `stream`, `event`, `graph` | the hal types; [`SimDevice`] also has the observability API (timeline, statistics, sanitizer reports, fault counts) |
 //! | `config`, `profile` | [`SimConfig`]; [`DeviceProfile`]: the cost model's numbers, each with its source |
-//! | `engine` | the discrete-event engine: host clock, streams, events, scheduling on resources, captures |
+//! | `engine` (and `engine::submit`, `engine::events`, `engine::transfer`, `engine::observe`) | the discrete-event engine of a node: host clocks, streams, events, scheduling on resources and links, captures; the transfer interface for collectives |
+//! | `node`, `device_state` | [`SimNode`], [`NodeConfig`]; what the engine keeps per device |
+//! | `topology`, `link` | [`Topology`], [`LinkSpec`] (figures with their sources); links as contended resources |
 //! | `resource`, `op`, `compute`, `queue` | contended units; one piece of work; what an op reads and writes; data effects in virtual-time order |
 //! | `custom` | user operators: [`host_op`] bodies |
-//! | `memory` (and `memory::vmm`, `memory::mappings`), `host` | the address space, data store, virtual memory; pinned host memory |
+//! | `memory` (and `memory::vmm`, `memory::mappings`, `memory::view`), `host` | the address space of each device, data store, virtual memory, the node's data as one op sees it; pinned host memory |
 //! | `capture` | recording work into graphs |
 //! | [`sanitizer`] | the independent happens-before tracker and its [`RaceReport`]s |
 //! | `timeline`, [`trace`] | executed ops and statistics; the Perfetto export |
 //! | [`fault`], [`limits`] | fault injection; live stream and event limits |
+//! | [`collective`] (`cost`, `data`, `group`, `backlog`, ...), `comm`, `engine::collectives`, `engine::remote_parts` | collectives: cost model, data semantics, matching, held-back work; [`SimComm`]; their placement in the engine; communicators spanning processes |
 //!
 //! ```
 //! use braid_backend_sim::{SimConfig, SimDevice};
@@ -98,17 +125,22 @@
 #![warn(missing_docs)]
 
 mod capture;
+pub mod collective;
+mod comm;
 mod compute;
 mod config;
 mod custom;
 mod device;
+mod device_state;
 mod engine;
 mod event;
 pub mod fault;
 mod graph;
 mod host;
 pub mod limits;
+mod link;
 mod memory;
+mod node;
 mod op;
 mod profile;
 mod queue;
@@ -117,20 +149,25 @@ mod resource;
 pub mod sanitizer;
 mod stream;
 mod timeline;
+mod topology;
 pub mod trace;
 
+pub use collective::cost::{collective_bound, LinkParams, Wiring};
+pub use comm::{SimComm, JOIN_TIMEOUT};
 pub use config::{SimConfig, SimMode};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
 pub use event::SimEvent;
 pub use fault::{CallKind, FaultCounts, FaultPlan};
 pub use graph::SimGraph;
+pub use node::{NodeConfig, SimNode};
 pub use profile::DeviceProfile;
 pub use remote::RemoteGroup;
 pub use sanitizer::report::{OpRef, RaceKind, RaceReport};
 pub use sanitizer::SanitizerMode;
 pub use stream::SimStream;
 pub use timeline::{OpRecord, SimStats};
+pub use topology::{LinkSpec, Topology};
 
 /// Re-exported so users of the timeline need not depend on `braid-stream-core` for it.
 pub use braid_stream_core::kernel::ComputeUnit;

@@ -5,7 +5,10 @@ use braid_stream_core::types::{DevicePtr, DeviceSlice, MemInfo};
 use std::collections::BTreeMap;
 
 mod mappings;
+mod view;
 mod vmm;
+
+pub(crate) use view::DataView;
 
 use mappings::Mappings;
 
@@ -15,6 +18,9 @@ pub(crate) type PageRun = (u64, Result<(), HalError>);
 /// First address handed out: non-zero and far from small integers, so that stray offsets are
 /// easy to tell from real addresses.
 pub(crate) const BASE_ADDRESS: u64 = 0x1_0000_0000;
+/// Address space of each device of a node: device `i`'s addresses start at
+/// `BASE_ADDRESS + i * DEVICE_SPAN` (256 TiB each), so every device of a node has its own.
+pub(crate) const DEVICE_SPAN: u64 = 1 << 48;
 /// Every segment starts on this boundary (like device huge pages).
 pub(crate) const SEGMENT_ALIGN: u64 = 2 << 20;
 /// Allocations are accounted in multiples of this many bytes.
@@ -206,7 +212,11 @@ pub(crate) struct Memory {
     capacity: u64,
     used: u64,
     peak: u64,
+    /// Start of this device's address space.
+    start: u64,
     next: u64,
+    /// End of this device's address space: nothing is placed at or past it.
+    limit: u64,
     store_data: bool,
     segments: AddrMap<Segment>,
     /// Physical memory of the virtual-memory API by handle: (size, where it is mapped).
@@ -220,12 +230,29 @@ pub(crate) struct Memory {
 
 impl Memory {
     /// An empty device of `capacity` bytes; `store_data` gives segments host backing.
+    #[cfg(test)]
     pub fn new(capacity: u64, store_data: bool) -> Self {
+        Memory::for_device(0, capacity, store_data)
+    }
+
+    /// The memory of device `index` of a node: its addresses start at
+    /// `BASE_ADDRESS + index * DEVICE_SPAN` and stay below the next device's (a device whose
+    /// base would be past the end of the address space gets none: every allocation fails).
+    pub fn for_device(index: u32, capacity: u64, store_data: bool) -> Self {
+        let base = u64::from(index)
+            .checked_mul(DEVICE_SPAN)
+            .and_then(|o| o.checked_add(BASE_ADDRESS));
+        let (start, limit) = match base {
+            Some(b) => (b, b.saturating_add(DEVICE_SPAN)),
+            None => (u64::MAX, u64::MAX),
+        };
         Memory {
             capacity,
             used: 0,
             peak: 0,
-            next: BASE_ADDRESS,
+            start,
+            next: start,
+            limit,
             store_data,
             segments: AddrMap::default(),
             physical: BTreeMap::new(),
@@ -260,6 +287,7 @@ impl Memory {
         let Some(next) = base
             .checked_add(size)
             .and_then(|e| e.checked_next_multiple_of(SEGMENT_ALIGN))
+            .filter(|&n| n <= self.limit)
         else {
             return Err(HalError::InvalidArgument(format!(
                 "the simulated address space is exhausted; cannot place {size} bytes"
@@ -298,6 +326,11 @@ impl Memory {
         self.frees += 1;
         tracing::debug!(%ptr, size = seg.size, used = self.used, "sim free");
         Ok(())
+    }
+
+    /// Whether `addr` lies in this device's address space (allocated or not).
+    pub fn owns(&self, addr: u64) -> bool {
+        addr >= self.start && addr < self.limit
     }
 
     /// Whether `ptr` is the base of a live segment (a plain allocation).

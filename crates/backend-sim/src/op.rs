@@ -3,8 +3,10 @@
 //! Each op keeps its label, stream and declared read and write ranges, so that timelines (and a
 //! sanitizer over them) see every access.
 
+use crate::collective::exchange::Exchange;
 use crate::custom::{unit_peak, SimCustom};
 use crate::profile::DeviceProfile;
+use braid_stream_core::collective::CollectiveCall;
 use braid_stream_core::kernel::{ComputeUnit, Kernel, TypedKernel};
 use braid_stream_core::types::DeviceSlice;
 use std::sync::Arc;
@@ -25,6 +27,30 @@ pub(crate) enum OpKind {
     D2d { dst: DeviceSlice, src: DeviceSlice },
     /// Byte fill.
     Memset { dst: DeviceSlice, value: u8 },
+    /// One rank's part of a collective: a captured graph node, or the record of a part that
+    /// ran (placed by the engine's collective code, never by the ordinary slot search).
+    Collective(Arc<CollectivePart>),
+    /// The data effect of a collective that ran: every participant's buffers (queued once per
+    /// collective, never placed).
+    Exchange(Arc<Exchange>),
+}
+
+/// One rank's part of a collective, with its buffers' ranges.
+#[derive(Clone, PartialEq, Debug)]
+pub(crate) struct CollectivePart {
+    /// The communicator (the engine's index).
+    pub comm: usize,
+    /// The rank.
+    pub rank: u32,
+    /// The rank's call.
+    pub call: CollectiveCall,
+    /// The send range (empty where the rank sends nothing).
+    pub send: DeviceSlice,
+    /// The receive range (empty where the rank receives nothing).
+    pub recv: DeviceSlice,
+    /// For a captured part, its number among the rank's captured calls of the communicator
+    /// (replays match by it).
+    pub captured: u64,
 }
 
 /// A user-defined operator inside an op: shared by the graph nodes and replays that hold it,
@@ -100,6 +126,8 @@ impl OpKind {
             OpKind::D2h { .. } => "memcpy_d2h",
             OpKind::D2d { .. } => "memcpy_d2d",
             OpKind::Memset { .. } => "memset",
+            OpKind::Collective(c) => c.call.op.name(),
+            OpKind::Exchange(x) => x.op.name(),
         }
     }
 
@@ -110,6 +138,9 @@ impl OpKind {
             OpKind::Custom(c) => c.0.unit(),
             OpKind::H2d { .. } | OpKind::D2h { .. } | OpKind::D2d { .. } => ComputeUnit::Copy,
             OpKind::Memset { .. } => ComputeUnit::Vector,
+            // Shown on the copy / communication track; collectives occupy the device's
+            // communication engine and links, not its copy engines.
+            OpKind::Collective(_) | OpKind::Exchange(_) => ComputeUnit::Copy,
         }
     }
 
@@ -132,6 +163,15 @@ impl OpKind {
                 a.push_read(*src);
                 a.push_write(*dst);
             }
+            OpKind::Collective(c) => {
+                if c.send.len > 0 {
+                    a.push_read(c.send);
+                }
+                if c.recv.len > 0 {
+                    a.push_write(c.recv);
+                }
+            }
+            OpKind::Exchange(_) => {}
         }
         a
     }
@@ -142,7 +182,8 @@ impl OpKind {
             OpKind::Kernel(k) => k.reads().collect(),
             OpKind::Custom(c) => c.0.reads.clone(),
             OpKind::D2h { src, .. } | OpKind::D2d { src, .. } => vec![*src],
-            OpKind::H2d { .. } | OpKind::Memset { .. } => Vec::new(),
+            OpKind::Collective(c) => (c.send.len > 0).then_some(c.send).into_iter().collect(),
+            OpKind::H2d { .. } | OpKind::Memset { .. } | OpKind::Exchange(_) => Vec::new(),
         }
     }
 
@@ -154,7 +195,8 @@ impl OpKind {
             OpKind::H2d { dst, .. } | OpKind::D2d { dst, .. } | OpKind::Memset { dst, .. } => {
                 vec![*dst]
             }
-            OpKind::D2h { .. } => Vec::new(),
+            OpKind::Collective(c) => (c.recv.len > 0).then_some(c.recv).into_iter().collect(),
+            OpKind::D2h { .. } | OpKind::Exchange(_) => Vec::new(),
         }
     }
 
@@ -191,7 +233,11 @@ impl OpKind {
             OpKind::Memset { dst, .. } => {
                 clamp(dst.len.div_ceil(p.vector_tile_bytes.max(1)), p.vector_units)
             }
-            OpKind::H2d { .. } | OpKind::D2h { .. } | OpKind::D2d { .. } => 1,
+            OpKind::H2d { .. }
+            | OpKind::D2h { .. }
+            | OpKind::D2d { .. }
+            | OpKind::Collective(_)
+            | OpKind::Exchange(_) => 1,
         }
     }
 
@@ -226,6 +272,8 @@ impl OpKind {
             OpKind::D2h { src, .. } => ns_for(src.len as u128, p.d2h_bytes_per_s),
             OpKind::D2d { dst, .. } => ns_for(2 * dst.len as u128, p.hbm_bytes_per_s),
             OpKind::Memset { dst, .. } => ns_for(dst.len as u128, p.hbm_bytes_per_s),
+            // Timed by the collective cost model when the engine places them.
+            OpKind::Collective(_) | OpKind::Exchange(_) => 0,
         };
         raw.max(p.min_kernel_ns)
     }

@@ -5,9 +5,15 @@
 //! `(time, end-before-start, sequence number)` and applied ("drained") once the host clock has
 //! reached their time. Since new work never starts before the host time at its submission,
 //! draining after every host-clock advance applies every effect exactly in virtual-time order.
+//!
+//! In a node of several devices there is one queue for all of them and each device has its
+//! own host clock; the queue is drained up to the clock of the device making a call. Work a
+//! device submits can then start before effects already applied by another device's further
+//! clock: it sees them early. That only happens for work not ordered with those effects (a
+//! race, which the sanitizer reports); ordered work always waits for what it depends on.
 
 use crate::compute::{self, PendingWrite};
-use crate::memory::Memory;
+use crate::memory::{DataView, Memory};
 use crate::op::OpKind;
 use std::collections::BTreeMap;
 
@@ -17,8 +23,8 @@ const END: u8 = 0;
 const START: u8 = 1;
 
 enum Action {
-    Start { op: OpKind, end: u64 },
-    End(Vec<PendingWrite>),
+    Start { op: OpKind, end: u64, device: usize },
+    End(Vec<PendingWrite>, usize),
 }
 
 /// The queue of pending data actions.
@@ -37,11 +43,12 @@ impl std::fmt::Debug for DataQueue {
 }
 
 impl DataQueue {
-    /// Queues the data effects of `op`, which runs from `start` to `end`.
-    pub fn push(&mut self, start: u64, end: u64, op: OpKind) {
+    /// Queues the data effects of `op` of device `device` (an index into the node's
+    /// memories), which runs from `start` to `end`.
+    pub fn push(&mut self, start: u64, end: u64, op: OpKind, device: usize) {
         self.seq += 1;
         self.pending
-            .insert((start, START, self.seq), Action::Start { op, end });
+            .insert((start, START, self.seq), Action::Start { op, end, device });
     }
 
     /// Whether some action is due at or before `t` (a drain up to `t` would apply it).
@@ -53,29 +60,32 @@ impl DataQueue {
 
     /// Applies every action whose time is at or before `now`, in order.
     #[inline]
-    pub fn drain(&mut self, now: u64, mem: &mut Memory) {
+    pub fn drain(&mut self, now: u64, mems: &mut [Memory]) {
         // Inlined for this check: every host call drains, and in timing-only mode nothing is
         // ever queued.
         if !self.pending.is_empty() {
-            self.drain_pending(now, mem);
+            self.drain_pending(now, mems);
         }
     }
 
     /// [`DataQueue::drain`] of a non-empty queue.
-    fn drain_pending(&mut self, now: u64, mem: &mut Memory) {
+    fn drain_pending(&mut self, now: u64, mems: &mut [Memory]) {
         while let Some(entry) = self.pending.first_entry() {
             if entry.key().0 > now {
                 break;
             }
             let ((_, _, seq), action) = entry.remove_entry();
             match action {
-                Action::Start { op, end } => {
-                    let writes = compute::begin(&op, mem);
+                Action::Start { op, end, device } => {
+                    let writes = compute::begin(&op, &mut DataView::new(mems, device));
                     if !writes.is_empty() {
-                        self.pending.insert((end, END, seq), Action::End(writes));
+                        self.pending
+                            .insert((end, END, seq), Action::End(writes, device));
                     }
                 }
-                Action::End(writes) => compute::finish(writes, mem),
+                Action::End(writes, device) => {
+                    compute::finish(writes, &mut DataView::new(mems, device))
+                }
             }
         }
     }

@@ -1,7 +1,7 @@
 //! [`SimStream`]: the hal stream.
 
 use crate::custom::SimCustom;
-use crate::device::{checked, lock, same_device, Shared};
+use crate::device::{checked, lock, same_node, Shared};
 use crate::event::SimEvent;
 use crate::fault::{CallKind, Verdict};
 use crate::graph::SimGraph;
@@ -20,6 +20,9 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct SimStream {
     pub(crate) shared: Shared,
+    /// Node-wide index (the engine's).
+    global: u32,
+    /// Index within the device.
     index: u32,
     /// Its place among the device's live streams (`None` for the default stream).
     _slot: Option<Arc<LiveSlot>>,
@@ -28,15 +31,22 @@ pub struct SimStream {
 impl fmt::Debug for SimStream {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SimStream")
+            .field("device", &self.shared.device)
             .field("index", &self.index)
             .finish()
     }
 }
 
 impl SimStream {
-    pub(crate) fn new(shared: Shared, index: u32, slot: Option<Arc<LiveSlot>>) -> Self {
+    pub(crate) fn new(
+        shared: Shared,
+        global: u32,
+        index: u32,
+        slot: Option<Arc<LiveSlot>>,
+    ) -> Self {
         SimStream {
             shared,
+            global,
             index,
             _slot: slot,
         }
@@ -48,6 +58,42 @@ impl SimStream {
         self.index
     }
 
+    /// Index of the stream among all streams of its node (the engine's index).
+    pub(crate) fn global(&self) -> u32 {
+        self.global
+    }
+
+    /// Submits this rank's part `call` of a collective of `comm` (the rank of `comm`, whose
+    /// device must be this stream's), labelled `label` in the timeline (for example
+    /// `allreduce(sum)`).
+    ///
+    /// The part is matched with the other ranks' parts of the same call (the `k`-th
+    /// collective each rank issues on `comm`; sends and receives pair per peer) and refused as
+    /// [`HalError::InvalidArgument`] when it does not match those already in, naming the rank,
+    /// the call and the difference. Until every rank's part is in, the stream holds back what
+    /// is submitted to it afterwards (and events recorded on it are pending; a stream waiting
+    /// on a pending event holds back too); a host synchronization that would wait on held-back
+    /// work fails naming the ranks that have not issued the call. Then the collective runs in
+    /// virtual time (ready at the latest of the parts' submissions and their streams' ends,
+    /// for the time the cost model gives on the node's links, occupying every participant's
+    /// communication engine and the links the algorithm uses: compute overlaps it), and the
+    /// held-back work follows in order. In data mode the send buffers are read at the start
+    /// and the receive buffers written at the end. Inside a capture the part becomes a graph
+    /// node that runs the collective again at each replay (with the other ranks' replays).
+    ///
+    /// Refused as invalid arguments: a communicator of another node, a stream of another
+    /// device than the rank's, a buffer (of `send_len`/`recv_len` bytes) that is not live
+    /// memory of the stream's device, a root or peer out of range, a send or receive to the
+    /// rank itself.
+    pub fn collective(
+        &self,
+        comm: &crate::SimComm,
+        call: &braid_stream_core::collective::CollectiveCall,
+        label: &str,
+    ) -> Result<(), HalError> {
+        comm.submit(self, call, label)
+    }
+
     /// Submits `kind`, a `call` the fault plan may make fail now or (a kernel) later, then
     /// burns the configured wall-clock launch cost outside the engine lock.
     fn submit(&self, call: CallKind, kind: OpKind, label: &str) -> Result<(), HalError> {
@@ -55,16 +101,16 @@ impl SimStream {
             let mut engine = lock(&self.shared);
             let cost = engine.config().wall_launch_cost;
             let mut verdict = Verdict::Pass;
-            if engine.faults.armed() {
-                let capturing = engine.is_capturing(self.index);
-                verdict = engine.faults.decide(call, capturing);
+            if engine.faults().armed() {
+                let capturing = engine.is_capturing(self.global);
+                verdict = engine.faults().decide(call, capturing);
                 if verdict == Verdict::Fail {
                     return Err(engine.fault_error(call, 0));
                 }
             }
-            let result = engine.submit(self.index, kind, label);
+            let result = engine.submit(self.global, kind, label);
             if result.is_ok() && verdict == Verdict::FailLater {
-                engine.faults.fail_later(self.index);
+                engine.faults().fail_later(self.global);
             }
             (result, cost)
         };
@@ -139,41 +185,43 @@ impl hal::Stream for SimStream {
     }
 
     fn record(&self, event: &SimEvent) -> Result<(), HalError> {
-        same_device(&self.shared, &event.shared)?;
+        // Devices of one node: the engine names both if the event is another device's.
+        same_node(&self.shared, &event.shared)?;
         let mut engine = checked(&self.shared, CallKind::Record)?;
-        engine.record(self.index, event.index())?;
-        engine.faults.recorded(self.index, event.index());
+        engine.record(self.global, event.index())?;
+        engine.faults().recorded(self.global, event.index());
         Ok(())
     }
 
     fn wait(&self, event: &SimEvent) -> Result<(), HalError> {
-        same_device(&self.shared, &event.shared)?;
-        checked(&self.shared, CallKind::Wait)?.wait(self.index, event.index())
+        // A stream may wait on an event of any device of its node (one virtual time axis).
+        same_node(&self.shared, &event.shared)?;
+        checked(&self.shared, CallKind::Wait)?.wait(self.global, event.index())
     }
 
     fn synchronize(&self) -> Result<(), HalError> {
         let mut engine = checked(&self.shared, CallKind::Synchronize)?;
-        engine.sync_stream(self.index)?;
-        engine.faults.take_stream(self.index)
+        engine.sync_stream(self.global)?;
+        engine.faults().take_stream(self.global)
     }
 
     fn query(&self) -> Result<bool, HalError> {
         let mut engine = checked(&self.shared, CallKind::Query)?;
-        let done = engine.query_stream(self.index)?;
-        engine.faults.take_stream(self.index)?;
+        let done = engine.query_stream(self.global)?;
+        engine.faults().take_stream(self.global)?;
         Ok(done)
     }
 
     fn begin_capture(&self, mode: CaptureMode) -> Result<(), HalError> {
-        checked(&self.shared, CallKind::BeginCapture)?.begin_capture(self.index, mode)
+        checked(&self.shared, CallKind::BeginCapture)?.begin_capture(self.global, mode)
     }
 
     fn end_capture(&self) -> Result<SimGraph, HalError> {
         let mut engine = lock(&self.shared);
         // A failed end still ends the capture, discarding it (see `crate::fault`).
-        let failed = engine.faults.armed()
-            && engine.faults.decide(CallKind::EndCapture, false) == Verdict::Fail;
-        let (nodes, external) = engine.end_capture(self.index)?;
+        let failed = engine.faults().armed()
+            && engine.faults().decide(CallKind::EndCapture, false) == Verdict::Fail;
+        let (nodes, external) = engine.end_capture(self.global)?;
         if failed {
             return Err(engine.fault_error(CallKind::EndCapture, 0));
         }
@@ -181,10 +229,10 @@ impl hal::Stream for SimStream {
     }
 
     fn capture_status(&self) -> Result<CaptureStatus, HalError> {
-        lock(&self.shared).capture_status(self.index)
+        lock(&self.shared).capture_status(self.global)
     }
 
     fn set_tag(&self, tag: &str) {
-        lock(&self.shared).set_stream_tag(self.index, tag);
+        lock(&self.shared).set_stream_tag(self.global, tag);
     }
 }

@@ -6,7 +6,9 @@ use braid_stream_core::types::DeviceSlice;
 /// One executed op (eager, or a node of a graph replay), as placed in virtual time.
 #[derive(Clone, PartialEq, Debug)]
 pub struct OpRecord {
-    /// Index of the stream that submitted it (for graph nodes: the stream it was captured on).
+    /// Ordinal of the device whose stream submitted it.
+    pub device: u32,
+    /// Index of the stream, within its device, that submitted it (for graph nodes: the stream it was captured on).
     pub stream: u32,
     /// Label given at submission (for copies and memsets, their kind).
     pub label: String,
@@ -33,7 +35,7 @@ impl OpRecord {
     }
 }
 
-/// Counters of a simulated device.
+/// Counters of a simulated device (each device of a node has its own).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct SimStats {
     /// Ops placed on the device (eager ops and graph nodes).

@@ -22,7 +22,7 @@ impl Memory {
     pub fn reserve(&mut self, size: u64) -> Result<DevicePtr, HalError> {
         check_granular("reserve_address", 0, size)?;
         let base = self.next;
-        let Some(next) = base.checked_add(size) else {
+        let Some(next) = base.checked_add(size).filter(|&n| n <= self.limit) else {
             return Err(HalError::InvalidArgument(format!(
                 "the simulated address space is exhausted; cannot reserve {size} bytes"
             )));

@@ -289,6 +289,7 @@ mod tests {
 
     fn by() -> Arc<OpInfo> {
         Arc::new(OpInfo {
+            device: 0,
             stream: None,
             label: Arc::from("free"),
             kind: "free",

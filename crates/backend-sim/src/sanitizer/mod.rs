@@ -212,13 +212,13 @@ impl Sanitizer {
         }
     }
 
-    /// The host observed all work complete.
-    pub fn host_observed_all(&mut self) {
+    /// The host observed all work of `streams` complete (a device synchronize).
+    pub fn host_observed_streams(&mut self, streams: &[u32]) {
         if !self.on() {
             return;
         }
         let mut all = self.host.clone();
-        for st in &self.streams {
+        for st in streams.iter().filter_map(|&s| self.streams.get(s as usize)) {
             all.join(&st.vc);
         }
         self.host = all;

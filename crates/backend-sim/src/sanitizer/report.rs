@@ -36,7 +36,9 @@ impl fmt::Display for RaceKind {
 /// One op named in a report.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct OpRef {
-    /// Stream index of the op (for graph nodes the stream it was captured on); `None` for the
+    /// Ordinal of the device whose stream (or host, for a free) made the op.
+    pub device: u32,
+    /// Stream index within its device of the op (for graph nodes the stream it was captured on); `None` for the
     /// host (a free of a segment).
     pub stream: Option<u32>,
     /// Its label (`free` and `alloc` for lifetime events).
@@ -55,6 +57,7 @@ pub struct OpRef {
 
 impl fmt::Display for OpRef {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "device {} ", self.device)?;
         match (self.stream, &self.stream_tag) {
             (Some(s), Some(tag)) => write!(f, "stream {s} (tagged {tag:?})")?,
             (Some(s), None) => write!(f, "stream {s}")?,
@@ -111,6 +114,9 @@ impl fmt::Display for RaceReport {
 /// What the sanitizer keeps about an op while its accesses are in the shadow memory.
 #[derive(Debug)]
 pub(crate) struct OpInfo {
+    /// Ordinal of the device.
+    pub device: u32,
+    /// Stream index within the device; `None` for the host.
     pub stream: Option<u32>,
     pub label: Arc<str>,
     pub kind: &'static str,
@@ -123,6 +129,7 @@ impl OpInfo {
     /// The public form.
     pub fn to_ref(&self) -> OpRef {
         OpRef {
+            device: self.device,
             stream: self.stream,
             label: self.label.to_string(),
             kind: self.kind,
@@ -146,6 +153,7 @@ mod tests {
     #[test]
     fn reports_read_well() {
         let op = |stream, label: &str| OpRef {
+            device: 2,
             stream,
             label: label.to_string(),
             kind: "fill",
@@ -164,9 +172,9 @@ mod tests {
         let text = r.to_string();
         assert!(text.contains("write-write race on 16 bytes"), "{text}");
         assert!(
-            text.contains("stream 1 `a` (fill) at 1.500..2.500 us"),
+            text.contains("device 2 stream 1 `a` (fill) at 1.500..2.500 us"),
             "{text}"
         );
-        assert!(text.contains("and host `free`"), "{text}");
+        assert!(text.contains("and device 2 host `free`"), "{text}");
     }
 }

@@ -195,6 +195,7 @@ mod tests {
             epoch: Epoch { actor, count },
             life: 1,
             op: Arc::new(OpInfo {
+                device: 0,
                 stream: Some(actor),
                 label: Arc::from("x"),
                 kind: "fill",

@@ -1,0 +1,590 @@
+//! The alpha–beta cost of collectives (Thakur, Rabenseifner and Gropp 2005, "Optimization of
+//! Collective Communication Operations in MPICH"), and which algorithm the simulator runs on
+//! which wiring.
+//!
+//! With `p` ranks, a message of `n` bytes, a per-message latency `α` (`alpha_ns`), a per-byte
+//! link time `β = 1 / link_bytes_per_s` and a per-byte reduction time
+//! `γ = 1 / reduce_bytes_per_s`:
+//!
+//! | operation | algorithm | time |
+//! |---|---|---|
+//! | all-reduce | ring (reduce-scatter, then all-gather) | `2(p−1)α + 2((p−1)/p)nβ + ((p−1)/p)nγ` |
+//! | all-reduce | recursive halving and doubling (power-of-two `p`) | `2 log2(p) α + 2((p−1)/p)nβ + ((p−1)/p)nγ` |
+//! | all-reduce | mesh (reduce-scatter and all-gather over all `p−1` links at once) | `2(p−1)α + 2nβ/p + ((p−1)/p)nγ` |
+//! | reduce-scatter | ring | `(p−1)α + ((p−1)/p)nβ + ((p−1)/p)nγ`, `n` the whole input |
+//! | reduce-scatter | mesh | `(p−1)α + nβ/p + ((p−1)/p)nγ` |
+//! | all-gather | ring | `(p−1)α + ((p−1)/p)nβ`, `n` the whole output |
+//! | all-gather | mesh | `(p−1)α + nβ/p` |
+//! | broadcast | binomial tree | `⌈log2 p⌉(α + nβ)` |
+//! | broadcast | scatter, then ring all-gather (van de Geijn) | `(⌈log2 p⌉ + p − 1)α + 2((p−1)/p)nβ` |
+//! | all-to-all | pairwise exchange | `(p−1)α + ((p−1)/p)nβ`, `n` one rank's whole send buffer |
+//! | all-to-all | ring relay (store and forward) | `(p−1)α + ((p−1)/2)nβ` |
+//! | send / receive | one message | `α + nβ` |
+//!
+//! `α` is paid for every message a rank sends, one after another (the issue overhead of the
+//! rank's communication engine); the bytes of messages a rank sends in one step on distinct
+//! links travel in parallel. So the mesh algorithms pay `p−1` latencies per phase but move
+//! only `n/p` bytes per link, and recursive halving and doubling pays `log2 p` latencies.
+//!
+//! **Which algorithm.** On a [`Wiring::FullMesh`] (an Atlas 800T A2 server: eight 910B fully
+//! connected by HCCS) every pair of ranks has its own link, so every algorithm above can run
+//! and the simulator takes the cheapest for the size. For all-reduce this is HCCL's choice
+//! within a server in spirit: its "mesh" algorithm drives all `p−1` links at once and wins
+//! for large messages, recursive halving and doubling wins where the latency term dominates
+//! (small messages, power-of-two `p`; each step's partner is a direct link), and the ring
+//! remains for odd sizes in between. On a [`Wiring::Switched`] network (ranks in several
+//! servers, one port each) every pair is reachable but a rank drives one message at a time:
+//! ring, recursive halving and doubling, the broadcast algorithms and pairwise all-to-all
+//! run, the mesh algorithms do not. On a
+//! [`Wiring::Ring`] only neighbours are linked: ring algorithms and the binomial tree (whose
+//! messages are counted as one hop each, an optimistic simplification) are used, recursive
+//! halving and doubling and the mesh algorithms are not (their partners are not neighbours),
+//! and all-to-all relays blocks around the ring. A send to a peer that is not a neighbour on
+//! a ring is modelled as one message (cut-through forwarding).
+//!
+//! With one rank nothing is communicated: every bound is zero.
+
+use braid_stream_core::collective::{CollectiveCall, CollectiveOp};
+use braid_stream_core::dtype::DType;
+
+use crate::profile::DeviceProfile;
+
+/// How the devices of a node are linked, as far as the cost model cares.
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Wiring {
+    /// Every pair of devices has a direct link (HCCS within an Atlas 800T A2 server).
+    FullMesh,
+    /// Every device has one network port per direction into a switch (RoCE between
+    /// servers): any pair can talk, but each rank sends and receives one message at a time.
+    Switched,
+    /// Device `i` is linked to `i − 1` and `i + 1` (mod the count) only.
+    Ring,
+}
+
+/// The numbers the cost model needs: per-link latency and bandwidth, the reduction rate, and
+/// the wiring.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct LinkParams {
+    /// Latency of one message on one link (`α`), nanoseconds.
+    pub alpha_ns: u64,
+    /// Bandwidth of one link in one direction (`1/β`), bytes per second; zero is treated as one.
+    pub link_bytes_per_s: u64,
+    /// Bytes per second one device reduces (`1/γ`); zero is treated as one.
+    pub reduce_bytes_per_s: u64,
+    /// How the devices are linked.
+    pub wiring: Wiring,
+}
+
+impl LinkParams {
+    /// The reduction rate of a device of `profile` on elements of `dtype` (`1/γ`): one
+    /// vector operation per element, at most a third of the memory bandwidth (a reduction
+    /// reads two operands and writes one).
+    pub fn reduce_rate(profile: &DeviceProfile, dtype: DType) -> u64 {
+        let flops = match dtype {
+            DType::F32 => profile.vector_f32_flops_per_s,
+            DType::F16 | DType::BF16 => profile.vector_flops_per_s,
+        };
+        flops
+            .saturating_mul(dtype.size())
+            .min(profile.hbm_bytes_per_s / 3)
+            .max(1)
+    }
+
+    fn beta_ns(&self) -> f64 {
+        1e9 / self.link_bytes_per_s.max(1) as f64
+    }
+
+    fn gamma_ns(&self) -> f64 {
+        1e9 / self.reduce_bytes_per_s.max(1) as f64
+    }
+}
+
+/// A collective algorithm the simulator models (see the module documentation).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub enum Algorithm {
+    /// Ring: `p − 1` steps (twice for all-reduce), one link per rank per step.
+    Ring,
+    /// Recursive halving (reduce-scatter) then doubling (all-gather), power-of-two ranks.
+    RecursiveHalvingDoubling,
+    /// Every rank exchanges with all `p − 1` peers at once over its direct links.
+    Mesh,
+    /// Binomial tree from the root.
+    BinomialTree,
+    /// Scatter from the root, then a ring all-gather.
+    ScatterAllGather,
+    /// Pairwise exchange: in step `k` rank `i` sends to `i + k` and receives from `i − k`.
+    Pairwise,
+    /// Blocks relayed around the ring, each rank forwarding what is not yet delivered.
+    RingRelay,
+    /// One message between two ranks.
+    Direct,
+}
+
+impl Algorithm {
+    /// A short name for reports.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Algorithm::Ring => "ring",
+            Algorithm::RecursiveHalvingDoubling => "recursive halving-doubling",
+            Algorithm::Mesh => "mesh",
+            Algorithm::BinomialTree => "binomial tree",
+            Algorithm::ScatterAllGather => "scatter + all-gather",
+            Algorithm::Pairwise => "pairwise",
+            Algorithm::RingRelay => "ring relay",
+            Algorithm::Direct => "direct",
+        }
+    }
+}
+
+impl Algorithm {
+    /// The ordered pairs of ranks (sender, receiver) among `ranks` whose links the algorithm
+    /// uses (`root` for the broadcast algorithms; `Direct` is a single pair the caller knows
+    /// and gives no pairs here). The simulator occupies each pair's link for the whole
+    /// collective.
+    pub fn pairs(self, ranks: u32, root: u32) -> Vec<(u32, u32)> {
+        let p = ranks;
+        let ring = || (0..p).map(|r| (r, (r + 1) % p)).collect::<Vec<_>>();
+        let tree = || {
+            let mut out = Vec::new();
+            let mut step = 1;
+            while step < p {
+                for r in 0..step.min(p) {
+                    if r + step < p {
+                        out.push(((r + root) % p, (r + step + root) % p));
+                    }
+                }
+                step *= 2;
+            }
+            out
+        };
+        let mut pairs = match self {
+            _ if p < 2 => Vec::new(),
+            Algorithm::Ring | Algorithm::RingRelay => ring(),
+            Algorithm::RecursiveHalvingDoubling => {
+                let mut out = Vec::new();
+                let mut bit = 1;
+                while bit < p {
+                    out.extend((0..p).map(|r| (r, r ^ bit)).filter(|&(_, q)| q < p));
+                    bit *= 2;
+                }
+                out
+            }
+            Algorithm::Mesh | Algorithm::Pairwise => (0..p)
+                .flat_map(|a| (0..p).filter(move |&b| b != a).map(move |b| (a, b)))
+                .collect(),
+            Algorithm::BinomialTree => tree(),
+            Algorithm::ScatterAllGather => {
+                let mut out = tree();
+                out.extend(ring());
+                out
+            }
+            Algorithm::Direct => Vec::new(),
+        };
+        pairs.sort_unstable();
+        pairs.dedup();
+        pairs
+    }
+}
+
+/// The algorithm chosen for a collective and its time.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct Plan {
+    /// The algorithm.
+    pub algorithm: Algorithm,
+    /// Its alpha–beta time, nanoseconds (rounded up).
+    pub ns: u64,
+}
+
+/// The message size `n` of the alpha–beta model for one rank's `call` in a communicator of
+/// `ranks` ranks: the larger of its send and receive buffers (the whole input of a
+/// reduce-scatter, the whole output of an all-gather, the whole send buffer of an
+/// all-to-all). `None` on overflow.
+pub fn model_bytes(call: &CollectiveCall, ranks: u32) -> Option<u64> {
+    let full = match call.op {
+        CollectiveOp::ReduceScatter(_) | CollectiveOp::AllToAll | CollectiveOp::AllGather => {
+            call.count.checked_mul(u64::from(ranks))?
+        }
+        _ => call.count,
+    };
+    full.checked_mul(call.dtype.size())
+}
+
+fn log2_ceil(p: u32) -> f64 {
+    f64::from(32 - (p - 1).leading_zeros())
+}
+
+fn ns(t: f64) -> u64 {
+    // Times are sums of non-negative finite terms; a saturating cast is enough.
+    t.ceil() as u64
+}
+
+/// The algorithms that run `op` on `params.wiring`, each with its time, in the order
+/// preferred on a tie.
+fn candidates(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> Vec<Plan> {
+    let p = f64::from(ranks);
+    let n = bytes as f64;
+    let (a, b, g) = (params.alpha_ns as f64, params.beta_ns(), params.gamma_ns());
+    let share = (p - 1.0) / p;
+    let mesh = params.wiring == Wiring::FullMesh;
+    // Any pair of ranks can exchange directly (not only ring neighbours).
+    let any_pair = params.wiring != Wiring::Ring;
+    let power_of_two = ranks.is_power_of_two();
+    let log = log2_ceil(ranks);
+    let mut out = Vec::new();
+    let mut push = |algorithm, t: f64| {
+        out.push(Plan {
+            algorithm,
+            ns: ns(t),
+        })
+    };
+    match op {
+        CollectiveOp::AllReduce(_) => {
+            push(
+                Algorithm::Ring,
+                2.0 * (p - 1.0) * a + 2.0 * share * n * b + share * n * g,
+            );
+            if any_pair && power_of_two {
+                push(
+                    Algorithm::RecursiveHalvingDoubling,
+                    2.0 * log * a + 2.0 * share * n * b + share * n * g,
+                );
+            }
+            if mesh {
+                push(
+                    Algorithm::Mesh,
+                    2.0 * (p - 1.0) * a + 2.0 * n * b / p + share * n * g,
+                );
+            }
+        }
+        CollectiveOp::ReduceScatter(_) => {
+            push(
+                Algorithm::Ring,
+                (p - 1.0) * a + share * n * b + share * n * g,
+            );
+            if mesh {
+                push(Algorithm::Mesh, (p - 1.0) * a + n * b / p + share * n * g);
+            }
+        }
+        CollectiveOp::AllGather => {
+            push(Algorithm::Ring, (p - 1.0) * a + share * n * b);
+            if mesh {
+                push(Algorithm::Mesh, (p - 1.0) * a + n * b / p);
+            }
+        }
+        CollectiveOp::Broadcast { .. } => {
+            push(Algorithm::BinomialTree, log * (a + n * b));
+            push(
+                Algorithm::ScatterAllGather,
+                (log + p - 1.0) * a + 2.0 * share * n * b,
+            );
+        }
+        CollectiveOp::AllToAll => {
+            if any_pair {
+                push(Algorithm::Pairwise, (p - 1.0) * a + share * n * b);
+            } else {
+                push(
+                    Algorithm::RingRelay,
+                    (p - 1.0) * a + (p - 1.0) / 2.0 * n * b,
+                );
+            }
+        }
+        CollectiveOp::Send { .. } | CollectiveOp::Recv { .. } => {
+            push(Algorithm::Direct, a + n * b);
+        }
+    }
+    out
+}
+
+/// The algorithm the simulator runs for `op` among `ranks` ranks with a message of `bytes`
+/// bytes ([`model_bytes`]) on links of `params`, and its time: the cheapest the wiring allows
+/// (the first listed in the module table on a tie). With fewer than two ranks the time is
+/// zero.
+pub fn plan(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> Plan {
+    let all = candidates(op, ranks.max(1), bytes, params);
+    if ranks < 2 {
+        return Plan {
+            algorithm: all[0].algorithm,
+            ns: 0,
+        };
+    }
+    all.into_iter()
+        .reduce(|best, next| if next.ns < best.ns { next } else { best })
+        .unwrap_or(Plan {
+            algorithm: Algorithm::Direct,
+            ns: 0,
+        })
+}
+
+/// The alpha–beta time in nanoseconds of `op` among `ranks` ranks with a message of `bytes`
+/// bytes ([`model_bytes`]) on links of `params`: the bound a simulated collective's duration
+/// is compared against ([`plan`]'s time).
+pub fn collective_bound(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> u64 {
+    plan(op, ranks, bytes, params).ns
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use braid_stream_core::collective::ReduceOp;
+    use braid_stream_core::types::DevicePtr;
+
+    /// α = 1000 ns, β = 1 ns/byte (1 GB/s), γ = 0.5 ns/byte (2 GB/s): round numbers to check
+    /// by hand.
+    fn params(wiring: Wiring) -> LinkParams {
+        LinkParams {
+            alpha_ns: 1000,
+            link_bytes_per_s: 1_000_000_000,
+            reduce_bytes_per_s: 2_000_000_000,
+            wiring,
+        }
+    }
+
+    const SUM: CollectiveOp = CollectiveOp::AllReduce(ReduceOp::Sum);
+
+    #[test]
+    fn ring_all_reduce_on_a_ring() {
+        // p = 4, n = 4000: 2·3·1000 + 2·(3/4)·4000·1 + (3/4)·4000·0.5 = 6000 + 6000 + 1500.
+        let plan = plan(SUM, 4, 4000, &params(Wiring::Ring));
+        assert_eq!(
+            plan,
+            Plan {
+                algorithm: Algorithm::Ring,
+                ns: 13_500
+            }
+        );
+    }
+
+    #[test]
+    fn full_mesh_all_reduce_picks_halving_doubling_when_small_and_mesh_when_large() {
+        let mesh = params(Wiring::FullMesh);
+        // p = 8, n = 800: ring 14·1000 + 2·(7/8)·800 + (7/8)·800·0.5 = 14000 + 1400 + 350;
+        // halving-doubling 2·3·1000 + 1400 + 350 = 7750; mesh 14000 + 2·800/8 + 350 = 14550.
+        assert_eq!(
+            candidates(SUM, 8, 800, &mesh),
+            vec![
+                Plan {
+                    algorithm: Algorithm::Ring,
+                    ns: 15_750
+                },
+                Plan {
+                    algorithm: Algorithm::RecursiveHalvingDoubling,
+                    ns: 7750
+                },
+                Plan {
+                    algorithm: Algorithm::Mesh,
+                    ns: 14_550
+                },
+            ]
+        );
+        assert_eq!(
+            plan(SUM, 8, 800, &mesh).algorithm,
+            Algorithm::RecursiveHalvingDoubling
+        );
+        // n = 800000: halving-doubling 6000 + 1400000 + 350000; mesh 14000 + 200000 + 350000.
+        assert_eq!(
+            plan(SUM, 8, 800_000, &mesh),
+            Plan {
+                algorithm: Algorithm::Mesh,
+                ns: 564_000
+            }
+        );
+        // Not a power of two: no halving-doubling candidate. p = 6, n = 60: ring
+        // 10000 + 100 + 25, mesh 10000 + 20 + 25.
+        let six = candidates(SUM, 6, 60, &mesh);
+        assert_eq!(six.len(), 2);
+        assert_eq!(
+            plan(SUM, 6, 60, &mesh),
+            Plan {
+                algorithm: Algorithm::Mesh,
+                ns: 10_045
+            }
+        );
+    }
+
+    #[test]
+    fn a_switched_network_allows_halving_doubling_and_pairwise_but_no_mesh() {
+        let switched = params(Wiring::Switched);
+        // p = 8, n = 800: ring 15750, halving-doubling 7750; no mesh candidate.
+        assert_eq!(
+            candidates(SUM, 8, 800, &switched),
+            vec![
+                Plan {
+                    algorithm: Algorithm::Ring,
+                    ns: 15_750
+                },
+                Plan {
+                    algorithm: Algorithm::RecursiveHalvingDoubling,
+                    ns: 7750
+                },
+            ]
+        );
+        assert_eq!(
+            plan(CollectiveOp::AllToAll, 4, 4000, &switched).algorithm,
+            Algorithm::Pairwise
+        );
+        assert_eq!(
+            candidates(CollectiveOp::AllGather, 4, 4000, &switched).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn reduce_scatter_and_all_gather() {
+        let ring = params(Wiring::Ring);
+        // p = 4, n = 4000: 3000 + 3000 + 1500.
+        assert_eq!(
+            collective_bound(CollectiveOp::ReduceScatter(ReduceOp::Max), 4, 4000, &ring),
+            7500
+        );
+        // 3000 + 3000.
+        assert_eq!(
+            collective_bound(CollectiveOp::AllGather, 4, 4000, &ring),
+            6000
+        );
+        // Mesh: 3000 + 4000/4 = 4000.
+        let mesh = params(Wiring::FullMesh);
+        assert_eq!(
+            collective_bound(CollectiveOp::AllGather, 4, 4000, &mesh),
+            4000
+        );
+        // Mesh reduce-scatter: 3000 + 1000 + 1500.
+        assert_eq!(
+            collective_bound(CollectiveOp::ReduceScatter(ReduceOp::Sum), 4, 4000, &mesh),
+            5500
+        );
+    }
+
+    #[test]
+    fn broadcast_takes_the_tree_for_small_and_scatter_all_gather_for_large() {
+        let ring = params(Wiring::Ring);
+        let bcast = CollectiveOp::Broadcast { root: 0 };
+        // p = 8, n = 100: tree 3·(1000 + 100) = 3300; scatter+all-gather 10·1000 + 175.
+        assert_eq!(
+            plan(bcast, 8, 100, &ring),
+            Plan {
+                algorithm: Algorithm::BinomialTree,
+                ns: 3300
+            }
+        );
+        // n = 80000: tree 3·81000 = 243000; other 10000 + 2·(7/8)·80000 = 150000.
+        assert_eq!(
+            plan(bcast, 8, 80_000, &ring),
+            Plan {
+                algorithm: Algorithm::ScatterAllGather,
+                ns: 150_000
+            }
+        );
+        // p = 5: ⌈log2 5⌉ = 3 steps.
+        assert_eq!(collective_bound(bcast, 5, 0, &ring), 3000);
+    }
+
+    #[test]
+    fn all_to_all_pairwise_on_a_mesh_and_relayed_on_a_ring() {
+        // p = 4, n = 4000: 3000 + 3000 pairwise; 3000 + 1.5·4000 relayed.
+        assert_eq!(
+            plan(CollectiveOp::AllToAll, 4, 4000, &params(Wiring::FullMesh)),
+            Plan {
+                algorithm: Algorithm::Pairwise,
+                ns: 6000
+            }
+        );
+        assert_eq!(
+            plan(CollectiveOp::AllToAll, 4, 4000, &params(Wiring::Ring)),
+            Plan {
+                algorithm: Algorithm::RingRelay,
+                ns: 9000
+            }
+        );
+    }
+
+    #[test]
+    fn send_and_receive_are_one_message() {
+        let ring = params(Wiring::Ring);
+        assert_eq!(
+            collective_bound(CollectiveOp::Send { peer: 1 }, 2, 500, &ring),
+            1500
+        );
+        assert_eq!(
+            collective_bound(CollectiveOp::Recv { peer: 0 }, 2, 500, &ring),
+            1500
+        );
+    }
+
+    #[test]
+    fn each_algorithm_names_the_links_it_uses() {
+        assert_eq!(Algorithm::Ring.pairs(3, 0), vec![(0, 1), (1, 2), (2, 0)]);
+        assert_eq!(
+            Algorithm::RecursiveHalvingDoubling.pairs(4, 0),
+            vec![
+                (0, 1),
+                (0, 2),
+                (1, 0),
+                (1, 3),
+                (2, 0),
+                (2, 3),
+                (3, 1),
+                (3, 2)
+            ]
+        );
+        assert_eq!(Algorithm::Mesh.pairs(3, 0).len(), 6);
+        // Root 1 of 4: 1→2, then 1→3 and 2→0.
+        assert_eq!(
+            Algorithm::BinomialTree.pairs(4, 1),
+            vec![(1, 2), (1, 3), (2, 0)]
+        );
+        assert_eq!(
+            Algorithm::ScatterAllGather.pairs(2, 0),
+            vec![(0, 1), (1, 0)]
+        );
+        assert!(Algorithm::Direct.pairs(2, 0).is_empty());
+        assert!(Algorithm::Ring.pairs(1, 0).is_empty());
+    }
+
+    #[test]
+    fn one_rank_costs_nothing() {
+        assert_eq!(collective_bound(SUM, 1, 1 << 20, &params(Wiring::Ring)), 0);
+        assert_eq!(collective_bound(SUM, 0, 1 << 20, &params(Wiring::Ring)), 0);
+    }
+
+    #[test]
+    fn model_bytes_is_the_larger_buffer() {
+        let call = |op| CollectiveCall {
+            op,
+            send: DevicePtr(0),
+            recv: DevicePtr(0),
+            count: 10,
+            dtype: DType::F16,
+        };
+        assert_eq!(model_bytes(&call(SUM), 4), Some(20));
+        assert_eq!(model_bytes(&call(CollectiveOp::AllGather), 4), Some(80));
+        assert_eq!(
+            model_bytes(&call(CollectiveOp::ReduceScatter(ReduceOp::Sum)), 4),
+            Some(80)
+        );
+        assert_eq!(model_bytes(&call(CollectiveOp::AllToAll), 4), Some(80));
+        assert_eq!(
+            model_bytes(&call(CollectiveOp::Broadcast { root: 1 }), 4),
+            Some(20)
+        );
+        let huge = CollectiveCall {
+            count: u64::MAX,
+            ..call(CollectiveOp::AllGather)
+        };
+        assert_eq!(model_bytes(&huge, 4), None);
+    }
+
+    #[test]
+    fn reduce_rate_follows_the_vector_units_and_memory() {
+        let p = DeviceProfile::ascend_910b();
+        // f16: 19.5e12 flops × 2 bytes = 39e12 B/s, above HBM/3 ≈ 533e9: memory bound.
+        assert_eq!(
+            LinkParams::reduce_rate(&p, DType::F16),
+            1_600_000_000_000 / 3
+        );
+        let slow = DeviceProfile {
+            vector_f32_flops_per_s: 1000,
+            ..DeviceProfile::ascend_910b()
+        };
+        assert_eq!(LinkParams::reduce_rate(&slow, DType::F32), 4000);
+    }
+}
