@@ -36,6 +36,7 @@
 //! | `ledger` | mismatch detection: [`MismatchCheck`] and the single-process ledger |
 //! | `buffer` | [`CollectiveBuffer`] |
 //! | `backend` | [`CollectiveBackend`]: what a backend provides (HCCL's communicator calls) |
+//! | `sim` | the simulator's implementation (feature `sim`, default) |
 //! | `error` | [`CollectiveError`] |
 #![warn(missing_docs)]
 
@@ -45,6 +46,8 @@ mod communicator;
 mod error;
 mod ledger;
 mod ops;
+#[cfg(feature = "sim")]
+mod sim;
 mod transport;
 
 pub use backend::CollectiveBackend;
