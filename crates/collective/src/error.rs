@@ -29,7 +29,8 @@ pub enum CollectiveError {
         /// Ranks of the communicator.
         ranks: u32,
     },
-    /// Bytes given as a root info that the backend does not accept as one.
+    /// The backend refused to join with the root info given: bytes that are not a root info,
+    /// or one whose communicator does not take this rank (the backend's reason says which).
     #[error("the root info given to rank {rank} is not one ({source})")]
     BadRootInfo {
         /// The rank that tried to join.

@@ -23,9 +23,10 @@
 //! info that is not one), checked before anything is enqueued; the communicator, its streams
 //! and allocators stay usable after it. Ranks that would hang on hardware because they issue
 //! collectives in a different order or with different operations, counts, types or roots get
-//! [`CollectiveError::Mismatch`] instead, naming the rank, the call and the difference (always
-//! on the simulator, an option on ACL: [`CommOptions::check_mismatch`]; for root-info
-//! communicators, a [`MismatchCheck`] that exchanges signatures: [`CommOptions::check`]).
+//! [`CollectiveError::Mismatch`] instead, naming the rank, the call and the difference: for a
+//! single-process communicator always on the simulator and an option on ACL
+//! ([`CommOptions::check_mismatch`], on by default); for a root-info communicator through a
+//! [`MismatchCheck`] that exchanges signatures between the processes ([`CommOptions::check`]).
 //!
 //! # Where things are
 //!
