@@ -28,6 +28,48 @@
 //! ([`CommOptions::check_mismatch`], on by default); for a root-info communicator through a
 //! [`MismatchCheck`] that exchanges signatures between the processes ([`CommOptions::check`]).
 //!
+//! # Example
+//!
+//! An all-reduce over the four devices of a simulated node:
+//!
+//! ```
+//! # #[cfg(feature = "sim")] {
+//! use braid_backend_sim::{NodeConfig, SimBackend, SimConfig, SimNode, Topology};
+//! use braid_collective::{CollectiveError, Communicator, ReduceOp};
+//! use braid_stream_core::{DType, Device};
+//!
+//! let node = SimNode::new(NodeConfig {
+//!     devices: 4,
+//!     device: SimConfig::new(),
+//!     topology: Topology::atlas_800_a2(4),
+//! });
+//! let devices: Vec<Device<SimBackend>> =
+//!     node.devices().into_iter().map(|d| Device::new(d).unwrap()).collect();
+//! let comms = Communicator::init_all(&devices).unwrap();
+//! let mut buffers = Vec::new();
+//! for comm in &comms {
+//!     let device = comm.device();
+//!     let stream = device.create_stream(0).unwrap();
+//!     let buf = device.alloc(8).unwrap(); // 4 × f16
+//!     let rank = comm.rank() as f32;
+//!     stream.copy_h2d(buf.slice(), DType::F16.encode(&[rank; 4])).unwrap();
+//!     comm.all_reduce(&stream, &buf, &buf, DType::F16, ReduceOp::Sum).unwrap();
+//!     buffers.push((stream, buf));
+//! }
+//! for (stream, buf) in &buffers {
+//!     let sum = stream.copy_d2h(buf.slice()).unwrap().wait_as(DType::F16).unwrap();
+//!     assert_eq!(sum, [6.0; 4]); // 0 + 1 + 2 + 3
+//! }
+//! // A rank that issues another collective than the others is refused, naming the difference.
+//! let (stream, buf) = &buffers[0];
+//! comms[0].all_reduce(stream, buf, buf, DType::F16, ReduceOp::Max).unwrap();
+//! let (stream, buf) = &buffers[1];
+//! let err = comms[1].all_reduce(stream, buf, buf, DType::F16, ReduceOp::Min).unwrap_err();
+//! assert!(matches!(err, CollectiveError::Mismatch { rank: 1, call: 1, .. }));
+//! assert!(err.to_string().ends_with("operation allreduce(max) vs allreduce(min)"));
+//! # }
+//! ```
+//!
 //! # Where things are
 //!
 //! | module | what it holds |
