@@ -11,6 +11,11 @@ pub trait CollectiveBackend: Backend {
     /// One rank's native communicator (`HcclComm`).
     type Comm: Send + Sync + 'static;
 
+    /// Whether single-process communicators of this backend ([`crate::Communicator::init_all`])
+    /// check every call for mismatches whatever [`crate::CommOptions::check_mismatch`] says
+    /// (the simulator: a hang there helps nobody).
+    const ALWAYS_CHECKS_MISMATCH: bool;
+
     /// One communicator per device, rank `i` on `devices[i]`, all in this process
     /// (`HcclCommInitAll`).
     fn init_all(devices: &[&Self::Device]) -> Result<Vec<Self::Comm>, HalError>;
