@@ -4,6 +4,10 @@
 //!
 //! A scenario uses two kinds of device ([`Role`]): one that computes real numbers, where
 //! results are checked at small shapes, and one where model-sized shapes are timed.
+//! Multi-device scenarios open `n` devices of one node for a role ([`open_node`],
+//! [`sim_node`], `acl_devices`): on the simulator a fresh node of `n` devices of the role's
+//! configuration; through ACL devices `0..n` for data and `TIMING_NODE_BASE..` for timing
+//! where the library has them (see [`ACL_SIM_NODE_SETTINGS`] for `braid-acl-sim`).
 //!
 //! | role | simulator (`sim`) | ACL (`acl`) |
 //! |---|---|---|
@@ -93,6 +97,98 @@ pub fn acl_with(
     .map_err(HalError::from)?;
     hal.clear_sanitizer_reports().map_err(HalError::from)?;
     Device::new(hal)
+}
+
+/// Devices of a simulated node for `role`, all with the configuration [`sim`] gives a single
+/// device, in one Atlas 800T A2 server ([`Topology::atlas_800_a2`]): open them with
+/// [`sim_devices`]. The node gives the timeline of every device
+/// (`SimNode::chrome_trace_json`, one process per device).
+///
+/// [`Topology::atlas_800_a2`]: braid_backend_sim::Topology::atlas_800_a2
+#[cfg(feature = "sim")]
+pub fn sim_node(role: Role, devices: u32) -> braid_backend_sim::SimNode {
+    use braid_backend_sim::{NodeConfig, SimConfig, SimMode, SimNode, Topology};
+    let config = match role {
+        Role::Data => SimConfig::new(),
+        Role::Timing => SimConfig::new()
+            .capacity(TIMING_CAPACITY)
+            .mode(SimMode::TimingOnly),
+    };
+    SimNode::new(
+        NodeConfig::new(devices)
+            .device(config)
+            .topology(Topology::atlas_800_a2(devices)),
+    )
+}
+
+/// Every device of `node`, opened.
+#[cfg(feature = "sim")]
+pub fn sim_devices(
+    node: &braid_backend_sim::SimNode,
+) -> Result<Vec<Device<braid_backend_sim::SimBackend>>> {
+    node.devices().into_iter().map(Device::new).collect()
+}
+
+/// The first ACL device of [`Role::Timing`] in [`acl_devices`], where the library has
+/// `TIMING_NODE_BASE + n` devices or more (else timing uses devices `0..n` too).
+pub const TIMING_NODE_BASE: u32 = 8;
+
+/// The `braid-acl-sim` settings under which [`acl_devices`] finds a data node and a timing
+/// node: 16 devices, 0–7 computing and 8–15 timing-only (each mode is a simulated node of
+/// its own, and a communicator's devices must be of one node). Set them in the environment
+/// before the library's first call; the `tensor_parallel` example does when they are unset.
+pub const ACL_SIM_NODE_SETTINGS: [(&str, &str); 2] = [
+    ("BRAID_ACL_SIM_DEVICES", "16"),
+    ("BRAID_ACL_SIM_TIMING_ONLY", "8,9,10,11,12,13,14,15"),
+];
+
+/// `n` ACL devices of one node for `role` of the library
+/// [`AclApi::load_or_sim`](braid_backend_acl::AclApi::load_or_sim) finds.
+#[cfg(feature = "acl")]
+pub fn acl_devices(role: Role, n: u32) -> Result<Vec<Device<braid_backend_acl::AclBackend>>> {
+    let api = braid_backend_acl::AclApi::load_or_sim()
+        .map_err(|e| crate::hal::HalError::from(braid_backend_acl::OpenError::Load(e)))?;
+    acl_devices_with(api, role, n)
+}
+
+/// [`acl_devices`] on the library `api`: [`Role::Data`] gets devices `0..n`;
+/// [`Role::Timing`] devices `TIMING_NODE_BASE..TIMING_NODE_BASE + n` where the library has
+/// them (on `braid-acl-sim` under [`ACL_SIM_NODE_SETTINGS`], the timing-only node), else
+/// `0..n` (on an 8-NPU server, the same devices time and compute). Each device's sanitizer
+/// reports are cleared, as [`acl_with`] does.
+#[cfg(feature = "acl")]
+pub fn acl_devices_with(
+    api: &'static braid_backend_acl::AclApi,
+    role: Role,
+    n: u32,
+) -> Result<Vec<Device<braid_backend_acl::AclBackend>>> {
+    use crate::hal::HalError;
+    use braid_backend_acl::{AclConfig, AclDevice, OpenError};
+    let open = |ordinal| AclDevice::open_with(api, ordinal, AclConfig::default());
+    let base = match role {
+        Role::Data => 0,
+        Role::Timing => match open(TIMING_NODE_BASE + n.max(1) - 1) {
+            Err(OpenError::NoSuchDevice { .. }) => 0,
+            Err(other) => return Err(HalError::from(other).into()),
+            Ok(_) => TIMING_NODE_BASE,
+        },
+    };
+    (base..base + n)
+        .map(|ordinal| {
+            let hal = open(ordinal).map_err(HalError::from)?;
+            hal.clear_sanitizer_reports().map_err(HalError::from)?;
+            Device::new(hal)
+        })
+        .collect()
+}
+
+/// `n` devices of one node for `role` on the backend the features select: [`acl_devices`]
+/// with `acl` on, else [`sim_devices`] of a fresh [`sim_node`].
+pub fn open_node(role: Role, n: u32) -> Result<Vec<Device<Backend>>> {
+    #[cfg(feature = "acl")]
+    return acl_devices(role, n);
+    #[cfg(not(feature = "acl"))]
+    return sim_devices(&sim_node(role, n));
 }
 
 /// The backend of [`open`]: [`crate::DefaultBackend`].
