@@ -12,21 +12,17 @@
 //! (the slowest device's step time in each mode).
 //!
 //! `cargo run --release -p braid --example tensor_parallel` (add `--features acl` to run
-//! through ACL: on `braid-acl-sim` this sets `BRAID_ACL_SIM_DEVICES=16` and
-//! `BRAID_ACL_SIM_TIMING_ONLY=8,…,15` when they are unset, so devices 0–7 compute and 8–15
-//! time; see `braid::scenarios::devices::ACL_SIM_NODE_SETTINGS`).
+//! through ACL: on `braid-acl-sim` this sets `BRAID_ACL_SIM_DEVICES=24` and
+//! `BRAID_ACL_SIM_TIMING_ONLY=1,16,…,23` when they are unset, so devices 8–15 compute and
+//! 16–23 time; see `braid::scenarios::devices::ACL_SIM_NODE_SETTINGS`).
 
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::tensor_parallel::{self, Mode, Shape};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     if cfg!(feature = "acl") {
-        for (variable, value) in devices::ACL_SIM_NODE_SETTINGS {
-            if std::env::var_os(variable).is_none() {
-                // Before any ACL call, while this is the only thread.
-                std::env::set_var(variable, value);
-            }
-        }
+        // Before anything loads ACL, while this is the only thread.
+        devices::set_acl_sim_node_settings();
     }
     let shape = Shape::llama2_7b();
     println!(

@@ -3,8 +3,8 @@
 //! hold on 2, 4 and 8 devices (the check passes, the overlap beats the compute stream), and
 //! the figures are the simulator's. (Runs with `cargo test -p braid --features acl`.)
 //!
-//! The library runs under `devices::ACL_SIM_NODE_SETTINGS` (16 devices: 0–7 compute, 8–15
-//! timing-only), set before its first call; this file is a process of its own, so the other
+//! The library runs under `devices::ACL_SIM_NODE_SETTINGS` (24 devices: the data node 8–15,
+//! the timing node 16–23), set before its first call; this file is a process of its own, so the other
 //! ACL tests keep the library's defaults.
 #![cfg(all(feature = "acl", feature = "sim"))]
 
@@ -19,11 +19,7 @@ static DEVICES: Mutex<()> = Mutex::new(());
 /// `braid-acl-sim` under the node settings, built as a dev-dependency next to this test.
 fn acl_sim() -> &'static AclApi {
     static SETTINGS: Once = Once::new();
-    SETTINGS.call_once(|| {
-        for (variable, value) in devices::ACL_SIM_NODE_SETTINGS {
-            std::env::set_var(variable, value);
-        }
-    });
+    SETTINGS.call_once(devices::set_acl_sim_node_settings);
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe.parent().expect("in a directory");
     let path = sim_library_candidates(dir)
@@ -40,7 +36,8 @@ fn the_result_facts_hold_through_hccl_on_2_4_and_8_devices() {
     for n in [2, 4, 8] {
         let data = devices::acl_devices_with(api, Role::Data, n).unwrap();
         let ordinals: Vec<u32> = data.iter().map(|d| d.ordinal()).collect();
-        assert_eq!(ordinals, (0..n).collect::<Vec<_>>());
+        let base = devices::DATA_NODE_BASE;
+        assert_eq!(ordinals, (base..base + n).collect::<Vec<_>>());
         let check = tensor_parallel::check(&data, &Shape::small()).unwrap();
         assert!(check.correct(), "{n} devices: {check:?}");
 
@@ -50,7 +47,7 @@ fn the_result_facts_hold_through_hccl_on_2_4_and_8_devices() {
         assert_eq!(ordinals, (base..base + n).collect::<Vec<_>>());
         let acl = tensor_parallel::time(&timing, &Shape::llama2_7b()).unwrap();
         assert!(acl.overlap_us < acl.serial_us, "{acl:?}");
-        // The same figures as on a fresh simulated node: the devices used before (8 and 9
+        // The same figures as on a fresh simulated node: the devices used before (16 and 17
         // for 4 devices, …) are lined up by the barrier before each timed step.
         let sim = tensor_parallel::time(
             &devices::sim_devices(&devices::sim_node(Role::Timing, n)).unwrap(),

@@ -6,8 +6,8 @@
 //! results are checked at small shapes, and one where model-sized shapes are timed.
 //! Multi-device scenarios open `n` devices of one node for a role ([`open_node`],
 //! [`sim_node`], `acl_devices`): on the simulator a fresh node of `n` devices of the role's
-//! configuration; through ACL devices `0..n` for data and `TIMING_NODE_BASE..` for timing
-//! where the library has them (see [`ACL_SIM_NODE_SETTINGS`] for `braid-acl-sim`).
+//! configuration; through ACL devices from [`DATA_NODE_BASE`] or [`TIMING_NODE_BASE`] where
+//! the library has them, else `0..n` (see [`ACL_SIM_NODE_SETTINGS`] for `braid-acl-sim`).
 //!
 //! | role | simulator (`sim`) | ACL (`acl`) |
 //! |---|---|---|
@@ -129,18 +129,35 @@ pub fn sim_devices(
     node.devices().into_iter().map(Device::new).collect()
 }
 
-/// The first ACL device of [`Role::Timing`] in [`acl_devices`], where the library has
-/// `TIMING_NODE_BASE + n` devices or more (else timing uses devices `0..n` too).
-pub const TIMING_NODE_BASE: u32 = 8;
+/// The first ACL device of a [`Role::Data`] node in [`acl_devices`], where the library has
+/// `DATA_NODE_BASE + n` devices or more (else the node is devices `0..n`).
+pub const DATA_NODE_BASE: u32 = 8;
+
+/// The first ACL device of a [`Role::Timing`] node in [`acl_devices`], where the library has
+/// `TIMING_NODE_BASE + n` devices or more (else the node is devices `0..n`).
+pub const TIMING_NODE_BASE: u32 = 16;
 
 /// The `braid-acl-sim` settings under which [`acl_devices`] finds a data node and a timing
-/// node: 16 devices, 0–7 computing and 8–15 timing-only (each mode is a simulated node of
-/// its own, and a communicator's devices must be of one node). Set them in the environment
-/// before the library's first call; the `tensor_parallel` example does when they are unset.
+/// node beside the single devices of [`acl`]: 24 devices, of which 1 and 16–23 are
+/// timing-only. Device 0 computes and device 1 times, as by default; devices 8–15 are the
+/// data node and 16–23 the timing node (each mode is a simulated node of its own, and a
+/// communicator's devices must all be of one). Set them in the environment before the
+/// library's first call: the `tensor_parallel` example and `braid demo --backend acl` do
+/// when they are unset.
 pub const ACL_SIM_NODE_SETTINGS: [(&str, &str); 2] = [
-    ("BRAID_ACL_SIM_DEVICES", "16"),
-    ("BRAID_ACL_SIM_TIMING_ONLY", "8,9,10,11,12,13,14,15"),
+    ("BRAID_ACL_SIM_DEVICES", "24"),
+    ("BRAID_ACL_SIM_TIMING_ONLY", "1,16,17,18,19,20,21,22,23"),
 ];
+
+/// Sets [`ACL_SIM_NODE_SETTINGS`] in this process's environment where they are unset. Call
+/// it before anything loads ACL, while no other thread reads the environment.
+pub fn set_acl_sim_node_settings() {
+    for (variable, value) in ACL_SIM_NODE_SETTINGS {
+        if std::env::var_os(variable).is_none() {
+            std::env::set_var(variable, value);
+        }
+    }
+}
 
 /// `n` ACL devices of one node for `role` of the library
 /// [`AclApi::load_or_sim`](braid_backend_acl::AclApi::load_or_sim) finds.
@@ -151,11 +168,11 @@ pub fn acl_devices(role: Role, n: u32) -> Result<Vec<Device<braid_backend_acl::A
     acl_devices_with(api, role, n)
 }
 
-/// [`acl_devices`] on the library `api`: [`Role::Data`] gets devices `0..n`;
-/// [`Role::Timing`] devices `TIMING_NODE_BASE..TIMING_NODE_BASE + n` where the library has
-/// them (on `braid-acl-sim` under [`ACL_SIM_NODE_SETTINGS`], the timing-only node), else
-/// `0..n` (on an 8-NPU server, the same devices time and compute). Each device's sanitizer
-/// reports are cleared, as [`acl_with`] does.
+/// [`acl_devices`] on the library `api`: devices `base..base + n`, where `base` is
+/// [`DATA_NODE_BASE`] or [`TIMING_NODE_BASE`] for the role when the library has that many
+/// devices (on `braid-acl-sim` under [`ACL_SIM_NODE_SETTINGS`]), else 0 (on an 8-NPU server
+/// the same devices compute and time). Each device's sanitizer reports are cleared, as
+/// [`acl_with`] does.
 #[cfg(feature = "acl")]
 pub fn acl_devices_with(
     api: &'static braid_backend_acl::AclApi,
@@ -165,13 +182,14 @@ pub fn acl_devices_with(
     use crate::hal::HalError;
     use braid_backend_acl::{AclConfig, AclDevice, OpenError};
     let open = |ordinal| AclDevice::open_with(api, ordinal, AclConfig::default());
-    let base = match role {
-        Role::Data => 0,
-        Role::Timing => match open(TIMING_NODE_BASE + n.max(1) - 1) {
-            Err(OpenError::NoSuchDevice { .. }) => 0,
-            Err(other) => return Err(HalError::from(other).into()),
-            Ok(_) => TIMING_NODE_BASE,
-        },
+    let preferred = match role {
+        Role::Data => DATA_NODE_BASE,
+        Role::Timing => TIMING_NODE_BASE,
+    };
+    let base = match open(preferred + n.max(1) - 1) {
+        Err(OpenError::NoSuchDevice { .. }) => 0,
+        Err(other) => return Err(HalError::from(other).into()),
+        Ok(_) => preferred,
     };
     (base..base + n)
         .map(|ordinal| {
