@@ -44,9 +44,9 @@
 //! step slower (on the simulator 5.8 ms serial against 10.9 ms overlapped on 4 devices).
 //! There the graph is what helps: it removes the per-call host cost.
 //!
-//! [`check`] runs the overlapped step and its graph replay at a small size on devices that
+//! [`check()`] runs the overlapped step and its graph replay at a small size on devices that
 //! compute, and compares every rank's activations with the same layers computed unsharded on
-//! the first device ([`reference`]). [`time`] runs the three ways at model size and reports
+//! the first device ([`reference()`]). [`time()`] runs the three ways at model size and reports
 //! the slowest device's time for each.
 
 use super::Timer;
@@ -187,7 +187,7 @@ impl Mode {
     }
 }
 
-/// The figures of [`time`].
+/// The figures of [`time()`].
 #[derive(Clone, PartialEq, Debug)]
 pub struct Timing {
     /// Devices.
@@ -353,7 +353,7 @@ struct Rank<B: CollectiveBackend> {
     comm: Communicator<B>,
     blocks: Vec<ShardedBlock<B>>,
     micro: Vec<MicroBatch<B>>,
-    /// One element all-reduced to line the ranks up before a timed step ([`time`]).
+    /// One element all-reduced to line the ranks up before a timed step ([`time()`]).
     barrier: DeviceMemory<B>,
 }
 
@@ -555,7 +555,7 @@ fn open_ranks<B: CollectiveBackend>(
         .collect()
 }
 
-/// The layers computed unsharded on one device: what [`check`] compares with. Returns the
+/// The layers computed unsharded on one device: what [`check()`] compares with. Returns the
 /// final activations (`batch × hidden`).
 pub fn reference<B: CollectiveBackend>(device: &Device<B>, shape: &Shape) -> Result<Vec<f32>> {
     shape.check(1)?;
@@ -647,12 +647,12 @@ fn relative_error<B: CollectiveBackend>(
     Ok(worst)
 }
 
-/// Largest relative error [`check`] accepts: the sharded sums round in another order than
+/// Largest relative error [`check()`] accepts: the sharded sums round in another order than
 /// the single device's (each rank's partial is rounded to `float16` before the all-reduce
 /// adds them).
 pub const TOLERANCE: f32 = 1.0 / 128.0;
 
-/// What [`check`] found.
+/// What [`check()`] found.
 #[derive(Clone, PartialEq, Debug)]
 pub struct Check {
     /// Devices.
@@ -676,7 +676,7 @@ impl Check {
 }
 
 /// Runs the overlapped step, and its graph replay, on `devices` (which compute, one node's)
-/// at `shape`, and compares every rank's activations with [`reference`] computed on the
+/// at `shape`, and compares every rank's activations with [`reference()`] computed on the
 /// first device.
 pub fn check<B: CollectiveBackend>(devices: &[Device<B>], shape: &Shape) -> Result<Check> {
     shape.check(devices.len())?;
