@@ -33,6 +33,16 @@
 //!   stream wait on its uses instead of growing. [`CachingAllocator::erase_stream`]
 //!   (torch_npu's `erase_stream`) cancels a stream's recorded or noted uses of a live buffer,
 //!   on the caller's promise that the stream no longer uses it.
+//! - **Other devices' streams.** A buffer used by a stream of another device (a peer copy,
+//!   a collective) is a cross-stream use like any other: `record_stream` and `erase_stream`
+//!   accept a stream of a device that has peer access to this allocator's device
+//!   (`Device::enable_peer_access`; without it [`AllocError::WrongDevice`] names both
+//!   devices), automatic mode sees the uses other devices' streams make of this device's
+//!   buffers (the front layer tells the owning device's observers), events for them are
+//!   recorded on the peer's stream, and the block is reused once the cross-device
+//!   happens-before model orders those uses before the owner stream's next work (the owner
+//!   waited on an event of the peer, or the peer's host observed the work complete).
+//!   Allocation itself needs a stream of the allocator's device.
 //! - **Private pools** ([`MemPool`], PyTorch's `MemPool` / `graph_pool_handle`):
 //!   [`CachingAllocator::create_pool`] makes one (optionally `PoolOptions::no_split`);
 //!   [`CachingAllocator::begin_allocate_to_pool`] diverts the allocations a [`PoolFilter`]
@@ -256,6 +266,7 @@ impl<B: Backend> CachingAllocator<B> {
                     total,
                     braid_stream_core::hal::Device::wants_sub_allocation_notes(device.hal()),
                     granularity,
+                    device.id().uid,
                 )),
                 handles: AtomicUsize::new(1),
                 oom_observers: Mutex::new(Vec::new()),
@@ -376,7 +387,7 @@ impl<B: Backend> CachingAllocator<B> {
         stream: &Stream<B>,
     ) -> Result<(), AllocError> {
         self.check_owner(buffer)?;
-        self.check_device("record_stream", stream)?;
+        self.check_peer("record_stream", stream)?;
         if let Some(block) = buffer.block() {
             self.inner.lock().record_stream(block, stream);
         }
@@ -399,9 +410,10 @@ impl<B: Backend> CachingAllocator<B> {
         stream: &Stream<B>,
     ) -> Result<(), AllocError> {
         self.check_owner(buffer)?;
-        self.check_device("erase_stream", stream)?;
+        self.check_peer("erase_stream", stream)?;
         if let Some(block) = buffer.block() {
-            self.inner.lock().erase_stream(block, stream.id());
+            let device = stream.device().id().uid;
+            self.inner.lock().erase_stream(block, device, stream.id());
         }
         Ok(())
     }
@@ -642,7 +654,17 @@ impl<B: Backend> CachingAllocator<B> {
         self.inner.lock().check_invariants()
     }
 
-    /// Refuses a stream of another device (no peer relation is modelled).
+    /// Refuses a stream of another device whose streams have no peer access to this
+    /// allocator's device ([`Device::enable_peer_access`]).
+    fn check_peer(&self, call: &'static str, stream: &Stream<B>) -> Result<(), AllocError> {
+        if stream.device().has_peer_access(&self.inner.device) {
+            Ok(())
+        } else {
+            self.check_device(call, stream)
+        }
+    }
+
+    /// Refuses a stream of another device.
     fn check_device(&self, call: &'static str, stream: &Stream<B>) -> Result<(), AllocError> {
         if stream.device().same_as(&self.inner.device) {
             Ok(())

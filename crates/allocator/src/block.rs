@@ -28,6 +28,8 @@ pub(crate) enum Status {
 /// A use of a block by a stream other than its allocation stream.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(crate) struct UseRec {
+    /// Uid of the using stream's device (the allocator's own, or a peer's).
+    pub device: u64,
     /// The using stream.
     pub stream: StreamId,
     /// Position of the last known use; `None` = "everything submitted to the stream up to the

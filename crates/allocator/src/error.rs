@@ -48,9 +48,9 @@ pub enum AllocError {
     #[error("{0}")]
     InvalidArgument(String),
     /// A stream of another device was given to this allocator's device: to allocate on, or
-    /// to record a use of a buffer on. Using one device's memory on another device's stream
-    /// needs a peer relation braid does not model yet.
-    #[error("{call}: stream {stream} belongs to {stream_device}, the allocator's memory to {allocator_device}")]
+    /// to record (or erase) a use of a buffer by a device without peer access to this one
+    /// (`Device::enable_peer_access` from the stream's device to the allocator's).
+    #[error("{call}: {stream} belongs to {stream_device}, the allocator's memory to {allocator_device} (allocations need a stream of the allocator's device; uses on another device's stream need peer access from it)")]
     WrongDevice {
         /// The call refused (`alloc`, `record_stream`, `erase_stream`).
         call: &'static str,

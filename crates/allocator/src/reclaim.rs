@@ -16,6 +16,10 @@
 //! the state decides what a settled block becomes (coalesced and cached). The pinned host
 //! allocator ([`crate::PinnedHostAllocator`]) records its events through an [`EventPool`]
 //! too.
+//!
+//! A using stream may belong to another device (a peer copy or a collective on that device's
+//! stream reading or writing this device's buffer): its events are that device's, recorded
+//! on its stream, and the cross-device happens-before model settles its uses like any other.
 
 use crate::block::{BlockId, Blocks, Status, UseRec};
 use crate::stats::MemoryStats;
@@ -45,14 +49,19 @@ pub(crate) struct Recorded<B: Backend> {
 }
 
 impl<B: Backend> EventPool<B> {
-    /// Records an event on `stream`: a recycled one, else a new one. On failure nothing is
-    /// lost (an event that could not be recorded is recycled).
+    /// Records an event on `stream`: a recycled one of the stream's device, else a new one.
+    /// On failure nothing is lost (an event that could not be recorded is recycled).
     pub(crate) fn record(
         &mut self,
-        device: &Device<B>,
         stream: &Stream<B>,
     ) -> Result<Recorded<B>, braid_stream_core::Error> {
-        let (event, created) = match self.recycled.pop() {
+        let device = stream.device();
+        let recycled = self
+            .recycled
+            .iter()
+            .rposition(|e| e.device().same_as(device))
+            .map(|i| self.recycled.swap_remove(i));
+        let (event, created) = match recycled {
             Some(e) => (e, false),
             None => (device.create_event(EventFlags::ORDERING)?, true),
         };
@@ -76,12 +85,22 @@ struct EventEntry<B: Backend> {
     generation: u32,
 }
 
+/// A stream of another device, with its events.
+struct ForeignStream<B: Backend> {
+    stream: Stream<B>,
+    fifo: VecDeque<EventEntry<B>>,
+}
+
 /// Pending frees, their events, and the stream handles they need.
 pub(crate) struct Reclaimer<B: Backend> {
+    /// Uid of the allocator's device: uses by streams of other devices are foreign.
+    device: u64,
     /// Blocks in `Status::Pending`.
     pub blocks: Vec<BlockId>,
-    /// Events per using stream (by stream index), oldest first.
+    /// Events per using stream of this device (by stream index), oldest first.
     fifos: Vec<VecDeque<EventEntry<B>>>,
+    /// Streams of other devices that used this device's blocks, with their events.
+    foreign: Vec<ForeignStream<B>>,
     events: EventPool<B>,
     /// Events in FIFOs.
     outstanding: usize,
@@ -90,19 +109,25 @@ pub(crate) struct Reclaimer<B: Backend> {
     streams: Vec<Option<Stream<B>>>,
 }
 
-impl<B: Backend> Default for Reclaimer<B> {
-    fn default() -> Self {
+impl<B: Backend> Reclaimer<B> {
+    /// A reclaimer for the device with uid `device`.
+    pub(crate) fn new(device: u64) -> Self {
         Reclaimer {
+            device,
             blocks: Vec::new(),
             fifos: Vec::new(),
+            foreign: Vec::new(),
             events: EventPool::default(),
             outstanding: 0,
             streams: Vec::new(),
         }
     }
-}
 
-impl<B: Backend> Reclaimer<B> {
+    /// Uid of the allocator's device.
+    pub(crate) fn device(&self) -> u64 {
+        self.device
+    }
+
     /// Events queued and not yet known complete.
     pub(crate) fn outstanding(&self) -> usize {
         self.outstanding
@@ -145,6 +170,69 @@ impl<B: Backend> Reclaimer<B> {
         Some(s)
     }
 
+    /// A handle to stream `id` of the device with uid `device` (this one or another).
+    pub(crate) fn stream_of(
+        &mut self,
+        dev: &Device<B>,
+        device: u64,
+        id: StreamId,
+    ) -> Option<Stream<B>> {
+        if device == self.device {
+            return self.stream(dev, id);
+        }
+        self.foreign_slot(device, id)
+            .map(|i| self.foreign[i].stream.clone())
+    }
+
+    /// The slot of stream `id` of another device, found (and kept) on first use.
+    fn foreign_slot(&mut self, device: u64, id: StreamId) -> Option<usize> {
+        let known = self
+            .foreign
+            .iter()
+            .position(|f| f.stream.id() == id && f.stream.device().id().uid == device);
+        if known.is_some() {
+            return known;
+        }
+        let stream = Device::<B>::by_uid(device)?.stream(id)?;
+        self.foreign.push(ForeignStream {
+            stream,
+            fifo: VecDeque::new(),
+        });
+        Some(self.foreign.len() - 1)
+    }
+
+    /// Keeps a handle to `stream`, of this device or another.
+    pub(crate) fn remember_any(&mut self, stream: &Stream<B>) {
+        if stream.device().id().uid == self.device {
+            self.remember(stream);
+        } else if !self.foreign.iter().any(|f| f.stream == *stream) {
+            self.foreign.push(ForeignStream {
+                stream: stream.clone(),
+                fifo: VecDeque::new(),
+            });
+        }
+    }
+
+    /// The event FIFO of stream `id` of device `device`.
+    fn fifo_mut(&mut self, device: u64, id: StreamId) -> Option<&mut VecDeque<EventEntry<B>>> {
+        if device == self.device {
+            let i = id.index();
+            if self.fifos.len() <= i {
+                self.fifos.resize_with(i + 1, VecDeque::new);
+            }
+            return Some(&mut self.fifos[i]);
+        }
+        let slot = self.foreign_slot(device, id)?;
+        Some(&mut self.foreign[slot].fifo)
+    }
+
+    /// Every event FIFO, this device's streams' and other devices'.
+    fn all_fifos(&mut self) -> impl Iterator<Item = &mut VecDeque<EventEntry<B>>> {
+        self.fifos
+            .iter_mut()
+            .chain(self.foreign.iter_mut().map(|f| &mut f.fifo))
+    }
+
     // ----- uses -----
 
     /// Fills `None` positions (record_stream) of block `b`'s uses with the using stream's
@@ -158,13 +246,14 @@ impl<B: Backend> Reclaimer<B> {
             if u.pos.is_some() {
                 continue;
             }
-            let Some(s) = self.stream(dev, u.stream) else {
+            let Some(s) = self.stream_of(dev, u.device, u.stream) else {
                 continue;
             };
             let pos = s.position();
+            // Captures belong to one device: another device's capture is never the block's.
             let fill = match pos.domain {
                 Domain::Eager => true,
-                Domain::Capture(c) => capture == Some(c),
+                Domain::Capture(c) => u.device == self.device && capture == Some(c),
             };
             if fill {
                 blocks.get_mut(b).uses[i].pos = Some(pos);
@@ -197,22 +286,25 @@ impl<B: Backend> Reclaimer<B> {
             if u.event || !u.pos.is_some_and(|p| p.domain == Domain::Eager) {
                 continue;
             }
-            let Some(s) = self.stream(dev, u.stream) else {
+            let Some(s) = self.stream_of(dev, u.device, u.stream) else {
                 continue;
             };
-            match self.events.record(dev, &s) {
+            match self.events.record(&s) {
                 Ok(recorded) => {
                     stats.num_events_created += u64::from(recorded.created);
                     stats.num_events_recorded += 1;
-                    let i_stream = s.id().index();
-                    if self.fifos.len() <= i_stream {
-                        self.fifos.resize_with(i_stream + 1, VecDeque::new);
-                    }
-                    self.fifos[i_stream].push_back(EventEntry {
+                    let entry = EventEntry {
                         event: recorded.event,
                         block: b,
                         generation,
-                    });
+                    };
+                    match self.fifo_mut(u.device, u.stream) {
+                        Some(fifo) => fifo.push_back(entry),
+                        None => {
+                            self.events.recycle(entry.event);
+                            continue;
+                        }
+                    }
                     self.outstanding += 1;
                     blocks.get_mut(b).uses[i].event = true;
                 }
@@ -229,7 +321,8 @@ impl<B: Backend> Reclaimer<B> {
     /// blocks no longer pending (released, or pending again under a new generation) are
     /// recycled without a query.
     pub(crate) fn poll(&mut self, blocks: &Blocks, stats: &mut MemoryStats) {
-        for fifo in &mut self.fifos {
+        let mut done = Vec::new();
+        for fifo in self.all_fifos() {
             while let Some(front) = fifo.front() {
                 if still_pending(blocks, front) {
                     stats.num_event_queries += 1;
@@ -243,38 +336,53 @@ impl<B: Backend> Reclaimer<B> {
                     }
                 }
                 if let Some(entry) = fifo.pop_front() {
-                    self.events.recycle(entry.event);
-                    self.outstanding -= 1;
+                    done.push(entry.event);
                 }
             }
+        }
+        self.outstanding -= done.len();
+        for event in done {
+            self.events.recycle(event);
         }
     }
 
     /// Synchronizes every outstanding event of pending blocks and recycles all entries.
     pub(crate) fn synchronize_all(&mut self, blocks: &Blocks) {
-        for fifo in &mut self.fifos {
+        let mut done = Vec::new();
+        for fifo in self.all_fifos() {
             while let Some(entry) = fifo.pop_front() {
                 if still_pending(blocks, &entry) {
                     if let Err(err) = entry.event.synchronize() {
                         tracing::warn!(%err, "event synchronize failed while freeing pending blocks");
                     }
                 }
-                self.events.recycle(entry.event);
-                self.outstanding -= 1;
+                done.push(entry.event);
             }
+        }
+        self.outstanding -= done.len();
+        for event in done {
+            self.events.recycle(event);
         }
     }
 
-    /// The live event queued on `stream` for `block`, if any.
+    /// The live event queued on stream `stream` of device `device` for `block`, if any.
     pub(crate) fn event_for(
         &self,
+        device: u64,
         stream: StreamId,
         block: BlockId,
         generation: u32,
     ) -> Option<&Event<B>> {
-        self.fifos
-            .get(stream.index())?
-            .iter()
+        let fifo = if device == self.device {
+            self.fifos.get(stream.index())?
+        } else {
+            &self
+                .foreign
+                .iter()
+                .find(|f| f.stream.id() == stream && f.stream.device().id().uid == device)?
+                .fifo
+        };
+        fifo.iter()
             .find(|e| e.block == block && e.generation == generation)
             .map(|e| &e.event)
     }
@@ -327,10 +435,18 @@ pub(crate) fn use_done<B: Backend>(dev: &Device<B>, u: &UseRec, owner: &Stream<B
         .is_some_and(|p| released_for(dev, p, Reuser::Stream(owner)))
 }
 
-/// Adds a use, keeping one entry per stream: `None` (everything up to the free) dominates,
-/// otherwise the latest position wins.
-pub(crate) fn add_use(uses: &mut Vec<UseRec>, stream: StreamId, pos: Option<StreamPosition>) {
-    if let Some(u) = uses.iter_mut().find(|u| u.stream == stream) {
+/// Adds a use by stream `stream` of device `device`, keeping one entry per stream: `None`
+/// (everything up to the free) dominates, otherwise the latest position wins.
+pub(crate) fn add_use(
+    uses: &mut Vec<UseRec>,
+    device: u64,
+    stream: StreamId,
+    pos: Option<StreamPosition>,
+) {
+    if let Some(u) = uses
+        .iter_mut()
+        .find(|u| u.stream == stream && u.device == device)
+    {
         match (u.pos, pos) {
             (None, _) => {}
             (Some(_), None) => {
@@ -347,6 +463,7 @@ pub(crate) fn add_use(uses: &mut Vec<UseRec>, stream: StreamId, pos: Option<Stre
         return;
     }
     uses.push(UseRec {
+        device,
         stream,
         pos,
         event: false,

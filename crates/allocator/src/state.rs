@@ -86,6 +86,7 @@ impl<B: Backend> State<B> {
         device_total: u64,
         note_lifetimes: bool,
         vmm_granularity: Option<u64>,
+        device_uid: u64,
     ) -> Self {
         let history = History::new(config.record_history, config.history_size);
         let mut state = State {
@@ -96,7 +97,7 @@ impl<B: Backend> State<B> {
             config,
             arena: Arena::new(),
             pending_by_class: PendingByClass::default(),
-            pending: Reclaimer::default(),
+            pending: Reclaimer::new(device_uid),
             pools: PrivatePools::default(),
             history,
             device_total,

@@ -1,4 +1,6 @@
-//! Vector clocks over a device's streams.
+//! Vector clocks over a device's streams, and what a device knows of other devices' streams.
+
+use std::collections::BTreeMap;
 
 /// For each stream (by index), the last position of that stream something is known to be
 /// ordered after. Missing entries are zero ("nothing known").
@@ -49,6 +51,53 @@ impl VectorClock {
     }
 }
 
+/// What is known of the streams of *other* devices: for each device (by its process-unique
+/// uid, [`crate::DeviceId::uid`]) a vector clock over that device's streams. Empty (and free to
+/// clone or join) while nothing crossed devices, so single-device work pays nothing for it.
+#[derive(Clone, PartialEq, Eq, Debug, Default)]
+pub struct RemoteClocks(BTreeMap<u64, VectorClock>);
+
+impl RemoteClocks {
+    /// Knows nothing of any other device.
+    pub fn new() -> Self {
+        RemoteClocks(BTreeMap::new())
+    }
+
+    /// Whether nothing is known of any other device.
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The entry for stream `index` of device `device`.
+    pub fn get(&self, device: u64, index: usize) -> u64 {
+        self.0.get(&device).map_or(0, |c| c.get(index))
+    }
+
+    /// The clock known of device `device`, if any.
+    pub fn of(&self, device: u64) -> Option<&VectorClock> {
+        self.0.get(&device)
+    }
+
+    /// Joins `clock`, a clock over the streams of `device`, into what is known of it.
+    pub fn join_device(&mut self, device: u64, clock: &VectorClock) {
+        if clock.entries().next().is_some() {
+            self.0.entry(device).or_default().join(clock);
+        }
+    }
+
+    /// Pointwise maximum with `other`, device by device.
+    pub fn join(&mut self, other: &RemoteClocks) {
+        for (device, clock) in &other.0 {
+            self.join_device(*device, clock);
+        }
+    }
+
+    /// Each device and the clock known of it.
+    pub fn devices(&self) -> impl Iterator<Item = (u64, &VectorClock)> + '_ {
+        self.0.iter().map(|(d, c)| (*d, c))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -69,6 +118,22 @@ mod tests {
         assert_eq!(a, clock(&[3, 5, 7]));
         assert!(a.dominates(&clock(&[3, 5])));
         assert!(!clock(&[3, 5]).dominates(&a));
+    }
+
+    #[test]
+    fn remote_clocks_join_device_by_device() {
+        let mut r = RemoteClocks::new();
+        assert!(r.is_empty());
+        r.join_device(7, &clock(&[0, 3]));
+        r.join_device(9, &clock(&[]));
+        assert_eq!(r.devices().count(), 1, "an empty clock adds no device");
+        let mut other = RemoteClocks::new();
+        other.join_device(7, &clock(&[2, 1]));
+        other.join_device(9, &clock(&[4]));
+        r.join(&other);
+        assert_eq!((r.get(7, 0), r.get(7, 1), r.get(9, 0)), (2, 3, 4));
+        assert_eq!(r.get(8, 0), 0);
+        assert_eq!(r.of(9), Some(&clock(&[4])));
     }
 
     proptest! {

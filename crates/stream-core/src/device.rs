@@ -68,14 +68,17 @@ impl<B: Backend> Drop for DeviceInner<B> {
             tracing::warn!(%err, "device synchronize failed while dropping the device");
         }
         self.workspaces.free_all(&self.hal);
+        // All its work is done: positions on it now read as complete on other devices.
+        crate::registry::gone(self.uid);
     }
 }
 
 /// One accelerator as the front layer sees it. Cheap to clone (a shared handle).
 ///
-/// All streams, events, graphs and memory of a device share one happens-before model; the
-/// device answers the question the allocator and graph capture ask:
-/// [`Device::is_ordered_before`].
+/// All streams, events, graphs and memory of all devices of the process share one
+/// happens-before model; the device answers the question the allocator and graph capture ask:
+/// [`Device::is_ordered_before`], also for work and streams of different devices. Devices
+/// are `Send + Sync`; each has a process-unique identity ([`Device::id`]).
 pub struct Device<B: Backend> {
     pub(crate) inner: Arc<DeviceInner<B>>,
 }
@@ -98,20 +101,27 @@ impl<B: Backend> Device<B> {
     /// Wraps a backend device.
     pub fn new(hal: B::Device) -> Result<Self> {
         let default = hal.default_stream()?;
+        let uid = NEXT_DEVICE_UID.fetch_add(1, AtomicOrdering::Relaxed);
         let inner = DeviceInner {
-            uid: NEXT_DEVICE_UID.fetch_add(1, AtomicOrdering::Relaxed),
+            uid,
             ordinal: hal.ordinal(),
             default_stream: Arc::new(StreamInner::new(StreamId::DEFAULT, 0, None, default)),
             hal,
             capture_gate: RwLock::new(()),
-            state: Mutex::new(DeviceState::new()),
+            state: Mutex::new(DeviceState::new(uid)),
             observers: RwLock::new(Vec::new()),
             workspaces: crate::workspace::Workspaces::new(),
         };
-        tracing::debug!(backend = B::NAME, ordinal = inner.ordinal, "device opened");
-        Ok(Device {
-            inner: Arc::new(inner),
-        })
+        tracing::debug!(
+            backend = B::NAME,
+            ordinal = inner.ordinal,
+            uid,
+            "device opened"
+        );
+        let inner = Arc::new(inner);
+        let weak: Weak<DeviceInner<B>> = Arc::downgrade(&inner);
+        crate::registry::register(uid, weak);
+        Ok(Device { inner })
     }
 
     /// The device's ordinal.
@@ -215,15 +225,13 @@ impl<B: Backend> Device<B> {
         // What the model knows was submitted before the backend call: all of it reached the
         // backend before the synchronize began (positions are given after the backend call),
         // so all of it is done when it returns. Work other threads submit meanwhile is not.
-        let submitted = {
+        let (submitted, learnt) = {
             let st = self.inner.lock();
             st.check_blocking("Device::synchronize", BlockingTarget::Device)?;
-            st.ordering.eager_clock()
+            (st.ordering.eager_clock(), st.ordering.eager_remote())
         };
         hal::Device::synchronize(&self.inner.hal)?;
-        let mut st = self.inner.lock();
-        st.ordering.observe_clock(&submitted);
-        st.release_completed();
+        self.observe_host(&submitted, &learnt);
         Ok(())
     }
 
@@ -321,11 +329,19 @@ impl<B: Backend> Device<B> {
 
     /// Is the work at `u` ordered before the next work submitted to `next_on`?
     ///
-    /// True when `u` is on `next_on` itself, when `next_on` waited (directly or transitively)
-    /// on an event recorded after `u`, or when the host observed `u` complete. Work inside a
-    /// capture is only ordered with work of the same capture.
+    /// True when `u` is on `next_on` itself, when `next_on` waited (directly or transitively,
+    /// through streams of any device) on an event recorded after `u`, or when the host
+    /// observed `u` complete. `u` and `next_on` may belong to different devices (the answer
+    /// does not depend on which device is asked). Work inside a capture is only ordered with
+    /// work of the same capture.
     pub fn is_ordered_before(&self, u: StreamPosition, next_on: &Stream<B>) -> bool {
-        self.inner.lock().ordering.ordered_before(u, next_on.id())
+        let on = &next_on.device().inner;
+        if u.device == on.uid {
+            return on.lock().ordering.ordered_before(u, next_on.id());
+        }
+        // Across devices: what `next_on` knows, else what `u`'s device's host knows (one
+        // device's state at a time; knowledge only grows, so a `true` stays true).
+        on.lock().ordering.ordered_before(u, next_on.id()) || self.is_complete(u)
     }
 
     /// Whether any capture is active on the device (host-blocking calls may then be refused,
@@ -334,9 +350,19 @@ impl<B: Backend> Device<B> {
         self.inner.lock().ordering.captures().next().is_some()
     }
 
-    /// Has the host observed the work at `u` complete (by a synchronize or a query)?
+    /// Has the host observed the work at `u` complete (by a synchronize or a query)? `u` may
+    /// be on another device: its device answers (a host observation on a third device counts
+    /// when the observed work was ordered after `u`). Work of a device that has been dropped
+    /// is complete (dropping synchronized it).
     pub fn is_complete(&self, u: StreamPosition) -> bool {
-        self.inner.lock().ordering.ordered_before_host(u)
+        if u.device == self.inner.uid {
+            return self.inner.lock().ordering.ordered_before_host(u);
+        }
+        match crate::registry::find::<DeviceInner<B>>(u.device) {
+            crate::registry::Lookup::Live(owner) => owner.lock().ordering.ordered_before_host(u),
+            crate::registry::Lookup::Gone => true,
+            crate::registry::Lookup::Unknown => u.seq == 0,
+        }
     }
 
     /// Registers `observer` to receive every range used by work submitted from now on (see

@@ -19,15 +19,31 @@ pub enum Error {
     /// A user-defined operator's declaration is invalid.
     #[error(transparent)]
     Op(#[from] OpError),
-    /// Work declared a range that is not live memory of the stream's device.
-    #[error("{work} uses {range}, which is not live memory of device {device} (freed, never allocated, or another device's)")]
+    /// Work declared a range that is not live memory of the stream's device, nor of any
+    /// device it can reach as a peer.
+    #[error("{work} uses {range}, which is not live memory of {device} nor of any device it can reach (freed, never allocated, or memory of an unrelated device)")]
     RangeNotLive {
-        /// The kernel or operator.
+        /// The kernel, operator, copy or memset.
         work: String,
         /// The range.
         range: DeviceSlice,
-        /// Ordinal of the stream's device.
-        device: u32,
+        /// The stream's device.
+        device: DeviceId,
+    },
+    /// Work on one device's stream used memory of another device without a peer relation
+    /// (boxed: it names two devices, and `Error` stays small for every other result).
+    #[error(transparent)]
+    ForeignMemory(Box<ForeignMemory>),
+    /// Peer access from one device to another is not possible (or was not enabled for a peer
+    /// copy).
+    #[error("peer access from {from} to {to} is unavailable: {reason}")]
+    PeerAccessUnavailable {
+        /// The device whose streams would access the memory.
+        from: DeviceId,
+        /// The device that owns the memory.
+        to: DeviceId,
+        /// Why.
+        reason: String,
     },
     /// A host-blocking call was made while a capture forbids it.
     #[error("{call} is not allowed while {stream} is capturing a graph (it would synchronize with work that is only being recorded)")]
@@ -146,6 +162,21 @@ pub enum Error {
     /// A size that does not fit in the address space.
     #[error("size overflow: {0}")]
     SizeOverflow(String),
+}
+
+/// Work on one device's stream used memory of another device without a peer relation
+/// ([`Error::ForeignMemory`]).
+#[derive(Clone, PartialEq, Debug, thiserror::Error)]
+#[error("{work} on a stream of {stream_device} uses {range}, memory of {memory_device}: enable peer access from {stream_device} to {memory_device} first (Device::enable_peer_access)")]
+pub struct ForeignMemory {
+    /// The kernel, operator, copy or memset.
+    pub work: String,
+    /// The range.
+    pub range: DeviceSlice,
+    /// The device of the stream the work was submitted to.
+    pub stream_device: DeviceId,
+    /// The device that owns the memory.
+    pub memory_device: DeviceId,
 }
 
 /// Result with the front layer's [`Error`].

@@ -85,7 +85,7 @@ impl<B: Backend> Clone for Event<B> {
 impl<B: Backend> fmt::Debug for Event<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Event")
-            .field("device", &self.device.ordinal())
+            .field("device", &self.device.id())
             .field("timing", &self.inner.flags.timing)
             .field("tag", &self.inner.tag)
             .field("recorded_at", &self.recorded_at())
@@ -205,9 +205,18 @@ impl<B: Backend> Event<B> {
         let done = blocking(&self.inner.hal)?;
         if let (true, Some(snap)) = (done, snap) {
             if self.inner.record_state().records == records {
-                let mut st = inner.lock();
-                st.ordering.observe_event(&snap);
-                st.release_completed();
+                // The work before the record is complete, and with it the work of other
+                // devices it was ordered after.
+                let learnt = {
+                    let mut st = inner.lock();
+                    let learnt = st.ordering.observe_event(&snap);
+                    st.release_completed();
+                    learnt
+                };
+                if !learnt.is_empty() {
+                    self.device
+                        .observe_host(&crate::clock::VectorClock::new(), &learnt);
+                }
             }
         }
         Ok(done)

@@ -60,7 +60,7 @@ pub struct Graph<B: Backend> {
 impl<B: Backend> fmt::Debug for Graph<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Graph")
-            .field("device", &self.device.ordinal())
+            .field("device", &self.device.id())
             .field("nodes", &self.node_count())
             .finish()
     }

@@ -7,6 +7,16 @@
 //!   clocks ([`ordering`]). Anyone can ask whether a use of memory on one stream is ordered
 //!   before the next work on another ([`Device::is_ordered_before`]); the allocator frees across
 //!   streams with it, graph capture reuses memory and checks joins with it.
+//! - The model spans every device of the process: a position names its device
+//!   ([`StreamPosition::device`]); an event recorded on one device's stream can be waited on
+//!   by another device's stream ([`Stream::wait`]), which is then ordered after that work;
+//!   [`Device::is_ordered_before`] and [`Device::is_complete`] answer across devices. Host
+//!   synchronization of one device orders only that device's work, plus whatever other
+//!   devices' work the observed work was ordered after. Captures stay per device. A device's
+//!   streams use another device's memory only after [`Device::enable_peer_access`]
+//!   (kernels, operators, copies, memsets, [`Stream::copy_peer`]); otherwise a typed
+//!   [`Error::ForeignMemory`] names both devices, and the owning device's use observers see
+//!   the uses made from the other device's streams. [`ordering`] explains the clocks.
 //! - Many host threads may drive one device: launches, records and waits on different streams
 //!   never wait for each other's backend calls, and the model stays exact. [`sync`] lists the
 //!   locks that remain and the one order they are taken in.
@@ -26,6 +36,7 @@
 //! | [`kernel`], [`custom`], [`dtype`] | built-in kernels, user operators ([`CustomOp`]), data types |
 //! | [`collective`] | collective calls as values (for backends and `braid-collective`) |
 //! | `uses` | use observers (how the allocator's automatic mode sees every use) |
+//! | `peer`, `registry` | several devices: lookup by uid, host knowledge across devices, peer access, foreign memory |
 //! | `memory`, [`types`], [`error`] | raw device memory and host readbacks; value types; errors |
 //!
 //! ```
@@ -56,6 +67,8 @@ pub mod hal;
 pub mod kernel;
 mod memory;
 pub mod ordering;
+mod peer;
+mod registry;
 mod state;
 mod stream;
 pub mod sync;

@@ -42,12 +42,16 @@ pub(crate) struct DeviceState<B: Backend> {
     pub(crate) tagged_events: BTreeMap<String, Arc<EventInner<B>>>,
     /// Raw segments dropped while a capture was active: freed once no capture is.
     pub(crate) deferred_frees: Vec<DevicePtr>,
+    /// Uids of the devices whose memory this device's streams may access (peer access
+    /// enabled from this device to them).
+    pub(crate) peers: Vec<u64>,
 }
 
 impl<B: Backend> DeviceState<B> {
-    pub(crate) fn new() -> Self {
+    pub(crate) fn new(device: u64) -> Self {
         DeviceState {
-            ordering: Ordering::new(),
+            ordering: Ordering::new(device),
+            peers: Vec::new(),
             next_stream_id: 1,
             keep_alive: BTreeMap::new(),
             capture_keep_alive: BTreeMap::new(),

@@ -87,13 +87,7 @@ impl<B: Backend> Eq for Stream<B> {}
 
 impl<B: Backend> fmt::Debug for Stream<B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "Stream<{}>(device {}, {}",
-            B::NAME,
-            self.device.ordinal(),
-            self.inner.id
-        )?;
+        write!(f, "Stream({}, {}", self.device.id(), self.inner.id)?;
         if let Some(tag) = self.tag() {
             write!(f, ", tag {tag:?}")?;
         }
@@ -214,7 +208,11 @@ impl<B: Backend> Stream<B> {
     /// and the workspace given back right after (reused by this stream's later work only).
     fn launch_typed(&self, kernel: &TypedKernel, label: &str) -> Result<StreamPosition> {
         kernel.validate()?;
-        self.check_live(label, kernel.reads().chain(kernel.writes()))?;
+        let uses = || {
+            let reads = kernel.reads().map(|r| (r, Access::Read));
+            reads.chain(kernel.writes().map(|w| (w, Access::Write)))
+        };
+        let foreign = self.device.place_ranges(label, uses())?;
         let prepared = self.inner.hal.prepare(kernel)?;
         let needed = prepared.workspace_size();
         let workspace = self.workspace(needed)?;
@@ -224,11 +222,7 @@ impl<B: Backend> Stream<B> {
         })?;
         // Back to the stream's cache in stream order, after the submission's locks are gone.
         drop(workspace);
-        let reads = kernel.reads().map(|r| (r, Access::Read));
-        self.device.notify_uses(
-            pos,
-            reads.chain(kernel.writes().map(|w| (w, Access::Write))),
-        );
+        self.device.notify_placed(pos, uses(), &foreign);
         Ok(pos)
     }
 
@@ -238,10 +232,10 @@ impl<B: Backend> Stream<B> {
     /// captures, timelines and the simulator's sanitizer.
     pub fn launch_op(&self, op: &CustomOp<B>) -> Result<StreamPosition> {
         op.validate()?;
-        self.check_live(op.name(), op.ranges().iter().map(|r| r.slice))?;
+        let uses = || op.ranges().iter().map(|r| (r.slice, r.access));
+        let foreign = self.device.place_ranges(op.name(), uses())?;
         let pos = self.submit("Stream::launch_op", None, |s| s.launch_custom(op))?;
-        self.device
-            .notify_uses(pos, op.ranges().iter().map(|r| (r.slice, r.access)));
+        self.device.notify_placed(pos, uses(), &foreign);
         Ok(pos)
     }
 
@@ -256,25 +250,11 @@ impl<B: Backend> Stream<B> {
         uses: &[(DeviceSlice, Access)],
         body: impl FnOnce(&B::Stream) -> std::result::Result<(), hal::HalError>,
     ) -> Result<StreamPosition> {
-        self.check_live(name, uses.iter().map(|(slice, _)| *slice))?;
+        let foreign = self.device.place_ranges(name, uses.iter().copied())?;
         let pos = self.submit("Stream::submit_op", None, body)?;
-        self.device.notify_uses(pos, uses.iter().copied());
+        self.device
+            .notify_placed(pos, uses.iter().copied(), &foreign);
         Ok(pos)
-    }
-
-    /// Refuses work on ranges the backend knows are not live memory of this device.
-    fn check_live(&self, work: &str, ranges: impl Iterator<Item = DeviceSlice>) -> Result<()> {
-        let hal = self.device.hal();
-        for range in ranges {
-            if range.len > 0 && hal.is_live(range) == Some(false) {
-                return Err(Error::RangeNotLive {
-                    work: work.to_string(),
-                    range,
-                    device: self.device.ordinal(),
-                });
-            }
-        }
-        Ok(())
     }
 
     /// Enqueues a copy of `src` into `dst`. The stream keeps `src` alive until the copy has
@@ -318,11 +298,13 @@ impl<B: Backend> Stream<B> {
         keep: Option<KeepAlive>,
     ) -> Result<StreamPosition> {
         check_copy_len("host-to-device copy", len, dst.len)?;
+        let uses = [(dst, Access::Write)];
+        let foreign = self.device.place_ranges("host-to-device copy", uses)?;
         let pos = self.submit("Stream::copy_h2d", keep, |s| {
             // SAFETY: the caller's promise on `src`, which `keep` may fulfil.
             unsafe { s.memcpy_h2d(dst.ptr, src, dst.len) }
         })?;
-        self.device.notify_uses(pos, [(dst, Access::Write)]);
+        self.device.notify_placed(pos, uses, &foreign);
         Ok(pos)
     }
 
@@ -333,6 +315,8 @@ impl<B: Backend> Stream<B> {
         let len = usize::try_from(src.len).map_err(|_| {
             Error::SizeOverflow(format!("{} bytes do not fit in host memory", src.len))
         })?;
+        let uses = [(src, Access::Read)];
+        let foreign = self.device.place_ranges("device-to-host copy", uses)?;
         let staging = crate::memory::Staging::new(len);
         let done = self.device.create_event(EventFlags::ORDERING)?;
         let keep: KeepAlive = Box::new(staging.clone());
@@ -341,7 +325,7 @@ impl<B: Backend> Stream<B> {
             // observes this copy complete, and `HostReadback` only reads it after that.
             unsafe { s.memcpy_d2h(staging.as_mut_ptr(), src.ptr, src.len) }
         })?;
-        self.device.notify_uses(pos, [(src, Access::Read)]);
+        self.device.notify_placed(pos, uses, &foreign);
         done.record(self)?;
         Ok(HostReadback::new(staging, pos, done))
     }
@@ -359,15 +343,20 @@ impl<B: Backend> Stream<B> {
         src: DeviceSlice,
     ) -> Result<StreamPosition> {
         check_copy_len("device-to-host copy", len, src.len)?;
+        let uses = [(src, Access::Read)];
+        let foreign = self.device.place_ranges("device-to-host copy", uses)?;
         let pos = self.submit_work("Stream::copy_d2h", Capturable::No, None, |s| {
             // SAFETY: the caller's promise on `dst`.
             unsafe { s.memcpy_d2h(dst, src.ptr, src.len) }
         })?;
-        self.device.notify_uses(pos, [(src, Access::Read)]);
+        self.device.notify_placed(pos, uses, &foreign);
         Ok(pos)
     }
 
-    /// Enqueues a device-to-device copy (same lengths).
+    /// Enqueues a device-to-device copy (same lengths). Either range may be memory of another
+    /// device this stream's device has peer access to ([`Device::enable_peer_access`]): a
+    /// peer copy, whose use the owning device's observers see too. Without peer access the
+    /// copy is refused with [`Error::ForeignMemory`] naming both devices.
     pub fn copy_d2d(&self, src: DeviceSlice, dst: DeviceSlice) -> Result<StreamPosition> {
         if src.len != dst.len {
             return Err(Error::OutOfBounds {
@@ -377,20 +366,82 @@ impl<B: Backend> Stream<B> {
                 capacity: dst.len,
             });
         }
+        let uses = [(src, Access::Read), (dst, Access::Write)];
+        let foreign = self.device.place_ranges("device-to-device copy", uses)?;
         let pos = self.submit("Stream::copy_d2d", None, |s| {
             s.memcpy_d2d(dst.ptr, src.ptr, src.len)
         })?;
-        self.device
-            .notify_uses(pos, [(src, Access::Read), (dst, Access::Write)]);
+        self.device.notify_placed(pos, uses, &foreign);
+        Ok(pos)
+    }
+
+    /// Enqueues a copy of `src`, memory of `src_device`, into `dst`, memory of `dst_device`
+    /// (same lengths): a peer copy when the devices differ (`aclrtMemcpyAsync` device to device
+    /// after enabling peer access). One of the two devices must be this stream's
+    /// ([`Error::WrongDevice`] otherwise), and this stream's device must have peer access to
+    /// the other ([`Error::PeerAccessUnavailable`] naming both otherwise). Each range must be
+    /// live memory of the device named for it, as far as the backend can tell. The read is
+    /// noted to `src_device`'s observers and the write to `dst_device`'s, both at this
+    /// stream's position: an allocator of either device sees its buffer used by this stream.
+    pub fn copy_peer(
+        &self,
+        src: DeviceSlice,
+        src_device: &Device<B>,
+        dst: DeviceSlice,
+        dst_device: &Device<B>,
+    ) -> Result<StreamPosition> {
+        let mine = &self.device;
+        let other = if mine.same_as(src_device) {
+            dst_device
+        } else if mine.same_as(dst_device) {
+            src_device
+        } else {
+            return Err(Error::WrongDevice {
+                what: "peer copy (neither side is the stream's device)",
+                expected: mine.id(),
+                found: src_device.id(),
+            });
+        };
+        if !mine.has_peer_access(other) {
+            return Err(Error::PeerAccessUnavailable {
+                from: mine.id(),
+                to: other.id(),
+                reason: "peer access was not enabled (Device::enable_peer_access)".into(),
+            });
+        }
+        if src.len != dst.len {
+            return Err(Error::OutOfBounds {
+                what: "peer copy",
+                offset: 0,
+                len: src.len,
+                capacity: dst.len,
+            });
+        }
+        for (range, device) in [(src, src_device), (dst, dst_device)] {
+            if range.len > 0 && device.hal().is_live(range) == Some(false) {
+                return Err(Error::RangeNotLive {
+                    work: "peer copy".into(),
+                    range,
+                    device: device.id(),
+                });
+            }
+        }
+        let pos = self.submit("Stream::copy_peer", None, |s| {
+            s.memcpy_d2d(dst.ptr, src.ptr, src.len)
+        })?;
+        src_device.notify_uses(pos, [(src, Access::Read)]);
+        dst_device.notify_uses(pos, [(dst, Access::Write)]);
         Ok(pos)
     }
 
     /// Enqueues a memset of every byte of `dst` to `value`.
     pub fn memset(&self, dst: DeviceSlice, value: u8) -> Result<StreamPosition> {
+        let uses = [(dst, Access::Write)];
+        let foreign = self.device.place_ranges("memset", uses)?;
         let pos = self.submit("Stream::memset", None, |s| {
             s.memset(dst.ptr, value, dst.len)
         })?;
-        self.device.notify_uses(pos, [(dst, Access::Write)]);
+        self.device.notify_placed(pos, uses, &foreign);
         Ok(pos)
     }
 
@@ -424,8 +475,13 @@ impl<B: Backend> Stream<B> {
 
     /// Makes all later work on this stream wait for `event`'s last record. Waiting on an event
     /// recorded inside a capture makes this stream join that capture.
+    ///
+    /// The event may belong to another device (as CUDA and ACL allow): this stream is then
+    /// ordered after that device's work up to the record, in the backend and in the model.
+    /// Captures stay per device: a stream does not join another device's capture, and a
+    /// capturing stream waits on no eager work of another device
+    /// ([`Error::CaptureIsolation`], the one rule of [`crate::capture_rule`]).
     pub fn wait(&self, event: &Event<B>) -> Result<()> {
-        self.device.check_same_device("event", event.device())?;
         let inner = &self.device.inner;
         let _gate = inner.gate_shared();
         let _turn = self.inner.submission_turn();
@@ -483,9 +539,9 @@ impl<B: Backend> Stream<B> {
         Ok(())
     }
 
-    /// Makes all later work on this stream wait for the work submitted to `other` so far.
+    /// Makes all later work on this stream wait for the work submitted to `other` so far;
+    /// `other` may be a stream of another device (see [`Stream::wait`]).
     pub fn wait_stream(&self, other: &Stream<B>) -> Result<()> {
-        self.device.check_same_device("stream", other.device())?;
         if self == other {
             return Ok(());
         }
@@ -498,31 +554,33 @@ impl<B: Backend> Stream<B> {
         let _gate = self.device.inner.gate_shared();
         // The clock before the backend call: all of its work reached the backend before the
         // synchronize began, so all of it is done when it returns.
-        let clock = {
+        let (clock, learnt) = {
             let st = self.device.inner.lock();
             st.check_blocking("Stream::synchronize", BlockingTarget::Stream(self.id()))?;
-            st.ordering.clock_of(self.id())
+            (
+                st.ordering.clock_of(self.id()),
+                st.ordering.remote_of(self.id()),
+            )
         };
         self.inner.hal.synchronize()?;
-        let mut st = self.device.inner.lock();
-        st.ordering.observe_clock(&clock);
-        st.release_completed();
+        self.device.observe_host(&clock, &learnt);
         Ok(())
     }
 
     /// Whether all work on this stream is done. A `true` answer counts as a host observation.
     pub fn query(&self) -> Result<bool> {
         let _gate = self.device.inner.gate_shared();
-        let clock = {
+        let (clock, learnt) = {
             let st = self.device.inner.lock();
             st.check_blocking("Stream::query", BlockingTarget::Stream(self.id()))?;
-            st.ordering.clock_of(self.id())
+            (
+                st.ordering.clock_of(self.id()),
+                st.ordering.remote_of(self.id()),
+            )
         };
         let done = self.inner.hal.query()?;
         if done {
-            let mut st = self.device.inner.lock();
-            st.ordering.observe_clock(&clock);
-            st.release_completed();
+            self.device.observe_host(&clock, &learnt);
         }
         Ok(done)
     }

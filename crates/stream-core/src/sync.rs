@@ -31,8 +31,23 @@
 //! 5. **The device's ordering state** ([`crate::ordering::Ordering`], tags, keep-alives):
 //!    held only for a few vector-clock operations, never across a backend call.
 //!
-//! Leaves, after all of these: a graph's launch list, the device's observer list, and the
+//! Leaves, after all of these: a graph's launch list, the device's observer list, the process's
+//! device registry (`registry`: held only to read or update the map of devices by uid), and the
 //! backend's own locks (the simulator's engine lock), which backend calls take under 2–4.
+//!
+//! **Several devices.** Locks of two devices are never nested except in one way: a thread
+//! holding locks 2–4 of one device (its gate, a stream's turn, an event's state) may take
+//! another device's lock 4 or 5 — a stream of device B waiting on an event of device A holds
+//! B's gate and turn and A's event state across the backend wait, then takes B's ordering
+//! state; a graph launch may hold external events of other devices. The ordering states (5)
+//! of two devices are never held together: knowledge crossing devices (a host observation on
+//! B that completes A's work, "is `u` on A ordered before the next work on B's stream") is
+//! read or written one device's state at a time, after releasing the previous one; since
+//! knowledge only grows, a `true` read that way stays true. No thread takes a device's gate or
+//! a stream's turn while holding another device's event state or ordering state, so no cycle
+//! forms. An allocator's lock (1) may be held while calling into any device (recording events
+//! on a peer's stream, querying them); no device call takes an allocator's lock while holding
+//! a device lock, and two allocators' locks are never nested.
 //! None of these locks is reentrant: a backend call, and so a [`crate::CustomOp`]'s body, must
 //! not call back into braid on the same device.
 //!

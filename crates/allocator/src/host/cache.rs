@@ -125,7 +125,7 @@ impl<B: Backend> HostCache<B> {
             .into_iter()
             .filter(|(_, position)| !released_for(device, *position, Reuser::Host))
             .map(|(stream, position)| {
-                let event = self.record_event(device, &stream);
+                let event = self.record_event(&stream);
                 Wait {
                     stream,
                     position,
@@ -151,12 +151,12 @@ impl<B: Backend> HostCache<B> {
 
     /// A pooled event recorded on `stream`; `None` if the stream is capturing or recording
     /// failed (the block then waits for a host observation through the ordering model alone).
-    fn record_event(&mut self, device: &Device<B>, stream: &Stream<B>) -> Option<Event<B>> {
+    fn record_event(&mut self, stream: &Stream<B>) -> Option<Event<B>> {
         if stream.is_capturing() {
             // A record there would mark captured work, not the eager copy.
             return None;
         }
-        match self.events.record(device, stream) {
+        match self.events.record(stream) {
             Ok(recorded) => {
                 self.stats.num_events_recorded += 1;
                 Some(recorded.event)

@@ -13,29 +13,40 @@ use braid_stream_core::hal::Backend;
 use braid_stream_core::{Device, Domain, Stream, StreamId, StreamPosition};
 
 impl<B: Backend> State<B> {
-    /// `record_stream`: the block must not be reused before the work submitted to `stream` up
-    /// to the free has completed (ordered before the owner's next work).
+    /// `record_stream`: the block must not be reused before the work submitted to `stream` (of
+    /// this device or a peer) up to the free has completed (ordered before the owner's next
+    /// work).
     pub(crate) fn record_stream(&mut self, b: BlockId, stream: &Stream<B>) {
         let blk = self.arena.blocks.get(b);
-        if blk.status != Status::Allocated || blk.stream == stream.id() {
+        let device = stream.device().id().uid;
+        if blk.status != Status::Allocated
+            || (device == self.pending.device() && blk.stream == stream.id())
+        {
             return;
         }
-        self.pending.remember(stream);
-        add_use(&mut self.arena.blocks.get_mut(b).uses, stream.id(), None);
+        self.pending.remember_any(stream);
+        add_use(
+            &mut self.arena.blocks.get_mut(b).uses,
+            device,
+            stream.id(),
+            None,
+        );
     }
 
-    /// `erase_stream`: forgets the uses of allocated block `b` by `stream` (recorded or
-    /// noted); the caller promises the stream no longer uses it.
-    pub(crate) fn erase_stream(&mut self, b: BlockId, stream: StreamId) {
+    /// `erase_stream`: forgets the uses of allocated block `b` by stream `stream` of device
+    /// `device` (recorded or noted); the caller promises the stream no longer uses it.
+    pub(crate) fn erase_stream(&mut self, b: BlockId, device: u64, stream: StreamId) {
         let blk = self.arena.blocks.get_mut(b);
         if blk.status == Status::Allocated {
-            blk.uses.retain(|u| u.stream != stream);
+            blk.uses
+                .retain(|u| u.stream != stream || u.device != device);
         }
     }
 
     /// Automatic mode: work at `pos` uses `[start, end)`. A use inside a capture counts only
     /// for blocks allocated for that capture (it runs at every replay; eager memory a graph
-    /// reads must outlive the graph, as in PyTorch).
+    /// reads must outlive the graph, as in PyTorch). `pos` may be on another device's stream
+    /// (a peer copy, a collective): a use like any other.
     pub(crate) fn note_use(&mut self, pos: StreamPosition, start: u64, end: u64) {
         if start >= end || self.arena.segments.is_empty() {
             return;
@@ -44,6 +55,12 @@ impl<B: Backend> State<B> {
             Domain::Eager => None,
             Domain::Capture(c) => Some(c),
         };
+        let foreign = pos.device != self.pending.device();
+        if foreign && capture.is_some() {
+            // Another device's capture: no block here was allocated for it (captures belong
+            // to one device), so, as for eager memory a graph reads, it holds nothing back.
+            return;
+        }
         // Segments overlapping the range (almost always one).
         let mut segs = [u32::MAX; 4];
         let mut n = 0;
@@ -63,11 +80,11 @@ impl<B: Backend> State<B> {
                 }
                 let next = blk.next;
                 if blk.end() > start
-                    && blk.stream != pos.stream
+                    && (foreign || blk.stream != pos.stream)
                     && matches!(blk.status, Status::Allocated | Status::Pending)
                     && (capture.is_none() || blk.capture == capture)
                 {
-                    add_use(&mut blk.uses, pos.stream, Some(pos));
+                    add_use(&mut blk.uses, pos.device, pos.stream, Some(pos));
                 }
                 b = next;
             }
@@ -172,7 +189,7 @@ impl<B: Backend> State<B> {
         let (_, _, b) = best?;
         let generation = self.arena.blocks.get(b).generation;
         for u in self.arena.blocks.get(b).uses.iter() {
-            let event = self.pending.event_for(u.stream, b, generation)?;
+            let event = self.pending.event_for(u.device, u.stream, b, generation)?;
             if let Err(err) = stream.wait(event) {
                 tracing::warn!(%err, "could not wait on a pending block's event");
                 return None;

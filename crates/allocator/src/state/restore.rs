@@ -98,6 +98,7 @@ impl<B: Backend> State<B> {
             return true;
         }
         let (owner, capture, uses) = (blk.stream, blk.capture, blk.uses.clone());
+        let own = self.pending.device();
         let Some(owner) = self.pending.stream(dev, owner) else {
             return false;
         };
@@ -105,10 +106,10 @@ impl<B: Backend> State<B> {
             // As `fill_positions` would at the free: a use up to the free is the using
             // stream's position now.
             let pos = u.pos.or_else(|| {
-                let pos = self.pending.stream(dev, u.stream)?.position();
+                let pos = self.pending.stream_of(dev, u.device, u.stream)?.position();
                 match pos.domain {
                     Domain::Eager => Some(pos),
-                    Domain::Capture(c) => (capture == Some(c)).then_some(pos),
+                    Domain::Capture(c) => (u.device == own && capture == Some(c)).then_some(pos),
                 }
             });
             use_done(dev, &UseRec { pos, ..*u }, &owner)
