@@ -529,6 +529,38 @@ pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
     }
 }
 
+/// `aclError aclrtDeviceCanAccessPeer(int32_t *canAccessPeer, int32_t deviceId, int32_t
+/// peerDeviceId)`: 1 for two different devices of the simulated node.
+///
+/// # Safety
+/// `can_access_peer` is null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclrtDeviceCanAccessPeer(
+    can_access_peer: *mut i32,
+    device_id: i32,
+    peer_device_id: i32,
+) -> aclError {
+    // SAFETY: the caller's guarantee on `can_access_peer`.
+    unsafe {
+        out("aclrtDeviceCanAccessPeer", can_access_peer, || {
+            with(|r| r.can_access_peer(device_id, peer_device_id))
+        })
+    }
+}
+
+/// `aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags)`: the current
+/// device may access `peerDeviceId`'s memory (device-to-device copies across the two).
+#[no_mangle]
+pub extern "C" fn aclrtDeviceEnablePeerAccess(peer_device_id: i32, flags: u32) -> aclError {
+    ret(with(|r| r.enable_peer_access(peer_device_id, flags)))
+}
+
+/// `aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId)`.
+#[no_mangle]
+pub extern "C" fn aclrtDeviceDisablePeerAccess(peer_device_id: i32) -> aclError {
+    ret(with(|r| r.disable_peer_access(peer_device_id)))
+}
+
 /// braid's extension `aclError braidSimBusy(aclrtStream stream, uint64_t durationNs)`:
 /// occupies the simulated stream for `durationNs` (braid's `Kernel::Busy`; CANN has no such
 /// operator, and braid's built-in kernels otherwise run through aclnn).

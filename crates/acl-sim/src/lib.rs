@@ -17,6 +17,14 @@
 //!   bound none, or `ACL_ERROR_RT_STREAM_CONTEXT` (107003) when the object belongs to another
 //!   device than the thread's. (Deliberately strict, so the backend's thread binding is
 //!   tested.)
+//! - **A node of devices**: `aclrtGetDeviceCount` is the node's size (`BRAID_ACL_SIM_DEVICES`,
+//!   default 8); device `i` is device `i` of one simulated node (`registry::devices`), so a
+//!   stream may wait on another device's event, and a device-to-device copy between two
+//!   devices is a peer copy over their link, refused (107000) unless
+//!   `aclrtDeviceEnablePeerAccess` was called from the stream's device (`aclrtDeviceCanAccessPeer`
+//!   answers 1 for two devices of the node).
+//! - **HCCL** ([`hccl`]): communicators over the node's devices and collectives on ACL streams
+//!   on the simulator's collectives, with HCCL's argument checks and result codes.
 //! - **Events**: `aclrtStreamWaitEvent` on an event created without `ACL_EVENT_SYNC` fails;
 //!   `aclrtEventElapsedTime` needs `ACL_EVENT_TIME_LINE` on both.
 //! - **Capture**: `aclmdlRICaptureBegin/GetInfo/End`, `aclmdlRIExecuteAsync`,
@@ -53,7 +61,7 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `BRAID_ACL_SIM_DEVICES` ([`DEVICES_ENV`]) | number of devices, 1 to 64 | 2 |
+//! | `BRAID_ACL_SIM_DEVICES` ([`DEVICES_ENV`]) | number of devices of the simulated node, 1 to 64 | 8 |
 //! | `BRAID_ACL_SIM_CAPACITY` ([`CAPACITY_ENV`]) | memory of each device in bytes, positive | 16 GiB |
 //! | `BRAID_ACL_SIM_TIMING_ONLY` ([`TIMING_ONLY_ENV`]) | comma-separated ids of the devices that run timing-only; empty: none | `1` |
 //!
@@ -74,7 +82,8 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`exports`] | the exported C symbols: each checks its pointers and calls the registry |
-//! | `registry` (and `registry::vmm`) | the simulated runtime's state: devices, handles, captures, ACL's rules; virtual memory |
+//! | `registry` (and `registry::vmm`, `registry::devices`) | the simulated runtime's state: devices, handles, captures, ACL's rules; virtual memory; the node and peer access |
+//! | [`hccl`] | HCCL's exports: communicators and collectives |
 //! | `capture` | the join rule of cross-stream capture, checked at `aclmdlRICaptureEnd` |
 //! | `kernel` | braid's kernel-launch extension |
 //! | `codes`, `errmsg` | return codes; `aclGetRecentErrMsg` per thread |
@@ -86,6 +95,7 @@ mod capture;
 mod codes;
 mod errmsg;
 pub mod exports;
+pub mod hccl;
 mod registry;
 mod settings;
 

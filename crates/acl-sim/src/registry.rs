@@ -9,13 +9,15 @@ use crate::capture::{CaptureState, Clock};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
 use crate::settings::Settings;
-use braid_backend_sim::{SimConfig, SimDevice, SimEvent, SimGraph, SimMode, SimStream};
+use braid_backend_sim::{SimDevice, SimEvent, SimGraph, SimStream};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, HalError, Stream as _};
 use braid_stream_core::types::{CaptureMode, DevicePtr, EventFlags, HostPtr};
 use std::cell::Cell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
+mod collective;
+mod devices;
 mod vmm;
 
 /// First handle value; handles step by 0x40 so they look like (and are as distinct as) pointers.
@@ -83,6 +85,11 @@ pub(crate) struct Registry {
     captures: BTreeMap<u64, CaptureState>,
     /// Physical memory handles of the virtual-memory API.
     physical: HashMap<usize, vmm::Physical>,
+    /// Enabled peer access: (device, peer) means `device` may access `peer`'s memory.
+    peers: HashSet<(usize, usize)>,
+    /// The simulated nodes, made at first use: the devices computing data, and the
+    /// timing-only ones (`devices::Nodes`).
+    nodes: devices::Nodes,
     next_handle: usize,
     next_capture: u64,
 }
@@ -146,6 +153,8 @@ impl Registry {
             host_allocations: HashMap::new(),
             captures: BTreeMap::new(),
             physical: HashMap::new(),
+            peers: HashSet::new(),
+            nodes: devices::Nodes::default(),
             next_handle: HANDLE_BASE,
             next_capture: 1,
         }
@@ -194,35 +203,7 @@ impl Registry {
             ));
         }
         let index = self.device_index(id)?;
-        let capacity = self.capacity;
-        let mode = if self.timing_only.get(index).copied().unwrap_or(false) {
-            SimMode::TimingOnly
-        } else {
-            SimMode::Data
-        };
-        let slot = &mut self.devices[index];
-        if slot.is_none() {
-            let sim = SimDevice::new(
-                SimConfig::new()
-                    .ordinal(index as u32)
-                    .capacity(capacity)
-                    .mode(mode)
-                    .record_timeline(false),
-            );
-            let default_stream = sim
-                .default_stream()
-                .map_err(|e| sim_fail("aclrtSetDevice", e))?;
-            *slot = Some(Dev {
-                sim,
-                default_stream,
-                refcount: 0,
-                allocations: BTreeMap::new(),
-                reservations: BTreeMap::new(),
-            });
-        }
-        if let Some(dev) = slot.as_mut() {
-            dev.refcount += 1;
-        }
+        self.ensure_device("aclrtSetDevice", index)?.refcount += 1;
         CURRENT.with(|c| c.set(Some(index)));
         Ok(())
     }
@@ -583,13 +564,8 @@ impl Registry {
     pub fn stream_wait_event(&mut self, stream: usize, event: usize) -> Result<(), Fail> {
         const CALL: &str = "aclrtStreamWaitEvent";
         let s = self.stream(CALL, stream)?;
-        let e = self.event(CALL, event)?;
-        if e.device != s.device {
-            return Err(fail(
-                ACL_ERROR_RT_STREAM_CONTEXT,
-                "aclrtStreamWaitEvent: the event and the stream belong to different devices",
-            ));
-        }
+        // The event may be another device's of the node (a cross-device wait).
+        let e = self.event_of_any_device(CALL, event)?;
         if e.flags & ACL_EVENT_SYNC == 0 {
             return Err(fail(
                 ACL_ERROR_RT_PARAM_INVALID,
@@ -799,8 +775,8 @@ impl Registry {
         let len = count as u64;
         let kind = if kind == ACL_MEMCPY_DEFAULT {
             match (
-                self.is_device(s.device, dst, len),
-                self.is_device(s.device, src, len),
+                self.owner(dst, len).is_some(),
+                self.owner(src, len).is_some(),
             ) {
                 (true, true) => ACL_MEMCPY_DEVICE_TO_DEVICE,
                 (true, false) => ACL_MEMCPY_HOST_TO_DEVICE,
@@ -826,9 +802,12 @@ impl Registry {
                 // copy runs.
                 unsafe { sim.memcpy_d2h(dst as *mut u8, DevicePtr(src), len) }
             }),
-            ACL_MEMCPY_DEVICE_TO_DEVICE => self.submit(CALL, stream, |sim| {
-                sim.memcpy_d2d(DevicePtr(dst), DevicePtr(src), len)
-            }),
+            ACL_MEMCPY_DEVICE_TO_DEVICE => {
+                self.check_peer_copy(CALL, s.device, dst, src, len)?;
+                self.submit(CALL, stream, |sim| {
+                    sim.memcpy_d2d(DevicePtr(dst), DevicePtr(src), len)
+                })
+            }
             other => Err(fail(
                 ACL_ERROR_INVALID_PARAM,
                 format!("aclrtMemcpyAsync: unsupported copy kind {other}"),

@@ -6,7 +6,8 @@
 use std::ffi::OsString;
 use std::fmt;
 
-/// Environment variable: number of simulated devices, 1 to [`MAX_DEVICES`] (default 2).
+/// Environment variable: number of devices of the simulated node, 1 to [`MAX_DEVICES`]
+/// (default 8, the NPUs of one Atlas A2 server).
 pub const DEVICES_ENV: &str = "BRAID_ACL_SIM_DEVICES";
 /// Environment variable: memory of each simulated device in bytes, positive (default 16 GiB).
 pub const CAPACITY_ENV: &str = "BRAID_ACL_SIM_CAPACITY";
@@ -22,7 +23,7 @@ pub const DEFAULT_TIMING_ONLY: &[usize] = &[1];
 /// The most devices [`DEVICES_ENV`] may ask for.
 pub const MAX_DEVICES: usize = 64;
 
-const DEFAULT_DEVICES: usize = 2;
+const DEFAULT_DEVICES: usize = 8;
 const DEFAULT_CAPACITY: u64 = 16 << 30;
 
 /// A setting whose value is not one its variable takes.
@@ -148,11 +149,13 @@ mod tests {
     #[test]
     fn unset_variables_take_the_defaults() {
         let s = settings(&[]).unwrap();
-        assert_eq!((s.device_count, s.capacity), (2, 16 << 30));
-        assert_eq!(s.timing_only, vec![false, true]);
+        assert_eq!((s.device_count, s.capacity), (8, 16 << 30));
+        let mut timing_only = vec![false; 8];
+        timing_only[1] = true;
+        assert_eq!(s.timing_only, timing_only);
         // Empty counts as unset for the numbers.
         let s = settings(&[(DEVICES_ENV, ""), (CAPACITY_ENV, " ")]).unwrap();
-        assert_eq!((s.device_count, s.capacity), (2, 16 << 30));
+        assert_eq!((s.device_count, s.capacity), (8, 16 << 30));
     }
 
     #[test]
@@ -167,7 +170,7 @@ mod tests {
         assert_eq!(s.timing_only, vec![true, false, true]);
         assert_eq!(
             settings(&[(TIMING_ONLY_ENV, "")]).unwrap().timing_only,
-            vec![false, false]
+            vec![false; 8]
         );
         // The default timing-only device 1 is left out where there is only one device.
         let one = settings(&[(DEVICES_ENV, "1")]).unwrap();

@@ -14,7 +14,9 @@
 //! - [`acl`]: the ACL runtime (`libascendcl.so`);
 //! - [`aclnn`]: CANN's single-operator API, two [`c_api!`] tables each with its
 //!   [`LibrarySet`]: descriptors (`libnnopbase.so`) and operators (`libopapi.so`, or the split
-//!   `libopapi_math.so`, `libopapi_nn.so`); HCCL (`libhccl.so`) will be a module next to them;
+//!   `libopapi_math.so`, `libopapi_nn.so`);
+//! - [`hccl`]: the collective communication library (`libhccl.so`), one [`c_api!`] table
+//!   with its [`LibrarySet`];
 //! - [`search`]: where a [`LibrarySet`] is looked for (explicit variable, CANN homes, loader
 //!   path); [`loader`]: opening it, with typed errors that list every path tried and never
 //!   replace an explicitly configured library.
@@ -22,6 +24,7 @@
 
 pub mod acl;
 pub mod aclnn;
+pub mod hccl;
 #[cfg(feature = "loader")]
 pub mod loader;
 mod macros;

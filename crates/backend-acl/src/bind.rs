@@ -29,3 +29,9 @@ pub(crate) fn forget(uid: u64) {
         }
     });
 }
+
+/// Forgets whichever device is bound on this thread (a library call changed the thread's
+/// current device behind braid's back): the next call binds its own again.
+pub(crate) fn forget_current() {
+    BOUND.with(|b| b.set(0));
+}

@@ -117,6 +117,12 @@ pub(crate) trait AclCalls: Send + Sync {
     fn model_execute_async(&self, model: Handle, stream: Handle) -> Option<aclError>;
     /// `aclmdlRIDestroy`; `None` without the symbol.
     fn model_destroy(&self, model: Handle) -> Option<aclError>;
+    /// `aclrtDeviceCanAccessPeer(device, peer)`: the `canAccessPeer` value; `None` without
+    /// the symbol.
+    fn can_access_peer(&self, device: i32, peer: i32) -> Option<Result<i32, aclError>>;
+    /// `aclrtDeviceEnablePeerAccess(peer, flags)` from the current device; `None` without
+    /// the symbol.
+    fn enable_peer_access(&self, peer: i32, flags: u32) -> Option<aclError>;
     /// braid's `braidSimBusy` extension; `None` without the symbol.
     fn busy(&self, stream: Handle, duration_ns: u64) -> Option<aclError>;
     /// The loaded ACL table behind these calls, for loading aclnn next to it (`None` for
@@ -408,6 +414,19 @@ impl AclCalls for ApiRef {
 
     fn acl_api(&self) -> Option<&'static AclApi> {
         Some(self.0)
+    }
+
+    fn can_access_peer(&self, device: i32, peer: i32) -> Option<Result<i32, aclError>> {
+        let f = self.0.aclrtDeviceCanAccessPeer?;
+        let mut can = 0i32;
+        // SAFETY: `can` is valid for a write.
+        Some(ok(unsafe { f(&mut can, device, peer) }).map(|()| can))
+    }
+
+    fn enable_peer_access(&self, peer: i32, flags: u32) -> Option<aclError> {
+        let f = self.0.aclrtDeviceEnablePeerAccess?;
+        // SAFETY: plain values.
+        Some(unsafe { f(peer, flags) })
     }
 
     fn busy(&self, stream: Handle, duration_ns: u64) -> Option<aclError> {

@@ -10,12 +10,13 @@ use crate::ffi::{
     ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE, ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, ACL_STREAM_FAST_LAUNCH, ACL_STREAM_FAST_SYNC,
 };
+use crate::hccl::HcclApi;
 use crate::native::Ownership;
 use crate::stream::AclStream;
 use crate::AclBackend;
 use braid_stream_core::hal::{self, HalError};
 use braid_stream_core::types::{DevicePtr, EventFlags, HostPtr, MemInfo, Priority};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
@@ -98,6 +99,11 @@ pub(crate) struct Shared {
     pub(crate) physical: Mutex<HashMap<u64, (Handle, u64)>>,
     /// The aclnn tables, loaded at the first kernel launch (or [`AclDevice::aclnn`]).
     aclnn: OnceLock<Result<&'static AclnnApi, String>>,
+    /// The HCCL table, loaded at the first communicator.
+    hccl: OnceLock<Result<&'static HcclApi, String>>,
+    /// Peers this device's access to was enabled for (`aclrtDeviceEnablePeerAccess` is
+    /// called once per peer).
+    peers: Mutex<HashSet<u32>>,
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -107,6 +113,10 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 /// Pseudo error number of an aclnn library that could not be loaded, as a
 /// [`HalError::Native`].
 pub const ACLNN_LOAD_FAILED_CODE: i32 = -2;
+
+/// Pseudo error number of an HCCL library that could not be loaded, as a
+/// [`HalError::Native`].
+pub const HCCL_LOAD_FAILED_CODE: i32 = -3;
 
 impl Shared {
     /// The aclnn tables that go with this device's ACL library, loaded once (see
@@ -120,6 +130,21 @@ impl Shared {
         loaded.clone().map_err(|message| HalError::Native {
             code: ACLNN_LOAD_FAILED_CODE,
             name: "BRAID_ACLNN_LIBRARY_UNAVAILABLE",
+            message,
+        })
+    }
+
+    /// The HCCL table that goes with this device's ACL library, loaded once (see
+    /// [`crate::hccl`]). A library that could not be loaded is a typed error naming it,
+    /// every time.
+    pub(crate) fn hccl(&self) -> Result<&'static HcclApi, HalError> {
+        let loaded = self.hccl.get_or_init(|| match self.calls.acl_api() {
+            Some(acl) => HcclApi::load_for(acl).map_err(|e| e.to_string()),
+            None => Err("no ACL library behind this device (a test double)".to_string()),
+        });
+        loaded.clone().map_err(|message| HalError::Native {
+            code: HCCL_LOAD_FAILED_CODE,
+            name: "BRAID_HCCL_LIBRARY_UNAVAILABLE",
             message,
         })
     }
@@ -371,6 +396,8 @@ impl AclDevice {
                 active_captures: AtomicUsize::new(0),
                 physical: Mutex::new(HashMap::new()),
                 aclnn: OnceLock::new(),
+                hccl: OnceLock::new(),
+                peers: Mutex::new(HashSet::new()),
             }),
         })
     }
@@ -554,6 +581,54 @@ impl hal::Device for AclDevice {
         let sh = &self.shared;
         sh.bind()?;
         Ok(sh.check("aclrtSynchronizeDevice", sh.calls.synchronize_device())?)
+    }
+
+    /// `aclrtDeviceCanAccessPeer(this, peer)`; `false` for the device itself and where the
+    /// library lacks the symbol.
+    fn can_access_peer(&self, peer: &Self) -> Result<bool, HalError> {
+        let sh = &self.shared;
+        if peer.shared.ordinal == sh.ordinal {
+            return Ok(false);
+        }
+        sh.bind()?;
+        match sh
+            .calls
+            .can_access_peer(sh.ordinal as i32, peer.shared.ordinal as i32)
+        {
+            None => Ok(false),
+            Some(r) => Ok(sh.result("aclrtDeviceCanAccessPeer", r)? != 0),
+        }
+    }
+
+    /// `aclrtDeviceEnablePeerAccess(peer, 0)` with this device bound, once per peer (later
+    /// calls succeed without a runtime call). The device itself, a peer ACL says it cannot
+    /// access, or a library without the symbol is refused.
+    fn enable_peer_access(&self, peer: &Self) -> Result<(), HalError> {
+        let sh = &self.shared;
+        let peer_ordinal = peer.shared.ordinal;
+        if peer_ordinal == sh.ordinal {
+            return Err(HalError::InvalidArgument(format!(
+                "peer access from ACL device {peer_ordinal} to itself"
+            )));
+        }
+        if lock(&sh.peers).contains(&peer_ordinal) {
+            return Ok(());
+        }
+        if !self.can_access_peer(peer)? {
+            return Err(HalError::InvalidArgument(format!(
+                "ACL device {} cannot access ACL device {peer_ordinal} (aclrtDeviceCanAccessPeer)",
+                sh.ordinal
+            )));
+        }
+        sh.bind()?;
+        let Some(code) = sh.calls.enable_peer_access(peer_ordinal as i32, 0) else {
+            return Err(HalError::Unsupported(
+                "peer access: this ACL library has no aclrtDeviceEnablePeerAccess",
+            ));
+        };
+        sh.check("aclrtDeviceEnablePeerAccess", code)?;
+        lock(&sh.peers).insert(peer_ordinal);
+        Ok(())
     }
 
     fn vmm_granularity(&self) -> Option<u64> {

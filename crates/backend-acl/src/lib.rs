@@ -20,8 +20,18 @@
 //!   `ACL_EVENT_TIME_LINE` for timing), [`AclGraph`] (`aclmdlRICaptureBegin` / `GetInfo` /
 //!   `End`, `aclmdlRIExecuteAsync`, `aclmdlRIDestroy`; braid's capture modes map to global /
 //!   thread-local / relaxed).
-//! - **Threads**: ACL's current device is per thread; every call binds its device first
-//!   (`aclrtSetDevice` on a thread where it is not the bound one), as cudarc binds its context.
+//! - **Threads and several devices**: ACL's current device is per thread; every call binds
+//!   its device first (`aclrtSetDevice` on a thread where another device, or none, is the
+//!   bound one, as torch_npu's `SetDevice` does), as cudarc binds its context, so handles of
+//!   several devices can be used in any order from any thread. ACL counts each
+//!   `aclrtSetDevice`; the device is released at process exit. Peer access: hal
+//!   `Device::can_access_peer` / `enable_peer_access` are `aclrtDeviceCanAccessPeer` /
+//!   `aclrtDeviceEnablePeerAccess(peer, 0)` (called once per peer).
+//! - **Collectives** ([`hccl`]): `libhccl.so` loaded like ACL (`$BRAID_HCCL_LIB`, CANN homes,
+//!   loader path; from `braid-acl-sim` when that is the ACL library); [`AclComm`]
+//!   (`HcclCommInitAll`, `HcclGetRootInfo` / `HcclCommInitRootInfo`, destroyed on drop) and
+//!   [`AclStream::collective`] mapping a `CollectiveCall` to `HcclAllReduce` and friends;
+//!   failures carry the `HcclResult` name and `HcclGetErrorString`'s text.
 //! - **Errors** ([`AclError`]): the ACL number, its name ([`code_name`]) and
 //!   `aclGetRecentErrMsg()`'s text, as [`HalError::Native`](braid_stream_core::hal::HalError);
 //!   device OOM (207018, 207001, 200000) from `aclrtMalloc` is `HalError::OutOfMemory` so the
@@ -51,6 +61,7 @@
 //! | `calls` | the ACL calls the hal makes, as a trait over Rust values (mocked in unit tests) |
 //! | `device`, `stream`, `event`, `graph`, `vmm` | the hal types and their virtual-memory methods |
 //! | `bind` | per-thread device binding |
+//! | [`hccl`] | HCCL: loading ([`HcclApi`]), communicators ([`AclComm`]), collectives on streams |
 //! | `native` | user operators' native bodies ([`native_op`]); wrapping foreign streams and events |
 //! | [`error`], [`ffi`] | ACL codes, names and [`AclError`]; the C declarations from `braid-acl-sys` |
 //!
@@ -75,10 +86,13 @@ pub mod error;
 mod event;
 pub mod ffi;
 mod graph;
+pub mod hccl;
 mod native;
 mod stream;
 mod vmm;
 
+#[cfg(test)]
+mod peer_tests;
 #[cfg(test)]
 mod tests;
 
@@ -88,10 +102,14 @@ pub use api::{
 pub use braid_acl_sys as sys;
 pub use braid_acl_sys::acl::{LIB_ENV, LIB_NAME};
 pub use braid_acl_sys::Symbol;
-pub use device::{AclConfig, AclDevice, OpenError, ACLNN_LOAD_FAILED_CODE, LOAD_FAILED_CODE};
+pub use device::{
+    AclConfig, AclDevice, OpenError, ACLNN_LOAD_FAILED_CODE, HCCL_LOAD_FAILED_CODE,
+    LOAD_FAILED_CODE,
+};
 pub use error::{code_name, codes, is_out_of_memory, AclError};
 pub use event::AclEvent;
 pub use graph::AclGraph;
+pub use hccl::{AclComm, HcclApi};
 pub use native::{native_op, NativeOpFn, Ownership};
 pub use stream::{capture_mode_number, AclStream, CAPTURE_UNSUPPORTED};
 

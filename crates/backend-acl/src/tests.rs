@@ -20,7 +20,7 @@ const MODEL: usize = 0x7000;
 /// A mock that opens device `ordinal` of 2: `aclInit` answers `init_code`, `aclrtSetDevice`
 /// succeeds (`set_device_times` times, if given), reset succeeds, and every failure's text is
 /// "simulated failure text".
-fn base(init_code: i32, set_device_times: Option<usize>) -> MockAclCalls {
+pub(crate) fn base(init_code: i32, set_device_times: Option<usize>) -> MockAclCalls {
     let mut m = MockAclCalls::new();
     m.expect_init().return_const(init_code);
     m.expect_device_count().returning(|| Ok(2));

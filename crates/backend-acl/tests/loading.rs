@@ -77,8 +77,10 @@ fn braid_acl_sim_exports_every_symbol_the_backend_resolves() {
                     (kind == "T").then_some(name)
                 })
                 .collect();
+            // ACL's and HCCL's symbols.
             let missing: Vec<&str> = SYMBOLS
                 .iter()
+                .chain(<braid_backend_acl::sys::hccl::HcclFunctions as braid_backend_acl::sys::SymbolTable>::SYMBOLS)
                 .map(|s| s.name)
                 .filter(|n| !exported.contains(n))
                 .collect();

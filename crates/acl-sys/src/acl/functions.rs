@@ -157,6 +157,17 @@ macro_rules! acl_functions {
         granularity: *mut usize,
     ) -> aclError;
 
+    /// `aclError aclrtDeviceCanAccessPeer(int32_t *canAccessPeer, int32_t deviceId, int32_t
+    /// peerDeviceId)`: 1 when `deviceId` can exchange data with `peerDeviceId` (CANN API
+    /// reference, `aclcppdevg_03_0052` and neighbours).
+    optional fn aclrtDeviceCanAccessPeer(can_access_peer: *mut i32, device_id: i32, peer_device_id: i32) -> aclError;
+    /// `aclError aclrtDeviceEnablePeerAccess(int32_t peerDeviceId, uint32_t flags)`: from the
+    /// current device to `peerDeviceId` (which must differ from it); `flags` is reserved and
+    /// must be 0.
+    optional fn aclrtDeviceEnablePeerAccess(peer_device_id: i32, flags: u32) -> aclError;
+    /// `aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId)`.
+    optional fn aclrtDeviceDisablePeerAccess(peer_device_id: i32) -> aclError;
+
     /// braid's extension `aclError braidSimBusy(aclrtStream stream, uint64_t durationNs)`:
     /// occupies the simulated stream for a duration (braid's `Kernel::Busy`, which has no
     /// CANN operator).
@@ -193,7 +204,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 43);
+        assert_eq!(symbols.len(), 46);
         for required in [
             "aclInit",
             "aclrtSetDevice",
@@ -209,6 +220,9 @@ mod tests {
             "aclrtCreateEventExWithFlag",
             "aclmdlRICaptureBegin",
             "aclrtReserveMemAddress",
+            "aclrtDeviceCanAccessPeer",
+            "aclrtDeviceEnablePeerAccess",
+            "aclrtDeviceDisablePeerAccess",
             "braidSimBusy",
             "braidSimSanitizerReportCount",
             "braidSimSanitizerReport",

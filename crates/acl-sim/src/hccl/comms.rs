@@ -1,0 +1,162 @@
+//! The communicators given to the caller: opaque handles (never dereferenced) looked up in a
+//! process-wide table, so a stale or foreign handle is `HCCL_E_PARA`, not a crash. Each is a
+//! communicator of the simulator ([`SimComm`]) over devices of the node.
+//!
+//! Ranks of a root-info communicator join without waiting for each other (the simulator runs
+//! a collective once every rank has joined and submitted its part).
+
+use super::results::{from_acl, from_hal};
+use crate::errmsg::{fail, Fail};
+use crate::registry::with;
+use braid_acl_sys::hccl::codes::*;
+use braid_acl_sys::hccl::HcclRootInfo;
+use braid_backend_sim::SimComm;
+use braid_stream_core::collective::{CollectiveCall, RootInfo};
+use std::collections::{HashMap, HashSet};
+use std::sync::{Mutex, MutexGuard, OnceLock};
+
+/// First communicator handle; handles step like pointers and never repeat.
+const HANDLE_BASE: usize = 0x0cc1_0000;
+const HANDLE_STEP: usize = 0x40;
+
+/// One rank's communicator.
+struct Comm {
+    /// The device id it runs on.
+    device: usize,
+    rank: u32,
+    ranks: u32,
+    sim: SimComm,
+}
+
+struct Table {
+    comms: HashMap<usize, Comm>,
+    next: usize,
+}
+
+fn table() -> MutexGuard<'static, Table> {
+    static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
+    TABLE
+        .get_or_init(|| {
+            Mutex::new(Table {
+                comms: HashMap::new(),
+                next: HANDLE_BASE,
+            })
+        })
+        .lock()
+        // Every operation leaves the table consistent.
+        .unwrap_or_else(|p| p.into_inner())
+}
+
+/// Keeps `comm` and gives its handle.
+fn insert(comm: Comm) -> usize {
+    let mut t = table();
+    let handle = t.next;
+    t.next += HANDLE_STEP;
+    t.comms.insert(handle, comm);
+    handle
+}
+
+/// A fresh root info for a communicator whose rank 0 is the current device.
+pub(super) fn root_info(call: &str) -> Result<HcclRootInfo, Fail> {
+    let (_, device) = with(|r| r.current_sim_device(call)).map_err(from_acl)?;
+    let info = SimComm::root_info(&device).map_err(|e| from_hal(call, e))?;
+    Ok(HcclRootInfo { internal: *info.0 })
+}
+
+/// Joins the communicator `info` describes as `rank` of `ranks` on the current device.
+pub(super) fn init_root_info(
+    call: &str,
+    ranks: u32,
+    rank: u32,
+    info: &HcclRootInfo,
+) -> Result<usize, Fail> {
+    let (index, device) = with(|r| r.current_sim_device(call)).map_err(from_acl)?;
+    let info = RootInfo(Box::new(info.internal));
+    let sim =
+        SimComm::init_root_info(&device, ranks, rank, &info).map_err(|e| from_hal(call, e))?;
+    Ok(insert(Comm {
+        device: index,
+        rank,
+        ranks,
+        sim,
+    }))
+}
+
+/// One communicator per device id (rank i on `devices[i]`).
+pub(super) fn init_all(call: &str, devices: &[i32]) -> Result<Vec<usize>, Fail> {
+    let mut seen = HashSet::new();
+    if let Some(twice) = devices.iter().find(|d| !seen.insert(**d)) {
+        return Err(fail(
+            HCCL_E_PARA,
+            format!("{call}: device {twice} is listed twice"),
+        ));
+    }
+    let sims = with(|r| {
+        devices
+            .iter()
+            .map(|&id| r.comm_device(call, id))
+            .collect::<Result<Vec<_>, _>>()
+    })
+    .map_err(from_acl)?;
+    let refs: Vec<_> = sims.iter().collect();
+    let comms = SimComm::init_all(&refs).map_err(|e| from_hal(call, e))?;
+    let ranks = devices.len() as u32;
+    Ok(comms
+        .into_iter()
+        .zip(devices)
+        .zip(0..)
+        .map(|((sim, &id), rank)| {
+            insert(Comm {
+                device: id as usize,
+                rank,
+                ranks,
+                sim,
+            })
+        })
+        .collect())
+}
+
+fn invalid(call: &str, handle: usize) -> Fail {
+    fail(
+        HCCL_E_PARA,
+        format!("{call}: {handle:#x} is not a live communicator"),
+    )
+}
+
+/// Destroys a communicator.
+pub(super) fn destroy(call: &str, handle: usize) -> Result<(), Fail> {
+    table()
+        .comms
+        .remove(&handle)
+        .map(drop)
+        .ok_or_else(|| invalid(call, handle))
+}
+
+/// A communicator's rank and size.
+pub(super) fn rank_and_size(call: &str, handle: usize) -> Result<(u32, u32), Fail> {
+    table()
+        .comms
+        .get(&handle)
+        .map(|c| (c.rank, c.ranks))
+        .ok_or_else(|| invalid(call, handle))
+}
+
+/// Enqueues this rank's part of `collective` on the ACL stream `stream`.
+pub(super) fn collective(
+    call: &'static str,
+    handle: usize,
+    stream: usize,
+    collective: &CollectiveCall,
+) -> Result<(), Fail> {
+    let (device, sim) = table()
+        .comms
+        .get(&handle)
+        .map(|c| (c.device, c.sim.clone()))
+        .ok_or_else(|| invalid(call, handle))?;
+    with(|r| {
+        r.enqueue_collective(call, stream, device, |s| {
+            s.collective(&sim, collective, call)
+        })
+    })
+    .map_err(from_acl)
+}

@@ -1,0 +1,72 @@
+//! HCCL's C types and enum values (`hccl_types.h`; `reference/aclnn-hccl.md` B.1). Enums are
+//! passed as C `int`s.
+#![allow(non_camel_case_types)]
+
+use std::ffi::c_void;
+
+/// `HcclResult`: 0 is success ([`super::codes`]).
+pub type HcclResult = i32;
+
+/// `HcclComm`: an opaque communicator handle.
+pub type HcclComm = *mut c_void;
+
+/// `HCCL_ROOT_INFO_BYTES`: the size of [`HcclRootInfo`].
+pub const HCCL_ROOT_INFO_BYTES: usize = 4108;
+
+/// `HcclRootInfo`: opaque bytes rank 0 makes (`HcclGetRootInfo`) and the user ships to every
+/// other rank out of band (`HcclCommInitRootInfo`).
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct HcclRootInfo {
+    /// The bytes (`char internal[HCCL_ROOT_INFO_BYTES]`).
+    pub internal: [u8; HCCL_ROOT_INFO_BYTES],
+}
+
+impl Default for HcclRootInfo {
+    fn default() -> Self {
+        HcclRootInfo {
+            internal: [0; HCCL_ROOT_INFO_BYTES],
+        }
+    }
+}
+
+/// `HcclDataType` (a C enum).
+pub type HcclDataType = i32;
+/// `HCCL_DATA_TYPE_INT8`.
+pub const HCCL_DATA_TYPE_INT8: HcclDataType = 0;
+/// `HCCL_DATA_TYPE_INT16`.
+pub const HCCL_DATA_TYPE_INT16: HcclDataType = 1;
+/// `HCCL_DATA_TYPE_INT32`.
+pub const HCCL_DATA_TYPE_INT32: HcclDataType = 2;
+/// `HCCL_DATA_TYPE_FP16`.
+pub const HCCL_DATA_TYPE_FP16: HcclDataType = 3;
+/// `HCCL_DATA_TYPE_FP32`.
+pub const HCCL_DATA_TYPE_FP32: HcclDataType = 4;
+/// `HCCL_DATA_TYPE_INT64`.
+pub const HCCL_DATA_TYPE_INT64: HcclDataType = 5;
+/// `HCCL_DATA_TYPE_UINT64`.
+pub const HCCL_DATA_TYPE_UINT64: HcclDataType = 6;
+/// `HCCL_DATA_TYPE_UINT8`.
+pub const HCCL_DATA_TYPE_UINT8: HcclDataType = 7;
+/// `HCCL_DATA_TYPE_UINT16`.
+pub const HCCL_DATA_TYPE_UINT16: HcclDataType = 8;
+/// `HCCL_DATA_TYPE_UINT32`.
+pub const HCCL_DATA_TYPE_UINT32: HcclDataType = 9;
+/// `HCCL_DATA_TYPE_FP64`.
+pub const HCCL_DATA_TYPE_FP64: HcclDataType = 10;
+/// `HCCL_DATA_TYPE_BFP16`: bfloat16.
+pub const HCCL_DATA_TYPE_BFP16: HcclDataType = 11;
+
+/// `HcclReduceOp` (a C enum).
+pub type HcclReduceOp = i32;
+/// `HCCL_REDUCE_SUM`.
+pub const HCCL_REDUCE_SUM: HcclReduceOp = 0;
+/// `HCCL_REDUCE_PROD`.
+pub const HCCL_REDUCE_PROD: HcclReduceOp = 1;
+/// `HCCL_REDUCE_MAX`.
+pub const HCCL_REDUCE_MAX: HcclReduceOp = 2;
+/// `HCCL_REDUCE_MIN`.
+pub const HCCL_REDUCE_MIN: HcclReduceOp = 3;
+
+/// `HcclRootInfo` is exactly the C struct's size.
+const _: () = assert!(std::mem::size_of::<HcclRootInfo>() == HCCL_ROOT_INFO_BYTES);

@@ -1,0 +1,148 @@
+//! HCCL, CANN's collective communication library, loaded at run time: the resolved table
+//! ([`HcclApi`]), communicators ([`AclComm`]: `HcclCommInitAll` over devices of this process,
+//! or `HcclGetRootInfo` / `HcclCommInitRootInfo` across processes) and one rank's part of a
+//! collective enqueued on a stream ([`AclStream::collective`](crate::AclStream::collective)).
+//!
+//! Where the library is looked for (`braid_acl_sys::hccl::LIBRARIES`): `$BRAID_HCCL_LIB`, else
+//! `lib64/libhccl.so` under `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, then `libhccl.so`
+//! on the loader path, with ACL's rules: a library named by the variable (or present under a
+//! CANN home) that fails is an error naming it, never a fall-through. When the variable is
+//! not set and the ACL library is `braid-acl-sim`, HCCL comes from it too (it exports HCCL on
+//! the simulated node).
+//!
+//! Errors are [`AclError`]s carrying the `HcclResult`, its name
+//! (`braid_acl_sys::hccl::result_name`, `HCCL_E_PARA`, ...), the call and
+//! `HcclGetErrorString`'s text (with `aclGetRecentErrMsg`'s where the runtime left one), as
+//! `HalError::Native`.
+
+mod comm;
+
+pub use comm::{dtype_of, reduce_op_of, AclComm};
+
+use crate::api::AclApi;
+use crate::error::AclError;
+use braid_acl_sys::hccl::{result_name, HcclFunctions, HcclResult, LIBRARIES, LIB_ENV};
+use braid_acl_sys::loader::{self, LoadError, Loaded};
+use std::collections::HashMap;
+use std::ffi::OsString;
+use std::fmt;
+use std::ops::Deref;
+use std::path::PathBuf;
+use std::sync::{Mutex, OnceLock};
+
+/// The resolved HCCL table ([`HcclFunctions`], through `Deref`) and the ACL library whose
+/// `aclGetRecentErrMsg` completes its errors. Resolved once per ACL library and kept for the
+/// life of the process.
+pub struct HcclApi {
+    acl: &'static AclApi,
+    loaded: Loaded<HcclFunctions>,
+}
+
+impl Deref for HcclApi {
+    type Target = HcclFunctions;
+    fn deref(&self) -> &HcclFunctions {
+        &self.loaded
+    }
+}
+
+impl fmt::Debug for HcclApi {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HcclApi")
+            .field("libraries", &self.libraries())
+            .finish()
+    }
+}
+
+/// Tables already resolved, by the path of the ACL library they go with.
+fn resolved() -> &'static Mutex<HashMap<PathBuf, &'static HcclApi>> {
+    static TABLES: OnceLock<Mutex<HashMap<PathBuf, &'static HcclApi>>> = OnceLock::new();
+    TABLES.get_or_init(|| Mutex::new(HashMap::new()))
+}
+
+impl HcclApi {
+    /// Loads the HCCL table that goes with `acl` under the process environment (see the
+    /// [module](self)); resolved once per ACL library.
+    pub fn load_for(acl: &'static AclApi) -> Result<&'static HcclApi, LoadError> {
+        let mut tables = resolved().lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(api) = tables.get(acl.path()) {
+            return Ok(api);
+        }
+        let api: &'static HcclApi =
+            Box::leak(Box::new(Self::load_with(|k| std::env::var_os(k), acl)?));
+        tracing::info!(libraries = ?api.libraries(), "HCCL loaded");
+        tables.insert(acl.path().to_path_buf(), api);
+        Ok(api)
+    }
+
+    /// Loads the HCCL table for `acl` under the environment `env` (tests inject one), not
+    /// kept: the library is unloaded when the value drops.
+    pub fn load_with(
+        env: impl Fn(&str) -> Option<OsString>,
+        acl: &'static AclApi,
+    ) -> Result<HcclApi, LoadError> {
+        let configured = env(LIB_ENV).is_some_and(|v| !v.is_empty());
+        let loaded = if !configured && acl.is_braid_acl_sim() {
+            loader::load_from(LIBRARIES.what, &[acl.path()])?
+        } else {
+            LIBRARIES.load(&env)?
+        };
+        Ok(HcclApi { acl, loaded })
+    }
+
+    /// The libraries the table was resolved from.
+    pub fn libraries(&self) -> Vec<PathBuf> {
+        self.loaded
+            .libraries()
+            .into_iter()
+            .map(|l| l.path)
+            .collect()
+    }
+
+    /// Names of the optional symbols this library lacks (`HcclAlltoAll` on older releases).
+    pub fn missing_optional(&self) -> Vec<&'static str> {
+        braid_acl_sys::SymbolTable::missing_optional(&*self.loaded)
+    }
+
+    /// `HcclGetErrorString`'s text for `code` ("" when the library gives none).
+    pub fn error_string(&self, code: HcclResult) -> String {
+        // SAFETY: takes a number; returns null or a static NUL-terminated string.
+        let text = unsafe { (self.HcclGetErrorString)(code) };
+        if text.is_null() {
+            String::new()
+        } else {
+            // SAFETY: non-null and NUL-terminated (HCCL's contract); copied at once.
+            unsafe { std::ffi::CStr::from_ptr(text) }
+                .to_string_lossy()
+                .into_owned()
+        }
+    }
+
+    /// `Ok` for `HCCL_SUCCESS`, else the typed error of `call`: the result, its name,
+    /// `HcclGetErrorString`'s text and `aclGetRecentErrMsg`'s, where there is one.
+    pub fn check(&self, call: &'static str, code: HcclResult) -> Result<(), AclError> {
+        if code == 0 {
+            return Ok(());
+        }
+        let text = self.error_string(code);
+        let recent = self.acl.recent_error_message();
+        let message = match (text.is_empty(), recent.is_empty()) {
+            (_, true) => text,
+            (true, false) => recent,
+            (false, false) => format!("{text}; {recent}"),
+        };
+        let err = AclError {
+            code,
+            name: result_name(code),
+            call,
+            message,
+        };
+        tracing::debug!(%err, "HCCL call failed");
+        Err(err)
+    }
+}
+
+/// The HCCL table of the ACL library [`AclApi::load_or_sim`] finds (CANN when configured,
+/// else `braid-acl-sim` built next to the executable).
+pub fn api() -> Result<&'static HcclApi, LoadError> {
+    HcclApi::load_for(AclApi::load_or_sim()?)
+}
