@@ -80,9 +80,12 @@
 //! | `buffer` | [`CollectiveBuffer`] |
 //! | `backend` | [`CollectiveBackend`]: what a backend provides (HCCL's communicator calls) |
 //! | `sim` | the simulator's implementation (feature `sim`, default) |
+//! | `acl` | HCCL's implementation (feature `acl`) |
 //! | `error` | [`CollectiveError`] |
 #![warn(missing_docs)]
 
+#[cfg(feature = "acl")]
+mod acl;
 mod backend;
 mod buffer;
 mod communicator;
