@@ -1,6 +1,6 @@
-//! [`CollectiveBackend`] for ACL: HCCL's communicators ([`AclComm`]) and collectives
-//! ([`AclStream::collective`]). Mismatches are checked by the ledger when
-//! [`crate::CommOptions::check_mismatch`] is on (the default): on hardware a mismatch hangs.
+//! [`CollectiveBackend`] for ACL: HCCL's communicators ([`AclComm`]) and collectives on ACL
+//! streams ([`AclStream::collective`]). Mismatch checking is an option
+//! ([`crate::CommOptions::check_mismatch`], on by default).
 
 use crate::backend::CollectiveBackend;
 use braid_backend_acl::{AclBackend, AclComm, AclDevice, AclStream};
@@ -26,6 +26,15 @@ impl CollectiveBackend for AclBackend {
         info: &RootInfo,
     ) -> Result<AclComm, HalError> {
         AclComm::init_root_info(device, ranks, rank, info)
+    }
+
+    /// HCCL's `HCCL_E_PARA` too.
+    fn is_refused_argument(error: &HalError) -> bool {
+        match error {
+            HalError::InvalidArgument(_) => true,
+            HalError::Native { name, .. } => *name == "HCCL_E_PARA",
+            _ => false,
+        }
     }
 
     fn launch(

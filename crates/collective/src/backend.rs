@@ -32,6 +32,13 @@ pub trait CollectiveBackend: Backend {
         info: &RootInfo,
     ) -> Result<Self::Comm, HalError>;
 
+    /// Whether `error`, from one of these calls, says an argument was refused (rather than
+    /// the runtime failing): how [`crate::Communicator::init_root_info`] tells a root info
+    /// that is not one. The default: [`HalError::InvalidArgument`].
+    fn is_refused_argument(error: &HalError) -> bool {
+        matches!(error, HalError::InvalidArgument(_))
+    }
+
     /// Enqueues this rank's part of `call` on `stream` (`HcclAllReduce` and friends).
     fn launch(
         stream: &Self::Stream,

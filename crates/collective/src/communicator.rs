@@ -166,14 +166,16 @@ impl<B: CollectiveBackend> Communicator<B> {
         if rank >= ranks {
             return Err(CollectiveError::RankOutOfRange { rank, ranks });
         }
-        let comm =
-            B::init_root_info(device.hal(), ranks, rank, info).map_err(|source| match source {
-                HalError::InvalidArgument(_) => CollectiveError::BadRootInfo { rank, source },
-                source => CollectiveError::Backend {
+        let comm = B::init_root_info(device.hal(), ranks, rank, info).map_err(|source| {
+            if B::is_refused_argument(&source) {
+                CollectiveError::BadRootInfo { rank, source }
+            } else {
+                CollectiveError::Backend {
                     call: "init_root_info",
                     source,
-                },
-            })?;
+                }
+            }
+        })?;
         tracing::debug!(backend = B::NAME, ranks, rank, "joined a communicator");
         Ok(Communicator {
             inner: Arc::new(RankInner {

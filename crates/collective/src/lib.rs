@@ -80,7 +80,7 @@
 //! | `buffer` | [`CollectiveBuffer`] |
 //! | `backend` | [`CollectiveBackend`]: what a backend provides (HCCL's communicator calls) |
 //! | `sim` | the simulator's implementation (feature `sim`, default) |
-//! | `acl` | HCCL's implementation through `braid-backend-acl` (feature `acl`) |
+//! | `acl` | HCCL's implementation (feature `acl`) |
 //! | `error` | [`CollectiveError`] |
 #![warn(missing_docs)]
 
