@@ -44,6 +44,16 @@
 //! step slower (on the simulator 5.8 ms serial against 10.9 ms overlapped on 4 devices).
 //! There the graph is what helps: it removes the per-call host cost.
 //!
+//! # The graph figure on the simulator
+//!
+//! The simulator replays a graph that holds collectives in capture order on the stream it is
+//! launched on (it holds such a graph back until every rank's part of each collective is
+//! there), so the captured communication stream no longer runs beside the compute stream:
+//! [`Mode::Graph`] times like [`Mode::Serial`] plus the graph launch, here where the device
+//! sets the pace. Its replay computes the right numbers ([`check()`] compares it with one
+//! device); on hardware, where a replayed graph's branches run concurrently, it would keep
+//! the overlap.
+//!
 //! [`check()`] runs the overlapped step and its graph replay at a small size on devices that
 //! compute, and compares every rank's activations with the same layers computed unsharded on
 //! the first device ([`reference()`]). [`time()`] runs the three ways at model size and reports
