@@ -129,16 +129,16 @@ pub fn sim_devices(
     node.devices().into_iter().map(Device::new).collect()
 }
 
-/// The first ACL device of a [`Role::Data`] node in [`acl_devices`], where the library has
+/// The first ACL device of a [`Role::Data`] node in `acl_devices`, where the library has
 /// `DATA_NODE_BASE + n` devices or more (else the node is devices `0..n`).
 pub const DATA_NODE_BASE: u32 = 8;
 
-/// The first ACL device of a [`Role::Timing`] node in [`acl_devices`], where the library has
+/// The first ACL device of a [`Role::Timing`] node in `acl_devices`, where the library has
 /// `TIMING_NODE_BASE + n` devices or more (else the node is devices `0..n`).
 pub const TIMING_NODE_BASE: u32 = 16;
 
-/// The `braid-acl-sim` settings under which [`acl_devices`] finds a data node and a timing
-/// node beside the single devices of [`acl`]: 24 devices, of which 1 and 16–23 are
+/// The `braid-acl-sim` settings under which `acl_devices` finds a data node and a timing
+/// node beside the single devices of `acl`: 24 devices, of which 1 and 16–23 are
 /// timing-only. Device 0 computes and device 1 times, as by default; devices 8–15 are the
 /// data node and 16–23 the timing node (each mode is a simulated node of its own, and a
 /// communicator's devices must all be of one). Set them in the environment before the
@@ -200,7 +200,7 @@ pub fn acl_devices_with(
         .collect()
 }
 
-/// `n` devices of one node for `role` on the backend the features select: [`acl_devices`]
+/// `n` devices of one node for `role` on the backend the features select: `acl_devices`
 /// with `acl` on, else [`sim_devices`] of a fresh [`sim_node`].
 pub fn open_node(role: Role, n: u32) -> Result<Vec<Device<Backend>>> {
     #[cfg(feature = "acl")]
