@@ -5,8 +5,8 @@
 //! Make every rank of a single-process communicator at once with [`Communicator::init_all`]
 //! (`HcclCommInitAll`), or join a communicator whose ranks live in several processes or nodes
 //! with [`Communicator::root_info`] on rank 0, the root info's bytes sent to every other rank
-//! over your own transport, and [`Communicator::init_root_info`] on each rank
-//! (`HcclGetRootInfo`, `HcclCommInitRootInfo`).
+//! over a [`RootInfoTransport`] (your own, or [`TcpRootInfoTransport`]), and
+//! [`Communicator::init_root_info`] on each rank (`HcclGetRootInfo`, `HcclCommInitRootInfo`).
 //!
 //! Each collective ([`Communicator::all_reduce`], [`all_gather`](Communicator::all_gather),
 //! [`reduce_scatter`](Communicator::reduce_scatter), [`broadcast`](Communicator::broadcast),
@@ -82,6 +82,7 @@
 //! | `sim` | the simulator's implementation (feature `sim`, default) |
 //! | `acl` | HCCL's implementation (feature `acl`) |
 //! | `error` | [`CollectiveError`] |
+//! | `transport` | [`RootInfoTransport`], [`TcpRootInfoTransport`]: the root info between processes |
 #![warn(missing_docs)]
 
 #[cfg(feature = "acl")]
