@@ -16,6 +16,8 @@ pub(crate) struct PartInfo {
     pub stream: u32,
     /// Its label for the timeline.
     pub label: std::sync::Arc<str>,
+    /// For a part replayed from a graph, its node in the graph launched on `stream`.
+    pub node: Option<usize>,
 }
 
 /// One communicator.

@@ -11,6 +11,7 @@
 //! (overlapping compute). Then each deferred stream's held-back work is placed in order, each
 //! call at the host time it was submitted at.
 
+use super::graph_run::GraphRuns;
 use super::{invalid, sanitizer_error, Engine};
 use crate::capture::{ExternalEvents, Node};
 use crate::collective::backlog::{Backlog, Deferred};
@@ -36,8 +37,8 @@ use std::sync::Arc;
 /// Work held back on a deferred stream, placed in order once the stream is free.
 #[derive(Debug)]
 pub(crate) enum Work {
-    /// An op (a graph's node when `from_graph`).
-    Op { op: Op, from_graph: bool },
+    /// An op.
+    Op(Op),
     /// A record of an event ([`Backlog::hold_record`]'s ticket).
     Record { e: usize, ticket: u64 },
     /// A wait on an event.
@@ -51,6 +52,8 @@ pub(crate) enum Work {
 pub(crate) enum Held {
     /// The part of call `key` of communicator `comm`.
     Part { comm: usize, key: CallKey },
+    /// A launch of a graph with collective parts ([`super::graph_run`]), by number.
+    Graph(u64),
     /// Anything else.
     Work(Work),
 }
@@ -68,6 +71,8 @@ pub(crate) struct Collectives {
     joined: HashMap<u64, usize>,
     /// This node's process-unique number.
     node: u64,
+    /// The launches of graphs with collective parts in progress.
+    pub(super) runs: GraphRuns,
 }
 
 impl Collectives {
@@ -78,6 +83,7 @@ impl Collectives {
             comms: Vec::new(),
             joined: HashMap::new(),
             node: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
+            runs: GraphRuns::default(),
         }
     }
 
@@ -93,7 +99,22 @@ impl Collectives {
 
     /// Holds back `work` on stream `s`, submitted at host time `host_ns`.
     pub fn hold(&mut self, s: u32, host_ns: u64, work: Work) {
-        self.backlog.push(s, host_ns, Held::Work(work));
+        self.push_held(s, host_ns, Held::Work(work));
+    }
+
+    /// Holds back `held` on stream `s`, submitted at host time `host_ns`.
+    pub fn push_held(&mut self, s: u32, host_ns: u64, held: Held) {
+        self.backlog.push(s, host_ns, held);
+    }
+
+    /// The first held-back call of stream `s`.
+    pub fn backlog_front(&self, s: u32) -> Option<&Deferred<Held>> {
+        self.backlog.front(s)
+    }
+
+    /// Removes the first held-back call of stream `s`.
+    pub fn backlog_pop(&mut self, s: u32) -> Option<Deferred<Held>> {
+        self.backlog.pop(s)
     }
 
     /// Holds back a record of `e` on stream `s`.
@@ -375,61 +396,34 @@ impl Engine {
         label: Arc<str>,
         host_ns: u64,
     ) -> Result<(), HalError> {
+        let info = PartInfo {
+            stream: s,
+            label,
+            node: None,
+        };
+        let key = self.join_call(comm, rank, call, replay_of, info)?;
+        self.coll.backlog.push(s, host_ns, Held::Part { comm, key });
+        Ok(())
+    }
+
+    /// Adds rank `rank`'s part `call` (of a replay of captured call `replay_of`, or eager) to
+    /// communicator `comm`'s group; returns the key of its call.
+    pub(super) fn join_call(
+        &mut self,
+        comm: usize,
+        rank: u32,
+        call: CollectiveCall,
+        replay_of: Option<u64>,
+        info: PartInfo,
+    ) -> Result<CallKey, HalError> {
         let state = &mut self.coll.comms[comm];
-        let key = match state
-            .group
-            .submit(rank, call, replay_of, PartInfo { stream: s, label })?
-        {
+        Ok(match state.group.submit(rank, call, replay_of, info)? {
             Arrival::Waiting(key) => key,
             Arrival::Complete(key, parts) => {
                 state.ready.insert(key, parts);
                 key
             }
-        };
-        self.coll.backlog.push(s, host_ns, Held::Part { comm, key });
-        Ok(())
-    }
-
-    /// Launches a graph holding collective parts (or on a deferred stream, or waiting on a
-    /// pending event) on stream `s`: its external waits, nodes (in order, one after another:
-    /// a graph with collectives replays serially) and external records are held back and
-    /// placed as the stream becomes free.
-    pub(super) fn hold_graph(
-        &mut self,
-        s: u32,
-        nodes: &[Node],
-        external: &ExternalEvents,
-    ) -> Result<(), HalError> {
-        let host = self.dev().host_ns;
-        for &e in &external.waits {
-            self.coll.hold(s, host, Work::Wait(e));
-        }
-        if nodes.iter().any(is_collective) {
-            for node in nodes {
-                match &node.op.kind {
-                    OpKind::Collective(part) => {
-                        let (comm, rank, call) = (part.comm, part.rank, part.call);
-                        let label = node.op.label.clone();
-                        self.submit_part(s, comm, rank, call, Some(part.captured), label, host)?;
-                    }
-                    _ => self.coll.hold(
-                        s,
-                        host,
-                        Work::Op {
-                            op: node.op.clone(),
-                            from_graph: true,
-                        },
-                    ),
-                }
-            }
-        } else {
-            self.coll.hold(s, host, Work::Graph(Arc::from(nodes)));
-        }
-        for &e in &external.records {
-            self.coll.hold_record(s, host, e);
-        }
-        self.devices[self.cur].graph_launches += 1;
-        self.pump()
+        })
     }
 
     // ----- running held-back work -----
@@ -442,6 +436,7 @@ impl Engine {
         enum Front {
             Blocked,
             Part(usize, CallKey),
+            Graph(u64),
             Ready,
         }
         loop {
@@ -454,18 +449,26 @@ impl Engine {
                             Front::Blocked
                         }
                         Some(Held::Part { comm, key }) => Front::Part(*comm, *key),
+                        Some(Held::Graph(id)) => Front::Graph(*id),
                         Some(Held::Work(_)) => Front::Ready,
                     };
                     match front {
                         Front::Blocked => break,
                         Front::Part(comm, key) => {
-                            if !self.at_fronts(comm, &key) {
+                            if !self.call_ready(comm, &key) {
                                 break;
                             }
                             if let Err(e) = self.run_collective(comm, key) {
                                 first_error.get_or_insert(e);
                             }
                         }
+                        Front::Graph(id) => match self.advance_run(s, id, &mut first_error) {
+                            Ok(true) => {}
+                            Ok(false) => break,
+                            Err(e) => {
+                                first_error.get_or_insert(e);
+                            }
+                        },
                         Front::Ready => {
                             if let Some(Deferred {
                                 host_ns,
@@ -487,23 +490,24 @@ impl Engine {
         }
     }
 
-    /// Whether every part of call `key` of `comm` is in and first in its stream's backlog.
-    fn at_fronts(&self, comm: usize, key: &CallKey) -> bool {
-        let Some(parts) = self.coll.comms.get(comm).and_then(|c| c.ready.get(key)) else {
-            return false;
-        };
-        parts.iter().all(|p| {
-            matches!(
-                self.coll.backlog.front(p.payload.stream).map(|d| &d.action),
-                Some(Held::Part { comm: c, key: k }) if *c == comm && k == key
-            )
-        })
+    /// Whether call `key` of `comm` can run: every part is in and ready.
+    pub(super) fn call_ready(&self, comm: usize, key: &CallKey) -> bool {
+        self.call_ready_at(comm, key).is_some()
+    }
+
+    /// When call `key` of `comm` is ready (the latest of its parts' ready times), if every
+    /// part is in and ready ([`Engine::part_ready`]).
+    fn call_ready_at(&self, comm: usize, key: &CallKey) -> Option<u64> {
+        let parts = self.coll.comms.get(comm)?.ready.get(key)?;
+        parts
+            .iter()
+            .try_fold(0, |t, p| Some(t.max(self.part_ready(comm, key, p)?)))
     }
 
     /// Places held-back `work` of stream `s`, submitted at host time `host_ns`.
     fn run_work(&mut self, s: u32, host_ns: u64, work: Work) -> Result<(), HalError> {
         match work {
-            Work::Op { op, from_graph } => self.place_at(op, host_ns, from_graph),
+            Work::Op(op) => self.place_at(op, host_ns),
             Work::Record { e, ticket } => {
                 if self.coll.backlog.take_record(e, ticket) {
                     let t = self.stream(s)?.tail.max(host_ns);
@@ -516,9 +520,12 @@ impl Engine {
         }
     }
 
-    /// Runs call `key` of communicator `comm`, whose parts are all first in their streams'
-    /// backlogs.
-    fn run_collective(&mut self, comm: usize, key: CallKey) -> Result<(), HalError> {
+    /// Runs call `key` of communicator `comm`, whose parts are all ready: the eager parts
+    /// leave their streams' backlogs, the replayed parts are their launches' placed nodes.
+    pub(super) fn run_collective(&mut self, comm: usize, key: CallKey) -> Result<(), HalError> {
+        let Some(ready) = self.call_ready_at(comm, &key) else {
+            return Ok(());
+        };
         let Some(mut parts) = self.coll.comms[comm].ready.remove(&key) else {
             return Ok(());
         };
@@ -526,13 +533,18 @@ impl Engine {
         if let Peers::Pair { from, .. } = key.peers {
             parts.sort_by_key(|p| p.rank != from);
         }
-        let hosts: Vec<u64> = parts
+        // The stream each part runs on: an eager part's own, a replayed part's captured one.
+        let streams: Vec<u32> = parts
             .iter()
-            .map(|p| {
-                self.coll
-                    .backlog
-                    .pop(p.payload.stream)
-                    .map_or(0, |d| d.host_ns)
+            .map(|p| match p.payload.node {
+                None => {
+                    self.coll.backlog.pop(p.payload.stream);
+                    p.payload.stream
+                }
+                Some(i) => self
+                    .front_run(p.payload.stream)
+                    .and_then(|id| self.run_node_stream(id, i))
+                    .unwrap_or(p.payload.stream),
             })
             .collect();
         let state = &self.coll.comms[comm];
@@ -541,12 +553,6 @@ impl Engine {
             .iter()
             .map(|p| state.device(p.rank).unwrap_or(self.cur))
             .collect();
-        let ready = parts
-            .iter()
-            .zip(&hosts)
-            .map(|(p, &h)| self.stream(p.payload.stream).map_or(h, |st| st.tail.max(h)))
-            .max()
-            .unwrap_or(0);
         let lead = parts[0].call;
         let params = self.link_params(&devices, lead.dtype);
         let (plan, pairs) = match key.peers {
@@ -607,7 +613,7 @@ impl Engine {
         let (sends, recvs) = ranges(&parts, ranks);
         let mut first_report = None;
         for (i, p) in parts.iter().enumerate() {
-            let s = p.payload.stream;
+            let s = streams[i];
             let op = Op {
                 kind: OpKind::Collective(Arc::new(CollectivePart {
                     comm,
@@ -622,12 +628,21 @@ impl Engine {
             };
             let at = self.locate(s);
             let from_graph = key.replay_of.is_some();
-            let acc = op.kind.accesses();
-            if let Err(r) = self
-                .sanitizer
-                .eager_op(s, &acc, || part_info(&op, at, start, end, from_graph))
-            {
-                first_report.get_or_insert(r);
+            match p.payload.node {
+                // A replayed part goes to the sanitizer with its launch's other nodes.
+                Some(node) => {
+                    let info = part_info(&op, at, start, end, from_graph);
+                    self.run_node_placed(p.payload.stream, node, info);
+                }
+                None => {
+                    let acc = op.kind.accesses();
+                    if let Err(r) = self
+                        .sanitizer
+                        .eager_op(s, &acc, || part_info(&op, at, start, end, from_graph))
+                    {
+                        first_report.get_or_insert(r);
+                    }
+                }
             }
             let d = devices[i];
             let dev = &mut self.devices[d];
@@ -655,8 +670,10 @@ impl Engine {
                     end_ns: end,
                 });
             }
-            if let Ok(st) = self.stream_mut(s) {
-                st.tail = st.tail.max(end);
+            if p.payload.node.is_none() {
+                if let Ok(st) = self.stream_mut(s) {
+                    st.tail = st.tail.max(end);
+                }
             }
         }
         if self.record_timeline {
@@ -727,8 +744,21 @@ impl Engine {
 
     /// What stream `s`'s held-back work waits for.
     fn blocker(&self, s: u32, depth: u32) -> String {
-        match self.coll.backlog.front(s).map(|d| &d.action) {
-            Some(Held::Part { comm, key }) => {
+        let front = match self.coll.backlog.front(s).map(|d| &d.action) {
+            Some(Held::Graph(id)) => self
+                .run_blocker(*id)
+                .map(|(comm, key)| Held::Part { comm, key }),
+            Some(Held::Part { comm, key }) => Some(Held::Part {
+                comm: *comm,
+                key: *key,
+            }),
+            _ => None,
+        };
+        match (
+            front.as_ref(),
+            self.coll.backlog.front(s).map(|d| &d.action),
+        ) {
+            (Some(Held::Part { comm, key }), _) => {
                 let state = &self.coll.comms[*comm];
                 let missing = state.group.missing(key);
                 if missing.is_empty() {
@@ -744,7 +774,7 @@ impl Engine {
                     )
                 }
             }
-            Some(Held::Work(Work::Wait(e))) => {
+            (_, Some(Held::Work(Work::Wait(e)))) => {
                 format!("waits on event {e}: {}", self.event_blocker(*e, depth))
             }
             _ => "holds back work".to_string(),

@@ -17,6 +17,7 @@
 
 mod collectives;
 mod events;
+mod graph_run;
 mod observe;
 mod remote_parts;
 mod submit;

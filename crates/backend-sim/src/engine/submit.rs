@@ -89,31 +89,23 @@ impl Engine {
         }
         let host = self.dev().host_ns;
         if self.coll.is_deferred(s) {
-            self.coll.hold(
-                s,
-                host,
-                Work::Op {
-                    op,
-                    from_graph: false,
-                },
-            );
+            self.coll.hold(s, host, Work::Op(op));
             return Ok(());
         }
-        self.place_at(op, host, false)
+        self.place_at(op, host)
     }
 
-    /// Places `op` eagerly on its stream as if submitted at host time `host` (a graph's node
-    /// when `from_graph`).
-    pub(super) fn place_at(&mut self, op: Op, host: u64, from_graph: bool) -> Result<(), HalError> {
+    /// Places `op` eagerly on its stream as if submitted at host time `host`.
+    pub(super) fn place_at(&mut self, op: Op, host: u64) -> Result<(), HalError> {
         let s = op.stream;
         let ready = host.max(self.stream(s)?.tail);
         let slot = self.slot(&op, ready);
         let acc = op.kind.accesses();
         let at = self.locate(s);
         self.sanitizer
-            .eager_op(s, &acc, || op_info(&op, &slot, at, from_graph))
+            .eager_op(s, &acc, || op_info(&op, &slot, at, false))
             .map_err(|r| sanitizer_error(&r))?;
-        let end = self.place(op, slot, from_graph);
+        let end = self.place(op, slot, false);
         let st = self.stream_mut(s)?;
         st.tail = st.tail.max(end);
         Ok(())

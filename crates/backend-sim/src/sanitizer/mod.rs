@@ -76,6 +76,7 @@ pub(crate) struct Sanitizer {
 }
 
 /// A replay in progress: each node's clock and lane.
+#[derive(Debug)]
 pub(crate) struct Replay {
     stream: u32,
     base: VectorClock,
