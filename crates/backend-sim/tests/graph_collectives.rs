@@ -1,0 +1,150 @@
+//! Graphs holding collectives on a simulated node: a replay keeps the captured streams'
+//! concurrency (communication beside compute) and computes the same data.
+
+mod common;
+
+use braid_backend_sim::{
+    collective_bound, NodeConfig, SimComm, SimConfig, SimDevice, SimGraph, SimMode, SimNode,
+    SimStream, Topology,
+};
+use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
+use braid_stream_core::dtype::DType;
+use braid_stream_core::hal::{Device as _, Graph as _, Stream as _};
+use braid_stream_core::types::{CaptureMode, DevicePtr, EventFlags};
+use common::*;
+
+const SUM: CollectiveOp = CollectiveOp::AllReduce(ReduceOp::Sum);
+
+fn node(devices: u32, mode: SimMode) -> Vec<SimDevice> {
+    let config = SimConfig::new()
+        .capacity(1 << 30)
+        .profile(unit_profile())
+        .mode(mode);
+    SimNode::new(NodeConfig {
+        devices,
+        device: config,
+        topology: Topology::atlas_800_a2(devices),
+    })
+    .devices()
+}
+
+fn all_reduce(x: DevicePtr, count: u64, dtype: DType) -> CollectiveCall {
+    CollectiveCall {
+        op: SUM,
+        send: x,
+        recv: x,
+        count,
+        dtype,
+    }
+}
+
+/// One rank's step, captured from `compute`: `compute_ns` of compute on `compute`, and an
+/// all-reduce of `x` on `comm`, forked from and joined back into `compute` by events.
+fn capture_step(
+    dev: &SimDevice,
+    compute: &SimStream,
+    comm: &SimComm,
+    call: &CollectiveCall,
+    compute_ns: u64,
+) -> SimGraph {
+    let comm_stream = dev.create_stream(0).unwrap();
+    let fork = dev.create_event(EventFlags::ORDERING).unwrap();
+    let join = dev.create_event(EventFlags::ORDERING).unwrap();
+    compute.begin_capture(CaptureMode::ThreadLocal).unwrap();
+    compute.record(&fork).unwrap();
+    comm_stream.wait(&fork).unwrap();
+    comm_stream
+        .collective(comm, call, "allreduce(sum)")
+        .unwrap();
+    compute.launch(&busy(compute_ns).into(), "compute").unwrap();
+    comm_stream.record(&join).unwrap();
+    compute.wait(&join).unwrap();
+    compute.end_capture().unwrap()
+}
+
+/// The time from the first replayed node's start to the last one's end on `dev`.
+fn replay_span(dev: &SimDevice) -> u64 {
+    let nodes: Vec<_> = dev
+        .timeline()
+        .into_iter()
+        .filter(|o| o.from_graph)
+        .collect();
+    assert_eq!(nodes.len(), 2, "the compute node and the all-reduce");
+    let start = nodes.iter().map(|o| o.start_ns).min().unwrap();
+    let end = nodes.iter().map(|o| o.end_ns).max().unwrap();
+    end - start
+}
+
+#[test]
+fn a_replayed_graph_runs_its_all_reduce_beside_its_compute() {
+    for devices in [2, 4] {
+        let devs = node(devices, SimMode::TimingOnly);
+        let refs: Vec<&SimDevice> = devs.iter().collect();
+        let comms = SimComm::init_all(&refs).unwrap();
+        let count = 1 << 22;
+        let comm_ns = collective_bound(SUM, devices, count * 2, &comms[0].link_params(DType::F16));
+        let compute_ns = comm_ns;
+        let ranks: Vec<_> = devs
+            .iter()
+            .zip(&comms)
+            .map(|(d, c)| {
+                let compute = d.create_stream(0).unwrap();
+                let x = d.alloc(count * 2).unwrap();
+                let call = all_reduce(x, count, DType::F16);
+                let graph = capture_step(d, &compute, c, &call, compute_ns);
+                (compute, graph)
+            })
+            .collect();
+        for (s, g) in &ranks {
+            g.launch(s).unwrap();
+        }
+        for (d, (s, _)) in devs.iter().zip(&ranks) {
+            s.synchronize().unwrap();
+            let span = replay_span(d);
+            let longer = comm_ns.max(compute_ns);
+            assert!(
+                span >= longer,
+                "{devices} devices: {span} ns vs {longer} ns"
+            );
+            // Serially it would take comm_ns + compute_ns.
+            assert!(
+                span < longer + compute_ns.min(comm_ns) / 4,
+                "{devices} devices: {span} ns, comm {comm_ns} ns, compute {compute_ns} ns"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_replayed_graph_with_an_all_reduce_beside_compute_sums_every_rank() {
+    let devs = node(2, SimMode::Data);
+    let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
+    let ranks: Vec<_> = devs
+        .iter()
+        .zip(&comms)
+        .enumerate()
+        .map(|(r, (d, c))| {
+            let compute = d.create_stream(0).unwrap();
+            let bytes = DType::F32.encode(&[r as f32 + 1.0; 4]);
+            let x = d.alloc(bytes.len() as u64).unwrap();
+            // SAFETY: `bytes` outlives the synchronize that observes the copy.
+            unsafe { compute.memcpy_h2d(x, bytes.as_ptr(), bytes.len() as u64) }.unwrap();
+            compute.synchronize().unwrap();
+            let graph = capture_step(d, &compute, c, &all_reduce(x, 4, DType::F32), 1_000);
+            (compute, x, graph)
+        })
+        .collect();
+    // Twice: 1 + 2 = 3, then 3 + 3 = 6.
+    for _ in 0..2 {
+        for (s, _, g) in ranks.iter().rev() {
+            g.launch(s).unwrap();
+        }
+    }
+    for (s, x, _) in &ranks {
+        let mut bytes = vec![0u8; 16];
+        // SAFETY: `bytes` is not touched until the synchronize observes the copy.
+        unsafe { s.memcpy_d2h(bytes.as_mut_ptr(), *x, 16) }.unwrap();
+        s.synchronize().unwrap();
+        assert_eq!(DType::F32.decode(&bytes), vec![6.0; 4]);
+    }
+}
