@@ -45,6 +45,11 @@ fn overlapping_the_all_reduce_beats_the_compute_stream_at_llama2_7b_sizes() {
         assert!(t.overlap_us < t.serial_us, "{t:?}");
         // The overlap saves a good part of the step, not a rounding error.
         assert!(t.overlap_us < 0.8 * t.serial_us, "{t:?}");
+        // The graph replays the overlapped schedule: the communication stream still runs
+        // beside the compute stream. The host pays the launch of the whole graph up front,
+        // where the eager launches hide behind the device's work.
+        assert!(t.graph_us < 0.8 * t.serial_us, "{t:?}");
+        assert!(t.graph_us < 1.05 * t.overlap_us, "{t:?}");
         for mode in Mode::ALL {
             assert!(
                 t.us(mode).is_finite() && t.us(mode) > 0.0,
@@ -95,4 +100,20 @@ fn a_shape_that_does_not_shard_is_a_typed_error_and_the_devices_stay_usable() {
     assert!(tensor_parallel::check(&devices, &Shape::small())
         .unwrap()
         .correct());
+}
+
+#[test]
+fn the_graph_beats_both_eager_ways_at_a_decode_batch() {
+    // 32 tokens: each matmul takes about as long as its launch, the host sets the pace, and
+    // the graph, launched once per device, removes the per-call cost.
+    let shape = Shape {
+        batch: 32,
+        ..Shape::llama2_7b()
+    };
+    for n in [2, 4] {
+        let devices = sim_devices(&sim_node(Role::Timing, n)).unwrap();
+        let t = tensor_parallel::time(&devices, &shape).unwrap();
+        assert!(t.graph_us < t.serial_us, "{t:?}");
+        assert!(t.graph_us < t.overlap_us, "{t:?}");
+    }
 }

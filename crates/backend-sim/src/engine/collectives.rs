@@ -4,8 +4,10 @@
 //!
 //! A rank's part is matched with the other ranks' parts ([`crate::collective::group`]) when
 //! it is submitted, and its stream is deferred until the collective runs. A collective runs
-//! once every participant's part is in *and* at the front of its stream's held-back work: it
-//! is ready at the latest of the parts' host times and their streams' ends, takes the time of
+//! once every participant's part is in *and* ready: an eager part at the front of its
+//! stream's held-back work (ready at the latest of its host time and its stream's end), a part
+//! replayed from a graph once the nodes it depends on are placed ([`super::graph_run`]). It
+//! is ready at the latest of the parts' ready times, takes the time of
 //! the cost model's algorithm ([`crate::collective::cost`]) on the node's links, and occupies
 //! the communication engine of every participant's device and every link the algorithm uses
 //! (overlapping compute). Then each deferred stream's held-back work is placed in order, each

@@ -12,8 +12,9 @@
 //!
 //! The parts: this module holds the state, the clocks and memory calls; `submit` checks and
 //! places ops (peer copies on links), `events` has events, synchronization, captures and
-//! graph launches, `transfer` the link and communication-engine interface for collectives,
-//! `observe` the timeline, statistics, reports and trace export.
+//! graph launches, `graph_run` the replay of graphs holding collectives (their captured
+//! streams kept concurrent), `transfer` the link and communication-engine interface for
+//! collectives, `observe` the timeline, statistics, reports and trace export.
 
 mod collectives;
 mod events;

@@ -46,13 +46,17 @@
 //!
 //! # The graph figure on the simulator
 //!
-//! The simulator replays a graph that holds collectives in capture order on the stream it is
-//! launched on (it holds such a graph back until every rank's part of each collective is
-//! there), so the captured communication stream no longer runs beside the compute stream:
-//! [`Mode::Graph`] times like [`Mode::Serial`] plus the graph launch, here where the device
-//! sets the pace. Its replay computes the right numbers ([`check()`] compares it with one
-//! device); on hardware, where a replayed graph's branches run concurrently, it would keep
-//! the overlap.
+//! The simulator replays a graph that holds collectives with its captured dependencies, as
+//! any graph: each node starts once the nodes it depends on (the previous node of its
+//! captured stream, the event edges) are done, and a collective node also once every rank's
+//! part of it is there. The captured communication stream runs beside the compute stream as
+//! in [`Mode::Overlap`]. Where the device sets the pace, [`Mode::Graph`] times like
+//! [`Mode::Overlap`] plus the graph launch, which the host pays up front (the profile's
+//! `graph_launch_ns` and `graph_node_ns` per node: about 0.3 ms for this step's graph)
+//! while the eager launches hide behind the device's work: 17.6 ms against 17.3 ms
+//! overlapped and 28.1 ms serial on 4 devices. At a decode batch of 32 tokens, where the
+//! host sets the pace, the graph beats both eager modes (3.2 ms against 5.8 ms serial and
+//! 10.9 ms overlapped on 4 devices).
 //!
 //! [`check()`] runs the overlapped step and its graph replay at a small size on devices that
 //! compute, and compares every rank's activations with the same layers computed unsharded on
