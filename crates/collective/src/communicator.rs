@@ -43,6 +43,11 @@ impl CommOptions {
     /// The cost is one small all-gather and a host wait per collective, which serializes the
     /// host with every collective: a debugging aid, not for production runs. Sends and
     /// receives are not checked (only two ranks take part in them, so no all-gather can run).
+    /// Every rank must set it alike: a rank without it would not join the exchanges.
+    ///
+    /// On the simulator the ranks must live in separate processes: a root-info communicator
+    /// whose ranks are all in one process runs in the node's engine, which refuses (as a
+    /// typed error) a host wait on a collective another thread has not issued yet.
     pub fn exchange_signatures() -> CommOptions {
         CommOptions {
             exchange_signatures: true,

@@ -8,11 +8,12 @@
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice, SimMode};
 use braid_collective::{
-    CollectiveError, CollectiveOp, CommOptions, Communicator, ReduceOp, RootInfo,
+    CollectiveError, CollectiveOp, CommOptions, Communicator, MismatchCheck, ReduceOp, RootInfo,
     RootInfoTransport, Signature, TcpRootInfoTransport,
 };
 use braid_stream_core::{DType, Device, DeviceMemory, Stream};
@@ -153,25 +154,64 @@ fn mismatch_refused_everywhere(rank: &Rank) {
     reduce_and_gather(rank);
 }
 
-/// What a rank of the test `test` runs once it has joined.
-fn scenario(test: &str) -> (CommOptions, fn(&Rank)) {
-    if test.starts_with("mismatched") {
-        (
-            CommOptions::exchange_signatures(),
-            mismatch_refused_everywhere,
-        )
-    } else {
-        (CommOptions::default(), reduce_and_gather)
+/// A user's check after the exchange: records what reaches it and launches it.
+#[derive(Default)]
+struct Recording {
+    seen: Mutex<Vec<(u32, Signature)>>,
+}
+
+impl MismatchCheck for Recording {
+    fn admit(
+        &self,
+        rank: u32,
+        signature: &Signature,
+        launch: &mut dyn FnMut() -> braid_collective::Result<()>,
+    ) -> braid_collective::Result<()> {
+        self.seen.lock().unwrap().push((rank, *signature));
+        launch()
     }
 }
 
-/// Joins as `rank` of `ranks` on `device` with `info` and runs the test's scenario.
+/// Joins as `rank` of `ranks` on `device` with `info` and runs the test's scenario: the
+/// mismatch tests exchange signatures and hand what passes to a [`Recording`] check.
 fn join_and_run(test: &str, device: &Device<SimBackend>, ranks: u32, rank: u32, info: &RootInfo) {
-    let (options, run) = scenario(test);
+    let exchange = test.starts_with("mismatched");
+    let recording = Arc::new(Recording::default());
+    let options = if exchange {
+        CommOptions {
+            check: Some(recording.clone()),
+            ..CommOptions::exchange_signatures()
+        }
+    } else {
+        CommOptions::default()
+    };
     let comm = Communicator::init_root_info(device, ranks, rank, info, options).unwrap();
     assert_eq!((comm.rank(), comm.ranks()), (rank, ranks));
     let stream = device.create_stream(0).unwrap();
-    run(&Rank { comm, stream });
+    let this = Rank { comm, stream };
+    if !exchange {
+        assert!(!this.comm.checks_mismatch());
+        reduce_and_gather(&this);
+        return;
+    }
+    mismatch_refused_everywhere(&this);
+    // The check saw this rank's calls that matched, not the refused one nor the exchanges'
+    // own all-gathers.
+    let all_reduce = Signature {
+        op: CollectiveOp::AllReduce(ReduceOp::Sum),
+        count: ELEMENTS as u64,
+        dtype: DType::F32,
+    };
+    let all_gather = Signature {
+        op: CollectiveOp::AllGather,
+        count: ELEMENTS as u64,
+        dtype: DType::F16,
+    };
+    let seen = recording.seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [all_reduce, all_gather, all_reduce, all_gather].map(|s| (rank, s))
+    );
 }
 
 /// The children of one run, killed if the test fails before they finish.
