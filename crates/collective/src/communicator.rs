@@ -18,9 +18,10 @@ pub struct CommOptions {
     /// typed error instead of hanging (default `true`). Backends that always check (the
     /// simulator, [`CollectiveBackend::ALWAYS_CHECKS_MISMATCH`]) ignore `false`.
     pub check_mismatch: bool,
-    /// The check of a root-info communicator, whose other ranks live in other processes:
-    /// typically one that exchanges each call's [`crate::Signature`] over the transport that
-    /// carried the root info. `None` (the default): such a communicator is not checked.
+    /// A check of your own for a root-info communicator, whose other ranks live in other
+    /// processes (for one that works on any backend, see
+    /// [`CommOptions::exchange_signatures`]). `None` (the default): such a communicator is not
+    /// checked unless [`CommOptions::exchange_signatures`] is set.
     /// Ignored by [`Communicator::init_all`], whose ranks share a ledger.
     pub check: Option<Arc<dyn MismatchCheck>>,
     /// Check a root-info communicator's collectives by exchanging their signatures through
