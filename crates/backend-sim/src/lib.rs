@@ -154,7 +154,7 @@ pub mod trace;
 
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
 pub use comm::{SimComm, JOIN_TIMEOUT};
-pub use config::{SimConfig, SimMode};
+pub use config::{SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
 pub use event::SimEvent;

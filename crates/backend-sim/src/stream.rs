@@ -1,7 +1,8 @@
 //! [`SimStream`]: the hal stream.
 
 use crate::custom::SimCustom;
-use crate::device::{checked, lock, same_node, Shared};
+use crate::device::{checked, host_wait, lock, same_node, Shared};
+use crate::engine::HostWait;
 use crate::event::SimEvent;
 use crate::fault::{CallKind, Verdict};
 use crate::graph::SimGraph;
@@ -206,9 +207,11 @@ impl hal::Stream for SimStream {
     }
 
     fn synchronize(&self) -> Result<(), HalError> {
-        let mut engine = checked(&self.shared, CallKind::Synchronize)?;
-        engine.sync_stream(self.global)?;
-        engine.faults().take_stream(self.global)
+        let (s, what) = (self.global, HostWait::Stream(self.global));
+        host_wait(&self.shared, Some(CallKind::Synchronize), what, |e| {
+            e.sync_stream(s)?;
+            e.faults().take_stream(s)
+        })
     }
 
     fn query(&self) -> Result<bool, HalError> {
