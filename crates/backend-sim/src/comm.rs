@@ -19,8 +19,12 @@ use std::time::Duration;
 /// rank (call `k` of each rank belongs together; sends and receives pair per peer). A part
 /// that does not match the parts already in is refused when it arrives, naming the rank, the
 /// call and the difference. A rank's stream holds back the work submitted after its part
-/// until every rank's part is in; a host synchronization that would wait on such work fails
-/// with an error naming the ranks that have not issued the call, instead of hanging.
+/// until every rank's part is in; a host synchronization that would wait on such work waits
+/// for the ranks driven by other host threads (up to
+/// [`SimConfig::collective_timeout`](crate::SimConfig#structfield.collective_timeout)), then
+/// fails with an error naming the ranks that have not issued the call, instead of hanging
+/// (at once when the calling thread drives those ranks itself: see
+/// [`SimStream::collective`]).
 ///
 /// ```
 /// use braid_backend_sim::{NodeConfig, SimComm, SimNode};

@@ -89,7 +89,7 @@ pub(crate) fn host_wait<T>(
     };
     let timeout = engine.collective_timeout();
     let mut waited = None;
-    if engine.may_be_released(what) {
+    if !timeout.is_zero() && engine.may_be_released(what) {
         let start = Instant::now();
         // `None`: a timeout too long to add to the clock waits without end.
         let deadline = start.checked_add(timeout);

@@ -73,8 +73,16 @@ impl SimStream {
     /// [`HalError::InvalidArgument`] when it does not match those already in, naming the rank,
     /// the call and the difference. Until every rank's part is in, the stream holds back what
     /// is submitted to it afterwards (and events recorded on it are pending; a stream waiting
-    /// on a pending event holds back too); a host synchronization that would wait on held-back
-    /// work fails naming the ranks that have not issued the call. Then the collective runs in
+    /// on a pending event holds back too). A host synchronization (stream, event or device
+    /// synchronize, event elapsed time, `free_host`) that would wait on held-back work waits
+    /// for the other ranks' parts, submitted by other host threads, up to the node's
+    /// [`SimConfig::collective_timeout`](crate::SimConfig#structfield.collective_timeout)
+    /// (the simulator's `HCCL_EXEC_TIMEOUT`), then fails naming the ranks that have not issued
+    /// the call. It fails at once, without waiting, when the calling thread is the only one
+    /// that has ever submitted parts to the communicator and has submitted parts of every
+    /// missing rank before (one thread driving every rank can never complete the call); a
+    /// rank that has never submitted a part may be driven by a thread that has not reached
+    /// its first call yet, so a wait on it takes the timeout. Then the collective runs in
     /// virtual time (ready at the latest of the parts' submissions and their streams' ends,
     /// for the time the cost model gives on the node's links, occupying every participant's
     /// communication engine and the links the algorithm uses: compute overlaps it), and the
