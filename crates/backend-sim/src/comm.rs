@@ -1,7 +1,8 @@
 //! [`SimComm`]: a communicator of the simulated node, HCCL-style.
 
 use crate::collective::cost::LinkParams;
-use crate::device::{lock, same_node, Shared};
+use crate::device::{checked, lock, same_node, Shared};
+use crate::fault::CallKind;
 use crate::remote::RemoteGroup;
 use crate::stream::SimStream;
 use crate::SimDevice;
@@ -194,10 +195,10 @@ impl SimComm {
         label: &str,
     ) -> Result<(), HalError> {
         same_node(&self.shared, &stream.shared)?;
+        // The fault plan of the stream's device decides first: a failed part does nothing.
+        let mut engine = checked(&stream.shared, CallKind::Collective)?;
         match &self.kind {
-            Kind::Node(comm) => {
-                lock(&stream.shared).collective(stream.global(), *comm, self.rank, call, label)
-            }
+            Kind::Node(comm) => engine.collective(stream.global(), *comm, self.rank, call, label),
             Kind::Remote { group, calls } => {
                 if stream.shared.device != self.shared.device {
                     return Err(HalError::InvalidArgument(format!(
@@ -205,6 +206,7 @@ impl SimComm {
                         self.rank
                     )));
                 }
+                drop(engine);
                 // One call at a time per rank, in the order the rank issues them.
                 let mut next = calls.lock().unwrap_or_else(|e| e.into_inner());
                 let part = lock(&stream.shared).remote_prepare(

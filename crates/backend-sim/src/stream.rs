@@ -90,6 +90,9 @@ impl SimStream {
     /// and the receive buffers written at the end. Inside a capture the part becomes a graph
     /// node that runs the collective again at each replay (with the other ranks' replays).
     ///
+    /// The device's fault plan may make the call fail ([`crate::CallKind::Collective`]): then
+    /// nothing is submitted and the part takes no call number, so the rank may submit it again.
+    ///
     /// Refused as invalid arguments: a communicator of another node, a stream of another
     /// device than the rank's, a buffer (of `send_len`/`recv_len` bytes) that is not live
     /// memory of the stream's device, a root or peer out of range, a send or receive to the
