@@ -54,4 +54,9 @@ fn acl_scale_body(args: ScaleOpArgs) -> Result<Arc<NativeOpFn>, String> {
     Ok(unsafe { native_op(body) })
 }
 
-braid_conformance::conformance_tests!(AclBackend, common::device, scale_body = acl_scale_body);
+braid_conformance::conformance_tests!(
+    AclBackend,
+    common::device,
+    scale_body = acl_scale_body,
+    node = common::node,
+);

@@ -20,6 +20,7 @@
 //!     SimBackend,
 //!     |ordinal| Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal))),
 //!     scale_body = sim_scale_body, // the user operator's host body
+//!     node = sim_node,             // the first n devices of a fresh node
 //! );
 //! ```
 //!
@@ -48,6 +49,7 @@ mod support;
 pub mod allocator;
 pub mod capture;
 pub mod context;
+pub mod cross_device;
 pub mod custom_ops;
 pub mod errors;
 pub mod events;
@@ -61,8 +63,8 @@ pub mod streams;
 pub mod tags;
 
 pub use harness::{
-    check_device_works, CaseError, DeviceFactory, Harness, ScaleBodyFactory, ScaleOpArgs,
-    LONG_WORK_NS,
+    check_device_works, CaseError, DeviceFactory, Harness, NodeFactory, ScaleBodyFactory,
+    ScaleOpArgs, LONG_WORK_NS,
 };
 
 /// The one list of cases, by module. Calls `$crate::$callback!` with `{ args }` followed by the
@@ -104,6 +106,13 @@ macro_rules! __with_cases {
                 ordering_is_transitive,
                 work_after_record_is_not_ordered,
                 race_without_wait_reads_stale_data,
+            ],
+            cross_device: [
+                cross_device_event_wait_orders_work,
+                host_sync_of_one_device_leaves_another_pending,
+                peer_copy_needs_peer_access,
+                foreign_memory_needs_peer_access,
+                record_stream_across_devices,
             ],
             custom_ops: [
                 bad_operator_declarations_are_typed_errors,
@@ -248,24 +257,27 @@ __with_cases!(__define_registry {});
 /// `$backend` is the backend type and `$factory` an expression usable as
 /// `Fn(u32) -> braid_stream_core::Result<Device<$backend>> + Send + Sync + 'static`: given an
 /// ordinal it opens a fresh device. `scale_body = $bodies` makes the body of the suite's user
-/// operator `y = factor * x` on this backend (see [`Harness::with_scale_body`]). Tests are
-/// grouped in modules named like the suite's (`streams`, `events`, `capture`, …); the factory
-/// and the bodies are resolved in the invoking module.
+/// operator `y = factor * x` on this backend (see [`Harness::with_scale_body`]); `node = $node`
+/// opens the first `n` devices of one fresh node (see [`Harness::with_node`]). Tests are
+/// grouped in modules named like the suite's (`streams`, `events`, `capture`, …); the
+/// factories and the bodies are resolved in the invoking module.
 ///
 /// ```ignore
 /// braid_conformance::conformance_tests!(
 ///     SimBackend,
 ///     |ordinal| Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal))),
 ///     scale_body = sim_scale_body,
+///     node = sim_node,
 /// );
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {
-    ($backend:ty, $factory:expr, scale_body = $bodies:expr $(,)?) => {
+    ($backend:ty, $factory:expr, scale_body = $bodies:expr, node = $node:expr $(,)?) => {
         $crate::__with_cases!(__conformance_tests_impl {
             $backend,
             $factory,
-            $bodies
+            $bodies,
+            $node
         });
     };
 }
@@ -274,7 +286,7 @@ macro_rules! conformance_tests {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_tests_impl {
-    ({ $backend:ty, $factory:expr, $bodies:expr } $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
+    ({ $backend:ty, $factory:expr, $bodies:expr, $node:expr } $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
         $(
             mod $module {
                 #[allow(unused_imports)]
@@ -283,7 +295,9 @@ macro_rules! __conformance_tests_impl {
                     #[test]
                     fn $case() {
                         let harness =
-                            $crate::Harness::<$backend>::new($factory).with_scale_body($bodies);
+                            $crate::Harness::<$backend>::new($factory)
+                                .with_scale_body($bodies)
+                                .with_node($node);
                         if let Err(err) =
                             $crate::run_case(&harness, $crate::$module::$case::<$backend>)
                         {

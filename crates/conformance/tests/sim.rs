@@ -1,6 +1,8 @@
 //! The conformance suite on the simulated backend (data mode, so kernels really compute).
 
-use braid_backend_sim::{host_op, HostOpFn, SimBackend, SimConfig, SimDevice, SimMode};
+use braid_backend_sim::{
+    host_op, HostOpFn, NodeConfig, SimBackend, SimConfig, SimDevice, SimMode, SimNode,
+};
 use braid_conformance::ScaleOpArgs;
 use braid_stream_core::Device;
 use std::sync::Arc;
@@ -17,12 +19,22 @@ fn sim_scale_body(args: ScaleOpArgs) -> Result<Arc<HostOpFn>, String> {
     }))
 }
 
+/// The first `n` devices of a fresh node in one server, in data mode.
+fn sim_node(n: u32) -> braid_stream_core::Result<Vec<Device<SimBackend>>> {
+    SimNode::new(NodeConfig::new(n).device(SimConfig::new().mode(SimMode::Data)))
+        .devices()
+        .into_iter()
+        .map(Device::new)
+        .collect()
+}
+
 braid_conformance::conformance_tests!(
     SimBackend,
     |ordinal| Device::new(SimDevice::new(
         SimConfig::new().ordinal(ordinal).mode(SimMode::Data),
     )),
     scale_body = sim_scale_body,
+    node = sim_node,
 );
 
 /// The CLI entry point runs the same cases and they all pass.
@@ -31,7 +43,8 @@ fn run_all_passes_every_case() {
     let harness = braid_conformance::Harness::<SimBackend>::new(|ordinal| {
         Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal)))
     })
-    .with_scale_body(sim_scale_body);
+    .with_scale_body(sim_scale_body)
+    .with_node(sim_node);
     let results = braid_conformance::run_all(&harness);
     assert_eq!(results.len(), braid_conformance::CASES.len());
     let failed: Vec<String> = results
