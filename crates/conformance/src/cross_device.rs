@@ -3,7 +3,7 @@
 //! memory need peer access, and the caching allocator protects a buffer another device's
 //! stream uses.
 
-use crate::support::{alloc_f32, all_equal, download, fill, long_work, still_works, upload};
+use crate::support::{all_equal, alloc_f32, download, fill, long_work, still_works, upload};
 use crate::{CaseError, Harness};
 use braid_allocator::{AllocError, AllocatorConfig, CachingAllocator, CrossStreamMode};
 use braid_stream_core::hal::Backend;
@@ -26,7 +26,11 @@ fn pair<B: Backend>(h: &Harness<B>) -> Result<(Device<B>, Device<B>), CaseError>
 /// not before it, and not before another stream of B; A's work after the record is not.
 pub fn cross_device_event_wait_orders_work<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let (a, b) = pair(h)?;
-    let (sa, sb, other_b) = (a.create_stream(0)?, b.create_stream(0)?, b.create_stream(0)?);
+    let (sa, sb, other_b) = (
+        a.create_stream(0)?,
+        b.create_stream(0)?,
+        b.create_stream(0)?,
+    );
     let (on_a, on_b) = (alloc_f32(&a, N)?, alloc_f32(&b, N)?);
     b.enable_peer_access(&a)?;
     long_work(&sa)?;
@@ -91,7 +95,10 @@ pub fn host_sync_of_one_device_leaves_another_pending<B: Backend>(
         !a.is_complete(pending) && !b.is_complete(pending),
         "B's synchronize completes nothing of A"
     );
-    ensure!(!sa.query()?, "A's long work is still running after B's synchronize");
+    ensure!(
+        !sa.query()?,
+        "A's long work is still running after B's synchronize"
+    );
     sb.wait(&sa.record_event()?)?;
     let after = sb.record_event()?;
     after.synchronize()?;
@@ -140,11 +147,19 @@ pub fn peer_copy_needs_peer_access<B: Backend>(h: &Harness<B>) -> Result<(), Cas
     ensure!(b.has_peer_access(&a), "B has access to A after enabling it");
     ensure!(!a.has_peer_access(&b), "peer access is one direction");
     sb.copy_peer(on_a.slice(), &a, on_b.slice(), &b)?;
-    ensure_eq!(download(&sb, on_b.slice())?, values, "A's bytes pulled into B");
+    ensure_eq!(
+        download(&sb, on_b.slice())?,
+        values,
+        "A's bytes pulled into B"
+    );
     fill(&sb, on_b.slice(), 7.0)?;
     sb.copy_peer(on_b.slice(), &b, on_a.slice(), &a)?;
     sa.wait(&sb.record_event()?)?;
-    all_equal(&download(&sa, on_a.slice())?, 7.0, "B's bytes pushed into A")?;
+    all_equal(
+        &download(&sa, on_a.slice())?,
+        7.0,
+        "B's bytes pushed into A",
+    )?;
     expect_err!(
         sa.copy_peer(on_a.slice(), &a, on_b.slice(), &b),
         Error::PeerAccessUnavailable { .. },
@@ -202,7 +217,11 @@ pub fn foreign_memory_needs_peer_access<B: Backend>(h: &Harness<B>) -> Result<()
     b.enable_peer_access(&a)?;
     sb.launch(&write_a)?;
     sa.wait(&sb.record_event()?)?;
-    all_equal(&download(&sa, on_a.slice())?, 5.0, "A's memory written by B")?;
+    all_equal(
+        &download(&sa, on_a.slice())?,
+        5.0,
+        "A's memory written by B",
+    )?;
     still_works(&a)?;
     still_works(&b)
 }
