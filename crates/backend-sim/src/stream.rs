@@ -85,6 +85,12 @@ impl SimStream {
     /// device than the rank's, a buffer (of `send_len`/`recv_len` bytes) that is not live
     /// memory of the stream's device, a root or peer out of range, a send or receive to the
     /// rank itself.
+    ///
+    /// On a communicator spanning processes (a root info joined by ranks of several nodes)
+    /// the call blocks until every rank has submitted the same call (each rank's ready time
+    /// and send bytes go over the transport); the collective starts at the latest ready time.
+    /// There, send and receive, captures and streams holding back work are
+    /// [`HalError::Unsupported`].
     pub fn collective(
         &self,
         comm: &crate::SimComm,

@@ -659,3 +659,27 @@ fn an_eager_record_supersedes_a_held_one_and_releases_its_waiters() {
         "rank 1 has still not issued the call"
     );
 }
+
+#[test]
+fn ranks_issuing_calls_in_crossed_orders_get_an_error_naming_the_call() {
+    let devs = node(2);
+    let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
+    let ranks = setup(&devs, DType::F32, |_| vec![1.0; 2]);
+    let (s0, x0) = &ranks[0];
+    let (s1, x1) = &ranks[1];
+    // Rank 0 sends before the all-reduce, rank 1 receives after it: both calls are fully
+    // issued, yet each waits for the other behind it.
+    let send = call(CollectiveOp::Send { peer: 1 }, *x0, *x0, 2, DType::F32);
+    s0.collective(&comms[0], &send, "send").unwrap();
+    s0.collective(&comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
+        .unwrap();
+    s1.collective(&comms[1], &call(SUM, *x1, *x1, 2, DType::F32), "ar")
+        .unwrap();
+    let recv = call(CollectiveOp::Recv { peer: 0 }, *x1, *x1, 2, DType::F32);
+    s1.collective(&comms[1], &recv, "recv").unwrap();
+    let err = s0.synchronize().unwrap_err().to_string();
+    assert!(
+        err.contains("call 0 from rank 0 to rank 1") && err.contains("issued by every rank"),
+        "{err}"
+    );
+}

@@ -575,8 +575,11 @@ impl Engine {
             .iter()
             .flat_map(|&(a, b)| self.links.route(devices[a] as u32, devices[b] as u32).hops)
             .collect();
-        hops.sort_by_key(|h| format!("{h:?}"));
-        hops.dedup();
+        // Each link once (a port serves every pair it is on).
+        let mut seen = std::collections::HashSet::new();
+        hops.retain(|h| seen.insert(*h));
+        // The links the algorithm uses, as one route reserved for the whole collective (its
+        // time comes from the cost model, not from the route's spec).
         let route = Route {
             hops,
             spec: self.links.topology().intra_server,
