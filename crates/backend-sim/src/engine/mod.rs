@@ -20,7 +20,6 @@ mod events;
 mod observe;
 mod remote_parts;
 mod submit;
-mod transfer;
 
 use collectives::{Collectives, Work};
 
