@@ -65,3 +65,18 @@ fn user_operator_case_needs_a_body() {
             .expect_err("no body, no case");
     assert!(err.message.contains("with_scale_body"), "{err}");
 }
+
+/// Without a node factory the cross-device cases fail, naming what is missing; a factory that
+/// opens the wrong devices is refused.
+#[test]
+fn cross_device_cases_need_a_node() {
+    let harness = braid_conformance::Harness::<SimBackend>::new(|ordinal| {
+        Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal)))
+    });
+    let err = braid_conformance::cross_device::peer_copy_needs_peer_access(&harness)
+        .expect_err("no node, no case");
+    assert!(err.message.contains("with_node"), "{err}");
+    let short = harness.with_node(|n| sim_node(n.saturating_sub(1)));
+    let err = short.node(3).expect_err("a node of 2 is not a node of 3");
+    assert!(err.message.contains("[0, 1]"), "{err}");
+}
