@@ -11,6 +11,11 @@ pub trait CollectiveBackend: Backend {
     /// One rank's native communicator (`HcclComm`).
     type Comm: Send + Sync + 'static;
 
+    /// Whether single-process communicators of this backend ([`crate::Communicator::init_all`])
+    /// check every call for mismatches whatever [`crate::CommOptions::check_mismatch`] says
+    /// (the simulator: a hang there helps nobody).
+    const ALWAYS_CHECKS_MISMATCH: bool;
+
     /// One communicator per device, rank `i` on `devices[i]`, all in this process
     /// (`HcclCommInitAll`).
     fn init_all(devices: &[&Self::Device]) -> Result<Vec<Self::Comm>, HalError>;
@@ -26,6 +31,13 @@ pub trait CollectiveBackend: Backend {
         rank: u32,
         info: &RootInfo,
     ) -> Result<Self::Comm, HalError>;
+
+    /// Whether `error`, from one of these calls, says an argument was refused (rather than
+    /// the runtime failing): how [`crate::Communicator::init_root_info`] tells a root info
+    /// that is not one. The default: [`HalError::InvalidArgument`].
+    fn is_refused_argument(error: &HalError) -> bool {
+        matches!(error, HalError::InvalidArgument(_))
+    }
 
     /// Enqueues this rank's part of `call` on `stream` (`HcclAllReduce` and friends).
     fn launch(

@@ -1,11 +1,113 @@
-//! Collective communication over braid's backends.
+//! Collective communication over braid's backends: communicators over several devices and
+//! HCCL's collectives as stream operators.
+//!
+//! A [`Communicator`] is one rank's handle: its device, its rank and the number of ranks.
+//! Make every rank of a single-process communicator at once with [`Communicator::init_all`]
+//! (`HcclCommInitAll`), or join a communicator whose ranks live in several processes or nodes
+//! with [`Communicator::root_info`] on rank 0, the root info's bytes sent to every other rank
+//! over a [`RootInfoTransport`] (your own, or [`TcpRootInfoTransport`]), and
+//! [`Communicator::init_root_info`] on each rank (`HcclGetRootInfo`, `HcclCommInitRootInfo`).
+//!
+//! Each collective ([`Communicator::all_reduce`], [`all_gather`](Communicator::all_gather),
+//! [`reduce_scatter`](Communicator::reduce_scatter), [`broadcast`](Communicator::broadcast),
+//! [`send`](Communicator::send), [`recv`](Communicator::recv),
+//! [`all_to_all`](Communicator::all_to_all)) enqueues this rank's part on a stream of the rank's
+//! device, as an operator that declares what it reads and writes: it is ordered by events and
+//! stream waits like a kernel, the caching allocator's automatic mode keeps its buffers alive
+//! until it is ordered, and it is captured into graphs and replayed. Buffers are anything that
+//! is a [`CollectiveBuffer`] (device slices, device memory, allocator buffers); element counts
+//! come from their lengths.
+//!
+//! Bad input is a [`CollectiveError`] that names what is wrong (a device given twice, a rank,
+//! root or peer out of range, a stream of another device, a buffer of the wrong size, a root
+//! info that is not one), checked before anything is enqueued; the communicator, its streams
+//! and allocators stay usable after it. Ranks that would hang on hardware because they issue
+//! collectives in a different order or with different operations, counts, types or roots get
+//! [`CollectiveError::Mismatch`] instead, naming the rank, the call and the difference: for a
+//! single-process communicator always on the simulator and an option on ACL
+//! ([`CommOptions::check_mismatch`], on by default); for a root-info communicator through a
+//! [`MismatchCheck`] that exchanges signatures between the processes ([`CommOptions::check`]).
+//!
+//! # Example
+//!
+//! An all-reduce over the four devices of a simulated node:
+//!
+//! ```
+//! # #[cfg(feature = "sim")] {
+//! use braid_backend_sim::{NodeConfig, SimBackend, SimConfig, SimNode, Topology};
+//! use braid_collective::{CollectiveError, Communicator, ReduceOp};
+//! use braid_stream_core::{DType, Device};
+//!
+//! let node = SimNode::new(NodeConfig {
+//!     devices: 4,
+//!     device: SimConfig::new(),
+//!     topology: Topology::atlas_800_a2(4),
+//! });
+//! let devices: Vec<Device<SimBackend>> =
+//!     node.devices().into_iter().map(|d| Device::new(d).unwrap()).collect();
+//! let comms = Communicator::init_all(&devices).unwrap();
+//! let mut buffers = Vec::new();
+//! for comm in &comms {
+//!     let device = comm.device();
+//!     let stream = device.create_stream(0).unwrap();
+//!     let buf = device.alloc(8).unwrap(); // 4 × f16
+//!     let rank = comm.rank() as f32;
+//!     stream.copy_h2d(buf.slice(), DType::F16.encode(&[rank; 4])).unwrap();
+//!     comm.all_reduce(&stream, &buf, &buf, DType::F16, ReduceOp::Sum).unwrap();
+//!     buffers.push((stream, buf));
+//! }
+//! for (stream, buf) in &buffers {
+//!     let sum = stream.copy_d2h(buf.slice()).unwrap().wait_as(DType::F16).unwrap();
+//!     assert_eq!(sum, [6.0; 4]); // 0 + 1 + 2 + 3
+//! }
+//! // A rank that issues another collective than the others is refused, naming the difference.
+//! let (stream, buf) = &buffers[0];
+//! comms[0].all_reduce(stream, buf, buf, DType::F16, ReduceOp::Max).unwrap();
+//! let (stream, buf) = &buffers[1];
+//! let err = comms[1].all_reduce(stream, buf, buf, DType::F16, ReduceOp::Min).unwrap_err();
+//! assert!(matches!(err, CollectiveError::Mismatch { rank: 1, call: 1, .. }));
+//! assert!(err.to_string().ends_with("operation allreduce(max) vs allreduce(min)"));
+//! # }
+//! ```
+//!
+//! # Where things are
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | `communicator` | [`Communicator`] and how it is made; [`CommOptions`] |
+//! | `ops` | the collectives and their checks |
+//! | `ledger` | mismatch detection: [`MismatchCheck`] and the single-process ledger |
+//! | `buffer` | [`CollectiveBuffer`] |
+//! | `backend` | [`CollectiveBackend`]: what a backend provides (HCCL's communicator calls) |
+//! | `sim` | the simulator's implementation (feature `sim`, default) |
+//! | `acl` | HCCL's implementation (feature `acl`) |
+//! | `error` | [`CollectiveError`] |
+//! | `transport` | [`RootInfoTransport`], [`TcpRootInfoTransport`]: the root info between processes |
 #![warn(missing_docs)]
 
+#[cfg(feature = "acl")]
+mod acl;
 mod backend;
+mod buffer;
+mod communicator;
+mod error;
+mod ledger;
+mod ops;
+#[cfg(feature = "sim")]
+mod sim;
 mod transport;
 
 pub use backend::CollectiveBackend;
 pub use braid_stream_core::collective::{
     CollectiveCall, CollectiveOp, ReduceOp, RootInfo, Signature, ROOT_INFO_BYTES,
 };
+pub use buffer::CollectiveBuffer;
+pub use communicator::{CommOptions, Communicator};
+pub use error::{CollectiveError, Result};
+pub use ledger::MismatchCheck;
 pub use transport::{RootInfoTransport, TcpRootInfoTransport, TransportError};
+
+#[cfg(test)]
+mod test_backend;
+#[cfg(test)]
+mod tests;

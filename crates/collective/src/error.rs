@@ -1,0 +1,193 @@
+//! [`CollectiveError`]: everything a communicator refuses or reports, each naming what is
+//! wrong. After any of them the communicator, its devices, streams and allocators stay usable.
+
+use braid_stream_core::collective::{CollectiveOp, Signature};
+use braid_stream_core::hal::HalError;
+use braid_stream_core::{DType, DeviceId};
+
+/// What a communicator can refuse or report.
+#[derive(Clone, PartialEq, Debug, thiserror::Error)]
+pub enum CollectiveError {
+    /// A communicator over no device.
+    #[error("a communicator needs at least one device, the list is empty")]
+    NoDevices,
+    /// The same device appears twice in the list given to [`crate::Communicator::init_all`].
+    #[error("{device} is given twice (positions {first} and {second}): a communicator has one rank per device")]
+    DuplicateDevice {
+        /// The device.
+        device: DeviceId,
+        /// Its first position in the list.
+        first: usize,
+        /// Its second position.
+        second: usize,
+    },
+    /// A rank that a communicator of `ranks` ranks does not have.
+    #[error("rank {rank} is out of range for a communicator of {ranks} rank(s)")]
+    RankOutOfRange {
+        /// The rank asked for.
+        rank: u32,
+        /// Ranks of the communicator.
+        ranks: u32,
+    },
+    /// The backend refused to join with the root info given: bytes that are not a root info,
+    /// or one whose communicator does not take this rank (the backend's reason says which).
+    #[error("the root info given to rank {rank} is not one ({source})")]
+    BadRootInfo {
+        /// The rank that tried to join.
+        rank: u32,
+        /// What the backend said.
+        source: HalError,
+    },
+    /// A collective enqueued on a stream of another device than the rank's.
+    #[error("{op} of rank {rank} on a stream of {stream}, but the rank's device is {rank_device}")]
+    WrongDevice {
+        /// The operation.
+        op: CollectiveOp,
+        /// The rank.
+        rank: u32,
+        /// The rank's device.
+        rank_device: DeviceId,
+        /// The stream's device.
+        stream: DeviceId,
+    },
+    /// A buffer whose length is not a whole number of elements of the data type.
+    #[error("{op}: the {buffer} buffer holds {len} bytes, not a whole number of {dtype} elements ({} bytes each)", .dtype.size())]
+    PartialElement {
+        /// The operation.
+        op: CollectiveOp,
+        /// Which buffer (`send`, `recv`, `buffer`).
+        buffer: &'static str,
+        /// Its length in bytes.
+        len: u64,
+        /// The data type.
+        dtype: DType,
+    },
+    /// A buffer of the wrong size for the operation's element count and the ranks.
+    #[error("{op} of {count} × {dtype} over {ranks} rank(s): the {buffer} buffer must hold {expected} bytes, it holds {found}")]
+    BufferSize {
+        /// The operation.
+        op: CollectiveOp,
+        /// Which buffer (`send`, `recv`).
+        buffer: &'static str,
+        /// The call's element count (HCCL's meaning).
+        count: u64,
+        /// The data type.
+        dtype: DType,
+        /// Ranks of the communicator.
+        ranks: u32,
+        /// Bytes the buffer must hold.
+        expected: u64,
+        /// Bytes it holds.
+        found: u64,
+    },
+    /// A buffer whose size as the operation needs it does not fit in 64 bits.
+    #[error("{op} over {ranks} rank(s): the {buffer} buffer's size overflows")]
+    SizeOverflow {
+        /// The operation.
+        op: CollectiveOp,
+        /// Which buffer.
+        buffer: &'static str,
+        /// Ranks of the communicator.
+        ranks: u32,
+    },
+    /// A buffer whose elements do not split into one equal block per rank.
+    #[error("{op}: the {buffer} buffer's {elements} elements do not split into {ranks} equal blocks, one per rank")]
+    UnevenBlocks {
+        /// The operation.
+        op: CollectiveOp,
+        /// Which buffer.
+        buffer: &'static str,
+        /// Its elements.
+        elements: u64,
+        /// Ranks of the communicator.
+        ranks: u32,
+    },
+    /// A user's [`crate::MismatchCheck`] admitted a call without running its launch.
+    #[error("{op} of rank {rank} was admitted by the mismatch check but never enqueued: the check must run the launch it is given")]
+    NotLaunched {
+        /// The operation.
+        op: CollectiveOp,
+        /// The rank.
+        rank: u32,
+    },
+    /// A collective of no element: refused on every backend alike.
+    #[error("{op} of zero elements: collectives need at least one element")]
+    ZeroCount {
+        /// The operation.
+        op: CollectiveOp,
+    },
+    /// A broadcast root the communicator does not have.
+    #[error("broadcast root {root} is out of range for a communicator of {ranks} rank(s)")]
+    RootOutOfRange {
+        /// The root asked for.
+        root: u32,
+        /// Ranks of the communicator.
+        ranks: u32,
+    },
+    /// A send or receive peer the communicator does not have, or the rank itself.
+    #[error("{op} of rank {rank}: peer {peer} is not another rank of this communicator of {ranks} rank(s)")]
+    BadPeer {
+        /// The operation.
+        op: CollectiveOp,
+        /// The calling rank.
+        rank: u32,
+        /// The peer asked for.
+        peer: u32,
+        /// Ranks of the communicator.
+        ranks: u32,
+    },
+    /// A rank's collective does not match the call other ranks issued at the same place in
+    /// the communicator's sequence (on hardware both would hang): not enqueued.
+    #[error("rank {rank}'s collective #{call} is {found}, but rank {expected_rank} issued {expected} there: {difference}")]
+    Mismatch {
+        /// The rank whose call is refused.
+        rank: u32,
+        /// Index of the call in the rank's sequence of collectives (from 0; sends and
+        /// receives are counted per pair of ranks instead).
+        call: u64,
+        /// The rank that issued the call first.
+        expected_rank: u32,
+        /// What that rank issued.
+        expected: Signature,
+        /// What this rank issued.
+        found: Signature,
+        /// How they differ.
+        difference: String,
+    },
+    /// A send or receive that does not match its peer's counterpart at the same place in
+    /// the pair's sequence: not enqueued.
+    #[error("rank {rank}'s {found} is transfer #{call} from rank {sender} to rank {receiver}, but rank {peer} posted {expected} there: {difference}")]
+    PeerMismatch {
+        /// The rank whose call is refused.
+        rank: u32,
+        /// The peer that posted first.
+        peer: u32,
+        /// The sending rank of the pair.
+        sender: u32,
+        /// The receiving rank of the pair.
+        receiver: u32,
+        /// Index of the transfer among the pair's transfers from `sender` to `receiver`.
+        call: u64,
+        /// What the peer posted.
+        expected: Signature,
+        /// What this rank posted.
+        found: Signature,
+        /// How they differ.
+        difference: String,
+    },
+    /// The front layer refused or failed the submission (a buffer that is not live memory of
+    /// the stream's device, a capture rule, ...).
+    #[error(transparent)]
+    Stream(#[from] braid_stream_core::Error),
+    /// The backend failed a communicator call.
+    #[error("{call}: {source}")]
+    Backend {
+        /// The call (`init_all`, `root_info`, `init_root_info`).
+        call: &'static str,
+        /// What the backend said.
+        source: HalError,
+    },
+}
+
+/// Result of the collective layer.
+pub type Result<T, E = CollectiveError> = std::result::Result<T, E>;

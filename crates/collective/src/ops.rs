@@ -1,0 +1,264 @@
+//! The collectives of a [`Communicator`], each one rank's part enqueued on a stream of the
+//! rank's device as an operator with declared reads and writes
+//! ([`braid_stream_core::Stream::submit_op`]): ordering, automatic allocator lifetime, capture
+//! into graphs and replay work as for any kernel.
+//!
+//! Element counts come from the buffers' lengths; every check runs before anything is
+//! enqueued, and a refused call changes nothing.
+
+use crate::backend::CollectiveBackend;
+use crate::buffer::CollectiveBuffer;
+use crate::communicator::Communicator;
+use crate::error::{CollectiveError, Result};
+use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
+use braid_stream_core::Access;
+use braid_stream_core::{DType, DeviceSlice, Stream, StreamPosition};
+
+/// Elements of `dtype` in `slice`, refusing a partial element.
+fn elements(
+    op: CollectiveOp,
+    buffer: &'static str,
+    slice: DeviceSlice,
+    dtype: DType,
+) -> Result<u64> {
+    if slice.len % dtype.size() != 0 {
+        return Err(CollectiveError::PartialElement {
+            op,
+            buffer,
+            len: slice.len,
+            dtype,
+        });
+    }
+    Ok(slice.len / dtype.size())
+}
+
+impl<B: CollectiveBackend> Communicator<B> {
+    /// Every rank's `recv` gets the reduction by `op` of every rank's `send`
+    /// (`HcclAllReduce`). Both buffers hold the same whole number of `dtype` elements; they
+    /// may be the same buffer (in place).
+    pub fn all_reduce(
+        &self,
+        stream: &Stream<B>,
+        send: impl CollectiveBuffer,
+        recv: impl CollectiveBuffer,
+        dtype: DType,
+        op: ReduceOp,
+    ) -> Result<StreamPosition> {
+        let op = CollectiveOp::AllReduce(op);
+        let send = send.device_slice();
+        let count = elements(op, "send", send, dtype)?;
+        self.enqueue(stream, op, count, dtype, send, recv.device_slice())
+    }
+
+    /// Every rank's `recv` gets every rank's `send`, in rank order (`HcclAllGather`): `recv`
+    /// holds `ranks` times `send`'s elements.
+    pub fn all_gather(
+        &self,
+        stream: &Stream<B>,
+        send: impl CollectiveBuffer,
+        recv: impl CollectiveBuffer,
+        dtype: DType,
+    ) -> Result<StreamPosition> {
+        let op = CollectiveOp::AllGather;
+        let send = send.device_slice();
+        let count = elements(op, "send", send, dtype)?;
+        self.enqueue(stream, op, count, dtype, send, recv.device_slice())
+    }
+
+    /// Rank `r`'s `recv` gets block `r` of the reduction by `op` of every rank's `send`
+    /// (`HcclReduceScatter`): `send` holds `ranks` times `recv`'s elements.
+    pub fn reduce_scatter(
+        &self,
+        stream: &Stream<B>,
+        send: impl CollectiveBuffer,
+        recv: impl CollectiveBuffer,
+        dtype: DType,
+        op: ReduceOp,
+    ) -> Result<StreamPosition> {
+        let op = CollectiveOp::ReduceScatter(op);
+        let recv = recv.device_slice();
+        let count = elements(op, "recv", recv, dtype)?;
+        self.enqueue(stream, op, count, dtype, send.device_slice(), recv)
+    }
+
+    /// Every rank's `buffer` gets the root's `buffer` (`HcclBroadcast`, in place): the root
+    /// reads it, the others write it.
+    pub fn broadcast(
+        &self,
+        stream: &Stream<B>,
+        buffer: impl CollectiveBuffer,
+        dtype: DType,
+        root: u32,
+    ) -> Result<StreamPosition> {
+        if root >= self.ranks() {
+            return Err(CollectiveError::RootOutOfRange {
+                root,
+                ranks: self.ranks(),
+            });
+        }
+        let op = CollectiveOp::Broadcast { root };
+        let buffer = buffer.device_slice();
+        let count = elements(op, "buffer", buffer, dtype)?;
+        self.enqueue(stream, op, count, dtype, buffer, buffer)
+    }
+
+    /// Sends `buffer` to rank `peer`, which posts the matching [`Communicator::recv`]
+    /// (`HcclSend`).
+    pub fn send(
+        &self,
+        stream: &Stream<B>,
+        buffer: impl CollectiveBuffer,
+        dtype: DType,
+        peer: u32,
+    ) -> Result<StreamPosition> {
+        let op = CollectiveOp::Send { peer };
+        self.check_peer(op, peer)?;
+        let buffer = buffer.device_slice();
+        let count = elements(op, "send", buffer, dtype)?;
+        self.enqueue(stream, op, count, dtype, buffer, buffer)
+    }
+
+    /// Receives into `buffer` what rank `peer` sends with the matching
+    /// [`Communicator::send`] (`HcclRecv`).
+    pub fn recv(
+        &self,
+        stream: &Stream<B>,
+        buffer: impl CollectiveBuffer,
+        dtype: DType,
+        peer: u32,
+    ) -> Result<StreamPosition> {
+        let op = CollectiveOp::Recv { peer };
+        self.check_peer(op, peer)?;
+        let buffer = buffer.device_slice();
+        let count = elements(op, "recv", buffer, dtype)?;
+        self.enqueue(stream, op, count, dtype, buffer, buffer)
+    }
+
+    /// Block `j` of this rank's `send` goes to block `rank` of rank `j`'s `recv`
+    /// (`HcclAlltoAll`): both buffers hold `ranks` equal blocks of elements.
+    pub fn all_to_all(
+        &self,
+        stream: &Stream<B>,
+        send: impl CollectiveBuffer,
+        recv: impl CollectiveBuffer,
+        dtype: DType,
+    ) -> Result<StreamPosition> {
+        let op = CollectiveOp::AllToAll;
+        let send = send.device_slice();
+        let total = elements(op, "send", send, dtype)?;
+        let ranks = u64::from(self.ranks());
+        if total % ranks != 0 {
+            return Err(CollectiveError::UnevenBlocks {
+                op,
+                buffer: "send",
+                elements: total,
+                ranks: self.ranks(),
+            });
+        }
+        self.enqueue(stream, op, total / ranks, dtype, send, recv.device_slice())
+    }
+
+    /// A send or receive peer must be another rank of the communicator.
+    fn check_peer(&self, op: CollectiveOp, peer: u32) -> Result<()> {
+        if peer >= self.ranks() || peer == self.rank() {
+            return Err(CollectiveError::BadPeer {
+                op,
+                rank: self.rank(),
+                peer,
+                ranks: self.ranks(),
+            });
+        }
+        Ok(())
+    }
+
+    /// The checks every operation shares, then the mismatch check and the submission.
+    fn enqueue(
+        &self,
+        stream: &Stream<B>,
+        op: CollectiveOp,
+        count: u64,
+        dtype: DType,
+        send: DeviceSlice,
+        recv: DeviceSlice,
+    ) -> Result<StreamPosition> {
+        let (rank, ranks) = (self.rank(), self.ranks());
+        if !stream.device().same_as(self.device()) {
+            return Err(CollectiveError::WrongDevice {
+                op,
+                rank,
+                rank_device: self.device().id(),
+                stream: stream.device().id(),
+            });
+        }
+        if count == 0 {
+            return Err(CollectiveError::ZeroCount { op });
+        }
+        let call = CollectiveCall {
+            op,
+            send: send.ptr,
+            recv: recv.ptr,
+            count,
+            dtype,
+        };
+        let mut uses = Vec::with_capacity(2);
+        if op.reads_send(rank) {
+            check_size(&call, "send", send, call.send_len(rank, ranks), ranks)?;
+            uses.push((send, Access::Read));
+        }
+        if op.writes_recv() {
+            check_size(&call, "recv", recv, call.recv_len(ranks), ranks)?;
+            uses.push((recv, Access::Write));
+        }
+        let label = op.to_string();
+        let span = tracing::debug_span!(
+            "collective",
+            rank,
+            ranks,
+            op = %op,
+            dtype = %dtype,
+            bytes = send.len.max(recv.len),
+        );
+        let _entered = span.enter();
+        let comm = &self.inner.comm;
+        let mut position = None;
+        let mut launch = || -> Result<()> {
+            let pos = stream.submit_op(&label, &uses, |hal| B::launch(hal, comm, &call, &label))?;
+            position = Some(pos);
+            Ok(())
+        };
+        match &self.inner.check {
+            Some(check) => check.admit(rank, &call.signature(), &mut launch)?,
+            None => launch()?,
+        }
+        tracing::trace!("enqueued");
+        // `launch` ran and succeeded: both paths above return early otherwise.
+        position.ok_or(CollectiveError::NotLaunched { op, rank })
+    }
+}
+
+/// A buffer must hold exactly what the call uses of it.
+fn check_size(
+    call: &CollectiveCall,
+    buffer: &'static str,
+    slice: DeviceSlice,
+    expected: Option<u64>,
+    ranks: u32,
+) -> Result<()> {
+    let expected = expected.ok_or(CollectiveError::SizeOverflow {
+        op: call.op,
+        buffer,
+        ranks,
+    })?;
+    if slice.len != expected {
+        return Err(CollectiveError::BufferSize {
+            op: call.op,
+            buffer,
+            count: call.count,
+            dtype: call.dtype,
+            ranks,
+            expected,
+            found: slice.len,
+        });
+    }
+    Ok(())
+}
