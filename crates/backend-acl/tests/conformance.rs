@@ -1,7 +1,8 @@
 //! braid's conformance suite on the ACL backend, loading `braid-acl-sim` through the backend's
 //! real loading path (the function table, error mapping, thread binding and `aclmdlRI*`
 //! capture all run). Built-in kernels run as aclnn operators; the suite's user operator runs
-//! `aclnnMuls` in a native-stream closure.
+//! `aclnnMuls` in a native-stream closure. The collective cases run through HCCL
+//! (braid-collective's `acl` feature over `braid-acl-sim`'s HCCL).
 
 mod common;
 
@@ -60,3 +61,5 @@ braid_conformance::conformance_tests!(
     scale_body = acl_scale_body,
     node = common::node,
 );
+
+braid_conformance::collective_conformance_tests!(AclBackend, common::device, node = common::node);

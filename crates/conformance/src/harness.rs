@@ -199,6 +199,13 @@ impl From<braid_allocator::AllocError> for CaseError {
     }
 }
 
+impl From<braid_collective::CollectiveError> for CaseError {
+    #[track_caller]
+    fn from(err: braid_collective::CollectiveError) -> Self {
+        CaseError::new(format!("unexpected collective error: {err} ({err:?})"))
+    }
+}
+
 impl From<braid_graph_capture::GraphError> for CaseError {
     #[track_caller]
     fn from(err: braid_graph_capture::GraphError) -> Self {

@@ -38,6 +38,13 @@
 //! check_device_works(&harness.device().unwrap()).unwrap();
 //! ```
 //!
+//! Cross-device cases (module [`cross_device`]) run on the devices of one node, which the
+//! macro's `node = ...` factory opens ([`Harness::with_node`]). Collective cases (module
+//! [`collectives`], through [`braid_collective::Communicator`]) need a backend implementing
+//! [`braid_collective::CollectiveBackend`] and have their own macro,
+//! [`collective_conformance_tests!`], list [`COLLECTIVE_CASES`] and runner
+//! [`run_all_collectives`].
+//!
 //! Tools run every case with [`run_all`]; [`CASES`] names them. The list of cases lives in one
 //! place (the hidden `__with_cases!` macro) from which the test macro, [`CASES`] and [`run_all`]
 //! are all generated.
@@ -48,6 +55,7 @@ mod support;
 
 pub mod allocator;
 pub mod capture;
+pub mod collectives;
 pub mod context;
 pub mod cross_device;
 pub mod custom_ops;
@@ -252,6 +260,60 @@ macro_rules! __define_registry {
 
 __with_cases!(__define_registry {});
 
+/// The one list of collective cases (generic over
+/// [`CollectiveBackend`](braid_collective::CollectiveBackend), so kept apart from
+/// `__with_cases!`); calls `$crate::$callback!` like `__with_cases!`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_collective_cases {
+    ($callback:ident { $($args:tt)* }) => {
+        $crate::$callback! {
+            { $($args)* }
+            collectives: [
+                all_reduce_sum,
+                all_reduce_prod,
+                all_reduce_max,
+                all_reduce_min,
+                all_gather,
+                reduce_scatter,
+                broadcast_from_every_root,
+                send_recv_ring,
+                all_to_all,
+            ],
+        }
+    };
+}
+
+/// Generates [`COLLECTIVE_CASES`] and [`run_all_collectives`] from the list.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __define_collective_registry {
+    ({} $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
+        /// Every collective case, as `module::case` (the test names
+        /// `collective_conformance_tests!` generates).
+        pub const COLLECTIVE_CASES: &[&str] = &[
+            $( $( concat!(stringify!($module), "::", stringify!($case)), )* )*
+        ];
+
+        /// Runs every collective case on nodes from `harness`, in the order of
+        /// [`COLLECTIVE_CASES`]; a case that panics is reported as failed.
+        pub fn run_all_collectives<B: braid_collective::CollectiveBackend>(
+            harness: &Harness<B>,
+        ) -> Vec<(&'static str, Result<(), CaseError>)> {
+            vec![
+                $( $(
+                    (
+                        concat!(stringify!($module), "::", stringify!($case)),
+                        run_case(harness, $module::$case::<B>),
+                    ),
+                )* )*
+            ]
+        }
+    };
+}
+
+__with_collective_cases!(__define_collective_registry {});
+
 /// Expands to one `#[test]` per conformance case for a backend.
 ///
 /// `$backend` is the backend type and `$factory` an expression usable as
@@ -279,6 +341,56 @@ macro_rules! conformance_tests {
             $bodies,
             $node
         });
+    };
+}
+
+/// Expands to one `#[test]` per collective case (module [`collectives`]) for a backend that
+/// implements [`CollectiveBackend`](braid_collective::CollectiveBackend); `node = $node` opens
+/// the first `n` devices of one fresh node (see [`Harness::with_node`]). Devices are opened
+/// only through it: `$factory` is the same single-device factory as for
+/// [`conformance_tests!`].
+///
+/// ```ignore
+/// braid_conformance::collective_conformance_tests!(SimBackend, sim_device, node = sim_node);
+/// ```
+#[macro_export]
+macro_rules! collective_conformance_tests {
+    ($backend:ty, $factory:expr, node = $node:expr $(,)?) => {
+        $crate::__with_collective_cases!(__collective_tests_impl {
+            $backend,
+            $factory,
+            $node
+        });
+    };
+}
+
+/// Implementation of [`collective_conformance_tests!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __collective_tests_impl {
+    ({ $backend:ty, $factory:expr, $node:expr } $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
+        $(
+            mod $module {
+                #[allow(unused_imports)]
+                use super::*;
+                $(
+                    #[test]
+                    fn $case() {
+                        let harness = $crate::Harness::<$backend>::new($factory).with_node($node);
+                        if let Err(err) =
+                            $crate::run_case(&harness, $crate::$module::$case::<$backend>)
+                        {
+                            panic!(
+                                "{}::{} failed: {}",
+                                stringify!($module),
+                                stringify!($case),
+                                err
+                            );
+                        }
+                    }
+                )*
+            }
+        )*
     };
 }
 

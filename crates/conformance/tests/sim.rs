@@ -28,14 +28,21 @@ fn sim_node(n: u32) -> braid_stream_core::Result<Vec<Device<SimBackend>>> {
         .collect()
 }
 
+/// A device of its own, in data mode.
+fn sim_device(ordinal: u32) -> braid_stream_core::Result<Device<SimBackend>> {
+    Device::new(SimDevice::new(
+        SimConfig::new().ordinal(ordinal).mode(SimMode::Data),
+    ))
+}
+
 braid_conformance::conformance_tests!(
     SimBackend,
-    |ordinal| Device::new(SimDevice::new(
-        SimConfig::new().ordinal(ordinal).mode(SimMode::Data),
-    )),
+    sim_device,
     scale_body = sim_scale_body,
     node = sim_node,
 );
+
+braid_conformance::collective_conformance_tests!(SimBackend, sim_device, node = sim_node);
 
 /// The CLI entry point runs the same cases and they all pass.
 #[test]
@@ -79,4 +86,17 @@ fn cross_device_cases_need_a_node() {
     let short = harness.with_node(|n| sim_node(n.saturating_sub(1)));
     let err = short.node(3).expect_err("a node of 2 is not a node of 3");
     assert!(err.message.contains("[0, 1]"), "{err}");
+}
+
+/// The collective cases run by `run_all_collectives` all pass too.
+#[test]
+fn run_all_collectives_passes_every_case() {
+    let harness = braid_conformance::Harness::<SimBackend>::new(sim_device).with_node(sim_node);
+    let results = braid_conformance::run_all_collectives(&harness);
+    assert_eq!(results.len(), braid_conformance::COLLECTIVE_CASES.len());
+    let failed: Vec<String> = results
+        .iter()
+        .filter_map(|(name, r)| r.as_ref().err().map(|e| format!("{name}: {e}")))
+        .collect();
+    assert!(failed.is_empty(), "failed cases:\n{}", failed.join("\n"));
 }
