@@ -80,17 +80,24 @@ fn main() -> ExitCode {
             backend,
             timeline,
             dtype,
-        } => alloc_conf::AllocConf::from_env(None)
-            .map_err(Into::into)
-            .and_then(|conf| {
-                demo::run(
-                    &mut std::io::stdout(),
-                    backend,
-                    timeline.as_deref(),
-                    &conf,
-                    dtype.dtype(),
-                )
-            }),
+        } => {
+            if backend == demo::DemoBackend::Acl {
+                // On braid-acl-sim the tensor_parallel rows need a node of each mode: set
+                // before anything loads ACL, while this is the only thread.
+                braid::scenarios::devices::set_acl_sim_node_settings();
+            }
+            alloc_conf::AllocConf::from_env(None)
+                .map_err(Into::into)
+                .and_then(|conf| {
+                    demo::run(
+                        &mut std::io::stdout(),
+                        backend,
+                        timeline.as_deref(),
+                        &conf,
+                        dtype.dtype(),
+                    )
+                })
+        }
         Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
     };
     match outcome {

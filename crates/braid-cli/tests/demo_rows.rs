@@ -56,7 +56,7 @@ fn every_seed_is_a_row_with_its_failing_mode_on_both_backends() {
         let text = stdout(&out);
         assert!(out.status.success(), "{text}{}", stderr(&out));
         assert!(stderr(&out).is_empty(), "{}", stderr(&out));
-        assert_eq!(rows(&text).len(), 14, "{text}");
+        assert_eq!(rows(&text).len(), 17, "{text}");
         for scenario in [
             "wait_stream",
             "tagged_events",
@@ -64,6 +64,7 @@ fn every_seed_is_a_row_with_its_failing_mode_on_both_backends() {
             "record_tagged_stream",
             "cross_stream_lifetime",
             "memory_reuse",
+            "tensor_parallel",
         ] {
             assert!(
                 rows(&text).iter().any(|l| l.starts_with(scenario)),
@@ -88,6 +89,16 @@ fn every_seed_is_a_row_with_its_failing_mode_on_both_backends() {
         assert_eq!(
             cells(&text, "memory_reuse", "one pool per runner"),
             ["yes", "yes", "-", reserved, "0"]
+        );
+        // The same tensor-parallel figures on both (through ACL: braid-acl-sim's HCCL, the
+        // data and timing nodes of the settings the demo sets).
+        assert_eq!(
+            cells(&text, "tensor_parallel", "4 devices, serial"),
+            ["yes", "yes", "28060.8", "-", "0"]
+        );
+        assert_eq!(
+            cells(&text, "tensor_parallel", "4 devices, overlapped"),
+            ["yes", "yes", "17295.5", "-", "0"]
         );
     }
 }

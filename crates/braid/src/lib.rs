@@ -7,6 +7,7 @@
 //! | `braid::*`, [`core`] | `braid-stream-core` | devices, streams, events, graphs, kernels, user operators, data types, the happens-before model, the backend interface ([`hal`]) |
 //! | [`allocator`] | `braid-allocator` | the caching device allocator, private pools, the pinned host allocator |
 //! | [`graph_capture`] | `braid-graph-capture` | capture sessions, graph pools, `GraphRunner` |
+//! | [`collective`] | `braid-collective` | communicators over several devices, HCCL's collectives as stream operators |
 //! | [`trace`] | `braid-trace` | PyTorch memory snapshots: replay through the allocator, export for pytorch.org/memory_viz |
 //! | [`sim`] | `braid-backend-sim` | the simulated device (feature `sim`) |
 //! | `acl` | `braid-backend-acl` | Huawei Ascend through ACL (feature `acl`) |
@@ -45,6 +46,7 @@
 #![doc(test(attr(deny(warnings))))]
 
 pub use braid_allocator as allocator;
+pub use braid_collective as collective;
 pub use braid_graph_capture as graph_capture;
 pub use braid_stream_core as core;
 pub use braid_stream_core::*;

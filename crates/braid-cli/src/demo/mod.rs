@@ -9,11 +9,13 @@ mod table;
 use crate::alloc_conf::AllocConf;
 use braid::allocator::AllocatorConfig;
 use braid::scenarios::devices;
+use braid::scenarios::devices::Role;
 use braid::scenarios::tagged_events;
 use braid::DType;
 pub use rows::Setup;
+use std::cell::RefCell;
 use std::io::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 pub use table::{as_meant, table, Row};
 
 /// The backend `braid demo` runs the scenarios on.
@@ -52,9 +54,29 @@ impl DemoDType {
     }
 }
 
+/// Where the timeline of the `tensor_parallel` timing run goes when the tagged-events one
+/// goes to `timeline`: the same folder, the file name prefixed with `tensor_parallel.`
+/// (`timeline.json` → `tensor_parallel.timeline.json`, which the repository's `.gitignore`
+/// ignores as `*.timeline.json`).
+pub fn tensor_parallel_timeline(timeline: &Path) -> PathBuf {
+    let name = timeline
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    timeline.with_file_name(format!("tensor_parallel.{name}"))
+}
+
+/// Writes `text` to `path`, naming the path in the error.
+fn write_timeline(path: &Path, text: &str) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::write(path, text)
+        .map_err(|e| format!("cannot write the timeline to {}: {e}", path.display()).into())
+}
+
 /// Runs every scenario on `backend` in `dtype` with the scenarios' allocators configured by
-/// `config` and returns the rows. With `timeline` (simulator only), writes the Chrome Trace Event JSON of
-/// the tagged-events multi-stream run (data mode) there.
+/// `config` and returns the rows. With `timeline` (simulator only), writes the Chrome Trace
+/// Event JSON of the tagged-events multi-stream run (data mode) there, and that of the
+/// `tensor_parallel` timing run (one process per device, a track per stream and link, the
+/// all-reduces among the slices) to [`tensor_parallel_timeline`].
 pub fn rows(
     backend: DemoBackend,
     timeline: Option<&Path>,
@@ -62,20 +84,34 @@ pub fn rows(
     dtype: DType,
 ) -> Result<Vec<Row>, Box<dyn std::error::Error>> {
     match backend {
-        DemoBackend::Sim => Setup {
-            open: &devices::sim,
-            reports: &braid::sim_race_reports,
-            config,
-            dtype,
-        }
-        .rows(|device, layout| match (timeline, layout) {
-            (Some(path), tagged_events::Layout::MultiStream) => {
-                device.hal().write_chrome_trace(path).map_err(|e| {
-                    format!("cannot write the timeline to {}: {e}", path.display()).into()
-                })
+        DemoBackend::Sim => {
+            let timing_node = RefCell::new(None);
+            let open_node = |role, n| {
+                let node = devices::sim_node(role, n);
+                let opened = devices::sim_devices(&node);
+                if role == Role::Timing {
+                    *timing_node.borrow_mut() = Some(node);
+                }
+                opened
+            };
+            let rows = Setup {
+                open: &devices::sim,
+                open_node: &open_node,
+                reports: &braid::sim_race_reports,
+                config,
+                dtype,
             }
-            _ => Ok(()),
-        }),
+            .rows(|device, layout| match (timeline, layout) {
+                (Some(path), tagged_events::Layout::MultiStream) => {
+                    write_timeline(path, &device.hal().chrome_trace_json())
+                }
+                _ => Ok(()),
+            })?;
+            if let (Some(path), Some(node)) = (timeline, timing_node.take()) {
+                write_timeline(&tensor_parallel_timeline(path), &node.chrome_trace_json())?;
+            }
+            Ok(rows)
+        }
         DemoBackend::Acl => {
             if timeline.is_some() {
                 return Err(
@@ -84,6 +120,7 @@ pub fn rows(
             }
             Setup {
                 open: &devices::acl,
+                open_node: &devices::acl_devices,
                 reports: &braid::acl_race_reports,
                 config,
                 dtype,
@@ -129,6 +166,11 @@ pub fn run(
             out,
             "timeline of the tagged_events multi-stream run written to {} (open in ui.perfetto.dev)",
             path.display()
+        )?;
+        writeln!(
+            out,
+            "timeline of the tensor_parallel timing run (one process per device) written to {}",
+            tensor_parallel_timeline(path).display()
         )?;
     }
     Ok(rows.iter().all(as_meant))
@@ -231,6 +273,9 @@ mod tests {
                 ("memory_reuse", "pool per graph", Some(0)),
                 ("memory_reuse", "one pool per runner", Some(0)),
                 ("memory_reuse", "2 runners share a pool", Some(0)),
+                ("tensor_parallel", "4 devices, serial", Some(0)),
+                ("tensor_parallel", "4 devices, overlapped", Some(0)),
+                ("tensor_parallel", "4 devices, graph replay", Some(0)),
             ]
         );
         let wrong: Vec<&str> = rows.iter().filter(|r| !r.correct).map(|r| r.mode).collect();
@@ -253,6 +298,14 @@ mod tests {
             graph[1] < graph[0] / 2.0 && graph[2] < graph[1],
             "{graph:?}"
         );
+        // Overlapping the all-reduce with the next micro-batch's matmuls beats running it on
+        // the compute stream.
+        let tp: Vec<f64> = rows
+            .iter()
+            .filter(|r| r.scenario == "tensor_parallel")
+            .filter_map(|r| r.device_us)
+            .collect();
+        assert!(tp.len() == 3 && tp[1] < tp[0], "{tp:?}");
         // The long work on the side stream (2 ms) is in the timed rows.
         for r in rows
             .iter()
@@ -306,10 +359,14 @@ mod tests {
             .into_iter()
             .find(|p| p.exists())
             .expect("libbraid_acl_sim.so built next to the test");
+        // The tensor_parallel rows need a node of each mode; this is the only test of this
+        // process that loads ACL.
+        devices::set_acl_sim_node_settings();
         let api = braid::acl::AclApi::load_from(sim_lib).unwrap();
         let config = AllocatorConfig::new();
         let acl = Setup {
             open: &|role| devices::acl_with(api, role),
+            open_node: &|role, n| devices::acl_devices_with(api, role, n),
             reports: &braid::acl_race_reports,
             config: &config,
             dtype: DType::F16,
@@ -369,6 +426,32 @@ mod tests {
         .expect("demo runs"));
         let text = std::fs::read_to_string(&path).expect("timeline written");
         std::fs::remove_file(&path).ok();
+        let tp_path = tensor_parallel_timeline(&path);
+        assert_eq!(
+            tp_path.file_name().unwrap().to_str().unwrap(),
+            format!("tensor_parallel.braid-demo-{}.json", std::process::id())
+        );
+        let tp_text = std::fs::read_to_string(&tp_path).expect("tensor_parallel timeline");
+        std::fs::remove_file(&tp_path).ok();
+        let tp: serde_json::Value = serde_json::from_str(&tp_text).expect("valid JSON");
+        let tp = tp["traceEvents"].as_array().expect("traceEvents");
+        // One process per device, each with its host track and streams; the all-reduces are
+        // slices on the streams.
+        let processes: Vec<&str> = tp
+            .iter()
+            .filter(|e| e["ph"] == "M" && e["name"] == "process_name")
+            .filter_map(|e| e["args"]["name"].as_str())
+            .collect();
+        assert_eq!(processes.len(), 4, "{processes:?}");
+        for (i, p) in processes.iter().enumerate() {
+            assert!(p.starts_with(&format!("braid sim device {i} ")), "{p}");
+        }
+        let all_reduces = tp
+            .iter()
+            .filter(|e| e["ph"] == "X" && e["name"] == "allreduce(sum)")
+            .map(|e| e["pid"].as_u64().unwrap())
+            .collect::<std::collections::BTreeSet<_>>();
+        assert_eq!(all_reduces.into_iter().collect::<Vec<_>>(), [0, 1, 2, 3]);
         let trace: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
         let events = trace["traceEvents"].as_array().expect("traceEvents");
         let with = |ph: &'static str| events.iter().filter(move |e| e["ph"] == ph);

@@ -3,8 +3,10 @@
 
 use super::table::Row;
 use braid::allocator::{AllocatorConfig, CrossStreamMode};
+use braid::collective::CollectiveBackend;
 use braid::core::hal::Backend;
 use braid::scenarios::devices::Role;
+use braid::scenarios::tensor_parallel::{self, Mode};
 use braid::scenarios::{
     cross_stream_lifetime, graph_mode, memory_reuse, record_tagged_stream, tagged_events,
     wait_stream,
@@ -19,6 +21,8 @@ type DemoResult<T> = Result<T, Box<dyn std::error::Error>>;
 pub struct Setup<'a, B: Backend> {
     /// Opens a fresh device for a role.
     pub open: &'a dyn Fn(Role) -> braid::Result<Device<B>>,
+    /// Opens `n` devices of one node for a role (the `tensor_parallel` rows).
+    pub open_node: &'a dyn Fn(Role, u32) -> braid::Result<Vec<Device<B>>>,
     /// The race detector's reports of a device (`None` where the backend has none).
     pub reports: &'a dyn Fn(&Device<B>) -> Option<Vec<String>>,
     /// Configuration of the caching allocators the scenarios build.
@@ -27,7 +31,10 @@ pub struct Setup<'a, B: Backend> {
     pub dtype: DType,
 }
 
-impl<B: Backend> Setup<'_, B> {
+/// Devices of the `tensor_parallel` rows.
+pub const TENSOR_PARALLEL_DEVICES: u32 = 4;
+
+impl<B: CollectiveBackend> Setup<'_, B> {
     /// Every row, in the order of the table; `after_data` sees each tagged-events data run's
     /// device (the simulator's timeline is written from there).
     pub fn rows(
@@ -40,6 +47,7 @@ impl<B: Backend> Setup<'_, B> {
         rows.extend(self.record_tagged_stream()?);
         rows.extend(self.cross_stream_lifetime()?);
         rows.extend(self.memory_reuse()?);
+        rows.extend(self.tensor_parallel()?);
         Ok(rows)
     }
 
@@ -240,6 +248,52 @@ impl<B: Backend> Setup<'_, B> {
             ..plain("memory_reuse", mode, figures.identical, true)
         })
         .collect())
+    }
+
+    /// Llama-2-7B's layers sharded over [`TENSOR_PARALLEL_DEVICES`] devices of one node, the
+    /// all-reduce on the compute stream, overlapped on its own stream, and the overlapped
+    /// step replayed as graphs. Every row is correct when the sharded step (and its graph
+    /// replay) matches one device at a small size; the overlap row also needs to beat the
+    /// serial one. Reports are the data node's, all devices together.
+    fn tensor_parallel(&self) -> DemoResult<Vec<Row>> {
+        let n = TENSOR_PARALLEL_DEVICES;
+        let data = (self.open_node)(Role::Data, n)?;
+        let shape = tensor_parallel::Shape {
+            dtype: self.dtype,
+            ..tensor_parallel::Shape::small()
+        };
+        let checked = tensor_parallel::check(&data, &shape)?.correct();
+        let reports = data.iter().map(|d| self.count(d)).sum::<Option<usize>>();
+        let timing = tensor_parallel::time(
+            &(self.open_node)(Role::Timing, n)?,
+            &tensor_parallel::Shape {
+                dtype: self.dtype,
+                ..tensor_parallel::Shape::llama2_7b()
+            },
+        )?;
+        Ok(Mode::ALL
+            .into_iter()
+            .map(|mode| {
+                let correct = match mode {
+                    Mode::Overlap => checked && timing.overlap_us < timing.serial_us,
+                    Mode::Serial | Mode::Graph => checked,
+                };
+                Row {
+                    device_us: Some(timing.us(mode)),
+                    reports,
+                    ..plain("tensor_parallel", tensor_parallel_mode(mode), correct, true)
+                }
+            })
+            .collect())
+    }
+}
+
+/// The mode column of a `tensor_parallel` row (on [`TENSOR_PARALLEL_DEVICES`] devices).
+fn tensor_parallel_mode(mode: Mode) -> &'static str {
+    match mode {
+        Mode::Serial => "4 devices, serial",
+        Mode::Overlap => "4 devices, overlapped",
+        Mode::Graph => "4 devices, graph replay",
     }
 }
 

@@ -53,6 +53,11 @@ device us: device time of the scenario's work from timing events (simulated on t
            graph_mode: one decode step eager, replayed as a graph, and replayed with its
            branches on tagged stream \"1\"; correct means both replays compute what the eager
            step computes.
+           tensor_parallel: Llama-2-7B's layers over 2,048 tokens sharded over 4 devices of
+           a node, the slowest device's step with each all-reduce on the compute stream
+           (serial), on its own stream overlapping the next micro-batch (overlapped), and the
+           overlapped step replayed as graphs; correct means the sharded step and its replay
+           match one device at a small size (overlapped: and beats serial).
 reserved:  MiB the graph pools of memory_reuse reserve for a decoder captured at 8 batch
            sizes, measured at Llama-2-7B's width on the timing device.
 reports:   races and uses after free the simulator's sanitizer found in the run (n/a: the

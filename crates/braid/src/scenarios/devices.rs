@@ -4,6 +4,10 @@
 //!
 //! A scenario uses two kinds of device ([`Role`]): one that computes real numbers, where
 //! results are checked at small shapes, and one where model-sized shapes are timed.
+//! Multi-device scenarios open `n` devices of one node for a role ([`open_node`],
+//! [`sim_node`], `acl_devices`): on the simulator a fresh node of `n` devices of the role's
+//! configuration; through ACL devices from [`DATA_NODE_BASE`] or [`TIMING_NODE_BASE`] where
+//! the library has them, else `0..n` (see [`ACL_SIM_NODE_SETTINGS`] for `braid-acl-sim`).
 //!
 //! | role | simulator (`sim`) | ACL (`acl`) |
 //! |---|---|---|
@@ -93,6 +97,116 @@ pub fn acl_with(
     .map_err(HalError::from)?;
     hal.clear_sanitizer_reports().map_err(HalError::from)?;
     Device::new(hal)
+}
+
+/// Devices of a simulated node for `role`, all with the configuration [`sim`] gives a single
+/// device, in one Atlas 800T A2 server ([`Topology::atlas_800_a2`]): open them with
+/// [`sim_devices`]. The node gives the timeline of every device
+/// (`SimNode::chrome_trace_json`, one process per device).
+///
+/// [`Topology::atlas_800_a2`]: braid_backend_sim::Topology::atlas_800_a2
+#[cfg(feature = "sim")]
+pub fn sim_node(role: Role, devices: u32) -> braid_backend_sim::SimNode {
+    use braid_backend_sim::{NodeConfig, SimConfig, SimMode, SimNode, Topology};
+    let config = match role {
+        Role::Data => SimConfig::new(),
+        Role::Timing => SimConfig::new()
+            .capacity(TIMING_CAPACITY)
+            .mode(SimMode::TimingOnly),
+    };
+    SimNode::new(
+        NodeConfig::new(devices)
+            .device(config)
+            .topology(Topology::atlas_800_a2(devices)),
+    )
+}
+
+/// Every device of `node`, opened.
+#[cfg(feature = "sim")]
+pub fn sim_devices(
+    node: &braid_backend_sim::SimNode,
+) -> Result<Vec<Device<braid_backend_sim::SimBackend>>> {
+    node.devices().into_iter().map(Device::new).collect()
+}
+
+/// The first ACL device of a [`Role::Data`] node in `acl_devices`, where the library has
+/// `DATA_NODE_BASE + n` devices or more (else the node is devices `0..n`).
+pub const DATA_NODE_BASE: u32 = 8;
+
+/// The first ACL device of a [`Role::Timing`] node in `acl_devices`, where the library has
+/// `TIMING_NODE_BASE + n` devices or more (else the node is devices `0..n`).
+pub const TIMING_NODE_BASE: u32 = 16;
+
+/// The `braid-acl-sim` settings under which `acl_devices` finds a data node and a timing
+/// node beside the single devices of `acl`: 24 devices, of which 1 and 16–23 are
+/// timing-only. Device 0 computes and device 1 times, as by default; devices 8–15 are the
+/// data node and 16–23 the timing node (each mode is a simulated node of its own, and a
+/// communicator's devices must all be of one). Set them in the environment before the
+/// library's first call: the `tensor_parallel` example and `braid demo --backend acl` do
+/// when they are unset.
+pub const ACL_SIM_NODE_SETTINGS: [(&str, &str); 2] = [
+    ("BRAID_ACL_SIM_DEVICES", "24"),
+    ("BRAID_ACL_SIM_TIMING_ONLY", "1,16,17,18,19,20,21,22,23"),
+];
+
+/// Sets [`ACL_SIM_NODE_SETTINGS`] in this process's environment where they are unset. Call
+/// it before anything loads ACL, while no other thread reads the environment.
+pub fn set_acl_sim_node_settings() {
+    for (variable, value) in ACL_SIM_NODE_SETTINGS {
+        if std::env::var_os(variable).is_none() {
+            std::env::set_var(variable, value);
+        }
+    }
+}
+
+/// `n` ACL devices of one node for `role` of the library
+/// [`AclApi::load_or_sim`](braid_backend_acl::AclApi::load_or_sim) finds.
+#[cfg(feature = "acl")]
+pub fn acl_devices(role: Role, n: u32) -> Result<Vec<Device<braid_backend_acl::AclBackend>>> {
+    let api = braid_backend_acl::AclApi::load_or_sim()
+        .map_err(|e| crate::hal::HalError::from(braid_backend_acl::OpenError::Load(e)))?;
+    acl_devices_with(api, role, n)
+}
+
+/// [`acl_devices`] on the library `api`: devices `base..base + n`, where `base` is
+/// [`DATA_NODE_BASE`] or [`TIMING_NODE_BASE`] for the role when the library has that many
+/// devices (on `braid-acl-sim` under [`ACL_SIM_NODE_SETTINGS`]), else 0 (on an 8-NPU server
+/// the same devices compute and time). Each device's sanitizer reports are cleared, as
+/// [`acl_with`] does.
+#[cfg(feature = "acl")]
+pub fn acl_devices_with(
+    api: &'static braid_backend_acl::AclApi,
+    role: Role,
+    n: u32,
+) -> Result<Vec<Device<braid_backend_acl::AclBackend>>> {
+    use crate::hal::HalError;
+    use braid_backend_acl::{AclConfig, AclDevice, OpenError};
+    let open = |ordinal| AclDevice::open_with(api, ordinal, AclConfig::default());
+    let preferred = match role {
+        Role::Data => DATA_NODE_BASE,
+        Role::Timing => TIMING_NODE_BASE,
+    };
+    let base = match open(preferred + n.max(1) - 1) {
+        Err(OpenError::NoSuchDevice { .. }) => 0,
+        Err(other) => return Err(HalError::from(other).into()),
+        Ok(_) => preferred,
+    };
+    (base..base + n)
+        .map(|ordinal| {
+            let hal = open(ordinal).map_err(HalError::from)?;
+            hal.clear_sanitizer_reports().map_err(HalError::from)?;
+            Device::new(hal)
+        })
+        .collect()
+}
+
+/// `n` devices of one node for `role` on the backend the features select: `acl_devices`
+/// with `acl` on, else [`sim_devices`] of a fresh [`sim_node`].
+pub fn open_node(role: Role, n: u32) -> Result<Vec<Device<Backend>>> {
+    #[cfg(feature = "acl")]
+    return acl_devices(role, n);
+    #[cfg(not(feature = "acl"))]
+    return sim_devices(&sim_node(role, n));
 }
 
 /// The backend of [`open`]: [`crate::DefaultBackend`].

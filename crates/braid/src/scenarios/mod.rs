@@ -19,6 +19,7 @@ pub mod graph_mode;
 pub mod memory_reuse;
 pub mod record_tagged_stream;
 pub mod tagged_events;
+pub mod tensor_parallel;
 pub mod wait_stream;
 
 use crate::{DType, Device, DeviceMemory, Event, EventFlags, Result, Stream};
