@@ -20,7 +20,6 @@ mod events;
 mod observe;
 mod remote_parts;
 mod submit;
-mod transfer;
 
 pub(crate) use collectives::HostWait;
 use collectives::{Collectives, Work};
