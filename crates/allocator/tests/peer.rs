@@ -3,28 +3,26 @@
 //! the uses other devices' streams make, keep the memory from being handed out again until
 //! those uses are ordered before the allocation stream's next work.
 //!
-//! Runs on the peer wrapper of the simulator shared with braid-stream-core's tests (each
-//! `SimDevice::new` is its own simulator today, which refuses cross-device waits); once the
-//! simulator is a node of devices these can run on its devices directly.
-
-#[path = "../../stream-core/tests/common/peer_sim.rs"]
-mod peer_sim;
+//! Runs on two devices of a simulated node (`SimNode`).
 
 use braid_allocator::{AllocError, AllocatorConfig, CachingAllocator, CrossStreamMode};
+use braid_backend_sim::{NodeConfig, SimBackend, SimNode};
 use braid_stream_core::{Device, Kernel, Stream};
-use peer_sim::{PeerDevice, PeerSim};
 
-type Dev = Device<PeerSim>;
+type Dev = Device<SimBackend>;
 
 const BUSY: Kernel = Kernel::Busy {
     duration_ns: 5_000_000,
 };
 
-fn device(ordinal: u32) -> Dev {
-    Device::new(PeerDevice::new(ordinal)).unwrap()
+/// Two devices of a fresh node.
+fn pair() -> (Dev, Dev) {
+    let node = SimNode::new(NodeConfig::new(2));
+    let device = |i| Device::new(node.device(i).unwrap()).unwrap();
+    (device(0), device(1))
 }
 
-fn allocator(device: &Dev, mode: CrossStreamMode) -> CachingAllocator<PeerSim> {
+fn allocator(device: &Dev, mode: CrossStreamMode) -> CachingAllocator<SimBackend> {
     CachingAllocator::new(device.clone(), AllocatorConfig::new().cross_stream(mode)).unwrap()
 }
 
@@ -33,9 +31,9 @@ fn allocator(device: &Dev, mode: CrossStreamMode) -> CachingAllocator<PeerSim> {
 fn peer_copy_after_work(
     a: &Dev,
     b: &Dev,
-    sb: &Stream<PeerSim>,
-    buf: &braid_allocator::DeviceBuffer<PeerSim>,
-) -> braid_stream_core::DeviceMemory<PeerSim> {
+    sb: &Stream<SimBackend>,
+    buf: &braid_allocator::DeviceBuffer<SimBackend>,
+) -> braid_stream_core::DeviceMemory<SimBackend> {
     let dst = b.alloc(buf.size()).unwrap();
     sb.launch(&BUSY).unwrap();
     sb.copy_peer(buf.slice(), a, dst.slice(), b).unwrap();
@@ -44,7 +42,7 @@ fn peer_copy_after_work(
 
 #[test]
 fn record_stream_with_another_devices_stream_needs_peer_access() {
-    let (a, b) = (device(0), device(0));
+    let (a, b) = pair();
     let alloc = allocator(&a, CrossStreamMode::Manual);
     let (sa, sb) = (a.default_stream(), b.create_stream(0).unwrap());
     let buf = alloc.alloc(4096, &sa).unwrap();
@@ -81,7 +79,7 @@ fn record_stream_with_another_devices_stream_needs_peer_access() {
 
 #[test]
 fn erase_stream_forgets_a_peers_use() {
-    let (a, b) = (device(0), device(1));
+    let (a, b) = pair();
     let alloc = allocator(&a, CrossStreamMode::Manual);
     let (sa, sb) = (a.default_stream(), b.create_stream(0).unwrap());
     b.enable_peer_access(&a).unwrap();
@@ -97,7 +95,7 @@ fn erase_stream_forgets_a_peers_use() {
 
 #[test]
 fn automatic_mode_sees_a_peer_copy_and_waits_for_it_to_be_ordered() {
-    let (a, b) = (device(0), device(1));
+    let (a, b) = pair();
     let alloc = allocator(&a, CrossStreamMode::Automatic);
     let (sa, sb) = (a.create_stream(0).unwrap(), b.create_stream(0).unwrap());
     b.enable_peer_access(&a).unwrap();
@@ -117,7 +115,7 @@ fn automatic_mode_sees_a_peer_copy_and_waits_for_it_to_be_ordered() {
 
 #[test]
 fn a_peer_use_is_settled_by_its_event_and_by_synchronizing_the_pending_frees() {
-    let (a, b) = (device(0), device(1));
+    let (a, b) = pair();
     let alloc = allocator(&a, CrossStreamMode::Automatic);
     let sa = a.default_stream();
     let sb = b.create_stream(0).unwrap();

@@ -11,11 +11,12 @@ use crate::ffi::{
     ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, ACL_STREAM_FAST_LAUNCH, ACL_STREAM_FAST_SYNC,
 };
 use crate::hccl::HcclApi;
+use crate::live;
 use crate::native::Ownership;
 use crate::stream::AclStream;
 use crate::AclBackend;
 use braid_stream_core::hal::{self, HalError};
-use braid_stream_core::types::{DevicePtr, EventFlags, HostPtr, MemInfo, Priority};
+use braid_stream_core::types::{DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -119,6 +120,16 @@ pub const ACLNN_LOAD_FAILED_CODE: i32 = -2;
 pub const HCCL_LOAD_FAILED_CODE: i32 = -3;
 
 impl Shared {
+    /// What identifies this device's library among the libraries of the process: the
+    /// loaded table's address (shared by every device opened on it), or this device's calls
+    /// for a table-less test double.
+    pub(crate) fn library_key(&self) -> usize {
+        match self.calls.acl_api() {
+            Some(api) => std::ptr::from_ref(api) as usize,
+            None => Arc::as_ptr(&self.calls).cast::<()>() as usize,
+        }
+    }
+
     /// The aclnn tables that go with this device's ACL library, loaded once (see
     /// [`crate::aclnn`]). A library that could not be loaded is a typed error naming it,
     /// every time.
@@ -530,7 +541,10 @@ impl hal::Device for AclDevice {
             total: 0,
         })?;
         match sh.calls.malloc(bytes, sh.config.malloc_policy) {
-            Ok(ptr) => Ok(DevicePtr(ptr)),
+            Ok(ptr) => {
+                live::note(sh.library_key(), sh.ordinal, ptr, size);
+                Ok(DevicePtr(ptr))
+            }
             Err(code) => Err(self.alloc_error(sh.error("aclrtMalloc", code), size)),
         }
     }
@@ -538,7 +552,9 @@ impl hal::Device for AclDevice {
     unsafe fn free(&self, ptr: DevicePtr) -> Result<(), HalError> {
         let sh = &self.shared;
         sh.bind()?;
-        Ok(sh.check("aclrtFree", sh.calls.free(ptr.0))?)
+        sh.check("aclrtFree", sh.calls.free(ptr.0))?;
+        live::forget(sh.library_key(), ptr.0);
+        Ok(())
     }
 
     fn alloc_host(&self, size: u64) -> Result<HostPtr, HalError> {
@@ -575,6 +591,15 @@ impl hal::Device for AclDevice {
     fn mem_info(&self) -> Result<MemInfo, HalError> {
         self.shared.bind()?;
         Ok(self.mem_info_raw()?)
+    }
+
+    /// Known for the memory braid allocated or mapped through this library (on any device of
+    /// the process, see `live.rs`): `Some(true)` for this device's, `Some(false)` for
+    /// another device's; `None` for anything else.
+    fn is_live(&self, range: DeviceSlice) -> Option<bool> {
+        let sh = &self.shared;
+        let owner = live::owner(sh.library_key(), range.ptr.0, range.len)?;
+        Some(owner == sh.ordinal)
     }
 
     fn synchronize(&self) -> Result<(), HalError> {

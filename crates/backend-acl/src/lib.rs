@@ -61,6 +61,7 @@
 //! | `calls` | the ACL calls the hal makes, as a trait over Rust values (mocked in unit tests) |
 //! | `device`, `stream`, `event`, `graph`, `vmm` | the hal types and their virtual-memory methods |
 //! | `bind` | per-thread device binding |
+//! | `live` | which device of the process owns an address (`is_live`) |
 //! | [`hccl`] | HCCL: loading ([`HcclApi`]), communicators ([`AclComm`]), collectives on streams |
 //! | `native` | user operators' native bodies ([`native_op`]); wrapping foreign streams and events |
 //! | [`error`], [`ffi`] | ACL codes, names and [`AclError`]; the C declarations from `braid-acl-sys` |
@@ -87,6 +88,7 @@ mod event;
 pub mod ffi;
 mod graph;
 pub mod hccl;
+mod live;
 mod native;
 mod stream;
 mod vmm;

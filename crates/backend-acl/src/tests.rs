@@ -18,8 +18,8 @@ const EVENT: usize = 0xe000;
 const MODEL: usize = 0x7000;
 
 /// A mock that opens device `ordinal` of 2: `aclInit` answers `init_code`, `aclrtSetDevice`
-/// succeeds (`set_device_times` times, if given), reset succeeds, and every failure's text is
-/// "simulated failure text".
+/// succeeds (`set_device_times` times, if given), reset succeeds, it has no loaded table, and
+/// every failure's text is "simulated failure text".
 pub(crate) fn base(init_code: i32, set_device_times: Option<usize>) -> MockAclCalls {
     let mut m = MockAclCalls::new();
     m.expect_init().return_const(init_code);
@@ -31,6 +31,8 @@ pub(crate) fn base(init_code: i32, set_device_times: Option<usize>) -> MockAclCa
     m.expect_reset_device().returning(|_| 0);
     m.expect_recent_error_message()
         .returning(|| "simulated failure text".to_string());
+    // A table-less double: its allocations are noted under its own key.
+    m.expect_acl_api().returning(|| None);
     m
 }
 

@@ -5,6 +5,7 @@
 //! `unmap_physical` can free it.
 
 use crate::device::{lock, AclDevice};
+use crate::live;
 use braid_stream_core::hal::HalError;
 use braid_stream_core::types::DevicePtr;
 
@@ -86,6 +87,7 @@ impl AclDevice {
             return Err(err);
         }
         lock(&sh.physical).insert(at.0, (handle, size));
+        live::note(sh.library_key(), sh.ordinal, at.0, size);
         tracing::debug!(%at, size, "ACL physical memory mapped");
         Ok(())
     }
@@ -110,6 +112,7 @@ impl AclDevice {
         // Unmapped: the handle is forgotten even if freeing it fails (it cannot be unmapped
         // again).
         lock(&sh.physical).remove(&at.0);
+        live::forget(sh.library_key(), at.0);
         let code = sh
             .calls
             .free_physical(handle)

@@ -1,7 +1,8 @@
 //! braid's conformance suite on the ACL backend, loading `braid-acl-sim` through the backend's
 //! real loading path (the function table, error mapping, thread binding and `aclmdlRI*`
 //! capture all run). Built-in kernels run as aclnn operators; the suite's user operator runs
-//! `aclnnMuls` in a native-stream closure.
+//! `aclnnMuls` in a native-stream closure. The collective cases run through HCCL
+//! (braid-collective's `acl` feature over `braid-acl-sim`'s HCCL).
 
 mod common;
 
@@ -54,4 +55,11 @@ fn acl_scale_body(args: ScaleOpArgs) -> Result<Arc<NativeOpFn>, String> {
     Ok(unsafe { native_op(body) })
 }
 
-braid_conformance::conformance_tests!(AclBackend, common::device, scale_body = acl_scale_body);
+braid_conformance::conformance_tests!(
+    AclBackend,
+    common::device,
+    scale_body = acl_scale_body,
+    node = common::node,
+);
+
+braid_conformance::collective_conformance_tests!(AclBackend, common::device, node = common::node);

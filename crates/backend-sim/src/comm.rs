@@ -1,7 +1,8 @@
 //! [`SimComm`]: a communicator of the simulated node, HCCL-style.
 
 use crate::collective::cost::LinkParams;
-use crate::device::{lock, same_node, Shared};
+use crate::device::{checked, lock, same_node, Shared};
+use crate::fault::CallKind;
 use crate::remote::RemoteGroup;
 use crate::stream::SimStream;
 use crate::SimDevice;
@@ -19,8 +20,12 @@ use std::time::Duration;
 /// rank (call `k` of each rank belongs together; sends and receives pair per peer). A part
 /// that does not match the parts already in is refused when it arrives, naming the rank, the
 /// call and the difference. A rank's stream holds back the work submitted after its part
-/// until every rank's part is in; a host synchronization that would wait on such work fails
-/// with an error naming the ranks that have not issued the call, instead of hanging.
+/// until every rank's part is in; a host synchronization that would wait on such work waits
+/// for the ranks driven by other host threads (up to
+/// [`SimConfig::collective_timeout`](crate::SimConfig#structfield.collective_timeout)), then
+/// fails with an error naming the ranks that have not issued the call, instead of hanging
+/// (at once when the calling thread drives those ranks itself: see
+/// [`SimStream::collective`]).
 ///
 /// ```
 /// use braid_backend_sim::{NodeConfig, SimComm, SimNode};
@@ -190,10 +195,10 @@ impl SimComm {
         label: &str,
     ) -> Result<(), HalError> {
         same_node(&self.shared, &stream.shared)?;
+        // The fault plan of the stream's device decides first: a failed part does nothing.
+        let mut engine = checked(&stream.shared, CallKind::Collective)?;
         match &self.kind {
-            Kind::Node(comm) => {
-                lock(&stream.shared).collective(stream.global(), *comm, self.rank, call, label)
-            }
+            Kind::Node(comm) => engine.collective(stream.global(), *comm, self.rank, call, label),
             Kind::Remote { group, calls } => {
                 if stream.shared.device != self.shared.device {
                     return Err(HalError::InvalidArgument(format!(
@@ -201,6 +206,7 @@ impl SimComm {
                         self.rank
                     )));
                 }
+                drop(engine);
                 // One call at a time per rank, in the order the rank issues them.
                 let mut next = calls.lock().unwrap_or_else(|e| e.into_inner());
                 let part = lock(&stream.shared).remote_prepare(

@@ -61,12 +61,19 @@ pub struct SimConfig {
     /// costs the host (microseconds). Zero by default (the simulator is as fast as it can be);
     /// thread-scaling benches set it so that host threads have real work to overlap.
     pub wall_launch_cost: Duration,
+    /// How long a host synchronization (stream, event or device synchronize, elapsed time,
+    /// `free_host`) waits for work held back behind a collective whose other ranks have not
+    /// issued their part yet, before failing with an error naming them: the simulator's
+    /// `HCCL_EXEC_TIMEOUT` (1836 s by default on HCCL, far too long for tests). 5 s by
+    /// default; zero fails at once. A node's timeout is its first device's. See
+    /// [`crate::SimStream::collective`].
+    pub collective_timeout: Duration,
 }
 
 impl SimConfig {
     /// The default configuration: ordinal 0, 16 GiB, 64 GiB of pinned host memory, data mode,
     /// Ascend 910B profile, timeline on, sanitizer reporting, no faults, ACL's stream and
-    /// event limits.
+    /// event limits, a 5 s collective timeout.
     pub fn new() -> Self {
         SimConfig {
             ordinal: 0,
@@ -81,6 +88,7 @@ impl SimConfig {
             max_streams: ASCEND_910B_MAX_STREAMS,
             max_events: ASCEND_910B_MAX_EVENTS,
             wall_launch_cost: Duration::ZERO,
+            collective_timeout: DEFAULT_COLLECTIVE_TIMEOUT,
         }
     }
 
@@ -156,7 +164,17 @@ impl SimConfig {
         self.wall_launch_cost = cost;
         self
     }
+
+    /// Sets how long a host synchronization waits for the other ranks of a collective (see
+    /// [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout)).
+    pub fn collective_timeout(mut self, timeout: Duration) -> Self {
+        self.collective_timeout = timeout;
+        self
+    }
 }
+
+/// The default [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout).
+pub const DEFAULT_COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// Keeps the calling thread busy for `cost` of wall-clock time (a spin, as a driver's launch
 /// path is CPU work, not sleep).

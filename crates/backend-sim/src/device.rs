@@ -1,7 +1,7 @@
 //! [`SimDevice`]: the hal device, and the simulator's observability API.
 
 use crate::config::SimConfig;
-use crate::engine::Engine;
+use crate::engine::{Engine, HostWait};
 use crate::event::SimEvent;
 use crate::fault::{CallKind, FaultCounts, FaultPlan, Verdict};
 use crate::memory::PageRun;
@@ -13,6 +13,7 @@ use crate::SimBackend;
 use braid_stream_core::hal::{self, page_of_run, HalError, PageRunError};
 use braid_stream_core::types::{DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority};
 use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 /// What every handle of a device holds: its node's engine (shared by all devices of the
 /// node) and the device's index in the node.
@@ -67,6 +68,57 @@ fn fault_check(engine: &mut Engine, kind: CallKind, requested: u64) -> Result<()
         return Err(engine.fault_error(kind, requested));
     }
     Ok(())
+}
+
+/// Runs the host synchronization `call` of `kind` (asking the fault plan first when `kind`
+/// is given), which waits on `what`. While `what` waits on work held back behind a collective
+/// that another host thread may still release by submitting its rank's part
+/// ([`Engine::may_be_released`]), the engine lock is released and the calling thread waits
+/// for it, up to the node's collective timeout ([`SimConfig::collective_timeout`]); then
+/// `call` runs, and fails naming the missing ranks if the work is still held back (its
+/// error then says how long it waited).
+pub(crate) fn host_wait<T>(
+    shared: &Shared,
+    kind: Option<CallKind>,
+    what: HostWait,
+    call: impl FnOnce(&mut Engine) -> Result<T, HalError>,
+) -> Result<T, HalError> {
+    let mut engine = match kind {
+        Some(kind) => checked(shared, kind)?,
+        None => lock(shared),
+    };
+    let timeout = engine.collective_timeout();
+    let mut waited = None;
+    if !timeout.is_zero() && engine.may_be_released(what) {
+        let start = Instant::now();
+        // `None`: a timeout too long to add to the clock waits without end.
+        let deadline = start.checked_add(timeout);
+        let progress = engine.progress();
+        loop {
+            let left = deadline.map_or(Duration::from_secs(3600), |d| {
+                d.saturating_duration_since(Instant::now())
+            });
+            if left.is_zero() {
+                waited = Some(start.elapsed());
+                break;
+            }
+            engine = progress
+                .wait_timeout(engine, left)
+                .unwrap_or_else(|poisoned| poisoned.into_inner())
+                .0;
+            // Other threads' calls made their devices current meanwhile.
+            engine.set_current(shared.device);
+            if !engine.may_be_released(what) {
+                break;
+            }
+        }
+    }
+    call(&mut engine).map_err(|error| match (error, waited) {
+        (HalError::InvalidArgument(m), Some(w)) => HalError::InvalidArgument(format!(
+            "{m} (after waiting {w:?} for the other ranks: the collective timeout is {timeout:?})"
+        )),
+        (error, _) => error,
+    })
 }
 
 /// A run of `count` page calls made one by one while a fault plan is set, each asking the
@@ -360,7 +412,7 @@ impl hal::Device for SimDevice {
     }
 
     unsafe fn free_host(&self, ptr: HostPtr) -> Result<(), HalError> {
-        lock(&self.shared).free_host(ptr)
+        host_wait(&self.shared, None, HostWait::Device, |e| e.free_host(ptr))
     }
 
     fn mem_info(&self) -> Result<MemInfo, HalError> {
@@ -423,9 +475,11 @@ impl hal::Device for SimDevice {
     }
 
     fn synchronize(&self) -> Result<(), HalError> {
-        let mut engine = checked(&self.shared, CallKind::Synchronize)?;
-        engine.sync_device()?;
-        engine.faults().take_all()
+        let what = HostWait::Device;
+        host_wait(&self.shared, Some(CallKind::Synchronize), what, |e| {
+            e.sync_device()?;
+            e.faults().take_all()
+        })
     }
 
     fn wants_sub_allocation_notes(&self) -> bool {

@@ -1,6 +1,7 @@
 //! [`SimEvent`]: the hal event.
 
-use crate::device::{checked, lock, same_node, Shared};
+use crate::device::{checked, host_wait, same_node, Shared};
+use crate::engine::HostWait;
 use crate::fault::CallKind;
 use crate::limits::LiveSlot;
 use crate::SimBackend;
@@ -53,14 +54,19 @@ impl hal::Event for SimEvent {
     }
 
     fn synchronize(&self) -> Result<(), HalError> {
-        let mut engine = checked(&self.shared, CallKind::Synchronize)?;
-        engine.sync_event(self.index)?;
-        engine.faults().take_event(self.index)
+        let (i, what) = (self.index, HostWait::Event(self.index));
+        host_wait(&self.shared, Some(CallKind::Synchronize), what, |e| {
+            e.sync_event(i)?;
+            e.faults().take_event(i)
+        })
     }
 
     fn elapsed_ms(&self, end: &SimEvent) -> Result<f32, HalError> {
         // Events of devices of one node share the virtual time axis.
         same_node(&self.shared, &end.shared)?;
-        lock(&self.shared).elapsed_ms(self.index, end.index)
+        let (a, b) = (self.index, end.index);
+        host_wait(&self.shared, None, HostWait::Events(a, b), |e| {
+            e.elapsed_ms(a, b)
+        })
     }
 }

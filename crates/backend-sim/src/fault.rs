@@ -23,7 +23,7 @@
 //! | [`CallKind::SegmentAlloc`], [`CallKind::Map`], [`CallKind::HostAlloc`] | [`HalError::OutOfMemory`] |
 //! | [`CallKind::StreamCreate`] | 207008 `ACL_ERROR_RT_NO_STREAM_RESOURCE` |
 //! | [`CallKind::EventCreate`] | 207007 `ACL_ERROR_RT_NO_EVENT_RESOURCE` |
-//! | [`CallKind::Launch`], [`CallKind::Copy`], [`CallKind::Record`], [`CallKind::Wait`], [`CallKind::BeginCapture`], [`CallKind::Unmap`] | 507000 `ACL_ERROR_RT_INTERNAL_ERROR` |
+//! | [`CallKind::Launch`], [`CallKind::Copy`], [`CallKind::Collective`], [`CallKind::Record`], [`CallKind::Wait`], [`CallKind::BeginCapture`], [`CallKind::Unmap`] | 507000 `ACL_ERROR_RT_INTERNAL_ERROR` |
 //! | [`CallKind::Synchronize`], [`CallKind::Query`] | 507046 `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT` |
 //! | [`CallKind::EndCapture`] | 507903 `ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED` |
 //! | [`CallKind::GraphLaunch`] | 507011 `ACL_ERROR_RT_MODEL_EXECUTE` |
@@ -58,6 +58,10 @@ pub enum CallKind {
     Launch,
     /// `Stream::memcpy_*` and `Stream::memset`.
     Copy,
+    /// `SimStream::collective`: a rank's part of a collective. A failed part is not added to
+    /// its call (it takes no call number, holds nothing back), so the rank may submit it
+    /// again and the other ranks' parts still pair with it.
+    Collective,
     /// `Stream::record`: an event record.
     Record,
     /// `Stream::wait`: a wait on an event.
@@ -83,12 +87,13 @@ pub enum CallKind {
 
 impl CallKind {
     /// Every kind, in declaration order.
-    pub const ALL: [CallKind; 15] = [
+    pub const ALL: [CallKind; 16] = [
         CallKind::SegmentAlloc,
         CallKind::Map,
         CallKind::Unmap,
         CallKind::Launch,
         CallKind::Copy,
+        CallKind::Collective,
         CallKind::Record,
         CallKind::Wait,
         CallKind::Synchronize,
@@ -130,6 +135,7 @@ impl CallKind {
             CallKind::GraphLaunch => (507_011, "ACL_ERROR_RT_MODEL_EXECUTE"),
             CallKind::Launch
             | CallKind::Copy
+            | CallKind::Collective
             | CallKind::Record
             | CallKind::Wait
             | CallKind::BeginCapture

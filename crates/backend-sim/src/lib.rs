@@ -67,7 +67,9 @@
 //!   [`SimNode`], or a root info joined by every rank) and [`SimStream::collective`]: each
 //!   rank submits its part; parts are matched per call (a mismatch is refused when it
 //!   arrives), a rank's stream holds back later work until every rank's part is in (a host
-//!   synchronization that would wait on it names the missing ranks instead of hanging), and
+//!   synchronization that would wait on it waits for ranks driven by other threads, up to
+//!   [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout), then names
+//!   the missing ranks instead of hanging), and
 //!   the collective then takes the alpha–beta time of the algorithm picked for the wiring
 //!   ([`collective_bound`]), occupying each device's communication engine and the links it
 //!   uses, overlapping compute. Captured collectives run again at every replay.
@@ -84,7 +86,7 @@
 //! |---|---|
 //! | `device`, `stream`, `event`, `graph` | the hal types; [`SimDevice`] also has the observability API (timeline, statistics, sanitizer reports, fault counts) |
 //! | `config`, `profile` | [`SimConfig`]; [`DeviceProfile`]: the cost model's numbers, each with its source |
-//! | `engine` (and `engine::submit`, `engine::events`, `engine::transfer`, `engine::observe`) | the discrete-event engine of a node: host clocks, streams, events, scheduling on resources and links, captures; the transfer interface for collectives |
+//! | `engine` (and `engine::submit`, `engine::events`, `engine::observe`) | the discrete-event engine of a node: host clocks, streams, events, scheduling on resources and links, captures |
 //! | `node`, `device_state` | [`SimNode`], [`NodeConfig`]; what the engine keeps per device |
 //! | `topology`, `link` | [`Topology`], [`LinkSpec`] (figures with their sources); links as contended resources |
 //! | `resource`, `op`, `compute`, `queue` | contended units; one piece of work; what an op reads and writes; data effects in virtual-time order |
@@ -154,7 +156,7 @@ pub mod trace;
 
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
 pub use comm::{SimComm, JOIN_TIMEOUT};
-pub use config::{SimConfig, SimMode};
+pub use config::{SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
 pub use event::SimEvent;

@@ -7,9 +7,8 @@
 //! communication engine) for its whole duration, starting at the earliest time at which all
 //! of them are free: two transfers on one link take turns, each at the link's full bandwidth.
 //!
-//! This is the crate-internal interface collectives are scheduled with
-//! ([`Links::route`], [`earliest_all`], [`Links::reserve`]); the engine wraps it as
-//! `Engine::occupy_transfer`.
+//! This is the crate-internal interface peer copies and collectives are scheduled with
+//! ([`Links::route`], [`earliest_all`], [`Links::reserve`]).
 
 use crate::resource::Pool;
 use crate::topology::{LinkSpec, Topology};

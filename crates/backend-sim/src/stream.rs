@@ -1,7 +1,8 @@
 //! [`SimStream`]: the hal stream.
 
 use crate::custom::SimCustom;
-use crate::device::{checked, lock, same_node, Shared};
+use crate::device::{checked, host_wait, lock, same_node, Shared};
+use crate::engine::HostWait;
 use crate::event::SimEvent;
 use crate::fault::{CallKind, Verdict};
 use crate::graph::SimGraph;
@@ -72,14 +73,25 @@ impl SimStream {
     /// [`HalError::InvalidArgument`] when it does not match those already in, naming the rank,
     /// the call and the difference. Until every rank's part is in, the stream holds back what
     /// is submitted to it afterwards (and events recorded on it are pending; a stream waiting
-    /// on a pending event holds back too); a host synchronization that would wait on held-back
-    /// work fails naming the ranks that have not issued the call. Then the collective runs in
+    /// on a pending event holds back too). A host synchronization (stream, event or device
+    /// synchronize, event elapsed time, `free_host`) that would wait on held-back work waits
+    /// for the other ranks' parts, submitted by other host threads, up to the node's
+    /// [`SimConfig::collective_timeout`](crate::SimConfig#structfield.collective_timeout)
+    /// (the simulator's `HCCL_EXEC_TIMEOUT`), then fails naming the ranks that have not issued
+    /// the call. It fails at once, without waiting, when the calling thread is the only one
+    /// that has ever submitted parts to the communicator and has submitted parts of every
+    /// missing rank before (one thread driving every rank can never complete the call); a
+    /// rank that has never submitted a part may be driven by a thread that has not reached
+    /// its first call yet, so a wait on it takes the timeout. Then the collective runs in
     /// virtual time (ready at the latest of the parts' submissions and their streams' ends,
     /// for the time the cost model gives on the node's links, occupying every participant's
     /// communication engine and the links the algorithm uses: compute overlaps it), and the
     /// held-back work follows in order. In data mode the send buffers are read at the start
     /// and the receive buffers written at the end. Inside a capture the part becomes a graph
     /// node that runs the collective again at each replay (with the other ranks' replays).
+    ///
+    /// The device's fault plan may make the call fail ([`crate::CallKind::Collective`]): then
+    /// nothing is submitted and the part takes no call number, so the rank may submit it again.
     ///
     /// Refused as invalid arguments: a communicator of another node, a stream of another
     /// device than the rank's, a buffer (of `send_len`/`recv_len` bytes) that is not live
@@ -206,9 +218,11 @@ impl hal::Stream for SimStream {
     }
 
     fn synchronize(&self) -> Result<(), HalError> {
-        let mut engine = checked(&self.shared, CallKind::Synchronize)?;
-        engine.sync_stream(self.global)?;
-        engine.faults().take_stream(self.global)
+        let (s, what) = (self.global, HostWait::Stream(self.global));
+        host_wait(&self.shared, Some(CallKind::Synchronize), what, |e| {
+            e.sync_stream(s)?;
+            e.faults().take_stream(s)
+        })
     }
 
     fn query(&self) -> Result<bool, HalError> {

@@ -16,7 +16,12 @@ use common::*;
 const SUM: CollectiveOp = CollectiveOp::AllReduce(ReduceOp::Sum);
 
 fn node(devices: u32) -> Vec<SimDevice> {
-    let config = SimConfig::new().capacity(1 << 30).profile(unit_profile());
+    // A short collective timeout: these tests drive every rank from one thread, and a
+    // synchronization on a rank that has never submitted a part waits for it.
+    let config = SimConfig::new()
+        .capacity(1 << 30)
+        .profile(unit_profile())
+        .collective_timeout(std::time::Duration::from_millis(20));
     SimNode::new(NodeConfig {
         devices,
         device: config,
@@ -247,6 +252,9 @@ fn waiting_on_a_collective_a_rank_has_not_issued_is_an_error_not_a_hang() {
         .unwrap();
     let err = ranks[0].0.synchronize().unwrap_err().to_string();
     assert!(err.contains("rank(s) 1, 2 have not issued"), "{err}");
+    // Ranks 1 and 2 have never submitted a part: another thread might drive them, so the
+    // synchronization waited the collective timeout before failing.
+    assert!(err.contains("the collective timeout is 20ms"), "{err}");
     assert!(!ranks[0].0.query().unwrap());
     let e = devs[0].create_event(EventFlags::default()).unwrap();
     ranks[0].0.record(&e).unwrap();

@@ -3,6 +3,7 @@
 
 use crate::backend::CollectiveBackend;
 use crate::error::{CollectiveError, Result};
+use crate::exchange::SignatureExchange;
 use crate::ledger::{Ledger, MismatchCheck};
 use braid_stream_core::collective::RootInfo;
 use braid_stream_core::hal::HalError;
@@ -17,11 +18,43 @@ pub struct CommOptions {
     /// typed error instead of hanging (default `true`). Backends that always check (the
     /// simulator, [`CollectiveBackend::ALWAYS_CHECKS_MISMATCH`]) ignore `false`.
     pub check_mismatch: bool,
-    /// The check of a root-info communicator, whose other ranks live in other processes:
-    /// typically one that exchanges each call's [`crate::Signature`] over the transport that
-    /// carried the root info. `None` (the default): such a communicator is not checked.
+    /// A check of your own for a root-info communicator, whose other ranks live in other
+    /// processes (for one that works on any backend, see
+    /// [`CommOptions::exchange_signatures`]). `None` (the default): such a communicator is not
+    /// checked unless [`CommOptions::exchange_signatures`] is set.
     /// Ignored by [`Communicator::init_all`], whose ranks share a ledger.
     pub check: Option<Arc<dyn MismatchCheck>>,
+    /// Check a root-info communicator's collectives by exchanging their signatures through
+    /// the communicator itself (default `false`; see [`CommOptions::exchange_signatures`]).
+    /// With a [`CommOptions::check`] as well, the exchange runs first and the given check
+    /// admits the calls the exchange let through. Ignored by [`Communicator::init_all`].
+    pub exchange_signatures: bool,
+}
+
+impl CommOptions {
+    /// The options of a root-info communicator whose ranks check every collective against
+    /// each other on any backend, across processes and nodes: before each collective, every
+    /// rank all-gathers the call's [`crate::Signature`] (32 bytes: operation, reduction, root
+    /// or peer, count, data type) through the communicator on a side stream of its device,
+    /// waits for it on the host and compares. When a rank's differs from rank 0's, the call
+    /// is refused on every rank with the same [`CollectiveError::Mismatch`], naming that
+    /// rank, the call's index and the difference, and nothing is enqueued: the ranks stay in
+    /// step and the next matching call works.
+    ///
+    /// The cost is one small all-gather and a host wait per collective, which serializes the
+    /// host with every collective: a debugging aid, not for production runs. Sends and
+    /// receives are not checked (only two ranks take part in them, so no all-gather can run).
+    /// Every rank must set it alike: a rank without it would not join the exchanges.
+    ///
+    /// On the simulator the ranks must live in separate processes: a root-info communicator
+    /// whose ranks are all in one process runs in the node's engine, which refuses (as a
+    /// typed error) a host wait on a collective another thread has not issued yet.
+    pub fn exchange_signatures() -> CommOptions {
+        CommOptions {
+            exchange_signatures: true,
+            ..CommOptions::default()
+        }
+    }
 }
 
 impl Default for CommOptions {
@@ -29,6 +62,7 @@ impl Default for CommOptions {
         CommOptions {
             check_mismatch: true,
             check: None,
+            exchange_signatures: false,
         }
     }
 }
@@ -38,6 +72,7 @@ impl fmt::Debug for CommOptions {
         f.debug_struct("CommOptions")
             .field("check_mismatch", &self.check_mismatch)
             .field("check", &self.check.as_ref().map(|_| "dyn MismatchCheck"))
+            .field("exchange_signatures", &self.exchange_signatures)
             .finish()
     }
 }
@@ -53,7 +88,7 @@ pub(crate) struct RankInner<B: CollectiveBackend> {
     pub(crate) device: Device<B>,
     pub(crate) rank: u32,
     pub(crate) ranks: u32,
-    pub(crate) comm: B::Comm,
+    pub(crate) comm: Arc<B::Comm>,
     pub(crate) check: Option<Arc<dyn MismatchCheck>>,
 }
 
@@ -137,7 +172,7 @@ impl<B: CollectiveBackend> Communicator<B> {
                     device: device.clone(),
                     rank,
                     ranks,
-                    comm,
+                    comm: Arc::new(comm),
                     check: check.clone(),
                 }),
             })
@@ -155,7 +190,9 @@ impl<B: CollectiveBackend> Communicator<B> {
 
     /// Joins the communicator of `ranks` ranks that `info` describes, as rank `rank` on
     /// `device` (`HcclCommInitRootInfo`); returns once every rank has joined. Its calls are
-    /// checked by `options.check` when given (see [`CommOptions::check`]).
+    /// checked by exchanging signatures when `options.exchange_signatures` is set (see
+    /// [`CommOptions::exchange_signatures`]; every rank must set it alike) and by
+    /// `options.check` when given (see [`CommOptions::check`]).
     pub fn init_root_info(
         device: &Device<B>,
         ranks: u32,
@@ -176,14 +213,27 @@ impl<B: CollectiveBackend> Communicator<B> {
                 }
             }
         })?;
-        tracing::debug!(backend = B::NAME, ranks, rank, "joined a communicator");
+        let comm = Arc::new(comm);
+        let check = if options.exchange_signatures {
+            let exchange = SignatureExchange::new(device, rank, ranks, comm.clone())?;
+            Some(Arc::new(exchange.then(options.check)) as Arc<dyn MismatchCheck>)
+        } else {
+            options.check
+        };
+        tracing::debug!(
+            backend = B::NAME,
+            ranks,
+            rank,
+            exchange_signatures = options.exchange_signatures,
+            "joined a communicator"
+        );
         Ok(Communicator {
             inner: Arc::new(RankInner {
                 device: device.clone(),
                 rank,
                 ranks,
                 comm,
-                check: options.check,
+                check,
             }),
         })
     }

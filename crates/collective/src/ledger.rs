@@ -8,9 +8,9 @@
 //! Sends and receives are matched per pair of ranks instead: the `k`-th send from `a` to `b`
 //! with the `k`-th receive of `b` from `a`.
 //!
-//! Ranks in other processes (root-info communicators) need their signatures exchanged: that
-//! is a [`MismatchCheck`] the user passes in [`crate::CommOptions::check`], built on the same
-//! transport that carried the root info.
+//! Ranks in other processes (root-info communicators) need their signatures exchanged: the
+//! crate's own exchange through the communicator ([`crate::CommOptions::exchange_signatures`],
+//! module `exchange`), or a [`MismatchCheck`] the user passes in [`crate::CommOptions::check`].
 
 use crate::error::{CollectiveError, Result};
 use braid_stream_core::collective::{CollectiveOp, Signature};

@@ -26,7 +26,10 @@
 //! [`CollectiveError::Mismatch`] instead, naming the rank, the call and the difference: for a
 //! single-process communicator always on the simulator and an option on ACL
 //! ([`CommOptions::check_mismatch`], on by default); for a root-info communicator through a
-//! [`MismatchCheck`] that exchanges signatures between the processes ([`CommOptions::check`]).
+//! check that exchanges every call's signature between the ranks through the communicator
+//! itself ([`CommOptions::exchange_signatures`], on any backend; a debugging aid that costs a
+//! small all-gather and a host wait per collective) or a [`MismatchCheck`] of your own
+//! ([`CommOptions::check`]).
 //!
 //! # Example
 //!
@@ -77,6 +80,7 @@
 //! | `communicator` | [`Communicator`] and how it is made; [`CommOptions`] |
 //! | `ops` | the collectives and their checks |
 //! | `ledger` | mismatch detection: [`MismatchCheck`] and the single-process ledger |
+//! | `exchange` | the signature exchange of root-info communicators ([`CommOptions::exchange_signatures`]) |
 //! | `buffer` | [`CollectiveBuffer`] |
 //! | `backend` | [`CollectiveBackend`]: what a backend provides (HCCL's communicator calls) |
 //! | `sim` | the simulator's implementation (feature `sim`, default) |
@@ -91,6 +95,7 @@ mod backend;
 mod buffer;
 mod communicator;
 mod error;
+mod exchange;
 mod ledger;
 mod ops;
 #[cfg(feature = "sim")]

@@ -602,3 +602,71 @@ fn each_collective_is_traced_with_its_rank_operation_and_bytes() {
         "{log}"
     );
 }
+
+#[test]
+fn the_signature_exchange_lets_sends_and_receives_through_to_the_given_check() {
+    let d = devices(1);
+    let info = Communicator::root_info(&d[0]).unwrap();
+    let check = Arc::new(Recording {
+        seen: Default::default(),
+        run_launch: true,
+    });
+    let options = CommOptions {
+        check: Some(check.clone()),
+        ..CommOptions::exchange_signatures()
+    };
+    assert!(format!("{options:?}").contains("exchange_signatures: true"));
+    let comm = Communicator::init_root_info(&d[0], 2, 1, &info, options).unwrap();
+    assert!(comm.checks_mismatch());
+    let buf = alloc(&d[0], 8);
+    let stream = d[0].default_stream();
+    comm.send(&stream, &buf, DType::F16, 0).unwrap();
+    comm.recv(&stream, &buf, DType::F16, 0).unwrap();
+    let ops: Vec<_> = calls(&d[0]).into_iter().map(|(_, c, _)| c.op).collect();
+    assert_eq!(
+        ops,
+        [
+            CollectiveOp::Send { peer: 0 },
+            CollectiveOp::Recv { peer: 0 }
+        ]
+    );
+    assert_eq!(check.seen.lock().len(), 2);
+}
+
+#[test]
+fn signatures_that_do_not_arrive_intact_refuse_the_call() {
+    // The test backend's copies move nothing: the exchange reads back no signature.
+    let d = devices(1);
+    let info = Communicator::root_info(&d[0]).unwrap();
+    let options = CommOptions::exchange_signatures();
+    let comm = Communicator::init_root_info(&d[0], 2, 0, &info, options).unwrap();
+    let buf = alloc(&d[0], 16);
+    let err = comm
+        .all_reduce(
+            &d[0].default_stream(),
+            &buf,
+            &buf,
+            DType::F32,
+            ReduceOp::Sum,
+        )
+        .unwrap_err();
+    match &err {
+        CollectiveError::Backend { call, source } => {
+            assert_eq!(*call, "signature exchange");
+            assert!(
+                source.to_string().contains("did not arrive intact"),
+                "{err}"
+            );
+        }
+        other => panic!("expected a backend error, got {other:?}"),
+    }
+    // The exchange's all-gather of 8 f32s went out on its side stream; the all-reduce did not.
+    let log = calls(&d[0]);
+    assert_eq!(log.len(), 1);
+    let (rank, call, label) = &log[0];
+    assert_eq!(
+        (*rank, call.op, call.count),
+        (0, CollectiveOp::AllGather, 8)
+    );
+    assert_eq!(label, "signature exchange");
+}

@@ -1,20 +1,28 @@
-//! A communicator across processes on 127.0.0.1: this test binary re-runs itself as the other
-//! ranks. Rank 0 (the test) creates the simulator's root info, publishes it over
-//! [`TcpRootInfoTransport`]; every child fetches it, joins, and all ranks run exchanges whose
-//! results each checks.
+//! Communicators across processes on 127.0.0.1: this test binary re-runs itself as the other
+//! ranks. Rank 0 (the test) makes a root info with [`Communicator::root_info`] on its simulated
+//! device and publishes it over [`TcpRootInfoTransport`]; every child fetches it and joins with
+//! [`Communicator::init_root_info`] on a simulated device of its own, and every rank runs
+//! collectives on a stream and checks their exact results. A child that fails exits non-zero
+//! and fails the test.
 #![cfg(feature = "sim")]
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use braid_backend_sim::RemoteGroup;
-use braid_collective::{RootInfoTransport, TcpRootInfoTransport};
-use braid_stream_core::hal::HalError;
+use braid_backend_sim::{SimBackend, SimConfig, SimDevice, SimMode};
+use braid_collective::{
+    CollectiveError, CollectiveOp, CommOptions, Communicator, MismatchCheck, ReduceOp, RootInfo,
+    RootInfoTransport, Signature, TcpRootInfoTransport,
+};
+use braid_stream_core::{DType, Device, DeviceMemory, Stream};
 
 /// Set in a child: `<test name> <rank> <ranks> <rank 0's transport address>`.
 const CHILD_ROLE: &str = "BRAID_MULTI_PROCESS_CHILD";
 const WAIT: Duration = Duration::from_secs(5);
+/// Elements of each rank's part.
+const ELEMENTS: usize = 4;
 
 fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_current_thread()
@@ -23,57 +31,187 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// This rank's part of the all-reduce: `rank + 1` in each of 4 `f32`s.
-fn part(rank: u32) -> Vec<u8> {
-    [(rank + 1) as f32; 4]
-        .iter()
-        .flat_map(|x| x.to_le_bytes())
+/// This process's simulated device (data mode: collectives move real numbers).
+fn device() -> Device<SimBackend> {
+    Device::new(SimDevice::new(
+        SimConfig::new().capacity(1 << 26).mode(SimMode::Data),
+    ))
+    .unwrap()
+}
+
+/// One rank: its communicator and a stream of its device.
+struct Rank {
+    comm: Communicator<SimBackend>,
+    stream: Stream<SimBackend>,
+}
+
+impl Rank {
+    fn id(&self) -> u32 {
+        self.comm.rank()
+    }
+
+    /// A device buffer holding `values` as `dtype`.
+    fn upload(&self, values: &[f32], dtype: DType) -> DeviceMemory<SimBackend> {
+        let buf = self
+            .comm
+            .device()
+            .alloc(values.len() as u64 * dtype.size())
+            .unwrap();
+        self.stream
+            .copy_h2d(buf.slice(), dtype.encode(values))
+            .unwrap();
+        buf
+    }
+
+    fn download(&self, buf: &DeviceMemory<SimBackend>, dtype: DType) -> Vec<f32> {
+        self.stream
+            .copy_d2h(buf.slice())
+            .unwrap()
+            .wait_as(dtype)
+            .unwrap()
+    }
+}
+
+/// Rank `r`'s all-reduce part: exact in `f32`, distinct per rank and element.
+fn reduce_part(rank: u32) -> Vec<f32> {
+    (0..ELEMENTS)
+        .map(|i| (rank + 1) as f32 * 1.5 + (i as f32) * 1024.0 - rank as f32 * 0.25)
         .collect()
 }
 
-/// Sums the ranks' `f32` parts elementwise.
-fn reduce_sum(parts: &[Vec<u8>]) -> Vec<f32> {
-    let mut sum = vec![0f32; 4];
-    for part in parts {
-        for (i, bytes) in part.chunks_exact(4).enumerate() {
-            sum[i] += f32::from_le_bytes(bytes.try_into().unwrap());
-        }
-    }
-    sum
+/// Rank `r`'s all-gather part: exact in `f16`.
+fn gather_part(rank: u32) -> Vec<f32> {
+    (0..ELEMENTS)
+        .map(|i| rank as f32 * 8.0 + i as f32 * 0.5 - 3.0)
+        .collect()
 }
 
-/// What every rank does once it has joined: an all-reduce through the exchange, then a call
-/// on which the last rank is out of step (every rank must get the typed error), then an
-/// exchange that still works.
-fn run_rank(group: &RemoteGroup) {
-    let ranks = group.ranks();
-    let gathered = group.exchange(0, part(group.rank())).unwrap();
-    assert_eq!(gathered.len(), ranks as usize);
-    let expected = (1..=ranks).sum::<u32>() as f32;
-    assert_eq!(reduce_sum(&gathered), vec![expected; 4]);
-
-    let call = if group.rank() == ranks - 1 { 2 } else { 1 };
-    match group.exchange(call, vec![group.rank() as u8]) {
-        Err(HalError::InvalidArgument(why)) => assert!(
-            why.contains(&format!(
-                "rank 0 is at call 1, rank {} at call 2",
-                ranks - 1
-            )),
-            "{why}"
-        ),
-        other => panic!(
-            "rank {}: expected an invalid argument, got {other:?}",
-            group.rank()
-        ),
-    }
-
-    let names = group
-        .exchange(3, format!("rank {}", group.rank()).into_bytes())
+/// An all-reduce (sum, `f32`, in place) and an all-gather (`f16`) through the communicator,
+/// each result checked exactly.
+fn reduce_and_gather(rank: &Rank) {
+    let ranks = rank.comm.ranks();
+    let buf = rank.upload(&reduce_part(rank.id()), DType::F32);
+    rank.comm
+        .all_reduce(&rank.stream, &buf, &buf, DType::F32, ReduceOp::Sum)
         .unwrap();
-    let expected: Vec<Vec<u8>> = (0..ranks)
-        .map(|r| format!("rank {r}").into_bytes())
+    let expected: Vec<f32> = (0..ELEMENTS)
+        .map(|i| (0..ranks).map(|r| reduce_part(r)[i]).sum())
         .collect();
-    assert_eq!(names, expected);
+    assert_eq!(rank.download(&buf, DType::F32), expected);
+
+    let send = rank.upload(&gather_part(rank.id()), DType::F16);
+    let recv = rank
+        .comm
+        .device()
+        .alloc(send.len() * u64::from(ranks))
+        .unwrap();
+    rank.comm
+        .all_gather(&rank.stream, &send, &recv, DType::F16)
+        .unwrap();
+    let expected: Vec<f32> = (0..ranks).flat_map(gather_part).collect();
+    assert_eq!(rank.download(&recv, DType::F16), expected);
+}
+
+/// With signatures exchanged: collectives that match work, a call whose count differs on the
+/// last rank is refused on every rank with the same error naming that rank, and the ranks
+/// stay in step, so the next matching calls work.
+fn mismatch_refused_everywhere(rank: &Rank) {
+    assert!(rank.comm.checks_mismatch());
+    reduce_and_gather(rank);
+    let ranks = rank.comm.ranks();
+    let last = ranks - 1;
+    let elements = if rank.id() == last { 8 } else { ELEMENTS };
+    let buf = rank.upload(&vec![1.0; elements], DType::F32);
+    let err = rank
+        .comm
+        .all_reduce(&rank.stream, &buf, &buf, DType::F32, ReduceOp::Max)
+        .unwrap_err();
+    let op = CollectiveOp::AllReduce(ReduceOp::Max);
+    let signature = |count| Signature {
+        op,
+        count,
+        dtype: DType::F32,
+    };
+    assert_eq!(
+        err,
+        CollectiveError::Mismatch {
+            rank: last,
+            // The two calls of `reduce_and_gather` came first.
+            call: 2,
+            expected_rank: 0,
+            expected: signature(ELEMENTS as u64),
+            found: signature(8),
+            difference: "count 4 vs 8".into(),
+        },
+        "rank {}",
+        rank.id()
+    );
+    assert!(err
+        .to_string()
+        .contains(&format!("rank {last}'s collective #2")));
+    // Nothing was enqueued: the buffer is as uploaded.
+    assert_eq!(rank.download(&buf, DType::F32), vec![1.0; elements]);
+    reduce_and_gather(rank);
+}
+
+/// A user's check after the exchange: records what reaches it and launches it.
+#[derive(Default)]
+struct Recording {
+    seen: Mutex<Vec<(u32, Signature)>>,
+}
+
+impl MismatchCheck for Recording {
+    fn admit(
+        &self,
+        rank: u32,
+        signature: &Signature,
+        launch: &mut dyn FnMut() -> braid_collective::Result<()>,
+    ) -> braid_collective::Result<()> {
+        self.seen.lock().unwrap().push((rank, *signature));
+        launch()
+    }
+}
+
+/// Joins as `rank` of `ranks` on `device` with `info` and runs the test's scenario: the
+/// mismatch tests exchange signatures and hand what passes to a [`Recording`] check.
+fn join_and_run(test: &str, device: &Device<SimBackend>, ranks: u32, rank: u32, info: &RootInfo) {
+    let exchange = test.starts_with("mismatched");
+    let recording = Arc::new(Recording::default());
+    let options = if exchange {
+        CommOptions {
+            check: Some(recording.clone()),
+            ..CommOptions::exchange_signatures()
+        }
+    } else {
+        CommOptions::default()
+    };
+    let comm = Communicator::init_root_info(device, ranks, rank, info, options).unwrap();
+    assert_eq!((comm.rank(), comm.ranks()), (rank, ranks));
+    let stream = device.create_stream(0).unwrap();
+    let this = Rank { comm, stream };
+    if !exchange {
+        assert!(!this.comm.checks_mismatch());
+        reduce_and_gather(&this);
+        return;
+    }
+    mismatch_refused_everywhere(&this);
+    // The check saw this rank's calls that matched, not the refused one nor the exchanges'
+    // own all-gathers.
+    let all_reduce = Signature {
+        op: CollectiveOp::AllReduce(ReduceOp::Sum),
+        count: ELEMENTS as u64,
+        dtype: DType::F32,
+    };
+    let all_gather = Signature {
+        op: CollectiveOp::AllGather,
+        count: ELEMENTS as u64,
+        dtype: DType::F16,
+    };
+    let seen = recording.seen.lock().unwrap().clone();
+    assert_eq!(
+        seen,
+        [all_reduce, all_gather, all_reduce, all_gather].map(|s| (rank, s))
+    );
 }
 
 /// The children of one run, killed if the test fails before they finish.
@@ -90,7 +228,7 @@ impl Drop for Children {
 
 /// Runs `test` as rank 0 of `ranks` ranks, the others as children of this test binary, or,
 /// in a child, as the rank its role names.
-fn communicator_across_processes(test: &str, ranks: u32) {
+fn across_processes(test: &str, ranks: u32) {
     if let Ok(role) = std::env::var(CHILD_ROLE) {
         let fields: Vec<&str> = role.split(' ').collect();
         if fields[0] == test {
@@ -100,8 +238,7 @@ fn communicator_across_processes(test: &str, ranks: u32) {
             let transport: Box<dyn RootInfoTransport> =
                 Box::new(TcpRootInfoTransport::connect(addr));
             let info = runtime().block_on(transport.fetch(WAIT)).unwrap();
-            let group = RemoteGroup::join(&info, ranks, rank, WAIT).unwrap();
-            run_rank(&group);
+            join_and_run(test, &device(), ranks, rank, &info);
         }
         return;
     }
@@ -125,11 +262,11 @@ fn communicator_across_processes(test: &str, ranks: u32) {
         children.0.push((rank, child));
     }
 
-    let info = RemoteGroup::root_info().unwrap();
+    let device = device();
+    let info = Communicator::root_info(&device).unwrap();
     let transport: &dyn RootInfoTransport = &transport;
     rt.block_on(transport.publish(&info, WAIT)).unwrap();
-    let group = RemoteGroup::join(&info, ranks, 0, WAIT).unwrap();
-    run_rank(&group);
+    join_and_run(test, &device, ranks, 0, &info);
 
     for (rank, child) in std::mem::take(&mut children.0) {
         let output = child.wait_with_output().unwrap();
@@ -147,10 +284,26 @@ fn communicator_across_processes(test: &str, ranks: u32) {
 
 #[test]
 fn a_communicator_across_two_processes() {
-    communicator_across_processes("a_communicator_across_two_processes", 2);
+    across_processes("a_communicator_across_two_processes", 2);
 }
 
 #[test]
 fn a_communicator_across_four_processes() {
-    communicator_across_processes("a_communicator_across_four_processes", 4);
+    across_processes("a_communicator_across_four_processes", 4);
+}
+
+#[test]
+fn mismatched_counts_across_two_processes_are_refused_on_every_rank() {
+    across_processes(
+        "mismatched_counts_across_two_processes_are_refused_on_every_rank",
+        2,
+    );
+}
+
+#[test]
+fn mismatched_counts_across_four_processes_are_refused_on_every_rank() {
+    across_processes(
+        "mismatched_counts_across_four_processes_are_refused_on_every_rank",
+        4,
+    );
 }

@@ -16,6 +16,12 @@ pub const LONG_WORK_NS: u64 = 50_000_000;
 pub type DeviceFactory<B> =
     Arc<dyn Fn(u32) -> braid_stream_core::Result<Device<B>> + Send + Sync + 'static>;
 
+/// Opens the first `n` devices of one fresh node: devices that share an address space, can
+/// wait on each other's events and can be given peer access to each other's memory (a
+/// simulated node; devices `0..n` of one ACL or CUDA process).
+pub type NodeFactory<B> =
+    Arc<dyn Fn(u32) -> braid_stream_core::Result<Vec<Device<B>>> + Send + Sync + 'static>;
+
 /// What the suite's user operator `y = factor * x` works on, handed to the backend's
 /// [`ScaleBodyFactory`].
 #[derive(Clone, Copy, PartialEq, Debug)]
@@ -41,10 +47,11 @@ pub struct ScaleOpArgs {
 pub type ScaleBodyFactory<B> =
     Arc<dyn Fn(ScaleOpArgs) -> Result<Arc<<B as Backend>::OpBody>, String> + Send + Sync + 'static>;
 
-/// What a case runs against: a factory of fresh devices of backend `B`, and the backend's body
-/// for the suite's user operator.
+/// What a case runs against: a factory of fresh devices of backend `B`, a factory of nodes of
+/// several devices, and the backend's body for the suite's user operator.
 pub struct Harness<B: Backend> {
     factory: DeviceFactory<B>,
+    node: Option<NodeFactory<B>>,
     scale_body: Option<ScaleBodyFactory<B>>,
 }
 
@@ -52,6 +59,7 @@ impl<B: Backend> Clone for Harness<B> {
     fn clone(&self) -> Self {
         Harness {
             factory: self.factory.clone(),
+            node: self.node.clone(),
             scale_body: self.scale_body.clone(),
         }
     }
@@ -71,6 +79,7 @@ impl<B: Backend> Harness<B> {
     {
         Harness {
             factory: Arc::new(factory),
+            node: None,
             scale_body: None,
         }
     }
@@ -83,6 +92,36 @@ impl<B: Backend> Harness<B> {
     {
         self.scale_body = Some(Arc::new(bodies));
         self
+    }
+
+    /// This harness with `nodes` opening the first `n` devices of one fresh node (the
+    /// cross-device cases fail without one).
+    pub fn with_node<F>(mut self, nodes: F) -> Self
+    where
+        F: Fn(u32) -> braid_stream_core::Result<Vec<Device<B>>> + Send + Sync + 'static,
+    {
+        self.node = Some(Arc::new(nodes));
+        self
+    }
+
+    /// `n` devices of one fresh node, device `i` with ordinal `i`.
+    #[track_caller]
+    pub fn node(&self, n: u32) -> Result<Vec<Device<B>>, CaseError> {
+        let Some(nodes) = &self.node else {
+            return Err(CaseError::new(format!(
+                "the {} harness opens no node of devices (Harness::with_node)",
+                B::NAME
+            )));
+        };
+        let devices =
+            nodes(n).map_err(|e| CaseError::new(format!("opening a node of {n} failed: {e}")))?;
+        let ordinals: Vec<u32> = devices.iter().map(|d| d.ordinal()).collect();
+        if ordinals != (0..n).collect::<Vec<_>>() {
+            return Err(CaseError::new(format!(
+                "a node of {n} was asked for but the factory opened devices {ordinals:?}"
+            )));
+        }
+        Ok(devices)
     }
 
     /// The backend's body of `y = factor * x` over `args`.
@@ -157,6 +196,13 @@ impl From<braid_allocator::AllocError> for CaseError {
     #[track_caller]
     fn from(err: braid_allocator::AllocError) -> Self {
         CaseError::new(format!("unexpected allocator error: {err} ({err:?})"))
+    }
+}
+
+impl From<braid_collective::CollectiveError> for CaseError {
+    #[track_caller]
+    fn from(err: braid_collective::CollectiveError) -> Self {
+        CaseError::new(format!("unexpected collective error: {err} ({err:?})"))
     }
 }
 

@@ -20,6 +20,7 @@
 //!     SimBackend,
 //!     |ordinal| Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal))),
 //!     scale_body = sim_scale_body, // the user operator's host body
+//!     node = sim_node,             // the first n devices of a fresh node
 //! );
 //! ```
 //!
@@ -37,6 +38,13 @@
 //! check_device_works(&harness.device().unwrap()).unwrap();
 //! ```
 //!
+//! Cross-device cases (module [`cross_device`]) run on the devices of one node, which the
+//! macro's `node = ...` factory opens ([`Harness::with_node`]). Collective cases (module
+//! [`collectives`], through [`braid_collective::Communicator`]) need a backend implementing
+//! [`braid_collective::CollectiveBackend`] and have their own macro,
+//! [`collective_conformance_tests!`], list [`COLLECTIVE_CASES`] and runner
+//! [`run_all_collectives`].
+//!
 //! Tools run every case with [`run_all`]; [`CASES`] names them. The list of cases lives in one
 //! place (the hidden `__with_cases!` macro) from which the test macro, [`CASES`] and [`run_all`]
 //! are all generated.
@@ -47,7 +55,9 @@ mod support;
 
 pub mod allocator;
 pub mod capture;
+pub mod collectives;
 pub mod context;
+pub mod cross_device;
 pub mod custom_ops;
 pub mod errors;
 pub mod events;
@@ -61,8 +71,8 @@ pub mod streams;
 pub mod tags;
 
 pub use harness::{
-    check_device_works, CaseError, DeviceFactory, Harness, ScaleBodyFactory, ScaleOpArgs,
-    LONG_WORK_NS,
+    check_device_works, CaseError, DeviceFactory, Harness, NodeFactory, ScaleBodyFactory,
+    ScaleOpArgs, LONG_WORK_NS,
 };
 
 /// The one list of cases, by module. Calls `$crate::$callback!` with `{ args }` followed by the
@@ -104,6 +114,13 @@ macro_rules! __with_cases {
                 ordering_is_transitive,
                 work_after_record_is_not_ordered,
                 race_without_wait_reads_stale_data,
+            ],
+            cross_device: [
+                cross_device_event_wait_orders_work,
+                host_sync_of_one_device_leaves_another_pending,
+                peer_copy_needs_peer_access,
+                foreign_memory_needs_peer_access,
+                record_stream_across_devices,
             ],
             custom_ops: [
                 bad_operator_declarations_are_typed_errors,
@@ -243,30 +260,137 @@ macro_rules! __define_registry {
 
 __with_cases!(__define_registry {});
 
+/// The one list of collective cases (generic over
+/// [`CollectiveBackend`](braid_collective::CollectiveBackend), so kept apart from
+/// `__with_cases!`); calls `$crate::$callback!` like `__with_cases!`.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __with_collective_cases {
+    ($callback:ident { $($args:tt)* }) => {
+        $crate::$callback! {
+            { $($args)* }
+            collectives: [
+                all_reduce_sum,
+                all_reduce_prod,
+                all_reduce_max,
+                all_reduce_min,
+                all_gather,
+                reduce_scatter,
+                broadcast_from_every_root,
+                send_recv_ring,
+                all_to_all,
+            ],
+        }
+    };
+}
+
+/// Generates [`COLLECTIVE_CASES`] and [`run_all_collectives`] from the list.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __define_collective_registry {
+    ({} $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
+        /// Every collective case, as `module::case` (the test names
+        /// `collective_conformance_tests!` generates).
+        pub const COLLECTIVE_CASES: &[&str] = &[
+            $( $( concat!(stringify!($module), "::", stringify!($case)), )* )*
+        ];
+
+        /// Runs every collective case on nodes from `harness`, in the order of
+        /// [`COLLECTIVE_CASES`]; a case that panics is reported as failed.
+        pub fn run_all_collectives<B: braid_collective::CollectiveBackend>(
+            harness: &Harness<B>,
+        ) -> Vec<(&'static str, Result<(), CaseError>)> {
+            vec![
+                $( $(
+                    (
+                        concat!(stringify!($module), "::", stringify!($case)),
+                        run_case(harness, $module::$case::<B>),
+                    ),
+                )* )*
+            ]
+        }
+    };
+}
+
+__with_collective_cases!(__define_collective_registry {});
+
 /// Expands to one `#[test]` per conformance case for a backend.
 ///
 /// `$backend` is the backend type and `$factory` an expression usable as
 /// `Fn(u32) -> braid_stream_core::Result<Device<$backend>> + Send + Sync + 'static`: given an
 /// ordinal it opens a fresh device. `scale_body = $bodies` makes the body of the suite's user
-/// operator `y = factor * x` on this backend (see [`Harness::with_scale_body`]). Tests are
-/// grouped in modules named like the suite's (`streams`, `events`, `capture`, …); the factory
-/// and the bodies are resolved in the invoking module.
+/// operator `y = factor * x` on this backend (see [`Harness::with_scale_body`]); `node = $node`
+/// opens the first `n` devices of one fresh node (see [`Harness::with_node`]). Tests are
+/// grouped in modules named like the suite's (`streams`, `events`, `capture`, …); the
+/// factories and the bodies are resolved in the invoking module.
 ///
 /// ```ignore
 /// braid_conformance::conformance_tests!(
 ///     SimBackend,
 ///     |ordinal| Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal))),
 ///     scale_body = sim_scale_body,
+///     node = sim_node,
 /// );
 /// ```
 #[macro_export]
 macro_rules! conformance_tests {
-    ($backend:ty, $factory:expr, scale_body = $bodies:expr $(,)?) => {
+    ($backend:ty, $factory:expr, scale_body = $bodies:expr, node = $node:expr $(,)?) => {
         $crate::__with_cases!(__conformance_tests_impl {
             $backend,
             $factory,
-            $bodies
+            $bodies,
+            $node
         });
+    };
+}
+
+/// Expands to one `#[test]` per collective case (module [`collectives`]) for a backend that
+/// implements [`CollectiveBackend`](braid_collective::CollectiveBackend); `node = $node` opens
+/// the first `n` devices of one fresh node (see [`Harness::with_node`]). Devices are opened
+/// only through it: `$factory` is the same single-device factory as for
+/// [`conformance_tests!`].
+///
+/// ```ignore
+/// braid_conformance::collective_conformance_tests!(SimBackend, sim_device, node = sim_node);
+/// ```
+#[macro_export]
+macro_rules! collective_conformance_tests {
+    ($backend:ty, $factory:expr, node = $node:expr $(,)?) => {
+        $crate::__with_collective_cases!(__collective_tests_impl {
+            $backend,
+            $factory,
+            $node
+        });
+    };
+}
+
+/// Implementation of [`collective_conformance_tests!`].
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __collective_tests_impl {
+    ({ $backend:ty, $factory:expr, $node:expr } $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
+        $(
+            mod $module {
+                #[allow(unused_imports)]
+                use super::*;
+                $(
+                    #[test]
+                    fn $case() {
+                        let harness = $crate::Harness::<$backend>::new($factory).with_node($node);
+                        if let Err(err) =
+                            $crate::run_case(&harness, $crate::$module::$case::<$backend>)
+                        {
+                            panic!(
+                                "{}::{} failed: {}",
+                                stringify!($module),
+                                stringify!($case),
+                                err
+                            );
+                        }
+                    }
+                )*
+            }
+        )*
     };
 }
 
@@ -274,7 +398,7 @@ macro_rules! conformance_tests {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __conformance_tests_impl {
-    ({ $backend:ty, $factory:expr, $bodies:expr } $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
+    ({ $backend:ty, $factory:expr, $bodies:expr, $node:expr } $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
         $(
             mod $module {
                 #[allow(unused_imports)]
@@ -283,7 +407,9 @@ macro_rules! __conformance_tests_impl {
                     #[test]
                     fn $case() {
                         let harness =
-                            $crate::Harness::<$backend>::new($factory).with_scale_body($bodies);
+                            $crate::Harness::<$backend>::new($factory)
+                                .with_scale_body($bodies)
+                                .with_node($node);
                         if let Err(err) =
                             $crate::run_case(&harness, $crate::$module::$case::<$backend>)
                         {

@@ -1,6 +1,8 @@
 //! The conformance suite on the simulated backend (data mode, so kernels really compute).
 
-use braid_backend_sim::{host_op, HostOpFn, SimBackend, SimConfig, SimDevice, SimMode};
+use braid_backend_sim::{
+    host_op, HostOpFn, NodeConfig, SimBackend, SimConfig, SimDevice, SimMode, SimNode,
+};
 use braid_conformance::ScaleOpArgs;
 use braid_stream_core::Device;
 use std::sync::Arc;
@@ -17,13 +19,30 @@ fn sim_scale_body(args: ScaleOpArgs) -> Result<Arc<HostOpFn>, String> {
     }))
 }
 
+/// The first `n` devices of a fresh node in one server, in data mode.
+fn sim_node(n: u32) -> braid_stream_core::Result<Vec<Device<SimBackend>>> {
+    SimNode::new(NodeConfig::new(n).device(SimConfig::new().mode(SimMode::Data)))
+        .devices()
+        .into_iter()
+        .map(Device::new)
+        .collect()
+}
+
+/// A device of its own, in data mode.
+fn sim_device(ordinal: u32) -> braid_stream_core::Result<Device<SimBackend>> {
+    Device::new(SimDevice::new(
+        SimConfig::new().ordinal(ordinal).mode(SimMode::Data),
+    ))
+}
+
 braid_conformance::conformance_tests!(
     SimBackend,
-    |ordinal| Device::new(SimDevice::new(
-        SimConfig::new().ordinal(ordinal).mode(SimMode::Data),
-    )),
+    sim_device,
     scale_body = sim_scale_body,
+    node = sim_node,
 );
+
+braid_conformance::collective_conformance_tests!(SimBackend, sim_device, node = sim_node);
 
 /// The CLI entry point runs the same cases and they all pass.
 #[test]
@@ -31,7 +50,8 @@ fn run_all_passes_every_case() {
     let harness = braid_conformance::Harness::<SimBackend>::new(|ordinal| {
         Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal)))
     })
-    .with_scale_body(sim_scale_body);
+    .with_scale_body(sim_scale_body)
+    .with_node(sim_node);
     let results = braid_conformance::run_all(&harness);
     assert_eq!(results.len(), braid_conformance::CASES.len());
     let failed: Vec<String> = results
@@ -51,4 +71,32 @@ fn user_operator_case_needs_a_body() {
         braid_conformance::custom_ops::user_operator_with_a_body_captures_and_replays(&harness)
             .expect_err("no body, no case");
     assert!(err.message.contains("with_scale_body"), "{err}");
+}
+
+/// Without a node factory the cross-device cases fail, naming what is missing; a factory that
+/// opens the wrong devices is refused.
+#[test]
+fn cross_device_cases_need_a_node() {
+    let harness = braid_conformance::Harness::<SimBackend>::new(|ordinal| {
+        Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal)))
+    });
+    let err = braid_conformance::cross_device::peer_copy_needs_peer_access(&harness)
+        .expect_err("no node, no case");
+    assert!(err.message.contains("with_node"), "{err}");
+    let short = harness.with_node(|n| sim_node(n.saturating_sub(1)));
+    let err = short.node(3).expect_err("a node of 2 is not a node of 3");
+    assert!(err.message.contains("[0, 1]"), "{err}");
+}
+
+/// The collective cases run by `run_all_collectives` all pass too.
+#[test]
+fn run_all_collectives_passes_every_case() {
+    let harness = braid_conformance::Harness::<SimBackend>::new(sim_device).with_node(sim_node);
+    let results = braid_conformance::run_all_collectives(&harness);
+    assert_eq!(results.len(), braid_conformance::COLLECTIVE_CASES.len());
+    let failed: Vec<String> = results
+        .iter()
+        .filter_map(|(name, r)| r.as_ref().err().map(|e| format!("{name}: {e}")))
+        .collect();
+    assert!(failed.is_empty(), "failed cases:\n{}", failed.join("\n"));
 }

@@ -1,36 +1,40 @@
 //! Several devices, one ordering model: cross-device waits, host knowledge handed across
 //! devices, peer access and memory of one device used on another device's stream.
 //!
-//! These run on `common::peer_sim`, a wrapper of the simulator that makes cross-device waits
-//! host-blocking, because each `SimDevice::new` is its own simulator today. Once the simulator
-//! is a node of devices (`SimNode`), the same tests can run on its devices directly.
+//! These run on the devices of a simulated node (`SimNode`): one virtual time axis, real
+//! cross-device waits, peer access within a server, distinct address ranges per device.
 
-#[path = "common/peer_sim.rs"]
-mod peer_sim;
-
+use braid_backend_sim::{NodeConfig, SimBackend, SimNode, Topology};
 use braid_stream_core::{
-    Access, CaptureMode, Device, DeviceMemory, DeviceSlice, Error, Kernel, StreamPosition,
-    UseObserver,
+    Access, CaptureMode, Device, DeviceSlice, Error, Kernel, StreamPosition, UseObserver,
 };
-use peer_sim::{PeerDevice, PeerSim};
 use std::sync::{Arc, Mutex};
 
-type Dev = Device<PeerSim>;
+type Dev = Device<SimBackend>;
 
-fn device(ordinal: u32) -> Dev {
-    Device::new(PeerDevice::new(ordinal)).unwrap()
+/// The devices of a fresh node of `n` devices in one server.
+fn node(n: u32) -> Vec<Dev> {
+    node_with(NodeConfig::new(n))
+}
+
+fn node_with(config: NodeConfig) -> Vec<Dev> {
+    SimNode::new(config)
+        .devices()
+        .into_iter()
+        .map(|d| Device::new(d).unwrap())
+        .collect()
+}
+
+/// Two devices of one node.
+fn pair() -> (Dev, Dev) {
+    let mut devices = node(2);
+    let b = devices.pop().unwrap();
+    (devices.pop().unwrap(), b)
 }
 
 const BUSY: Kernel = Kernel::Busy {
     duration_ns: 1_000_000,
 };
-
-/// Raw memory of `device` placed after a pad, so no other test device (each a simulator
-/// handing out addresses from the same base) has it live.
-fn padded(device: &Dev, len: u64) -> (DeviceMemory<PeerSim>, DeviceMemory<PeerSim>) {
-    let pad = device.alloc(8 << 20).unwrap();
-    (pad, device.alloc(len).unwrap())
-}
 
 #[derive(Default)]
 struct Uses(Mutex<Vec<(StreamPosition, DeviceSlice, Access)>>);
@@ -52,7 +56,8 @@ fn observe(device: &Dev) -> (Arc<Uses>, Arc<dyn UseObserver>) {
 
 #[test]
 fn devices_with_one_ordinal_have_distinct_identities_in_errors() {
-    let (a, b) = (device(0), device(0));
+    // Device 0 of two nodes.
+    let (a, b) = (node(1).remove(0), node(1).remove(0));
     assert_ne!(a.id(), b.id());
     assert_ne!(a.id().to_string(), b.id().to_string());
     let err = a.use_stream(&b.default_stream()).unwrap_err();
@@ -75,7 +80,7 @@ fn devices_with_one_ordinal_have_distinct_identities_in_errors() {
 
 #[test]
 fn an_event_of_one_device_orders_a_stream_of_another() {
-    let (a, b) = (device(0), device(1));
+    let (a, b) = pair();
     let (sa, sb, other_b) = (
         a.create_stream(0).unwrap(),
         b.create_stream(0).unwrap(),
@@ -103,7 +108,7 @@ fn an_event_of_one_device_orders_a_stream_of_another() {
 
 #[test]
 fn host_synchronization_of_one_device_orders_only_that_devices_work() {
-    let (a, b) = (device(0), device(1));
+    let (a, b) = pair();
     let (sa, other_a, sb) = (
         a.create_stream(0).unwrap(),
         a.create_stream(0).unwrap(),
@@ -142,9 +147,9 @@ fn host_synchronization_of_one_device_orders_only_that_devices_work() {
 
 #[test]
 fn work_of_a_dropped_device_is_complete() {
-    let b = device(1);
+    let (a, b) = pair();
     let u = {
-        let a = device(0);
+        let a = a;
         a.default_stream().launch(&BUSY).unwrap()
     };
     assert!(b.is_complete(u));
@@ -153,7 +158,8 @@ fn work_of_a_dropped_device_is_complete() {
 
 #[test]
 fn devices_are_found_by_uid() {
-    let a = device(3);
+    let a = node(4).pop().unwrap();
+    assert_eq!(a.ordinal(), 3);
     let found = Dev::by_uid(a.id().uid).expect("live device");
     assert!(found.same_as(&a));
     assert!(Dev::by_uid(u64::MAX).is_none());
@@ -161,7 +167,7 @@ fn devices_are_found_by_uid() {
 
 #[test]
 fn captures_stay_per_device() {
-    let (a, b) = (device(0), device(1));
+    let (a, b) = pair();
     let (sa, sb) = (a.create_stream(0).unwrap(), b.create_stream(0).unwrap());
     sa.launch(&BUSY).unwrap();
     let eager_a = sa.record_event().unwrap();
@@ -190,31 +196,39 @@ fn captures_stay_per_device() {
 
 #[test]
 fn peer_access_is_enabled_once_per_direction_and_refused_with_both_devices_named() {
-    let (a, b) = (device(0), device(1));
-    let isolated = Device::new(PeerDevice::isolated(2)).unwrap();
+    let (a, b) = pair();
     assert!(a.can_access_peer(&b).unwrap());
     assert!(a.can_access_peer(&a).unwrap() && a.has_peer_access(&a));
     assert!(!a.has_peer_access(&b));
-    let enables = a.hal().enables.clone();
+    // The backend's call costs host time; the second enable does not reach it.
+    let before = a.hal().host_time_ns();
     a.enable_peer_access(&b).unwrap();
+    let once = a.hal().host_time_ns();
+    assert!(once > before);
     a.enable_peer_access(&b).unwrap();
-    assert_eq!(enables.load(std::sync::atomic::Ordering::Relaxed), 1);
+    assert_eq!(a.hal().host_time_ns(), once);
     assert!(a.has_peer_access(&b));
     assert!(!b.has_peer_access(&a), "one direction only");
-    assert!(!a.can_access_peer(&isolated).unwrap());
-    match a.enable_peer_access(&isolated) {
-        Err(Error::PeerAccessUnavailable { from, to, .. }) => {
-            assert_eq!((from, to), (a.id(), isolated.id()))
+    // A device of another node, and one of another server of the same node: no path, and
+    // asking is not an error (the front layer asks while looking for memory's owner).
+    let other_node = node(1).remove(0);
+    let servers = node_with(NodeConfig::new(2).topology(Topology::two_servers(1)));
+    for (from, to) in [(&a, &other_node), (&servers[0], &servers[1])] {
+        assert!(!from.can_access_peer(to).unwrap());
+        match from.enable_peer_access(to) {
+            Err(Error::PeerAccessUnavailable { from: f, to: t, .. }) => {
+                assert_eq!((f, t), (from.id(), to.id()))
+            }
+            other => panic!("expected PeerAccessUnavailable, got {other:?}"),
         }
-        other => panic!("expected PeerAccessUnavailable, got {other:?}"),
+        assert!(!from.has_peer_access(to));
     }
-    assert!(!a.has_peer_access(&isolated));
 }
 
 #[test]
 fn memory_of_another_device_needs_peer_access() {
-    let (a, b) = (device(0), device(0));
-    let (_pad, on_a) = padded(&a, 4096);
+    let (a, b) = pair();
+    let on_a = a.alloc(4096).unwrap();
     let on_b = b.alloc(4096).unwrap();
     let sb = b.create_stream(0).unwrap();
     let fill = Kernel::Fill {
@@ -265,7 +279,8 @@ fn memory_of_another_device_needs_peer_access() {
 
 #[test]
 fn peer_copies_name_both_devices_and_note_both_uses() {
-    let (a, b, c) = (device(0), device(1), device(2));
+    let devices = node(3);
+    let (a, b, c) = (devices[0].clone(), devices[1].clone(), devices[2].clone());
     let (src, dst) = (a.alloc(4096).unwrap(), b.alloc(4096).unwrap());
     let sb = b.create_stream(0).unwrap();
     match sb.copy_peer(src.slice(), &a, dst.slice(), &b) {
@@ -285,6 +300,11 @@ fn peer_copies_name_both_devices_and_note_both_uses() {
         sb.copy_peer(src.slice(), &a, short, &b),
         Err(Error::OutOfBounds { .. })
     ));
+    // The source is written on A's stream; B's stream waits for it, then copies.
+    let pattern: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
+    let sa = a.default_stream();
+    sa.copy_h2d(src.slice(), pattern.clone().into()).unwrap();
+    sb.wait(&sa.record_event().unwrap()).unwrap();
     let ((uses_a, _keep_a), (uses_b, _keep_b)) = (observe(&a), observe(&b));
     let pos = sb.copy_peer(src.slice(), &a, dst.slice(), &b).unwrap();
     assert_eq!(
@@ -295,8 +315,11 @@ fn peer_copies_name_both_devices_and_note_both_uses() {
         *uses_b.0.lock().unwrap(),
         vec![(pos, dst.slice(), Access::Write)]
     );
+    assert_eq!(
+        &sb.copy_d2h(dst.slice()).unwrap().wait().unwrap()[..],
+        &pattern[..]
+    );
     // The other direction on A's stream needs A's own peer access to B.
-    let sa = a.default_stream();
     assert!(matches!(
         sa.copy_peer(src.slice(), &a, dst.slice(), &b),
         Err(Error::PeerAccessUnavailable { .. })

@@ -71,3 +71,10 @@ pub fn device(ordinal: u32) -> braid_stream_core::Result<Device<AclBackend>> {
         .map_err(braid_stream_core::hal::HalError::from)?;
     Device::new(hal)
 }
+
+/// Opens ACL devices `0..n` of `braid-acl-sim` (one node of 8 devices by default, every one
+/// computing data, see [`api`]), exclusively for this test: the node factory for the generic
+/// suites.
+pub fn node(n: u32) -> braid_stream_core::Result<Vec<Device<AclBackend>>> {
+    (0..n).map(device).collect()
+}

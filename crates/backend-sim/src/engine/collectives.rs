@@ -34,7 +34,9 @@ use braid_stream_core::kernel::ComputeUnit;
 use braid_stream_core::types::DeviceSlice;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar};
+use std::thread::ThreadId;
+use std::time::Duration;
 
 /// Work held back on a deferred stream, placed in order once the stream is free.
 #[derive(Debug)]
@@ -60,6 +62,30 @@ pub(crate) enum Held {
     Work(Work),
 }
 
+/// What a host call waits on (for [`Engine::may_be_released`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum HostWait {
+    /// Every call so far on a stream (node-wide index).
+    Stream(u32),
+    /// An event's latest record.
+    Event(usize),
+    /// The latest records of two events (elapsed time).
+    Events(usize, usize),
+    /// Every stream of the current device (device synchronize, `free_host`).
+    Device,
+}
+
+/// The host threads that have submitted parts to one communicator, and the ranks whose
+/// parts they submitted: what tells a wait that no other thread can release from one that
+/// another thread may.
+#[derive(Debug, Default)]
+struct Drivers {
+    /// Every thread that has submitted a part (a handful: one per rank at most, usually).
+    threads: Vec<ThreadId>,
+    /// The ranks that have submitted a part.
+    ranks: BTreeSet<u32>,
+}
+
 /// Numbers nodes uniquely within the process (root infos name their node).
 static NEXT_NODE: AtomicU64 = AtomicU64::new(1);
 
@@ -75,6 +101,8 @@ pub(crate) struct Collectives {
     node: u64,
     /// The launches of graphs with collective parts in progress.
     pub(super) runs: GraphRuns,
+    /// Per communicator, who has submitted parts to it.
+    drivers: HashMap<usize, Drivers>,
 }
 
 impl Collectives {
@@ -86,6 +114,7 @@ impl Collectives {
             joined: HashMap::new(),
             node: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
             runs: GraphRuns::default(),
+            drivers: HashMap::new(),
         }
     }
 
@@ -419,13 +448,20 @@ impl Engine {
         info: PartInfo,
     ) -> Result<CallKey, HalError> {
         let state = &mut self.coll.comms[comm];
-        Ok(match state.group.submit(rank, call, replay_of, info)? {
+        let key = match state.group.submit(rank, call, replay_of, info)? {
             Arrival::Waiting(key) => key,
             Arrival::Complete(key, parts) => {
                 state.ready.insert(key, parts);
                 key
             }
-        })
+        };
+        let drivers = self.coll.drivers.entry(comm).or_default();
+        let me = std::thread::current().id();
+        if !drivers.threads.contains(&me) {
+            drivers.threads.push(me);
+        }
+        drivers.ranks.insert(rank);
+        Ok(key)
     }
 
     // ----- running held-back work -----
@@ -434,6 +470,9 @@ impl Engine {
     /// (a sanitizer report in abort mode) does not stop the others; the first error is
     /// returned.
     pub(super) fn pump(&mut self) -> Result<(), HalError> {
+        // Host synchronizations waiting on held-back work re-check it once this call lets go
+        // of the engine (cheap when nobody waits).
+        self.progress.notify_all();
         let mut first_error = None;
         enum Front {
             Blocked,
@@ -709,6 +748,79 @@ impl Engine {
     }
 
     // ----- blocked host calls -----
+
+    /// The condition variable paired with the engine's mutex, notified when held-back work
+    /// may have been released.
+    pub(crate) fn progress(&self) -> Arc<Condvar> {
+        self.progress.clone()
+    }
+
+    /// How long a host synchronization waits for other threads' ranks.
+    pub(crate) fn collective_timeout(&self) -> Duration {
+        self.collective_timeout
+    }
+
+    /// Whether the host call waiting on `what` (on behalf of the current device, from the
+    /// calling thread) waits on work held back behind a collective that another host thread
+    /// may still release by submitting its rank's part: then the call waits for it rather
+    /// than failing.
+    ///
+    /// No other thread can release it when the calling thread is the only one that has ever
+    /// submitted parts to the communicator the work waits for, and has submitted parts of
+    /// every rank whose part is missing: it drives those ranks itself, and it is blocked. A
+    /// rank that has never submitted a part might be driven by a thread that has not reached
+    /// its first call yet, so a wait on it is given the timeout.
+    pub(crate) fn may_be_released(&self, what: HostWait) -> bool {
+        let held = match what {
+            HostWait::Stream(s) => self.coll.is_deferred(s).then_some(s),
+            HostWait::Event(e) => self.record_holder(e),
+            HostWait::Events(a, b) => self.record_holder(a).or_else(|| self.record_holder(b)),
+            HostWait::Device => self.devices[self.cur]
+                .streams
+                .iter()
+                .copied()
+                .find(|&s| self.coll.is_deferred(s)),
+        };
+        held.is_some_and(|s| self.stream_may_be_released(s, 0))
+    }
+
+    /// The stream holding back event `e`'s latest record, if it is held back.
+    fn record_holder(&self, e: usize) -> Option<u32> {
+        if !self.coll.is_pending(e) {
+            return None;
+        }
+        self.coll
+            .backlog
+            .holder_of(|h| matches!(h, Held::Work(Work::Record { e: x, .. }) if *x == e))
+    }
+
+    /// Whether another thread may release stream `s`'s held-back work (see
+    /// [`Engine::may_be_released`]); `depth` bounds the chain of held records followed.
+    fn stream_may_be_released(&self, s: u32, depth: u32) -> bool {
+        match self.coll.backlog.front(s).map(|d| &d.action) {
+            Some(Held::Part { comm, key }) => self.call_may_be_released(*comm, key),
+            Some(Held::Graph(id)) => self
+                .run_blocker(*id)
+                .is_none_or(|(comm, key)| self.call_may_be_released(comm, &key)),
+            Some(Held::Work(Work::Wait(e))) if depth < 4 => self
+                .record_holder(*e)
+                .is_none_or(|h| self.stream_may_be_released(h, depth + 1)),
+            // A longer chain: give it the timeout.
+            _ => true,
+        }
+    }
+
+    /// Whether another thread may still submit a missing part of call `key` of `comm` (see
+    /// [`Engine::may_be_released`]).
+    fn call_may_be_released(&self, comm: usize, key: &CallKey) -> bool {
+        let Some(drivers) = self.coll.drivers.get(&comm) else {
+            return true;
+        };
+        let me = std::thread::current().id();
+        let only_me = drivers.threads.iter().all(|t| *t == me);
+        let missing = self.coll.comms[comm].group.missing(key);
+        !(only_me && missing.iter().all(|r| drivers.ranks.contains(r)))
+    }
 
     /// The error of a host call that would wait on stream `s`, whose work is held back.
     pub(super) fn blocked_stream(&self, s: u32) -> HalError {

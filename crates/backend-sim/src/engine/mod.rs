@@ -13,8 +13,7 @@
 //! The parts: this module holds the state, the clocks and memory calls; `submit` checks and
 //! places ops (peer copies on links), `events` has events, synchronization, captures and
 //! graph launches, `graph_run` the replay of graphs holding collectives (their captured
-//! streams kept concurrent), `transfer` the link and communication-engine interface for
-//! collectives, `observe` the timeline, statistics, reports and trace export.
+//! streams kept concurrent), `observe` the timeline, statistics, reports and trace export.
 
 mod collectives;
 mod events;
@@ -22,8 +21,8 @@ mod graph_run;
 mod observe;
 mod remote_parts;
 mod submit;
-mod transfer;
 
+pub(crate) use collectives::HostWait;
 use collectives::{Collectives, Work};
 
 use crate::capture::{self, Capture, ExternalEvents, Node, StreamCapture};
@@ -49,7 +48,8 @@ use braid_stream_core::types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
 };
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar};
+use std::time::Duration;
 
 /// Per-stream state.
 #[derive(Debug)]
@@ -141,6 +141,12 @@ pub(crate) struct Engine {
     free_label: Arc<str>,
     /// Communicators, collective parts in flight and the work held back behind them.
     coll: Collectives,
+    /// Paired with the mutex the engine lives in: notified whenever held-back work may have
+    /// been released (a collective part arrived, a collective ran, a held record was
+    /// superseded), so that host synchronizations waiting on other threads' ranks wake up.
+    progress: Arc<Condvar>,
+    /// How long such a synchronization waits (the first device's configuration).
+    collective_timeout: Duration,
 }
 
 impl Engine {
@@ -159,6 +165,7 @@ impl Engine {
         let first = &configs[0];
         let mode = first.mode;
         let record_timeline = first.record_timeline;
+        let collective_timeout = first.collective_timeout;
         let mut sanitizer = Sanitizer::new(first.sanitizer);
         let lifetimes = first.sanitizer != SanitizerMode::Off || record_timeline;
         let mut streams = Vec::with_capacity(configs.len());
@@ -203,6 +210,8 @@ impl Engine {
             lifetimes,
             free_label: Arc::from("free"),
             coll: Collectives::new(),
+            progress: Arc::new(Condvar::new()),
+            collective_timeout,
         }
     }
 
