@@ -12,6 +12,7 @@ use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{Device as _, Graph as _, Stream as _};
 use braid_stream_core::types::{CaptureMode, DevicePtr, EventFlags};
 use common::*;
+use std::time::{Duration, Instant};
 
 const SUM: CollectiveOp = CollectiveOp::AllReduce(ReduceOp::Sum);
 
@@ -19,7 +20,8 @@ fn node(devices: u32, mode: SimMode) -> Vec<SimDevice> {
     let config = SimConfig::new()
         .capacity(1 << 30)
         .profile(unit_profile())
-        .mode(mode);
+        .mode(mode)
+        .collective_timeout(Duration::from_secs(60));
     SimNode::new(NodeConfig {
         devices,
         device: config,
@@ -147,4 +149,39 @@ fn a_replayed_graph_with_an_all_reduce_beside_compute_sums_every_rank() {
         s.synchronize().unwrap();
         assert_eq!(DType::F32.decode(&bytes), vec![6.0; 4]);
     }
+}
+
+#[test]
+fn a_single_thread_syncing_on_a_replay_waiting_for_a_rank_it_drives_fails_at_once() {
+    let devs = node(2, SimMode::Data);
+    let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
+    let ranks: Vec<_> = devs
+        .iter()
+        .zip(&comms)
+        .map(|(d, c)| {
+            let compute = d.create_stream(0).unwrap();
+            let x = d.alloc(16).unwrap();
+            let graph = capture_step(d, &compute, c, &all_reduce(x, 4, DType::F32), 1_000);
+            (compute, graph)
+        })
+        .collect();
+    for (s, g) in &ranks {
+        g.launch(s).unwrap();
+    }
+    ranks[0].0.synchronize().unwrap();
+    // This thread launched rank 1's replay too: nobody else will, so rank 0's next replay
+    // waits forever and its synchronization fails at once (not after the 60 s timeout).
+    let (s0, g0) = &ranks[0];
+    g0.launch(s0).unwrap();
+    let begin = Instant::now();
+    let err = s0.synchronize().unwrap_err().to_string();
+    assert!(err.contains("rank(s) 1 have not issued"), "{err}");
+    assert!(
+        begin.elapsed() < Duration::from_secs(30),
+        "{:?}",
+        begin.elapsed()
+    );
+    let (s1, g1) = &ranks[1];
+    g1.launch(s1).unwrap();
+    s0.synchronize().unwrap();
 }
