@@ -565,44 +565,6 @@ fn a_root_info_communicator_passes_its_calls_to_the_given_check() {
     assert_eq!(calls(&d[0]).len(), 1);
 }
 
-/// A writer the fmt subscriber logs into.
-#[derive(Clone, Default)]
-struct Captured(Arc<parking_lot::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-#[test]
-fn each_collective_is_traced_with_its_rank_operation_and_bytes() {
-    let r = ranks(2);
-    let buf = alloc(&r.devices[1], 24);
-    let out = Captured::default();
-    let writer = out.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_max_level(tracing::Level::TRACE)
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    tracing::subscriber::with_default(subscriber, || {
-        r.comms[1]
-            .all_reduce(&r.streams[1], &buf, &buf, DType::F16, ReduceOp::Prod)
-            .unwrap();
-    });
-    let log = String::from_utf8(out.0.lock().clone()).unwrap();
-    assert!(
-        log.contains("collective{rank=1 ranks=2 op=allreduce(prod) dtype=float16 bytes=24}"),
-        "{log}"
-    );
-}
-
 #[test]
 fn the_signature_exchange_lets_sends_and_receives_through_to_the_given_check() {
     let d = devices(1);
