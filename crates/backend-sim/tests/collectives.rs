@@ -691,3 +691,44 @@ fn ranks_issuing_calls_in_crossed_orders_get_an_error_naming_the_call() {
         "{err}"
     );
 }
+
+#[test]
+fn a_collective_reading_a_buffer_another_stream_still_writes_is_a_race_naming_both() {
+    let devs = node(2);
+    let refs: Vec<&SimDevice> = devs.iter().collect();
+    let comms = SimComm::init_all(&refs).unwrap();
+    let n = 64u64;
+    let ranks = setup(&devs, DType::F32, |r| vec![r as f32; n as usize]);
+    let outs: Vec<DevicePtr> = devs.iter().map(|d| d.alloc(n * 4).unwrap()).collect();
+    // Rank 1's input is rewritten on another stream of its device, with no event before the
+    // all-reduce that reads it.
+    let writer = devs[1].create_stream(0).unwrap();
+    let fill = Kernel::Fill {
+        dst: braid_stream_core::types::DeviceSlice::new(ranks[1].1, n * 4),
+        value: 5.0,
+    };
+    writer
+        .launch(&braid_stream_core::TypedKernel::from(&fill), "writer")
+        .unwrap();
+    for (r, ((s, x), comm)) in ranks.iter().zip(&comms).enumerate() {
+        s.collective(
+            comm,
+            &call(SUM, *x, outs[r], n, DType::F32),
+            "allreduce(sum)",
+        )
+        .unwrap();
+    }
+    let reports = devs[0].sanitizer_reports();
+    let race = reports
+        .iter()
+        .find(|r| r.first.as_ref().is_some_and(|f| f.label == "writer"))
+        .unwrap_or_else(|| panic!("no race with the writer: {reports:?}"));
+    let first = race.first.as_ref().unwrap();
+    assert_eq!((first.device, race.second.device), (1, 1));
+    assert_eq!(race.second.label, "allreduce(sum)");
+    let text = race.to_string();
+    assert!(
+        text.contains("writer") && text.contains("allreduce(sum)") && text.contains("device 1"),
+        "{text}"
+    );
+}
