@@ -111,6 +111,25 @@ impl Links {
         self.pools.get(&link)
     }
 
+    /// The earliest time at or after `ready` at which every pool of `pools` has its demand
+    /// free and every hop of `route` is free, all for `duration`.
+    pub fn earliest_along<'a>(
+        &'a self,
+        route: &Route,
+        mut pools: Vec<(&'a Pool, u32)>,
+        ready: u64,
+        duration: u64,
+    ) -> u64 {
+        pools.extend(
+            route
+                .hops
+                .iter()
+                .filter_map(|h| self.pool(*h))
+                .map(|p| (p, 1)),
+        );
+        earliest_all(&pools, ready, duration)
+    }
+
     /// Marks every hop of `route` busy over `[start, end)`.
     pub fn reserve(&mut self, route: &Route, start: u64, end: u64) {
         for hop in &route.hops {

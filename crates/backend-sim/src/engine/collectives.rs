@@ -14,6 +14,7 @@
 //! call at the host time it was submitted at.
 
 use super::graph_run::GraphRuns;
+use super::submit::op_info_at;
 use super::{invalid, sanitizer_error, Engine};
 use crate::capture::{ExternalEvents, Node};
 use crate::collective::backlog::{Backlog, Deferred};
@@ -22,9 +23,8 @@ use crate::collective::cost::{self, LinkParams, Plan, Wiring};
 use crate::collective::exchange::{Exchange, Source};
 use crate::collective::group::{Arrival, CallKey, Part, Peers};
 use crate::config::SimMode;
-use crate::link::{earliest_all, LinkId, Route};
+use crate::link::{LinkId, Route};
 use crate::op::{CollectivePart, Op, OpKind};
-use crate::sanitizer::report::OpInfo;
 use crate::sanitizer::SanitizerMode;
 use crate::timeline::OpRecord;
 use crate::trace::LinkSlice;
@@ -158,26 +158,6 @@ impl Collectives {
     /// held back on `e` may go on).
     pub fn supersede_record(&mut self, e: usize) -> bool {
         self.backlog.supersede_record(e)
-    }
-}
-
-/// What the sanitizer keeps about a rank's part `op` of a collective running from `start` to
-/// `end`, on stream `local` of the device of ordinal `device`.
-pub(super) fn part_info(
-    op: &Op,
-    (device, local): (u32, u32),
-    start: u64,
-    end: u64,
-    from_graph: bool,
-) -> OpInfo {
-    OpInfo {
-        device,
-        stream: Some(local),
-        label: op.label.clone(),
-        kind: op.kind.name(),
-        start_ns: start,
-        end_ns: end,
-        from_graph,
     }
 }
 
@@ -632,20 +612,11 @@ impl Engine {
             spec: self.links.topology().intra_server,
         };
         let duration = plan.ns;
-        let start = {
-            let mut pools: Vec<_> = devices
-                .iter()
-                .map(|&d| (&self.devices[d].comm, 1))
-                .collect();
-            pools.extend(
-                route
-                    .hops
-                    .iter()
-                    .filter_map(|h| self.links.pool(*h))
-                    .map(|p| (p, 1)),
-            );
-            earliest_all(&pools, ready, duration)
-        };
+        let engines = devices
+            .iter()
+            .map(|&d| (&self.devices[d].comm, 1))
+            .collect();
+        let start = self.links.earliest_along(&route, engines, ready, duration);
         let end = start.saturating_add(duration);
         for &d in &devices {
             self.devices[d].comm.reserve(start, duration, 1);
@@ -672,14 +643,14 @@ impl Engine {
             match p.payload.node {
                 // A replayed part goes to the sanitizer with its launch's other nodes.
                 Some(node) => {
-                    let info = part_info(&op, at, start, end, from_graph);
+                    let info = op_info_at(&op, at, start, end, from_graph);
                     self.run_node_placed(p.payload.stream, node, info);
                 }
                 None => {
                     let acc = op.kind.accesses();
                     if let Err(r) = self
                         .sanitizer
-                        .eager_op(s, &acc, || part_info(&op, at, start, end, from_graph))
+                        .eager_op(s, &acc, || op_info_at(&op, at, start, end, from_graph))
                     {
                         first_report.get_or_insert(r);
                     }

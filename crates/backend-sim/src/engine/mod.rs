@@ -30,7 +30,7 @@ use crate::config::{SimConfig, SimMode};
 use crate::device_state::DeviceState;
 use crate::fault::{CallKind, FaultState};
 use crate::limits::Limits;
-use crate::link::{earliest_all, Links, Route};
+use crate::link::{Links, Route};
 use crate::memory::{Memory, PageRun};
 use crate::op::{Accesses, Op, OpKind};
 use crate::queue::DataQueue;

@@ -10,12 +10,12 @@
 //! [`Wiring::Switched`] fabric with the topology's network link), occupying its device's
 //! communication engine and network ports. Its receive buffer is written at the end.
 
-use super::collectives::part_info;
+use super::submit::op_info_at;
 use super::{invalid, sanitizer_error, Engine};
 use crate::collective::cost::{self, LinkParams, Wiring};
 use crate::collective::exchange::{Exchange, Source};
 use crate::config::SimMode;
-use crate::link::{earliest_all, LinkId, Route};
+use crate::link::{LinkId, Route};
 use crate::op::{CollectivePart, Op, OpKind};
 use crate::sanitizer::SanitizerMode;
 use crate::timeline::OpRecord;
@@ -151,17 +151,8 @@ impl Engine {
             spec: network,
         };
         let ready = ready.max(self.stream(s)?.tail);
-        let start = {
-            let mut pools = vec![(&self.devices[d].comm, 1)];
-            pools.extend(
-                route
-                    .hops
-                    .iter()
-                    .filter_map(|h| self.links.pool(*h))
-                    .map(|p| (p, 1)),
-            );
-            earliest_all(&pools, ready, duration)
-        };
+        let engine = vec![(&self.devices[d].comm, 1)];
+        let start = self.links.earliest_along(&route, engine, ready, duration);
         let end = start.saturating_add(duration);
         self.devices[d].comm.reserve(start, duration, 1);
         self.links.reserve(&route, start, end);
@@ -181,7 +172,7 @@ impl Engine {
         let report = self
             .sanitizer
             .eager_op(s, &op.kind.accesses(), || {
-                part_info(&op, at, start, end, false)
+                op_info_at(&op, at, start, end, false)
             })
             .err();
         let dev = &mut self.devices[d];

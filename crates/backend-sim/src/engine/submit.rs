@@ -221,15 +221,10 @@ impl Engine {
             (Some(route), Some(pool)) => {
                 let bytes = op.kind.writes().iter().map(|w| w.len).sum();
                 let duration = route.duration_ns(bytes);
-                let mut pools = vec![(pool, demand)];
-                pools.extend(
-                    route
-                        .hops
-                        .iter()
-                        .filter_map(|h| self.links.pool(*h))
-                        .map(|p| (p, 1)),
-                );
-                (earliest_all(&pools, ready, duration), duration)
+                let start = self
+                    .links
+                    .earliest_along(route, vec![(pool, demand)], ready, duration);
+                (start, duration)
             }
             (None, Some(pool)) => {
                 let duration = op.kind.duration_ns(p);
@@ -313,10 +308,17 @@ pub(super) struct Slot {
 
 /// What the sanitizer keeps about `op` placed in `slot`, made by stream `local` of the
 /// device of ordinal `device`.
-pub(super) fn op_info(
+pub(super) fn op_info(op: &Op, slot: &Slot, at: (u32, u32), from_graph: bool) -> OpInfo {
+    op_info_at(op, at, slot.start, slot.end, from_graph)
+}
+
+/// What the sanitizer keeps about `op` running from `start` to `end` on stream `local` of
+/// the device of ordinal `device` (a rank's part of a collective has no [`Slot`]).
+pub(super) fn op_info_at(
     op: &Op,
-    slot: &Slot,
     (device, local): (u32, u32),
+    start: u64,
+    end: u64,
     from_graph: bool,
 ) -> OpInfo {
     OpInfo {
@@ -324,8 +326,8 @@ pub(super) fn op_info(
         stream: Some(local),
         label: op.label.clone(),
         kind: op.kind.name(),
-        start_ns: slot.start,
-        end_ns: slot.end,
+        start_ns: start,
+        end_ns: end,
         from_graph,
     }
 }
