@@ -230,22 +230,22 @@ macro_rules! __with_cases {
     };
 }
 
-/// Generates [`CASES`] and [`run_all`] from the list.
+/// Generates a list of case names and the function running them, from a case list: `{ NAMES
+/// run_fn Bound }` names the constant, the function and the trait the backend must implement
+/// (the collective cases need more than `Backend`).
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __define_registry {
-    ({} $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
-        /// Every case of the suite, as `module::case` (the test names `conformance_tests!`
-        /// generates).
-        pub const CASES: &[&str] = &[
+    ({ $names:ident $run:ident $bound:path } $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
+        /// Every case of the list, as `module::case` (the test names the suite's macros
+        /// generate).
+        pub const $names: &[&str] = &[
             $( $( concat!(stringify!($module), "::", stringify!($case)), )* )*
         ];
 
-        /// Runs every case on devices from `harness`, in the order of [`CASES`]. A case that
-        /// panics is reported as failed, so one broken case does not stop the others.
-        pub fn run_all<B: braid_stream_core::hal::Backend>(
-            harness: &Harness<B>,
-        ) -> Vec<(&'static str, Result<(), CaseError>)> {
+        /// Runs every case of the list on devices from `harness`, in the list's order. A case
+        /// that panics is reported as failed, so one broken case does not stop the others.
+        pub fn $run<B: $bound>(harness: &Harness<B>) -> Vec<(&'static str, Result<(), CaseError>)> {
             vec![
                 $( $(
                     (
@@ -258,7 +258,7 @@ macro_rules! __define_registry {
     };
 }
 
-__with_cases!(__define_registry {});
+__with_cases!(__define_registry { CASES run_all braid_stream_core::hal::Backend });
 
 /// The one list of collective cases (generic over
 /// [`CollectiveBackend`](braid_collective::CollectiveBackend), so kept apart from
@@ -284,35 +284,9 @@ macro_rules! __with_collective_cases {
     };
 }
 
-/// Generates [`COLLECTIVE_CASES`] and [`run_all_collectives`] from the list.
-#[doc(hidden)]
-#[macro_export]
-macro_rules! __define_collective_registry {
-    ({} $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
-        /// Every collective case, as `module::case` (the test names
-        /// `collective_conformance_tests!` generates).
-        pub const COLLECTIVE_CASES: &[&str] = &[
-            $( $( concat!(stringify!($module), "::", stringify!($case)), )* )*
-        ];
-
-        /// Runs every collective case on nodes from `harness`, in the order of
-        /// [`COLLECTIVE_CASES`]; a case that panics is reported as failed.
-        pub fn run_all_collectives<B: braid_collective::CollectiveBackend>(
-            harness: &Harness<B>,
-        ) -> Vec<(&'static str, Result<(), CaseError>)> {
-            vec![
-                $( $(
-                    (
-                        concat!(stringify!($module), "::", stringify!($case)),
-                        run_case(harness, $module::$case::<B>),
-                    ),
-                )* )*
-            ]
-        }
-    };
-}
-
-__with_collective_cases!(__define_collective_registry {});
+__with_collective_cases!(__define_registry {
+    COLLECTIVE_CASES run_all_collectives braid_collective::CollectiveBackend
+});
 
 /// Expands to one `#[test]` per conformance case for a backend.
 ///
