@@ -184,15 +184,23 @@ impl Registry {
     }
 
     fn device_index(&self, id: i32) -> Result<usize, Fail> {
+        self.index_in_node(id, ACL_ERROR_RT_INVALID_DEVICEID, |count| {
+            format!("invalid device id {id}: {count} devices")
+        })
+    }
+
+    /// Device id `id` as an index of the node's devices, or the failure `code` with
+    /// `message(device count)`: each API names a bad id its own way.
+    pub(crate) fn index_in_node(
+        &self,
+        id: i32,
+        code: i32,
+        message: impl FnOnce(usize) -> String,
+    ) -> Result<usize, Fail> {
         usize::try_from(id)
             .ok()
             .filter(|i| *i < self.device_count)
-            .ok_or_else(|| {
-                fail(
-                    ACL_ERROR_RT_INVALID_DEVICEID,
-                    format!("invalid device id {id}: {} devices", self.device_count),
-                )
-            })
+            .ok_or_else(|| fail(code, message(self.device_count)))
     }
 
     pub fn set_device(&mut self, id: i32) -> Result<(), Fail> {

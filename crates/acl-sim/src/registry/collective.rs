@@ -20,15 +20,9 @@ impl Registry {
     /// yet, as `HcclCommInitAll` sets the devices itself); `HCCL_E_PARA` when it is no
     /// device.
     pub(crate) fn comm_device(&mut self, call: &str, id: i32) -> Result<SimDevice, Fail> {
-        let index = usize::try_from(id)
-            .ok()
-            .filter(|i| *i < self.device_count)
-            .ok_or_else(|| {
-                fail(
-                    HCCL_E_PARA,
-                    format!("{call}: device {id} is not in [0, {})", self.device_count),
-                )
-            })?;
+        let index = self.index_in_node(id, HCCL_E_PARA, |count| {
+            format!("{call}: device {id} is not in [0, {count})")
+        })?;
         Ok(self.ensure_device(call, index)?.sim.clone())
     }
 

@@ -139,18 +139,9 @@ impl Registry {
 
     /// The device `id` as a peer of `of`: in range and different from it.
     fn peer_index(&self, call: &str, of: usize, id: i32) -> Result<usize, Fail> {
-        let peer = usize::try_from(id)
-            .ok()
-            .filter(|i| *i < self.device_count)
-            .ok_or_else(|| {
-                fail(
-                    ACL_ERROR_INVALID_PARAM,
-                    format!(
-                        "{call}: peer device id {id} is not in [0, {})",
-                        self.device_count
-                    ),
-                )
-            })?;
+        let peer = self.index_in_node(id, ACL_ERROR_INVALID_PARAM, |count| {
+            format!("{call}: peer device id {id} is not in [0, {count})")
+        })?;
         if peer == of {
             return Err(fail(
                 ACL_ERROR_INVALID_PARAM,
@@ -163,18 +154,9 @@ impl Registry {
     /// `aclrtDeviceCanAccessPeer`: 1 for two different devices of the node.
     pub fn can_access_peer(&self, device: i32, peer: i32) -> Result<i32, Fail> {
         const CALL: &str = "aclrtDeviceCanAccessPeer";
-        let device = usize::try_from(device)
-            .ok()
-            .filter(|i| *i < self.device_count)
-            .ok_or_else(|| {
-                fail(
-                    ACL_ERROR_INVALID_PARAM,
-                    format!(
-                        "{CALL}: device id {device} is not in [0, {})",
-                        self.device_count
-                    ),
-                )
-            })?;
+        let device = self.index_in_node(device, ACL_ERROR_INVALID_PARAM, |count| {
+            format!("{CALL}: device id {device} is not in [0, {count})")
+        })?;
         let peer = self.peer_index(CALL, device, peer)?;
         Ok(i32::from(
             self.is_timing_only(device) == self.is_timing_only(peer),
