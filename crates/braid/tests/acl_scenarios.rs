@@ -6,24 +6,11 @@
 //! operators), so the comparisons are exact.
 #![cfg(all(feature = "acl", feature = "sim"))]
 
-use braid::acl::{sim_library_candidates, AclApi};
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::{custom_op, tagged_events, wait_stream};
-use std::sync::Mutex;
 
-/// ACL devices are process-wide: the tests of this file take turns.
-static DEVICES: Mutex<()> = Mutex::new(());
-
-/// `braid-acl-sim`, built as a dev-dependency into `target/<profile>/deps`, next to this test.
-fn acl_sim() -> &'static AclApi {
-    let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().expect("in a directory");
-    let path = sim_library_candidates(dir)
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("libbraid_acl_sim.so not built next to {}", exe.display()));
-    AclApi::load_from(path).expect("braid-acl-sim loads")
-}
+mod common;
+use common::{acl_sim, DEVICES};
 
 #[test]
 fn wait_stream_through_acl_matches_the_simulator() {

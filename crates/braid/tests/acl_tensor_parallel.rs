@@ -8,25 +8,19 @@
 //! ACL tests keep the library's defaults.
 #![cfg(all(feature = "acl", feature = "sim"))]
 
-use braid::acl::{sim_library_candidates, AclApi};
+use braid::acl::AclApi;
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::tensor_parallel::{self, Shape};
-use std::sync::{Mutex, Once};
+use std::sync::Once;
 
-/// ACL devices are process-wide: the tests of this file take turns.
-static DEVICES: Mutex<()> = Mutex::new(());
+mod common;
+use common::DEVICES;
 
-/// `braid-acl-sim` under the node settings, built as a dev-dependency next to this test.
+/// `braid-acl-sim` under the node settings, set before its first call.
 fn acl_sim() -> &'static AclApi {
     static SETTINGS: Once = Once::new();
     SETTINGS.call_once(devices::set_acl_sim_node_settings);
-    let exe = std::env::current_exe().expect("test executable path");
-    let dir = exe.parent().expect("in a directory");
-    let path = sim_library_candidates(dir)
-        .into_iter()
-        .find(|p| p.exists())
-        .unwrap_or_else(|| panic!("libbraid_acl_sim.so not built next to {}", exe.display()));
-    AclApi::load_from(path).expect("braid-acl-sim loads")
+    common::acl_sim()
 }
 
 #[test]

@@ -1,0 +1,19 @@
+//! What the ACL test binaries share: `braid-acl-sim` found next to the test executable, and
+//! the lock that makes their tests take turns on the process-wide ACL devices.
+
+use braid::acl::{sim_library_candidates, AclApi};
+use std::sync::Mutex;
+
+/// ACL devices are process-wide: the tests of a binary take turns.
+pub static DEVICES: Mutex<()> = Mutex::new(());
+
+/// `braid-acl-sim`, built as a dev-dependency into `target/<profile>/deps`, next to the test.
+pub fn acl_sim() -> &'static AclApi {
+    let exe = std::env::current_exe().expect("test executable path");
+    let dir = exe.parent().expect("in a directory");
+    let path = sim_library_candidates(dir)
+        .into_iter()
+        .find(|p| p.exists())
+        .unwrap_or_else(|| panic!("libbraid_acl_sim.so not built next to {}", exe.display()));
+    AclApi::load_from(path).expect("braid-acl-sim loads")
+}
