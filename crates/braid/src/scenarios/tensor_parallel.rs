@@ -437,38 +437,14 @@ impl<B: CollectiveBackend> Rank<B> {
         let (rows, h, dtype) = (shape.rows(), shape.hidden, shape.dtype);
         let mid = prefix(&mb.mid, u64::from(rows) * u64::from(block.cols), dtype);
         let s = &self.compute;
-        s.launch(
-            Kernel::Matmul {
-                a: mb.x.slice(),
-                b: block.first.slice(),
-                c: mid,
-                m: rows,
-                k: h,
-                n: block.cols,
-            }
-            .typed(dtype),
-        )?;
-        if block.activation {
-            s.launch(
-                Kernel::Scale {
-                    src: mid,
-                    dst: mid,
-                    factor: 0.5,
-                }
-                .typed(dtype),
-            )?;
-        }
-        s.launch(
-            Kernel::Matmul {
-                a: mid,
-                b: block.second.slice(),
-                c: mb.partial.slice(),
-                m: rows,
-                k: block.cols,
-                n: h,
-            }
-            .typed(dtype),
-        )?;
+        let io = BlockIo {
+            x: mb.x.slice(),
+            first: block.first.slice(),
+            second: block.second.slice(),
+            mid,
+            out: mb.partial.slice(),
+        };
+        launch_block(s, io, rows, h, block.cols, block.activation, dtype)?;
         let reduce_on = if overlap {
             mb.partial_done.record(s)?;
             self.comm_stream.wait(&mb.partial_done)?;
@@ -569,6 +545,67 @@ fn open_ranks<B: CollectiveBackend>(
         .collect()
 }
 
+/// Where one block's kernels read and write.
+struct BlockIo {
+    /// Activations in (`rows × hidden`).
+    x: DeviceSlice,
+    /// First weight (`hidden × width`).
+    first: DeviceSlice,
+    /// Second weight (`width × hidden`).
+    second: DeviceSlice,
+    /// Intermediate activations (`rows × width`).
+    mid: DeviceSlice,
+    /// Output (`rows × hidden`): a rank's partial sum, or the whole block's on one device.
+    out: DeviceSlice,
+}
+
+/// One block's kernels on `s`: `mid = x · first`, the MLP's activation (a scale by ½) on
+/// `mid` when `activation`, then `out = mid · second`. The same on a rank (its shards, `width`
+/// its share of the columns) and on the single device of the reference (the whole weights).
+fn launch_block<B: CollectiveBackend>(
+    s: &Stream<B>,
+    io: BlockIo,
+    rows: u32,
+    hidden: u32,
+    width: u32,
+    activation: bool,
+    dtype: DType,
+) -> Result<()> {
+    s.launch(
+        Kernel::Matmul {
+            a: io.x,
+            b: io.first,
+            c: io.mid,
+            m: rows,
+            k: hidden,
+            n: width,
+        }
+        .typed(dtype),
+    )?;
+    if activation {
+        s.launch(
+            Kernel::Scale {
+                src: io.mid,
+                dst: io.mid,
+                factor: 0.5,
+            }
+            .typed(dtype),
+        )?;
+    }
+    s.launch(
+        Kernel::Matmul {
+            a: io.mid,
+            b: io.second,
+            c: io.out,
+            m: rows,
+            k: width,
+            n: hidden,
+        }
+        .typed(dtype),
+    )?;
+    Ok(())
+}
+
 /// The layers computed unsharded on one device: what [`check()`] compares with. Returns the
 /// final activations (`batch × hidden`).
 pub fn reference<B: CollectiveBackend>(device: &Device<B>, shape: &Shape) -> Result<Vec<f32>> {
@@ -585,38 +622,14 @@ pub fn reference<B: CollectiveBackend>(device: &Device<B>, shape: &Shape) -> Res
         let first = upload(&s, dtype, Some(&w.first), n)?;
         let second = upload(&s, dtype, Some(&w.second), n)?;
         let mid = prefix(&mid_all, u64::from(rows) * u64::from(w.width), dtype);
-        s.launch(
-            Kernel::Matmul {
-                a: x.slice(),
-                b: first.slice(),
-                c: mid,
-                m: rows,
-                k: h,
-                n: w.width,
-            }
-            .typed(dtype),
-        )?;
-        if i % 2 == 1 {
-            s.launch(
-                Kernel::Scale {
-                    src: mid,
-                    dst: mid,
-                    factor: 0.5,
-                }
-                .typed(dtype),
-            )?;
-        }
-        s.launch(
-            Kernel::Matmul {
-                a: mid,
-                b: second.slice(),
-                c: partial.slice(),
-                m: rows,
-                k: w.width,
-                n: h,
-            }
-            .typed(dtype),
-        )?;
+        let io = BlockIo {
+            x: x.slice(),
+            first: first.slice(),
+            second: second.slice(),
+            mid,
+            out: partial.slice(),
+        };
+        launch_block(&s, io, rows, h, w.width, i % 2 == 1, dtype)?;
         s.launch(
             Kernel::Add {
                 a: x.slice(),
