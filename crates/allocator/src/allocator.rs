@@ -172,7 +172,8 @@ struct Provider<B: Backend> {
 
 impl<B: Backend> WorkspaceProvider<B> for Provider<B> {
     fn workspace(&self, stream: &Stream<B>, bytes: u64) -> braid_stream_core::Result<Workspace> {
-        let unavailable = |reason: String| braid_stream_core::Error::Workspace { bytes, reason };
+        let unavailable =
+            |reason: String| braid_stream_core::StreamError::Workspace { bytes, reason };
         let inner = self
             .inner
             .upgrade()

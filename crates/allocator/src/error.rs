@@ -173,7 +173,7 @@ pub enum AllocError {
     Backend(#[from] HalError),
     /// The front layer refused a call the allocator made.
     #[error(transparent)]
-    Stream(#[from] braid_stream_core::Error),
+    Stream(#[from] braid_stream_core::StreamError),
 }
 
 /// The contents of an out-of-memory error: what was asked, what the device has, and where the

@@ -54,7 +54,7 @@ impl<B: Backend> EventPool<B> {
     pub(crate) fn record(
         &mut self,
         stream: &Stream<B>,
-    ) -> Result<Recorded<B>, braid_stream_core::Error> {
+    ) -> Result<Recorded<B>, braid_stream_core::StreamError> {
         let device = stream.device();
         let recycled = self
             .recycled

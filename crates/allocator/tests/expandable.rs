@@ -402,7 +402,7 @@ fn empty_cache_unmaps_a_hole_in_the_middle_and_growth_maps_it_again() {
     };
     let err = s.launch(&fill).unwrap_err();
     assert!(
-        matches!(err, braid_stream_core::Error::RangeNotLive { range, .. } if range == hole),
+        matches!(err, braid_stream_core::StreamError::RangeNotLive { range, .. } if range == hole),
         "{err}"
     );
     braid_stream_core::hal::Stream::launch(s.hal(), &fill.into(), "fill").unwrap();

@@ -6,7 +6,9 @@ mod common;
 
 use braid_allocator::{AllocError, PinnedBuffer, PinnedHostAllocator};
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
-use braid_stream_core::{f32_bytes, CaptureMode, Device, Error, Kernel, Stream, StreamPosition};
+use braid_stream_core::{
+    f32_bytes, CaptureMode, Device, Kernel, Stream, StreamError, StreamPosition,
+};
 use common::*;
 use proptest::prelude::*;
 use std::collections::BTreeMap;
@@ -280,7 +282,7 @@ fn errors_are_typed_and_leave_the_allocator_usable() {
     let dst = dev.alloc(8).unwrap();
     assert!(matches!(
         small.copy_to_device(&dev.default_stream(), dst.slice()),
-        Err(AllocError::Stream(Error::OutOfBounds { .. }))
+        Err(AllocError::Stream(StreamError::OutOfBounds { .. }))
     ));
     let other = pinned_device(GIB);
     assert!(matches!(
@@ -296,7 +298,9 @@ fn errors_are_typed_and_leave_the_allocator_usable() {
     let eight = pinned.alloc(8).unwrap();
     assert!(matches!(
         eight.copy_to_device(&cap, dst.slice()),
-        Err(AllocError::Stream(Error::ForbiddenDuringCapture { .. }))
+        Err(AllocError::Stream(
+            StreamError::ForbiddenDuringCapture { .. }
+        ))
     ));
     // empty_cache does nothing during a capture.
     drop(eight);

@@ -6,7 +6,7 @@ mod common;
 
 use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_backend_sim::{host_op, SimBackend};
-use braid_stream_core::{CustomOp, DType, Error, Stream};
+use braid_stream_core::{CustomOp, DType, Stream, StreamError};
 use common::{read, setup, KIB, MIB};
 
 /// A user operator `y = 2x` over `n` f32 that also declares `scratch` (its workspace) written.
@@ -128,7 +128,7 @@ fn out_of_memory_workspace_is_a_typed_error_and_nothing_is_enqueued() {
     let before = s.position();
     let err = s.workspace(64 * MIB).expect_err("more than the device has");
     match &err {
-        Error::Workspace { bytes, reason } => {
+        StreamError::Workspace { bytes, reason } => {
             assert_eq!(*bytes, 64 * MIB);
             assert!(reason.contains("out of memory"), "{reason}");
         }

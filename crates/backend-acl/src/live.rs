@@ -2,7 +2,7 @@
 //! or mapped (`aclrtMapMem`) through a library, by library and device ordinal. ACL devices of
 //! one process share one address space, so hal `Device::is_live` can tell memory of its
 //! device from memory of another device (the front layer then asks for peer access, or
-//! refuses with `Error::ForeignMemory`). Ranges braid did not allocate (raw `aclrtMalloc`
+//! refuses with `StreamError::ForeignMemory`). Ranges braid did not allocate (raw `aclrtMalloc`
 //! outside braid, HCCL's buffers) and freed ranges are unknown: `is_live` answers `None`.
 
 use crate::device::lock;

@@ -7,7 +7,7 @@ mod common;
 use braid_backend_acl::sys::acl::{aclrtEvent, aclrtStream, ACL_EVENT_SYNC};
 use braid_backend_acl::{codes, AclBackend, Ownership};
 use braid_stream_core::hal::HalError;
-use braid_stream_core::{CustomOp, Device, Error, EventFlags, Kernel};
+use braid_stream_core::{CustomOp, Device, EventFlags, Kernel, StreamError};
 use std::ptr;
 
 const ELEMENTS: usize = 1024;
@@ -198,7 +198,7 @@ fn a_user_operator_without_an_acl_body_is_a_typed_error_naming_it() {
     let op = CustomOp::<AclBackend>::new("my_layer_norm").write(mem.slice());
     let err = s.launch_op(&op).unwrap_err();
     match &err {
-        Error::Backend(HalError::InvalidArgument(msg)) => {
+        StreamError::Backend(HalError::InvalidArgument(msg)) => {
             assert!(
                 msg.contains("my_layer_norm") && msg.contains("no ACL body"),
                 "{msg}"

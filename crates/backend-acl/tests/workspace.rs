@@ -13,7 +13,7 @@ use braid_backend_acl::{native_op, AclBackend};
 use braid_graph_capture::CaptureSession;
 use braid_stream_core::hal::HalError;
 use braid_stream_core::{
-    f32_bytes, CaptureMode, CustomOp, DType, DeviceSlice, Error, Kernel, Stream,
+    f32_bytes, CaptureMode, CustomOp, DType, DeviceSlice, Kernel, Stream, StreamError,
 };
 use std::ffi::c_void;
 
@@ -27,7 +27,7 @@ fn read(s: &Stream<B>, slice: DeviceSlice) -> Vec<f32> {
     s.copy_d2h(slice).unwrap().wait_f32().unwrap()
 }
 
-fn reduce(s: &Stream<B>, src: &DeviceBuffer<B>, dst: &DeviceBuffer<B>) -> Result<(), Error> {
+fn reduce(s: &Stream<B>, src: &DeviceBuffer<B>, dst: &DeviceBuffer<B>) -> Result<(), StreamError> {
     s.launch(&Kernel::ReduceSum {
         src: src.slice(),
         dst: dst.slice(),
@@ -109,7 +109,7 @@ fn workspace_out_of_memory_refuses_the_launch_before_enqueuing() {
     let before = s.position();
     let err = reduce(&s, &src, &dst).expect_err("no memory left for the workspace");
     assert!(
-        matches!(err, Error::Workspace { bytes, .. } if bytes == REDUCE_SUM_WORKSPACE),
+        matches!(err, StreamError::Workspace { bytes, .. } if bytes == REDUCE_SUM_WORKSPACE),
         "{err:?}"
     );
     assert_eq!(s.position(), before, "nothing enqueued");
@@ -174,7 +174,7 @@ fn an_aclnn_refusal_leaves_device_allocator_and_capture_usable() {
             .launch_op(&muls_op(x.slice(), y.slice(), DType::F32))
             .expect_err("mixed data types");
         match &err {
-            Error::Backend(HalError::Native {
+            StreamError::Backend(HalError::Native {
                 code,
                 name,
                 message,

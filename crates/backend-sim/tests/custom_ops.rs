@@ -4,7 +4,7 @@
 
 use braid_backend_sim::{host_op, DeviceProfile, SimBackend, SimConfig, SimDevice, SimMode};
 use braid_stream_core::{
-    Access, ComputeUnit, CustomOp, DType, Device, Error, Kernel, OpCost, Stream,
+    Access, ComputeUnit, CustomOp, DType, Device, Kernel, OpCost, Stream, StreamError,
 };
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -365,7 +365,7 @@ fn work_on_memory_that_is_not_live_is_refused() {
         })
         .unwrap_err();
     assert!(
-        matches!(err, Error::RangeNotLive { range, .. } if range == stale),
+        matches!(err, StreamError::RangeNotLive { range, .. } if range == stale),
         "{err}"
     );
     let op = CustomOp::<SimBackend>::new("late").read(stale);

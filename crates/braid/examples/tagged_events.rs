@@ -14,20 +14,20 @@
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::tagged_events::{self, Layout, Shape};
 
-fn main() -> Result<(), braid::Error> {
+fn main() -> Result<(), braid::StreamError> {
     println!(
         "running on {}, in {}",
         devices::describe(),
         braid::scenarios::tagged_events::DTYPE
     );
-    let data = |layout| -> Result<bool, braid::Error> {
+    let data = |layout| -> Result<bool, braid::StreamError> {
         let run = tagged_events::run(&devices::open(Role::Data)?, Shape::SMALL, layout, true)?;
         Ok(run
             .results
             .as_ref()
             .is_some_and(|r| tagged_events::check(Shape::SMALL, r)))
     };
-    let timing = |layout| -> Result<f64, braid::Error> {
+    let timing = |layout| -> Result<f64, braid::StreamError> {
         let device = devices::open(Role::Timing)?;
         Ok(tagged_events::run(&device, Shape::MODEL, layout, false)?.makespan_us)
     };

@@ -39,7 +39,7 @@
 //! side.wait_stream(&device.default_stream())?;
 //! let values = side.copy_d2h(buf.slice())?.wait_f32()?;
 //! assert_eq!(values, vec![2.0; 4]);
-//! # Ok::<(), braid::Error>(())
+//! # Ok::<(), braid::StreamError>(())
 //! ```
 #![warn(missing_docs)]
 // Doctests (the README's blocks among them) fail on any warning, unused imports included.
@@ -76,7 +76,7 @@ pub type DefaultBackend = braid_backend_sim::SimBackend;
 pub type DefaultBackend = braid_backend_acl::AclBackend;
 
 /// Opens Ascend device `ordinal` through ACL (`aclInit`, `aclrtSetDevice`), loading the library
-/// with [`braid_backend_acl::load`]. A missing library is `Error::Backend` with
+/// with [`braid_backend_acl::load`]. A missing library is `StreamError::Backend` with
 /// `HalError::Native { name: "BRAID_ACL_LIBRARY_UNAVAILABLE", .. }` listing what was tried.
 #[cfg(feature = "acl")]
 pub fn acl_device(ordinal: u32) -> Result<Device<braid_backend_acl::AclBackend>> {

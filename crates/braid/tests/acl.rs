@@ -15,7 +15,7 @@ fn opening_without_a_library_is_a_typed_error() {
         return; // A real (or simulated) ACL is configured here.
     }
     match braid::acl_device(0) {
-        Err(braid::Error::Backend(HalError::Native { name, message, .. })) => {
+        Err(braid::StreamError::Backend(HalError::Native { name, message, .. })) => {
             assert_eq!(name, "BRAID_ACL_LIBRARY_UNAVAILABLE");
             assert!(message.contains("libascendcl.so"), "{message}");
         }

@@ -178,7 +178,7 @@ pub enum CollectiveError {
     /// The front layer refused or failed the submission (a buffer that is not live memory of
     /// the stream's device, a capture rule, ...).
     #[error(transparent)]
-    Stream(#[from] braid_stream_core::Error),
+    Stream(#[from] braid_stream_core::StreamError),
     /// The backend failed a communicator call.
     #[error("{call}: {source}")]
     Backend {

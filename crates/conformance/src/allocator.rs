@@ -15,7 +15,7 @@ use braid_allocator::{
     HistoryAction, PoolFilter, PoolId, PoolOptions, SegmentType,
 };
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{CaptureMode, DevicePtr, Error, Kernel, Stream};
+use braid_stream_core::{CaptureMode, DevicePtr, Kernel, Stream, StreamError};
 
 /// Floats in the buffers of the cross-stream cases.
 const N: u64 = 1024;
@@ -1372,7 +1372,7 @@ pub fn invalid_arguments_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseE
     device.tagged_stream("alloc_prio", -1)?;
     expect_err!(
         buf.record_tagged_stream("alloc_prio"),
-        AllocError::Stream(Error::TagPriorityMismatch { ref tag, .. }) if tag == "alloc_prio",
+        AllocError::Stream(StreamError::TagPriorityMismatch { ref tag, .. }) if tag == "alloc_prio",
         "record_tagged_stream on a tag of another priority"
     );
     drop((buf, pool));

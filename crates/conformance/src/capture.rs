@@ -3,9 +3,9 @@
 use crate::support::{all_equal, alloc_f32, download, fill, still_works};
 use crate::{CaseError, Harness};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{f32_bytes, CaptureMode, Domain, Error, EventFlags, Kernel};
+use braid_stream_core::{f32_bytes, CaptureMode, Domain, EventFlags, Kernel, StreamError};
 
-/// D35: beginning a capture on the default stream is `Error::CaptureOnDefaultStream`.
+/// D35: beginning a capture on the default stream is `StreamError::CaptureOnDefaultStream`.
 pub fn capture_on_default_stream_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
     let default = device.default_stream();
@@ -16,7 +16,7 @@ pub fn capture_on_default_stream_refused<B: Backend>(h: &Harness<B>) -> Result<(
     ] {
         expect_err!(
             default.begin_capture(mode),
-            Error::CaptureOnDefaultStream,
+            StreamError::CaptureOnDefaultStream,
             "{mode:?} capture on the default stream"
         );
         ensure!(
@@ -27,7 +27,7 @@ pub fn capture_on_default_stream_refused<B: Backend>(h: &Harness<B>) -> Result<(
     still_works(&device)
 }
 
-/// D35: beginning a capture on a stream that is already capturing is `Error::AlreadyCapturing`,
+/// D35: beginning a capture on a stream that is already capturing is `StreamError::AlreadyCapturing`,
 /// also for a stream that joined another stream's capture.
 pub fn begin_capture_twice_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
@@ -36,14 +36,14 @@ pub fn begin_capture_twice_refused<B: Backend>(h: &Harness<B>) -> Result<(), Cas
     s.begin_capture(CaptureMode::Global)?;
     expect_err!(
         s.begin_capture(CaptureMode::Global),
-        Error::AlreadyCapturing { stream } if stream == s.id(),
+        StreamError::AlreadyCapturing { stream } if stream == s.id(),
         "second begin on the capturing stream"
     );
     fill(&s, mem.slice(), 1.0)?;
     side.wait(&s.record_event()?)?;
     expect_err!(
         side.begin_capture(CaptureMode::Global),
-        Error::AlreadyCapturing { stream } if stream == side.id(),
+        StreamError::AlreadyCapturing { stream } if stream == side.id(),
         "begin on a stream that joined the capture"
     );
     s.wait_stream(&side)?;
@@ -52,23 +52,27 @@ pub fn begin_capture_twice_refused<B: Backend>(h: &Harness<B>) -> Result<(), Cas
     still_works(&device)
 }
 
-/// D35: ending a capture on a stream that is not capturing is `Error::NotCapturing`.
+/// D35: ending a capture on a stream that is not capturing is `StreamError::NotCapturing`.
 pub fn end_capture_without_capture_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
     let s = device.create_stream(0)?;
-    expect_err!(s.end_capture(), Error::NotCapturing { stream } if stream == s.id(), "end without begin");
+    expect_err!(s.end_capture(), StreamError::NotCapturing { stream } if stream == s.id(), "end without begin");
     expect_err!(
         device.default_stream().end_capture(),
-        Error::NotCapturing { stream } if stream == device.default_stream().id(),
+        StreamError::NotCapturing { stream } if stream == device.default_stream().id(),
         "end on the default stream"
     );
     s.begin_capture(CaptureMode::Global)?;
     s.end_capture()?;
-    expect_err!(s.end_capture(), Error::NotCapturing { .. }, "end twice");
+    expect_err!(
+        s.end_capture(),
+        StreamError::NotCapturing { .. },
+        "end twice"
+    );
     still_works(&device)
 }
 
-/// D35: ending a capture on a stream that only joined it is `Error::NotCaptureOrigin`; the
+/// D35: ending a capture on a stream that only joined it is `StreamError::NotCaptureOrigin`; the
 /// capture goes on and ends on its origin.
 pub fn end_capture_on_joined_stream_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
@@ -83,7 +87,7 @@ pub fn end_capture_on_joined_stream_refused<B: Backend>(h: &Harness<B>) -> Resul
     );
     expect_err!(
         side.end_capture(),
-        Error::NotCaptureOrigin { stream, origin: o } if stream == side.id() && o == origin.id(),
+        StreamError::NotCaptureOrigin { stream, origin: o } if stream == side.id() && o == origin.id(),
         "end on the joined stream"
     );
     ensure!(
@@ -100,7 +104,7 @@ pub fn end_capture_on_joined_stream_refused<B: Backend>(h: &Harness<B>) -> Resul
 }
 
 /// D45: synchronize or query of a stream, an event or the device during a (global) capture is
-/// `Error::ForbiddenDuringCapture` naming the call, for captured and eager objects alike.
+/// `StreamError::ForbiddenDuringCapture` naming the call, for captured and eager objects alike.
 pub fn blocking_calls_forbidden_during_capture<B: Backend>(
     h: &Harness<B>,
 ) -> Result<(), CaseError> {
@@ -121,7 +125,7 @@ pub fn blocking_calls_forbidden_during_capture<B: Backend>(
         ($call:expr, $name:literal, $what:literal) => {
             expect_err!(
                 $call,
-                Error::ForbiddenDuringCapture { call, stream } if call == $name && stream == sid,
+                StreamError::ForbiddenDuringCapture { call, stream } if call == $name && stream == sid,
                 $what
             );
         };
@@ -175,7 +179,7 @@ pub fn blocking_calls_forbidden_during_capture<B: Backend>(
 }
 
 /// D35: work on the default stream while a global capture is active is
-/// `Error::DefaultStreamDuringCapture` (it would create an implicit dependency).
+/// `StreamError::DefaultStreamDuringCapture` (it would create an implicit dependency).
 pub fn default_stream_forbidden_during_global_capture<B: Backend>(
     h: &Harness<B>,
 ) -> Result<(), CaseError> {
@@ -191,7 +195,7 @@ pub fn default_stream_forbidden_during_global_capture<B: Backend>(
         ($call:expr, $name:literal) => {
             expect_err!(
                 $call,
-                Error::DefaultStreamDuringCapture { call, capturing } if call == $name && capturing == sid,
+                StreamError::DefaultStreamDuringCapture { call, capturing } if call == $name && capturing == sid,
                 "{} on the default stream", $name
             );
         };
@@ -224,7 +228,7 @@ pub fn default_stream_forbidden_during_global_capture<B: Backend>(
 }
 
 /// ACL 107025: a side stream that joined the capture by waiting on a captured event and was
-/// never joined back makes `end_capture` fail with `Error::UnjoinedStream` naming that stream.
+/// never joined back makes `end_capture` fail with `StreamError::UnjoinedStream` naming that stream.
 pub fn unjoined_stream_reported<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
     let (origin, joined, forked) = (
@@ -244,7 +248,7 @@ pub fn unjoined_stream_reported<B: Backend>(h: &Harness<B>) -> Result<(), CaseEr
     origin.wait_stream(&joined)?;
     expect_err!(
         origin.end_capture(),
-        Error::UnjoinedStream { stream, origin: o, .. } if stream == forked.id() && o == origin.id(),
+        StreamError::UnjoinedStream { stream, origin: o, .. } if stream == forked.id() && o == origin.id(),
         "end with a forked stream never joined back"
     );
     for s in [&origin, &joined, &forked] {
@@ -427,7 +431,7 @@ pub fn thread_local_and_relaxed_capture<B: Backend>(h: &Harness<B>) -> Result<()
                     all_equal(&download(&own, buf)?, 7.0, "other thread's data")?;
                     expect_err!(
                         s.synchronize(),
-                        Error::ForbiddenDuringCapture { stream, .. } if stream == sid,
+                        StreamError::ForbiddenDuringCapture { stream, .. } if stream == sid,
                         "{mode:?}: synchronize of the capturing stream from another thread"
                     );
                     Ok(())
@@ -440,13 +444,13 @@ pub fn thread_local_and_relaxed_capture<B: Backend>(h: &Harness<B>) -> Result<()
             CaptureMode::Relaxed => unrelated.synchronize()?,
             _ => expect_err!(
                 unrelated.synchronize(),
-                Error::ForbiddenDuringCapture { call: "Stream::synchronize", stream } if stream == sid,
+                StreamError::ForbiddenDuringCapture { call: "Stream::synchronize", stream } if stream == sid,
                 "{mode:?}: the capturing thread synchronizing an unrelated stream"
             ),
         }
         expect_err!(
             s.synchronize(),
-            Error::ForbiddenDuringCapture { call: "Stream::synchronize", stream } if stream == sid,
+            StreamError::ForbiddenDuringCapture { call: "Stream::synchronize", stream } if stream == sid,
             "{mode:?}: synchronize of the capturing stream"
         );
         let graph = s.end_capture()?;
@@ -467,7 +471,7 @@ pub fn thread_local_and_relaxed_capture<B: Backend>(h: &Harness<B>) -> Result<()
 
 /// Capture isolation: a capturing stream waiting on an eager event or on an event of another
 /// capture, or an eager stream waiting on an event recorded in a capture that has ended, is
-/// `Error::CaptureIsolation`.
+/// `StreamError::CaptureIsolation`.
 pub fn capturing_stream_cannot_wait_on_eager_event<B: Backend>(
     h: &Harness<B>,
 ) -> Result<(), CaseError> {
@@ -479,7 +483,7 @@ pub fn capturing_stream_cannot_wait_on_eager_event<B: Backend>(
     s.begin_capture(CaptureMode::Global)?;
     expect_err!(
         s.wait(&eager_ev),
-        Error::CaptureIsolation { stream, .. } if stream == s.id(),
+        StreamError::CaptureIsolation { stream, .. } if stream == s.id(),
         "capturing stream waiting on an eager event"
     );
     fill(&s, mem.slice(), 2.0)?;
@@ -489,7 +493,7 @@ pub fn capturing_stream_cannot_wait_on_eager_event<B: Backend>(
     u.begin_capture(CaptureMode::Global)?;
     expect_err!(
         u.wait(&captured_ev),
-        Error::CaptureIsolation { stream, .. } if stream == u.id(),
+        StreamError::CaptureIsolation { stream, .. } if stream == u.id(),
         "capturing stream waiting on an event of another capture"
     );
     ensure!(
@@ -500,7 +504,7 @@ pub fn capturing_stream_cannot_wait_on_eager_event<B: Backend>(
     let graph = s.end_capture()?;
     expect_err!(
         t.wait(&captured_ev),
-        Error::CaptureIsolation { stream, .. } if stream == t.id(),
+        StreamError::CaptureIsolation { stream, .. } if stream == t.id(),
         "eager stream waiting on an event of an ended capture"
     );
     drop(graph);
@@ -508,7 +512,7 @@ pub fn capturing_stream_cannot_wait_on_eager_event<B: Backend>(
 }
 
 /// D45: eager-only calls are refused on a capturing stream: a device-to-host copy (it needs a
-/// host wait) and launching a graph into the capture, both `Error::ForbiddenDuringCapture`.
+/// host wait) and launching a graph into the capture, both `StreamError::ForbiddenDuringCapture`.
 pub fn d2h_copy_refused_during_capture<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
     let s = device.create_stream(0)?;
@@ -519,12 +523,12 @@ pub fn d2h_copy_refused_during_capture<B: Backend>(h: &Harness<B>) -> Result<(),
     s.begin_capture(CaptureMode::Global)?;
     expect_err!(
         s.copy_d2h(mem.slice()),
-        Error::ForbiddenDuringCapture { call: "Stream::copy_d2h", stream } if stream == s.id(),
+        StreamError::ForbiddenDuringCapture { call: "Stream::copy_d2h", stream } if stream == s.id(),
         "device-to-host copy in a capture"
     );
     expect_err!(
         graph.launch(&s),
-        Error::ForbiddenDuringCapture { call: "Graph::launch", stream } if stream == s.id(),
+        StreamError::ForbiddenDuringCapture { call: "Graph::launch", stream } if stream == s.id(),
         "graph launch into a capture"
     );
     s.end_capture()?;

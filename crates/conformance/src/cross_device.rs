@@ -7,7 +7,7 @@ use crate::support::{all_equal, alloc_f32, download, fill, long_work, still_work
 use crate::{CaseError, Harness};
 use braid_allocator::{AllocError, AllocatorConfig, CachingAllocator, CrossStreamMode};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{Device, Error, Kernel};
+use braid_stream_core::{Device, Kernel, StreamError};
 
 /// Elements of the buffers the cases move between devices.
 const N: usize = 256;
@@ -111,7 +111,7 @@ pub fn host_sync_of_one_device_leaves_another_pending<B: Backend>(
 }
 
 /// Peer copies: within a node `can_access_peer` is true both ways; a copy on B's stream from
-/// A's memory before `enable_peer_access` is `Error::PeerAccessUnavailable` naming B then A,
+/// A's memory before `enable_peer_access` is `StreamError::PeerAccessUnavailable` naming B then A,
 /// and reaches no stream; after B enables access to A, copies both ways (pulling A's bytes into
 /// B, pushing B's bytes into A) on B's stream move the bytes. A's streams still need their own
 /// access to B.
@@ -128,9 +128,9 @@ pub fn peer_copy_needs_peer_access<B: Backend>(h: &Harness<B>) -> Result<(), Cas
     sb.wait(&sa.record_event()?)?;
     let before = sb.position();
     match sb.copy_peer(on_a.slice(), &a, on_b.slice(), &b) {
-        Err(Error::PeerAccessUnavailable { from, to, reason }) => {
+        Err(StreamError::PeerAccessUnavailable { from, to, reason }) => {
             ensure_eq!((from, to), (b.id(), a.id()), "the refusal names B then A");
-            let text = Error::PeerAccessUnavailable { from, to, reason }.to_string();
+            let text = StreamError::PeerAccessUnavailable { from, to, reason }.to_string();
             ensure!(
                 text.contains(&a.id().to_string()) && text.contains(&b.id().to_string()),
                 "the message names both devices: {text}"
@@ -162,14 +162,14 @@ pub fn peer_copy_needs_peer_access<B: Backend>(h: &Harness<B>) -> Result<(), Cas
     )?;
     expect_err!(
         sa.copy_peer(on_a.slice(), &a, on_b.slice(), &b),
-        Error::PeerAccessUnavailable { .. },
+        StreamError::PeerAccessUnavailable { .. },
         "A's stream without A's own access to B"
     );
     still_works(&a)?;
     still_works(&b)
 }
 
-/// A kernel on B's stream writing A's memory without peer access is `Error::ForeignMemory`
+/// A kernel on B's stream writing A's memory without peer access is `StreamError::ForeignMemory`
 /// naming the work, the range, B as the stream's device and A as the memory's, and reaches no
 /// stream; so are a memset and a copy. With access enabled the kernel runs and A reads back
 /// what B wrote.
@@ -183,7 +183,7 @@ pub fn foreign_memory_needs_peer_access<B: Backend>(h: &Harness<B>) -> Result<()
     };
     let before = sb.position();
     match sb.launch(&write_a) {
-        Err(Error::ForeignMemory(foreign)) => {
+        Err(StreamError::ForeignMemory(foreign)) => {
             ensure_eq!(
                 (foreign.stream_device, foreign.memory_device),
                 (b.id(), a.id()),
@@ -191,7 +191,7 @@ pub fn foreign_memory_needs_peer_access<B: Backend>(h: &Harness<B>) -> Result<()
             );
             ensure_eq!(foreign.range, on_a.slice(), "the foreign range");
             ensure_eq!(foreign.work.as_str(), "fill", "the refused work");
-            let text = Error::ForeignMemory(foreign).to_string();
+            let text = StreamError::ForeignMemory(foreign).to_string();
             ensure!(
                 text.contains(&a.id().to_string()) && text.contains(&b.id().to_string()),
                 "the message names both devices: {text}"
@@ -205,12 +205,12 @@ pub fn foreign_memory_needs_peer_access<B: Backend>(h: &Harness<B>) -> Result<()
     }
     expect_err!(
         sb.memset(on_a.slice(), 0),
-        Error::ForeignMemory(_),
+        StreamError::ForeignMemory(_),
         "a memset of A's memory on B's stream"
     );
     expect_err!(
         sb.copy_d2d(on_a.slice(), on_b.slice()),
-        Error::ForeignMemory(_),
+        StreamError::ForeignMemory(_),
         "a copy from A's memory on B's stream"
     );
     ensure_eq!(sb.position(), before, "nothing refused reached B's stream");

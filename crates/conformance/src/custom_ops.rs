@@ -6,7 +6,7 @@ use crate::support::{alloc_f32, expect_values, fill, still_works};
 use crate::{CaseError, Harness, ScaleOpArgs};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{
-    Access, CaptureMode, ComputeUnit, CustomOp, DType, Error, OpCost, OpError, Stream,
+    Access, CaptureMode, ComputeUnit, CustomOp, DType, OpCost, OpError, Stream, StreamError,
 };
 
 /// Bad declarations: a shape that does not match its range, a written range overlapping a read
@@ -24,7 +24,7 @@ pub fn bad_operator_declarations_are_typed_errors<B: Backend>(
         .read_shaped(buf.range(0, 64)?, &[4, 8]);
     expect_err!(
         s.launch_op(&shape),
-        Error::Op(OpError::ShapeMismatch {
+        StreamError::Op(OpError::ShapeMismatch {
             needed: 128,
             actual: 64,
             ..
@@ -36,7 +36,7 @@ pub fn bad_operator_declarations_are_typed_errors<B: Backend>(
         .write(buf.range(32, 64)?);
     expect_err!(
         s.launch_op(&overlap),
-        Error::Op(OpError::Overlap { .. }),
+        StreamError::Op(OpError::Overlap { .. }),
         "written range overlapping a read one"
     );
     let dtype = CustomOp::<B>::new("f32_only")
@@ -45,7 +45,7 @@ pub fn bad_operator_declarations_are_typed_errors<B: Backend>(
         .write(buf.slice());
     expect_err!(
         s.launch_op(&dtype),
-        Error::Op(OpError::UnsupportedDType {
+        StreamError::Op(OpError::UnsupportedDType {
             dtype: DType::F16,
             ..
         }),
@@ -54,7 +54,7 @@ pub fn bad_operator_declarations_are_typed_errors<B: Backend>(
     let far = braid_stream_core::DeviceSlice::new(braid_stream_core::DevicePtr(u64::MAX - 8), 64);
     expect_err!(
         s.launch_op(&CustomOp::<B>::new("far").write(far)),
-        Error::Op(OpError::RangeOverflow { .. }),
+        StreamError::Op(OpError::RangeOverflow { .. }),
         "range past the address space"
     );
     ensure_eq!(s.position(), before, "refused operators take no position");

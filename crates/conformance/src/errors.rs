@@ -4,11 +4,11 @@ use crate::support::{alloc_f32, fill, still_works};
 use crate::{CaseError, Harness};
 use braid_stream_core::hal::{Backend, HalError};
 use braid_stream_core::{
-    f32_bytes, CaptureMode, DeviceId, DeviceSlice, Error, EventFlags, Kernel, KernelError,
+    f32_bytes, CaptureMode, DeviceId, DeviceSlice, EventFlags, Kernel, KernelError, StreamError,
 };
 
 /// Validation: streams, events and graphs of another device (ordinal 1, or a second device
-/// with the same ordinal) are refused with `Error::WrongDevice` where an object must be the
+/// with the same ordinal) are refused with `StreamError::WrongDevice` where an object must be the
 /// device's own (recording an event, the current stream, elapsed time, graph launches), naming
 /// both devices. Waits across devices are passed to the backend (CUDA and ACL allow them): a
 /// backend whose two devices cannot see each other's events refuses with its own error, and
@@ -32,7 +32,7 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
     )?;
     expect_err!(
         e1.record(&s0),
-        Error::WrongDevice {
+        StreamError::WrongDevice {
             what: "stream",
             expected: DeviceId { ordinal: 1, .. },
             found: DeviceId { ordinal: 0, .. }
@@ -49,7 +49,7 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
     )?;
     expect_err!(
         d0.use_stream(&s1),
-        Error::WrongDevice {
+        StreamError::WrongDevice {
             what: "stream",
             expected: DeviceId { ordinal: 0, .. },
             found: DeviceId { ordinal: 1, .. }
@@ -60,7 +60,7 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
     d1.synchronize()?;
     expect_err!(
         e0.elapsed_ms(&e1),
-        Error::WrongDevice { what: "event", .. },
+        StreamError::WrongDevice { what: "event", .. },
         "elapsed_ms across devices"
     );
     ensure_eq!(
@@ -75,7 +75,7 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
     let err = twin_event.record(&s0);
     expect_err!(
         &err,
-        Error::WrongDevice {
+        StreamError::WrongDevice {
             what: "stream",
             expected: DeviceId { ordinal: 0, .. },
             found: DeviceId { ordinal: 0, .. }
@@ -97,7 +97,7 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
     let graph = s0.end_capture()?;
     expect_err!(
         graph.launch(&s1),
-        Error::WrongDevice {
+        StreamError::WrongDevice {
             what: "stream",
             expected: DeviceId { ordinal: 0, .. },
             found: DeviceId { ordinal: 1, .. }
@@ -126,7 +126,7 @@ fn cross_device_wait<B: Backend>(
                 "{what}: accepted, but the stream is not ordered after the work"
             );
         }
-        Err(Error::Backend(_)) => {
+        Err(StreamError::Backend(_)) => {
             ensure!(
                 !device.is_ordered_before(other_work, stream),
                 "{what}: refused by the backend, but the model learnt an order"
@@ -142,7 +142,7 @@ fn cross_device_wait<B: Backend>(
     Ok(())
 }
 
-/// C25: allocating more than the device's total memory is `Error::Backend(OutOfMemory)` with
+/// C25: allocating more than the device's total memory is `StreamError::Backend(OutOfMemory)` with
 /// what was asked and the capacity; the device works afterwards.
 pub fn allocation_beyond_capacity_is_oom<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
@@ -154,12 +154,12 @@ pub fn allocation_beyond_capacity_is_oom<B: Backend>(h: &Harness<B>) -> Result<(
     let ask = info.total + 1;
     expect_err!(
         device.alloc(ask),
-        Error::Backend(HalError::OutOfMemory { requested, total, .. }) if requested >= ask && total == info.total,
+        StreamError::Backend(HalError::OutOfMemory { requested, total, .. }) if requested >= ask && total == info.total,
         "allocating total + 1 bytes"
     );
     expect_err!(
         device.alloc(info.total.saturating_mul(2)),
-        Error::Backend(HalError::OutOfMemory { .. }),
+        StreamError::Backend(HalError::OutOfMemory { .. }),
         "allocating twice the capacity"
     );
     ensure!(
@@ -177,7 +177,7 @@ pub fn allocation_beyond_capacity_is_oom<B: Backend>(h: &Harness<B>) -> Result<(
     still_works(&device)
 }
 
-/// Validation: kernels whose ranges do not fit their shape are `Error::Kernel` and never reach
+/// Validation: kernels whose ranges do not fit their shape are `StreamError::Kernel` and never reach
 /// the stream.
 pub fn invalid_kernel_shapes_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
@@ -287,7 +287,7 @@ pub fn invalid_kernel_shapes_refused<B: Backend>(h: &Harness<B>) -> Result<(), C
     for (name, kernel) in &cases {
         expect_err!(
             s.launch(kernel),
-            Error::Kernel(KernelError { kernel, .. }) if kernel == *name,
+            StreamError::Kernel(KernelError { kernel, .. }) if kernel == *name,
             "launching {kernel:?}"
         );
     }
@@ -302,7 +302,7 @@ pub fn invalid_kernel_shapes_refused<B: Backend>(h: &Harness<B>) -> Result<(), C
 
 /// Validation: a host-to-device copy whose length differs from the destination, a
 /// device-to-device copy of different lengths, and a range outside its segment are
-/// `Error::OutOfBounds`.
+/// `StreamError::OutOfBounds`.
 pub fn copy_length_mismatch_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
     let s = device.create_stream(0)?;
@@ -310,7 +310,7 @@ pub fn copy_length_mismatch_refused<B: Backend>(h: &Harness<B>) -> Result<(), Ca
     let before = s.position();
     expect_err!(
         s.copy_h2d(mem.slice(), f32_bytes(&[1.0; 15])),
-        Error::OutOfBounds {
+        StreamError::OutOfBounds {
             what: "host-to-device copy",
             len: 60,
             capacity: 64,
@@ -320,7 +320,7 @@ pub fn copy_length_mismatch_refused<B: Backend>(h: &Harness<B>) -> Result<(), Ca
     );
     expect_err!(
         s.copy_h2d(mem.slice(), f32_bytes(&[1.0; 17])),
-        Error::OutOfBounds {
+        StreamError::OutOfBounds {
             len: 68,
             capacity: 64,
             ..
@@ -329,7 +329,7 @@ pub fn copy_length_mismatch_refused<B: Backend>(h: &Harness<B>) -> Result<(), Ca
     );
     expect_err!(
         s.copy_d2d(mem.range(0, 32)?, mem.range(32, 16)?),
-        Error::OutOfBounds {
+        StreamError::OutOfBounds {
             what: "device-to-device copy",
             ..
         },
@@ -337,7 +337,7 @@ pub fn copy_length_mismatch_refused<B: Backend>(h: &Harness<B>) -> Result<(), Ca
     );
     expect_err!(
         mem.range(60, 8),
-        Error::OutOfBounds {
+        StreamError::OutOfBounds {
             offset: 60,
             len: 8,
             capacity: 64,
@@ -347,7 +347,7 @@ pub fn copy_length_mismatch_refused<B: Backend>(h: &Harness<B>) -> Result<(), Ca
     );
     expect_err!(
         mem.range(u64::MAX, 2),
-        Error::OutOfBounds { .. },
+        StreamError::OutOfBounds { .. },
         "an overflowing range"
     );
     ensure_eq!(s.position(), before, "refused copies must not be submitted");

@@ -6,7 +6,7 @@ use crate::support::{
 };
 use crate::{CaseError, Harness};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{CaptureMode, Error, EventFlags, Kernel};
+use braid_stream_core::{CaptureMode, EventFlags, Kernel, StreamError};
 
 /// B14: an event's `query()` is true before any record, false when recorded behind pending
 /// work and true after `synchronize()`; an unrecorded event has no `recorded_at()`.
@@ -57,7 +57,7 @@ pub fn elapsed_time_is_positive<B: Backend>(h: &Harness<B>) -> Result<(), CaseEr
     Ok(())
 }
 
-/// B15: `elapsed_ms` on events created without timing is `Error::EventWithoutTiming`.
+/// B15: `elapsed_ms` on events created without timing is `StreamError::EventWithoutTiming`.
 pub fn elapsed_requires_timing<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
     let s = device.create_stream(0)?;
@@ -71,23 +71,23 @@ pub fn elapsed_requires_timing<B: Backend>(h: &Harness<B>) -> Result<(), CaseErr
     s.synchronize()?;
     expect_err!(
         plain_a.elapsed_ms(&plain_b),
-        Error::EventWithoutTiming,
+        StreamError::EventWithoutTiming,
         "two events without timing"
     );
     expect_err!(
         plain_a.elapsed_ms(&timed),
-        Error::EventWithoutTiming,
+        StreamError::EventWithoutTiming,
         "start without timing"
     );
     expect_err!(
         timed.elapsed_ms(&plain_b),
-        Error::EventWithoutTiming,
+        StreamError::EventWithoutTiming,
         "end without timing"
     );
     still_works(&device)
 }
 
-/// B15: `elapsed_ms` with an event never recorded is `Error::EventNotRecorded`.
+/// B15: `elapsed_ms` with an event never recorded is `StreamError::EventNotRecorded`.
 pub fn elapsed_requires_record<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
     let s = device.create_stream(0)?;
@@ -95,19 +95,19 @@ pub fn elapsed_requires_record<B: Backend>(h: &Harness<B>) -> Result<(), CaseErr
     let b = device.create_event(EventFlags::TIMING)?;
     expect_err!(
         a.elapsed_ms(&b),
-        Error::EventNotRecorded,
+        StreamError::EventNotRecorded,
         "neither event recorded"
     );
     a.record(&s)?;
     s.synchronize()?;
     expect_err!(
         a.elapsed_ms(&b),
-        Error::EventNotRecorded,
+        StreamError::EventNotRecorded,
         "end never recorded"
     );
     expect_err!(
         b.elapsed_ms(&a),
-        Error::EventNotRecorded,
+        StreamError::EventNotRecorded,
         "start never recorded"
     );
     // Events recorded only inside a capture have no eager record to time.
@@ -121,7 +121,7 @@ pub fn elapsed_requires_record<B: Backend>(h: &Harness<B>) -> Result<(), CaseErr
     c_end.record(&s)?;
     expect_err!(
         c_start.elapsed_ms(&c_end),
-        Error::EventNotRecorded,
+        StreamError::EventNotRecorded,
         "events recorded in a capture, during it"
     );
     let graph = s.end_capture()?;
@@ -129,7 +129,7 @@ pub fn elapsed_requires_record<B: Backend>(h: &Harness<B>) -> Result<(), CaseErr
     s.synchronize()?;
     expect_err!(
         c_start.elapsed_ms(&c_end),
-        Error::EventNotRecorded,
+        StreamError::EventNotRecorded,
         "events recorded in a capture, after it"
     );
     still_works(&device)

@@ -11,7 +11,7 @@ use braid_graph_capture::{
     InputKind, MemoryReuse, RunContext, RunnerConfig,
 };
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{DeviceSlice, Error, Kernel, Stream};
+use braid_stream_core::{DeviceSlice, Kernel, Stream, StreamError};
 use std::panic::{catch_unwind, resume_unwind, AssertUnwindSafe};
 
 /// Floats in the buffers of the capture cases (PyTorch's tests use 1000).
@@ -94,7 +94,7 @@ pub fn session_capture_and_replay<B: Backend>(h: &Harness<B>) -> Result<(), Case
 }
 
 /// D35: a capture session on the default stream fails with
-/// `GraphError::Stream(Error::CaptureOnDefaultStream)`; nothing is capturing, the session's
+/// `GraphError::Stream(StreamError::CaptureOnDefaultStream)`; nothing is capturing, the session's
 /// pool is gone and allocations go to the default pool.
 pub fn session_on_default_stream_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
@@ -104,7 +104,7 @@ pub fn session_on_default_stream_refused<B: Backend>(h: &Harness<B>) -> Result<(
         CaptureSession::new(&alloc, &main)
             .run(|ctx| ctx.alloc(16))
             .map(|_| ()),
-        GraphError::Stream(Error::CaptureOnDefaultStream),
+        GraphError::Stream(StreamError::CaptureOnDefaultStream),
         "a capture session on the default stream"
     );
     ensure!(
@@ -483,7 +483,7 @@ pub fn synchronize_inside_session_refused<B: Backend>(h: &Harness<B>) -> Result<
                 Ok(x)
             })
             .map(|_| ()),
-        GraphError::Stream(Error::ForbiddenDuringCapture {
+        GraphError::Stream(StreamError::ForbiddenDuringCapture {
             call: "Stream::synchronize",
             ..
         }),
@@ -734,7 +734,7 @@ pub fn graph_errors_leave_things_usable<B: Backend>(h: &Harness<B>) -> Result<()
         })?;
         Ok(x)
     }) {
-        Err(GraphError::Stream(Error::UnjoinedStream { stream, origin, .. })) => {
+        Err(GraphError::Stream(StreamError::UnjoinedStream { stream, origin, .. })) => {
             ensure_eq!((stream, origin), (side.id(), s.id()), "the unjoined stream");
         }
         other => {

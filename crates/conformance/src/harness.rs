@@ -185,9 +185,9 @@ impl fmt::Display for CaseError {
 
 impl std::error::Error for CaseError {}
 
-impl From<braid_stream_core::Error> for CaseError {
+impl From<braid_stream_core::StreamError> for CaseError {
     #[track_caller]
-    fn from(err: braid_stream_core::Error) -> Self {
+    fn from(err: braid_stream_core::StreamError) -> Self {
         CaseError::new(format!("unexpected error: {err} ({err:?})"))
     }
 }
@@ -227,7 +227,7 @@ impl From<String> for CaseError {
 pub fn check_device_works<B: Backend>(device: &Device<B>) -> Result<(), String> {
     const N: u64 = 256;
     let fail =
-        |step: &str, e: braid_stream_core::Error| format!("device check: {step} failed: {e}");
+        |step: &str, e: braid_stream_core::StreamError| format!("device check: {step} failed: {e}");
     let side = device
         .create_stream(0)
         .map_err(|e| fail("create_stream", e))?;

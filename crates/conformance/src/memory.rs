@@ -6,7 +6,7 @@ use crate::support::{
 };
 use crate::{CaseError, Harness};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{f32_bytes, f32s_from_bytes, CaptureMode, Error};
+use braid_stream_core::{f32_bytes, f32s_from_bytes, CaptureMode, StreamError};
 
 /// Copies: a host-to-device copy takes `Bytes`; the caller may drop its handle right after the
 /// call, while the copy is still queued behind long work, and the device still gets the data.
@@ -45,7 +45,7 @@ pub fn h2d_bytes_may_be_dropped_after_the_call<B: Backend>(
     Ok(())
 }
 
-/// Copies: a device-to-host readback's `try_bytes()` is `Error::NotReady` until the host has
+/// Copies: a device-to-host readback's `try_bytes()` is `StreamError::NotReady` until the host has
 /// observed the copy complete, and correct after `wait()`, a stream or a device synchronize.
 pub fn d2h_readback_not_ready_until_observed<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
@@ -62,7 +62,7 @@ pub fn d2h_readback_not_ready_until_observed<B: Backend>(h: &Harness<B>) -> Resu
     );
     expect_err!(
         rb.try_bytes(),
-        Error::NotReady,
+        StreamError::NotReady,
         "try_bytes before completion"
     );
     let bytes = rb.wait()?;
@@ -75,7 +75,7 @@ pub fn d2h_readback_not_ready_until_observed<B: Backend>(h: &Harness<B>) -> Resu
     let by_stream = s.copy_d2h(mem.slice())?;
     expect_err!(
         by_stream.try_bytes(),
-        Error::NotReady,
+        StreamError::NotReady,
         "second readback before completion"
     );
     s.synchronize()?;
@@ -90,7 +90,7 @@ pub fn d2h_readback_not_ready_until_observed<B: Backend>(h: &Harness<B>) -> Resu
     let by_device = s.copy_d2h(mem.slice())?;
     expect_err!(
         by_device.try_bytes(),
-        Error::NotReady,
+        StreamError::NotReady,
         "third readback before completion"
     );
     device.synchronize()?;
@@ -187,10 +187,18 @@ pub fn raw_copies_use_host_memory_in_place<B: Backend>(h: &Harness<B>) -> Result
     all_match(&f32s_from_bytes(&dst), &expected, "raw round trip")?;
     // SAFETY: refused before reaching the backend (lengths differ); nothing is copied.
     let short_up = unsafe { s.copy_h2d_raw(mem.slice(), src.as_ptr(), 4) };
-    expect_err!(short_up, Error::OutOfBounds { .. }, "h2d length mismatch");
+    expect_err!(
+        short_up,
+        StreamError::OutOfBounds { .. },
+        "h2d length mismatch"
+    );
     // SAFETY: as above.
     let short_down = unsafe { s.copy_d2h_raw(dst.as_mut_ptr(), 4, mem.slice()) };
-    expect_err!(short_down, Error::OutOfBounds { .. }, "d2h length mismatch");
+    expect_err!(
+        short_down,
+        StreamError::OutOfBounds { .. },
+        "d2h length mismatch"
+    );
     let c = device.create_stream(0)?;
     c.begin_capture(CaptureMode::Global)?;
     // SAFETY: refused before reaching the backend (the stream is capturing).
@@ -198,7 +206,7 @@ pub fn raw_copies_use_host_memory_in_place<B: Backend>(h: &Harness<B>) -> Result
     c.end_capture()?;
     expect_err!(
         captured,
-        Error::ForbiddenDuringCapture { .. },
+        StreamError::ForbiddenDuringCapture { .. },
         "raw readback inside a capture"
     );
     still_works(&device)

@@ -4,7 +4,7 @@
 use crate::support::{all_equal, alloc_f32, download, fill, long_work, still_works};
 use crate::{CaseError, Harness};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{Error, Kernel};
+use braid_stream_core::{Kernel, StreamError};
 
 /// G58 (tagged streams): the same tag always gives the same stream, which reports its tag and
 /// priority; different tags give different streams.
@@ -33,18 +33,18 @@ pub fn same_tag_same_stream<B: Backend>(h: &Harness<B>) -> Result<(), CaseError>
 }
 
 /// G58 (tagged streams): asking for an existing tag with another priority is
-/// `Error::TagPriorityMismatch`, also through `stream_switch`.
+/// `StreamError::TagPriorityMismatch`, also through `stream_switch`.
 pub fn tag_priority_mismatch_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
     let s = device.tagged_stream("prio", 0)?;
     expect_err!(
         device.tagged_stream("prio", -1),
-        Error::TagPriorityMismatch { ref tag, existing: 0, requested: -1 } if tag == "prio",
+        StreamError::TagPriorityMismatch { ref tag, existing: 0, requested: -1 } if tag == "prio",
         "tagged_stream with another priority"
     );
     expect_err!(
         device.stream_switch("prio", 1),
-        Error::TagPriorityMismatch {
+        StreamError::TagPriorityMismatch {
             existing: 0,
             requested: 1,
             ..
@@ -64,7 +64,7 @@ pub fn tag_priority_mismatch_refused<B: Backend>(h: &Harness<B>) -> Result<(), C
     still_works(&device)
 }
 
-/// G58 (tagged events): `create_tagged_event` with a tag already taken is `Error::TagInUse`;
+/// G58 (tagged events): `create_tagged_event` with a tag already taken is `StreamError::TagInUse`;
 /// `tagged_event` finds the registered event.
 pub fn tagged_event_tag_in_use<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
@@ -72,7 +72,7 @@ pub fn tagged_event_tag_in_use<B: Backend>(h: &Harness<B>) -> Result<(), CaseErr
     ensure_eq!(ev.tag(), Some("ev"), "tag() of a tagged event");
     expect_err!(
         device.create_tagged_event("ev"),
-        Error::TagInUse(ref tag) if tag == "ev",
+        StreamError::TagInUse(ref tag) if tag == "ev",
         "creating the same tagged event twice"
     );
     let found = device.tagged_event("ev")?;
@@ -88,18 +88,18 @@ pub fn tagged_event_tag_in_use<B: Backend>(h: &Harness<B>) -> Result<(), CaseErr
     still_works(&device)
 }
 
-/// G58 (tagged events): looking up a tag never registered is `Error::UnknownTag`.
+/// G58 (tagged events): looking up a tag never registered is `StreamError::UnknownTag`.
 pub fn unknown_tag_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
     expect_err!(
         device.tagged_event("nope"),
-        Error::UnknownTag(ref tag) if tag == "nope",
+        StreamError::UnknownTag(ref tag) if tag == "nope",
         "tagged_event of an unknown tag"
     );
     device.create_tagged_event("yes")?;
     expect_err!(
         device.tagged_event("Yes"),
-        Error::UnknownTag(_),
+        StreamError::UnknownTag(_),
         "tags are case-sensitive"
     );
     still_works(&device)

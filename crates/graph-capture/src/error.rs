@@ -11,7 +11,7 @@ pub enum GraphError {
     /// synchronize or query during capture, an unjoined stream at the end, ...) or another
     /// stream/event misuse. The inner error names the rule.
     #[error(transparent)]
-    Stream(#[from] braid_stream_core::Error),
+    Stream(#[from] braid_stream_core::StreamError),
     /// The allocator failed (out of memory inside a capture, a busy pool, ...).
     #[error(transparent)]
     Alloc(#[from] AllocError),

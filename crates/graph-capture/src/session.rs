@@ -185,9 +185,11 @@ impl<'a, B: Backend> CaptureSession<'a, B> {
             done: false,
         };
         let Domain::Capture(id) = stream.domain() else {
-            return Err(GraphError::Stream(braid_stream_core::Error::NotCapturing {
-                stream: stream.id(),
-            }));
+            return Err(GraphError::Stream(
+                braid_stream_core::StreamError::NotCapturing {
+                    stream: stream.id(),
+                },
+            ));
         };
         let diversion = alloc.begin_allocate_to_pool(pool.mem_pool(), PoolFilter::Capture(id))?;
         let (live_at_begin, _) = pool.layout();

@@ -5,7 +5,7 @@ mod common;
 
 use braid_allocator::{AllocError, PoolId};
 use braid_graph_capture::{graph_pool_handle, CaptureSession, GraphError, GraphPool};
-use braid_stream_core::{Error, Kernel};
+use braid_stream_core::{Kernel, StreamError};
 use common::*;
 
 const N: u64 = 1000;
@@ -62,7 +62,7 @@ fn d35_capture_on_the_default_stream_fails_and_leaves_things_usable() {
         .run(|ctx| ctx.alloc(16))
         .unwrap_err();
     assert!(
-        matches!(err, GraphError::Stream(Error::CaptureOnDefaultStream)),
+        matches!(err, GraphError::Stream(StreamError::CaptureOnDefaultStream)),
         "{err}"
     );
     let x = alloc.alloc(16, &main).unwrap();
@@ -251,7 +251,7 @@ fn d45_synchronize_inside_capture_is_refused() {
     assert!(
         matches!(
             err,
-            GraphError::Stream(Error::ForbiddenDuringCapture {
+            GraphError::Stream(StreamError::ForbiddenDuringCapture {
                 call: "Stream::synchronize",
                 ..
             })
@@ -385,7 +385,7 @@ fn an_unjoined_untagged_stream_is_a_typed_error() {
         })
         .unwrap_err();
     match err {
-        GraphError::Stream(Error::UnjoinedStream { stream, origin, .. }) => {
+        GraphError::Stream(StreamError::UnjoinedStream { stream, origin, .. }) => {
             assert_eq!((stream, origin), (side.id(), s.id()));
         }
         other => panic!("{other}"),

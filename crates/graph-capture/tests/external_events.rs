@@ -6,7 +6,7 @@
 
 mod common;
 
-use braid_stream_core::{CaptureMode, Error, Event, EventFlags, Graph, Kernel, Stream};
+use braid_stream_core::{CaptureMode, Event, EventFlags, Graph, Kernel, Stream, StreamError};
 use common::*;
 
 const BYTES: u64 = 4 * 1024;
@@ -103,7 +103,10 @@ fn without_the_opt_in_waits_across_captures_stay_refused() {
     let g1 = s1.end_capture().unwrap();
     assert_eq!(g1.external_event_counts(), (0, 0));
     s2.begin_capture(CaptureMode::Global).unwrap();
-    assert!(matches!(s2.wait(&e), Err(Error::CaptureIsolation { .. })));
+    assert!(matches!(
+        s2.wait(&e),
+        Err(StreamError::CaptureIsolation { .. })
+    ));
     // An eager record waited on inside a capture is refused as before.
     let eager = dev.create_event(EventFlags::ORDERING).unwrap();
     s2.end_capture().unwrap();
@@ -111,7 +114,7 @@ fn without_the_opt_in_waits_across_captures_stay_refused() {
     s2.begin_capture(CaptureMode::Global).unwrap();
     assert!(matches!(
         s2.wait(&eager),
-        Err(Error::CaptureIsolation { .. })
+        Err(StreamError::CaptureIsolation { .. })
     ));
     s2.end_capture().unwrap();
     g1.launch(&s1).unwrap();

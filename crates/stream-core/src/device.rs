@@ -1,7 +1,7 @@
 //! `Device<B>`: one accelerator, its streams and the ordering model over them.
 
 use crate::context::{self, StreamGuard};
-use crate::error::{Error, Result};
+use crate::error::{Result, StreamError};
 use crate::event::{Event, EventInner};
 use crate::hal::{self, Backend, Device as _};
 use crate::memory::DeviceMemory;
@@ -268,7 +268,7 @@ impl<B: Backend> Device<B> {
     pub fn tagged_stream(&self, tag: &str, priority: Priority) -> Result<Stream<B>> {
         if let Some(existing) = self.inner.lock().tagged_streams.get(tag).cloned() {
             if existing.priority != priority {
-                return Err(Error::TagPriorityMismatch {
+                return Err(StreamError::TagPriorityMismatch {
                     tag: tag.to_string(),
                     existing: existing.priority,
                     requested: priority,
@@ -303,7 +303,7 @@ impl<B: Backend> Device<B> {
     /// be taken once per device.
     pub fn create_tagged_event(&self, tag: &str) -> Result<Event<B>> {
         if self.inner.lock().tagged_events.contains_key(tag) {
-            return Err(Error::TagInUse(tag.to_string()));
+            return Err(StreamError::TagInUse(tag.to_string()));
         }
         let hal = self.inner.hal.create_event(EventFlags::ORDERING)?;
         let inner = Arc::new(EventInner::new(
@@ -313,7 +313,7 @@ impl<B: Backend> Device<B> {
         ));
         let mut st = self.inner.lock();
         if st.tagged_events.contains_key(tag) {
-            return Err(Error::TagInUse(tag.to_string()));
+            return Err(StreamError::TagInUse(tag.to_string()));
         }
         st.tagged_events.insert(tag.to_string(), inner.clone());
         Ok(Event::from_parts(self.clone(), inner))
@@ -324,7 +324,7 @@ impl<B: Backend> Device<B> {
         let inner = self.inner.lock().tagged_events.get(tag).cloned();
         inner
             .map(|inner| Event::from_parts(self.clone(), inner))
-            .ok_or_else(|| Error::UnknownTag(tag.to_string()))
+            .ok_or_else(|| StreamError::UnknownTag(tag.to_string()))
     }
 
     /// Is the work at `u` ordered before the next work submitted to `next_on`?
@@ -404,7 +404,7 @@ impl<B: Backend> Device<B> {
         if self.same_as(other) {
             Ok(())
         } else {
-            Err(Error::WrongDevice {
+            Err(StreamError::WrongDevice {
                 what,
                 expected: self.id(),
                 found: other.id(),

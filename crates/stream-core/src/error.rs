@@ -9,7 +9,7 @@ use crate::types::{DeviceId, DeviceSlice};
 /// Everything the front layer can refuse or report. After any of these the device, its streams
 /// and events stay consistent and usable.
 #[derive(Clone, PartialEq, Debug, thiserror::Error)]
-pub enum Error {
+pub enum StreamError {
     /// The backend failed.
     #[error(transparent)]
     Backend(#[from] HalError),
@@ -31,7 +31,7 @@ pub enum Error {
         device: DeviceId,
     },
     /// Work on one device's stream used memory of another device without a peer relation
-    /// (boxed: it names two devices, and `Error` stays small for every other result).
+    /// (boxed: it names two devices, and `StreamError` stays small for every other result).
     #[error(transparent)]
     ForeignMemory(Box<ForeignMemory>),
     /// Peer access from one device to another is not possible (or was not enabled for a peer
@@ -165,7 +165,7 @@ pub enum Error {
 }
 
 /// Work on one device's stream used memory of another device without a peer relation
-/// ([`Error::ForeignMemory`]).
+/// ([`StreamError::ForeignMemory`]).
 #[derive(Clone, PartialEq, Debug, thiserror::Error)]
 #[error("{work} on a stream of {stream_device} uses {range}, memory of {memory_device}: enable peer access from {stream_device} to {memory_device} first (Device::enable_peer_access)")]
 pub struct ForeignMemory {
@@ -179,5 +179,5 @@ pub struct ForeignMemory {
     pub memory_device: DeviceId,
 }
 
-/// Result with the front layer's [`Error`].
-pub type Result<T, E = Error> = std::result::Result<T, E>;
+/// Result with the front layer's [`StreamError`].
+pub type Result<T, E = StreamError> = std::result::Result<T, E>;

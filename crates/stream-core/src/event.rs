@@ -2,7 +2,7 @@
 
 use crate::capture_rule::{capture_record, RecordOutcome};
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{Result, StreamError};
 use crate::hal::{Backend, Event as _, Stream as _};
 use crate::ordering::{Domain, EventSnapshot, StreamPosition};
 use crate::state::BlockingTarget;
@@ -229,14 +229,14 @@ impl<B: Backend> Event<B> {
     pub fn elapsed_ms(&self, end: &Event<B>) -> Result<f32> {
         self.device.check_same_device("event", end.device())?;
         if !self.inner.flags.timing || !end.inner.flags.timing {
-            return Err(Error::EventWithoutTiming);
+            return Err(StreamError::EventWithoutTiming);
         }
         let eager = |e: &Event<B>| e.recorded_at().is_some_and(|p| p.domain == Domain::Eager);
         if !eager(self) || !eager(end) {
-            return Err(Error::EventNotRecorded);
+            return Err(StreamError::EventNotRecorded);
         }
         if !self.query()? || !end.query()? {
-            return Err(Error::NotReady);
+            return Err(StreamError::NotReady);
         }
         Ok(self.inner.hal.elapsed_ms(&end.inner.hal)?)
     }

@@ -1,7 +1,7 @@
 //! `Graph<B>`: a captured, replayable graph of work.
 
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{Result, StreamError};
 use crate::event::{EventInner, RecordState};
 use crate::hal::{Backend, Graph as _};
 use crate::ordering::StreamPosition;
@@ -112,7 +112,7 @@ impl<B: Backend> Graph<B> {
         {
             let st = inner.lock();
             if st.ordering.capture_of(stream.id()).is_some() {
-                return Err(Error::ForbiddenDuringCapture {
+                return Err(StreamError::ForbiddenDuringCapture {
                     call: "Graph::launch",
                     stream: stream.id(),
                 });

@@ -15,14 +15,14 @@
 //!   devices' work the observed work was ordered after. Captures stay per device. A device's
 //!   streams use another device's memory only after [`Device::enable_peer_access`]
 //!   (kernels, operators, copies, memsets, [`Stream::copy_peer`]); otherwise a typed
-//!   [`Error::ForeignMemory`] names both devices, and the owning device's use observers see
+//!   [`StreamError::ForeignMemory`] names both devices, and the owning device's use observers see
 //!   the uses made from the other device's streams. [`ordering`] explains the clocks.
 //! - Many host threads may drive one device: launches, records and waits on different streams
 //!   never wait for each other's backend calls, and the model stays exact. [`sync`] lists the
 //!   locks that remain and the one order they are taken in.
 //! - The current-stream context ([`Device::use_stream`]), tagged streams and events
 //!   ([`Device::stream_switch`], [`Device::create_tagged_event`]) and the capture rules, each
-//!   with a typed [`Error`].
+//!   with a typed [`StreamError`].
 //!
 //! # Where things are
 //!
@@ -80,7 +80,7 @@ pub use context::StreamGuard;
 pub use custom::{CustomOp, OpCost, OpError, OpRange};
 pub use device::Device;
 pub use dtype::DType;
-pub use error::{Error, Result};
+pub use error::{Result, StreamError};
 pub use event::{Event, EventWait};
 pub use graph::Graph;
 pub use kernel::{ComputeUnit, Kernel, KernelError, TypedKernel};

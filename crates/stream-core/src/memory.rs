@@ -2,7 +2,7 @@
 
 use crate::device::Device;
 use crate::dtype::DType;
-use crate::error::{Error, Result};
+use crate::error::{Result, StreamError};
 use crate::event::Event;
 use crate::hal::{Backend, Device as _};
 use crate::ordering::StreamPosition;
@@ -56,12 +56,14 @@ impl<B: Backend> DeviceMemory<B> {
 
     /// `len` bytes at `offset`.
     pub fn range(&self, offset: u64, len: u64) -> Result<DeviceSlice> {
-        self.slice().sub(offset, len).ok_or(Error::OutOfBounds {
-            what: "device memory range",
-            offset,
-            len,
-            capacity: self.len,
-        })
+        self.slice()
+            .sub(offset, len)
+            .ok_or(StreamError::OutOfBounds {
+                what: "device memory range",
+                offset,
+                len,
+                capacity: self.len,
+            })
     }
 }
 
@@ -167,10 +169,10 @@ impl<B: Backend> HostReadback<B> {
         self.done.device().is_complete(self.position)
     }
 
-    /// The bytes, if the host has observed the copy complete; [`Error::NotReady`] otherwise.
+    /// The bytes, if the host has observed the copy complete; [`StreamError::NotReady`] otherwise.
     pub fn try_bytes(&self) -> Result<Bytes> {
         if !self.is_ready() {
-            return Err(Error::NotReady);
+            return Err(StreamError::NotReady);
         }
         // SAFETY: `is_ready` means the host observed the copy complete.
         Ok(unsafe { self.staging.read() })

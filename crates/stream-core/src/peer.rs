@@ -3,7 +3,7 @@
 
 use crate::clock::{RemoteClocks, VectorClock};
 use crate::device::{Device, DeviceInner};
-use crate::error::{Error, ForeignMemory, Result};
+use crate::error::{ForeignMemory, Result, StreamError};
 use crate::hal::{Backend, Device as _, HalError};
 use crate::ordering::StreamPosition;
 use crate::registry::{self, Lookup};
@@ -61,13 +61,13 @@ impl<B: Backend> Device<B> {
     /// on this device's streams reading or writing it; `aclrtDeviceEnablePeerAccess`,
     /// `cudaDeviceEnablePeerAccess`). One direction only: `peer`'s streams need their own call
     /// to use this device's memory. Enabling twice, or for the device itself, does nothing.
-    /// When the backend cannot give access the error is [`Error::PeerAccessUnavailable`]
+    /// When the backend cannot give access the error is [`StreamError::PeerAccessUnavailable`]
     /// naming both devices, and nothing changes.
     pub fn enable_peer_access(&self, peer: &Device<B>) -> Result<()> {
         if self.has_peer_access(peer) {
             return Ok(());
         }
-        let unavailable = |reason: String| Error::PeerAccessUnavailable {
+        let unavailable = |reason: String| StreamError::PeerAccessUnavailable {
             from: self.id(),
             to: peer.id(),
             reason,
@@ -108,8 +108,8 @@ impl<B: Backend> Device<B> {
     /// Checks the ranges of work `work` for a stream of this device. A range the backend
     /// knows is not live here is looked up on the other live devices of the backend this one
     /// can reach ([`Device::owner_among_peers`]): live on one this device has peer access to,
-    /// it is a [`ForeignUse`] (returned); live on one without, [`Error::ForeignMemory`] names
-    /// both devices; live on none, [`Error::RangeNotLive`]. Ranges the backend cannot tell
+    /// it is a [`ForeignUse`] (returned); live on one without, [`StreamError::ForeignMemory`] names
+    /// both devices; live on none, [`StreamError::RangeNotLive`]. Ranges the backend cannot tell
     /// about count as this device's.
     pub(crate) fn place_ranges(
         &self,
@@ -124,7 +124,7 @@ impl<B: Backend> Device<B> {
             let owner = self.owner_among_peers(range);
             match owner {
                 None => {
-                    return Err(Error::RangeNotLive {
+                    return Err(StreamError::RangeNotLive {
                         work: work.to_string(),
                         range,
                         device: self.id(),
@@ -136,7 +136,7 @@ impl<B: Backend> Device<B> {
                     owner,
                 }),
                 Some(owner) => {
-                    return Err(Error::ForeignMemory(Box::new(ForeignMemory {
+                    return Err(StreamError::ForeignMemory(Box::new(ForeignMemory {
                         work: work.to_string(),
                         range,
                         stream_device: self.id(),

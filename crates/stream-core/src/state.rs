@@ -1,6 +1,6 @@
 //! The per-device state shared by the front types: ordering, capture rules, tags, keep-alives.
 
-use crate::error::{Error, Result};
+use crate::error::{Result, StreamError};
 use crate::event::EventInner;
 use crate::graph::ExternalNodes;
 use crate::hal::Backend;
@@ -101,7 +101,7 @@ impl<B: Backend> DeviceState<B> {
         };
         for cap in self.ordering.captures() {
             if Some(cap.id) == own_capture || restricts_this_thread(cap) {
-                return Err(Error::ForbiddenDuringCapture {
+                return Err(StreamError::ForbiddenDuringCapture {
                     call,
                     stream: cap.origin,
                 });
@@ -120,7 +120,7 @@ impl<B: Backend> DeviceState<B> {
             .captures()
             .find(|cap| restricts_this_thread(cap))
         {
-            Some(cap) => Err(Error::DefaultStreamDuringCapture {
+            Some(cap) => Err(StreamError::DefaultStreamDuringCapture {
                 call,
                 capturing: cap.origin,
             }),

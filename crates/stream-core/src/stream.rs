@@ -3,7 +3,7 @@
 use crate::capture_rule::WaitOutcome;
 use crate::custom::CustomOp;
 use crate::device::Device;
-use crate::error::{Error, Result};
+use crate::error::{Result, StreamError};
 use crate::event::Event;
 use crate::graph::Graph;
 use crate::hal::{self, Backend, Device as _, PreparedLaunch as _, Stream as _};
@@ -172,7 +172,7 @@ impl<B: Backend> Stream<B> {
         let _turn = self.inner.submission_turn();
         inner.check_submit(call, self.id())?;
         if capturable == Capturable::No && self.is_capturing() {
-            return Err(Error::ForbiddenDuringCapture {
+            return Err(StreamError::ForbiddenDuringCapture {
                 call,
                 stream: self.id(),
             });
@@ -313,7 +313,7 @@ impl<B: Backend> Stream<B> {
     /// memory instead.
     pub fn copy_d2h(&self, src: DeviceSlice) -> Result<HostReadback<B>> {
         let len = usize::try_from(src.len).map_err(|_| {
-            Error::SizeOverflow(format!("{} bytes do not fit in host memory", src.len))
+            StreamError::SizeOverflow(format!("{} bytes do not fit in host memory", src.len))
         })?;
         let uses = [(src, Access::Read)];
         let foreign = self.device.place_ranges("device-to-host copy", uses)?;
@@ -356,10 +356,10 @@ impl<B: Backend> Stream<B> {
     /// Enqueues a device-to-device copy (same lengths). Either range may be memory of another
     /// device this stream's device has peer access to ([`Device::enable_peer_access`]): a
     /// peer copy, whose use the owning device's observers see too. Without peer access the
-    /// copy is refused with [`Error::ForeignMemory`] naming both devices.
+    /// copy is refused with [`StreamError::ForeignMemory`] naming both devices.
     pub fn copy_d2d(&self, src: DeviceSlice, dst: DeviceSlice) -> Result<StreamPosition> {
         if src.len != dst.len {
-            return Err(Error::OutOfBounds {
+            return Err(StreamError::OutOfBounds {
                 what: "device-to-device copy",
                 offset: 0,
                 len: src.len,
@@ -378,8 +378,8 @@ impl<B: Backend> Stream<B> {
     /// Enqueues a copy of `src`, memory of `src_device`, into `dst`, memory of `dst_device`
     /// (same lengths): a peer copy when the devices differ (`aclrtMemcpyAsync` device to device
     /// after enabling peer access). One of the two devices must be this stream's
-    /// ([`Error::WrongDevice`] otherwise), and this stream's device must have peer access to
-    /// the other ([`Error::PeerAccessUnavailable`] naming both otherwise). Each range must be
+    /// ([`StreamError::WrongDevice`] otherwise), and this stream's device must have peer access to
+    /// the other ([`StreamError::PeerAccessUnavailable`] naming both otherwise). Each range must be
     /// live memory of the device named for it, as far as the backend can tell. The read is
     /// noted to `src_device`'s observers and the write to `dst_device`'s, both at this
     /// stream's position: an allocator of either device sees its buffer used by this stream.
@@ -396,21 +396,21 @@ impl<B: Backend> Stream<B> {
         } else if mine.same_as(dst_device) {
             src_device
         } else {
-            return Err(Error::WrongDevice {
+            return Err(StreamError::WrongDevice {
                 what: "peer copy (neither side is the stream's device)",
                 expected: mine.id(),
                 found: src_device.id(),
             });
         };
         if !mine.has_peer_access(other) {
-            return Err(Error::PeerAccessUnavailable {
+            return Err(StreamError::PeerAccessUnavailable {
                 from: mine.id(),
                 to: other.id(),
                 reason: "peer access was not enabled (Device::enable_peer_access)".into(),
             });
         }
         if src.len != dst.len {
-            return Err(Error::OutOfBounds {
+            return Err(StreamError::OutOfBounds {
                 what: "peer copy",
                 offset: 0,
                 len: src.len,
@@ -419,7 +419,7 @@ impl<B: Backend> Stream<B> {
         }
         for (range, device) in [(src, src_device), (dst, dst_device)] {
             if range.len > 0 && device.hal().is_live(range) == Some(false) {
-                return Err(Error::RangeNotLive {
+                return Err(StreamError::RangeNotLive {
                     work: "peer copy".into(),
                     range,
                     device: device.id(),
@@ -480,7 +480,7 @@ impl<B: Backend> Stream<B> {
     /// ordered after that device's work up to the record, in the backend and in the model.
     /// Captures stay per device: a stream does not join another device's capture, and a
     /// capturing stream waits on no eager work of another device
-    /// ([`Error::CaptureIsolation`], the one rule of [`crate::capture_rule`]).
+    /// ([`StreamError::CaptureIsolation`], the one rule of [`crate::capture_rule`]).
     pub fn wait(&self, event: &Event<B>) -> Result<()> {
         let inner = &self.device.inner;
         let _gate = inner.gate_shared();
@@ -500,7 +500,7 @@ impl<B: Backend> Stream<B> {
         );
         let snap = match outcome {
             Err(refusal) => {
-                return Err(Error::CaptureIsolation {
+                return Err(StreamError::CaptureIsolation {
                     stream: self.id(),
                     reason: refusal.reason(),
                 })
@@ -589,7 +589,7 @@ impl<B: Backend> Stream<B> {
     /// not run; other streams join by waiting on events recorded here.
     pub fn begin_capture(&self, mode: CaptureMode) -> Result<()> {
         if self.is_default() {
-            return Err(Error::CaptureOnDefaultStream);
+            return Err(StreamError::CaptureOnDefaultStream);
         }
         // Exclusive: no submission, record, wait or blocking call is inside the device while
         // the stream's domain changes (see `crate::sync`).
@@ -602,7 +602,7 @@ impl<B: Backend> Stream<B> {
             .capture_of(self.id())
             .is_some()
         {
-            return Err(Error::AlreadyCapturing { stream: self.id() });
+            return Err(StreamError::AlreadyCapturing { stream: self.id() });
         }
         self.inner.hal.begin_capture(mode)?;
         let id = self.device.inner.lock().ordering.begin_capture(
@@ -618,18 +618,18 @@ impl<B: Backend> Stream<B> {
     ///
     /// Every stream that joined the capture must have rejoined this one (an event recorded after
     /// its last captured work and waited on here); otherwise the capture is discarded and
-    /// [`Error::UnjoinedStream`] names the stream and where it forked. Either way all streams
+    /// [`StreamError::UnjoinedStream`] names the stream and where it forked. Either way all streams
     /// of the capture are back to eager work afterwards.
     pub fn end_capture(&self) -> Result<Graph<B>> {
         let gate = self.device.inner.gate_exclusive();
         let (id, unjoined) = {
             let st = self.device.inner.lock();
             let (id, origin) = match st.ordering.capture_of(self.id()) {
-                None => return Err(Error::NotCapturing { stream: self.id() }),
+                None => return Err(StreamError::NotCapturing { stream: self.id() }),
                 Some(cap) => (cap.id, cap.origin),
             };
             if origin != self.id() {
-                return Err(Error::NotCaptureOrigin {
+                return Err(StreamError::NotCaptureOrigin {
                     stream: self.id(),
                     origin,
                 });
@@ -654,7 +654,7 @@ impl<B: Backend> Stream<B> {
                 origin = origin.0,
                 "capture discarded: unjoined stream"
             );
-            return Err(Error::UnjoinedStream {
+            return Err(StreamError::UnjoinedStream {
                 stream: u.stream,
                 origin,
                 joined_at: u.joined_at,
@@ -707,7 +707,7 @@ fn check_copy_len(what: &'static str, host_len: u64, device_len: u64) -> Result<
     if host_len == device_len {
         Ok(())
     } else {
-        Err(Error::OutOfBounds {
+        Err(StreamError::OutOfBounds {
             what,
             offset: 0,
             len: host_len,

@@ -6,7 +6,7 @@
 
 use braid_backend_sim::{NodeConfig, SimBackend, SimNode, Topology};
 use braid_stream_core::{
-    Access, CaptureMode, Device, DeviceSlice, Error, Kernel, StreamPosition, UseObserver,
+    Access, CaptureMode, Device, DeviceSlice, Kernel, StreamError, StreamPosition, UseObserver,
 };
 use std::sync::{Arc, Mutex};
 
@@ -73,7 +73,7 @@ fn devices_with_one_ordinal_have_distinct_identities_in_errors() {
     };
     let bogus = DeviceSlice::new(braid_stream_core::DevicePtr(gone.ptr.0 + (1 << 40)), 64);
     match b.default_stream().memset(bogus, 0) {
-        Err(Error::RangeNotLive { device, .. }) => assert_eq!(device, b.id()),
+        Err(StreamError::RangeNotLive { device, .. }) => assert_eq!(device, b.id()),
         other => panic!("expected RangeNotLive, got {other:?}"),
     }
 }
@@ -175,7 +175,7 @@ fn captures_stay_per_device() {
     sb.begin_capture(CaptureMode::Relaxed).unwrap();
     assert!(matches!(
         sb.wait(&eager_a),
-        Err(Error::CaptureIsolation { .. })
+        Err(StreamError::CaptureIsolation { .. })
     ));
     sb.launch(&BUSY).unwrap();
     sb.end_capture().unwrap();
@@ -185,7 +185,7 @@ fn captures_stay_per_device() {
     let captured = sa.record_event().unwrap();
     assert!(matches!(
         sb.wait(&captured),
-        Err(Error::CaptureIsolation { .. })
+        Err(StreamError::CaptureIsolation { .. })
     ));
     assert!(!sb.is_capturing());
     sa.end_capture().unwrap();
@@ -216,7 +216,7 @@ fn peer_access_is_enabled_once_per_direction_and_refused_with_both_devices_named
     for (from, to) in [(&a, &other_node), (&servers[0], &servers[1])] {
         assert!(!from.can_access_peer(to).unwrap());
         match from.enable_peer_access(to) {
-            Err(Error::PeerAccessUnavailable { from: f, to: t, .. }) => {
+            Err(StreamError::PeerAccessUnavailable { from: f, to: t, .. }) => {
                 assert_eq!((f, t), (from.id(), to.id()))
             }
             other => panic!("expected PeerAccessUnavailable, got {other:?}"),
@@ -237,7 +237,7 @@ fn memory_of_another_device_needs_peer_access() {
     };
     let refused = sb.launch(&fill).unwrap_err();
     match &refused {
-        Error::ForeignMemory(foreign) => {
+        StreamError::ForeignMemory(foreign) => {
             assert_eq!(
                 (foreign.stream_device, foreign.memory_device),
                 (b.id(), a.id())
@@ -251,11 +251,11 @@ fn memory_of_another_device_needs_peer_access() {
     assert!(text.contains(&a.id().to_string()) && text.contains(&b.id().to_string()));
     assert!(matches!(
         sb.memset(on_a.slice(), 0),
-        Err(Error::ForeignMemory(_))
+        Err(StreamError::ForeignMemory(_))
     ));
     assert!(matches!(
         sb.copy_d2d(on_a.slice(), on_b.slice()),
-        Err(Error::ForeignMemory(_))
+        Err(StreamError::ForeignMemory(_))
     ));
     assert_eq!(sb.position().seq, 0, "nothing refused reached the stream");
     // With peer access from B to A: accepted, and A's observers see B's use.
@@ -284,7 +284,7 @@ fn peer_copies_name_both_devices_and_note_both_uses() {
     let (src, dst) = (a.alloc(4096).unwrap(), b.alloc(4096).unwrap());
     let sb = b.create_stream(0).unwrap();
     match sb.copy_peer(src.slice(), &a, dst.slice(), &b) {
-        Err(Error::PeerAccessUnavailable { from, to, .. }) => {
+        Err(StreamError::PeerAccessUnavailable { from, to, .. }) => {
             assert_eq!((from, to), (b.id(), a.id()))
         }
         other => panic!("expected PeerAccessUnavailable, got {other:?}"),
@@ -292,13 +292,13 @@ fn peer_copies_name_both_devices_and_note_both_uses() {
     let sc = c.default_stream();
     assert!(matches!(
         sc.copy_peer(src.slice(), &a, dst.slice(), &b),
-        Err(Error::WrongDevice { .. })
+        Err(StreamError::WrongDevice { .. })
     ));
     b.enable_peer_access(&a).unwrap();
     let short = dst.range(0, 64).unwrap();
     assert!(matches!(
         sb.copy_peer(src.slice(), &a, short, &b),
-        Err(Error::OutOfBounds { .. })
+        Err(StreamError::OutOfBounds { .. })
     ));
     // The source is written on A's stream; B's stream waits for it, then copies.
     let pattern: Vec<u8> = (0..4096u32).map(|i| (i % 251) as u8).collect();
@@ -322,7 +322,7 @@ fn peer_copies_name_both_devices_and_note_both_uses() {
     // The other direction on A's stream needs A's own peer access to B.
     assert!(matches!(
         sa.copy_peer(src.slice(), &a, dst.slice(), &b),
-        Err(Error::PeerAccessUnavailable { .. })
+        Err(StreamError::PeerAccessUnavailable { .. })
     ));
     b.synchronize().unwrap();
 }

@@ -5,7 +5,7 @@
 
 use braid_backend_sim::{CallKind, FaultPlan, SimBackend, SimConfig, SimDevice};
 use braid_stream_core::hal::{HalError, Stream as _};
-use braid_stream_core::{CaptureMode, CaptureStatus, Device, DeviceMemory, Error, Kernel};
+use braid_stream_core::{CaptureMode, CaptureStatus, Device, DeviceMemory, Kernel, StreamError};
 
 type Dev = Device<SimBackend>;
 
@@ -20,9 +20,9 @@ fn fill(mem: &DeviceMemory<SimBackend>) -> Kernel {
     }
 }
 
-fn native_code(err: &Error) -> i32 {
+fn native_code(err: &StreamError) -> i32 {
     match err {
-        Error::Backend(HalError::Native { code, .. }) => *code,
+        StreamError::Backend(HalError::Native { code, .. }) => *code,
         other => panic!("not a backend error: {other:?}"),
     }
 }

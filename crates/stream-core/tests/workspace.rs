@@ -4,7 +4,7 @@
 
 use braid_backend_sim::{host_op, SimBackend, SimConfig, SimDevice};
 use braid_stream_core::hal::HalError;
-use braid_stream_core::{CaptureMode, CustomOp, DType, Device, DeviceSlice, Error, Stream};
+use braid_stream_core::{CaptureMode, CustomOp, DType, Device, DeviceSlice, Stream, StreamError};
 
 type Dev = Device<SimBackend>;
 
@@ -102,7 +102,7 @@ fn fallback_out_of_memory_is_typed_and_leaves_the_stream_usable() {
     let before = s.position();
     let err = s.workspace(1 << 30).expect_err("more than the device has");
     assert!(
-        matches!(err, Error::Backend(HalError::OutOfMemory { .. })),
+        matches!(err, StreamError::Backend(HalError::OutOfMemory { .. })),
         "{err:?}"
     );
     assert_eq!(s.position(), before, "nothing enqueued");

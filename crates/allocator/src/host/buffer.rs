@@ -4,7 +4,7 @@ use super::PinnedHostAllocator;
 use crate::error::AllocError;
 use crate::reclaim::{released_for, Reuser};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{DeviceSlice, Domain, Error, HostPtr, Stream, StreamPosition};
+use braid_stream_core::{DeviceSlice, Domain, HostPtr, Stream, StreamError, StreamPosition};
 use std::fmt;
 use std::ptr::NonNull;
 use std::sync::{Mutex, MutexGuard};
@@ -174,7 +174,7 @@ impl<B: Backend> PinnedBuffer<B> {
     fn check_stream(&self, stream: &Stream<B>, call: &'static str) -> Result<(), AllocError> {
         self.check_device(stream, call)?;
         if stream.is_capturing() {
-            return Err(AllocError::Stream(Error::ForbiddenDuringCapture {
+            return Err(AllocError::Stream(StreamError::ForbiddenDuringCapture {
                 call,
                 stream: stream.id(),
             }));

@@ -20,7 +20,7 @@
 //! under `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, `libascendcl.so` on the loader path,
 //! and only when none of these is there, `libbraid_acl_sim.so` when `braid-acl-sim` was built
 //! next to the running executable (a configured library that fails is the error, never
-//! replaced by the simulator); a failure is `Error::Backend` with `HalError::Native { name:
+//! replaced by the simulator); a failure is `StreamError::Backend` with `HalError::Native { name:
 //! "BRAID_ACL_LIBRARY_UNAVAILABLE", .. }` listing every path tried.
 //!
 //! On hardware device 1 is simply a second NPU, where the timing is real. On `braid-acl-sim`

@@ -36,7 +36,7 @@ pub(crate) fn alloc_elements<B: Backend>(
 ) -> Result<DeviceMemory<B>> {
     let bytes = elements
         .checked_mul(dtype.size())
-        .ok_or_else(|| crate::Error::SizeOverflow(format!("{elements} {dtype} elements")))?;
+        .ok_or_else(|| crate::StreamError::SizeOverflow(format!("{elements} {dtype} elements")))?;
     device.alloc(bytes)
 }
 

@@ -76,7 +76,7 @@ pub const DTYPE: DType = DType::F16;
 pub enum TensorParallelError {
     /// A device, stream, event or graph call failed.
     #[error(transparent)]
-    Braid(#[from] crate::Error),
+    Braid(#[from] crate::StreamError),
     /// A communicator refused a call, or the backend's collective failed.
     #[error(transparent)]
     Collective(#[from] CollectiveError),
