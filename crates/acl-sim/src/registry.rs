@@ -11,10 +11,11 @@ use crate::errmsg::{fail, Fail};
 use crate::settings::Settings;
 use braid_backend_sim::{SimDevice, SimEvent, SimGraph, SimStream};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, HalError, Stream as _};
+use braid_stream_core::sync::GlobalMutex;
 use braid_stream_core::types::{CaptureMode, DevicePtr, EventFlags, HostPtr};
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 mod collective;
 mod devices;
@@ -98,16 +99,14 @@ pub(crate) struct Registry {
 /// use. Invalid settings fail every call with `ACL_ERROR_INVALID_PARAM` and the text naming
 /// the variable and its value.
 pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> Result<R, Fail>) -> Result<R, Fail> {
-    static REGISTRY: OnceLock<Result<Mutex<Registry>, Fail>> = OnceLock::new();
+    static REGISTRY: OnceLock<Result<GlobalMutex<Registry>, Fail>> = OnceLock::new();
     let registry = REGISTRY.get_or_init(|| {
         Settings::from_env(|k| std::env::var_os(k))
-            .map(|settings| Mutex::new(Registry::new(settings)))
+            .map(|settings| GlobalMutex::new(Registry::new(settings)))
             .map_err(|e| fail(ACL_ERROR_INVALID_PARAM, e.to_string()))
     });
     let m = registry.as_ref().map_err(Clone::clone)?;
-    // Every registry operation leaves it consistent, so a poisoned lock is still usable.
-    let mut guard: MutexGuard<'_, Registry> = m.lock().unwrap_or_else(|p| p.into_inner());
-    f(&mut guard)
+    f(&mut m.lock())
 }
 
 /// A simulator error as an ACL failure of `call`.

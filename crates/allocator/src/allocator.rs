@@ -97,21 +97,22 @@ use crate::snapshot::{HistoryEntry, MemorySnapshot, PoolId};
 use crate::state::State;
 use crate::stats::MemoryStats;
 use braid_stream_core::hal::Backend;
+use braid_stream_core::sync::{Mutex, MutexGuard};
 use braid_stream_core::{
     Access, Device, DevicePtr, DeviceSlice, Stream, StreamPosition, UseObserver, Workspace,
-    WorkspaceProvider,
+    WorkspaceProvider, WrongDevice,
 };
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::atomic::{AtomicUsize, Ordering as AtomicOrdering};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 /// An out-of-memory observer ([`CachingAllocator::attach_oom_observer`]).
 type OomObserver = dyn Fn(&OutOfMemoryReport) + Send + Sync;
 
 pub(crate) struct Inner<B: Backend> {
     pub(crate) device: Device<B>,
-    state: parking_lot::Mutex<State<B>>,
+    state: Mutex<State<B>>,
     /// Strong [`CachingAllocator`] handles. Buffers do not count here: they count in the
     /// locked state ([`crate::keepalive`]).
     handles: AtomicUsize,
@@ -124,8 +125,7 @@ pub(crate) struct Inner<B: Backend> {
 }
 
 impl<B: Backend> Inner<B> {
-    pub(crate) fn lock(&self) -> parking_lot::MutexGuard<'_, State<B>> {
-        // Not poisoned by a panic: state changes do not panic midway in release builds.
+    pub(crate) fn lock(&self) -> MutexGuard<'_, State<B>> {
         self.state.lock()
     }
 
@@ -262,7 +262,7 @@ impl<B: Backend> CachingAllocator<B> {
             Inner {
                 workspace_provider,
                 device: device.clone(),
-                state: parking_lot::Mutex::new(State::new(
+                state: Mutex::new(State::new(
                     config,
                     total,
                     braid_stream_core::hal::Device::wants_sub_allocation_notes(device.hal()),
@@ -331,12 +331,7 @@ impl<B: Backend> CachingAllocator<B> {
     #[inline(never)]
     fn alloc_failed(&self, err: AllocError) -> AllocError {
         if let AllocError::OutOfMemory(report) = &err {
-            let observers = self
-                .inner
-                .oom_observers
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .clone();
+            let observers = self.inner.oom_observers.lock().clone();
             for observer in observers {
                 observer(report);
             }
@@ -358,11 +353,7 @@ impl<B: Backend> CachingAllocator<B> {
     where
         F: Fn(&OutOfMemoryReport) + Send + Sync + 'static,
     {
-        self.inner
-            .oom_observers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(Arc::new(observer));
+        self.inner.oom_observers.lock().push(Arc::new(observer));
     }
 
     /// A weak handle, which does not keep the allocator alive (for observers and callbacks
@@ -670,12 +661,12 @@ impl<B: Backend> CachingAllocator<B> {
         if stream.device().same_as(&self.inner.device) {
             Ok(())
         } else {
-            Err(AllocError::WrongDevice {
-                call,
-                stream: stream.id(),
-                stream_device: stream.device().id(),
-                allocator_device: self.inner.device.id(),
-            })
+            Err(AllocError::WrongDevice(Box::new(WrongDevice {
+                call: call.into(),
+                what: "stream",
+                expected: self.inner.device.id(),
+                found: stream.device().id(),
+            })))
         }
     }
 

@@ -2,7 +2,7 @@
 
 use crate::stats::format_size;
 use braid_stream_core::hal::HalError;
-use braid_stream_core::{DeviceId, StreamId};
+use braid_stream_core::{SizeOverflow, StreamId, WrongDevice};
 use std::fmt;
 
 /// Everything the allocator can refuse or report. After any of these the allocator is
@@ -19,12 +19,10 @@ pub enum AllocError {
         /// Bytes requested.
         requested: u64,
     },
-    /// Rounding the request (or its segment) overflows `u64`.
-    #[error("allocation size {requested} bytes overflows when rounded to a block or segment size")]
-    SizeOverflow {
-        /// Bytes requested.
-        requested: u64,
-    },
+    /// Rounding the request (or its segment) overflows `u64` (or, for pinned memory, the
+    /// host's `usize`).
+    #[error(transparent)]
+    SizeOverflow(#[from] SizeOverflow),
     /// A configuration key is not known.
     #[error("unrecognized key '{key}' in allocator config")]
     UnknownConfigKey {
@@ -50,17 +48,9 @@ pub enum AllocError {
     /// A stream of another device was given to this allocator's device: to allocate on, or
     /// to record (or erase) a use of a buffer by a device without peer access to this one
     /// (`Device::enable_peer_access` from the stream's device to the allocator's).
-    #[error("{call}: {stream} belongs to {stream_device}, the allocator's memory to {allocator_device} (allocations need a stream of the allocator's device; uses on another device's stream need peer access from it)")]
-    WrongDevice {
-        /// The call refused (`alloc`, `record_stream`, `erase_stream`).
-        call: &'static str,
-        /// The stream.
-        stream: StreamId,
-        /// Its device.
-        stream_device: DeviceId,
-        /// The allocator's device.
-        allocator_device: DeviceId,
-    },
+    /// Its `expected` device is the allocator's, `found` the stream's.
+    #[error(transparent)]
+    WrongDevice(#[from] Box<WrongDevice>),
     /// A diversion into a pool that already has one (PyTorch: "already recording to mempool").
     #[error("private pool {pool} is already being allocated to by another diversion or capture")]
     PoolBusy {

@@ -23,7 +23,9 @@ use crate::size::{self, SizeClass};
 use crate::snapshot::{History, HistoryAction, MemorySnapshot, PoolId};
 use crate::stats::{MemoryStats, PendingByClass};
 use braid_stream_core::hal::{Backend, Device as _, HalError};
-use braid_stream_core::{CaptureId, Device, DevicePtr, DeviceSlice, Domain, Stream, StreamId};
+use braid_stream_core::{
+    CaptureId, Device, DevicePtr, DeviceSlice, Domain, SizeOverflow, Stream, StreamId,
+};
 
 mod pending;
 mod release;
@@ -260,7 +262,10 @@ impl<B: Backend> State<B> {
         // overflow, not on every allocation.
         let rounded = if self.power2_rounding {
             let Some(rounded) = size::round_size(&self.config, size) else {
-                return Err(AllocError::SizeOverflow { requested: size });
+                return Err(AllocError::SizeOverflow(SizeOverflow {
+                    call: "alloc",
+                    what: format!("{size} bytes rounded to a block"),
+                }));
             };
             rounded
         } else {

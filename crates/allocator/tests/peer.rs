@@ -47,11 +47,7 @@ fn record_stream_with_another_devices_stream_needs_peer_access() {
     let (sa, sb) = (a.default_stream(), b.create_stream(0).unwrap());
     let buf = alloc.alloc(4096, &sa).unwrap();
     match buf.record_stream(&sb) {
-        Err(AllocError::WrongDevice {
-            stream_device,
-            allocator_device,
-            ..
-        }) => assert_eq!((stream_device, allocator_device), (b.id(), a.id())),
+        Err(AllocError::WrongDevice(w)) => assert_eq!((w.expected, w.found), (a.id(), b.id())),
         other => panic!("expected WrongDevice, got {other:?}"),
     }
     assert!(matches!(

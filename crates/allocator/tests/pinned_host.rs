@@ -7,7 +7,7 @@ mod common;
 use braid_allocator::{AllocError, PinnedBuffer, PinnedHostAllocator};
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
 use braid_stream_core::{
-    f32_bytes, CaptureMode, Device, Kernel, Stream, StreamError, StreamPosition,
+    f32_bytes, CaptureMode, Device, Kernel, SizeOverflow, Stream, StreamError, StreamPosition,
 };
 use common::*;
 use proptest::prelude::*;
@@ -247,9 +247,13 @@ fn errors_are_typed_and_leave_the_allocator_usable() {
     assert_eq!(pinned.stats().live_buffers, 0);
     assert_eq!(
         pinned.alloc(u64::MAX).unwrap_err(),
-        AllocError::SizeOverflow {
-            requested: u64::MAX
-        }
+        AllocError::SizeOverflow(SizeOverflow {
+            call: "PinnedHostAllocator::alloc",
+            what: format!(
+                "{} bytes rounded to a power of two in host memory",
+                u64::MAX
+            ),
+        })
     );
     // Out of memory after the retry: the report names what the allocator holds.
     let live = pinned.alloc(6 * KIB).unwrap();

@@ -22,12 +22,13 @@
 use braid_acl_sys::acl::{AclFunctions, LIB_ENV, LIB_NAME};
 use braid_acl_sys::loader::{self, Loaded};
 use braid_acl_sys::{Candidate, LibrarySet, Origin, Symbol, SymbolTable};
+use braid_stream_core::sync::GlobalMutex;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fmt;
 use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 pub use braid_acl_sys::loader::LoadError;
 
@@ -67,9 +68,9 @@ impl fmt::Debug for AclApi {
 
 /// Tables already resolved, by the path they were opened from. Leaked on purpose: a library
 /// stays loaded for the life of the process.
-fn resolved() -> &'static Mutex<HashMap<PathBuf, &'static AclApi>> {
-    static TABLES: OnceLock<Mutex<HashMap<PathBuf, &'static AclApi>>> = OnceLock::new();
-    TABLES.get_or_init(|| Mutex::new(HashMap::new()))
+fn resolved() -> &'static GlobalMutex<HashMap<PathBuf, &'static AclApi>> {
+    static TABLES: OnceLock<GlobalMutex<HashMap<PathBuf, &'static AclApi>>> = OnceLock::new();
+    TABLES.get_or_init(|| GlobalMutex::new(HashMap::new()))
 }
 
 /// The process-wide table of `loaded`: the one already resolved from the same file, or this
@@ -80,7 +81,7 @@ fn keep(loaded: Loaded<AclFunctions>) -> &'static AclApi {
         .first()
         .map(|l| l.path.clone())
         .unwrap_or_default();
-    let mut tables = resolved().lock().unwrap_or_else(|p| p.into_inner());
+    let mut tables = resolved().lock();
     if let Some(api) = tables.get(&path) {
         // The same file again: its library stays loaded through the kept table.
         return api;
@@ -143,11 +144,7 @@ impl AclApi {
     /// Loads ACL from exactly `path` (resolved once per path and process).
     pub fn load_from(path: impl AsRef<Path>) -> Result<&'static AclApi, LoadError> {
         let path = path.as_ref();
-        if let Some(api) = resolved()
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(path)
-        {
+        if let Some(api) = resolved().lock().get(path) {
             return Ok(api);
         }
         loader::load_from(LIBRARIES.what, &[path]).map(keep)

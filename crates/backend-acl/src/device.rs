@@ -16,11 +16,12 @@ use crate::native::Ownership;
 use crate::stream::AclStream;
 use crate::AclBackend;
 use braid_stream_core::hal::{self, HalError};
+use braid_stream_core::sync::Mutex;
 use braid_stream_core::types::{DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, OnceLock};
+use std::sync::{Arc, OnceLock};
 
 /// How the backend uses ACL. [`AclConfig::default`] is what torch_npu does.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -105,10 +106,6 @@ pub(crate) struct Shared {
     /// Peers this device's access to was enabled for (`aclrtDeviceEnablePeerAccess` is
     /// called once per peer).
     peers: Mutex<HashSet<u32>>,
-}
-
-pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Pseudo error number of an aclnn library that could not be loaded, as a
@@ -196,7 +193,7 @@ impl Shared {
     /// Reports an error kept from a `Drop`, then binds the device to this thread. Every hal
     /// call starts with it.
     pub(crate) fn bind(&self) -> Result<(), AclError> {
-        if let Some(err) = lock(&self.deferred).take() {
+        if let Some(err) = self.deferred.lock().take() {
             return Err(err);
         }
         self.bind_only()
@@ -219,7 +216,7 @@ impl Shared {
             .and_then(|()| self.check(call, f(self.calls.as_ref())));
         if let Err(err) = result {
             tracing::warn!(%err, "ACL destroy failed in Drop; reported by the next call");
-            let mut slot = lock(&self.deferred);
+            let mut slot = self.deferred.lock();
             // Keep the first error: it is the one that explains the later ones.
             if slot.is_none() {
                 *slot = Some(err);
@@ -235,14 +232,14 @@ impl Shared {
         if let Some(Ok((ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, model))) =
             self.calls.capture_get_info(stream)
         {
-            *lock(&self.captures).entry(model).or_insert(0) += nodes;
+            *self.captures.lock().entry(model).or_insert(0) += nodes;
         }
     }
 
     /// A capture began; its model (when known) starts with no nodes.
     pub(crate) fn capture_begun(&self, model: Option<Handle>) {
         if let Some(model) = model {
-            lock(&self.captures).insert(model, 0);
+            self.captures.lock().insert(model, 0);
         }
         self.active_captures.fetch_add(1, Ordering::AcqRel);
     }
@@ -254,7 +251,7 @@ impl Shared {
             .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
                 Some(n.saturating_sub(1))
             });
-        let mut captures = lock(&self.captures);
+        let mut captures = self.captures.lock();
         let mut nodes = 0;
         for model in models {
             if let Some(n) = captures.remove(model) {
@@ -274,7 +271,7 @@ impl Drop for Shared {
             )
         });
         bind::forget(self.uid);
-        if let Err(err) = result.and(match lock(&self.deferred).take() {
+        if let Err(err) = result.and(match self.deferred.lock().take() {
             Some(err) => Err(err),
             None => Ok(()),
         }) {
@@ -636,7 +633,7 @@ impl hal::Device for AclDevice {
                 "peer access from ACL device {peer_ordinal} to itself"
             )));
         }
-        if lock(&sh.peers).contains(&peer_ordinal) {
+        if sh.peers.lock().contains(&peer_ordinal) {
             return Ok(());
         }
         if !self.can_access_peer(peer)? {
@@ -652,7 +649,7 @@ impl hal::Device for AclDevice {
             ));
         };
         sh.check("aclrtDeviceEnablePeerAccess", code)?;
-        lock(&sh.peers).insert(peer_ordinal);
+        sh.peers.lock().insert(peer_ordinal);
         Ok(())
     }
 

@@ -5,19 +5,18 @@
 //! refuses with `StreamError::ForeignMemory`). Ranges braid did not allocate (raw `aclrtMalloc`
 //! outside braid, HCCL's buffers) and freed ranges are unknown: `is_live` answers `None`.
 
-use crate::device::lock;
+use braid_stream_core::sync::GlobalMutex;
 use std::collections::{BTreeMap, HashMap};
-use std::sync::Mutex;
 
 /// The ranges one library handed out: start address → (length, ordinal).
 type Ranges = BTreeMap<u64, (u64, u32)>;
 
 /// The ranges of every library, by [`crate::device::Shared::library_key`].
-static LIVE: Mutex<Option<HashMap<usize, Ranges>>> = Mutex::new(None);
+static LIVE: GlobalMutex<Option<HashMap<usize, Ranges>>> = GlobalMutex::new(None);
 
 /// Notes `len` bytes at `ptr` of device `ordinal` of library `library` as allocated.
 pub(crate) fn note(library: usize, ordinal: u32, ptr: u64, len: u64) {
-    let mut live = lock(&LIVE);
+    let mut live = LIVE.lock();
     live.get_or_insert_with(HashMap::new)
         .entry(library)
         .or_default()
@@ -26,7 +25,7 @@ pub(crate) fn note(library: usize, ordinal: u32, ptr: u64, len: u64) {
 
 /// Forgets the range starting at `ptr` of library `library` (freed or unmapped).
 pub(crate) fn forget(library: usize, ptr: u64) {
-    let mut live = lock(&LIVE);
+    let mut live = LIVE.lock();
     if let Some(ranges) = live.as_mut().and_then(|l| l.get_mut(&library)) {
         ranges.remove(&ptr);
     }
@@ -36,7 +35,7 @@ pub(crate) fn forget(library: usize, ptr: u64) {
 /// of an expandable segment are) cover every byte of `[ptr, ptr + len)`, or `None` where a
 /// byte is in no noted range or the covering ranges belong to several devices.
 pub(crate) fn owner(library: usize, ptr: u64, len: u64) -> Option<u32> {
-    let live = lock(&LIVE);
+    let live = LIVE.lock();
     let ranges = live.as_ref()?.get(&library)?;
     owner_in(ranges, ptr, len)
 }

@@ -19,9 +19,10 @@ use crate::AclBackend;
 use braid_stream_core::custom::CustomOp;
 use braid_stream_core::hal::{self, HalError};
 use braid_stream_core::kernel::{Kernel, TypedKernel};
+use braid_stream_core::sync::Mutex;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr, DeviceSlice};
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// What capture calls report on a library without the `aclmdlRI*` capture API.
 pub const CAPTURE_UNSUPPORTED: &str =
@@ -119,7 +120,7 @@ impl AclStream {
     }
 
     fn set_capture_model(&self, model: Option<Handle>) -> Option<Handle> {
-        let mut slot = self.capture_model.lock().unwrap_or_else(|p| p.into_inner());
+        let mut slot = self.capture_model.lock();
         std::mem::replace(&mut *slot, model)
     }
 }

@@ -4,7 +4,7 @@
 //! allocates one physical handle of its size and maps it; the handle is kept by address so
 //! `unmap_physical` can free it.
 
-use crate::device::{lock, AclDevice};
+use crate::device::AclDevice;
 use crate::live;
 use braid_stream_core::hal::HalError;
 use braid_stream_core::types::DevicePtr;
@@ -86,7 +86,7 @@ impl AclDevice {
             }
             return Err(err);
         }
-        lock(&sh.physical).insert(at.0, (handle, size));
+        sh.physical.lock().insert(at.0, (handle, size));
         live::note(sh.library_key(), sh.ordinal, at.0, size);
         tracing::debug!(%at, size, "ACL physical memory mapped");
         Ok(())
@@ -95,7 +95,9 @@ impl AclDevice {
     pub(crate) fn unmap_physical_impl(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
         let sh = &self.shared;
         sh.bind()?;
-        let Some(handle) = lock(&sh.physical)
+        let Some(handle) = sh
+            .physical
+            .lock()
             .get(&at.0)
             .filter(|m| m.1 == size)
             .map(|m| m.0)
@@ -111,7 +113,7 @@ impl AclDevice {
         sh.check("aclrtUnmapMem", code)?;
         // Unmapped: the handle is forgotten even if freeing it fails (it cannot be unmapped
         // again).
-        lock(&sh.physical).remove(&at.0);
+        sh.physical.lock().remove(&at.0);
         live::forget(sh.library_key(), at.0);
         let code = sh
             .calls

@@ -9,7 +9,8 @@ use crate::SimDevice;
 use braid_stream_core::collective::{CollectiveCall, RootInfo};
 use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::HalError;
-use std::sync::{Arc, Mutex};
+use braid_stream_core::sync::Mutex;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// One rank's handle of a communicator: a group of devices of one [`crate::SimNode`] that run
@@ -208,7 +209,7 @@ impl SimComm {
                 }
                 drop(engine);
                 // One call at a time per rank, in the order the rank issues them.
-                let mut next = calls.lock().unwrap_or_else(|e| e.into_inner());
+                let mut next = calls.lock();
                 let part = lock(&stream.shared).remote_prepare(
                     stream.global(),
                     self.rank,

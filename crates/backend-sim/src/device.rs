@@ -11,8 +11,9 @@ use crate::stream::SimStream;
 use crate::timeline::{OpRecord, SimStats};
 use crate::SimBackend;
 use braid_stream_core::hal::{self, page_of_run, HalError, PageRunError};
+use braid_stream_core::sync::{Mutex, MutexGuard};
 use braid_stream_core::types::{DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What every handle of a device holds: its node's engine (shared by all devices of the
@@ -31,13 +32,9 @@ impl Shared {
 }
 
 /// Locks the engine for a call of the handle's device (which becomes the engine's current
-/// device). The engine never panics while locked, but if a caller's panic poisoned the lock
-/// the state is still consistent (every engine call leaves it so), so the guard is recovered.
+/// device).
 pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, Engine> {
-    let mut engine = shared
-        .engine
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    let mut engine = shared.engine.lock();
     engine.set_current(shared.device);
     engine
 }
@@ -102,10 +99,7 @@ pub(crate) fn host_wait<T>(
                 waited = Some(start.elapsed());
                 break;
             }
-            engine = progress
-                .wait_timeout(engine, left)
-                .unwrap_or_else(|poisoned| poisoned.into_inner())
-                .0;
+            progress.wait_for(&mut engine, left);
             // Other threads' calls made their devices current meanwhile.
             engine.set_current(shared.device);
             if !engine.may_be_released(what) {

@@ -6,8 +6,9 @@ use crate::device::SimDevice;
 use crate::engine::Engine;
 use crate::timeline::OpRecord;
 use crate::topology::Topology;
+use braid_stream_core::sync::Mutex;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// Builder-style configuration of a [`SimNode`].
 ///
@@ -149,19 +150,19 @@ impl SimNode {
 
     /// Every executed op of every device in submission order (each with its device ordinal).
     pub fn timeline(&self) -> Vec<OpRecord> {
-        self.lock().timeline().to_vec()
+        self.engine.lock().timeline().to_vec()
     }
 
     /// Latest end time of any op of any device, in nanoseconds.
     pub fn makespan_ns(&self) -> u64 {
-        self.lock().node_makespan()
+        self.engine.lock().node_makespan()
     }
 
     /// The timeline of every device as Chrome Trace Event JSON: one process per device
     /// (pid = its ordinal) with its host track, a track per stream and a track per link the
     /// device's transfers occupied; event flows cross devices. See [`crate::trace`].
     pub fn chrome_trace_json(&self) -> String {
-        self.lock().chrome_trace_json(None)
+        self.engine.lock().chrome_trace_json(None)
     }
 
     /// Writes [`SimNode::chrome_trace_json`] to `path`.
@@ -171,14 +172,6 @@ impl SimNode {
 
     /// The topology.
     pub fn topology(&self) -> Topology {
-        *self.lock().topology()
-    }
-
-    /// Locks the engine (for node-wide reads; the current device does not matter). As
-    /// `crate::device::lock`, a poisoned lock is recovered.
-    fn lock(&self) -> std::sync::MutexGuard<'_, Engine> {
-        self.engine
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner())
+        *self.engine.lock().topology()
     }
 }

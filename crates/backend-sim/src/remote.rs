@@ -16,11 +16,11 @@
 
 mod wire;
 
+use braid_stream_core::sync::{GlobalMutex, Mutex};
 use std::hash::{BuildHasher, RandomState};
 use std::io::{self, ErrorKind};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Mutex;
 use std::thread::sleep;
 use std::time::{Duration, Instant, SystemTime};
 
@@ -36,7 +36,7 @@ const JOIN_REQUEST_WAIT: Duration = Duration::from_secs(1);
 
 /// Listeners of root infos created in this process whose rank 0 has not joined yet, by
 /// communicator id.
-static WAITING_FOR_RANK_0: Mutex<Vec<(u64, TcpListener)>> = Mutex::new(Vec::new());
+static WAITING_FOR_RANK_0: GlobalMutex<Vec<(u64, TcpListener)>> = GlobalMutex::new(Vec::new());
 
 /// One rank's membership in a communicator spanning processes: the connections over which
 /// [`exchange`](Self::exchange) runs.
@@ -68,7 +68,7 @@ impl RemoteGroup {
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(failed)?;
         let addr = listener.local_addr().map_err(failed)?;
         let id = fresh_id();
-        lock(&WAITING_FOR_RANK_0).push((id, listener));
+        WAITING_FOR_RANK_0.lock().push((id, listener));
         tracing::debug!(id = format_args!("{id:016x}"), %addr, "simulated root info created");
         Ok(wire::encode_root_info(RootInfoContent { id, addr }))
     }
@@ -148,7 +148,7 @@ impl RemoteGroup {
     /// the exchange on every rank with an HCCL error naming it; the group is broken from then
     /// on (every later exchange fails with that error).
     pub fn exchange(&self, call: u64, mine: Vec<u8>) -> Result<Vec<Vec<u8>>, HalError> {
-        let mut links = lock(&self.links);
+        let mut links = self.links.lock();
         if let Some(broken) = &links.broken {
             return Err(Failure::new(
                 broken.code,
@@ -250,7 +250,7 @@ impl RemoteGroup {
 /// Rank 0's join: takes the listener of communicator `id` and admits ranks `1..ranks`.
 fn host(id: u64, ranks: u32, timeout: Duration) -> Result<Vec<TcpStream>, HalError> {
     let listener = {
-        let mut waiting = lock(&WAITING_FOR_RANK_0);
+        let mut waiting = WAITING_FOR_RANK_0.lock();
         let at = waiting.iter().position(|(waiting_id, _)| *waiting_id == id);
         at.map(|at| waiting.swap_remove(at).1)
     };
@@ -263,7 +263,7 @@ fn host(id: u64, ranks: u32, timeout: Duration) -> Result<Vec<TcpStream>, HalErr
     let admitted = admit(&listener, id, ranks, timeout);
     if admitted.is_err() {
         // The root info stays joinable: the ranks may try again.
-        lock(&WAITING_FOR_RANK_0).push((id, listener));
+        WAITING_FOR_RANK_0.lock().push((id, listener));
     }
     admitted.map_err(Failure::into_error)
 }
@@ -424,10 +424,6 @@ fn fresh_id() -> u64 {
         .map_or(0, |d| d.as_nanos());
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
     RandomState::new().hash_one((std::process::id(), nanos, n))
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 #[cfg(test)]

@@ -14,7 +14,7 @@ use common::{acl_sim, DEVICES};
 
 #[test]
 fn wait_stream_through_acl_matches_the_simulator() {
-    let _turn = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = DEVICES.lock();
     let api = acl_sim();
     let shape = wait_stream::Shape::default();
     let sim_shape = shape;
@@ -64,7 +64,7 @@ fn wait_stream_through_acl_matches_the_simulator() {
 
 #[test]
 fn tagged_events_through_acl_matches_the_simulator() {
-    let _turn = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = DEVICES.lock();
     let api = acl_sim();
     for layout in [
         tagged_events::Layout::MultiStream,
@@ -107,7 +107,7 @@ fn tagged_events_through_acl_matches_the_simulator() {
 fn memory_reuse_through_acl_matches_the_simulator() {
     use braid::allocator::AllocatorConfig;
     use braid::scenarios::memory_reuse::{self, Decoder};
-    let _turn = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = DEVICES.lock();
     let api = acl_sim();
     let (check, size) = (Decoder::check(), Decoder::llama7b_width());
     let acl = memory_reuse::run_on(
@@ -125,7 +125,7 @@ fn memory_reuse_through_acl_matches_the_simulator() {
 
 #[test]
 fn custom_op_through_aclnn_matches_the_simulator() {
-    let _turn = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = DEVICES.lock();
     let api = acl_sim();
     let device = devices::acl_with(api, Role::Data).unwrap();
     let acl = custom_op::run(&device, custom_op::acl_body, braid::acl_race_reports).unwrap();

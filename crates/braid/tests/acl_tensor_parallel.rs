@@ -25,7 +25,7 @@ fn acl_sim() -> &'static AclApi {
 
 #[test]
 fn the_result_facts_hold_through_hccl_on_2_4_and_8_devices() {
-    let _turn = DEVICES.lock().unwrap_or_else(|p| p.into_inner());
+    let _turn = DEVICES.lock();
     let api = acl_sim();
     for n in [2, 4, 8] {
         let data = devices::acl_devices_with(api, Role::Data, n).unwrap();

@@ -3,7 +3,7 @@
 
 use braid_stream_core::collective::{CollectiveOp, Signature};
 use braid_stream_core::hal::HalError;
-use braid_stream_core::{DType, DeviceId};
+use braid_stream_core::{DType, DeviceId, SizeOverflow, WrongDevice};
 
 /// What a communicator can refuse or report.
 #[derive(Clone, PartialEq, Debug, thiserror::Error)]
@@ -38,18 +38,9 @@ pub enum CollectiveError {
         /// What the backend said.
         source: HalError,
     },
-    /// A collective enqueued on a stream of another device than the rank's.
-    #[error("{op} of rank {rank} on a stream of {stream}, but the rank's device is {rank_device}")]
-    WrongDevice {
-        /// The operation.
-        op: CollectiveOp,
-        /// The rank.
-        rank: u32,
-        /// The rank's device.
-        rank_device: DeviceId,
-        /// The stream's device.
-        stream: DeviceId,
-    },
+    /// A collective enqueued on a stream of another device than the rank's (`expected`).
+    #[error(transparent)]
+    WrongDevice(#[from] Box<WrongDevice>),
     /// A buffer whose length is not a whole number of elements of the data type.
     #[error("{op}: the {buffer} buffer holds {len} bytes, not a whole number of {dtype} elements ({} bytes each)", .dtype.size())]
     PartialElement {
@@ -81,15 +72,8 @@ pub enum CollectiveError {
         found: u64,
     },
     /// A buffer whose size as the operation needs it does not fit in 64 bits.
-    #[error("{op} over {ranks} rank(s): the {buffer} buffer's size overflows")]
-    SizeOverflow {
-        /// The operation.
-        op: CollectiveOp,
-        /// Which buffer.
-        buffer: &'static str,
-        /// Ranks of the communicator.
-        ranks: u32,
-    },
+    #[error(transparent)]
+    SizeOverflow(#[from] SizeOverflow),
     /// A buffer whose elements do not split into one equal block per rank.
     #[error("{op}: the {buffer} buffer's {elements} elements do not split into {ranks} equal blocks, one per rank")]
     UnevenBlocks {

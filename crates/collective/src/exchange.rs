@@ -14,8 +14,8 @@ use crate::error::{CollectiveError, Result};
 use crate::ledger::MismatchCheck;
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp, Signature};
 use braid_stream_core::hal::HalError;
+use braid_stream_core::sync::Mutex;
 use braid_stream_core::{Access, DType, Device, DeviceMemory, Stream};
-use parking_lot::Mutex;
 use std::sync::Arc;
 
 /// `f32` words of an encoded signature, each holding 16 bits (exact in `f32`): operation,

@@ -14,7 +14,7 @@
 
 use crate::error::{CollectiveError, Result};
 use braid_stream_core::collective::{CollectiveOp, Signature};
-use parking_lot::Mutex;
+use braid_stream_core::sync::Mutex;
 use std::collections::{HashMap, VecDeque};
 
 /// Checks each rank's next call against the other ranks' before it is enqueued.

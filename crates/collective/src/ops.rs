@@ -12,7 +12,7 @@ use crate::communicator::Communicator;
 use crate::error::{CollectiveError, Result};
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::Access;
-use braid_stream_core::{DType, DeviceSlice, Stream, StreamPosition};
+use braid_stream_core::{DType, DeviceSlice, SizeOverflow, Stream, StreamPosition, WrongDevice};
 
 /// Elements of `dtype` in `slice`, refusing a partial element.
 fn elements(
@@ -183,12 +183,12 @@ impl<B: CollectiveBackend> Communicator<B> {
     ) -> Result<StreamPosition> {
         let (rank, ranks) = (self.rank(), self.ranks());
         if !stream.device().same_as(self.device()) {
-            return Err(CollectiveError::WrongDevice {
-                op,
-                rank,
-                rank_device: self.device().id(),
-                stream: stream.device().id(),
-            });
+            return Err(CollectiveError::WrongDevice(Box::new(WrongDevice {
+                call: format!("{op} of rank {rank}").into(),
+                what: "stream",
+                expected: self.device().id(),
+                found: stream.device().id(),
+            })));
         }
         if count == 0 {
             return Err(CollectiveError::ZeroCount { op });
@@ -244,10 +244,14 @@ fn check_size(
     expected: Option<u64>,
     ranks: u32,
 ) -> Result<()> {
-    let expected = expected.ok_or(CollectiveError::SizeOverflow {
-        op: call.op,
-        buffer,
-        ranks,
+    let expected = expected.ok_or_else(|| {
+        CollectiveError::SizeOverflow(SizeOverflow {
+            call: call.op.name(),
+            what: format!(
+                "the {buffer} buffer: {} {} elements over {ranks} rank(s)",
+                call.count, call.dtype
+            ),
+        })
     })?;
     if slice.len != expected {
         return Err(CollectiveError::BufferSize {

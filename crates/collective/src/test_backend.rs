@@ -4,10 +4,10 @@
 use crate::backend::CollectiveBackend;
 use braid_stream_core::collective::{CollectiveCall, RootInfo, ROOT_INFO_BYTES};
 use braid_stream_core::hal::{self, HalError};
+use braid_stream_core::sync::Mutex;
 use braid_stream_core::{
     CaptureMode, CaptureStatus, CustomOp, DevicePtr, EventFlags, MemInfo, Priority, TypedKernel,
 };
-use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 

@@ -2,7 +2,9 @@
 
 use crate::test_backend::{TestBackend, TestDevice};
 use crate::*;
-use braid_stream_core::{DType, Device, DeviceMemory, Stream};
+use braid_stream_core::{
+    DType, Device, DeviceMemory, DevicePtr, DeviceSlice, SizeOverflow, Stream, WrongDevice,
+};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -203,12 +205,27 @@ fn bad_input_is_a_typed_error_and_nothing_is_enqueued() {
         &r,
         1,
         err,
-        CollectiveError::WrongDevice {
-            op: ar,
-            rank: 1,
-            rank_device: d.id(),
-            stream: r.devices[0].id(),
-        },
+        CollectiveError::WrongDevice(Box::new(WrongDevice {
+            call: "allreduce(sum) of rank 1".into(),
+            what: "stream",
+            expected: d.id(),
+            found: r.devices[0].id(),
+        })),
+    );
+    // 2^60 f32 elements per rank: the recv buffer of 4 ranks would hold 2^64 bytes.
+    let huge = DeviceSlice::new(DevicePtr(0x1000), 1 << 62);
+    let err = c.all_gather(s, huge, huge, DType::F32).unwrap_err();
+    assert_refused(
+        &r,
+        1,
+        err,
+        CollectiveError::SizeOverflow(SizeOverflow {
+            call: "allgather",
+            what: format!(
+                "the recv buffer: {} float32 elements over 4 rank(s)",
+                1u64 << 60
+            ),
+        }),
     );
     let err = c.all_reduce(s, &b6, &b6, DType::F32, sum).unwrap_err();
     assert_refused(
@@ -507,7 +524,7 @@ fn without_the_check_mismatched_calls_are_enqueued() {
 
 /// A check of a root-info communicator, as a transport would provide: records what it sees.
 struct Recording {
-    seen: parking_lot::Mutex<Vec<(u32, Signature)>>,
+    seen: braid_stream_core::sync::Mutex<Vec<(u32, Signature)>>,
     run_launch: bool,
 }
 

@@ -13,8 +13,8 @@
 //! a little-endian `u32`, and the root info's bytes. Anything else is a typed
 //! [`TransportError::NotRootInfo`].
 
+use braid_stream_core::sync::Mutex;
 use std::net::SocketAddr;
-use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -180,7 +180,7 @@ impl RootInfoTransport for TcpRootInfoTransport {
                 self.local_addr()
             )));
         };
-        *published.lock().unwrap_or_else(|e| e.into_inner()) = Some(info.clone());
+        *published.lock() = Some(info.clone());
         let deadline = Instant::now() + timeout;
         let mut served = 0;
         while served < *ranks {
@@ -227,15 +227,11 @@ impl RootInfoTransport for TcpRootInfoTransport {
         let addr = match &self.side {
             Side::Fetching { addr } => *addr,
             Side::Publishing { published, .. } => {
-                return published
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .clone()
-                    .ok_or_else(|| {
-                        TransportError::WrongSide(
-                            "fetch on rank 0's side before anything was published".to_owned(),
-                        )
-                    })
+                return published.lock().clone().ok_or_else(|| {
+                    TransportError::WrongSide(
+                        "fetch on rank 0's side before anything was published".to_owned(),
+                    )
+                })
             }
         };
         let deadline = Instant::now() + timeout;

@@ -6,9 +6,10 @@ use braid_backend_acl::{AclApi, AclBackend, AclConfig, AclDevice};
 use braid_collective::{
     CollectiveError, CommOptions, Communicator, ReduceOp, RootInfo, ROOT_INFO_BYTES,
 };
+use braid_stream_core::sync::{GlobalMutex, GlobalMutexGuard};
 use braid_stream_core::{DType, Device};
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 const SIM_LIB: &str = "libbraid_acl_sim.so";
 
@@ -29,9 +30,9 @@ fn api() -> &'static AclApi {
 }
 
 /// ACL devices are process-wide: the tests take turns.
-fn exclusive() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
+fn exclusive() -> GlobalMutexGuard<'static, ()> {
+    static LOCK: GlobalMutex<()> = GlobalMutex::new(());
+    LOCK.lock()
 }
 
 fn devices(n: u32) -> Vec<Device<AclBackend>> {

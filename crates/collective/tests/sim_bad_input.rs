@@ -7,9 +7,9 @@ mod common;
 use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_backend_sim::{SimBackend, SimMode};
 use braid_collective::{
-    CollectiveError, CollectiveOp, CommOptions, Communicator, ReduceOp, RootInfo, ROOT_INFO_BYTES,
+    CollectiveError, CommOptions, Communicator, ReduceOp, RootInfo, ROOT_INFO_BYTES,
 };
-use braid_stream_core::DType;
+use braid_stream_core::{DType, WrongDevice};
 use common::*;
 
 /// After every refusal: an all-reduce over allocator buffers gives the right sum on every
@@ -113,12 +113,12 @@ fn bad_input_is_a_typed_error_and_everything_still_works() {
         .unwrap_err();
     assert_eq!(
         err,
-        CollectiveError::WrongDevice {
-            op: CollectiveOp::AllReduce(ReduceOp::Sum),
-            rank: 2,
-            rank_device: r.devices[2].id(),
-            stream: r.devices[3].id(),
-        }
+        CollectiveError::WrongDevice(Box::new(WrongDevice {
+            call: "allreduce(sum) of rank 2".into(),
+            what: "stream",
+            expected: r.devices[2].id(),
+            found: r.devices[3].id(),
+        }))
     );
     // Memory of another device.
     let foreign = allocs[1].alloc(16, &r.streams[1]).unwrap();

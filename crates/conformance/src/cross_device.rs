@@ -3,7 +3,9 @@
 //! memory need peer access, and the caching allocator protects a buffer another device's
 //! stream uses.
 
-use crate::support::{all_equal, alloc_f32, download, fill, long_work, still_works, upload};
+use crate::support::{
+    all_equal, alloc_f32, download, fill, long_work, still_works, upload, wrong_device,
+};
 use crate::{CaseError, Harness};
 use braid_allocator::{AllocError, AllocatorConfig, CachingAllocator, CrossStreamMode};
 use braid_stream_core::hal::Backend;
@@ -238,14 +240,10 @@ pub fn record_stream_across_devices<B: Backend>(h: &Harness<B>) -> Result<(), Ca
     let (sa, sb) = (a.create_stream(0)?, b.create_stream(0)?);
     let buf = alloc.alloc(N as u64 * 4, &sa)?;
     match buf.record_stream(&sb) {
-        Err(AllocError::WrongDevice {
-            stream_device,
-            allocator_device,
-            ..
-        }) => ensure_eq!(
-            (stream_device, allocator_device),
-            (b.id(), a.id()),
-            "the refusal names B's stream and A's allocator"
+        Err(AllocError::WrongDevice(w)) => ensure_eq!(
+            w,
+            wrong_device("record_stream", "stream", &a, &b),
+            "the refusal names A's allocator and B's stream"
         ),
         other => {
             return Err(CaseError::new(format!(

@@ -1,10 +1,10 @@
 //! Misuse reported with typed errors, each followed by a check that the device still works.
 
-use crate::support::{alloc_f32, fill, still_works};
+use crate::support::{alloc_f32, fill, still_works, wrong_device};
 use crate::{CaseError, Harness};
 use braid_stream_core::hal::{Backend, HalError};
 use braid_stream_core::{
-    f32_bytes, CaptureMode, DeviceId, DeviceSlice, EventFlags, Kernel, KernelError, StreamError,
+    f32_bytes, CaptureMode, DeviceSlice, EventFlags, Kernel, KernelError, StreamError,
 };
 
 /// Validation: streams, events and graphs of another device (ordinal 1, or a second device
@@ -32,11 +32,7 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
     )?;
     expect_err!(
         e1.record(&s0),
-        StreamError::WrongDevice {
-            what: "stream",
-            expected: DeviceId { ordinal: 1, .. },
-            found: DeviceId { ordinal: 0, .. }
-        },
+        StreamError::WrongDevice(w) if w == wrong_device("Event::record", "stream", &d1, &d0),
         "recording an event of device 1 on a stream of device 0"
     );
     let on_d1 = fill(&s1, mem1.slice(), 2.0)?;
@@ -49,18 +45,14 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
     )?;
     expect_err!(
         d0.use_stream(&s1),
-        StreamError::WrongDevice {
-            what: "stream",
-            expected: DeviceId { ordinal: 0, .. },
-            found: DeviceId { ordinal: 1, .. }
-        },
+        StreamError::WrongDevice(w) if w == wrong_device("Device::use_stream", "stream", &d0, &d1),
         "use_stream with a stream of device 1"
     );
     d0.synchronize()?;
     d1.synchronize()?;
     expect_err!(
         e0.elapsed_ms(&e1),
-        StreamError::WrongDevice { what: "event", .. },
+        StreamError::WrongDevice(w) if w == wrong_device("Event::elapsed_ms", "event", &d0, &d1),
         "elapsed_ms across devices"
     );
     ensure_eq!(
@@ -75,11 +67,7 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
     let err = twin_event.record(&s0);
     expect_err!(
         &err,
-        StreamError::WrongDevice {
-            what: "stream",
-            expected: DeviceId { ordinal: 0, .. },
-            found: DeviceId { ordinal: 0, .. }
-        },
+        StreamError::WrongDevice(w) if *w == wrong_device("Event::record", "stream", &twin, &d0),
         "recording an event of another device with the same ordinal"
     );
     // Their identities differ, and the message names both.
@@ -97,11 +85,7 @@ pub fn objects_of_another_device_refused<B: Backend>(h: &Harness<B>) -> Result<(
     let graph = s0.end_capture()?;
     expect_err!(
         graph.launch(&s1),
-        StreamError::WrongDevice {
-            what: "stream",
-            expected: DeviceId { ordinal: 0, .. },
-            found: DeviceId { ordinal: 1, .. }
-        },
+        StreamError::WrongDevice(w) if w == wrong_device("Graph::launch", "stream", &d0, &d1),
         "launching a graph of device 0 on device 1"
     );
     graph.launch(&s0)?;

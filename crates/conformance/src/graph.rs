@@ -3,7 +3,9 @@
 //! `GraphRunner` (D49, recapture of moved inputs, TorchAir's memory modes), and every capture
 //! rule as a typed error after which the allocator and the streams stay usable.
 
-use crate::support::{all_equal, allocator, allocator_works, download, fill, KIB, MIB};
+use crate::support::{
+    all_equal, allocator, allocator_works, download, fill, wrong_device, KIB, MIB,
+};
 use crate::{CaseError, Harness};
 use braid_allocator::{AllocatorConfig, BlockState, CachingAllocator, DeviceBuffer, PoolId};
 use braid_graph_capture::{
@@ -757,7 +759,7 @@ pub fn graph_errors_leave_things_usable<B: Backend>(h: &Harness<B>) -> Result<()
         CaptureSession::new(&alloc, &foreign_stream)
             .run(|_| Ok(()))
             .map(|_| ()),
-        GraphError::WrongDevice { what: "stream" },
+        GraphError::WrongDevice(w) if w == wrong_device("CaptureSession::run", "stream", &device, &twin),
         "a session on a stream of another device"
     );
     let other = allocator(&device, AllocatorConfig::new())?;
@@ -767,7 +769,9 @@ pub fn graph_errors_leave_things_usable<B: Backend>(h: &Harness<B>) -> Result<()
             .pool(&foreign_pool)
             .run(|_| Ok(()))
             .map(|_| ()),
-        GraphError::WrongDevice { what: "pool" },
+        GraphError::ForeignPool {
+            call: "CaptureSession::run"
+        },
         "a session into another allocator's pool"
     );
     expect_err!(
@@ -777,7 +781,9 @@ pub fn graph_errors_leave_things_usable<B: Backend>(h: &Harness<B>) -> Result<()
             scale_model::<B>,
         )
         .map(|_| ()),
-        GraphError::WrongDevice { what: "pool" },
+        GraphError::ForeignPool {
+            call: "GraphRunner::new"
+        },
         "a runner sharing another allocator's pool"
     );
     ensure!(!s.is_capturing(), "capturing after a refused session");

@@ -5,7 +5,7 @@ use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{
     f32_bytes, CaptureId, DType, Device, DeviceMemory, DeviceSlice, Domain, Kernel, Stream,
-    StreamPosition,
+    StreamPosition, WrongDevice,
 };
 
 /// Fails the case with a formatted message unless `cond` holds.
@@ -51,6 +51,22 @@ macro_rules! expect_err {
             }
         }
     };
+}
+
+/// The [`WrongDevice`] of `call` on `expected` refusing `what` of `found` (as every error
+/// enum carries it).
+pub(crate) fn wrong_device<B: Backend>(
+    call: &'static str,
+    what: &'static str,
+    expected: &Device<B>,
+    found: &Device<B>,
+) -> Box<WrongDevice> {
+    Box::new(WrongDevice {
+        call: call.into(),
+        what,
+        expected: expected.id(),
+        found: found.id(),
+    })
 }
 
 /// [`check_device_works`] as a case step.

@@ -1,34 +1,139 @@
-//! The front layer's locking under a model checker: `shuttle` runs small programs of host
-//! threads driving one simulated device in *every* interleaving of the front layer's lock
-//! acquisitions (depth-first, exhaustive), and checks that none deadlocks and that the model
-//! stays exact in each.
+//! braid's locking under a model checker: `shuttle` runs small programs of host threads
+//! driving simulated devices in every interleaving of their lock acquisitions that preempts a
+//! running thread at most [`PREEMPTIONS`] times, and checks that none deadlocks and that the
+//! program's result is exact in each. The locks explored are all of braid's
+//! (`braid_stream_core::sync`): the front layer's, the caching allocator's, a communicator's
+//! ledger and the simulator's engine lock and condition variable.
 //!
-//! Built only with `--features model-check`, which builds the front layer's locks from
-//! `shuttle`'s primitives (they work only inside `shuttle::check_*`); `.ci/run` runs it as
+//! Exhaustive exploration of every interleaving stopped being affordable once the allocator's
+//! and the simulator's locks joined the front layer's (two threads of a dozen lock operations
+//! each already have millions of interleavings), so the search is bounded by preemptions, as
+//! CHESS does: every schedule that switches away from a thread that could go on at most
+//! [`PREEMPTIONS`] (or [`PREEMPTIONS_LARGE`]) times is run, and switches at a blocked lock
+//! are free. Most concurrency
+//! bugs need one or two preemptions (Musuvathi and Qadeer, PLDI 2007); the bound is explicit
+//! and the search within it is exhaustive and deterministic.
+//!
+//! Built only with `--features model-check`, which builds braid's locks from `shuttle`'s
+//! primitives (they work only inside `shuttle`'s runs); `.ci/run` runs it as
 //! `cargo test -p braid-conformance --features model-check --test model_check`.
 #![cfg(feature = "model-check")]
 
-use braid_backend_sim::{SimBackend, SimConfig, SimDevice, SimMode};
-use braid_stream_core::{CaptureMode, Device, Domain, EventFlags, Kernel};
+use braid_allocator::{AllocatorConfig, CachingAllocator, CrossStreamMode};
+use braid_backend_sim::{NodeConfig, SimBackend, SimConfig, SimDevice, SimMode, SimNode};
+use braid_collective::Communicator;
+use braid_stream_core::{CaptureMode, DType, Device, Domain, EventFlags, Kernel};
+use shuttle::scheduler::{Schedule, Scheduler, Task, TaskId};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
-fn device() -> Device<SimBackend> {
-    let config = SimConfig::new().mode(SimMode::TimingOnly);
+/// How many times a schedule may switch away from a thread that could have gone on: three
+/// for the small programs, two for the larger ones (whose schedules with three preemptions
+/// number in the hundreds of thousands to millions, minutes of CI each).
+const PREEMPTIONS: usize = 3;
+const PREEMPTIONS_LARGE: usize = 2;
+
+fn device(mode: SimMode) -> Device<SimBackend> {
+    let config = SimConfig::new().mode(mode);
     Device::new(SimDevice::new(config)).expect("simulated device")
 }
 
-/// Runs `program` in every interleaving; returns how many there were.
-fn explore(program: fn()) -> usize {
+/// Depth-first search over the schedules with at most `bound` preemptions. At each
+/// scheduling point the choices are the running thread first (when it can go on), then,
+/// while the schedule has preemptions left or when the running thread is blocked, every
+/// other runnable thread.
+struct PreemptionBounded {
+    bound: usize,
+    /// The choices made so far by the schedule being run: (the choices there, the one taken).
+    levels: Vec<(Vec<TaskId>, usize)>,
+    /// Scheduling points passed in the schedule being run.
+    step: usize,
+    /// Preemptions made in the schedule being run.
+    preemptions: usize,
+    runs: usize,
+}
+
+impl PreemptionBounded {
+    fn new(bound: usize) -> Self {
+        PreemptionBounded {
+            bound,
+            levels: Vec::new(),
+            step: 0,
+            preemptions: 0,
+            runs: 0,
+        }
+    }
+}
+
+impl Scheduler for PreemptionBounded {
+    fn new_execution(&mut self) -> Option<Schedule> {
+        if self.runs > 0 {
+            // Take the next choice at the deepest level that has one left.
+            loop {
+                let (choices, taken) = self.levels.last_mut()?;
+                if *taken + 1 < choices.len() {
+                    *taken += 1;
+                    break;
+                }
+                self.levels.pop();
+            }
+        }
+        self.runs += 1;
+        self.step = 0;
+        self.preemptions = 0;
+        Some(Schedule::new(0))
+    }
+
+    fn next_task(
+        &mut self,
+        runnable: &[&Task],
+        current: Option<TaskId>,
+        _is_yielding: bool,
+    ) -> Option<TaskId> {
+        let running = current.filter(|c| runnable.iter().any(|t| t.id() == *c));
+        if self.step == self.levels.len() {
+            let mut choices: Vec<TaskId> = running.into_iter().collect();
+            if running.is_none() || self.preemptions < self.bound {
+                choices.extend(
+                    runnable
+                        .iter()
+                        .map(|t| t.id())
+                        .filter(|id| Some(*id) != running),
+                );
+            }
+            self.levels.push((choices, 0));
+        }
+        let (choices, taken) = &self.levels[self.step];
+        let next = choices[*taken];
+        assert!(
+            runnable.iter().any(|t| t.id() == next),
+            "the program is not deterministic: a replayed choice is not runnable"
+        );
+        if running.is_some_and(|r| r != next) {
+            self.preemptions += 1;
+        }
+        self.step += 1;
+        Some(next)
+    }
+
+    fn next_u64(&mut self) -> u64 {
+        panic!("the model-check programs use no shuttle randomness")
+    }
+}
+
+/// Runs `program` in every schedule with at most `preemptions` preemptions; returns how many
+/// there were.
+fn explore(program: fn(), preemptions: usize) -> usize {
     let runs = Arc::new(AtomicUsize::new(0));
     let counter = runs.clone();
-    shuttle::check_dfs(
-        move || {
-            counter.fetch_add(1, Ordering::Relaxed);
-            program();
-        },
-        None,
+    let runner = shuttle::Runner::new(
+        PreemptionBounded::new(preemptions),
+        shuttle::Config::default(),
     );
+    runner.run(move || {
+        counter.fetch_add(1, Ordering::Relaxed);
+        program();
+    });
     runs.load(Ordering::Relaxed)
 }
 
@@ -37,8 +142,11 @@ fn explore(program: fn()) -> usize {
 /// the buffer. Whether B's wait sees A's record or the first one depends on the interleaving;
 /// in every one, the model says the fill is ordered before the read exactly when the
 /// simulator's sanitizer (which follows what the backend received) saw no race.
+static WAIT_SAW_RECORD: AtomicUsize = AtomicUsize::new(0);
+static WAIT_MISSED_RECORD: AtomicUsize = AtomicUsize::new(0);
+
 fn record_wait_race() {
-    let device = device();
+    let device = device(SimMode::TimingOnly);
     let (s1, s2) = (
         device.create_stream(0).unwrap(),
         device.create_stream(0).unwrap(),
@@ -77,22 +185,38 @@ fn record_wait_race() {
         races == 0,
         "the model says ordered = {ordered}, the sanitizer reported {races} race(s)"
     );
+    let outcome = if ordered {
+        &WAIT_SAW_RECORD
+    } else {
+        &WAIT_MISSED_RECORD
+    };
+    outcome.fetch_add(1, Ordering::Relaxed);
     drop(buffer);
 }
 
 #[test]
 fn record_and_wait_of_one_event_from_two_threads_is_exact_in_every_interleaving() {
-    let runs = explore(record_wait_race);
-    // Both outcomes exist (the wait sees the record or it does not), so more than one run.
-    assert!(runs > 1, "{runs} interleavings explored");
+    let runs = explore(record_wait_race, PREEMPTIONS);
+    // Both outcomes are reached: the wait sees the record, or it does not.
+    let (saw, missed) = (
+        WAIT_SAW_RECORD.load(Ordering::Relaxed),
+        WAIT_MISSED_RECORD.load(Ordering::Relaxed),
+    );
+    assert!(
+        saw > 0 && missed > 0,
+        "ordered in {saw}, unordered in {missed} run(s)"
+    );
     eprintln!("record/wait: {runs} interleavings explored");
 }
 
 /// Thread A captures stream 1 (begin, end); thread B launches on stream 1 meanwhile. The
 /// launch lands wholly before, inside or after the capture: the position the model gives it
 /// is in the capture's domain exactly when the backend captured it into the graph.
+static LAUNCH_CAPTURED: AtomicUsize = AtomicUsize::new(0);
+static LAUNCH_EAGER: AtomicUsize = AtomicUsize::new(0);
+
 fn launch_racing_a_capture() {
-    let device = device();
+    let device = device(SimMode::TimingOnly);
     let s1 = device.create_stream(0).unwrap();
     let buffer = device.alloc(256).unwrap();
     let slice = buffer.slice();
@@ -121,13 +245,247 @@ fn launch_racing_a_capture() {
         graph.node_count()
     );
     assert_eq!(device.hal().stats().ops_executed, u64::from(!captured));
+    let outcome = if captured {
+        &LAUNCH_CAPTURED
+    } else {
+        &LAUNCH_EAGER
+    };
+    outcome.fetch_add(1, Ordering::Relaxed);
     drop(graph);
     drop(buffer);
 }
 
 #[test]
 fn a_launch_racing_a_capture_is_in_the_domain_the_backend_put_it_in() {
-    let runs = explore(launch_racing_a_capture);
-    assert!(runs > 1, "{runs} interleavings explored");
+    let runs = explore(launch_racing_a_capture, PREEMPTIONS);
+    let (captured, eager) = (
+        LAUNCH_CAPTURED.load(Ordering::Relaxed),
+        LAUNCH_EAGER.load(Ordering::Relaxed),
+    );
+    assert!(
+        captured > 0 && eager > 0,
+        "captured in {captured}, eager in {eager} run(s)"
+    );
     eprintln!("launch/capture: {runs} interleavings explored");
+}
+
+/// One caching allocator shared by two threads. Thread A reads a buffer of stream 1 on
+/// stream 2 (after waiting for stream 1), records the use (`record_stream`) and frees the
+/// buffer; thread B meanwhile allocates, fills and frees buffers of the same size on stream 1,
+/// which reuse the freed block only once stream 2's read is done. In every interleaving: no
+/// deadlock, no race between the read and a later writer of the block (the sanitizer), the
+/// allocator's invariants hold and every byte comes back.
+static MANUAL_REUSED: AtomicUsize = AtomicUsize::new(0);
+
+fn cross_stream_free_racing_allocations() {
+    let device = device(SimMode::TimingOnly);
+    let alloc = CachingAllocator::new(
+        device.clone(),
+        AllocatorConfig::new().cross_stream(CrossStreamMode::Manual),
+    )
+    .unwrap();
+    let (s1, s2) = (
+        device.create_stream(0).unwrap(),
+        device.create_stream(0).unwrap(),
+    );
+    let buffer = alloc.alloc(512, &s1).unwrap();
+    let freed = buffer.ptr();
+    s1.launch(&Kernel::Fill {
+        dst: buffer.slice(),
+        value: 1.0,
+    })
+    .unwrap();
+    let reader = {
+        let (s1, s2) = (s1.clone(), s2.clone());
+        shuttle::thread::spawn(move || {
+            s2.wait_stream(&s1).unwrap();
+            let read = Kernel::Scale {
+                src: buffer.slice().sub(256, 256).unwrap(),
+                dst: buffer.slice().sub(0, 256).unwrap(),
+                factor: 2.0,
+            };
+            s2.launch(&read).unwrap();
+            buffer.record_stream(&s2).unwrap();
+            drop(buffer);
+        })
+    };
+    let writer = {
+        let (alloc, s1) = (alloc.clone(), s1.clone());
+        shuttle::thread::spawn(move || {
+            for _ in 0..2 {
+                let other = alloc.alloc(512, &s1).unwrap();
+                if other.ptr() == freed {
+                    MANUAL_REUSED.fetch_add(1, Ordering::Relaxed);
+                }
+                s1.launch(&Kernel::Fill {
+                    dst: other.slice(),
+                    value: 3.0,
+                })
+                .unwrap();
+            }
+        })
+    };
+    reader.join().unwrap();
+    writer.join().unwrap();
+    // One more allocation on stream 1 after both: it may take the block stream 2 read.
+    let last = alloc.alloc(512, &s1).unwrap();
+    if last.ptr() == freed {
+        MANUAL_REUSED.fetch_add(1, Ordering::Relaxed);
+    }
+    s1.launch(&Kernel::Fill {
+        dst: last.slice(),
+        value: 4.0,
+    })
+    .unwrap();
+    drop(last);
+    let races = device.hal().sanitizer_report_count();
+    assert_eq!(
+        races, 0,
+        "a freed block was reused before its use on stream 2"
+    );
+    alloc.check_invariants().unwrap();
+    assert_eq!(alloc.memory_allocated(), 0);
+}
+
+#[test]
+fn a_cross_stream_free_racing_allocations_is_exact_in_every_interleaving() {
+    let runs = explore(cross_stream_free_racing_allocations, PREEMPTIONS_LARGE);
+    // The freed block does come back (once stream 2's read is known complete).
+    let reused = MANUAL_REUSED.load(Ordering::Relaxed);
+    assert!(
+        reused > 0,
+        "the freed block was never reused in {runs} run(s)"
+    );
+    eprintln!("allocator cross-stream free: {runs} interleavings explored");
+}
+
+/// The same with the allocator's automatic mode: no `record_stream`; the front layer reports
+/// stream 2's read to the allocator (its use observer takes the allocator's lock after every
+/// front-layer lock is released), racing thread B's allocations, and the free that follows
+/// the read on thread A waits for it.
+static AUTOMATIC_REUSED: AtomicUsize = AtomicUsize::new(0);
+
+fn automatic_cross_stream_free() {
+    let device = device(SimMode::TimingOnly);
+    let alloc = CachingAllocator::new(
+        device.clone(),
+        AllocatorConfig::new().cross_stream(CrossStreamMode::Automatic),
+    )
+    .unwrap();
+    let (s1, s2) = (
+        device.create_stream(0).unwrap(),
+        device.create_stream(0).unwrap(),
+    );
+    let buffer = alloc.alloc(512, &s1).unwrap();
+    let freed = buffer.ptr();
+    s2.wait_stream(&s1).unwrap();
+    let reader = {
+        let s2 = s2.clone();
+        shuttle::thread::spawn(move || {
+            let read = Kernel::Scale {
+                src: buffer.slice().sub(256, 256).unwrap(),
+                dst: buffer.slice().sub(0, 256).unwrap(),
+                factor: 2.0,
+            };
+            s2.launch(&read).unwrap();
+            drop(buffer);
+        })
+    };
+    let writer = {
+        let (alloc, s1) = (alloc.clone(), s1.clone());
+        shuttle::thread::spawn(move || {
+            let other = alloc.alloc(512, &s1).unwrap();
+            if other.ptr() == freed {
+                AUTOMATIC_REUSED.fetch_add(1, Ordering::Relaxed);
+            }
+            s1.launch(&Kernel::Fill {
+                dst: other.slice(),
+                value: 3.0,
+            })
+            .unwrap();
+        })
+    };
+    reader.join().unwrap();
+    writer.join().unwrap();
+    let last = alloc.alloc(512, &s1).unwrap();
+    if last.ptr() == freed {
+        AUTOMATIC_REUSED.fetch_add(1, Ordering::Relaxed);
+    }
+    s1.launch(&Kernel::Fill {
+        dst: last.slice(),
+        value: 4.0,
+    })
+    .unwrap();
+    drop(last);
+    let races = device.hal().sanitizer_report_count();
+    assert_eq!(
+        races, 0,
+        "a freed block was reused before its use on stream 2"
+    );
+    alloc.check_invariants().unwrap();
+    assert_eq!(alloc.memory_allocated(), 0);
+}
+
+#[test]
+fn an_automatic_cross_stream_free_is_exact_in_every_interleaving() {
+    let runs = explore(automatic_cross_stream_free, PREEMPTIONS);
+    let reused = AUTOMATIC_REUSED.load(Ordering::Relaxed);
+    assert!(
+        reused > 0,
+        "the freed block was never reused in {runs} run(s)"
+    );
+    eprintln!("allocator automatic mode: {runs} interleavings explored");
+}
+
+/// Two ranks of one simulated node, each driven by its own thread: each fills its buffer with
+/// its rank + 1, all-reduces it (sum) and synchronizes its stream. A rank whose part arrives
+/// first holds its stream back, and its synchronize waits on the engine's condition variable
+/// (releasing the engine lock) until the other rank's part arrives; the communicator's
+/// ledger is held across each submission. In every interleaving both ranks end with 1 + 2.
+fn two_ranks_all_reduce() {
+    let node = SimNode::new(NodeConfig::new(2).device(SimConfig::new().mode(SimMode::Data)));
+    let devices: Vec<Device<SimBackend>> = node
+        .devices()
+        .into_iter()
+        .map(|d| Device::new(d).unwrap())
+        .collect();
+    let comms = Communicator::init_all(&devices).unwrap();
+    let ranks: Vec<_> = comms
+        .into_iter()
+        .zip(&devices)
+        .enumerate()
+        .map(|(rank, (comm, device))| {
+            let device = device.clone();
+            shuttle::thread::spawn(move || {
+                let stream = device.create_stream(0).unwrap();
+                let buffer = device.alloc(4 * 4).unwrap();
+                stream
+                    .launch(&Kernel::Fill {
+                        dst: buffer.slice(),
+                        value: rank as f32 + 1.0,
+                    })
+                    .unwrap();
+                comm.all_reduce(
+                    &stream,
+                    buffer.slice(),
+                    buffer.slice(),
+                    DType::F32,
+                    braid_stream_core::collective::ReduceOp::Sum,
+                )
+                .unwrap();
+                stream.synchronize().unwrap();
+                stream.copy_d2h(buffer.slice()).unwrap().wait_f32().unwrap()
+            })
+        })
+        .collect();
+    for rank in ranks {
+        assert_eq!(rank.join().unwrap(), vec![3.0; 4]);
+    }
+}
+
+#[test]
+fn an_all_reduce_of_two_threads_is_exact_in_every_interleaving() {
+    let runs = explore(two_ranks_all_reduce, PREEMPTIONS_LARGE);
+    assert!(runs > 1, "{runs} interleavings explored");
+    eprintln!("two-rank all-reduce: {runs} interleavings explored");
 }

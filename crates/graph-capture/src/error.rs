@@ -1,6 +1,7 @@
 //! Typed errors of graph capture and the runner.
 
 use braid_allocator::AllocError;
+use braid_stream_core::WrongDevice;
 
 /// Everything a capture session, a captured graph or a [`crate::GraphRunner`] can refuse or
 /// report. After any of these the allocator, the streams and the runner stay usable: a failed
@@ -15,11 +16,14 @@ pub enum GraphError {
     /// The allocator failed (out of memory inside a capture, a busy pool, ...).
     #[error(transparent)]
     Alloc(#[from] AllocError),
-    /// A stream, pool or buffer of another device or allocator was passed.
-    #[error("{what} belongs to another device or allocator than the capture")]
-    WrongDevice {
-        /// What was passed.
-        what: &'static str,
+    /// A stream of another device than the allocator's was passed.
+    #[error(transparent)]
+    WrongDevice(#[from] Box<WrongDevice>),
+    /// A pool of another allocator than the capture's (or the runner's) was passed.
+    #[error("{call}: the pool belongs to another allocator than the one given (make it with graph_pool_handle of that allocator)")]
+    ForeignPool {
+        /// The call refused (`CaptureSession::run`, `GraphRunner::new`).
+        call: &'static str,
     },
     /// A runner was called with a number of inputs other than it was built for.
     #[error("the runner takes {expected} inputs, {got} were given")]

@@ -5,9 +5,10 @@ use crate::error::{GraphError, Result};
 use crate::replay_order::{Footprint, Ledger, Span};
 use braid_allocator::{BlockState, CachingAllocator, MemPool, PoolOptions, PoolStats};
 use braid_stream_core::hal::Backend;
+use braid_stream_core::sync::{Mutex, MutexGuard};
 use braid_stream_core::{Access, Graph, Stream, StreamPosition};
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 struct ReplayState<B: Backend> {
     /// The stream the last graph of the pool was launched on.
@@ -102,7 +103,7 @@ impl<B: Backend> GraphPool<B> {
     }
 
     fn state(&self) -> MutexGuard<'_, ReplayState<B>> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 
     /// Orders the next work on `stream` after the last launch of any graph of this pool, so

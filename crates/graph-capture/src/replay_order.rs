@@ -16,9 +16,9 @@
 //! pool's [`Ledger`] (last writer of each byte, by graph launches) must agree with every need;
 //! then the graph's writes become the ledger's.
 
+use braid_stream_core::sync::Mutex;
 use braid_stream_core::{Access, CaptureId, DeviceSlice, Domain, StreamPosition, UseObserver};
 use std::collections::BTreeMap;
-use std::sync::Mutex;
 
 /// A byte range `[start, end)` of device memory.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -102,17 +102,14 @@ impl AccessRecorder {
 
     /// What was seen, in order.
     pub fn take(&self) -> Vec<(Span, Access)> {
-        std::mem::take(&mut *self.seen.lock().unwrap_or_else(|p| p.into_inner()))
+        std::mem::take(&mut *self.seen.lock())
     }
 }
 
 impl UseObserver for AccessRecorder {
     fn note_use(&self, position: StreamPosition, range: DeviceSlice, access: Access) {
         if position.domain == Domain::Capture(self.capture) && range.len > 0 {
-            self.seen
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .push((Span::of(range), access));
+            self.seen.lock().push((Span::of(range), access));
         }
     }
 }

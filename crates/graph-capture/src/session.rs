@@ -7,7 +7,9 @@ use crate::pool::{graph_pool_handle, GraphPool};
 use crate::replay_order::{AccessRecorder, Footprint};
 use braid_allocator::{CachingAllocator, PoolFilter};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{CaptureMode, Domain, Graph, Stream, StreamPosition, UseObserver};
+use braid_stream_core::{
+    CaptureMode, Domain, Graph, Stream, StreamPosition, UseObserver, WrongDevice,
+};
 use std::fmt;
 use std::sync::Arc;
 
@@ -168,11 +170,18 @@ impl<'a, B: Backend> CaptureSession<'a, B> {
         let alloc = self.allocator;
         let stream = self.stream;
         if !stream.device().same_as(alloc.device()) {
-            return Err(GraphError::WrongDevice { what: "stream" });
+            return Err(GraphError::WrongDevice(Box::new(WrongDevice {
+                call: "CaptureSession::run".into(),
+                what: "stream",
+                expected: alloc.device().id(),
+                found: stream.device().id(),
+            })));
         }
         let pool = match self.pool {
             Some(pool) if !pool.mem_pool().allocator().same_as(alloc) => {
-                return Err(GraphError::WrongDevice { what: "pool" })
+                return Err(GraphError::ForeignPool {
+                    call: "CaptureSession::run",
+                })
             }
             Some(pool) => pool,
             None => graph_pool_handle(alloc),

@@ -1,14 +1,14 @@
 //! `Device<B>`: one accelerator, its streams and the ordering model over them.
 
 use crate::context::{self, StreamGuard};
-use crate::error::{Result, StreamError};
+use crate::error::{Result, StreamError, WrongDevice};
 use crate::event::{Event, EventInner};
 use crate::hal::{self, Backend, Device as _};
 use crate::memory::DeviceMemory;
 use crate::ordering::StreamPosition;
 use crate::state::{BlockingTarget, DeviceState};
 use crate::stream::{Stream, StreamInner};
-use crate::sync::{self, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use crate::types::{DeviceId, DeviceSlice};
 use crate::types::{EventFlags, MemInfo, Priority, StreamId};
 use crate::uses::{Access, UseObserver};
@@ -34,17 +34,17 @@ pub(crate) struct DeviceInner<B: Backend> {
 impl<B: Backend> DeviceInner<B> {
     /// The device's ordering state: hold it briefly, never across a backend call.
     pub(crate) fn lock(&self) -> MutexGuard<'_, DeviceState<B>> {
-        sync::lock(&self.state)
+        self.state.lock()
     }
 
     /// The capture gate, shared: no capture begins or ends while the guard lives.
     pub(crate) fn gate_shared(&self) -> RwLockReadGuard<'_, ()> {
-        sync::read(&self.capture_gate)
+        self.capture_gate.read()
     }
 
     /// The capture gate, exclusive: no other call is inside the device while the guard lives.
     pub(crate) fn gate_exclusive(&self) -> RwLockWriteGuard<'_, ()> {
-        sync::write(&self.capture_gate)
+        self.capture_gate.write()
     }
 
     /// Refuses work on `stream` that an active capture forbids (see
@@ -259,7 +259,7 @@ impl<B: Backend> Device<B> {
     /// `torch.npu.stream(s)`, MindSpore's `StreamCtx`). Guards nest and restore the previous
     /// stream when dropped, also while unwinding.
     pub fn use_stream(&self, stream: &Stream<B>) -> Result<StreamGuard> {
-        self.check_same_device("stream", stream.device())?;
+        self.check_same_device("Device::use_stream", "stream", stream.device())?;
         Ok(context::push(self.inner.uid, stream.inner.clone()))
     }
 
@@ -368,11 +368,7 @@ impl<B: Backend> Device<B> {
     /// Registers `observer` to receive every range used by work submitted from now on (see
     /// [`UseObserver`]). The device holds it weakly: dropping the observer unregisters it.
     pub fn add_use_observer(&self, observer: &Arc<dyn UseObserver>) {
-        let mut observers = self
-            .inner
-            .observers
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
+        let mut observers = self.inner.observers.write();
         observers.retain(|o| o.strong_count() > 0);
         observers.push(Arc::downgrade(observer));
     }
@@ -383,11 +379,7 @@ impl<B: Backend> Device<B> {
         position: StreamPosition,
         ranges: impl IntoIterator<Item = (DeviceSlice, Access)>,
     ) {
-        let observers = self
-            .inner
-            .observers
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
+        let observers = self.inner.observers.read();
         if observers.is_empty() {
             return;
         }
@@ -400,15 +392,21 @@ impl<B: Backend> Device<B> {
         }
     }
 
-    pub(crate) fn check_same_device(&self, what: &'static str, other: &Device<B>) -> Result<()> {
+    pub(crate) fn check_same_device(
+        &self,
+        call: &'static str,
+        what: &'static str,
+        other: &Device<B>,
+    ) -> Result<()> {
         if self.same_as(other) {
             Ok(())
         } else {
-            Err(StreamError::WrongDevice {
+            Err(StreamError::WrongDevice(Box::new(WrongDevice {
+                call: call.into(),
                 what,
                 expected: self.id(),
                 found: other.id(),
-            })
+            })))
         }
     }
 

@@ -5,6 +5,7 @@ use crate::hal::HalError;
 use crate::kernel::KernelError;
 use crate::types::StreamId;
 use crate::types::{DeviceId, DeviceSlice};
+use std::borrow::Cow;
 
 /// Everything the front layer can refuse or report. After any of these the device, its streams
 /// and events stay consistent and usable.
@@ -111,15 +112,8 @@ pub enum StreamError {
     #[error("both events must be recorded before computing elapsed time")]
     EventNotRecorded,
     /// An object of one device was used with another.
-    #[error("{what} belongs to {found}, but was used with {expected}")]
-    WrongDevice {
-        /// What was passed.
-        what: &'static str,
-        /// Device of the call.
-        expected: DeviceId,
-        /// Device of the object.
-        found: DeviceId,
-    },
+    #[error(transparent)]
+    WrongDevice(#[from] Box<WrongDevice>),
     /// A tagged event's tag is already in use.
     #[error("tagged event tag {0:?} is already in use")]
     TagInUse(String),
@@ -160,8 +154,38 @@ pub enum StreamError {
         reason: String,
     },
     /// A size that does not fit in the address space.
-    #[error("size overflow: {0}")]
-    SizeOverflow(String),
+    #[error(transparent)]
+    SizeOverflow(#[from] SizeOverflow),
+}
+
+/// An object of one device passed to a call that works on another: the one shape of every
+/// `WrongDevice` error in braid ([`StreamError::WrongDevice`], the allocator's, graph
+/// capture's and the collectives'), boxed in each so the errors stay small.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+#[error("{call} on {expected}: the {what} belongs to {found}")]
+pub struct WrongDevice {
+    /// The call refused (`Event::record`, `alloc`, `CaptureSession::run`), with whose call it
+    /// is where that names it (`allreduce(sum) of rank 1`).
+    pub call: Cow<'static, str>,
+    /// What was passed (`stream`, `event`, ...).
+    pub what: &'static str,
+    /// The device the call works on (the event's, the allocator's, the capture's, the rank's).
+    pub expected: DeviceId,
+    /// The device of what was passed.
+    pub found: DeviceId,
+}
+
+/// A size that overflows the integer it is computed in: the one shape of every
+/// `SizeOverflow` error in braid ([`StreamError::SizeOverflow`], the allocator's and the
+/// collectives').
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+#[error("{call}: the size of {what} overflows")]
+pub struct SizeOverflow {
+    /// The call refused (`copy_d2h`, `alloc`, `allgather`, ...).
+    pub call: &'static str,
+    /// What was sized, with the numbers it was computed from (bytes rounded to a block, a
+    /// count of elements of a type, over some ranks): they differ from call to call.
+    pub what: String,
 }
 
 /// Work on one device's stream used memory of another device without a peer relation

@@ -7,12 +7,12 @@ use crate::hal::{Backend, Event as _, Stream as _};
 use crate::ordering::{Domain, EventSnapshot, StreamPosition};
 use crate::state::BlockingTarget;
 use crate::stream::Stream;
-use crate::sync::{self, MutexGuard};
+use crate::sync::{self, Mutex, MutexGuard};
 use crate::types::EventFlags;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 /// An event's record state, under the event's lock (see [`crate::sync`] for the lock order).
@@ -33,7 +33,7 @@ pub(crate) struct EventInner<B: Backend> {
     /// braid's back, so a wait on it reaches the backend even with no record braid saw.
     pub(crate) foreign: bool,
     /// The last record, updated with the backend record under this lock.
-    record: sync::Mutex<RecordState>,
+    record: Mutex<RecordState>,
 }
 
 impl<B: Backend> EventInner<B> {
@@ -43,13 +43,13 @@ impl<B: Backend> EventInner<B> {
             flags,
             tag,
             foreign: false,
-            record: sync::Mutex::new(RecordState::default()),
+            record: Mutex::new(RecordState::default()),
         }
     }
 
     /// The event's record state: hold it across a backend record or wait of this event.
     pub(crate) fn record_state(&self) -> MutexGuard<'_, RecordState> {
-        sync::lock(&self.record)
+        self.record.lock()
     }
 
     /// Whether the event is an external one ([`EventFlags::external`]).
@@ -139,7 +139,8 @@ impl<B: Backend> Event<B> {
     /// record node of the graph instead: the event does not count as recorded until the graph
     /// is launched (see [`crate::capture_rule`]).
     pub fn record(&self, stream: &Stream<B>) -> Result<()> {
-        self.device.check_same_device("stream", stream.device())?;
+        self.device
+            .check_same_device("Event::record", "stream", stream.device())?;
         let inner = &self.device.inner;
         let _gate = inner.gate_shared();
         let _turn = stream.inner.submission_turn();
@@ -227,7 +228,8 @@ impl<B: Backend> Event<B> {
     /// Both events need timing, must have been recorded (outside a capture) on the same device,
     /// and `end` must be complete; otherwise a typed error says which rule failed.
     pub fn elapsed_ms(&self, end: &Event<B>) -> Result<f32> {
-        self.device.check_same_device("event", end.device())?;
+        self.device
+            .check_same_device("Event::elapsed_ms", "event", end.device())?;
         if !self.inner.flags.timing || !end.inner.flags.timing {
             return Err(StreamError::EventWithoutTiming);
         }
@@ -270,7 +272,7 @@ impl<B: Backend> Future for EventWait<B> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
-        let mut shared = this.shared.lock().unwrap_or_else(|p| p.into_inner());
+        let mut shared = this.shared.lock();
         if let Some(result) = shared.result.take() {
             return Poll::Ready(result);
         }
@@ -284,9 +286,9 @@ impl<B: Backend> Future for EventWait<B> {
             shared.started = true;
             let event = this.event.clone();
             let state = this.shared.clone();
-            std::thread::spawn(move || {
+            sync::thread::spawn(move || {
                 let result = event.synchronize();
-                let mut shared = state.lock().unwrap_or_else(|p| p.into_inner());
+                let mut shared = state.lock();
                 shared.result = Some(result);
                 if let Some(waker) = shared.waker.take() {
                     waker.wake();

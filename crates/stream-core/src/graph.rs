@@ -7,10 +7,10 @@ use crate::hal::{Backend, Graph as _};
 use crate::ordering::StreamPosition;
 use crate::state::KeepAlive;
 use crate::stream::Stream;
-use crate::sync::MutexGuard;
+use crate::sync::{Mutex, MutexGuard};
 use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 /// The external events ([`crate::EventFlags::EXTERNAL`]) a graph records and waits on: at each
 /// launch the graph waits for each waited event's last record (made eagerly or by a launched
@@ -103,7 +103,8 @@ impl<B: Backend> Graph<B> {
     /// (made eagerly or by a graph launched before); each of its external record nodes counts
     /// as a record of its event at this launch.
     pub fn launch(&self, stream: &Stream<B>) -> Result<StreamPosition> {
-        self.device.check_same_device("stream", stream.device())?;
+        self.device
+            .check_same_device("Graph::launch", "stream", stream.device())?;
         // As any submission (see `crate::sync`): the capture checks hold until the backend
         // has the launch, and the stream's positions follow its backend order.
         let inner = &self.device.inner;
@@ -147,18 +148,14 @@ impl<B: Backend> Graph<B> {
             pos
         };
         drop(events);
-        self.launches
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .insert(stream.id(), pos);
+        self.launches.lock().insert(stream.id(), pos);
         Ok(pos)
     }
 }
 
 impl<B: Backend> Drop for Graph<B> {
     fn drop(&mut self) {
-        let launches =
-            std::mem::take(&mut *self.launches.lock().unwrap_or_else(|p| p.into_inner()));
+        let launches = std::mem::take(&mut *self.launches.lock());
         if self.keep_alive.is_empty() {
             return;
         }

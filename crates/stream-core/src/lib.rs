@@ -80,7 +80,7 @@ pub use context::StreamGuard;
 pub use custom::{CustomOp, OpCost, OpError, OpRange};
 pub use device::Device;
 pub use dtype::DType;
-pub use error::{Result, StreamError};
+pub use error::{Result, SizeOverflow, StreamError, WrongDevice};
 pub use event::{Event, EventWait};
 pub use graph::Graph;
 pub use kernel::{ComputeUnit, Kernel, KernelError, TypedKernel};

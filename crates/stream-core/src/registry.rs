@@ -7,9 +7,10 @@
 //! registry's lock is a leaf: taken only to read or update the map, never while another
 //! front-layer lock is waited for, and released before any device found is used or dropped.
 
+use crate::sync::{GlobalMutex, GlobalMutexGuard};
 use std::any::Any;
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Weak};
 
 type AnyDevice = dyn Any + Send + Sync;
 
@@ -19,10 +20,10 @@ enum Entry {
     Gone,
 }
 
-static DEVICES: Mutex<BTreeMap<u64, Entry>> = Mutex::new(BTreeMap::new());
+static DEVICES: GlobalMutex<BTreeMap<u64, Entry>> = GlobalMutex::new(BTreeMap::new());
 
-fn devices() -> std::sync::MutexGuard<'static, BTreeMap<u64, Entry>> {
-    DEVICES.lock().unwrap_or_else(|p| p.into_inner())
+fn devices() -> GlobalMutexGuard<'static, BTreeMap<u64, Entry>> {
+    DEVICES.lock()
 }
 
 /// What the registry knows of a uid.

@@ -3,7 +3,7 @@
 use crate::capture_rule::WaitOutcome;
 use crate::custom::CustomOp;
 use crate::device::Device;
-use crate::error::{Result, StreamError};
+use crate::error::{Result, SizeOverflow, StreamError, WrongDevice};
 use crate::event::Event;
 use crate::graph::Graph;
 use crate::hal::{self, Backend, Device as _, PreparedLaunch as _, Stream as _};
@@ -11,7 +11,7 @@ use crate::kernel::TypedKernel;
 use crate::memory::HostReadback;
 use crate::ordering::{Domain, StreamPosition, WaitEffect};
 use crate::state::{BlockingTarget, KeepAlive};
-use crate::sync::{self, Mutex, MutexGuard};
+use crate::sync::{Mutex, MutexGuard};
 use crate::types::{CaptureMode, DeviceSlice, EventFlags, Priority, StreamId};
 use crate::uses::Access;
 use bytes::Bytes;
@@ -50,7 +50,7 @@ impl<B: Backend> StreamInner<B> {
     /// This stream's turn to enqueue: the backend stream receives work in the order the
     /// guards are taken, and the model gives positions in the same order.
     pub(crate) fn submission_turn(&self) -> MutexGuard<'_, ()> {
-        sync::lock(&self.submission)
+        self.submission.lock()
     }
 
     pub(crate) fn set_tag(&self, tag: &str) {
@@ -313,7 +313,10 @@ impl<B: Backend> Stream<B> {
     /// memory instead.
     pub fn copy_d2h(&self, src: DeviceSlice) -> Result<HostReadback<B>> {
         let len = usize::try_from(src.len).map_err(|_| {
-            StreamError::SizeOverflow(format!("{} bytes do not fit in host memory", src.len))
+            StreamError::SizeOverflow(SizeOverflow {
+                call: "Stream::copy_d2h",
+                what: format!("a host buffer of {} bytes", src.len),
+            })
         })?;
         let uses = [(src, Access::Read)];
         let foreign = self.device.place_ranges("device-to-host copy", uses)?;
@@ -396,11 +399,12 @@ impl<B: Backend> Stream<B> {
         } else if mine.same_as(dst_device) {
             src_device
         } else {
-            return Err(StreamError::WrongDevice {
-                what: "peer copy (neither side is the stream's device)",
+            return Err(StreamError::WrongDevice(Box::new(WrongDevice {
+                call: "Stream::copy_peer".into(),
+                what: "source (neither side is the stream's device)",
                 expected: mine.id(),
                 found: src_device.id(),
-            });
+            })));
         };
         if !mine.has_peer_access(other) {
             return Err(StreamError::PeerAccessUnavailable {

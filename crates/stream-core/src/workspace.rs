@@ -22,10 +22,11 @@ use crate::device::Device;
 use crate::error::Result;
 use crate::hal::{Backend, Device as _};
 use crate::stream::Stream;
+use crate::sync::{Mutex, RwLock};
 use crate::types::{DevicePtr, DeviceSlice, StreamId};
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::{Mutex, MutexGuard, RwLock, Weak};
+use std::sync::Weak;
 
 /// Provides workspace in stream order (braid's caching allocator is one).
 pub trait WorkspaceProvider<B: Backend>: Send + Sync {
@@ -93,10 +94,6 @@ pub(crate) struct Workspaces<B: Backend> {
     retired: Mutex<Vec<DevicePtr>>,
 }
 
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl<B: Backend> Workspaces<B> {
     pub(crate) fn new() -> Self {
         Workspaces {
@@ -107,21 +104,17 @@ impl<B: Backend> Workspaces<B> {
     }
 
     pub(crate) fn set_provider(&self, provider: Option<Weak<dyn WorkspaceProvider<B>>>) {
-        *self.provider.write().unwrap_or_else(|p| p.into_inner()) = provider;
+        *self.provider.write() = provider;
     }
 
     fn provider(&self) -> Option<std::sync::Arc<dyn WorkspaceProvider<B>>> {
-        self.provider
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .as_ref()
-            .and_then(Weak::upgrade)
+        self.provider.read().as_ref().and_then(Weak::upgrade)
     }
 
     /// Frees every fallback segment (the device is dropping, its work finished).
     pub(crate) fn free_all(&mut self, hal: &B::Device) {
-        let segments = std::mem::take(&mut *lock(&self.segments));
-        let retired = std::mem::take(&mut *lock(&self.retired));
+        let segments = std::mem::take(&mut *self.segments.lock());
+        let retired = std::mem::take(&mut *self.retired.lock());
         for ptr in segments.into_values().map(|(p, _)| p).chain(retired) {
             // SAFETY: each segment came from `alloc` on this device and is freed once (taken
             // out of the lists here); the device synchronized before dropping, and no graph
@@ -169,10 +162,10 @@ impl<B: Backend> Stream<B> {
         }
         if self.is_capturing() {
             let ptr = self.device().hal().alloc(bytes)?;
-            lock(&workspaces.retired).push(ptr);
+            workspaces.retired.lock().push(ptr);
             return Ok(Workspace::kept(DeviceSlice::new(ptr, bytes)));
         }
-        let mut segments = lock(&workspaces.segments);
+        let mut segments = workspaces.segments.lock();
         if let Some(&(ptr, size)) = segments.get(&self.id()) {
             if size >= bytes {
                 return Ok(Workspace::kept(DeviceSlice::new(ptr, bytes)));
@@ -185,7 +178,7 @@ impl<B: Backend> Stream<B> {
         );
         let ptr = self.device().hal().alloc(size)?;
         if let Some((old, _)) = segments.insert(self.id(), (ptr, size)) {
-            lock(&workspaces.retired).push(old);
+            workspaces.retired.lock().push(old);
         }
         Ok(Workspace::kept(DeviceSlice::new(ptr, bytes)))
     }

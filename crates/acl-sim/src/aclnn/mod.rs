@@ -27,10 +27,11 @@ use braid_acl_sys::aclnn::{
     ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACL_BF16, ACL_FLOAT, ACL_FLOAT16,
 };
 use braid_stream_core::dtype::DType;
+use braid_stream_core::sync::{GlobalMutex, GlobalMutexGuard};
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
 use braid_stream_core::TypedKernel;
 use std::collections::HashMap;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 /// Workspace bytes the simulator's `aclnnReduceSum` asks for.
 pub const REDUCE_SUM_WORKSPACE: u64 = 1024;
@@ -152,12 +153,11 @@ impl Objects {
 }
 
 /// The process-wide objects.
-pub(crate) fn objects() -> MutexGuard<'static, Objects> {
-    static OBJECTS: OnceLock<Mutex<Objects>> = OnceLock::new();
+pub(crate) fn objects() -> GlobalMutexGuard<'static, Objects> {
+    static OBJECTS: OnceLock<GlobalMutex<Objects>> = OnceLock::new();
     OBJECTS
-        .get_or_init(|| Mutex::new(Objects::default()))
+        .get_or_init(|| GlobalMutex::new(Objects::default()))
         .lock()
-        .unwrap_or_else(|p| p.into_inner())
 }
 
 /// braid's data type of an `aclDataType` the operators take.

@@ -12,8 +12,9 @@ use braid_acl_sys::hccl::codes::*;
 use braid_acl_sys::hccl::HcclRootInfo;
 use braid_backend_sim::SimComm;
 use braid_stream_core::collective::{CollectiveCall, RootInfo};
+use braid_stream_core::sync::{GlobalMutex, GlobalMutexGuard};
 use std::collections::{HashMap, HashSet};
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 /// First communicator handle; handles step like pointers and never repeat.
 const HANDLE_BASE: usize = 0x0cc1_0000;
@@ -33,18 +34,16 @@ struct Table {
     next: usize,
 }
 
-fn table() -> MutexGuard<'static, Table> {
-    static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
+fn table() -> GlobalMutexGuard<'static, Table> {
+    static TABLE: OnceLock<GlobalMutex<Table>> = OnceLock::new();
     TABLE
         .get_or_init(|| {
-            Mutex::new(Table {
+            GlobalMutex::new(Table {
                 comms: HashMap::new(),
                 next: HANDLE_BASE,
             })
         })
         .lock()
-        // Every operation leaves the table consistent.
-        .unwrap_or_else(|p| p.into_inner())
 }
 
 /// Keeps `comm` and gives its handle.

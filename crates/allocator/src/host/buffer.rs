@@ -4,10 +4,10 @@ use super::PinnedHostAllocator;
 use crate::error::AllocError;
 use crate::reclaim::{released_for, Reuser};
 use braid_stream_core::hal::Backend;
+use braid_stream_core::sync::{Mutex, MutexGuard};
 use braid_stream_core::{DeviceSlice, Domain, HostPtr, Stream, StreamError, StreamPosition};
 use std::fmt;
 use std::ptr::NonNull;
-use std::sync::{Mutex, MutexGuard};
 
 /// What one stream does with the buffer.
 struct StreamUse<B: Backend> {
@@ -118,8 +118,7 @@ impl<B: Backend> PinnedBuffer<B> {
     }
 
     fn uses(&self) -> MutexGuard<'_, Vec<StreamUse<B>>> {
-        // Updates of the list do not panic midway; a poisoned lock holds consistent data.
-        self.uses.lock().unwrap_or_else(|p| p.into_inner())
+        self.uses.lock()
     }
 
     /// Refuses while a copy (any copy when `with_reads`, else one writing the buffer or a
@@ -267,7 +266,7 @@ impl<B: Backend> Drop for PinnedBuffer<B> {
         let Some(ptr) = self.ptr else {
             return;
         };
-        let uses = std::mem::take(self.uses.get_mut().unwrap_or_else(|p| p.into_inner()))
+        let uses = std::mem::take(self.uses.get_mut())
             .into_iter()
             .filter_map(|u| u.last(true).map(|p| (u.stream, p)))
             .collect();

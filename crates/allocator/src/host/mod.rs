@@ -61,10 +61,11 @@ pub use stats::PinnedStats;
 
 use crate::error::AllocError;
 use braid_stream_core::hal::{Backend, Device as _, HalError};
-use braid_stream_core::{Device, HostPtr, Stream, StreamPosition};
+use braid_stream_core::sync::{Mutex, MutexGuard};
+use braid_stream_core::{Device, HostPtr, SizeOverflow, Stream, StreamPosition};
 use cache::HostCache;
 use std::fmt;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 struct HostInner<B: Backend> {
     device: Device<B>,
@@ -73,8 +74,7 @@ struct HostInner<B: Backend> {
 
 impl<B: Backend> HostInner<B> {
     fn lock(&self) -> MutexGuard<'_, HostCache<B>> {
-        // No state change panics midway; a poisoned lock still holds consistent data.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        self.state.lock()
     }
 }
 
@@ -82,7 +82,7 @@ impl<B: Backend> Drop for HostInner<B> {
     /// The last handle is gone (every buffer holds one): wait for the copies pending blocks
     /// await, then return every block to the device.
     fn drop(&mut self) {
-        let state = self.state.get_mut().unwrap_or_else(|p| p.into_inner());
+        let state = self.state.get_mut();
         for (ptr, size) in state.take_everything() {
             // SAFETY: `ptr` came from `alloc_host` on this device, is owned by no buffer (all are
             // gone) and leaves the cache here, so it is freed once; the copies that used it
@@ -155,10 +155,15 @@ impl<B: Backend> PinnedHostAllocator<B> {
         if size == 0 {
             return Ok(PinnedBuffer::new(self.clone(), None, 0, 0));
         }
-        let overflow = AllocError::SizeOverflow { requested: size };
-        let rounded = size.checked_next_power_of_two().ok_or(overflow.clone())?;
-        let len = usize::try_from(size).map_err(|_| overflow.clone())?;
-        usize::try_from(rounded).map_err(|_| overflow)?;
+        let overflow = || {
+            AllocError::SizeOverflow(SizeOverflow {
+                call: "PinnedHostAllocator::alloc",
+                what: format!("{size} bytes rounded to a power of two in host memory"),
+            })
+        };
+        let rounded = size.checked_next_power_of_two().ok_or_else(overflow)?;
+        let len = usize::try_from(size).map_err(|_| overflow())?;
+        usize::try_from(rounded).map_err(|_| overflow())?;
         let cached = self.inner.lock().take_idle(&self.inner.device, rounded);
         let hit = cached.is_some();
         let ptr = match cached {

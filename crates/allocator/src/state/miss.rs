@@ -34,7 +34,7 @@ use crate::error::{AllocError, OutOfMemoryReport};
 use crate::size::{self, SizeClass};
 use crate::snapshot::{HistoryAction, PoolId};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::Device;
+use braid_stream_core::{Device, SizeOverflow};
 
 /// A request that missed, with what the miss path needs on every step.
 struct Miss {
@@ -140,8 +140,11 @@ impl<B: Backend> State<B> {
         } else {
             size::segment_size(&self.config, req.rounded)
         };
-        seg_size.ok_or(AllocError::SizeOverflow {
-            requested: req.size,
+        seg_size.ok_or_else(|| {
+            AllocError::SizeOverflow(SizeOverflow {
+                call: "alloc",
+                what: format!("{} bytes rounded to a segment", req.size),
+            })
         })
     }
 

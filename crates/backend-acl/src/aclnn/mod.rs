@@ -28,11 +28,12 @@ use braid_acl_sys::aclnn::{
     DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES, OPERATOR_LIBS_ENV,
 };
 use braid_acl_sys::loader::{self, LoadError, Loaded};
+use braid_stream_core::sync::GlobalMutex;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 /// The resolved aclnn tables: descriptors ([`AclnnApi::descriptors`]) and operators
 /// ([`AclnnApi::operators`]), and the ACL library whose `aclGetRecentErrMsg` explains their
@@ -53,9 +54,9 @@ impl fmt::Debug for AclnnApi {
 }
 
 /// Tables already resolved, by the path of the ACL library they go with.
-fn resolved() -> &'static Mutex<HashMap<PathBuf, &'static AclnnApi>> {
-    static TABLES: OnceLock<Mutex<HashMap<PathBuf, &'static AclnnApi>>> = OnceLock::new();
-    TABLES.get_or_init(|| Mutex::new(HashMap::new()))
+fn resolved() -> &'static GlobalMutex<HashMap<PathBuf, &'static AclnnApi>> {
+    static TABLES: OnceLock<GlobalMutex<HashMap<PathBuf, &'static AclnnApi>>> = OnceLock::new();
+    TABLES.get_or_init(|| GlobalMutex::new(HashMap::new()))
 }
 
 impl AclnnApi {
@@ -82,7 +83,7 @@ impl AclnnApi {
     /// Loads the aclnn tables that go with `acl` under the process environment (see the
     /// [module](self)); resolved once per ACL library.
     pub fn load_for(acl: &'static AclApi) -> Result<&'static AclnnApi, LoadError> {
-        let mut tables = resolved().lock().unwrap_or_else(|p| p.into_inner());
+        let mut tables = resolved().lock();
         if let Some(api) = tables.get(acl.path()) {
             return Ok(api);
         }

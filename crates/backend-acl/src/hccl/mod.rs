@@ -23,12 +23,13 @@ use crate::api::AclApi;
 use crate::error::AclError;
 use braid_acl_sys::hccl::{result_name, HcclFunctions, HcclResult, LIBRARIES, LIB_ENV};
 use braid_acl_sys::loader::{self, LoadError, Loaded};
+use braid_stream_core::sync::GlobalMutex;
 use std::collections::HashMap;
 use std::ffi::OsString;
 use std::fmt;
 use std::ops::Deref;
 use std::path::PathBuf;
-use std::sync::{Mutex, OnceLock};
+use std::sync::OnceLock;
 
 /// The resolved HCCL table ([`HcclFunctions`], through `Deref`) and the ACL library whose
 /// `aclGetRecentErrMsg` completes its errors. Resolved once per ACL library and kept for the
@@ -54,16 +55,16 @@ impl fmt::Debug for HcclApi {
 }
 
 /// Tables already resolved, by the path of the ACL library they go with.
-fn resolved() -> &'static Mutex<HashMap<PathBuf, &'static HcclApi>> {
-    static TABLES: OnceLock<Mutex<HashMap<PathBuf, &'static HcclApi>>> = OnceLock::new();
-    TABLES.get_or_init(|| Mutex::new(HashMap::new()))
+fn resolved() -> &'static GlobalMutex<HashMap<PathBuf, &'static HcclApi>> {
+    static TABLES: OnceLock<GlobalMutex<HashMap<PathBuf, &'static HcclApi>>> = OnceLock::new();
+    TABLES.get_or_init(|| GlobalMutex::new(HashMap::new()))
 }
 
 impl HcclApi {
     /// Loads the HCCL table that goes with `acl` under the process environment (see the
     /// [module](self)); resolved once per ACL library.
     pub fn load_for(acl: &'static AclApi) -> Result<&'static HcclApi, LoadError> {
-        let mut tables = resolved().lock().unwrap_or_else(|p| p.into_inner());
+        let mut tables = resolved().lock();
         if let Some(api) = tables.get(acl.path()) {
             return Ok(api);
         }

@@ -7,10 +7,11 @@
 #![allow(dead_code)]
 
 use braid_backend_acl::{AclApi, AclBackend, AclConfig, AclDevice};
+use braid_stream_core::sync::{GlobalMutex, GlobalMutexGuard};
 use braid_stream_core::Device;
 use std::cell::RefCell;
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, OnceLock};
+use std::sync::OnceLock;
 
 /// File name of the simulated ACL library.
 pub const SIM_LIB: &str = "libbraid_acl_sim.so";
@@ -43,10 +44,10 @@ pub fn api() -> &'static AclApi {
     })
 }
 
-static DEVICE_LOCK: Mutex<()> = Mutex::new(());
+static DEVICE_LOCK: GlobalMutex<()> = GlobalMutex::new(());
 
 thread_local! {
-    static HELD: RefCell<Option<MutexGuard<'static, ()>>> = const { RefCell::new(None) };
+    static HELD: RefCell<Option<GlobalMutexGuard<'static, ()>>> = const { RefCell::new(None) };
 }
 
 /// Gives this test thread exclusive use of the simulated devices until it ends.
@@ -58,7 +59,7 @@ pub fn exclusive() {
     HELD.with(|held| {
         let mut held = held.borrow_mut();
         if held.is_none() {
-            *held = Some(DEVICE_LOCK.lock().unwrap_or_else(|p| p.into_inner()));
+            *held = Some(DEVICE_LOCK.lock());
         }
     });
 }

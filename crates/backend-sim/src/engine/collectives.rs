@@ -31,11 +31,12 @@ use crate::trace::LinkSlice;
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp};
 use braid_stream_core::hal::HalError;
 use braid_stream_core::kernel::ComputeUnit;
+use braid_stream_core::sync::thread::{self, ThreadId};
+use braid_stream_core::sync::Condvar;
 use braid_stream_core::types::DeviceSlice;
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Condvar};
-use std::thread::ThreadId;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Work held back on a deferred stream, placed in order once the stream is free.
@@ -436,7 +437,7 @@ impl Engine {
             }
         };
         let drivers = self.coll.drivers.entry(comm).or_default();
-        let me = std::thread::current().id();
+        let me = thread::current().id();
         if !drivers.threads.contains(&me) {
             drivers.threads.push(me);
         }
@@ -787,7 +788,7 @@ impl Engine {
         let Some(drivers) = self.coll.drivers.get(&comm) else {
             return true;
         };
-        let me = std::thread::current().id();
+        let me = thread::current().id();
         let only_me = drivers.threads.iter().all(|t| *t == me);
         let missing = self.coll.comms[comm].group.missing(key);
         !(only_me && missing.iter().all(|r| drivers.ranks.contains(r)))

@@ -44,11 +44,12 @@ use braid_stream_core::capture_rule::{
 };
 use braid_stream_core::hal::{page_of_run, HalError};
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::sync::Condvar;
 use braid_stream_core::types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
 };
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, Condvar};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Per-stream state.

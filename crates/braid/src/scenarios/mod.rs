@@ -34,9 +34,12 @@ pub(crate) fn alloc_elements<B: Backend>(
     elements: u64,
     dtype: DType,
 ) -> Result<DeviceMemory<B>> {
-    let bytes = elements
-        .checked_mul(dtype.size())
-        .ok_or_else(|| crate::StreamError::SizeOverflow(format!("{elements} {dtype} elements")))?;
+    let bytes = elements.checked_mul(dtype.size()).ok_or_else(|| {
+        crate::StreamError::SizeOverflow(crate::SizeOverflow {
+            call: "alloc",
+            what: format!("{elements} {dtype} elements"),
+        })
+    })?;
     device.alloc(bytes)
 }
 

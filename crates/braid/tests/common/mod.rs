@@ -2,10 +2,10 @@
 //! the lock that makes their tests take turns on the process-wide ACL devices.
 
 use braid::acl::{sim_library_candidates, AclApi};
-use std::sync::Mutex;
+use braid::core::sync::GlobalMutex;
 
 /// ACL devices are process-wide: the tests of a binary take turns.
-pub static DEVICES: Mutex<()> = Mutex::new(());
+pub static DEVICES: GlobalMutex<()> = GlobalMutex::new(());
 
 /// `braid-acl-sim`, built as a dev-dependency into `target/<profile>/deps`, next to the test.
 pub fn acl_sim() -> &'static AclApi {

@@ -123,7 +123,9 @@ where
     pub fn new(allocator: &CachingAllocator<B>, config: RunnerConfig<B>, model: M) -> Result<Self> {
         if let MemoryReuse::Shared(pool) = &config.memory {
             if !pool.mem_pool().allocator().same_as(allocator) {
-                return Err(GraphError::WrongDevice { what: "pool" });
+                return Err(GraphError::ForeignPool {
+                    call: "GraphRunner::new",
+                });
             }
         }
         let capture_stream = allocator.device().create_stream(0)?;
