@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 type AnyStream = Arc<dyn Any + Send + Sync>;
 
-thread_local! {
+crate::sync::thread::thread_local! {
     /// Device uid → stack of current streams (innermost last).
     static CONTEXT: RefCell<HashMap<u64, Vec<AnyStream>>> = RefCell::new(HashMap::new());
 }

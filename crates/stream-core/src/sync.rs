@@ -51,13 +51,14 @@
 //!    ([`crate::EventFlags::EXTERNAL`]) across the backend launch, taken in address order.
 //! 6. **The device's ordering state** ([`crate::ordering::Ordering`], tags, keep-alives):
 //!    held only for a few vector-clock operations, never across a backend call.
-//! 7. **The front layer's leaves**, each held only to read or update what it guards, with no
-//!    lock of this list above 7 taken under it: a graph's launch list, the device's observer
-//!    list, its workspace provider, its fallback workspace segments (held across the backend
-//!    allocation that grows one, with the list of retired segments taken under them), an
-//!    async event wait's state, an allocator's out-of-memory observer list, a capture's
-//!    access recorder (`braid-graph-capture`), and the process's device registry (`registry`,
-//!    a [`GlobalMutex`]).
+//! 7. **Leaves**, each held only to read or update what it guards, with no lock of this list
+//!    above 7 taken under it: a graph's launch list, the device's observer list, its
+//!    workspace provider, its fallback workspace segments (held across the backend allocation
+//!    that grows one, with the list of retired segments taken under them), an async event
+//!    wait's state, an allocator's out-of-memory observer list, a capture's access recorder
+//!    (`braid-graph-capture`), a root-info transport's published root info
+//!    (`braid-collective`), and the process's device registry (`registry`, a
+//!    [`GlobalMutex`]).
 //! 8. **A simulated rank's call turn** (`braid-backend-sim`'s communicator over a
 //!    `RemoteGroup`): one collective at a time per rank, held across preparing its part
 //!    (under the engine lock, 10), the exchange with the other processes (9) and finishing
@@ -105,17 +106,22 @@ pub use model::{
     Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, WaitTimeoutResult,
 };
 
-/// Threads as the model checker sees them: `std::thread`'s `spawn`, `current` and `ThreadId`
-/// in a normal build, `shuttle`'s under `model-check` (whose threads are coroutines on one
-/// operating-system thread, so `std::thread::current` cannot tell them apart). For the
-/// helper threads braid spawns (an async event wait's host-blocking wait) and the threads it
-/// tells apart (the simulator's drivers of a collective).
+/// Threads as the model checker sees them: `std::thread`'s `spawn`, `current`, `ThreadId`
+/// and `thread_local!` in a normal build, `shuttle`'s under `model-check` (whose threads are
+/// coroutines on one operating-system thread, so `std::thread::current` cannot tell them
+/// apart and `std`'s thread-locals would be shared). For the helper threads braid spawns (an
+/// async event wait's host-blocking wait), the threads it tells apart (the simulator's
+/// drivers of a collective) and its per-thread state (the current-stream stack).
 pub mod thread {
     #[cfg(not(feature = "model-check"))]
     pub use std::thread::{current, spawn, ThreadId};
+    #[cfg(not(feature = "model-check"))]
+    pub use std::thread_local;
 
     #[cfg(feature = "model-check")]
     pub use shuttle::thread::{current, spawn, ThreadId};
+    #[cfg(feature = "model-check")]
+    pub use shuttle::thread_local;
 }
 
 /// A lock for a process-wide static: `parking_lot`'s in every build, the model checker's
