@@ -137,6 +137,46 @@ fn explore(program: fn(), preemptions: usize) -> usize {
     runs.load(Ordering::Relaxed)
 }
 
+/// Two threads that each take one lock twice, and the main thread that joins them.
+fn two_threads_two_locks() {
+    let lock = Arc::new(braid_stream_core::sync::Mutex::new(0u32));
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let lock = lock.clone();
+            shuttle::thread::spawn(move || {
+                for _ in 0..2 {
+                    *lock.lock() += 1;
+                }
+            })
+        })
+        .collect();
+    for thread in threads {
+        thread.join().unwrap();
+    }
+    assert_eq!(*lock.lock(), 4);
+}
+
+#[test]
+fn the_bounded_search_is_shuttles_exhaustive_search_when_the_bound_is_never_reached() {
+    let dfs = Arc::new(AtomicUsize::new(0));
+    let counter = dfs.clone();
+    shuttle::check_dfs(
+        move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            two_threads_two_locks();
+        },
+        None,
+    );
+    let dfs = dfs.load(Ordering::Relaxed);
+    assert_eq!(explore(two_threads_two_locks, usize::MAX), dfs);
+    // Fewer preemptions allowed, fewer schedules run.
+    let (none, one) = (
+        explore(two_threads_two_locks, 0),
+        explore(two_threads_two_locks, 1),
+    );
+    assert!(none < one && one < dfs, "{none} < {one} < {dfs} schedules");
+}
+
 /// An event is recorded on stream 1, then a buffer is filled there; then thread A records the
 /// event again (after the fill) while thread B makes stream 2 wait on it; then stream 2 reads
 /// the buffer. Whether B's wait sees A's record or the first one depends on the interleaving;
