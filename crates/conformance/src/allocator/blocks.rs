@@ -118,6 +118,11 @@ pub fn blocks_split_coalesce_and_stay_on_their_stream<B: Backend>(
         BlockState::Inactive,
         "the coalesced block"
     );
+    ensure_eq!(
+        alloc.memory_stats().inactive_split.all.current,
+        0,
+        "inactive split blocks after coalescing"
+    );
 
     let big = alloc.alloc(11 * MIB + 1, &main)?;
     let mid = alloc.alloc(5 * MIB, &main)?;

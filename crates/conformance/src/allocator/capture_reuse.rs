@@ -132,16 +132,17 @@ type ReuseScenario = (
     &'static [bool],
 );
 
-/// A5 with more streams and automatic mode: with two readers, joining one is not enough and
-/// joining both (directly, or transitively through the other reader) is; a join between
-/// readers alone orders nothing before the origin; in automatic mode the uses the front layer
-/// saw gate reuse the same way without `record_stream`.
+/// A5 with more streams and automatic mode: with two readers, joining either one is not
+/// enough and joining both (directly, or transitively through the other reader) is; a join
+/// between readers alone orders nothing before the origin; in automatic mode the uses the
+/// front layer saw gate reuse the same way without `record_stream`.
 pub fn in_capture_reuse_waits_for_every_reader<B: Backend>(
     h: &Harness<B>,
 ) -> Result<(), CaseError> {
     use CrossStreamMode::{Automatic, Manual};
-    let table: [ReuseScenario; 5] = [
+    let table: [ReuseScenario; 6] = [
         (2, &[(0, 1), (0, 2)], Manual, &[false, true]),
+        (2, &[(0, 2), (0, 1)], Manual, &[false, true]),
         (2, &[(2, 1), (0, 2)], Manual, &[false, true]),
         (2, &[(1, 2), (0, 1)], Manual, &[false, true]),
         (1, &[(0, 1)], Automatic, &[true]),

@@ -32,6 +32,7 @@ pub fn size_errors_leave_the_allocator_usable<B: Backend>(h: &Harness<B>) -> Res
     }
     ensure_eq!(alloc.memory_stats().num_ooms, 1, "num_ooms");
 
+    let (reserved, allocated) = (alloc.memory_reserved(), alloc.memory_allocated());
     let empty = alloc.alloc(0, &main)?;
     ensure!(
         empty.is_empty() && empty.size() == 0 && empty.slice().len == 0,
@@ -42,8 +43,18 @@ pub fn size_errors_leave_the_allocator_usable<B: Backend>(h: &Harness<B>) -> Res
         DevicePtr::NULL,
         "pointer of a zero-byte buffer"
     );
+    ensure_eq!(
+        (alloc.memory_reserved(), alloc.memory_allocated()),
+        (reserved, allocated),
+        "(reserved, allocated) with a zero-byte buffer"
+    );
     empty.record_stream(&device.create_stream(0)?)?;
     drop(empty);
+    ensure_eq!(
+        (alloc.memory_reserved(), alloc.pending_free_bytes()),
+        (reserved, 0),
+        "(reserved, pending) after freeing a recorded zero-byte buffer"
+    );
 
     // An out-of-memory report counts bytes allocated in private pools.
     let capped = allocator(&device, AllocatorConfig::new().limit_bytes(32 * MIB))?;
@@ -79,11 +90,14 @@ pub fn size_errors_leave_the_allocator_usable<B: Backend>(h: &Harness<B>) -> Res
 /// `InvalidConfigValue` naming key and value (in the message too), an invalid builder value
 /// is refused by `CachingAllocator::new`; an allocator with a valid configuration then works.
 pub fn config_errors_are_typed<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
+    let unknown = AllocatorConfig::parse("foo:1");
     expect_err!(
-        AllocatorConfig::parse("foo:1"),
+        &unknown,
         AllocError::UnknownConfigKey { ref key } if key == "foo",
         "an unknown key"
     );
+    let text = unknown.err().map(|e| e.to_string()).unwrap_or_default();
+    ensure!(text.contains("'foo'"), "the message names the key: {text}");
     for (text, key, value) in [
         ("max_split_size_mb:abc", "max_split_size_mb", "abc"),
         ("max_split_size_mb:10", "max_split_size_mb", "10"),
@@ -93,6 +107,11 @@ pub fn config_errors_are_typed<B: Backend>(h: &Harness<B>) -> Result<(), CaseErr
             "1.5",
         ),
         ("cross_stream:sometimes", "cross_stream", "sometimes"),
+        (
+            "reuse_pending_with_wait:maybe",
+            "reuse_pending_with_wait",
+            "maybe",
+        ),
         ("expandable_segments:maybe", "expandable_segments", "maybe"),
     ] {
         match AllocatorConfig::parse(text) {

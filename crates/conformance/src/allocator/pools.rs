@@ -135,8 +135,9 @@ pub fn pool_destruction_releases_memory<B: Backend>(h: &Harness<B>) -> Result<()
 
 /// PyTorch's `MemPool(use_on_oom=True)`: under a 64 MiB limit, a pool caching one free 20 MiB
 /// segment and 40 MiB allocated in the default pool, an 8 MiB default-pool request that
-/// cannot grow borrows the marked pool's free block (no new memory, the block counted in the
-/// pool and written and read back correctly) and it returns to the pool when freed; the same
+/// cannot grow borrows the marked pool's free block (only after the rest of the ladder ran; no
+/// new memory, the block counted in the pool and written and read back correctly) and it
+/// returns to the pool when freed, which serves its own next allocation from it; the same
 /// request against an unmarked pool is out of memory and leaves the pool's cache untouched.
 pub fn pools_marked_use_on_oom_lend_at_out_of_memory<B: Backend>(
     h: &Harness<B>,
@@ -151,22 +152,29 @@ pub fn pools_marked_use_on_oom_lend_at_out_of_memory<B: Backend>(
             drop(alloc.alloc(8 * MIB, &s)?);
         }
         ensure_eq!(pool.reserved_bytes(), 20 * MIB, "the pool's cached segment");
+        ensure_eq!(pool.stats().use_on_oom, lends, "the pool's use_on_oom");
         let held = alloc.alloc(40 * MIB, &s)?;
         ensure_eq!(
             alloc.memory_reserved(),
             60 * MIB,
             "reserved before the request"
         );
+        let retries = alloc.memory_stats().num_alloc_retries;
         let request = alloc.alloc(8 * MIB, &s);
         if lends {
             let borrowed = request?;
             ensure_eq!(borrowed.pool(), pool.id(), "pool of the borrowed block");
             ensure_eq!(alloc.memory_stats().num_ooms, 0, "out-of-memory count");
+            ensure_eq!(
+                alloc.memory_stats().num_alloc_retries,
+                retries + 1,
+                "retries: the ladder's cache release ran before the loan"
+            );
             ensure_eq!(alloc.memory_reserved(), 60 * MIB, "reserved after lending");
             ensure_eq!(
-                pool.stats().allocated_bytes,
-                8 * MIB,
-                "allocated in the pool"
+                (pool.stats().allocated_bytes, pool.stats().allocated_blocks),
+                (8 * MIB, 1),
+                "(bytes, blocks) allocated in the pool"
             );
             fill(&s, borrowed.slice(), 3.0)?;
             all_equal(&download(&s, borrowed.slice())?, 3.0, "the borrowed block")?;
@@ -177,12 +185,36 @@ pub fn pools_marked_use_on_oom_lend_at_out_of_memory<B: Backend>(
                 20 * MIB,
                 "the block is back in the pool"
             );
+            // The pool serves its own next allocation from the returned block.
+            let again = {
+                let _in_pool = pool.use_on(&s)?;
+                alloc.alloc(20 * MIB, &s)?
+            };
+            ensure_eq!(again.pool(), pool.id(), "pool of the pool's own allocation");
+            ensure_eq!(
+                (pool.reserved_bytes(), alloc.memory_reserved()),
+                (20 * MIB, 60 * MIB),
+                "(pool, all) reserved after the pool's own allocation"
+            );
+            let default_segments = alloc
+                .snapshot()
+                .segments
+                .iter()
+                .filter(|seg| seg.pool_id == PoolId::DEFAULT)
+                .count();
+            ensure_eq!(
+                default_segments,
+                1,
+                "default-pool segments (the lent block never joined the default pool)"
+            );
+            drop(again);
         } else {
             expect_err!(
                 request,
                 AllocError::OutOfMemory(_),
                 "an unmarked pool never lends"
             );
+            ensure_eq!(alloc.memory_stats().num_ooms, 1, "out-of-memory count");
             ensure_eq!(pool.reserved_bytes(), 20 * MIB, "the unmarked pool's cache");
             ensure_eq!(
                 pool.stats().allocated_bytes,

@@ -4,7 +4,7 @@
 
 use super::runner::scale_model;
 use super::{sum, N};
-use crate::support::{allocator, allocator_works, fill, KIB};
+use crate::support::{all_equal, allocator, allocator_works, download, fill, KIB};
 use crate::{CaseError, Harness};
 use braid_allocator::{AllocatorConfig, PoolId};
 use braid_graph_capture::{
@@ -142,6 +142,14 @@ pub fn graph_errors_leave_things_usable<B: Backend>(h: &Harness<B>) -> Result<()
         "still capturing after the failed capture"
     );
     ensure_eq!(alloc.memory_allocated(), 0, "allocated bytes after");
+    let on_side = alloc.alloc(16, &side)?;
+    fill(&side, on_side.slice(), 1.0)?;
+    all_equal(
+        &download(&side, on_side.slice())?,
+        1.0,
+        "work on the unjoined stream after the capture",
+    )?;
+    drop(on_side);
     allocator_works(&alloc)?;
 
     let twin = h.device()?;
