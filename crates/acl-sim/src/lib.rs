@@ -82,7 +82,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | [`exports`] | the exported C symbols: each checks its pointers and calls the registry |
-//! | `registry` (and `registry::vmm`, `registry::devices`) | the simulated runtime's state: devices, handles, captures, ACL's rules; virtual memory; the node and peer access |
+//! | `registry` | the simulated runtime's state (devices, handles, captures) and ACL's rules over it, one room per kind of object: the current device, the node and peer access, streams, events, memory, virtual memory, captures and models |
 //! | [`hccl`] | HCCL's exports: communicators and collectives |
 //! | `capture` | the join rule of cross-stream capture, checked at `aclmdlRICaptureEnd` |
 //! | `kernel` | braid's kernel-launch extension |

@@ -8,7 +8,7 @@
 //! | [`allocator`] | `braid-allocator` | the caching device allocator, private pools, the pinned host allocator |
 //! | [`graph_capture`] | `braid-graph-capture` | capture sessions, graph pools, `GraphRunner` |
 //! | [`collective`] | `braid-collective` | communicators over several devices, HCCL's collectives as stream operators |
-//! | [`trace`] | `braid-trace` | PyTorch memory snapshots: replay through the allocator, export for pytorch.org/memory_viz |
+//! | [`trace`] | `braid-trace` | PyTorch memory snapshots: replay through the allocator (on the simulator with feature `sim`), export for pytorch.org/memory_viz |
 //! | [`sim`] | `braid-backend-sim` | the simulated device (feature `sim`) |
 //! | `acl` | `braid-backend-acl` | Huawei Ascend through ACL (feature `acl`) |
 //! | [`scenarios`] | this crate | the seed scenarios behind `braid demo` and the examples |
@@ -18,7 +18,7 @@
 //!
 //! | feature | backend | status |
 //! |---|---|---|
-//! | `sim` (default) | [`sim`]: the simulated device | available |
+//! | `sim` (default) | [`sim`]: the simulated device (and `trace::sim`, trace replay on it) | available |
 //! | `acl` | `acl`: Huawei Ascend through a run-time loaded `libascendcl.so` (`braid_backend_acl`) | available; kernels only through `braid-acl-sim` |
 //!
 //! The front types ([`Device`], [`Stream`], [`Event`], [`Graph`]) are generic over the backend;
