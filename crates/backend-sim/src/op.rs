@@ -369,6 +369,63 @@ mod tests {
         );
     }
 
+    #[test]
+    fn cube_work_runs_at_the_curve_s_efficiency_and_vector_work_does_not() {
+        use crate::profile::EfficiencyPoint;
+        let mut p = DeviceProfile::ascend_910b();
+        p.min_kernel_ns = 0;
+        p.cube_units = 1;
+        p.vector_units = 1;
+        p.cube_flops_per_s = 1_000_000_000; // 1 flop per ns
+        p.cube_bf16_flops_per_s = 500_000_000;
+        p.vector_flops_per_s = 1_000_000_000;
+        p.hbm_effective_bytes_per_s = u64::MAX;
+        p.cube_efficiency = vec![
+            EfficiencyPoint {
+                ideal_ns: 1_000,
+                efficiency: 0.5,
+            },
+            EfficiencyPoint {
+                ideal_ns: 100_000,
+                efficiency: 1.0,
+            },
+        ];
+        let mm = |dim: u32, dtype: DType| {
+            let bytes = dim as u64 * dim as u64 * dtype.size();
+            OpKind::Kernel(
+                Kernel::Matmul {
+                    a: s(0, bytes),
+                    b: s(0, bytes),
+                    c: s(0, bytes),
+                    m: dim,
+                    k: dim,
+                    n: dim,
+                }
+                .typed(dtype),
+            )
+        };
+        // 2·8³ = 1024 flops: ideal 1024 ns, efficiency just above 0.5.
+        let small = mm(8, DType::F16).duration_ns(&p);
+        let eff = p.cube_efficiency_at(1024);
+        assert!(eff > 0.5 && eff < 0.51, "{eff}");
+        assert_eq!(small, (1024.0 / eff).ceil() as u64);
+        // In bf16 the same shape has twice the ideal duration, so a higher efficiency.
+        let bf16 = mm(8, DType::BF16).duration_ns(&p);
+        assert_eq!(bf16, (2048.0 / p.cube_efficiency_at(2048)).ceil() as u64);
+        // 2·64³ = 524288 flops: past the last point, full rate.
+        assert_eq!(mm(64, DType::F16).duration_ns(&p), 524_288);
+        // Vector work is not on the curve: 1024 f16 adds at 1 flop per ns.
+        let add = OpKind::Kernel(
+            Kernel::Add {
+                a: s(0, 2048),
+                b: s(0, 2048),
+                out: s(0, 2048),
+            }
+            .typed(DType::F16),
+        );
+        assert_eq!(add.duration_ns(&p), 1024);
+    }
+
     fn s(addr: u64, len: u64) -> DeviceSlice {
         DeviceSlice::new(DevicePtr(addr), len)
     }
