@@ -131,9 +131,12 @@ fn unknown_and_missing_fields_are_refused_with_their_path() {
     assert!(message.contains("line 1"), "{message}");
 }
 
+/// A change to a profile's JSON.
+type Edit = Box<dyn Fn(&mut serde_json::Value)>;
+
 #[test]
 fn figures_that_do_not_fit_their_field_are_refused_by_name() {
-    let cases: Vec<(&str, Box<dyn Fn(&mut serde_json::Value)>, &str)> = vec![
+    let cases: Vec<(&str, Edit, &str)> = vec![
         (
             "device.cube_f16",
             Box::new(|v| v["device"]["cube_f16"]["unit"] = "GB/s".into()),
