@@ -62,7 +62,7 @@
 //! | variable | meaning | default |
 //! |---|---|---|
 //! | `BRAID_ACL_SIM_DEVICES` ([`DEVICES_ENV`]) | number of devices of the simulated node, 1 to 64 | 8 |
-//! | `BRAID_ACL_SIM_CAPACITY` ([`CAPACITY_ENV`]) | memory of each device in bytes, positive | 16 GiB |
+//! | `BRAID_ACL_SIM_CAPACITY` ([`CAPACITY_ENV`]) | memory of each device in bytes, positive | the default profile's: 60.97 GiB (of a 64 GiB 910B) |
 //! | `BRAID_ACL_SIM_TIMING_ONLY` ([`TIMING_ONLY_ENV`]) | comma-separated ids of the devices that run timing-only; empty: none | `1` |
 //!
 //! An invalid value (`BRAID_ACL_SIM_DEVICES=abc`, `BRAID_ACL_SIM_CAPACITY=-1`, a timing-only

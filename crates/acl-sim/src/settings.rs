@@ -9,7 +9,8 @@ use std::fmt;
 /// Environment variable: number of devices of the simulated node, 1 to [`MAX_DEVICES`]
 /// (default 8, the NPUs of one Atlas A2 server).
 pub const DEVICES_ENV: &str = "BRAID_ACL_SIM_DEVICES";
-/// Environment variable: memory of each simulated device in bytes, positive (default 16 GiB).
+/// Environment variable: memory of each simulated device in bytes, positive (default: the
+/// simulator's default profile's memory, 60.97 GiB of a 64 GiB 910B).
 pub const CAPACITY_ENV: &str = "BRAID_ACL_SIM_CAPACITY";
 /// Environment variable: comma-separated ids of the devices that run in the simulator's
 /// timing-only mode (no data stored or computed, so model-sized shapes plan in milliseconds;
@@ -24,7 +25,12 @@ pub const DEFAULT_TIMING_ONLY: &[usize] = &[1];
 pub const MAX_DEVICES: usize = 64;
 
 const DEFAULT_DEVICES: usize = 8;
-const DEFAULT_CAPACITY: u64 = 16 << 30;
+
+/// The memory of a device when [`CAPACITY_ENV`] is unset: a default simulated device's, i.e.
+/// what the runtime of the default profile's NPU reports.
+fn default_capacity() -> u64 {
+    braid_backend_sim::SimConfig::new().capacity
+}
 
 /// A setting whose value is not one its variable takes.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -94,7 +100,7 @@ impl Settings {
         })?
         .map_or(DEFAULT_DEVICES, |n| n as usize);
         let capacity = number(CAPACITY_ENV, "a positive number of bytes", &|n| n > 0)?
-            .unwrap_or(DEFAULT_CAPACITY);
+            .unwrap_or_else(default_capacity);
         let ids_expected = format!(
             "comma-separated device ids below {device_count} (the device count), or nothing"
         );
@@ -148,14 +154,21 @@ mod tests {
 
     #[test]
     fn unset_variables_take_the_defaults() {
+        // The 910B profile's memory: what the runtime reports of its 64 GiB.
+        assert_eq!(
+            default_capacity(),
+            braid_backend_sim::Profile::atlas_800t_a2()
+                .device
+                .memory_bytes
+        );
         let s = settings(&[]).unwrap();
-        assert_eq!((s.device_count, s.capacity), (8, 16 << 30));
+        assert_eq!((s.device_count, s.capacity), (8, default_capacity()));
         let mut timing_only = vec![false; 8];
         timing_only[1] = true;
         assert_eq!(s.timing_only, timing_only);
         // Empty counts as unset for the numbers.
         let s = settings(&[(DEVICES_ENV, ""), (CAPACITY_ENV, " ")]).unwrap();
-        assert_eq!((s.device_count, s.capacity), (8, 16 << 30));
+        assert_eq!((s.device_count, s.capacity), (8, default_capacity()));
     }
 
     #[test]

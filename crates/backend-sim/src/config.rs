@@ -32,7 +32,8 @@ pub enum SimMode {
 pub struct SimConfig {
     /// Device ordinal reported by `Device::ordinal`.
     pub ordinal: u32,
-    /// Device memory capacity in bytes.
+    /// Device memory capacity in bytes: what the device reports as its total memory and what
+    /// can be allocated (the profile's [`DeviceProfile::memory_bytes`] by default).
     pub capacity: u64,
     /// Pinned host memory the device may allocate (`alloc_host`), in bytes.
     pub host_capacity: u64,
@@ -71,16 +72,29 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
-    /// The default configuration: ordinal 0, 16 GiB, 64 GiB of pinned host memory, data mode,
-    /// Ascend 910B profile, timeline on, sanitizer reporting, no faults, ACL's stream and
-    /// event limits, a 5 s collective timeout.
+    /// The default configuration: ordinal 0, the Ascend 910B profile
+    /// ([`crate::Profile::atlas_800t_a2`]) and its memory (60.97 GiB, what the runtime reports
+    /// of the 64 GiB of HBM), 64 GiB of pinned host memory, data mode, timeline on, sanitizer
+    /// reporting, no faults, ACL's stream and event limits, a 5 s collective timeout.
     pub fn new() -> Self {
+        SimConfig::for_profile(DeviceProfile::ascend_910b())
+    }
+
+    /// The default configuration for a device of `profile`: as [`SimConfig::new`], with the
+    /// profile and its memory ([`DeviceProfile::memory_bytes`]) as capacity.
+    ///
+    /// ```
+    /// use braid_backend_sim::{DeviceProfile, SimConfig};
+    /// let gpu = SimConfig::for_profile(DeviceProfile::generic_gpu());
+    /// assert_eq!(gpu.capacity, gpu.profile.memory_bytes);
+    /// ```
+    pub fn for_profile(profile: DeviceProfile) -> Self {
         SimConfig {
             ordinal: 0,
-            capacity: 16 << 30,
+            capacity: profile.memory_bytes,
             host_capacity: 64 << 30,
             mode: SimMode::Data,
-            profile: DeviceProfile::ascend_910b(),
+            profile,
             record_timeline: true,
             sanitizer: SanitizerMode::Report,
             virtual_memory: true,
@@ -116,7 +130,8 @@ impl SimConfig {
         self
     }
 
-    /// Sets the device profile.
+    /// Sets the device profile. The capacity stays as it is (see [`SimConfig::for_profile`]
+    /// to start from the profile's memory).
     pub fn profile(mut self, profile: DeviceProfile) -> Self {
         self.profile = profile;
         self

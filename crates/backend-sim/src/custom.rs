@@ -165,11 +165,11 @@ impl SimCustom {
 /// The peak rate (flops per second) of `unit` in `dtype` under profile `p`, and how many units
 /// share it: what built-in kernels and user operators are timed against.
 pub(crate) fn unit_peak(p: &DeviceProfile, unit: ComputeUnit, dtype: DType) -> (u64, u32) {
-    let f32_type = dtype == DType::F32;
-    match unit {
-        ComputeUnit::Cube if f32_type => (p.cube_f32_flops_per_s, p.cube_units),
-        ComputeUnit::Cube => (p.cube_flops_per_s, p.cube_units),
-        _ if f32_type => (p.vector_f32_flops_per_s, p.vector_units),
-        _ => (p.vector_flops_per_s, p.vector_units),
+    match (unit, dtype) {
+        (ComputeUnit::Cube, DType::F32) => (p.cube_f32_flops_per_s, p.cube_units),
+        (ComputeUnit::Cube, DType::BF16) => (p.cube_bf16_flops_per_s, p.cube_units),
+        (ComputeUnit::Cube, DType::F16) => (p.cube_flops_per_s, p.cube_units),
+        (_, DType::F32) => (p.vector_f32_flops_per_s, p.vector_units),
+        (_, DType::F16 | DType::BF16) => (p.vector_flops_per_s, p.vector_units),
     }
 }

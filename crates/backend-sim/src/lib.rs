@@ -4,6 +4,10 @@
 //! [`SimStream`], [`SimEvent`] and [`SimGraph`]. Nothing sleeps and nothing depends on the wall
 //! clock: the same program gives the same timeline on every run.
 //!
+//! - **Profiles.** Every figure the cost model uses comes from a profile file, each number
+//!   with its source ([`Profile`]): the shipped 910B / Atlas 800T A2 profile (the default)
+//!   is calibrated to published measurements, and a device names its profile
+//!   ([`DeviceProfile::name`]).
 //! - **Host time.** Every hal call advances the device's host clock by a modelled cost
 //!   ([`DeviceProfile`]): an eager enqueue by `eager_launch_ns`, other calls by
 //!   `host_call_ns`, a graph launch by `graph_launch_ns + nodes * graph_node_ns`. Synchronize
@@ -14,8 +18,10 @@
 //!   resources are the cube (matrix) units, the vector units and the copy engines, each with a
 //!   capacity from the [`DeviceProfile`]; a matmul demands a cube unit per output tile, a vector
 //!   op a vector unit per tile of memory, a copy one engine, and a kernel that gets only some
-//!   of the units runs at their share of the peak. Two matmuls that each fill the cube units
-//!   therefore serialize, smaller ones share, and a vector op or a copy overlaps a matmul.
+//!   of the units runs at their share of the peak (cube work further at the profile's
+//!   efficiency for its size: small matmuls do not reach the peak). Two matmuls that each
+//!   fill the cube units therefore serialize, smaller ones share, and a vector op or a copy
+//!   overlaps a matmul.
 //! - **Memory.** Real, never reused addresses; in [`SimMode::Data`] every allocation has host
 //!   backing and kernels compute on their data type (`f32`, `f16`, `bf16`: arithmetic in `f32`,
 //!   each stored result rounded to the type), each op reading its inputs at its start time and
@@ -85,7 +91,7 @@
 //! | module | what it holds |
 //! |---|---|
 //! | `device`, `stream`, `event`, `graph` | the hal types; [`SimDevice`] also has the observability API (timeline, statistics, sanitizer reports, fault counts) |
-//! | `config`, `profile` | [`SimConfig`]; [`DeviceProfile`]: the cost model's numbers, each with its source |
+//! | `config`, [`profile`] | [`SimConfig`]; [`Profile`]: profile files (every figure with its unit, source and kind; the shipped ones in `profiles/`), read into a [`DeviceProfile`] and a [`NodeProfile`] |
 //! | `engine` (and `engine::submit`, `engine::events`, `engine::observe`) | the discrete-event engine of a node: host clocks, streams, events, scheduling on resources and links, captures |
 //! | `node`, `device_state` | [`SimNode`], [`NodeConfig`]; what the engine keeps per device |
 //! | `topology`, `link` | [`Topology`], [`LinkSpec`] (figures with their sources); links as contended resources |
@@ -144,7 +150,7 @@ mod link;
 mod memory;
 mod node;
 mod op;
-mod profile;
+pub mod profile;
 mod queue;
 mod remote;
 mod resource;
@@ -163,7 +169,7 @@ pub use event::SimEvent;
 pub use fault::{CallKind, FaultCounts, FaultPlan};
 pub use graph::SimGraph;
 pub use node::{NodeConfig, SimNode};
-pub use profile::DeviceProfile;
+pub use profile::{DeviceProfile, NodeProfile, Profile, ProfileError};
 pub use remote::RemoteGroup;
 pub use sanitizer::report::{OpRef, RaceKind, RaceReport};
 pub use sanitizer::SanitizerMode;

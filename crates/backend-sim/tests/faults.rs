@@ -44,7 +44,11 @@ fn a_failed_alloc_is_out_of_memory_and_allocates_nothing() {
             requested, total, ..
         }) => {
             assert_eq!(requested, 4 << 20);
-            assert_eq!(total, 16 << 30);
+            // The default device has the default profile's memory (60.97 GiB of the 910B).
+            assert_eq!(
+                total,
+                braid_backend_sim::DeviceProfile::ascend_910b().memory_bytes
+            );
         }
         other => panic!("{other:?}"),
     }

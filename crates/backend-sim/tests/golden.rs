@@ -43,7 +43,10 @@ fn profile() -> DeviceProfile {
     DeviceProfile {
         name: "golden".to_string(),
         cube_flops_per_s: 4_000_000_000,
+        cube_bf16_flops_per_s: 4_000_000_000,
         cube_f32_flops_per_s: 4_000_000_000,
+        // Full rate at every size: the fingerprints predate the efficiency curve.
+        cube_efficiency: Vec::new(),
         vector_flops_per_s: 2_000_000_000,
         vector_f32_flops_per_s: 2_000_000_000,
         cube_units: 4,
@@ -52,6 +55,9 @@ fn profile() -> DeviceProfile {
         cube_tile: 4,
         vector_tile_bytes: 256,
         hbm_bytes_per_s: 8_000_000_000,
+        hbm_effective_bytes_per_s: 8_000_000_000,
+        hbm_bytes: 1 << 30,
+        memory_bytes: 1 << 30,
         h2d_bytes_per_s: 1_000_000_000,
         d2h_bytes_per_s: 1_000_000_000,
         min_kernel_ns: 50,
