@@ -50,6 +50,10 @@ pub struct SimStats {
     pub bytes_allocated: u64,
     /// Highest value `bytes_allocated` reached.
     pub peak_bytes_allocated: u64,
+    /// Host bytes holding the device's data in data mode: the pages (64 KiB each) written
+    /// and not freed, unmapped or discarded since. Back to zero once every segment is freed;
+    /// always zero in timing-only mode.
+    pub resident_data_bytes: u64,
     /// Data accesses (reads or writes) that fell outside every live allocation; they read zeros
     /// or were dropped. Always zero in timing-only mode, where no data is accessed.
     pub invalid_accesses: u64,

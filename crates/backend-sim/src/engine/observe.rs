@@ -125,6 +125,7 @@ impl Engine {
             frees: mem.frees(),
             bytes_allocated: mem.used(),
             peak_bytes_allocated: mem.peak(),
+            resident_data_bytes: mem.resident_data_bytes(),
             invalid_accesses: mem.invalid_accesses(),
             failed_ops: mem.failed_ops(),
             host_allocations: dev.host.allocations(),
