@@ -2,6 +2,57 @@
 
 use braid_stream_core::kernel::ComputeUnit;
 use braid_stream_core::types::DeviceSlice;
+use std::collections::VecDeque;
+
+/// A bounded record log: at most `capacity` records, the oldest dropped first and counted.
+#[derive(Debug)]
+pub(crate) struct Ring<T> {
+    items: VecDeque<T>,
+    capacity: usize,
+    dropped: u64,
+}
+
+impl<T> Ring<T> {
+    /// An empty ring of at most `capacity` records.
+    pub fn new(capacity: usize) -> Self {
+        Ring {
+            items: VecDeque::new(),
+            capacity,
+            dropped: 0,
+        }
+    }
+
+    /// Appends `item`, dropping the oldest record when full (or `item` itself at capacity 0).
+    pub fn push(&mut self, item: T) {
+        if self.capacity == 0 {
+            self.dropped += 1;
+            return;
+        }
+        if self.items.len() >= self.capacity {
+            self.items.pop_front();
+            self.dropped += 1;
+        }
+        self.items.push_back(item);
+    }
+
+    /// The records kept, oldest first.
+    pub fn iter(&self) -> std::collections::vec_deque::Iter<'_, T> {
+        self.items.iter()
+    }
+
+    /// Records dropped so far to stay within the capacity.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Ring<T> {
+    type Item = &'a T;
+    type IntoIter = std::collections::vec_deque::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.iter()
+    }
+}
 
 /// One executed op (eager, or a node of a graph replay), as placed in virtual time.
 #[derive(Clone, PartialEq, Debug)]
