@@ -39,13 +39,18 @@ pub enum BenchBackend {
     Acl,
 }
 
-/// A value of [`BACKEND_ENV`] that names no backend.
+/// A value of [`BACKEND_ENV`] that names no backend (set to nothing included: braid never
+/// reads a set but empty variable as unset).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct UnknownBackend(pub String);
 
 impl fmt::Display for UnknownBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{BACKEND_ENV}={:?}: expected `sim` or `acl`", self.0)
+        write!(
+            f,
+            "{BACKEND_ENV}={:?}: expected `sim` or `acl` (unset it for the default)",
+            self.0
+        )
     }
 }
 
@@ -55,7 +60,7 @@ impl std::error::Error for UnknownBackend {}
 /// when `acl_feature`, else the simulator.
 pub fn select(env_value: Option<&str>, acl_feature: bool) -> Result<BenchBackend, UnknownBackend> {
     match env_value.map(str::trim) {
-        None | Some("") => Ok(if acl_feature {
+        None => Ok(if acl_feature {
             BenchBackend::Acl
         } else {
             BenchBackend::Sim
@@ -186,7 +191,7 @@ mod tests {
     fn the_variable_overrides_the_feature() {
         assert_eq!(select(None, false), Ok(BenchBackend::Sim));
         assert_eq!(select(None, true), Ok(BenchBackend::Acl));
-        assert_eq!(select(Some(""), true), Ok(BenchBackend::Acl));
+        assert_eq!(select(Some(""), true), Err(UnknownBackend(String::new())));
         assert_eq!(select(Some("sim"), true), Ok(BenchBackend::Sim));
         assert_eq!(select(Some(" ACL "), false), Ok(BenchBackend::Acl));
         let err = select(Some("cuda"), false).unwrap_err();
