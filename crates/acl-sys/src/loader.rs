@@ -2,6 +2,8 @@
 //! resolves a [`SymbolTable`] from it.
 //!
 //! The rules, so that configuration is never silently ignored:
+//! - the set's variable set to nothing (or to a list naming no file) is
+//!   [`LoadError::Variable`], naming it: it is never read as unset;
 //! - a library named by the set's variable ([`Origin::Env`]) that does not open, or a set of
 //!   them that lacks a required symbol, is an error naming it: nothing else is tried;
 //! - a library present under a CANN home ([`Origin::Home`]) or at a caller's fallback path
