@@ -9,14 +9,16 @@
 //! engine, and replays on a timing-only simulated device) and always run on it.
 //!
 //! ACL is opened as [`braid::acl_device`] opens it: `$BRAID_ACL_LIB`, then CANN under
-//! `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, then `libascendcl.so` on the loader path. On an
+//! `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, then `libascendcl.so` on the loader path, and
+//! only where none is there, `libbraid_acl_sim.so` beside the bench executable (in
+//! `target/release/deps/` once `cargo build --release -p braid-cli` has built it). On an
 //! Atlas A2/A3 machine with CANN's environment sourced, `cargo bench -p braid-benches
-//! --features acl` therefore measures the hardware. Where ACL is selected but cannot be opened
-//! (or the `acl` feature is off), those benches print a note and measure nothing. To measure
-//! the ACL path on the simulator, point `BRAID_ACL_LIB` at `braid-acl-sim`'s library (for
-//! example `target/release/deps/libbraid_acl_sim.so`, built by
-//! `cargo build --release -p braid-cli`); its device 0 computes data unless
-//! `BRAID_ACL_SIM_TIMING_ONLY=0` makes it timing-only, which leaves only host cost to measure.
+//! --features acl` therefore measures the hardware; the first line of each bench names the
+//! library. Where ACL is selected but cannot be opened (or the `acl` feature is off), those
+//! benches print a note and measure nothing. To measure the ACL path on the simulator, point
+//! `BRAID_ACL_LIB` at `braid-acl-sim`'s library (`braid acl-sim install --dir DIR` prints the
+//! line); its device 0 computes data unless `BRAID_ACL_SIM_TIMING_ONLY=0` makes it
+//! timing-only, which leaves only host cost to measure.
 //!
 //! CANN does not run braid's kernels yet: where a kernel launch is refused, the benches that
 //! need device work enqueue a memset instead ([`Work`]).
@@ -113,7 +115,7 @@ pub fn on_selected_backend(name: &str, bench: &mut impl BenchOn) {
 fn on_acl(name: &str, bench: &mut impl BenchOn) {
     match braid::acl_device(0) {
         Ok(device) => {
-            if let Ok(api) = braid::acl::load() {
+            if let Ok(api) = braid::acl::AclApi::load_or_sim() {
                 eprintln!("{name}: ACL from {}", api.path().display());
             }
             bench.run(device, "acl")
