@@ -248,6 +248,7 @@ impl<B: Backend> CachingAllocator<B> {
         config.validate()?;
         let granularity = vmm_granularity(&device, config.expandable_segments)?;
         let total = device.mem_info()?.total;
+        config.validate_for_device(total)?;
         let automatic = config.cross_stream == CrossStreamMode::Automatic;
         let inner = Arc::new_cyclic(|weak: &Weak<Inner<B>>| {
             let observer: Option<Arc<dyn UseObserver>> = automatic.then(|| {
@@ -631,11 +632,17 @@ impl<B: Backend> CachingAllocator<B> {
         self.inner.lock().history.enabled()
     }
 
-    /// Changes the capacity of the history ring (keeping the newest entries).
-    pub fn set_history_size(&self, entries: usize) {
+    /// Changes the capacity of the history ring (keeping the newest entries). A size above
+    /// [`crate::MAX_HISTORY_SIZE`] is [`AllocError::InvalidConfigValue`] naming
+    /// `history_size`, and changes nothing.
+    pub fn set_history_size(&self, entries: usize) -> Result<(), AllocError> {
+        let checked = AllocatorConfig::new().history_size(entries);
+        checked.validate()?;
         let mut st = self.inner.lock();
         st.history.set_capacity(entries);
+        st.config.history_size = entries;
         st.refresh_plain();
+        Ok(())
     }
 
     /// Drops the recorded history.

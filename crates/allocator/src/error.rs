@@ -25,11 +25,28 @@ pub enum AllocError {
         /// Bytes requested.
         requested: u64,
     },
-    /// A configuration key is not known.
-    #[error("unrecognized key '{key}' in allocator config")]
+    /// A configuration key is not known. The message suggests the nearest valid key when one
+    /// is near ([`AllocError::config_key_suggestion`]), else lists the valid keys.
+    #[error(
+        "unrecognized key '{key}' in allocator config: {}",
+        unknown_key_hint(key)
+    )]
     UnknownConfigKey {
         /// The key.
         key: String,
+    },
+    /// A configuration key is given twice in one string (directly or by an alias, such as
+    /// `history_size` and `max_entries`).
+    #[error(
+        "allocator config key '{key}' is given twice ('{first}' and '{second}'): give it once"
+    )]
+    DuplicateConfigKey {
+        /// The key's name (not the alias).
+        key: String,
+        /// The first item naming it, as written.
+        first: String,
+        /// The second item naming it, as written.
+        second: String,
     },
     /// A configuration value is invalid for its key.
     #[error("invalid value '{value}' for allocator config key '{key}': {reason}")]
@@ -174,6 +191,24 @@ pub enum AllocError {
     /// The front layer refused a call the allocator made.
     #[error(transparent)]
     Stream(#[from] braid_stream_core::Error),
+}
+
+impl AllocError {
+    /// For [`AllocError::UnknownConfigKey`]: the valid key nearest to the one given, when it
+    /// is likely a typo of it (`max_split_size` → `max_split_size_mb`).
+    pub fn config_key_suggestion(&self) -> Option<&'static str> {
+        match self {
+            AllocError::UnknownConfigKey { key } => crate::config::nearest_key(key),
+            _ => None,
+        }
+    }
+}
+
+fn unknown_key_hint(key: &str) -> String {
+    match crate::config::nearest_key(key) {
+        Some(nearest) => format!("did you mean '{nearest}'?"),
+        None => format!("valid keys are {}", crate::config::key_list()),
+    }
 }
 
 /// The contents of an out-of-memory error: what was asked, what the device has, and where the

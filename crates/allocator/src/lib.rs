@@ -73,7 +73,9 @@ mod stats;
 pub use allocator::{CachingAllocator, WeakAllocator, DEFAULT_POOL, EMPTY_BUFFER_PTR};
 pub use buffer::DeviceBuffer;
 pub use checkpoint::{PoolCheckpoint, RestoreError};
-pub use config::{AllocatorConfig, CrossStreamMode, ENV_VAR, ROUNDUP_POWER2_INTERVALS};
+pub use config::{
+    AllocatorConfig, CrossStreamMode, ENV_VAR, MAX_HISTORY_SIZE, ROUNDUP_POWER2_INTERVALS,
+};
 pub use error::{AllocError, OutOfMemoryReport};
 pub use host::{PinnedBuffer, PinnedHostAllocator, PinnedStats};
 pub use mempool::{MemPool, PoolDiversion};

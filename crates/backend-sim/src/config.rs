@@ -44,6 +44,11 @@ pub struct SimConfig {
     /// Whether executed ops are kept in the timeline ([`crate::SimDevice::timeline`]), with
     /// host calls, event flows and memory samples for [`crate::SimDevice::chrome_trace_json`].
     pub record_timeline: bool,
+    /// The most records of each kind the timeline keeps (ops; host calls; event markers;
+    /// event flows; memory samples; link transfers): a ring, the oldest dropped first and
+    /// counted ([`crate::SimDevice::timeline_dropped`]), so a long run's host memory stays
+    /// bounded. [`DEFAULT_TIMELINE_CAPACITY`] by default. A node's is its first device's.
+    pub timeline_capacity: usize,
     /// What the sanitizer does ([`SanitizerMode::Report`] by default).
     pub sanitizer: SanitizerMode,
     /// Whether the device offers the virtual-memory API (`hal::Device::reserve_address` and
@@ -74,8 +79,9 @@ pub struct SimConfig {
 impl SimConfig {
     /// The default configuration: ordinal 0, the Ascend 910B profile
     /// ([`crate::Profile::atlas_800t_a2`]) and its memory (60.97 GiB, what the runtime reports
-    /// of the 64 GiB of HBM), 64 GiB of pinned host memory, data mode, timeline on, sanitizer
-    /// reporting, no faults, ACL's stream and event limits, a 5 s collective timeout.
+    /// of the 64 GiB of HBM), 64 GiB of pinned host memory, data mode, timeline on (the newest
+    /// [`DEFAULT_TIMELINE_CAPACITY`] records of each kind), sanitizer reporting, no faults,
+    /// ACL's stream and event limits, a 5 s collective timeout.
     pub fn new() -> Self {
         SimConfig::for_profile(DeviceProfile::ascend_910b())
     }
@@ -96,6 +102,7 @@ impl SimConfig {
             mode: SimMode::Data,
             profile,
             record_timeline: true,
+            timeline_capacity: DEFAULT_TIMELINE_CAPACITY,
             sanitizer: SanitizerMode::Report,
             virtual_memory: true,
             faults: FaultPlan::new(),
@@ -173,6 +180,13 @@ impl SimConfig {
         self
     }
 
+    /// Sets [`SimConfig::timeline_capacity`](SimConfig#structfield.timeline_capacity): the
+    /// most records of each kind the timeline keeps (`usize::MAX`: everything).
+    pub fn timeline_capacity(mut self, records: usize) -> Self {
+        self.timeline_capacity = records;
+        self
+    }
+
     /// Sets the wall-clock time each enqueued operation burns on the host (see
     /// [`SimConfig::wall_launch_cost`](SimConfig#structfield.wall_launch_cost)).
     pub fn wall_launch_cost(mut self, cost: Duration) -> Self {
@@ -190,6 +204,12 @@ impl SimConfig {
 
 /// The default [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout).
 pub const DEFAULT_COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The default [`SimConfig::timeline_capacity`](SimConfig#structfield.timeline_capacity):
+/// 100 000 records of each kind, about 50 MB for a program of kernels, events and
+/// allocations (about 700 host bytes per op kept, measured by `tests/timeline_cap.rs`), enough for every op of the examples and
+/// tests and the latest 100 000 of a longer run.
+pub const DEFAULT_TIMELINE_CAPACITY: usize = 100_000;
 
 /// Keeps the calling thread busy for `cost` of wall-clock time (a spin, as a driver's launch
 /// path is CPU work, not sleep).

@@ -232,6 +232,13 @@ impl SimDevice {
             .collect()
     }
 
+    /// Ops dropped from the timeline so far to keep it within
+    /// [`SimConfig::timeline_capacity`](crate::SimConfig#structfield.timeline_capacity) (the
+    /// oldest go first; for a device of a [`crate::SimNode`], the node's whole timeline).
+    pub fn timeline_dropped(&self) -> u64 {
+        lock(&self.shared).timeline().dropped()
+    }
+
     /// Latest end time of any op of this device submitted so far, in nanoseconds.
     pub fn makespan_ns(&self) -> u64 {
         lock(&self.shared).makespan()

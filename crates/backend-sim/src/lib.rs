@@ -52,7 +52,11 @@
 //!   device ordinal), [`SimNode::timeline`] those of all devices;
 //!   [`SimDevice::chrome_trace_json`] exports them with host calls, event flows and memory
 //!   counters for Perfetto ([`trace`]), [`SimNode::chrome_trace_json`] with a process per
-//!   device and the link tracks.
+//!   device and the link tracks. Each kind of record is a ring of at most
+//!   [`SimConfig::timeline_capacity`](SimConfig#structfield.timeline_capacity) records
+//!   ([`DEFAULT_TIMELINE_CAPACITY`]): the oldest are dropped first and counted
+//!   ([`SimDevice::timeline_dropped`], and `otherData` in the export), so host memory stays
+//!   bounded however long the run.
 //! - **Several devices.** A [`SimNode`] is several devices on one engine: one virtual time
 //!   axis, data store and sanitizer; each device has its own host clock (as if driven by its
 //!   own host thread or process), compute units, copy engines, communication engine, memory
@@ -162,7 +166,7 @@ pub mod trace;
 
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
 pub use comm::{SimComm, JOIN_TIMEOUT};
-pub use config::{SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT};
+pub use config::{SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_TIMELINE_CAPACITY};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
 pub use event::SimEvent;

@@ -17,7 +17,7 @@ const SIM_LIB: &str = "libbraid_acl_sim.so";
 fn api() -> &'static AclApi {
     static API: OnceLock<&'static AclApi> = OnceLock::new();
     API.get_or_init(|| {
-        std::env::set_var(braid_acl_sim::TIMING_ONLY_ENV, "");
+        std::env::set_var(braid_acl_sim::TIMING_ONLY_ENV, "none");
         let exe = std::env::current_exe().unwrap();
         let deps = exe.parent().unwrap();
         let lib: PathBuf = [deps.join(SIM_LIB), deps.join("..").join(SIM_LIB)]

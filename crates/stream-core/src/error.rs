@@ -105,7 +105,10 @@ pub enum Error {
         reason: &'static str,
     },
     /// `elapsed_ms` on an event created without timing.
-    #[error("elapsed time needs events created with timing enabled")]
+    #[error(
+        "elapsed time needs both events created with timing: create them with \
+         `EventFlags::TIMING` (`device.create_event(EventFlags::TIMING)`)"
+    )]
     EventWithoutTiming,
     /// `elapsed_ms` on an event never recorded.
     #[error("both events must be recorded before computing elapsed time")]

@@ -205,7 +205,8 @@ impl Engine {
             let ev = self.event(e)?;
             if !ev.timing {
                 return Err(invalid(format!(
-                    "elapsed time needs timing events; the {name} event was created without timing"
+                    "elapsed time needs timing events; the {name} event was created without \
+                     timing (create it with EventFlags::TIMING)"
                 )));
             }
             match ev.record {

@@ -36,7 +36,7 @@ use crate::op::{Accesses, Op, OpKind};
 use crate::queue::DataQueue;
 use crate::sanitizer::report::{OpInfo, OpRef, RaceReport};
 use crate::sanitizer::{Sanitizer, SanitizerMode};
-use crate::timeline::{OpRecord, SimStats};
+use crate::timeline::{OpRecord, Ring, SimStats};
 use crate::topology::Topology;
 use crate::trace::{self, Flow, HostSlice, LinkSlice, Marker, MemorySample, TraceLog};
 use braid_stream_core::capture_rule::{
@@ -131,7 +131,9 @@ pub(crate) struct Engine {
     queue: DataQueue,
     captures: BTreeMap<u64, Capture>,
     next_capture: u64,
-    timeline: Vec<OpRecord>,
+    timeline: Ring<OpRecord>,
+    /// The most records of each kind the timeline and the trace log keep.
+    timeline_capacity: usize,
     /// Whether the sanitizer tracks segment lifetimes. Their consumers are the checks (with
     /// the sanitizer on), the allocated-memory counter of the trace (with the timeline on) and
     /// sub-allocation notes; with none of them the segments are not tracked, until a note
@@ -165,6 +167,7 @@ impl Engine {
         let first = &configs[0];
         let mode = first.mode;
         let record_timeline = first.record_timeline;
+        let timeline_capacity = first.timeline_capacity;
         let collective_timeout = first.collective_timeout;
         let mut sanitizer = Sanitizer::new(first.sanitizer);
         let lifetimes = first.sanitizer != SanitizerMode::Off || record_timeline;
@@ -202,11 +205,12 @@ impl Engine {
             links: Links::new(topology),
             peers: BTreeSet::new(),
             sanitizer,
-            trace: TraceLog::default(),
+            trace: TraceLog::new(timeline_capacity),
             queue: DataQueue::default(),
             captures: BTreeMap::new(),
             next_capture: 1,
-            timeline: Vec::new(),
+            timeline: Ring::new(timeline_capacity),
+            timeline_capacity,
             lifetimes,
             free_label: Arc::from("free"),
             coll: Collectives::new(),

@@ -8,7 +8,15 @@
 //! (`manual` | `automatic`), `reuse_pending_with_wait`, `lazy_event_polling`,
 //! `release_before_grow`, `split_large_remainders`, `fit_large_segments`, `record_history`,
 //! `history_size`, `expandable_segments`, `expandable_large_page_mb`, `lifetime_placement`.
-//! An unknown key or a bad value is a typed error naming both.
+//!
+//! Every setting is bounded and checked by name, whatever the order of the keys: the whole
+//! string is read first and checked as one configuration ([`AllocatorConfig::validate`]); a
+//! key given twice is [`AllocError::DuplicateConfigKey`]; an unknown key is
+//! [`AllocError::UnknownConfigKey`], whose message suggests the nearest valid key; a bad value
+//! is [`AllocError::InvalidConfigValue`] naming the key and the value. What depends on the
+//! device (a segment or page bigger than it) is checked when the allocator is made
+//! ([`AllocatorConfig::validate_for_device`]), and `history_size` is at most
+//! [`MAX_HISTORY_SIZE`], its ring allocated as it fills.
 //!
 //! # The low-fragmentation policies
 //!
@@ -81,8 +89,13 @@
 //! assert_eq!(kind(scratch.ptr().0), SegmentType::Small);
 //! ```
 
+mod parse;
+
+pub(crate) use parse::{key_list, nearest_key};
+
 use crate::error::AllocError;
 use crate::size;
+use crate::stats::format_size;
 
 /// Number of power-of-two intervals covered by `roundup_power2_divisions` (1 MiB .. 64 GiB).
 pub const ROUNDUP_POWER2_INTERVALS: usize = 16;
@@ -91,6 +104,10 @@ pub const ROUNDUP_POWER2_INTERVALS: usize = 16;
 pub const ENV_VAR: &str = "BRAID_ALLOC_CONF";
 
 const MIB: u64 = 1 << 20;
+
+/// The largest `history_size`: 16 Mi entries (about 48 bytes each). The ring is allocated as
+/// it fills, so a large size costs memory only once that much history is recorded.
+pub const MAX_HISTORY_SIZE: usize = 16 << 20;
 
 /// How uses of a buffer on streams other than its allocation stream are learned.
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
@@ -194,7 +211,7 @@ pub struct AllocatorConfig {
     pub lifetime_placement: bool,
     /// Whether history is recorded from the start.
     pub record_history: bool,
-    /// Capacity of the history ring.
+    /// Capacity of the history ring (`history_size`, at most [`MAX_HISTORY_SIZE`]).
     pub history_size: usize,
 }
 
@@ -345,139 +362,15 @@ impl AllocatorConfig {
         self
     }
 
-    /// Sets the capacity of the history ring.
+    /// Sets the capacity of the history ring (at most [`MAX_HISTORY_SIZE`]).
     pub fn history_size(mut self, entries: usize) -> Self {
         self.history_size = entries;
         self
     }
 
-    /// Parses `key:value,key:value,...`. Keys: `max_split_size_mb`, `max_non_split_rounding_mb`,
-    /// `large_segment_size_mb`, `roundup_power2_divisions` (a power of two, or a table such as
-    /// `[64:8,128:2,256:2,512:2,1024:1,>:1]` keyed by MiB), `garbage_collection_threshold`,
-    /// `per_process_memory_fraction` (alias `memory_fraction`), `limit_mb`,
-    /// `cross_stream` (`manual` | `automatic`), `reuse_pending_with_wait`,
-    /// `lazy_event_polling`, `release_before_grow`, `split_large_remainders`,
-    /// `fit_large_segments`, `record_history` (booleans), `history_size`
-    /// (alias `max_entries`),
-    /// `expandable_segments`, `expandable_large_page_mb`, `lifetime_placement`. Anything else is a typed error naming the key and
-    /// value.
-    pub fn parse(text: &str) -> Result<Self, AllocError> {
-        let mut config = AllocatorConfig::new();
-        for item in split_top_level(text) {
-            let item = item.trim();
-            if item.is_empty() {
-                continue;
-            }
-            let (key, value) = match item.split_once(':') {
-                Some((k, v)) => (k.trim(), v.trim()),
-                None => {
-                    return Err(bad(item, "", "expected key:value"));
-                }
-            };
-            config.apply(key, value)?;
-        }
-        config.validate()?;
-        Ok(config)
-    }
-
-    /// Reads [`ENV_VAR`] (`BRAID_ALLOC_CONF`); defaults when unset.
-    pub fn from_env() -> Result<Self, AllocError> {
-        match std::env::var(ENV_VAR) {
-            Ok(text) => Self::parse(&text),
-            Err(std::env::VarError::NotPresent) => Ok(Self::new()),
-            Err(std::env::VarError::NotUnicode(raw)) => {
-                Err(bad(ENV_VAR, &raw.to_string_lossy(), "not valid unicode"))
-            }
-        }
-    }
-
-    fn apply(&mut self, key: &str, value: &str) -> Result<(), AllocError> {
-        match key {
-            "max_split_size_mb" => {
-                let mb = parse_u64(key, value)?;
-                let min_mb = self.large_segment_size / MIB;
-                if mb <= min_mb {
-                    return Err(bad(key, value, &format!("must be > {min_mb}")));
-                }
-                self.max_split_size = mb.saturating_mul(MIB);
-            }
-            "max_non_split_rounding_mb" => {
-                let mb = parse_u64(key, value)?;
-                self.max_non_split_rounding = mb
-                    .checked_mul(MIB)
-                    .ok_or_else(|| bad(key, value, "too large"))?;
-            }
-            "large_segment_size_mb" => {
-                let mb = parse_u64(key, value)?;
-                self.large_segment_size = mb
-                    .checked_mul(MIB)
-                    .ok_or_else(|| bad(key, value, "too large"))?;
-                if self.large_segment_size < self.min_large_alloc {
-                    return Err(bad(key, value, "must be at least 10"));
-                }
-            }
-            "roundup_power2_divisions" => {
-                self.roundup_power2_divisions = parse_divisions(key, value)?;
-            }
-            "garbage_collection_threshold" => {
-                let t = parse_f64(key, value)?;
-                if !(t > 0.0 && t < 1.0) {
-                    return Err(bad(key, value, "must be in (0, 1)"));
-                }
-                self.garbage_collection_threshold = t;
-            }
-            "per_process_memory_fraction" | "memory_fraction" => {
-                let f = parse_f64(key, value)?;
-                if !(f > 0.0 && f <= 1.0) {
-                    return Err(bad(key, value, "must be in (0, 1]"));
-                }
-                self.memory_fraction = Some(f);
-            }
-            "limit_mb" => {
-                let mb = parse_u64(key, value)?;
-                self.limit_bytes = Some(
-                    mb.checked_mul(MIB)
-                        .ok_or_else(|| bad(key, value, "too large"))?,
-                );
-            }
-            "cross_stream" => {
-                self.cross_stream = match value.to_ascii_lowercase().as_str() {
-                    "manual" => CrossStreamMode::Manual,
-                    "automatic" | "auto" => CrossStreamMode::Automatic,
-                    _ => return Err(bad(key, value, "expected manual or automatic")),
-                };
-            }
-            "reuse_pending_with_wait" => self.reuse_pending_with_wait = parse_bool(key, value)?,
-            "lazy_event_polling" | "multi_stream_lazy_reclaim" => {
-                self.lazy_event_polling = parse_bool(key, value)?
-            }
-            "release_before_grow" => self.release_before_grow = parse_bool(key, value)?,
-            "split_large_remainders" => self.split_large_remainders = parse_bool(key, value)?,
-            "fit_large_segments" => self.fit_large_segments = parse_bool(key, value)?,
-            "lifetime_placement" => self.lifetime_placement = parse_bool(key, value)?,
-            "record_history" => self.record_history = parse_bool(key, value)?,
-            "history_size" | "max_entries" => {
-                let n = parse_u64(key, value)?;
-                self.history_size = usize::try_from(n).map_err(|_| bad(key, value, "too large"))?;
-            }
-            "expandable_segments" => self.expandable_segments = parse_bool(key, value)?,
-            "expandable_large_page_mb" => {
-                let mb = parse_u64(key, value)?;
-                self.expandable_large_page = Some(
-                    mb.checked_mul(MIB)
-                        .ok_or_else(|| bad(key, value, "too large"))?,
-                );
-            }
-            _ => {
-                return Err(AllocError::UnknownConfigKey {
-                    key: key.to_string(),
-                })
-            }
-        }
-        Ok(())
-    }
-
-    /// Checks the values that builder methods accept unchecked.
+    /// Checks the configuration as a whole (what the builder methods accept unchecked, and
+    /// what the string's keys must satisfy together, such as `max_split_size_mb` above
+    /// `large_segment_size_mb`). Errors name the key as the configuration string spells it.
     pub fn validate(&self) -> Result<(), AllocError> {
         let check = |ok: bool, key: &str, value: String, reason: &str| {
             if ok {
@@ -500,9 +393,22 @@ impl AllocatorConfig {
         )?;
         check(
             self.large_segment_size >= self.min_large_alloc,
-            "large_segment_size",
-            self.large_segment_size.to_string(),
-            "must be at least min_large_alloc (10 MiB)",
+            "large_segment_size_mb",
+            mib_text(self.large_segment_size),
+            &format!(
+                "must be at least {} (min_large_alloc)",
+                mib_text(self.min_large_alloc)
+            ),
+        )?;
+        check(
+            self.max_split_size == u64::MAX || self.max_split_size > self.large_segment_size,
+            "max_split_size_mb",
+            mib_text(self.max_split_size),
+            &format!(
+                "must be greater than large_segment_size_mb ({}), or blocks of a large segment \
+                 could never be split",
+                mib_text(self.large_segment_size)
+            ),
         )?;
         check(
             self.round_large >= self.min_block_size && self.round_large % self.min_block_size == 0,
@@ -528,15 +434,74 @@ impl AllocatorConfig {
         if let Some(page) = self.expandable_large_page {
             check(
                 page > 0 && page % self.min_block_size == 0,
-                "expandable_large_page",
-                page.to_string(),
+                "expandable_large_page_mb",
+                mib_text(page),
                 "must be a non-zero multiple of min_block_size",
             )?;
         }
+        if let Some(limit) = self.limit_bytes {
+            check(
+                limit > 0,
+                "limit_mb",
+                mib_text(limit),
+                "a limit of 0 allows no memory at all: leave limit_mb out for no limit",
+            )?;
+        }
+        check(
+            self.history_size <= MAX_HISTORY_SIZE,
+            "history_size",
+            self.history_size.to_string(),
+            &format!("must be at most {MAX_HISTORY_SIZE}"),
+        )?;
         if let Some(f) = self.memory_fraction {
             if !(f > 0.0 && f <= 1.0) {
                 return Err(AllocError::InvalidMemoryFraction(f));
             }
+        }
+        Ok(())
+    }
+
+    /// Checks what depends on the device, whose capacity is `device_total` bytes: a segment
+    /// or page size set to more than the device has could never be allocated, so it is
+    /// refused here, naming its key, instead of surfacing later as an out-of-memory error for
+    /// an absurd size. The defaults (PyTorch's 2 MiB and 20 MiB segments) are not refused on a
+    /// smaller device: requests that need them fail as out of memory, as in PyTorch.
+    /// [`crate::CachingAllocator::new`] calls it after [`AllocatorConfig::validate`].
+    pub fn validate_for_device(&self, device_total: u64) -> Result<(), AllocError> {
+        let defaults = AllocatorConfig::new();
+        let fits = |key: &str, what: &str, bytes: u64, default: Option<u64>| {
+            if bytes <= device_total || Some(bytes) == default {
+                return Ok(());
+            }
+            Err(bad(
+                key,
+                &mib_text(bytes),
+                &format!(
+                    "{what} ({}) is larger than the device ({})",
+                    format_size(bytes),
+                    format_size(device_total)
+                ),
+            ))
+        };
+        fits(
+            "small_segment_size",
+            "the small pool's segment",
+            self.small_segment_size,
+            Some(defaults.small_segment_size),
+        )?;
+        fits(
+            "large_segment_size_mb",
+            "the large pool's segment",
+            self.large_segment_size,
+            Some(defaults.large_segment_size),
+        )?;
+        if let Some(page) = self.expandable_large_page {
+            fits(
+                "expandable_large_page_mb",
+                "the expandable page",
+                page,
+                None,
+            )?;
         }
         Ok(())
     }
@@ -552,7 +517,7 @@ impl AllocatorConfig {
     }
 }
 
-fn bad(key: &str, value: &str, reason: &str) -> AllocError {
+pub(crate) fn bad(key: &str, value: &str, reason: &str) -> AllocError {
     AllocError::InvalidConfigValue {
         key: key.to_string(),
         value: value.to_string(),
@@ -560,99 +525,11 @@ fn bad(key: &str, value: &str, reason: &str) -> AllocError {
     }
 }
 
-fn parse_u64(key: &str, value: &str) -> Result<u64, AllocError> {
-    value
-        .parse::<u64>()
-        .map_err(|_| bad(key, value, "expected a non-negative integer"))
-}
-
-fn parse_f64(key: &str, value: &str) -> Result<f64, AllocError> {
-    value
-        .parse::<f64>()
-        .ok()
-        .filter(|v| v.is_finite())
-        .ok_or_else(|| bad(key, value, "expected a number"))
-}
-
-fn parse_bool(key: &str, value: &str) -> Result<bool, AllocError> {
-    match value.to_ascii_lowercase().as_str() {
-        "true" | "1" => Ok(true),
-        "false" | "0" => Ok(false),
-        _ => Err(bad(key, value, "expected true or false")),
+/// `bytes` as the configuration string's MiB value (`"30"`, `"0.5"`).
+fn mib_text(bytes: u64) -> String {
+    if bytes % MIB == 0 {
+        (bytes / MIB).to_string()
+    } else {
+        (bytes as f64 / MIB as f64).to_string()
     }
-}
-
-/// Splits at commas outside brackets.
-fn split_top_level(text: &str) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let mut depth = 0i32;
-    let mut start = 0;
-    for (i, c) in text.char_indices() {
-        match c {
-            '[' => depth += 1,
-            ']' => depth -= 1,
-            ',' if depth == 0 => {
-                parts.push(&text[start..i]);
-                start = i + 1;
-            }
-            _ => {}
-        }
-    }
-    parts.push(&text[start..]);
-    parts
-}
-
-fn parse_divisions(key: &str, value: &str) -> Result<[u64; ROUNDUP_POWER2_INTERVALS], AllocError> {
-    let mut table = [0u64; ROUNDUP_POWER2_INTERVALS];
-    let division = |text: &str| -> Result<u64, AllocError> {
-        let d = text
-            .trim()
-            .parse::<u64>()
-            .map_err(|_| bad(key, value, "divisions must be integers"))?;
-        if !d.is_power_of_two() {
-            return Err(bad(key, value, "divisions must be powers of two"));
-        }
-        Ok(d)
-    };
-    let Some(inner) = value.strip_prefix('[') else {
-        table = [division(value)?; ROUNDUP_POWER2_INTERVALS];
-        return Ok(table);
-    };
-    let inner = inner
-        .strip_suffix(']')
-        .ok_or_else(|| bad(key, value, "missing ']'"))?;
-    let mut last_index: Option<usize> = None;
-    for entry in inner.split(',') {
-        let (size, div) = entry.split_once(':').ok_or_else(|| {
-            bad(
-                key,
-                value,
-                "table entries are <size_mb>:<divisions> or >:<divisions>",
-            )
-        })?;
-        let div = division(div)?;
-        let size = size.trim();
-        if size == ">" {
-            let from = last_index.map_or(0, |i| i + 1);
-            for slot in table.iter_mut().skip(from) {
-                *slot = div;
-            }
-            continue;
-        }
-        let mb = size
-            .parse::<u64>()
-            .map_err(|_| bad(key, value, "interval sizes must be integers (MiB)"))?;
-        if !mb.is_power_of_two() {
-            return Err(bad(key, value, "interval sizes must be powers of two"));
-        }
-        let index = (mb.ilog2() as usize).min(ROUNDUP_POWER2_INTERVALS - 1);
-        if last_index.is_none() {
-            for slot in table.iter_mut().take(index) {
-                *slot = div;
-            }
-        }
-        table[index] = div;
-        last_index = Some(index);
-    }
-    Ok(table)
 }
