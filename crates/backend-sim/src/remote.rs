@@ -328,7 +328,7 @@ fn gather(
     let id = content.id;
     let deadline = Deadline::after(timeout);
     let mut joined: Vec<Option<TcpStream>> = (1..ranks).map(|_| None).collect();
-    let mut pending = VecDeque::new();
+    let mut pending: VecDeque<Pending> = VecDeque::new();
     listener
         .set_nonblocking(true)
         .map_err(|e| Failure::io("rank 0's listener", "polling", &e))?;
@@ -345,7 +345,9 @@ fn gather(
                     missing.join(", ")
                 ),
             );
-            for stream in joined.iter_mut().flatten() {
+            // Ranks whose request is still coming hear the same cause as those that joined.
+            let waiting = pending.iter_mut().map(|p| &mut p.stream);
+            for stream in joined.iter_mut().flatten().chain(waiting) {
                 answer(stream, Some(&failure));
             }
             return Err(failure);

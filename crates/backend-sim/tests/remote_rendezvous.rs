@@ -177,6 +177,7 @@ fn a_peer_without_the_root_info_cannot_take_a_ranks_place() {
     impostor.write_all(&join_frame(id, [0; 16], 2, 1)).unwrap();
     let (code, message) = read_status(&mut impostor);
     assert_eq!(code, 1, "the impostor is refused: {message}");
+    assert!(message.contains("does not carry the secret"), "{message}");
     let rank_1 = outcome(join(&info, 2, 1, WAIT)).expect("the real rank 1 joins");
     assert_eq!(outcome(rank_0).unwrap().id(), rank_1.id());
 }
