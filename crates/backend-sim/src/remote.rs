@@ -3,40 +3,56 @@
 //! collective's data across processes.
 //!
 //! [`RemoteGroup::root_info`] (rank 0's process) binds a listener on `127.0.0.1` and encodes
-//! its address and a fresh communicator id into a 4,108-byte [`RootInfo`]. The user carries
-//! those bytes to the other processes (for example with `braid_collective`'s
+//! its address, a fresh communicator id and a random secret into a 4,108-byte [`RootInfo`].
+//! The user carries those bytes to the other processes (for example with `braid_collective`'s
 //! `TcpRootInfoTransport`); every rank then calls [`RemoteGroup::join`], which returns once
 //! all ranks have joined. [`RemoteGroup::exchange`] is a blocking all-gather of byte blobs: the
 //! other ranks send theirs to rank 0, which answers each with every rank's blob in rank order.
 //!
-//! Sockets are the standard library's blocking ones (the engine is synchronous), with every
-//! wait bounded by the group's timeout. Failures are HCCL's codes as [`HalError::Native`]
+//! The join is a rendezvous that bad peers cannot break: rank 0 reads the connections that
+//! have not sent their join request side by side (each given a second, at most 64 held, the
+//! oldest closed for a newer one), refuses a request that does not fit to that peer alone
+//! (no secret, another rank count, a rank out of range or taken), forgets a rank whose
+//! connection closed before everyone was in, and, once everyone is, has every rank confirm
+//! before it answers all of them with one outcome. So a join ends the same way on every rank,
+//! except when a connection breaks in that last answer (the first exchange then fails).
+//!
+//! Sockets are the standard library's ones (the engine is synchronous; rank 0 polls its
+//! listener and the connections not yet admitted), with every wait bounded by the group's
+//! timeout; `Duration::MAX` waits without end. Failures are HCCL's codes as [`HalError::Native`]
 //! (`HCCL_E_TIMEOUT`, `HCCL_E_TCP_TRANSFER`, ...) and bad parameters
 //! [`HalError::InvalidArgument`]; wire format in `remote::wire`.
 
 mod wire;
 
-use std::hash::{BuildHasher, RandomState};
-use std::io::{self, ErrorKind};
+use std::collections::VecDeque;
+use std::io::{self, ErrorKind, Read};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::thread::sleep;
-use std::time::{Duration, Instant, SystemTime};
+use std::time::Duration;
 
 use braid_stream_core::collective::RootInfo;
+use braid_stream_core::deadline::Deadline;
 use braid_stream_core::hal::HalError;
 
-use wire::{Failure, Hccl, Join, RootInfoContent};
+use wire::{Failure, Hccl, Join, RootInfoContent, Secret, JOIN_BYTES};
 
-/// Pause between two polls of a listener or two connection attempts.
+/// Pause between two connection attempts while rank 0 is not listening.
 const POLL: Duration = Duration::from_millis(5);
-/// How long rank 0 waits for a connected rank's join request before dropping it.
+/// Pause of rank 0's admission when nothing arrived.
+const IDLE_PAUSE: Duration = Duration::from_millis(1);
+/// How long rank 0 gives a connection to send its join request before dropping it.
 const JOIN_REQUEST_WAIT: Duration = Duration::from_secs(1);
+/// The most connections rank 0 holds before their join request is in; a newer one closes the
+/// oldest, so that a flood of silent connections cannot keep the real ranks out.
+const MAX_PENDING: usize = 64;
+/// The shortest wait set on a socket (the standard library refuses zero).
+const MIN_SOCKET_WAIT: Duration = Duration::from_millis(1);
 
-/// Listeners of root infos created in this process whose rank 0 has not joined yet, by
-/// communicator id.
-static WAITING_FOR_RANK_0: Mutex<Vec<(u64, TcpListener)>> = Mutex::new(Vec::new());
+/// Listeners of root infos created in this process whose rank 0 has not joined yet, with
+/// what their root info holds.
+static WAITING_FOR_RANK_0: Mutex<Vec<(RootInfoContent, TcpListener)>> = Mutex::new(Vec::new());
 
 /// One rank's membership in a communicator spanning processes: the connections over which
 /// [`exchange`](Self::exchange) runs.
@@ -67,20 +83,32 @@ impl RemoteGroup {
         };
         let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(failed)?;
         let addr = listener.local_addr().map_err(failed)?;
-        let id = fresh_id();
-        lock(&WAITING_FOR_RANK_0).push((id, listener));
+        let mut random = [0u8; 24];
+        getrandom::fill(&mut random).map_err(|e| {
+            Hccl::Internal.error(format!("drawing a root info's id and secret: {e}"))
+        })?;
+        let content = RootInfoContent {
+            id: u64::from_le_bytes(random[..8].try_into().expect("8 bytes")),
+            addr,
+            secret: Secret(random[8..].try_into().expect("16 bytes")),
+        };
+        lock(&WAITING_FOR_RANK_0).push((content, listener));
+        let id = content.id;
         tracing::debug!(id = format_args!("{id:016x}"), %addr, "simulated root info created");
-        Ok(wire::encode_root_info(RootInfoContent { id, addr }))
+        Ok(wire::encode_root_info(content))
     }
 
     /// Joins the communicator of `ranks` ranks that `info` describes as `rank`
     /// (`HcclCommInitRootInfo`) and returns once every rank has joined; no wait on another
-    /// rank, here or in [`exchange`](Self::exchange), lasts longer than `timeout`.
+    /// rank, here or in [`exchange`](Self::exchange), lasts longer than `timeout`
+    /// (`Duration::MAX` waits without end).
     ///
     /// Rank 0 must join in the process that created `info`. A root info that is not one, a
     /// rank out of range, a rank count that differs from rank 0's or a rank that already
-    /// joined is an invalid argument; ranks that do not arrive in time an `HCCL_E_TIMEOUT`
-    /// naming them. After a failure the root info can be joined again.
+    /// joined is an invalid argument to that rank alone; ranks that do not arrive in time, or
+    /// leave before the group forms, an `HCCL_E_TIMEOUT` naming them on every rank. Connections
+    /// that send nothing, or anything but a join request, are dropped without effect. After a
+    /// failure the root info can be joined again.
     pub fn join(
         info: &RootInfo,
         ranks: u32,
@@ -99,10 +127,11 @@ impl RemoteGroup {
             ));
         }
         let streams = if rank == 0 {
-            host(content.id, ranks, timeout)?
+            host(content, ranks, timeout)?
         } else {
             let join = Join {
                 id: content.id,
+                secret: content.secret,
                 ranks,
                 rank,
             };
@@ -247,11 +276,19 @@ impl RemoteGroup {
     }
 }
 
-/// Rank 0's join: takes the listener of communicator `id` and admits ranks `1..ranks`.
-fn host(id: u64, ranks: u32, timeout: Duration) -> Result<Vec<TcpStream>, HalError> {
+/// Rank 0's join: takes the listener of the communicator `content` describes and admits
+/// ranks `1..ranks`.
+fn host(
+    content: RootInfoContent,
+    ranks: u32,
+    timeout: Duration,
+) -> Result<Vec<TcpStream>, HalError> {
+    let id = content.id;
     let listener = {
         let mut waiting = lock(&WAITING_FOR_RANK_0);
-        let at = waiting.iter().position(|(waiting_id, _)| *waiting_id == id);
+        let at = waiting
+            .iter()
+            .position(|(made, _)| made.id == id && made.secret.matches(&content.secret));
         at.map(|at| waiting.swap_remove(at).1)
     };
     let Some(listener) = listener else {
@@ -260,146 +297,306 @@ fn host(id: u64, ranks: u32, timeout: Duration) -> Result<Vec<TcpStream>, HalErr
              info, and only once at a time"
         )));
     };
-    let admitted = admit(&listener, id, ranks, timeout);
+    let admitted = gather(&listener, content, ranks, timeout)
+        .and_then(|streams| confirm(streams, id, timeout));
     if admitted.is_err() {
         // The root info stays joinable: the ranks may try again.
-        lock(&WAITING_FOR_RANK_0).push((id, listener));
+        lock(&WAITING_FOR_RANK_0).push((content, listener));
     }
     admitted.map_err(Failure::into_error)
 }
 
-/// Accepts join requests until ranks `1..ranks` are in (each told so) or the timeout passes
-/// (the ones that joined told why not). Requests that do not fit are refused one by one.
-fn admit(
+/// A connection whose join request is not all in yet.
+struct Pending {
+    stream: TcpStream,
+    frame: [u8; JOIN_BYTES],
+    filled: usize,
+    /// When it is dropped if the request is still not in.
+    deadline: Deadline,
+}
+
+/// Accepts join requests until ranks `1..ranks` are in or the timeout passes (the ranks that
+/// joined told why not). Connections are read side by side without blocking; a request that
+/// does not fit is refused to its peer alone; a rank whose connection closes before everyone
+/// is in loses its place (it may join again).
+fn gather(
     listener: &TcpListener,
-    id: u64,
+    content: RootInfoContent,
     ranks: u32,
     timeout: Duration,
 ) -> Result<Vec<TcpStream>, Failure> {
-    let deadline = Instant::now() + timeout;
+    let id = content.id;
+    let deadline = Deadline::after(timeout);
     let mut joined: Vec<Option<TcpStream>> = (1..ranks).map(|_| None).collect();
-    let io = |doing: &str, e: io::Error| Failure::io("rank 0's listener", doing, &e);
+    let mut pending: VecDeque<Pending> = VecDeque::new();
     listener
         .set_nonblocking(true)
-        .map_err(|e| io("polling", e))?;
+        .map_err(|e| Failure::io("rank 0's listener", "polling", &e))?;
     while joined.iter().any(Option::is_none) {
-        let mut stream = match listener.accept() {
-            Ok((stream, _)) => stream,
-            Err(e) if e.kind() == ErrorKind::WouldBlock => {
-                if Instant::now() >= deadline {
-                    let missing: Vec<String> = (1..ranks)
-                        .filter(|r| joined[*r as usize - 1].is_none())
-                        .map(|r| r.to_string())
-                        .collect();
-                    let failure = Failure::new(
-                        Hccl::Timeout,
-                        format!(
-                            "rank(s) {} of communicator {id:016x} did not join within {timeout:?}",
-                            missing.join(", ")
-                        ),
-                    );
-                    for stream in joined.iter_mut().flatten() {
-                        // Best effort: a rank that left needs no answer.
-                        let _ = wire::write_status(stream, Some(&failure));
-                    }
-                    return Err(failure);
-                }
-                sleep(POLL);
-                continue;
+        if deadline.has_passed() {
+            let missing: Vec<String> = (1..ranks)
+                .filter(|r| joined[*r as usize - 1].is_none())
+                .map(|r| r.to_string())
+                .collect();
+            let failure = Failure::new(
+                Hccl::Timeout,
+                format!(
+                    "rank(s) {} of communicator {id:016x} did not join within {timeout:?}",
+                    missing.join(", ")
+                ),
+            );
+            // Ranks whose request is still coming hear the same cause as those that joined.
+            let waiting = pending.iter_mut().map(|p| &mut p.stream);
+            for stream in joined.iter_mut().flatten().chain(waiting) {
+                answer(stream, Some(&failure));
             }
-            Err(e) => return Err(io("accepting", e)),
-        };
-        let Ok(Some(request)) =
-            prepare(&stream, deadline, timeout).and_then(|()| wire::read_join(&mut stream))
-        else {
-            tracing::debug!("dropped a connection that did not send a join request");
-            continue;
-        };
-        let refusal = if request.id != id {
-            Some(format!(
-                "rank {} asked for communicator {:016x}, rank 0 hosts {id:016x}",
-                request.rank, request.id
-            ))
-        } else if request.ranks != ranks {
-            Some(format!(
-                "rank {} was told the communicator has {} rank(s), rank 0 that it has {ranks}",
-                request.rank, request.ranks
-            ))
-        } else if request.rank == 0 || request.rank >= ranks {
-            Some(format!(
-                "rank {} is out of range for a communicator of {ranks} rank(s)",
-                request.rank
-            ))
-        } else if joined[request.rank as usize - 1].is_some() {
-            Some(format!(
-                "rank {} already joined communicator {id:016x}",
-                request.rank
-            ))
-        } else {
-            None
-        };
-        match refusal {
-            Some(message) => {
-                let _ = wire::write_status(&mut stream, Some(&Failure::new(Hccl::Para, message)));
-            }
-            None => {
-                let group_timeout = stream.set_read_timeout(Some(timeout));
-                match group_timeout {
-                    Ok(()) => joined[request.rank as usize - 1] = Some(stream),
-                    Err(e) => tracing::debug!(%e, "dropped a rank whose socket failed"),
-                }
+            return Err(failure);
+        }
+        let accepted = accept_pending(listener, &mut pending, deadline)?;
+        let mut requests = Vec::new();
+        let read = read_pending(&mut pending, &mut requests);
+        for (stream, request) in requests {
+            consider(stream, request, content, ranks, &mut joined);
+        }
+        for (i, slot) in joined.iter_mut().enumerate() {
+            if slot.as_ref().is_some_and(has_left) {
+                tracing::debug!(rank = i + 1, "a rank left before every rank joined");
+                *slot = None;
             }
         }
+        if !accepted && !read {
+            sleep(IDLE_PAUSE);
+        }
     }
-    let mut streams: Vec<TcpStream> = joined.into_iter().flatten().collect();
-    for (i, stream) in streams.iter_mut().enumerate() {
-        wire::write_status(stream, None)
-            .map_err(|e| Failure::io(&format!("rank {}", i + 1), "joining", &e))?;
-    }
-    Ok(streams)
+    Ok(joined.into_iter().flatten().collect())
 }
 
-/// Blocking mode, no delay, and a timeout for the join request (bounded by `deadline`),
-/// then the group's timeout for every later read and write.
-fn prepare(stream: &TcpStream, deadline: Instant, timeout: Duration) -> io::Result<()> {
-    stream.set_nonblocking(false)?;
-    stream.set_nodelay(true)?;
-    let request_wait = deadline
-        .saturating_duration_since(Instant::now())
-        .clamp(POLL, JOIN_REQUEST_WAIT);
-    stream.set_read_timeout(Some(request_wait))?;
-    stream.set_write_timeout(Some(timeout))?;
-    Ok(())
+/// Takes the connections waiting on `listener` (at most [`MAX_PENDING`] at a time), keeping at
+/// most that many pending by closing the oldest. Whether any came.
+fn accept_pending(
+    listener: &TcpListener,
+    pending: &mut VecDeque<Pending>,
+    deadline: Deadline,
+) -> Result<bool, Failure> {
+    for taken in 0..MAX_PENDING {
+        let stream = match listener.accept() {
+            Ok((stream, _)) => stream,
+            Err(e) if e.kind() == ErrorKind::WouldBlock => return Ok(taken > 0),
+            Err(e) if connection_gone(&e) => continue,
+            Err(e) => return Err(Failure::io("rank 0's listener", "accepting", &e)),
+        };
+        if stream.set_nonblocking(true).is_err() {
+            continue;
+        }
+        if pending.len() == MAX_PENDING {
+            pending.pop_front();
+            tracing::debug!("closed the oldest connection without a join request for a newer one");
+        }
+        pending.push_back(Pending {
+            stream,
+            frame: [0; JOIN_BYTES],
+            filled: 0,
+            deadline: deadline.min(Deadline::after(JOIN_REQUEST_WAIT)),
+        });
+    }
+    Ok(true)
 }
 
-/// Another rank's join: connects to rank 0 (retrying while it is not listening), asks to
-/// join and waits for the answer.
-fn connect(addr: SocketAddr, join: Join, timeout: Duration) -> Result<TcpStream, Failure> {
-    let deadline = Instant::now() + timeout;
-    let doing = "joining";
-    let late = || {
+/// Reads what the pending connections sent: moves the complete join requests to `complete`,
+/// drops the connections that closed, sent something else or ran out of time. Whether any
+/// bytes or closings came.
+fn read_pending(pending: &mut VecDeque<Pending>, complete: &mut Vec<(TcpStream, Join)>) -> bool {
+    let mut any = false;
+    for mut p in std::mem::take(pending) {
+        match p.stream.read(&mut p.frame[p.filled..]) {
+            Ok(0) => {
+                any = true;
+                continue;
+            }
+            Ok(n) => {
+                any = true;
+                p.filled += n;
+                if p.filled == JOIN_BYTES {
+                    match wire::parse_join(&p.frame) {
+                        Some(request) => complete.push((p.stream, request)),
+                        None => tracing::debug!("dropped a connection that sent no join request"),
+                    }
+                    continue;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::WouldBlock => {}
+            Err(_) => continue,
+        }
+        if p.deadline.has_passed() {
+            tracing::debug!("dropped a connection that sent no join request in time");
+            continue;
+        }
+        pending.push_back(p);
+    }
+    any
+}
+
+/// Admits `request` into its rank's place, or refuses it to its peer alone.
+fn consider(
+    mut stream: TcpStream,
+    request: Join,
+    content: RootInfoContent,
+    ranks: u32,
+    joined: &mut [Option<TcpStream>],
+) {
+    let (id, rank) = (content.id, request.rank);
+    let refusal = if request.id != id {
+        Some(format!(
+            "rank {rank} asked for communicator {:016x}, rank 0 hosts {id:016x}",
+            request.id
+        ))
+    } else if !request.secret.matches(&content.secret) {
+        Some(format!(
+            "rank {rank}'s join request does not carry the secret of communicator {id:016x}: \
+             it was not made from its root info"
+        ))
+    } else if request.ranks != ranks {
+        Some(format!(
+            "rank {rank} was told the communicator has {} rank(s), rank 0 that it has {ranks}",
+            request.ranks
+        ))
+    } else if rank == 0 || rank >= ranks {
+        Some(format!(
+            "rank {rank} is out of range for a communicator of {ranks} rank(s)"
+        ))
+    } else if joined[rank as usize - 1]
+        .as_ref()
+        .is_some_and(|held| !has_left(held))
+    {
+        Some(format!("rank {rank} already joined communicator {id:016x}"))
+    } else {
+        None
+    };
+    match refusal {
+        Some(message) => answer(&mut stream, Some(&Failure::new(Hccl::Para, message))),
+        None => joined[rank as usize - 1] = Some(stream),
+    }
+}
+
+/// Once every rank is in: tells each so, waits for each to confirm, then answers all of them
+/// with one outcome, so that a rank that left meanwhile fails the join on every rank. The
+/// connections are then ready for exchanges (blocking, the group's timeout on each wait).
+fn confirm(
+    mut streams: Vec<TcpStream>,
+    id: u64,
+    timeout: Duration,
+) -> Result<Vec<TcpStream>, Failure> {
+    // Half the timeout, so that the answer reaches ranks that wait the whole timeout for it.
+    let deadline = Deadline::after(timeout / 2);
+    let doing = format!("forming communicator {id:016x}");
+    let left_early = |rank: usize, why: Failure| {
         Failure::new(
             Hccl::Timeout,
             format!(
-                "rank {} could not reach rank 0 at {addr} within {timeout:?}",
-                join.rank
+                "rank {rank} left communicator {id:016x} before it formed: {}",
+                why.message
             ),
         )
     };
+    let mut failure: Option<Failure> = None;
+    let mut asked = vec![false; streams.len()];
+    for (i, stream) in streams.iter_mut().enumerate() {
+        let peer = format!("rank {}", i + 1);
+        let sent = stream
+            .set_nonblocking(false)
+            .and_then(|()| stream.set_write_timeout(Some(timeout)))
+            .and_then(|()| wire::write_status(stream, None));
+        match sent {
+            Ok(()) => asked[i] = true,
+            Err(e) => {
+                let why = Failure::io(&peer, &doing, &e);
+                failure.get_or_insert_with(|| left_early(i + 1, why));
+            }
+        }
+    }
+    // Every confirmation is read, even after a failure, so that each rank gets an answer.
+    let mut confirmed = vec![false; streams.len()];
+    for (i, stream) in streams.iter_mut().enumerate().filter(|(i, _)| asked[*i]) {
+        let peer = format!("rank {}", i + 1);
+        let heard = stream
+            .set_read_timeout(Some(deadline.left().max(MIN_SOCKET_WAIT)))
+            .map_err(|e| Failure::io(&peer, &doing, &e))
+            .and_then(|()| wire::read_confirm(stream, &peer, &doing));
+        match heard {
+            Ok(()) => confirmed[i] = true,
+            Err(why) => {
+                failure.get_or_insert_with(|| left_early(i + 1, why));
+            }
+        }
+    }
+    for (i, stream) in streams.iter_mut().enumerate() {
+        if !confirmed[i] {
+            continue;
+        }
+        let answered = wire::write_status(stream, failure.as_ref())
+            .and_then(|()| stream.set_read_timeout(Some(timeout)));
+        if let Err(e) = answered {
+            // Past the point of agreement: the others were told it formed, and the first
+            // exchange fails on every rank.
+            tracing::debug!(rank = i + 1, %e, "a rank left as its communicator formed");
+        }
+    }
+    match failure {
+        None => Ok(streams),
+        Some(failure) => Err(failure),
+    }
+}
+
+/// Best effort: sends a status to a peer that may have left.
+fn answer(stream: &mut TcpStream, failure: Option<&Failure>) {
+    let _ = stream
+        .set_nonblocking(false)
+        .and_then(|()| stream.set_write_timeout(Some(JOIN_REQUEST_WAIT)))
+        .and_then(|()| wire::write_status(stream, failure));
+}
+
+/// Whether the peer of a (non-blocking) connection has closed it.
+fn has_left(stream: &TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    match stream.peek(&mut byte) {
+        Ok(n) => n == 0,
+        Err(e) => e.kind() != ErrorKind::WouldBlock,
+    }
+}
+
+/// Accept errors that concern one connection, which left before it was accepted.
+fn connection_gone(error: &io::Error) -> bool {
+    use ErrorKind::{ConnectionAborted, ConnectionReset, Interrupted};
+    matches!(
+        error.kind(),
+        ConnectionAborted | ConnectionReset | Interrupted
+    )
+}
+
+/// Another rank's join: connects to rank 0 (retrying while it is not listening), asks to
+/// join, waits until rank 0 says every rank is in (or refuses), confirms and waits for the
+/// outcome.
+fn connect(addr: SocketAddr, join: Join, timeout: Duration) -> Result<TcpStream, Failure> {
+    let deadline = Deadline::after(timeout);
+    let (id, rank) = (join.id, join.rank);
+    let doing = "joining";
     let mut stream = loop {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = deadline.left();
         if left.is_zero() {
-            return Err(late());
+            return Err(Failure::new(
+                Hccl::Timeout,
+                format!("rank {rank} could not reach rank 0 at {addr} within {timeout:?}"),
+            ));
         }
         match TcpStream::connect_timeout(&addr, left) {
             Ok(stream) => break stream,
             Err(e) if matches!(e.kind(), ErrorKind::ConnectionRefused | ErrorKind::TimedOut) => {
-                sleep(POLL.min(deadline.saturating_duration_since(Instant::now())));
+                sleep(POLL.min(deadline.left()));
             }
             Err(e) => {
                 return Err(Failure::new(
                     Hccl::TcpConnect,
-                    format!("rank {} connecting to rank 0 at {addr}: {e}", join.rank),
+                    format!("rank {rank} connecting to rank 0 at {addr}: {e}"),
                 ))
             }
         }
@@ -407,23 +604,26 @@ fn connect(addr: SocketAddr, join: Join, timeout: Duration) -> Result<TcpStream,
     let io = |e: io::Error| Failure::io("rank 0", doing, &e);
     stream.set_nodelay(true).map_err(io)?;
     stream.set_write_timeout(Some(timeout)).map_err(io)?;
-    let left = deadline.saturating_duration_since(Instant::now()).max(POLL);
+    let left = deadline.left().max(MIN_SOCKET_WAIT);
     stream.set_read_timeout(Some(left)).map_err(io)?;
     wire::write_join(&mut stream, join).map_err(io)?;
-    wire::read_status(&mut stream, doing)?;
+    wire::read_status(&mut stream, doing).map_err(|failure| {
+        if failure.code == Hccl::Timeout && deadline.has_passed() {
+            Failure::new(
+                Hccl::Timeout,
+                format!(
+                    "rank {rank} of communicator {id:016x} gave up after {timeout:?}: rank 0 did \
+                     not answer in time that every rank joined"
+                ),
+            )
+        } else {
+            failure
+        }
+    })?;
+    wire::write_confirm(&mut stream).map_err(io)?;
     stream.set_read_timeout(Some(timeout)).map_err(io)?;
+    wire::read_status(&mut stream, doing)?;
     Ok(stream)
-}
-
-/// A communicator id unlike any other: this process's id, the time and a counter, hashed
-/// with a randomly keyed hasher.
-fn fresh_id() -> u64 {
-    static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = SystemTime::now()
-        .duration_since(SystemTime::UNIX_EPOCH)
-        .map_or(0, |d| d.as_nanos());
-    let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    RandomState::new().hash_one((std::process::id(), nanos, n))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -628,7 +828,11 @@ mod tests {
             .unwrap()
             .local_addr()
             .unwrap();
-        let info = wire::encode_root_info(RootInfoContent { id: 1, addr });
+        let info = wire::encode_root_info(RootInfoContent {
+            id: 1,
+            addr,
+            secret: Secret([1; 16]),
+        });
         let message = timeout_message(RemoteGroup::join(&info, 2, 1, Duration::from_millis(100)));
         assert!(
             message.contains(&format!("could not reach rank 0 at {addr}")),

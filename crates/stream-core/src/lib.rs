@@ -35,6 +35,7 @@
 //! | `context` | the per-thread current-stream stack ([`StreamGuard`]) |
 //! | [`kernel`], [`custom`], [`dtype`] | built-in kernels, user operators ([`CustomOp`]), data types |
 //! | [`collective`] | collective calls as values (for backends and `braid-collective`) |
+//! | [`deadline`] | deadlines from timeouts that saturate (`Duration::MAX` waits for ever) |
 //! | `uses` | use observers (how the allocator's automatic mode sees every use) |
 //! | `peer`, `registry` | several devices: lookup by uid, host knowledge across devices, peer access, foreign memory |
 //! | `memory`, [`types`], [`error`] | raw device memory and host readbacks; value types; errors |
@@ -58,6 +59,7 @@ pub mod clock;
 pub mod collective;
 mod context;
 pub mod custom;
+pub mod deadline;
 mod device;
 pub mod dtype;
 pub mod error;

@@ -2,15 +2,23 @@
 //! codes it answers with.
 //!
 //! Root info (4,108 bytes, little-endian): `BRDSIMRI`, version `u32`, communicator id `u64`,
-//! address family `u8` (4 or 6), port `u16`, 16 address bytes (IPv4 in the first 4), zeros.
+//! address family `u8` (4 or 6), port `u16`, 16 address bytes (IPv4 in the first 4), a 16-byte
+//! random secret, zeros. The id names the communicator (errors show it); only the secret
+//! proves that a peer was given the root info, and nothing ever shows it.
 //!
 //! Frames on a connection between rank 0 and another rank, each starting with an 8-byte magic:
-//! - join (rank → rank 0): `BRDSIMJN`, communicator id `u64`, ranks `u32`, rank `u32`;
+//! - join (rank → rank 0): `BRDSIMJN`, communicator id `u64`, secret (16 bytes), ranks `u32`,
+//!   rank `u32`;
 //! - status (rank 0 → rank): `BRDSIMST`, HCCL code `u32` (0: success), message length `u32`,
 //!   UTF-8 message;
+//! - confirm (rank → rank 0): `BRDSIMCF`, alone;
 //! - part (rank → rank 0): `BRDSIMEX`, call `u64`, length `u64`, bytes;
 //! - gathered (rank 0 → rank, after a success status): `BRDSIMGA`, count `u32`, then per rank
 //!   a length `u64` and the bytes.
+//!
+//! A join: the rank sends its join frame; rank 0 answers a refusal (a failure status) at once,
+//! or a success status once every rank is in; the rank confirms; rank 0 then answers every
+//! rank with one last status: success, or the failure that ended the rendezvous.
 
 use std::io::{self, Read, Write};
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr};
@@ -19,9 +27,12 @@ use braid_stream_core::collective::{RootInfo, ROOT_INFO_BYTES};
 use braid_stream_core::hal::HalError;
 
 pub(super) const ROOT_INFO_MAGIC: [u8; 8] = *b"BRDSIMRI";
-pub(super) const ROOT_INFO_VERSION: u32 = 1;
+pub(super) const ROOT_INFO_VERSION: u32 = 2;
 pub(super) const JOIN_MAGIC: [u8; 8] = *b"BRDSIMJN";
+/// The bytes of a join frame.
+pub(super) const JOIN_BYTES: usize = 40;
 pub(super) const STATUS_MAGIC: [u8; 8] = *b"BRDSIMST";
+pub(super) const CONFIRM_MAGIC: [u8; 8] = *b"BRDSIMCF";
 pub(super) const PART_MAGIC: [u8; 8] = *b"BRDSIMEX";
 pub(super) const GATHERED_MAGIC: [u8; 8] = *b"BRDSIMGA";
 /// The largest part one rank may contribute to an exchange (16 GiB): a length beyond it is a
@@ -113,11 +124,33 @@ impl Failure {
     }
 }
 
+/// A communicator's secret: what only the holders of its root info know.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(super) struct Secret(pub(super) [u8; 16]);
+
+impl Secret {
+    /// Compares in a time that does not depend on where the secrets differ.
+    pub(super) fn matches(&self, other: &Secret) -> bool {
+        self.0
+            .iter()
+            .zip(&other.0)
+            .fold(0, |differ, (a, b)| differ | (a ^ b))
+            == 0
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
 /// What a root info of the simulator holds.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) struct RootInfoContent {
     pub(super) id: u64,
     pub(super) addr: SocketAddr,
+    pub(super) secret: Secret,
 }
 
 pub(super) fn encode_root_info(content: RootInfoContent) -> RootInfo {
@@ -136,6 +169,7 @@ pub(super) fn encode_root_info(content: RootInfoContent) -> RootInfo {
     bytes[20] = family;
     bytes[21..23].copy_from_slice(&content.addr.port().to_le_bytes());
     bytes[23..39].copy_from_slice(&ip);
+    bytes[39..55].copy_from_slice(&content.secret.0);
     RootInfo(Box::new(bytes))
 }
 
@@ -169,12 +203,13 @@ pub(super) fn decode_root_info(info: &RootInfo) -> Result<RootInfoContent, HalEr
         6 => IpAddr::V6(Ipv6Addr::from(ip)),
         family => return Err(not_one(format!("address family {family}"))),
     };
-    if bytes[39..].iter().any(|&b| b != 0) {
-        return Err(not_one("bytes after the address are not zero".to_owned()));
+    if bytes[55..].iter().any(|&b| b != 0) {
+        return Err(not_one("bytes after the secret are not zero".to_owned()));
     }
     Ok(RootInfoContent {
         id,
         addr: SocketAddr::new(ip, port),
+        secret: Secret(bytes[39..55].try_into().expect("16 bytes")),
     })
 }
 
@@ -182,6 +217,7 @@ pub(super) fn decode_root_info(info: &RootInfo) -> Result<RootInfoContent, HalEr
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub(super) struct Join {
     pub(super) id: u64,
+    pub(super) secret: Secret,
     pub(super) ranks: u32,
     pub(super) rank: u32,
 }
@@ -189,23 +225,40 @@ pub(super) struct Join {
 pub(super) fn write_join(stream: &mut impl Write, join: Join) -> io::Result<()> {
     let mut frame = JOIN_MAGIC.to_vec();
     frame.extend_from_slice(&join.id.to_le_bytes());
+    frame.extend_from_slice(&join.secret.0);
     frame.extend_from_slice(&join.ranks.to_le_bytes());
     frame.extend_from_slice(&join.rank.to_le_bytes());
     stream.write_all(&frame)
 }
 
-/// A join request, or `None` when the connection sent something else.
-pub(super) fn read_join(stream: &mut impl Read) -> io::Result<Option<Join>> {
-    let mut frame = [0u8; 24];
-    stream.read_exact(&mut frame)?;
+/// The join request in `frame`, or `None` when the connection sent something else.
+pub(super) fn parse_join(frame: &[u8; JOIN_BYTES]) -> Option<Join> {
     if frame[..8] != JOIN_MAGIC {
-        return Ok(None);
+        return None;
     }
-    Ok(Some(Join {
+    Some(Join {
         id: u64::from_le_bytes(frame[8..16].try_into().expect("8 bytes")),
-        ranks: u32::from_le_bytes(frame[16..20].try_into().expect("4 bytes")),
-        rank: u32::from_le_bytes(frame[20..24].try_into().expect("4 bytes")),
-    }))
+        secret: Secret(frame[16..32].try_into().expect("16 bytes")),
+        ranks: u32::from_le_bytes(frame[32..36].try_into().expect("4 bytes")),
+        rank: u32::from_le_bytes(frame[36..40].try_into().expect("4 bytes")),
+    })
+}
+
+/// A rank's confirmation that it heard every rank is in.
+pub(super) fn write_confirm(stream: &mut impl Write) -> io::Result<()> {
+    stream.write_all(&CONFIRM_MAGIC)
+}
+
+/// A rank's confirmation; a failure naming `peer` when it left or sent something else.
+pub(super) fn read_confirm(stream: &mut impl Read, peer: &str, doing: &str) -> Result<(), Failure> {
+    let mut frame = [0u8; 8];
+    stream
+        .read_exact(&mut frame)
+        .map_err(|e| Failure::io(peer, doing, &e))?;
+    if frame != CONFIRM_MAGIC {
+        return Err(garbled(peer, doing));
+    }
+    Ok(())
 }
 
 /// Sends a success (`None`) or a failure.
@@ -333,6 +386,7 @@ mod tests {
             let content = RootInfoContent {
                 id: 0x0123_4567_89ab_cdef,
                 addr: addr.parse().unwrap(),
+                secret: Secret([0xC3; 16]),
             };
             let info = encode_root_info(content);
             assert_eq!(info.as_bytes().len(), ROOT_INFO_BYTES);
@@ -352,12 +406,14 @@ mod tests {
         let good = encode_root_info(RootInfoContent {
             id: 1,
             addr: "127.0.0.1:1".parse().unwrap(),
+            secret: Secret([1; 16]),
         });
         let why = refusal(&[0u8; ROOT_INFO_BYTES]);
         assert!(why.contains("not a root info"), "{why}");
         let mut bytes = good.as_bytes().to_vec();
-        bytes[8] = 2;
-        assert!(refusal(&bytes).contains("version 2"));
+        // A root info of the first version, which had no secret.
+        bytes[8] = 1;
+        assert!(refusal(&bytes).contains("version 1"));
         let mut bytes = good.as_bytes().to_vec();
         bytes[20] = 5;
         assert!(refusal(&bytes).contains("address family 5"));
@@ -371,18 +427,22 @@ mod tests {
         let mut wire = Vec::new();
         let join = Join {
             id: 7,
+            secret: Secret([9; 16]),
             ranks: 4,
             rank: 3,
         };
         write_join(&mut wire, join).unwrap();
+        write_confirm(&mut wire).unwrap();
         let failure = Failure::new(Hccl::Timeout, "late".to_owned());
         write_status(&mut wire, Some(&failure)).unwrap();
         write_status(&mut wire, None).unwrap();
         write_part(&mut wire, 9, b"abc").unwrap();
         let parts = vec![b"x".to_vec(), Vec::new(), b"yz".to_vec()];
         write_gathered(&mut wire, &parts).unwrap();
-        let mut r = wire.as_slice();
-        assert_eq!(read_join(&mut r).unwrap(), Some(join));
+        let frame: [u8; JOIN_BYTES] = wire[..JOIN_BYTES].try_into().unwrap();
+        assert_eq!(parse_join(&frame), Some(join));
+        let mut r = &wire[JOIN_BYTES..];
+        assert_eq!(read_confirm(&mut r, "rank 3", "testing"), Ok(()));
         assert_eq!(read_status(&mut r, "testing"), Err(failure));
         assert_eq!(read_status(&mut r, "testing"), Ok(()));
         assert_eq!(
@@ -395,8 +455,9 @@ mod tests {
 
     #[test]
     fn garbled_and_cut_frames_are_transfer_failures() {
-        let mut r: &[u8] = b"NOTAJOINxxxxxxxxxxxxxxxx";
-        assert_eq!(read_join(&mut r).unwrap(), None);
+        assert_eq!(parse_join(&[b'x'; JOIN_BYTES]), None);
+        let failure = read_confirm(&mut &b"BRDSIMST"[..], "rank 1", "joining").unwrap_err();
+        assert!(failure.message.contains("rank 1 sent a garbled frame"));
         let failure = read_status(&mut &b"BRDSIMST\0\0"[..], "joining").unwrap_err();
         assert_eq!(failure.code, Hccl::TcpTransfer);
         assert!(failure
@@ -411,6 +472,16 @@ mod tests {
         write_gathered(&mut wire, &[Vec::new(), Vec::new()]).unwrap();
         let failure = read_gathered(&mut wire.as_slice(), 3, "exchanging").unwrap_err();
         assert_eq!(failure.code, Hccl::TcpTransfer);
+    }
+
+    #[test]
+    fn secrets_match_only_themselves_and_never_show() {
+        let secret = Secret([7; 16]);
+        assert!(secret.matches(&Secret([7; 16])));
+        let mut other = [7; 16];
+        other[15] = 8;
+        assert!(!secret.matches(&Secret(other)));
+        assert_eq!(format!("{secret:?}"), "Secret(..)");
     }
 
     #[test]
