@@ -46,7 +46,8 @@
 //! - **Private pools** ([`MemPool`], PyTorch's `MemPool` / `graph_pool_handle`):
 //!   [`CachingAllocator::create_pool`] makes one (optionally `PoolOptions::no_split`);
 //!   [`CachingAllocator::begin_allocate_to_pool`] diverts the allocations a [`PoolFilter`]
-//!   selects (a stream, a set of streams, every stream of a capture, a function) into it until
+//!   selects (a stream, a set of streams, every stream of a capture, the allocations of one
+//!   thread — PyTorch's `use_mem_pool` is [`MemPool::use_on_current_thread`] —, a function) into it until
 //!   the returned [`PoolDiversion`] drops. Handles, diversions and graphs count as users; when
 //!   the last is gone the pool's cached segments go back to the device and the pool
 //!   disappears once its last live block (a graph output someone holds) is freed and

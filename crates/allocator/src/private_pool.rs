@@ -7,6 +7,7 @@ use braid_stream_core::{CaptureId, Domain, StreamId};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::thread::ThreadId;
 
 /// How a private pool carves its segments.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
@@ -53,13 +54,22 @@ impl PoolOptions {
 pub enum PoolFilter {
     /// Every allocation.
     AllStreams,
-    /// Allocations on one stream (PyTorch's `use_mem_pool` on the current stream).
+    /// Allocations on one stream, made by any thread ([`crate::MemPool::use_on`]).
     Stream(StreamId),
     /// Allocations on any of these streams.
     Streams(Vec<StreamId>),
     /// Allocations on streams whose work goes to this capture (its origin and every stream
     /// that joined it) — what a graph capture uses.
     Capture(CaptureId),
+    /// Allocations made by one thread: on every stream, or only on `stream` when it is set
+    /// (PyTorch's `use_mem_pool`, whose `beginAllocateCurrentThreadToPool` diverts only the
+    /// calling thread's allocations; [`crate::MemPool::use_on_current_thread`]).
+    Thread {
+        /// The thread whose allocations are diverted.
+        thread: ThreadId,
+        /// Only its allocations on this stream (`None`: on any stream).
+        stream: Option<StreamId>,
+    },
     /// Allocations for which the function, given the stream and where its work goes, says yes.
     Custom(Arc<dyn Fn(StreamId, Domain) -> bool + Send + Sync>),
 }
@@ -71,6 +81,11 @@ impl fmt::Debug for PoolFilter {
             PoolFilter::Stream(s) => write!(f, "Stream({s})"),
             PoolFilter::Streams(s) => f.debug_tuple("Streams").field(s).finish(),
             PoolFilter::Capture(c) => write!(f, "Capture({})", c.0),
+            PoolFilter::Thread { thread, stream } => f
+                .debug_struct("Thread")
+                .field("thread", thread)
+                .field("stream", stream)
+                .finish(),
             PoolFilter::Custom(_) => write!(f, "Custom(..)"),
         }
     }
@@ -82,12 +97,28 @@ impl PoolFilter {
         matches!(self, PoolFilter::Capture(_) | PoolFilter::Custom(_))
     }
 
-    pub(crate) fn matches(&self, stream: StreamId, domain: Domain) -> bool {
+    /// Whether the filter needs the allocating thread to decide.
+    pub(crate) fn needs_thread(&self) -> bool {
+        matches!(self, PoolFilter::Thread { .. })
+    }
+
+    /// Whether an allocation on `stream`, whose work goes to `domain`, made by `thread`, is
+    /// selected (`thread` is only looked at when [`PoolFilter::needs_thread`]).
+    pub(crate) fn matches(
+        &self,
+        stream: StreamId,
+        domain: Domain,
+        thread: Option<ThreadId>,
+    ) -> bool {
         match self {
             PoolFilter::AllStreams => true,
             PoolFilter::Stream(s) => *s == stream,
             PoolFilter::Streams(list) => list.contains(&stream),
             PoolFilter::Capture(c) => domain == Domain::Capture(*c),
+            PoolFilter::Thread {
+                thread: t,
+                stream: s,
+            } => thread == Some(*t) && s.is_none_or(|s| s == stream),
             PoolFilter::Custom(f) => f(stream, domain),
         }
     }

@@ -164,8 +164,14 @@ impl<B: Backend> State<B> {
         } else {
             Domain::Eager
         };
+        let thread = self
+            .pools
+            .diversions
+            .iter()
+            .any(|d| d.filter.needs_thread())
+            .then(|| std::thread::current().id());
         for d in self.pools.diversions.iter().rev() {
-            if d.filter.matches(stream.id(), domain) {
+            if d.filter.matches(stream.id(), domain, thread) {
                 let capture = match stream.domain() {
                     Domain::Capture(c) => Some(c),
                     Domain::Eager => None,
