@@ -122,6 +122,9 @@ pub(crate) struct Inner<B: Backend> {
     _observer: Option<Arc<dyn UseObserver>>,
     /// This allocator as the device's workspace provider (held weakly by the device).
     workspace_provider: Arc<dyn WorkspaceProvider<B>>,
+    /// Sleep mode's offloaded data; its lock makes sleeps and wakes take turns
+    /// (`crate::sleep`). Taken before the state lock, never while holding it.
+    pub(crate) sleepers: parking_lot::Mutex<crate::sleep::Sleepers<B>>,
 }
 
 impl<B: Backend> Inner<B> {
@@ -271,6 +274,7 @@ impl<B: Backend> CachingAllocator<B> {
                 )),
                 handles: AtomicUsize::new(1),
                 oom_observers: Mutex::new(Vec::new()),
+                sleepers: parking_lot::Mutex::new(crate::sleep::Sleepers::default()),
                 _observer: observer,
             }
         });

@@ -146,6 +146,13 @@ pub struct PoolStats {
     pub allocated_blocks: u64,
     /// Active diversions into the pool.
     pub diversions: u32,
+    /// Whether the pool is asleep ([`crate::CachingAllocator::sleep`]): its segments' pages
+    /// are released, their addresses kept, and allocations from it are refused until
+    /// [`crate::CachingAllocator::wake`].
+    pub asleep: bool,
+    /// Bytes of the pool's segments whose pages are released while it sleeps (not counted in
+    /// `reserved_bytes`).
+    pub asleep_bytes: u64,
 }
 
 /// A diversion of allocations into a pool.
@@ -159,6 +166,8 @@ pub(crate) struct Diversion {
 #[derive(Default)]
 pub(crate) struct PrivatePools {
     pools: BTreeMap<PoolId, PoolStats>,
+    /// The tag of each sleepable pool (`crate::sleep`).
+    tags: BTreeMap<PoolId, Arc<str>>,
     pub diversions: Vec<Diversion>,
     next_id: u64,
     next_token: u64,
@@ -213,6 +222,40 @@ impl PrivatePools {
     /// Forgets a pool (its last segment is gone and nobody uses it).
     pub(crate) fn remove(&mut self, id: PoolId) {
         self.pools.remove(&id);
+        self.tags.remove(&id);
+    }
+
+    /// Creates a sleepable pool tagged `tag`, with a use count of 1.
+    pub(crate) fn create_sleepable(&mut self, options: PoolOptions, tag: Arc<str>) -> PoolId {
+        let id = self.create(options);
+        self.tags.insert(id, tag);
+        id
+    }
+
+    /// Whether `id` is a sleepable pool (its segments are mapped virtual memory).
+    #[inline]
+    pub(crate) fn is_sleepable(&self, id: PoolId) -> bool {
+        id != PoolId::DEFAULT && self.tags.contains_key(&id)
+    }
+
+    /// The tag of sleepable pool `id`.
+    pub(crate) fn tag(&self, id: PoolId) -> Option<&Arc<str>> {
+        self.tags.get(&id)
+    }
+
+    /// The sleepable pools tagged `tag`, oldest first.
+    pub(crate) fn tagged(&self, tag: &str) -> Vec<PoolId> {
+        self.tags
+            .iter()
+            .filter(|(_, t)| &***t == tag)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Whether private pool `id` is asleep.
+    #[inline]
+    pub(crate) fn is_asleep(&self, id: PoolId) -> bool {
+        self.get(id).is_some_and(|p| p.asleep)
     }
 
     /// Whether `id` is a no-split pool.
@@ -225,7 +268,7 @@ impl PrivatePools {
     pub(crate) fn lenders(&self) -> Vec<PoolId> {
         self.pools
             .iter()
-            .filter(|(_, p)| p.use_on_oom)
+            .filter(|(_, p)| p.use_on_oom && !p.asleep)
             .map(|(id, _)| *id)
             .collect()
     }
