@@ -310,6 +310,10 @@ impl<B: Backend> CachingAllocator<B> {
     /// the configured limit) cannot provide the memory after the out-of-memory ladder, the error
     /// is [`AllocError::OutOfMemory`] and the allocator stays usable.
     pub fn alloc(&self, size: u64, stream: &Stream<B>) -> Result<DeviceBuffer<B>, AllocError> {
+        if braid_stream_core::dry_run::is_fenced_out(self.inner.device.id().uid) {
+            // A dry run on another device must not allocate here (`braid_stream_core::dry_run`).
+            braid_stream_core::dry_run::check(self.inner.device.id(), "CachingAllocator::alloc")?;
+        }
         self.check_device("alloc", stream)?;
         if size == 0 {
             self.inner.lock().keepalive.buffer_created(&self.inner);

@@ -153,6 +153,7 @@ mod stream;
 mod timeline;
 mod topology;
 pub mod trace;
+mod workspace;
 
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
 pub use comm::{SimComm, JOIN_TIMEOUT};
@@ -170,6 +171,7 @@ pub use sanitizer::SanitizerMode;
 pub use stream::SimStream;
 pub use timeline::{OpRecord, SimStats};
 pub use topology::{LinkSpec, Topology};
+pub use workspace::{SimPrepared, WorkspaceSizes};
 
 /// Re-exported so users of the timeline need not depend on `braid-stream-core` for it.
 pub use braid_stream_core::kernel::ComputeUnit;
@@ -184,7 +186,7 @@ impl braid_stream_core::hal::Backend for SimBackend {
     type Stream = SimStream;
     type Event = SimEvent;
     type Graph = SimGraph;
-    type Prepared = braid_stream_core::TypedKernel;
+    type Prepared = SimPrepared;
     type OpBody = HostOpFn;
     const NAME: &'static str = "sim";
 }
