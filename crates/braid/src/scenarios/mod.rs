@@ -15,6 +15,7 @@
 pub mod cross_stream_lifetime;
 pub mod custom_op;
 pub mod devices;
+pub mod graph_memory;
 pub mod graph_mode;
 pub mod memory_reuse;
 pub mod record_tagged_stream;
