@@ -19,6 +19,7 @@ pub mod graph_memory;
 pub mod graph_mode;
 pub mod memory_reuse;
 pub mod record_tagged_stream;
+pub mod sleep_mode;
 pub mod tagged_events;
 pub mod tensor_parallel;
 pub mod wait_stream;

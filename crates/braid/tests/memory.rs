@@ -1,7 +1,8 @@
-//! Graph memory known before capture, on the simulator: a dry run predicts exactly what the
-//! captures reserve, for one graph and for a ladder sharing one pool, under several allocator
-//! configurations; a closure that touches the real device is refused before anything is
-//! enqueued, and everything still works afterwards.
+//! Graph memory known before capture and sleep mode, on the simulator: a dry run predicts
+//! exactly what the captures reserve, for one graph and for a ladder sharing one pool, under
+//! several allocator configurations; a closure that touches the real device is refused before
+//! anything is enqueued, and everything still works afterwards. The sleep-mode scenario
+//! releases the memory of its sleeping pools and replays its graph correctly after the wake.
 
 use braid::allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};
 use braid::graph_capture::{graph_pool_handle, CaptureSession, GraphError, RunContext};
@@ -10,6 +11,7 @@ use braid::hal::Backend;
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::graph_memory::{self, LADDER};
 use braid::scenarios::memory_reuse::Decoder;
+use braid::scenarios::sleep_mode::{self, Shape};
 use braid::sim::{SimBackend, SimConfig, SimMode, WorkspaceSizes};
 use braid::{DType, Device, Kernel, Priority};
 
@@ -378,4 +380,22 @@ fn dry_runs_on_many_threads_leave_other_threads_free_to_use_the_real_device() {
             assert_eq!(p.join().unwrap().unwrap(), expected);
         }
     });
+}
+
+#[test]
+fn the_sleep_mode_scenario_releases_memory_and_replays_correctly_after_the_wake() {
+    let shape = Shape::default();
+    let o = sleep_mode::run(&devices::sim(Role::Data).unwrap(), shape).unwrap();
+    let weights = u64::from(shape.out_features) * u64::from(shape.in_features) * 2;
+    assert!(o.correct && o.same_addresses, "{o:?}");
+    assert_eq!(o.offloaded_bytes, weights);
+    // Both sleeping pools' segments were released: the weights' and the KV cache's.
+    assert!(
+        o.reserved_awake - o.reserved_asleep >= weights + shape.kv_bytes,
+        "{o:?}"
+    );
+    assert_eq!(
+        o.device_used.0 - o.device_used.1,
+        o.reserved_awake - o.reserved_asleep
+    );
 }
