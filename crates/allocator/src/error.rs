@@ -201,6 +201,16 @@ pub enum AllocError {
         /// Its tag.
         tag: String,
     },
+    /// Work (a graph's replay) would use memory of a pool that sleeps.
+    #[error("{len} bytes at {addr:#x} belong to a pool tagged '{tag}' that is asleep: wake(\"{tag}\") before launching work that uses them")]
+    MemoryAsleep {
+        /// First byte of the sleeping range used.
+        addr: u64,
+        /// Its length.
+        len: u64,
+        /// The tag of its pool.
+        tag: String,
+    },
     /// `sleep` or `wake` while a graph is being captured on the device.
     #[error(
         "{call} is refused while a graph is being captured on the device: end the capture first"

@@ -252,6 +252,11 @@ impl PrivatePools {
             .collect()
     }
 
+    /// Private pools asleep now.
+    pub(crate) fn asleep_count(&self) -> usize {
+        self.pools.values().filter(|p| p.asleep).count()
+    }
+
     /// Whether private pool `id` is asleep.
     #[inline]
     pub(crate) fn is_asleep(&self, id: PoolId) -> bool {

@@ -26,8 +26,9 @@
 //!
 //! While the pools sleep, nothing may use their memory: a kernel or copy naming a sleeping
 //! buffer is refused by the front layer where the backend can tell that the range is not
-//! mapped (the simulator), and faults on the device otherwise; a graph that reads or writes it
-//! must not be replayed until the wake. Sleep and wake are refused while a graph is being
+//! mapped (the simulator), and faults on the device otherwise; the launch of a graph captured
+//! over it is refused by graph capture ([`CachingAllocator::check_awake`],
+//! [`AllocError::MemoryAsleep`]) until the wake. Sleep and wake are refused while a graph is being
 //! captured on the device ([`AllocError::SleepDuringCapture`]); a wake without a sleep is
 //! [`AllocError::NotAsleep`]; a wake the device has no room for is
 //! [`AllocError::WakeOutOfMemory`] and leaves the pools asleep with their offloaded data, to be
@@ -288,6 +289,20 @@ impl<B: Backend> CachingAllocator<B> {
             "pools awake"
         );
         Ok(report)
+    }
+
+    /// Refuses ranges (`(start, end)` byte pairs) of which some part lies in the memory of a
+    /// sleeping pool ([`AllocError::MemoryAsleep`], naming the bytes and the tag): what a
+    /// graph's launch asks before it replays work that reads or writes them. Ranges outside
+    /// this allocator's memory pass.
+    pub fn check_awake(
+        &self,
+        ranges: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Result<(), AllocError> {
+        match self.inner.lock().first_asleep(ranges) {
+            None => Ok(()),
+            Some((addr, len, tag)) => Err(AllocError::MemoryAsleep { addr, len, tag }),
+        }
     }
 
     /// Whether the sleepable pools tagged `tag` are asleep (`false` for an unknown tag).

@@ -10,7 +10,7 @@ use crate::support::{
 };
 use crate::{CaseError, Harness};
 use braid_allocator::{AllocError, CachingAllocator, PoolOptions, SleepMode};
-use braid_graph_capture::CaptureSession;
+use braid_graph_capture::{CaptureSession, GraphError};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{Device, Kernel};
 
@@ -37,7 +37,8 @@ fn has_virtual_memory<B: Backend>(alloc: &CachingAllocator<B>) -> Result<bool, C
 
 /// Weights in a sleepable pool, a graph `y = W · x` captured over them: after an offloading
 /// sleep the device's used memory and the allocator's reserved bytes drop by the pool's
-/// bytes, the weights keep their address, and after the wake a replay gives the same `y`.
+/// bytes and a replay is refused; the weights keep their address, and after the wake a replay
+/// gives the same `y`.
 pub fn sleep_and_wake_keep_a_captured_graph_valid<B: Backend>(
     h: &Harness<B>,
 ) -> Result<(), CaseError> {
@@ -93,6 +94,18 @@ pub fn sleep_and_wake_keep_a_captured_graph_valid<B: Backend>(
         used(&device)?,
         used_awake - pool_bytes,
         "device memory in use asleep"
+    );
+    // A replay would read the sleeping weights: refused, nothing enqueued.
+    let position = s.position();
+    expect_err!(
+        graph.launch(&s),
+        GraphError::Alloc(AllocError::MemoryAsleep { .. }),
+        "a replay over sleeping weights"
+    );
+    ensure_eq!(
+        s.position(),
+        position,
+        "nothing enqueued by the refused replay"
     );
     // The graph's output is overwritten meanwhile (a training step reusing the memory).
     fill(&s, y.slice(), -1.0)?;

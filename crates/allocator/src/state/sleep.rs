@@ -152,6 +152,30 @@ impl<B: Backend> State<B> {
         })
     }
 
+    /// The first part of `ranges` (`(start, end)` pairs) that lies in a sleeping segment, with
+    /// the tag of its pool.
+    pub(crate) fn first_asleep(
+        &self,
+        ranges: impl IntoIterator<Item = (u64, u64)>,
+    ) -> Option<(u64, u64, String)> {
+        if self.pools.asleep_count() == 0 {
+            return None;
+        }
+        ranges.into_iter().find_map(|(start, end)| {
+            self.arena.segments.overlapping(start, end).find_map(|sid| {
+                let seg = self.arena.segments.get(sid);
+                seg.asleep.then(|| {
+                    let (lo, hi) = (start.max(seg.addr), end.min(seg.end()));
+                    let tag = self
+                        .pools
+                        .tag(seg.pool)
+                        .map_or_else(String::new, |t| t.to_string());
+                    (lo, hi - lo, tag)
+                })
+            })
+        })
+    }
+
     /// Releases the mappings of every mapped segment of `pools`, keeping their addresses. The
     /// caller synchronized the device: no queued work uses them.
     pub(crate) fn unmap_pools(&mut self, dev: &Device<B>, pools: &[PoolId]) -> Released {
