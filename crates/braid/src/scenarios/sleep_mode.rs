@@ -80,7 +80,7 @@ pub fn run<B: Backend>(device: &Device<B>, shape: Shape) -> Result<Outcome, Grap
     let values: Vec<f32> = (0..m)
         .flat_map(|row| std::iter::repeat_n((row % 7 + 1) as f32 / 64.0, k as usize))
         .collect();
-    s.copy_h2d(w.slice(), DTYPE.encode(&values).into())?;
+    s.copy_h2d(w.slice(), DTYPE.encode(&values))?;
     let x = alloc.alloc(bytes(k, n), &s)?;
     s.launch(
         Kernel::Fill {
