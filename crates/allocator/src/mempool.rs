@@ -99,7 +99,8 @@ impl<B: Backend> MemPool<B> {
         self.allocator.pool_stats(self.id).unwrap_or_default()
     }
 
-    /// Bytes in the pool's segments.
+    /// Bytes in the pool's segments ([`PoolStats::reserved_bytes`]: a sleeping pool's are not
+    /// counted).
     pub fn reserved_bytes(&self) -> u64 {
         self.stats().reserved_bytes
     }

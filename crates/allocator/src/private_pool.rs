@@ -138,7 +138,7 @@ pub struct PoolStats {
     pub use_on_oom: bool,
     /// Segments held by the pool.
     pub segments: u64,
-    /// Bytes in the pool's segments.
+    /// Bytes in the pool's segments (those of a sleeping pool are in `asleep_bytes` instead).
     pub reserved_bytes: u64,
     /// Bytes in allocated blocks of the pool.
     pub allocated_bytes: u64,

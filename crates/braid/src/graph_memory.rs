@@ -68,7 +68,8 @@
 //!   differently and split another block;
 //! - **the real device runs out of memory**: the out-of-memory ladder releases cached segments
 //!   and may fail the capture; the dry run has the real device's capacity but none of its other
-//!   allocations;
+//!   allocations, and a configured limit (`per_process_memory_fraction`, `limit_mb`) caps all
+//!   the real allocator reserves but only the pool in the dry run;
 //! - **outputs live differently**: the dry run keeps what each capture returns (its outputs)
 //!   and every graph until the whole ladder is captured, as a serving process does; a real run
 //!   that drops outputs between captures frees their blocks for the next capture.
