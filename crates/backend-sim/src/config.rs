@@ -4,6 +4,7 @@ use crate::fault::FaultPlan;
 use crate::limits::{ASCEND_910B_MAX_EVENTS, ASCEND_910B_MAX_STREAMS};
 use crate::profile::DeviceProfile;
 use crate::sanitizer::SanitizerMode;
+use crate::workspace::WorkspaceSizes;
 use std::time::{Duration, Instant};
 
 /// Whether the simulator stores and computes data.
@@ -74,6 +75,10 @@ pub struct SimConfig {
     /// default; zero fails at once. A node's timeout is its first device's. See
     /// [`crate::SimStream::collective`].
     pub collective_timeout: Duration,
+    /// Workspace each built-in kernel launch asks for; `None` (the default): none, as the
+    /// simulator's kernels need none. A dry run sets the sizes another backend's kernels ask
+    /// for, so the caching allocator sees the same requests ([`WorkspaceSizes`]).
+    pub workspace_sizes: Option<WorkspaceSizes>,
 }
 
 impl SimConfig {
@@ -110,7 +115,14 @@ impl SimConfig {
             max_events: ASCEND_910B_MAX_EVENTS,
             wall_launch_cost: Duration::ZERO,
             collective_timeout: DEFAULT_COLLECTIVE_TIMEOUT,
+            workspace_sizes: None,
         }
+    }
+
+    /// Sets the workspace each built-in kernel launch asks for.
+    pub fn workspace_sizes(mut self, sizes: WorkspaceSizes) -> Self {
+        self.workspace_sizes = Some(sizes);
+        self
     }
 
     /// Sets the device ordinal.

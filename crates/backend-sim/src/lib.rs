@@ -101,6 +101,7 @@
 //! | `topology`, `link` | [`Topology`], [`LinkSpec`] (figures with their sources); links as contended resources |
 //! | `resource`, `op`, `compute`, `queue` | contended units; one piece of work; what an op reads and writes; data effects in virtual-time order |
 //! | `custom` | user operators: [`host_op`] bodies |
+//! | `workspace` | [`WorkspaceSizes`]: the workspace built-in kernels ask for (none by default; a dry run sets another backend's), [`SimPrepared`] |
 //! | `memory` (and `memory::vmm`, `memory::mappings`, `memory::view`), `host` | the address space of each device, data store, virtual memory, the node's data as one op sees it; pinned host memory |
 //! | `capture` | recording work into graphs |
 //! | [`sanitizer`] | the independent happens-before tracker and its [`RaceReport`]s |
@@ -163,6 +164,7 @@ mod stream;
 mod timeline;
 mod topology;
 pub mod trace;
+mod workspace;
 
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
 pub use comm::{SimComm, JOIN_TIMEOUT};
@@ -180,6 +182,7 @@ pub use sanitizer::SanitizerMode;
 pub use stream::SimStream;
 pub use timeline::{OpRecord, SimStats};
 pub use topology::{LinkSpec, Topology};
+pub use workspace::{SimPrepared, WorkspaceSizes};
 
 /// Re-exported so users of the timeline need not depend on `braid-stream-core` for it.
 pub use braid_stream_core::kernel::ComputeUnit;
@@ -194,7 +197,7 @@ impl braid_stream_core::hal::Backend for SimBackend {
     type Stream = SimStream;
     type Event = SimEvent;
     type Graph = SimGraph;
-    type Prepared = braid_stream_core::TypedKernel;
+    type Prepared = SimPrepared;
     type OpBody = HostOpFn;
     const NAME: &'static str = "sim";
 }

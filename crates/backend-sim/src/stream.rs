@@ -8,6 +8,7 @@ use crate::fault::{CallKind, Verdict};
 use crate::graph::SimGraph;
 use crate::limits::LiveSlot;
 use crate::op::{CustomKind, OpKind};
+use crate::workspace::{SimPrepared, WorkspaceSizes};
 use crate::SimBackend;
 use braid_stream_core::custom::CustomOp;
 use braid_stream_core::hal::{self, HalError};
@@ -27,6 +28,8 @@ pub struct SimStream {
     index: u32,
     /// Its place among the device's live streams (`None` for the default stream).
     _slot: Option<Arc<LiveSlot>>,
+    /// The device's workspace model, if any ([`crate::SimConfig::workspace_sizes`]).
+    workspace: Option<WorkspaceSizes>,
 }
 
 impl fmt::Debug for SimStream {
@@ -44,12 +47,14 @@ impl SimStream {
         global: u32,
         index: u32,
         slot: Option<Arc<LiveSlot>>,
+        workspace: Option<WorkspaceSizes>,
     ) -> Self {
         SimStream {
             shared,
             global,
             index,
             _slot: slot,
+            workspace,
         }
     }
 
@@ -141,17 +146,24 @@ impl SimStream {
 impl hal::Stream for SimStream {
     type B = SimBackend;
 
-    fn prepare(&self, kernel: &TypedKernel) -> Result<TypedKernel, HalError> {
-        Ok(kernel.clone())
+    fn prepare(&self, kernel: &TypedKernel) -> Result<SimPrepared, HalError> {
+        let workspace = match &self.workspace {
+            Some(sizes) => sizes.size(kernel)?,
+            None => 0,
+        };
+        Ok(SimPrepared {
+            kernel: kernel.clone(),
+            workspace,
+        })
     }
 
     fn launch_prepared(
         &self,
-        prepared: TypedKernel,
+        prepared: SimPrepared,
         _workspace: Option<DeviceSlice>,
         label: &str,
     ) -> Result<(), HalError> {
-        self.submit(CallKind::Launch, OpKind::Kernel(prepared), label)
+        self.submit(CallKind::Launch, OpKind::Kernel(prepared.kernel), label)
     }
 
     fn launch_custom(&self, op: &CustomOp<SimBackend>) -> Result<(), HalError> {

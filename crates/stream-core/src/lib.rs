@@ -39,6 +39,7 @@
 //! | `uses` | use observers (how the allocator's automatic mode sees every use) |
 //! | `peer`, `registry` | several devices: lookup by uid, host knowledge across devices, peer access, foreign memory |
 //! | `memory`, [`types`], [`error`] | raw device memory and host readbacks; value types; errors |
+//! | [`dry_run`] | fences a thread to one device while a dry run plans on it |
 //!
 //! ```
 //! # fn demo<B: braid_stream_core::hal::Backend>(device: braid_stream_core::Device<B>) -> braid_stream_core::Result<()> {
@@ -61,6 +62,7 @@ mod context;
 pub mod custom;
 pub mod deadline;
 mod device;
+pub mod dry_run;
 pub mod dtype;
 pub mod error;
 mod event;
