@@ -3,7 +3,7 @@
 use crate::collective::cost::LinkParams;
 use crate::device::{checked, lock, same_node, Shared};
 use crate::fault::CallKind;
-use crate::remote::RemoteGroup;
+use crate::collective::remote::RemoteGroup;
 use crate::stream::SimStream;
 use crate::SimDevice;
 use braid_stream_core::collective::{CollectiveCall, RootInfo};

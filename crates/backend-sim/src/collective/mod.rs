@@ -9,3 +9,4 @@ pub mod cost;
 pub(crate) mod data;
 pub(crate) mod exchange;
 pub(crate) mod group;
+pub(crate) mod remote;
