@@ -1,9 +1,9 @@
 //! [`SimComm`]: a communicator of the simulated node, HCCL-style.
 
 use crate::collective::cost::LinkParams;
+use crate::collective::remote::RemoteGroup;
 use crate::device::{checked, lock, same_node, Shared};
 use crate::fault::CallKind;
-use crate::collective::remote::RemoteGroup;
 use crate::stream::SimStream;
 use crate::SimDevice;
 use braid_stream_core::collective::{CollectiveCall, RootInfo};

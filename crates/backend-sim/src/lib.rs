@@ -154,6 +154,7 @@ mod topology;
 pub mod trace;
 
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
+pub use collective::remote::RemoteGroup;
 pub use comm::{SimComm, JOIN_TIMEOUT};
 pub use config::{SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT};
 pub use custom::{host_op, HostOpFn};
@@ -163,7 +164,6 @@ pub use fault::{CallKind, FaultCounts, FaultPlan};
 pub use graph::SimGraph;
 pub use node::{NodeConfig, SimNode};
 pub use profile::DeviceProfile;
-pub use collective::remote::RemoteGroup;
 pub use sanitizer::report::{OpRef, RaceKind, RaceReport};
 pub use sanitizer::SanitizerMode;
 pub use stream::SimStream;

@@ -9,8 +9,7 @@ use crate::graph::SimGraph;
 use crate::limits::LiveSlot;
 use crate::op::{CustomKind, OpKind};
 use crate::SimBackend;
-use braid_stream_core::custom::CustomOp;
-use braid_stream_core::hal::{self, HalError};
+use braid_stream_core::hal::{self, HalError, Operator};
 use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr, DeviceSlice};
 use std::fmt;
@@ -154,11 +153,11 @@ impl hal::Stream for SimStream {
         self.submit(CallKind::Launch, OpKind::Kernel(prepared), label)
     }
 
-    fn launch_custom(&self, op: &CustomOp<SimBackend>) -> Result<(), HalError> {
+    fn launch_operator(&self, op: &Operator<'_, SimBackend>) -> Result<(), HalError> {
         // The declaration was validated by the front layer (the hal contract); what the engine
         // needs to stay panic-free (ranges inside the address space) it checks itself.
         let kind = OpKind::Custom(CustomKind(Arc::new(SimCustom::new(op))));
-        self.submit(CallKind::Launch, kind, op.name())
+        self.submit(CallKind::Launch, kind, op.name)
     }
 
     unsafe fn memcpy_h2d(&self, dst: DevicePtr, src: *const u8, len: u64) -> Result<(), HalError> {

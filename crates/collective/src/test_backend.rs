@@ -5,7 +5,7 @@ use crate::backend::CollectiveBackend;
 use braid_stream_core::collective::{CollectiveCall, RootInfo, ROOT_INFO_BYTES};
 use braid_stream_core::hal::{self, HalError};
 use braid_stream_core::{
-    CaptureMode, CaptureStatus, CustomOp, DevicePtr, EventFlags, MemInfo, Priority, TypedKernel,
+    CaptureMode, CaptureStatus, DevicePtr, EventFlags, MemInfo, Priority, TypedKernel,
 };
 use parking_lot::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -168,7 +168,7 @@ impl hal::Stream for TestStream {
         Ok(())
     }
 
-    fn launch_custom(&self, _op: &CustomOp<TestBackend>) -> Result<(), HalError> {
+    fn launch_operator(&self, _op: &hal::Operator<'_, TestBackend>) -> Result<(), HalError> {
         Ok(())
     }
 

@@ -5,8 +5,15 @@
 //! state and check nothing beyond what they need to stay memory safe: all the meaning (the
 //! happens-before model, capture rules, typed misuse errors) lives once, in the front layer
 //! ([`crate::Device`], [`crate::Stream`], [`crate::Event`], [`crate::Graph`]).
+//!
+//! Work reaches a backend lowered: a built-in kernel prepared in two phases
+//! ([`Stream::prepare`], [`Stream::launch_prepared`]), a user operator as an [`Operator`]
+//! ([`Stream::launch_operator`]). The hal knows nothing of the front layer's types.
 
-use crate::custom::CustomOp;
+mod operator;
+
+pub use operator::{OpCost, OpRange, Operator};
+
 use crate::kernel::TypedKernel;
 use crate::types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
@@ -85,7 +92,7 @@ pub trait Backend: Sized + Send + Sync + 'static {
     /// workspace it needs. The simulator's is the kernel itself (no workspace); ACL's holds the
     /// aclnn executor.
     type Prepared: PreparedLaunch;
-    /// How this backend runs a user-defined operator ([`CustomOp::body`]): a host function on
+    /// How this backend runs a user-defined operator ([`Operator::body`]): a host function on
     /// the simulator, a closure handed the native stream on ACL.
     type OpBody: ?Sized + Send + Sync + 'static;
     /// Name shown in logs, errors and tables.
@@ -340,10 +347,10 @@ pub trait Stream: Send + Sync + 'static {
         self.launch_prepared(prepared, None, label)
     }
 
-    /// Enqueues a user-defined operator (already validated by the front layer). A backend that
-    /// cannot run it (no body for this backend) answers [`HalError::Unsupported`] or
+    /// Enqueues a user-defined operator, lowered and validated by the front layer. A backend
+    /// that cannot run it (no body for this backend) answers [`HalError::Unsupported`] or
     /// [`HalError::InvalidArgument`] and enqueues nothing.
-    fn launch_custom(&self, op: &CustomOp<Self::B>) -> Result<(), HalError>;
+    fn launch_operator(&self, op: &Operator<'_, Self::B>) -> Result<(), HalError>;
 
     /// Enqueues a copy of `len` bytes from host memory to the device.
     ///

@@ -8,6 +8,7 @@ use crate::event::Event;
 use crate::graph::Graph;
 use crate::hal::{self, Backend, Device as _, PreparedLaunch as _, Stream as _};
 use crate::kernel::TypedKernel;
+use crate::lowered::Lowered;
 use crate::memory::HostReadback;
 use crate::ordering::{Domain, StreamPosition, WaitEffect};
 use crate::state::{BlockingTarget, KeepAlive};
@@ -190,8 +191,7 @@ impl<B: Backend> Stream<B> {
     /// pass `kernel.typed(DType::F16)` for another data type.
     pub fn launch(&self, kernel: impl Into<TypedKernel>) -> Result<StreamPosition> {
         let kernel = kernel.into();
-        let label = kernel.name();
-        self.launch_typed(&kernel, label)
+        self.launch_typed(&kernel, kernel.name())
     }
 
     /// Enqueues a built-in kernel with a label for timelines and reports.
@@ -203,27 +203,9 @@ impl<B: Backend> Stream<B> {
         self.launch_typed(&kernel.into(), label)
     }
 
-    /// Launches in two phases: the backend prepares the kernel (no lock held), the workspace it
-    /// asks for comes in stream order ([`Stream::workspace`]), then the launch is submitted
-    /// and the workspace given back right after (reused by this stream's later work only).
     fn launch_typed(&self, kernel: &TypedKernel, label: &str) -> Result<StreamPosition> {
         kernel.validate()?;
-        let uses = || {
-            let reads = kernel.reads().map(|r| (r, Access::Read));
-            reads.chain(kernel.writes().map(|w| (w, Access::Write)))
-        };
-        let foreign = self.device.place_ranges(label, uses())?;
-        let prepared = self.inner.hal.prepare(kernel)?;
-        let needed = prepared.workspace_size();
-        let workspace = self.workspace(needed)?;
-        let slice = (needed > 0).then(|| workspace.slice());
-        let pos = self.submit("Stream::launch", None, |s| {
-            s.launch_prepared(prepared, slice, label)
-        })?;
-        // Back to the stream's cache in stream order, after the submission's locks are gone.
-        drop(workspace);
-        self.device.notify_placed(pos, uses(), &foreign);
-        Ok(pos)
+        self.submit_operator(Lowered::Kernel { kernel, label })
     }
 
     /// Enqueues a user-defined operator ([`CustomOp`]), exactly like a built-in kernel: its
@@ -232,11 +214,7 @@ impl<B: Backend> Stream<B> {
     /// captures, timelines and the simulator's sanitizer.
     pub fn launch_op(&self, op: &CustomOp<B>) -> Result<StreamPosition> {
         op.validate()?;
-        let uses = || op.ranges().iter().map(|r| (r.slice, r.access));
-        let foreign = self.device.place_ranges(op.name(), uses())?;
-        let pos = self.submit("Stream::launch_op", None, |s| s.launch_custom(op))?;
-        self.device.notify_placed(pos, uses(), &foreign);
-        Ok(pos)
+        self.submit_operator(Lowered::Operator(op.lower()))
     }
 
     /// Enqueues work whose body calls the backend itself (a collective, say): `uses` declares
@@ -248,12 +226,45 @@ impl<B: Backend> Stream<B> {
         &self,
         name: &str,
         uses: &[(DeviceSlice, Access)],
-        body: impl FnOnce(&B::Stream) -> std::result::Result<(), hal::HalError>,
+        body: impl Fn(&B::Stream) -> std::result::Result<(), hal::HalError>,
     ) -> Result<StreamPosition> {
-        let foreign = self.device.place_ranges(name, uses.iter().copied())?;
-        let pos = self.submit("Stream::submit_op", None, body)?;
-        self.device
-            .notify_placed(pos, uses.iter().copied(), &foreign);
+        self.submit_operator(Lowered::Collective {
+            label: name,
+            uses,
+            enqueue: &body,
+        })
+    }
+
+    /// The one path of every operator (built-in kernel, user operator, collective part): its
+    /// ranges placed (live memory of this device or of a peer it may reach), the backend's
+    /// enqueue under this stream's turn, then its uses noted to the observers of the devices
+    /// owning the memory.
+    fn submit_operator(&self, op: Lowered<'_, B>) -> Result<StreamPosition> {
+        let foreign = self.device.place_ranges(op.label(), op.uses())?;
+        let pos = match &op {
+            Lowered::Kernel { kernel, label } => self.submit_kernel(kernel, label)?,
+            Lowered::Operator(lowered) => {
+                self.submit(op.call(), None, |s| s.launch_operator(lowered))?
+            }
+            Lowered::Collective { enqueue, .. } => self.submit(op.call(), None, enqueue)?,
+        };
+        self.device.notify_placed(pos, op.uses(), &foreign);
+        Ok(pos)
+    }
+
+    /// A built-in kernel in two phases: the backend prepares it (no lock held), the workspace
+    /// it asks for comes in stream order ([`Stream::workspace`]), then the launch is submitted
+    /// and the workspace given back right after (reused by this stream's later work only).
+    fn submit_kernel(&self, kernel: &TypedKernel, label: &str) -> Result<StreamPosition> {
+        let prepared = self.inner.hal.prepare(kernel)?;
+        let needed = prepared.workspace_size();
+        let workspace = self.workspace(needed)?;
+        let slice = (needed > 0).then(|| workspace.slice());
+        let pos = self.submit("Stream::launch", None, |s| {
+            s.launch_prepared(prepared, slice, label)
+        })?;
+        // Back to the stream's cache in stream order, after the submission's locks are gone.
+        drop(workspace);
         Ok(pos)
     }
 

@@ -321,7 +321,9 @@ fn launch(
                 cols,
                 dtype,
                 epsilon,
-            } => sim.launch_custom(&rms_norm_op(*x, *gamma, *y, *rstd, *cols, *dtype, *epsilon)),
+            } => sim.launch_operator(
+                &rms_norm_op(*x, *gamma, *y, *rstd, *cols, *dtype, *epsilon).lower(),
+            ),
         })
     });
     ret(result.map_err(|e| {
