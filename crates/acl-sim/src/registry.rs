@@ -116,7 +116,7 @@ fn sim_fail(call: &str, e: HalError) -> Fail {
         HalError::OutOfMemory { .. } => ACL_ERROR_RT_DEVICE_OOM,
         HalError::InvalidArgument(_) => ACL_ERROR_RT_PARAM_INVALID,
         HalError::Unsupported(_) => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-        HalError::Native { code, .. } => *code,
+        HalError::Native { code, .. } | HalError::NativeInvalidArgument { code, .. } => *code,
         HalError::CaptureRefused(_) => ACL_ERROR_RT_CAPTURE_DEPENDENCY,
     };
     fail(code, format!("{call}: {e}"))

@@ -5,6 +5,7 @@ mod common;
 use braid_allocator::{
     AllocError, AllocatorConfig, BlockState, CachingAllocator, HistoryAction, SegmentType,
 };
+use braid_stream_core::collective::CollectiveBuffer;
 use braid_stream_core::{DevicePtr, Kernel};
 use common::*;
 
@@ -15,6 +16,9 @@ fn c23_alloc_one_byte_and_free_restores_allocated() {
     let buf = alloc.alloc(1, &dev.default_stream()).unwrap();
     assert_eq!(buf.size(), 512);
     assert_eq!(buf.requested_size(), 1);
+    // A collective uses the requested bytes, not the rounded block.
+    assert_eq!(buf.device_slice(), buf.slice());
+    assert_eq!(buf.device_slice().len, 1);
     assert_eq!(alloc.memory_allocated(), before + 512);
     drop(buf);
     assert_eq!(alloc.memory_allocated(), before);

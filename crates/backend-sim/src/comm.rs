@@ -5,15 +5,16 @@ use crate::collective::remote::RemoteGroup;
 use crate::device::{checked, lock, same_node, Shared};
 use crate::fault::CallKind;
 use crate::stream::SimStream;
-use crate::SimDevice;
+use crate::{SimBackend, SimDevice};
 use braid_stream_core::collective::{CollectiveCall, RootInfo};
 use braid_stream_core::dtype::DType;
-use braid_stream_core::hal::HalError;
+use braid_stream_core::hal::{CollectiveBackend, Comm, HalError};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// One rank's handle of a communicator: a group of devices of one [`crate::SimNode`] that run
-/// collectives together ([`SimStream::collective`]). Cloning gives another handle of the same
+/// collectives together ([`SimBackend::launch_collective`], the hal's collective extension;
+/// its rank and rank count through [`Comm`]). Cloning gives another handle of the same
 /// rank; handles may move between threads.
 ///
 /// Every rank submits its part of each collective separately, in the same order on every
@@ -25,13 +26,13 @@ use std::time::Duration;
 /// [`SimConfig::collective_timeout`](crate::SimConfig#structfield.collective_timeout)), then
 /// fails with an error naming the ranks that have not issued the call, instead of hanging
 /// (at once when the calling thread drives those ranks itself: see
-/// [`SimStream::collective`]).
+/// [`SimBackend::launch_collective`]).
 ///
 /// ```
-/// use braid_backend_sim::{NodeConfig, SimComm, SimNode};
+/// use braid_backend_sim::{NodeConfig, SimBackend, SimComm, SimNode};
 /// use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 /// use braid_stream_core::dtype::DType;
-/// use braid_stream_core::hal::{Device as _, Stream as _};
+/// use braid_stream_core::hal::{CollectiveBackend, Device as _, Stream as _};
 ///
 /// let node = SimNode::new(NodeConfig::new(2));
 /// let devices = node.devices();
@@ -50,7 +51,7 @@ use std::time::Duration;
 ///         count: 4,
 ///         dtype: DType::F16,
 ///     };
-///     s.collective(comm, &call, "allreduce(sum)").unwrap();
+///     SimBackend::launch_collective(&s, comm, &call, "allreduce(sum)").unwrap();
 ///     results.push((s, x, bytes));
 /// }
 /// for (s, x, _bytes) in results {
@@ -128,7 +129,7 @@ impl SimComm {
     /// When every rank turns out to be a device of `device`'s node, the communicator is the
     /// node's own (its collectives match and run in the node's engine, as with
     /// [`SimComm::init_all`]); otherwise each collective exchanges the ranks' parts over the
-    /// transport (see [`SimStream::collective`] for what that supports). Refused: a root info
+    /// transport (see [`SimBackend::launch_collective`] for what that supports). Refused: a root info
     /// not made by [`SimComm::root_info`], a rank out of range or taken, a rank count that
     /// differs from rank 0's, two ranks on one device; ranks that do not join in time are an
     /// HCCL timeout naming them.
@@ -161,16 +162,6 @@ impl SimComm {
         })
     }
 
-    /// This handle's rank.
-    pub fn rank(&self) -> u32 {
-        self.rank
-    }
-
-    /// The number of ranks.
-    pub fn ranks(&self) -> u32 {
-        self.ranks
-    }
-
     /// Whether the communicator's ranks are all devices of one node (otherwise its parts go
     /// over the transport between processes).
     pub fn is_node_local(&self) -> bool {
@@ -187,7 +178,7 @@ impl SimComm {
         }
     }
 
-    /// Submits this rank's part `call` on `stream` (see [`SimStream::collective`]).
+    /// Submits this rank's part `call` on `stream` (see [`SimBackend::launch_collective`]).
     pub(crate) fn submit(
         &self,
         stream: &SimStream,
@@ -221,5 +212,87 @@ impl SimComm {
                 lock(&stream.shared).remote_finish(part, blobs)
             }
         }
+    }
+}
+
+/// Collectives on the simulated node: [`SimComm`]s, each rank's part matched with the others'
+/// and run in the node's engine (or, across processes, over the simulator's transport).
+/// Mismatches are always checked: a hang in a simulation helps nobody.
+impl CollectiveBackend for SimBackend {
+    type Comm = SimComm;
+    const ALWAYS_CHECKS_MISMATCH: bool = true;
+
+    fn init_all(devices: &[&SimDevice]) -> Result<Vec<SimComm>, HalError> {
+        SimComm::init_all(devices)
+    }
+
+    fn root_info(device: &SimDevice) -> Result<RootInfo, HalError> {
+        SimComm::root_info(device)
+    }
+
+    fn init_root_info(
+        device: &SimDevice,
+        ranks: u32,
+        rank: u32,
+        info: &RootInfo,
+    ) -> Result<SimComm, HalError> {
+        SimComm::init_root_info(device, ranks, rank, info)
+    }
+
+    /// Submits `comm`'s rank's part `call` of a collective on `stream` (whose device must be
+    /// the rank's), labelled `label` in the timeline (for example `allreduce(sum)`).
+    ///
+    /// The part is matched with the other ranks' parts of the same call (the `k`-th
+    /// collective each rank issues on `comm`; sends and receives pair per peer) and refused as
+    /// [`HalError::InvalidArgument`] when it does not match those already in, naming the rank,
+    /// the call and the difference. Until every rank's part is in, the stream holds back what
+    /// is submitted to it afterwards (and events recorded on it are pending; a stream waiting
+    /// on a pending event holds back too). A host synchronization (stream, event or device
+    /// synchronize, event elapsed time, `free_host`) that would wait on held-back work waits
+    /// for the other ranks' parts, submitted by other host threads, up to the node's
+    /// [`SimConfig::collective_timeout`](crate::SimConfig#structfield.collective_timeout)
+    /// (the simulator's `HCCL_EXEC_TIMEOUT`), then fails naming the ranks that have not issued
+    /// the call. It fails at once, without waiting, when the calling thread is the only one
+    /// that has ever submitted parts to the communicator and has submitted parts of every
+    /// missing rank before (one thread driving every rank can never complete the call); a
+    /// rank that has never submitted a part may be driven by a thread that has not reached
+    /// its first call yet, so a wait on it takes the timeout. Then the collective runs in
+    /// virtual time (ready at the latest of the parts' submissions and their streams' ends,
+    /// for the time the cost model gives on the node's links, occupying every participant's
+    /// communication engine and the links the algorithm uses: compute overlaps it), and the
+    /// held-back work follows in order. In data mode the send buffers are read at the start
+    /// and the receive buffers written at the end. Inside a capture the part becomes a graph
+    /// node that runs the collective again at each replay (with the other ranks' replays).
+    ///
+    /// The device's fault plan may make the call fail ([`crate::CallKind::Collective`]): then
+    /// nothing is submitted and the part takes no call number, so the rank may submit it again.
+    ///
+    /// Refused as invalid arguments: a communicator of another node, a stream of another
+    /// device than the rank's, a buffer (of `send_len`/`recv_len` bytes) that is not live
+    /// memory of the stream's device, a root or peer out of range, a send or receive to the
+    /// rank itself.
+    ///
+    /// On a communicator spanning processes (a root info joined by ranks of several nodes)
+    /// the call blocks until every rank has submitted the same call (each rank's ready time
+    /// and send bytes go over the transport); the collective starts at the latest ready time.
+    /// There, send and receive, captures and streams holding back work are
+    /// [`HalError::Unsupported`].
+    fn launch_collective(
+        stream: &SimStream,
+        comm: &SimComm,
+        call: &CollectiveCall,
+        label: &str,
+    ) -> Result<(), HalError> {
+        comm.submit(stream, call, label)
+    }
+}
+
+impl Comm for SimComm {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn ranks(&self) -> u32 {
+        self.ranks
     }
 }

@@ -8,10 +8,16 @@
 //!
 //! Work reaches a backend lowered: a built-in kernel prepared in two phases
 //! ([`Stream::prepare`], [`Stream::launch_prepared`]), a user operator as an [`Operator`]
-//! ([`Stream::launch_operator`]). The hal knows nothing of the front layer's types.
+//! ([`Stream::launch_operator`]), a rank's part of a collective through the collective
+//! extension ([`CollectiveBackend`], implemented by the backends that run collectives). The
+//! hal knows nothing of the front layer's types. [`noop`] is a backend implementing every
+//! trait while running nothing, for tests.
 
+mod collectives;
+pub mod noop;
 mod operator;
 
+pub use collectives::{CollectiveBackend, Comm};
 pub use operator::{OpCost, OpRange, Operator};
 
 use crate::kernel::TypedKernel;
@@ -52,6 +58,28 @@ pub enum HalError {
         /// Text the runtime gave.
         message: String,
     },
+    /// The native runtime refused a parameter (HCCL's `HCCL_E_PARA`): a refused argument, as
+    /// [`HalError::InvalidArgument`], that keeps the runtime's code, name and message.
+    #[error("{name} ({code}): {message}")]
+    NativeInvalidArgument {
+        /// Native error number.
+        code: i32,
+        /// Symbolic name of the code.
+        name: &'static str,
+        /// Text the runtime gave.
+        message: String,
+    },
+}
+
+impl HalError {
+    /// Whether the backend refused an argument (rather than failing to do what it was
+    /// asked): [`HalError::InvalidArgument`] or [`HalError::NativeInvalidArgument`].
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(
+            self,
+            HalError::InvalidArgument(_) | HalError::NativeInvalidArgument { .. }
+        )
+    }
 }
 
 /// A page-run call ([`Device::map_physical_pages`], [`Device::unmap_physical_pages`]) that

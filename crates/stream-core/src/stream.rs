@@ -1,12 +1,13 @@
 //! `Stream<B>`: a FIFO of device work, with the ordering model applied to every submission.
 
 use crate::capture_rule::WaitOutcome;
+use crate::collective::CollectiveCall;
 use crate::custom::CustomOp;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::graph::Graph;
-use crate::hal::{self, Backend, Device as _, PreparedLaunch as _, Stream as _};
+use crate::hal::{self, Backend, Comm as _, Device as _, PreparedLaunch as _, Stream as _};
 use crate::kernel::TypedKernel;
 use crate::lowered::Lowered;
 use crate::memory::HostReadback;
@@ -215,24 +216,6 @@ impl<B: Backend> Stream<B> {
     pub fn launch_op(&self, op: &CustomOp<B>) -> Result<StreamPosition> {
         op.validate()?;
         self.submit_operator(Lowered::Operator(op.lower()))
-    }
-
-    /// Enqueues work whose body calls the backend itself (a collective, say): `uses` declares
-    /// every range it reads and writes, and from there it is an operator like any other —
-    /// validated ranges, a position in the happens-before model, use notes for the
-    /// allocator's automatic mode, capture and replay. `body` enqueues the work on the backend
-    /// stream and nothing else; when it fails nothing is enqueued and the stream is unchanged.
-    pub fn submit_op(
-        &self,
-        name: &str,
-        uses: &[(DeviceSlice, Access)],
-        body: impl Fn(&B::Stream) -> std::result::Result<(), hal::HalError>,
-    ) -> Result<StreamPosition> {
-        self.submit_operator(Lowered::Collective {
-            label: name,
-            uses,
-            enqueue: &body,
-        })
     }
 
     /// The one path of every operator (built-in kernel, user operator, collective part): its
@@ -700,6 +683,42 @@ impl<B: Backend> Stream<B> {
     /// Where work submitted to this stream now goes: eager, or into a capture.
     pub fn domain(&self) -> Domain {
         self.device.inner.lock().ordering.domain_of(self.id())
+    }
+}
+
+impl<B: hal::CollectiveBackend> Stream<B> {
+    /// Enqueues rank `comm.rank()`'s part of `call` with its backend communicator `comm`
+    /// (the backend's collective extension, [`hal::CollectiveBackend::launch_collective`]),
+    /// labelled `label`: an operator reading its send buffer and writing its receive buffer
+    /// ([`CollectiveCall::ranges`]), so ordering, the allocator's automatic mode, capture and
+    /// replay treat it like a kernel. Nothing checks that the other ranks agree: that is
+    /// `braid-collective`'s job, which checks every call before it gets here.
+    pub fn launch_collective(
+        &self,
+        comm: &B::Comm,
+        call: &CollectiveCall,
+        label: &str,
+    ) -> Result<StreamPosition> {
+        let (rank, ranks) = (comm.rank(), comm.ranks());
+        let (send, recv) = call.ranges(rank, ranks).ok_or_else(|| {
+            hal::HalError::InvalidArgument(format!(
+                "{label}: the buffers of {} of {} elements over {ranks} ranks overflow",
+                call.op, call.count
+            ))
+        })?;
+        let uses = [(send, Access::Read), (recv, Access::Write)];
+        let used = match (call.op.reads_send(rank), call.op.writes_recv()) {
+            (true, true) => &uses[..],
+            (true, false) => &uses[..1],
+            (false, true) => &uses[1..],
+            (false, false) => &[],
+        };
+        let enqueue = |s: &B::Stream| B::launch_collective(s, comm, call, label);
+        self.submit_operator(Lowered::Collective {
+            label,
+            uses: used,
+            enqueue: &enqueue,
+        })
     }
 }
 
