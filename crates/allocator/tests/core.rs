@@ -5,8 +5,7 @@ mod common;
 use braid_allocator::{
     AllocError, AllocatorConfig, BlockState, CachingAllocator, HistoryAction, SegmentType,
 };
-use braid_stream_core::collective::CollectiveBuffer;
-use braid_stream_core::{DevicePtr, Kernel};
+use braid_stream_core::{CollectiveBuffer, DevicePtr, Kernel};
 use common::*;
 
 #[test]

@@ -223,6 +223,14 @@ fn a_mismatched_part_is_refused_naming_rank_call_and_difference() {
         msg.contains("rank 1's call 0") && msg.contains("count 8 vs 4"),
         "{msg}"
     );
+    // Typed: the matcher's mismatch, naming both ranks and the call.
+    match err {
+        HalError::CollectiveMismatch(m) => {
+            assert_eq!((m.rank, m.expected_rank, m.key.number), (1, 0, 0));
+            assert_eq!((m.expected.count, m.found.count), (8, 4));
+        }
+        other => panic!("expected a collective mismatch, got {other:?}"),
+    }
     // Still usable: the matching part completes the call.
     SimBackend::launch_collective(
         &ranks[1].0,

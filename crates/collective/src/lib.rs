@@ -96,9 +96,10 @@ mod ops;
 mod transport;
 
 pub use braid_stream_core::collective::{
-    CollectiveBuffer, CollectiveCall, CollectiveOp, ReduceOp, RootInfo, Signature, ROOT_INFO_BYTES,
+    CollectiveCall, CollectiveOp, ReduceOp, RootInfo, Signature, ROOT_INFO_BYTES,
 };
 pub use braid_stream_core::hal::CollectiveBackend;
+pub use braid_stream_core::CollectiveBuffer;
 pub use communicator::{CommOptions, Communicator};
 pub use error::{CollectiveError, Result};
 pub use ledger::MismatchCheck;

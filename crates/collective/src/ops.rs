@@ -8,8 +8,9 @@
 
 use crate::communicator::Communicator;
 use crate::error::{CollectiveError, Result};
-use braid_stream_core::collective::{CollectiveBuffer, CollectiveCall, CollectiveOp, ReduceOp};
+use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::hal::CollectiveBackend;
+use braid_stream_core::CollectiveBuffer;
 use braid_stream_core::{DType, DeviceSlice, Stream, StreamPosition};
 
 /// Elements of `dtype` in `slice`, refusing a partial element.

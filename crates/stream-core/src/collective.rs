@@ -7,14 +7,19 @@
 //! agree on for the call to match: the front layer compares signatures to refuse mismatched
 //! calls with a typed error instead of hanging.
 //!
+//! Which parts of the ranks belong to one call, and whether they agree, is the one
+//! [`Matcher`], used by `braid-collective`'s ledger and by the simulator.
+//!
 //! Backends that run collectives implement the hal's collective extension
 //! ([`crate::hal::CollectiveBackend`]); the front layer enqueues a rank's part with
-//! [`crate::Stream::launch_collective`]. What a collective accepts as a buffer is a
-//! [`CollectiveBuffer`].
+//! [`crate::Stream::launch_collective`]. These are plain values: this module depends on no
+//! other part of the crate but the data types.
+
+mod matcher;
+
+pub use matcher::{Arrival, CallKey, MatchError, Matcher, Mismatch, Part, Peers};
 
 use crate::dtype::DType;
-use crate::hal::Backend;
-use crate::memory::DeviceMemory;
 use crate::types::{DevicePtr, DeviceSlice};
 use std::fmt;
 
@@ -285,32 +290,6 @@ impl Signature {
 impl fmt::Display for Signature {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} of {} × {}", self.op, self.count, self.dtype)
-    }
-}
-
-/// Device memory a collective reads or writes: the whole of
-/// [`CollectiveBuffer::device_slice`]. Device slices and device memory are buffers; the
-/// caching allocator's buffers are too (`braid-allocator` implements it).
-pub trait CollectiveBuffer {
-    /// The bytes the collective uses.
-    fn device_slice(&self) -> DeviceSlice;
-}
-
-impl CollectiveBuffer for DeviceSlice {
-    fn device_slice(&self) -> DeviceSlice {
-        *self
-    }
-}
-
-impl<B: Backend> CollectiveBuffer for DeviceMemory<B> {
-    fn device_slice(&self) -> DeviceSlice {
-        self.slice()
-    }
-}
-
-impl<T: CollectiveBuffer + ?Sized> CollectiveBuffer for &T {
-    fn device_slice(&self) -> DeviceSlice {
-        (**self).device_slice()
     }
 }
 

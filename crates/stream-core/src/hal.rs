@@ -20,6 +20,7 @@ mod operator;
 pub use collectives::{CollectiveBackend, Comm};
 pub use operator::{OpCost, OpRange, Operator};
 
+use crate::collective::{MatchError, Mismatch};
 use crate::kernel::TypedKernel;
 use crate::types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
@@ -58,6 +59,11 @@ pub enum HalError {
         /// Text the runtime gave.
         message: String,
     },
+    /// A rank's part of a collective that does not match the other ranks' parts of the same
+    /// call (a backend that matches the parts itself, as the simulator does, with the one
+    /// [`Matcher`](crate::collective::Matcher)): a refused argument, typed.
+    #[error(transparent)]
+    CollectiveMismatch(Box<Mismatch>),
     /// The native runtime refused a parameter (HCCL's `HCCL_E_PARA`): a refused argument, as
     /// [`HalError::InvalidArgument`], that keeps the runtime's code, name and message.
     #[error("{name} ({code}): {message}")]
@@ -73,12 +79,26 @@ pub enum HalError {
 
 impl HalError {
     /// Whether the backend refused an argument (rather than failing to do what it was
-    /// asked): [`HalError::InvalidArgument`] or [`HalError::NativeInvalidArgument`].
+    /// asked): [`HalError::InvalidArgument`], [`HalError::NativeInvalidArgument`] or
+    /// [`HalError::CollectiveMismatch`].
     pub fn is_invalid_argument(&self) -> bool {
         matches!(
             self,
-            HalError::InvalidArgument(_) | HalError::NativeInvalidArgument { .. }
+            HalError::InvalidArgument(_)
+                | HalError::NativeInvalidArgument { .. }
+                | HalError::CollectiveMismatch(_)
         )
+    }
+}
+
+/// A part the matcher refuses: a mismatch as [`HalError::CollectiveMismatch`], a rank the
+/// communicator does not have as an invalid argument.
+impl From<MatchError> for HalError {
+    fn from(err: MatchError) -> Self {
+        match err {
+            MatchError::Mismatch(m) => HalError::CollectiveMismatch(m),
+            other => HalError::InvalidArgument(other.to_string()),
+        }
     }
 }
 

@@ -34,7 +34,7 @@
 //! | `state` | per-device state under one lock: ordering, capture rules, tags |
 //! | `context` | the per-thread current-stream stack ([`StreamGuard`]) |
 //! | [`kernel`], [`custom`], [`dtype`] | built-in kernels, user operators ([`CustomOp`]), data types |
-//! | [`collective`] | collective calls as values (for backends and `braid-collective`) |
+//! | [`collective`], `buffer` | collective calls as values and the one call matcher (for backends and `braid-collective`); [`CollectiveBuffer`] |
 //! | `uses` | use observers (how the allocator's automatic mode sees every use) |
 //! | `peer`, `registry` | several devices: lookup by uid, host knowledge across devices, peer access, foreign memory |
 //! | `memory`, [`types`], [`error`] | raw device memory and host readbacks; value types; errors |
@@ -53,6 +53,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod buffer;
 pub mod capture_rule;
 pub mod clock;
 pub mod collective;
@@ -77,6 +78,7 @@ pub mod types;
 mod uses;
 mod workspace;
 
+pub use buffer::CollectiveBuffer;
 pub use context::StreamGuard;
 pub use custom::{CustomOp, OpError};
 pub use device::Device;

@@ -5,13 +5,14 @@
 
 use std::collections::HashMap;
 
+use braid_stream_core::collective::{CallKey, CollectiveCall, Matcher, Part, Peers};
 use braid_stream_core::hal::HalError;
-
-use super::group::{CallKey, Group, Part, Peers};
 
 /// What the engine keeps with one rank's part of a call.
 #[derive(Clone, Debug)]
 pub(crate) struct PartInfo {
+    /// The rank's call (its buffers).
+    pub call: CollectiveCall,
     /// The node-wide stream index the part was submitted on.
     pub stream: u32,
     /// Its label for the timeline.
@@ -26,8 +27,8 @@ pub(crate) struct CommState {
     ranks: u32,
     /// The device (index in the node) of each rank, once joined.
     devices: Vec<Option<usize>>,
-    /// Calls in flight.
-    pub group: Group<PartInfo>,
+    /// Calls in flight, matched by the one call matcher.
+    pub matcher: Matcher<PartInfo>,
     /// Calls whose parts are all in, waiting for their streams to reach them.
     pub ready: HashMap<CallKey, Vec<Part<PartInfo>>>,
     /// Per rank and peers (all ranks, or a sender and its receiver), the number the rank's
@@ -41,7 +42,7 @@ impl CommState {
         CommState {
             ranks,
             devices: vec![None; ranks as usize],
-            group: Group::new(ranks),
+            matcher: Matcher::new(ranks),
             ready: HashMap::new(),
             captured: HashMap::new(),
         }

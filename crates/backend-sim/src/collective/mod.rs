@@ -8,5 +8,4 @@ pub(crate) mod communicator;
 pub mod cost;
 pub(crate) mod data;
 pub(crate) mod exchange;
-pub(crate) mod group;
 pub(crate) mod remote;

@@ -2,7 +2,7 @@
 //! collective not yet run ([`crate::collective::backlog`]), and the placement of a collective
 //! on the node's links and communication engines.
 //!
-//! A rank's part is matched with the other ranks' parts ([`crate::collective::group`]) when
+//! A rank's part is matched with the other ranks' parts ([`braid_stream_core::collective::Matcher`]) when
 //! it is submitted, and its stream is deferred until the collective runs. A collective runs
 //! once every participant's part is in *and* ready: an eager part at the front of its
 //! stream's held-back work (ready at the latest of its host time and its stream's end), a part
@@ -21,14 +21,13 @@ use crate::collective::backlog::{Backlog, Deferred};
 use crate::collective::communicator::{CommState, PartInfo};
 use crate::collective::cost::{self, LinkParams, Plan, Wiring};
 use crate::collective::exchange::{Exchange, Source};
-use crate::collective::group::{Arrival, CallKey, Part, Peers};
 use crate::config::SimMode;
 use crate::link::{LinkId, Route};
 use crate::op::{CollectivePart, Op, OpKind};
 use crate::sanitizer::SanitizerMode;
 use crate::timeline::OpRecord;
 use crate::trace::LinkSlice;
-use braid_stream_core::collective::{CollectiveCall, CollectiveOp};
+use braid_stream_core::collective::{Arrival, CallKey, CollectiveCall, CollectiveOp, Part, Peers};
 use braid_stream_core::hal::HalError;
 use braid_stream_core::kernel::ComputeUnit;
 use braid_stream_core::types::DeviceSlice;
@@ -171,11 +170,12 @@ fn ranges(parts: &[Part<PartInfo>], ranks: u32) -> (Vec<DeviceSlice>, Vec<Device
     parts
         .iter()
         .map(|p| {
-            let send = p.call.send_len(p.rank, ranks).unwrap_or(0);
-            let recv = p.call.recv_len(ranks).unwrap_or(0);
+            let call = &p.payload.call;
+            let send = call.send_len(p.rank, ranks).unwrap_or(0);
+            let recv = call.recv_len(ranks).unwrap_or(0);
             (
-                DeviceSlice::new(p.call.send, send),
-                DeviceSlice::new(p.call.recv, recv),
+                DeviceSlice::new(call.send, send),
+                DeviceSlice::new(call.recv, recv),
             )
         })
         .unzip()
@@ -395,7 +395,7 @@ impl Engine {
         self.pump()
     }
 
-    /// Adds a part to its communicator's group and holds it back on stream `s`.
+    /// Adds a part to its communicator's matcher and holds it back on stream `s`.
     #[allow(clippy::too_many_arguments)]
     fn submit_part(
         &mut self,
@@ -408,27 +408,29 @@ impl Engine {
         host_ns: u64,
     ) -> Result<(), HalError> {
         let info = PartInfo {
+            call,
             stream: s,
             label,
             node: None,
         };
-        let key = self.join_call(comm, rank, call, replay_of, info)?;
+        let key = self.join_call(comm, rank, replay_of, info)?;
         self.coll.backlog.push(s, host_ns, Held::Part { comm, key });
         Ok(())
     }
 
-    /// Adds rank `rank`'s part `call` (of a replay of captured call `replay_of`, or eager) to
-    /// communicator `comm`'s group; returns the key of its call.
+    /// Adds rank `rank`'s part `info` (of a replay of captured call `replay_of`, or eager) to
+    /// communicator `comm`'s matcher; returns the key of its call. A part that does not match
+    /// is [`HalError::CollectiveMismatch`].
     pub(super) fn join_call(
         &mut self,
         comm: usize,
         rank: u32,
-        call: CollectiveCall,
         replay_of: Option<u64>,
         info: PartInfo,
     ) -> Result<CallKey, HalError> {
         let state = &mut self.coll.comms[comm];
-        let key = match state.group.submit(rank, call, replay_of, info)? {
+        let signature = info.call.signature();
+        let key = match state.matcher.submit(rank, signature, replay_of, info)? {
             Arrival::Waiting(key) => key,
             Arrival::Complete(key, parts) => {
                 state.ready.insert(key, parts);
@@ -574,7 +576,7 @@ impl Engine {
             .iter()
             .map(|p| state.device(p.rank).unwrap_or(self.cur))
             .collect();
-        let lead = parts[0].call;
+        let lead = parts[0].payload.call;
         let params = self.link_params(&devices, lead.dtype);
         let (plan, pairs) = match key.peers {
             Peers::Pair { .. } => {
@@ -630,7 +632,7 @@ impl Engine {
                 kind: OpKind::Collective(Arc::new(CollectivePart {
                     comm,
                     rank: p.rank,
-                    call: p.call,
+                    call: p.payload.call,
                     send: sends[i],
                     recv: recvs[i],
                     captured: key.replay_of.unwrap_or(key.number),
@@ -789,7 +791,7 @@ impl Engine {
         };
         let me = std::thread::current().id();
         let only_me = drivers.threads.iter().all(|t| *t == me);
-        let missing = self.coll.comms[comm].group.missing(key);
+        let missing = self.coll.comms[comm].matcher.missing(key);
         !(only_me && missing.iter().all(|r| drivers.ranks.contains(r)))
     }
 
@@ -845,7 +847,7 @@ impl Engine {
         ) {
             (Some(Held::Part { comm, key }), _) => {
                 let state = &self.coll.comms[*comm];
-                let missing = state.group.missing(key);
+                let missing = state.matcher.missing(key);
                 if missing.is_empty() {
                     format!(
                         "waits for {key} of communicator {comm}, issued by every rank but not \

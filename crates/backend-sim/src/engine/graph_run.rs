@@ -18,10 +18,10 @@ use super::submit::op_info;
 use super::{sanitizer_error, Engine};
 use crate::capture::{ExternalEvents, Node};
 use crate::collective::communicator::PartInfo;
-use crate::collective::group::{CallKey, Part};
 use crate::op::OpKind;
 use crate::sanitizer::report::{OpInfo, RaceReport};
 use crate::sanitizer::{Replay, SanitizerMode};
+use braid_stream_core::collective::{CallKey, Part};
 use braid_stream_core::hal::HalError;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -67,7 +67,7 @@ impl Engine {
     /// Launches a graph holding collective parts (or on a deferred stream, or waiting on a
     /// pending event) on stream `s`: its external waits, the launch and its external records
     /// are held back and run as the stream becomes free; each collective part joins its
-    /// call's group now, in launch order.
+    /// call's matcher now, in launch order.
     pub(super) fn hold_graph(
         &mut self,
         s: u32,
@@ -84,12 +84,13 @@ impl Engine {
                 let call = match &node.op.kind {
                     OpKind::Collective(part) => {
                         let info = PartInfo {
+                            call: part.call,
                             stream: s,
                             label: node.op.label.clone(),
                             node: Some(i),
                         };
                         let replay_of = Some(part.captured);
-                        let key = self.join_call(part.comm, part.rank, part.call, replay_of, info);
+                        let key = self.join_call(part.comm, part.rank, replay_of, info);
                         Some((part.comm, key?))
                     }
                     _ => None,
