@@ -96,7 +96,7 @@
 //! | [`sanitizer`] | the independent happens-before tracker and its [`RaceReport`]s |
 //! | `timeline`, [`trace`] | executed ops and statistics; the Perfetto export |
 //! | [`fault`], [`limits`] | fault injection; live stream and event limits |
-//! | [`collective`] (`cost`, `data`, `group`, `backlog`, ...), `comm`, `engine::collectives`, `engine::remote_parts` | collectives: cost model, data semantics, matching, held-back work; [`SimComm`]; their placement in the engine; communicators spanning processes |
+//! | [`collective`] (`communicators`, `matching`, `placement`, [`cost`](collective::cost), `effect`, `backlog`, `remote`) | collectives, one room each: [`SimComm`] and communicators, matching the ranks' parts, placing a call on links and engines, the alpha–beta cost, the data effect, work held back behind a call, communicators spanning processes |
 //!
 //! ```
 //! use braid_backend_sim::{SimConfig, SimDevice};
@@ -128,7 +128,6 @@
 
 mod capture;
 pub mod collective;
-mod comm;
 mod compute;
 mod config;
 mod custom;
@@ -153,9 +152,9 @@ mod timeline;
 mod topology;
 pub mod trace;
 
+pub use collective::communicators::{SimComm, JOIN_TIMEOUT};
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
 pub use collective::remote::RemoteGroup;
-pub use comm::{SimComm, JOIN_TIMEOUT};
 pub use config::{SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;

@@ -1,8 +1,8 @@
 //! [`SimStream`]: the hal stream.
 
+use crate::collective::HostWait;
 use crate::custom::SimCustom;
 use crate::device::{checked, host_wait, lock, same_node, Shared};
-use crate::engine::HostWait;
 use crate::event::SimEvent;
 use crate::fault::{CallKind, Verdict};
 use crate::graph::SimGraph;

@@ -13,11 +13,11 @@
 //!
 //! The sanitizer sees the nodes in graph order (a prefix at a time, as they are placed).
 
-use super::collectives::{is_collective, Held, Work};
 use super::submit::op_info;
 use super::{sanitizer_error, Engine};
 use crate::capture::{ExternalEvents, Node};
-use crate::collective::communicator::PartInfo;
+use crate::collective::PartInfo;
+use crate::collective::{is_collective, Held, Work};
 use crate::op::OpKind;
 use crate::sanitizer::report::{OpInfo, RaceReport};
 use crate::sanitizer::{Replay, SanitizerMode};
@@ -126,7 +126,7 @@ impl Engine {
 
     /// When rank part `p` of call `key` of `comm` can run: an eager part first in its
     /// stream's backlog, or a replayed part of a started launch whose dependencies are placed.
-    pub(super) fn part_ready(&self, comm: usize, key: &CallKey, p: &Part<PartInfo>) -> Option<u64> {
+    pub(crate) fn part_ready(&self, comm: usize, key: &CallKey, p: &Part<PartInfo>) -> Option<u64> {
         let s = p.payload.stream;
         let front = self.coll.backlog_front(s)?;
         match (&front.action, p.payload.node) {
@@ -146,13 +146,13 @@ impl Engine {
     }
 
     /// The captured stream of node `i` of launch `id` (a replayed part's stream).
-    pub(super) fn run_node_stream(&self, id: u64, i: usize) -> Option<u32> {
+    pub(crate) fn run_node_stream(&self, id: u64, i: usize) -> Option<u32> {
         let run = self.coll.runs.runs.get(&id)?;
         run.nodes.get(i).map(|n| n.op.stream)
     }
 
     /// Node `i` of the launch first in stream `s`'s backlog is placed as `info`.
-    pub(super) fn run_node_placed(&mut self, s: u32, i: usize, info: OpInfo) {
+    pub(crate) fn run_node_placed(&mut self, s: u32, i: usize, info: OpInfo) {
         let Some(Held::Graph(id)) = self.coll.backlog_front(s).map(|d| &d.action) else {
             return;
         };
@@ -166,7 +166,7 @@ impl Engine {
     }
 
     /// The launch first in stream `s`'s backlog, if any.
-    pub(super) fn front_run(&self, s: u32) -> Option<u64> {
+    pub(crate) fn front_run(&self, s: u32) -> Option<u64> {
         match self.coll.backlog_front(s).map(|d| &d.action) {
             Some(Held::Graph(id)) => Some(*id),
             _ => None,
@@ -177,7 +177,7 @@ impl Engine {
     /// whose dependencies are placed (running the collectives whose parts are all ready) and,
     /// once every node is placed, ends it. Whether anything changed; a collective that fails
     /// does not stop the others (its error goes to `first_error`).
-    pub(super) fn advance_run(
+    pub(crate) fn advance_run(
         &mut self,
         s: u32,
         id: u64,
@@ -288,7 +288,7 @@ impl Engine {
     }
 
     /// What launch `id` waits for: its first collective node not yet run.
-    pub(super) fn run_blocker(&self, id: u64) -> Option<(usize, CallKey)> {
+    pub(crate) fn run_blocker(&self, id: u64) -> Option<(usize, CallKey)> {
         let run = self.coll.runs.runs.get(&id)?;
         run.calls
             .iter()
