@@ -63,10 +63,12 @@
 //!   or at a seeded rate, including kernels that fail after their launch and report it at a
 //!   later synchronize ([`fault`]); the runtime's limits on live streams and events are
 //!   enforced ([`limits`]).
-//! - **Collectives.** [`SimComm`] (HCCL-style communicators: `init_all` over devices of one
-//!   [`SimNode`], or a root info joined by every rank) and [`SimStream::collective`]: each
-//!   rank submits its part; parts are matched per call (a mismatch is refused when it
-//!   arrives), a rank's stream holds back later work until every rank's part is in (a host
+//! - **Collectives.** The hal's collective extension
+//!   (`braid_stream_core::hal::CollectiveBackend` for [`SimBackend`]): [`SimComm`]
+//!   (HCCL-style communicators: `init_all` over devices of one [`SimNode`], or a root info
+//!   joined by every rank) and `SimBackend::launch_collective`: each rank submits its part;
+//!   parts are matched per call by stream-core's one call matcher (a mismatch is refused
+//!   when it arrives, as `HalError::CollectiveMismatch`), a rank's stream holds back later work until every rank's part is in (a host
 //!   synchronization that would wait on it waits for ranks driven by other threads, up to
 //!   [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout), then names
 //!   the missing ranks instead of hanging), and
