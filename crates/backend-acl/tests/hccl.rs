@@ -273,7 +273,7 @@ fn an_all_reduce_across_two_devices_through_hccl_gives_the_sum() {
             count: 4,
             dtype: DType::F32,
         };
-        AclBackend::launch_collective(&stream, &comms[rank], &call, "allreduce").unwrap();
+        AclBackend::launch_collective(stream, &comms[rank], &call, "allreduce").unwrap();
     }
     for (rank, stream) in streams.iter().enumerate() {
         assert_eq!(
@@ -336,7 +336,7 @@ fn run_on_ranks(
     n: usize,
 ) -> Vec<Vec<f32>> {
     for ((stream, comm), call) in streams.iter().zip(comms).zip(calls) {
-        AclBackend::launch_collective(&stream, comm, call, "test").unwrap();
+        AclBackend::launch_collective(stream, comm, call, "test").unwrap();
     }
     streams
         .iter()

@@ -101,7 +101,7 @@ fn all_reduce_f16(n_devices: u32) {
         .collect();
     for (r, ((s, x), comm)) in ranks.iter().zip(&comms).enumerate() {
         SimBackend::launch_collective(
-            &s,
+            s,
             comm,
             &call(SUM, *x, outs[r], n as u64, DType::F16),
             "allreduce(sum)",
@@ -142,7 +142,7 @@ fn all_gather_reduce_scatter_broadcast_and_all_to_all_move_the_right_blocks() {
     let out: Vec<DevicePtr> = devs.iter().map(|d| d.alloc(64).unwrap()).collect();
     let run = |op, count, check: &dyn Fn(usize, Vec<f32>)| {
         for (r, ((s, x), comm)) in ranks.iter().zip(&comms).enumerate() {
-            SimBackend::launch_collective(&s, comm, &call(op, *x, out[r], count, dt), "c").unwrap();
+            SimBackend::launch_collective(s, comm, &call(op, *x, out[r], count, dt), "c").unwrap();
         }
         for (r, (s, _)) in ranks.iter().enumerate() {
             check(r, get(s, out[r], dt, 9));
@@ -286,7 +286,7 @@ fn work_after_a_pending_part_is_held_back_and_runs_after_the_collective() {
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
     let (s0, x0) = &ranks[0];
     let y0 = devs[0].alloc(16).unwrap();
-    SimBackend::launch_collective(&s0, &comms[0], &call(SUM, *x0, *x0, 4, DType::F32), "ar")
+    SimBackend::launch_collective(s0, &comms[0], &call(SUM, *x0, *x0, 4, DType::F32), "ar")
         .unwrap();
     // Held back: it reads the all-reduce's result.
     s0.launch(
@@ -317,7 +317,7 @@ fn work_after_a_pending_part_is_held_back_and_runs_after_the_collective() {
         )
         .unwrap();
     let (s1, x1) = &ranks[1];
-    SimBackend::launch_collective(&s1, &comms[1], &call(SUM, *x1, *x1, 4, DType::F32), "ar")
+    SimBackend::launch_collective(s1, &comms[1], &call(SUM, *x1, *x1, 4, DType::F32), "ar")
         .unwrap();
     assert_eq!(get(&other, z0, DType::F32, 4), vec![60.0; 4]);
     assert_eq!(get(s0, y0, DType::F32, 4), vec![30.0; 4]);
@@ -340,7 +340,7 @@ fn a_collective_takes_the_cost_models_time_and_is_labelled() {
         .collect();
     for ((s, x), c) in bufs.iter().zip(&comms) {
         SimBackend::launch_collective(
-            &s,
+            s,
             c,
             &call(SUM, *x, *x, count, DType::F16),
             "allreduce(sum)",
@@ -403,7 +403,7 @@ fn a_captured_all_reduce_runs_again_at_each_replay_of_every_rank() {
         .map(|((s, x), c)| {
             s.begin_capture(CaptureMode::ThreadLocal).unwrap();
             SimBackend::launch_collective(
-                &s,
+                s,
                 c,
                 &call(SUM, *x, *x, 4, DType::F32),
                 "allreduce(sum)",
@@ -459,7 +459,7 @@ fn ranks_of_one_node_joining_a_root_info_form_a_node_communicator() {
     assert_eq!((comms[2].rank(), comms[2].ranks()), (2, 4));
     let ranks = setup(&devs, DType::F16, |r| vec![r as f32; 2]);
     for ((s, x), c) in ranks.iter().zip(&comms) {
-        SimBackend::launch_collective(&s, c, &call(SUM, *x, *x, 2, DType::F16), "ar").unwrap();
+        SimBackend::launch_collective(s, c, &call(SUM, *x, *x, 2, DType::F16), "ar").unwrap();
     }
     assert_eq!(get(&ranks[3].0, ranks[3].1, DType::F16, 2), vec![6.0; 2]);
     let foreign = braid_stream_core::collective::RootInfo::from_bytes(&[0u8; 4108]).unwrap();
@@ -482,14 +482,14 @@ fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
         for (((s, x), c), out) in ranks.iter().zip(&comms).zip(&outs) {
             scope.spawn(move || {
                 SimBackend::launch_collective(
-                    &s,
+                    s,
                     c,
                     &call(SUM, *x, *x, 4, DType::F16),
                     "allreduce(sum)",
                 )
                 .unwrap();
                 SimBackend::launch_collective(
-                    &s,
+                    s,
                     c,
                     &call(CollectiveOp::AllGather, *x, *out, 4, DType::F16),
                     "ag",
@@ -543,24 +543,24 @@ fn communicators_and_parts_are_checked() {
     let ranks = setup(&devs, DType::F32, |_| vec![1.0; 4]);
     let (s0, x0) = &ranks[0];
     let wrong_device =
-        SimBackend::launch_collective(&s0, &comms[1], &call(SUM, *x0, *x0, 4, DType::F32), "ar");
+        SimBackend::launch_collective(s0, &comms[1], &call(SUM, *x0, *x0, 4, DType::F32), "ar");
     assert!(matches!(wrong_device, Err(HalError::InvalidArgument(m)) if m.contains("rank 1")));
     let too_long = SimBackend::launch_collective(
-        &s0,
+        s0,
         &comms[0],
         &call(SUM, *x0, *x0, 1 << 20, DType::F32),
         "ar",
     );
     assert!(matches!(too_long, Err(HalError::InvalidArgument(m)) if m.contains("not live memory")));
     let root = SimBackend::launch_collective(
-        &s0,
+        s0,
         &comms[0],
         &call(CollectiveOp::Broadcast { root: 2 }, *x0, *x0, 4, DType::F32),
         "b",
     );
     assert!(root.is_err());
     let to_self = SimBackend::launch_collective(
-        &s0,
+        s0,
         &comms[0],
         &call(CollectiveOp::Send { peer: 0 }, *x0, *x0, 4, DType::F32),
         "s",
@@ -580,7 +580,7 @@ fn ranks_submit_from_their_own_threads() {
         for ((s, x), c) in ranks.iter().zip(&comms) {
             scope.spawn(move || {
                 for _ in 0..3 {
-                    SimBackend::launch_collective(&s, c, &call(SUM, *x, *x, 16, DType::F16), "ar")
+                    SimBackend::launch_collective(s, c, &call(SUM, *x, *x, 16, DType::F16), "ar")
                         .unwrap();
                 }
             });
@@ -618,13 +618,8 @@ fn ranks_in_two_servers_use_the_network_and_timing_only_mode_runs_the_same_sched
     let streams: Vec<SimStream> = devs.iter().map(|d| d.create_stream(0).unwrap()).collect();
     for ((d, s), c) in devs.iter().zip(&streams).zip(&comms) {
         let x = d.alloc(count * 2).unwrap();
-        SimBackend::launch_collective(
-            &s,
-            c,
-            &call(SUM, x, x, count, DType::BF16),
-            "allreduce(sum)",
-        )
-        .unwrap();
+        SimBackend::launch_collective(s, c, &call(SUM, x, x, count, DType::BF16), "allreduce(sum)")
+            .unwrap();
     }
     streams[3].synchronize().unwrap();
     let op = devs[3]
@@ -652,14 +647,14 @@ fn a_captured_send_of_two_ranks_does_not_shift_a_third_ranks_numbers() {
             s.begin_capture(CaptureMode::ThreadLocal).unwrap();
             match r {
                 0 => SimBackend::launch_collective(
-                    &s,
+                    s,
                     c,
                     &call(CollectiveOp::Send { peer: 1 }, *x, *x, 2, DType::F32),
                     "send",
                 )
                 .unwrap(),
                 1 => SimBackend::launch_collective(
-                    &s,
+                    s,
                     c,
                     &call(CollectiveOp::Recv { peer: 0 }, tmp, tmp, 2, DType::F32),
                     "recv",
@@ -667,7 +662,7 @@ fn a_captured_send_of_two_ranks_does_not_shift_a_third_ranks_numbers() {
                 .unwrap(),
                 _ => {}
             }
-            SimBackend::launch_collective(&s, c, &call(SUM, *x, *x, 2, DType::F32), "ar").unwrap();
+            SimBackend::launch_collective(s, c, &call(SUM, *x, *x, 2, DType::F32), "ar").unwrap();
             s.end_capture().unwrap()
         })
         .collect();
@@ -684,7 +679,7 @@ fn an_eager_record_supersedes_a_held_one_and_releases_its_waiters() {
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |_| vec![1.0; 2]);
     let (s0, x0) = &ranks[0];
-    SimBackend::launch_collective(&s0, &comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
+    SimBackend::launch_collective(s0, &comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
         .unwrap();
     let e = devs[0].create_event(EventFlags::default()).unwrap();
     s0.record(&e).unwrap();
@@ -713,13 +708,13 @@ fn ranks_issuing_calls_in_crossed_orders_get_an_error_naming_the_call() {
     // Rank 0 sends before the all-reduce, rank 1 receives after it: both calls are fully
     // issued, yet each waits for the other behind it.
     let send = call(CollectiveOp::Send { peer: 1 }, *x0, *x0, 2, DType::F32);
-    SimBackend::launch_collective(&s0, &comms[0], &send, "send").unwrap();
-    SimBackend::launch_collective(&s0, &comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
+    SimBackend::launch_collective(s0, &comms[0], &send, "send").unwrap();
+    SimBackend::launch_collective(s0, &comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
         .unwrap();
-    SimBackend::launch_collective(&s1, &comms[1], &call(SUM, *x1, *x1, 2, DType::F32), "ar")
+    SimBackend::launch_collective(s1, &comms[1], &call(SUM, *x1, *x1, 2, DType::F32), "ar")
         .unwrap();
     let recv = call(CollectiveOp::Recv { peer: 0 }, *x1, *x1, 2, DType::F32);
-    SimBackend::launch_collective(&s1, &comms[1], &recv, "recv").unwrap();
+    SimBackend::launch_collective(s1, &comms[1], &recv, "recv").unwrap();
     let err = s0.synchronize().unwrap_err().to_string();
     assert!(
         err.contains("call 0 from rank 0 to rank 1") && err.contains("issued by every rank"),
@@ -747,7 +742,7 @@ fn a_collective_reading_a_buffer_another_stream_still_writes_is_a_race_naming_bo
         .unwrap();
     for (r, ((s, x), comm)) in ranks.iter().zip(&comms).enumerate() {
         SimBackend::launch_collective(
-            &s,
+            s,
             comm,
             &call(SUM, *x, outs[r], n, DType::F32),
             "allreduce(sum)",

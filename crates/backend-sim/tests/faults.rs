@@ -314,7 +314,7 @@ fn a_failed_collective_part_is_not_added_and_the_rank_may_submit_it_again() {
     };
     let (s0, x0) = &ranks[0];
     let before = devs[0].host_time_ns();
-    let err = SimBackend::launch_collective(&s0, &comms[0], &call(*x0), "ar").unwrap_err();
+    let err = SimBackend::launch_collective(s0, &comms[0], &call(*x0), "ar").unwrap_err();
     assert_eq!(code(&err), 507_000);
     assert!(err.to_string().contains("Collective"), "{err}");
     assert_eq!(devs[0].host_time_ns(), before, "no effect, no host time");
@@ -322,8 +322,8 @@ fn a_failed_collective_part_is_not_added_and_the_rank_may_submit_it_again() {
     s0.synchronize().unwrap();
     // Rank 1's part waits for rank 0's call 0, which the retry provides.
     let (s1, x1) = &ranks[1];
-    SimBackend::launch_collective(&s1, &comms[1], &call(*x1), "ar").unwrap();
-    SimBackend::launch_collective(&s0, &comms[0], &call(*x0), "ar").unwrap();
+    SimBackend::launch_collective(s1, &comms[1], &call(*x1), "ar").unwrap();
+    SimBackend::launch_collective(s0, &comms[0], &call(*x0), "ar").unwrap();
     for (r, (s, x)) in ranks.iter().enumerate() {
         let mut out = [0u8; 4];
         // SAFETY: `out` outlives the copy, observed by the synchronize below.
