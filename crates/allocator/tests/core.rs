@@ -1,215 +1,16 @@
-//! Caching allocator core: sizes, pools, split/coalesce, stats, OOM, configuration.
+//! Caching allocator core beyond the conformance suite (`braid_conformance::allocator`, where
+//! C23–C27, C30, splitting and coalescing, size and configuration errors live): parsing
+//! every configuration key, oversize rules, garbage collection, snapshot and history,
+//! out-of-memory observers, accumulated totals.
 
 mod common;
 
-use braid_allocator::{
-    AllocError, AllocatorConfig, BlockState, CachingAllocator, HistoryAction, SegmentType,
-};
-use braid_stream_core::{DevicePtr, Kernel};
+use braid_allocator::{AllocError, AllocatorConfig, BlockState, CachingAllocator};
+use braid_stream_core::Kernel;
 use common::*;
 
-#[test]
-fn c23_alloc_one_byte_and_free_restores_allocated() {
-    let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());
-    let before = alloc.memory_allocated();
-    let buf = alloc.alloc(1, &dev.default_stream()).unwrap();
-    assert_eq!(buf.size(), 512);
-    assert_eq!(buf.requested_size(), 1);
-    assert_eq!(alloc.memory_allocated(), before + 512);
-    drop(buf);
-    assert_eq!(alloc.memory_allocated(), before);
-    alloc.check_invariants().unwrap();
-}
-
-#[test]
-fn c24_stats_of_256_floats() {
-    let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());
-    alloc.empty_cache();
-    alloc.reset_peak_stats();
-    alloc.reset_accumulated_stats();
-    let prev_max_alloc = alloc.max_memory_allocated();
-    let prev_max_reserved = alloc.max_memory_reserved();
-    let prev_active = alloc.memory_stats().active_bytes.all.current;
-    let tmp = alloc.alloc(256 * 4, &dev.default_stream()).unwrap();
-    let m = alloc.memory_stats_map();
-    assert_eq!(m["active_bytes.all.current"], prev_active + 1024);
-    assert_eq!(m["active_bytes.all.freed"], 0);
-    assert_eq!(m["active_bytes.small_pool.current"], 1024);
-    assert_eq!(m["active_bytes.large_pool.current"], 0);
-    assert_eq!(m["requested_bytes.all.current"], 1024);
-    assert_eq!(m["segment.all.current"], 1);
-    assert_eq!(m["reserved_bytes.small_pool.current"], 2 * MIB);
-    assert_eq!(m["inactive_split.all.current"], 1);
-    assert_eq!(m["inactive_split_bytes.all.current"], 2 * MIB - 1024);
-    drop(tmp);
-    alloc.empty_cache();
-    let m = alloc.memory_stats_map();
-    assert_eq!(m["active_bytes.all.current"], prev_active);
-    assert_eq!(m["active_bytes.all.freed"], 1024);
-    assert_eq!(m["reserved_bytes.all.current"], 0);
-    assert_eq!(m["inactive_split.all.current"], 0);
-    assert_eq!(m["num_device_alloc"], 1);
-    assert_eq!(m["num_device_free"], 1);
-    assert!(alloc.max_memory_allocated() >= 1024);
-    alloc.reset_peak_stats();
-    assert_eq!(alloc.max_memory_allocated(), prev_max_alloc);
-    assert_eq!(alloc.max_memory_reserved(), prev_max_reserved);
-}
-
-#[test]
-fn c25_oom_message_and_healthy_device_after() {
-    let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());
-    let main = dev.default_stream();
-    let keep = alloc.alloc(12 * MIB, &main).unwrap();
-    let err = alloc.alloc(1 << 30, &main).unwrap_err();
-    let AllocError::OutOfMemory(report) = &err else {
-        panic!("expected OOM, got {err:?}")
-    };
-    assert_eq!(report.requested, 1 << 30);
-    assert_eq!(report.device_total, 64 * MIB);
-    assert_eq!(report.allocated, 12 * MIB);
-    assert_eq!(report.reserved, 12 * MIB);
-    let msg = err.to_string();
-    for needle in [
-        "out of memory",
-        "Tried to allocate 1024.00 MiB",
-        "requested 1073741824 bytes",
-        "total capacity of 64.00 MiB",
-        "52.00 MiB is free",
-        "12.00 MiB is allocated",
-        "allocated in private pools",
-        "reserved by braid but unallocated",
-        "pending on other streams",
-        "fragmentation 0.0%",
-        "Hint: reduce the batch size.",
-    ] {
-        assert!(msg.contains(needle), "message lacks {needle:?}: {msg}");
-    }
-    // Nothing is cached: the hint does not suggest fighting fragmentation.
-    assert!(!msg.contains("expandable_segments"), "{msg}");
-    let huge = alloc.alloc(1 << 61, &main).unwrap_err();
-    assert!(huge.to_string().contains("more than 1EB"), "{huge}");
-    let stats = alloc.memory_stats();
-    assert_eq!(stats.num_ooms, 1);
-    assert!(stats.num_alloc_retries >= 1);
-    // The device and allocator still work.
-    let buf = alloc.alloc(4096, &main).unwrap();
-    main.launch(&Kernel::Fill {
-        dst: buf.slice(),
-        value: 3.0,
-    })
-    .unwrap();
-    assert!(read(&main, buf.slice()).iter().all(|&v| v == 3.0));
-    drop(keep);
-    alloc.check_invariants().unwrap();
-}
-
-#[test]
-fn c26_oom_then_retry_after_free() {
-    let cap = 64 * MIB;
-    let (dev, alloc) = setup(cap, AllocatorConfig::new().record_history(true));
-    let main = dev.default_stream();
-    let first = alloc.alloc(cap / 2 + MIB, &main).unwrap();
-    let err = alloc.alloc(cap / 2 + 3 * MIB, &main).unwrap_err();
-    assert!(matches!(err, AllocError::OutOfMemory(_)));
-    assert!(alloc
-        .history()
-        .iter()
-        .any(|e| e.action == HistoryAction::Oom));
-    drop(first);
-    // The cached segment of `first` does not fit: the ladder releases it and retries.
-    let second = alloc.alloc(cap / 2 + 3 * MIB, &main).unwrap();
-    assert_eq!(second.requested_size(), cap / 2 + 3 * MIB);
-    assert_eq!(alloc.memory_stats().num_ooms, 1);
-    assert_eq!(alloc.memory_reserved(), second.size());
-    alloc.check_invariants().unwrap();
-}
-
-#[test]
-fn c27_memory_fraction_validation_and_cap() {
-    let dev = device(256 * MIB);
-    for bad in [-0.1, 0.0, 2.0, f64::NAN] {
-        let err = CachingAllocator::new(dev.clone(), AllocatorConfig::new().memory_fraction(bad))
-            .unwrap_err();
-        assert!(
-            matches!(err, AllocError::InvalidMemoryFraction(_)),
-            "{bad}: {err:?}"
-        );
-    }
-    assert!(AllocatorConfig::parse("per_process_memory_fraction:1.5").is_err());
-    assert!(AllocatorConfig::parse("per_process_memory_fraction:abc").is_err());
-    let alloc = CachingAllocator::new(dev.clone(), AllocatorConfig::new()).unwrap();
-    assert!(alloc.set_memory_fraction(2.0).is_err());
-    alloc.set_memory_fraction(0.5).unwrap();
-    assert_eq!(alloc.memory_limit(), Some(128 * MIB));
-    let main = dev.default_stream();
-    let total = 256 * MIB;
-    let ok = alloc
-        .alloc(
-            (total as f64 * 0.499) as u64 - alloc.max_memory_reserved(),
-            &main,
-        )
-        .unwrap();
-    let err = alloc.alloc(total / 2, &main).unwrap_err();
-    let AllocError::OutOfMemory(report) = &err else {
-        panic!("{err:?}")
-    };
-    assert_eq!(report.allowed, Some(128 * MIB));
-    assert!(err.to_string().contains("limited to 128.00 MiB"), "{err}");
-    drop(ok);
-    // Once freed, the cached segment is released and a half-device allocation fits the cap.
-    let half = alloc.alloc(total / 2, &main).unwrap();
-    assert_eq!(half.size(), 128 * MIB);
-    // limit_bytes caps too.
-    let dev2 = device(256 * MIB);
-    let capped =
-        CachingAllocator::new(dev2.clone(), AllocatorConfig::new().limit_bytes(32 * MIB)).unwrap();
-    assert!(capped.alloc(40 * MIB, &dev2.default_stream()).is_err());
-    assert!(capped.alloc(30 * MIB, &dev2.default_stream()).is_ok());
-}
-
-#[test]
-fn c30_rounding_settings() {
-    let nbytes = 84 * MIB;
-    let check = |config: AllocatorConfig, expect: u64| {
-        let (dev, alloc) = setup(256 * MIB, config);
-        let buf = alloc.alloc(nbytes, &dev.default_stream()).unwrap();
-        assert_eq!(alloc.memory_allocated(), expect);
-        assert_eq!(buf.size(), expect);
-        assert_eq!(alloc.memory_stats().requested_bytes.all.current, nbytes);
-    };
-    check(AllocatorConfig::new(), 84 * MIB);
-    check(
-        AllocatorConfig::parse("roundup_power2_divisions:4").unwrap(),
-        96 * MIB,
-    );
-    let table =
-        AllocatorConfig::parse("roundup_power2_divisions:[64:8,128:2,256:2,512:2,1024:1,>:1]")
-            .unwrap();
-    assert_eq!(
-        table.roundup_power2_divisions[..8],
-        [8, 8, 8, 8, 8, 8, 8, 2]
-    );
-    assert_eq!(table.roundup_power2_divisions[10], 1);
-    assert_eq!(table.roundup_power2_divisions[15], 1);
-    check(table.clone(), 88 * MIB);
-    assert_eq!(table.round_size(200 * MIB), Some(256 * MIB));
-    assert_eq!(table.round_size(2000 * MIB), Some(2000 * MIB));
-    for bad in [
-        "roundup_power2_divisions:3",
-        "roundup_power2_divisions:[64:3]",
-        "roundup_power2_divisions:[63:2]",
-        "roundup_power2_divisions:[64:2",
-        "roundup_power2_divisions:x",
-    ] {
-        let err = AllocatorConfig::parse(bad).unwrap_err();
-        assert!(
-            matches!(err, AllocError::InvalidConfigValue { ref key, .. } if key == "roundup_power2_divisions"),
-            "{bad}: {err}"
-        );
-    }
-}
-
+/// Every key of the configuration string, parsed. (Unknown keys and bad values are the
+/// conformance case `allocator::config_errors_are_typed`.)
 #[test]
 fn config_parsing() {
     let c = AllocatorConfig::parse(
@@ -228,39 +29,6 @@ fn config_parsing() {
     assert_eq!(c.large_segment_size, 32 * MIB);
     assert_eq!(c.max_non_split_rounding, 64 * MIB);
     assert_eq!(AllocatorConfig::parse("").unwrap(), AllocatorConfig::new());
-
-    let err = AllocatorConfig::parse("foo:1").unwrap_err();
-    assert_eq!(err, AllocError::UnknownConfigKey { key: "foo".into() });
-    assert!(err.to_string().contains("'foo'"));
-    for (text, key, value) in [
-        ("max_split_size_mb:abc", "max_split_size_mb", "abc"),
-        ("max_split_size_mb:10", "max_split_size_mb", "10"),
-        (
-            "garbage_collection_threshold:1.5",
-            "garbage_collection_threshold",
-            "1.5",
-        ),
-        ("cross_stream:sometimes", "cross_stream", "sometimes"),
-        (
-            "reuse_pending_with_wait:maybe",
-            "reuse_pending_with_wait",
-            "maybe",
-        ),
-        ("expandable_segments:maybe", "expandable_segments", "maybe"),
-    ] {
-        let err = AllocatorConfig::parse(text).unwrap_err();
-        match &err {
-            AllocError::InvalidConfigValue {
-                key: k, value: v, ..
-            } => {
-                assert_eq!((k.as_str(), v.as_str()), (key, value));
-                let msg = err.to_string();
-                assert!(msg.contains(key) && msg.contains(value), "{msg}");
-            }
-            other => panic!("{text}: {other:?}"),
-        }
-    }
-    assert!(AllocatorConfig::parse("novalue").is_err());
 }
 
 #[test]
@@ -271,89 +39,27 @@ fn from_env_reads_braid_alloc_conf() {
     std::env::remove_var("BRAID_ALLOC_CONF");
     assert_eq!(c.max_split_size, 64 * MIB);
     assert_eq!(AllocatorConfig::from_env().unwrap(), AllocatorConfig::new());
+    // Set to nothing: an error naming the variable, never the defaults.
+    std::env::set_var("BRAID_ALLOC_CONF", "");
+    let err = AllocatorConfig::from_env().unwrap_err();
+    std::env::remove_var("BRAID_ALLOC_CONF");
+    match &err {
+        AllocError::InvalidConfigValue { key, reason, .. } => {
+            assert_eq!(key, "BRAID_ALLOC_CONF");
+            assert!(reason.contains("set but empty"), "{err}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
+/// Rounding a size near `u64::MAX` overflows to `None`, with and without power-of-two
+/// divisions (the allocator then refuses the request as `ExceedsMaxAllocation`: the
+/// conformance case `allocator::size_errors_leave_the_allocator_usable`).
 #[test]
-fn zero_size_and_overflow() {
-    let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());
-    let main = dev.default_stream();
-    let empty = alloc.alloc(0, &main).unwrap();
-    assert_eq!(empty.ptr(), DevicePtr::NULL);
-    assert_eq!(empty.size(), 0);
-    assert!(empty.is_empty());
-    assert_eq!(empty.slice().len, 0);
-    empty.record_stream(&dev.create_stream(0).unwrap()).unwrap();
-    drop(empty);
-    assert_eq!(alloc.memory_reserved(), 0);
-    assert!(matches!(
-        alloc.alloc(u64::MAX, &main),
-        Err(AllocError::ExceedsMaxAllocation { .. })
-    ));
+fn rounding_near_the_top_overflows_to_none() {
     assert_eq!(AllocatorConfig::new().round_size(u64::MAX - 3), None);
     let odd = AllocatorConfig::new().roundup_power2_divisions(4);
     assert_eq!(odd.round_size(u64::MAX - 3), None);
-    assert_eq!(alloc.memory_stats().num_ooms, 0);
-}
-
-#[test]
-fn pools_segments_split_and_coalesce() {
-    let (dev, alloc) = setup(256 * MIB, AllocatorConfig::new());
-    let main = dev.default_stream();
-    let a = alloc.alloc(1000, &main).unwrap();
-    let b = alloc.alloc(1000, &main).unwrap();
-    let c = alloc.alloc(1000, &main).unwrap();
-    assert_eq!(b.ptr().0, a.ptr().0 + 1024);
-    assert_eq!(c.ptr().0, b.ptr().0 + 1024);
-    let snap = alloc.snapshot();
-    assert_eq!(snap.segments.len(), 1);
-    assert_eq!(snap.segments[0].segment_type, SegmentType::Small);
-    assert_eq!(snap.segments[0].total_size, 2 * MIB);
-    assert_eq!(snap.segments[0].blocks.len(), 4);
-    let b_ptr = b.ptr();
-    drop(b);
-    let stats = alloc.memory_stats();
-    assert_eq!(stats.inactive_split.all.current, 2);
-    assert_eq!(stats.inactive_split_bytes.all.current, 2 * MIB - 2048);
-    // Best fit reuses the hole.
-    let b2 = alloc.alloc(600, &main).unwrap();
-    assert_eq!(b2.ptr(), b_ptr);
-    drop((a, b2, c));
-    let snap = alloc.snapshot();
-    assert_eq!(snap.segments[0].blocks.len(), 1, "everything coalesced");
-    assert_eq!(snap.segments[0].blocks[0].state, BlockState::Inactive);
-    assert_eq!(alloc.memory_stats().inactive_split.all.current, 0);
-
-    // 1–10 MiB requests come from 20 MiB segments; ≥ 10 MiB get their own, rounded to 2 MiB.
-    let big = alloc.alloc(11 * MIB + 1, &main).unwrap();
-    let mid = alloc.alloc(5 * MIB, &main).unwrap();
-    let snap = alloc.snapshot();
-    let seg_of = |p: DevicePtr| {
-        snap.segments
-            .iter()
-            .find(|s| s.address <= p.0 && p.0 < s.address + s.total_size)
-            .unwrap()
-    };
-    assert_eq!(seg_of(mid.ptr()).total_size, 20 * MIB);
-    assert_eq!(seg_of(mid.ptr()).segment_type, SegmentType::Large);
-    assert_eq!(seg_of(big.ptr()).total_size, 12 * MIB);
-    // A second 5 MiB block is split from the same 20 MiB segment (remainder 15 MiB > 1 MiB).
-    let mid2 = alloc.alloc(5 * MIB, &main).unwrap();
-    assert_eq!(mid2.ptr().0, mid.ptr().0 + 5 * MIB);
-    alloc.check_invariants().unwrap();
-
-    // Blocks belong to their stream.
-    let side = dev.create_stream(0).unwrap();
-    let p = mid2.ptr();
-    drop(mid2);
-    let on_side = alloc.alloc(5 * MIB, &side).unwrap();
-    assert_ne!(on_side.ptr(), p);
-    assert_eq!(on_side.stream(), side.id());
-    let again = alloc.alloc(5 * MIB, &main).unwrap();
-    assert_eq!(again.ptr(), p);
-    drop((mid, big, on_side, again));
-    alloc.empty_cache();
-    assert_eq!(alloc.memory_reserved(), 0);
-    alloc.check_invariants().unwrap();
 }
 
 #[test]
@@ -472,24 +178,18 @@ fn snapshot_and_history() {
     assert!(alloc.history().is_empty());
 }
 
+/// `alloc_current` allocates on the thread's current stream; the allocator and its buffers
+/// cross threads. (A buffer's ranges and `record_stream` misuse are the conformance case
+/// `allocator::invalid_arguments_refused`.)
 #[test]
-fn buffer_api() {
+fn alloc_current_uses_the_current_stream() {
     let (dev, alloc) = setup(64 * MIB, AllocatorConfig::new());
     let side = dev.create_stream(0).unwrap();
     let guard = dev.use_stream(&side).unwrap();
     let buf = alloc.alloc_current(100).unwrap();
     drop(guard);
     assert_eq!(buf.stream(), side.id());
-    assert_eq!(buf.slice().len, 100);
-    assert_eq!(buf.range(10, 20).unwrap().ptr.0, buf.ptr().0 + 10);
-    assert!(buf.range(90, 20).is_err());
-    assert!(buf
-        .record_stream_range(90, 20, &dev.default_stream())
-        .is_err());
-    buf.record_stream_range(0, 50, &dev.default_stream())
-        .unwrap();
-    let other = CachingAllocator::new(dev.clone(), AllocatorConfig::new()).unwrap();
-    assert!(other.record_stream(&buf, &dev.default_stream()).is_err());
+    assert_eq!(buf.size(), 512);
     fn assert_send_sync<T: Send + Sync>() {}
     assert_send_sync::<Alloc>();
     assert_send_sync::<braid_allocator::DeviceBuffer<braid_backend_sim::SimBackend>>();

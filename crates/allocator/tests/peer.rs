@@ -3,9 +3,11 @@
 //! the uses other devices' streams make, keep the memory from being handed out again until
 //! those uses are ordered before the allocation stream's next work.
 //!
-//! Runs on two devices of a simulated node (`SimNode`).
+//! `record_stream` with a peer's stream, refused and then allowed, is the conformance case
+//! `cross_device::record_stream_across_devices`. Runs on two devices of a simulated node
+//! (`SimNode`).
 
-use braid_allocator::{AllocError, AllocatorConfig, CachingAllocator, CrossStreamMode};
+use braid_allocator::{AllocatorConfig, CachingAllocator, CrossStreamMode};
 use braid_backend_sim::{NodeConfig, SimBackend, SimNode};
 use braid_stream_core::{Device, Kernel, Stream};
 
@@ -38,39 +40,6 @@ fn peer_copy_after_work(
     sb.launch(&BUSY).unwrap();
     sb.copy_peer(buf.slice(), a, dst.slice(), b).unwrap();
     dst
-}
-
-#[test]
-fn record_stream_with_another_devices_stream_needs_peer_access() {
-    let (a, b) = pair();
-    let alloc = allocator(&a, CrossStreamMode::Manual);
-    let (sa, sb) = (a.default_stream(), b.create_stream(0).unwrap());
-    let buf = alloc.alloc(4096, &sa).unwrap();
-    match buf.record_stream(&sb) {
-        Err(AllocError::WrongDevice(w)) => assert_eq!((w.expected, w.found), (a.id(), b.id())),
-        other => panic!("expected WrongDevice, got {other:?}"),
-    }
-    assert!(matches!(
-        buf.erase_stream(&sb),
-        Err(AllocError::WrongDevice { .. })
-    ));
-    // Allocating on another device's stream stays refused, peer access or not.
-    b.enable_peer_access(&a).unwrap();
-    assert!(matches!(
-        alloc.alloc(4096, &sb),
-        Err(AllocError::WrongDevice { .. })
-    ));
-    let _dst = peer_copy_after_work(&a, &b, &sb, &buf);
-    buf.record_stream(&sb).unwrap();
-    let first = buf.ptr();
-    drop(buf);
-    assert_eq!(alloc.pending_free_bytes(), 4096);
-    assert_ne!(alloc.alloc(4096, &sa).unwrap().ptr(), first);
-    // B's use is done once B is synchronized (B's host knowledge is B's; the allocator asks
-    // the cross-device model).
-    sb.synchronize().unwrap();
-    assert_eq!(alloc.alloc(4096, &sa).unwrap().ptr(), first);
-    alloc.check_invariants().unwrap();
 }
 
 #[test]

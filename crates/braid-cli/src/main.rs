@@ -1,6 +1,7 @@
 //! `braid`: runs braid's scenarios on the simulated device or through ACL and prints what
 //! they show; replays PyTorch memory snapshots through braid's allocator.
 
+mod acl_sim;
 mod alloc_conf;
 mod demo;
 mod log;
@@ -67,6 +68,12 @@ enum Command {
         #[command(subcommand)]
         command: trace::TraceCommand,
     },
+    /// Hands braid-acl-sim (ACL's C API on braid's simulator) to programs outside braid's
+    /// cargo builds (see `braid acl-sim install --help`).
+    AclSim {
+        #[command(subcommand)]
+        command: acl_sim::AclSimCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -99,6 +106,7 @@ fn main() -> ExitCode {
                 })
         }
         Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
+        Command::AclSim { command } => acl_sim::run(&command, &mut std::io::stdout()),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

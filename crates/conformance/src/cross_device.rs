@@ -228,9 +228,10 @@ pub fn foreign_memory_needs_peer_access<B: Backend>(h: &Harness<B>) -> Result<()
     still_works(&b)
 }
 
-/// `record_stream` with a stream of another device: refused (`AllocError::WrongDevice`
-/// naming both devices) until that device has peer access to the allocator's; then the block
-/// is not handed out again until the peer stream's use is complete.
+/// `record_stream` (and `erase_stream`) with a stream of another device: refused
+/// (`AllocError::WrongDevice` naming both devices) until that device has peer access to the
+/// allocator's, while allocating on that stream stays refused; then the block is not handed
+/// out again until the peer stream's use is complete.
 pub fn record_stream_across_devices<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let (a, b) = pair(h)?;
     let alloc = CachingAllocator::new(
@@ -251,7 +252,17 @@ pub fn record_stream_across_devices<B: Backend>(h: &Harness<B>) -> Result<(), Ca
             )))
         }
     }
+    expect_err!(
+        buf.erase_stream(&sb),
+        AllocError::WrongDevice(w) if w == wrong_device("erase_stream", "stream", &a, &b),
+        "erase_stream with B's stream without peer access"
+    );
     b.enable_peer_access(&a)?;
+    expect_err!(
+        alloc.alloc(N as u64 * 4, &sb),
+        AllocError::WrongDevice(w) if w == wrong_device("alloc", "stream", &a, &b),
+        "allocating on B's stream, even with peer access"
+    );
     fill(&sa, buf.slice(), 2.0)?;
     sb.wait(&sa.record_event()?)?;
     let dst = alloc_f32(&b, N)?;

@@ -11,7 +11,8 @@ use braid_stream_core::{f32_bytes, f32s_from_bytes};
 
 /// A12 (PyTorch's `test_caching_pinned_memory`): the H2D copy from a pinned buffer is queued
 /// behind long work when the buffer is dropped; a same-size allocation must get another block.
-/// After the stream synchronized, allocations get the block back, twice in a row.
+/// After the stream synchronized, allocations get the block back, twice in a row; two host
+/// allocations and one event in all.
 pub fn pinned_block_in_flight_is_not_reused<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
     let device = h.device()?;
     let pinned = PinnedHostAllocator::new(device.clone());
@@ -44,6 +45,16 @@ pub fn pinned_block_in_flight_is_not_reused<B: Backend>(h: &Harness<B>) -> Resul
         download(&s, dst.slice())?,
         vec![1.0],
         "the copy read the bytes written before it"
+    );
+    let stats = pinned.stats();
+    ensure_eq!(
+        (
+            stats.pending_blocks,
+            stats.num_host_alloc,
+            stats.num_events_recorded
+        ),
+        (0, 2, 1),
+        "(pending blocks, host allocations, events recorded)"
     );
     still_works(&device)
 }

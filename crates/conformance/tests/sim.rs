@@ -1,7 +1,8 @@
 //! The conformance suite on the simulated backend (data mode, so kernels really compute).
 
 use braid_backend_sim::{
-    host_op, HostOpFn, NodeConfig, SimBackend, SimConfig, SimDevice, SimMode, SimNode,
+    host_op, HostOpFn, NodeConfig, SanitizerMode, SimBackend, SimConfig, SimDevice, SimMode,
+    SimNode,
 };
 use braid_conformance::ScaleOpArgs;
 use braid_stream_core::Device;
@@ -59,6 +60,53 @@ fn run_all_passes_every_case() {
         .filter_map(|(name, r)| r.as_ref().err().map(|e| format!("{name}: {e}")))
         .collect();
     assert!(failed.is_empty(), "failed cases:\n{}", failed.join("\n"));
+}
+
+/// Cases that race on purpose, to show what a missing wait or record does, and what the
+/// simulator's sanitizer reports for each.
+const RACY_ON_PURPOSE: [(&str, &str); 3] = [
+    ("events::wait_before_record_is_a_no_op", "race"),
+    ("ordering::race_without_wait_reads_stale_data", "race"),
+    // The run without `record_tagged_stream`: the freed block is reused while read.
+    (
+        "allocator::record_tagged_stream_protects_data",
+        "use after free",
+    ),
+];
+
+/// The simulator's sanitizer checks the front layer, the allocator and graph capture
+/// independently: on devices whose sanitizer refuses the first race, unordered access or use
+/// after free (`SanitizerMode::Abort`), every case passes (eager work, captures and their
+/// replays alike) except the ones that race on purpose, and each of those is caught.
+#[test]
+fn cases_are_race_free_under_the_sanitizer_except_the_racy_ones() {
+    let strict = |config: SimConfig| config.mode(SimMode::Data).sanitizer(SanitizerMode::Abort);
+    let harness = braid_conformance::Harness::<SimBackend>::new(move |ordinal| {
+        Device::new(SimDevice::new(strict(SimConfig::new().ordinal(ordinal))))
+    })
+    .with_scale_body(sim_scale_body)
+    .with_node(move |n| {
+        SimNode::new(NodeConfig::new(n).device(strict(SimConfig::new())))
+            .devices()
+            .into_iter()
+            .map(Device::new)
+            .collect()
+    });
+    let mut unexpected = Vec::new();
+    for (name, result) in braid_conformance::run_all(&harness) {
+        let racy = RACY_ON_PURPOSE.iter().find(|(case, _)| *case == name);
+        match (racy, result) {
+            (None, Ok(())) => {}
+            (None, Err(e)) => unexpected.push(format!("{name}: {e}")),
+            (Some(_), Ok(())) => unexpected.push(format!("{name}: no race was reported")),
+            (Some((_, kind)), Err(e)) => {
+                if !(e.message.contains("sanitizer:") && e.message.contains(kind)) {
+                    unexpected.push(format!("{name}: expected a sanitizer {kind} report: {e}"));
+                }
+            }
+        }
+    }
+    assert!(unexpected.is_empty(), "{}", unexpected.join("\n"));
 }
 
 /// Without a body the user-operator case fails, naming what is missing.

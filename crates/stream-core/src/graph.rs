@@ -105,6 +105,7 @@ impl<B: Backend> Graph<B> {
     pub fn launch(&self, stream: &Stream<B>) -> Result<StreamPosition> {
         self.device
             .check_same_device("Graph::launch", "stream", stream.device())?;
+        crate::dry_run::check(self.device.id(), "Graph::launch")?;
         // As any submission (see `crate::sync`): the capture checks hold until the backend
         // has the launch, and the stream's positions follow its backend order.
         let inner = &self.device.inner;

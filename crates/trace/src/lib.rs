@@ -5,15 +5,21 @@
 //! |---|---|
 //! | [`snapshot`] | serde types for `torch.cuda.memory._dump_snapshot` pickles; parsing |
 //! | [`replay_plan`] | snapshot → prologue + window of alloc/free ops; PyTorch's reservation over the window |
-//! | [`replay`](mod@replay) | runs a plan through [`braid_allocator::CachingAllocator`] (simulated device by default) |
-//! | [`report`] | braid next to PyTorch, as a table or JSON (`braid trace replay`) |
+//! | [`replay`](mod@replay) | runs a plan through [`braid_allocator::CachingAllocator`] on any backend |
+//! | [`report`] | braid next to PyTorch, as a table or JSON |
+//! | `sim` | (feature `sim`, on by default) replay on a fresh simulated device; `replay_file`: from a snapshot file to a report (`braid trace replay`) |
 //! | [`export`] | memory state + history → a snapshot pickle pytorch.org/memory_viz opens ([`MemoryExport::from_allocator`] for braid's own allocator) |
 //!
+//! Only the `sim` feature (on by default) depends on a backend (`braid-backend-sim`); without
+//! it the crate parses, plans, replays on a backend of the caller's choice and exports.
+//!
 //! ```no_run
+//! # #[cfg(feature = "sim")] {
 //! use braid_trace::{replay_file, ReplayOptions};
 //! let report = replay_file("snapshot.pickle", &ReplayOptions::default())?;
 //! println!("{}", report.table());
 //! assert!(report.peak_reserved_bytes <= report.torch_peak_reserved_bytes);
+//! # }
 //! # Ok::<(), braid_trace::TraceError>(())
 //! ```
 //!
@@ -32,13 +38,17 @@ pub mod pyvalue;
 pub mod replay;
 pub mod replay_plan;
 pub mod report;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod snapshot;
 
 pub use braid_allocator::AllocatorConfig;
 pub use error::{Result, TraceError};
 pub use export::{ExportBlock, ExportEvent, ExportSegment, MemoryExport};
 pub use pyvalue::PyValue;
-pub use replay::{parse_conf, replay, replay_on_sim, ReplayStats, SimReplay};
+pub use replay::{parse_conf, replay, ReplayStats};
 pub use replay_plan::{Op, PlanSummary, ReplayPlan, TorchWindow};
-pub use report::{replay_file, replay_plan_on_sim, ReplayOptions, ReplayReport};
+pub use report::ReplayReport;
+#[cfg(feature = "sim")]
+pub use sim::{replay_file, replay_on_sim, replay_plan_on_sim, ReplayOptions, SimReplay};
 pub use snapshot::{Action, Block, BlockState, Frame, Segment, Snapshot, TraceEvent};

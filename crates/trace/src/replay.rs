@@ -1,15 +1,13 @@
 //! Driving a [`ReplayPlan`] through braid's caching allocator.
 //!
-//! [`replay`] runs on any backend; [`replay_on_sim`] opens a simulated device in timing-only
-//! mode (no data, no timeline, no sanitizer, capacity far above the trace's needs) so the
-//! numbers are the allocator's alone.
+//! [`replay`] runs on any backend; with the `sim` feature, [`crate::sim`] opens a simulated
+//! device to run it on.
 
 use crate::error::{Result, TraceError};
 use crate::replay_plan::{Op, ReplayPlan};
 use braid_allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};
-use braid_backend_sim::{SanitizerMode, SimBackend, SimConfig, SimDevice, SimMode};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{Device, Stream};
+use braid_stream_core::Stream;
 use serde::Serialize;
 use std::time::Instant;
 
@@ -167,141 +165,10 @@ fn bad_op(event: usize, message: &str) -> TraceError {
     }
 }
 
-/// A fresh simulated device (timing only, no timeline, no sanitizer), an allocator with
-/// `config` on it, and one stream per trace stream (the first on the default stream).
-pub struct SimReplay {
-    /// The allocator.
-    pub allocator: CachingAllocator<SimBackend>,
-    /// Streams, indexed like [`ReplayPlan::streams`].
-    pub streams: Vec<Stream<SimBackend>>,
-}
-
-impl SimReplay {
-    /// Opens the device and allocator for `plan`. `capacity` is the simulated device's
-    /// memory; `None` picks 4 × the plan's peak live bytes, at least 64 GiB.
-    pub fn new(plan: &ReplayPlan, config: AllocatorConfig, capacity: Option<u64>) -> Result<Self> {
-        let capacity = capacity
-            .unwrap_or_else(|| plan.summary.peak_live_bytes.saturating_mul(4).max(64 << 30));
-        let sim = SimConfig::new()
-            .capacity(capacity)
-            .mode(SimMode::TimingOnly)
-            .record_timeline(false)
-            .sanitizer(SanitizerMode::Off);
-        let setup = |e: &dyn std::fmt::Display| TraceError::Replay {
-            event: 0,
-            message: format!("cannot set up the simulated device: {e}"),
-        };
-        let device = Device::new(SimDevice::new(sim)).map_err(|e| setup(&e))?;
-        let allocator = CachingAllocator::new(device.clone(), config).map_err(|e| setup(&e))?;
-        let mut streams = Vec::with_capacity(plan.streams.len().max(1));
-        streams.push(device.default_stream());
-        for _ in 1..plan.streams.len() {
-            streams.push(device.create_stream(0).map_err(|e| setup(&e))?);
-        }
-        Ok(SimReplay { allocator, streams })
-    }
-
-    /// Replays `plan` (see [`replay`]).
-    pub fn run(&self, plan: &ReplayPlan) -> Result<ReplayStats> {
-        replay(plan, &self.allocator, &self.streams)
-    }
-}
-
-/// Replays `plan` on a fresh simulated device with the allocator configured by `conf` (a
-/// `PYTORCH_ALLOC_CONF`-style string; `None` for the defaults).
-pub fn replay_on_sim(plan: &ReplayPlan, conf: Option<&str>) -> Result<ReplayStats> {
-    SimReplay::new(plan, parse_conf(conf)?, None)?.run(plan)
-}
-
 /// The allocator configuration `conf` describes (`None`: the defaults).
 pub fn parse_conf(conf: Option<&str>) -> Result<AllocatorConfig> {
     match conf {
         Some(text) => AllocatorConfig::parse(text).map_err(|e| TraceError::Config(e.to_string())),
         None => Ok(AllocatorConfig::new()),
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::snapshot::{Action, Snapshot, TraceEvent};
-
-    fn plan(events: &[(Action, u64, u64, u64)]) -> ReplayPlan {
-        let snap = Snapshot {
-            device_traces: vec![events
-                .iter()
-                .map(|(a, addr, size, stream)| TraceEvent::new(a.clone(), *addr, *size, *stream))
-                .collect()],
-            ..Snapshot::default()
-        };
-        ReplayPlan::from_snapshot(&snap, 0).unwrap()
-    }
-
-    #[test]
-    fn replays_reuse_on_one_stream() {
-        use Action::{Alloc, FreeRequested};
-        let p = plan(&[
-            (Alloc, 0x1000, 4 << 20, 0),
-            (FreeRequested, 0x1000, 4 << 20, 0),
-            (Alloc, 0x1000, 4 << 20, 0),
-            (FreeRequested, 0x1000, 4 << 20, 0),
-            (FreeRequested, 0x9000, 1000, 0), // prologue block
-        ]);
-        let stats = replay_on_sim(&p, None).unwrap();
-        assert_eq!(stats.events, 5 + 1);
-        assert_eq!(
-            stats.device_mallocs, 2,
-            "one small segment, one 20 MiB segment"
-        );
-        assert_eq!(stats.peak_reserved_bytes, (2 << 20) + (20 << 20));
-        assert_eq!(stats.peak_allocated_bytes, (4 << 20) + 1024);
-        assert!(stats.fragmentation() > 0.0 && stats.fragmentation() < 1.0);
-        assert!(stats.events_per_second() > 0.0);
-    }
-
-    #[test]
-    fn streams_get_their_own_blocks() {
-        use Action::{Alloc, FreeRequested};
-        let p = plan(&[
-            (Alloc, 0x1000, 1 << 20, 0),
-            (FreeRequested, 0x1000, 1 << 20, 0),
-            (Alloc, 0x2000, 1 << 20, 77),
-        ]);
-        assert_eq!(p.streams, vec![0, 77]);
-        let stats = replay_on_sim(&p, None).unwrap();
-        assert_eq!(
-            stats.device_mallocs, 2,
-            "a block freed on stream 0 is not reused on 77"
-        );
-    }
-
-    #[test]
-    fn bad_config_and_bad_plans_are_typed_errors() {
-        let p = plan(&[(Action::Alloc, 0x1000, 512, 0)]);
-        assert!(matches!(
-            replay_on_sim(&p, Some("no_such_key:1")),
-            Err(TraceError::Config(_))
-        ));
-        let mut broken = p.clone();
-        broken.ops.push(Op::Free { id: 5 });
-        assert!(matches!(
-            replay_on_sim(&broken, None),
-            Err(TraceError::Replay { event: 1, .. })
-        ));
-        let mut twice = p.clone();
-        twice.ops.push(Op::Alloc {
-            id: 0,
-            size: 512,
-            stream: 0,
-        });
-        assert!(matches!(
-            replay_on_sim(&twice, None),
-            Err(TraceError::Replay { event: 1, .. })
-        ));
-        let tiny = SimReplay::new(&p, AllocatorConfig::new(), Some(1 << 20)).unwrap();
-        assert!(matches!(
-            tiny.run(&p),
-            Err(TraceError::Replay { event: 0, .. })
-        ));
     }
 }

@@ -1,41 +1,11 @@
 //! The side-by-side report of a replay: braid's allocator against PyTorch's own reservation
 //! over the same window.
 
-use crate::error::{Result, TraceError};
-use crate::export::MemoryExport;
-use crate::replay::{parse_conf, ReplayStats, SimReplay};
+use crate::replay::ReplayStats;
 use crate::replay_plan::ReplayPlan;
-use crate::snapshot::Snapshot;
 use braid_allocator::format_size;
 use serde::Serialize;
 use std::fmt::Write as _;
-use std::path::Path;
-
-/// Replay settings.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ReplayOptions {
-    /// Allocator configuration string (`max_split_size_mb:128,...`); `None` for defaults.
-    pub conf: Option<String>,
-    /// Times the replay runs, each on a fresh device and allocator; the fastest run gives
-    /// the time per event (the memory numbers are the same every run).
-    pub runs: usize,
-    /// Device index of the trace.
-    pub device: usize,
-    /// Where to write braid's own memory (segments, blocks and the whole replay's history) as
-    /// a snapshot pickle for pytorch.org/memory_viz; `None` writes nothing.
-    pub export: Option<std::path::PathBuf>,
-}
-
-impl Default for ReplayOptions {
-    fn default() -> Self {
-        ReplayOptions {
-            conf: None,
-            runs: 5,
-            device: 0,
-            export: None,
-        }
-    }
-}
 
 /// One replay, braid next to PyTorch. Byte counts are bytes; ratios are fractions.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -219,97 +189,5 @@ impl ReplayReport {
             let _ = writeln!(out, "{name:<w0$}  {braid:<w1$}  {torch}");
         }
         out
-    }
-}
-
-/// Parses `path`, plans its replay and replays it on the simulated device.
-pub fn replay_file(path: impl AsRef<Path>, options: &ReplayOptions) -> Result<ReplayReport> {
-    let path = path.as_ref();
-    let snapshot = Snapshot::from_path(path)?;
-    let plan = ReplayPlan::from_snapshot(&snapshot, options.device)?;
-    let stats = replay_plan_on_sim(&plan, options)?;
-    Ok(ReplayReport::new(
-        &path.display().to_string(),
-        options.conf.as_deref().unwrap_or(""),
-        snapshot.is_state_only(),
-        &plan,
-        &stats,
-    ))
-}
-
-/// Replays `plan` `options.runs` times (at least once) on fresh simulated devices and
-/// returns the first run's statistics with the fastest run's time.
-pub fn replay_plan_on_sim(plan: &ReplayPlan, options: &ReplayOptions) -> Result<ReplayStats> {
-    let config = parse_conf(options.conf.as_deref())?;
-    let mut best: Option<ReplayStats> = None;
-    for run_index in 0..options.runs.max(1) {
-        let export = options.export.as_ref().filter(|_| run_index == 0);
-        let run_config = match export {
-            // Keep every event of the replay: alloc, free and segment events per op, and slack.
-            Some(_) => config
-                .clone()
-                .record_history(true)
-                .history_size(plan.ops.len().saturating_mul(4).saturating_add(1024)),
-            None => config.clone(),
-        };
-        let sim = SimReplay::new(plan, run_config, None)?;
-        let run = sim.run(plan)?;
-        if let Some(path) = export {
-            MemoryExport::from_allocator(&sim.allocator).write(path)?;
-        }
-        best = Some(match best {
-            None => run,
-            Some(mut first) => {
-                first.replay_ns = first.replay_ns.min(run.replay_ns);
-                first
-            }
-        });
-    }
-    best.ok_or_else(|| TraceError::Format("no replay ran".into()))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::snapshot::{Action, TraceEvent};
-
-    #[test]
-    fn report_puts_both_sides_in_the_table_and_json() {
-        let snap = Snapshot {
-            device_traces: vec![vec![
-                TraceEvent::new(Action::SegmentAlloc, 0x1000, 2 << 20, 0),
-                TraceEvent::new(Action::Alloc, 0x1000, 1000, 0),
-                TraceEvent::new(Action::FreeRequested, 0x1000, 1000, 0),
-            ]],
-            segments: vec![crate::snapshot::Segment {
-                address: 0x1000,
-                total_size: 2 << 20,
-                ..Default::default()
-            }],
-            ..Snapshot::default()
-        };
-        let plan = ReplayPlan::from_snapshot(&snap, 0).unwrap();
-        let options = ReplayOptions {
-            runs: 2,
-            ..ReplayOptions::default()
-        };
-        let stats = replay_plan_on_sim(&plan, &options).unwrap();
-        let report = ReplayReport::new("x.pickle", "", false, &plan, &stats);
-        assert_eq!(report.torch_peak_reserved_bytes, 2 << 20);
-        assert_eq!(report.torch_reserved_at_start_bytes, 0);
-        assert_eq!(report.torch_device_mallocs, 1);
-        assert_eq!(report.peak_reserved_bytes, 2 << 20);
-        assert_eq!(report.peak_live_bytes, 1024);
-        let table = report.table();
-        assert!(table.contains("peak reserved"), "{table}");
-        assert!(table.contains("pytorch"), "{table}");
-        let bad = ReplayOptions {
-            conf: Some("max_split_size_mb:nope".into()),
-            ..ReplayOptions::default()
-        };
-        assert!(matches!(
-            replay_plan_on_sim(&plan, &bad),
-            Err(TraceError::Config(_))
-        ));
     }
 }

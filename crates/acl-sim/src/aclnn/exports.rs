@@ -313,6 +313,13 @@ fn launch(
     let result = with(|r| {
         r.launch_aclnn(call, stream as usize, ws, |sim| match &planned.work {
             Work::Kernel(k) => sim.launch(k, call),
+            Work::AddScaled {
+                a,
+                b,
+                out,
+                alpha,
+                dtype,
+            } => sim.launch_operator(&add_scaled_op(*a, *b, *out, *alpha, *dtype).lower()),
             Work::RmsNorm {
                 x,
                 gamma,
@@ -321,7 +328,9 @@ fn launch(
                 cols,
                 dtype,
                 epsilon,
-            } => sim.launch_custom(&rms_norm_op(*x, *gamma, *y, *rstd, *cols, *dtype, *epsilon)),
+            } => sim.launch_operator(
+                &rms_norm_op(*x, *gamma, *y, *rstd, *cols, *dtype, *epsilon).lower(),
+            ),
         })
     });
     ret(result.map_err(|e| {
@@ -335,6 +344,39 @@ fn launch(
             format!("{call}: runtime error {}: {}", e.code, e.message),
         )
     }))
+}
+
+/// The simulator's `aclnnAdd` with `alpha` ≠ 1: `out = a + alpha · b`, each element computed
+/// in f32 and rounded once to `t`; a host operator over exactly the tensors' ranges (`out` may
+/// be `a` or `b`: the inputs are read before anything is written).
+fn add_scaled_op(
+    a: braid_stream_core::DeviceSlice,
+    b: braid_stream_core::DeviceSlice,
+    out: braid_stream_core::DeviceSlice,
+    alpha: f32,
+    t: DType,
+) -> CustomOp<SimBackend> {
+    let body = host_op(move |inputs, outputs| {
+        let (xs, ys) = (t.decode(inputs[0]), t.decode(inputs[1]));
+        let mut sums = Vec::with_capacity(outputs[0].len());
+        for (x, y) in xs.iter().zip(&ys) {
+            t.push(&mut sums, x + alpha * y);
+        }
+        outputs[0].copy_from_slice(&sums);
+    });
+    let elements = a.len / t.size();
+    CustomOp::new("aclnnAdd")
+        .dtype(t)
+        .read(a)
+        .read(b)
+        .write(out)
+        .in_place()
+        .cost(OpCost::Work {
+            unit: ComputeUnit::Vector,
+            flops: 2 * elements,
+            bytes: a.len + b.len + out.len,
+        })
+        .body(body)
 }
 
 /// The simulator's RMSNorm: a host operator over exactly the tensors' ranges.
@@ -425,8 +467,8 @@ pub unsafe extern "C" fn aclnnInplaceFillScalarGetWorkspaceSize(
     }
 }
 
-/// `aclnnAddGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`: same shapes
-/// (the simulator does not broadcast), alpha 1.
+/// `aclnnAddGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`:
+/// `out = self + alpha · other`, same shapes (the simulator does not broadcast).
 ///
 /// # Safety
 /// Out pointers null or valid for a write.
@@ -449,24 +491,25 @@ pub unsafe extern "C" fn aclnnAddGetWorkspaceSize(
                 o.tensor(CALL, "out", out as usize)?,
             );
             let alpha = o.scalar(CALL, "alpha", alpha as usize)?;
-            if alpha != 1.0 {
-                return Err(fail(
-                    ACLNN_ERR_PARAM_INVALID,
-                    format!("{CALL}: the simulator computes alpha = 1 only, got {alpha}"),
-                ));
-            }
             let t = common_dtype(CALL, &[("self", a), ("other", b), ("out", c)])?;
             expect_dims(CALL, "other", b, &a.dims)?;
             expect_dims(CALL, "out", c, &a.dims)?;
-            kernel(
-                Kernel::Add {
-                    a: slice_of(CALL, "self", a, t)?,
-                    b: slice_of(CALL, "other", b, t)?,
-                    out: slice_of(CALL, "out", c, t)?,
-                },
-                t,
-                0,
-            )
+            let (a, b, out) = (
+                slice_of(CALL, "self", a, t)?,
+                slice_of(CALL, "other", b, t)?,
+                slice_of(CALL, "out", c, t)?,
+            );
+            if alpha == 1.0 {
+                return kernel(Kernel::Add { a, b, out }, t, 0);
+            }
+            let work = Work::AddScaled {
+                a,
+                b,
+                out,
+                alpha: alpha as f32,
+                dtype: t,
+            };
+            Ok((work, 0))
         })
     }
 }

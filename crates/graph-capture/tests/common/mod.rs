@@ -2,7 +2,6 @@
 
 use braid_allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
-use braid_graph_capture::{GraphError, RunContext};
 use braid_stream_core::{Device, DeviceSlice, Kernel, Stream};
 
 pub const KIB: u64 = 1 << 10;
@@ -26,10 +25,6 @@ pub fn read(stream: &Stream<B>, slice: DeviceSlice) -> Vec<f32> {
     stream.copy_d2h(slice).unwrap().wait_f32().unwrap()
 }
 
-pub fn sum(stream: &Stream<B>, slice: DeviceSlice) -> f32 {
-    read(stream, slice).iter().sum()
-}
-
 pub fn fill(stream: &Stream<B>, buf: &Buf, value: f32) {
     stream
         .launch(&Kernel::Fill {
@@ -41,15 +36,4 @@ pub fn fill(stream: &Stream<B>, buf: &Buf, value: f32) {
 
 pub fn reports(dev: &Dev) -> u64 {
     dev.hal().sanitizer_report_count()
-}
-
-/// `out = x + c` with a fresh buffer on the current stream (`c` holds the constant).
-pub fn add(ctx: &RunContext<'_, B>, x: DeviceSlice, c: DeviceSlice) -> Result<Buf, GraphError> {
-    let out = ctx.alloc(x.len)?;
-    ctx.current_stream().launch(&Kernel::Add {
-        a: x,
-        b: c,
-        out: out.slice(),
-    })?;
-    Ok(out)
 }
