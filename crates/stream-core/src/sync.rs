@@ -25,7 +25,10 @@
 //! 2. **The allocator's locks** (`braid-allocator`): a caching allocator's state lock, the
 //!    pinned host allocator's cache, and a pinned buffer's list of uses, each held across
 //!    calls into the device (segment allocations and frees, event records and queries,
-//!    happens-before questions). A thread holds at most one of them: two allocators' locks
+//!    happens-before questions). A thread holds at most one of them, except that a caching
+//!    allocator's sleep lock (its offloaded data: sleeps and wakes take turns) is taken
+//!    first and held across that allocator's state lock and pinned host allocator, never
+//!    under them: two allocators' locks
 //!    are never nested, and the device never calls the allocator while holding any lock of
 //!    this crate (use notifications, [`crate::UseObserver`], and workspace requests,
 //!    [`crate::WorkspaceProvider`], are made with every lock below released).
@@ -70,7 +73,7 @@
 //!     back behind a collective releases it while it waits on the engine's condition
 //!     variable), and the ACL backend's per-device lists (an error kept from a `Drop`, node
 //!     counts of captures, physical memory handles, enabled peers) and per-stream capture
-//!     model. They are leaves: nothing of braid is locked under them, and a backend call,
+//!     model, and the noop backend's launch log (`hal::noop`). They are leaves: nothing of braid is locked under them, and a backend call,
 //!     so a [`crate::CustomOp`]'s body, must not call back into braid on the same device.
 //!
 //! Process-wide statics ([`GlobalMutex`]: the device registry, the ACL backend's resolved
