@@ -8,7 +8,7 @@
 //! | [`cost`] | the alpha–beta cost model, and the link figures a communicator's calls are costed with |
 //! | `effect` | what a collective does to the numbers (data mode): every rank's receive bytes from every rank's send bytes |
 //! | `backlog` | the work held back behind a collective not yet run, placing it once the call has run, and the host calls that wait on it |
-//! | `remote`, `remote_parts` | communicators spanning processes: the simulator's transport between them ([`crate::RemoteGroup`]) and the engine's side of their parts |
+//! | `remote` (`join`, `wire`), `remote_parts` | communicators spanning processes: the simulator's transport between them ([`crate::RemoteGroup`]; its rendezvous in `remote::join`, its wire format in `remote::wire`) and the engine's side of their parts |
 //!
 //! The engine keeps this state as one [`Collectives`] value; graph launches holding collective
 //! parts are `engine::graph_run`'s.
