@@ -34,7 +34,7 @@ impl Shared {
 
 /// Locks the engine for a call of the handle's device (which becomes the engine's current
 /// device).
-pub(crate) fn lock(shared: &Shared) -> MutexGuard<'_, Engine> {
+pub(crate) fn lock_engine(shared: &Shared) -> MutexGuard<'_, Engine> {
     let mut engine = shared.engine.lock();
     engine.set_current(shared.device);
     engine
@@ -54,7 +54,7 @@ pub(crate) fn checked_for(
     kind: CallKind,
     requested: u64,
 ) -> Result<MutexGuard<'_, Engine>, HalError> {
-    let mut engine = lock(shared);
+    let mut engine = lock_engine(shared);
     fault_check(&mut engine, kind, requested)?;
     Ok(engine)
 }
@@ -83,7 +83,7 @@ pub(crate) fn host_wait<T>(
 ) -> Result<T, HalError> {
     let mut engine = match kind {
         Some(kind) => checked(shared, kind)?,
-        None => lock(shared),
+        None => lock_engine(shared),
     };
     let timeout = engine.collective_timeout();
     let mut waited = None;
@@ -157,7 +157,7 @@ pub(crate) fn same_device(a: &Shared, b: &Shared) -> Result<(), HalError> {
     if a.device == b.device {
         return Ok(());
     }
-    let engine = lock(a);
+    let engine = lock_engine(a);
     Err(HalError::InvalidArgument(format!(
         "the objects belong to different devices of one node: device {} and device {}",
         engine.ordinal_of(a.device),
@@ -211,13 +211,13 @@ impl SimDevice {
     /// Current virtual host time of this device's host, in nanoseconds (each device of a node
     /// has its own host clock: it is driven as if by its own host thread or process).
     pub fn host_time_ns(&self) -> u64 {
-        lock(&self.shared).host_ns()
+        lock_engine(&self.shared).host_ns()
     }
 
     /// Every executed op of this device in submission order (empty when the configuration
     /// turned the timeline off). [`crate::SimNode::timeline`] has those of all devices.
     pub fn timeline(&self) -> Vec<OpRecord> {
-        let engine = lock(&self.shared);
+        let engine = lock_engine(&self.shared);
         let ordinal = engine.config().ordinal;
         engine
             .timeline()
@@ -231,27 +231,27 @@ impl SimDevice {
     /// [`SimConfig::timeline_capacity`](crate::SimConfig#structfield.timeline_capacity) (the
     /// oldest go first; for a device of a [`crate::SimNode`], the node's whole timeline).
     pub fn timeline_dropped(&self) -> u64 {
-        lock(&self.shared).timeline().dropped()
+        lock_engine(&self.shared).timeline().dropped()
     }
 
     /// Latest end time of any op of this device submitted so far, in nanoseconds.
     pub fn makespan_ns(&self) -> u64 {
-        lock(&self.shared).makespan()
+        lock_engine(&self.shared).makespan()
     }
 
     /// Counters of this device: ops executed, graph launches, memory, invalid accesses.
     pub fn stats(&self) -> SimStats {
-        lock(&self.shared).stats()
+        lock_engine(&self.shared).stats()
     }
 
     /// The device profile the cost model uses.
     pub fn profile(&self) -> DeviceProfile {
-        lock(&self.shared).config().profile.clone()
+        lock_engine(&self.shared).config().profile.clone()
     }
 
     /// The configuration the device was created with.
     pub fn config(&self) -> SimConfig {
-        lock(&self.shared).config().clone()
+        lock_engine(&self.shared).config().clone()
     }
 
     /// The sanitizer's reports so far (at most the first 10,000 are kept; see
@@ -259,17 +259,17 @@ impl SimDevice {
     /// a node share one sanitizer: these are the node's reports, each op named with its
     /// device.
     pub fn sanitizer_reports(&self) -> Vec<RaceReport> {
-        lock(&self.shared).sanitizer_reports()
+        lock_engine(&self.shared).sanitizer_reports()
     }
 
     /// How many reports the sanitizer has made, including any not kept.
     pub fn sanitizer_report_count(&self) -> u64 {
-        lock(&self.shared).sanitizer_report_count()
+        lock_engine(&self.shared).sanitizer_report_count()
     }
 
     /// Forgets the sanitizer's reports (the happens-before state is kept).
     pub fn clear_sanitizer_reports(&self) {
-        lock(&self.shared).clear_sanitizer_reports();
+        lock_engine(&self.shared).clear_sanitizer_reports();
     }
 
     /// Declares that a sub-allocator (a caching allocator working inside device segments)
@@ -283,7 +283,7 @@ impl SimDevice {
     ///
     /// Errors: `range` is empty, not inside one live segment, or overlaps a live block.
     pub fn sanitizer_note_alloc(&self, range: DeviceSlice, stream: u32) -> Result<(), HalError> {
-        lock(&self.shared).note_alloc(range, stream)
+        lock_engine(&self.shared).note_alloc(range, stream)
     }
 
     /// Declares that a sub-allocator took back `range` (exactly as declared by
@@ -292,31 +292,31 @@ impl SimDevice {
     ///
     /// Errors: `range` is not a live declared block.
     pub fn sanitizer_note_free(&self, range: DeviceSlice, stream: u32) -> Result<(), HalError> {
-        lock(&self.shared).note_free(range, stream)
+        lock_engine(&self.shared).note_free(range, stream)
     }
 
     /// Replaces the fault plan ([`crate::fault`]); an empty plan stops injecting. Counting for
     /// [`FaultPlan::fail_nth`] restarts; the counters of [`SimDevice::fault_counts`] and
     /// asynchronous failures not reported yet are kept.
     pub fn set_fault_plan(&self, plan: &FaultPlan) {
-        lock(&self.shared).faults().set_plan(plan);
+        lock_engine(&self.shared).faults().set_plan(plan);
     }
 
     /// How many calls of each kind were seen while a plan was set, and how many were made to
     /// fail.
     pub fn fault_counts(&self) -> FaultCounts {
-        lock(&self.shared).faults().counts()
+        lock_engine(&self.shared).faults().counts()
     }
 
     /// Streams alive now (with a handle), the default stream included; see
     /// [`crate::limits`].
     pub fn live_streams(&self) -> u32 {
-        lock(&self.shared).limits().live().0
+        lock_engine(&self.shared).limits().live().0
     }
 
     /// Events alive now (with a handle); see [`crate::limits`].
     pub fn live_events(&self) -> u32 {
-        lock(&self.shared).limits().live().1
+        lock_engine(&self.shared).limits().live().1
     }
 
     /// Allocates `size` bytes of physical memory (a multiple of the 2 MiB virtual-memory
@@ -329,7 +329,7 @@ impl SimDevice {
 
     /// Frees the physical memory of `handle` (`aclrtFreePhysical`); it must not be mapped.
     pub fn free_physical(&self, handle: u64) -> Result<(), HalError> {
-        lock(&self.shared).free_physical(handle)
+        lock_engine(&self.shared).free_physical(handle)
     }
 
     /// Maps all of `handle`'s memory at `at`, in a range reserved with
@@ -351,7 +351,7 @@ impl SimDevice {
     /// [`crate::trace`] module docs for the layout; [`crate::SimNode::chrome_trace_json`] has
     /// every device of a node. Nearly empty when the configuration turned the timeline off.
     pub fn chrome_trace_json(&self) -> String {
-        let engine = lock(&self.shared);
+        let engine = lock_engine(&self.shared);
         engine.chrome_trace_json(Some(engine.config().ordinal))
     }
 
@@ -376,7 +376,7 @@ impl hal::Device for SimDevice {
     }
 
     fn default_stream(&self) -> Result<SimStream, HalError> {
-        let mut engine = lock(&self.shared);
+        let mut engine = lock_engine(&self.shared);
         engine.host_call("default_stream");
         let index = engine.default_stream();
         let workspace = engine.config().workspace_sizes.clone();
@@ -415,7 +415,7 @@ impl hal::Device for SimDevice {
     }
 
     unsafe fn free(&self, ptr: DevicePtr) -> Result<(), HalError> {
-        lock(&self.shared).free(ptr)
+        lock_engine(&self.shared).free(ptr)
     }
 
     fn alloc_host(&self, size: u64) -> Result<HostPtr, HalError> {
@@ -427,11 +427,11 @@ impl hal::Device for SimDevice {
     }
 
     fn mem_info(&self) -> Result<MemInfo, HalError> {
-        Ok(lock(&self.shared).mem_info())
+        Ok(lock_engine(&self.shared).mem_info())
     }
 
     fn is_live(&self, range: DeviceSlice) -> Option<bool> {
-        Some(lock(&self.shared).is_live(range))
+        Some(lock_engine(&self.shared).is_live(range))
     }
 
     fn vmm_granularity(&self) -> Option<u64> {
@@ -445,11 +445,11 @@ impl hal::Device for SimDevice {
                 "virtual memory (turned off in the SimConfig)",
             ));
         }
-        lock(&self.shared).reserve_address(size)
+        lock_engine(&self.shared).reserve_address(size)
     }
 
     unsafe fn release_address(&self, ptr: DevicePtr) -> Result<(), HalError> {
-        lock(&self.shared).release_address(ptr)
+        lock_engine(&self.shared).release_address(ptr)
     }
 
     fn map_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
@@ -461,7 +461,7 @@ impl hal::Device for SimDevice {
     }
 
     fn map_physical_pages(&self, at: DevicePtr, page: u64, count: u64) -> Result<(), PageRunError> {
-        let mut engine = lock(&self.shared);
+        let mut engine = lock_engine(&self.shared);
         if engine.faults().armed() {
             return page_by_page(&mut engine, CallKind::Map, page, count, |e, i| {
                 e.map_physical(page_of_run(at, page, i)?, page)
@@ -476,7 +476,7 @@ impl hal::Device for SimDevice {
         page: u64,
         count: u64,
     ) -> Result<(), PageRunError> {
-        let mut engine = lock(&self.shared);
+        let mut engine = lock_engine(&self.shared);
         if engine.faults().armed() {
             return page_by_page(&mut engine, CallKind::Unmap, page, count, |e, i| {
                 e.unmap_physical(page_of_run(at, page, count - 1 - i)?, page)
@@ -511,11 +511,11 @@ impl hal::Device for SimDevice {
         if !self.shared.same_node(&peer.shared) {
             return Ok(false);
         }
-        Ok(lock(&self.shared).can_access_peer(self.shared.device, peer.shared.device))
+        Ok(lock_engine(&self.shared).can_access_peer(self.shared.device, peer.shared.device))
     }
 
     fn enable_peer_access(&self, peer: &SimDevice) -> Result<(), HalError> {
         same_node(&self.shared, &peer.shared)?;
-        lock(&self.shared).enable_peer(self.shared.device, peer.shared.device)
+        lock_engine(&self.shared).enable_peer(self.shared.device, peer.shared.device)
     }
 }

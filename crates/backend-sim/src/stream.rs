@@ -2,7 +2,7 @@
 
 use crate::collective::HostWait;
 use crate::custom::SimCustom;
-use crate::device::{checked, host_wait, lock, same_node, Shared};
+use crate::device::{checked, host_wait, lock_engine, same_node, Shared};
 use crate::event::SimEvent;
 use crate::fault::{CallKind, Verdict};
 use crate::graph::SimGraph;
@@ -72,7 +72,7 @@ impl SimStream {
     /// burns the configured wall-clock launch cost outside the engine lock.
     fn submit(&self, call: CallKind, kind: OpKind, label: &str) -> Result<(), HalError> {
         let (result, cost) = {
-            let mut engine = lock(&self.shared);
+            let mut engine = lock_engine(&self.shared);
             let cost = engine.config().wall_launch_cost;
             let mut verdict = Verdict::Pass;
             if engine.faults().armed() {
@@ -200,7 +200,7 @@ impl hal::Stream for SimStream {
     }
 
     fn end_capture(&self) -> Result<SimGraph, HalError> {
-        let mut engine = lock(&self.shared);
+        let mut engine = lock_engine(&self.shared);
         // A failed end still ends the capture, discarding it (see `crate::fault`).
         let failed = engine.faults().armed()
             && engine.faults().decide(CallKind::EndCapture, false) == Verdict::Fail;
@@ -212,10 +212,10 @@ impl hal::Stream for SimStream {
     }
 
     fn capture_status(&self) -> Result<CaptureStatus, HalError> {
-        lock(&self.shared).capture_status(self.global)
+        lock_engine(&self.shared).capture_status(self.global)
     }
 
     fn set_tag(&self, tag: &str) {
-        lock(&self.shared).set_stream_tag(self.global, tag);
+        lock_engine(&self.shared).set_stream_tag(self.global, tag);
     }
 }

@@ -7,7 +7,7 @@
 
 use crate::collective::cost::LinkParams;
 use crate::collective::remote::RemoteGroup;
-use crate::device::{checked, lock, same_node, Shared};
+use crate::device::{checked, lock_engine, same_node, Shared};
 use crate::engine::{invalid, Engine};
 use crate::fault::CallKind;
 use crate::stream::SimStream;
@@ -106,7 +106,7 @@ impl SimComm {
             same_node(&first.shared, &d.shared)?;
         }
         let indices: Vec<u32> = devices.iter().map(|d| d.shared.device).collect();
-        let comm = lock(&first.shared).comm_init_all(&indices)?;
+        let comm = lock_engine(&first.shared).comm_init_all(&indices)?;
         let ranks = devices.len() as u32;
         Ok(devices
             .iter()
@@ -125,7 +125,7 @@ impl SimComm {
     /// ([`RemoteGroup::root_info`], a listener on `127.0.0.1`). Its 4,108 bytes go to the other
     /// ranks by any means (for example `braid_collective`'s `TcpRootInfoTransport`).
     pub fn root_info(device: &SimDevice) -> Result<RootInfo, HalError> {
-        lock(&device.shared).host_call("comm_root_info");
+        lock_engine(&device.shared).host_call("comm_root_info");
         RemoteGroup::root_info()
     }
 
@@ -148,13 +148,13 @@ impl SimComm {
         info: &RootInfo,
     ) -> Result<SimComm, HalError> {
         let group = RemoteGroup::join(info, ranks, rank, JOIN_TIMEOUT)?;
-        let node = lock(&device.shared).node_id();
+        let node = lock_engine(&device.shared).node_id();
         let mut mine = std::process::id().to_le_bytes().to_vec();
         mine.extend(node.to_le_bytes());
         let everyone = group.exchange(0, mine.clone())?;
         let one_node = everyone.iter().all(|theirs| theirs[..] == mine[..]);
         let kind = if one_node {
-            let comm = lock(&device.shared).comm_join_local(group.id(), ranks, rank)?;
+            let comm = lock_engine(&device.shared).comm_join_local(group.id(), ranks, rank)?;
             Kind::Node(comm)
         } else {
             Kind::Remote {
@@ -179,7 +179,7 @@ impl SimComm {
     /// The cost model's numbers for this communicator's collectives on `dtype` elements: the
     /// links between its devices and the reduction rate, for [`crate::collective_bound`].
     pub fn link_params(&self, dtype: DType) -> LinkParams {
-        let engine = lock(&self.shared);
+        let engine = lock_engine(&self.shared);
         match &self.kind {
             Kind::Node(comm) => engine.comm_link_params(*comm, dtype),
             Kind::Remote { .. } => engine.network_link_params(dtype),
@@ -208,7 +208,7 @@ impl SimComm {
                 drop(engine);
                 // One call at a time per rank, in the order the rank issues them.
                 let mut next = calls.lock();
-                let part = lock(&stream.shared).remote_prepare(
+                let part = lock_engine(&stream.shared).remote_prepare(
                     stream.global(),
                     self.rank,
                     self.ranks,
@@ -217,7 +217,7 @@ impl SimComm {
                 )?;
                 let blobs = group.exchange(*next, part.blob.clone())?;
                 *next += 1;
-                lock(&stream.shared).remote_finish(part, blobs)
+                lock_engine(&stream.shared).remote_finish(part, blobs)
             }
         }
     }
