@@ -13,10 +13,12 @@
 //! The parts: this module holds the state, the clocks and memory calls; `submit` checks and
 //! places ops (peer copies on links), `events` has events, synchronization, captures and
 //! graph launches, `graph_run` the replay of graphs holding collectives (their captured
-//! streams kept concurrent), `observe` the timeline, statistics, reports and trace export.
+//! streams kept concurrent), `failures` the user operators whose body failed, `observe` the
+//! timeline, statistics, reports and trace export.
 
 mod collectives;
 mod events;
+mod failures;
 mod graph_run;
 mod observe;
 mod remote_parts;
@@ -88,6 +90,9 @@ struct EventState {
     record: EventRecord,
     /// Stream (node-wide index) and time of the last eager record (for timeline flows).
     recorded_on: Option<(u32, u64)>,
+    /// [`DataQueue::seq`] at the last eager record: the record comes after the ops queued up
+    /// to it (a failed operator is reported by the events recorded on its stream after it).
+    record_seq: u64,
 }
 
 fn invalid(msg: impl Into<String>) -> HalError {
@@ -350,6 +355,9 @@ impl Engine {
             }
         }
         self.queue.drain(now, &mut self.memories);
+        if self.queue.has_failures() {
+            self.report_failed_ops();
+        }
     }
 
     /// Charges one cheap host call `what` (create, alloc, free, memory info, capture calls).
@@ -409,6 +417,7 @@ impl Engine {
             external: flags.external,
             record: EventRecord::Never,
             recorded_on: None,
+            record_seq: 0,
         });
         self.events.len() - 1
     }

@@ -20,6 +20,10 @@ pub enum RaceKind {
     /// An access outside every live allocation (never allocated, or straddling the end of an
     /// allocation).
     OutOfBounds,
+    /// A read of bytes whose last writer failed on the device (a user operator whose host body
+    /// panicked): they hold nothing that operator computed. Reported for every such read,
+    /// ordered after the failure or not, until something writes the bytes again.
+    UnwrittenRead,
 }
 
 impl fmt::Display for RaceKind {
@@ -29,6 +33,7 @@ impl fmt::Display for RaceKind {
             RaceKind::WriteWrite => "write-write race",
             RaceKind::UseAfterFree => "use after free",
             RaceKind::OutOfBounds => "access outside any live allocation",
+            RaceKind::UnwrittenRead => "read of memory a failed operator left unwritten",
         })
     }
 }
@@ -84,7 +89,8 @@ pub struct RaceReport {
     /// The bytes involved (the union of the overlapping ranges of the two ops).
     pub range: DeviceSlice,
     /// The earlier op (in submission order); for a use after free of a freed range, the free;
-    /// `None` for an access to memory that was never allocated.
+    /// for an unwritten read, the operator that failed; `None` for an access to memory that
+    /// was never allocated.
     pub first: Option<OpRef>,
     /// The later op: the one whose submission revealed the problem.
     pub second: OpRef,
