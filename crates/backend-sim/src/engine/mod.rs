@@ -635,10 +635,10 @@ impl Engine {
     /// A sub-allocator handed out `range` on stream `local` of the current device (see
     /// [`crate::SimDevice::sanitizer_note_alloc`]).
     pub fn note_alloc(&mut self, range: DeviceSlice, local: u32) -> Result<(), HalError> {
-        self.local_stream(local)?;
+        let s = self.local_stream(local)?;
         self.track_lifetimes();
         self.sanitizer
-            .block_alloc(range)
+            .block_alloc(range, s)
             .map_err(|e| invalid(format!("sanitizer_note_alloc: {e}")))?;
         self.memory_sample();
         Ok(())

@@ -263,8 +263,12 @@ impl Sanitizer {
                 continue;
             }
             let (lo, hi) = (range.ptr.0, range.ptr.0.saturating_add(range.len));
-            let life = match self.lifetimes.lookup(lo, hi) {
-                Liveness::Live(life) => life,
+            let (life, stale) = match self.lifetimes.lookup(lo, hi) {
+                // Not ordered after the block's hand-out: a stale pointer to a freed buffer.
+                Liveness::Live(life, reuse) => (
+                    life,
+                    reuse.filter(|r| !vc.covers(r.after)).map(|r| &r.freed),
+                ),
                 Liveness::Freed(by) => {
                     add(RaceKind::UseAfterFree, Some(&by), lo, hi);
                     continue;
@@ -275,16 +279,18 @@ impl Sanitizer {
                 }
             };
             self.shadow.conflicts(lo, hi, write, life, vc, |c| {
-                let kind = if c.unwritten {
-                    RaceKind::UnwrittenRead
+                let (kind, first) = if c.unwritten {
+                    (RaceKind::UnwrittenRead, &c.prior.op)
+                } else if let Some(freed) = stale {
+                    (RaceKind::UseAfterFree, freed)
                 } else if c.prior.life != life {
-                    RaceKind::UseAfterFree
+                    (RaceKind::UseAfterFree, &c.prior.op)
                 } else if write && c.prior_write {
-                    RaceKind::WriteWrite
+                    (RaceKind::WriteWrite, &c.prior.op)
                 } else {
-                    RaceKind::ReadWrite
+                    (RaceKind::ReadWrite, &c.prior.op)
                 };
-                add(kind, Some(&c.prior.op), c.start, c.end);
+                add(kind, Some(first), c.start, c.end);
             });
             live.push((lo, hi, life, write));
         }
@@ -550,9 +556,14 @@ impl Sanitizer {
         }
     }
 
-    /// A sub-allocator handed out `range`.
-    pub fn block_alloc(&mut self, range: DeviceSlice) -> Result<(), String> {
-        self.lifetimes.block_alloc(range)
+    /// A sub-allocator handed out `range` for use on stream `s`: work of other streams must
+    /// be ordered after `s`'s work so far to use it (see `lifetime`'s docs).
+    pub fn block_alloc(&mut self, range: DeviceSlice, s: u32) -> Result<(), String> {
+        let after = self.streams.get(s as usize).map(|st| Epoch {
+            actor: st.actor,
+            count: st.vc.get(st.actor),
+        });
+        self.lifetimes.block_alloc(range, after)
     }
 
     /// A sub-allocator took back `range`; `by` names the free.
