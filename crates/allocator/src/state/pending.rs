@@ -45,7 +45,7 @@ impl<B: Backend> State<B> {
 
     /// Automatic mode: work at `pos` uses `[start, end)`. A use inside a capture counts only
     /// for blocks allocated for that capture (it runs at every replay; eager memory a graph
-    /// reads must outlive the graph, as in PyTorch). `pos` may be on another device's stream
+    /// uses is held for the graph's life instead, by `crate::graph_pins`). `pos` may be on another device's stream
     /// (a peer copy, a collective): a use like any other.
     pub(crate) fn note_use(&mut self, pos: StreamPosition, start: u64, end: u64) {
         if start >= end || self.arena.segments.is_empty() {
