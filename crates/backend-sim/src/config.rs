@@ -73,7 +73,7 @@ pub struct SimConfig {
     /// issued their part yet, before failing with an error naming them: the simulator's
     /// `HCCL_EXEC_TIMEOUT` (1836 s by default on HCCL, far too long for tests). 5 s by
     /// default; zero fails at once. A node's timeout is its first device's. See
-    /// [`crate::SimStream::collective`].
+    /// `SimBackend::launch_collective` (the hal's collective extension).
     pub collective_timeout: Duration,
     /// Workspace each built-in kernel launch asks for; `None` (the default): none, as the
     /// simulator's kernels need none. A dry run sets the sizes another backend's kernels ask

@@ -1,7 +1,8 @@
 //! [`SimDevice`]: the hal device, and the simulator's observability API.
 
+use crate::collective::HostWait;
 use crate::config::SimConfig;
-use crate::engine::{Engine, HostWait};
+use crate::engine::Engine;
 use crate::event::SimEvent;
 use crate::fault::{CallKind, FaultCounts, FaultPlan, Verdict};
 use crate::memory::PageRun;

@@ -2,7 +2,6 @@
 //! `DeviceMemory` (keep it until every collective using it has completed), and what breaks
 //! it is reported by the simulator's sanitizer as a use after free that names the
 //! collective and its rank.
-#![cfg(feature = "sim")]
 
 mod common;
 
