@@ -227,7 +227,7 @@ mod tests {
         let op = CustomOp::<SimBackend>::new("aclnnOverrun")
             .write(DeviceSlice::new(x, 16))
             .body(host_op(|_, outputs| outputs[0][16] = 1));
-        s.launch_custom(&op).unwrap();
+        s.launch_operator(&op.lower()).unwrap();
         let err = s.synchronize().unwrap_err();
         let code = crate::errmsg::ret(Err(sim_fail("aclrtSynchronizeStream", err)));
         assert_eq!(code, 507_015, "ACL_ERROR_RT_AICORE_EXCEPTION");
