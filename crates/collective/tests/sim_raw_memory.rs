@@ -43,14 +43,16 @@ fn raw_memory_freed_under_a_pending_collective_is_reported_naming_it() {
         "rank 0's part read from freed memory (zeros): the sum is wrong on rank 1"
     );
     let reports = r.devices[0].hal().sanitizer_reports();
+    let texts: Vec<String> = reports.iter().map(ToString::to_string).collect();
     let report = reports
         .iter()
-        .find(|x| x.kind == RaceKind::UseAfterFree)
-        .unwrap_or_else(|| panic!("no use after free reported: {reports:#?}"));
+        .find(|x| {
+            x.kind == RaceKind::UseAfterFree && x.first.as_ref().is_some_and(|f| f.kind == "free")
+        })
+        .unwrap_or_else(|| panic!("no use after the free reported: {texts:#?}"));
     let text = report.to_string();
     assert!(
         text.contains("allreduce(sum)") && text.contains("rank 0"),
         "the report names the collective and its rank: {text}"
     );
-    assert_eq!(report.first.as_ref().unwrap().kind, "free", "{text}");
 }

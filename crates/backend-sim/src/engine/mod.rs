@@ -581,6 +581,7 @@ impl Engine {
                     start_ns: at,
                     end_ns: at,
                     from_graph: false,
+                    rank: None,
                 })
                 .map_err(|r| sanitizer_error(&r))?;
         }
@@ -661,6 +662,7 @@ impl Engine {
                 start_ns: at,
                 end_ns: at,
                 from_graph: false,
+                rank: None,
             })
             .map_err(|e| invalid(format!("sanitizer_note_free: {e}")))?;
         self.memory_sample();

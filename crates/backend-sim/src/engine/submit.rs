@@ -332,5 +332,9 @@ pub(crate) fn op_info_at(
         start_ns: start,
         end_ns: end,
         from_graph,
+        rank: match &op.kind {
+            OpKind::Collective(part) => Some(part.rank),
+            _ => None,
+        },
     }
 }

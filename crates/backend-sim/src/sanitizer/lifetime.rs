@@ -327,6 +327,7 @@ mod tests {
             start_ns: 0,
             end_ns: 0,
             from_graph: false,
+            rank: None,
         })
     }
 

@@ -58,6 +58,8 @@ pub struct OpRef {
     pub from_graph: bool,
     /// The tag of its stream, when the front layer made it a tagged stream.
     pub stream_tag: Option<String>,
+    /// For a rank's part of a collective, the rank.
+    pub rank: Option<u32>,
 }
 
 impl fmt::Display for OpRef {
@@ -69,6 +71,9 @@ impl fmt::Display for OpRef {
             (None, _) => f.write_str("host")?,
         }
         write!(f, " `{}` ({}", self.label, self.kind)?;
+        if let Some(rank) = self.rank {
+            write!(f, ", rank {rank}")?;
+        }
         if self.from_graph {
             f.write_str(", graph node")?;
         }
@@ -129,6 +134,8 @@ pub(crate) struct OpInfo {
     pub start_ns: u64,
     pub end_ns: u64,
     pub from_graph: bool,
+    /// For a rank's part of a collective, the rank.
+    pub rank: Option<u32>,
 }
 
 impl OpInfo {
@@ -143,6 +150,7 @@ impl OpInfo {
             end_ns: self.end_ns,
             from_graph: self.from_graph,
             stream_tag: None,
+            rank: self.rank,
         }
     }
 }
@@ -167,6 +175,7 @@ mod tests {
             end_ns: 2500,
             from_graph: false,
             stream_tag: None,
+            rank: None,
         };
         let r = RaceReport {
             kind: RaceKind::WriteWrite,
