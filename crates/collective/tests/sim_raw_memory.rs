@@ -13,8 +13,14 @@ use common::*;
 #[test]
 fn raw_memory_freed_under_a_pending_collective_is_reported_naming_it() {
     let r = Ranks::new(2);
-    let (send0, recv0) = (r.upload(0, DType::F32, &[1.0; 64]), r.zeros(0, DType::F32, 64));
-    let (send1, recv1) = (r.upload(1, DType::F32, &[2.0; 64]), r.zeros(1, DType::F32, 64));
+    let (send0, recv0) = (
+        r.upload(0, DType::F32, &[1.0; 64]),
+        r.zeros(0, DType::F32, 64),
+    );
+    let (send1, recv1) = (
+        r.upload(1, DType::F32, &[2.0; 64]),
+        r.zeros(1, DType::F32, 64),
+    );
     // Each rank's collective runs on a communication stream of its own, after the uploads.
     let comm: Vec<_> = r
         .devices
