@@ -213,4 +213,36 @@ mod tests {
         s.launch(&fill.into(), "fails on the device").unwrap();
         assert_eq!(code(s.synchronize().unwrap_err()), 507_015);
     }
+
+    #[test]
+    fn an_operator_whose_body_fails_is_an_aicore_exception_naming_it() {
+        use braid_backend_sim::{host_op, SimBackend};
+        use braid_stream_core::CustomOp;
+        use std::ffi::CStr;
+        let sim = SimDevice::new(SimConfig::new());
+        let s = sim.create_stream(0).unwrap();
+        let x = sim.alloc(16).unwrap();
+        // An aclnn operator's body computing over a shape it was not given indexes past its
+        // slice; the launch succeeds, as the real kernel's would.
+        let op = CustomOp::<SimBackend>::new("aclnnOverrun")
+            .write(DeviceSlice::new(x, 16))
+            .body(host_op(|_, outputs| outputs[0][16] = 1));
+        s.launch_operator(&op.lower()).unwrap();
+        let err = s.synchronize().unwrap_err();
+        let code = crate::errmsg::ret(Err(sim_fail("aclrtSynchronizeStream", err)));
+        assert_eq!(code, 507_015, "ACL_ERROR_RT_AICORE_EXCEPTION");
+        let recent = crate::errmsg::take_recent();
+        assert!(!recent.is_null());
+        // SAFETY: a NUL-terminated string owned by this thread until the next fetch.
+        let text = unsafe { CStr::from_ptr(recent) }
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            text.contains("aclrtSynchronizeStream")
+                && text.contains("`aclnnOverrun`")
+                && text.contains("index out of bounds"),
+            "{text}"
+        );
+        assert!(s.synchronize().is_ok(), "reported once");
+    }
 }

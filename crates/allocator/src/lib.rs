@@ -25,6 +25,7 @@
 //! | `sleep` | sleep mode: sleepable pools ([`CachingAllocator::create_sleepable_pool`]) whose memory is offloaded or discarded and whose pages are released, addresses kept ([`CachingAllocator::sleep`], [`CachingAllocator::wake`], [`SleepMode`]); the state side is `state::sleep` |
 //! | `stats`, `snapshot` | [`MemoryStats`] with PyTorch's names; [`MemorySnapshot`] and the history |
 //! | `keepalive` | how buffers keep the allocator alive without a reference count each |
+//! | `graph_pins` | buffers a captured graph uses stay allocated while the graph lives |
 //! | `host` (`buffer`, `cache`, `stats`) | [`PinnedHostAllocator`], [`PinnedBuffer`], its cache, [`PinnedStats`] |
 //!
 //! # Example
@@ -61,6 +62,7 @@ mod checkpoint;
 mod config;
 mod error;
 mod free_list;
+mod graph_pins;
 mod host;
 mod keepalive;
 mod mempool;

@@ -285,7 +285,10 @@ impl SimDevice {
     /// of a block becomes visible: once a segment has a declared block, only its live blocks
     /// count as allocated, an access to a taken-back block is a use after free, and an access
     /// that is not ordered after an access from an earlier lifetime of the same bytes is
-    /// reported as [`crate::RaceKind::UseAfterFree`]. Costs no virtual time.
+    /// reported as [`crate::RaceKind::UseAfterFree`]. A block handed out over freed bytes
+    /// belongs to work ordered after `stream`'s work so far: a conflicting access that is not
+    /// is a stale pointer to the freed buffer, reported as a use after free naming the free
+    /// (not as a race with the new owner). Costs no virtual time.
     ///
     /// Errors: `range` is empty, not inside one live segment, or overlaps a live block.
     pub fn sanitizer_note_alloc(&self, range: DeviceSlice, stream: u32) -> Result<(), HalError> {

@@ -158,6 +158,7 @@ macro_rules! __with_cases {
                 thread_local_and_relaxed_capture,
                 capturing_stream_cannot_wait_on_eager_event,
                 d2h_copy_refused_during_capture,
+                graph_keeps_captured_buffers_alive,
             ],
             errors: [
                 objects_of_another_device_refused,

@@ -28,6 +28,8 @@ pub(crate) struct DeviceInner<B: Backend> {
     capture_gate: RwLock<()>,
     state: Mutex<DeviceState<B>>,
     observers: RwLock<Vec<Weak<dyn UseObserver>>>,
+    /// Observers of the ranges captured work uses only ([`Device::add_capture_use_observer`]).
+    capture_observers: RwLock<Vec<Weak<dyn UseObserver>>>,
     pub(crate) workspaces: crate::workspace::Workspaces<B>,
 }
 
@@ -120,6 +122,7 @@ impl<B: Backend> Device<B> {
             capture_gate: RwLock::new(()),
             state: Mutex::new(DeviceState::new(uid)),
             observers: RwLock::new(Vec::new()),
+            capture_observers: RwLock::new(Vec::new()),
             workspaces: crate::workspace::Workspaces::new(),
         };
         tracing::debug!(
@@ -375,31 +378,64 @@ impl<B: Backend> Device<B> {
     /// Registers `observer` to receive every range used by work submitted from now on (see
     /// [`UseObserver`]). The device holds it weakly: dropping the observer unregisters it.
     pub fn add_use_observer(&self, observer: &Arc<dyn UseObserver>) {
-        let mut observers = self
-            .inner
-            .observers
-            .write()
-            .unwrap_or_else(|p| p.into_inner());
-        observers.retain(|o| o.strong_count() > 0);
-        observers.push(Arc::downgrade(observer));
+        register(&self.inner.observers, observer);
     }
 
-    /// Tells the observers that the work at `position` accesses `ranges`.
+    /// Registers `observer` to receive the ranges used by captured work only (work submitted
+    /// into a capture; its positions are in the capture's domain), from now on: what a graph
+    /// will touch at every replay, for an owner of memory that must outlive the graph (braid's
+    /// caching allocator keeps such memory allocated while the graph lives, see
+    /// [`Device::attach_to_capture`]). Eager work costs such an observer nothing. Held weakly,
+    /// as [`Device::add_use_observer`].
+    pub fn add_capture_use_observer(&self, observer: &Arc<dyn UseObserver>) {
+        register(&self.inner.capture_observers, observer);
+    }
+
+    /// Hands `item` to the graph the capture of `position` (captured work of this device)
+    /// becomes: it lives as long as the [`crate::Graph`] does and, when the graph is dropped,
+    /// until the host has observed its launches complete; it is dropped at once if the
+    /// capture is discarded. Returns `false`, dropping `item`, when `position` is not work of
+    /// a capture of this device that is still active. Use it to keep what a graph's replays
+    /// touch alive (memory, or a hold on memory) without the graph knowing its owner.
+    pub fn attach_to_capture(
+        &self,
+        position: StreamPosition,
+        item: impl std::any::Any + Send + Sync,
+    ) -> bool {
+        let crate::ordering::Domain::Capture(capture) = position.domain else {
+            return false;
+        };
+        if position.device != self.inner.uid {
+            return false;
+        }
+        let item: crate::state::KeepAlive = Box::new(item);
+        let refused = {
+            let mut st = self.inner.lock();
+            if st.ordering.captures().any(|c| c.id == capture) {
+                st.keep_alive(position, item);
+                None
+            } else {
+                Some(item)
+            }
+        };
+        // Dropped after the lock: an item's drop may do anything but take a device lock.
+        refused.is_none()
+    }
+
+    /// Tells the observers that the work at `position` accesses `ranges` (the capture
+    /// observers too, for captured work).
     pub(crate) fn notify_uses(
         &self,
         position: StreamPosition,
         ranges: impl IntoIterator<Item = (DeviceSlice, Access)>,
     ) {
-        let observers = self
-            .inner
-            .observers
-            .read()
-            .unwrap_or_else(|p| p.into_inner());
-        if observers.is_empty() {
+        let mut live = upgrade(&self.inner.observers);
+        if matches!(position.domain, crate::ordering::Domain::Capture(_)) {
+            live.extend(upgrade(&self.inner.capture_observers));
+        }
+        if live.is_empty() {
             return;
         }
-        let live: Vec<Arc<dyn UseObserver>> = observers.iter().filter_map(Weak::upgrade).collect();
-        drop(observers);
         for (range, access) in ranges {
             for observer in &live {
                 observer.note_use(position, range, access);
@@ -431,4 +467,20 @@ impl<B: Backend> Device<B> {
         };
         crate::memory::free_segments_gated(self, pending);
     }
+}
+
+/// Adds `observer` to `list`, forgetting the observers that are gone.
+fn register(list: &RwLock<Vec<Weak<dyn UseObserver>>>, observer: &Arc<dyn UseObserver>) {
+    let mut observers = list.write().unwrap_or_else(|p| p.into_inner());
+    observers.retain(|o| o.strong_count() > 0);
+    observers.push(Arc::downgrade(observer));
+}
+
+/// The observers of `list` still alive (no allocation when there are none).
+fn upgrade(list: &RwLock<Vec<Weak<dyn UseObserver>>>) -> Vec<Arc<dyn UseObserver>> {
+    let observers = list.read().unwrap_or_else(|p| p.into_inner());
+    if observers.is_empty() {
+        return Vec::new();
+    }
+    observers.iter().filter_map(Weak::upgrade).collect()
 }

@@ -56,6 +56,7 @@ impl Engine {
     pub(crate) fn record_at(&mut self, s: u32, e: usize, t: u64) {
         self.sanitizer.record(s, e);
         self.events[e].recorded_on = Some((s, t));
+        self.events[e].record_seq = self.queue.seq();
         if self.record_timeline {
             self.trace.markers.push(Marker {
                 stream: s,
@@ -410,7 +411,7 @@ impl Engine {
                     first_report = reports.into_iter().next();
                 }
             }
-            let end = self.place(node.op.clone(), slot, true);
+            let end = self.place(node.op.clone(), slot, Some(s));
             ends.push(end);
         }
         if let Some(r) = replay {

@@ -13,9 +13,11 @@
 //! The parts: this module holds the state, the clocks and memory calls; `submit` checks and
 //! places ops (peer copies on links), `events` has events, synchronization, captures and
 //! graph launches, `graph_run` the replay of graphs holding collectives (their captured
-//! streams kept concurrent), `observe` the timeline, statistics, reports and trace export.
+//! streams kept concurrent), `failures` the user operators whose body failed, `observe` the
+//! timeline, statistics, reports and trace export.
 
 mod events;
+mod failures;
 mod graph_run;
 mod observe;
 mod submit;
@@ -88,6 +90,9 @@ struct EventState {
     record: EventRecord,
     /// Stream (node-wide index) and time of the last eager record (for timeline flows).
     recorded_on: Option<(u32, u64)>,
+    /// [`DataQueue::seq`] at the last eager record: the record comes after the ops queued up
+    /// to it (a failed operator is reported by the events recorded on its stream after it).
+    record_seq: u64,
 }
 
 pub(crate) fn invalid(msg: impl Into<String>) -> HalError {
@@ -350,6 +355,9 @@ impl Engine {
             }
         }
         self.queue.drain(now, &mut self.memories);
+        if self.queue.has_failures() {
+            self.report_failed_ops();
+        }
     }
 
     /// Charges one cheap host call `what` (create, alloc, free, memory info, capture calls).
@@ -409,6 +417,7 @@ impl Engine {
             external: flags.external,
             record: EventRecord::Never,
             recorded_on: None,
+            record_seq: 0,
         });
         self.events.len() - 1
     }
@@ -572,6 +581,7 @@ impl Engine {
                     start_ns: at,
                     end_ns: at,
                     from_graph: false,
+                    rank: None,
                 })
                 .map_err(|r| sanitizer_error(&r))?;
         }
@@ -626,10 +636,10 @@ impl Engine {
     /// A sub-allocator handed out `range` on stream `local` of the current device (see
     /// [`crate::SimDevice::sanitizer_note_alloc`]).
     pub fn note_alloc(&mut self, range: DeviceSlice, local: u32) -> Result<(), HalError> {
-        self.local_stream(local)?;
+        let s = self.local_stream(local)?;
         self.track_lifetimes();
         self.sanitizer
-            .block_alloc(range)
+            .block_alloc(range, s)
             .map_err(|e| invalid(format!("sanitizer_note_alloc: {e}")))?;
         self.memory_sample();
         Ok(())
@@ -652,6 +662,7 @@ impl Engine {
                 start_ns: at,
                 end_ns: at,
                 from_graph: false,
+                rank: None,
             })
             .map_err(|e| invalid(format!("sanitizer_note_free: {e}")))?;
         self.memory_sample();

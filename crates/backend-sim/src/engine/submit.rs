@@ -105,7 +105,7 @@ impl Engine {
         self.sanitizer
             .eager_op(s, &acc, || op_info(&op, &slot, at, false))
             .map_err(|r| sanitizer_error(&r))?;
-        let end = self.place(op, slot, false);
+        let end = self.place(op, slot, None);
         let st = self.stream_mut(s)?;
         st.tail = st.tail.max(end);
         Ok(())
@@ -249,8 +249,10 @@ impl Engine {
     }
 
     /// Places `op` in `slot` (from [`Engine::slot`], with nothing placed in between); returns
-    /// its end time.
-    pub(super) fn place(&mut self, op: Op, slot: Slot, from_graph: bool) -> u64 {
+    /// its end time. `launch`: the stream that launched the graph `op` is a node of (`None`
+    /// for eager work); a failure of the op is reported there.
+    pub(super) fn place(&mut self, op: Op, slot: Slot, launch: Option<u32>) -> u64 {
+        let from_graph = launch.is_some();
         let unit = op.kind.unit();
         let (start, end) = (slot.start, slot.end);
         let d = self.device_of_stream(op.stream);
@@ -291,7 +293,8 @@ impl Engine {
             });
         }
         if self.mode == SimMode::Data {
-            self.queue.push(start, end, op.kind, d);
+            let report = launch.unwrap_or(op.stream);
+            self.queue.push_on(start, end, op.kind, d, report);
         }
         end
     }
@@ -329,5 +332,9 @@ pub(crate) fn op_info_at(
         start_ns: start,
         end_ns: end,
         from_graph,
+        rank: match &op.kind {
+            OpKind::Collective(part) => Some(part.rank),
+            _ => None,
+        },
     }
 }
