@@ -14,7 +14,7 @@ use std::ffi::{c_char, c_void};
 ///
 /// # Safety
 /// `p` is null or valid for a write of `T`.
-unsafe fn out<T>(call: &str, p: *mut T, f: impl FnOnce() -> Result<T, Fail>) -> aclError {
+pub(crate) unsafe fn out<T>(call: &str, p: *mut T, f: impl FnOnce() -> Result<T, Fail>) -> aclError {
     if p.is_null() {
         return ret(Err(fail(
             ACL_ERROR_INVALID_PARAM,
@@ -31,11 +31,11 @@ unsafe fn out<T>(call: &str, p: *mut T, f: impl FnOnce() -> Result<T, Fail>) -> 
     }
 }
 
-fn h(p: *mut c_void) -> usize {
+pub(crate) fn h(p: *mut c_void) -> usize {
     p as usize
 }
 
-fn ptr_of(handle: usize) -> *mut c_void {
+pub(crate) fn ptr_of(handle: usize) -> *mut c_void {
     handle as *mut c_void
 }
 
@@ -112,7 +112,7 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
 /// `aclError aclrtSynchronizeDevice()`.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
-    ret(with(|r| r.synchronize_device()))
+    ret(with(|r| r.synchronize_device(-1)))
 }
 
 /// `aclError aclrtCreateStream(aclrtStream *stream)`.
@@ -286,7 +286,7 @@ pub unsafe extern "C" fn aclrtMalloc(
     // SAFETY: the caller's guarantee on `dev_ptr`.
     unsafe {
         out("aclrtMalloc", dev_ptr, || {
-            with(|r| r.malloc(size)).map(|p| p as usize as *mut c_void)
+            with(|r| r.malloc("aclrtMalloc", size)).map(|p| p as usize as *mut c_void)
         })
     }
 }
@@ -336,7 +336,17 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
 ) -> aclError {
     ret(with(|r| {
         // SAFETY: the caller's guarantee on the host memory.
-        unsafe { r.memcpy_async(dst as u64, dest_max, src as u64, count, kind, h(stream)) }
+        unsafe {
+            r.memcpy_async(
+                "aclrtMemcpyAsync",
+                dst as u64,
+                dest_max,
+                src as u64,
+                count,
+                kind,
+                h(stream),
+            )
+        }
     }))
 }
 
@@ -351,7 +361,14 @@ pub extern "C" fn aclrtMemsetAsync(
     stream: *mut c_void,
 ) -> aclError {
     ret(with(|r| {
-        r.memset_async(dev_ptr as u64, max_count, value, count, h(stream))
+        r.memset_async(
+            "aclrtMemsetAsync",
+            dev_ptr as u64,
+            max_count,
+            value,
+            count,
+            h(stream),
+        )
     }))
 }
 

@@ -92,13 +92,16 @@
 
 pub mod aclnn;
 mod capture;
+pub mod client;
 mod codes;
 mod errmsg;
 pub mod exports;
 pub mod hccl;
+mod outputs;
 mod registry;
 mod settings;
 
 pub use settings::{
-    SettingError, CAPACITY_ENV, DEFAULT_TIMING_ONLY, DEVICES_ENV, MAX_DEVICES, TIMING_ONLY_ENV,
+    SettingError, CAPACITY_ENV, DEFAULT_SOC, DEFAULT_TIMING_ONLY, DEVICES_ENV, MAX_DEVICES,
+    RACE_REPORT_ENV, SOC_ENV, SOC_NAMES, TIMELINE_ENV, TIMING_ONLY_ENV,
 };

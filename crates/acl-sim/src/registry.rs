@@ -17,6 +17,7 @@
 //! | `vmm` | the virtual-memory API |
 //! | `models` | captures into models, the rules an active capture sets, model execution |
 //! | `collective` | what HCCL's exports need: communicators' devices, collectives on ACL streams |
+//! | `system` | what clients ask of the runtime and the SoC: its name and capabilities, system parameters, overflow mode, timeouts, finalization |
 
 use crate::capture::{CaptureState, Clock};
 use crate::codes::*;
@@ -35,6 +36,7 @@ mod events;
 mod memory;
 mod models;
 mod streams;
+mod system;
 mod vmm;
 
 /// First handle value; handles step by 0x40 so they look like (and are as distinct as) pointers.
@@ -49,6 +51,10 @@ thread_local! {
 struct Dev {
     sim: SimDevice,
     default_stream: SimStream,
+    /// The handle of the device's (default) context.
+    context: usize,
+    /// `aclrtCtxSetSysParamOpt` values of the context, by option.
+    context_params: BTreeMap<i32, i64>,
     refcount: u64,
     /// Live segments: address → size.
     allocations: BTreeMap<u64, u64>,
@@ -83,6 +89,8 @@ enum ModelState {
 
 struct ModelEntry {
     device: usize,
+    /// `aclmdlRIGetId`'s answer: unique among the process's models.
+    id: u32,
     state: ModelState,
 }
 
@@ -91,6 +99,8 @@ pub(crate) struct Registry {
     initialized: bool,
     device_count: usize,
     capacity: u64,
+    /// What the runtime says of itself and the SoC, and the process-wide parameters.
+    system: system::System,
     /// Per device: whether it runs timing-only.
     timing_only: Vec<bool>,
     devices: Vec<Option<Dev>>,
@@ -111,20 +121,36 @@ pub(crate) struct Registry {
     next_capture: u64,
 }
 
-/// Runs `f` on the process-wide registry, made from the environment's [`Settings`] at first
-/// use. Invalid settings fail every call with `ACL_ERROR_INVALID_PARAM` and the text naming
-/// the variable and its value.
-pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> Result<R, Fail>) -> Result<R, Fail> {
+/// The process-wide registry, made from the environment's [`Settings`] at first use; invalid
+/// settings are the failure every call returns (`ACL_ERROR_INVALID_PARAM`, the text naming
+/// the variable and its value).
+fn registry() -> &'static Result<Mutex<Registry>, Fail> {
     static REGISTRY: OnceLock<Result<Mutex<Registry>, Fail>> = OnceLock::new();
-    let registry = REGISTRY.get_or_init(|| {
+    REGISTRY.get_or_init(|| {
         Settings::from_env(|k| std::env::var_os(k))
             .map(|settings| Mutex::new(Registry::new(settings)))
             .map_err(|e| fail(ACL_ERROR_INVALID_PARAM, e.to_string()))
-    });
-    let m = registry.as_ref().map_err(Clone::clone)?;
+    })
+}
+
+/// Runs `f` on the process-wide registry.
+pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> Result<R, Fail>) -> Result<R, Fail> {
+    let m = registry().as_ref().map_err(Clone::clone)?;
     // Every registry operation leaves it consistent, so a poisoned lock is still usable.
     let mut guard: MutexGuard<'_, Registry> = m.lock().unwrap_or_else(|p| p.into_inner());
     f(&mut guard)
+}
+
+/// Runs `f` on the registry if it is free now; `None` when another thread holds it (at
+/// process exit, a thread may be stopped inside a call: waiting would never end).
+pub(crate) fn try_with<R>(f: impl FnOnce(&mut Registry) -> R) -> Option<R> {
+    let m = registry().as_ref().ok()?;
+    let mut guard = match m.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return None,
+    };
+    Some(f(&mut guard))
 }
 
 /// A simulator error as an ACL failure of `call`.
@@ -152,11 +178,15 @@ impl Registry {
             device_count,
             capacity,
             timing_only,
+            soc,
+            race_report,
+            timeline,
         } = settings;
         Registry {
             initialized: false,
             device_count,
             capacity,
+            system: system::System::new(soc, race_report, timeline),
             timing_only,
             devices: (0..device_count).map(|_| None).collect(),
             streams: HashMap::new(),

@@ -5,6 +5,7 @@
 
 use std::ffi::OsString;
 use std::fmt;
+use std::path::PathBuf;
 
 /// Environment variable: number of devices of the simulated node, 1 to [`MAX_DEVICES`]
 /// (default 8, the NPUs of one Atlas A2 server).
@@ -22,6 +23,36 @@ pub const TIMING_ONLY_ENV: &str = "BRAID_ACL_SIM_TIMING_ONLY";
 pub const DEFAULT_TIMING_ONLY: &[usize] = &[1];
 /// The most devices [`DEVICES_ENV`] may ask for.
 pub const MAX_DEVICES: usize = 64;
+/// Environment variable: the SoC name `aclrtGetSocName` answers, one of [`SOC_NAMES`]
+/// (default [`DEFAULT_SOC`]). Clients pick their code paths by it (torch_npu refuses a name
+/// it does not know), so only names of the Atlas A2/A3 family the simulator's device profile
+/// models are taken.
+pub const SOC_ENV: &str = "BRAID_ACL_SIM_SOC";
+/// The SoC names [`SOC_ENV`] takes: the Ascend 910B family (Atlas A2) and the 910_93 family
+/// (Atlas A3), whose runtime behaviour braid-acl-sim follows.
+pub const SOC_NAMES: &[&str] = &[
+    "Ascend910B1",
+    "Ascend910B2",
+    "Ascend910B2C",
+    "Ascend910B3",
+    "Ascend910B4",
+    "Ascend910B4-1",
+    "Ascend910_9391",
+    "Ascend910_9392",
+    "Ascend910_9381",
+    "Ascend910_9382",
+    "Ascend910_9372",
+    "Ascend910_9362",
+];
+/// The SoC name when [`SOC_ENV`] is unset.
+pub const DEFAULT_SOC: &str = "Ascend910B4";
+/// Environment variable: a file the sanitizer's reports are written to, as JSON, when the
+/// program calls `aclFinalize` (or, failing that, when the process exits). Unset: none.
+pub const RACE_REPORT_ENV: &str = "BRAID_ACL_SIM_RACE_REPORT";
+/// Environment variable: a file the simulated timeline is written to, as Chrome Trace Event
+/// JSON for Perfetto, when the program calls `aclFinalize` (or when the process exits).
+/// Unset: none, and no timeline is recorded.
+pub const TIMELINE_ENV: &str = "BRAID_ACL_SIM_TIMELINE";
 
 const DEFAULT_DEVICES: usize = 8;
 const DEFAULT_CAPACITY: u64 = 16 << 30;
@@ -58,6 +89,12 @@ pub(crate) struct Settings {
     pub capacity: u64,
     /// Per device: whether it runs timing-only.
     pub timing_only: Vec<bool>,
+    /// What `aclrtGetSocName` answers.
+    pub soc: &'static str,
+    /// Where the sanitizer's reports go at finalization.
+    pub race_report: Option<PathBuf>,
+    /// Where the timeline goes at finalization (and whether one is recorded).
+    pub timeline: Option<PathBuf>,
 }
 
 impl Settings {
@@ -104,10 +141,31 @@ impl Settings {
                 value,
                 expected: ids_expected,
             })?;
+        let socs_expected = format!("one of {}", SOC_NAMES.join(", "));
+        let soc = match text(SOC_ENV, &socs_expected)?.filter(|v| !v.trim().is_empty()) {
+            None => DEFAULT_SOC,
+            Some(value) => SOC_NAMES
+                .iter()
+                .copied()
+                .find(|name| *name == value.trim())
+                .ok_or(SettingError {
+                    variable: SOC_ENV,
+                    value,
+                    expected: socs_expected,
+                })?,
+        };
+        let path = |variable: &'static str| {
+            env(variable)
+                .filter(|v| !v.is_empty())
+                .map(PathBuf::from)
+        };
         Ok(Settings {
             device_count,
             capacity,
             timing_only,
+            soc,
+            race_report: path(RACE_REPORT_ENV),
+            timeline: path(TIMELINE_ENV),
         })
     }
 }
@@ -176,6 +234,27 @@ mod tests {
         let one = settings(&[(DEVICES_ENV, "1")]).unwrap();
         assert_eq!(one.timing_only, vec![false]);
         assert_eq!(settings(&[(DEVICES_ENV, "64")]).unwrap().device_count, 64);
+    }
+
+    #[test]
+    fn the_soc_name_is_one_of_the_family_and_paths_are_taken_as_given() {
+        let s = settings(&[]).unwrap();
+        assert_eq!(s.soc, DEFAULT_SOC);
+        assert_eq!((s.race_report, s.timeline), (None, None));
+        let s = settings(&[
+            (SOC_ENV, "Ascend910_9391"),
+            (RACE_REPORT_ENV, "/tmp/races.json"),
+            (TIMELINE_ENV, "trace.json"),
+        ])
+        .unwrap();
+        assert_eq!(s.soc, "Ascend910_9391");
+        assert_eq!(s.race_report, Some(PathBuf::from("/tmp/races.json")));
+        assert_eq!(s.timeline, Some(PathBuf::from("trace.json")));
+        for bad in ["Ascend310P3", "Ascend910A", "ascend910b4", "x"] {
+            let err = settings(&[(SOC_ENV, bad)]).unwrap_err();
+            assert_eq!((err.variable, err.value.as_str()), (SOC_ENV, bad));
+            assert!(err.to_string().contains("one of Ascend910B1,"), "{err}");
+        }
     }
 
     #[test]

@@ -1,15 +1,15 @@
 //! The exported aclnn symbols, each with the signature `braid-acl-sys` declares (checked at
 //! the end of this file).
 
-use super::{
-    common_dtype, dtype_of, expect_dims, objects, slice_of, Objects, Planned, TensorDesc, Work,
-};
+use super::{common_dtype, dtype_of, expect_dims, objects, ops, slice_of, Objects, Planned, TensorDesc, Work};
 use super::{REDUCE_SUM_WORKSPACE, RMS_NORM_WORKSPACE};
 use crate::errmsg::{fail, ret, Fail};
 use crate::registry::with;
 use braid_acl_sys::aclnn::{
     aclDataType, aclFormat, aclIntArray, aclOpExecutor, aclScalar, aclTensor, aclnnStatus,
-    ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_RUNTIME_ERROR, ACL_DOUBLE,
+    ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_RUNTIME_ERROR, ACL_BOOL,
+    ACL_DOUBLE, ACL_INT16, ACL_INT32, ACL_INT64, ACL_INT8, ACL_UINT16, ACL_UINT32, ACL_UINT64,
+    ACL_UINT8,
 };
 use braid_backend_sim::{host_op, SimBackend};
 use braid_stream_core::dtype::DType;
@@ -33,7 +33,15 @@ unsafe fn values(p: *const i64, n: u64) -> Option<Vec<i64>> {
     Some(unsafe { std::slice::from_raw_parts(p, usize::try_from(n).ok()?) }.to_vec())
 }
 
-/// `aclTensor *aclCreateTensor(...)`: null on bad arguments.
+/// The `aclDataType` values a descriptor takes (CANN's `acl_base.h`): a tensor of any of
+/// them can be described; the operators say which they compute.
+const KNOWN_DATA_TYPES: &[aclDataType] = &[
+    0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 16, 17, 27, 29, 30, 33, 34, 35, 36, 37, 38, 39,
+    40, 41,
+];
+
+/// `aclTensor *aclCreateTensor(...)`: null on bad arguments (a negative dimension or offset,
+/// a null address, a data type CANN does not have).
 ///
 /// # Safety
 /// Each array is null or valid for its count of reads.
@@ -64,7 +72,7 @@ pub unsafe extern "C" fn aclCreateTensor(
     if dims.iter().any(|&d| d < 0)
         || offset < 0
         || tensor_data.is_null()
-        || dtype_of(data_type).is_none() && data_type != ACL_DOUBLE
+        || !KNOWN_DATA_TYPES.contains(&data_type)
     {
         return std::ptr::null_mut();
     }
@@ -107,8 +115,46 @@ pub extern "C" fn aclDestroyTensor(tensor: *const aclTensor) -> aclnnStatus {
     destroy("aclDestroyTensor", |o| o.tensors.remove(&p), p)
 }
 
-/// `aclScalar *aclCreateScalar(void *value, aclDataType dataType)`: float, float16 (as f32
-/// bits are not taken: float16 and bfloat16 values are 2 bytes), double.
+/// The value of a scalar of type `data_type` at `value`, widened to `f64`: float, float16,
+/// bfloat16, double, the signed and unsigned integers (an `int64` beyond 2^53 rounds to the
+/// nearest `f64`, which no float32 operator can tell apart) and bool; `None` for another
+/// type.
+///
+/// # Safety
+/// `value` is non-null and points to a value of `data_type`.
+unsafe fn scalar_value(value: *const c_void, data_type: aclDataType) -> Option<f64> {
+    /// Reads a `T` at `value` (the caller's guarantee).
+    macro_rules! read {
+        ($t:ty) => {
+            // SAFETY: `value` points to a `$t` (the caller's guarantee); unaligned reads
+            // are fine.
+            f64::from(unsafe { value.cast::<$t>().read_unaligned() })
+        };
+    }
+    Some(match data_type {
+        ACL_DOUBLE => read!(f64),
+        ACL_INT8 => read!(i8),
+        ACL_UINT8 => read!(u8),
+        ACL_INT16 => read!(i16),
+        ACL_UINT16 => read!(u16),
+        ACL_INT32 => read!(i32),
+        ACL_UINT32 => read!(u32),
+        // SAFETY: an `i64` / `u64` (the caller's guarantee).
+        ACL_INT64 => (unsafe { value.cast::<i64>().read_unaligned() }) as f64,
+        // SAFETY: as above.
+        ACL_UINT64 => (unsafe { value.cast::<u64>().read_unaligned() }) as f64,
+        ACL_BOOL => f64::from(u8::from(read!(u8) != 0.0)),
+        _ => {
+            let t = dtype_of(data_type)?;
+            // SAFETY: a value of the type's size (the caller's guarantee).
+            let bytes = unsafe { std::slice::from_raw_parts(value.cast::<u8>(), t.size() as usize) };
+            f64::from(t.get(bytes, 0)?)
+        }
+    })
+}
+
+/// `aclScalar *aclCreateScalar(void *value, aclDataType dataType)`: copies the value (see
+/// `scalar_value` for the types taken); null for a null value or another type.
 ///
 /// # Safety
 /// `value` is null or points to a value of `dataType`.
@@ -120,16 +166,9 @@ pub unsafe extern "C" fn aclCreateScalar(
     if value.is_null() {
         return std::ptr::null_mut();
     }
-    let v = match (data_type, dtype_of(data_type)) {
-        // SAFETY: a double, per the caller.
-        (ACL_DOUBLE, _) => unsafe { value.cast::<f64>().read_unaligned() },
-        (_, Some(t)) => {
-            let size = t.size() as usize;
-            // SAFETY: a value of the type's size, per the caller.
-            let bytes = unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size) };
-            t.get(bytes, 0).map_or(f64::NAN, f64::from)
-        }
-        _ => return std::ptr::null_mut(),
+    // SAFETY: non-null, and the caller's guarantee on its type.
+    let Some(v) = (unsafe { scalar_value(value, data_type) }) else {
+        return std::ptr::null_mut();
     };
     let mut objs = objects();
     let h = objs.handle();
@@ -227,7 +266,7 @@ pub unsafe extern "C" fn braidSimAclnnLiveObjects(counts: *mut u64) -> aclnnStat
 ///
 /// # Safety
 /// `ws` and `ex` are null or valid for a write.
-unsafe fn plan(
+pub(super) unsafe fn plan(
     call: &str,
     ws: *mut u64,
     ex: *mut *mut aclOpExecutor,
@@ -267,7 +306,7 @@ fn kernel(k: Kernel, t: DType, ws: u64) -> Result<(Work, u64), Fail> {
 }
 
 /// An operator launch: consumes the executor, checks the workspace, enqueues the work.
-fn launch(
+pub(super) fn launch(
     call: &'static str,
     workspace: *mut c_void,
     size: u64,
@@ -313,6 +352,7 @@ fn launch(
     let result = with(|r| {
         r.launch_aclnn(call, stream as usize, ws, |sim| match &planned.work {
             Work::Kernel(k) => sim.launch(k, call),
+            Work::Custom(op) => sim.launch_custom(op),
             Work::RmsNorm {
                 x,
                 gamma,
@@ -375,6 +415,7 @@ fn rms_norm_op(
         .body(body)
 }
 
+/// Exports the launch (phase 2) of each named operator.
 macro_rules! launcher {
     ($($name:ident),*) => {$(
         #[doc = concat!("`aclnnStatus ", stringify!($name), "(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream)`.")]
@@ -384,6 +425,8 @@ macro_rules! launcher {
         }
     )*};
 }
+
+pub(super) use launcher;
 
 launcher!(
     aclnnInplaceFillScalar,
@@ -410,23 +453,14 @@ pub unsafe extern "C" fn aclnnInplaceFillScalarGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let d = o.tensor(CALL, "selfRef", self_ref as usize)?;
             let v = o.scalar(CALL, "value", value as usize)?;
-            let t = common_dtype(CALL, &[("selfRef", d)])?;
-            kernel(
-                Kernel::Fill {
-                    dst: slice_of(CALL, "selfRef", d, t)?,
-                    value: v as f32,
-                },
-                t,
-                0,
-            )
+            ops::fill(CALL, o, self_ref as usize, v)
         })
     }
 }
 
-/// `aclnnAddGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`: same shapes
-/// (the simulator does not broadcast), alpha 1.
+/// `aclnnAddGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`: `out = self
+/// + alpha * other`, broadcasting, any alpha, strided tensors ([`ops::binary`]).
 ///
 /// # Safety
 /// Out pointers null or valid for a write.
@@ -443,30 +477,8 @@ pub unsafe extern "C" fn aclnnAddGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let (a, b, c) = (
-                o.tensor(CALL, "self", self_ as usize)?,
-                o.tensor(CALL, "other", other as usize)?,
-                o.tensor(CALL, "out", out as usize)?,
-            );
             let alpha = o.scalar(CALL, "alpha", alpha as usize)?;
-            if alpha != 1.0 {
-                return Err(fail(
-                    ACLNN_ERR_PARAM_INVALID,
-                    format!("{CALL}: the simulator computes alpha = 1 only, got {alpha}"),
-                ));
-            }
-            let t = common_dtype(CALL, &[("self", a), ("other", b), ("out", c)])?;
-            expect_dims(CALL, "other", b, &a.dims)?;
-            expect_dims(CALL, "out", c, &a.dims)?;
-            kernel(
-                Kernel::Add {
-                    a: slice_of(CALL, "self", a, t)?,
-                    b: slice_of(CALL, "other", b, t)?,
-                    out: slice_of(CALL, "out", c, t)?,
-                },
-                t,
-                0,
-            )
+            ops::binary(CALL, o, (self_ as usize, other as usize, out as usize), Some(alpha))
         })
     }
 }
@@ -487,22 +499,8 @@ pub unsafe extern "C" fn aclnnMulsGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let (a, c) = (
-                o.tensor(CALL, "self", self_ as usize)?,
-                o.tensor(CALL, "out", out as usize)?,
-            );
             let factor = o.scalar(CALL, "other", other as usize)?;
-            let t = common_dtype(CALL, &[("self", a), ("out", c)])?;
-            expect_dims(CALL, "out", c, &a.dims)?;
-            kernel(
-                Kernel::Scale {
-                    src: slice_of(CALL, "self", a, t)?,
-                    dst: slice_of(CALL, "out", c, t)?,
-                    factor: factor as f32,
-                },
-                t,
-                0,
-            )
+            ops::with_scalar(CALL, o, (self_ as usize, out as usize), factor, None)
         })
     }
 }
@@ -578,26 +576,14 @@ pub unsafe extern "C" fn aclnnInplaceCopyGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let (d, s) = (
-                o.tensor(CALL, "selfRef", self_ref as usize)?,
-                o.tensor(CALL, "src", src as usize)?,
-            );
-            let t = common_dtype(CALL, &[("selfRef", d), ("src", s)])?;
-            expect_dims(CALL, "src", s, &d.dims)?;
-            kernel(
-                Kernel::Copy {
-                    src: slice_of(CALL, "src", s, t)?,
-                    dst: slice_of(CALL, "selfRef", d, t)?,
-                },
-                t,
-                0,
-            )
+            ops::copy(CALL, o, self_ref as usize, src as usize)
         })
     }
 }
 
 /// `aclnnReduceSumGetWorkspaceSize(self, dim, keepDim, dtype, out, workspaceSize, executor)`:
-/// the simulator sums every element (`dim` must name every dimension) into a 1-element `out`.
+/// the sum over the dimensions `dim` (all of them when it is empty), `keepDim` keeping them as
+/// 1 ([`ops::sum`]).
 ///
 /// # Safety
 /// Out pointers null or valid for a write.
@@ -605,7 +591,7 @@ pub unsafe extern "C" fn aclnnInplaceCopyGetWorkspaceSize(
 pub unsafe extern "C" fn aclnnReduceSumGetWorkspaceSize(
     self_: *const aclTensor,
     dim: *const aclIntArray,
-    _keep_dim: bool,
+    keep_dim: bool,
     dtype: aclDataType,
     out: *mut aclTensor,
     workspace_size: *mut u64,
@@ -615,31 +601,12 @@ pub unsafe extern "C" fn aclnnReduceSumGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let (a, c) = (
-                o.tensor(CALL, "self", self_ as usize)?,
-                o.tensor(CALL, "out", out as usize)?,
-            );
-            let dims = o.int_array(CALL, "dim", dim as usize)?;
-            let t = common_dtype(CALL, &[("self", a), ("out", c)])?;
-            if dtype != c.dtype {
-                return Err(fail(
-                    ACLNN_ERR_PARAM_INVALID,
-                    format!("{CALL}: dtype {dtype} differs from out's {}", c.dtype),
-                ));
-            }
-            let mut all: Vec<i64> = (0..a.dims.len() as i64).collect();
-            let mut given = dims.clone();
-            given.sort_unstable();
-            all.sort_unstable();
-            if given != all || c.numel() != 1 {
-                return Err(fail(ACLNN_ERR_PARAM_INVALID, format!("{CALL}: the simulator reduces every dimension into one element (dim {dims:?}, out shape {:?})", c.dims)));
-            }
-            kernel(
-                Kernel::ReduceSum {
-                    src: slice_of(CALL, "self", a, t)?,
-                    dst: slice_of(CALL, "out", c, t)?,
-                },
-                t,
+            ops::sum(
+                CALL,
+                o,
+                (self_ as usize, dim as usize, out as usize),
+                keep_dim,
+                dtype,
                 REDUCE_SUM_WORKSPACE,
             )
         })

@@ -20,7 +20,10 @@
 //!
 //! Live tensors, scalars, int arrays and executors are counted (`braidSimAclnnLiveObjects`).
 
+pub mod client_exports;
 pub mod exports;
+mod ops;
+mod strided;
 
 use crate::errmsg::{fail, Fail};
 use braid_acl_sys::aclnn::{
@@ -28,7 +31,8 @@ use braid_acl_sys::aclnn::{
 };
 use braid_stream_core::dtype::DType;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
-use braid_stream_core::TypedKernel;
+use braid_backend_sim::SimBackend;
+use braid_stream_core::{CustomOp, TypedKernel};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -57,6 +61,8 @@ impl TensorDesc {
 #[derive(Clone, Debug)]
 pub(crate) enum Work {
     Kernel(TypedKernel),
+    /// A host operator over strided tensors ([`strided`]).
+    Custom(CustomOp<SimBackend>),
     RmsNorm {
         x: DeviceSlice,
         gamma: DeviceSlice,

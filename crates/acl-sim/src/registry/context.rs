@@ -20,6 +20,18 @@ impl Registry {
         Ok(())
     }
 
+    /// Checks `aclInit` has run, for `call`.
+    pub fn initialized_for(&self, call: &str) -> Result<(), Fail> {
+        if self.initialized {
+            Ok(())
+        } else {
+            Err(fail(
+                ACL_ERROR_UNINITIALIZE,
+                format!("{call}: aclInit has not been called"),
+            ))
+        }
+    }
+
     pub fn device_count(&self) -> u32 {
         self.device_count as u32
     }
@@ -149,12 +161,29 @@ impl Registry {
         Ok(())
     }
 
-    pub fn synchronize_device(&mut self) -> Result<(), Fail> {
-        let index = self.current("aclrtSynchronizeDevice")?;
-        self.check_blocking("aclrtSynchronizeDevice", index, None)?;
-        self.dev(index)?
-            .sim
-            .synchronize()
-            .map_err(|e| sim_fail("aclrtSynchronizeDevice", e))
+    /// Synchronizes the current device; a non-negative `timeout_ms` fails with 507046
+    /// (`ACL_ERROR_RT_STREAM_SYNC_TIMEOUT`, what CANN documents for a timed-out device
+    /// synchronize) when the wait took longer in simulated time.
+    pub fn synchronize_device(&mut self, timeout_ms: i32) -> Result<(), Fail> {
+        let call = if timeout_ms < 0 {
+            "aclrtSynchronizeDevice"
+        } else {
+            "aclrtSynchronizeDeviceWithTimeout"
+        };
+        let index = self.current(call)?;
+        self.check_blocking(call, index, None)?;
+        let sim = &self.dev(index)?.sim;
+        let before = sim.host_time_ns();
+        sim.synchronize().map_err(|e| sim_fail(call, e))?;
+        let waited = sim.host_time_ns().saturating_sub(before);
+        if let Ok(limit) = u64::try_from(timeout_ms) {
+            if waited > limit.saturating_mul(1_000_000) {
+                return Err(fail(
+                    ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+                    format!("{call}: device synchronize timed out after {timeout_ms} ms"),
+                ));
+            }
+        }
+        Ok(())
     }
 }

@@ -45,6 +45,44 @@ impl Registry {
         Ok(h)
     }
 
+    /// `aclrtResetEvent`: the event returns to its unrecorded state (waits on it no longer
+    /// wait, a query reports it complete as for a new event). Work already waiting on it keeps
+    /// waiting for the recording it saw. `stream` must be a stream of the event's device; a
+    /// reset inside a capture is not simulated (`ACL_ERROR_RT_FEATURE_NOT_SUPPORT`).
+    pub fn reset_event(&mut self, event: usize, stream: usize) -> Result<(), Fail> {
+        const CALL: &str = "aclrtResetEvent";
+        let (device, flags) = {
+            let e = self.event(CALL, event)?;
+            (e.device, e.flags)
+        };
+        let s = self.stream(CALL, stream)?;
+        if s.device != device {
+            return Err(fail(
+                ACL_ERROR_RT_STREAM_CONTEXT,
+                format!("{CALL}: the event and the stream belong to different devices"),
+            ));
+        }
+        if s.capture.is_some() {
+            return Err(fail(
+                ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                format!("{CALL}: resetting an event inside a capture is not simulated"),
+            ));
+        }
+        let fresh = self
+            .dev(device)?
+            .sim
+            .create_event(EventFlags {
+                timing: flags & ACL_EVENT_TIME_LINE != 0,
+                external: false,
+            })
+            .map_err(|e| sim_fail(CALL, e))?;
+        if let Some(e) = self.events.get_mut(&event) {
+            e.sim = fresh;
+            e.recorded = Recorded::Never;
+        }
+        Ok(())
+    }
+
     pub fn destroy_event(&mut self, handle: usize) -> Result<(), Fail> {
         self.event("aclrtDestroyEvent", handle)?;
         self.events.remove(&handle);

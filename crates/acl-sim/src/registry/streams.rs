@@ -6,6 +6,7 @@
 use super::{sim_fail, Registry, StreamEntry, StreamRef};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
+use crate::outputs::StreamNames;
 use braid_backend_sim::SimStream;
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};
 
@@ -31,6 +32,20 @@ impl Registry {
             sim: e.sim.clone(),
             capture: e.capture,
         })
+    }
+
+    /// The `aclrtStream` handle of every live stream by (device, simulator stream index); the
+    /// default streams are handle 0.
+    pub(super) fn stream_names(&self) -> StreamNames {
+        let defaults = self.devices.iter().enumerate().filter_map(|(i, d)| {
+            d.as_ref()
+                .map(|d| ((i as u32, d.default_stream.index()), 0usize))
+        });
+        let created = self
+            .streams
+            .iter()
+            .map(|(h, e)| ((e.device as u32, e.sim.index()), *h));
+        defaults.chain(created).collect()
     }
 
     pub fn create_stream(&mut self, priority: u32) -> Result<usize, Fail> {
@@ -73,6 +88,27 @@ impl Registry {
             }
         }
         self.streams.remove(&handle);
+        Ok(())
+    }
+
+    /// `aclrtDestroyStreamForce`: as `aclrtDestroyStream` (the simulator's queued work is
+    /// already placed in virtual time, so nothing is waited for either way).
+    pub fn destroy_stream_force(&mut self, handle: usize) -> Result<(), Fail> {
+        self.destroy_stream(handle)
+    }
+
+    /// `aclrtSetStreamFailureMode`: `ACL_CONTINUE_ON_FAILURE` (0) or `ACL_STOP_ON_FAILURE`
+    /// (1) on a stream of the current device. The simulator reports a failed task at the
+    /// next synchronize either way (its failures are injected faults).
+    pub fn set_stream_failure_mode(&self, handle: usize, mode: u64) -> Result<(), Fail> {
+        const CALL: &str = "aclrtSetStreamFailureMode";
+        self.stream(CALL, handle)?;
+        if mode > braid_acl_sys::acl::ACL_STOP_ON_FAILURE {
+            return Err(fail(
+                ACL_ERROR_INVALID_PARAM,
+                format!("{CALL}: mode {mode} is not ACL_CONTINUE_ON_FAILURE (0) or ACL_STOP_ON_FAILURE (1)"),
+            ));
+        }
         Ok(())
     }
 

@@ -71,11 +71,19 @@ macro_rules! acl_client_functions {
     optional fn aclrtSynchronizeDeviceWithTimeout(timeout: i32) -> aclError;
     /// `aclError aclrtSetDeviceSatMode(aclrtFloatOverflowMode mode)`.
     optional fn aclrtSetDeviceSatMode(mode: i32) -> aclError;
-    /// `aclError aclrtGetSysParamOpt(aclSysParamOpt opt, int64_t *value)`.
+    /// `aclError aclrtGetDeviceSatMode(aclrtFloatOverflowMode *mode)`.
+    optional fn aclrtGetDeviceSatMode(mode: *mut i32) -> aclError;
+    /// `aclError aclrtSetSysParamOpt(aclSysParamOpt opt, int64_t value)`: for the process.
+    optional fn aclrtSetSysParamOpt(opt: i32, value: i64) -> aclError;
+    /// `aclError aclrtGetSysParamOpt(aclSysParamOpt opt, int64_t *value)`: the process's
+    /// value.
     optional fn aclrtGetSysParamOpt(opt: i32, value: *mut i64) -> aclError;
     /// `aclError aclrtCtxSetSysParamOpt(aclSysParamOpt opt, int64_t value)`: for the
     /// current context.
     optional fn aclrtCtxSetSysParamOpt(opt: i32, value: i64) -> aclError;
+    /// `aclError aclrtCtxGetSysParamOpt(aclSysParamOpt opt, int64_t *value)`: the current
+    /// context's value.
+    optional fn aclrtCtxGetSysParamOpt(opt: i32, value: *mut i64) -> aclError;
     /// `aclError aclrtSetOpExecuteTimeOut(uint32_t timeout)`: seconds.
     optional fn aclrtSetOpExecuteTimeOut(timeout: u32) -> aclError;
     /// `aclError aclrtSetOpExecuteTimeOutV2(uint64_t timeout, uint64_t *actualTimeout)`:
@@ -140,7 +148,7 @@ mod tests {
     #[test]
     fn the_client_list_is_optional_and_apart_from_braids_own() {
         let client = AclClientFunctions::SYMBOLS;
-        assert_eq!(client.len(), 35);
+        assert_eq!(client.len(), 38);
         assert!(client.iter().all(|s| !s.required));
         let mut names: Vec<&str> = client
             .iter()

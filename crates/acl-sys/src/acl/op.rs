@@ -44,6 +44,8 @@ macro_rules! acl_op_functions {
     /// `aclDataType aclGetTensorDescType(const aclTensorDesc *desc)`: `ACL_DT_UNDEFINED` for
     /// a null description.
     optional fn aclGetTensorDescType(desc: *const aclTensorDesc) -> i32;
+    /// `const char *aclGetTensorDescName(aclTensorDesc *desc)`.
+    optional fn aclGetTensorDescName(desc: *mut aclTensorDesc) -> *const c_char;
     /// `aclDataBuffer *aclCreateDataBuffer(void *data, size_t size)`.
     optional fn aclCreateDataBuffer(data: *mut c_void, size: usize) -> *mut aclDataBuffer;
     /// `aclError aclDestroyDataBuffer(const aclDataBuffer *dataBuffer)`.
@@ -104,6 +106,8 @@ macro_rules! acl_op_functions {
     ) -> aclError;
     /// `aclError aclSetCompileopt(aclCompileOpt opt, const char *value)`.
     optional fn aclSetCompileopt(opt: i32, value: *const c_char) -> aclError;
+    /// `aclError aclGetCompileopt(aclCompileOpt opt, char *value, size_t length)`.
+    optional fn aclGetCompileopt(opt: i32, value: *mut c_char, length: usize) -> aclError;
     /// `size_t aclGetCompileoptSize(aclCompileOpt opt)`: the bytes a value of `opt` takes
     /// (with its NUL).
     optional fn aclGetCompileoptSize(opt: i32) -> usize;
@@ -121,7 +125,7 @@ mod tests {
     #[test]
     fn the_old_operator_path_is_listed_once_and_optional() {
         let symbols = AclOpFunctions::SYMBOLS;
-        assert_eq!(symbols.len(), 26);
+        assert_eq!(symbols.len(), 28);
         assert!(symbols.iter().all(|s| !s.required));
         let mut names: Vec<&str> = symbols.iter().map(|s| s.name).collect();
         names.sort_unstable();
