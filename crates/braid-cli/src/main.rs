@@ -1,6 +1,8 @@
 //! `braid`: runs braid's scenarios on the simulated device or through ACL and prints what
-//! they show; replays PyTorch memory snapshots through braid's allocator.
+//! they show; replays PyTorch memory snapshots through braid's allocator; lays braid-acl-sim
+//! out as CANN's libraries for torch_npu.
 
+mod acl_sim_install;
 mod alloc_conf;
 mod demo;
 mod log;
@@ -67,6 +69,12 @@ enum Command {
         #[command(subcommand)]
         command: trace::TraceCommand,
     },
+    /// Installs braid-acl-sim as the CANN libraries of torch_npu (see `braid acl-sim install
+    /// --help`): run a torch_npu program with no NPU, with braid's race reports and timelines.
+    AclSim {
+        #[command(subcommand)]
+        command: acl_sim_install::AclSimCommand,
+    },
 }
 
 fn main() -> ExitCode {
@@ -99,6 +107,7 @@ fn main() -> ExitCode {
                 })
         }
         Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
+        Command::AclSim { command } => acl_sim_install::run(&command, &mut std::io::stdout()),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

@@ -268,10 +268,11 @@ pub unsafe extern "C" fn aclrtCtxGetSysParamOpt(opt: i32, value: *mut i64) -> ac
 }
 
 /// `aclError aclrtSetOpExecuteTimeOut(uint32_t timeout)`: taken (seconds; the simulator's
-/// operators end in virtual time and never time out).
+/// operators end in virtual time and never time out). Like CANN's, it may be called before
+/// `aclInit` (torch_npu does).
 #[no_mangle]
 pub extern "C" fn aclrtSetOpExecuteTimeOut(_timeout: u32) -> aclError {
-    ret(with(|r| r.initialized_for("aclrtSetOpExecuteTimeOut")))
+    ret(with(|_| Ok(())))
 }
 
 /// `aclError aclrtSetOpExecuteTimeOutV2(uint64_t timeout, uint64_t *actualTimeout)`: taken
@@ -283,18 +284,15 @@ pub extern "C" fn aclrtSetOpExecuteTimeOut(_timeout: u32) -> aclError {
 pub unsafe extern "C" fn aclrtSetOpExecuteTimeOutV2(timeout: u64, actual_timeout: *mut u64) -> aclError {
     const CALL: &str = "aclrtSetOpExecuteTimeOutV2";
     // SAFETY: the caller's guarantee on `actual_timeout`.
-    unsafe {
-        out(CALL, actual_timeout, || {
-            with(|r| r.initialized_for(CALL)).map(|()| timeout)
-        })
-    }
+    unsafe { out(CALL, actual_timeout, || with(|_| Ok(timeout))) }
 }
 
 /// `aclError aclrtSetOpWaitTimeout(uint32_t timeout)`: taken (seconds; a wait on an event
-/// ends in virtual time).
+/// ends in virtual time), before `aclInit` too (torch_npu's HCCL process group calls it
+/// first).
 #[no_mangle]
 pub extern "C" fn aclrtSetOpWaitTimeout(_timeout: u32) -> aclError {
-    ret(with(|r| r.initialized_for("aclrtSetOpWaitTimeout")))
+    ret(with(|_| Ok(())))
 }
 
 /// `aclError aclrtDeviceGetBareTgid(int32_t *pid)`: this process's id (the simulated

@@ -20,18 +20,6 @@ impl Registry {
         Ok(())
     }
 
-    /// Checks `aclInit` has run, for `call`.
-    pub fn initialized_for(&self, call: &str) -> Result<(), Fail> {
-        if self.initialized {
-            Ok(())
-        } else {
-            Err(fail(
-                ACL_ERROR_UNINITIALIZE,
-                format!("{call}: aclInit has not been called"),
-            ))
-        }
-    }
-
     pub fn device_count(&self) -> u32 {
         self.device_count as u32
     }

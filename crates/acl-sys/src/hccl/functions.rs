@@ -34,6 +34,17 @@ macro_rules! hccl_functions {
         rank: u32,
         comm: *mut HcclComm,
     ) -> HcclResult;
+    /// `HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo,
+    /// uint32_t rank, const HcclCommConfig *config, HcclComm *comm)`: as
+    /// `HcclCommInitRootInfo`, with the communicator's options (buffer size, name, algorithm,
+    /// ...) in `config`. torch_npu's process group creates its communicators with it.
+    optional fn HcclCommInitRootInfoConfig(
+        n_ranks: u32,
+        root_info: *const HcclRootInfo,
+        rank: u32,
+        config: *const c_void,
+        comm: *mut HcclComm,
+    ) -> HcclResult;
     /// `HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms)`: one
     /// communicator per device of this process (`comms` holds `ndev` handles; rank i is
     /// `devices[i]`).
@@ -142,7 +153,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 15);
+        assert_eq!(symbols.len(), 16);
         let optional: Vec<&str> = symbols
             .iter()
             .filter(|s| !s.required)
