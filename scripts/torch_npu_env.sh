@@ -17,8 +17,9 @@
 # - pytest and numpy for the suite.
 # The allocator-key clash between torch's CUDA library and torch_npu (both register
 # 'pinned_reserve_segment_size_mb' and friends in c10's one key set, and torch_npu aborts on the
-# duplicate) is not patched here: the suite's conftest.py resolves it in the test process only
-# (tests/torch_npu/keyset_shim.c), as a CPU-only torch build would not have it.
+# duplicate) is not patched here: the suite resolves it in its own processes only
+# (tests/torch_npu/keyset_shim.cpp, loaded before torch), as a CPU-only torch build (not on
+# the registry) would not have it.
 set -euo pipefail
 
 torch_version=2.14.0
@@ -47,6 +48,9 @@ mkdir -p "$(dirname "$venv")"
 "$venv/bin/python" -m pip install --quiet --no-cache-dir --upgrade pip >&2
 "$venv/bin/python" -m pip install --quiet --no-cache-dir \
     "torch==${torch_version}" "torch-npu==${torch_npu_version}" pytest numpy >&2
-"$venv/bin/python" -c "import torch; assert torch.__version__.startswith('${torch_version}'), torch.__version__" >&2
+# torch imports torch_npu on its own (a device-backend entry point), which needs CANN: off
+# for this check.
+TORCH_DEVICE_BACKEND_AUTOLOAD=0 "$venv/bin/python" -c \
+    "import torch; assert torch.__version__.startswith('${torch_version}'), torch.__version__" >&2
 echo "$stamp_text" >"$stamp"
 echo "$venv"

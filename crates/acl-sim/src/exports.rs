@@ -541,7 +541,7 @@ pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
     // SAFETY: the caller's guarantee on `granularity`.
     unsafe {
         out("aclrtMemGetAllocationGranularity", granularity, || {
-            Ok(2 << 20)
+            Ok(crate::registry::RESERVE_GRANULARITY as usize)
         })
     }
 }

@@ -39,6 +39,8 @@ mod streams;
 mod system;
 mod vmm;
 
+pub(crate) use vmm::RESERVE_GRANULARITY;
+
 /// First handle value; handles step by 0x40 so they look like (and are as distinct as) pointers.
 const HANDLE_BASE: usize = 0x0ac1_0000;
 const HANDLE_STEP: usize = 0x40;
@@ -123,13 +125,18 @@ pub(crate) struct Registry {
 
 /// The process-wide registry, made from the environment's [`Settings`] at first use; invalid
 /// settings are the failure every call returns (`ACL_ERROR_INVALID_PARAM`, the text naming
-/// the variable and its value).
+/// the variable and its value). The failure is also printed once on stderr: a client that
+/// swallows the error of its first call (torch_npu counts no devices then) leaves the user
+/// nothing else to go by.
 fn registry() -> &'static Result<Mutex<Registry>, Fail> {
     static REGISTRY: OnceLock<Result<Mutex<Registry>, Fail>> = OnceLock::new();
     REGISTRY.get_or_init(|| {
         Settings::from_env(|k| std::env::var_os(k))
             .map(|settings| Mutex::new(Registry::new(settings)))
-            .map_err(|e| fail(ACL_ERROR_INVALID_PARAM, e.to_string()))
+            .map_err(|e| {
+                eprintln!("{e}");
+                fail(ACL_ERROR_INVALID_PARAM, e.to_string())
+            })
     })
 }
 

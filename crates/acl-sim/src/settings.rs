@@ -49,6 +49,9 @@ pub const DEFAULT_SOC: &str = "Ascend910B4";
 /// Environment variable: a file the sanitizer's reports are written to, as JSON, when the
 /// program calls `aclFinalize` (or, failing that, when the process exits). Unset: none.
 pub const RACE_REPORT_ENV: &str = "BRAID_ACL_SIM_RACE_REPORT";
+/// Environment variable: a file every failed call is appended to, one line each (`<code>
+/// <message>`, the message naming the call), as it happens. Unset: none.
+pub const ERROR_LOG_ENV: &str = "BRAID_ACL_SIM_ERROR_LOG";
 /// Environment variable: a file the simulated timeline is written to, as Chrome Trace Event
 /// JSON for Perfetto, when the program calls `aclFinalize` (or when the process exits).
 /// Unset: none, and no timeline is recorded.

@@ -9,7 +9,6 @@ use super::{common_dtype, expect_dims, slice_of, Objects, TensorDesc, Work};
 use crate::errmsg::{fail, Fail};
 use braid_acl_sys::aclnn::ACLNN_ERR_PARAM_INVALID;
 use braid_backend_sim::SimBackend;
-use braid_stream_core::dtype::DType;
 use braid_stream_core::kernel::Kernel;
 use braid_stream_core::CustomOp;
 
@@ -39,10 +38,10 @@ fn dims(t: &TensorDesc) -> Vec<usize> {
 }
 
 /// A host operator, checked as the front layer checks every operator.
-fn custom(call: &str, op: CustomOp<SimBackend>, t: DType) -> Result<(Work, u64), Fail> {
+fn custom(call: &str, op: CustomOp<SimBackend>) -> Result<(Work, u64), Fail> {
     op.validate()
         .map_err(|e| invalid(call, format!("the operator's declaration is refused: {e}")))?;
-    Ok((Work::Custom(op.dtype(t)), 0))
+    Ok((Work::Custom(op), 0))
 }
 
 /// `out = self + alpha * other` (`alpha` given) or `out = self * other`, `other` and `self`
@@ -80,16 +79,17 @@ pub(crate) fn binary(
             0,
         ));
     }
-    let inputs = vec![Strided::of(call, "self", a, t)?, Strided::of(call, "other", b, t)?];
-    let out = Strided::of(call, "out", c, t)?;
+    let inputs = vec![Strided::of(call, "self", a)?, Strided::of(call, "other", b)?];
+    let out = Strided::of(call, "out", c)?;
     let op = match alpha {
+        // Computed in f32 and rounded once, as the simulator's kernels do.
         Some(alpha) => {
             let alpha = alpha as f32;
-            elementwise(op_name(call), t, inputs, out, move |v| v[0] + alpha * v[1])
+            elementwise(op_name(call), inputs, out, move |v| v[0] + alpha * v[1])
         }
-        None => elementwise(op_name(call), t, inputs, out, |v| v[0] * v[1]),
+        None => elementwise(op_name(call), inputs, out, |v| v[0] * v[1]),
     };
-    custom(call, op, t)
+    custom(call, op)
 }
 
 /// `out = self + alpha * other` (`alpha` given) or `out = self * other`, with `other` a
@@ -117,17 +117,17 @@ pub(crate) fn with_scalar(
             0,
         ));
     }
-    let inputs = vec![Strided::of(call, "self", a, t)?];
-    let out = Strided::of(call, "out", c, t)?;
+    let inputs = vec![Strided::of(call, "self", a)?];
+    let out = Strided::of(call, "out", c)?;
     let other = other as f32;
     let op = match alpha {
         Some(alpha) => {
             let term = alpha as f32 * other;
-            elementwise(op_name(call), t, inputs, out, move |v| v[0] + term)
+            elementwise(op_name(call), inputs, out, move |v| v[0] + term)
         }
-        None => elementwise(op_name(call), t, inputs, out, move |v| v[0] * other),
+        None => elementwise(op_name(call), inputs, out, move |v| v[0] * other),
     };
-    custom(call, op, t)
+    custom(call, op)
 }
 
 /// `selfRef[...] = value`.
@@ -146,17 +146,19 @@ pub(crate) fn fill(call: &str, o: &Objects, self_ref: usize, value: f64) -> Resu
             0,
         ));
     }
-    let out = Strided::of(call, "selfRef", d, t)?;
+    let out = Strided::of(call, "selfRef", d)?;
     let value = value as f32;
-    custom(call, elementwise(op_name(call), t, Vec::new(), out, move |_| value), t)
+    custom(call, elementwise(op_name(call), Vec::new(), out, move |_| value))
 }
 
-/// `selfRef[...] = src[...]`, `src` broadcast to `selfRef`'s shape.
+/// `selfRef[...] = src[...]`, `src` broadcast to `selfRef`'s shape and converted to its data
+/// type (CANN's copy casts; every pair of float32, float16 and bfloat16 is taken).
 pub(crate) fn copy(call: &str, o: &Objects, self_ref: usize, src: usize) -> Result<(Work, u64), Fail> {
     let (d, s) = (o.tensor(call, "selfRef", self_ref)?, o.tensor(call, "src", src)?);
-    let t = common_dtype(call, &[("selfRef", d), ("src", s)])?;
     expect_broadcast(call, "src", &dims(s), &dims(d))?;
-    if s.dims == d.dims && contiguous(s) && contiguous(d) {
+    let same_type = s.dtype == d.dtype;
+    if same_type && s.dims == d.dims && contiguous(s) && contiguous(d) {
+        let t = common_dtype(call, &[("selfRef", d), ("src", s)])?;
         return Ok((
             Work::Kernel(
                 Kernel::Copy {
@@ -168,9 +170,9 @@ pub(crate) fn copy(call: &str, o: &Objects, self_ref: usize, src: usize) -> Resu
             0,
         ));
     }
-    let inputs = vec![Strided::of(call, "src", s, t)?];
-    let out = Strided::of(call, "selfRef", d, t)?;
-    custom(call, elementwise(op_name(call), t, inputs, out, |v| v[0]), t)
+    let inputs = vec![Strided::of(call, "src", s)?];
+    let out = Strided::of(call, "selfRef", d)?;
+    custom(call, elementwise(op_name(call), inputs, out, |v| v[0]))
 }
 
 /// The sum of `self` over the dimensions `dim` (every dimension when `dim` is empty, as
@@ -233,8 +235,8 @@ pub(crate) fn sum(
             workspace,
         ));
     }
-    let src = Strided::of(call, "self", a, t)?;
-    let out = Strided::of(call, "out", c, t)?;
-    let (work, _) = custom(call, reduce_sum(op_name(call), t, src, &reduced, out), t)?;
+    let src = Strided::of(call, "self", a)?;
+    let out = Strided::of(call, "out", c)?;
+    let (work, _) = custom(call, reduce_sum(op_name(call), src, &reduced, out))?;
     Ok((work, workspace))
 }

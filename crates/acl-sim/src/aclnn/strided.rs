@@ -27,14 +27,21 @@ fn invalid(call: &str, message: String) -> Fail {
 /// last.
 #[derive(Clone, Debug)]
 pub(crate) struct Strided {
+    pub dtype: DType,
     pub dims: Vec<usize>,
     pub strides: Vec<usize>,
     pub range: DeviceSlice,
 }
 
 impl Strided {
-    /// The view of `t` (named `name` in messages) in `dtype`.
-    pub fn of(call: &str, name: &str, t: &TensorDesc, dtype: DType) -> Result<Strided, Fail> {
+    /// The view of `t` (named `name` in messages).
+    pub fn of(call: &str, name: &str, t: &TensorDesc) -> Result<Strided, Fail> {
+        let dtype = super::dtype_of(t.dtype).ok_or_else(|| {
+            invalid(
+                call,
+                format!("{name} has data type {}, which is not supported (float32, float16, bfloat16)", t.dtype),
+            )
+        })?;
         if t.strides.len() != t.dims.len() {
             return Err(invalid(
                 call,
@@ -65,6 +72,7 @@ impl Strided {
         };
         let size = dtype.size();
         Ok(Strided {
+            dtype,
             range: DeviceSlice::new(
                 DevicePtr(t.data + t.offset as u64 * size),
                 span as u64 * size,
@@ -158,21 +166,21 @@ fn store(dtype: DType, bytes: &mut [u8], at: usize, value: f32) {
 /// broadcast to `out`'s shape. `name` labels it in timelines and reports.
 pub(crate) fn elementwise(
     name: &str,
-    dtype: DType,
     inputs: Vec<Strided>,
     out: Strided,
     f: impl Fn(&[f32]) -> f32 + Send + Sync + 'static,
 ) -> CustomOp<SimBackend> {
     let shape = out.dims.clone();
-    let plans: Vec<Vec<usize>> = inputs.iter().map(|t| t.positions(&shape)).collect();
+    let plans: Vec<(DType, Vec<usize>)> = inputs.iter().map(|t| (t.dtype, t.positions(&shape))).collect();
     let targets = out.positions(&shape);
     let numel = targets.len() as u64;
     let bytes = inputs.iter().map(|t| t.range.len).sum::<u64>() + out.range.len;
+    let dtype = out.dtype;
     let body = host_op(move |read, written| {
         let mut args = vec![0f32; plans.len()];
         for (i, &target) in targets.iter().enumerate() {
-            for (k, plan) in plans.iter().enumerate() {
-                args[k] = load(dtype, read[k], plan[i]);
+            for (k, (t, plan)) in plans.iter().enumerate() {
+                args[k] = load(*t, read[k], plan[i]);
             }
             store(dtype, written[0], target, f(&args));
         }
@@ -194,7 +202,6 @@ pub(crate) fn elementwise(
 /// those dimensions removed (or kept as 1).
 pub(crate) fn reduce_sum(
     name: &str,
-    dtype: DType,
     src: Strided,
     reduced: &[bool],
     out: Strided,
@@ -219,7 +226,7 @@ pub(crate) fn reduce_sum(
         Strided {
             dims: src.dims.clone(),
             strides,
-            range: src.range,
+            ..src.clone()
         }
         .positions(&src.dims)
     };
@@ -227,10 +234,11 @@ pub(crate) fn reduce_sum(
     let targets = out.positions(&out.dims);
     let bytes = src.range.len + out.range.len;
     let numel = sources.len() as u64;
+    let (from, dtype) = (src.dtype, out.dtype);
     let body = host_op(move |read, written| {
         let mut sums = vec![0f64; targets.len()];
         for (&at, &k) in sources.iter().zip(&out_index) {
-            sums[k] += f64::from(load(dtype, read[0], at));
+            sums[k] += f64::from(load(from, read[0], at));
         }
         for (&target, sum) in targets.iter().zip(sums) {
             store(dtype, written[0], target, sum as f32);
@@ -255,6 +263,7 @@ mod tests {
 
     fn view(dims: &[usize], strides: &[usize]) -> Strided {
         Strided {
+            dtype: DType::F32,
             dims: dims.to_vec(),
             strides: strides.to_vec(),
             range: DeviceSlice::new(DevicePtr(0x1000), 0),
@@ -295,14 +304,14 @@ mod tests {
             dtype: braid_acl_sys::aclnn::ACL_FLOAT16,
             data: 0x1000,
         };
-        let v = Strided::of("op", "self", &t, DType::F16).unwrap();
+        let v = Strided::of("op", "self", &t).unwrap();
         // From element 2 to element 2 + 2*1 + 1*3 = 7: 6 elements of 2 bytes.
         assert_eq!(v.range, DeviceSlice::new(DevicePtr(0x1004), 12));
         let negative = TensorDesc {
             strides: vec![-1, 3],
             ..t
         };
-        let err = Strided::of("op", "self", &negative, DType::F16).unwrap_err();
+        let err = Strided::of("op", "self", &negative).unwrap_err();
         assert!(err.message.contains("negative strides"), "{}", err.message);
     }
 }

@@ -2,12 +2,13 @@
 //! calls: [`AclnnClientOperators`]. op-plugin takes an operator family only when every
 //! member of it resolves (otherwise it falls back to the old `aclopCompileAndExecute`
 //! path), so the families are declared whole: add (`aclnnAdd`, braid's, with `aclnnAdds`,
-//! `aclnnInplaceAdd`, `aclnnInplaceAdds`), mul (`aclnnMul`, `aclnnMuls`, braid's, with
+//! `aclnnInplaceAdd`, `aclnnInplaceAdds`), sub (`aclnnSub`, `aclnnSubs`, `aclnnInplaceSub`,
+//! `aclnnInplaceSubs`), mul (`aclnnMul`, `aclnnMuls`, braid's, with
 //! `aclnnInplaceMul`, `aclnnInplaceMuls`), and the fills `aclnnInplaceOne`,
 //! `aclnnInplaceZero`. Every symbol is optional; `braid-acl-sim` exports them, checked
 //! against this list.
 //!
-//! Signatures: the ops-math headers (`aclnn_add.h`, `aclnn_mul.h`, `aclnn_one.h`,
+//! Signatures: the ops-math headers (`aclnn_add.h`, `aclnn_sub.h`, `aclnn_mul.h`, `aclnn_one.h`,
 //! `aclnn_zero.h`).
 
 use super::types::{aclOpExecutor, aclScalar, aclTensor, aclnnStatus};
@@ -66,6 +67,60 @@ macro_rules! aclnn_client_operator_functions {
     /// `aclnnStatus aclnnInplaceAdds(void *workspace, uint64_t workspaceSize, aclOpExecutor
     /// *executor, aclrtStream stream)`.
     optional fn aclnnInplaceAdds(workspace: *mut c_void, workspace_size: u64, executor: *mut aclOpExecutor, stream: aclrtStream) -> aclnnStatus;
+    /// `aclnnStatus aclnnSubGetWorkspaceSize(const aclTensor *self, const aclTensor *other,
+    /// const aclScalar *alpha, aclTensor *out, uint64_t *workspaceSize, aclOpExecutor
+    /// **executor)`: `out = self - alpha * other`.
+    optional fn aclnnSubGetWorkspaceSize(
+        self_: *const aclTensor,
+        other: *const aclTensor,
+        alpha: *const aclScalar,
+        out: *mut aclTensor,
+        workspace_size: *mut u64,
+        executor: *mut *mut aclOpExecutor,
+    ) -> aclnnStatus;
+    /// `aclnnStatus aclnnSub(void *workspace, uint64_t workspaceSize, aclOpExecutor
+    /// *executor, aclrtStream stream)`.
+    optional fn aclnnSub(workspace: *mut c_void, workspace_size: u64, executor: *mut aclOpExecutor, stream: aclrtStream) -> aclnnStatus;
+    /// `aclnnStatus aclnnSubsGetWorkspaceSize(const aclTensor *self, const aclScalar
+    /// *other, const aclScalar *alpha, aclTensor *out, uint64_t *workspaceSize,
+    /// aclOpExecutor **executor)`: `out = self - alpha * other`.
+    optional fn aclnnSubsGetWorkspaceSize(
+        self_: *const aclTensor,
+        other: *const aclScalar,
+        alpha: *const aclScalar,
+        out: *mut aclTensor,
+        workspace_size: *mut u64,
+        executor: *mut *mut aclOpExecutor,
+    ) -> aclnnStatus;
+    /// `aclnnStatus aclnnSubs(void *workspace, uint64_t workspaceSize, aclOpExecutor
+    /// *executor, aclrtStream stream)`.
+    optional fn aclnnSubs(workspace: *mut c_void, workspace_size: u64, executor: *mut aclOpExecutor, stream: aclrtStream) -> aclnnStatus;
+    /// `aclnnStatus aclnnInplaceSubGetWorkspaceSize(const aclTensor *selfRef, const
+    /// aclTensor *other, const aclScalar *alpha, uint64_t *workspaceSize, aclOpExecutor
+    /// **executor)`: `selfRef -= alpha * other`.
+    optional fn aclnnInplaceSubGetWorkspaceSize(
+        self_ref: *const aclTensor,
+        other: *const aclTensor,
+        alpha: *const aclScalar,
+        workspace_size: *mut u64,
+        executor: *mut *mut aclOpExecutor,
+    ) -> aclnnStatus;
+    /// `aclnnStatus aclnnInplaceSub(void *workspace, uint64_t workspaceSize, aclOpExecutor
+    /// *executor, aclrtStream stream)`.
+    optional fn aclnnInplaceSub(workspace: *mut c_void, workspace_size: u64, executor: *mut aclOpExecutor, stream: aclrtStream) -> aclnnStatus;
+    /// `aclnnStatus aclnnInplaceSubsGetWorkspaceSize(const aclTensor *selfRef, const
+    /// aclScalar *other, const aclScalar *alpha, uint64_t *workspaceSize, aclOpExecutor
+    /// **executor)`.
+    optional fn aclnnInplaceSubsGetWorkspaceSize(
+        self_ref: *const aclTensor,
+        other: *const aclScalar,
+        alpha: *const aclScalar,
+        workspace_size: *mut u64,
+        executor: *mut *mut aclOpExecutor,
+    ) -> aclnnStatus;
+    /// `aclnnStatus aclnnInplaceSubs(void *workspace, uint64_t workspaceSize, aclOpExecutor
+    /// *executor, aclrtStream stream)`.
+    optional fn aclnnInplaceSubs(workspace: *mut c_void, workspace_size: u64, executor: *mut aclOpExecutor, stream: aclrtStream) -> aclnnStatus;
     /// `aclnnStatus aclnnMulGetWorkspaceSize(const aclTensor *self, const aclTensor *other,
     /// aclTensor *out, uint64_t *workspaceSize, aclOpExecutor **executor)`.
     optional fn aclnnMulGetWorkspaceSize(
@@ -138,7 +193,7 @@ mod tests {
     #[test]
     fn every_client_operator_comes_in_two_phases_apart_from_braids() {
         let client = AclnnClientOperators::SYMBOLS;
-        assert_eq!(client.len(), 16);
+        assert_eq!(client.len(), 24);
         assert!(client.iter().all(|s| !s.required));
         for s in client.iter().filter(|s| !s.name.ends_with("GetWorkspaceSize")) {
             let first = format!("{}GetWorkspaceSize", s.name);
