@@ -59,7 +59,11 @@ fn log_failure(f: &Fail) {
     static LOG: OnceLock<Option<Mutex<std::fs::File>>> = OnceLock::new();
     let log = LOG.get_or_init(|| {
         let path = std::env::var_os(crate::settings::ERROR_LOG_ENV).filter(|p| !p.is_empty())?;
-        match std::fs::OpenOptions::new().create(true).append(true).open(&path) {
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        {
             Ok(file) => Some(Mutex::new(file)),
             Err(e) => {
                 tracing::warn!(path = ?path, error = %e, "braid-acl-sim cannot open its error log");

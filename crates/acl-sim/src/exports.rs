@@ -14,7 +14,11 @@ use std::ffi::{c_char, c_void};
 ///
 /// # Safety
 /// `p` is null or valid for a write of `T`.
-pub(crate) unsafe fn out<T>(call: &str, p: *mut T, f: impl FnOnce() -> Result<T, Fail>) -> aclError {
+pub(crate) unsafe fn out<T>(
+    call: &str,
+    p: *mut T,
+    f: impl FnOnce() -> Result<T, Fail>,
+) -> aclError {
     if p.is_null() {
         return ret(Err(fail(
             ACL_ERROR_INVALID_PARAM,

@@ -17,8 +17,8 @@
 //! `count` is every report the sanitizer made (it keeps the first 10,000); `acl_stream` is
 //! the `aclrtStream` handle the program used for that stream (`torch.npu.Stream.npu_stream`
 //! in torch_npu), `"0x0"` for the device's default stream; `operator` is the label of the
-//! task: the aclnn operator's name, or the copy (`aclrtMemcpyAsync`, ...). A program with no
-//! race gets a file with `"count": 0`.
+//! task: the aclnn operator's name (`aclnnAdd`), or the simulator's name of a copy or fill
+//! (`memcpy_h2d`, `memset`, ...). A program with no race gets a file with `"count": 0`.
 //!
 //! The timeline is the simulator's Chrome Trace Event JSON (open it in ui.perfetto.dev): one
 //! process per device with a track per stream (named with its `aclrtStream` handle) and the
@@ -137,8 +137,8 @@ pub(crate) fn timeline(nodes: &[SimNode], streams: &StreamNames) -> Value {
 
 /// Names a stream's track `stream N (aclrtStream 0x...)` (the simulator names it `stream N`).
 fn rename_stream_track(event: &mut Value, streams: &StreamNames) {
-    let is_thread_name = event.get("ph") == Some(&json!("M"))
-        && event.get("name") == Some(&json!("thread_name"));
+    let is_thread_name =
+        event.get("ph") == Some(&json!("M")) && event.get("name") == Some(&json!("thread_name"));
     if !is_thread_name {
         return;
     }

@@ -157,11 +157,8 @@ impl Settings {
                     expected: socs_expected,
                 })?,
         };
-        let path = |variable: &'static str| {
-            env(variable)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from)
-        };
+        let path =
+            |variable: &'static str| env(variable).filter(|v| !v.is_empty()).map(PathBuf::from);
         Ok(Settings {
             device_count,
             capacity,

@@ -17,7 +17,8 @@ pub const MSPROF_ERROR: i32 = -1;
 
 /// `ProfCommandHandle`: `int32_t (*)(uint32_t type, void *data, uint32_t len)`, the callback
 /// a module registers to be told when profiling starts and stops.
-pub type ProfCommandHandle = Option<unsafe extern "C" fn(kind: u32, data: *mut c_void, len: u32) -> i32>;
+pub type ProfCommandHandle =
+    Option<unsafe extern "C" fn(kind: u32, data: *mut c_void, len: u32) -> i32>;
 
 /// Hands the list of profiling functions to another macro, as
 /// [`acl_functions!`](crate::acl_functions) does for ACL.

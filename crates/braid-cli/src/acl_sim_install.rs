@@ -172,7 +172,10 @@ pub fn environment(dir: &Path, devices: u32) -> String {
 }
 
 /// Runs a `braid acl-sim` command, writing its output to `out`.
-pub fn run(command: &AclSimCommand, out: &mut impl Write) -> Result<bool, Box<dyn std::error::Error>> {
+pub fn run(
+    command: &AclSimCommand,
+    out: &mut impl Write,
+) -> Result<bool, Box<dyn std::error::Error>> {
     match command {
         AclSimCommand::Install(args) => {
             if !(1..=TORCH_NPU_MAX_DEVICES).contains(&args.devices) {
@@ -206,7 +209,10 @@ mod tests {
         let dir = install(&lib, &root.join("cann")).unwrap();
         for name in CANN_LIBRARY_NAMES {
             let path = dir.join(name);
-            assert_eq!(std::fs::read_link(&path).unwrap(), Path::new(INSTALLED_NAME));
+            assert_eq!(
+                std::fs::read_link(&path).unwrap(),
+                Path::new(INSTALLED_NAME)
+            );
             assert_eq!(std::fs::read(&path).unwrap(), b"first");
         }
         std::fs::write(&lib, b"second").unwrap();
@@ -224,24 +230,40 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("libhccl.so"), b"a real CANN library").unwrap();
         let err = install(&lib, &dir).unwrap_err();
-        assert!(matches!(err, InstallError::InTheWay(ref p) if p.ends_with("libhccl.so")), "{err}");
-        assert_eq!(std::fs::read(dir.join("libhccl.so")).unwrap(), b"a real CANN library");
+        assert!(
+            matches!(err, InstallError::InTheWay(ref p) if p.ends_with("libhccl.so")),
+            "{err}"
+        );
+        assert_eq!(
+            std::fs::read(dir.join("libhccl.so")).unwrap(),
+            b"a real CANN library"
+        );
         assert!(!dir.join("libascendcl.so").exists(), "nothing was laid out");
         std::fs::remove_dir_all(&root).unwrap();
     }
 
     #[test]
     fn a_missing_library_is_named() {
-        let err = library(Some(Path::new("/nonexistent/libx.so")), Path::new("/bin/braid")).unwrap_err();
+        let err = library(
+            Some(Path::new("/nonexistent/libx.so")),
+            Path::new("/bin/braid"),
+        )
+        .unwrap_err();
         assert!(err.to_string().contains("/nonexistent/libx.so"), "{err}");
         let err = library(None, Path::new("/nonexistent/bin/braid")).unwrap_err();
-        assert!(err.to_string().contains("/nonexistent/bin/deps/libbraid_acl_sim.so"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("/nonexistent/bin/deps/libbraid_acl_sim.so"),
+            "{err}"
+        );
     }
 
     #[test]
     fn the_environment_puts_the_directory_first_on_the_loader_path() {
         let text = environment(Path::new("/opt/sim"), 4);
-        assert!(text.contains("export LD_LIBRARY_PATH=/opt/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n"));
+        assert!(
+            text.contains("export LD_LIBRARY_PATH=/opt/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n")
+        );
         assert!(text.contains("export BRAID_ACL_SIM_DEVICES=4\n"));
         assert!(text.contains("export BRAID_ACL_SIM_TIMING_ONLY=\n"));
     }

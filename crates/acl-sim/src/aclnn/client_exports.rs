@@ -206,7 +206,12 @@ pub unsafe extern "C" fn aclnnMulGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            ops::binary(CALL, o, (self_ as usize, other as usize, out as usize), None)
+            ops::binary(
+                CALL,
+                o,
+                (self_ as usize, other as usize, out as usize),
+                None,
+            )
         })
     }
 }

@@ -1,7 +1,9 @@
 //! The exported aclnn symbols, each with the signature `braid-acl-sys` declares (checked at
 //! the end of this file).
 
-use super::{common_dtype, dtype_of, expect_dims, objects, ops, slice_of, Objects, Planned, TensorDesc, Work};
+use super::{
+    common_dtype, dtype_of, expect_dims, objects, ops, slice_of, Objects, Planned, TensorDesc, Work,
+};
 use super::{REDUCE_SUM_WORKSPACE, RMS_NORM_WORKSPACE};
 use crate::errmsg::{fail, ret, Fail};
 use crate::registry::with;
@@ -36,8 +38,8 @@ unsafe fn values(p: *const i64, n: u64) -> Option<Vec<i64>> {
 /// The `aclDataType` values a descriptor takes (CANN's `acl_base.h`): a tensor of any of
 /// them can be described; the operators say which they compute.
 const KNOWN_DATA_TYPES: &[aclDataType] = &[
-    0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 16, 17, 27, 29, 30, 33, 34, 35, 36, 37, 38, 39,
-    40, 41,
+    0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 16, 17, 27, 29, 30, 33, 34, 35, 36, 37, 38, 39, 40,
+    41,
 ];
 
 /// `aclTensor *aclCreateTensor(...)`: null on bad arguments (a negative dimension or offset,
@@ -147,7 +149,8 @@ unsafe fn scalar_value(value: *const c_void, data_type: aclDataType) -> Option<f
         _ => {
             let t = dtype_of(data_type)?;
             // SAFETY: a value of the type's size (the caller's guarantee).
-            let bytes = unsafe { std::slice::from_raw_parts(value.cast::<u8>(), t.size() as usize) };
+            let bytes =
+                unsafe { std::slice::from_raw_parts(value.cast::<u8>(), t.size() as usize) };
             f64::from(t.get(bytes, 0)?)
         }
     })
@@ -478,7 +481,12 @@ pub unsafe extern "C" fn aclnnAddGetWorkspaceSize(
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
             let alpha = o.scalar(CALL, "alpha", alpha as usize)?;
-            ops::binary(CALL, o, (self_ as usize, other as usize, out as usize), Some(alpha))
+            ops::binary(
+                CALL,
+                o,
+                (self_ as usize, other as usize, out as usize),
+                Some(alpha),
+            )
         })
     }
 }

@@ -29,9 +29,9 @@ use crate::errmsg::{fail, Fail};
 use braid_acl_sys::aclnn::{
     ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACL_BF16, ACL_FLOAT, ACL_FLOAT16,
 };
+use braid_backend_sim::SimBackend;
 use braid_stream_core::dtype::DType;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
-use braid_backend_sim::SimBackend;
 use braid_stream_core::{CustomOp, TypedKernel};
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard, OnceLock};

@@ -61,10 +61,18 @@ pub(crate) fn binary(
     let shape = broadcast(&dims(a), &dims(b)).ok_or_else(|| {
         invalid(
             call,
-            format!("self of shape {:?} and other of shape {:?} do not broadcast", a.dims, b.dims),
+            format!(
+                "self of shape {:?} and other of shape {:?} do not broadcast",
+                a.dims, b.dims
+            ),
         )
     })?;
-    expect_dims(call, "out", c, &shape.iter().map(|&d| d as i64).collect::<Vec<_>>())?;
+    expect_dims(
+        call,
+        "out",
+        c,
+        &shape.iter().map(|&d| d as i64).collect::<Vec<_>>(),
+    )?;
     let simple = a.dims == b.dims && [a, b, c].into_iter().all(contiguous);
     if let (Some(1.0), true) = (alpha, simple) {
         return Ok((
@@ -79,7 +87,10 @@ pub(crate) fn binary(
             0,
         ));
     }
-    let inputs = vec![Strided::of(call, "self", a)?, Strided::of(call, "other", b)?];
+    let inputs = vec![
+        Strided::of(call, "self", a)?,
+        Strided::of(call, "other", b)?,
+    ];
     let out = Strided::of(call, "out", c)?;
     let op = match alpha {
         // Computed in f32 and rounded once, as the simulator's kernels do.
@@ -131,7 +142,12 @@ pub(crate) fn with_scalar(
 }
 
 /// `selfRef[...] = value`.
-pub(crate) fn fill(call: &str, o: &Objects, self_ref: usize, value: f64) -> Result<(Work, u64), Fail> {
+pub(crate) fn fill(
+    call: &str,
+    o: &Objects,
+    self_ref: usize,
+    value: f64,
+) -> Result<(Work, u64), Fail> {
     let d = o.tensor(call, "selfRef", self_ref)?;
     let t = common_dtype(call, &[("selfRef", d)])?;
     if contiguous(d) {
@@ -148,13 +164,24 @@ pub(crate) fn fill(call: &str, o: &Objects, self_ref: usize, value: f64) -> Resu
     }
     let out = Strided::of(call, "selfRef", d)?;
     let value = value as f32;
-    custom(call, elementwise(op_name(call), Vec::new(), out, move |_| value))
+    custom(
+        call,
+        elementwise(op_name(call), Vec::new(), out, move |_| value),
+    )
 }
 
 /// `selfRef[...] = src[...]`, `src` broadcast to `selfRef`'s shape and converted to its data
 /// type (CANN's copy casts; every pair of float32, float16 and bfloat16 is taken).
-pub(crate) fn copy(call: &str, o: &Objects, self_ref: usize, src: usize) -> Result<(Work, u64), Fail> {
-    let (d, s) = (o.tensor(call, "selfRef", self_ref)?, o.tensor(call, "src", src)?);
+pub(crate) fn copy(
+    call: &str,
+    o: &Objects,
+    self_ref: usize,
+    src: usize,
+) -> Result<(Work, u64), Fail> {
+    let (d, s) = (
+        o.tensor(call, "selfRef", self_ref)?,
+        o.tensor(call, "src", src)?,
+    );
     expect_broadcast(call, "src", &dims(s), &dims(d))?;
     let same_type = s.dtype == d.dtype;
     if same_type && s.dims == d.dims && contiguous(s) && contiguous(d) {
@@ -202,7 +229,10 @@ pub(crate) fn sum(
         match usize::try_from(i).ok().filter(|&i| i < a.dims.len()) {
             Some(i) if !reduced[i] => reduced[i] = true,
             Some(_) => {
-                return Err(invalid(call, format!("dimension {d} is named twice in dim {dims_given:?}")))
+                return Err(invalid(
+                    call,
+                    format!("dimension {d} is named twice in dim {dims_given:?}"),
+                ))
             }
             None => {
                 return Err(invalid(

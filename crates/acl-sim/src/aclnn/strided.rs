@@ -39,13 +39,20 @@ impl Strided {
         let dtype = super::dtype_of(t.dtype).ok_or_else(|| {
             invalid(
                 call,
-                format!("{name} has data type {}, which is not supported (float32, float16, bfloat16)", t.dtype),
+                format!(
+                    "{name} has data type {}, which is not supported (float32, float16, bfloat16)",
+                    t.dtype
+                ),
             )
         })?;
         if t.strides.len() != t.dims.len() {
             return Err(invalid(
                 call,
-                format!("{name} has {} strides for {} dimensions", t.strides.len(), t.dims.len()),
+                format!(
+                    "{name} has {} strides for {} dimensions",
+                    t.strides.len(),
+                    t.dims.len()
+                ),
             ));
         }
         let dims: Vec<usize> = t.dims.iter().map(|&d| d as usize).collect();
@@ -57,7 +64,10 @@ impl Strided {
             .map_err(|_| {
                 invalid(
                     call,
-                    format!("{name} has negative strides {:?}, which the simulator does not take", t.strides),
+                    format!(
+                        "{name} has negative strides {:?}, which the simulator does not take",
+                        t.strides
+                    ),
                 )
             })?;
         let numel: usize = dims.iter().product();
@@ -117,9 +127,7 @@ impl Strided {
 /// each pair equal or one of them 1); `None` when they do not broadcast.
 pub(crate) fn broadcast(a: &[usize], b: &[usize]) -> Option<Vec<usize>> {
     let n = a.len().max(b.len());
-    let at = |s: &[usize], i: usize| {
-        i.checked_sub(n - s.len()).map_or(1, |j| s[j])
-    };
+    let at = |s: &[usize], i: usize| i.checked_sub(n - s.len()).map_or(1, |j| s[j]);
     (0..n)
         .map(|i| match (at(a, i), at(b, i)) {
             (x, y) if x == y => Some(x),
@@ -171,7 +179,10 @@ pub(crate) fn elementwise(
     f: impl Fn(&[f32]) -> f32 + Send + Sync + 'static,
 ) -> CustomOp<SimBackend> {
     let shape = out.dims.clone();
-    let plans: Vec<(DType, Vec<usize>)> = inputs.iter().map(|t| (t.dtype, t.positions(&shape))).collect();
+    let plans: Vec<(DType, Vec<usize>)> = inputs
+        .iter()
+        .map(|t| (t.dtype, t.positions(&shape)))
+        .collect();
     let targets = out.positions(&shape);
     let numel = targets.len() as u64;
     let bytes = inputs.iter().map(|t| t.range.len).sum::<u64>() + out.range.len;
@@ -279,18 +290,31 @@ mod tests {
         assert!(expect_broadcast("op", "other", &[3], &[2, 3]).is_ok());
         let err = expect_broadcast("op", "other", &[2, 3], &[3]).unwrap_err();
         assert_eq!(err.code, ACLNN_ERR_PARAM_INVALID);
-        assert!(err.message.contains("other of shape [2, 3]"), "{}", err.message);
+        assert!(
+            err.message.contains("other of shape [2, 3]"),
+            "{}",
+            err.message
+        );
     }
 
     #[test]
     fn positions_follow_strides_and_broadcast_size_one_dimensions() {
         // A contiguous 2x3.
-        assert_eq!(view(&[2, 3], &[3, 1]).positions(&[2, 3]), vec![0, 1, 2, 3, 4, 5]);
+        assert_eq!(
+            view(&[2, 3], &[3, 1]).positions(&[2, 3]),
+            vec![0, 1, 2, 3, 4, 5]
+        );
         // Its transpose (3x2 with strides 1, 3).
-        assert_eq!(view(&[3, 2], &[1, 3]).positions(&[3, 2]), vec![0, 3, 1, 4, 2, 5]);
+        assert_eq!(
+            view(&[3, 2], &[1, 3]).positions(&[3, 2]),
+            vec![0, 3, 1, 4, 2, 5]
+        );
         // A row broadcast over 2 rows, a column over 3 columns.
         assert_eq!(view(&[3], &[1]).positions(&[2, 3]), vec![0, 1, 2, 0, 1, 2]);
-        assert_eq!(view(&[2, 1], &[1, 1]).positions(&[2, 3]), vec![0, 0, 0, 1, 1, 1]);
+        assert_eq!(
+            view(&[2, 1], &[1, 1]).positions(&[2, 3]),
+            vec![0, 0, 0, 1, 1, 1]
+        );
         // A scalar tensor.
         assert_eq!(view(&[], &[]).positions(&[2]), vec![0, 0]);
     }

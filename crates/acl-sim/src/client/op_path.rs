@@ -87,7 +87,10 @@ unsafe fn list<T: Copy>(p: *const T, n: i32) -> Option<Vec<T>> {
 }
 
 fn invalid(call: &str, what: &str) -> aclError {
-    ret(Err(fail(ACL_ERROR_INVALID_PARAM, format!("{call}: {what}"))))
+    ret(Err(fail(
+        ACL_ERROR_INVALID_PARAM,
+        format!("{call}: {what}"),
+    )))
 }
 
 /// `aclTensorDesc *aclCreateTensorDesc(aclDataType dataType, int numDims, const int64_t
@@ -223,7 +226,10 @@ pub unsafe extern "C" fn aclGetTensorDescDimV2(
             ACL_SUCCESS
         }
         (Some(None), false) => invalid(CALL, &format!("index {index} is beyond the dimensions")),
-        (None, false) => invalid(CALL, &format!("{:#x} is not a live aclTensorDesc", desc as usize)),
+        (None, false) => invalid(
+            CALL,
+            &format!("{:#x} is not a live aclTensorDesc", desc as usize),
+        ),
     }
 }
 
@@ -326,9 +332,20 @@ unsafe fn set_attr(
 /// # Safety
 /// `attr_name` is null or NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn aclopSetAttrBool(attr: *mut aclopAttr, attr_name: *const c_char, attr_value: u8) -> aclError {
+pub unsafe extern "C" fn aclopSetAttrBool(
+    attr: *mut aclopAttr,
+    attr_name: *const c_char,
+    attr_value: u8,
+) -> aclError {
     // SAFETY: forwarded.
-    unsafe { set_attr("aclopSetAttrBool", attr, attr_name, Some((attr_value != 0).to_string())) }
+    unsafe {
+        set_attr(
+            "aclopSetAttrBool",
+            attr,
+            attr_name,
+            Some((attr_value != 0).to_string()),
+        )
+    }
 }
 
 /// `aclError aclopSetAttrInt(aclopAttr *attr, const char *attrName, int64_t attrValue)`.
@@ -336,9 +353,20 @@ pub unsafe extern "C" fn aclopSetAttrBool(attr: *mut aclopAttr, attr_name: *cons
 /// # Safety
 /// `attr_name` is null or NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn aclopSetAttrInt(attr: *mut aclopAttr, attr_name: *const c_char, attr_value: i64) -> aclError {
+pub unsafe extern "C" fn aclopSetAttrInt(
+    attr: *mut aclopAttr,
+    attr_name: *const c_char,
+    attr_value: i64,
+) -> aclError {
     // SAFETY: forwarded.
-    unsafe { set_attr("aclopSetAttrInt", attr, attr_name, Some(attr_value.to_string())) }
+    unsafe {
+        set_attr(
+            "aclopSetAttrInt",
+            attr,
+            attr_name,
+            Some(attr_value.to_string()),
+        )
+    }
 }
 
 /// `aclError aclopSetAttrFloat(aclopAttr *attr, const char *attrName, float attrValue)`.
@@ -346,9 +374,20 @@ pub unsafe extern "C" fn aclopSetAttrInt(attr: *mut aclopAttr, attr_name: *const
 /// # Safety
 /// `attr_name` is null or NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn aclopSetAttrFloat(attr: *mut aclopAttr, attr_name: *const c_char, attr_value: f32) -> aclError {
+pub unsafe extern "C" fn aclopSetAttrFloat(
+    attr: *mut aclopAttr,
+    attr_name: *const c_char,
+    attr_value: f32,
+) -> aclError {
     // SAFETY: forwarded.
-    unsafe { set_attr("aclopSetAttrFloat", attr, attr_name, Some(attr_value.to_string())) }
+    unsafe {
+        set_attr(
+            "aclopSetAttrFloat",
+            attr,
+            attr_name,
+            Some(attr_value.to_string()),
+        )
+    }
 }
 
 /// `aclError aclopSetAttrString(aclopAttr *attr, const char *attrName, const char
@@ -357,7 +396,11 @@ pub unsafe extern "C" fn aclopSetAttrFloat(attr: *mut aclopAttr, attr_name: *con
 /// # Safety
 /// `attr_name` and `attr_value` are null or NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn aclopSetAttrString(attr: *mut aclopAttr, attr_name: *const c_char, attr_value: *const c_char) -> aclError {
+pub unsafe extern "C" fn aclopSetAttrString(
+    attr: *mut aclopAttr,
+    attr_name: *const c_char,
+    attr_value: *const c_char,
+) -> aclError {
     // SAFETY: forwarded, and the caller's guarantee on `attr_value`.
     unsafe { set_attr("aclopSetAttrString", attr, attr_name, text(attr_value)) }
 }
@@ -368,9 +411,20 @@ pub unsafe extern "C" fn aclopSetAttrString(attr: *mut aclopAttr, attr_name: *co
 /// # Safety
 /// `attr_name` is null or NUL-terminated.
 #[no_mangle]
-pub unsafe extern "C" fn aclopSetAttrDataType(attr: *mut aclopAttr, attr_name: *const c_char, attr_value: i32) -> aclError {
+pub unsafe extern "C" fn aclopSetAttrDataType(
+    attr: *mut aclopAttr,
+    attr_name: *const c_char,
+    attr_value: i32,
+) -> aclError {
     // SAFETY: forwarded.
-    unsafe { set_attr("aclopSetAttrDataType", attr, attr_name, Some(format!("dtype {attr_value}"))) }
+    unsafe {
+        set_attr(
+            "aclopSetAttrDataType",
+            attr,
+            attr_name,
+            Some(format!("dtype {attr_value}")),
+        )
+    }
 }
 
 /// `aclError aclopSetAttrListBool(...)`.
@@ -378,9 +432,21 @@ pub unsafe extern "C" fn aclopSetAttrDataType(attr: *mut aclopAttr, attr_name: *
 /// # Safety
 /// `attr_name` is null or NUL-terminated; `values` null or valid for `num_values` reads.
 #[no_mangle]
-pub unsafe extern "C" fn aclopSetAttrListBool(attr: *mut aclopAttr, attr_name: *const c_char, num_values: i32, values: *const u8) -> aclError {
+pub unsafe extern "C" fn aclopSetAttrListBool(
+    attr: *mut aclopAttr,
+    attr_name: *const c_char,
+    num_values: i32,
+    values: *const u8,
+) -> aclError {
     // SAFETY: the caller's guarantees.
-    unsafe { set_attr("aclopSetAttrListBool", attr, attr_name, list(values, num_values).map(|v| format!("{v:?}"))) }
+    unsafe {
+        set_attr(
+            "aclopSetAttrListBool",
+            attr,
+            attr_name,
+            list(values, num_values).map(|v| format!("{v:?}")),
+        )
+    }
 }
 
 /// `aclError aclopSetAttrListInt(...)`.
@@ -388,9 +454,21 @@ pub unsafe extern "C" fn aclopSetAttrListBool(attr: *mut aclopAttr, attr_name: *
 /// # Safety
 /// `attr_name` is null or NUL-terminated; `values` null or valid for `num_values` reads.
 #[no_mangle]
-pub unsafe extern "C" fn aclopSetAttrListInt(attr: *mut aclopAttr, attr_name: *const c_char, num_values: i32, values: *const i64) -> aclError {
+pub unsafe extern "C" fn aclopSetAttrListInt(
+    attr: *mut aclopAttr,
+    attr_name: *const c_char,
+    num_values: i32,
+    values: *const i64,
+) -> aclError {
     // SAFETY: the caller's guarantees.
-    unsafe { set_attr("aclopSetAttrListInt", attr, attr_name, list(values, num_values).map(|v| format!("{v:?}"))) }
+    unsafe {
+        set_attr(
+            "aclopSetAttrListInt",
+            attr,
+            attr_name,
+            list(values, num_values).map(|v| format!("{v:?}")),
+        )
+    }
 }
 
 /// `aclError aclopSetAttrListFloat(...)`.
@@ -398,9 +476,21 @@ pub unsafe extern "C" fn aclopSetAttrListInt(attr: *mut aclopAttr, attr_name: *c
 /// # Safety
 /// `attr_name` is null or NUL-terminated; `values` null or valid for `num_values` reads.
 #[no_mangle]
-pub unsafe extern "C" fn aclopSetAttrListFloat(attr: *mut aclopAttr, attr_name: *const c_char, num_values: i32, values: *const f32) -> aclError {
+pub unsafe extern "C" fn aclopSetAttrListFloat(
+    attr: *mut aclopAttr,
+    attr_name: *const c_char,
+    num_values: i32,
+    values: *const f32,
+) -> aclError {
     // SAFETY: the caller's guarantees.
-    unsafe { set_attr("aclopSetAttrListFloat", attr, attr_name, list(values, num_values).map(|v| format!("{v:?}"))) }
+    unsafe {
+        set_attr(
+            "aclopSetAttrListFloat",
+            attr,
+            attr_name,
+            list(values, num_values).map(|v| format!("{v:?}")),
+        )
+    }
 }
 
 /// `aclError aclopSetAttrListListInt(aclopAttr *attr, const char *attrName, int numLists,
@@ -429,7 +519,14 @@ pub unsafe extern "C" fn aclopSetAttrListListInt(
         },
     );
     // SAFETY: forwarded.
-    unsafe { set_attr("aclopSetAttrListListInt", attr, attr_name, lists.map(|v| format!("{v:?}"))) }
+    unsafe {
+        set_attr(
+            "aclopSetAttrListListInt",
+            attr,
+            attr_name,
+            lists.map(|v| format!("{v:?}")),
+        )
+    }
 }
 
 /// The descriptions of `n` tensors at `descs`, for a message.
@@ -443,7 +540,11 @@ unsafe fn describe_all(o: &Objects, descs: *const *const aclTensorDesc, n: i32) 
     };
     let text: Vec<String> = list
         .iter()
-        .map(|p| o.descs.get(&(*p as usize)).map_or("?".into(), TensorDesc::describe))
+        .map(|p| {
+            o.descs
+                .get(&(*p as usize))
+                .map_or("?".into(), TensorDesc::describe)
+        })
         .collect();
     text.join(", ")
 }
@@ -490,7 +591,10 @@ pub unsafe extern "C" fn aclopCompileAndExecute(
             .get(&(attr as usize))
             .map(|a| a.iter().map(|(k, v)| format!("{k}={v}")).collect())
             .unwrap_or_default();
-        format!("inputs [{inputs}], outputs [{outputs}], attributes [{}]", attrs.join(", "))
+        format!(
+            "inputs [{inputs}], outputs [{outputs}], attributes [{}]",
+            attrs.join(", ")
+        )
     };
     tracing::warn!(operator = %op, %what, "braid-acl-sim refuses an operator it does not compute");
     ret(Err(fail(
@@ -517,7 +621,14 @@ pub unsafe extern "C" fn aclSetCompileopt(opt: i32, value: *const c_char) -> acl
         return invalid(CALL, "value is null");
     };
     if value.len() >= COMPILE_OPT_MAX {
-        return invalid(CALL, &format!("the value has {} bytes, at most {} are taken", value.len(), COMPILE_OPT_MAX - 1));
+        return invalid(
+            CALL,
+            &format!(
+                "the value has {} bytes, at most {} are taken",
+                value.len(),
+                COMPILE_OPT_MAX - 1
+            ),
+        );
     }
     objects().compile_options.insert(opt, value);
     ACL_SUCCESS
@@ -537,9 +648,19 @@ pub unsafe extern "C" fn aclGetCompileopt(opt: i32, value: *mut c_char, length: 
     if value.is_null() {
         return invalid(CALL, "value is null");
     }
-    let text = objects().compile_options.get(&opt).cloned().unwrap_or_default();
+    let text = objects()
+        .compile_options
+        .get(&opt)
+        .cloned()
+        .unwrap_or_default();
     if text.len() >= length {
-        return invalid(CALL, &format!("length {length} cannot hold the value's {} bytes and its NUL", text.len()));
+        return invalid(
+            CALL,
+            &format!(
+                "length {length} cannot hold the value's {} bytes and its NUL",
+                text.len()
+            ),
+        );
     }
     // SAFETY: `value` is valid for `length > text.len()` writes (the caller's guarantee).
     unsafe {

@@ -25,7 +25,9 @@ use std::time::Instant;
 fn no_profiling(call: &str) -> i32 {
     ret(Err(fail(
         MSPROF_ERROR,
-        format!("{call}: braid-acl-sim collects no CANN profiling data (see BRAID_ACL_SIM_TIMELINE)"),
+        format!(
+            "{call}: braid-acl-sim collects no CANN profiling data (see BRAID_ACL_SIM_TIMELINE)"
+        ),
     )))
 }
 
@@ -52,14 +54,22 @@ pub extern "C" fn MsprofReportApi(_aging_flag: u32, _api: *const c_void) -> i32 
 /// `int32_t MsprofReportCompactInfo(uint32_t agingFlag, const void *data, uint32_t
 /// length)`: refused.
 #[no_mangle]
-pub extern "C" fn MsprofReportCompactInfo(_aging_flag: u32, _data: *const c_void, _length: u32) -> i32 {
+pub extern "C" fn MsprofReportCompactInfo(
+    _aging_flag: u32,
+    _data: *const c_void,
+    _length: u32,
+) -> i32 {
     no_profiling("MsprofReportCompactInfo")
 }
 
 /// `int32_t MsprofReportAdditionalInfo(uint32_t agingFlag, const void *data, uint32_t
 /// length)`: refused.
 #[no_mangle]
-pub extern "C" fn MsprofReportAdditionalInfo(_aging_flag: u32, _data: *const c_void, _length: u32) -> i32 {
+pub extern "C" fn MsprofReportAdditionalInfo(
+    _aging_flag: u32,
+    _data: *const c_void,
+    _length: u32,
+) -> i32 {
     no_profiling("MsprofReportAdditionalInfo")
 }
 

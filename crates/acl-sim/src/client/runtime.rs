@@ -128,7 +128,10 @@ pub extern "C" fn aclsysGetCANNVersion(
 /// `aclError aclsysGetVersionStr(char *pkgName, char *versionStr)`: as
 /// `aclsysGetCANNVersion` (207000).
 #[no_mangle]
-pub extern "C" fn aclsysGetVersionStr(_pkg_name: *mut c_char, _version_str: *mut c_char) -> aclError {
+pub extern "C" fn aclsysGetVersionStr(
+    _pkg_name: *mut c_char,
+    _version_str: *mut c_char,
+) -> aclError {
     not_supported("aclsysGetVersionStr", "it is no CANN package")
 }
 
@@ -281,7 +284,10 @@ pub extern "C" fn aclrtSetOpExecuteTimeOut(_timeout: u32) -> aclError {
 /// # Safety
 /// `actual_timeout` is null or valid for a write.
 #[no_mangle]
-pub unsafe extern "C" fn aclrtSetOpExecuteTimeOutV2(timeout: u64, actual_timeout: *mut u64) -> aclError {
+pub unsafe extern "C" fn aclrtSetOpExecuteTimeOutV2(
+    timeout: u64,
+    actual_timeout: *mut u64,
+) -> aclError {
     const CALL: &str = "aclrtSetOpExecuteTimeOutV2";
     // SAFETY: the caller's guarantee on `actual_timeout`.
     unsafe { out(CALL, actual_timeout, || with(|_| Ok(timeout))) }
@@ -457,4 +463,6 @@ pub extern "C" fn aclrtMemSetPidToShareableHandle(
     )
 }
 
-braid_acl_sys::acl_client_functions!(braid_acl_sys::check_exports!(braid_acl_sys::acl::client::fns;));
+braid_acl_sys::acl_client_functions!(
+    braid_acl_sys::check_exports!(braid_acl_sys::acl::client::fns;)
+);

@@ -215,15 +215,12 @@ impl Registry {
 
     /// `aclmdlRIGetId`: the model's number, unique in the process (its capture's).
     pub fn model_id(&self, model: usize) -> Result<u32, Fail> {
-        self.models
-            .get(&model)
-            .map(|m| m.id)
-            .ok_or_else(|| {
-                fail(
-                    ACL_ERROR_RT_INVALID_HANDLE,
-                    format!("aclmdlRIGetId: invalid model handle {model:#x}"),
-                )
-            })
+        self.models.get(&model).map(|m| m.id).ok_or_else(|| {
+            fail(
+                ACL_ERROR_RT_INVALID_HANDLE,
+                format!("aclmdlRIGetId: invalid model handle {model:#x}"),
+            )
+        })
     }
 
     pub fn model_destroy(&mut self, model: usize) -> Result<(), Fail> {

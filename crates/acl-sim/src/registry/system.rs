@@ -95,11 +95,16 @@ impl Registry {
         let device = self
             .devices
             .iter()
-            .position(|d| d.as_ref().is_some_and(|d| d.context == context && d.refcount > 0))
+            .position(|d| {
+                d.as_ref()
+                    .is_some_and(|d| d.context == context && d.refcount > 0)
+            })
             .ok_or_else(|| {
                 fail(
                     ACL_ERROR_RT_INVALID_HANDLE,
-                    format!("aclrtSetCurrentContext: {context:#x} is not the context of a set device"),
+                    format!(
+                        "aclrtSetCurrentContext: {context:#x} is not the context of a set device"
+                    ),
                 )
             })?;
         CURRENT.with(|c| c.set(Some(device)));
@@ -120,7 +125,10 @@ impl Registry {
             ACL_DEVICE_INFO_VECTOR_CORE_NUM => Ok(i64::from(profile.vector_units)),
             ACL_DEVICE_INFO_L2_SIZE => Err(fail(
                 ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-                format!("{CALL}: the simulator's device profile ({}) does not model an L2 cache", profile.name),
+                format!(
+                    "{CALL}: the simulator's device profile ({}) does not model an L2 cache",
+                    profile.name
+                ),
             )),
             other => Err(fail(
                 ACL_ERROR_INVALID_PARAM,

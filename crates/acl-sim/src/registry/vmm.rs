@@ -68,7 +68,10 @@ impl Registry {
         // (torch_npu probes with 512 bytes and expects a reservation).
         let size = (size as u64).div_ceil(RESERVE_GRANULARITY) * RESERVE_GRANULARITY;
         let dev = self.dev_mut(device)?;
-        let ptr = dev.sim.reserve_address(size).map_err(|e| sim_fail(CALL, e))?;
+        let ptr = dev
+            .sim
+            .reserve_address(size)
+            .map_err(|e| sim_fail(CALL, e))?;
         dev.reservations.insert(ptr.0, size);
         Ok(ptr.0)
     }

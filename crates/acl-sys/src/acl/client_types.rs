@@ -111,8 +111,17 @@ mod tests {
     #[test]
     fn the_package_version_has_the_c_layout() {
         // Two 128-byte strings and four 64-byte ones.
-        assert_eq!(std::mem::size_of::<aclCANNPackageVersion>(), 2 * 128 + 4 * 64);
-        assert_eq!(std::mem::offset_of!(aclCANNPackageVersion, major_version), 128);
-        assert_eq!(std::mem::offset_of!(aclCANNPackageVersion, reserved), 128 + 4 * 64);
+        assert_eq!(
+            std::mem::size_of::<aclCANNPackageVersion>(),
+            2 * 128 + 4 * 64
+        );
+        assert_eq!(
+            std::mem::offset_of!(aclCANNPackageVersion, major_version),
+            128
+        );
+        assert_eq!(
+            std::mem::offset_of!(aclCANNPackageVersion, reserved),
+            128 + 4 * 64
+        );
     }
 }

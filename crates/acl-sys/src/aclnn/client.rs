@@ -195,7 +195,10 @@ mod tests {
         let client = AclnnClientOperators::SYMBOLS;
         assert_eq!(client.len(), 24);
         assert!(client.iter().all(|s| !s.required));
-        for s in client.iter().filter(|s| !s.name.ends_with("GetWorkspaceSize")) {
+        for s in client
+            .iter()
+            .filter(|s| !s.name.ends_with("GetWorkspaceSize"))
+        {
             let first = format!("{}GetWorkspaceSize", s.name);
             assert!(client.iter().any(|t| t.name == first), "{first}");
         }
