@@ -34,17 +34,6 @@ macro_rules! hccl_functions {
         rank: u32,
         comm: *mut HcclComm,
     ) -> HcclResult;
-    /// `HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo,
-    /// uint32_t rank, const HcclCommConfig *config, HcclComm *comm)`: as
-    /// `HcclCommInitRootInfo`, with the communicator's options (buffer size, name, algorithm,
-    /// ...) in `config`. torch_npu's process group creates its communicators with it.
-    optional fn HcclCommInitRootInfoConfig(
-        n_ranks: u32,
-        root_info: *const HcclRootInfo,
-        rank: u32,
-        config: *const c_void,
-        comm: *mut HcclComm,
-    ) -> HcclResult;
     /// `HcclResult HcclCommInitAll(uint32_t ndev, int32_t *devices, HcclComm *comms)`: one
     /// communicator per device of this process (`comms` holds `ndev` handles; rank i is
     /// `devices[i]`).
@@ -135,6 +124,17 @@ macro_rules! hccl_functions {
     ) -> HcclResult;
     /// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`.
     optional fn HcclGetCommAsyncError(comm: HcclComm, async_error: *mut HcclResult) -> HcclResult;
+    /// `HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo,
+    /// uint32_t rank, const HcclCommConfig *config, HcclComm *comm)`: as
+    /// `HcclCommInitRootInfo`, with the communicator's options (buffer size, name, algorithm,
+    /// ...) in `config`. torch_npu's process group creates its communicators with it.
+    optional fn HcclCommInitRootInfoConfig(
+        n_ranks: u32,
+        root_info: *const HcclRootInfo,
+        rank: u32,
+        config: *const c_void,
+        comm: *mut HcclComm,
+    ) -> HcclResult;
         }
     };
 }
@@ -159,7 +159,10 @@ mod tests {
             .filter(|s| !s.required)
             .map(|s| s.name)
             .collect();
-        assert_eq!(optional, ["HcclAlltoAll", "HcclGetCommAsyncError"]);
+        assert_eq!(
+            optional,
+            ["HcclAlltoAll", "HcclGetCommAsyncError", "HcclCommInitRootInfoConfig"]
+        );
         assert!(symbols
             .iter()
             .any(|s| s.name == "HcclCommInitAll" && s.required));
