@@ -13,7 +13,7 @@ use braid_acl_sim::client::runtime::*;
 use braid_acl_sim::exports::*;
 use braid_acl_sys::acl::{AclClientFunctions, AclFunctions, AclOpFunctions};
 use braid_acl_sys::aclnn::{AclnnClientOperators, AclnnDescriptors, AclnnOperators};
-use braid_acl_sys::hccl::HcclFunctions;
+use braid_acl_sys::hccl::{HcclClientFunctions, HcclFunctions};
 use braid_acl_sys::msprof::MsprofFunctions;
 use braid_acl_sys::rt::RtFunctions;
 use braid_acl_sys::SymbolTable;
@@ -78,6 +78,7 @@ fn every_declared_symbol_is_exported_by_the_built_library() {
     all_exported::<AclnnOperators>("aclnn operators");
     all_exported::<AclnnClientOperators>("aclnn client operators");
     all_exported::<HcclFunctions>("HCCL");
+    all_exported::<HcclClientFunctions>("HCCL client");
     all_exported::<MsprofFunctions>("profiling");
     all_exported::<RtFunctions>("legacy runtime");
 }
@@ -469,6 +470,7 @@ fn the_old_operator_path_keeps_its_objects_and_refuses_to_compute() {
 
 #[test]
 fn a_communicator_made_with_a_configuration_works_as_one_made_without() {
+    use braid_acl_sim::client::hccl::HcclCommInitRootInfoConfig;
     use braid_acl_sim::hccl::exports::*;
     use braid_acl_sys::hccl::HcclRootInfo;
     std::thread::spawn(|| {

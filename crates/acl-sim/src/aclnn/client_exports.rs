@@ -43,8 +43,7 @@ unsafe fn add_tensor(
     // SAFETY: forwarded.
     unsafe {
         plan(call, workspace_size, executor, |o| {
-            let alpha = o.scalar(call, "alpha", alpha as usize)?;
-            ops::binary(call, o, (self_, other, out), Some(sign * alpha))
+            ops::binary(call, o, (self_, other, out), Some((alpha as usize, sign)))
         })
     }
 }
@@ -64,9 +63,13 @@ unsafe fn add_scalar(
     // SAFETY: forwarded.
     unsafe {
         plan(call, workspace_size, executor, |o| {
-            let other = o.scalar(call, "other", other as usize)?;
-            let alpha = o.scalar(call, "alpha", alpha as usize)?;
-            ops::with_scalar(call, o, (self_, out), other, Some(sign * alpha))
+            ops::with_scalar(
+                call,
+                o,
+                (self_, out),
+                other as usize,
+                Some((alpha as usize, sign)),
+            )
         })
     }
 }
@@ -255,8 +258,7 @@ pub unsafe extern "C" fn aclnnInplaceMulsGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let factor = o.scalar(CALL, "other", other as usize)?;
-            ops::with_scalar(CALL, o, (s, s), factor, None)
+            ops::with_scalar(CALL, o, (s, s), other as usize, None)
         })
     }
 }
@@ -275,7 +277,7 @@ pub unsafe extern "C" fn aclnnInplaceOneGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            ops::fill(CALL, o, self_ref as usize, 1.0)
+            ops::fill(CALL, o, self_ref as usize, ops::FillValue::Constant(1.0))
         })
     }
 }
@@ -294,7 +296,7 @@ pub unsafe extern "C" fn aclnnInplaceZeroGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            ops::fill(CALL, o, self_ref as usize, 0.0)
+            ops::fill(CALL, o, self_ref as usize, ops::FillValue::Constant(0.0))
         })
     }
 }

@@ -456,8 +456,12 @@ pub unsafe extern "C" fn aclnnInplaceFillScalarGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let v = o.scalar(CALL, "value", value as usize)?;
-            ops::fill(CALL, o, self_ref as usize, v)
+            ops::fill(
+                CALL,
+                o,
+                self_ref as usize,
+                ops::FillValue::Scalar(value as usize),
+            )
         })
     }
 }
@@ -480,13 +484,8 @@ pub unsafe extern "C" fn aclnnAddGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let alpha = o.scalar(CALL, "alpha", alpha as usize)?;
-            ops::binary(
-                CALL,
-                o,
-                (self_ as usize, other as usize, out as usize),
-                Some(alpha),
-            )
+            let tensors = (self_ as usize, other as usize, out as usize);
+            ops::binary(CALL, o, tensors, Some((alpha as usize, 1.0)))
         })
     }
 }
@@ -507,8 +506,13 @@ pub unsafe extern "C" fn aclnnMulsGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let factor = o.scalar(CALL, "other", other as usize)?;
-            ops::with_scalar(CALL, o, (self_ as usize, out as usize), factor, None)
+            ops::with_scalar(
+                CALL,
+                o,
+                (self_ as usize, out as usize),
+                other as usize,
+                None,
+            )
         })
     }
 }

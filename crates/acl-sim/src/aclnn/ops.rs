@@ -44,19 +44,30 @@ fn custom(call: &str, op: CustomOp<SimBackend>) -> Result<(Work, u64), Fail> {
     Ok((Work::Custom(op), 0))
 }
 
-/// `out = self + alpha * other` (`alpha` given) or `out = self * other`, `other` and `self`
+/// The factor of an add (`Some((alpha scalar, sign))`: `sign` is -1 for a sub), or a mul
+/// (`None`). The scalar is checked after the tensors, as CANN's parameter checks go.
+pub(crate) type Alpha = Option<(usize, f64)>;
+
+fn alpha_value(call: &str, o: &Objects, alpha: Alpha) -> Result<Option<f64>, Fail> {
+    alpha
+        .map(|(h, sign)| o.scalar(call, "alpha", h).map(|a| sign * a))
+        .transpose()
+}
+
+/// `out = self + alpha * other` (an `alpha`) or `out = self * other`, `other` and `self`
 /// broadcast to `out`'s shape.
 pub(crate) fn binary(
     call: &str,
     o: &Objects,
     (self_, other, out): (usize, usize, usize),
-    alpha: Option<f64>,
+    alpha: Alpha,
 ) -> Result<(Work, u64), Fail> {
     let (a, b, c) = (
         o.tensor(call, "self", self_)?,
         o.tensor(call, "other", other)?,
         o.tensor(call, "out", out)?,
     );
+    let alpha = alpha_value(call, o, alpha)?;
     let t = common_dtype(call, &[("self", a), ("other", b), ("out", c)])?;
     let shape = broadcast(&dims(a), &dims(b)).ok_or_else(|| {
         invalid(
@@ -103,16 +114,17 @@ pub(crate) fn binary(
     custom(call, op)
 }
 
-/// `out = self + alpha * other` (`alpha` given) or `out = self * other`, with `other` a
-/// scalar.
+/// `out = self + alpha * other` (an `alpha`) or `out = self * other`, with `other` a scalar.
 pub(crate) fn with_scalar(
     call: &str,
     o: &Objects,
     (self_, out): (usize, usize),
-    other: f64,
-    alpha: Option<f64>,
+    other: usize,
+    alpha: Alpha,
 ) -> Result<(Work, u64), Fail> {
     let (a, c) = (o.tensor(call, "self", self_)?, o.tensor(call, "out", out)?);
+    let other = o.scalar(call, "other", other)?;
+    let alpha = alpha_value(call, o, alpha)?;
     let t = common_dtype(call, &[("self", a), ("out", c)])?;
     expect_dims(call, "out", c, &a.dims)?;
     if alpha.is_none() && contiguous(a) && contiguous(c) {
@@ -141,14 +153,26 @@ pub(crate) fn with_scalar(
     custom(call, op)
 }
 
-/// `selfRef[...] = value`.
+/// What a fill writes.
+pub(crate) enum FillValue {
+    /// A value of the operator (`aclnnInplaceOne`'s 1).
+    Constant(f64),
+    /// The scalar of this handle.
+    Scalar(usize),
+}
+
+/// `selfRef[...] = value` (a constant, or the scalar `value` names).
 pub(crate) fn fill(
     call: &str,
     o: &Objects,
     self_ref: usize,
-    value: f64,
+    value: FillValue,
 ) -> Result<(Work, u64), Fail> {
     let d = o.tensor(call, "selfRef", self_ref)?;
+    let value = match value {
+        FillValue::Constant(v) => v,
+        FillValue::Scalar(h) => o.scalar(call, "value", h)?,
+    };
     let t = common_dtype(call, &[("selfRef", d)])?;
     if contiguous(d) {
         return Ok((

@@ -6,6 +6,7 @@
 //! |---|---|---|
 //! | [`runtime`] | the runtime calls beyond braid's: finalize, current device and context, SoC name and capabilities, blocking copy and fill, `aclrtMallocAlign32`, system parameters, timeouts, forced stream destruction, event reset, model ids; binaries, IPC and dumps refused | `acl::AclClientFunctions` |
 //! | [`op_path`] | the old single-operator path: tensor descriptions, data buffers, attributes, compile options; `aclopCompileAndExecute` refused naming the operator | `acl::AclOpFunctions` |
+//! | [`hccl`] | `HcclCommInitRootInfoConfig` (torch_npu's process group) on braid-acl-sim's HCCL | `hccl::HcclClientFunctions` |
 //! | [`profiling`] | `Msprof*` (clock and hashes real, reports refused) and `rt*` kernels (refused) | `msprof::MsprofFunctions`, `rt::RtFunctions` |
 //!
 //! The aclnn operators clients look up beyond braid's are in [`crate::aclnn`].
@@ -14,6 +15,7 @@
 //! `MSPROF_ERROR`) with a message naming the call in `aclGetRecentErrMsg`; nothing the
 //! simulator cannot do answers success.
 
+pub mod hccl;
 pub mod op_path;
 pub mod profiling;
 pub mod runtime;

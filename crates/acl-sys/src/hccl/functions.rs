@@ -124,17 +124,6 @@ macro_rules! hccl_functions {
     ) -> HcclResult;
     /// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`.
     optional fn HcclGetCommAsyncError(comm: HcclComm, async_error: *mut HcclResult) -> HcclResult;
-    /// `HcclResult HcclCommInitRootInfoConfig(uint32_t nRanks, const HcclRootInfo *rootInfo,
-    /// uint32_t rank, const HcclCommConfig *config, HcclComm *comm)`: as
-    /// `HcclCommInitRootInfo`, with the communicator's options (buffer size, name, algorithm,
-    /// ...) in `config`. torch_npu's process group creates its communicators with it.
-    optional fn HcclCommInitRootInfoConfig(
-        n_ranks: u32,
-        root_info: *const HcclRootInfo,
-        rank: u32,
-        config: *const c_void,
-        comm: *mut HcclComm,
-    ) -> HcclResult;
         }
     };
 }
@@ -153,16 +142,13 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 16);
+        assert_eq!(symbols.len(), 15);
         let optional: Vec<&str> = symbols
             .iter()
             .filter(|s| !s.required)
             .map(|s| s.name)
             .collect();
-        assert_eq!(
-            optional,
-            ["HcclAlltoAll", "HcclGetCommAsyncError", "HcclCommInitRootInfoConfig"]
-        );
+        assert_eq!(optional, ["HcclAlltoAll", "HcclGetCommAsyncError"]);
         assert!(symbols
             .iter()
             .any(|s| s.name == "HcclCommInitAll" && s.required));
