@@ -9,14 +9,16 @@
 //! engine, and replays on a timing-only simulated device) and always run on it.
 //!
 //! ACL is opened as [`braid::acl_device`] opens it: `$BRAID_ACL_LIB`, then CANN under
-//! `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, then `libascendcl.so` on the loader path. On an
+//! `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, then `libascendcl.so` on the loader path, and
+//! only where none is there, `libbraid_acl_sim.so` beside the bench executable (in
+//! `target/release/deps/` once `cargo build --release -p braid-cli` has built it). On an
 //! Atlas A2/A3 machine with CANN's environment sourced, `cargo bench -p braid-benches
-//! --features acl` therefore measures the hardware. Where ACL is selected but cannot be opened
-//! (or the `acl` feature is off), those benches print a note and measure nothing. To measure
-//! the ACL path on the simulator, point `BRAID_ACL_LIB` at `braid-acl-sim`'s library (for
-//! example `target/release/deps/libbraid_acl_sim.so`, built by
-//! `cargo build --release -p braid-cli`); its device 0 computes data unless
-//! `BRAID_ACL_SIM_TIMING_ONLY=0` makes it timing-only, which leaves only host cost to measure.
+//! --features acl` therefore measures the hardware; the first line of each bench names the
+//! library. Where ACL is selected but cannot be opened (or the `acl` feature is off), those
+//! benches print a note and measure nothing. To measure the ACL path on the simulator, point
+//! `BRAID_ACL_LIB` at `braid-acl-sim`'s library (`braid acl-sim install --dir DIR` prints the
+//! line); its device 0 computes data unless `BRAID_ACL_SIM_TIMING_ONLY=0` makes it
+//! timing-only, which leaves only host cost to measure.
 //!
 //! CANN does not run braid's kernels yet: where a kernel launch is refused, the benches that
 //! need device work enqueue a memset instead ([`Work`]).
@@ -39,13 +41,18 @@ pub enum BenchBackend {
     Acl,
 }
 
-/// A value of [`BACKEND_ENV`] that names no backend.
+/// A value of [`BACKEND_ENV`] that names no backend (set to nothing included: braid never
+/// reads a set but empty variable as unset).
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct UnknownBackend(pub String);
 
 impl fmt::Display for UnknownBackend {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{BACKEND_ENV}={:?}: expected `sim` or `acl`", self.0)
+        write!(
+            f,
+            "{BACKEND_ENV}={:?}: expected `sim` or `acl` (unset it for the default)",
+            self.0
+        )
     }
 }
 
@@ -55,7 +62,7 @@ impl std::error::Error for UnknownBackend {}
 /// when `acl_feature`, else the simulator.
 pub fn select(env_value: Option<&str>, acl_feature: bool) -> Result<BenchBackend, UnknownBackend> {
     match env_value.map(str::trim) {
-        None | Some("") => Ok(if acl_feature {
+        None => Ok(if acl_feature {
             BenchBackend::Acl
         } else {
             BenchBackend::Sim
@@ -108,7 +115,7 @@ pub fn on_selected_backend(name: &str, bench: &mut impl BenchOn) {
 fn on_acl(name: &str, bench: &mut impl BenchOn) {
     match braid::acl_device(0) {
         Ok(device) => {
-            if let Ok(api) = braid::acl::load() {
+            if let Ok(api) = braid::acl::AclApi::load_or_sim() {
                 eprintln!("{name}: ACL from {}", api.path().display());
             }
             bench.run(device, "acl")
@@ -186,7 +193,7 @@ mod tests {
     fn the_variable_overrides_the_feature() {
         assert_eq!(select(None, false), Ok(BenchBackend::Sim));
         assert_eq!(select(None, true), Ok(BenchBackend::Acl));
-        assert_eq!(select(Some(""), true), Ok(BenchBackend::Acl));
+        assert_eq!(select(Some(""), true), Err(UnknownBackend(String::new())));
         assert_eq!(select(Some("sim"), true), Ok(BenchBackend::Sim));
         assert_eq!(select(Some(" ACL "), false), Ok(BenchBackend::Acl));
         let err = select(Some("cuda"), false).unwrap_err();

@@ -62,11 +62,12 @@
 //! | variable | meaning | default |
 //! |---|---|---|
 //! | `BRAID_ACL_SIM_DEVICES` ([`DEVICES_ENV`]) | number of devices of the simulated node, 1 to 64 | 8 |
-//! | `BRAID_ACL_SIM_CAPACITY` ([`CAPACITY_ENV`]) | memory of each device in bytes, positive | 16 GiB |
-//! | `BRAID_ACL_SIM_TIMING_ONLY` ([`TIMING_ONLY_ENV`]) | comma-separated ids of the devices that run timing-only; empty: none | `1` |
+//! | `BRAID_ACL_SIM_CAPACITY` ([`CAPACITY_ENV`]) | memory of each device in bytes, positive | the default profile's: 60.97 GiB (of a 64 GiB 910B) |
+//! | `BRAID_ACL_SIM_TIMING_ONLY` ([`TIMING_ONLY_ENV`]) | comma-separated ids of the devices that run timing-only; `none`: none | `1` |
 //!
-//! An invalid value (`BRAID_ACL_SIM_DEVICES=abc`, `BRAID_ACL_SIM_CAPACITY=-1`, a timing-only
-//! id that is not a device) is never ignored: every call then fails with
+//! Unset, a variable takes its default. An invalid value (`BRAID_ACL_SIM_DEVICES=abc`,
+//! `BRAID_ACL_SIM_CAPACITY=-1`, a timing-only id that is not a device, or any of them set to
+//! nothing, which braid never reads as unset) is never ignored: every call then fails with
 //! `ACL_ERROR_INVALID_PARAM` (100000), `aclInit` first, and `aclGetRecentErrMsg` names the
 //! variable, its value and what it takes ([`SettingError`]).
 //!
@@ -75,7 +76,7 @@
 //! zeros — and models time, memory and ordering only, so model-sized shapes run in
 //! milliseconds. Device 1 is timing-only by default because that is where braid's examples
 //! and `braid demo --backend acl` time their model-sized runs (on real hardware that is simply
-//! a second NPU); set `BRAID_ACL_SIM_TIMING_ONLY=` (empty) to make it compute data too.
+//! a second NPU); set `BRAID_ACL_SIM_TIMING_ONLY=none` to make it compute data too.
 //!
 //! # Where things are
 //!

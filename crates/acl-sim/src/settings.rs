@@ -2,6 +2,9 @@
 //! validated: a value that is not what a variable takes is a [`SettingError`] naming the
 //! variable and the value, which every ACL call then returns (as
 //! `ACL_ERROR_INVALID_PARAM` with the text in `aclGetRecentErrMsg`), never a silent default.
+//!
+//! braid's rule for every `BRAID_*` variable holds here too: unset means the default; a
+//! variable set to nothing (or blanks) is an error naming it, never read as unset.
 
 use std::ffi::OsString;
 use std::fmt;
@@ -10,11 +13,12 @@ use std::path::PathBuf;
 /// Environment variable: number of devices of the simulated node, 1 to [`MAX_DEVICES`]
 /// (default 8, the NPUs of one Atlas A2 server).
 pub const DEVICES_ENV: &str = "BRAID_ACL_SIM_DEVICES";
-/// Environment variable: memory of each simulated device in bytes, positive (default 16 GiB).
+/// Environment variable: memory of each simulated device in bytes, positive (default: the
+/// simulator's default profile's memory, 60.97 GiB of a 64 GiB 910B).
 pub const CAPACITY_ENV: &str = "BRAID_ACL_SIM_CAPACITY";
 /// Environment variable: comma-separated ids of the devices that run in the simulator's
 /// timing-only mode (no data stored or computed, so model-sized shapes plan in milliseconds;
-/// read-backs are zeros). Unset: [`DEFAULT_TIMING_ONLY`]; empty: every device computes data.
+/// read-backs are zeros). Unset: [`DEFAULT_TIMING_ONLY`]; `none`: every device computes data.
 pub const TIMING_ONLY_ENV: &str = "BRAID_ACL_SIM_TIMING_ONLY";
 /// The timing-only devices when [`TIMING_ONLY_ENV`] is unset: device 1, the device braid's
 /// examples and `braid demo --backend acl` time model-sized shapes on
@@ -58,7 +62,12 @@ pub const ERROR_LOG_ENV: &str = "BRAID_ACL_SIM_ERROR_LOG";
 pub const TIMELINE_ENV: &str = "BRAID_ACL_SIM_TIMELINE";
 
 const DEFAULT_DEVICES: usize = 8;
-const DEFAULT_CAPACITY: u64 = 16 << 30;
+
+/// The memory of a device when [`CAPACITY_ENV`] is unset: a default simulated device's, i.e.
+/// what the runtime of the default profile's NPU reports.
+fn default_capacity() -> u64 {
+    braid_backend_sim::SimConfig::new().capacity
+}
 
 /// A setting whose value is not one its variable takes.
 #[derive(Clone, PartialEq, Eq, Debug)]
@@ -102,21 +111,26 @@ pub(crate) struct Settings {
 
 impl Settings {
     /// The settings from the environment `env` (`|k| std::env::var_os(k)` in the library).
-    /// Unset or empty [`DEVICES_ENV`] and [`CAPACITY_ENV`] take their defaults.
+    /// Unset variables take their defaults; one set to nothing is an error naming it.
     pub fn from_env(env: impl Fn(&str) -> Option<OsString>) -> Result<Settings, SettingError> {
         let text =
             |variable: &'static str, expected: &str| -> Result<Option<String>, SettingError> {
+                let error = |value: String| SettingError {
+                    variable,
+                    value,
+                    expected: expected.to_string(),
+                };
                 match env(variable) {
                     None => Ok(None),
-                    Some(value) => value.into_string().map(Some).map_err(|value| SettingError {
-                        variable,
-                        value: value.to_string_lossy().into_owned(),
-                        expected: expected.to_string(),
-                    }),
+                    Some(value) => match value.into_string() {
+                        Ok(value) if value.trim().is_empty() => Err(error(value)),
+                        Ok(value) => Ok(Some(value)),
+                        Err(value) => Err(error(value.to_string_lossy().into_owned())),
+                    },
                 }
             };
         let number = |variable: &'static str, expected: &str, valid: &dyn Fn(u64) -> bool| {
-            let Some(value) = text(variable, expected)?.filter(|v| !v.trim().is_empty()) else {
+            let Some(value) = text(variable, expected)? else {
                 return Ok(None);
             };
             match value.trim().parse::<u64>() {
@@ -128,15 +142,21 @@ impl Settings {
                 }),
             }
         };
-        let devices_expected = format!("a number of devices from 1 to {MAX_DEVICES}");
+        let devices_expected =
+            format!("a number of devices from 1 to {MAX_DEVICES} (unset for the default, {DEFAULT_DEVICES})");
         let device_count = number(DEVICES_ENV, &devices_expected, &|n| {
             (1..=MAX_DEVICES as u64).contains(&n)
         })?
         .map_or(DEFAULT_DEVICES, |n| n as usize);
-        let capacity = number(CAPACITY_ENV, "a positive number of bytes", &|n| n > 0)?
-            .unwrap_or(DEFAULT_CAPACITY);
+        let capacity = number(
+            CAPACITY_ENV,
+            "a positive number of bytes (unset for the default, the profile's memory)",
+            &|n| n > 0,
+        )?
+        .unwrap_or_else(default_capacity);
         let ids_expected = format!(
-            "comma-separated device ids below {device_count} (the device count), or nothing"
+            "comma-separated device ids below {device_count} (the device count), or `none` \
+             for no timing-only device (unset for the default, device 1)"
         );
         let timing_only = parse_timing_only(text(TIMING_ONLY_ENV, &ids_expected)?, device_count)
             .map_err(|value| SettingError {
@@ -182,6 +202,9 @@ fn parse_timing_only(value: Option<String>, device_count: usize) -> Result<Vec<b
         }
         return Ok(out);
     };
+    if value.trim().eq_ignore_ascii_case("none") {
+        return Ok(out);
+    }
     for entry in value.split(',').map(str::trim).filter(|e| !e.is_empty()) {
         match entry.parse::<usize>().ok().and_then(|id| out.get_mut(id)) {
             Some(slot) => *slot = true,
@@ -206,14 +229,33 @@ mod tests {
 
     #[test]
     fn unset_variables_take_the_defaults() {
+        // The 910B profile's memory: what the runtime reports of its 64 GiB.
+        assert_eq!(
+            default_capacity(),
+            braid_backend_sim::Profile::atlas_800t_a2()
+                .device
+                .memory_bytes
+        );
         let s = settings(&[]).unwrap();
-        assert_eq!((s.device_count, s.capacity), (8, 16 << 30));
+        assert_eq!((s.device_count, s.capacity), (8, default_capacity()));
         let mut timing_only = vec![false; 8];
         timing_only[1] = true;
         assert_eq!(s.timing_only, timing_only);
-        // Empty counts as unset for the numbers.
-        let s = settings(&[(DEVICES_ENV, ""), (CAPACITY_ENV, " ")]).unwrap();
-        assert_eq!((s.device_count, s.capacity), (8, 16 << 30));
+    }
+
+    #[test]
+    fn a_variable_set_to_nothing_is_an_error_never_the_default() {
+        for variable in [DEVICES_ENV, CAPACITY_ENV, TIMING_ONLY_ENV] {
+            for value in ["", " "] {
+                let err = settings(&[(variable, value)]).unwrap_err();
+                assert_eq!((err.variable, err.value.as_str()), (variable, value));
+                assert!(err.to_string().contains("unset for the default"), "{err}");
+            }
+        }
+        assert!(settings(&[(TIMING_ONLY_ENV, "")])
+            .unwrap_err()
+            .to_string()
+            .contains("`none` for no timing-only device"));
     }
 
     #[test]
@@ -226,10 +268,12 @@ mod tests {
         .unwrap();
         assert_eq!((s.device_count, s.capacity), (3, 1 << 20));
         assert_eq!(s.timing_only, vec![true, false, true]);
-        assert_eq!(
-            settings(&[(TIMING_ONLY_ENV, "")]).unwrap().timing_only,
-            vec![false; 8]
-        );
+        for none in ["none", " NONE "] {
+            assert_eq!(
+                settings(&[(TIMING_ONLY_ENV, none)]).unwrap().timing_only,
+                vec![false; 8]
+            );
+        }
         // The default timing-only device 1 is left out where there is only one device.
         let one = settings(&[(DEVICES_ENV, "1")]).unwrap();
         assert_eq!(one.timing_only, vec![false]);

@@ -57,6 +57,9 @@ fn invalid_settings_fail_init_device_count_and_set_device_naming_the_variable() 
         (DEVICES_ENV, "0"),
         (CAPACITY_ENV, "-1"),
         (TIMING_ONLY_ENV, "0,x"),
+        // Set to nothing: an error, never the default.
+        (DEVICES_ENV, ""),
+        (TIMING_ONLY_ENV, ""),
     ] {
         let out = Command::new(&exe)
             .args([

@@ -37,5 +37,8 @@ pub mod rt;
 pub mod search;
 mod table;
 
-pub use search::{Candidate, LibrarySet, Origin, Search, HOME_VARS};
+pub use search::{
+    check_variables, variable, Candidate, LibrarySet, Origin, Search, VariableError, HOME_VARS,
+    VARIABLES,
+};
 pub use table::{MissingSymbols, Symbol, SymbolTable};

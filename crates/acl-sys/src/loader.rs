@@ -2,6 +2,8 @@
 //! resolves a [`SymbolTable`] from it.
 //!
 //! The rules, so that configuration is never silently ignored:
+//! - the set's variable set to nothing (or to a list naming no file) is
+//!   [`LoadError::Variable`], naming it: it is never read as unset;
 //! - a library named by the set's variable ([`Origin::Env`]) that does not open, or a set of
 //!   them that lacks a required symbol, is an error naming it: nothing else is tried;
 //! - a library present under a CANN home ([`Origin::Home`]) or at a caller's fallback path
@@ -77,13 +79,24 @@ pub enum LoadError {
         /// Candidates that were not there.
         tried: Vec<Attempt>,
     },
+    /// A variable of the set is set to nothing, or to a list naming no file: braid refuses
+    /// it rather than searching as if it were unset.
+    #[error("could not load {what}: {source}")]
+    Variable {
+        /// What the set provides.
+        what: &'static str,
+        /// The variable and what is wrong with it.
+        source: crate::search::VariableError,
+    },
     /// No library of the set is there: nothing is configured or installed.
-    #[error("could not load {what}: not found; tried: {}", list(.tried))]
+    #[error("could not load {what}: not found; tried: {}{}", list(.tried), .hint.map(|h| format!(". {h}")).unwrap_or_default())]
     NotFound {
         /// What the set provides.
         what: &'static str,
         /// Every candidate and why it was not used.
         tried: Vec<Attempt>,
+        /// What to do about it, where the caller knows ([`LoadError::with_hint`]).
+        hint: Option<&'static str>,
     },
 }
 
@@ -109,6 +122,19 @@ impl LoadError {
         matches!(self, LoadError::NotFound { .. })
     }
 
+    /// A [`LoadError::NotFound`] with `hint` (what to do about it) added to its message; any
+    /// other error unchanged.
+    pub fn with_hint(self, hint: &'static str) -> Self {
+        match self {
+            LoadError::NotFound { what, tried, .. } => LoadError::NotFound {
+                what,
+                tried,
+                hint: Some(hint),
+            },
+            other => other,
+        }
+    }
+
     /// The required symbols that are missing (empty unless [`LoadError::MissingSymbols`]).
     pub fn missing_symbols(&self) -> &[&'static str] {
         match self {
@@ -130,6 +156,7 @@ impl LoadError {
                 .chain(tried.iter().map(|a| a.path.as_path()))
                 .collect(),
             LoadError::NotFound { tried, .. } => tried.iter().map(|a| a.path.as_path()).collect(),
+            LoadError::Variable { .. } => Vec::new(),
         }
     }
 }
@@ -274,7 +301,10 @@ impl LibrarySet {
         env: impl Fn(&str) -> Option<OsString>,
     ) -> Result<Loaded<T>, LoadError> {
         let what = self.what;
-        match self.search(env) {
+        let search = self
+            .search(env)
+            .map_err(|source| LoadError::Variable { what, source })?;
+        match search {
             Search::Explicit(candidates) => {
                 let libraries = candidates
                     .iter()
@@ -294,7 +324,11 @@ impl LibrarySet {
                     }
                 }
                 if libraries.is_empty() {
-                    return Err(LoadError::NotFound { what, tried });
+                    return Err(LoadError::NotFound {
+                        what,
+                        tried,
+                        hint: None,
+                    });
                 }
                 resolve(what, libraries, tried)
             }
@@ -313,7 +347,11 @@ pub fn load_first<T: SymbolTable>(
         .map_err(|attempt| LoadError::Unopenable { what, attempt })?
     {
         Some(library) => resolve(what, vec![library], tried),
-        None => Err(LoadError::NotFound { what, tried }),
+        None => Err(LoadError::NotFound {
+            what,
+            tried,
+            hint: None,
+        }),
     }
 }
 

@@ -3,6 +3,12 @@
 //!
 //! This is only the list of candidates (no library is opened here); the loader (feature
 //! `loader`) opens them with the rules of [`LibrarySet`].
+//!
+//! **Empty variables.** braid's rule for every `BRAID_*` variable: unset means the default;
+//! set means that value, honoured or refused by name. A variable set to nothing (or blanks) is
+//! refused ([`VariableError`]), never read as "unset": `BRAID_ACL_LIB=` does not quietly fall
+//! back to braid-acl-sim. [`variable`] applies the rule; [`check_variables`] applies it to
+//! every variable of the ACL family at once ([`VARIABLES`]).
 
 use std::ffi::OsString;
 use std::fmt;
@@ -12,11 +18,65 @@ use std::path::PathBuf;
 /// `lib64/<name>`.
 pub const HOME_VARS: [&str; 2] = ["ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"];
 
+/// The variables that name libraries of the ACL family: ACL, aclnn's descriptors and
+/// operators, HCCL.
+pub const VARIABLES: [&str; 4] = [
+    crate::acl::LIB_ENV,
+    crate::aclnn::DESCRIPTOR_LIB_ENV,
+    crate::aclnn::OPERATOR_LIBS_ENV,
+    crate::hccl::LIB_ENV,
+];
+
+/// A `BRAID_*` variable whose value braid cannot use: set but empty, or a library list that
+/// names no file.
+#[derive(Clone, PartialEq, Eq, Debug)]
+pub struct VariableError {
+    /// The variable.
+    pub variable: &'static str,
+    /// Its value, as set.
+    pub value: String,
+    /// What is wrong and what to do.
+    pub reason: &'static str,
+}
+
+impl fmt::Display for VariableError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "${}={:?}: {}", self.variable, self.value, self.reason)
+    }
+}
+
+impl std::error::Error for VariableError {}
+
+/// The value of `name` under `env`, by braid's rule: `None` when unset, the value when set,
+/// and a [`VariableError`] naming it when it is set to nothing or only blanks.
+pub fn variable(
+    env: impl Fn(&str) -> Option<OsString>,
+    name: &'static str,
+) -> Result<Option<OsString>, VariableError> {
+    match env(name) {
+        Some(value) if value.to_string_lossy().trim().is_empty() => Err(VariableError {
+            variable: name,
+            value: value.to_string_lossy().into_owned(),
+            reason: "set but empty: unset it for the default search, or give a value",
+        }),
+        other => Ok(other),
+    }
+}
+
+/// Applies [`variable`]'s rule to every variable of [`VARIABLES`]: the first one set but
+/// empty is the error.
+pub fn check_variables(env: impl Fn(&str) -> Option<OsString>) -> Result<(), VariableError> {
+    VARIABLES
+        .iter()
+        .try_for_each(|name| variable(&env, name).map(drop))
+}
+
 /// A set of libraries one symbol table is resolved from.
 ///
-/// - When the variable [`env`](Self::env) is set (non-empty), it lists the library files
-///   (paths separated as in `PATH`, `:` on Unix) and only those are used: each must open, and
-///   the table must resolve from them. Nothing else is tried.
+/// - When the variable [`env`](Self::env) is set, it lists the library files (paths
+///   separated as in `PATH`, `:` on Unix) and only those are used: each must open, and the
+///   table must resolve from them. Nothing else is tried. Set to nothing, or to a list that
+///   names no file (`:`), it is a [`VariableError`] (see the module's rule).
 /// - Otherwise each of [`names`](Self::names) is looked for as `lib64/<name>` under each of
 ///   [`HOME_VARS`] that is set, then as `<name>` on the loader path; the first that opens is
 ///   used. A symbol may come from any of the libraries found (aclnn's operators are in
@@ -79,18 +139,26 @@ pub enum Search {
 }
 
 impl LibrarySet {
-    /// The candidates under the environment `env` (pass `|k| std::env::var_os(k)`).
-    pub fn search(&self, env: impl Fn(&str) -> Option<OsString>) -> Search {
-        if let Some(value) = env(self.env).filter(|v| !v.is_empty()) {
-            return Search::Explicit(
-                std::env::split_paths(&value)
-                    .filter(|p| !p.as_os_str().is_empty())
-                    .map(|path| Candidate {
-                        path,
-                        origin: Origin::Env(self.env),
-                    })
-                    .collect(),
-            );
+    /// The candidates under the environment `env` (pass `|k| std::env::var_os(k)`), or the
+    /// error of a variable set to nothing or to a list naming no file.
+    pub fn search(&self, env: impl Fn(&str) -> Option<OsString>) -> Result<Search, VariableError> {
+        if let Some(value) = variable(&env, self.env)? {
+            let candidates: Vec<Candidate> = std::env::split_paths(&value)
+                .filter(|p| !p.as_os_str().is_empty())
+                .map(|path| Candidate {
+                    path,
+                    origin: Origin::Env(self.env),
+                })
+                .collect();
+            if candidates.is_empty() {
+                return Err(VariableError {
+                    variable: self.env,
+                    value: value.to_string_lossy().into_owned(),
+                    reason: "names no library file: give the paths of the libraries, \
+                             separated by ':'",
+                });
+            }
+            return Ok(Search::Explicit(candidates));
         }
         let homes: Vec<(&'static str, PathBuf)> = HOME_VARS
             .iter()
@@ -100,7 +168,7 @@ impl LibrarySet {
                     .map(|home| (*var, PathBuf::from(home)))
             })
             .collect();
-        Search::Installed(
+        Ok(Search::Installed(
             self.names
                 .iter()
                 .map(|name| {
@@ -121,7 +189,7 @@ impl LibrarySet {
                     (*name, candidates)
                 })
                 .collect(),
-        )
+        ))
     }
 }
 
@@ -163,7 +231,7 @@ pub(crate) mod tests {
             ("ASCEND_HOME_PATH", "/usr/local/Ascend/latest"),
         ]);
         assert_eq!(
-            OPS.search(env),
+            OPS.search(env).unwrap(),
             Search::Explicit(vec![
                 candidate("/a/libnnopbase.so", Origin::Env("BRAID_ACLNN_LIBS")),
                 candidate("/b/libopapi_math.so", Origin::Env("BRAID_ACLNN_LIBS")),
@@ -174,14 +242,13 @@ pub(crate) mod tests {
     #[test]
     fn without_it_each_name_is_searched_under_the_cann_homes_then_on_the_loader_path() {
         let env = env_of(&[
-            ("BRAID_ACLNN_LIBS", ""),
             ("ASCEND_HOME_PATH", "/usr/local/Ascend/latest"),
             ("ASCEND_TOOLKIT_HOME", "/opt/toolkit"),
         ]);
         let home = Origin::Home("ASCEND_HOME_PATH");
         let toolkit = Origin::Home("ASCEND_TOOLKIT_HOME");
         assert_eq!(
-            OPS.search(env),
+            OPS.search(env).unwrap(),
             Search::Installed(vec![
                 (
                     "libnnopbase.so",
@@ -203,12 +270,12 @@ pub(crate) mod tests {
         );
         // The same home twice is searched once; no home: the loader path only.
         let same = env_of(&[("ASCEND_HOME_PATH", "/h"), ("ASCEND_TOOLKIT_HOME", "/h")]);
-        let Search::Installed(names) = OPS.search(same) else {
+        let Ok(Search::Installed(names)) = OPS.search(same) else {
             panic!("no explicit variable")
         };
         assert_eq!(names[0].1.len(), 2);
         assert_eq!(
-            OPS.search(env_of(&[])),
+            OPS.search(env_of(&[])).unwrap(),
             Search::Installed(vec![
                 (
                     "libnnopbase.so",
@@ -220,6 +287,39 @@ pub(crate) mod tests {
                 ),
             ])
         );
+    }
+
+    #[test]
+    fn a_variable_set_to_nothing_is_refused_by_name_never_read_as_unset() {
+        for value in ["", "  "] {
+            let err = OPS
+                .search(env_of(&[
+                    ("BRAID_ACLNN_LIBS", value),
+                    ("ASCEND_HOME_PATH", "/h"),
+                ]))
+                .unwrap_err();
+            assert_eq!(
+                (err.variable, err.value.as_str()),
+                ("BRAID_ACLNN_LIBS", value)
+            );
+            let text = err.to_string();
+            assert!(
+                text.starts_with("$BRAID_ACLNN_LIBS=") && text.contains("set but empty: unset it"),
+                "{text}"
+            );
+        }
+        // A list naming no file is refused too.
+        let err = OPS
+            .search(env_of(&[("BRAID_ACLNN_LIBS", "::")]))
+            .unwrap_err();
+        assert!(err.to_string().contains("names no library file"), "{err}");
+        // Every variable of the family, one rule.
+        for name in VARIABLES {
+            let err = check_variables(env_of(&[(name, "")])).unwrap_err();
+            assert_eq!(err.variable, name);
+        }
+        check_variables(env_of(&[("BRAID_ACL_LIB", "/x/libascendcl.so")])).unwrap();
+        assert_eq!(variable(env_of(&[]), "BRAID_ACL_LIB"), Ok(None));
     }
 
     #[test]

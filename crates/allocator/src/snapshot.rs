@@ -169,7 +169,13 @@ pub struct HistoryEntry {
     pub time: u64,
 }
 
-/// A bounded ring of history entries, preallocated so recording never allocates.
+/// Entries of the history ring allocated up front when recording starts: the default size
+/// (10 000) fits, so recording into a default ring never allocates. A larger ring grows by
+/// doubling as it fills, up to its capacity, so a large `history_size` costs host memory only
+/// once that much history is recorded.
+const PREALLOCATED_HISTORY: usize = 1 << 16;
+
+/// A bounded ring of history entries, allocated as it fills (see [`PREALLOCATED_HISTORY`]).
 #[derive(Debug)]
 pub(crate) struct History {
     enabled: bool,
@@ -195,9 +201,9 @@ impl History {
 
     pub(crate) fn set_enabled(&mut self, enabled: bool) {
         self.enabled = enabled && self.capacity > 0;
-        if self.enabled && self.entries.capacity() < self.capacity {
-            self.entries
-                .reserve_exact(self.capacity - self.entries.len());
+        let upfront = self.capacity.min(PREALLOCATED_HISTORY);
+        if self.enabled && self.entries.capacity() < upfront {
+            self.entries.reserve_exact(upfront - self.entries.len());
         }
     }
 
@@ -205,7 +211,7 @@ impl History {
         let old = self.to_vec();
         let keep = old.len().saturating_sub(capacity);
         self.capacity = capacity;
-        self.entries = Vec::with_capacity(capacity);
+        self.entries = Vec::with_capacity(old.len() - keep);
         self.entries.extend_from_slice(&old[keep..]);
         self.head = 0;
         self.set_enabled(self.enabled);
@@ -252,7 +258,13 @@ impl History {
             pool,
             time: self.clock,
         };
-        if self.entries.len() < self.capacity {
+        let len = self.entries.len();
+        if len < self.capacity {
+            if len == self.entries.capacity() {
+                // Double, but never past the ring's capacity.
+                self.entries
+                    .reserve_exact(len.max(1).min(self.capacity - len));
+            }
             self.entries.push(entry);
         } else {
             self.entries[self.head] = entry;

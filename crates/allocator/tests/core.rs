@@ -39,6 +39,17 @@ fn from_env_reads_braid_alloc_conf() {
     std::env::remove_var("BRAID_ALLOC_CONF");
     assert_eq!(c.max_split_size, 64 * MIB);
     assert_eq!(AllocatorConfig::from_env().unwrap(), AllocatorConfig::new());
+    // Set to nothing: an error naming the variable, never the defaults.
+    std::env::set_var("BRAID_ALLOC_CONF", "");
+    let err = AllocatorConfig::from_env().unwrap_err();
+    std::env::remove_var("BRAID_ALLOC_CONF");
+    match &err {
+        AllocError::InvalidConfigValue { key, reason, .. } => {
+            assert_eq!(key, "BRAID_ALLOC_CONF");
+            assert!(reason.contains("set but empty"), "{err}");
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 /// Rounding a size near `u64::MAX` overflows to `None`, with and without power-of-two

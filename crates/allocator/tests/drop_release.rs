@@ -192,3 +192,35 @@ fn handles_and_buffers_dropped_on_many_threads_release_everything() {
         assert_eq!(free_bytes(&dev), total, "round {round}: segments leaked");
     }
 }
+
+/// MiB-sized buffers written on a data-mode device, freed, and the cache emptied: the
+/// simulator's data store holds no host memory any more (its resident bytes return to zero),
+/// with normal and with expandable segments.
+#[test]
+fn emptying_the_cache_returns_the_data_stores_host_memory() {
+    for conf in ["", "expandable_segments:true"] {
+        let dev = device(2048 * MIB);
+        let alloc =
+            CachingAllocator::new(dev.clone(), AllocatorConfig::parse(conf).unwrap()).unwrap();
+        let main = dev.default_stream();
+        let buffers: Vec<_> = (0..64u64)
+            .map(|i| {
+                let buf = alloc.alloc((1 + i % 7) * MIB, &main).unwrap();
+                main.memset(buf.slice(), 1).unwrap();
+                buf
+            })
+            .collect();
+        main.synchronize().unwrap();
+        let written: u64 = buffers.iter().map(|b| b.requested_size()).sum();
+        assert!(dev.hal().stats().resident_data_bytes >= written, "{conf}");
+        drop(buffers);
+        main.synchronize().unwrap();
+        assert!(
+            dev.hal().stats().resident_data_bytes >= written,
+            "{conf}: cached"
+        );
+        alloc.empty_cache();
+        assert_eq!(alloc.memory_reserved(), 0, "{conf}");
+        assert_eq!(dev.hal().stats().resident_data_bytes, 0, "{conf}");
+    }
+}

@@ -135,9 +135,18 @@ impl AclApi {
         Ok(*DEFAULT.get_or_init(|| api))
     }
 
-    /// Loads ACL from [`LIBRARIES`] under the environment `env` (tests inject one).
+    /// Loads ACL from [`LIBRARIES`] under the environment `env` (tests inject one). A
+    /// variable of the ACL family ([`braid_acl_sys::VARIABLES`]) set to nothing is refused by
+    /// name before anything is searched (braid's rule for every `BRAID_*` variable).
     pub fn load_with(env: impl Fn(&str) -> Option<OsString>) -> Result<&'static AclApi, LoadError> {
-        LIBRARIES.load(env).map(keep)
+        braid_acl_sys::check_variables(&env).map_err(|source| LoadError::Variable {
+            what: LIBRARIES.what,
+            source,
+        })?;
+        LIBRARIES
+            .load(env)
+            .map(keep)
+            .map_err(|e| e.with_hint(CANN_HINT))
     }
 
     /// Loads ACL from exactly `path` (resolved once per path and process).
@@ -192,9 +201,15 @@ impl AclApi {
             .collect();
         match loader::load_first(LIBRARIES.what, &candidates) {
             Ok(loaded) => Ok(keep(loaded)),
-            Err(LoadError::NotFound { what, tried: sim }) => {
+            Err(LoadError::NotFound {
+                what, tried: sim, ..
+            }) => {
                 tried.extend(sim);
-                Err(LoadError::NotFound { what, tried })
+                Err(LoadError::NotFound {
+                    what,
+                    tried,
+                    hint: Some(SIM_HINT),
+                })
             }
             Err(err) => Err(err),
         }
@@ -235,6 +250,19 @@ impl AclApi {
             && self.braidSimClearSanitizerReports.is_some()
     }
 }
+
+/// What [`AclApi::load`] says when no ACL library is there.
+pub const CANN_HINT: &str = "On an Ascend machine, source CANN's set_env.sh (it sets \
+    ASCEND_HOME_PATH) or set BRAID_ACL_LIB to libascendcl.so; without one, AclApi::load_or_sim \
+    (braid::acl_device) also looks for braid-acl-sim, ACL on braid's simulator";
+
+/// What [`AclApi::load_or_sim`] says when neither CANN nor `braid-acl-sim` is there.
+pub const SIM_HINT: &str = "braid-acl-sim (ACL on braid's simulator) is not next to the \
+    executable either. In a cargo project, depend on braid with features = [\"acl-sim\"]: \
+    cargo then builds libbraid_acl_sim.so beside your binaries, tests and examples, where it is \
+    looked for. Anywhere else, copy it out of a braid build with `braid acl-sim install --dir \
+    DIR` and set BRAID_ACL_LIB=DIR/libbraid_acl_sim.so. On an Ascend machine, source CANN's \
+    set_env.sh";
 
 /// File name of the library `braid-acl-sim` builds (its cdylib).
 pub const SIM_LIB_NAME: &str = "libbraid_acl_sim.so";
@@ -370,6 +398,17 @@ mod tests {
                 .contains("fallback, as nothing is configured: no such file"),
             "{err}"
         );
+        // It says how to get braid-acl-sim.
+        let text = err.to_string();
+        assert!(
+            text.contains("braid-acl-sim") && text.contains("features = [\"acl-sim\"]"),
+            "{text}"
+        );
+        assert!(
+            text.contains("braid acl-sim install --dir DIR")
+                && text.contains("BRAID_ACL_LIB=DIR/libbraid_acl_sim.so"),
+            "{text}"
+        );
         std::fs::remove_dir_all(nowhere).unwrap();
     }
 
@@ -387,6 +426,20 @@ mod tests {
             err.to_string().contains("/nonexistent/libascendcl.so"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn an_acl_variable_set_to_nothing_is_refused_by_name_never_the_simulator() {
+        for variable in braid_acl_sys::VARIABLES {
+            let err =
+                AclApi::load_or_sim_with(env_of(&[(variable, "")]), Some(&exe_dir())).unwrap_err();
+            assert!(matches!(err, LoadError::Variable { .. }), "{err:?}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("${variable}=\"\"")) && text.contains("set but empty"),
+                "{text}"
+            );
+        }
     }
 
     #[test]

@@ -397,6 +397,31 @@ fn a_missing_aclnn_library_or_symbol_is_named() {
             .contains("libm.so.6 (named by $BRAID_ACLNN_LIBS)"),
         "{err}"
     );
+    // Set to nothing: refused by name, never read as unset (which would take aclnn from
+    // braid-acl-sim).
+    for variable in ["BRAID_ACLNN_LIBS", "BRAID_ACLNN_BASE_LIB"] {
+        let pairs: &'static [(&'static str, &'static str)] =
+            Box::leak(vec![(variable, "")].into_boxed_slice());
+        let err = AclnnApi::load_with(env(pairs), common::api()).expect_err("empty");
+        assert!(
+            err.to_string()
+                .contains(&format!("${variable}=\"\": set but empty")),
+            "{err}"
+        );
+    }
+    // One variable set alone: the other's library is looked for in the CANN homes, and when it
+    // is not there the error names the variable that sent the search there.
+    let pairs: &'static [(&'static str, &'static str)] =
+        Box::leak(vec![("BRAID_ACLNN_LIBS", sim)].into_boxed_slice());
+    match AclnnApi::load_with(env(pairs), common::api()) {
+        Err(err) if err.is_not_found() => assert!(
+            err.to_string().contains("$BRAID_ACLNN_LIBS is set")
+                && err.to_string().contains("$BRAID_ACLNN_BASE_LIB"),
+            "{err}"
+        ),
+        Err(other) => panic!("{other}"),
+        Ok(_) => eprintln!("note: a libnnopbase.so is installed here; the hint is not reached"),
+    }
 }
 
 /// External events (graph-to-graph record and wait nodes) are not bound on the ACL backend: a

@@ -4,6 +4,7 @@ use crate::fault::FaultPlan;
 use crate::limits::{ASCEND_910B_MAX_EVENTS, ASCEND_910B_MAX_STREAMS};
 use crate::profile::DeviceProfile;
 use crate::sanitizer::SanitizerMode;
+use crate::workspace::WorkspaceSizes;
 use std::time::{Duration, Instant};
 
 /// Whether the simulator stores and computes data.
@@ -32,7 +33,8 @@ pub enum SimMode {
 pub struct SimConfig {
     /// Device ordinal reported by `Device::ordinal`.
     pub ordinal: u32,
-    /// Device memory capacity in bytes.
+    /// Device memory capacity in bytes: what the device reports as its total memory and what
+    /// can be allocated (the profile's [`DeviceProfile::memory_bytes`] by default).
     pub capacity: u64,
     /// Pinned host memory the device may allocate (`alloc_host`), in bytes.
     pub host_capacity: u64,
@@ -43,6 +45,11 @@ pub struct SimConfig {
     /// Whether executed ops are kept in the timeline ([`crate::SimDevice::timeline`]), with
     /// host calls, event flows and memory samples for [`crate::SimDevice::chrome_trace_json`].
     pub record_timeline: bool,
+    /// The most records of each kind the timeline keeps (ops; host calls; event markers;
+    /// event flows; memory samples; link transfers): a ring, the oldest dropped first and
+    /// counted ([`crate::SimDevice::timeline_dropped`]), so a long run's host memory stays
+    /// bounded. [`DEFAULT_TIMELINE_CAPACITY`] by default. A node's is its first device's.
+    pub timeline_capacity: usize,
     /// What the sanitizer does ([`SanitizerMode::Report`] by default).
     pub sanitizer: SanitizerMode,
     /// Whether the device offers the virtual-memory API (`hal::Device::reserve_address` and
@@ -66,22 +73,41 @@ pub struct SimConfig {
     /// issued their part yet, before failing with an error naming them: the simulator's
     /// `HCCL_EXEC_TIMEOUT` (1836 s by default on HCCL, far too long for tests). 5 s by
     /// default; zero fails at once. A node's timeout is its first device's. See
-    /// [`crate::SimStream::collective`].
+    /// `SimBackend::launch_collective` (the hal's collective extension).
     pub collective_timeout: Duration,
+    /// Workspace each built-in kernel launch asks for; `None` (the default): none, as the
+    /// simulator's kernels need none. A dry run sets the sizes another backend's kernels ask
+    /// for, so the caching allocator sees the same requests ([`WorkspaceSizes`]).
+    pub workspace_sizes: Option<WorkspaceSizes>,
 }
 
 impl SimConfig {
-    /// The default configuration: ordinal 0, 16 GiB, 64 GiB of pinned host memory, data mode,
-    /// Ascend 910B profile, timeline on, sanitizer reporting, no faults, ACL's stream and
-    /// event limits, a 5 s collective timeout.
+    /// The default configuration: ordinal 0, the Ascend 910B profile
+    /// ([`crate::Profile::atlas_800t_a2`]) and its memory (60.97 GiB, what the runtime reports
+    /// of the 64 GiB of HBM), 64 GiB of pinned host memory, data mode, timeline on (the newest
+    /// [`DEFAULT_TIMELINE_CAPACITY`] records of each kind), sanitizer reporting, no faults,
+    /// ACL's stream and event limits, a 5 s collective timeout.
     pub fn new() -> Self {
+        SimConfig::for_profile(DeviceProfile::ascend_910b())
+    }
+
+    /// The default configuration for a device of `profile`: as [`SimConfig::new`], with the
+    /// profile and its memory ([`DeviceProfile::memory_bytes`]) as capacity.
+    ///
+    /// ```
+    /// use braid_backend_sim::{DeviceProfile, SimConfig};
+    /// let gpu = SimConfig::for_profile(DeviceProfile::generic_gpu());
+    /// assert_eq!(gpu.capacity, gpu.profile.memory_bytes);
+    /// ```
+    pub fn for_profile(profile: DeviceProfile) -> Self {
         SimConfig {
             ordinal: 0,
-            capacity: 16 << 30,
+            capacity: profile.memory_bytes,
             host_capacity: 64 << 30,
             mode: SimMode::Data,
-            profile: DeviceProfile::ascend_910b(),
+            profile,
             record_timeline: true,
+            timeline_capacity: DEFAULT_TIMELINE_CAPACITY,
             sanitizer: SanitizerMode::Report,
             virtual_memory: true,
             faults: FaultPlan::new(),
@@ -89,7 +115,14 @@ impl SimConfig {
             max_events: ASCEND_910B_MAX_EVENTS,
             wall_launch_cost: Duration::ZERO,
             collective_timeout: DEFAULT_COLLECTIVE_TIMEOUT,
+            workspace_sizes: None,
         }
+    }
+
+    /// Sets the workspace each built-in kernel launch asks for.
+    pub fn workspace_sizes(mut self, sizes: WorkspaceSizes) -> Self {
+        self.workspace_sizes = Some(sizes);
+        self
     }
 
     /// Sets the device ordinal.
@@ -116,7 +149,8 @@ impl SimConfig {
         self
     }
 
-    /// Sets the device profile.
+    /// Sets the device profile. The capacity stays as it is (see [`SimConfig::for_profile`]
+    /// to start from the profile's memory).
     pub fn profile(mut self, profile: DeviceProfile) -> Self {
         self.profile = profile;
         self
@@ -158,6 +192,13 @@ impl SimConfig {
         self
     }
 
+    /// Sets [`SimConfig::timeline_capacity`](SimConfig#structfield.timeline_capacity): the
+    /// most records of each kind the timeline keeps (`usize::MAX`: everything).
+    pub fn timeline_capacity(mut self, records: usize) -> Self {
+        self.timeline_capacity = records;
+        self
+    }
+
     /// Sets the wall-clock time each enqueued operation burns on the host (see
     /// [`SimConfig::wall_launch_cost`](SimConfig#structfield.wall_launch_cost)).
     pub fn wall_launch_cost(mut self, cost: Duration) -> Self {
@@ -175,6 +216,12 @@ impl SimConfig {
 
 /// The default [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout).
 pub const DEFAULT_COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The default [`SimConfig::timeline_capacity`](SimConfig#structfield.timeline_capacity):
+/// 100 000 records of each kind, about 50 MB for a program of kernels, events and
+/// allocations (about 700 host bytes per op kept, measured by `tests/timeline_cap.rs`), enough for every op of the examples and
+/// tests and the latest 100 000 of a longer run.
+pub const DEFAULT_TIMELINE_CAPACITY: usize = 100_000;
 
 /// Keeps the calling thread busy for `cost` of wall-clock time (a spin, as a driver's launch
 /// path is CPU work, not sleep).

@@ -1,7 +1,8 @@
 //! [`SimDevice`]: the hal device, and the simulator's observability API.
 
+use crate::collective::HostWait;
 use crate::config::SimConfig;
-use crate::engine::{Engine, HostWait};
+use crate::engine::Engine;
 use crate::event::SimEvent;
 use crate::fault::{CallKind, FaultCounts, FaultPlan, Verdict};
 use crate::memory::PageRun;
@@ -232,6 +233,13 @@ impl SimDevice {
             .collect()
     }
 
+    /// Ops dropped from the timeline so far to keep it within
+    /// [`SimConfig::timeline_capacity`](crate::SimConfig#structfield.timeline_capacity) (the
+    /// oldest go first; for a device of a [`crate::SimNode`], the node's whole timeline).
+    pub fn timeline_dropped(&self) -> u64 {
+        lock(&self.shared).timeline().dropped()
+    }
+
     /// Latest end time of any op of this device submitted so far, in nanoseconds.
     pub fn makespan_ns(&self) -> u64 {
         lock(&self.shared).makespan()
@@ -377,18 +385,27 @@ impl hal::Device for SimDevice {
         let mut engine = lock(&self.shared);
         engine.host_call("default_stream");
         let index = engine.default_stream();
-        Ok(SimStream::new(self.shared.clone(), index, 0, None))
+        let workspace = engine.config().workspace_sizes.clone();
+        Ok(SimStream::new(
+            self.shared.clone(),
+            index,
+            0,
+            None,
+            workspace,
+        ))
     }
 
     fn create_stream(&self, priority: Priority) -> Result<SimStream, HalError> {
         let mut engine = checked(&self.shared, CallKind::StreamCreate)?;
         let slot = engine.limits().take_stream()?;
         let (index, local) = engine.create_stream(priority)?;
+        let workspace = engine.config().workspace_sizes.clone();
         Ok(SimStream::new(
             self.shared.clone(),
             index,
             local,
             Some(slot),
+            workspace,
         ))
     }
 

@@ -4,6 +4,10 @@
 //! [`SimStream`], [`SimEvent`] and [`SimGraph`]. Nothing sleeps and nothing depends on the wall
 //! clock: the same program gives the same timeline on every run.
 //!
+//! - **Profiles.** Every figure the cost model uses comes from a profile file, each number
+//!   with its source ([`Profile`]): the shipped 910B / Atlas 800T A2 profile (the default)
+//!   is calibrated to published measurements, and a device names its profile
+//!   ([`DeviceProfile::name`]).
 //! - **Host time.** Every hal call advances the device's host clock by a modelled cost
 //!   ([`DeviceProfile`]): an eager enqueue by `eager_launch_ns`, other calls by
 //!   `host_call_ns`, a graph launch by `graph_launch_ns + nodes * graph_node_ns`. Synchronize
@@ -14,8 +18,10 @@
 //!   resources are the cube (matrix) units, the vector units and the copy engines, each with a
 //!   capacity from the [`DeviceProfile`]; a matmul demands a cube unit per output tile, a vector
 //!   op a vector unit per tile of memory, a copy one engine, and a kernel that gets only some
-//!   of the units runs at their share of the peak. Two matmuls that each fill the cube units
-//!   therefore serialize, smaller ones share, and a vector op or a copy overlaps a matmul.
+//!   of the units runs at their share of the peak (cube work further at the profile's
+//!   efficiency for its size: small matmuls do not reach the peak). Two matmuls that each
+//!   fill the cube units therefore serialize, smaller ones share, and a vector op or a copy
+//!   overlaps a matmul.
 //! - **Memory.** Real, never reused addresses; in [`SimMode::Data`] every allocation has host
 //!   backing and kernels compute on their data type (`f32`, `f16`, `bf16`: arithmetic in `f32`,
 //!   each stored result rounded to the type), each op reading its inputs at its start time and
@@ -46,7 +52,11 @@
 //!   device ordinal), [`SimNode::timeline`] those of all devices;
 //!   [`SimDevice::chrome_trace_json`] exports them with host calls, event flows and memory
 //!   counters for Perfetto ([`trace`]), [`SimNode::chrome_trace_json`] with a process per
-//!   device and the link tracks.
+//!   device and the link tracks. Each kind of record is a ring of at most
+//!   [`SimConfig::timeline_capacity`](SimConfig#structfield.timeline_capacity) records
+//!   ([`DEFAULT_TIMELINE_CAPACITY`]): the oldest are dropped first and counted
+//!   ([`SimDevice::timeline_dropped`], and `otherData` in the export), so host memory stays
+//!   bounded however long the run.
 //! - **Several devices.** A [`SimNode`] is several devices on one engine: one virtual time
 //!   axis, data store and sanitizer; each device has its own host clock (as if driven by its
 //!   own host thread or process), compute units, copy engines, communication engine, memory
@@ -63,10 +73,12 @@
 //!   or at a seeded rate, including kernels that fail after their launch and report it at a
 //!   later synchronize ([`fault`]); the runtime's limits on live streams and events are
 //!   enforced ([`limits`]).
-//! - **Collectives.** [`SimComm`] (HCCL-style communicators: `init_all` over devices of one
-//!   [`SimNode`], or a root info joined by every rank) and [`SimStream::collective`]: each
-//!   rank submits its part; parts are matched per call (a mismatch is refused when it
-//!   arrives), a rank's stream holds back later work until every rank's part is in (a host
+//! - **Collectives.** The hal's collective extension
+//!   (`braid_stream_core::hal::CollectiveBackend` for [`SimBackend`]): [`SimComm`]
+//!   (HCCL-style communicators: `init_all` over devices of one [`SimNode`], or a root info
+//!   joined by every rank) and `SimBackend::launch_collective`: each rank submits its part;
+//!   parts are matched per call by stream-core's one call matcher (a mismatch is refused
+//!   when it arrives, as `HalError::CollectiveMismatch`), a rank's stream holds back later work until every rank's part is in (a host
 //!   synchronization that would wait on it waits for ranks driven by other threads, up to
 //!   [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout), then names
 //!   the missing ranks instead of hanging), and
@@ -85,18 +97,19 @@
 //! | module | what it holds |
 //! |---|---|
 //! | `device`, `stream`, `event`, `graph` | the hal types; [`SimDevice`] also has the observability API (timeline, statistics, sanitizer reports, fault counts) |
-//! | `config`, `profile` | [`SimConfig`]; [`DeviceProfile`]: the cost model's numbers, each with its source |
+//! | `config`, [`profile`] | [`SimConfig`]; [`Profile`]: profile files (every figure with its unit, source and kind; the shipped ones in `profiles/`), read into a [`DeviceProfile`] and a [`NodeProfile`] |
 //! | `engine` (and `engine::submit`, `engine::events`, `engine::observe`) | the discrete-event engine of a node: host clocks, streams, events, scheduling on resources and links, captures |
 //! | `node`, `device_state` | [`SimNode`], [`NodeConfig`]; what the engine keeps per device |
 //! | `topology`, `link` | [`Topology`], [`LinkSpec`] (figures with their sources); links as contended resources |
 //! | `resource`, `op`, `compute`, `queue` | contended units; one piece of work; what an op reads and writes; data effects in virtual-time order |
 //! | `custom` | user operators: [`host_op`] bodies |
+//! | `workspace` | [`WorkspaceSizes`]: the workspace built-in kernels ask for (none by default; a dry run sets another backend's), [`SimPrepared`] |
 //! | `memory` (and `memory::vmm`, `memory::mappings`, `memory::view`), `host` | the address space of each device, data store, virtual memory, the node's data as one op sees it; pinned host memory |
 //! | `capture` | recording work into graphs |
 //! | [`sanitizer`] | the independent happens-before tracker and its [`RaceReport`]s |
 //! | `timeline`, [`trace`] | executed ops and statistics; the Perfetto export |
 //! | [`fault`], [`limits`] | fault injection; live stream and event limits |
-//! | [`collective`] (`cost`, `data`, `group`, `backlog`, ...), `comm`, `engine::collectives`, `engine::remote_parts` | collectives: cost model, data semantics, matching, held-back work; [`SimComm`]; their placement in the engine; communicators spanning processes |
+//! | [`collective`] (`communicators`, `matching`, `placement`, [`cost`](collective::cost), `effect`, `backlog`, `remote`) | collectives, one room each: [`SimComm`] and communicators, matching the ranks' parts, placing a call on links and engines, the alpha–beta cost, the data effect, work held back behind a call, communicators spanning processes |
 //!
 //! ```
 //! use braid_backend_sim::{SimConfig, SimDevice};
@@ -128,7 +141,6 @@
 
 mod capture;
 pub mod collective;
-mod comm;
 mod compute;
 mod config;
 mod custom;
@@ -144,32 +156,33 @@ mod link;
 mod memory;
 mod node;
 mod op;
-mod profile;
+pub mod profile;
 mod queue;
-mod remote;
 mod resource;
 pub mod sanitizer;
 mod stream;
 mod timeline;
 mod topology;
 pub mod trace;
+mod workspace;
 
+pub use collective::communicators::{SimComm, JOIN_TIMEOUT};
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
-pub use comm::{SimComm, JOIN_TIMEOUT};
-pub use config::{SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT};
+pub use collective::remote::RemoteGroup;
+pub use config::{SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_TIMELINE_CAPACITY};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
 pub use event::SimEvent;
 pub use fault::{CallKind, FaultCounts, FaultPlan};
 pub use graph::SimGraph;
 pub use node::{NodeConfig, SimNode};
-pub use profile::DeviceProfile;
-pub use remote::RemoteGroup;
+pub use profile::{DeviceProfile, NodeProfile, Profile, ProfileError};
 pub use sanitizer::report::{OpRef, RaceKind, RaceReport};
 pub use sanitizer::SanitizerMode;
 pub use stream::SimStream;
 pub use timeline::{OpRecord, SimStats};
 pub use topology::{LinkSpec, Topology};
+pub use workspace::{SimPrepared, WorkspaceSizes};
 
 /// Re-exported so users of the timeline need not depend on `braid-stream-core` for it.
 pub use braid_stream_core::kernel::ComputeUnit;
@@ -184,7 +197,7 @@ impl braid_stream_core::hal::Backend for SimBackend {
     type Stream = SimStream;
     type Event = SimEvent;
     type Graph = SimGraph;
-    type Prepared = braid_stream_core::TypedKernel;
+    type Prepared = SimPrepared;
     type OpBody = HostOpFn;
     const NAME: &'static str = "sim";
 }

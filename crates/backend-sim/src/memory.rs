@@ -4,9 +4,12 @@ use braid_stream_core::hal::HalError;
 use braid_stream_core::types::{DevicePtr, DeviceSlice, MemInfo};
 use std::collections::BTreeMap;
 
+mod backing;
 mod mappings;
 mod view;
 mod vmm;
+
+use backing::Backing;
 
 pub(crate) use view::DataView;
 
@@ -25,66 +28,9 @@ pub(crate) const DEVICE_SPAN: u64 = 1 << 48;
 pub(crate) const SEGMENT_ALIGN: u64 = 2 << 20;
 /// Allocations are accounted in multiples of this many bytes.
 pub(crate) const ACCOUNTING_GRANULE: u64 = 512;
-/// Size of one lazily created page of backing store.
-const PAGE: u64 = 64 << 10;
 /// Page size of the virtual-memory API: reservations, mappings and their offsets are
 /// multiples of it.
 pub(crate) const VMM_GRANULARITY: u64 = SEGMENT_ALIGN;
-
-/// Host backing of one segment: pages created on first write, so untouched memory reads as
-/// zeros and costs nothing (a zeroed buffer without paying for it up front).
-#[derive(Debug)]
-struct Backing {
-    pages: Vec<Option<Box<[u8]>>>,
-}
-
-impl Backing {
-    fn new(size: u64) -> Self {
-        let n = size.div_ceil(PAGE);
-        Backing {
-            pages: (0..n).map(|_| None).collect(),
-        }
-    }
-
-    /// Copies `out.len()` bytes at `offset` into `out`. The caller checked the range.
-    fn read(&self, offset: u64, out: &mut [u8]) {
-        let mut done = 0usize;
-        while done < out.len() {
-            let at = offset + done as u64;
-            let (page, within) = ((at / PAGE) as usize, (at % PAGE) as usize);
-            let n = (PAGE as usize - within).min(out.len() - done);
-            match self.pages.get(page).and_then(|p| p.as_ref()) {
-                Some(p) => out[done..done + n].copy_from_slice(&p[within..within + n]),
-                None => out[done..done + n].fill(0),
-            }
-            done += n;
-        }
-    }
-
-    /// Copies `data` to `offset`. The caller checked the range.
-    fn write(&mut self, offset: u64, data: &[u8]) {
-        let mut done = 0usize;
-        while done < data.len() {
-            let at = offset + done as u64;
-            let (page, within) = ((at / PAGE) as usize, (at % PAGE) as usize);
-            let n = (PAGE as usize - within).min(data.len() - done);
-            if let Some(slot) = self.pages.get_mut(page) {
-                let p = slot.get_or_insert_with(|| vec![0u8; PAGE as usize].into_boxed_slice());
-                p[within..within + n].copy_from_slice(&data[done..done + n]);
-            }
-            done += n;
-        }
-    }
-
-    /// Drops the pages of `[offset, offset + len)` (both multiples of [`PAGE`]): they read as
-    /// zeros again, like freshly mapped memory.
-    fn discard(&mut self, offset: u64, len: u64) {
-        let (first, last) = ((offset / PAGE) as usize, ((offset + len) / PAGE) as usize);
-        for page in self.pages.iter_mut().take(last).skip(first) {
-            *page = None;
-        }
-    }
-}
 
 /// A map from addresses to values, kept as a list sorted by address: cheap when keys are
 /// inserted in increasing order (segment bases: the simulator never reuses an address), as they
@@ -219,6 +165,8 @@ pub(crate) struct Memory {
     limit: u64,
     store_data: bool,
     segments: AddrMap<Segment>,
+    /// Sum of the segments' resident backing bytes ([`Memory::resident_data_bytes`]).
+    resident: u64,
     /// Physical memory of the virtual-memory API by handle: (size, where it is mapped).
     physical: BTreeMap<u64, (u64, Option<u64>)>,
     next_physical: u64,
@@ -255,6 +203,7 @@ impl Memory {
             limit,
             store_data,
             segments: AddrMap::default(),
+            resident: 0,
             physical: BTreeMap::new(),
             next_physical: 1,
             allocations: 0,
@@ -293,11 +242,11 @@ impl Memory {
                 "the simulated address space is exhausted; cannot place {size} bytes"
             )));
         };
+        let data = self.backing(size)?;
         self.next = next;
         self.used += accounted;
         self.peak = self.peak.max(self.used);
         self.allocations += 1;
-        let data = self.store_data.then(|| Backing::new(size));
         self.segments.insert(
             base,
             Segment {
@@ -311,10 +260,35 @@ impl Memory {
         Ok(DevicePtr(base))
     }
 
+    /// Host backing for a segment of `size` bytes in data mode (`None` in timing-only mode).
+    fn backing(&self, size: u64) -> Result<Option<Backing>, HalError> {
+        if !self.store_data {
+            return Ok(None);
+        }
+        Backing::new(size).map(Some).map_err(|e| {
+            HalError::InvalidArgument(format!(
+                "the host cannot back {size} bytes of simulated device memory in data mode: {e}"
+            ))
+        })
+    }
+
+    /// Host bytes holding this device's data (data mode): the pages written and not freed,
+    /// discarded or unmapped since, counted in 64 KiB pages. Zero once every segment is freed.
+    pub fn resident_data_bytes(&self) -> u64 {
+        self.resident
+    }
+
+    /// Removes the segment at `base`, its host backing going back to the operating system.
+    fn remove_segment(&mut self, base: u64) -> Option<Segment> {
+        let seg = self.segments.remove(base)?;
+        self.resident -= seg.data.as_ref().map_or(0, Backing::resident);
+        Some(seg)
+    }
+
     /// Frees the segment at `ptr`, which must be the base of a live segment.
     pub fn free(&mut self, ptr: DevicePtr) -> Result<(), HalError> {
         let seg = match self.is_segment(ptr) {
-            true => self.segments.remove(ptr.0),
+            true => self.remove_segment(ptr.0),
             false => None,
         };
         let Some(seg) = seg else {
@@ -448,7 +422,9 @@ impl Memory {
         };
         if let Some(seg) = self.segments.get_mut(base) {
             if let Some(backing) = &mut seg.data {
+                let before = backing.resident();
                 backing.write(ptr.0 - base, data);
+                self.resident += backing.resident() - before;
             }
         }
     }
@@ -456,6 +432,7 @@ impl Memory {
 
 #[cfg(test)]
 mod tests {
+    use super::backing::PAGE;
     use super::*;
 
     #[test]

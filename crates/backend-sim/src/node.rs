@@ -149,7 +149,13 @@ impl SimNode {
 
     /// Every executed op of every device in submission order (each with its device ordinal).
     pub fn timeline(&self) -> Vec<OpRecord> {
-        self.lock().timeline().to_vec()
+        self.lock().timeline().iter().cloned().collect()
+    }
+
+    /// Ops dropped from the timeline so far to keep it within
+    /// [`SimConfig::timeline_capacity`](crate::SimConfig#structfield.timeline_capacity).
+    pub fn timeline_dropped(&self) -> u64 {
+        self.lock().timeline().dropped()
     }
 
     /// Latest end time of any op of any device, in nanoseconds.

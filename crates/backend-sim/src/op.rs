@@ -3,10 +3,11 @@
 //! Each op keeps its label, stream and declared read and write ranges, so that timelines (and a
 //! sanitizer over them) see every access.
 
-use crate::collective::exchange::Exchange;
+use crate::collective::DataEffect;
 use crate::custom::{unit_peak, SimCustom};
 use crate::profile::DeviceProfile;
 use braid_stream_core::collective::CollectiveCall;
+use braid_stream_core::dtype::DType;
 use braid_stream_core::kernel::{ComputeUnit, Kernel, TypedKernel};
 use braid_stream_core::types::DeviceSlice;
 use std::sync::Arc;
@@ -32,7 +33,7 @@ pub(crate) enum OpKind {
     Collective(Arc<CollectivePart>),
     /// The data effect of a collective that ran: every participant's buffers (queued once per
     /// collective, never placed).
-    Exchange(Arc<Exchange>),
+    CollectiveEffect(Arc<DataEffect>),
 }
 
 /// One rank's part of a collective, with its buffers' ranges.
@@ -127,7 +128,7 @@ impl OpKind {
             OpKind::D2d { .. } => "memcpy_d2d",
             OpKind::Memset { .. } => "memset",
             OpKind::Collective(c) => c.call.op.name(),
-            OpKind::Exchange(x) => x.op.name(),
+            OpKind::CollectiveEffect(x) => x.op.name(),
         }
     }
 
@@ -140,7 +141,7 @@ impl OpKind {
             OpKind::Memset { .. } => ComputeUnit::Vector,
             // Shown on the copy / communication track; collectives occupy the device's
             // communication engine and links, not its copy engines.
-            OpKind::Collective(_) | OpKind::Exchange(_) => ComputeUnit::Copy,
+            OpKind::Collective(_) | OpKind::CollectiveEffect(_) => ComputeUnit::Copy,
         }
     }
 
@@ -171,7 +172,7 @@ impl OpKind {
                     a.push_write(c.recv);
                 }
             }
-            OpKind::Exchange(_) => {}
+            OpKind::CollectiveEffect(_) => {}
         }
         a
     }
@@ -183,7 +184,7 @@ impl OpKind {
             OpKind::Custom(c) => c.0.reads.clone(),
             OpKind::D2h { src, .. } | OpKind::D2d { src, .. } => vec![*src],
             OpKind::Collective(c) => (c.send.len > 0).then_some(c.send).into_iter().collect(),
-            OpKind::H2d { .. } | OpKind::Memset { .. } | OpKind::Exchange(_) => Vec::new(),
+            OpKind::H2d { .. } | OpKind::Memset { .. } | OpKind::CollectiveEffect(_) => Vec::new(),
         }
     }
 
@@ -196,7 +197,7 @@ impl OpKind {
                 vec![*dst]
             }
             OpKind::Collective(c) => (c.recv.len > 0).then_some(c.recv).into_iter().collect(),
-            OpKind::D2h { .. } | OpKind::Exchange(_) => Vec::new(),
+            OpKind::D2h { .. } | OpKind::CollectiveEffect(_) => Vec::new(),
         }
     }
 
@@ -237,57 +238,73 @@ impl OpKind {
             | OpKind::D2h { .. }
             | OpKind::D2d { .. }
             | OpKind::Collective(_)
-            | OpKind::Exchange(_) => 1,
+            | OpKind::CollectiveEffect(_) => 1,
         }
     }
 
     /// Device time of the op under `profile`, in whole nanoseconds (rounded up).
     ///
-    /// Kernels: `max(min_kernel_ns, flops / (unit peak × demand / units), bytes_moved / hbm)`,
-    /// with the unit's peak in the kernel's data type (`f32` or the 16-bit types), so a kernel
-    /// that gets only some of the units runs at their share of the peak; `Busy`: exactly its
-    /// duration; a user operator: its fixed duration, or the same formula as a kernel from its
-    /// declared flops and bytes (a cube operator demands every cube unit); H2D/D2H: `len / pcie rate`; D2D: `2 * len / hbm`; memset:
-    /// `len / hbm`. Every op but `Busy` is at least `min_kernel_ns`. Memory bandwidth is not
-    /// shared between concurrent ops (not modelled).
+    /// Kernels: `max(min_kernel_ns, compute, bytes_moved / hbm)` where `compute` is
+    /// `flops / (unit peak × demand / units)`, with the unit's peak in the kernel's data type
+    /// (`f32`, `f16`, `bf16` on the cube; `f32` or the 16-bit types on the vector units), so a
+    /// kernel that gets only some of the units runs at their share of the peak, and cube work
+    /// is further divided by the profile's efficiency for that ideal duration
+    /// ([`DeviceProfile::cube_efficiency_at`]); `hbm` is the effective HBM bandwidth. `Busy`:
+    /// exactly its duration; a user operator: its fixed duration, or the same formula as a
+    /// kernel from its declared flops and bytes (a cube operator demands every cube unit);
+    /// H2D/D2H: `len / pcie rate`; D2D: `2 * len / hbm`; memset: `len / hbm`. Every op but
+    /// `Busy` is at least `min_kernel_ns`. Memory bandwidth is not shared between concurrent
+    /// ops (not modelled).
     pub fn duration_ns(&self, p: &DeviceProfile) -> u64 {
         let raw = match self {
             OpKind::Kernel(TypedKernel {
                 kernel: Kernel::Busy { duration_ns },
                 ..
             }) => return *duration_ns,
-            OpKind::Kernel(k) => {
-                let (peak, units) = unit_peak(p, k.unit(), k.dtype);
-                self.work_ns(p, peak, units, k.flops(), k.bytes_moved())
-            }
+            OpKind::Kernel(k) => self.work_ns(p, k.unit(), k.dtype, k.flops(), k.bytes_moved()),
             OpKind::Custom(c) => {
                 if let Some(ns) = c.0.fixed_ns() {
                     return ns;
                 }
-                let (peak, units) = unit_peak(p, c.0.unit(), c.0.dtype);
                 let (flops, bytes) = c.0.work();
-                self.work_ns(p, peak, units, flops, bytes)
+                self.work_ns(p, c.0.unit(), c.0.dtype, flops, bytes)
             }
             OpKind::H2d { dst, .. } => ns_for(dst.len as u128, p.h2d_bytes_per_s),
             OpKind::D2h { src, .. } => ns_for(src.len as u128, p.d2h_bytes_per_s),
-            OpKind::D2d { dst, .. } => ns_for(2 * dst.len as u128, p.hbm_bytes_per_s),
-            OpKind::Memset { dst, .. } => ns_for(dst.len as u128, p.hbm_bytes_per_s),
+            OpKind::D2d { dst, .. } => ns_for(2 * dst.len as u128, p.hbm_effective_bytes_per_s),
+            OpKind::Memset { dst, .. } => ns_for(dst.len as u128, p.hbm_effective_bytes_per_s),
             // Timed by the collective cost model when the engine places them.
-            OpKind::Collective(_) | OpKind::Exchange(_) => 0,
+            OpKind::Collective(_) | OpKind::CollectiveEffect(_) => 0,
         };
         raw.max(p.min_kernel_ns)
     }
 }
 
 impl OpKind {
-    /// `flops` at the share of `peak` the op's demand gets of `units`, or `bytes` at the HBM
-    /// rate, whichever takes longer.
-    fn work_ns(&self, p: &DeviceProfile, peak: u64, units: u32, flops: u64, bytes: u64) -> u64 {
+    /// `flops` on `unit` in `dtype` at the share of the unit's peak the op's demand gets
+    /// (on the cube, at the profile's efficiency for that duration), or `bytes` at the
+    /// effective HBM rate, whichever takes longer.
+    fn work_ns(
+        &self,
+        p: &DeviceProfile,
+        unit: ComputeUnit,
+        dtype: DType,
+        flops: u64,
+        bytes: u64,
+    ) -> u64 {
+        let (peak, units) = unit_peak(p, unit, dtype);
         let units = units.max(1) as u128;
         let demand = self.demand(p) as u128;
         // flops / (peak * demand / units) = flops * units / (peak * demand)
         let share = (peak as u128 * demand / units).clamp(1, u64::MAX as u128) as u64;
-        ns_for(flops as u128, share).max(ns_for(bytes as u128, p.hbm_bytes_per_s))
+        let mut compute = ns_for(flops as u128, share);
+        if unit == ComputeUnit::Cube {
+            let efficiency = p.cube_efficiency_at(compute);
+            if efficiency < 1.0 {
+                compute = (compute as f64 / efficiency).ceil().min(u64::MAX as f64) as u64;
+            }
+        }
+        compute.max(ns_for(bytes as u128, p.hbm_effective_bytes_per_s))
     }
 }
 
@@ -310,7 +327,8 @@ mod tests {
         p.cube_units = 4;
         p.cube_tile = 10;
         p.cube_f32_flops_per_s = 4_000_000_000; // 1 flop per ns per unit
-        p.hbm_bytes_per_s = u64::MAX;
+        p.cube_efficiency.clear();
+        p.hbm_effective_bytes_per_s = u64::MAX;
         let mm = |m: u32, n: u32| {
             OpKind::Kernel(TypedKernel::from(Kernel::Matmul {
                 a: s(0, 4 * m as u64 * 10),
@@ -351,6 +369,63 @@ mod tests {
         );
     }
 
+    #[test]
+    fn cube_work_runs_at_the_curve_s_efficiency_and_vector_work_does_not() {
+        use crate::profile::EfficiencyPoint;
+        let mut p = DeviceProfile::ascend_910b();
+        p.min_kernel_ns = 0;
+        p.cube_units = 1;
+        p.vector_units = 1;
+        p.cube_flops_per_s = 1_000_000_000; // 1 flop per ns
+        p.cube_bf16_flops_per_s = 500_000_000;
+        p.vector_flops_per_s = 1_000_000_000;
+        p.hbm_effective_bytes_per_s = u64::MAX;
+        p.cube_efficiency = vec![
+            EfficiencyPoint {
+                ideal_ns: 1_000,
+                efficiency: 0.5,
+            },
+            EfficiencyPoint {
+                ideal_ns: 100_000,
+                efficiency: 1.0,
+            },
+        ];
+        let mm = |dim: u32, dtype: DType| {
+            let bytes = dim as u64 * dim as u64 * dtype.size();
+            OpKind::Kernel(
+                Kernel::Matmul {
+                    a: s(0, bytes),
+                    b: s(0, bytes),
+                    c: s(0, bytes),
+                    m: dim,
+                    k: dim,
+                    n: dim,
+                }
+                .typed(dtype),
+            )
+        };
+        // 2·8³ = 1024 flops: ideal 1024 ns, efficiency just above 0.5.
+        let small = mm(8, DType::F16).duration_ns(&p);
+        let eff = p.cube_efficiency_at(1024);
+        assert!(eff > 0.5 && eff < 0.51, "{eff}");
+        assert_eq!(small, (1024.0 / eff).ceil() as u64);
+        // In bf16 the same shape has twice the ideal duration, so a higher efficiency.
+        let bf16 = mm(8, DType::BF16).duration_ns(&p);
+        assert_eq!(bf16, (2048.0 / p.cube_efficiency_at(2048)).ceil() as u64);
+        // 2·64³ = 524288 flops: past the last point, full rate.
+        assert_eq!(mm(64, DType::F16).duration_ns(&p), 524_288);
+        // Vector work is not on the curve: 1024 f16 adds at 1 flop per ns.
+        let add = OpKind::Kernel(
+            Kernel::Add {
+                a: s(0, 2048),
+                b: s(0, 2048),
+                out: s(0, 2048),
+            }
+            .typed(DType::F16),
+        );
+        assert_eq!(add.duration_ns(&p), 1024);
+    }
+
     fn s(addr: u64, len: u64) -> DeviceSlice {
         DeviceSlice::new(DevicePtr(addr), len)
     }
@@ -363,7 +438,8 @@ mod tests {
         p.vector_units = 1;
         p.cube_f32_flops_per_s = 1_000_000_000; // 1 flop per ns
         p.vector_f32_flops_per_s = 1_000_000_000;
-        p.hbm_bytes_per_s = 2_000_000_000; // 2 bytes per ns
+        p.cube_efficiency.clear();
+        p.hbm_effective_bytes_per_s = 2_000_000_000; // 2 bytes per ns
         p.h2d_bytes_per_s = 1_000_000_000;
         p.d2h_bytes_per_s = 500_000_000;
         let mm = Kernel::Matmul {
@@ -426,7 +502,7 @@ mod tests {
             .duration_ns(&p),
             51
         );
-        p.hbm_bytes_per_s = 0;
+        p.hbm_effective_bytes_per_s = 0;
         assert_eq!(
             OpKind::Memset {
                 dst: s(0, u64::MAX),

@@ -2,6 +2,57 @@
 
 use braid_stream_core::kernel::ComputeUnit;
 use braid_stream_core::types::DeviceSlice;
+use std::collections::VecDeque;
+
+/// A bounded record log: at most `capacity` records, the oldest dropped first and counted.
+#[derive(Debug)]
+pub(crate) struct Ring<T> {
+    items: VecDeque<T>,
+    capacity: usize,
+    dropped: u64,
+}
+
+impl<T> Ring<T> {
+    /// An empty ring of at most `capacity` records.
+    pub fn new(capacity: usize) -> Self {
+        Ring {
+            items: VecDeque::new(),
+            capacity,
+            dropped: 0,
+        }
+    }
+
+    /// Appends `item`, dropping the oldest record when full (or `item` itself at capacity 0).
+    pub fn push(&mut self, item: T) {
+        if self.capacity == 0 {
+            self.dropped += 1;
+            return;
+        }
+        if self.items.len() >= self.capacity {
+            self.items.pop_front();
+            self.dropped += 1;
+        }
+        self.items.push_back(item);
+    }
+
+    /// The records kept, oldest first.
+    pub fn iter(&self) -> std::collections::vec_deque::Iter<'_, T> {
+        self.items.iter()
+    }
+
+    /// Records dropped so far to stay within the capacity.
+    pub fn dropped(&self) -> u64 {
+        self.dropped
+    }
+}
+
+impl<'a, T> IntoIterator for &'a Ring<T> {
+    type Item = &'a T;
+    type IntoIter = std::collections::vec_deque::Iter<'a, T>;
+    fn into_iter(self) -> Self::IntoIter {
+        self.items.iter()
+    }
+}
 
 /// One executed op (eager, or a node of a graph replay), as placed in virtual time.
 #[derive(Clone, PartialEq, Debug)]
@@ -50,6 +101,10 @@ pub struct SimStats {
     pub bytes_allocated: u64,
     /// Highest value `bytes_allocated` reached.
     pub peak_bytes_allocated: u64,
+    /// Host bytes holding the device's data in data mode: the pages (64 KiB each) written
+    /// and not freed, unmapped or discarded since. Back to zero once every segment is freed;
+    /// always zero in timing-only mode.
+    pub resident_data_bytes: u64,
     /// Data accesses (reads or writes) that fell outside every live allocation; they read zeros
     /// or were dropped. Always zero in timing-only mode, where no data is accessed.
     pub invalid_accesses: u64,

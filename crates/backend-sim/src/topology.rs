@@ -1,5 +1,5 @@
 //! The interconnect of a simulated node: which devices share a server, and the links between
-//! them, with figures from public sources.
+//! them, with figures from a profile ([`crate::Profile`]; the shipped 910B one by default).
 //!
 //! A node is made of servers of [`Topology::server_size`] devices each (device `i` is in
 //! server `i / server_size`). Within a server every pair of devices has its own point-to-point
@@ -11,6 +11,8 @@
 //! The host link (PCIe) of each device is not part of the topology: host-to-device and
 //! device-to-host copies keep the figures of the device's [`crate::DeviceProfile`]
 //! (`h2d_bytes_per_s`, `d2h_bytes_per_s`) and run on its copy engines.
+
+use crate::profile::NodeProfile;
 
 /// Bandwidth and latency of one link (one direction).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -30,46 +32,28 @@ impl LinkSpec {
             .saturating_add(u64::try_from(ns).unwrap_or(u64::MAX))
     }
 
-    /// HCCS, one link between two 910B NPUs of an Atlas 800T A2, one direction.
-    ///
-    /// Link kind: **confirmed**. Huawei's HCCL performance tester guide (CANN, "HCCL
-    /// Performance Tester", background section,
-    /// <https://www.hiascend.com/document/detail/zh/canncommercial/82RC1/devaids/hccltool>)
-    /// names the links that bound collective bandwidth: SDMA between the cards of a server
-    /// over HCCS, RDMA between servers over RoCE, and PCIe.
-    ///
-    /// Bandwidth: 56 GB/s per link, the figure behind the commonly quoted 392 GB/s aggregate
-    /// HCCS bandwidth per NPU (7 links × 56 GB/s in the 8-NPU full mesh), from third-party
-    /// descriptions of the Atlas 800T A2 (`shared/reference/aclnn-hccl.md`, Part C).
-    /// **Unconfirmed**: the search tool found no Huawei document giving a per-link or
-    /// aggregate HCCS figure for the 910B (the guide above and the profiling docs, which
-    /// report measured HCCS Tx/Rx in MB/s, give none).
-    ///
-    /// Latency: 2 µs per transfer, an **estimate** (no public figure found; a few
-    /// microseconds is the order of a device-to-device DMA on one board).
-    pub const fn hccs_910b() -> Self {
-        LinkSpec {
-            bytes_per_s: 56_000_000_000,
-            latency_ns: 2_000,
-        }
+    /// HCCS, one link between two 910B NPUs of an Atlas 800T A2, one direction: the shipped
+    /// profile's intra-server link ([`crate::Profile::atlas_800t_a2`], `node.link_bandwidth`
+    /// and `node.link_latency`: 54.68 GB/s measured with `ascend-dmi` by the vendor, 2 µs
+    /// estimated).
+    pub fn hccs_910b() -> Self {
+        atlas_node().intra_server
     }
 
-    /// RoCE over one 200GE port of an NPU, one direction: 200 Gbit/s = 25 GB/s line rate.
-    ///
-    /// Link kind: **confirmed** (RDMA over RoCE between servers, same guide as
-    /// [`LinkSpec::hccs_910b`]). Bandwidth: one 200GE port per NPU on the Atlas 800T A2
-    /// (8 × 200GE), from third-party product descriptions; **unconfirmed** by a Huawei
-    /// document found with the search tool. The 25 GB/s is the line rate of 200 Gbit
-    /// Ethernet (exact arithmetic), so achieved rates are somewhat lower.
-    ///
-    /// Latency: 10 µs per transfer, an **estimate** (RDMA through a switch with HCCL's
-    /// protocol on top; no public figure found).
-    pub const fn roce_200ge() -> Self {
-        LinkSpec {
-            bytes_per_s: 25_000_000_000,
-            latency_ns: 10_000,
-        }
+    /// RoCE over one 200GE port of an NPU, one direction: the shipped profile's network port
+    /// ([`crate::Profile::atlas_800t_a2`], `node.network_bandwidth` and
+    /// `node.network_latency`: 25 GB/s line rate, 10 µs estimated).
+    pub fn roce_200ge() -> Self {
+        atlas_node().network
     }
+}
+
+/// The node figures of the shipped Atlas 800T A2 profile.
+fn atlas_node() -> &'static NodeProfile {
+    crate::Profile::atlas_800t_a2()
+        .node
+        .as_ref()
+        .expect("the shipped Atlas 800T A2 profile describes a node (tested)")
 }
 
 /// How the devices of a [`crate::SimNode`] are connected.
@@ -100,14 +84,10 @@ pub struct Topology {
 impl Topology {
     /// One Atlas 800T A2 / 800I A2 server with `n` 910B NPUs (at most 8, at least 1: the
     /// server has 8), fully connected by HCCS ([`LinkSpec::hccs_910b`]), each with a 200GE
-    /// RoCE port ([`LinkSpec::roce_200ge`]) for other servers.
+    /// RoCE port ([`LinkSpec::roce_200ge`]) for other servers; the figures are the shipped
+    /// profile's ([`crate::Profile::atlas_800t_a2`]).
     pub fn atlas_800_a2(n: u32) -> Self {
-        Topology {
-            server_size: n.clamp(1, 8),
-            servers: 1,
-            intra_server: LinkSpec::hccs_910b(),
-            network: LinkSpec::roce_200ge(),
-        }
+        atlas_node().topology(n, 1)
     }
 
     /// Two Atlas 800T A2 servers of `per_server` NPUs each (at most 8, at least 1): HCCS

@@ -23,7 +23,7 @@
 //!
 //! Timestamps are microseconds of virtual time (fractional, so nanoseconds are kept).
 
-use crate::timeline::OpRecord;
+use crate::timeline::{OpRecord, Ring};
 use serde_json::{json, Value};
 
 /// Thread id of the host track.
@@ -83,14 +83,37 @@ pub(crate) struct LinkSlice {
     pub end_ns: u64,
 }
 
-/// Everything besides the op timeline that the trace shows.
-#[derive(Debug, Default)]
+/// Everything besides the op timeline that the trace shows, each kind a [`Ring`] of the same
+/// capacity as the op timeline.
+#[derive(Debug)]
 pub(crate) struct TraceLog {
-    pub host: Vec<HostSlice>,
-    pub markers: Vec<Marker>,
-    pub flows: Vec<Flow>,
-    pub memory: Vec<MemorySample>,
-    pub links: Vec<LinkSlice>,
+    pub host: Ring<HostSlice>,
+    pub markers: Ring<Marker>,
+    pub flows: Ring<Flow>,
+    pub memory: Ring<MemorySample>,
+    pub links: Ring<LinkSlice>,
+}
+
+impl TraceLog {
+    /// An empty log keeping at most `capacity` records of each kind.
+    pub fn new(capacity: usize) -> Self {
+        TraceLog {
+            host: Ring::new(capacity),
+            markers: Ring::new(capacity),
+            flows: Ring::new(capacity),
+            memory: Ring::new(capacity),
+            links: Ring::new(capacity),
+        }
+    }
+
+    /// Records of every kind dropped so far.
+    pub fn dropped(&self) -> u64 {
+        self.host.dropped()
+            + self.markers.dropped()
+            + self.flows.dropped()
+            + self.memory.dropped()
+            + self.links.dropped()
+    }
 }
 
 /// A device shown in the trace.
@@ -113,12 +136,14 @@ fn tid(stream: u32) -> u64 {
 }
 
 /// Renders the trace of `devices`; `streams` gives each node-wide stream index its device
-/// ordinal and index in the device.
+/// ordinal and index in the device. What the rings dropped is said in `otherData`
+/// (`timeline_capacity`, `timeline_dropped_ops`, `timeline_dropped_records`).
 pub(crate) fn chrome_trace(
     devices: &[DeviceTracks],
     streams: &[(u32, u32)],
-    ops: &[OpRecord],
+    ops: &Ring<OpRecord>,
     log: &TraceLog,
+    capacity: usize,
 ) -> String {
     let shown = |device: u32| devices.iter().any(|d| d.ordinal == device);
     let at = |s: u32| streams.get(s as usize).copied().unwrap_or((u32::MAX, s));
@@ -180,7 +205,7 @@ pub(crate) fn chrome_trace(
             }));
         }
     }
-    for m in &log.markers {
+    for m in log.markers.iter() {
         let (pid, s) = at(m.stream);
         if !shown(pid) {
             continue;
@@ -231,5 +256,14 @@ pub(crate) fn chrome_trace(
             "args": { "reserved": m.reserved, "allocated": m.allocated }
         }));
     }
-    json!({ "traceEvents": events, "displayTimeUnit": "ns" }).to_string()
+    json!({
+        "traceEvents": events,
+        "displayTimeUnit": "ns",
+        "otherData": {
+            "timeline_capacity": capacity,
+            "timeline_dropped_ops": ops.dropped(),
+            "timeline_dropped_records": log.dropped(),
+        }
+    })
+    .to_string()
 }

@@ -189,6 +189,7 @@ fn elapsed_time_between_timing_events() {
     assert!((ms - 2.00001).abs() < 1e-5, "{ms}");
     let err = start.elapsed_ms(&plain).unwrap_err();
     assert!(err.to_string().contains("without timing"), "{err}");
+    assert!(err.to_string().contains("EventFlags::TIMING"), "{err}");
     let other = SimDevice::new(SimConfig::new());
     let foreign = other.create_event(EventFlags::TIMING).unwrap();
     assert!(start.elapsed_ms(&foreign).is_err());

@@ -2,8 +2,9 @@
 //! given, else `BRAID_ALLOC_CONF`, else the defaults.
 //!
 //! `--conf` wins over the variable, but a set variable is still parsed: a malformed
-//! `BRAID_ALLOC_CONF` is an error naming the variable and the key even when `--conf` overrides
-//! it, so a broken environment never goes unnoticed. [`AllocConf::describe`] is the line the
+//! `BRAID_ALLOC_CONF` (or one set to nothing, which braid never reads as unset) is an error
+//! naming the variable and the key even when `--conf` overrides it, so a broken environment
+//! never goes unnoticed. [`AllocConf::describe`] is the line the
 //! commands print to say which configuration they used.
 
 use braid::allocator::{AllocError, AllocatorConfig, ENV_VAR};
@@ -60,6 +61,15 @@ impl AllocConf {
                 })
             })
             .transpose()?;
+        // braid's rule for every `BRAID_*` variable: set to nothing is an error, not unset.
+        if let Some(text) = env.as_deref().filter(|t| t.trim().is_empty()) {
+            return Err(ConfError::Env(AllocError::InvalidConfigValue {
+                key: ENV_VAR.to_string(),
+                value: text.to_string(),
+                reason: "set but empty: unset it for the defaults, or give key:value pairs"
+                    .to_string(),
+            }));
+        }
         let env_config = env
             .as_deref()
             .map(AllocatorConfig::parse)
@@ -178,6 +188,19 @@ mod tests {
             msg.starts_with("--conf: ") && msg.contains("no_such_key"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn a_variable_set_to_nothing_is_an_error_even_under_the_flag() {
+        for flag in [None, Some("max_split_size_mb:200")] {
+            let err = AllocConf::resolve(flag, os(" ")).unwrap_err();
+            assert!(matches!(err, ConfError::Env(_)), "{err}");
+            let msg = err.to_string();
+            assert!(
+                msg.starts_with("BRAID_ALLOC_CONF: ") && msg.contains("set but empty"),
+                "{msg}"
+            );
+        }
     }
 
     #[cfg(unix)]

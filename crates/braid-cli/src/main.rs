@@ -2,7 +2,7 @@
 //! they show; replays PyTorch memory snapshots through braid's allocator; lays braid-acl-sim
 //! out as CANN's libraries for torch_npu.
 
-mod acl_sim_install;
+mod acl_sim;
 mod alloc_conf;
 mod demo;
 mod log;
@@ -69,11 +69,13 @@ enum Command {
         #[command(subcommand)]
         command: trace::TraceCommand,
     },
-    /// Installs braid-acl-sim as the CANN libraries of torch_npu (see `braid acl-sim install
-    /// --help`): run a torch_npu program with no NPU, with braid's race reports and timelines.
+    /// Hands braid-acl-sim (ACL's C API on braid's simulator) to programs outside braid's
+    /// cargo builds, braid's own and CANN clients such as torch_npu, laid out under CANN's
+    /// library names (see `braid acl-sim install --help`): run a torch_npu program with no
+    /// NPU, with braid's race reports and timelines.
     AclSim {
         #[command(subcommand)]
-        command: acl_sim_install::AclSimCommand,
+        command: acl_sim::AclSimCommand,
     },
 }
 
@@ -107,7 +109,7 @@ fn main() -> ExitCode {
                 })
         }
         Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
-        Command::AclSim { command } => acl_sim_install::run(&command, &mut std::io::stdout()),
+        Command::AclSim { command } => acl_sim::run(&command, &mut std::io::stdout()),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,

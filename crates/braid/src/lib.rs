@@ -11,6 +11,7 @@
 //! | [`trace`] | `braid-trace` | PyTorch memory snapshots: replay through the allocator (on the simulator with feature `sim`), export for pytorch.org/memory_viz |
 //! | [`sim`] | `braid-backend-sim` | the simulated device (feature `sim`) |
 //! | `acl` | `braid-backend-acl` | Huawei Ascend through ACL (feature `acl`) |
+//! | [`graph_memory`] | this crate | graph memory known before capture: a dry run of a capture closure on a timing-only simulated device predicts a graph pool's bytes (feature `sim`) |
 //! | [`scenarios`] | this crate | the seed scenarios behind `braid demo` and the examples |
 //!
 //! Start with the repository's README (a user's guide, whose code blocks are tested as this
@@ -20,15 +21,17 @@
 //! |---|---|---|
 //! | `sim` (default) | [`sim`]: the simulated device (and `trace::sim`, trace replay on it) | available |
 //! | `acl` | `acl`: Huawei Ascend through a run-time loaded `libascendcl.so` (`braid_backend_acl`) | available; kernels only through `braid-acl-sim` |
+//! | `acl-sim` | `acl`, plus `braid-acl-sim` built beside the program (ACL's C API on the simulator) | available |
 //!
 //! The front types ([`Device`], [`Stream`], [`Event`], [`Graph`]) are generic over the backend;
 //! [`DefaultBackend`] names the one the features select: ACL when `acl` is on (also alongside
 //! `sim`), else the simulator. With `acl`, `acl_device` opens an Ascend device of the
 //! library found from `$BRAID_ACL_LIB`, `$ASCEND_HOME_PATH`, `$ASCEND_TOOLKIT_HOME` or the
-//! loader path (point `BRAID_ACL_LIB` at `libbraid_acl_sim.so` to run on the simulator through
-//! the ACL path). The examples and `braid demo` open their devices through
-//! [`scenarios::devices`], which also falls back to `libbraid_acl_sim.so` built next to the
-//! running executable.
+//! loader path, and where none of them has one, of `libbraid_acl_sim.so` beside the running
+//! executable: the feature `acl-sim` has cargo build it there, so a program of your own runs
+//! through the ACL path on the simulator with no setting, as `braid demo --backend acl` and
+//! the examples ([`scenarios::devices`]) do. Elsewhere, `braid acl-sim install --dir DIR`
+//! copies the library out of a braid build and prints the `BRAID_ACL_LIB=` line.
 //!
 //! ```
 //! use braid::{Kernel, sim};
@@ -56,6 +59,9 @@ pub use braid_trace as trace;
 pub use braid_backend_sim as sim;
 
 #[cfg(feature = "sim")]
+pub mod graph_memory;
+
+#[cfg(feature = "sim")]
 pub mod scenarios;
 
 /// The repository's README: every Rust code block in it compiles and runs as a doctest of this
@@ -76,11 +82,17 @@ pub type DefaultBackend = braid_backend_sim::SimBackend;
 pub type DefaultBackend = braid_backend_acl::AclBackend;
 
 /// Opens Ascend device `ordinal` through ACL (`aclInit`, `aclrtSetDevice`), loading the library
-/// with [`braid_backend_acl::load`]. A missing library is `Error::Backend` with
-/// `HalError::Native { name: "BRAID_ACL_LIBRARY_UNAVAILABLE", .. }` listing what was tried.
+/// as `braid demo --backend acl` does ([`braid_backend_acl::AclApi::load_or_sim`]): CANN when
+/// it is configured or installed, else `libbraid_acl_sim.so` beside the running executable,
+/// where cargo builds it with the feature `acl-sim`. A missing library is `Error::Backend` with
+/// `HalError::Native { name: "BRAID_ACL_LIBRARY_UNAVAILABLE", .. }` listing what was tried and
+/// how to get braid-acl-sim.
 #[cfg(feature = "acl")]
 pub fn acl_device(ordinal: u32) -> Result<Device<braid_backend_acl::AclBackend>> {
-    let hal = braid_backend_acl::AclDevice::open(ordinal).map_err(hal::HalError::from)?;
+    use braid_backend_acl::{AclApi, AclConfig, AclDevice, OpenError};
+    let api = AclApi::load_or_sim().map_err(|e| hal::HalError::from(OpenError::Load(e)))?;
+    let hal =
+        AclDevice::open_with(api, ordinal, AclConfig::default()).map_err(hal::HalError::from)?;
     Device::new(hal)
 }
 

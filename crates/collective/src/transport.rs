@@ -10,27 +10,39 @@
 //!
 //! The wire format of [`TcpRootInfoTransport`]: a fetching rank sends the 8 bytes
 //! `BRAIDRQ1`; the publishing rank answers with the 8 bytes `BRAIDRI1`, the payload length as
-//! a little-endian `u32`, and the root info's bytes. Anything else is a typed
-//! [`TransportError::NotRootInfo`].
+//! a little-endian `u32`, and the root info's bytes; the fetching rank acknowledges the whole
+//! answer with the 8 bytes `BRAIDAK1`, and only then does rank 0 count it as served. An answer
+//! that is anything else is a typed [`TransportError::NotRootInfo`].
 
+use std::collections::BTreeMap;
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Mutex;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use braid_stream_core::collective::{RootInfo, ROOT_INFO_BYTES};
+use braid_stream_core::deadline::Deadline;
+use futures::future::{abortable, AbortHandle};
+use futures::stream::{FuturesUnordered, StreamExt};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::time::{sleep_until, timeout_at, Instant};
+use tokio::time::{sleep_until, timeout_at};
 
 /// What a fetching rank sends first, so that a stray connection is not served.
 const REQUEST_MAGIC: [u8; 8] = *b"BRAIDRQ1";
 /// What starts the publishing rank's answer.
 const ANSWER_MAGIC: [u8; 8] = *b"BRAIDRI1";
+/// What a fetching rank sends once it holds the whole root info: rank 0 counts it then.
+const ACK_MAGIC: [u8; 8] = *b"BRAIDAK1";
 /// Magic and length.
 const HEADER_BYTES: usize = 12;
-/// How long the publishing rank waits for a connected rank's request before dropping it.
-const REQUEST_WAIT: Duration = Duration::from_secs(1);
+/// How long the publishing rank gives one connection to ask, take the answer and acknowledge
+/// it before dropping it (a real rank does all three at once).
+const CONNECTION_WAIT: Duration = Duration::from_secs(1);
+/// The most connections the publishing rank serves at once; a newer one closes the oldest, so
+/// that a flood of silent connections cannot keep the real ranks out.
+const MAX_HELD: usize = 64;
 /// Pause between two connection attempts while rank 0 is not listening yet.
 const RETRY_PAUSE: Duration = Duration::from_millis(20);
 
@@ -88,10 +100,15 @@ pub trait RootInfoTransport: Send + Sync {
 /// other ranks connect to its address ([`TcpRootInfoTransport::connect`]).
 ///
 /// [`publish`](RootInfoTransport::publish) serves the expected number of ranks and returns
-/// once each of them has been sent the root info, so it needs no background task and works on
-/// a current-thread runtime. On the fetching side [`fetch`](RootInfoTransport::fetch) retries
-/// the connection until rank 0 listens or the timeout passes. On the publishing side `fetch`
-/// returns what was last published, so every rank can end with the same call.
+/// once each of them has acknowledged the whole root info, so it needs no background task and
+/// works on a current-thread runtime. It serves connections side by side, gives each one a
+/// second to ask, take the answer and acknowledge it, and holds at most 64 at once (a newer
+/// connection closes the oldest): connections that ask and leave, stay silent or come by the
+/// hundred are not counted and do not keep the real ranks waiting. On the fetching side
+/// [`fetch`](RootInfoTransport::fetch) retries the connection until rank 0 listens or the
+/// timeout passes. On the publishing side `fetch` returns what was last published, so every
+/// rank can end with the same call. A timeout too long for the clock (`Duration::MAX`) waits
+/// without end.
 ///
 /// ```
 /// use std::time::Duration;
@@ -165,8 +182,9 @@ impl TcpRootInfoTransport {
 
 #[async_trait]
 impl RootInfoTransport for TcpRootInfoTransport {
-    /// Serves `info` to the expected number of ranks; returns once each has been sent it.
-    /// Connections that do not ask for a root info are dropped without counting.
+    /// Serves `info` to the expected number of ranks; returns once each has acknowledged it.
+    /// Connections that do not ask for a root info, or leave before acknowledging it, are
+    /// dropped without counting.
     async fn publish(&self, info: &RootInfo, timeout: Duration) -> Result<(), TransportError> {
         let Side::Publishing {
             listener,
@@ -181,43 +199,57 @@ impl RootInfoTransport for TcpRootInfoTransport {
             )));
         };
         *published.lock().unwrap_or_else(|e| e.into_inner()) = Some(info.clone());
-        let deadline = Instant::now() + timeout;
+        let deadline = Deadline::after(timeout);
+        let mut answer = Vec::with_capacity(HEADER_BYTES + ROOT_INFO_BYTES);
+        answer.extend_from_slice(&ANSWER_MAGIC);
+        answer.extend_from_slice(&(ROOT_INFO_BYTES as u32).to_le_bytes());
+        answer.extend_from_slice(info.as_bytes());
+        // The connections being served, by accept order: the first is the oldest.
+        let mut held = FuturesUnordered::new();
+        let mut abort_handles: BTreeMap<u64, AbortHandle> = BTreeMap::new();
+        let mut accepted = 0u64;
         let mut served = 0;
         while served < *ranks {
-            let timed_out = || TransportError::Timeout {
-                addr: *addr,
-                waited: timeout,
-                detail: format!("{served} of {ranks} ranks fetched the root info"),
-            };
-            let (mut stream, _) = timeout_at(deadline, listener.accept())
-                .await
-                .map_err(|_| timed_out())?
-                .map_err(|source| TransportError::Io {
-                    addr: *addr,
-                    during: "accepting",
-                    source,
-                })?;
-            let request_deadline = deadline.min(Instant::now() + REQUEST_WAIT);
-            let mut request = [0u8; 8];
-            let asked = matches!(
-                timeout_at(request_deadline, stream.read_exact(&mut request)).await,
-                Ok(Ok(_))
-            ) && request == REQUEST_MAGIC;
-            if !asked {
-                tracing::debug!(%addr, "dropped a connection that did not ask for a root info");
-                continue;
-            }
-            let mut answer = Vec::with_capacity(HEADER_BYTES + ROOT_INFO_BYTES);
-            answer.extend_from_slice(&ANSWER_MAGIC);
-            answer.extend_from_slice(&(ROOT_INFO_BYTES as u32).to_le_bytes());
-            answer.extend_from_slice(info.as_bytes());
-            // A rank that leaves before reading its answer is not counted: it will retry.
-            match timeout_at(deadline, stream.write_all(&answer)).await {
-                Ok(Ok(())) => served += 1,
-                Ok(Err(error)) => {
-                    tracing::debug!(%addr, %error, "a rank left before receiving the root info")
+            tokio::select! {
+                connection = listener.accept() => {
+                    let stream = match connection {
+                        Ok((stream, _)) => stream,
+                        Err(error) if connection_gone(&error) => continue,
+                        Err(source) => {
+                            return Err(TransportError::Io {
+                                addr: *addr,
+                                during: "accepting",
+                                source,
+                            })
+                        }
+                    };
+                    if abort_handles.len() >= MAX_HELD {
+                        if let Some((_, oldest)) = abort_handles.pop_first() {
+                            oldest.abort();
+                        }
+                    }
+                    let own_deadline = deadline.min(Deadline::after(CONNECTION_WAIT));
+                    let (serving, abort) = abortable(serve(stream, &answer, own_deadline));
+                    let number = accepted;
+                    accepted += 1;
+                    abort_handles.insert(number, abort);
+                    held.push(async move { (number, serving.await) });
                 }
-                Err(_) => return Err(timed_out()),
+                Some((number, outcome)) = held.next() => {
+                    abort_handles.remove(&number);
+                    match outcome {
+                        Ok(Ok(())) => served += 1,
+                        Ok(Err(why)) => tracing::debug!(%addr, why, "dropped a connection"),
+                        Err(_) => tracing::debug!(%addr, "closed the oldest connection for a newer one"),
+                    }
+                }
+                () = until(deadline) => {
+                    return Err(TransportError::Timeout {
+                        addr: *addr,
+                        waited: timeout,
+                        detail: format!("{served} of {ranks} ranks fetched the root info"),
+                    });
+                }
             }
         }
         Ok(())
@@ -238,29 +270,29 @@ impl RootInfoTransport for TcpRootInfoTransport {
                     })
             }
         };
-        let deadline = Instant::now() + timeout;
+        let deadline = Deadline::after(timeout);
         let timed_out = |detail: &str| TransportError::Timeout {
             addr,
             waited: timeout,
             detail: detail.to_owned(),
         };
         let mut stream = loop {
-            match timeout_at(deadline, TcpStream::connect(addr)).await {
-                Ok(Ok(stream)) => break stream,
-                Ok(Err(error)) if rank_0_not_listening_yet(&error) => {
-                    if Instant::now() >= deadline {
+            match within(deadline, TcpStream::connect(addr)).await {
+                Some(Ok(stream)) => break stream,
+                Some(Err(error)) if rank_0_not_listening_yet(&error) => {
+                    if deadline.has_passed() {
                         return Err(timed_out("rank 0 was not listening"));
                     }
-                    sleep_until(deadline.min(Instant::now() + RETRY_PAUSE)).await;
+                    until(deadline.min(Deadline::after(RETRY_PAUSE))).await;
                 }
-                Ok(Err(source)) => {
+                Some(Err(source)) => {
                     return Err(TransportError::Io {
                         addr,
                         during: "connecting",
                         source,
                     })
                 }
-                Err(_) => return Err(timed_out("rank 0 was not listening")),
+                None => return Err(timed_out("rank 0 was not listening")),
             }
         };
         let io = |during, source| TransportError::Io {
@@ -268,9 +300,9 @@ impl RootInfoTransport for TcpRootInfoTransport {
             during,
             source,
         };
-        timeout_at(deadline, stream.write_all(&REQUEST_MAGIC))
+        within(deadline, stream.write_all(&REQUEST_MAGIC))
             .await
-            .map_err(|_| timed_out("rank 0 did not take the request"))?
+            .ok_or_else(|| timed_out("rank 0 did not take the request"))?
             .map_err(|e| io("requesting", e))?;
         let mut header = [0u8; HEADER_BYTES];
         let received = read_all(&mut stream, &mut header, deadline)
@@ -284,12 +316,74 @@ impl RootInfoTransport for TcpRootInfoTransport {
             .await
             .map_err(|e| io("receiving", e))?
             .ok_or_else(|| timed_out("rank 0 did not send the whole root info"))?;
-        RootInfo::from_bytes(&payload[..received]).ok_or_else(|| {
+        let info = RootInfo::from_bytes(&payload[..received]).ok_or_else(|| {
             not_root_info(format!(
                 "the connection closed after {received} of {ROOT_INFO_BYTES} bytes"
             ))
-        })
+        })?;
+        // Rank 0 counts this rank only once it hears that the whole root info arrived.
+        within(deadline, stream.write_all(&ACK_MAGIC))
+            .await
+            .ok_or_else(|| timed_out("rank 0 did not take the acknowledgement"))?
+            .map_err(|e| io("acknowledging", e))?;
+        Ok(info)
     }
+}
+
+/// Rank 0's side of one connection: the request, the answer, the acknowledgement, all
+/// before `deadline`; `Err` says why the connection is not a served rank.
+async fn serve(mut stream: TcpStream, answer: &[u8], deadline: Deadline) -> Result<(), String> {
+    let exchange = async {
+        let mut request = [0u8; 8];
+        stream
+            .read_exact(&mut request)
+            .await
+            .map_err(|e| format!("no request: {e}"))?;
+        if request != REQUEST_MAGIC {
+            return Err("it did not ask for a root info".to_owned());
+        }
+        stream
+            .write_all(answer)
+            .await
+            .map_err(|e| format!("it left before the answer: {e}"))?;
+        let mut ack = [0u8; 8];
+        stream
+            .read_exact(&mut ack)
+            .await
+            .map_err(|e| format!("it left without acknowledging the root info: {e}"))?;
+        if ack != ACK_MAGIC {
+            return Err("it answered the root info with something else".to_owned());
+        }
+        Ok(())
+    };
+    within(deadline, exchange)
+        .await
+        .unwrap_or_else(|| Err(format!("it did not finish within {CONNECTION_WAIT:?}")))
+}
+
+/// `future`'s output, or `None` once `deadline` passes first.
+async fn within<T>(deadline: Deadline, future: impl Future<Output = T>) -> Option<T> {
+    match deadline.instant() {
+        Some(at) => timeout_at(at.into(), future).await.ok(),
+        None => Some(future.await),
+    }
+}
+
+/// Returns at `deadline`; never, for a wait without end.
+async fn until(deadline: Deadline) {
+    match deadline.instant() {
+        Some(at) => sleep_until(at.into()).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Accept errors that concern one connection, which left before it was accepted.
+fn connection_gone(error: &std::io::Error) -> bool {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionReset, Interrupted};
+    matches!(
+        error.kind(),
+        ConnectionAborted | ConnectionReset | Interrupted
+    )
 }
 
 /// Fills `buf` from `stream` until it is full or the peer closes; the bytes read, or `None`
@@ -297,15 +391,15 @@ impl RootInfoTransport for TcpRootInfoTransport {
 async fn read_all(
     stream: &mut TcpStream,
     buf: &mut [u8],
-    deadline: Instant,
+    deadline: Deadline,
 ) -> std::io::Result<Option<usize>> {
     let mut filled = 0;
     while filled < buf.len() {
-        match timeout_at(deadline, stream.read(&mut buf[filled..])).await {
-            Err(_) => return Ok(None),
-            Ok(Ok(0)) => break,
-            Ok(Ok(n)) => filled += n,
-            Ok(Err(e)) => return Err(e),
+        match within(deadline, stream.read(&mut buf[filled..])).await {
+            None => return Ok(None),
+            Some(Ok(0)) => break,
+            Some(Ok(n)) => filled += n,
+            Some(Err(e)) => return Err(e),
         }
     }
     Ok(Some(filled))
@@ -344,7 +438,7 @@ fn check_header(header: &[u8]) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::time::sleep;
+    use tokio::time::{sleep, Instant};
 
     fn runtime() -> tokio::runtime::Runtime {
         tokio::runtime::Builder::new_current_thread()

@@ -178,7 +178,17 @@ impl fmt::Display for StreamId {
 /// Stream priority as ACL and CUDA express it: smaller numbers are higher priority, 0 is normal.
 pub type Priority = i32;
 
-/// Options for creating an event.
+/// Options for creating an event, combined like bitflags: [`EventFlags::empty`] (also
+/// `EventFlags::default()` and [`EventFlags::ORDERING`]) for an event that only orders,
+/// [`EventFlags::TIMING`] for `elapsed_ms`, [`EventFlags::EXTERNAL`], and `|` to combine.
+///
+/// ```
+/// use braid_stream_core::EventFlags;
+/// assert_eq!(EventFlags::empty(), EventFlags::default());
+/// let both = EventFlags::TIMING | EventFlags::EXTERNAL;
+/// assert!(both.contains(EventFlags::TIMING) && both.external);
+/// assert!(EventFlags::empty().is_empty() && !both.is_empty());
+/// ```
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub struct EventFlags {
     /// Record timestamps so `elapsed_ms` works (costs a little at record time).
@@ -208,6 +218,39 @@ impl EventFlags {
         timing: false,
         external: true,
     };
+
+    /// No flag: an event used only for ordering (the same as [`EventFlags::ORDERING`] and
+    /// `EventFlags::default()`).
+    pub const fn empty() -> EventFlags {
+        EventFlags::ORDERING
+    }
+
+    /// Whether no flag is set.
+    pub const fn is_empty(self) -> bool {
+        !self.timing && !self.external
+    }
+
+    /// Whether every flag of `other` is set in `self`.
+    pub const fn contains(self, other: EventFlags) -> bool {
+        (self.timing || !other.timing) && (self.external || !other.external)
+    }
+}
+
+impl std::ops::BitOr for EventFlags {
+    type Output = EventFlags;
+    /// The flags of both.
+    fn bitor(self, other: EventFlags) -> EventFlags {
+        EventFlags {
+            timing: self.timing || other.timing,
+            external: self.external || other.external,
+        }
+    }
+}
+
+impl std::ops::BitOrAssign for EventFlags {
+    fn bitor_assign(&mut self, other: EventFlags) {
+        *self = *self | other;
+    }
 }
 
 /// How strictly a capture forbids calls that would break it (ACL's `aclmdlRICaptureMode`,

@@ -355,7 +355,7 @@ pub(super) fn launch(
     let result = with(|r| {
         r.launch_aclnn(call, stream as usize, ws, |sim| match &planned.work {
             Work::Kernel(k) => sim.launch(k, call),
-            Work::Custom(op) => sim.launch_custom(op),
+            Work::Custom(op) => sim.launch_operator(&op.lower()),
             Work::RmsNorm {
                 x,
                 gamma,
@@ -364,7 +364,9 @@ pub(super) fn launch(
                 cols,
                 dtype,
                 epsilon,
-            } => sim.launch_custom(&rms_norm_op(*x, *gamma, *y, *rstd, *cols, *dtype, *epsilon)),
+            } => sim.launch_operator(
+                &rms_norm_op(*x, *gamma, *y, *rstd, *cols, *dtype, *epsilon).lower(),
+            ),
         })
     });
     ret(result.map_err(|e| {

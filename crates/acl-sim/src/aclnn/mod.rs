@@ -15,8 +15,10 @@
 //!   161002. The simulator asks for workspace for `aclnnReduceSum` and `aclnnRmsNorm`
 //!   ([`REDUCE_SUM_WORKSPACE`], [`RMS_NORM_WORKSPACE`]; its own figures, not CANN's), so the
 //!   workspace path is exercised.
-//! - The launch enqueues the matching simulator kernel, or for `aclnnRmsNorm` a host
-//!   operator over exactly the tensors' ranges, so the timeline and sanitizer see it.
+//! - The launch enqueues the matching simulator kernel, or for `aclnnRmsNorm` and for
+//!   `aclnnAdd` with `alpha` ≠ 1 (`out = self + alpha · other`, computed in f32 and rounded
+//!   once to the tensors' type) a host operator over exactly the tensors' ranges, so the
+//!   timeline and sanitizer see it.
 //!
 //! Live tensors, scalars, int arrays and executors are counted (`braidSimAclnnLiveObjects`).
 

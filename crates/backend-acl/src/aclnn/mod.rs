@@ -8,7 +8,10 @@
 //! `$ASCEND_TOOLKIT_HOME` (`lib64/`) and on the loader path; operators from
 //! `$BRAID_ACLNN_LIBS` (a `:`-separated list), else every one of `libopapi.so`,
 //! `libopapi_math.so`, `libopapi_nn.so` that is installed. A variable that is set is honoured
-//! or the load fails naming it; a missing symbol is named with the libraries searched. When
+//! or the load fails naming it (set to nothing, it is refused by name, as every `BRAID_*`
+//! variable is; when only one of the two is set, a library of the other that is not found is
+//! reported with the variable that sent the search there); a missing symbol is named with the
+//! libraries searched. When
 //! neither variable is set and the ACL library is `braid-acl-sim`, both tables come from it
 //! (it exports aclnn on top of the simulator).
 //!
@@ -33,6 +36,16 @@ use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
 use std::sync::{Mutex, OnceLock};
+
+/// What a missing descriptor library says when only `$BRAID_ACLNN_LIBS` is set.
+const OPERATORS_SET_ALONE: &str = "$BRAID_ACLNN_LIBS is set, so aclnn does not come from the \
+    ACL library: set $BRAID_ACLNN_BASE_LIB to the descriptor library (libnnopbase.so; on \
+    braid-acl-sim, libbraid_acl_sim.so) too, or unset $BRAID_ACLNN_LIBS";
+
+/// What a missing operator library says when only `$BRAID_ACLNN_BASE_LIB` is set.
+const DESCRIPTORS_SET_ALONE: &str = "$BRAID_ACLNN_BASE_LIB is set, so aclnn does not come from \
+    the ACL library: set $BRAID_ACLNN_LIBS to the operator libraries (libopapi*.so; on \
+    braid-acl-sim, libbraid_acl_sim.so) too, or unset $BRAID_ACLNN_BASE_LIB";
 
 /// The resolved aclnn tables: descriptors ([`AclnnApi::descriptors`]) and operators
 /// ([`AclnnApi::operators`]), and the ACL library whose `aclGetRecentErrMsg` explains their
@@ -99,21 +112,43 @@ impl AclnnApi {
         env: impl Fn(&str) -> Option<OsString>,
         acl: &'static AclApi,
     ) -> Result<AclnnApi, LoadError> {
-        let configured = |var: &str| env(var).is_some_and(|v| !v.is_empty());
-        let (descriptors, operators) = if !configured(DESCRIPTOR_LIB_ENV)
-            && !configured(OPERATOR_LIBS_ENV)
-            && acl.is_braid_acl_sim()
-        {
-            (
-                loader::load_from(DESCRIPTOR_LIBRARIES.what, &[acl.path()])?,
-                loader::load_from(OPERATOR_LIBRARIES.what, &[acl.path()])?,
-            )
-        } else {
-            (
-                DESCRIPTOR_LIBRARIES.load(&env)?,
-                OPERATOR_LIBRARIES.load(&env)?,
-            )
+        // braid's rule: a variable set to nothing is refused by name, never read as unset.
+        let configured = |var: &'static str| {
+            braid_acl_sys::variable(&env, var)
+                .map(|v| v.is_some())
+                .map_err(|source| LoadError::Variable {
+                    what: "aclnn",
+                    source,
+                })
         };
+        let (descriptors_set, operators_set) = (
+            configured(DESCRIPTOR_LIB_ENV)?,
+            configured(OPERATOR_LIBS_ENV)?,
+        );
+        let (descriptors, operators) =
+            if !descriptors_set && !operators_set && acl.is_braid_acl_sim() {
+                (
+                    loader::load_from(DESCRIPTOR_LIBRARIES.what, &[acl.path()])?,
+                    loader::load_from(OPERATOR_LIBRARIES.what, &[acl.path()])?,
+                )
+            } else {
+                // One variable set and not the other: what is not found is looked for where the
+                // other variable's absence sends it, which the error says.
+                (
+                    DESCRIPTOR_LIBRARIES
+                        .load(&env)
+                        .map_err(|e| match operators_set {
+                            true => e.with_hint(OPERATORS_SET_ALONE),
+                            false => e,
+                        })?,
+                    OPERATOR_LIBRARIES
+                        .load(&env)
+                        .map_err(|e| match descriptors_set {
+                            true => e.with_hint(DESCRIPTORS_SET_ALONE),
+                            false => e,
+                        })?,
+                )
+            };
         Ok(AclnnApi {
             acl,
             descriptors,

@@ -38,7 +38,7 @@ pub fn api() -> &'static AclApi {
     API.get_or_init(|| {
         // Set before the library's first call reads it; every test reaches the library
         // through here, and the other threads wait on this lock.
-        std::env::set_var(braid_acl_sim::TIMING_ONLY_ENV, "");
+        std::env::set_var(braid_acl_sim::TIMING_ONLY_ENV, "none");
         AclApi::load_from(sim_library()).expect("braid-acl-sim loads with every required symbol")
     })
 }

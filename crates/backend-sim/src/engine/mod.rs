@@ -15,15 +15,15 @@
 //! graph launches, `graph_run` the replay of graphs holding collectives (their captured
 //! streams kept concurrent), `observe` the timeline, statistics, reports and trace export.
 
-mod collectives;
 mod events;
 mod graph_run;
 mod observe;
-mod remote_parts;
 mod submit;
 
-pub(crate) use collectives::HostWait;
-use collectives::{Collectives, Work};
+pub(crate) use graph_run::GraphRuns;
+pub(crate) use submit::op_info_at;
+
+use crate::collective::{Collectives, Work};
 
 use crate::capture::{self, Capture, ExternalEvents, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
@@ -36,7 +36,7 @@ use crate::op::{Accesses, Op, OpKind};
 use crate::queue::DataQueue;
 use crate::sanitizer::report::{OpInfo, OpRef, RaceReport};
 use crate::sanitizer::{Sanitizer, SanitizerMode};
-use crate::timeline::{OpRecord, SimStats};
+use crate::timeline::{OpRecord, Ring, SimStats};
 use crate::topology::Topology;
 use crate::trace::{self, Flow, HostSlice, LinkSlice, Marker, MemorySample, TraceLog};
 use braid_stream_core::capture_rule::{
@@ -53,18 +53,18 @@ use std::time::Duration;
 
 /// Per-stream state.
 #[derive(Debug)]
-struct StreamState {
+pub(crate) struct StreamState {
     /// Priority given at creation (kept; the cost model does not use it yet).
     #[allow(dead_code)]
     priority: Priority,
     /// Index of the device in the node.
-    device: u32,
+    pub(crate) device: u32,
     /// Index of the stream within its device (0: the default stream).
     local: u32,
     /// End of all work so far on the stream, waits included.
-    tail: u64,
+    pub(crate) tail: u64,
     /// The capture the stream records into, if any.
-    capture: Option<StreamCapture>,
+    pub(crate) capture: Option<StreamCapture>,
 }
 
 /// What an event's last record was.
@@ -81,7 +81,7 @@ enum EventRecord {
 #[derive(Debug)]
 struct EventState {
     /// Index of the device that created it.
-    device: u32,
+    pub(crate) device: u32,
     timing: bool,
     /// An external event: record and wait nodes inside captures.
     external: bool,
@@ -90,12 +90,12 @@ struct EventState {
     recorded_on: Option<(u32, u64)>,
 }
 
-fn invalid(msg: impl Into<String>) -> HalError {
+pub(crate) fn invalid(msg: impl Into<String>) -> HalError {
     HalError::InvalidArgument(msg.into())
 }
 
 /// The error an abort-mode sanitizer report becomes.
-fn sanitizer_error(report: &RaceReport) -> HalError {
+pub(crate) fn sanitizer_error(report: &RaceReport) -> HalError {
     HalError::InvalidArgument(format!("sanitizer: {report}"))
 }
 
@@ -108,30 +108,32 @@ fn sanitizer_error(report: &RaceReport) -> HalError {
 /// used.
 #[derive(Debug)]
 pub(crate) struct Engine {
-    devices: Vec<DeviceState>,
+    pub(crate) devices: Vec<DeviceState>,
     /// Index of the device making the current call.
-    cur: usize,
+    pub(crate) cur: usize,
     /// Each device's address space, accounting and data, by device index: one data store.
-    memories: Vec<Memory>,
+    pub(crate) memories: Vec<Memory>,
     /// Data or timing-only, for the whole node.
-    mode: SimMode,
+    pub(crate) mode: SimMode,
     /// Whether the timeline and the trace log are kept, for the whole node.
-    record_timeline: bool,
+    pub(crate) record_timeline: bool,
     streams: Vec<StreamState>,
     /// Tags the front layer gave streams, by device ordinal and stream index in the device
     /// (named in sanitizer reports).
     stream_tags: std::collections::HashMap<(u32, u32), String>,
     events: Vec<EventState>,
     /// The links between devices, as contended resources.
-    links: Links,
+    pub(crate) links: Links,
     /// Pairs `(a, b)` of device indices where `a`'s streams may access `b`'s memory.
     peers: BTreeSet<(u32, u32)>,
-    sanitizer: Sanitizer,
-    trace: TraceLog,
-    queue: DataQueue,
+    pub(crate) sanitizer: Sanitizer,
+    pub(crate) trace: TraceLog,
+    pub(crate) queue: DataQueue,
     captures: BTreeMap<u64, Capture>,
     next_capture: u64,
-    timeline: Vec<OpRecord>,
+    pub(crate) timeline: Ring<OpRecord>,
+    /// The most records of each kind the timeline and the trace log keep.
+    pub(crate) timeline_capacity: usize,
     /// Whether the sanitizer tracks segment lifetimes. Their consumers are the checks (with
     /// the sanitizer on), the allocated-memory counter of the trace (with the timeline on) and
     /// sub-allocation notes; with none of them the segments are not tracked, until a note
@@ -140,13 +142,13 @@ pub(crate) struct Engine {
     /// The label of the free ops the sanitizer names, shared.
     free_label: Arc<str>,
     /// Communicators, collective parts in flight and the work held back behind them.
-    coll: Collectives,
+    pub(crate) coll: Collectives,
     /// Paired with the mutex the engine lives in: notified whenever held-back work may have
     /// been released (a collective part arrived, a collective ran, a held record was
     /// superseded), so that host synchronizations waiting on other threads' ranks wake up.
-    progress: Arc<Condvar>,
+    pub(crate) progress: Arc<Condvar>,
     /// How long such a synchronization waits (the first device's configuration).
-    collective_timeout: Duration,
+    pub(crate) collective_timeout: Duration,
 }
 
 impl Engine {
@@ -165,6 +167,7 @@ impl Engine {
         let first = &configs[0];
         let mode = first.mode;
         let record_timeline = first.record_timeline;
+        let timeline_capacity = first.timeline_capacity;
         let collective_timeout = first.collective_timeout;
         let mut sanitizer = Sanitizer::new(first.sanitizer);
         let lifetimes = first.sanitizer != SanitizerMode::Off || record_timeline;
@@ -202,11 +205,12 @@ impl Engine {
             links: Links::new(topology),
             peers: BTreeSet::new(),
             sanitizer,
-            trace: TraceLog::default(),
+            trace: TraceLog::new(timeline_capacity),
             queue: DataQueue::default(),
             captures: BTreeMap::new(),
             next_capture: 1,
-            timeline: Vec::new(),
+            timeline: Ring::new(timeline_capacity),
+            timeline_capacity,
             lifetimes,
             free_label: Arc::from("free"),
             coll: Collectives::new(),
@@ -225,7 +229,7 @@ impl Engine {
     }
 
     /// The state of the current device.
-    fn dev(&self) -> &DeviceState {
+    pub(crate) fn dev(&self) -> &DeviceState {
         &self.devices[self.cur]
     }
 
@@ -252,7 +256,7 @@ impl Engine {
     }
 
     /// Device ordinal and index within the device of stream `s` (node-wide index).
-    fn locate(&self, s: u32) -> (u32, u32) {
+    pub(crate) fn locate(&self, s: u32) -> (u32, u32) {
         self.streams
             .get(s as usize)
             .map_or((0, s), |st| (self.ordinal_of(st.device), st.local))
@@ -283,7 +287,7 @@ impl Engine {
 
     /// Advances the current device's host clock by `ns` for the host call `what` and
     /// applies the data effects it passed.
-    fn tick(&mut self, ns: u64, what: &'static str) {
+    pub(crate) fn tick(&mut self, ns: u64, what: &'static str) {
         let dev = self.dev_mut();
         let start = dev.host_ns;
         dev.host_ns = dev.host_ns.saturating_add(ns);
@@ -353,13 +357,13 @@ impl Engine {
         self.tick(self.devices[self.cur].config.profile.host_call_ns, what);
     }
 
-    fn stream(&self, s: u32) -> Result<&StreamState, HalError> {
+    pub(crate) fn stream(&self, s: u32) -> Result<&StreamState, HalError> {
         self.streams
             .get(s as usize)
             .ok_or_else(|| invalid(format!("unknown stream index {s}")))
     }
 
-    fn stream_mut(&mut self, s: u32) -> Result<&mut StreamState, HalError> {
+    pub(crate) fn stream_mut(&mut self, s: u32) -> Result<&mut StreamState, HalError> {
         self.streams
             .get_mut(s as usize)
             .ok_or_else(|| invalid(format!("unknown stream index {s}")))

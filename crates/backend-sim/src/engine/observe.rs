@@ -10,8 +10,9 @@ impl Engine {
         self.dev().host_ns
     }
 
-    /// Executed ops of all devices in submission order.
-    pub fn timeline(&self) -> &[OpRecord] {
+    /// Executed ops of all devices in submission order (the newest, up to the timeline's
+    /// capacity).
+    pub fn timeline(&self) -> &Ring<OpRecord> {
         &self.timeline
     }
 
@@ -107,7 +108,13 @@ impl Engine {
         let streams: Vec<(u32, u32)> = (0..self.streams.len() as u32)
             .map(|s| self.locate(s))
             .collect();
-        trace::chrome_trace(&devices, &streams, &self.timeline, &self.trace)
+        trace::chrome_trace(
+            &devices,
+            &streams,
+            &self.timeline,
+            &self.trace,
+            self.timeline_capacity,
+        )
     }
 
     /// Whether `range` lies in live memory (a segment, or consecutive mappings).
@@ -125,6 +132,7 @@ impl Engine {
             frees: mem.frees(),
             bytes_allocated: mem.used(),
             peak_bytes_allocated: mem.peak(),
+            resident_data_bytes: mem.resident_data_bytes(),
             invalid_accesses: mem.invalid_accesses(),
             failed_ops: mem.failed_ops(),
             host_allocations: dev.host.allocations(),

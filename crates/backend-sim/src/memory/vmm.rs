@@ -12,7 +12,7 @@
 //! inline, so the allocator's expandable segments pay little per page on a miss.
 
 use super::mappings::{Mapping, Mappings, Run};
-use super::{Backing, Memory, PageRun, Segment, VMM_GRANULARITY};
+use super::{Memory, PageRun, Segment, VMM_GRANULARITY};
 use braid_stream_core::hal::{page_of_run, HalError};
 use braid_stream_core::types::DevicePtr;
 
@@ -27,8 +27,8 @@ impl Memory {
                 "the simulated address space is exhausted; cannot reserve {size} bytes"
             )));
         };
+        let data = self.backing(size)?;
         self.next = next;
-        let data = self.store_data.then(|| Backing::new(size));
         self.segments.insert(
             base,
             Segment {
@@ -53,7 +53,7 @@ impl Memory {
                 maps.count()
             ))),
             Some(_) => {
-                self.segments.remove(ptr.0);
+                self.remove_segment(ptr.0);
                 tracing::debug!(%ptr, "sim release_address");
                 Ok(())
             }
@@ -298,7 +298,9 @@ impl Memory {
             }
         }
         if let Some(data) = &mut seg.data {
+            let before = data.resident();
             data.discard(offset, count * page);
+            self.resident -= before - data.resident();
         }
     }
 

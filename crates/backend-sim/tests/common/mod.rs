@@ -6,13 +6,16 @@ use braid_stream_core::hal::{Device as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
 
-/// A profile with round numbers: one unit of each resource, 1 flop/ns on both units, 1 byte/ns everywhere, a 100 ns
+/// A profile with round numbers: one unit of each resource, 1 flop/ns on both units (at full
+/// efficiency whatever the size), 1 byte/ns everywhere, 1 GiB of memory, a 100 ns
 /// kernel floor, 10 ns per eager enqueue, 1 ns per cheap call, graph launch 50 + 2 per node.
 pub fn unit_profile() -> DeviceProfile {
     DeviceProfile {
         name: "unit".to_string(),
         cube_flops_per_s: 1_000_000_000,
+        cube_bf16_flops_per_s: 1_000_000_000,
         cube_f32_flops_per_s: 1_000_000_000,
+        cube_efficiency: Vec::new(),
         vector_flops_per_s: 1_000_000_000,
         vector_f32_flops_per_s: 1_000_000_000,
         cube_units: 1,
@@ -21,6 +24,9 @@ pub fn unit_profile() -> DeviceProfile {
         cube_tile: 16,
         vector_tile_bytes: 1 << 20,
         hbm_bytes_per_s: 1_000_000_000,
+        hbm_effective_bytes_per_s: 1_000_000_000,
+        hbm_bytes: 1 << 30,
+        memory_bytes: 1 << 30,
         h2d_bytes_per_s: 1_000_000_000,
         d2h_bytes_per_s: 1_000_000_000,
         min_kernel_ns: 100,

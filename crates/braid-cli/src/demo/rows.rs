@@ -68,7 +68,12 @@ impl<B: CollectiveBackend> Setup<'_, B> {
                 Ok(Row {
                     device_us: Some(run.elapsed_us),
                     reports: run.reports.map(|r| r.len()),
-                    ..plain("wait_stream", mode, run.correct, with_wait)
+                    ..plain(
+                        "wait_stream",
+                        mode,
+                        run.correct,
+                        (!with_wait).then_some("the wait"),
+                    )
                 })
             })
             .collect()
@@ -100,7 +105,7 @@ impl<B: CollectiveBackend> Setup<'_, B> {
             rows.push(Row {
                 device_us: Some(timing.makespan_us),
                 reports: self.count(&data_device),
-                ..plain("tagged_events", mode, correct, true)
+                ..plain("tagged_events", mode, correct, None)
             });
         }
         Ok(rows)
@@ -137,7 +142,7 @@ impl<B: CollectiveBackend> Setup<'_, B> {
         .map(|(mode, us)| Row {
             device_us: Some(us),
             reports: found,
-            ..plain("graph_mode", mode, checked.replays_match_eager, true)
+            ..plain("graph_mode", mode, checked.replays_match_eager, None)
         })
         .collect())
     }
@@ -168,7 +173,7 @@ impl<B: CollectiveBackend> Setup<'_, B> {
                     "record_tagged_stream",
                     mode,
                     run.b_correct && run.c_correct,
-                    with_record,
+                    (!with_record).then_some("the record"),
                 )
             })
         })
@@ -202,7 +207,7 @@ impl<B: CollectiveBackend> Setup<'_, B> {
                     "cross_stream_lifetime",
                     mode,
                     run.correct,
-                    cross_stream == CrossStreamMode::Automatic,
+                    (cross_stream == CrossStreamMode::Manual).then_some("record_stream"),
                 )
             })
         })
@@ -228,24 +233,34 @@ impl<B: CollectiveBackend> Setup<'_, B> {
         let largest = report.largest_single_graph;
         let per_graph = report.per_graph.reserved;
         Ok([
-            ("pool per graph", report.per_graph, per_graph > largest),
+            (
+                "pool per graph",
+                report.per_graph,
+                ("more than the largest graph", per_graph > largest),
+            ),
             (
                 "one pool per runner",
                 report.runner_pool,
-                report.runner_pool.reserved <= largest,
+                (
+                    "at most the largest graph",
+                    report.runner_pool.reserved <= largest,
+                ),
             ),
             (
                 "2 runners share a pool",
                 report.shared_pipeline,
-                report.shared_pipeline.reserved < per_graph,
+                (
+                    "less than a pool per graph",
+                    report.shared_pipeline.reserved < per_graph,
+                ),
             ),
         ]
         .into_iter()
-        .map(|(mode, figures, memory_as_meant)| Row {
+        .map(|(mode, figures, memory)| Row {
             reserved_bytes: Some(figures.reserved),
-            memory_as_meant: Some(memory_as_meant),
+            memory: Some(memory),
             reports: figures.reports.map(|n| n as usize),
-            ..plain("memory_reuse", mode, figures.identical, true)
+            ..plain("memory_reuse", mode, figures.identical, None)
         })
         .collect())
     }
@@ -281,7 +296,7 @@ impl<B: CollectiveBackend> Setup<'_, B> {
                 Row {
                     device_us: Some(timing.us(mode)),
                     reports,
-                    ..plain("tensor_parallel", tensor_parallel_mode(mode), correct, true)
+                    ..plain("tensor_parallel", tensor_parallel_mode(mode), correct, None)
                 }
             })
             .collect())
@@ -297,16 +312,22 @@ fn tensor_parallel_mode(mode: Mode) -> &'static str {
     }
 }
 
-/// A row with no figures yet: no time, no reservation, no reports.
-fn plain(scenario: &'static str, mode: &'static str, correct: bool, expected: bool) -> Row {
+/// A row with no figures yet: no time, no reservation, no reports. `left_out` is what the mode
+/// leaves out when it is meant to be wrong.
+fn plain(
+    scenario: &'static str,
+    mode: &'static str,
+    correct: bool,
+    left_out: Option<&'static str>,
+) -> Row {
     Row {
         scenario,
         mode,
         correct,
-        expected_correct: expected,
+        left_out,
         device_us: None,
         reserved_bytes: None,
-        memory_as_meant: None,
+        memory: None,
         reports: None,
     }
 }

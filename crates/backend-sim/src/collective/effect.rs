@@ -1,0 +1,249 @@
+//! What a collective does to the numbers, in data mode: every rank's receive bytes from every
+//! rank's send bytes ([`receive`]), and a collective's effect as the engine queues it
+//! ([`DataEffect`]): read every rank's send buffer at the start, write every rank's receive
+//! buffer at the end (through the engine's effect queue).
+//!
+//! Reductions compute in `f32` and round every stored result to the data type, as the rest of
+//! the simulator does: the ranks' elements are combined in rank order (`((x0 ∘ x1) ∘ x2) ...`)
+//! and each partial result is rounded, as the partial sums a ring leaves in device memory are.
+//! A short buffer reads as zeros past its end (the engine checks lengths before it gets here).
+
+use braid_stream_core::collective::{CollectiveOp, ReduceOp};
+use braid_stream_core::dtype::DType;
+use braid_stream_core::types::DeviceSlice;
+
+use crate::compute::PendingWrite;
+use crate::memory::DataView;
+
+/// `count` elements of the elementwise reduction of `inputs`, starting at element `first` of
+/// each.
+fn reduce(op: ReduceOp, dtype: DType, inputs: &[&[u8]], first: usize, count: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(count * dtype.size() as usize);
+    for i in first..first + count {
+        let mut values = inputs.iter().map(|b| dtype.get(b, i).unwrap_or(0.0));
+        let start = values.next().unwrap_or(0.0);
+        let value = values.fold(start, |acc, x| dtype.round(op.combine(acc, x)));
+        dtype.push(&mut out, value);
+    }
+    out
+}
+
+/// `len` bytes of `bytes` from `at`, zeros past its end.
+fn block(bytes: &[u8], at: usize, len: usize) -> Vec<u8> {
+    let mut out = bytes.get(at..).unwrap_or(&[]).to_vec();
+    out.resize(len, 0);
+    out
+}
+
+/// Every rank's receive bytes for `op` on `count` elements of `dtype` (HCCL's meaning of the
+/// count, see `CollectiveCall::send_len`), given every rank's send bytes (`sends[r]` is rank
+/// `r`'s, empty where the rank sends nothing). A rank that receives nothing gets an empty
+/// vector.
+///
+/// A send and its receive are two ranks: `sends` holds the sender's bytes, then the receiver's
+/// (empty), and the result the receiver's bytes at index 1, whatever the peers' numbers in the
+/// communicator.
+pub(crate) fn receive(op: CollectiveOp, count: u64, dtype: DType, sends: &[&[u8]]) -> Vec<Vec<u8>> {
+    let ranks = sends.len();
+    let n = count as usize;
+    let size = dtype.size() as usize;
+    match op {
+        CollectiveOp::AllReduce(reduction) => {
+            let all = reduce(reduction, dtype, sends, 0, n);
+            vec![all; ranks]
+        }
+        CollectiveOp::ReduceScatter(reduction) => (0..ranks)
+            .map(|r| reduce(reduction, dtype, sends, r * n, n))
+            .collect(),
+        CollectiveOp::AllGather => {
+            let gathered: Vec<u8> = sends.iter().flat_map(|s| block(s, 0, n * size)).collect();
+            vec![gathered; ranks]
+        }
+        CollectiveOp::Broadcast { root } => {
+            let data = block(
+                sends.get(root as usize).copied().unwrap_or(&[]),
+                0,
+                n * size,
+            );
+            vec![data; ranks]
+        }
+        CollectiveOp::AllToAll => (0..ranks)
+            .map(|j| {
+                sends
+                    .iter()
+                    .flat_map(|s| block(s, j * n * size, n * size))
+                    .collect()
+            })
+            .collect(),
+        CollectiveOp::Send { .. } | CollectiveOp::Recv { .. } => {
+            let data = block(sends.first().copied().unwrap_or(&[]), 0, n * size);
+            vec![Vec::new(), data]
+        }
+    }
+}
+
+/// Where a participant's send data comes from.
+#[derive(Clone, PartialEq, Debug)]
+pub(crate) enum Source {
+    /// A range of the node's memory (empty where the participant sends nothing), read at
+    /// the collective's start.
+    Memory(DeviceSlice),
+    /// Bytes received from another process.
+    Bytes(Vec<u8>),
+}
+
+/// A collective's data effect: every participant's buffers of one run (in rank order; for a
+/// send and its receive, the sender then the receiver), read at the start, written at the
+/// end.
+#[derive(Clone, PartialEq, Debug)]
+pub(crate) struct DataEffect {
+    /// The operation (the sender's, for a send and its receive).
+    pub op: CollectiveOp,
+    /// Element count, HCCL's meaning.
+    pub count: u64,
+    /// Element type.
+    pub dtype: DType,
+    /// Each participant's send data.
+    pub sends: Vec<Source>,
+    /// Each participant's receive range (empty where it receives nothing).
+    pub recvs: Vec<DeviceSlice>,
+}
+
+impl DataEffect {
+    /// Reads the send ranges and computes what every receive range gets (at the start).
+    pub fn begin(&self, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
+        let inputs: Vec<Vec<u8>> = self
+            .sends
+            .iter()
+            .map(|s| match s {
+                Source::Memory(r) if r.len > 0 => mem.read(*r).unwrap_or_default(),
+                Source::Memory(_) => Vec::new(),
+                Source::Bytes(b) => b.clone(),
+            })
+            .collect();
+        let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        let outputs = receive(self.op, self.count, self.dtype, &refs);
+        self.recvs
+            .iter()
+            .zip(outputs)
+            .filter(|(r, _)| r.len > 0)
+            .map(|(r, mut bytes)| {
+                bytes.resize(r.len as usize, 0);
+                PendingWrite::Device {
+                    ptr: r.ptr,
+                    data: mem.is_valid(*r).then_some(bytes),
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn enc(dtype: DType, values: &[f32]) -> Vec<u8> {
+        dtype.encode(values).to_vec()
+    }
+
+    fn run(op: CollectiveOp, count: u64, dtype: DType, sends: &[Vec<f32>]) -> Vec<Vec<f32>> {
+        let bytes: Vec<Vec<u8>> = sends.iter().map(|s| enc(dtype, s)).collect();
+        let refs: Vec<&[u8]> = bytes.iter().map(|b| b.as_slice()).collect();
+        receive(op, count, dtype, &refs)
+            .iter()
+            .map(|b| dtype.decode(b))
+            .collect()
+    }
+
+    #[test]
+    fn all_reduce_each_reduction_in_each_type() {
+        let sends = vec![
+            vec![1.0, -2.0, 3.0],
+            vec![4.0, 5.0, -6.0],
+            vec![0.5, 2.0, 2.0],
+        ];
+        for dtype in DType::ALL {
+            let sum = run(CollectiveOp::AllReduce(ReduceOp::Sum), 3, dtype, &sends);
+            assert_eq!(sum, vec![vec![5.5, 5.0, -1.0]; 3], "{dtype}");
+            let prod = run(CollectiveOp::AllReduce(ReduceOp::Prod), 3, dtype, &sends);
+            assert_eq!(prod, vec![vec![2.0, -20.0, -36.0]; 3], "{dtype}");
+            let max = run(CollectiveOp::AllReduce(ReduceOp::Max), 3, dtype, &sends);
+            assert_eq!(max, vec![vec![4.0, 5.0, 3.0]; 3], "{dtype}");
+            let min = run(CollectiveOp::AllReduce(ReduceOp::Min), 3, dtype, &sends);
+            assert_eq!(min, vec![vec![0.5, -2.0, -6.0]; 3], "{dtype}");
+        }
+    }
+
+    #[test]
+    fn sums_round_every_partial_result_in_rank_order() {
+        // f16 steps by 2 at 2048: 2048 + 1 rounds back to 2048 (to even), twice; rounding
+        // only the final 2050 would keep it. In f32 the sum is exact.
+        let sends = vec![vec![2048.0], vec![1.0], vec![1.0]];
+        let sum = CollectiveOp::AllReduce(ReduceOp::Sum);
+        assert_eq!(run(sum, 1, DType::F16, &sends)[0], vec![2048.0]);
+        assert_eq!(run(sum, 1, DType::F32, &sends)[0], vec![2050.0]);
+        // bf16 steps by 2 at 256 as well (8-bit mantissa).
+        let sends = vec![vec![256.0], vec![1.0], vec![1.0]];
+        assert_eq!(run(sum, 1, DType::BF16, &sends)[0], vec![256.0]);
+    }
+
+    #[test]
+    fn reduce_scatter_gives_each_rank_its_block() {
+        let sends = vec![vec![1.0, 2.0, 3.0, 4.0], vec![10.0, 20.0, 30.0, 40.0]];
+        let out = run(
+            CollectiveOp::ReduceScatter(ReduceOp::Sum),
+            2,
+            DType::BF16,
+            &sends,
+        );
+        assert_eq!(out, vec![vec![11.0, 22.0], vec![33.0, 44.0]]);
+    }
+
+    #[test]
+    fn all_gather_concatenates_in_rank_order() {
+        let sends = vec![vec![1.0], vec![2.0], vec![3.0]];
+        let out = run(CollectiveOp::AllGather, 1, DType::F16, &sends);
+        assert_eq!(out, vec![vec![1.0, 2.0, 3.0]; 3]);
+    }
+
+    #[test]
+    fn broadcast_copies_the_roots_data() {
+        let sends = vec![vec![], vec![7.0, 8.0], vec![]];
+        let out = run(CollectiveOp::Broadcast { root: 1 }, 2, DType::F32, &sends);
+        assert_eq!(out, vec![vec![7.0, 8.0]; 3]);
+    }
+
+    #[test]
+    fn all_to_all_transposes_blocks() {
+        // Rank i's block j goes to block i of rank j.
+        let sends = vec![
+            vec![0.0, 1.0, 2.0],
+            vec![10.0, 11.0, 12.0],
+            vec![20.0, 21.0, 22.0],
+        ];
+        let out = run(CollectiveOp::AllToAll, 1, DType::F16, &sends);
+        assert_eq!(
+            out,
+            vec![
+                vec![0.0, 10.0, 20.0],
+                vec![1.0, 11.0, 21.0],
+                vec![2.0, 12.0, 22.0]
+            ]
+        );
+    }
+
+    #[test]
+    fn send_delivers_to_the_receiver() {
+        let sends = vec![vec![1.5, 2.5], vec![]];
+        let out = run(CollectiveOp::Send { peer: 3 }, 2, DType::F32, &sends);
+        assert_eq!(out, vec![vec![], vec![1.5, 2.5]]);
+    }
+
+    #[test]
+    fn short_buffers_read_as_zeros() {
+        let bytes = [enc(DType::F32, &[1.0]), Vec::new()];
+        let refs: Vec<&[u8]> = bytes.iter().map(|b| b.as_slice()).collect();
+        let out = receive(CollectiveOp::AllReduce(ReduceOp::Sum), 2, DType::F32, &refs);
+        assert_eq!(DType::F32.decode(&out[1]), vec![1.0, 0.0]);
+    }
+}

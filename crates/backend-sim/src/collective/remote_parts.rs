@@ -1,0 +1,210 @@
+//! Collectives of a communicator whose ranks are in several processes (or several nodes of
+//! one process): each rank's part is exchanged over the root info's transport
+//! ([`crate::RemoteGroup`]), outside the engine lock, between [`Engine::remote_prepare`] and
+//! [`Engine::remote_finish`].
+//!
+//! Each rank sends the virtual time its part is ready at (the latest of its submission and
+//! its stream's end) and, in data mode, its send bytes as of that time; every rank then
+//! starts the collective at the latest ready time of all ranks (the processes' virtual time
+//! axes meet there) and takes the cost model's time on the network (one port per rank: a
+//! [`Wiring::Switched`] fabric with the topology's network link), occupying its device's
+//! communication engine and network ports. Its receive buffer is written at the end.
+
+use super::cost::{self, LinkParams};
+use super::effect::{DataEffect, Source};
+use crate::config::SimMode;
+use crate::engine::{invalid, op_info_at, sanitizer_error, Engine};
+use crate::link::{LinkId, Route};
+use crate::op::{CollectivePart, Op, OpKind};
+use crate::sanitizer::SanitizerMode;
+use crate::timeline::OpRecord;
+use braid_stream_core::collective::{CollectiveCall, CollectiveOp};
+use braid_stream_core::hal::HalError;
+use braid_stream_core::kernel::ComputeUnit;
+use braid_stream_core::types::DeviceSlice;
+use std::sync::Arc;
+
+/// The communicator index a rank's part of a remote communicator carries (it is not one of
+/// the node's communicators).
+const REMOTE: usize = usize::MAX;
+
+/// One rank's part of a remote collective between its preparation and its placement.
+#[derive(Debug)]
+pub(crate) struct RemotePart {
+    stream: u32,
+    rank: u32,
+    ranks: u32,
+    call: CollectiveCall,
+    send: DeviceSlice,
+    recv: DeviceSlice,
+    label: Arc<str>,
+    /// What this rank sends to the others: its ready time, then its send bytes.
+    pub blob: Vec<u8>,
+}
+
+impl Engine {
+    /// Checks rank `rank`'s part `call` (of a remote communicator of `ranks`) on stream `s`
+    /// and reads what it contributes. Refused as unsupported: inside a capture, on a stream
+    /// holding back work behind a node-local collective, a send or receive (every remote
+    /// call is an exchange of all ranks).
+    pub fn remote_prepare(
+        &mut self,
+        s: u32,
+        rank: u32,
+        ranks: u32,
+        call: &CollectiveCall,
+        label: &str,
+    ) -> Result<RemotePart, HalError> {
+        self.tick(self.dev().config.profile.eager_launch_ns, "collective");
+        if matches!(
+            call.op,
+            CollectiveOp::Send { .. } | CollectiveOp::Recv { .. }
+        ) {
+            return Err(HalError::Unsupported(
+                "send and receive on a communicator spanning processes (the simulator's \
+                 transport exchanges every rank's part)",
+            ));
+        }
+        if self.stream(s)?.capture.is_some() {
+            return Err(HalError::Unsupported(
+                "capturing a collective of a communicator spanning processes",
+            ));
+        }
+        if self.coll.is_deferred(s) {
+            return Err(HalError::Unsupported(
+                "a collective spanning processes on a stream holding back work behind a \
+                 node-local collective",
+            ));
+        }
+        let (send, recv) = self.check_buffers(s, rank, ranks, call)?;
+        let ready = self.dev().host_ns.max(self.stream(s)?.tail);
+        let mut blob = ready.to_le_bytes().to_vec();
+        if self.mode == SimMode::Data && send.len > 0 {
+            // The send buffer as of `ready`: what the stream's earlier work wrote.
+            self.queue.drain(ready, &mut self.memories);
+            let device = self.stream(s)?.device as usize;
+            blob.extend(self.memories[device].read(send).unwrap_or_default());
+        }
+        Ok(RemotePart {
+            stream: s,
+            rank,
+            ranks,
+            call: *call,
+            send,
+            recv,
+            label: Arc::from(label),
+            blob,
+        })
+    }
+
+    /// Places `part` once every rank's blob (`blobs`, in rank order) has come back.
+    pub fn remote_finish(&mut self, part: RemotePart, blobs: Vec<Vec<u8>>) -> Result<(), HalError> {
+        if blobs.len() != part.ranks as usize {
+            return Err(invalid(format!(
+                "the exchange returned {} parts for {} ranks",
+                blobs.len(),
+                part.ranks
+            )));
+        }
+        let mut ready = 0;
+        let mut sends = Vec::with_capacity(blobs.len());
+        for (r, blob) in blobs.into_iter().enumerate() {
+            let Some(time) = blob.get(..8) else {
+                return Err(invalid(format!(
+                    "rank {r}'s part came back without its time"
+                )));
+            };
+            let mut word = [0u8; 8];
+            word.copy_from_slice(time);
+            ready = u64::max(ready, u64::from_le_bytes(word));
+            sends.push(blob[8..].to_vec());
+        }
+        let s = part.stream;
+        let device = self.stream(s)?.device;
+        let d = device as usize;
+        let call = part.call;
+        let network = self.links.topology().network;
+        let params = LinkParams {
+            reduce_bytes_per_s: LinkParams::reduce_rate(
+                &self.devices[d].config.profile,
+                call.dtype,
+            ),
+            ..self.network_link_params(call.dtype)
+        };
+        let bytes = cost::model_bytes(&call, part.ranks).unwrap_or(u64::MAX);
+        let duration = cost::plan(call.op, part.ranks, bytes, &params).ns;
+        let route = Route {
+            hops: vec![LinkId::PortOut(device), LinkId::PortIn(device)],
+            spec: network,
+        };
+        let ready = ready.max(self.stream(s)?.tail);
+        let engine = vec![(&self.devices[d].comm, 1)];
+        let start = self.links.earliest_along(&route, engine, ready, duration);
+        let end = start.saturating_add(duration);
+        self.devices[d].comm.reserve(start, duration, 1);
+        self.links.reserve(&route, start, end);
+        let op = Op {
+            kind: OpKind::Collective(Arc::new(CollectivePart {
+                comm: REMOTE,
+                rank: part.rank,
+                call,
+                send: part.send,
+                recv: part.recv,
+                captured: 0,
+            })),
+            label: part.label,
+            stream: s,
+        };
+        let at = self.locate(s);
+        let report = self
+            .sanitizer
+            .eager_op(s, &op.kind.accesses(), || {
+                op_info_at(&op, at, start, end, false)
+            })
+            .err();
+        let dev = &mut self.devices[d];
+        dev.makespan = dev.makespan.max(end);
+        dev.ops_executed += 1;
+        if self.record_timeline {
+            self.timeline.push(OpRecord {
+                device: at.0,
+                stream: at.1,
+                label: op.label.to_string(),
+                kind: call.op.name(),
+                start_ns: start,
+                end_ns: end,
+                unit: ComputeUnit::Copy,
+                reads: op.kind.reads(),
+                writes: op.kind.writes(),
+                from_graph: false,
+            });
+        }
+        let st = self.stream_mut(s)?;
+        st.tail = st.tail.max(end);
+        if self.mode == SimMode::Data && part.recv.len > 0 {
+            // Only this rank's receive buffer is in this node: every other range is empty.
+            let recvs = (0..part.ranks)
+                .map(|r| {
+                    if r == part.rank {
+                        part.recv
+                    } else {
+                        DeviceSlice::new(part.recv.ptr, 0)
+                    }
+                })
+                .collect();
+            let effect = DataEffect {
+                op: call.op,
+                count: call.count,
+                dtype: call.dtype,
+                sends: sends.into_iter().map(Source::Bytes).collect(),
+                recvs,
+            };
+            self.queue
+                .push(start, end, OpKind::CollectiveEffect(Arc::new(effect)), d);
+        }
+        match report {
+            Some(r) if self.sanitizer.mode() == SanitizerMode::Abort => Err(sanitizer_error(&r)),
+            _ => Ok(()),
+        }
+    }
+}
