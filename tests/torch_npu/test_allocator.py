@@ -21,14 +21,21 @@ def test_allocated_and_reserved_follow_tensors_and_empty_cache_returns_segments(
     assert torch.npu.memory_reserved() < reserved
 
 
-def test_mem_get_info_is_the_simulated_devices_memory():
-    torch.npu.empty_cache()
-    free, total = torch.npu.mem_get_info()
-    assert total == 16 << 30
-    x = torch.empty(64 << 20, dtype=torch.uint8, device="npu")
-    free_after, _ = torch.npu.mem_get_info()
-    assert free - free_after >= 64 << 20
-    del x
+def test_mem_get_info_is_the_simulated_devices_memory(run_child):
+    capacity = 8 << 30
+    proc = run_child(
+        """
+        import braid_npu, torch, torch_npu
+        free, total = torch.npu.mem_get_info()
+        x = torch.empty(64 << 20, dtype=torch.uint8, device="npu")
+        free_after, _ = torch.npu.mem_get_info()
+        braid_npu.result([total, free - free_after])
+        """,
+        env={"BRAID_ACL_SIM_CAPACITY": str(capacity)},
+    )
+    total, used = child_result(proc)
+    assert total == capacity
+    assert used >= 64 << 20
 
 
 def test_a_block_is_reused_after_free():

@@ -7,7 +7,7 @@
 
 use crate::codes::*;
 use crate::errmsg::{fail, ret, take_recent, Fail};
-use crate::registry::with;
+use crate::registry::{with, with_then_wait};
 use std::ffi::{c_char, c_void};
 
 /// Runs `f` and writes its value through the out pointer `p`.
@@ -116,7 +116,7 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
 /// `aclError aclrtSynchronizeDevice()`.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
-    ret(with(|r| r.synchronize_device(-1)))
+    ret(with_then_wait(|r| r.synchronize_device(-1)))
 }
 
 /// `aclError aclrtCreateStream(aclrtStream *stream)`.
@@ -163,14 +163,14 @@ pub extern "C" fn aclrtDestroyStream(stream: *mut c_void) -> aclError {
 /// it.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeStream(stream: *mut c_void) -> aclError {
-    ret(with(|r| r.synchronize_stream(h(stream), -1)))
+    ret(with_then_wait(|r| r.synchronize_stream(h(stream), -1)))
 }
 
 /// `aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout)`: 507046
 /// when the wait exceeds `timeout` ms of simulated time (-1: no limit).
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: *mut c_void, timeout: i32) -> aclError {
-    ret(with(|r| r.synchronize_stream(h(stream), timeout)))
+    ret(with_then_wait(|r| r.synchronize_stream(h(stream), timeout)))
 }
 
 /// `aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status)`.
@@ -254,7 +254,7 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(event: *mut c_void, status: *mut 
 /// `aclError aclrtSynchronizeEvent(aclrtEvent event)`.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeEvent(event: *mut c_void) -> aclError {
-    ret(with(|r| r.synchronize_event(h(event))))
+    ret(with_then_wait(|r| r.synchronize_event(h(event))))
 }
 
 /// `aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent)`:

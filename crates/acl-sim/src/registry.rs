@@ -17,6 +17,7 @@
 //! | `vmm` | the virtual-memory API |
 //! | `models` | captures into models, the rules an active capture sets, model execution |
 //! | `collective` | what HCCL's exports need: communicators' devices, collectives on ACL streams |
+//! | `waits` | host waits (synchronizes, blocking copies), run outside the registry's lock |
 //! | `system` | what clients ask of the runtime and the SoC: its name and capabilities, system parameters, overflow mode, timeouts, finalization |
 
 use crate::capture::{CaptureState, Clock};
@@ -38,8 +39,10 @@ mod models;
 mod streams;
 mod system;
 mod vmm;
+mod waits;
 
 pub(crate) use vmm::RESERVE_GRANULARITY;
+pub(crate) use waits::with_then_wait;
 
 /// First handle value; handles step by 0x40 so they look like (and are as distinct as) pointers.
 const HANDLE_BASE: usize = 0x0ac1_0000;
@@ -105,6 +108,8 @@ pub(crate) struct Registry {
     system: system::System,
     /// Per device: whether it runs timing-only.
     timing_only: Vec<bool>,
+    /// The simulated nodes' collective timeout.
+    collective_timeout: std::time::Duration,
     devices: Vec<Option<Dev>>,
     streams: HashMap<usize, StreamEntry>,
     events: HashMap<usize, EventEntry>,
@@ -190,6 +195,7 @@ impl Registry {
             soc,
             race_report,
             timeline,
+            collective_timeout,
         } = settings;
         Registry {
             initialized: false,
@@ -197,6 +203,7 @@ impl Registry {
             capacity,
             system: system::System::new(soc, race_report, timeline),
             timing_only,
+            collective_timeout,
             devices: (0..device_count).map(|_| None).collect(),
             streams: HashMap::new(),
             events: HashMap::new(),

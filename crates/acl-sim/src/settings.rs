@@ -9,6 +9,7 @@
 use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Environment variable: number of devices of the simulated node, 1 to [`MAX_DEVICES`]
 /// (default 8, the NPUs of one Atlas A2 server).
@@ -60,6 +61,12 @@ pub const ERROR_LOG_ENV: &str = "BRAID_ACL_SIM_ERROR_LOG";
 /// JSON for Perfetto, when the program calls `aclFinalize` (or when the process exits).
 /// Unset: none, and no timeline is recorded.
 pub const TIMELINE_ENV: &str = "BRAID_ACL_SIM_TIMELINE";
+/// Environment variable: how long, in milliseconds, a host synchronization waits for the
+/// other ranks of a collective to issue their parts before failing naming them (the
+/// simulator's `HCCL_EXEC_TIMEOUT`; [`braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT`], 5 s,
+/// when unset). Ranks that are threads of one busy process (torch_npu's process groups
+/// issue from a task-queue thread each) may need longer on a loaded machine.
+pub const COLLECTIVE_TIMEOUT_ENV: &str = "BRAID_ACL_SIM_COLLECTIVE_TIMEOUT_MS";
 
 const DEFAULT_DEVICES: usize = 8;
 
@@ -107,6 +114,8 @@ pub(crate) struct Settings {
     pub race_report: Option<PathBuf>,
     /// Where the timeline goes at finalization (and whether one is recorded).
     pub timeline: Option<PathBuf>,
+    /// How long a synchronization waits for a collective's other ranks.
+    pub collective_timeout: Duration,
 }
 
 impl Settings {
@@ -164,8 +173,20 @@ impl Settings {
                 value,
                 expected: ids_expected,
             })?;
-        let socs_expected = format!("one of {}", SOC_NAMES.join(", "));
-        let soc = match text(SOC_ENV, &socs_expected)?.filter(|v| !v.trim().is_empty()) {
+        let collective_timeout = number(
+            COLLECTIVE_TIMEOUT_ENV,
+            "a number of milliseconds (unset for the default, 5000)",
+            &|_| true,
+        )?
+        .map_or(
+            braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT,
+            Duration::from_millis,
+        );
+        let socs_expected = format!(
+            "one of {} (unset for the default, {DEFAULT_SOC})",
+            SOC_NAMES.join(", ")
+        );
+        let soc = match text(SOC_ENV, &socs_expected)? {
             None => DEFAULT_SOC,
             Some(value) => SOC_NAMES
                 .iter()
@@ -177,15 +198,21 @@ impl Settings {
                     expected: socs_expected,
                 })?,
         };
-        let path =
-            |variable: &'static str| env(variable).filter(|v| !v.is_empty()).map(PathBuf::from);
+        let path = |variable: &'static str| {
+            text(variable, "a file path (unset for the default: none)")
+                .map(|v| v.map(PathBuf::from))
+        };
+        // The error log is opened where failures are recorded (`errmsg`); its value is
+        // checked here, with the others, so that one set to nothing stops initialisation.
+        path(ERROR_LOG_ENV)?;
         Ok(Settings {
             device_count,
             capacity,
             timing_only,
             soc,
-            race_report: path(RACE_REPORT_ENV),
-            timeline: path(TIMELINE_ENV),
+            race_report: path(RACE_REPORT_ENV)?,
+            timeline: path(TIMELINE_ENV)?,
+            collective_timeout,
         })
     }
 }
@@ -245,7 +272,16 @@ mod tests {
 
     #[test]
     fn a_variable_set_to_nothing_is_an_error_never_the_default() {
-        for variable in [DEVICES_ENV, CAPACITY_ENV, TIMING_ONLY_ENV] {
+        for variable in [
+            DEVICES_ENV,
+            CAPACITY_ENV,
+            TIMING_ONLY_ENV,
+            SOC_ENV,
+            RACE_REPORT_ENV,
+            TIMELINE_ENV,
+            ERROR_LOG_ENV,
+            COLLECTIVE_TIMEOUT_ENV,
+        ] {
             for value in ["", " "] {
                 let err = settings(&[(variable, value)]).unwrap_err();
                 assert_eq!((err.variable, err.value.as_str()), (variable, value));
@@ -278,6 +314,16 @@ mod tests {
         let one = settings(&[(DEVICES_ENV, "1")]).unwrap();
         assert_eq!(one.timing_only, vec![false]);
         assert_eq!(settings(&[(DEVICES_ENV, "64")]).unwrap().device_count, 64);
+        assert_eq!(
+            settings(&[]).unwrap().collective_timeout,
+            braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT
+        );
+        assert_eq!(
+            settings(&[(COLLECTIVE_TIMEOUT_ENV, "60000")])
+                .unwrap()
+                .collective_timeout,
+            Duration::from_secs(60)
+        );
     }
 
     #[test]
@@ -312,6 +358,11 @@ mod tests {
             (vec![(CAPACITY_ENV, "0")], CAPACITY_ENV, "0"),
             (vec![(CAPACITY_ENV, "16GiB")], CAPACITY_ENV, "16GiB"),
             (vec![(TIMING_ONLY_ENV, "x,1")], TIMING_ONLY_ENV, "x,1"),
+            (
+                vec![(COLLECTIVE_TIMEOUT_ENV, "5s")],
+                COLLECTIVE_TIMEOUT_ENV,
+                "5s",
+            ),
             (
                 vec![(DEVICES_ENV, "2"), (TIMING_ONLY_ENV, "2")],
                 TIMING_ONLY_ENV,

@@ -9,7 +9,7 @@
 use crate::codes::*;
 use crate::errmsg::{fail, ret};
 use crate::exports::{h, out, ptr_of};
-use crate::registry::with;
+use crate::registry::{with, with_then_wait};
 use braid_acl_sys::acl::{
     aclCANNPackageVersion, aclrtBinHandle, aclrtBinaryLoadOptions, aclrtContext, aclrtFuncHandle,
 };
@@ -149,8 +149,9 @@ pub unsafe extern "C" fn aclrtMemcpy(
     count: usize,
     kind: u32,
 ) -> aclError {
-    ret(with(|r| {
-        // SAFETY: the caller's guarantee on the host memory.
+    ret(with_then_wait(|r| {
+        // SAFETY: the caller's guarantee on the host memory, which stays valid while this
+        // call waits for the copy.
         unsafe { r.memcpy_blocking(dst as u64, dest_max, src as u64, count, kind) }
     }))
 }
@@ -164,7 +165,7 @@ pub extern "C" fn aclrtMemset(
     value: i32,
     count: usize,
 ) -> aclError {
-    ret(with(|r| {
+    ret(with_then_wait(|r| {
         r.memset_blocking(dev_ptr as u64, max_count, value, count)
     }))
 }
@@ -211,7 +212,7 @@ pub extern "C" fn aclrtResetEvent(event: *mut c_void, stream: *mut c_void) -> ac
 /// exceeds `timeout` ms of simulated time (-1: no limit).
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeDeviceWithTimeout(timeout: i32) -> aclError {
-    ret(with(|r| r.synchronize_device(timeout)))
+    ret(with_then_wait(|r| r.synchronize_device(timeout)))
 }
 
 /// `aclError aclrtSetDeviceSatMode(aclrtFloatOverflowMode mode)`.

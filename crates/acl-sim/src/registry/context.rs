@@ -3,10 +3,10 @@
 //! context is per thread), and calls on a whole device: synchronize, the sanitizer's
 //! reports.
 
-use super::{sim_fail, Dev, Registry, CURRENT};
+use super::waits::{Wait, WaitOn};
+use super::{Dev, Registry, CURRENT};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
-use braid_stream_core::hal::Device as _;
 
 impl Registry {
     pub fn init(&mut self) -> Result<(), Fail> {
@@ -149,10 +149,10 @@ impl Registry {
         Ok(())
     }
 
-    /// Synchronizes the current device; a non-negative `timeout_ms` fails with 507046
-    /// (`ACL_ERROR_RT_STREAM_SYNC_TIMEOUT`, what CANN documents for a timed-out device
-    /// synchronize) when the wait took longer in simulated time.
-    pub fn synchronize_device(&mut self, timeout_ms: i32) -> Result<(), Fail> {
+    /// The wait of a synchronize of the current device; a non-negative `timeout_ms` fails it
+    /// with 507046 (`ACL_ERROR_RT_STREAM_SYNC_TIMEOUT`, what CANN documents for a timed-out
+    /// device synchronize) when it took longer in simulated time.
+    pub fn synchronize_device(&mut self, timeout_ms: i32) -> Result<Wait, Fail> {
         let call = if timeout_ms < 0 {
             "aclrtSynchronizeDevice"
         } else {
@@ -160,18 +160,7 @@ impl Registry {
         };
         let index = self.current(call)?;
         self.check_blocking(call, index, None)?;
-        let sim = &self.dev(index)?.sim;
-        let before = sim.host_time_ns();
-        sim.synchronize().map_err(|e| sim_fail(call, e))?;
-        let waited = sim.host_time_ns().saturating_sub(before);
-        if let Ok(limit) = u64::try_from(timeout_ms) {
-            if waited > limit.saturating_mul(1_000_000) {
-                return Err(fail(
-                    ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
-                    format!("{call}: device synchronize timed out after {timeout_ms} ms"),
-                ));
-            }
-        }
-        Ok(())
+        let sim = self.dev(index)?.sim.clone();
+        Ok(Wait::new(call, WaitOn::Device(sim.clone())).limited(sim, timeout_ms))
     }
 }

@@ -56,6 +56,7 @@ impl Registry {
         let timing_only = self.is_timing_only(index);
         let (count, capacity) = (self.device_count as u32, self.capacity);
         let record_timeline = self.system.records_timeline();
+        let collective_timeout = self.collective_timeout;
         let slot = if timing_only {
             &mut self.nodes.timing_only
         } else {
@@ -72,7 +73,8 @@ impl Registry {
                     SimConfig::new()
                         .capacity(capacity)
                         .mode(mode)
-                        .record_timeline(record_timeline),
+                        .record_timeline(record_timeline)
+                        .collective_timeout(collective_timeout),
                 ),
             )
         })

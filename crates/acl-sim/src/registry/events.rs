@@ -2,6 +2,7 @@
 //! each remembers whether it was last recorded eagerly or inside a capture, and where in
 //! the capture, so a wait on it joins the waiting stream to that capture.
 
+use super::waits::{Wait, WaitOn};
 use super::{sim_fail, EventEntry, Recorded, Registry};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
@@ -176,11 +177,12 @@ impl Registry {
         })
     }
 
-    pub fn synchronize_event(&mut self, event: usize) -> Result<(), Fail> {
+    /// The wait of an event synchronize.
+    pub fn synchronize_event(&mut self, event: usize) -> Result<Wait, Fail> {
         const CALL: &str = "aclrtSynchronizeEvent";
         let e = self.event(CALL, event)?;
         self.check_blocking(CALL, e.device, self.event_capture(e))?;
-        e.sim.synchronize().map_err(|err| sim_fail(CALL, err))
+        Ok(Wait::new(CALL, WaitOn::Event(e.sim.clone())))
     }
 
     pub fn elapsed_ms(&mut self, start: usize, end: usize) -> Result<f32, Fail> {

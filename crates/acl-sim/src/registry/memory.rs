@@ -4,6 +4,7 @@
 //! device are kept here, so a copy of kind `ACL_MEMCPY_DEFAULT` can tell device memory from
 //! host memory.
 
+use super::waits::{Wait, WaitOn};
 use super::{sim_fail, Registry};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
@@ -207,12 +208,13 @@ impl Registry {
         })
     }
 
-    /// `aclrtMemcpy`: the copy on the current device's default stream, and the host waits
-    /// for it (as for any work on that stream, which is what it orders after). A blocking
+    /// `aclrtMemcpy`: the copy on the current device's default stream, and the wait for it
+    /// (as for any work on that stream, which is what it orders after) the host runs. A blocking
     /// copy is refused during a capture that forbids it (107041).
     ///
     /// # Safety
-    /// As [`Registry::memcpy_async`], with the host memory valid for the call only.
+    /// As [`Registry::memcpy_async`], with the host memory valid until the returned wait has
+    /// run.
     pub unsafe fn memcpy_blocking(
         &mut self,
         dst: u64,
@@ -220,7 +222,7 @@ impl Registry {
         src: u64,
         count: usize,
         kind: u32,
-    ) -> Result<(), Fail> {
+    ) -> Result<Wait, Fail> {
         const CALL: &str = "aclrtMemcpy";
         let device = self.current(CALL)?;
         self.check_blocking(CALL, device, None)?;
@@ -229,14 +231,14 @@ impl Registry {
         self.wait_default_stream(CALL, device)
     }
 
-    /// `aclrtMemset`: the fill on the current device's default stream, waited for.
+    /// `aclrtMemset`: the fill on the current device's default stream, and the wait for it.
     pub fn memset_blocking(
         &mut self,
         dst: u64,
         max_count: usize,
         value: i32,
         count: usize,
-    ) -> Result<(), Fail> {
+    ) -> Result<Wait, Fail> {
         const CALL: &str = "aclrtMemset";
         let device = self.current(CALL)?;
         self.check_blocking(CALL, device, None)?;
@@ -244,10 +246,8 @@ impl Registry {
         self.wait_default_stream(CALL, device)
     }
 
-    fn wait_default_stream(&self, call: &str, device: usize) -> Result<(), Fail> {
-        self.dev(device)?
-            .default_stream
-            .synchronize()
-            .map_err(|e| sim_fail(call, e))
+    fn wait_default_stream(&self, call: &'static str, device: usize) -> Result<Wait, Fail> {
+        let stream = self.dev(device)?.default_stream.clone();
+        Ok(Wait::new(call, WaitOn::Stream(stream)))
     }
 }

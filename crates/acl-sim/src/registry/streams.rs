@@ -3,6 +3,7 @@
 //! a capture, the simulator's call, the capture's bookkeeping), with the tasks that are
 //! neither copies nor models: braid's busy kernel and aclnn operators.
 
+use super::waits::{Wait, WaitOn};
 use super::{sim_fail, Registry, StreamEntry, StreamRef};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
@@ -130,7 +131,9 @@ impl Registry {
 
     /// Synchronizes a stream; a non-negative `timeout_ms` fails with 507046 when the wait took
     /// longer (in simulated time).
-    pub fn synchronize_stream(&mut self, handle: usize, timeout_ms: i32) -> Result<(), Fail> {
+    /// The wait of a stream synchronize; a non-negative `timeout_ms` fails it with 507046
+    /// (`ACL_ERROR_RT_STREAM_SYNC_TIMEOUT`) when it took longer in simulated time.
+    pub fn synchronize_stream(&mut self, handle: usize, timeout_ms: i32) -> Result<Wait, Fail> {
         let call = if timeout_ms < 0 {
             "aclrtSynchronizeStream"
         } else {
@@ -138,19 +141,8 @@ impl Registry {
         };
         let s = self.stream(call, handle)?;
         self.check_blocking(call, s.device, s.capture)?;
-        let sim = &self.dev(s.device)?.sim;
-        let before = sim.host_time_ns();
-        s.sim.synchronize().map_err(|e| sim_fail(call, e))?;
-        let waited = sim.host_time_ns().saturating_sub(before);
-        if let Ok(limit) = u64::try_from(timeout_ms) {
-            if waited > limit.saturating_mul(1_000_000) {
-                return Err(fail(
-                    ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
-                    format!("{call}: stream synchronize timed out after {timeout_ms} ms"),
-                ));
-            }
-        }
-        Ok(())
+        let clock = self.dev(s.device)?.sim.clone();
+        Ok(Wait::new(call, WaitOn::Stream(s.sim.clone())).limited(clock, timeout_ms))
     }
 
     pub fn stream_query(&mut self, handle: usize) -> Result<u32, Fail> {
