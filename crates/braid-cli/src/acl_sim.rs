@@ -184,10 +184,11 @@ pub fn environment(installed: &Path, devices: u32) -> String {
          # eval \"$(braid acl-sim install --dir ...)\" sets this environment; start programs after it.\n\
          # Programs that load ACL through braid (braid::acl, braid demo --backend acl):\n\
          export BRAID_ACL_LIB={installed}\n\
-         # CANN clients (torch_npu) find the libraries by name:\n\
+         # CANN clients (torch_npu) find the libraries by name, and every device computes, as\n\
+         # an NPU does (braid-acl-sim's default makes device 1 timing-only, where braid's own\n\
+         # scenarios time model-sized work: leave the two device lines out for braid demo):\n\
          export LD_LIBRARY_PATH={dir}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n\
          export BRAID_ACL_SIM_DEVICES={devices}\n\
-         # every device computes, as an NPU does (braid-acl-sim's own default makes device 1 timing-only)\n\
          export BRAID_ACL_SIM_TIMING_ONLY=none\n\
          # optional: BRAID_ACL_SIM_SOC=Ascend910B4 (the SoC name torch_npu sees),\n\
          #           BRAID_ACL_SIM_RACE_REPORT=races.json, BRAID_ACL_SIM_TIMELINE=timeline.json\n",
