@@ -185,8 +185,8 @@ fn add_broadcasts_a_row_with_any_alpha_and_sub_negates_it() {
     assert_eq!(b.read(dout, 6, t), [-5.0, -9.0, -13.0, -2.0, -6.0, -10.0]);
     // Shapes that do not broadcast are refused, naming the call.
     let tcol = contiguous(dr, t, &[3, 1]);
-    // SAFETY: as above.
     let (mut ws, mut ex) = (0, null_mut());
+    // SAFETY: as above.
     let code = unsafe { aclnnAddGetWorkspaceSize(ta, tcol, alpha, tout, &mut ws, &mut ex) };
     assert_eq!(code, ACLNN_ERR_PARAM_INVALID);
     assert_eq!(

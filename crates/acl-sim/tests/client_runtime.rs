@@ -132,8 +132,8 @@ fn the_current_device_and_context_are_per_thread() {
 fn the_soc_its_capabilities_and_attributes() {
     on_device(1);
     let name = aclrtGetSocName();
-    // SAFETY: non-null names are NUL-terminated and static.
     assert_eq!(
+        // SAFETY: non-null names are NUL-terminated and static.
         unsafe { CStr::from_ptr(name) }.to_str().unwrap(),
         braid_acl_sim::DEFAULT_SOC
     );
@@ -254,8 +254,8 @@ fn blocking_copies_and_fills_return_with_the_data_in_place() {
         ok(unsafe { aclmdlRIGetId(model, &mut id) });
         assert!(id > 0);
         ok(aclmdlRIDestroy(model));
-        // SAFETY: a live out parameter.
         assert_eq!(
+            // SAFETY: a live out parameter.
             unsafe { aclmdlRIGetId(model, &mut id) },
             ACL_ERROR_RT_INVALID_HANDLE
         );
@@ -399,15 +399,15 @@ fn the_old_operator_path_keeps_its_objects_and_refuses_to_compute() {
         ),
         (3, 2, 1, 2)
     );
-    // SAFETY: non-null names are NUL-terminated.
     assert_eq!(
+        // SAFETY: non-null names are NUL-terminated.
         unsafe { CStr::from_ptr(aclGetTensorDescName(desc)) }
             .to_str()
             .unwrap(),
         "x"
     );
-    // SAFETY: a live out parameter.
     assert_eq!(
+        // SAFETY: a live out parameter.
         unsafe { aclGetTensorDescDimV2(desc, 2, &mut dim) },
         ACL_ERROR_INVALID_PARAM
     );
@@ -455,14 +455,14 @@ fn the_old_operator_path_keeps_its_objects_and_refuses_to_compute() {
     let mut value = [0 as std::ffi::c_char; 16];
     // SAFETY: `value` is valid for 16 writes.
     ok(unsafe { aclGetCompileopt(12, value.as_mut_ptr(), value.len()) });
-    // SAFETY: NUL-terminated by the call.
     assert_eq!(
+        // SAFETY: NUL-terminated by the call.
         unsafe { CStr::from_ptr(value.as_ptr()) }.to_str().unwrap(),
         "custom"
     );
     assert_eq!(aclGetCompileoptSize(12), COMPILE_OPT_MAX);
-    // SAFETY: a NUL-terminated value.
     assert_eq!(
+        // SAFETY: a NUL-terminated value.
         unsafe { aclSetCompileopt(99, c"x".as_ptr()) },
         ACL_ERROR_INVALID_PARAM
     );
