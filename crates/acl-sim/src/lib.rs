@@ -64,6 +64,11 @@
 //! | `BRAID_ACL_SIM_DEVICES` ([`DEVICES_ENV`]) | number of devices of the simulated node, 1 to 64 | 8 |
 //! | `BRAID_ACL_SIM_CAPACITY` ([`CAPACITY_ENV`]) | memory of each device in bytes, positive | the default profile's: 60.97 GiB (of a 64 GiB 910B) |
 //! | `BRAID_ACL_SIM_TIMING_ONLY` ([`TIMING_ONLY_ENV`]) | comma-separated ids of the devices that run timing-only; `none`: none | `1` |
+//! | `BRAID_ACL_SIM_SOC` ([`SOC_ENV`]) | the SoC name `aclrtGetSocName` answers, one of [`SOC_NAMES`] | [`DEFAULT_SOC`] |
+//! | `BRAID_ACL_SIM_RACE_REPORT` ([`RACE_REPORT_ENV`]) | a file the sanitizer's reports are written to (JSON) at `aclFinalize` or exit | none |
+//! | `BRAID_ACL_SIM_TIMELINE` ([`TIMELINE_ENV`]) | a file the timeline is written to (Chrome Trace Event JSON, for Perfetto) at `aclFinalize` or exit | none (no timeline recorded) |
+//! | `BRAID_ACL_SIM_ERROR_LOG` ([`ERROR_LOG_ENV`]) | a file every refused call is appended to, one line each | none |
+//! | `BRAID_ACL_SIM_COLLECTIVE_TIMEOUT_MS` ([`COLLECTIVE_TIMEOUT_ENV`]) | how long a synchronization waits for a collective's other ranks, in ms | 5000 |
 //!
 //! Unset, a variable takes its default. An invalid value (`BRAID_ACL_SIM_DEVICES=abc`,
 //! `BRAID_ACL_SIM_CAPACITY=-1`, a timing-only id that is not a device, or any of them set to
@@ -93,13 +98,17 @@
 
 pub mod aclnn;
 mod capture;
+pub mod client;
 mod codes;
 mod errmsg;
 pub mod exports;
 pub mod hccl;
+mod outputs;
 mod registry;
 mod settings;
 
 pub use settings::{
-    SettingError, CAPACITY_ENV, DEFAULT_TIMING_ONLY, DEVICES_ENV, MAX_DEVICES, TIMING_ONLY_ENV,
+    SettingError, CAPACITY_ENV, COLLECTIVE_TIMEOUT_ENV, DEFAULT_SOC, DEFAULT_TIMING_ONLY,
+    DEVICES_ENV, ERROR_LOG_ENV, MAX_DEVICES, RACE_REPORT_ENV, SOC_ENV, SOC_NAMES, TIMELINE_ENV,
+    TIMING_ONLY_ENV,
 };

@@ -17,6 +17,8 @@
 //! | `vmm` | the virtual-memory API |
 //! | `models` | captures into models, the rules an active capture sets, model execution |
 //! | `collective` | what HCCL's exports need: communicators' devices, collectives on ACL streams |
+//! | `waits` | host waits (synchronizes, blocking copies), run outside the registry's lock |
+//! | `system` | what clients ask of the runtime and the SoC: its name and capabilities, system parameters, overflow mode, timeouts, finalization |
 
 use crate::capture::{CaptureState, Clock};
 use crate::codes::*;
@@ -35,7 +37,12 @@ mod events;
 mod memory;
 mod models;
 mod streams;
+mod system;
 mod vmm;
+mod waits;
+
+pub(crate) use vmm::RESERVE_GRANULARITY;
+pub(crate) use waits::with_then_wait;
 
 /// First handle value; handles step by 0x40 so they look like (and are as distinct as) pointers.
 const HANDLE_BASE: usize = 0x0ac1_0000;
@@ -49,6 +56,10 @@ thread_local! {
 struct Dev {
     sim: SimDevice,
     default_stream: SimStream,
+    /// The handle of the device's (default) context.
+    context: usize,
+    /// `aclrtCtxSetSysParamOpt` values of the context, by option.
+    context_params: BTreeMap<i32, i64>,
     refcount: u64,
     /// Live segments: address → size.
     allocations: BTreeMap<u64, u64>,
@@ -83,6 +94,8 @@ enum ModelState {
 
 struct ModelEntry {
     device: usize,
+    /// `aclmdlRIGetId`'s answer: unique among the process's models.
+    id: u32,
     state: ModelState,
 }
 
@@ -91,8 +104,12 @@ pub(crate) struct Registry {
     initialized: bool,
     device_count: usize,
     capacity: u64,
+    /// What the runtime says of itself and the SoC, and the process-wide parameters.
+    system: system::System,
     /// Per device: whether it runs timing-only.
     timing_only: Vec<bool>,
+    /// The simulated nodes' collective timeout.
+    collective_timeout: std::time::Duration,
     devices: Vec<Option<Dev>>,
     streams: HashMap<usize, StreamEntry>,
     events: HashMap<usize, EventEntry>,
@@ -111,20 +128,41 @@ pub(crate) struct Registry {
     next_capture: u64,
 }
 
-/// Runs `f` on the process-wide registry, made from the environment's [`Settings`] at first
-/// use. Invalid settings fail every call with `ACL_ERROR_INVALID_PARAM` and the text naming
-/// the variable and its value.
-pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> Result<R, Fail>) -> Result<R, Fail> {
+/// The process-wide registry, made from the environment's [`Settings`] at first use; invalid
+/// settings are the failure every call returns (`ACL_ERROR_INVALID_PARAM`, the text naming
+/// the variable and its value). The failure is also printed once on stderr: a client that
+/// swallows the error of its first call (torch_npu counts no devices then) leaves the user
+/// nothing else to go by.
+fn registry() -> &'static Result<Mutex<Registry>, Fail> {
     static REGISTRY: OnceLock<Result<Mutex<Registry>, Fail>> = OnceLock::new();
-    let registry = REGISTRY.get_or_init(|| {
+    REGISTRY.get_or_init(|| {
         Settings::from_env(|k| std::env::var_os(k))
             .map(|settings| Mutex::new(Registry::new(settings)))
-            .map_err(|e| fail(ACL_ERROR_INVALID_PARAM, e.to_string()))
-    });
-    let m = registry.as_ref().map_err(Clone::clone)?;
+            .map_err(|e| {
+                eprintln!("{e}");
+                fail(ACL_ERROR_INVALID_PARAM, e.to_string())
+            })
+    })
+}
+
+/// Runs `f` on the process-wide registry.
+pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> Result<R, Fail>) -> Result<R, Fail> {
+    let m = registry().as_ref().map_err(Clone::clone)?;
     // Every registry operation leaves it consistent, so a poisoned lock is still usable.
     let mut guard: MutexGuard<'_, Registry> = m.lock().unwrap_or_else(|p| p.into_inner());
     f(&mut guard)
+}
+
+/// Runs `f` on the registry if it is free now; `None` when another thread holds it (at
+/// process exit, a thread may be stopped inside a call: waiting would never end).
+pub(crate) fn try_with<R>(f: impl FnOnce(&mut Registry) -> R) -> Option<R> {
+    let m = registry().as_ref().ok()?;
+    let mut guard = match m.try_lock() {
+        Ok(g) => g,
+        Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+        Err(std::sync::TryLockError::WouldBlock) => return None,
+    };
+    Some(f(&mut guard))
 }
 
 /// A simulator error as an ACL failure of `call`.
@@ -154,12 +192,18 @@ impl Registry {
             device_count,
             capacity,
             timing_only,
+            soc,
+            race_report,
+            timeline,
+            collective_timeout,
         } = settings;
         Registry {
             initialized: false,
             device_count,
             capacity,
+            system: system::System::new(soc, race_report, timeline),
             timing_only,
+            collective_timeout,
             devices: (0..device_count).map(|_| None).collect(),
             streams: HashMap::new(),
             events: HashMap::new(),

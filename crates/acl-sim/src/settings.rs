@@ -8,6 +8,8 @@
 
 use std::ffi::OsString;
 use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// Environment variable: number of devices of the simulated node, 1 to [`MAX_DEVICES`]
 /// (default 8, the NPUs of one Atlas A2 server).
@@ -26,6 +28,45 @@ pub const TIMING_ONLY_ENV: &str = "BRAID_ACL_SIM_TIMING_ONLY";
 pub const DEFAULT_TIMING_ONLY: &[usize] = &[1];
 /// The most devices [`DEVICES_ENV`] may ask for.
 pub const MAX_DEVICES: usize = 64;
+/// Environment variable: the SoC name `aclrtGetSocName` answers, one of [`SOC_NAMES`]
+/// (default [`DEFAULT_SOC`]). Clients pick their code paths by it (torch_npu refuses a name
+/// it does not know), so only names of the Atlas A2/A3 family the simulator's device profile
+/// models are taken.
+pub const SOC_ENV: &str = "BRAID_ACL_SIM_SOC";
+/// The SoC names [`SOC_ENV`] takes: the Ascend 910B family (Atlas A2) and the 910_93 family
+/// (Atlas A3), whose runtime behaviour braid-acl-sim follows.
+pub const SOC_NAMES: &[&str] = &[
+    "Ascend910B1",
+    "Ascend910B2",
+    "Ascend910B2C",
+    "Ascend910B3",
+    "Ascend910B4",
+    "Ascend910B4-1",
+    "Ascend910_9391",
+    "Ascend910_9392",
+    "Ascend910_9381",
+    "Ascend910_9382",
+    "Ascend910_9372",
+    "Ascend910_9362",
+];
+/// The SoC name when [`SOC_ENV`] is unset.
+pub const DEFAULT_SOC: &str = "Ascend910B4";
+/// Environment variable: a file the sanitizer's reports are written to, as JSON, when the
+/// program calls `aclFinalize` (or, failing that, when the process exits). Unset: none.
+pub const RACE_REPORT_ENV: &str = "BRAID_ACL_SIM_RACE_REPORT";
+/// Environment variable: a file every failed call is appended to, one line each (`<code>
+/// <message>`, the message naming the call), as it happens. Unset: none.
+pub const ERROR_LOG_ENV: &str = "BRAID_ACL_SIM_ERROR_LOG";
+/// Environment variable: a file the simulated timeline is written to, as Chrome Trace Event
+/// JSON for Perfetto, when the program calls `aclFinalize` (or when the process exits).
+/// Unset: none, and no timeline is recorded.
+pub const TIMELINE_ENV: &str = "BRAID_ACL_SIM_TIMELINE";
+/// Environment variable: how long, in milliseconds, a host synchronization waits for the
+/// other ranks of a collective to issue their parts before failing naming them (the
+/// simulator's `HCCL_EXEC_TIMEOUT`; [`braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT`], 5 s,
+/// when unset). Ranks that are threads of one busy process (torch_npu's process groups
+/// issue from a task-queue thread each) may need longer on a loaded machine.
+pub const COLLECTIVE_TIMEOUT_ENV: &str = "BRAID_ACL_SIM_COLLECTIVE_TIMEOUT_MS";
 
 const DEFAULT_DEVICES: usize = 8;
 
@@ -67,6 +108,14 @@ pub(crate) struct Settings {
     pub capacity: u64,
     /// Per device: whether it runs timing-only.
     pub timing_only: Vec<bool>,
+    /// What `aclrtGetSocName` answers.
+    pub soc: &'static str,
+    /// Where the sanitizer's reports go at finalization.
+    pub race_report: Option<PathBuf>,
+    /// Where the timeline goes at finalization (and whether one is recorded).
+    pub timeline: Option<PathBuf>,
+    /// How long a synchronization waits for a collective's other ranks.
+    pub collective_timeout: Duration,
 }
 
 impl Settings {
@@ -124,10 +173,46 @@ impl Settings {
                 value,
                 expected: ids_expected,
             })?;
+        let collective_timeout = number(
+            COLLECTIVE_TIMEOUT_ENV,
+            "a number of milliseconds (unset for the default, 5000)",
+            &|_| true,
+        )?
+        .map_or(
+            braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT,
+            Duration::from_millis,
+        );
+        let socs_expected = format!(
+            "one of {} (unset for the default, {DEFAULT_SOC})",
+            SOC_NAMES.join(", ")
+        );
+        let soc = match text(SOC_ENV, &socs_expected)? {
+            None => DEFAULT_SOC,
+            Some(value) => SOC_NAMES
+                .iter()
+                .copied()
+                .find(|name| *name == value.trim())
+                .ok_or(SettingError {
+                    variable: SOC_ENV,
+                    value,
+                    expected: socs_expected,
+                })?,
+        };
+        let path = |variable: &'static str| {
+            text(variable, "a file path (unset for the default: none)")
+                .map(|v| v.map(PathBuf::from))
+        };
+        // The error log is opened where failures are recorded (`errmsg`); its value is
+        // checked here, with the others, so that one set to nothing stops initialisation.
+        path(ERROR_LOG_ENV)?;
         Ok(Settings {
             device_count,
             capacity,
             timing_only,
+            soc,
+            race_report: path(RACE_REPORT_ENV)?,
+            timeline: path(TIMELINE_ENV)?,
+            collective_timeout,
         })
     }
 }
@@ -187,7 +272,16 @@ mod tests {
 
     #[test]
     fn a_variable_set_to_nothing_is_an_error_never_the_default() {
-        for variable in [DEVICES_ENV, CAPACITY_ENV, TIMING_ONLY_ENV] {
+        for variable in [
+            DEVICES_ENV,
+            CAPACITY_ENV,
+            TIMING_ONLY_ENV,
+            SOC_ENV,
+            RACE_REPORT_ENV,
+            TIMELINE_ENV,
+            ERROR_LOG_ENV,
+            COLLECTIVE_TIMEOUT_ENV,
+        ] {
             for value in ["", " "] {
                 let err = settings(&[(variable, value)]).unwrap_err();
                 assert_eq!((err.variable, err.value.as_str()), (variable, value));
@@ -220,6 +314,37 @@ mod tests {
         let one = settings(&[(DEVICES_ENV, "1")]).unwrap();
         assert_eq!(one.timing_only, vec![false]);
         assert_eq!(settings(&[(DEVICES_ENV, "64")]).unwrap().device_count, 64);
+        assert_eq!(
+            settings(&[]).unwrap().collective_timeout,
+            braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT
+        );
+        assert_eq!(
+            settings(&[(COLLECTIVE_TIMEOUT_ENV, "60000")])
+                .unwrap()
+                .collective_timeout,
+            Duration::from_secs(60)
+        );
+    }
+
+    #[test]
+    fn the_soc_name_is_one_of_the_family_and_paths_are_taken_as_given() {
+        let s = settings(&[]).unwrap();
+        assert_eq!(s.soc, DEFAULT_SOC);
+        assert_eq!((s.race_report, s.timeline), (None, None));
+        let s = settings(&[
+            (SOC_ENV, "Ascend910_9391"),
+            (RACE_REPORT_ENV, "/tmp/races.json"),
+            (TIMELINE_ENV, "trace.json"),
+        ])
+        .unwrap();
+        assert_eq!(s.soc, "Ascend910_9391");
+        assert_eq!(s.race_report, Some(PathBuf::from("/tmp/races.json")));
+        assert_eq!(s.timeline, Some(PathBuf::from("trace.json")));
+        for bad in ["Ascend310P3", "Ascend910A", "ascend910b4", "x"] {
+            let err = settings(&[(SOC_ENV, bad)]).unwrap_err();
+            assert_eq!((err.variable, err.value.as_str()), (SOC_ENV, bad));
+            assert!(err.to_string().contains("one of Ascend910B1,"), "{err}");
+        }
     }
 
     #[test]
@@ -233,6 +358,11 @@ mod tests {
             (vec![(CAPACITY_ENV, "0")], CAPACITY_ENV, "0"),
             (vec![(CAPACITY_ENV, "16GiB")], CAPACITY_ENV, "16GiB"),
             (vec![(TIMING_ONLY_ENV, "x,1")], TIMING_ONLY_ENV, "x,1"),
+            (
+                vec![(COLLECTIVE_TIMEOUT_ENV, "5s")],
+                COLLECTIVE_TIMEOUT_ENV,
+                "5s",
+            ),
             (
                 vec![(DEVICES_ENV, "2"), (TIMING_ONLY_ENV, "2")],
                 TIMING_ONLY_ENV,

@@ -1,5 +1,6 @@
 //! `braid`: runs braid's scenarios on the simulated device or through ACL and prints what
-//! they show; replays PyTorch memory snapshots through braid's allocator.
+//! they show; replays PyTorch memory snapshots through braid's allocator; lays braid-acl-sim
+//! out as CANN's libraries for torch_npu.
 
 mod acl_sim;
 mod alloc_conf;
@@ -69,7 +70,9 @@ enum Command {
         command: trace::TraceCommand,
     },
     /// Hands braid-acl-sim (ACL's C API on braid's simulator) to programs outside braid's
-    /// cargo builds (see `braid acl-sim install --help`).
+    /// cargo builds, braid's own and CANN clients such as torch_npu, laid out under CANN's
+    /// library names (see `braid acl-sim install --help`): run a torch_npu program with no
+    /// NPU, with braid's race reports and timelines.
     AclSim {
         #[command(subcommand)]
         command: acl_sim::AclSimCommand,

@@ -37,6 +37,13 @@ pub(super) struct Nodes {
     timing_only: Option<SimNode>,
 }
 
+impl Nodes {
+    /// The nodes made so far (the data node first).
+    pub(super) fn made(&self) -> impl Iterator<Item = &SimNode> {
+        self.data.iter().chain(&self.timing_only)
+    }
+}
+
 impl Registry {
     /// Whether device `index` runs timing-only.
     fn is_timing_only(&self, index: usize) -> bool {
@@ -48,6 +55,8 @@ impl Registry {
     fn node_of(&mut self, index: usize) -> SimNode {
         let timing_only = self.is_timing_only(index);
         let (count, capacity) = (self.device_count as u32, self.capacity);
+        let record_timeline = self.system.records_timeline();
+        let collective_timeout = self.collective_timeout;
         let slot = if timing_only {
             &mut self.nodes.timing_only
         } else {
@@ -64,7 +73,8 @@ impl Registry {
                     SimConfig::new()
                         .capacity(capacity)
                         .mode(mode)
-                        .record_timeline(false),
+                        .record_timeline(record_timeline)
+                        .collective_timeout(collective_timeout),
                 ),
             )
         })
@@ -83,9 +93,12 @@ impl Registry {
                 )
             })?;
             let default_stream = sim.default_stream().map_err(|e| sim_fail(call, e))?;
+            let context = self.handle();
             self.devices[index] = Some(Dev {
                 sim,
                 default_stream,
+                context,
+                context_params: BTreeMap::new(),
                 refcount: 0,
                 allocations: BTreeMap::new(),
                 reservations: BTreeMap::new(),

@@ -109,6 +109,7 @@ impl Registry {
             model,
             ModelEntry {
                 device: s.device,
+                id: u32::try_from(id).unwrap_or(u32::MAX),
                 state: ModelState::Capturing,
             },
         );
@@ -210,6 +211,16 @@ impl Registry {
         let (graph, device) = (graph.clone(), m.device);
         self.in_context(CALL, device)?;
         self.submit(CALL, stream, |sim| graph.launch(sim))
+    }
+
+    /// `aclmdlRIGetId`: the model's number, unique in the process (its capture's).
+    pub fn model_id(&self, model: usize) -> Result<u32, Fail> {
+        self.models.get(&model).map(|m| m.id).ok_or_else(|| {
+            fail(
+                ACL_ERROR_RT_INVALID_HANDLE,
+                format!("aclmdlRIGetId: invalid model handle {model:#x}"),
+            )
+        })
     }
 
     pub fn model_destroy(&mut self, model: usize) -> Result<(), Fail> {
