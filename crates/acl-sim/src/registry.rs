@@ -34,6 +34,8 @@ mod devices;
 mod events;
 mod memory;
 mod models;
+
+pub(crate) use models::exchange_thread_mode;
 mod streams;
 mod vmm;
 

@@ -154,6 +154,11 @@ pub(crate) trait AclCalls: Send + Sync {
     fn map_mem(&self, ptr: u64, size: usize, handle: Handle) -> Option<aclError>;
     /// `aclrtUnmapMem`; `None` without the symbol.
     fn unmap_mem(&self, ptr: u64) -> Option<aclError>;
+
+    // Serving: capture modes per thread.
+    /// `aclmdlRICaptureThreadExchangeMode`: sets the calling thread's mode, returns the
+    /// previous one; `None` without the symbol.
+    fn capture_thread_exchange_mode(&self, mode: u32) -> Option<Result<u32, aclError>>;
 }
 
 /// The physical memory `aclrtMallocPhysical` is asked for: HBM huge pages, pinned, on
@@ -541,5 +546,12 @@ impl AclCalls for ApiRef {
         let f = self.0.aclrtUnmapMem?;
         // SAFETY: the caller passes a mapped address (the hal's `unmap_physical` contract).
         Some(unsafe { f(ptr as *mut c_void) })
+    }
+
+    fn capture_thread_exchange_mode(&self, mode: u32) -> Option<Result<u32, aclError>> {
+        let f = self.0.aclmdlRICaptureThreadExchangeMode?;
+        let mut inout = mode;
+        // SAFETY: `inout` is live for a read and a write.
+        Some(ok(unsafe { f(&mut inout) }).map(|()| inout))
     }
 }

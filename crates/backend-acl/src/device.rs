@@ -16,7 +16,9 @@ use crate::native::Ownership;
 use crate::stream::AclStream;
 use crate::AclBackend;
 use braid_stream_core::hal::{self, HalError};
-use braid_stream_core::types::{DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority};
+use braid_stream_core::types::{
+    CaptureMode, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
+};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -674,5 +676,9 @@ impl hal::Device for AclDevice {
 
     unsafe fn unmap_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
         self.unmap_physical_impl(at, size)
+    }
+
+    fn set_thread_capture_mode(&self, mode: CaptureMode) -> Result<(), HalError> {
+        self.set_thread_capture_mode_impl(mode)
     }
 }

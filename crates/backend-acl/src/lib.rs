@@ -82,6 +82,7 @@ pub mod aclnn;
 pub mod api;
 mod bind;
 mod calls;
+mod capture_mode;
 mod device;
 pub mod error;
 mod event;

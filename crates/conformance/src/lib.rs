@@ -55,6 +55,7 @@ mod support;
 
 pub mod allocator;
 pub mod capture;
+pub mod capture_modes;
 pub mod collectives;
 pub mod context;
 pub mod cross_device;
@@ -157,6 +158,11 @@ macro_rules! __with_cases {
                 thread_local_and_relaxed_capture,
                 capturing_stream_cannot_wait_on_eager_event,
                 d2h_copy_refused_during_capture,
+            ],
+            capture_modes: [
+                helper_thread_exchanges_its_mode,
+                capturing_thread_needs_relaxed_mode,
+                exchange_outside_a_capture_refused,
             ],
             errors: [
                 objects_of_another_device_refused,

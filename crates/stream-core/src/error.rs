@@ -3,8 +3,7 @@
 use crate::custom::OpError;
 use crate::hal::HalError;
 use crate::kernel::KernelError;
-use crate::types::StreamId;
-use crate::types::{DeviceId, DeviceSlice};
+use crate::types::{CaptureMode, DeviceId, DeviceSlice, StreamId};
 
 /// Everything the front layer can refuse or report. After any of these the device, its streams
 /// and events stay consistent and usable.
@@ -52,6 +51,30 @@ pub enum Error {
         call: &'static str,
         /// The capturing stream that forbids it.
         stream: StreamId,
+    },
+    /// A call a capture's mode forbids on this thread (ACL's 107030
+    /// `ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT`, CUDA's `cudaErrorStreamCaptureUnsupported`): it
+    /// would break the capture of `stream`; [`crate::capture_mode`] has the rule.
+    #[error("{call} is not allowed on this thread while {stream} captures in {capture_mode} mode and this thread's capture mode is {thread_mode}: make the call outside the capture, or switch this thread to {allowed_by} mode around it (Device::capture_mode_guard)")]
+    CaptureModeForbids {
+        /// The call that was refused, e.g. `Stream::synchronize`.
+        call: &'static str,
+        /// The capturing stream whose capture forbids it.
+        stream: StreamId,
+        /// The mode that capture was begun with.
+        capture_mode: CaptureMode,
+        /// The calling thread's mode.
+        thread_mode: CaptureMode,
+        /// The least permissive thread mode that would allow the call.
+        allowed_by: CaptureMode,
+    },
+    /// A thread's capture mode was exchanged while no capture is active on the device.
+    #[error("no capture is active on {device}, so this thread's capture mode restricts nothing: begin the capture first, then exchange the mode to {mode} for the calls that need it (Device::capture_mode_guard)")]
+    ModeExchangeOutsideCapture {
+        /// The device.
+        device: DeviceId,
+        /// The mode asked for.
+        mode: CaptureMode,
     },
     /// Work was submitted to the default stream while a capture is active on the device.
     #[error("{call} on the default stream is not allowed while {capturing} is capturing (the default stream would create an implicit dependency)")]

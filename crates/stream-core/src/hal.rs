@@ -271,6 +271,15 @@ pub trait Device: Send + Sync + 'static {
     /// Blocks until all work on all streams is done.
     fn synchronize(&self) -> Result<(), HalError>;
 
+    /// Sets the calling thread's capture mode in the native runtime
+    /// (`aclmdlRICaptureThreadExchangeMode`), for backends whose runtime enforces capture modes
+    /// itself; the front layer keeps the mode and applies the rule
+    /// ([`crate::capture_mode`]). The default does nothing.
+    fn set_thread_capture_mode(&self, mode: CaptureMode) -> Result<(), HalError> {
+        let _ = mode;
+        Ok(())
+    }
+
     /// Whether the backend uses [`Device::note_sub_alloc`] / [`Device::note_sub_free`] (a
     /// sub-allocator may skip the calls otherwise). The default is `false`.
     fn wants_sub_allocation_notes(&self) -> bool {

@@ -31,6 +31,7 @@
 //! | [`hal`] | the backend traits; start here to write a backend |
 //! | `device`, `stream`, `event`, `graph` | the front types; start with [`Device`] |
 //! | [`ordering`], [`clock`] | the happens-before model as vector clocks; capture domains |
+//! | [`capture_rule`], [`capture_mode`] | which waits a capture refuses; capture modes per thread and which calls they refuse |
 //! | `state` | per-device state under one lock: ordering, capture rules, tags |
 //! | `context` | the per-thread current-stream stack ([`StreamGuard`]) |
 //! | [`kernel`], [`custom`], [`dtype`] | built-in kernels, user operators ([`CustomOp`]), data types |
@@ -54,6 +55,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod capture_mode;
 pub mod capture_rule;
 pub mod clock;
 pub mod collective;
@@ -78,6 +80,7 @@ pub mod types;
 mod uses;
 mod workspace;
 
+pub use capture_mode::{thread_capture_mode, CaptureModeGuard};
 pub use context::StreamGuard;
 pub use custom::{CustomOp, OpCost, OpError, OpRange};
 pub use device::Device;

@@ -168,6 +168,12 @@ macro_rules! acl_functions {
     /// `aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId)`.
     optional fn aclrtDeviceDisablePeerAccess(peer_device_id: i32) -> aclError;
 
+    // Serving: capture modes per thread, and memory and events shared between processes
+    // (signatures confirmed in docs/reference/acl-ipc-capture-mode.md).
+    /// `aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode *mode)`: sets the
+    /// calling thread's capture mode to `*mode` and writes the previous one back.
+    optional fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> aclError;
+
     /// braid's extension `aclError braidSimBusy(aclrtStream stream, uint64_t durationNs)`:
     /// occupies the simulated stream for a duration (braid's `Kernel::Busy`, which has no
     /// CANN operator).
@@ -204,7 +210,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 46);
+        assert_eq!(symbols.len(), 47);
         for required in [
             "aclInit",
             "aclrtSetDevice",
@@ -227,6 +233,7 @@ mod tests {
             "braidSimSanitizerReportCount",
             "braidSimSanitizerReport",
             "braidSimClearSanitizerReports",
+            "aclmdlRICaptureThreadExchangeMode",
         ] {
             assert!(symbols.iter().any(|s| s.name == optional && !s.required));
         }

@@ -6,10 +6,12 @@
 
 pub mod codes;
 mod functions;
+mod sharing;
 mod types;
 
 pub use codes::{code_name, CODE_NAMES, UNKNOWN_CODE_NAME};
 pub use functions::{fns, AclFunctions};
+pub use sharing::*;
 pub use types::*;
 
 /// Environment variable naming the ACL library file to load, tried first.
