@@ -8,6 +8,8 @@
 use crate::codes::*;
 use crate::errmsg::{fail, ret, take_recent, Fail};
 use crate::registry::with;
+#[allow(unused_imports)] // the names `check_exports!` checks
+use crate::serve_exports::*;
 use std::ffi::{c_char, c_void};
 
 /// Runs `f` and writes its value through the out pointer `p`.

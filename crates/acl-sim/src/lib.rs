@@ -98,6 +98,7 @@ mod errmsg;
 pub mod exports;
 pub mod hccl;
 mod registry;
+pub mod serve_exports;
 mod settings;
 
 pub use settings::{

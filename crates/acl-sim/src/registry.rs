@@ -15,6 +15,7 @@
 //! | `events` | events: record, wait (also across devices), query, timing |
 //! | `memory` | device and pinned host memory, copies and fills |
 //! | `vmm` | the virtual-memory API |
+//! | `ipc` | memory, physical memory and events shared with other processes |
 //! | `models` | captures into models, the rules an active capture sets, model execution |
 //! | `collective` | what HCCL's exports need: communicators' devices, collectives on ACL streams |
 
@@ -27,11 +28,13 @@ use braid_stream_core::hal::HalError;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+use vmm::Physical;
 
 mod collective;
 mod context;
 mod devices;
 mod events;
+mod ipc;
 mod memory;
 mod models;
 
@@ -109,6 +112,8 @@ pub(crate) struct Registry {
     /// The simulated nodes, made at first use: the devices computing data, and the
     /// timing-only ones (`devices::Nodes`).
     nodes: devices::Nodes,
+    /// Keys this process exported or imported (`ipc`).
+    ipc: ipc::IpcRoom,
     next_handle: usize,
     next_capture: u64,
 }
@@ -169,6 +174,7 @@ impl Registry {
             physical: HashMap::new(),
             peers: HashSet::new(),
             nodes: devices::Nodes::default(),
+            ipc: ipc::IpcRoom::default(),
             next_handle: HANDLE_BASE,
             next_capture: 1,
         }

@@ -149,6 +149,7 @@ mod event;
 pub mod fault;
 mod graph;
 mod host;
+pub mod ipc;
 pub mod limits;
 mod link;
 mod memory;
@@ -166,7 +167,9 @@ pub mod trace;
 
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
 pub use comm::{SimComm, JOIN_TIMEOUT};
-pub use config::{SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_TIMELINE_CAPACITY};
+pub use config::{
+    SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_IPC_TIMEOUT, DEFAULT_TIMELINE_CAPACITY,
+};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
 pub use event::SimEvent;

@@ -68,6 +68,7 @@ pub mod kernels;
 pub mod memory;
 pub mod ordering;
 pub mod pinned;
+pub mod stream_pool;
 pub mod streams;
 pub mod tags;
 
@@ -158,6 +159,10 @@ macro_rules! __with_cases {
                 thread_local_and_relaxed_capture,
                 capturing_stream_cannot_wait_on_eager_event,
                 d2h_copy_refused_during_capture,
+            ],
+            stream_pool: [
+                leases_reuse_idle_streams,
+                leases_from_many_threads,
             ],
             capture_modes: [
                 helper_thread_exchanges_its_mode,

@@ -2,6 +2,7 @@
 
 use crate::custom::OpError;
 use crate::hal::HalError;
+use crate::ipc::IpcError;
 use crate::kernel::KernelError;
 use crate::types::{CaptureMode, DeviceId, DeviceSlice, StreamId};
 
@@ -15,6 +16,9 @@ pub enum Error {
     /// A kernel's declared ranges do not fit its shape.
     #[error(transparent)]
     Kernel(#[from] KernelError),
+    /// An IPC call's arguments are invalid ([`crate::ipc`]).
+    #[error(transparent)]
+    Ipc(#[from] IpcError),
     /// A user-defined operator's declaration is invalid.
     #[error(transparent)]
     Op(#[from] OpError),
@@ -83,6 +87,21 @@ pub enum Error {
         call: &'static str,
         /// The capturing stream.
         capturing: StreamId,
+    },
+    /// The device has no stream left for a new stream or for the streams a captured graph
+    /// holds (ACL's 207008 `ACL_ERROR_RT_NO_STREAM_RESOURCE`).
+    #[error("{call} needs {needed} more stream(s), but {live} of the {limit} streams {device} allows are alive (the default stream and the streams captured graphs hold included): drop streams and graphs no longer needed, and draw capture streams from the device's pool (Device::lease_stream) instead of creating streams per graph")]
+    StreamsExhausted {
+        /// The call that needed streams.
+        call: &'static str,
+        /// The device.
+        device: DeviceId,
+        /// Streams alive.
+        live: u32,
+        /// The most the device allows.
+        limit: u32,
+        /// Streams the call needed.
+        needed: u32,
     },
     /// Capture was begun on the default stream.
     #[error("graphs must be captured on a non-default stream")]

@@ -38,6 +38,8 @@
 //! | [`collective`] | collective calls as values (for backends and `braid-collective`) |
 //! | [`deadline`] | deadlines from timeouts that saturate (`Duration::MAX` waits for ever) |
 //! | `uses` | use observers (how the allocator's automatic mode sees every use) |
+//! | [`ipc`] | sharing memory and events with other processes |
+//! | [`stream_pool`] | reusable streams for captures and tags; running out of streams |
 //! | `peer`, `registry` | several devices: lookup by uid, host knowledge across devices, peer access, foreign memory |
 //! | `memory`, [`types`], [`error`] | raw device memory and host readbacks; value types; errors |
 //!
@@ -68,6 +70,7 @@ pub mod error;
 mod event;
 mod graph;
 pub mod hal;
+pub mod ipc;
 pub mod kernel;
 mod memory;
 pub mod ordering;
@@ -75,6 +78,7 @@ mod peer;
 mod registry;
 mod state;
 mod stream;
+pub mod stream_pool;
 pub mod sync;
 pub mod types;
 mod uses;
@@ -88,10 +92,12 @@ pub use dtype::DType;
 pub use error::{Error, Result};
 pub use event::{Event, EventWait};
 pub use graph::Graph;
+pub use ipc::{IpcError, IpcEventHandle, IpcMemKey, IpcMemory};
 pub use kernel::{ComputeUnit, Kernel, KernelError, TypedKernel};
 pub use memory::{f32_bytes, f32s_from_bytes, DeviceMemory, HostReadback};
 pub use ordering::{CaptureId, Domain, StreamPosition};
 pub use stream::Stream;
+pub use stream_pool::{PooledStream, StreamPoolStats};
 pub use types::{
     CaptureMode, CaptureStatus, DeviceId, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo,
     Priority, StreamId,

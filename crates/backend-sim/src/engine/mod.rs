@@ -18,6 +18,7 @@
 mod collectives;
 mod events;
 mod graph_run;
+mod ipc;
 mod observe;
 mod remote_parts;
 mod submit;
@@ -29,6 +30,7 @@ use crate::capture::{self, Capture, ExternalEvents, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
 use crate::device_state::DeviceState;
 use crate::fault::{CallKind, FaultState};
+use crate::ipc::IpcState;
 use crate::limits::Limits;
 use crate::link::{Links, Route};
 use crate::memory::{Memory, PageRun};
@@ -149,6 +151,10 @@ pub(crate) struct Engine {
     progress: Arc<Condvar>,
     /// How long such a synchronization waits (the first device's configuration).
     collective_timeout: Duration,
+    /// Memory and events shared with other processes ([`crate::ipc`]).
+    ipc: IpcState,
+    /// How long a wait on another process's event blocks (the first device's configuration).
+    ipc_timeout: Duration,
 }
 
 impl Engine {
@@ -169,6 +175,7 @@ impl Engine {
         let record_timeline = first.record_timeline;
         let timeline_capacity = first.timeline_capacity;
         let collective_timeout = first.collective_timeout;
+        let ipc_timeout = first.ipc_timeout;
         let mut sanitizer = Sanitizer::new(first.sanitizer);
         let lifetimes = first.sanitizer != SanitizerMode::Off || record_timeline;
         let mut streams = Vec::with_capacity(configs.len());
@@ -216,6 +223,8 @@ impl Engine {
             coll: Collectives::new(),
             progress: Arc::new(Condvar::new()),
             collective_timeout,
+            ipc: IpcState::default(),
+            ipc_timeout,
         }
     }
 
@@ -350,6 +359,9 @@ impl Engine {
             }
         }
         self.queue.drain(now, &mut self.memories);
+        if !self.ipc.events_out.is_empty() {
+            self.ipc_publish();
+        }
     }
 
     /// Charges one cheap host call `what` (create, alloc, free, memory info, capture calls).
@@ -432,6 +444,7 @@ impl Engine {
             self.end_lifetime(ptr)?;
         }
         self.memories[self.cur].free(ptr)?;
+        self.ipc_segment_freed(ptr.0);
         self.memory_sample();
         Ok(())
     }
@@ -540,6 +553,7 @@ impl Engine {
     pub fn free_physical(&mut self, handle: u64) -> Result<(), HalError> {
         self.host_call("free_physical");
         self.memories[self.cur].free_physical(handle)?;
+        self.ipc_physical_freed(handle);
         self.memory_sample();
         Ok(())
     }
@@ -547,7 +561,8 @@ impl Engine {
     /// Maps the physical memory of `handle` at `at` inside a reservation.
     pub fn map_handle(&mut self, at: DevicePtr, handle: u64) -> Result<(), HalError> {
         self.host_call("map");
-        self.memories[self.cur].map_handle(at, handle)
+        self.memories[self.cur].map_handle(at, handle)?;
+        self.ipc_physical_mapped(at, handle)
     }
 
     /// Unmaps the mapping starting at `at`; returns its handle.
