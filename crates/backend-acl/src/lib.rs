@@ -89,6 +89,7 @@ mod event;
 pub mod ffi;
 mod graph;
 pub mod hccl;
+mod ipc;
 mod live;
 mod native;
 mod stream;
