@@ -143,28 +143,31 @@ fn muls_body(
     use braid::DType;
     let api = aclnn::api().expect("aclnn loads");
     let dims = [elements as i64];
-    let body = move |stream: *mut std::ffi::c_void| -> Result<(), braid::core::hal::HalError> {
-        let (xt, yt) = (
-            Tensor::new(api, &dims, DType::F16, x.ptr)?,
-            Tensor::new(api, &dims, DType::F16, y.ptr)?,
-        );
-        let two = Scalar::new(api, 2.0)?;
-        let ops = api.operators();
-        let executor = Executor::plan(api, "aclnnMulsGetWorkspaceSize", |ws, ex| {
-            // SAFETY: live descriptors and out pointers.
-            unsafe {
-                (ops.aclnnMulsGetWorkspaceSize)(xt.as_ptr(), two.as_ptr(), yt.as_ptr(), ws, ex)
+    let body =
+        move |stream: braid::acl::ffi::aclrtStream| -> Result<(), braid::core::hal::HalError> {
+            let (xt, yt) = (
+                Tensor::new(api, &dims, DType::F16, x.ptr)?,
+                Tensor::new(api, &dims, DType::F16, y.ptr)?,
+            );
+            let two = Scalar::new(api, 2.0)?;
+            let ops = api.operators();
+            let executor = Executor::plan(api, "aclnnMulsGetWorkspaceSize", |ws, ex| {
+                // SAFETY: live descriptors and out pointers.
+                unsafe {
+                    (ops.aclnnMulsGetWorkspaceSize)(xt.as_ptr(), two.as_ptr(), yt.as_ptr(), ws, ex)
+                }
+            })?;
+            if executor.workspace_size() > 0 {
+                return Err(braid::core::hal::HalError::InvalidArgument(
+                    "this bench's aclnnMuls takes no workspace".to_string(),
+                ));
             }
-        })?;
-        if executor.workspace_size() > 0 {
-            return Err(braid::core::hal::HalError::InvalidArgument(
-                "this bench's aclnnMuls takes no workspace".to_string(),
-            ));
-        }
-        // SAFETY: the executor planned for aclnnMuls, on the live stream braid hands over.
-        unsafe { executor.launch(ops.aclnnMuls, "aclnnMuls", std::ptr::null_mut(), 0, stream) }?;
-        Ok(())
-    };
+            // SAFETY: the executor planned for aclnnMuls, on the live stream braid hands over.
+            unsafe {
+                executor.launch(ops.aclnnMuls, "aclnnMuls", std::ptr::null_mut(), 0, stream)
+            }?;
+            Ok(())
+        };
     // SAFETY: enqueues only on the stream it is handed, touches only x and y, never waits.
     unsafe { braid::acl::native_op(body) }
 }

@@ -138,9 +138,11 @@ pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> Result<R, Fail>) -> Resul
 fn sim_fail(call: &str, e: HalError) -> Fail {
     let code = match &e {
         HalError::OutOfMemory { .. } => ACL_ERROR_RT_DEVICE_OOM,
-        HalError::InvalidArgument(_) => ACL_ERROR_RT_PARAM_INVALID,
+        HalError::InvalidArgument(_) | HalError::CollectiveMismatch(_) => {
+            ACL_ERROR_RT_PARAM_INVALID
+        }
         HalError::Unsupported(_) => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-        HalError::Native { code, .. } => *code,
+        HalError::Native { code, .. } | HalError::NativeInvalidArgument { code, .. } => *code,
         HalError::CaptureRefused(_) => ACL_ERROR_RT_CAPTURE_DEPENDENCY,
     };
     fail(code, format!("{call}: {e}"))

@@ -46,7 +46,8 @@
 //! - **Private pools** ([`MemPool`], PyTorch's `MemPool` / `graph_pool_handle`):
 //!   [`CachingAllocator::create_pool`] makes one (optionally `PoolOptions::no_split`);
 //!   [`CachingAllocator::begin_allocate_to_pool`] diverts the allocations a [`PoolFilter`]
-//!   selects (a stream, a set of streams, every stream of a capture, a function) into it until
+//!   selects (a stream, a set of streams, every stream of a capture, the allocations of one
+//!   thread — PyTorch's `use_mem_pool` is [`MemPool::use_on_current_thread`] —, a function) into it until
 //!   the returned [`PoolDiversion`] drops. Handles, diversions and graphs count as users; when
 //!   the last is gone the pool's cached segments go back to the device and the pool
 //!   disappears once its last live block (a graph output someone holds) is freed and
@@ -121,6 +122,9 @@ pub(crate) struct Inner<B: Backend> {
     _observer: Option<Arc<dyn UseObserver>>,
     /// This allocator as the device's workspace provider (held weakly by the device).
     workspace_provider: Arc<dyn WorkspaceProvider<B>>,
+    /// Sleep mode's offloaded data; its lock makes sleeps and wakes take turns
+    /// (`crate::sleep`). Taken before the state lock, never while holding it.
+    pub(crate) sleepers: parking_lot::Mutex<crate::sleep::Sleepers<B>>,
 }
 
 impl<B: Backend> Inner<B> {
@@ -271,6 +275,7 @@ impl<B: Backend> CachingAllocator<B> {
                 )),
                 handles: AtomicUsize::new(1),
                 oom_observers: Mutex::new(Vec::new()),
+                sleepers: parking_lot::Mutex::new(crate::sleep::Sleepers::default()),
                 _observer: observer,
             }
         });
@@ -306,6 +311,10 @@ impl<B: Backend> CachingAllocator<B> {
     /// the configured limit) cannot provide the memory after the out-of-memory ladder, the error
     /// is [`AllocError::OutOfMemory`] and the allocator stays usable.
     pub fn alloc(&self, size: u64, stream: &Stream<B>) -> Result<DeviceBuffer<B>, AllocError> {
+        if braid_stream_core::dry_run::is_fenced_out(self.inner.device.id().uid) {
+            // A dry run on another device must not allocate here (`braid_stream_core::dry_run`).
+            braid_stream_core::dry_run::check(self.inner.device.id(), "CachingAllocator::alloc")?;
+        }
         self.check_device("alloc", stream)?;
         if size == 0 {
             self.inner.lock().keepalive.buffer_created(&self.inner);

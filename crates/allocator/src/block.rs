@@ -208,6 +208,12 @@ pub(crate) struct Segment {
     /// For a mapped range of an expandable segment: the page size it is mapped and unmapped
     /// in (one device mapping per page). `None` for a segment from one device malloc.
     pub expandable: Option<u64>,
+    /// Whether the segment is an address reservation with one physical mapping over all of it
+    /// (a sleepable pool's, `crate::sleep`) rather than one device malloc.
+    pub vmm: bool,
+    /// For a `vmm` segment: its mapping is released (its pool sleeps); the addresses stay
+    /// reserved, and the bytes do not count as reserved.
+    pub asleep: bool,
 }
 
 impl Segment {

@@ -6,7 +6,7 @@ use crate::error::AllocError;
 use crate::snapshot::PoolId;
 use crate::state::Granted;
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{DevicePtr, DeviceSlice, Stream, StreamId};
+use braid_stream_core::{CollectiveBuffer, DevicePtr, DeviceSlice, Stream, StreamId};
 use std::fmt;
 use std::mem::ManuallyDrop;
 use std::ptr::NonNull;
@@ -187,6 +187,13 @@ impl<B: Backend> DeviceBuffer<B> {
 fn inner_ptr<B: Backend>(inner: &Arc<Inner<B>>) -> NonNull<Inner<B>> {
     // SAFETY: the pointer of a live `Arc` is never null.
     unsafe { NonNull::new_unchecked(Arc::as_ptr(inner).cast_mut()) }
+}
+
+/// A collective reads or writes the requested bytes of the buffer ([`DeviceBuffer::slice`]).
+impl<B: Backend> CollectiveBuffer for DeviceBuffer<B> {
+    fn device_slice(&self) -> DeviceSlice {
+        self.slice()
+    }
 }
 
 impl<B: Backend> Drop for DeviceBuffer<B> {

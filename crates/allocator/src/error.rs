@@ -185,6 +185,71 @@ pub enum AllocError {
         /// Name of the backend.
         backend: &'static str,
     },
+    /// A sleepable pool was asked for on a backend without the virtual-memory API (sleep
+    /// releases pages while keeping their addresses).
+    #[error("sleep mode needs a backend with virtual memory (to release pages and keep their addresses); the {backend} backend has none: on the simulator leave SimConfig::virtual_memory on, on Ascend use a CANN with aclrtReserveMemAddress, aclrtMallocPhysical and aclrtMapMem, or use a plain pool (create_pool) that never sleeps")]
+    SleepUnsupported {
+        /// Name of the backend.
+        backend: &'static str,
+    },
+    /// `sleep` or `wake` named a tag no sleepable pool has.
+    #[error("no sleepable pool is tagged '{tag}': create one with create_sleepable_pool(\"{tag}\", ..) and allocate into it first")]
+    UnknownSleepTag {
+        /// The tag.
+        tag: String,
+    },
+    /// `sleep` of pools that already sleep.
+    #[error("the pools tagged '{tag}' are already asleep: wake(\"{tag}\") them before putting them to sleep again")]
+    AlreadyAsleep {
+        /// The tag.
+        tag: String,
+    },
+    /// `wake` of pools that are not asleep (a wake without a sleep).
+    #[error("wake(\"{tag}\") without a sleep: the pools tagged '{tag}' are awake; call sleep(\"{tag}\", ..) first")]
+    NotAsleep {
+        /// The tag.
+        tag: String,
+    },
+    /// An allocation was diverted into a pool that sleeps.
+    #[error("private pool {pool} (tagged '{tag}') is asleep: wake(\"{tag}\") it before allocating from it")]
+    PoolAsleep {
+        /// The pool id.
+        pool: u64,
+        /// Its tag.
+        tag: String,
+    },
+    /// Work (a graph's replay) would use memory of a pool that sleeps.
+    #[error("{len} bytes at {addr:#x} belong to a pool tagged '{tag}' that is asleep: wake(\"{tag}\") before launching work that uses them")]
+    MemoryAsleep {
+        /// First byte of the sleeping range used.
+        addr: u64,
+        /// Its length.
+        len: u64,
+        /// The tag of its pool.
+        tag: String,
+    },
+    /// `sleep` or `wake` while a graph is being captured on the device.
+    #[error(
+        "{call} is refused while a graph is being captured on the device: end the capture first"
+    )]
+    SleepDuringCapture {
+        /// `sleep` or `wake`.
+        call: &'static str,
+    },
+    /// A wake could not map the sleeping pools' memory again: the device (or the configured
+    /// limit) has too little free, even after the cached segments were released. The pools
+    /// stay asleep; nothing was lost.
+    #[error("wake(\"{tag}\"): out of memory mapping a segment of {} ({} of {} free); the pools stay asleep with their offloaded data: free memory (drop buffers, empty_cache) and wake again", format_size(*.needed), format_size(*.free), format_size(*.total))]
+    WakeOutOfMemory {
+        /// The tag.
+        tag: String,
+        /// Bytes of the segment that could not be mapped.
+        needed: u64,
+        /// Bytes free on the device (or under the limit).
+        free: u64,
+        /// Device capacity (or the limit).
+        total: u64,
+    },
     /// The backend failed with something other than out of memory.
     #[error(transparent)]
     Backend(#[from] HalError),

@@ -22,6 +22,7 @@
 //! | `reclaim` | frees waiting for uses on other streams: pending blocks, per-stream event FIFOs, the event pool, the happens-before query (also asked by the pinned host allocator) |
 //! | `mempool`, `private_pool` | [`MemPool`], [`PoolDiversion`], [`PoolFilter`]: private pools and the diversions into them |
 //! | `checkpoint` | [`PoolCheckpoint`]: save and restore a private pool's layout |
+//! | `sleep` | sleep mode: sleepable pools ([`CachingAllocator::create_sleepable_pool`]) whose memory is offloaded or discarded and whose pages are released, addresses kept ([`CachingAllocator::sleep`], [`CachingAllocator::wake`], [`SleepMode`]); the state side is `state::sleep` |
 //! | `stats`, `snapshot` | [`MemoryStats`] with PyTorch's names; [`MemorySnapshot`] and the history |
 //! | `keepalive` | how buffers keep the allocator alive without a reference count each |
 //! | `host` (`buffer`, `cache`, `stats`) | [`PinnedHostAllocator`], [`PinnedBuffer`], its cache, [`PinnedStats`] |
@@ -67,6 +68,7 @@ mod mempool;
 mod private_pool;
 mod reclaim;
 mod size;
+mod sleep;
 mod snapshot;
 mod state;
 mod stats;
@@ -83,6 +85,7 @@ pub use ipc::{import_ipc, ImportedBuffer, IpcBufferHandle, SharedBuffer};
 pub use mempool::{MemPool, PoolDiversion};
 pub use private_pool::{PoolFilter, PoolOptions, PoolStats};
 pub use size::SizeClass;
+pub use sleep::{SleepMode, SleepReport, WakeReport};
 pub use snapshot::{
     BlockSnapshot, BlockState, HistoryAction, HistoryEntry, MemorySnapshot, PoolId,
     SegmentSnapshot, SegmentType,

@@ -27,7 +27,7 @@ use std::fmt;
 /// let s = device.create_stream(0).unwrap();
 /// let pool = alloc.create_pool(PoolOptions::new());
 /// let inside = {
-///     let _diversion = pool.use_on(&s).unwrap(); // PyTorch's `with use_mem_pool(pool)`
+///     let _diversion = pool.use_on_current_thread().unwrap(); // PyTorch's `with use_mem_pool(pool)`
 ///     assert_eq!(pool.use_count(), 2);
 ///     alloc.alloc(1 << 20, &s).unwrap()
 /// };
@@ -99,7 +99,8 @@ impl<B: Backend> MemPool<B> {
         self.allocator.pool_stats(self.id).unwrap_or_default()
     }
 
-    /// Bytes in the pool's segments.
+    /// Bytes in the pool's segments ([`PoolStats::reserved_bytes`]: a sleeping pool's are not
+    /// counted).
     pub fn reserved_bytes(&self) -> u64 {
         self.stats().reserved_bytes
     }
@@ -110,10 +111,41 @@ impl<B: Backend> MemPool<B> {
         self.allocator.begin_allocate_to_pool(self, filter)
     }
 
-    /// Diverts allocations on `stream` into this pool until the guard drops (PyTorch's
-    /// `use_mem_pool`).
+    /// Diverts every thread's allocations on `stream` into this pool until the guard drops.
+    ///
+    /// This is not PyTorch's `use_mem_pool`, which diverts only the calling thread's
+    /// allocations: that is [`MemPool::use_on_current_thread`]. Use this one when work on
+    /// `stream` is issued from several threads and all of it should land in the pool.
     pub fn use_on(&self, stream: &Stream<B>) -> Result<PoolDiversion<B>, AllocError> {
         self.allocate_to(PoolFilter::Stream(stream.id()))
+    }
+
+    /// PyTorch's `with torch.cuda.use_mem_pool(pool)` (`beginAllocateCurrentThreadToPool`):
+    /// diverts the allocations the calling thread makes on this allocator's device, on any
+    /// stream, into this pool until the guard drops. Other threads' allocations, on the same
+    /// streams too, go where they would have gone.
+    ///
+    /// The guard may be dropped on any thread; it diverts the thread that created it. Like
+    /// every diversion it counts as a user of the pool, and a pool takes one diversion at a
+    /// time ([`AllocError::PoolBusy`]): give each thread its own pool.
+    pub fn use_on_current_thread(&self) -> Result<PoolDiversion<B>, AllocError> {
+        self.allocate_to(PoolFilter::Thread {
+            thread: std::thread::current().id(),
+            stream: None,
+        })
+    }
+
+    /// [`MemPool::use_on_current_thread`] restricted to one stream: the calling thread's
+    /// allocations on `stream` go to this pool until the guard drops; its allocations on other
+    /// streams, and other threads' on `stream`, do not.
+    pub fn use_on_current_thread_stream(
+        &self,
+        stream: &Stream<B>,
+    ) -> Result<PoolDiversion<B>, AllocError> {
+        self.allocate_to(PoolFilter::Thread {
+            thread: std::thread::current().id(),
+            stream: Some(stream.id()),
+        })
     }
 
     /// Returns the pool's whole cached segments to the device (PyTorch's

@@ -7,6 +7,7 @@ use braid_stream_core::{CaptureId, Domain, StreamId};
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
+use std::thread::ThreadId;
 
 /// How a private pool carves its segments.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug, Default)]
@@ -53,13 +54,22 @@ impl PoolOptions {
 pub enum PoolFilter {
     /// Every allocation.
     AllStreams,
-    /// Allocations on one stream (PyTorch's `use_mem_pool` on the current stream).
+    /// Allocations on one stream, made by any thread ([`crate::MemPool::use_on`]).
     Stream(StreamId),
     /// Allocations on any of these streams.
     Streams(Vec<StreamId>),
     /// Allocations on streams whose work goes to this capture (its origin and every stream
     /// that joined it) — what a graph capture uses.
     Capture(CaptureId),
+    /// Allocations made by one thread: on every stream, or only on `stream` when it is set
+    /// (PyTorch's `use_mem_pool`, whose `beginAllocateCurrentThreadToPool` diverts only the
+    /// calling thread's allocations; [`crate::MemPool::use_on_current_thread`]).
+    Thread {
+        /// The thread whose allocations are diverted.
+        thread: ThreadId,
+        /// Only its allocations on this stream (`None`: on any stream).
+        stream: Option<StreamId>,
+    },
     /// Allocations for which the function, given the stream and where its work goes, says yes.
     Custom(Arc<dyn Fn(StreamId, Domain) -> bool + Send + Sync>),
 }
@@ -71,6 +81,11 @@ impl fmt::Debug for PoolFilter {
             PoolFilter::Stream(s) => write!(f, "Stream({s})"),
             PoolFilter::Streams(s) => f.debug_tuple("Streams").field(s).finish(),
             PoolFilter::Capture(c) => write!(f, "Capture({})", c.0),
+            PoolFilter::Thread { thread, stream } => f
+                .debug_struct("Thread")
+                .field("thread", thread)
+                .field("stream", stream)
+                .finish(),
             PoolFilter::Custom(_) => write!(f, "Custom(..)"),
         }
     }
@@ -82,12 +97,28 @@ impl PoolFilter {
         matches!(self, PoolFilter::Capture(_) | PoolFilter::Custom(_))
     }
 
-    pub(crate) fn matches(&self, stream: StreamId, domain: Domain) -> bool {
+    /// Whether the filter needs the allocating thread to decide.
+    pub(crate) fn needs_thread(&self) -> bool {
+        matches!(self, PoolFilter::Thread { .. })
+    }
+
+    /// Whether an allocation on `stream`, whose work goes to `domain`, made by `thread`, is
+    /// selected (`thread` is only looked at when [`PoolFilter::needs_thread`]).
+    pub(crate) fn matches(
+        &self,
+        stream: StreamId,
+        domain: Domain,
+        thread: Option<ThreadId>,
+    ) -> bool {
         match self {
             PoolFilter::AllStreams => true,
             PoolFilter::Stream(s) => *s == stream,
             PoolFilter::Streams(list) => list.contains(&stream),
             PoolFilter::Capture(c) => domain == Domain::Capture(*c),
+            PoolFilter::Thread {
+                thread: t,
+                stream: s,
+            } => thread == Some(*t) && s.is_none_or(|s| s == stream),
             PoolFilter::Custom(f) => f(stream, domain),
         }
     }
@@ -107,7 +138,7 @@ pub struct PoolStats {
     pub use_on_oom: bool,
     /// Segments held by the pool.
     pub segments: u64,
-    /// Bytes in the pool's segments.
+    /// Bytes in the pool's segments (those of a sleeping pool are in `asleep_bytes` instead).
     pub reserved_bytes: u64,
     /// Bytes in allocated blocks of the pool.
     pub allocated_bytes: u64,
@@ -115,6 +146,13 @@ pub struct PoolStats {
     pub allocated_blocks: u64,
     /// Active diversions into the pool.
     pub diversions: u32,
+    /// Whether the pool is asleep ([`crate::CachingAllocator::sleep`]): its segments' pages
+    /// are released, their addresses kept, and allocations from it are refused until
+    /// [`crate::CachingAllocator::wake`].
+    pub asleep: bool,
+    /// Bytes of the pool's segments whose pages are released while it sleeps (not counted in
+    /// `reserved_bytes`).
+    pub asleep_bytes: u64,
 }
 
 /// A diversion of allocations into a pool.
@@ -128,6 +166,8 @@ pub(crate) struct Diversion {
 #[derive(Default)]
 pub(crate) struct PrivatePools {
     pools: BTreeMap<PoolId, PoolStats>,
+    /// The tag of each sleepable pool (`crate::sleep`).
+    tags: BTreeMap<PoolId, Arc<str>>,
     pub diversions: Vec<Diversion>,
     next_id: u64,
     next_token: u64,
@@ -182,6 +222,45 @@ impl PrivatePools {
     /// Forgets a pool (its last segment is gone and nobody uses it).
     pub(crate) fn remove(&mut self, id: PoolId) {
         self.pools.remove(&id);
+        self.tags.remove(&id);
+    }
+
+    /// Creates a sleepable pool tagged `tag`, with a use count of 1.
+    pub(crate) fn create_sleepable(&mut self, options: PoolOptions, tag: Arc<str>) -> PoolId {
+        let id = self.create(options);
+        self.tags.insert(id, tag);
+        id
+    }
+
+    /// Whether `id` is a sleepable pool (its segments are mapped virtual memory).
+    #[inline]
+    pub(crate) fn is_sleepable(&self, id: PoolId) -> bool {
+        id != PoolId::DEFAULT && self.tags.contains_key(&id)
+    }
+
+    /// The tag of sleepable pool `id`.
+    pub(crate) fn tag(&self, id: PoolId) -> Option<&Arc<str>> {
+        self.tags.get(&id)
+    }
+
+    /// The sleepable pools tagged `tag`, oldest first.
+    pub(crate) fn tagged(&self, tag: &str) -> Vec<PoolId> {
+        self.tags
+            .iter()
+            .filter(|(_, t)| &***t == tag)
+            .map(|(id, _)| *id)
+            .collect()
+    }
+
+    /// Private pools asleep now.
+    pub(crate) fn asleep_count(&self) -> usize {
+        self.pools.values().filter(|p| p.asleep).count()
+    }
+
+    /// Whether private pool `id` is asleep.
+    #[inline]
+    pub(crate) fn is_asleep(&self, id: PoolId) -> bool {
+        self.get(id).is_some_and(|p| p.asleep)
     }
 
     /// Whether `id` is a no-split pool.
@@ -194,7 +273,7 @@ impl PrivatePools {
     pub(crate) fn lenders(&self) -> Vec<PoolId> {
         self.pools
             .iter()
-            .filter(|(_, p)| p.use_on_oom)
+            .filter(|(_, p)| p.use_on_oom && !p.asleep)
             .map(|(id, _)| *id)
             .collect()
     }

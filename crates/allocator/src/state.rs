@@ -28,6 +28,7 @@ use braid_stream_core::{CaptureId, Device, DevicePtr, DeviceSlice, Domain, Strea
 mod pending;
 mod release;
 mod restore;
+mod sleep;
 
 /// Requests of at least this many bytes are refused outright (PyTorch's 1 EB check).
 pub(crate) const ONE_EXA_BYTES: u64 = 1 << 60;
@@ -164,8 +165,14 @@ impl<B: Backend> State<B> {
         } else {
             Domain::Eager
         };
+        let thread = self
+            .pools
+            .diversions
+            .iter()
+            .any(|d| d.filter.needs_thread())
+            .then(|| std::thread::current().id());
         for d in self.pools.diversions.iter().rev() {
-            if d.filter.matches(stream.id(), domain) {
+            if d.filter.matches(stream.id(), domain, thread) {
                 let capture = match stream.domain() {
                     Domain::Capture(c) => Some(c),
                     Domain::Eager => None,
@@ -294,6 +301,15 @@ impl<B: Backend> State<B> {
             self.process_pending(dev, query);
         }
 
+        if pool != PoolId::DEFAULT && self.pools.is_asleep(pool) {
+            return Err(AllocError::PoolAsleep {
+                pool: pool.0,
+                tag: self
+                    .pools
+                    .tag(pool)
+                    .map_or_else(String::new, |t| t.to_string()),
+            });
+        }
         let req = Request { pool, ..req };
         let granted = if self.config.lifetime_placement {
             self.malloc_by_lifetime(dev, req)
@@ -431,6 +447,14 @@ impl<B: Backend> State<B> {
         class: SizeClass,
         seg_size: u64,
     ) -> Result<BlockId, SegmentFailure> {
+        // A sleepable pool's segment is mapped virtual memory, in whole pages.
+        let vmm = self.pools.is_sleepable(pool);
+        let seg_size = match (vmm, self.vmm_granularity) {
+            (true, Some(page)) => seg_size
+                .checked_next_multiple_of(page)
+                .ok_or(SegmentFailure::OutOfMemory)?,
+            _ => seg_size,
+        };
         let reserved = self.stats.reserved_bytes.all.current;
         if let Some(max) = self.allowed_max {
             if reserved.saturating_add(seg_size) > max {
@@ -443,7 +467,12 @@ impl<B: Backend> State<B> {
                 return Err(SegmentFailure::OutOfMemory);
             }
         }
-        let ptr = match dev.hal().alloc(seg_size) {
+        let got = if vmm {
+            self.map_sleepable_segment(dev, seg_size)
+        } else {
+            dev.hal().alloc(seg_size)
+        };
+        let ptr = match got {
             Ok(ptr) => ptr,
             Err(HalError::OutOfMemory { .. }) => {
                 tracing::debug!(seg_size, reserved, "device out of memory for a new segment");
@@ -461,6 +490,8 @@ impl<B: Backend> State<B> {
             head: NONE,
             live: true,
             expandable: None,
+            vmm,
+            asleep: false,
         });
         let b = self.arena.blocks.insert(NewBlock {
             addr: ptr.0,
@@ -474,6 +505,9 @@ impl<B: Backend> State<B> {
             next: NONE,
         });
         self.arena.segments.get_mut(seg).head = b;
+        if vmm {
+            self.note_segment(dev, seg, true);
+        }
         if let Some(p) = self.pools.get_mut(pool) {
             p.segments += 1;
             p.reserved_bytes += seg_size;

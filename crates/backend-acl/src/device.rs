@@ -10,6 +10,8 @@ use crate::ffi::{
     ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE, ACL_HBM_MEM, ACL_MEM_MALLOC_HUGE_FIRST,
     ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE, ACL_STREAM_FAST_LAUNCH, ACL_STREAM_FAST_SYNC,
 };
+use crate::hccl::calls::HcclCalls;
+use crate::hccl::error::Hccl;
 use crate::hccl::HcclApi;
 use crate::live;
 use crate::native::Ownership;
@@ -102,8 +104,8 @@ pub(crate) struct Shared {
     pub(crate) physical: Mutex<HashMap<u64, (Handle, u64)>>,
     /// The aclnn tables, loaded at the first kernel launch (or [`AclDevice::aclnn`]).
     aclnn: OnceLock<Result<&'static AclnnApi, String>>,
-    /// The HCCL table, loaded at the first communicator.
-    hccl: OnceLock<Result<&'static HcclApi, String>>,
+    /// The HCCL calls, over the table loaded at the first communicator.
+    hccl: OnceLock<Result<Arc<dyn HcclCalls>, String>>,
     /// Peers this device's access to was enabled for (`aclrtDeviceEnablePeerAccess` is
     /// called once per peer).
     peers: Mutex<HashSet<u32>>,
@@ -147,12 +149,14 @@ impl Shared {
         })
     }
 
-    /// The HCCL table that goes with this device's ACL library, loaded once (see
-    /// [`crate::hccl`]). A library that could not be loaded is a typed error naming it,
+    /// The HCCL calls over the table that goes with this device's ACL library, loaded once
+    /// (see [`crate::hccl`]). A library that could not be loaded is a typed error naming it,
     /// every time.
-    pub(crate) fn hccl(&self) -> Result<&'static HcclApi, HalError> {
+    pub(crate) fn hccl(&self) -> Result<Arc<dyn HcclCalls>, HalError> {
         let loaded = self.hccl.get_or_init(|| match self.calls.acl_api() {
-            Some(acl) => HcclApi::load_for(acl).map_err(|e| e.to_string()),
+            Some(acl) => HcclApi::load_for(acl)
+                .map(Hccl::loaded)
+                .map_err(|e| e.to_string()),
             None => Err("no ACL library behind this device (a test double)".to_string()),
         });
         loaded.clone().map_err(|message| HalError::Native {
@@ -160,6 +164,12 @@ impl Shared {
             name: "BRAID_HCCL_LIBRARY_UNAVAILABLE",
             message,
         })
+    }
+
+    /// Gives a test double's device these HCCL calls (before its first communicator).
+    #[cfg(test)]
+    pub(crate) fn use_hccl_calls(&self, calls: Arc<dyn HcclCalls>) {
+        let _ = self.hccl.set(Ok(calls));
     }
 
     /// The error for `code` from `call`, with the runtime's text for it.
@@ -216,10 +226,13 @@ impl Shared {
 
     /// Runs a destroy call from a `Drop`: binds, calls, and keeps a failure for the next call.
     pub(crate) fn release(&self, call: &'static str, f: impl FnOnce(&dyn AclCalls) -> i32) {
-        let result = self
-            .bind_only()
-            .and_then(|()| self.check(call, f(self.calls.as_ref())));
-        if let Err(err) = result {
+        self.release_checked(|| self.check(call, f(self.calls.as_ref())));
+    }
+
+    /// Runs a destroy call of another library from a `Drop` (`f` calls it and types its
+    /// failure): binds, calls, and keeps a failure for the next call.
+    pub(crate) fn release_checked(&self, f: impl FnOnce() -> Result<(), AclError>) {
+        if let Err(err) = self.bind_only().and_then(|()| f()) {
             tracing::warn!(%err, "ACL destroy failed in Drop; reported by the next call");
             let mut slot = lock(&self.deferred);
             // Keep the first error: it is the one that explains the later ones.

@@ -6,14 +6,14 @@
 //! The handles out of braid's objects are [`AclStream::as_raw`](crate::AclStream::as_raw),
 //! [`AclEvent::as_raw`](crate::AclEvent::as_raw) and the device pointers of braid's buffers.
 
+use crate::ffi::aclrtStream;
 use braid_stream_core::hal::HalError;
-use std::ffi::c_void;
 use std::sync::Arc;
 
 /// The body of a user-defined operator on ACL: called with the native `aclrtStream` of the
 /// stream it is launched on, under braid's submission order, it enqueues the operator's work
 /// there (an aclnn call, a custom kernel, a library call) and returns without waiting for it.
-pub type NativeOpFn = dyn Fn(*mut c_void) -> Result<(), HalError> + Send + Sync;
+pub type NativeOpFn = dyn Fn(aclrtStream) -> Result<(), HalError> + Send + Sync;
 
 /// Makes an ACL body for [`CustomOp::body`](braid_stream_core::CustomOp::body) from a closure
 /// handed the native `aclrtStream`.
@@ -31,7 +31,7 @@ pub type NativeOpFn = dyn Fn(*mut c_void) -> Result<(), HalError> + Send + Sync;
 ///   never with a blocking `aclrtMalloc` inside a capture;
 /// - returns an error instead of enqueuing anything when it fails.
 pub unsafe fn native_op(
-    f: impl Fn(*mut c_void) -> Result<(), HalError> + Send + Sync + 'static,
+    f: impl Fn(aclrtStream) -> Result<(), HalError> + Send + Sync + 'static,
 ) -> Arc<NativeOpFn> {
     Arc::new(f)
 }

@@ -16,8 +16,7 @@ use crate::ffi::{
 use crate::graph::AclGraph;
 use crate::native::Ownership;
 use crate::AclBackend;
-use braid_stream_core::custom::CustomOp;
-use braid_stream_core::hal::{self, HalError};
+use braid_stream_core::hal::{self, HalError, Operator};
 use braid_stream_core::kernel::{Kernel, TypedKernel};
 use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr, DeviceSlice};
 use std::fmt;
@@ -186,11 +185,11 @@ impl hal::Stream for AclStream {
         }
     }
 
-    fn launch_custom(&self, op: &CustomOp<AclBackend>) -> Result<(), HalError> {
-        let Some(body) = op.op_body() else {
+    fn launch_operator(&self, op: &Operator<'_, AclBackend>) -> Result<(), HalError> {
+        let Some(body) = op.body else {
             return Err(HalError::InvalidArgument(format!(
                 "operator {} has no ACL body (give it one made with braid_backend_acl::native_op)",
-                op.name()
+                op.name
             )));
         };
         self.shared.bind()?;

@@ -7,6 +7,7 @@
 mod common;
 
 use braid_backend_acl::aclnn::{self, Executor, Scalar, Tensor};
+use braid_backend_acl::ffi::aclrtStream;
 use braid_backend_acl::{native_op, AclBackend, NativeOpFn};
 use braid_conformance::ScaleOpArgs;
 use braid_stream_core::hal::HalError;
@@ -18,7 +19,7 @@ use std::sync::Arc;
 /// launching stream handed out (`Stream::workspace`) before the launch.
 fn acl_scale_body(args: ScaleOpArgs) -> Result<Arc<NativeOpFn>, String> {
     let api = aclnn::api().map_err(|e| e.to_string())?;
-    let body = move |stream: *mut c_void| -> Result<(), HalError> {
+    let body = move |stream: aclrtStream| -> Result<(), HalError> {
         let n = [args.elements as i64];
         let x = Tensor::new(api, &n, args.dtype, args.x.ptr)?;
         let y = Tensor::new(api, &n, args.dtype, args.y.ptr)?;

@@ -8,9 +8,9 @@ mod common;
 use braid_acl_sys::hccl::codes::*;
 use braid_acl_sys::hccl::{self, HcclFunctions, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_INT8};
 use braid_acl_sys::SymbolTable;
-use braid_backend_acl::{codes, AclComm, AclConfig, AclDevice, AclStream, HcclApi};
+use braid_backend_acl::{codes, AclBackend, AclComm, AclConfig, AclDevice, AclStream, HcclApi};
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
-use braid_stream_core::hal::{Device as _, HalError, Stream as _};
+use braid_stream_core::hal::{CollectiveBackend, Comm as _, Device as _, HalError, Stream as _};
 use braid_stream_core::types::EventFlags;
 use braid_stream_core::{DType, DevicePtr};
 use std::ffi::{CStr, OsString};
@@ -273,7 +273,7 @@ fn an_all_reduce_across_two_devices_through_hccl_gives_the_sum() {
             count: 4,
             dtype: DType::F32,
         };
-        stream.collective(&comms[rank], &call, "allreduce").unwrap();
+        AclBackend::launch_collective(stream, &comms[rank], &call, "allreduce").unwrap();
     }
     for (rank, stream) in streams.iter().enumerate() {
         assert_eq!(
@@ -291,7 +291,7 @@ fn an_all_reduce_across_two_devices_through_hccl_gives_the_sum() {
         dtype: DType::F32,
     };
     assert!(matches!(
-        streams[0].collective(&comms[1], &call, "wrong device"),
+        AclBackend::launch_collective(&streams[0], &comms[1], &call, "wrong device"),
         Err(HalError::InvalidArgument(m)) if m.contains("ACL device 1")
     ));
     // A device listed twice is a typed error.
@@ -336,7 +336,7 @@ fn run_on_ranks(
     n: usize,
 ) -> Vec<Vec<f32>> {
     for ((stream, comm), call) in streams.iter().zip(comms).zip(calls) {
-        stream.collective(comm, call, "test").unwrap();
+        AclBackend::launch_collective(stream, comm, call, "test").unwrap();
     }
     streams
         .iter()
@@ -424,19 +424,20 @@ fn every_collective_through_hccl_moves_the_right_numbers_and_a_mismatch_is_typed
     assert_eq!(sent[1], vec![0.0, 1.0, 2.0]);
 
     // Ranks that disagree on the count: a typed HCCL error instead of a hang.
-    streams[0]
-        .collective(
-            &comms[0],
-            &call(0, CollectiveOp::AllReduce(ReduceOp::Sum), 4),
-            "a",
-        )
-        .unwrap();
-    match streams[1].collective(
+    AclBackend::launch_collective(
+        &streams[0],
+        &comms[0],
+        &call(0, CollectiveOp::AllReduce(ReduceOp::Sum), 4),
+        "a",
+    )
+    .unwrap();
+    match AclBackend::launch_collective(
+        &streams[1],
         &comms[1],
         &call(1, CollectiveOp::AllReduce(ReduceOp::Sum), 2),
         "b",
     ) {
-        Err(HalError::Native { name, message, .. }) => {
+        Err(HalError::NativeInvalidArgument { name, message, .. }) => {
             assert_eq!(name, "HCCL_E_PARA", "{message}");
             // The call, HcclGetErrorString's text, then the simulator's explanation.
             assert!(
@@ -448,13 +449,13 @@ fn every_collective_through_hccl_moves_the_right_numbers_and_a_mismatch_is_typed
         other => panic!("unexpected {other:?}"),
     }
     // Nothing is left broken: rank 1's matching part completes rank 0's, and both sum.
-    streams[1]
-        .collective(
-            &comms[1],
-            &call(1, CollectiveOp::AllReduce(ReduceOp::Sum), 4),
-            "b again",
-        )
-        .unwrap();
+    AclBackend::launch_collective(
+        &streams[1],
+        &comms[1],
+        &call(1, CollectiveOp::AllReduce(ReduceOp::Sum), 4),
+        "b again",
+    )
+    .unwrap();
     let sums: Vec<Vec<f32>> = (0..2).map(|r| download(&streams[r], recvs[r], 4)).collect();
     assert_eq!(sums, vec![vec![4.0, 6.0, 8.0, 10.0]; 2]);
 }

@@ -9,13 +9,13 @@ mod common;
 use braid_acl_sim::aclnn::REDUCE_SUM_WORKSPACE;
 use braid_allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};
 use braid_backend_acl::aclnn::{self, AclnnApi, Executor, Scalar, Tensor};
+use braid_backend_acl::ffi::aclrtStream;
 use braid_backend_acl::{native_op, AclBackend};
 use braid_graph_capture::CaptureSession;
 use braid_stream_core::hal::HalError;
 use braid_stream_core::{
     f32_bytes, CaptureMode, CustomOp, DType, DeviceSlice, Error, Kernel, Stream,
 };
-use std::ffi::c_void;
 
 type B = AclBackend;
 
@@ -131,7 +131,7 @@ fn workspace_out_of_memory_refuses_the_launch_before_enqueuing() {
 fn muls_op(x: DeviceSlice, y: DeviceSlice, y_dtype: DType) -> CustomOp<B> {
     let api = aclnn::api().expect("braid-acl-sim exports aclnn");
     let n = [(x.len / 2) as i64];
-    let body = move |stream: *mut c_void| -> Result<(), HalError> {
+    let body = move |stream: aclrtStream| -> Result<(), HalError> {
         let xt = Tensor::new(api, &n, DType::F16, x.ptr)?;
         let yt = Tensor::new(api, &n, y_dtype, y.ptr)?;
         let two = Scalar::new(api, 2.0)?;

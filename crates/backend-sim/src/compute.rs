@@ -68,9 +68,9 @@ pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
     match op {
         OpKind::Kernel(k) => begin_kernel(k, mem),
         OpKind::Custom(c) => c.0.begin(mem),
-        // A rank's part has no effect of its own: the collective's exchange carries it.
+        // A rank's part has no effect of its own: the collective's data effect carries it.
         OpKind::Collective(_) => Vec::new(),
-        OpKind::Exchange(x) => x.begin(mem),
+        OpKind::CollectiveEffect(x) => x.begin(mem),
         OpKind::H2d { dst, src } => {
             let data = mem.is_valid(*dst).then(|| {
                 let mut buf = vec![0u8; dst.len as usize];

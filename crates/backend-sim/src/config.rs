@@ -4,6 +4,7 @@ use crate::fault::FaultPlan;
 use crate::limits::{ASCEND_910B_MAX_EVENTS, ASCEND_910B_MAX_STREAMS};
 use crate::profile::DeviceProfile;
 use crate::sanitizer::SanitizerMode;
+use crate::workspace::WorkspaceSizes;
 use std::time::{Duration, Instant};
 
 /// Whether the simulator stores and computes data.
@@ -72,13 +73,17 @@ pub struct SimConfig {
     /// issued their part yet, before failing with an error naming them: the simulator's
     /// `HCCL_EXEC_TIMEOUT` (1836 s by default on HCCL, far too long for tests). 5 s by
     /// default; zero fails at once. A node's timeout is its first device's. See
-    /// [`crate::SimStream::collective`].
+    /// `SimBackend::launch_collective` (the hal's collective extension).
     pub collective_timeout: Duration,
     /// How long a wait on an event opened from another process ([`crate::ipc`]) blocks the
     /// host for the exporter to pass the record, before failing with ACL's 507047
     /// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`. 60 s by default. A node's timeout is its first
     /// device's.
     pub ipc_timeout: Duration,
+    /// Workspace each built-in kernel launch asks for; `None` (the default): none, as the
+    /// simulator's kernels need none. A dry run sets the sizes another backend's kernels ask
+    /// for, so the caching allocator sees the same requests ([`WorkspaceSizes`]).
+    pub workspace_sizes: Option<WorkspaceSizes>,
 }
 
 impl SimConfig {
@@ -116,7 +121,14 @@ impl SimConfig {
             wall_launch_cost: Duration::ZERO,
             collective_timeout: DEFAULT_COLLECTIVE_TIMEOUT,
             ipc_timeout: DEFAULT_IPC_TIMEOUT,
+            workspace_sizes: None,
         }
+    }
+
+    /// Sets the workspace each built-in kernel launch asks for.
+    pub fn workspace_sizes(mut self, sizes: WorkspaceSizes) -> Self {
+        self.workspace_sizes = Some(sizes);
+        self
     }
 
     /// Sets the device ordinal.

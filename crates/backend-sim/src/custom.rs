@@ -12,8 +12,8 @@ use crate::compute::PendingWrite;
 use crate::memory::DataView;
 use crate::profile::DeviceProfile;
 use crate::SimBackend;
-use braid_stream_core::custom::{CustomOp, OpCost};
 use braid_stream_core::dtype::DType;
+use braid_stream_core::hal::{OpCost, Operator};
 use braid_stream_core::kernel::ComputeUnit;
 use braid_stream_core::types::DeviceSlice;
 use std::fmt;
@@ -24,7 +24,7 @@ use std::sync::Arc;
 /// ranges, `outputs` the bytes of the written ranges, each in declaration order.
 pub type HostOpFn = dyn Fn(&[&[u8]], &mut [&mut [u8]]) + Send + Sync;
 
-/// Makes a simulator body for [`CustomOp::body`] from a host function over the operator's
+/// Makes a simulator body for [`CustomOp::body`](braid_stream_core::CustomOp::body) from a host function over the operator's
 /// declared ranges (see the module docs). Decode and encode elements with
 /// [`DType::decode`] / [`DType::push`].
 ///
@@ -70,14 +70,14 @@ impl fmt::Debug for SimCustom {
 }
 
 impl SimCustom {
-    pub fn new(op: &CustomOp<SimBackend>) -> Self {
+    pub fn new(op: &Operator<'_, SimBackend>) -> Self {
         SimCustom {
-            name: op.shared_name(),
+            name: op.name.clone(),
             reads: op.reads().collect(),
             writes: op.writes().collect(),
-            dtype: op.data_type(),
-            cost: op.op_cost(),
-            body: op.op_body().cloned(),
+            dtype: op.dtype,
+            cost: op.cost,
+            body: op.body.cloned(),
         }
     }
 

@@ -1,7 +1,8 @@
 //! [`SimDevice`]: the hal device, and the simulator's observability API.
 
+use crate::collective::HostWait;
 use crate::config::SimConfig;
-use crate::engine::{Engine, HostWait};
+use crate::engine::Engine;
 use crate::event::SimEvent;
 use crate::fault::{CallKind, FaultCounts, FaultPlan, Verdict};
 use crate::memory::PageRun;
@@ -407,18 +408,27 @@ impl hal::Device for SimDevice {
         let mut engine = lock(&self.shared);
         engine.host_call("default_stream");
         let index = engine.default_stream();
-        Ok(SimStream::new(self.shared.clone(), index, 0, None))
+        let workspace = engine.config().workspace_sizes.clone();
+        Ok(SimStream::new(
+            self.shared.clone(),
+            index,
+            0,
+            None,
+            workspace,
+        ))
     }
 
     fn create_stream(&self, priority: Priority) -> Result<SimStream, HalError> {
         let mut engine = checked(&self.shared, CallKind::StreamCreate)?;
         let slot = engine.limits().take_stream()?;
         let (index, local) = engine.create_stream(priority)?;
+        let workspace = engine.config().workspace_sizes.clone();
         Ok(SimStream::new(
             self.shared.clone(),
             index,
             local,
             Some(slot),
+            workspace,
         ))
     }
 

@@ -1,7 +1,7 @@
 //! [`SimEvent`]: the hal event.
 
+use crate::collective::HostWait;
 use crate::device::{checked, host_wait, same_node, Shared};
-use crate::engine::HostWait;
 use crate::fault::CallKind;
 use crate::limits::LiveSlot;
 use crate::SimBackend;

@@ -58,7 +58,7 @@ pub enum CallKind {
     Launch,
     /// `Stream::memcpy_*` and `Stream::memset`.
     Copy,
-    /// `SimStream::collective`: a rank's part of a collective. A failed part is not added to
+    /// `SimBackend::launch_collective`: a rank's part of a collective. A failed part is not added to
     /// its call (it takes no call number, holds nothing back), so the rank may submit it
     /// again and the other ranks' parts still pair with it.
     Collective,

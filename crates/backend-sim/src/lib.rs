@@ -73,10 +73,12 @@
 //!   or at a seeded rate, including kernels that fail after their launch and report it at a
 //!   later synchronize ([`fault`]); the runtime's limits on live streams and events are
 //!   enforced ([`limits`]).
-//! - **Collectives.** [`SimComm`] (HCCL-style communicators: `init_all` over devices of one
-//!   [`SimNode`], or a root info joined by every rank) and [`SimStream::collective`]: each
-//!   rank submits its part; parts are matched per call (a mismatch is refused when it
-//!   arrives), a rank's stream holds back later work until every rank's part is in (a host
+//! - **Collectives.** The hal's collective extension
+//!   (`braid_stream_core::hal::CollectiveBackend` for [`SimBackend`]): [`SimComm`]
+//!   (HCCL-style communicators: `init_all` over devices of one [`SimNode`], or a root info
+//!   joined by every rank) and `SimBackend::launch_collective`: each rank submits its part;
+//!   parts are matched per call by stream-core's one call matcher (a mismatch is refused
+//!   when it arrives, as `HalError::CollectiveMismatch`), a rank's stream holds back later work until every rank's part is in (a host
 //!   synchronization that would wait on it waits for ranks driven by other threads, up to
 //!   [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout), then names
 //!   the missing ranks instead of hanging), and
@@ -101,12 +103,13 @@
 //! | `topology`, `link` | [`Topology`], [`LinkSpec`] (figures with their sources); links as contended resources |
 //! | `resource`, `op`, `compute`, `queue` | contended units; one piece of work; what an op reads and writes; data effects in virtual-time order |
 //! | `custom` | user operators: [`host_op`] bodies |
+//! | `workspace` | [`WorkspaceSizes`]: the workspace built-in kernels ask for (none by default; a dry run sets another backend's), [`SimPrepared`] |
 //! | `memory` (and `memory::vmm`, `memory::mappings`, `memory::view`), `host` | the address space of each device, data store, virtual memory, the node's data as one op sees it; pinned host memory |
 //! | `capture` | recording work into graphs |
 //! | [`sanitizer`] | the independent happens-before tracker and its [`RaceReport`]s |
 //! | `timeline`, [`trace`] | executed ops and statistics; the Perfetto export |
 //! | [`fault`], [`limits`] | fault injection; live stream and event limits |
-//! | [`collective`] (`cost`, `data`, `group`, `backlog`, ...), `comm`, `engine::collectives`, `engine::remote_parts` | collectives: cost model, data semantics, matching, held-back work; [`SimComm`]; their placement in the engine; communicators spanning processes |
+//! | [`collective`] (`communicators`, `matching`, `placement`, [`cost`](collective::cost), `effect`, `backlog`, `remote`) | collectives, one room each: [`SimComm`] and communicators, matching the ranks' parts, placing a call on links and engines, the alpha–beta cost, the data effect, work held back behind a call, communicators spanning processes |
 //!
 //! ```
 //! use braid_backend_sim::{SimConfig, SimDevice};
@@ -138,7 +141,6 @@
 
 mod capture;
 pub mod collective;
-mod comm;
 mod compute;
 mod config;
 mod custom;
@@ -157,16 +159,17 @@ mod node;
 mod op;
 pub mod profile;
 mod queue;
-mod remote;
 mod resource;
 pub mod sanitizer;
 mod stream;
 mod timeline;
 mod topology;
 pub mod trace;
+mod workspace;
 
+pub use collective::communicators::{SimComm, JOIN_TIMEOUT};
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
-pub use comm::{SimComm, JOIN_TIMEOUT};
+pub use collective::remote::RemoteGroup;
 pub use config::{
     SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_IPC_TIMEOUT, DEFAULT_TIMELINE_CAPACITY,
 };
@@ -177,12 +180,12 @@ pub use fault::{CallKind, FaultCounts, FaultPlan};
 pub use graph::SimGraph;
 pub use node::{NodeConfig, SimNode};
 pub use profile::{DeviceProfile, NodeProfile, Profile, ProfileError};
-pub use remote::RemoteGroup;
 pub use sanitizer::report::{OpRef, RaceKind, RaceReport};
 pub use sanitizer::SanitizerMode;
 pub use stream::SimStream;
 pub use timeline::{OpRecord, SimStats};
 pub use topology::{LinkSpec, Topology};
+pub use workspace::{SimPrepared, WorkspaceSizes};
 
 /// Re-exported so users of the timeline need not depend on `braid-stream-core` for it.
 pub use braid_stream_core::kernel::ComputeUnit;
@@ -197,7 +200,7 @@ impl braid_stream_core::hal::Backend for SimBackend {
     type Stream = SimStream;
     type Event = SimEvent;
     type Graph = SimGraph;
-    type Prepared = braid_stream_core::TypedKernel;
+    type Prepared = SimPrepared;
     type OpBody = HostOpFn;
     const NAME: &'static str = "sim";
 }

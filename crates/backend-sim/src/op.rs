@@ -3,7 +3,7 @@
 //! Each op keeps its label, stream and declared read and write ranges, so that timelines (and a
 //! sanitizer over them) see every access.
 
-use crate::collective::exchange::Exchange;
+use crate::collective::DataEffect;
 use crate::custom::{unit_peak, SimCustom};
 use crate::profile::DeviceProfile;
 use braid_stream_core::collective::CollectiveCall;
@@ -33,7 +33,7 @@ pub(crate) enum OpKind {
     Collective(Arc<CollectivePart>),
     /// The data effect of a collective that ran: every participant's buffers (queued once per
     /// collective, never placed).
-    Exchange(Arc<Exchange>),
+    CollectiveEffect(Arc<DataEffect>),
 }
 
 /// One rank's part of a collective, with its buffers' ranges.
@@ -128,7 +128,7 @@ impl OpKind {
             OpKind::D2d { .. } => "memcpy_d2d",
             OpKind::Memset { .. } => "memset",
             OpKind::Collective(c) => c.call.op.name(),
-            OpKind::Exchange(x) => x.op.name(),
+            OpKind::CollectiveEffect(x) => x.op.name(),
         }
     }
 
@@ -141,7 +141,7 @@ impl OpKind {
             OpKind::Memset { .. } => ComputeUnit::Vector,
             // Shown on the copy / communication track; collectives occupy the device's
             // communication engine and links, not its copy engines.
-            OpKind::Collective(_) | OpKind::Exchange(_) => ComputeUnit::Copy,
+            OpKind::Collective(_) | OpKind::CollectiveEffect(_) => ComputeUnit::Copy,
         }
     }
 
@@ -172,7 +172,7 @@ impl OpKind {
                     a.push_write(c.recv);
                 }
             }
-            OpKind::Exchange(_) => {}
+            OpKind::CollectiveEffect(_) => {}
         }
         a
     }
@@ -184,7 +184,7 @@ impl OpKind {
             OpKind::Custom(c) => c.0.reads.clone(),
             OpKind::D2h { src, .. } | OpKind::D2d { src, .. } => vec![*src],
             OpKind::Collective(c) => (c.send.len > 0).then_some(c.send).into_iter().collect(),
-            OpKind::H2d { .. } | OpKind::Memset { .. } | OpKind::Exchange(_) => Vec::new(),
+            OpKind::H2d { .. } | OpKind::Memset { .. } | OpKind::CollectiveEffect(_) => Vec::new(),
         }
     }
 
@@ -197,7 +197,7 @@ impl OpKind {
                 vec![*dst]
             }
             OpKind::Collective(c) => (c.recv.len > 0).then_some(c.recv).into_iter().collect(),
-            OpKind::D2h { .. } | OpKind::Exchange(_) => Vec::new(),
+            OpKind::D2h { .. } | OpKind::CollectiveEffect(_) => Vec::new(),
         }
     }
 
@@ -238,7 +238,7 @@ impl OpKind {
             | OpKind::D2h { .. }
             | OpKind::D2d { .. }
             | OpKind::Collective(_)
-            | OpKind::Exchange(_) => 1,
+            | OpKind::CollectiveEffect(_) => 1,
         }
     }
 
@@ -274,7 +274,7 @@ impl OpKind {
             OpKind::D2d { dst, .. } => ns_for(2 * dst.len as u128, p.hbm_effective_bytes_per_s),
             OpKind::Memset { dst, .. } => ns_for(dst.len as u128, p.hbm_effective_bytes_per_s),
             // Timed by the collective cost model when the engine places them.
-            OpKind::Collective(_) | OpKind::Exchange(_) => 0,
+            OpKind::Collective(_) | OpKind::CollectiveEffect(_) => 0,
         };
         raw.max(p.min_kernel_ns)
     }

@@ -1,16 +1,16 @@
 //! [`SimStream`]: the hal stream.
 
+use crate::collective::HostWait;
 use crate::custom::SimCustom;
 use crate::device::{checked, host_wait, lock, same_node, Shared};
-use crate::engine::HostWait;
 use crate::event::SimEvent;
 use crate::fault::{CallKind, Verdict};
 use crate::graph::SimGraph;
 use crate::limits::LiveSlot;
 use crate::op::{CustomKind, OpKind};
+use crate::workspace::{SimPrepared, WorkspaceSizes};
 use crate::SimBackend;
-use braid_stream_core::custom::CustomOp;
-use braid_stream_core::hal::{self, HalError};
+use braid_stream_core::hal::{self, HalError, Operator};
 use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr, DeviceSlice};
 use std::fmt;
@@ -27,6 +27,8 @@ pub struct SimStream {
     index: u32,
     /// Its place among the device's live streams (`None` for the default stream).
     _slot: Option<Arc<LiveSlot>>,
+    /// The device's workspace model, if any ([`crate::SimConfig::workspace_sizes`]).
+    workspace: Option<WorkspaceSizes>,
 }
 
 impl fmt::Debug for SimStream {
@@ -44,12 +46,14 @@ impl SimStream {
         global: u32,
         index: u32,
         slot: Option<Arc<LiveSlot>>,
+        workspace: Option<WorkspaceSizes>,
     ) -> Self {
         SimStream {
             shared,
             global,
             index,
             _slot: slot,
+            workspace,
         }
     }
 
@@ -62,54 +66,6 @@ impl SimStream {
     /// Index of the stream among all streams of its node (the engine's index).
     pub(crate) fn global(&self) -> u32 {
         self.global
-    }
-
-    /// Submits this rank's part `call` of a collective of `comm` (the rank of `comm`, whose
-    /// device must be this stream's), labelled `label` in the timeline (for example
-    /// `allreduce(sum)`).
-    ///
-    /// The part is matched with the other ranks' parts of the same call (the `k`-th
-    /// collective each rank issues on `comm`; sends and receives pair per peer) and refused as
-    /// [`HalError::InvalidArgument`] when it does not match those already in, naming the rank,
-    /// the call and the difference. Until every rank's part is in, the stream holds back what
-    /// is submitted to it afterwards (and events recorded on it are pending; a stream waiting
-    /// on a pending event holds back too). A host synchronization (stream, event or device
-    /// synchronize, event elapsed time, `free_host`) that would wait on held-back work waits
-    /// for the other ranks' parts, submitted by other host threads, up to the node's
-    /// [`SimConfig::collective_timeout`](crate::SimConfig#structfield.collective_timeout)
-    /// (the simulator's `HCCL_EXEC_TIMEOUT`), then fails naming the ranks that have not issued
-    /// the call. It fails at once, without waiting, when the calling thread is the only one
-    /// that has ever submitted parts to the communicator and has submitted parts of every
-    /// missing rank before (one thread driving every rank can never complete the call); a
-    /// rank that has never submitted a part may be driven by a thread that has not reached
-    /// its first call yet, so a wait on it takes the timeout. Then the collective runs in
-    /// virtual time (ready at the latest of the parts' submissions and their streams' ends,
-    /// for the time the cost model gives on the node's links, occupying every participant's
-    /// communication engine and the links the algorithm uses: compute overlaps it), and the
-    /// held-back work follows in order. In data mode the send buffers are read at the start
-    /// and the receive buffers written at the end. Inside a capture the part becomes a graph
-    /// node that runs the collective again at each replay (with the other ranks' replays).
-    ///
-    /// The device's fault plan may make the call fail ([`crate::CallKind::Collective`]): then
-    /// nothing is submitted and the part takes no call number, so the rank may submit it again.
-    ///
-    /// Refused as invalid arguments: a communicator of another node, a stream of another
-    /// device than the rank's, a buffer (of `send_len`/`recv_len` bytes) that is not live
-    /// memory of the stream's device, a root or peer out of range, a send or receive to the
-    /// rank itself.
-    ///
-    /// On a communicator spanning processes (a root info joined by ranks of several nodes)
-    /// the call blocks until every rank has submitted the same call (each rank's ready time
-    /// and send bytes go over the transport); the collective starts at the latest ready time.
-    /// There, send and receive, captures and streams holding back work are
-    /// [`HalError::Unsupported`].
-    pub fn collective(
-        &self,
-        comm: &crate::SimComm,
-        call: &braid_stream_core::collective::CollectiveCall,
-        label: &str,
-    ) -> Result<(), HalError> {
-        comm.submit(self, call, label)
     }
 
     /// Submits `kind`, a `call` the fault plan may make fail now or (a kernel) later, then
@@ -141,24 +97,31 @@ impl SimStream {
 impl hal::Stream for SimStream {
     type B = SimBackend;
 
-    fn prepare(&self, kernel: &TypedKernel) -> Result<TypedKernel, HalError> {
-        Ok(kernel.clone())
+    fn prepare(&self, kernel: &TypedKernel) -> Result<SimPrepared, HalError> {
+        let workspace = match &self.workspace {
+            Some(sizes) => sizes.size(kernel)?,
+            None => 0,
+        };
+        Ok(SimPrepared {
+            kernel: kernel.clone(),
+            workspace,
+        })
     }
 
     fn launch_prepared(
         &self,
-        prepared: TypedKernel,
+        prepared: SimPrepared,
         _workspace: Option<DeviceSlice>,
         label: &str,
     ) -> Result<(), HalError> {
-        self.submit(CallKind::Launch, OpKind::Kernel(prepared), label)
+        self.submit(CallKind::Launch, OpKind::Kernel(prepared.kernel), label)
     }
 
-    fn launch_custom(&self, op: &CustomOp<SimBackend>) -> Result<(), HalError> {
+    fn launch_operator(&self, op: &Operator<'_, SimBackend>) -> Result<(), HalError> {
         // The declaration was validated by the front layer (the hal contract); what the engine
         // needs to stay panic-free (ranges inside the address space) it checks itself.
         let kind = OpKind::Custom(CustomKind(Arc::new(SimCustom::new(op))));
-        self.submit(CallKind::Launch, kind, op.name())
+        self.submit(CallKind::Launch, kind, op.name)
     }
 
     unsafe fn memcpy_h2d(&self, dst: DevicePtr, src: *const u8, len: u64) -> Result<(), HalError> {

@@ -4,10 +4,12 @@
 
 mod common;
 
-use braid_backend_sim::{NodeConfig, SimComm, SimConfig, SimDevice, SimNode, SimStream, Topology};
+use braid_backend_sim::{
+    NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimNode, SimStream, Topology,
+};
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::dtype::DType;
-use braid_stream_core::hal::{Device as _, Event as _, Stream as _};
+use braid_stream_core::hal::{CollectiveBackend, Device as _, Event as _, Stream as _};
 use braid_stream_core::types::{DevicePtr, EventFlags};
 use common::*;
 use std::time::{Duration, Instant};
@@ -82,8 +84,7 @@ fn round(rank: &Rank, r: usize, ranks: usize) {
     fill(rank, r as f32 + 1.0);
     let start = rank.dev.create_event(EventFlags::TIMING).unwrap();
     rank.s.record(&start).unwrap();
-    rank.s
-        .collective(&rank.comm, &all_reduce(rank.x, N as u64), "ar")
+    SimBackend::launch_collective(&rank.s, &rank.comm, &all_reduce(rank.x, N as u64), "ar")
         .unwrap();
     let end = rank.dev.create_event(EventFlags::TIMING).unwrap();
     rank.s.record(&end).unwrap();
@@ -141,9 +142,13 @@ fn a_rank_that_never_submits_fails_the_waits_after_the_timeout() {
         for rank in &ranks[..2] {
             scope.spawn(move || {
                 fill(rank, 1.0);
-                rank.s
-                    .collective(&rank.comm, &all_reduce(rank.x, N as u64), "ar")
-                    .unwrap();
+                SimBackend::launch_collective(
+                    &rank.s,
+                    &rank.comm,
+                    &all_reduce(rank.x, N as u64),
+                    "ar",
+                )
+                .unwrap();
                 let begin = Instant::now();
                 let err = rank.s.synchronize().unwrap_err().to_string();
                 assert!(begin.elapsed() >= timeout, "{:?}", begin.elapsed());
@@ -157,10 +162,13 @@ fn a_rank_that_never_submits_fails_the_waits_after_the_timeout() {
     });
     // Still usable: rank 2's part completes the call and every rank sees the sum.
     fill(&ranks[2], 1.0);
-    ranks[2]
-        .s
-        .collective(&ranks[2].comm, &all_reduce(ranks[2].x, N as u64), "ar")
-        .unwrap();
+    SimBackend::launch_collective(
+        &ranks[2].s,
+        &ranks[2].comm,
+        &all_reduce(ranks[2].x, N as u64),
+        "ar",
+    )
+    .unwrap();
     for rank in &ranks {
         rank.s.synchronize().unwrap();
         assert_eq!(download(&rank.s, rank.x, N), vec![3.0; N]);
@@ -174,16 +182,14 @@ fn a_single_thread_driving_every_rank_fails_at_once() {
     let ranks = ranks(&devs);
     for rank in &ranks {
         fill(rank, 1.0);
-        rank.s
-            .collective(&rank.comm, &all_reduce(rank.x, N as u64), "ar")
+        SimBackend::launch_collective(&rank.s, &rank.comm, &all_reduce(rank.x, N as u64), "ar")
             .unwrap();
     }
     ranks[0].s.synchronize().unwrap();
     // This thread has submitted every part so far, rank 1's too: nobody else will submit
     // rank 1's next part, so waiting would only delay the error.
     let r0 = &ranks[0];
-    r0.s.collective(&r0.comm, &all_reduce(r0.x, N as u64), "ar")
-        .unwrap();
+    SimBackend::launch_collective(&r0.s, &r0.comm, &all_reduce(r0.x, N as u64), "ar").unwrap();
     let e = r0.dev.create_event(EventFlags::TIMING).unwrap();
     r0.s.record(&e).unwrap();
     let begin = Instant::now();
@@ -195,8 +201,7 @@ fn a_single_thread_driving_every_rank_fails_at_once() {
     assert!(r0.dev.synchronize().is_err());
     assert!(begin.elapsed() < timeout / 2, "{:?}", begin.elapsed());
     let r1 = &ranks[1];
-    r1.s.collective(&r1.comm, &all_reduce(r1.x, N as u64), "ar")
-        .unwrap();
+    SimBackend::launch_collective(&r1.s, &r1.comm, &all_reduce(r1.x, N as u64), "ar").unwrap();
     e.synchronize().unwrap();
     assert_eq!(download(&r0.s, r0.x, N), vec![4.0; N]);
 }
@@ -209,8 +214,7 @@ fn a_single_thread_first_call_waits_the_timeout_as_another_thread_may_drive_the_
     let devs = node(2, timeout);
     let ranks = ranks(&devs);
     let r0 = &ranks[0];
-    r0.s.collective(&r0.comm, &all_reduce(r0.x, N as u64), "ar")
-        .unwrap();
+    SimBackend::launch_collective(&r0.s, &r0.comm, &all_reduce(r0.x, N as u64), "ar").unwrap();
     let begin = Instant::now();
     let err = r0.s.synchronize().unwrap_err().to_string();
     assert!(begin.elapsed() >= timeout);
@@ -226,18 +230,16 @@ fn a_rank_waits_for_a_part_another_thread_submits_later() {
     // Rank 1's thread has driven rank 1 before, from another thread than rank 0's.
     std::thread::scope(|scope| {
         scope.spawn(|| {
-            r1.s.collective(&r1.comm, &all_reduce(r1.x, N as u64), "ar")
+            SimBackend::launch_collective(&r1.s, &r1.comm, &all_reduce(r1.x, N as u64), "ar")
                 .unwrap()
         });
     });
-    r0.s.collective(&r0.comm, &all_reduce(r0.x, N as u64), "ar")
-        .unwrap();
-    r0.s.collective(&r0.comm, &all_reduce(r0.x, N as u64), "ar")
-        .unwrap();
+    SimBackend::launch_collective(&r0.s, &r0.comm, &all_reduce(r0.x, N as u64), "ar").unwrap();
+    SimBackend::launch_collective(&r0.s, &r0.comm, &all_reduce(r0.x, N as u64), "ar").unwrap();
     std::thread::scope(|scope| {
         let late = scope.spawn(|| {
             std::thread::sleep(Duration::from_millis(50));
-            r1.s.collective(&r1.comm, &all_reduce(r1.x, N as u64), "ar")
+            SimBackend::launch_collective(&r1.s, &r1.comm, &all_reduce(r1.x, N as u64), "ar")
                 .unwrap();
         });
         let begin = Instant::now();

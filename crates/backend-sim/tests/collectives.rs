@@ -3,12 +3,14 @@
 mod common;
 
 use braid_backend_sim::{
-    collective_bound, NodeConfig, SimComm, SimConfig, SimDevice, SimNode, SimStream, Topology,
-    Wiring,
+    collective_bound, NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimNode, SimStream,
+    Topology, Wiring,
 };
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::dtype::DType;
-use braid_stream_core::hal::{Device as _, Event as _, Graph as _, HalError, Stream as _};
+use braid_stream_core::hal::{
+    CollectiveBackend, Comm as _, Device as _, Event as _, Graph as _, HalError, Stream as _,
+};
 use braid_stream_core::kernel::Kernel;
 use braid_stream_core::types::{CaptureMode, DevicePtr, EventFlags};
 use common::*;
@@ -98,7 +100,8 @@ fn all_reduce_f16(n_devices: u32) {
         .map(|d| d.alloc(n as u64 * 2).unwrap())
         .collect();
     for (r, ((s, x), comm)) in ranks.iter().zip(&comms).enumerate() {
-        s.collective(
+        SimBackend::launch_collective(
+            s,
             comm,
             &call(SUM, *x, outs[r], n as u64, DType::F16),
             "allreduce(sum)",
@@ -139,8 +142,7 @@ fn all_gather_reduce_scatter_broadcast_and_all_to_all_move_the_right_blocks() {
     let out: Vec<DevicePtr> = devs.iter().map(|d| d.alloc(64).unwrap()).collect();
     let run = |op, count, check: &dyn Fn(usize, Vec<f32>)| {
         for (r, ((s, x), comm)) in ranks.iter().zip(&comms).enumerate() {
-            s.collective(comm, &call(op, *x, out[r], count, dt), "c")
-                .unwrap();
+            SimBackend::launch_collective(s, comm, &call(op, *x, out[r], count, dt), "c").unwrap();
         }
         for (r, (s, _)) in ranks.iter().enumerate() {
             check(r, get(s, out[r], dt, 9));
@@ -167,34 +169,32 @@ fn send_pairs_with_recv_and_other_ranks_are_not_involved() {
     let comms = SimComm::init_all(&[&devs[0], &devs[1], &devs[2]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
     let out = devs[2].alloc(16).unwrap();
-    ranks[0]
-        .0
-        .collective(
-            &comms[0],
-            &call(
-                CollectiveOp::Send { peer: 2 },
-                ranks[0].1,
-                DevicePtr(0),
-                4,
-                DType::F32,
-            ),
-            "send",
-        )
-        .unwrap();
-    ranks[2]
-        .0
-        .collective(
-            &comms[2],
-            &call(
-                CollectiveOp::Recv { peer: 0 },
-                DevicePtr(0),
-                out,
-                4,
-                DType::F32,
-            ),
-            "recv",
-        )
-        .unwrap();
+    SimBackend::launch_collective(
+        &ranks[0].0,
+        &comms[0],
+        &call(
+            CollectiveOp::Send { peer: 2 },
+            ranks[0].1,
+            DevicePtr(0),
+            4,
+            DType::F32,
+        ),
+        "send",
+    )
+    .unwrap();
+    SimBackend::launch_collective(
+        &ranks[2].0,
+        &comms[2],
+        &call(
+            CollectiveOp::Recv { peer: 0 },
+            DevicePtr(0),
+            out,
+            4,
+            DType::F32,
+        ),
+        "recv",
+    )
+    .unwrap();
     assert_eq!(get(&ranks[2].0, out, DType::F32, 4), vec![1.0; 4]);
     ranks[0].0.synchronize().unwrap();
 }
@@ -204,36 +204,41 @@ fn a_mismatched_part_is_refused_naming_rank_call_and_difference() {
     let devs = node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F16, |_| vec![1.0; 8]);
-    ranks[0]
-        .0
-        .collective(
-            &comms[0],
-            &call(SUM, ranks[0].1, ranks[0].1, 8, DType::F16),
-            "a",
-        )
-        .unwrap();
-    let err = ranks[1]
-        .0
-        .collective(
-            &comms[1],
-            &call(SUM, ranks[1].1, ranks[1].1, 4, DType::F16),
-            "a",
-        )
-        .unwrap_err();
+    SimBackend::launch_collective(
+        &ranks[0].0,
+        &comms[0],
+        &call(SUM, ranks[0].1, ranks[0].1, 8, DType::F16),
+        "a",
+    )
+    .unwrap();
+    let err = SimBackend::launch_collective(
+        &ranks[1].0,
+        &comms[1],
+        &call(SUM, ranks[1].1, ranks[1].1, 4, DType::F16),
+        "a",
+    )
+    .unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains("rank 1's call 0") && msg.contains("count 8 vs 4"),
         "{msg}"
     );
+    // Typed: the matcher's mismatch, naming both ranks and the call.
+    match err {
+        HalError::CollectiveMismatch(m) => {
+            assert_eq!((m.rank, m.expected_rank, m.key.number), (1, 0, 0));
+            assert_eq!((m.expected.count, m.found.count), (8, 4));
+        }
+        other => panic!("expected a collective mismatch, got {other:?}"),
+    }
     // Still usable: the matching part completes the call.
-    ranks[1]
-        .0
-        .collective(
-            &comms[1],
-            &call(SUM, ranks[1].1, ranks[1].1, 8, DType::F16),
-            "a",
-        )
-        .unwrap();
+    SimBackend::launch_collective(
+        &ranks[1].0,
+        &comms[1],
+        &call(SUM, ranks[1].1, ranks[1].1, 8, DType::F16),
+        "a",
+    )
+    .unwrap();
     assert_eq!(get(&ranks[1].0, ranks[1].1, DType::F16, 8), vec![2.0; 8]);
 }
 
@@ -242,14 +247,13 @@ fn waiting_on_a_collective_a_rank_has_not_issued_is_an_error_not_a_hang() {
     let devs = node(3);
     let comms = SimComm::init_all(&[&devs[0], &devs[1], &devs[2]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32; 4]);
-    ranks[0]
-        .0
-        .collective(
-            &comms[0],
-            &call(SUM, ranks[0].1, ranks[0].1, 4, DType::F32),
-            "ar",
-        )
-        .unwrap();
+    SimBackend::launch_collective(
+        &ranks[0].0,
+        &comms[0],
+        &call(SUM, ranks[0].1, ranks[0].1, 4, DType::F32),
+        "ar",
+    )
+    .unwrap();
     let err = ranks[0].0.synchronize().unwrap_err().to_string();
     assert!(err.contains("rank(s) 1, 2 have not issued"), "{err}");
     // Ranks 1 and 2 have never submitted a part: another thread might drive them, so the
@@ -263,14 +267,13 @@ fn waiting_on_a_collective_a_rank_has_not_issued_is_an_error_not_a_hang() {
     assert!(err.contains("rank(s) 1, 2 have not issued"), "{err}");
     assert!(devs[0].synchronize().is_err());
     for r in [2, 1] {
-        ranks[r]
-            .0
-            .collective(
-                &comms[r],
-                &call(SUM, ranks[r].1, ranks[r].1, 4, DType::F32),
-                "ar",
-            )
-            .unwrap();
+        SimBackend::launch_collective(
+            &ranks[r].0,
+            &comms[r],
+            &call(SUM, ranks[r].1, ranks[r].1, 4, DType::F32),
+            "ar",
+        )
+        .unwrap();
     }
     e.synchronize().unwrap();
     assert_eq!(get(&ranks[0].0, ranks[0].1, DType::F32, 4), vec![3.0; 4]);
@@ -283,7 +286,7 @@ fn work_after_a_pending_part_is_held_back_and_runs_after_the_collective() {
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
     let (s0, x0) = &ranks[0];
     let y0 = devs[0].alloc(16).unwrap();
-    s0.collective(&comms[0], &call(SUM, *x0, *x0, 4, DType::F32), "ar")
+    SimBackend::launch_collective(s0, &comms[0], &call(SUM, *x0, *x0, 4, DType::F32), "ar")
         .unwrap();
     // Held back: it reads the all-reduce's result.
     s0.launch(
@@ -314,7 +317,7 @@ fn work_after_a_pending_part_is_held_back_and_runs_after_the_collective() {
         )
         .unwrap();
     let (s1, x1) = &ranks[1];
-    s1.collective(&comms[1], &call(SUM, *x1, *x1, 4, DType::F32), "ar")
+    SimBackend::launch_collective(s1, &comms[1], &call(SUM, *x1, *x1, 4, DType::F32), "ar")
         .unwrap();
     assert_eq!(get(&other, z0, DType::F32, 4), vec![60.0; 4]);
     assert_eq!(get(s0, y0, DType::F32, 4), vec![30.0; 4]);
@@ -336,8 +339,13 @@ fn a_collective_takes_the_cost_models_time_and_is_labelled() {
         .map(|d| (d.create_stream(0).unwrap(), d.alloc(count * 2).unwrap()))
         .collect();
     for ((s, x), c) in bufs.iter().zip(&comms) {
-        s.collective(c, &call(SUM, *x, *x, count, DType::F16), "allreduce(sum)")
-            .unwrap();
+        SimBackend::launch_collective(
+            s,
+            c,
+            &call(SUM, *x, *x, count, DType::F16),
+            "allreduce(sum)",
+        )
+        .unwrap();
     }
     bufs[0].0.synchronize().unwrap();
     let bound = collective_bound(SUM, 4, count * 2, &comms[0].link_params(DType::F16));
@@ -363,9 +371,13 @@ fn communication_overlaps_compute_on_another_stream() {
         let comm_stream = d.create_stream(0).unwrap();
         let x = d.alloc(count * 2).unwrap();
         compute.launch(&busy(2_000_000).into(), "compute").unwrap();
-        comm_stream
-            .collective(c, &call(SUM, x, x, count, DType::F16), "allreduce(sum)")
-            .unwrap();
+        SimBackend::launch_collective(
+            &comm_stream,
+            c,
+            &call(SUM, x, x, count, DType::F16),
+            "allreduce(sum)",
+        )
+        .unwrap();
         compute_ns = 2_000_000;
         comm_ns = collective_bound(SUM, 2, count * 2, &c.link_params(DType::F16));
     }
@@ -390,8 +402,13 @@ fn a_captured_all_reduce_runs_again_at_each_replay_of_every_rank() {
         .zip(&comms)
         .map(|((s, x), c)| {
             s.begin_capture(CaptureMode::ThreadLocal).unwrap();
-            s.collective(c, &call(SUM, *x, *x, 4, DType::F32), "allreduce(sum)")
-                .unwrap();
+            SimBackend::launch_collective(
+                s,
+                c,
+                &call(SUM, *x, *x, 4, DType::F32),
+                "allreduce(sum)",
+            )
+            .unwrap();
             s.end_capture().unwrap()
         })
         .collect();
@@ -442,8 +459,7 @@ fn ranks_of_one_node_joining_a_root_info_form_a_node_communicator() {
     assert_eq!((comms[2].rank(), comms[2].ranks()), (2, 4));
     let ranks = setup(&devs, DType::F16, |r| vec![r as f32; 2]);
     for ((s, x), c) in ranks.iter().zip(&comms) {
-        s.collective(c, &call(SUM, *x, *x, 2, DType::F16), "ar")
-            .unwrap();
+        SimBackend::launch_collective(s, c, &call(SUM, *x, *x, 2, DType::F16), "ar").unwrap();
     }
     assert_eq!(get(&ranks[3].0, ranks[3].1, DType::F16, 2), vec![6.0; 2]);
     let foreign = braid_stream_core::collective::RootInfo::from_bytes(&[0u8; 4108]).unwrap();
@@ -465,9 +481,15 @@ fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
     std::thread::scope(|scope| {
         for (((s, x), c), out) in ranks.iter().zip(&comms).zip(&outs) {
             scope.spawn(move || {
-                s.collective(c, &call(SUM, *x, *x, 4, DType::F16), "allreduce(sum)")
-                    .unwrap();
-                s.collective(
+                SimBackend::launch_collective(
+                    s,
+                    c,
+                    &call(SUM, *x, *x, 4, DType::F16),
+                    "allreduce(sum)",
+                )
+                .unwrap();
+                SimBackend::launch_collective(
+                    s,
                     c,
                     &call(CollectiveOp::AllGather, *x, *out, 4, DType::F16),
                     "ag",
@@ -495,7 +517,8 @@ fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
         })
         .collect();
     assert_eq!(starts[0], starts[1]);
-    let send = ranks[0].0.collective(
+    let send = SimBackend::launch_collective(
+        &ranks[0].0,
         &comms[0],
         &call(
             CollectiveOp::Send { peer: 1 },
@@ -519,17 +542,25 @@ fn communicators_and_parts_are_checked() {
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |_| vec![1.0; 4]);
     let (s0, x0) = &ranks[0];
-    let wrong_device = s0.collective(&comms[1], &call(SUM, *x0, *x0, 4, DType::F32), "ar");
+    let wrong_device =
+        SimBackend::launch_collective(s0, &comms[1], &call(SUM, *x0, *x0, 4, DType::F32), "ar");
     assert!(matches!(wrong_device, Err(HalError::InvalidArgument(m)) if m.contains("rank 1")));
-    let too_long = s0.collective(&comms[0], &call(SUM, *x0, *x0, 1 << 20, DType::F32), "ar");
+    let too_long = SimBackend::launch_collective(
+        s0,
+        &comms[0],
+        &call(SUM, *x0, *x0, 1 << 20, DType::F32),
+        "ar",
+    );
     assert!(matches!(too_long, Err(HalError::InvalidArgument(m)) if m.contains("not live memory")));
-    let root = s0.collective(
+    let root = SimBackend::launch_collective(
+        s0,
         &comms[0],
         &call(CollectiveOp::Broadcast { root: 2 }, *x0, *x0, 4, DType::F32),
         "b",
     );
     assert!(root.is_err());
-    let to_self = s0.collective(
+    let to_self = SimBackend::launch_collective(
+        s0,
         &comms[0],
         &call(CollectiveOp::Send { peer: 0 }, *x0, *x0, 4, DType::F32),
         "s",
@@ -549,7 +580,7 @@ fn ranks_submit_from_their_own_threads() {
         for ((s, x), c) in ranks.iter().zip(&comms) {
             scope.spawn(move || {
                 for _ in 0..3 {
-                    s.collective(c, &call(SUM, *x, *x, 16, DType::F16), "ar")
+                    SimBackend::launch_collective(s, c, &call(SUM, *x, *x, 16, DType::F16), "ar")
                         .unwrap();
                 }
             });
@@ -587,7 +618,7 @@ fn ranks_in_two_servers_use_the_network_and_timing_only_mode_runs_the_same_sched
     let streams: Vec<SimStream> = devs.iter().map(|d| d.create_stream(0).unwrap()).collect();
     for ((d, s), c) in devs.iter().zip(&streams).zip(&comms) {
         let x = d.alloc(count * 2).unwrap();
-        s.collective(c, &call(SUM, x, x, count, DType::BF16), "allreduce(sum)")
+        SimBackend::launch_collective(s, c, &call(SUM, x, x, count, DType::BF16), "allreduce(sum)")
             .unwrap();
     }
     streams[3].synchronize().unwrap();
@@ -615,24 +646,23 @@ fn a_captured_send_of_two_ranks_does_not_shift_a_third_ranks_numbers() {
         .map(|(r, ((s, x), c))| {
             s.begin_capture(CaptureMode::ThreadLocal).unwrap();
             match r {
-                0 => s
-                    .collective(
-                        c,
-                        &call(CollectiveOp::Send { peer: 1 }, *x, *x, 2, DType::F32),
-                        "send",
-                    )
-                    .unwrap(),
-                1 => s
-                    .collective(
-                        c,
-                        &call(CollectiveOp::Recv { peer: 0 }, tmp, tmp, 2, DType::F32),
-                        "recv",
-                    )
-                    .unwrap(),
+                0 => SimBackend::launch_collective(
+                    s,
+                    c,
+                    &call(CollectiveOp::Send { peer: 1 }, *x, *x, 2, DType::F32),
+                    "send",
+                )
+                .unwrap(),
+                1 => SimBackend::launch_collective(
+                    s,
+                    c,
+                    &call(CollectiveOp::Recv { peer: 0 }, tmp, tmp, 2, DType::F32),
+                    "recv",
+                )
+                .unwrap(),
                 _ => {}
             }
-            s.collective(c, &call(SUM, *x, *x, 2, DType::F32), "ar")
-                .unwrap();
+            SimBackend::launch_collective(s, c, &call(SUM, *x, *x, 2, DType::F32), "ar").unwrap();
             s.end_capture().unwrap()
         })
         .collect();
@@ -649,7 +679,7 @@ fn an_eager_record_supersedes_a_held_one_and_releases_its_waiters() {
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |_| vec![1.0; 2]);
     let (s0, x0) = &ranks[0];
-    s0.collective(&comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
+    SimBackend::launch_collective(s0, &comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
         .unwrap();
     let e = devs[0].create_event(EventFlags::default()).unwrap();
     s0.record(&e).unwrap();
@@ -678,13 +708,13 @@ fn ranks_issuing_calls_in_crossed_orders_get_an_error_naming_the_call() {
     // Rank 0 sends before the all-reduce, rank 1 receives after it: both calls are fully
     // issued, yet each waits for the other behind it.
     let send = call(CollectiveOp::Send { peer: 1 }, *x0, *x0, 2, DType::F32);
-    s0.collective(&comms[0], &send, "send").unwrap();
-    s0.collective(&comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
+    SimBackend::launch_collective(s0, &comms[0], &send, "send").unwrap();
+    SimBackend::launch_collective(s0, &comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
         .unwrap();
-    s1.collective(&comms[1], &call(SUM, *x1, *x1, 2, DType::F32), "ar")
+    SimBackend::launch_collective(s1, &comms[1], &call(SUM, *x1, *x1, 2, DType::F32), "ar")
         .unwrap();
     let recv = call(CollectiveOp::Recv { peer: 0 }, *x1, *x1, 2, DType::F32);
-    s1.collective(&comms[1], &recv, "recv").unwrap();
+    SimBackend::launch_collective(s1, &comms[1], &recv, "recv").unwrap();
     let err = s0.synchronize().unwrap_err().to_string();
     assert!(
         err.contains("call 0 from rank 0 to rank 1") && err.contains("issued by every rank"),
@@ -711,7 +741,8 @@ fn a_collective_reading_a_buffer_another_stream_still_writes_is_a_race_naming_bo
         .launch(&braid_stream_core::TypedKernel::from(&fill), "writer")
         .unwrap();
     for (r, ((s, x), comm)) in ranks.iter().zip(&comms).enumerate() {
-        s.collective(
+        SimBackend::launch_collective(
+            s,
             comm,
             &call(SUM, *x, outs[r], n, DType::F32),
             "allreduce(sum)",

@@ -1,8 +1,10 @@
 //! Fault injection at the hal: each kind fails as the runtime would, without effect, and
 //! the runtime's stream and event limits reach the caller as ACL's codes.
 
-use braid_backend_sim::{CallKind, FaultPlan, SimConfig, SimDevice};
-use braid_stream_core::hal::{Device as _, Event as _, Graph as _, HalError, Stream as _};
+use braid_backend_sim::{CallKind, FaultPlan, SimBackend, SimConfig, SimDevice};
+use braid_stream_core::hal::{
+    CollectiveBackend, Device as _, Event as _, Graph as _, HalError, Stream as _,
+};
 use braid_stream_core::kernel::Kernel;
 use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags};
@@ -316,7 +318,7 @@ fn a_failed_collective_part_is_not_added_and_the_rank_may_submit_it_again() {
     };
     let (s0, x0) = &ranks[0];
     let before = devs[0].host_time_ns();
-    let err = s0.collective(&comms[0], &call(*x0), "ar").unwrap_err();
+    let err = SimBackend::launch_collective(s0, &comms[0], &call(*x0), "ar").unwrap_err();
     assert_eq!(code(&err), 507_000);
     assert!(err.to_string().contains("Collective"), "{err}");
     assert_eq!(devs[0].host_time_ns(), before, "no effect, no host time");
@@ -324,8 +326,8 @@ fn a_failed_collective_part_is_not_added_and_the_rank_may_submit_it_again() {
     s0.synchronize().unwrap();
     // Rank 1's part waits for rank 0's call 0, which the retry provides.
     let (s1, x1) = &ranks[1];
-    s1.collective(&comms[1], &call(*x1), "ar").unwrap();
-    s0.collective(&comms[0], &call(*x0), "ar").unwrap();
+    SimBackend::launch_collective(s1, &comms[1], &call(*x1), "ar").unwrap();
+    SimBackend::launch_collective(s0, &comms[0], &call(*x0), "ar").unwrap();
     for (r, (s, x)) in ranks.iter().enumerate() {
         let mut out = [0u8; 4];
         // SAFETY: `out` outlives the copy, observed by the synchronize below.

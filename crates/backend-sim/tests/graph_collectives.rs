@@ -4,12 +4,12 @@
 mod common;
 
 use braid_backend_sim::{
-    collective_bound, NodeConfig, SimComm, SimConfig, SimDevice, SimGraph, SimMode, SimNode,
-    SimStream, Topology,
+    collective_bound, NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimGraph, SimMode,
+    SimNode, SimStream, Topology,
 };
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::dtype::DType;
-use braid_stream_core::hal::{Device as _, Graph as _, Stream as _};
+use braid_stream_core::hal::{CollectiveBackend, Device as _, Graph as _, Stream as _};
 use braid_stream_core::types::{CaptureMode, DevicePtr, EventFlags};
 use common::*;
 use std::time::{Duration, Instant};
@@ -55,9 +55,7 @@ fn capture_step(
     compute.begin_capture(CaptureMode::ThreadLocal).unwrap();
     compute.record(&fork).unwrap();
     comm_stream.wait(&fork).unwrap();
-    comm_stream
-        .collective(comm, call, "allreduce(sum)")
-        .unwrap();
+    SimBackend::launch_collective(&comm_stream, comm, call, "allreduce(sum)").unwrap();
     compute.launch(&busy(compute_ns).into(), "compute").unwrap();
     comm_stream.record(&join).unwrap();
     compute.wait(&join).unwrap();

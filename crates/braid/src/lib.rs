@@ -11,6 +11,7 @@
 //! | [`trace`] | `braid-trace` | PyTorch memory snapshots: replay through the allocator (on the simulator with feature `sim`), export for pytorch.org/memory_viz |
 //! | [`sim`] | `braid-backend-sim` | the simulated device (feature `sim`) |
 //! | `acl` | `braid-backend-acl` | Huawei Ascend through ACL (feature `acl`) |
+//! | [`graph_memory`] | this crate | graph memory known before capture: a dry run of a capture closure on a timing-only simulated device predicts a graph pool's bytes (feature `sim`) |
 //! | [`scenarios`] | this crate | the seed scenarios behind `braid demo` and the examples |
 //!
 //! Start with the repository's README (a user's guide, whose code blocks are tested as this
@@ -56,6 +57,9 @@ pub use braid_trace as trace;
 
 #[cfg(feature = "sim")]
 pub use braid_backend_sim as sim;
+
+#[cfg(feature = "sim")]
+pub mod graph_memory;
 
 #[cfg(feature = "sim")]
 pub mod scenarios;

@@ -1,12 +1,11 @@
 //! [`Communicator`]: one rank's handle on a communicator, and how communicators are made
 //! (all ranks in this process, or one rank joining through a root info).
 
-use crate::backend::CollectiveBackend;
 use crate::error::{CollectiveError, Result};
 use crate::exchange::SignatureExchange;
 use crate::ledger::{Ledger, MismatchCheck};
 use braid_stream_core::collective::RootInfo;
-use braid_stream_core::hal::HalError;
+use braid_stream_core::hal::{CollectiveBackend, HalError};
 use braid_stream_core::Device;
 use std::fmt;
 use std::sync::Arc;
@@ -204,7 +203,7 @@ impl<B: CollectiveBackend> Communicator<B> {
             return Err(CollectiveError::RankOutOfRange { rank, ranks });
         }
         let comm = B::init_root_info(device.hal(), ranks, rank, info).map_err(|source| {
-            if B::is_refused_argument(&source) {
+            if source.is_invalid_argument() {
                 CollectiveError::BadRootInfo { rank, source }
             } else {
                 CollectiveError::Backend {

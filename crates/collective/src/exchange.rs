@@ -9,12 +9,11 @@
 //! every collective, so every collective becomes a host synchronization point of all ranks.
 //! A debugging aid, off by default ([`crate::CommOptions::exchange_signatures`]).
 
-use crate::backend::CollectiveBackend;
 use crate::error::{CollectiveError, Result};
 use crate::ledger::MismatchCheck;
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp, Signature};
-use braid_stream_core::hal::HalError;
-use braid_stream_core::{Access, DType, Device, DeviceMemory, Stream};
+use braid_stream_core::hal::{CollectiveBackend, HalError};
+use braid_stream_core::{DType, Device, DeviceMemory, Stream};
 use parking_lot::Mutex;
 use std::sync::Arc;
 
@@ -102,9 +101,7 @@ impl<B: CollectiveBackend> SignatureExchange<B> {
             count: SIGNATURE_WORDS as u64,
             dtype: DType::F32,
         };
-        let uses = [(send, Access::Read), (recv, Access::Write)];
-        self.stream
-            .submit_op(LABEL, &uses, |hal| B::launch(hal, &self.comm, &call, LABEL))?;
+        self.stream.launch_collective(&self.comm, &call, LABEL)?;
         let words = self.stream.copy_d2h(recv)?.wait_as(DType::F32)?;
         words
             .chunks_exact(SIGNATURE_WORDS)

@@ -1,6 +1,11 @@
 //! Collective communication over braid's backends: communicators over several devices and
 //! HCCL's collectives as stream operators.
 //!
+//! This crate is a front layer over the hal's collective extension
+//! ([`CollectiveBackend`], in `braid-stream-core`): each backend implements it in its own
+//! crate (the simulator's node, HCCL in `braid-backend-acl`), and this crate depends on no
+//! backend.
+//!
 //! A [`Communicator`] is one rank's handle: its device, its rank and the number of ranks.
 //! Make every rank of a single-process communicator at once with [`Communicator::init_all`]
 //! (`HcclCommInitAll`), or join a communicator whose ranks live in several processes or nodes
@@ -36,7 +41,6 @@
 //! An all-reduce over the four devices of a simulated node:
 //!
 //! ```
-//! # #[cfg(feature = "sim")] {
 //! use braid_backend_sim::{NodeConfig, SimBackend, SimConfig, SimNode, Topology};
 //! use braid_collective::{CollectiveError, Communicator, ReduceOp};
 //! use braid_stream_core::{DType, Device};
@@ -70,7 +74,6 @@
 //! let err = comms[1].all_reduce(stream, buf, buf, DType::F16, ReduceOp::Min).unwrap_err();
 //! assert!(matches!(err, CollectiveError::Mismatch { rank: 1, call: 1, .. }));
 //! assert!(err.to_string().ends_with("operation allreduce(max) vs allreduce(min)"));
-//! # }
 //! ```
 //!
 //! # Where things are
@@ -81,38 +84,26 @@
 //! | `ops` | the collectives and their checks |
 //! | `ledger` | mismatch detection: [`MismatchCheck`] and the single-process ledger |
 //! | `exchange` | the signature exchange of root-info communicators ([`CommOptions::exchange_signatures`]) |
-//! | `buffer` | [`CollectiveBuffer`] |
-//! | `backend` | [`CollectiveBackend`]: what a backend provides (HCCL's communicator calls) |
-//! | `sim` | the simulator's implementation (feature `sim`, default) |
-//! | `acl` | HCCL's implementation (feature `acl`) |
 //! | `error` | [`CollectiveError`] |
 //! | `transport` | [`RootInfoTransport`], [`TcpRootInfoTransport`]: the root info between processes |
 #![warn(missing_docs)]
 
-#[cfg(feature = "acl")]
-mod acl;
-mod backend;
-mod buffer;
 mod communicator;
 mod error;
 mod exchange;
 mod ledger;
 mod ops;
-#[cfg(feature = "sim")]
-mod sim;
 mod transport;
 
-pub use backend::CollectiveBackend;
 pub use braid_stream_core::collective::{
     CollectiveCall, CollectiveOp, ReduceOp, RootInfo, Signature, ROOT_INFO_BYTES,
 };
-pub use buffer::CollectiveBuffer;
+pub use braid_stream_core::hal::CollectiveBackend;
+pub use braid_stream_core::CollectiveBuffer;
 pub use communicator::{CommOptions, Communicator};
 pub use error::{CollectiveError, Result};
 pub use ledger::MismatchCheck;
 pub use transport::{RootInfoTransport, TcpRootInfoTransport, TransportError};
 
-#[cfg(test)]
-mod test_backend;
 #[cfg(test)]
 mod tests;

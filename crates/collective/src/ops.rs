@@ -1,17 +1,16 @@
 //! The collectives of a [`Communicator`], each one rank's part enqueued on a stream of the
 //! rank's device as an operator with declared reads and writes
-//! ([`braid_stream_core::Stream::submit_op`]): ordering, automatic allocator lifetime, capture
+//! ([`braid_stream_core::Stream::launch_collective`]): ordering, automatic allocator lifetime, capture
 //! into graphs and replay work as for any kernel.
 //!
 //! Element counts come from the buffers' lengths; every check runs before anything is
 //! enqueued, and a refused call changes nothing.
 
-use crate::backend::CollectiveBackend;
-use crate::buffer::CollectiveBuffer;
 use crate::communicator::Communicator;
 use crate::error::{CollectiveError, Result};
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
-use braid_stream_core::Access;
+use braid_stream_core::hal::CollectiveBackend;
+use braid_stream_core::CollectiveBuffer;
 use braid_stream_core::{DType, DeviceSlice, Stream, StreamPosition};
 
 /// Elements of `dtype` in `slice`, refusing a partial element.
@@ -200,14 +199,11 @@ impl<B: CollectiveBackend> Communicator<B> {
             count,
             dtype,
         };
-        let mut uses = Vec::with_capacity(2);
         if op.reads_send(rank) {
             check_size(&call, "send", send, call.send_len(rank, ranks), ranks)?;
-            uses.push((send, Access::Read));
         }
         if op.writes_recv() {
             check_size(&call, "recv", recv, call.recv_len(ranks), ranks)?;
-            uses.push((recv, Access::Write));
         }
         let label = op.to_string();
         let span = tracing::debug_span!(
@@ -222,7 +218,7 @@ impl<B: CollectiveBackend> Communicator<B> {
         let comm = &self.inner.comm;
         let mut position = None;
         let mut launch = || -> Result<()> {
-            let pos = stream.submit_op(&label, &uses, |hal| B::launch(hal, comm, &call, &label))?;
+            let pos = stream.launch_collective(comm, &call, &label)?;
             position = Some(pos);
             Ok(())
         };

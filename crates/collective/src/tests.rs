@@ -1,19 +1,28 @@
-//! Unit tests of the front layer on the recording test backend.
+//! Unit tests of the front layer on the hal's noop backend, which notes what it is given.
 
-use crate::test_backend::{TestBackend, TestDevice};
 use crate::*;
+use braid_stream_core::hal::noop::{Launched, NoopBackend as TestBackend, NoopDevice};
+use braid_stream_core::hal::Comm as _;
 use braid_stream_core::{DType, Device, DeviceMemory, Stream};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 fn devices(n: u32) -> Vec<Device<TestBackend>> {
     (0..n)
-        .map(|i| Device::new(TestDevice::new(i)).expect("device"))
+        .map(|i| Device::new(NoopDevice::new(i)).expect("device"))
         .collect()
 }
 
+/// The collective parts launched on `device`: (rank, call, label).
 fn calls(device: &Device<TestBackend>) -> Vec<(u32, CollectiveCall, String)> {
-    device.hal().log.lock().clone()
+    device
+        .hal()
+        .launched()
+        .into_iter()
+        .filter_map(|l| match l {
+            Launched::Collective { rank, call, label } => Some((rank, call, label)),
+            _ => None,
+        })
+        .collect()
 }
 
 struct Ranks {
@@ -49,7 +58,7 @@ fn communicators_are_clone_send_and_sync_handles() {
         assert_eq!((comm.rank(), comm.ranks()), (i as u32, 4));
         assert!(comm.device().same_as(&r.devices[i]));
         assert!(comm.checks_mismatch());
-        assert_eq!(comm.native().rank, i as u32);
+        assert_eq!(comm.native().rank(), i as u32);
     }
     let clone = r.comms[2].clone();
     assert_eq!(clone.rank(), 2);
@@ -474,10 +483,10 @@ fn sends_and_receives_match_per_pair() {
 fn a_failed_launch_leaves_the_ledger_as_it_was() {
     let r = ranks(2);
     let bufs: Vec<_> = r.devices.iter().map(|d| alloc(d, 16)).collect();
-    r.comms[0].native().refuse.store(true, Ordering::Relaxed);
+    r.comms[0].native().refuse_launches(true);
     let err = r.comms[0].all_reduce(&r.streams[0], &bufs[0], &bufs[0], DType::F32, ReduceOp::Sum);
     assert!(matches!(err, Err(CollectiveError::Stream(_))), "{err:?}");
-    r.comms[0].native().refuse.store(false, Ordering::Relaxed);
+    r.comms[0].native().refuse_launches(false);
     // Rank 0's failed call did not take place #0: rank 1's all-gather does.
     let big: Vec<_> = r.devices.iter().map(|d| alloc(d, 32)).collect();
     r.comms[1]

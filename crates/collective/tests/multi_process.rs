@@ -4,7 +4,6 @@
 //! [`Communicator::init_root_info`] on a simulated device of its own, and every rank runs
 //! collectives on a stream and checks their exact results. A child that fails exits non-zero
 //! and fails the test.
-#![cfg(feature = "sim")]
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};

@@ -1,6 +1,5 @@
 //! The bad input on the simulator: each a typed error, and after it the communicator,
 //! devices and allocators still work.
-#![cfg(feature = "sim")]
 
 mod common;
 

@@ -1,6 +1,5 @@
 //! Every collective on 2, 4 and 8 simulated devices in data mode, in every data type, with
 //! the exact numbers expected.
-#![cfg(feature = "sim")]
 
 mod common;
 

@@ -1,6 +1,5 @@
 //! Collectives as operators: captured into a graph on each rank and replayed, and the caching
 //! allocator's automatic lifetime across a collective's stream.
-#![cfg(feature = "sim")]
 
 mod common;
 

@@ -2,7 +2,7 @@
 //!
 //! Each case is a public generic function `fn(&Harness<B>) -> Result<(), CaseError>` that
 //! exercises the front layer ([`braid_stream_core`]), the caching allocator
-//! ([`braid_allocator`], module [`allocator`]; the pinned host allocator, module [`pinned`]) or graph capture ([`braid_graph_capture`],
+//! ([`braid_allocator`], module [`allocator`]; the pinned host allocator, module [`pinned`]; sleep mode, module [`sleep`]) or graph capture ([`braid_graph_capture`],
 //! module [`graph`]) on devices made by the harness, and names the peer scenario it reproduces
 //! (`B13`… from `reference/workloads.md`, section 2). Every case that provokes an error ends by
 //! proving the device still works ([`check_device_works`]); the allocator and graph cases also
@@ -69,6 +69,7 @@ pub mod memory;
 pub mod ordering;
 pub mod pinned;
 pub mod stream_pool;
+pub mod sleep;
 pub mod streams;
 pub mod tags;
 
@@ -213,6 +214,10 @@ macro_rules! __with_cases {
             pinned: [
                 pinned_block_in_flight_is_not_reused,
                 pinned_round_trip_and_empty_cache,
+            ],
+            sleep: [
+                sleep_and_wake_keep_a_captured_graph_valid,
+                bad_sleep_and_wake_calls_leave_things_usable,
             ],
             graph: [
                 session_capture_and_replay,

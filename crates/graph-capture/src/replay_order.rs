@@ -72,6 +72,20 @@ fn subtract(spans: Vec<Span>, cut: Span) -> Vec<Span> {
 
 /// Adds `new` to the sorted, disjoint `spans`, merging what it overlaps or touches (a graph
 /// writes the same blocks many times: the set stays as small as the blocks written).
+/// Every byte `accesses` touch, as sorted, disjoint spans.
+pub(crate) fn touched(accesses: &[(Span, Access)]) -> Vec<Span> {
+    let mut spans: Vec<Span> = accesses.iter().map(|&(s, _)| s).collect();
+    spans.sort_unstable_by_key(|s| s.start);
+    let mut out: Vec<Span> = Vec::with_capacity(spans.len());
+    for s in spans {
+        match out.last_mut() {
+            Some(last) if s.start <= last.end => last.end = last.end.max(s.end),
+            _ => out.push(s),
+        }
+    }
+    out
+}
+
 fn insert_merged(spans: &mut Vec<Span>, new: Span) {
     let mut merged = new;
     spans.retain(|s| {

@@ -4,7 +4,7 @@
 use crate::context::RunContext;
 use crate::error::{GraphError, Result};
 use crate::pool::{graph_pool_handle, GraphPool};
-use crate::replay_order::{AccessRecorder, Footprint};
+use crate::replay_order::{touched, AccessRecorder, Footprint, Span};
 use braid_allocator::{CachingAllocator, PoolFilter};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{CaptureMode, Domain, Graph, Stream, StreamPosition, UseObserver};
@@ -20,6 +20,9 @@ pub struct CapturedGraph<B: Backend> {
     index: u32,
     /// What it needs from other graphs of the pool and writes, at each replay.
     footprint: Footprint,
+    /// Every byte its work reads or writes (sorted, disjoint): a launch is refused while some
+    /// of them sleep.
+    touched: Vec<Span>,
 }
 
 impl<B: Backend> Drop for CapturedGraph<B> {
@@ -48,7 +51,16 @@ impl<B: Backend> CapturedGraph<B> {
     /// launch of the writing graph has run yet, the launch is refused with
     /// [`GraphError::ReplayOrder`] naming both graphs and the bytes, and nothing is enqueued.
     /// Graphs sharing a pool replayed in capture order always pass.
+    ///
+    /// A graph whose work reads or writes memory of a sleeping pool
+    /// ([`braid_allocator::CachingAllocator::sleep`]: weights offloaded between rollout and
+    /// training) is refused with [`braid_allocator::AllocError::MemoryAsleep`] until the wake;
+    /// nothing is enqueued.
     pub fn launch(&self, stream: &Stream<B>) -> Result<StreamPosition> {
+        self.pool
+            .mem_pool()
+            .allocator()
+            .check_awake(self.touched.iter().map(|s| (s.start, s.end)))?;
         self.pool
             .launch(&self.graph, self.index, &self.footprint, stream)
     }
@@ -209,7 +221,8 @@ impl<'a, B: Backend> CaptureSession<'a, B> {
             (Ok(value), Ok(())) => value,
         };
         let graph = graph?;
-        let (index, footprint) = pool.register_capture(&recorder.take(), &live_at_begin);
+        let accesses = recorder.take();
+        let (index, footprint) = pool.register_capture(&accesses, &live_at_begin);
         tracing::debug!(
             nodes = graph.node_count(),
             index,
@@ -222,6 +235,7 @@ impl<'a, B: Backend> CaptureSession<'a, B> {
                 pool,
                 index,
                 footprint,
+                touched: touched(&accesses),
             },
             value,
         ))

@@ -6,9 +6,21 @@
 //! [`CollectiveCall::recv_len`]). Its [`Signature`] is what every rank of a communicator must
 //! agree on for the call to match: the front layer compares signatures to refuse mismatched
 //! calls with a typed error instead of hanging.
+//!
+//! Which parts of the ranks belong to one call, and whether they agree, is the one
+//! [`Matcher`], used by `braid-collective`'s ledger and by the simulator.
+//!
+//! Backends that run collectives implement the hal's collective extension
+//! ([`crate::hal::CollectiveBackend`]); the front layer enqueues a rank's part with
+//! [`crate::Stream::launch_collective`]. These are plain values: this module depends on no
+//! other part of the crate but the data types.
+
+mod matcher;
+
+pub use matcher::{Arrival, CallKey, MatchError, Matcher, Mismatch, Part, Peers};
 
 use crate::dtype::DType;
-use crate::types::DevicePtr;
+use crate::types::{DevicePtr, DeviceSlice};
 use std::fmt;
 
 /// Bytes of a root info (HCCL's `HCCL_ROOT_INFO_BYTES`).
@@ -204,6 +216,16 @@ impl CollectiveCall {
         elements.checked_mul(self.dtype.size())
     }
 
+    /// This rank's send and receive ranges in a communicator of `ranks` ranks (of
+    /// [`CollectiveCall::send_len`] and [`CollectiveCall::recv_len`] bytes, empty where the
+    /// operation sends or receives nothing). `None` on overflow.
+    pub fn ranges(&self, rank: u32, ranks: u32) -> Option<(DeviceSlice, DeviceSlice)> {
+        Some((
+            DeviceSlice::new(self.send, self.send_len(rank, ranks)?),
+            DeviceSlice::new(self.recv, self.recv_len(ranks)?),
+        ))
+    }
+
     /// What every rank must agree on.
     pub fn signature(&self) -> Signature {
         Signature {
@@ -301,6 +323,14 @@ mod tests {
         assert_eq!((recv.send_len(1, 2), recv.recv_len(2)), (Some(0), Some(16)));
         let a2a = call(CollectiveOp::AllToAll, 8);
         assert_eq!((a2a.send_len(0, 4), a2a.recv_len(4)), (Some(64), Some(64)));
+        assert_eq!(
+            recv.ranges(1, 2),
+            Some((
+                DeviceSlice::new(DevicePtr(0x100), 0),
+                DeviceSlice::new(DevicePtr(0x200), 16)
+            ))
+        );
+        assert_eq!(call(CollectiveOp::AllGather, u64::MAX).ranges(0, 2), None);
         assert_eq!(call(CollectiveOp::AllGather, u64::MAX).recv_len(2), None);
     }
 

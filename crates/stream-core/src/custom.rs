@@ -6,52 +6,20 @@
 //! lifetime, capture and replay, timelines and the simulator's sanitizer, exactly as for
 //! braid's built-in [`Kernel`](crate::Kernel)s.
 //!
-//! How the operator computes is the backend's business, so its body has the backend's type
-//! ([`Backend::OpBody`]): on the simulator a host function over exactly the declared ranges
-//! (`braid_backend_sim::host_op`), on ACL a closure handed the native `aclrtStream`
-//! (`braid_backend_acl::native_op`). An operator without a body only occupies the device for its
-//! cost (the simulator) and is refused where it would have to compute (ACL).
+//! The front layer validates the declaration and hands the backend the operator lowered
+//! ([`CustomOp::lower`], a [`hal::Operator`]). How it computes is the backend's business, so
+//! its body has the backend's type ([`Backend::OpBody`]): on the simulator a host function
+//! over exactly the declared ranges (`braid_backend_sim::host_op`), on ACL a closure handed the
+//! native `aclrtStream` (`braid_backend_acl::native_op`). An operator without a body only
+//! occupies the device for its cost (the simulator) and is refused where it would have to
+//! compute (ACL).
 
 use crate::dtype::DType;
-use crate::hal::Backend;
-use crate::kernel::ComputeUnit;
+use crate::hal::{self, Backend, OpCost, OpRange};
 use crate::types::DeviceSlice;
 use crate::uses::Access;
 use std::fmt;
 use std::sync::Arc;
-
-/// What an operator costs on the simulator (real backends ignore it).
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-pub enum OpCost {
-    /// A fixed device time, on no shared unit.
-    Fixed {
-        /// Device time in nanoseconds.
-        ns: u64,
-    },
-    /// Work on a contended unit: the simulator times it like a built-in kernel on that unit,
-    /// from the floating-point operations and the bytes moved, at the operator's data type's
-    /// throughput.
-    Work {
-        /// The unit it occupies.
-        unit: ComputeUnit,
-        /// Floating-point operations.
-        flops: u64,
-        /// Bytes of device memory moved (reads plus writes).
-        bytes: u64,
-    },
-}
-
-/// One declared range of an operator.
-#[derive(Clone, PartialEq, Eq, Debug)]
-pub struct OpRange {
-    /// The bytes.
-    pub slice: DeviceSlice,
-    /// Whether the operator reads or writes them.
-    pub access: Access,
-    /// The tensor shape the range holds, when declared: its element count times the data
-    /// type's size must be the range's length.
-    pub shape: Option<Vec<u64>>,
-}
 
 /// Why an operator cannot be launched as declared.
 #[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
@@ -251,45 +219,21 @@ impl<B: Backend> CustomOp<B> {
         &self.name
     }
 
-    /// The name as a shared string (for backends that keep it beyond the launch).
-    pub fn shared_name(&self) -> Arc<str> {
-        self.name.clone()
-    }
-
     /// Every declared range, in declaration order.
     pub fn ranges(&self) -> &[OpRange] {
         &self.ranges
     }
 
-    /// The ranges read, in declaration order.
-    pub fn reads(&self) -> impl Iterator<Item = DeviceSlice> + '_ {
-        self.ranges
-            .iter()
-            .filter(|r| r.access == Access::Read)
-            .map(|r| r.slice)
-    }
-
-    /// The ranges written, in declaration order.
-    pub fn writes(&self) -> impl Iterator<Item = DeviceSlice> + '_ {
-        self.ranges
-            .iter()
-            .filter(|r| r.access == Access::Write)
-            .map(|r| r.slice)
-    }
-
-    /// The data type it computes in.
-    pub fn data_type(&self) -> DType {
-        self.dtype
-    }
-
-    /// Its cost on the simulator.
-    pub fn op_cost(&self) -> OpCost {
-        self.cost
-    }
-
-    /// Its body, if it has one.
-    pub fn op_body(&self) -> Option<&Arc<B::OpBody>> {
-        self.body.as_ref()
+    /// The operator as its backend receives it ([`hal::Stream::launch_operator`]): borrowed,
+    /// nothing copied. The front layer lowers it after [`CustomOp::validate`].
+    pub fn lower(&self) -> hal::Operator<'_, B> {
+        hal::Operator {
+            name: &self.name,
+            ranges: &self.ranges,
+            dtype: self.dtype,
+            cost: self.cost,
+            body: self.body.as_ref(),
+        }
     }
 
     /// Checks the declaration: ranges inside the address space, shapes matching their ranges,

@@ -49,11 +49,21 @@ impl<B: Backend> DeviceInner<B> {
         sync::write(&self.capture_gate)
     }
 
+    /// This device's identity.
+    pub(crate) fn id(&self) -> DeviceId {
+        DeviceId {
+            backend: B::NAME,
+            ordinal: self.ordinal,
+            uid: self.uid,
+        }
+    }
+
     /// Refuses work on `stream` that an active capture forbids (see
     /// [`DeviceState::check_submit`]); only the default stream can be refused, so other streams
     /// skip the ordering state. Call it with the capture gate held, so the answer holds until
     /// the work reaches the backend.
     pub(crate) fn check_submit(&self, call: &'static str, stream: StreamId) -> Result<()> {
+        crate::dry_run::check(self.id(), call)?;
         if stream == StreamId::DEFAULT {
             self.lock().check_submit(call, stream)
         } else {
@@ -134,11 +144,7 @@ impl<B: Backend> Device<B> {
 
     /// The device's identity: backend, ordinal and a number unique in the process.
     pub fn id(&self) -> DeviceId {
-        DeviceId {
-            backend: B::NAME,
-            ordinal: self.inner.ordinal,
-            uid: self.inner.uid,
-        }
+        self.inner.id()
     }
 
     /// The backend device, for backend-specific calls (for example the simulator's timeline).
@@ -250,6 +256,7 @@ impl<B: Backend> Device<B> {
     /// Allocates a raw segment of device memory, freed when dropped. The caching allocator
     /// (`braid-allocator`) is what applications use; raw segments serve tests and tools.
     pub fn alloc(&self, size: u64) -> Result<DeviceMemory<B>> {
+        crate::dry_run::check(self.id(), "Device::alloc")?;
         DeviceMemory::new(self.clone(), size)
     }
 

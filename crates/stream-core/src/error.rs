@@ -33,6 +33,17 @@ pub enum Error {
         /// The stream's device.
         device: DeviceId,
     },
+    /// A dry run's closure used a device other than the dry run's (`crate::dry_run`): the
+    /// call was refused before anything was enqueued or allocated.
+    #[error("{call} on {device} during a dry run on {dry_run}: a dry run may only use its own device; issue the closure's work through its context (ctx.stream(), ctx.alloc(), ctx.device()) and pass the real device's buffers and streams only to the real capture")]
+    DryRunTouchedDevice {
+        /// The call refused.
+        call: &'static str,
+        /// The device it was made on.
+        device: DeviceId,
+        /// The dry run's device.
+        dry_run: DeviceId,
+    },
     /// Work on one device's stream used memory of another device without a peer relation
     /// (boxed: it names two devices, and `Error` stays small for every other result).
     #[error(transparent)]

@@ -104,6 +104,7 @@ impl<B: Backend> Graph<B> {
     /// as a record of its event at this launch.
     pub fn launch(&self, stream: &Stream<B>) -> Result<StreamPosition> {
         self.device.check_same_device("stream", stream.device())?;
+        crate::dry_run::check(self.device.id(), "Graph::launch")?;
         // As any submission (see `crate::sync`): the capture checks hold until the backend
         // has the launch, and the stream's positions follow its backend order.
         let inner = &self.device.inner;

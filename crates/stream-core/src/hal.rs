@@ -5,8 +5,22 @@
 //! state and check nothing beyond what they need to stay memory safe: all the meaning (the
 //! happens-before model, capture rules, typed misuse errors) lives once, in the front layer
 //! ([`crate::Device`], [`crate::Stream`], [`crate::Event`], [`crate::Graph`]).
+//!
+//! Work reaches a backend lowered: a built-in kernel prepared in two phases
+//! ([`Stream::prepare`], [`Stream::launch_prepared`]), a user operator as an [`Operator`]
+//! ([`Stream::launch_operator`]), a rank's part of a collective through the collective
+//! extension ([`CollectiveBackend`], implemented by the backends that run collectives). The
+//! hal knows nothing of the front layer's types. [`noop`] is a backend implementing every
+//! trait while running nothing, for tests.
 
-use crate::custom::CustomOp;
+mod collectives;
+pub mod noop;
+mod operator;
+
+pub use collectives::{CollectiveBackend, Comm};
+pub use operator::{OpCost, OpRange, Operator};
+
+use crate::collective::{MatchError, Mismatch};
 use crate::kernel::TypedKernel;
 use crate::types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
@@ -45,6 +59,47 @@ pub enum HalError {
         /// Text the runtime gave.
         message: String,
     },
+    /// A rank's part of a collective that does not match the other ranks' parts of the same
+    /// call (a backend that matches the parts itself, as the simulator does, with the one
+    /// [`Matcher`](crate::collective::Matcher)): a refused argument, typed.
+    #[error(transparent)]
+    CollectiveMismatch(Box<Mismatch>),
+    /// The native runtime refused a parameter (HCCL's `HCCL_E_PARA`): a refused argument, as
+    /// [`HalError::InvalidArgument`], that keeps the runtime's code, name and message.
+    #[error("{name} ({code}): {message}")]
+    NativeInvalidArgument {
+        /// Native error number.
+        code: i32,
+        /// Symbolic name of the code.
+        name: &'static str,
+        /// Text the runtime gave.
+        message: String,
+    },
+}
+
+impl HalError {
+    /// Whether the backend refused an argument (rather than failing to do what it was
+    /// asked): [`HalError::InvalidArgument`], [`HalError::NativeInvalidArgument`] or
+    /// [`HalError::CollectiveMismatch`].
+    pub fn is_invalid_argument(&self) -> bool {
+        matches!(
+            self,
+            HalError::InvalidArgument(_)
+                | HalError::NativeInvalidArgument { .. }
+                | HalError::CollectiveMismatch(_)
+        )
+    }
+}
+
+/// A part the matcher refuses: a mismatch as [`HalError::CollectiveMismatch`], a rank the
+/// communicator does not have as an invalid argument.
+impl From<MatchError> for HalError {
+    fn from(err: MatchError) -> Self {
+        match err {
+            MatchError::Mismatch(m) => HalError::CollectiveMismatch(m),
+            other => HalError::InvalidArgument(other.to_string()),
+        }
+    }
 }
 
 /// The streams alive on a device against the runtime's limit ([`Device::stream_budget`]).
@@ -95,7 +150,7 @@ pub trait Backend: Sized + Send + Sync + 'static {
     /// workspace it needs. The simulator's is the kernel itself (no workspace); ACL's holds the
     /// aclnn executor.
     type Prepared: PreparedLaunch;
-    /// How this backend runs a user-defined operator ([`CustomOp::body`]): a host function on
+    /// How this backend runs a user-defined operator ([`Operator::body`]): a host function on
     /// the simulator, a closure handed the native stream on ACL.
     type OpBody: ?Sized + Send + Sync + 'static;
     /// Name shown in logs, errors and tables.
@@ -447,10 +502,10 @@ pub trait Stream: Send + Sync + 'static {
         self.launch_prepared(prepared, None, label)
     }
 
-    /// Enqueues a user-defined operator (already validated by the front layer). A backend that
-    /// cannot run it (no body for this backend) answers [`HalError::Unsupported`] or
+    /// Enqueues a user-defined operator, lowered and validated by the front layer. A backend
+    /// that cannot run it (no body for this backend) answers [`HalError::Unsupported`] or
     /// [`HalError::InvalidArgument`] and enqueues nothing.
-    fn launch_custom(&self, op: &CustomOp<Self::B>) -> Result<(), HalError>;
+    fn launch_operator(&self, op: &Operator<'_, Self::B>) -> Result<(), HalError>;
 
     /// Enqueues a copy of `len` bytes from host memory to the device.
     ///

@@ -35,13 +35,14 @@
 //! | `state` | per-device state under one lock: ordering, capture rules, tags |
 //! | `context` | the per-thread current-stream stack ([`StreamGuard`]) |
 //! | [`kernel`], [`custom`], [`dtype`] | built-in kernels, user operators ([`CustomOp`]), data types |
-//! | [`collective`] | collective calls as values (for backends and `braid-collective`) |
+//! | [`collective`], `buffer` | collective calls as values and the one call matcher (for backends and `braid-collective`); [`CollectiveBuffer`] |
 //! | [`deadline`] | deadlines from timeouts that saturate (`Duration::MAX` waits for ever) |
 //! | `uses` | use observers (how the allocator's automatic mode sees every use) |
 //! | [`ipc`] | sharing memory and events with other processes |
 //! | [`stream_pool`] | reusable streams for captures and tags; running out of streams |
 //! | `peer`, `registry` | several devices: lookup by uid, host knowledge across devices, peer access, foreign memory |
 //! | `memory`, [`types`], [`error`] | raw device memory and host readbacks; value types; errors |
+//! | [`dry_run`] | fences a thread to one device while a dry run plans on it |
 //!
 //! ```
 //! # fn demo<B: braid_stream_core::hal::Backend>(device: braid_stream_core::Device<B>) -> braid_stream_core::Result<()> {
@@ -58,6 +59,7 @@
 #![warn(missing_docs)]
 
 pub mod capture_mode;
+mod buffer;
 pub mod capture_rule;
 pub mod clock;
 pub mod collective;
@@ -65,6 +67,7 @@ mod context;
 pub mod custom;
 pub mod deadline;
 mod device;
+pub mod dry_run;
 pub mod dtype;
 pub mod error;
 mod event;
@@ -72,6 +75,7 @@ mod graph;
 pub mod hal;
 pub mod ipc;
 pub mod kernel;
+mod lowered;
 mod memory;
 pub mod ordering;
 mod peer;
@@ -85,14 +89,16 @@ mod uses;
 mod workspace;
 
 pub use capture_mode::{thread_capture_mode, CaptureModeGuard};
+pub use buffer::CollectiveBuffer;
 pub use context::StreamGuard;
-pub use custom::{CustomOp, OpCost, OpError, OpRange};
+pub use custom::{CustomOp, OpError};
 pub use device::Device;
 pub use dtype::DType;
 pub use error::{Error, Result};
 pub use event::{Event, EventWait};
 pub use graph::Graph;
 pub use ipc::{IpcError, IpcEventHandle, IpcMemKey, IpcMemory};
+pub use hal::{OpCost, OpRange};
 pub use kernel::{ComputeUnit, Kernel, KernelError, TypedKernel};
 pub use memory::{f32_bytes, f32s_from_bytes, DeviceMemory, HostReadback};
 pub use ordering::{CaptureId, Domain, StreamPosition};

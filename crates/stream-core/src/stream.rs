@@ -1,13 +1,15 @@
 //! `Stream<B>`: a FIFO of device work, with the ordering model applied to every submission.
 
 use crate::capture_rule::WaitOutcome;
+use crate::collective::CollectiveCall;
 use crate::custom::CustomOp;
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::event::Event;
 use crate::graph::Graph;
-use crate::hal::{self, Backend, Device as _, PreparedLaunch as _, Stream as _};
+use crate::hal::{self, Backend, Comm as _, Device as _, PreparedLaunch as _, Stream as _};
 use crate::kernel::TypedKernel;
+use crate::lowered::Lowered;
 use crate::memory::HostReadback;
 use crate::ordering::{Domain, StreamPosition, WaitEffect};
 use crate::state::{BlockingTarget, KeepAlive};
@@ -190,8 +192,7 @@ impl<B: Backend> Stream<B> {
     /// pass `kernel.typed(DType::F16)` for another data type.
     pub fn launch(&self, kernel: impl Into<TypedKernel>) -> Result<StreamPosition> {
         let kernel = kernel.into();
-        let label = kernel.name();
-        self.launch_typed(&kernel, label)
+        self.launch_typed(&kernel, kernel.name())
     }
 
     /// Enqueues a built-in kernel with a label for timelines and reports.
@@ -203,16 +204,41 @@ impl<B: Backend> Stream<B> {
         self.launch_typed(&kernel.into(), label)
     }
 
-    /// Launches in two phases: the backend prepares the kernel (no lock held), the workspace it
-    /// asks for comes in stream order ([`Stream::workspace`]), then the launch is submitted
-    /// and the workspace given back right after (reused by this stream's later work only).
     fn launch_typed(&self, kernel: &TypedKernel, label: &str) -> Result<StreamPosition> {
         kernel.validate()?;
-        let uses = || {
-            let reads = kernel.reads().map(|r| (r, Access::Read));
-            reads.chain(kernel.writes().map(|w| (w, Access::Write)))
+        self.submit_operator(Lowered::Kernel { kernel, label })
+    }
+
+    /// Enqueues a user-defined operator ([`CustomOp`]), exactly like a built-in kernel: its
+    /// declaration is validated, its ranges must be live memory of this device, it gets a
+    /// position in the ordering model, and its uses reach the allocator's automatic mode,
+    /// captures, timelines and the simulator's sanitizer.
+    pub fn launch_op(&self, op: &CustomOp<B>) -> Result<StreamPosition> {
+        op.validate()?;
+        self.submit_operator(Lowered::Operator(op.lower()))
+    }
+
+    /// The one path of every operator (built-in kernel, user operator, collective part): its
+    /// ranges placed (live memory of this device or of a peer it may reach), the backend's
+    /// enqueue under this stream's turn, then its uses noted to the observers of the devices
+    /// owning the memory.
+    fn submit_operator(&self, op: Lowered<'_, B>) -> Result<StreamPosition> {
+        let foreign = self.device.place_ranges(op.label(), op.uses())?;
+        let pos = match &op {
+            Lowered::Kernel { kernel, label } => self.submit_kernel(kernel, label)?,
+            Lowered::Operator(lowered) => {
+                self.submit(op.call(), None, |s| s.launch_operator(lowered))?
+            }
+            Lowered::Collective { enqueue, .. } => self.submit(op.call(), None, enqueue)?,
         };
-        let foreign = self.device.place_ranges(label, uses())?;
+        self.device.notify_placed(pos, op.uses(), &foreign);
+        Ok(pos)
+    }
+
+    /// A built-in kernel in two phases: the backend prepares it (no lock held), the workspace
+    /// it asks for comes in stream order ([`Stream::workspace`]), then the launch is submitted
+    /// and the workspace given back right after (reused by this stream's later work only).
+    fn submit_kernel(&self, kernel: &TypedKernel, label: &str) -> Result<StreamPosition> {
         let prepared = self.inner.hal.prepare(kernel)?;
         let needed = prepared.workspace_size();
         let workspace = self.workspace(needed)?;
@@ -222,38 +248,6 @@ impl<B: Backend> Stream<B> {
         })?;
         // Back to the stream's cache in stream order, after the submission's locks are gone.
         drop(workspace);
-        self.device.notify_placed(pos, uses(), &foreign);
-        Ok(pos)
-    }
-
-    /// Enqueues a user-defined operator ([`CustomOp`]), exactly like a built-in kernel: its
-    /// declaration is validated, its ranges must be live memory of this device, it gets a
-    /// position in the ordering model, and its uses reach the allocator's automatic mode,
-    /// captures, timelines and the simulator's sanitizer.
-    pub fn launch_op(&self, op: &CustomOp<B>) -> Result<StreamPosition> {
-        op.validate()?;
-        let uses = || op.ranges().iter().map(|r| (r.slice, r.access));
-        let foreign = self.device.place_ranges(op.name(), uses())?;
-        let pos = self.submit("Stream::launch_op", None, |s| s.launch_custom(op))?;
-        self.device.notify_placed(pos, uses(), &foreign);
-        Ok(pos)
-    }
-
-    /// Enqueues work whose body calls the backend itself (a collective, say): `uses` declares
-    /// every range it reads and writes, and from there it is an operator like any other —
-    /// validated ranges, a position in the happens-before model, use notes for the
-    /// allocator's automatic mode, capture and replay. `body` enqueues the work on the backend
-    /// stream and nothing else; when it fails nothing is enqueued and the stream is unchanged.
-    pub fn submit_op(
-        &self,
-        name: &str,
-        uses: &[(DeviceSlice, Access)],
-        body: impl FnOnce(&B::Stream) -> std::result::Result<(), hal::HalError>,
-    ) -> Result<StreamPosition> {
-        let foreign = self.device.place_ranges(name, uses.iter().copied())?;
-        let pos = self.submit("Stream::submit_op", None, body)?;
-        self.device
-            .notify_placed(pos, uses.iter().copied(), &foreign);
         Ok(pos)
     }
 
@@ -697,6 +691,42 @@ impl<B: Backend> Stream<B> {
     /// Where work submitted to this stream now goes: eager, or into a capture.
     pub fn domain(&self) -> Domain {
         self.device.inner.lock().ordering.domain_of(self.id())
+    }
+}
+
+impl<B: hal::CollectiveBackend> Stream<B> {
+    /// Enqueues rank `comm.rank()`'s part of `call` with its backend communicator `comm`
+    /// (the backend's collective extension, [`hal::CollectiveBackend::launch_collective`]),
+    /// labelled `label`: an operator reading its send buffer and writing its receive buffer
+    /// ([`CollectiveCall::ranges`]), so ordering, the allocator's automatic mode, capture and
+    /// replay treat it like a kernel. Nothing checks that the other ranks agree: that is
+    /// `braid-collective`'s job, which checks every call before it gets here.
+    pub fn launch_collective(
+        &self,
+        comm: &B::Comm,
+        call: &CollectiveCall,
+        label: &str,
+    ) -> Result<StreamPosition> {
+        let (rank, ranks) = (comm.rank(), comm.ranks());
+        let (send, recv) = call.ranges(rank, ranks).ok_or_else(|| {
+            hal::HalError::InvalidArgument(format!(
+                "{label}: the buffers of {} of {} elements over {ranks} ranks overflow",
+                call.op, call.count
+            ))
+        })?;
+        let uses = [(send, Access::Read), (recv, Access::Write)];
+        let used = match (call.op.reads_send(rank), call.op.writes_recv()) {
+            (true, true) => &uses[..],
+            (true, false) => &uses[..1],
+            (false, true) => &uses[1..],
+            (false, false) => &[],
+        };
+        let enqueue = |s: &B::Stream| B::launch_collective(s, comm, call, label);
+        self.submit_operator(Lowered::Collective {
+            label,
+            uses: used,
+            enqueue: &enqueue,
+        })
     }
 }
 

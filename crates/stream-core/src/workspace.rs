@@ -163,6 +163,7 @@ impl<B: Backend> Stream<B> {
         if bytes == 0 {
             return Ok(Workspace::kept(DeviceSlice::new(DevicePtr::NULL, 0)));
         }
+        crate::dry_run::check(self.device().id(), "Stream::workspace")?;
         let workspaces = &self.device().inner.workspaces;
         if let Some(provider) = workspaces.provider() {
             return provider.workspace(self, bytes);

@@ -319,7 +319,7 @@ fn launch(
                 out,
                 alpha,
                 dtype,
-            } => sim.launch_custom(&add_scaled_op(*a, *b, *out, *alpha, *dtype)),
+            } => sim.launch_operator(&add_scaled_op(*a, *b, *out, *alpha, *dtype).lower()),
             Work::RmsNorm {
                 x,
                 gamma,
@@ -328,7 +328,9 @@ fn launch(
                 cols,
                 dtype,
                 epsilon,
-            } => sim.launch_custom(&rms_norm_op(*x, *gamma, *y, *rstd, *cols, *dtype, *epsilon)),
+            } => sim.launch_operator(
+                &rms_norm_op(*x, *gamma, *y, *rstd, *cols, *dtype, *epsilon).lower(),
+            ),
         })
     });
     ret(result.map_err(|e| {

@@ -10,8 +10,9 @@ use crate::errmsg::{fail, Fail};
 use crate::registry::with;
 use braid_acl_sys::hccl::codes::*;
 use braid_acl_sys::hccl::HcclRootInfo;
-use braid_backend_sim::SimComm;
+use braid_backend_sim::{SimBackend, SimComm};
 use braid_stream_core::collective::{CollectiveCall, RootInfo};
+use braid_stream_core::hal::CollectiveBackend;
 use std::collections::{HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, OnceLock};
 
@@ -155,7 +156,7 @@ pub(super) fn collective(
         .ok_or_else(|| invalid(call, handle))?;
     with(|r| {
         r.enqueue_collective(call, stream, device, |s| {
-            s.collective(&sim, collective, call)
+            SimBackend::launch_collective(s, &sim, collective, call)
         })
     })
     .map_err(from_acl)

@@ -12,7 +12,9 @@ use std::ffi::CStr;
 /// memory `HCCL_E_MEMORY`, anything else the runtime's (`HCCL_E_RUNTIME`).
 pub(crate) fn from_hal(call: &str, e: HalError) -> Fail {
     let code = match &e {
-        HalError::InvalidArgument(_) => HCCL_E_PARA,
+        HalError::InvalidArgument(_)
+        | HalError::NativeInvalidArgument { .. }
+        | HalError::CollectiveMismatch(_) => HCCL_E_PARA,
         HalError::Unsupported(_) => HCCL_E_NOT_SUPPORT,
         HalError::OutOfMemory { .. } => HCCL_E_MEMORY,
         _ => HCCL_E_RUNTIME,

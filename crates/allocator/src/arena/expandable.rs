@@ -294,6 +294,8 @@ impl Arena {
             head,
             live: true,
             expandable: Some(x.step),
+            vmm: false,
+            asleep: false,
         });
         self.relabel(head, seg);
         let segments = &self.segments;

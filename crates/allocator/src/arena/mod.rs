@@ -47,11 +47,11 @@ pub(crate) struct Shape {
     pub allocated: u64,
     /// Allocated blocks.
     pub allocated_blocks: usize,
-    /// Bytes in segments.
+    /// Bytes in mapped segments (a sleeping segment's are not counted).
     pub reserved: u64,
     /// Free blocks that are split: (count, bytes).
     pub inactive_split: (u64, u64),
-    /// (pool, segments, bytes) of each private pool holding segments.
+    /// (pool, segments, mapped bytes) of each private pool holding segments.
     pools: Vec<(PoolId, u64, u64)>,
 }
 
@@ -151,14 +151,22 @@ impl Arena {
         };
         let mut blocks_seen = 0usize;
         for (sid, seg) in self.segments.by_addr() {
-            shape.reserved += seg.size;
+            // A sleeping segment keeps its addresses but no memory: not reserved.
+            let mapped = if seg.asleep { 0 } else { seg.size };
+            if seg.asleep && !seg.vmm {
+                return Err(format!(
+                    "segment {:#x} asleep but not virtual memory",
+                    seg.addr
+                ));
+            }
+            shape.reserved += mapped;
             if seg.pool != PoolId::DEFAULT {
                 match shape.pools.iter_mut().find(|(id, _, _)| *id == seg.pool) {
                     Some(p) => {
                         p.1 += 1;
-                        p.2 += seg.size;
+                        p.2 += mapped;
                     }
-                    None => shape.pools.push((seg.pool, 1, seg.size)),
+                    None => shape.pools.push((seg.pool, 1, mapped)),
                 }
             }
             let mut b = seg.head;

@@ -34,29 +34,42 @@ impl<B: Backend> State<B> {
                 blk.pool,
                 blk.segment,
             );
-            if self.arena.segments.get(seg).expandable.is_some() {
+            let segment = self.arena.segments.get(seg);
+            if segment.expandable.is_some() {
                 // A whole free range of an expandable segment: unmap its pages.
                 released += self.unmap_free_block(dev, b);
                 continue;
             }
+            let (vmm, asleep) = (segment.vmm, segment.asleep);
             self.arena.uncache(b);
-            // SAFETY: `addr` is the base of a segment this allocator got from this device and has
-            // not freed; the segment is one free block (no buffer refers to it, no pending use),
-            // and the device was just synchronized, so no queued work uses it.
-            if let Err(err) = unsafe { dev.hal().free(DevicePtr(addr)) } {
+            let freed = if vmm {
+                // SAFETY: a live segment of a sleepable pool, mapped unless asleep; it is one
+                // free block and the device was just synchronized (as below).
+                unsafe { self.unmap_sleepable_segment(dev, addr, size, asleep) }
+            } else {
+                // SAFETY: `addr` is the base of a segment this allocator got from this device
+                // and has not freed; the segment is one free block (no buffer refers to it, no
+                // pending use), and the device was just synchronized, so no queued work uses
+                // it.
+                unsafe { dev.hal().free(DevicePtr(addr)) }
+            };
+            if let Err(err) = freed {
                 tracing::warn!(%err, addr, "returning a segment to the device failed");
                 self.arena.cache(b);
                 continue;
             }
             self.arena.blocks.remove(b);
             self.arena.segments.remove(seg);
+            // A sleeping segment's bytes were no longer counted as reserved.
+            let mapped = if asleep { 0 } else { size };
             if let Some(p) = self.pools.get_mut(pool) {
                 p.segments = p.segments.saturating_sub(1);
-                p.reserved_bytes = p.reserved_bytes.saturating_sub(size);
+                p.reserved_bytes = p.reserved_bytes.saturating_sub(mapped);
+                p.asleep_bytes = p.asleep_bytes.saturating_sub(size - mapped);
             }
             let s = &mut self.stats;
             s.segment.decrease(small, 1);
-            s.reserved_bytes.decrease(small, size);
+            s.reserved_bytes.decrease(small, mapped);
             s.num_device_free += 1;
             if size >= self.config.max_split_size {
                 s.oversize_segments.decrease(1);
@@ -69,7 +82,7 @@ impl<B: Backend> State<B> {
                 stream = stream.0,
                 "segment returned to the device"
             );
-            released += size;
+            released += mapped;
         }
         released
     }

@@ -1,13 +1,18 @@
-//! [`AclComm`]: one rank's HCCL communicator, and [`AclStream::collective`]: one rank's part of
-//! a collective enqueued on a stream.
+//! [`AclComm`]: one rank's HCCL communicator, and the hal's collective extension for ACL
+//! ([`CollectiveBackend`] for [`AclBackend`]): one rank's part of a collective enqueued on a
+//! stream. Every HCCL call goes through [`HcclCalls`].
 
-use super::HcclApi;
+use super::calls::Buffers;
+use super::error::Hccl;
 use crate::bind;
+use crate::calls::Handle;
 use crate::device::AclDevice;
 use crate::stream::AclStream;
+use crate::AclBackend;
+use braid_acl_sys::hccl::codes::HCCL_SUCCESS;
 use braid_acl_sys::hccl::*;
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp, RootInfo};
-use braid_stream_core::hal::{self, HalError};
+use braid_stream_core::hal::{self, CollectiveBackend, Comm, HalError};
 use braid_stream_core::DType;
 use std::collections::HashSet;
 use std::ffi::c_void;
@@ -17,9 +22,9 @@ use std::fmt;
 /// (`HcclCommDestroy`, with its device bound) when dropped; a failure there is reported by
 /// the device's next call.
 pub struct AclComm {
-    api: &'static HcclApi,
+    hccl: Hccl,
     device: AclDevice,
-    raw: usize,
+    raw: Handle,
     rank: u32,
     ranks: u32,
 }
@@ -71,10 +76,7 @@ impl AclComm {
                     d.shared.ordinal
                 )));
             }
-        }
-        let api = first.shared.hccl()?;
-        for d in devices {
-            if !std::ptr::eq(d.shared.hccl()?, api) {
+            if d.shared.library_key() != first.shared.library_key() {
                 return Err(HalError::InvalidArgument(format!(
                     "HcclCommInitAll: device {} comes from another ACL library than device {}",
                     d.shared.ordinal, first.shared.ordinal
@@ -83,23 +85,29 @@ impl AclComm {
         }
         let ranks = u32::try_from(devices.len())
             .map_err(|_| HalError::InvalidArgument("too many devices".into()))?;
-        let mut ids: Vec<i32> = devices.iter().map(|d| d.shared.ordinal as i32).collect();
-        let mut raw: Vec<HcclComm> = vec![std::ptr::null_mut(); devices.len()];
+        let hccl = Hccl::of(first)?;
+        let ids: Vec<i32> = devices.iter().map(|d| d.shared.ordinal as i32).collect();
         first.shared.bind()?;
-        // SAFETY: `ids` holds `ranks` device ids and `raw` room for `ranks` handles.
-        let code = unsafe { (api.HcclCommInitAll)(ranks, ids.as_mut_ptr(), raw.as_mut_ptr()) };
+        let made = hccl.calls.comm_init_all(&ids);
         // HCCL sets each device while it builds the communicators: the thread's current
         // device is no longer known, so the next call binds its own again.
         bind::forget_current();
-        api.check("HcclCommInitAll", code)?;
+        let raw = hccl.result("HcclCommInitAll", made)?;
+        if raw.len() != devices.len() {
+            return Err(HalError::InvalidArgument(format!(
+                "HcclCommInitAll made {} communicator(s) for {} device(s)",
+                raw.len(),
+                devices.len()
+            )));
+        }
         Ok(devices
             .iter()
             .zip(raw)
             .zip(0..)
             .map(|((d, raw), rank)| AclComm {
-                api,
+                hccl: hccl.clone(),
                 device: (*d).clone(),
-                raw: raw as usize,
+                raw,
                 rank,
                 ranks,
             })
@@ -109,20 +117,17 @@ impl AclComm {
     /// A fresh root info for a communicator whose rank 0 runs on `device`
     /// (`HcclGetRootInfo`): the bytes the user ships to every other rank.
     pub fn root_info(device: &AclDevice) -> Result<RootInfo, HalError> {
-        let api = device.shared.hccl()?;
+        let hccl = Hccl::of(device)?;
         device.shared.bind()?;
-        let mut info = Box::new(HcclRootInfo::default());
-        // SAFETY: `info` is valid for a write of the whole struct.
-        api.check("HcclGetRootInfo", unsafe {
-            (api.HcclGetRootInfo)(&mut *info)
-        })?;
-        Ok(RootInfo(Box::new(info.internal)))
+        let info = hccl.result("HcclGetRootInfo", hccl.calls.get_root_info())?;
+        Ok(RootInfo(info))
     }
 
     /// Joins the communicator of `ranks` ranks that `info` describes as rank `rank` on
     /// `device` (`HcclCommInitRootInfo`). HCCL returns once every rank has joined, so each
     /// rank joins from its own thread or process; `braid-acl-sim` returns at once and runs a
-    /// collective when every rank has joined and issued its part.
+    /// collective when every rank has joined and issued its part. Bytes HCCL refuses
+    /// (`HCCL_E_PARA`) are [`HalError::NativeInvalidArgument`].
     pub fn init_root_info(
         device: &AclDevice,
         ranks: u32,
@@ -134,30 +139,17 @@ impl AclComm {
                 "HcclCommInitRootInfo: rank {rank} is not below the rank count {ranks}"
             )));
         }
-        let api = device.shared.hccl()?;
+        let hccl = Hccl::of(device)?;
         device.shared.bind()?;
-        let root = Box::new(HcclRootInfo { internal: *info.0 });
-        let mut raw: HcclComm = std::ptr::null_mut();
-        // SAFETY: `root` is a whole root info; `raw` is valid for a write.
-        let code = unsafe { (api.HcclCommInitRootInfo)(ranks, &*root, rank, &mut raw) };
-        api.check("HcclCommInitRootInfo", code)?;
+        let joined = hccl.calls.comm_init_root_info(ranks, &info.0, rank);
+        let raw = hccl.result("HcclCommInitRootInfo", joined)?;
         Ok(AclComm {
-            api,
+            hccl,
             device: device.clone(),
-            raw: raw as usize,
+            raw,
             rank,
             ranks,
         })
-    }
-
-    /// This communicator's rank.
-    pub fn rank(&self) -> u32 {
-        self.rank
-    }
-
-    /// The number of ranks.
-    pub fn ranks(&self) -> u32 {
-        self.ranks
     }
 
     /// The device this rank runs on.
@@ -170,118 +162,144 @@ impl AclComm {
         self.raw as *mut c_void
     }
 
-    /// The HCCL table the communicator was made with.
-    pub fn api(&self) -> &'static HcclApi {
-        self.api
-    }
-
     /// Asks HCCL for the rank and rank count (`HcclGetRankId`, `HcclGetRankSize`).
     pub fn query_rank_and_size(&self) -> Result<(u32, u32), HalError> {
         self.device.shared.bind()?;
-        let (mut rank, mut size) = (0u32, 0u32);
-        // SAFETY: a live communicator; the out pointers are valid for writes.
-        self.api.check("HcclGetRankId", unsafe {
-            (self.api.HcclGetRankId)(self.as_raw(), &mut rank)
-        })?;
-        // SAFETY: as above.
-        self.api.check("HcclGetRankSize", unsafe {
-            (self.api.HcclGetRankSize)(self.as_raw(), &mut size)
-        })?;
+        let calls = &self.hccl.calls;
+        let rank = self.hccl.result("HcclGetRankId", calls.rank_id(self.raw))?;
+        let size = self
+            .hccl
+            .result("HcclGetRankSize", calls.rank_size(self.raw))?;
         Ok((rank, size))
+    }
+
+    /// Enqueues this rank's part of `call` on `stream` (see
+    /// [`AclBackend::launch_collective`]).
+    fn launch(
+        &self,
+        stream: &AclStream,
+        call: &CollectiveCall,
+        label: &str,
+    ) -> Result<(), HalError> {
+        let ordinal = stream.shared.ordinal;
+        if self.device.shared.ordinal != ordinal {
+            return Err(HalError::InvalidArgument(format!(
+                "{label}: the communicator of rank {} is on ACL device {}, the stream on ACL device {ordinal}",
+                self.rank, self.device.shared.ordinal
+            )));
+        }
+        let (calls, c, s) = (&self.hccl.calls, self.raw, stream.raw);
+        let b = Buffers {
+            send: call.send.0,
+            recv: call.recv.0,
+            count: call.count,
+            dtype: dtype_of(call.dtype),
+        };
+        stream.shared.bind()?;
+        tracing::trace!(label, op = %call.op, count = call.count, "HCCL collective");
+        let (name, code) = match call.op {
+            CollectiveOp::AllReduce(op) => {
+                ("HcclAllReduce", calls.all_reduce(b, reduce_op_of(op), c, s))
+            }
+            CollectiveOp::AllGather => ("HcclAllGather", calls.all_gather(b, c, s)),
+            CollectiveOp::ReduceScatter(op) => (
+                "HcclReduceScatter",
+                calls.reduce_scatter(b, reduce_op_of(op), c, s),
+            ),
+            CollectiveOp::Broadcast { root } => {
+                // In place: the root sends its buffer, every rank receives into its own.
+                let buf = if self.rank == root { b.send } else { b.recv };
+                (
+                    "HcclBroadcast",
+                    calls.broadcast(buf, b.count, b.dtype, root, c, s),
+                )
+            }
+            CollectiveOp::Send { peer } => ("HcclSend", calls.send(b, peer, c, s)),
+            CollectiveOp::Recv { peer } => ("HcclRecv", calls.recv(b, peer, c, s)),
+            CollectiveOp::AllToAll => match calls.all_to_all(b, c, s) {
+                Some(code) => ("HcclAlltoAll", code),
+                None => {
+                    return Err(HalError::Unsupported(
+                        "all-to-all: this libhccl.so has no HcclAlltoAll",
+                    ))
+                }
+            },
+        };
+        self.hccl.check(name, code)?;
+        stream.shared.note_work(stream.raw, 1);
+        if let CollectiveOp::Broadcast { root } = call.op {
+            if self.rank == root && call.send != call.recv {
+                // HCCL's broadcast leaves the root's buffer as it was: the root's own copy
+                // into a separate receive buffer follows it on the stream.
+                let len = call.recv_len(self.ranks).ok_or_else(|| {
+                    HalError::InvalidArgument(format!("{label}: broadcast length overflows"))
+                })?;
+                hal::Stream::memcpy_d2d(stream, call.recv, call.send, len)?;
+            }
+        }
+        Ok(())
     }
 }
 
 impl Drop for AclComm {
     fn drop(&mut self) {
-        let (api, raw) = (self.api, self.as_raw());
-        self.device.shared.release("HcclCommDestroy", |_| {
-            // SAFETY: the communicator is live and destroyed once, here.
-            unsafe { (api.HcclCommDestroy)(raw) }
-        });
+        let (hccl, raw) = (&self.hccl, self.raw);
+        self.device
+            .shared
+            .release_checked(|| match hccl.calls.comm_destroy(raw) {
+                HCCL_SUCCESS => Ok(()),
+                code => Err(hccl.acl_error("HcclCommDestroy", code)),
+            });
     }
 }
 
-impl AclStream {
-    /// Enqueues this rank's part of `call` on this stream with `comm` (`HcclAllReduce`,
+impl Comm for AclComm {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn ranks(&self) -> u32 {
+        self.ranks
+    }
+}
+
+/// Collectives through HCCL. Mismatch checking is the front layer's option
+/// (`braid_collective::CommOptions::check_mismatch`, on by default): HCCL itself hangs.
+impl CollectiveBackend for AclBackend {
+    type Comm = AclComm;
+    const ALWAYS_CHECKS_MISMATCH: bool = false;
+
+    fn init_all(devices: &[&AclDevice]) -> Result<Vec<AclComm>, HalError> {
+        AclComm::init_all(devices)
+    }
+
+    fn root_info(device: &AclDevice) -> Result<RootInfo, HalError> {
+        AclComm::root_info(device)
+    }
+
+    fn init_root_info(
+        device: &AclDevice,
+        ranks: u32,
+        rank: u32,
+        info: &RootInfo,
+    ) -> Result<AclComm, HalError> {
+        AclComm::init_root_info(device, ranks, rank, info)
+    }
+
+    /// Enqueues this rank's part of `call` on `stream` with `comm` (`HcclAllReduce`,
     /// `HcclAllGather`, `HcclReduceScatter`, `HcclBroadcast`, `HcclSend`, `HcclRecv`,
-    /// `HcclAlltoAll`). The communicator must be of this stream's device; buffers are
-    /// device addresses of it, valid for the call's lengths until the collective has run
-    /// (braid-collective checks them; this call does not). HCCL takes an explicit stream:
-    /// on the default stream (a null `aclrtStream`) it answers `HCCL_E_PTR`.
-    pub fn collective(
-        &self,
+    /// `HcclAlltoAll`). The communicator must be of the stream's device; buffers are device
+    /// addresses of it, valid for the call's lengths until the collective has run
+    /// (braid-collective checks them; this call does not). HCCL takes an explicit stream: on
+    /// the default stream (a null `aclrtStream`) it answers `HCCL_E_PTR`. A part HCCL
+    /// refuses as a bad parameter (`HCCL_E_PARA`; on `braid-acl-sim` a part that does not
+    /// match the other ranks') is [`HalError::NativeInvalidArgument`].
+    fn launch_collective(
+        stream: &AclStream,
         comm: &AclComm,
         call: &CollectiveCall,
         label: &str,
     ) -> Result<(), HalError> {
-        let ordinal = self.shared.ordinal;
-        if comm.device.shared.ordinal != ordinal {
-            return Err(HalError::InvalidArgument(format!(
-                "{label}: the communicator of rank {} is on ACL device {}, the stream on ACL device {ordinal}",
-                comm.rank, comm.device.shared.ordinal
-            )));
-        }
-        let api = comm.api;
-        let (c, s) = (comm.as_raw(), self.as_raw());
-        let (send, recv) = (call.send.0 as *mut c_void, call.recv.0 as *mut c_void);
-        let (count, dtype) = (call.count, dtype_of(call.dtype));
-        self.shared.bind()?;
-        tracing::trace!(label, op = %call.op, count, "HCCL collective");
-        // SAFETY: a live communicator of this stream's device and this live stream; the
-        // caller keeps the buffers valid for the call's lengths until it has run.
-        let (name, code) = unsafe {
-            match call.op {
-                CollectiveOp::AllReduce(op) => (
-                    "HcclAllReduce",
-                    (api.HcclAllReduce)(send, recv, count, dtype, reduce_op_of(op), c, s),
-                ),
-                CollectiveOp::AllGather => (
-                    "HcclAllGather",
-                    (api.HcclAllGather)(send, recv, count, dtype, c, s),
-                ),
-                CollectiveOp::ReduceScatter(op) => (
-                    "HcclReduceScatter",
-                    (api.HcclReduceScatter)(send, recv, count, dtype, reduce_op_of(op), c, s),
-                ),
-                CollectiveOp::Broadcast { root } => {
-                    // In place: the root sends its buffer, every rank receives into its own.
-                    let buf = if comm.rank == root { send } else { recv };
-                    (
-                        "HcclBroadcast",
-                        (api.HcclBroadcast)(buf, count, dtype, root, c, s),
-                    )
-                }
-                CollectiveOp::Send { peer } => {
-                    ("HcclSend", (api.HcclSend)(send, count, dtype, peer, c, s))
-                }
-                CollectiveOp::Recv { peer } => {
-                    ("HcclRecv", (api.HcclRecv)(recv, count, dtype, peer, c, s))
-                }
-                CollectiveOp::AllToAll => {
-                    let Some(all_to_all) = api.HcclAlltoAll else {
-                        return Err(HalError::Unsupported(
-                            "all-to-all: this libhccl.so has no HcclAlltoAll",
-                        ));
-                    };
-                    (
-                        "HcclAlltoAll",
-                        all_to_all(send, count, dtype, recv, count, dtype, c, s),
-                    )
-                }
-            }
-        };
-        api.check(name, code)?;
-        self.shared.note_work(self.raw, 1);
-        if let CollectiveOp::Broadcast { root } = call.op {
-            if comm.rank == root && call.send != call.recv {
-                // HCCL's broadcast leaves the root's buffer as it was: the root's own copy
-                // into a separate receive buffer follows it on the stream.
-                let len = call.recv_len(comm.ranks).ok_or_else(|| {
-                    HalError::InvalidArgument(format!("{label}: broadcast length overflows"))
-                })?;
-                hal::Stream::memcpy_d2d(self, call.recv, call.send, len)?;
-            }
-        }
-        Ok(())
+        comm.launch(stream, call, label)
     }
 }

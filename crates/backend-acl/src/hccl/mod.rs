@@ -1,7 +1,9 @@
 //! HCCL, CANN's collective communication library, loaded at run time: the resolved table
-//! ([`HcclApi`]), communicators ([`AclComm`]: `HcclCommInitAll` over devices of this process,
-//! or `HcclGetRootInfo` / `HcclCommInitRootInfo` across processes) and one rank's part of a
-//! collective enqueued on a stream ([`AclStream::collective`](crate::AclStream::collective)).
+//! ([`HcclApi`]), the calls the backend makes through it (`calls`, mocked in unit tests as
+//! `crate::calls` is for ACL), communicators ([`AclComm`]: `HcclCommInitAll` over devices of
+//! this process, or `HcclGetRootInfo` / `HcclCommInitRootInfo` across processes) and one
+//! rank's part of a collective enqueued on a stream (the hal's collective extension,
+//! `CollectiveBackend` for [`AclBackend`](crate::AclBackend)).
 //!
 //! Where the library is looked for (`braid_acl_sys::hccl::LIBRARIES`): `$BRAID_HCCL_LIB`, else
 //! `lib64/libhccl.so` under `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, then `libhccl.so`
@@ -13,15 +15,20 @@
 //! Errors are [`AclError`]s carrying the `HcclResult`, its name
 //! (`braid_acl_sys::hccl::result_name`, `HCCL_E_PARA`, ...), the call and
 //! `HcclGetErrorString`'s text (with `aclGetRecentErrMsg`'s where the runtime left one), as
-//! `HalError::Native`.
+//! `HalError::Native`; a refused parameter (`HCCL_E_PARA`) as
+//! `HalError::NativeInvalidArgument`.
 
+pub(crate) mod calls;
 mod comm;
+pub(crate) mod error;
+#[cfg(test)]
+mod tests;
 
 pub use comm::{dtype_of, reduce_op_of, AclComm};
 
 use crate::api::AclApi;
 use crate::error::AclError;
-use braid_acl_sys::hccl::{result_name, HcclFunctions, HcclResult, LIBRARIES, LIB_ENV};
+use braid_acl_sys::hccl::{HcclFunctions, HcclResult, LIBRARIES, LIB_ENV};
 use braid_acl_sys::loader::{self, LoadError, Loaded};
 use std::collections::HashMap;
 use std::ffi::OsString;
@@ -124,20 +131,12 @@ impl HcclApi {
             return Ok(());
         }
         let text = self.error_string(code);
-        let recent = self.acl.recent_error_message();
-        let message = match (text.is_empty(), recent.is_empty()) {
-            (_, true) => text,
-            (true, false) => recent,
-            (false, false) => format!("{text}; {recent}"),
-        };
-        let err = AclError {
-            code,
-            name: result_name(code),
+        Err(error::error_of(
             call,
-            message,
-        };
-        tracing::debug!(%err, "HCCL call failed");
-        Err(err)
+            code,
+            text,
+            self.acl.recent_error_message(),
+        ))
     }
 }
 

@@ -8,8 +8,19 @@
 //! event is deferred too, from that wait on. A later record of the same event that is not
 //! held back supersedes the held one: when the held record is finally placed it no longer
 //! changes the event ([`Backlog::take_record`]).
+//!
+//! Here too the engine's side: what is held back ([`Held`], [`Work`]), placing it once its
+//! stream is free ([`Engine::pump`]), and the host calls that would wait on it: they wait for
+//! other threads' ranks, or fail at once naming what is missing ([`Engine::may_be_released`]).
 
+use crate::capture::{ExternalEvents, Node};
+use crate::engine::{invalid, Engine};
+use crate::op::Op;
+use braid_stream_core::collective::CallKey;
+use braid_stream_core::hal::HalError;
 use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Condvar};
+use std::time::Duration;
 
 /// One held-back call.
 #[derive(Debug)]
@@ -109,6 +120,276 @@ impl<A> Backlog<A> {
     /// The deferred streams, in index order.
     pub fn streams(&self) -> Vec<u32> {
         self.queues.keys().copied().collect()
+    }
+}
+
+/// Work held back on a deferred stream, placed in order once the stream is free.
+#[derive(Debug)]
+pub(crate) enum Work {
+    /// An op.
+    Op(Op),
+    /// A record of an event ([`Backlog::hold_record`]'s ticket).
+    Record { e: usize, ticket: u64 },
+    /// A wait on an event.
+    Wait(usize),
+    /// A graph launch without collectives (its external events held separately).
+    Graph(Arc<[Node]>),
+}
+
+/// A held-back call: a rank's part of a collective, or other work.
+#[derive(Debug)]
+pub(crate) enum Held {
+    /// The part of call `key` of communicator `comm`.
+    Part { comm: usize, key: CallKey },
+    /// A launch of a graph with collective parts ([`super::graph_run`]), by number.
+    Graph(u64),
+    /// Anything else.
+    Work(Work),
+}
+
+/// What a host call waits on (for [`Engine::may_be_released`]).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum HostWait {
+    /// Every call so far on a stream (node-wide index).
+    Stream(u32),
+    /// An event's latest record.
+    Event(usize),
+    /// The latest records of two events (elapsed time).
+    Events(usize, usize),
+    /// Every stream of the current device (device synchronize, `free_host`).
+    Device,
+}
+
+impl Engine {
+    // ----- running held-back work -----
+
+    /// Places every held-back call that can be placed now, until none can. A call that fails
+    /// (a sanitizer report in abort mode) does not stop the others; the first error is
+    /// returned.
+    pub(crate) fn pump(&mut self) -> Result<(), HalError> {
+        // Host synchronizations waiting on held-back work re-check it once this call lets go
+        // of the engine (cheap when nobody waits).
+        self.progress.notify_all();
+        let mut first_error = None;
+        enum Front {
+            Blocked,
+            Part(usize, CallKey),
+            Graph(u64),
+            Ready,
+        }
+        loop {
+            let mut progressed = false;
+            for s in self.coll.backlog.streams() {
+                loop {
+                    let front = match self.coll.backlog.front(s).map(|d| &d.action) {
+                        None => break,
+                        Some(Held::Work(Work::Wait(e))) if self.coll.backlog.is_pending(*e) => {
+                            Front::Blocked
+                        }
+                        Some(Held::Part { comm, key }) => Front::Part(*comm, *key),
+                        Some(Held::Graph(id)) => Front::Graph(*id),
+                        Some(Held::Work(_)) => Front::Ready,
+                    };
+                    match front {
+                        Front::Blocked => break,
+                        Front::Part(comm, key) => {
+                            if !self.call_ready(comm, &key) {
+                                break;
+                            }
+                            if let Err(e) = self.run_collective(comm, key) {
+                                first_error.get_or_insert(e);
+                            }
+                        }
+                        Front::Graph(id) => match self.advance_run(s, id, &mut first_error) {
+                            Ok(true) => {}
+                            Ok(false) => break,
+                            Err(e) => {
+                                first_error.get_or_insert(e);
+                            }
+                        },
+                        Front::Ready => {
+                            if let Some(Deferred {
+                                host_ns,
+                                action: Held::Work(work),
+                            }) = self.coll.backlog.pop(s)
+                            {
+                                if let Err(e) = self.run_work(s, host_ns, work) {
+                                    first_error.get_or_insert(e);
+                                }
+                            }
+                        }
+                    }
+                    progressed = true;
+                }
+            }
+            if !progressed {
+                return first_error.map_or(Ok(()), Err);
+            }
+        }
+    }
+
+    /// Places held-back `work` of stream `s`, submitted at host time `host_ns`.
+    fn run_work(&mut self, s: u32, host_ns: u64, work: Work) -> Result<(), HalError> {
+        match work {
+            Work::Op(op) => self.place_at(op, host_ns),
+            Work::Record { e, ticket } => {
+                if self.coll.backlog.take_record(e, ticket) {
+                    let t = self.stream(s)?.tail.max(host_ns);
+                    self.record_at(s, e, t);
+                }
+                Ok(())
+            }
+            Work::Wait(e) => self.wait_at(s, e, host_ns),
+            Work::Graph(nodes) => self.replay_at(s, &nodes, &ExternalEvents::default(), host_ns),
+        }
+    }
+
+    // ----- blocked host calls -----
+
+    /// The condition variable paired with the engine's mutex, notified when held-back work
+    /// may have been released.
+    pub(crate) fn progress(&self) -> Arc<Condvar> {
+        self.progress.clone()
+    }
+
+    /// How long a host synchronization waits for other threads' ranks.
+    pub(crate) fn collective_timeout(&self) -> Duration {
+        self.collective_timeout
+    }
+
+    /// Whether the host call waiting on `what` (on behalf of the current device, from the
+    /// calling thread) waits on work held back behind a collective that another host thread
+    /// may still release by submitting its rank's part: then the call waits for it rather
+    /// than failing.
+    ///
+    /// No other thread can release it when the calling thread is the only one that has ever
+    /// submitted parts to the communicator the work waits for, and has submitted parts of
+    /// every rank whose part is missing: it drives those ranks itself, and it is blocked. A
+    /// rank that has never submitted a part might be driven by a thread that has not reached
+    /// its first call yet, so a wait on it is given the timeout.
+    pub(crate) fn may_be_released(&self, what: HostWait) -> bool {
+        let held = match what {
+            HostWait::Stream(s) => self.coll.is_deferred(s).then_some(s),
+            HostWait::Event(e) => self.record_holder(e),
+            HostWait::Events(a, b) => self.record_holder(a).or_else(|| self.record_holder(b)),
+            HostWait::Device => self.devices[self.cur]
+                .streams
+                .iter()
+                .copied()
+                .find(|&s| self.coll.is_deferred(s)),
+        };
+        held.is_some_and(|s| self.stream_may_be_released(s, 0))
+    }
+
+    /// The stream holding back event `e`'s latest record, if it is held back.
+    fn record_holder(&self, e: usize) -> Option<u32> {
+        if !self.coll.is_pending(e) {
+            return None;
+        }
+        self.coll
+            .backlog
+            .holder_of(|h| matches!(h, Held::Work(Work::Record { e: x, .. }) if *x == e))
+    }
+
+    /// Whether another thread may release stream `s`'s held-back work (see
+    /// [`Engine::may_be_released`]); `depth` bounds the chain of held records followed.
+    fn stream_may_be_released(&self, s: u32, depth: u32) -> bool {
+        match self.coll.backlog.front(s).map(|d| &d.action) {
+            Some(Held::Part { comm, key }) => self.call_may_be_released(*comm, key),
+            Some(Held::Graph(id)) => self
+                .run_blocker(*id)
+                .is_none_or(|(comm, key)| self.call_may_be_released(comm, &key)),
+            Some(Held::Work(Work::Wait(e))) if depth < 4 => self
+                .record_holder(*e)
+                .is_none_or(|h| self.stream_may_be_released(h, depth + 1)),
+            // A longer chain: give it the timeout.
+            _ => true,
+        }
+    }
+
+    /// Whether another thread may still submit a missing part of call `key` of `comm` (see
+    /// [`Engine::may_be_released`]).
+    fn call_may_be_released(&self, comm: usize, key: &CallKey) -> bool {
+        let Some(drivers) = self.coll.drivers.get(&comm) else {
+            return true;
+        };
+        let me = std::thread::current().id();
+        let only_me = drivers.threads.iter().all(|t| *t == me);
+        let missing = self.coll.comms[comm].matcher.missing(key);
+        !(only_me && missing.iter().all(|r| drivers.ranks.contains(r)))
+    }
+
+    /// The error of a host call that would wait on stream `s`, whose work is held back.
+    pub(crate) fn blocked_stream(&self, s: u32) -> HalError {
+        let (device, local) = self.locate(s);
+        invalid(format!(
+            "stream {local} of device {device} would wait forever: it {}",
+            self.blocker(s, 0)
+        ))
+    }
+
+    /// The error of a host call that would wait on event `e`, whose record is held back.
+    pub(crate) fn blocked_event(&self, e: usize) -> HalError {
+        invalid(format!(
+            "event {e} would never complete: {}",
+            self.event_blocker(e, 0)
+        ))
+    }
+
+    fn event_blocker(&self, e: usize, depth: u32) -> String {
+        match self
+            .coll
+            .backlog
+            .holder_of(|h| matches!(h, Held::Work(Work::Record { e: x, .. }) if *x == e))
+        {
+            Some(s) if depth < 4 => {
+                let (device, local) = self.locate(s);
+                format!(
+                    "its record is held back on stream {local} of device {device}, which {}",
+                    self.blocker(s, depth + 1)
+                )
+            }
+            _ => "its record is held back behind a collective".to_string(),
+        }
+    }
+
+    /// What stream `s`'s held-back work waits for.
+    fn blocker(&self, s: u32, depth: u32) -> String {
+        let front = match self.coll.backlog.front(s).map(|d| &d.action) {
+            Some(Held::Graph(id)) => self
+                .run_blocker(*id)
+                .map(|(comm, key)| Held::Part { comm, key }),
+            Some(Held::Part { comm, key }) => Some(Held::Part {
+                comm: *comm,
+                key: *key,
+            }),
+            _ => None,
+        };
+        match (
+            front.as_ref(),
+            self.coll.backlog.front(s).map(|d| &d.action),
+        ) {
+            (Some(Held::Part { comm, key }), _) => {
+                let state = &self.coll.comms[*comm];
+                let missing = state.matcher.missing(key);
+                if missing.is_empty() {
+                    format!(
+                        "waits for {key} of communicator {comm}, issued by every rank but not \
+                         yet reached by every rank's stream"
+                    )
+                } else {
+                    let list: Vec<String> = missing.iter().map(u32::to_string).collect();
+                    format!(
+                        "waits for {key} of communicator {comm}, which rank(s) {} have not issued",
+                        list.join(", ")
+                    )
+                }
+            }
+            (_, Some(Held::Work(Work::Wait(e)))) => {
+                format!("waits on event {e}: {}", self.event_blocker(*e, depth))
+            }
+            _ => "holds back work".to_string(),
+        }
     }
 }
 

@@ -47,6 +47,7 @@
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp};
 use braid_stream_core::dtype::DType;
 
+use crate::engine::Engine;
 use crate::profile::DeviceProfile;
 
 /// How the devices of a node are linked, as far as the cost model cares.
@@ -320,6 +321,58 @@ pub fn plan(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> Pl
 /// is compared against ([`plan`]'s time).
 pub fn collective_bound(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> u64 {
     plan(op, ranks, bytes, params).ns
+}
+
+impl Engine {
+    /// The cost model's numbers for a collective between processes on `dtype` elements: the
+    /// topology's network link, one port per rank, the current device's reduction rate.
+    pub fn network_link_params(&self, dtype: braid_stream_core::dtype::DType) -> LinkParams {
+        let network = self.links.topology().network;
+        LinkParams {
+            alpha_ns: network.latency_ns,
+            link_bytes_per_s: network.bytes_per_s,
+            reduce_bytes_per_s: LinkParams::reduce_rate(&self.dev().config.profile, dtype),
+            wiring: Wiring::Switched,
+        }
+    }
+
+    /// The cost model's numbers for communicator `comm` on elements of `dtype`: the links
+    /// between its devices (HCCS in one server, the network otherwise) and the first device's
+    /// reduction rate.
+    pub fn comm_link_params(
+        &self,
+        comm: usize,
+        dtype: braid_stream_core::dtype::DType,
+    ) -> LinkParams {
+        let devices: Vec<usize> = self.coll.comms.get(comm).map_or_else(Vec::new, |c| {
+            (0..c.ranks()).filter_map(|r| c.device(r)).collect()
+        });
+        self.link_params(&devices, dtype)
+    }
+
+    /// The cost model's numbers for a collective among `devices`.
+    pub(crate) fn link_params(
+        &self,
+        devices: &[usize],
+        dtype: braid_stream_core::dtype::DType,
+    ) -> LinkParams {
+        let topology = self.links.topology();
+        let first = devices.first().copied().unwrap_or(self.cur);
+        let one_server = devices
+            .iter()
+            .all(|&d| topology.same_server(first as u32, d as u32));
+        let (spec, wiring) = if one_server {
+            (topology.intra_server, Wiring::FullMesh)
+        } else {
+            (topology.network, Wiring::Switched)
+        };
+        LinkParams {
+            alpha_ns: spec.latency_ns,
+            link_bytes_per_s: spec.bytes_per_s,
+            reduce_bytes_per_s: LinkParams::reduce_rate(&self.devices[first].config.profile, dtype),
+            wiring,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,11 +1,127 @@
-//! Collectives on a simulated node: their alpha–beta cost ([`cost`]), what they do to the
-//! numbers (`data`, `exchange`), how the ranks' parts of a call are matched (`group`), the
-//! communicators (`communicator`), and the work held back behind a collective not yet run
-//! (`backlog`). The engine's side is `engine::collectives`; the handle is [`crate::SimComm`].
+//! Collectives on a simulated node, in one folder with a room for each part of the job:
+//!
+//! | room | what it holds |
+//! |---|---|
+//! | `communicators` | [`crate::SimComm`] (a rank's handle) and the hal's collective extension for [`crate::SimBackend`]; each communicator's state in the engine (`CommState`) and how communicators are made |
+//! | `matching` | each rank's part: its checks, the ranks' parts of a call matched by stream-core's one [`Matcher`](braid_stream_core::collective::Matcher), and when a matched call is ready |
+//! | `placement` | where and when a ready call runs: the node's links and communication engines, the timeline, the sanitizer |
+//! | [`cost`] | the alpha–beta cost model, and the link figures a communicator's calls are costed with |
+//! | `effect` | what a collective does to the numbers (data mode): every rank's receive bytes from every rank's send bytes |
+//! | `backlog` | the work held back behind a collective not yet run, placing it once the call has run, and the host calls that wait on it |
+//! | `remote`, `remote_parts` | communicators spanning processes: the simulator's transport between them ([`crate::RemoteGroup`]) and the engine's side of their parts |
+//!
+//! The engine keeps this state as one [`Collectives`] value; graph launches holding collective
+//! parts are `engine::graph_run`'s.
 
-pub(crate) mod backlog;
-pub(crate) mod communicator;
+mod backlog;
+pub(crate) mod communicators;
 pub mod cost;
-pub(crate) mod data;
-pub(crate) mod exchange;
-pub(crate) mod group;
+mod effect;
+mod matching;
+mod placement;
+pub(crate) mod remote;
+mod remote_parts;
+
+pub(crate) use backlog::{Held, HostWait, Work};
+pub(crate) use communicators::PartInfo;
+pub(crate) use effect::DataEffect;
+
+use crate::capture::Node;
+use crate::engine::GraphRuns;
+use crate::op::OpKind;
+use backlog::{Backlog, Deferred};
+use communicators::CommState;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::ThreadId;
+
+/// The host threads that have submitted parts to one communicator, and the ranks whose
+/// parts they submitted: what tells a wait that no other thread can release from one that
+/// another thread may.
+#[derive(Debug, Default)]
+struct Drivers {
+    /// Every thread that has submitted a part (a handful: one per rank at most, usually).
+    threads: Vec<ThreadId>,
+    /// The ranks that have submitted a part.
+    ranks: BTreeSet<u32>,
+}
+
+/// Numbers nodes uniquely within the process (root infos name their node).
+static NEXT_NODE: AtomicU64 = AtomicU64::new(1);
+
+/// The collective state of a node.
+#[derive(Debug)]
+pub(crate) struct Collectives {
+    backlog: Backlog<Held>,
+    comms: Vec<CommState>,
+    /// Root info communicator id → the node-local communicator its ranks form, from the
+    /// first join on.
+    joined: HashMap<u64, usize>,
+    /// This node's process-unique number.
+    node: u64,
+    /// The launches of graphs with collective parts in progress.
+    pub(crate) runs: GraphRuns,
+    /// Per communicator, who has submitted parts to it.
+    drivers: HashMap<usize, Drivers>,
+}
+
+impl Collectives {
+    /// No communicator, nothing held back.
+    pub fn new() -> Self {
+        Collectives {
+            backlog: Backlog::default(),
+            comms: Vec::new(),
+            joined: HashMap::new(),
+            node: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
+            runs: GraphRuns::default(),
+            drivers: HashMap::new(),
+        }
+    }
+
+    /// Whether stream `s` holds back work.
+    pub fn is_deferred(&self, s: u32) -> bool {
+        self.backlog.is_deferred(s)
+    }
+
+    /// Whether event `e`'s latest record is held back.
+    pub fn is_pending(&self, e: usize) -> bool {
+        self.backlog.is_pending(e)
+    }
+
+    /// Holds back `work` on stream `s`, submitted at host time `host_ns`.
+    pub fn hold(&mut self, s: u32, host_ns: u64, work: Work) {
+        self.push_held(s, host_ns, Held::Work(work));
+    }
+
+    /// Holds back `held` on stream `s`, submitted at host time `host_ns`.
+    pub fn push_held(&mut self, s: u32, host_ns: u64, held: Held) {
+        self.backlog.push(s, host_ns, held);
+    }
+
+    /// The first held-back call of stream `s`.
+    pub fn backlog_front(&self, s: u32) -> Option<&Deferred<Held>> {
+        self.backlog.front(s)
+    }
+
+    /// Removes the first held-back call of stream `s`.
+    pub fn backlog_pop(&mut self, s: u32) -> Option<Deferred<Held>> {
+        self.backlog.pop(s)
+    }
+
+    /// Holds back a record of `e` on stream `s`.
+    pub fn hold_record(&mut self, s: u32, host_ns: u64, e: usize) {
+        let ticket = self.backlog.hold_record(e);
+        self.hold(s, host_ns, Work::Record { e, ticket });
+    }
+
+    /// A record of `e` placed now supersedes a held one; whether one was held (then waits
+    /// held back on `e` may go on).
+    pub fn supersede_record(&mut self, e: usize) -> bool {
+        self.backlog.supersede_record(e)
+    }
+}
+
+/// Whether `node` is a rank's part of a collective.
+pub(crate) fn is_collective(node: &Node) -> bool {
+    matches!(node.op.kind, OpKind::Collective(_))
+}

@@ -55,7 +55,7 @@ impl Engine {
     }
 
     /// Records event `e` eagerly on stream `s`, completing at `t`.
-    pub(super) fn record_at(&mut self, s: u32, e: usize, t: u64) {
+    pub(crate) fn record_at(&mut self, s: u32, e: usize, t: u64) {
         self.sanitizer.record(s, e);
         self.events[e].recorded_on = Some((s, t));
         if self.record_timeline {
@@ -132,7 +132,7 @@ impl Engine {
 
     /// Makes later work on the eager stream `s` wait for event `e`'s last record, as if the
     /// wait was issued at host time `host`.
-    pub(super) fn wait_at(&mut self, s: u32, e: usize, host: u64) -> Result<(), HalError> {
+    pub(crate) fn wait_at(&mut self, s: u32, e: usize, host: u64) -> Result<(), HalError> {
         let EventRecord::At(t) = self.event(e)?.record else {
             return Ok(());
         };
@@ -373,7 +373,7 @@ impl Engine {
             });
         }
         let held = self.coll.is_deferred(s)
-            || nodes.iter().any(collectives::is_collective)
+            || nodes.iter().any(crate::collective::is_collective)
             || external.waits.iter().any(|&e| self.coll.is_pending(e));
         if held {
             return self.hold_graph(s, nodes, external);
@@ -390,7 +390,7 @@ impl Engine {
 
     /// Replays `nodes` on the eager stream `s` as if launched at host time `host`, then
     /// records `external`'s recorded events at its end.
-    pub(super) fn replay_at(
+    pub(crate) fn replay_at(
         &mut self,
         s: u32,
         nodes: &[Node],

@@ -13,15 +13,15 @@
 //!
 //! The sanitizer sees the nodes in graph order (a prefix at a time, as they are placed).
 
-use super::collectives::{is_collective, Held, Work};
 use super::submit::op_info;
 use super::{sanitizer_error, Engine};
 use crate::capture::{ExternalEvents, Node};
-use crate::collective::communicator::PartInfo;
-use crate::collective::group::{CallKey, Part};
+use crate::collective::PartInfo;
+use crate::collective::{is_collective, Held, Work};
 use crate::op::OpKind;
 use crate::sanitizer::report::{OpInfo, RaceReport};
 use crate::sanitizer::{Replay, SanitizerMode};
+use braid_stream_core::collective::{CallKey, Part};
 use braid_stream_core::hal::HalError;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -67,7 +67,7 @@ impl Engine {
     /// Launches a graph holding collective parts (or on a deferred stream, or waiting on a
     /// pending event) on stream `s`: its external waits, the launch and its external records
     /// are held back and run as the stream becomes free; each collective part joins its
-    /// call's group now, in launch order.
+    /// call's matcher now, in launch order.
     pub(super) fn hold_graph(
         &mut self,
         s: u32,
@@ -84,12 +84,13 @@ impl Engine {
                 let call = match &node.op.kind {
                     OpKind::Collective(part) => {
                         let info = PartInfo {
+                            call: part.call,
                             stream: s,
                             label: node.op.label.clone(),
                             node: Some(i),
                         };
                         let replay_of = Some(part.captured);
-                        let key = self.join_call(part.comm, part.rank, part.call, replay_of, info);
+                        let key = self.join_call(part.comm, part.rank, replay_of, info);
                         Some((part.comm, key?))
                     }
                     _ => None,
@@ -125,7 +126,7 @@ impl Engine {
 
     /// When rank part `p` of call `key` of `comm` can run: an eager part first in its
     /// stream's backlog, or a replayed part of a started launch whose dependencies are placed.
-    pub(super) fn part_ready(&self, comm: usize, key: &CallKey, p: &Part<PartInfo>) -> Option<u64> {
+    pub(crate) fn part_ready(&self, comm: usize, key: &CallKey, p: &Part<PartInfo>) -> Option<u64> {
         let s = p.payload.stream;
         let front = self.coll.backlog_front(s)?;
         match (&front.action, p.payload.node) {
@@ -145,13 +146,13 @@ impl Engine {
     }
 
     /// The captured stream of node `i` of launch `id` (a replayed part's stream).
-    pub(super) fn run_node_stream(&self, id: u64, i: usize) -> Option<u32> {
+    pub(crate) fn run_node_stream(&self, id: u64, i: usize) -> Option<u32> {
         let run = self.coll.runs.runs.get(&id)?;
         run.nodes.get(i).map(|n| n.op.stream)
     }
 
     /// Node `i` of the launch first in stream `s`'s backlog is placed as `info`.
-    pub(super) fn run_node_placed(&mut self, s: u32, i: usize, info: OpInfo) {
+    pub(crate) fn run_node_placed(&mut self, s: u32, i: usize, info: OpInfo) {
         let Some(Held::Graph(id)) = self.coll.backlog_front(s).map(|d| &d.action) else {
             return;
         };
@@ -165,7 +166,7 @@ impl Engine {
     }
 
     /// The launch first in stream `s`'s backlog, if any.
-    pub(super) fn front_run(&self, s: u32) -> Option<u64> {
+    pub(crate) fn front_run(&self, s: u32) -> Option<u64> {
         match self.coll.backlog_front(s).map(|d| &d.action) {
             Some(Held::Graph(id)) => Some(*id),
             _ => None,
@@ -176,7 +177,7 @@ impl Engine {
     /// whose dependencies are placed (running the collectives whose parts are all ready) and,
     /// once every node is placed, ends it. Whether anything changed; a collective that fails
     /// does not stop the others (its error goes to `first_error`).
-    pub(super) fn advance_run(
+    pub(crate) fn advance_run(
         &mut self,
         s: u32,
         id: u64,
@@ -287,7 +288,7 @@ impl Engine {
     }
 
     /// What launch `id` waits for: its first collective node not yet run.
-    pub(super) fn run_blocker(&self, id: u64) -> Option<(usize, CallKey)> {
+    pub(crate) fn run_blocker(&self, id: u64) -> Option<(usize, CallKey)> {
         let run = self.coll.runs.runs.get(&id)?;
         run.calls
             .iter()

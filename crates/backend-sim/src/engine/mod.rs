@@ -15,16 +15,16 @@
 //! graph launches, `graph_run` the replay of graphs holding collectives (their captured
 //! streams kept concurrent), `observe` the timeline, statistics, reports and trace export.
 
-mod collectives;
 mod events;
 mod graph_run;
 mod ipc;
 mod observe;
-mod remote_parts;
 mod submit;
 
-pub(crate) use collectives::HostWait;
-use collectives::{Collectives, Work};
+pub(crate) use graph_run::GraphRuns;
+pub(crate) use submit::op_info_at;
+
+use crate::collective::{Collectives, Work};
 
 use crate::capture::{self, Capture, ExternalEvents, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
@@ -55,18 +55,18 @@ use std::time::Duration;
 
 /// Per-stream state.
 #[derive(Debug)]
-struct StreamState {
+pub(crate) struct StreamState {
     /// Priority given at creation (kept; the cost model does not use it yet).
     #[allow(dead_code)]
     priority: Priority,
     /// Index of the device in the node.
-    device: u32,
+    pub(crate) device: u32,
     /// Index of the stream within its device (0: the default stream).
     local: u32,
     /// End of all work so far on the stream, waits included.
-    tail: u64,
+    pub(crate) tail: u64,
     /// The capture the stream records into, if any.
-    capture: Option<StreamCapture>,
+    pub(crate) capture: Option<StreamCapture>,
 }
 
 /// What an event's last record was.
@@ -83,7 +83,7 @@ enum EventRecord {
 #[derive(Debug)]
 struct EventState {
     /// Index of the device that created it.
-    device: u32,
+    pub(crate) device: u32,
     timing: bool,
     /// An external event: record and wait nodes inside captures.
     external: bool,
@@ -92,12 +92,12 @@ struct EventState {
     recorded_on: Option<(u32, u64)>,
 }
 
-fn invalid(msg: impl Into<String>) -> HalError {
+pub(crate) fn invalid(msg: impl Into<String>) -> HalError {
     HalError::InvalidArgument(msg.into())
 }
 
 /// The error an abort-mode sanitizer report becomes.
-fn sanitizer_error(report: &RaceReport) -> HalError {
+pub(crate) fn sanitizer_error(report: &RaceReport) -> HalError {
     HalError::InvalidArgument(format!("sanitizer: {report}"))
 }
 
@@ -110,32 +110,32 @@ fn sanitizer_error(report: &RaceReport) -> HalError {
 /// used.
 #[derive(Debug)]
 pub(crate) struct Engine {
-    devices: Vec<DeviceState>,
+    pub(crate) devices: Vec<DeviceState>,
     /// Index of the device making the current call.
-    cur: usize,
+    pub(crate) cur: usize,
     /// Each device's address space, accounting and data, by device index: one data store.
-    memories: Vec<Memory>,
+    pub(crate) memories: Vec<Memory>,
     /// Data or timing-only, for the whole node.
-    mode: SimMode,
+    pub(crate) mode: SimMode,
     /// Whether the timeline and the trace log are kept, for the whole node.
-    record_timeline: bool,
+    pub(crate) record_timeline: bool,
     streams: Vec<StreamState>,
     /// Tags the front layer gave streams, by device ordinal and stream index in the device
     /// (named in sanitizer reports).
     stream_tags: std::collections::HashMap<(u32, u32), String>,
     events: Vec<EventState>,
     /// The links between devices, as contended resources.
-    links: Links,
+    pub(crate) links: Links,
     /// Pairs `(a, b)` of device indices where `a`'s streams may access `b`'s memory.
     peers: BTreeSet<(u32, u32)>,
-    sanitizer: Sanitizer,
-    trace: TraceLog,
-    queue: DataQueue,
+    pub(crate) sanitizer: Sanitizer,
+    pub(crate) trace: TraceLog,
+    pub(crate) queue: DataQueue,
     captures: BTreeMap<u64, Capture>,
     next_capture: u64,
-    timeline: Ring<OpRecord>,
+    pub(crate) timeline: Ring<OpRecord>,
     /// The most records of each kind the timeline and the trace log keep.
-    timeline_capacity: usize,
+    pub(crate) timeline_capacity: usize,
     /// Whether the sanitizer tracks segment lifetimes. Their consumers are the checks (with
     /// the sanitizer on), the allocated-memory counter of the trace (with the timeline on) and
     /// sub-allocation notes; with none of them the segments are not tracked, until a note
@@ -144,13 +144,13 @@ pub(crate) struct Engine {
     /// The label of the free ops the sanitizer names, shared.
     free_label: Arc<str>,
     /// Communicators, collective parts in flight and the work held back behind them.
-    coll: Collectives,
+    pub(crate) coll: Collectives,
     /// Paired with the mutex the engine lives in: notified whenever held-back work may have
     /// been released (a collective part arrived, a collective ran, a held record was
     /// superseded), so that host synchronizations waiting on other threads' ranks wake up.
-    progress: Arc<Condvar>,
+    pub(crate) progress: Arc<Condvar>,
     /// How long such a synchronization waits (the first device's configuration).
-    collective_timeout: Duration,
+    pub(crate) collective_timeout: Duration,
     /// Memory and events shared with other processes ([`crate::ipc`]).
     ipc: IpcState,
     /// How long a wait on another process's event blocks (the first device's configuration).
@@ -238,7 +238,7 @@ impl Engine {
     }
 
     /// The state of the current device.
-    fn dev(&self) -> &DeviceState {
+    pub(crate) fn dev(&self) -> &DeviceState {
         &self.devices[self.cur]
     }
 
@@ -265,7 +265,7 @@ impl Engine {
     }
 
     /// Device ordinal and index within the device of stream `s` (node-wide index).
-    fn locate(&self, s: u32) -> (u32, u32) {
+    pub(crate) fn locate(&self, s: u32) -> (u32, u32) {
         self.streams
             .get(s as usize)
             .map_or((0, s), |st| (self.ordinal_of(st.device), st.local))
@@ -296,7 +296,7 @@ impl Engine {
 
     /// Advances the current device's host clock by `ns` for the host call `what` and
     /// applies the data effects it passed.
-    fn tick(&mut self, ns: u64, what: &'static str) {
+    pub(crate) fn tick(&mut self, ns: u64, what: &'static str) {
         let dev = self.dev_mut();
         let start = dev.host_ns;
         dev.host_ns = dev.host_ns.saturating_add(ns);
@@ -369,13 +369,13 @@ impl Engine {
         self.tick(self.devices[self.cur].config.profile.host_call_ns, what);
     }
 
-    fn stream(&self, s: u32) -> Result<&StreamState, HalError> {
+    pub(crate) fn stream(&self, s: u32) -> Result<&StreamState, HalError> {
         self.streams
             .get(s as usize)
             .ok_or_else(|| invalid(format!("unknown stream index {s}")))
     }
 
-    fn stream_mut(&mut self, s: u32) -> Result<&mut StreamState, HalError> {
+    pub(crate) fn stream_mut(&mut self, s: u32) -> Result<&mut StreamState, HalError> {
         self.streams
             .get_mut(s as usize)
             .ok_or_else(|| invalid(format!("unknown stream index {s}")))

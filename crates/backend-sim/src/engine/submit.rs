@@ -67,7 +67,7 @@ impl Engine {
             }
             OpKind::Memset { dst, .. } => range("memset destination", dst),
             // Collectives come through `Engine::collective`, which checks their ranges.
-            OpKind::Collective(_) | OpKind::Exchange(_) => Ok(()),
+            OpKind::Collective(_) | OpKind::CollectiveEffect(_) => Ok(()),
         }
     }
 
@@ -96,7 +96,7 @@ impl Engine {
     }
 
     /// Places `op` eagerly on its stream as if submitted at host time `host`.
-    pub(super) fn place_at(&mut self, op: Op, host: u64) -> Result<(), HalError> {
+    pub(crate) fn place_at(&mut self, op: Op, host: u64) -> Result<(), HalError> {
         let s = op.stream;
         let ready = host.max(self.stream(s)?.tail);
         let slot = self.slot(&op, ready);
@@ -187,7 +187,7 @@ impl Engine {
     }
 
     /// Runs `f` on the capture stream `s` records into and on its frontier.
-    pub(super) fn with_frontier(
+    pub(crate) fn with_frontier(
         &mut self,
         s: u32,
         f: impl FnOnce(&mut Capture, &mut Vec<usize>),
@@ -314,7 +314,7 @@ pub(super) fn op_info(op: &Op, slot: &Slot, at: (u32, u32), from_graph: bool) ->
 
 /// What the sanitizer keeps about `op` running from `start` to `end` on stream `local` of
 /// the device of ordinal `device` (a rank's part of a collective has no [`Slot`]).
-pub(super) fn op_info_at(
+pub(crate) fn op_info_at(
     op: &Op,
     (device, local): (u32, u32),
     start: u64,

@@ -267,7 +267,7 @@ pub fn acl_body(args: RmsNormArgs) -> crate::Result<Arc<braid_backend_acl::Nativ
         name: "BRAID_ACLNN_LIBRARY_UNAVAILABLE",
         message: e.to_string(),
     })?;
-    let body = move |stream: *mut std::ffi::c_void| -> Result<(), HalError> {
+    let body = move |stream: braid_backend_acl::ffi::aclrtStream| -> Result<(), HalError> {
         let (rows, cols) = (ROWS as i64, COLS as i64);
         let x = Tensor::new(api, &[rows, cols], DTYPE, args.x.ptr)?;
         let gamma = Tensor::new(api, &[cols], DTYPE, args.gamma.ptr)?;

@@ -125,7 +125,8 @@ impl Report {
     }
 }
 
-struct Weights<B: Backend> {
+/// The decoder's weights (also read by the `graph_memory` scenario's captures).
+pub(crate) struct Weights<B: Backend> {
     q: Vec<Buf<B>>,
     o: Vec<Buf<B>>,
     gate: Vec<Buf<B>>,
@@ -152,7 +153,7 @@ fn filled<B: Backend>(
     Ok(buf)
 }
 
-fn weights<B: Backend>(
+pub(crate) fn weights<B: Backend>(
     alloc: &CachingAllocator<B>,
     s: &Stream<B>,
     d: Decoder,
@@ -238,7 +239,7 @@ fn half<B: Backend>(
 
 /// Layers `layers` (and the head when `head`) on inputs `[hidden states, kv cache]`; the
 /// batch follows from the hidden states' length.
-fn forward<B: Backend>(
+pub(crate) fn forward<B: Backend>(
     ctx: &RunContext<'_, B>,
     inputs: &[DeviceSlice],
     w: &Weights<B>,

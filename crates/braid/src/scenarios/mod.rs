@@ -15,9 +15,11 @@
 pub mod cross_stream_lifetime;
 pub mod custom_op;
 pub mod devices;
+pub mod graph_memory;
 pub mod graph_mode;
 pub mod memory_reuse;
 pub mod record_tagged_stream;
+pub mod sleep_mode;
 pub mod tagged_events;
 pub mod tensor_parallel;
 pub mod wait_stream;

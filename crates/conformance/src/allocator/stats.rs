@@ -5,6 +5,7 @@ use crate::support::{allocator, allocator_works, MIB};
 use crate::{CaseError, Harness};
 use braid_allocator::AllocatorConfig;
 use braid_stream_core::hal::Backend;
+use braid_stream_core::CollectiveBuffer;
 
 /// C23: allocating 1 byte raises `memory_allocated` by one 512-byte block; freeing restores it
 /// exactly.
@@ -17,6 +18,9 @@ pub fn one_byte_alloc_and_free_restore_allocated<B: Backend>(
     let buf = alloc.alloc(1, &device.default_stream())?;
     ensure_eq!(buf.size(), 512, "block size of a 1-byte request");
     ensure_eq!(buf.requested_size(), 1, "requested size");
+    // A collective uses the requested bytes, not the rounded block.
+    ensure_eq!(buf.device_slice(), buf.slice(), "collective buffer slice");
+    ensure_eq!(buf.device_slice().len, 1, "collective buffer length");
     ensure_eq!(alloc.memory_allocated(), before + 512, "allocated bytes");
     drop(buf);
     ensure_eq!(

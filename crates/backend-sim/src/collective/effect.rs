@@ -1,5 +1,7 @@
-//! What a collective does to the numbers: every rank's receive bytes from every rank's send
-//! bytes, for data mode.
+//! What a collective does to the numbers, in data mode: every rank's receive bytes from every
+//! rank's send bytes ([`receive`]), and a collective's effect as the engine queues it
+//! ([`DataEffect`]): read every rank's send buffer at the start, write every rank's receive
+//! buffer at the end (through the engine's effect queue).
 //!
 //! Reductions compute in `f32` and round every stored result to the data type, as the rest of
 //! the simulator does: the ranks' elements are combined in rank order (`((x0 ∘ x1) ∘ x2) ...`)
@@ -8,6 +10,10 @@
 
 use braid_stream_core::collective::{CollectiveOp, ReduceOp};
 use braid_stream_core::dtype::DType;
+use braid_stream_core::types::DeviceSlice;
+
+use crate::compute::PendingWrite;
+use crate::memory::DataView;
 
 /// `count` elements of the elementwise reduction of `inputs`, starting at element `first` of
 /// each.
@@ -73,6 +79,62 @@ pub(crate) fn receive(op: CollectiveOp, count: u64, dtype: DType, sends: &[&[u8]
             let data = block(sends.first().copied().unwrap_or(&[]), 0, n * size);
             vec![Vec::new(), data]
         }
+    }
+}
+
+/// Where a participant's send data comes from.
+#[derive(Clone, PartialEq, Debug)]
+pub(crate) enum Source {
+    /// A range of the node's memory (empty where the participant sends nothing), read at
+    /// the collective's start.
+    Memory(DeviceSlice),
+    /// Bytes received from another process.
+    Bytes(Vec<u8>),
+}
+
+/// A collective's data effect: every participant's buffers of one run (in rank order; for a
+/// send and its receive, the sender then the receiver), read at the start, written at the
+/// end.
+#[derive(Clone, PartialEq, Debug)]
+pub(crate) struct DataEffect {
+    /// The operation (the sender's, for a send and its receive).
+    pub op: CollectiveOp,
+    /// Element count, HCCL's meaning.
+    pub count: u64,
+    /// Element type.
+    pub dtype: DType,
+    /// Each participant's send data.
+    pub sends: Vec<Source>,
+    /// Each participant's receive range (empty where it receives nothing).
+    pub recvs: Vec<DeviceSlice>,
+}
+
+impl DataEffect {
+    /// Reads the send ranges and computes what every receive range gets (at the start).
+    pub fn begin(&self, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
+        let inputs: Vec<Vec<u8>> = self
+            .sends
+            .iter()
+            .map(|s| match s {
+                Source::Memory(r) if r.len > 0 => mem.read(*r).unwrap_or_default(),
+                Source::Memory(_) => Vec::new(),
+                Source::Bytes(b) => b.clone(),
+            })
+            .collect();
+        let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        let outputs = receive(self.op, self.count, self.dtype, &refs);
+        self.recvs
+            .iter()
+            .zip(outputs)
+            .filter(|(r, _)| r.len > 0)
+            .map(|(r, mut bytes)| {
+                bytes.resize(r.len as usize, 0);
+                PendingWrite::Device {
+                    ptr: r.ptr,
+                    data: mem.is_valid(*r).then_some(bytes),
+                }
+            })
+            .collect()
     }
 }
 

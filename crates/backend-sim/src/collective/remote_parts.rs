@@ -10,11 +10,10 @@
 //! [`Wiring::Switched`] fabric with the topology's network link), occupying its device's
 //! communication engine and network ports. Its receive buffer is written at the end.
 
-use super::submit::op_info_at;
-use super::{invalid, sanitizer_error, Engine};
-use crate::collective::cost::{self, LinkParams, Wiring};
-use crate::collective::exchange::{Exchange, Source};
+use super::cost::{self, LinkParams};
+use super::effect::{DataEffect, Source};
 use crate::config::SimMode;
+use crate::engine::{invalid, op_info_at, sanitizer_error, Engine};
 use crate::link::{LinkId, Route};
 use crate::op::{CollectivePart, Op, OpKind};
 use crate::sanitizer::SanitizerMode;
@@ -44,18 +43,6 @@ pub(crate) struct RemotePart {
 }
 
 impl Engine {
-    /// The cost model's numbers for a collective between processes on `dtype` elements: the
-    /// topology's network link, one port per rank, the current device's reduction rate.
-    pub fn network_link_params(&self, dtype: braid_stream_core::dtype::DType) -> LinkParams {
-        let network = self.links.topology().network;
-        LinkParams {
-            alpha_ns: network.latency_ns,
-            link_bytes_per_s: network.bytes_per_s,
-            reduce_bytes_per_s: LinkParams::reduce_rate(&self.dev().config.profile, dtype),
-            wiring: Wiring::Switched,
-        }
-    }
-
     /// Checks rank `rank`'s part `call` (of a remote communicator of `ranks`) on stream `s`
     /// and reads what it contributes. Refused as unsupported: inside a capture, on a stream
     /// holding back work behind a node-local collective, a send or receive (every remote
@@ -205,7 +192,7 @@ impl Engine {
                     }
                 })
                 .collect();
-            let exchange = Exchange {
+            let effect = DataEffect {
                 op: call.op,
                 count: call.count,
                 dtype: call.dtype,
@@ -213,7 +200,7 @@ impl Engine {
                 recvs,
             };
             self.queue
-                .push(start, end, OpKind::Exchange(Arc::new(exchange)), d);
+                .push(start, end, OpKind::CollectiveEffect(Arc::new(effect)), d);
         }
         match report {
             Some(r) if self.sanitizer.mode() == SanitizerMode::Abort => Err(sanitizer_error(&r)),

@@ -1,45 +1,17 @@
-//! Collectives through HCCL on `braid-acl-sim` (`--features acl`), on the real loading path:
-//! the same front layer, checks and mismatch detection as on the simulator.
-#![cfg(feature = "acl")]
+//! Collectives through HCCL on `braid-acl-sim`, on the real loading path: the same front
+//! layer (`braid-collective`), checks and mismatch detection as on the simulator.
 
-use braid_backend_acl::{AclApi, AclBackend, AclConfig, AclDevice};
+mod common;
+
+use braid_backend_acl::AclBackend;
 use braid_collective::{
     CollectiveError, CommOptions, Communicator, ReduceOp, RootInfo, ROOT_INFO_BYTES,
 };
 use braid_stream_core::{DType, Device};
-use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard, OnceLock};
 
-const SIM_LIB: &str = "libbraid_acl_sim.so";
-
-/// `braid-acl-sim`'s library, built next to this test as a dev-dependency, with every device
-/// computing data.
-fn api() -> &'static AclApi {
-    static API: OnceLock<&'static AclApi> = OnceLock::new();
-    API.get_or_init(|| {
-        std::env::set_var(braid_acl_sim::TIMING_ONLY_ENV, "none");
-        let exe = std::env::current_exe().unwrap();
-        let deps = exe.parent().unwrap();
-        let lib: PathBuf = [deps.join(SIM_LIB), deps.join("..").join(SIM_LIB)]
-            .into_iter()
-            .find(|p| p.exists())
-            .expect("braid-acl-sim is built as a dev-dependency");
-        AclApi::load_from(lib).expect("braid-acl-sim loads")
-    })
-}
-
-/// ACL devices are process-wide: the tests take turns.
-fn exclusive() -> MutexGuard<'static, ()> {
-    static LOCK: Mutex<()> = Mutex::new(());
-    LOCK.lock().unwrap_or_else(|p| p.into_inner())
-}
-
+/// Devices `0..n`, for this test alone.
 fn devices(n: u32) -> Vec<Device<AclBackend>> {
-    (0..n)
-        .map(|i| {
-            Device::new(AclDevice::open_with(api(), i, AclConfig::default()).unwrap()).unwrap()
-        })
-        .collect()
+    common::node(n).expect("braid-acl-sim's devices")
 }
 
 /// Rank `k` adds `k + 1` in each element; every rank gets the sum.
@@ -66,7 +38,6 @@ fn all_reduce_sums(comms: &[Communicator<AclBackend>]) {
 
 #[test]
 fn an_all_reduce_through_hccl_and_a_mismatch_refused_before_hccl_sees_it() {
-    let _turn = exclusive();
     let devices = devices(2);
     let comms = Communicator::init_all(&devices).unwrap();
     assert!(comms[0].checks_mismatch());
@@ -104,7 +75,6 @@ fn an_all_reduce_through_hccl_and_a_mismatch_refused_before_hccl_sees_it() {
 
 #[test]
 fn on_acl_the_mismatch_check_is_an_option() {
-    let _turn = exclusive();
     let devices = devices(2);
     let options = CommOptions {
         check_mismatch: false,
@@ -117,7 +87,6 @@ fn on_acl_the_mismatch_check_is_an_option() {
 
 #[test]
 fn bad_input_through_hccl_is_a_typed_error() {
-    let _turn = exclusive();
     let devices = devices(2);
     let twice = [devices[1].clone(), devices[1].clone()];
     assert!(matches!(

@@ -1,0 +1,262 @@
+//! [`HcclCalls`]: the HCCL calls the backend makes, as a trait over plain Rust values (the
+//! layer `crate::calls` is for ACL, cudarc's result layer).
+//!
+//! The real implementation ([`HcclRef`]) forwards to an [`HcclApi`] table (out parameters
+//! become return values, an absent optional symbol becomes `None`); unit tests use the
+//! generated `MockHcclCalls`, so every error path of the communicators and collectives is
+//! tested without a library. Codes are raw `HcclResult`s: turning them into errors (with
+//! `HcclGetErrorString` and `aclGetRecentErrMsg`) is the wrapper's job.
+
+use super::HcclApi;
+use crate::calls::Handle;
+use braid_acl_sys::hccl::{
+    HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, HCCL_ROOT_INFO_BYTES,
+};
+use std::ffi::c_void;
+use std::ptr;
+
+/// A root info's bytes.
+pub(crate) type RootBytes = [u8; HCCL_ROOT_INFO_BYTES];
+
+/// Converts a return code into `Result`.
+fn ok(code: HcclResult) -> Result<(), HcclResult> {
+    if code == 0 {
+        Ok(())
+    } else {
+        Err(code)
+    }
+}
+
+/// The buffers, element count and type of one collective call, as HCCL takes them.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct Buffers {
+    /// The send buffer's device address.
+    pub send: u64,
+    /// The receive buffer's device address.
+    pub recv: u64,
+    /// Elements (HCCL's meaning per operation).
+    pub count: u64,
+    /// HCCL's data type.
+    pub dtype: HcclDataType,
+}
+
+#[cfg_attr(test, mockall::automock)]
+pub(crate) trait HcclCalls: Send + Sync {
+    /// `HcclGetErrorString`, copied ("" when the library gives none).
+    fn error_string(&self, code: HcclResult) -> String;
+    /// `aclGetRecentErrMsg` of the ACL library HCCL goes with, copied ("" when none).
+    fn recent_error_message(&self) -> String;
+    /// `HcclCommInitAll` over `devices`: one communicator per device.
+    fn comm_init_all(&self, devices: &[i32]) -> Result<Vec<Handle>, HcclResult>;
+    /// `HcclGetRootInfo`.
+    fn get_root_info(&self) -> Result<Box<RootBytes>, HcclResult>;
+    /// `HcclCommInitRootInfo`.
+    fn comm_init_root_info(
+        &self,
+        ranks: u32,
+        root: &RootBytes,
+        rank: u32,
+    ) -> Result<Handle, HcclResult>;
+    /// `HcclCommDestroy`.
+    fn comm_destroy(&self, comm: Handle) -> HcclResult;
+    /// `HcclGetRankId`.
+    fn rank_id(&self, comm: Handle) -> Result<u32, HcclResult>;
+    /// `HcclGetRankSize`.
+    fn rank_size(&self, comm: Handle) -> Result<u32, HcclResult>;
+    /// `HcclAllReduce`.
+    fn all_reduce(&self, b: Buffers, op: HcclReduceOp, comm: Handle, stream: Handle) -> HcclResult;
+    /// `HcclAllGather` (`count` elements sent by each rank).
+    fn all_gather(&self, b: Buffers, comm: Handle, stream: Handle) -> HcclResult;
+    /// `HcclReduceScatter` (`count` elements received by each rank).
+    fn reduce_scatter(
+        &self,
+        b: Buffers,
+        op: HcclReduceOp,
+        comm: Handle,
+        stream: Handle,
+    ) -> HcclResult;
+    /// `HcclBroadcast` of the buffer at `buf`.
+    fn broadcast(
+        &self,
+        buf: u64,
+        count: u64,
+        dtype: HcclDataType,
+        root: u32,
+        comm: Handle,
+        stream: Handle,
+    ) -> HcclResult;
+    /// `HcclSend` of `b.send` to `peer`.
+    fn send(&self, b: Buffers, peer: u32, comm: Handle, stream: Handle) -> HcclResult;
+    /// `HcclRecv` into `b.recv` from `peer`.
+    fn recv(&self, b: Buffers, peer: u32, comm: Handle, stream: Handle) -> HcclResult;
+    /// `HcclAlltoAll` (`count` elements to and from each rank); `None` without the symbol.
+    fn all_to_all(&self, b: Buffers, comm: Handle, stream: Handle) -> Option<HcclResult>;
+}
+
+/// The real table, as the backend's HCCL calls.
+pub(crate) struct HcclRef(pub(crate) &'static HcclApi);
+
+fn handle(h: Handle) -> *mut c_void {
+    h as *mut c_void
+}
+
+fn address(a: u64) -> *mut c_void {
+    a as *mut c_void
+}
+
+/// Calls the table. Every `unsafe` call below passes communicators and streams the backend
+/// obtained from these libraries, device addresses HCCL only interprets (the front layer
+/// keeps them live until the collective has run), and out pointers to live locals.
+impl HcclCalls for HcclRef {
+    fn error_string(&self, code: HcclResult) -> String {
+        self.0.error_string(code)
+    }
+
+    fn recent_error_message(&self) -> String {
+        self.0.acl.recent_error_message()
+    }
+
+    fn comm_init_all(&self, devices: &[i32]) -> Result<Vec<Handle>, HcclResult> {
+        let mut ids = devices.to_vec();
+        let mut raw: Vec<HcclComm> = vec![ptr::null_mut(); ids.len()];
+        // At most `u32::MAX` devices: the caller counted them.
+        let n = u32::try_from(ids.len()).unwrap_or(u32::MAX);
+        // SAFETY: `ids` holds `n` device ids and `raw` room for `n` handles.
+        ok(unsafe { (self.0.HcclCommInitAll)(n, ids.as_mut_ptr(), raw.as_mut_ptr()) })?;
+        Ok(raw.into_iter().map(|c| c as Handle).collect())
+    }
+
+    fn get_root_info(&self) -> Result<Box<RootBytes>, HcclResult> {
+        let mut info = Box::new(HcclRootInfo::default());
+        // SAFETY: `info` is valid for a write of the whole struct.
+        ok(unsafe { (self.0.HcclGetRootInfo)(&mut *info) })?;
+        Ok(Box::new(info.internal))
+    }
+
+    fn comm_init_root_info(
+        &self,
+        ranks: u32,
+        root: &RootBytes,
+        rank: u32,
+    ) -> Result<Handle, HcclResult> {
+        let root = Box::new(HcclRootInfo { internal: *root });
+        let mut raw: HcclComm = ptr::null_mut();
+        // SAFETY: `root` is a whole root info; `raw` is valid for a write.
+        ok(unsafe { (self.0.HcclCommInitRootInfo)(ranks, &*root, rank, &mut raw) })?;
+        Ok(raw as Handle)
+    }
+
+    fn comm_destroy(&self, comm: Handle) -> HcclResult {
+        // SAFETY: a live communicator, destroyed once (the caller's `Drop`).
+        unsafe { (self.0.HcclCommDestroy)(handle(comm)) }
+    }
+
+    fn rank_id(&self, comm: Handle) -> Result<u32, HcclResult> {
+        let mut rank = 0u32;
+        // SAFETY: a live communicator; the out pointer is valid for a write.
+        ok(unsafe { (self.0.HcclGetRankId)(handle(comm), &mut rank) })?;
+        Ok(rank)
+    }
+
+    fn rank_size(&self, comm: Handle) -> Result<u32, HcclResult> {
+        let mut size = 0u32;
+        // SAFETY: as above.
+        ok(unsafe { (self.0.HcclGetRankSize)(handle(comm), &mut size) })?;
+        Ok(size)
+    }
+
+    fn all_reduce(&self, b: Buffers, op: HcclReduceOp, comm: Handle, stream: Handle) -> HcclResult {
+        let (send, recv) = (address(b.send), address(b.recv));
+        // SAFETY: see the impl's comment.
+        unsafe {
+            (self.0.HcclAllReduce)(
+                send,
+                recv,
+                b.count,
+                b.dtype,
+                op,
+                handle(comm),
+                handle(stream),
+            )
+        }
+    }
+
+    fn all_gather(&self, b: Buffers, comm: Handle, stream: Handle) -> HcclResult {
+        let (send, recv) = (address(b.send), address(b.recv));
+        // SAFETY: see the impl's comment.
+        unsafe {
+            (self.0.HcclAllGather)(send, recv, b.count, b.dtype, handle(comm), handle(stream))
+        }
+    }
+
+    fn reduce_scatter(
+        &self,
+        b: Buffers,
+        op: HcclReduceOp,
+        comm: Handle,
+        stream: Handle,
+    ) -> HcclResult {
+        let (send, recv) = (address(b.send), address(b.recv));
+        let (c, s) = (handle(comm), handle(stream));
+        // SAFETY: see the impl's comment.
+        unsafe { (self.0.HcclReduceScatter)(send, recv, b.count, b.dtype, op, c, s) }
+    }
+
+    fn broadcast(
+        &self,
+        buf: u64,
+        count: u64,
+        dtype: HcclDataType,
+        root: u32,
+        comm: Handle,
+        stream: Handle,
+    ) -> HcclResult {
+        // SAFETY: see the impl's comment.
+        unsafe {
+            (self.0.HcclBroadcast)(
+                address(buf),
+                count,
+                dtype,
+                root,
+                handle(comm),
+                handle(stream),
+            )
+        }
+    }
+
+    fn send(&self, b: Buffers, peer: u32, comm: Handle, stream: Handle) -> HcclResult {
+        // SAFETY: see the impl's comment.
+        unsafe {
+            (self.0.HcclSend)(
+                address(b.send),
+                b.count,
+                b.dtype,
+                peer,
+                handle(comm),
+                handle(stream),
+            )
+        }
+    }
+
+    fn recv(&self, b: Buffers, peer: u32, comm: Handle, stream: Handle) -> HcclResult {
+        // SAFETY: see the impl's comment.
+        unsafe {
+            (self.0.HcclRecv)(
+                address(b.recv),
+                b.count,
+                b.dtype,
+                peer,
+                handle(comm),
+                handle(stream),
+            )
+        }
+    }
+
+    fn all_to_all(&self, b: Buffers, comm: Handle, stream: Handle) -> Option<HcclResult> {
+        let f = self.0.HcclAlltoAll?;
+        let (send, recv) = (address(b.send), address(b.recv));
+        let (c, s) = (handle(comm), handle(stream));
+        // SAFETY: see the impl's comment.
+        Some(unsafe { f(send, b.count, b.dtype, recv, b.count, b.dtype, c, s) })
+    }
+}

@@ -1,0 +1,498 @@
+//! Communicators: [`SimComm`], one rank's handle (HCCL-style), and the hal's collective
+//! extension for [`SimBackend`]; in the engine, each communicator's state ([`CommState`]:
+//! which device each rank is on, the calls in flight) and how communicators are made. A
+//! communicator joined through a root info exists in the engine from its first rank's join;
+//! a collective cannot run before every rank has joined (each rank's part comes from its own
+//! joined handle).
+
+use crate::collective::cost::LinkParams;
+use crate::collective::remote::RemoteGroup;
+use crate::device::{checked, lock, same_node, Shared};
+use crate::engine::{invalid, Engine};
+use crate::fault::CallKind;
+use crate::stream::SimStream;
+use crate::{SimBackend, SimDevice};
+use braid_stream_core::collective::{CallKey, CollectiveCall, Matcher, Part, Peers, RootInfo};
+use braid_stream_core::dtype::DType;
+use braid_stream_core::hal::{CollectiveBackend, Comm, HalError};
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// One rank's handle of a communicator: a group of devices of one [`crate::SimNode`] that run
+/// collectives together ([`SimBackend::launch_collective`], the hal's collective extension;
+/// its rank and rank count through [`Comm`]). Cloning gives another handle of the same
+/// rank; handles may move between threads.
+///
+/// Every rank submits its part of each collective separately, in the same order on every
+/// rank (call `k` of each rank belongs together; sends and receives pair per peer). A part
+/// that does not match the parts already in is refused when it arrives, naming the rank, the
+/// call and the difference. A rank's stream holds back the work submitted after its part
+/// until every rank's part is in; a host synchronization that would wait on such work waits
+/// for the ranks driven by other host threads (up to
+/// [`SimConfig::collective_timeout`](crate::SimConfig#structfield.collective_timeout)), then
+/// fails with an error naming the ranks that have not issued the call, instead of hanging
+/// (at once when the calling thread drives those ranks itself: see
+/// [`SimBackend::launch_collective`]).
+///
+/// ```
+/// use braid_backend_sim::{NodeConfig, SimBackend, SimComm, SimNode};
+/// use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
+/// use braid_stream_core::dtype::DType;
+/// use braid_stream_core::hal::{CollectiveBackend, Device as _, Stream as _};
+///
+/// let node = SimNode::new(NodeConfig::new(2));
+/// let devices = node.devices();
+/// let comms = SimComm::init_all(&[&devices[0], &devices[1]]).unwrap();
+/// let mut results = Vec::new();
+/// for (dev, comm) in devices.iter().zip(&comms) {
+///     let s = dev.create_stream(0).unwrap();
+///     let x = dev.alloc(8).unwrap();
+///     let bytes = DType::F16.encode(&[1.0, 2.0, 3.0, 4.0]);
+///     // SAFETY: `bytes` outlives the copy (the stream is synchronized below).
+///     unsafe { s.memcpy_h2d(x, bytes.as_ptr(), 8).unwrap() };
+///     let call = CollectiveCall {
+///         op: CollectiveOp::AllReduce(ReduceOp::Sum),
+///         send: x,
+///         recv: x,
+///         count: 4,
+///         dtype: DType::F16,
+///     };
+///     SimBackend::launch_collective(&s, comm, &call, "allreduce(sum)").unwrap();
+///     results.push((s, x, bytes));
+/// }
+/// for (s, x, _bytes) in results {
+///     let mut out = [0u8; 8];
+///     // SAFETY: `out` is read only after the synchronize.
+///     unsafe { s.memcpy_d2h(out.as_mut_ptr(), x, 8).unwrap() };
+///     s.synchronize().unwrap();
+///     assert_eq!(DType::F16.decode(&out), vec![2.0, 4.0, 6.0, 8.0]);
+/// }
+/// ```
+#[derive(Clone, Debug)]
+pub struct SimComm {
+    shared: Shared,
+    kind: Kind,
+    rank: u32,
+    ranks: u32,
+}
+
+/// Where a communicator's collectives run.
+#[derive(Clone, Debug)]
+enum Kind {
+    /// Every rank is a device of one node: the node's engine matches and runs them.
+    Node(usize),
+    /// The ranks are in several processes (or nodes): parts are exchanged over the root
+    /// info's transport; `calls` counts this rank's calls (shared by its handles).
+    Remote {
+        group: Arc<RemoteGroup>,
+        calls: Arc<Mutex<u64>>,
+    },
+}
+
+/// How long joining a root info and each exchange of a communicator spanning processes
+/// wait for the other ranks: HCCL's default `HCCL_CONNECT_TIMEOUT` (120 s).
+pub const JOIN_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl SimComm {
+    /// A communicator of `devices` (rank `r` is `devices[r]`), all of one node and distinct;
+    /// one handle per rank (HCCL's `HcclCommInitAll`).
+    pub fn init_all(devices: &[&SimDevice]) -> Result<Vec<SimComm>, HalError> {
+        let first = devices.first().ok_or_else(|| {
+            HalError::InvalidArgument("a communicator needs at least one device".to_string())
+        })?;
+        for d in devices {
+            same_node(&first.shared, &d.shared)?;
+        }
+        let indices: Vec<u32> = devices.iter().map(|d| d.shared.device).collect();
+        let comm = lock(&first.shared).comm_init_all(&indices)?;
+        let ranks = devices.len() as u32;
+        Ok(devices
+            .iter()
+            .enumerate()
+            .map(|(rank, d)| SimComm {
+                shared: d.shared.clone(),
+                kind: Kind::Node(comm),
+                rank: rank as u32,
+                ranks,
+            })
+            .collect())
+    }
+
+    /// A root info for a new communicator (HCCL's `HcclGetRootInfo`), made in the process of
+    /// the rank 0 that will join it: the simulator's transport between processes
+    /// ([`RemoteGroup::root_info`], a listener on `127.0.0.1`). Its 4,108 bytes go to the other
+    /// ranks by any means (for example `braid_collective`'s `TcpRootInfoTransport`).
+    pub fn root_info(device: &SimDevice) -> Result<RootInfo, HalError> {
+        lock(&device.shared).host_call("comm_root_info");
+        RemoteGroup::root_info()
+    }
+
+    /// Rank `rank` of `ranks` joins the communicator of `info` on `device` (HCCL's
+    /// `HcclCommInitRootInfo`): blocks until every rank has joined (at most
+    /// [`JOIN_TIMEOUT`]; rank 0 joins in the process that made `info`), so ranks of one
+    /// process join from their own threads.
+    ///
+    /// When every rank turns out to be a device of `device`'s node, the communicator is the
+    /// node's own (its collectives match and run in the node's engine, as with
+    /// [`SimComm::init_all`]); otherwise each collective exchanges the ranks' parts over the
+    /// transport (see [`SimBackend::launch_collective`] for what that supports). Refused: a root info
+    /// not made by [`SimComm::root_info`], a rank out of range or taken, a rank count that
+    /// differs from rank 0's, two ranks on one device; ranks that do not join in time are an
+    /// HCCL timeout naming them.
+    pub fn init_root_info(
+        device: &SimDevice,
+        ranks: u32,
+        rank: u32,
+        info: &RootInfo,
+    ) -> Result<SimComm, HalError> {
+        let group = RemoteGroup::join(info, ranks, rank, JOIN_TIMEOUT)?;
+        let node = lock(&device.shared).node_id();
+        let mut mine = std::process::id().to_le_bytes().to_vec();
+        mine.extend(node.to_le_bytes());
+        let everyone = group.exchange(0, mine.clone())?;
+        let one_node = everyone.iter().all(|theirs| theirs[..] == mine[..]);
+        let kind = if one_node {
+            let comm = lock(&device.shared).comm_join_local(group.id(), ranks, rank)?;
+            Kind::Node(comm)
+        } else {
+            Kind::Remote {
+                group: Arc::new(group),
+                calls: Arc::new(Mutex::new(1)),
+            }
+        };
+        Ok(SimComm {
+            shared: device.shared.clone(),
+            kind,
+            rank,
+            ranks,
+        })
+    }
+
+    /// Whether the communicator's ranks are all devices of one node (otherwise its parts go
+    /// over the transport between processes).
+    pub fn is_node_local(&self) -> bool {
+        matches!(self.kind, Kind::Node(_))
+    }
+
+    /// The cost model's numbers for this communicator's collectives on `dtype` elements: the
+    /// links between its devices and the reduction rate, for [`crate::collective_bound`].
+    pub fn link_params(&self, dtype: DType) -> LinkParams {
+        let engine = lock(&self.shared);
+        match &self.kind {
+            Kind::Node(comm) => engine.comm_link_params(*comm, dtype),
+            Kind::Remote { .. } => engine.network_link_params(dtype),
+        }
+    }
+
+    /// Submits this rank's part `call` on `stream` (see [`SimBackend::launch_collective`]).
+    pub(crate) fn submit(
+        &self,
+        stream: &SimStream,
+        call: &CollectiveCall,
+        label: &str,
+    ) -> Result<(), HalError> {
+        same_node(&self.shared, &stream.shared)?;
+        // The fault plan of the stream's device decides first: a failed part does nothing.
+        let mut engine = checked(&stream.shared, CallKind::Collective)?;
+        match &self.kind {
+            Kind::Node(comm) => engine.collective(stream.global(), *comm, self.rank, call, label),
+            Kind::Remote { group, calls } => {
+                if stream.shared.device != self.shared.device {
+                    return Err(HalError::InvalidArgument(format!(
+                        "rank {}'s part submitted on a stream of another device than the rank's",
+                        self.rank
+                    )));
+                }
+                drop(engine);
+                // One call at a time per rank, in the order the rank issues them.
+                let mut next = calls.lock().unwrap_or_else(|e| e.into_inner());
+                let part = lock(&stream.shared).remote_prepare(
+                    stream.global(),
+                    self.rank,
+                    self.ranks,
+                    call,
+                    label,
+                )?;
+                let blobs = group.exchange(*next, part.blob.clone())?;
+                *next += 1;
+                lock(&stream.shared).remote_finish(part, blobs)
+            }
+        }
+    }
+}
+
+/// Collectives on the simulated node: [`SimComm`]s, each rank's part matched with the others'
+/// and run in the node's engine (or, across processes, over the simulator's transport).
+/// Mismatches are always checked: a hang in a simulation helps nobody.
+impl CollectiveBackend for SimBackend {
+    type Comm = SimComm;
+    const ALWAYS_CHECKS_MISMATCH: bool = true;
+
+    fn init_all(devices: &[&SimDevice]) -> Result<Vec<SimComm>, HalError> {
+        SimComm::init_all(devices)
+    }
+
+    fn root_info(device: &SimDevice) -> Result<RootInfo, HalError> {
+        SimComm::root_info(device)
+    }
+
+    fn init_root_info(
+        device: &SimDevice,
+        ranks: u32,
+        rank: u32,
+        info: &RootInfo,
+    ) -> Result<SimComm, HalError> {
+        SimComm::init_root_info(device, ranks, rank, info)
+    }
+
+    /// Submits `comm`'s rank's part `call` of a collective on `stream` (whose device must be
+    /// the rank's), labelled `label` in the timeline (for example `allreduce(sum)`).
+    ///
+    /// The part is matched with the other ranks' parts of the same call (the `k`-th
+    /// collective each rank issues on `comm`; sends and receives pair per peer) and refused as
+    /// [`HalError::InvalidArgument`] when it does not match those already in, naming the rank,
+    /// the call and the difference. Until every rank's part is in, the stream holds back what
+    /// is submitted to it afterwards (and events recorded on it are pending; a stream waiting
+    /// on a pending event holds back too). A host synchronization (stream, event or device
+    /// synchronize, event elapsed time, `free_host`) that would wait on held-back work waits
+    /// for the other ranks' parts, submitted by other host threads, up to the node's
+    /// [`SimConfig::collective_timeout`](crate::SimConfig#structfield.collective_timeout)
+    /// (the simulator's `HCCL_EXEC_TIMEOUT`), then fails naming the ranks that have not issued
+    /// the call. It fails at once, without waiting, when the calling thread is the only one
+    /// that has ever submitted parts to the communicator and has submitted parts of every
+    /// missing rank before (one thread driving every rank can never complete the call); a
+    /// rank that has never submitted a part may be driven by a thread that has not reached
+    /// its first call yet, so a wait on it takes the timeout. Then the collective runs in
+    /// virtual time (ready at the latest of the parts' submissions and their streams' ends,
+    /// for the time the cost model gives on the node's links, occupying every participant's
+    /// communication engine and the links the algorithm uses: compute overlaps it), and the
+    /// held-back work follows in order. In data mode the send buffers are read at the start
+    /// and the receive buffers written at the end. Inside a capture the part becomes a graph
+    /// node that runs the collective again at each replay (with the other ranks' replays).
+    ///
+    /// The device's fault plan may make the call fail ([`crate::CallKind::Collective`]): then
+    /// nothing is submitted and the part takes no call number, so the rank may submit it again.
+    ///
+    /// Refused as invalid arguments: a communicator of another node, a stream of another
+    /// device than the rank's, a buffer (of `send_len`/`recv_len` bytes) that is not live
+    /// memory of the stream's device, a root or peer out of range, a send or receive to the
+    /// rank itself.
+    ///
+    /// On a communicator spanning processes (a root info joined by ranks of several nodes)
+    /// the call blocks until every rank has submitted the same call (each rank's ready time
+    /// and send bytes go over the transport); the collective starts at the latest ready time.
+    /// There, send and receive, captures and streams holding back work are
+    /// [`HalError::Unsupported`].
+    fn launch_collective(
+        stream: &SimStream,
+        comm: &SimComm,
+        call: &CollectiveCall,
+        label: &str,
+    ) -> Result<(), HalError> {
+        comm.submit(stream, call, label)
+    }
+}
+
+impl Comm for SimComm {
+    fn rank(&self) -> u32 {
+        self.rank
+    }
+
+    fn ranks(&self) -> u32 {
+        self.ranks
+    }
+}
+
+/// What the engine keeps with one rank's part of a call.
+#[derive(Clone, Debug)]
+pub(crate) struct PartInfo {
+    /// The rank's call (its buffers).
+    pub call: CollectiveCall,
+    /// The node-wide stream index the part was submitted on.
+    pub stream: u32,
+    /// Its label for the timeline.
+    pub label: Arc<str>,
+    /// For a part replayed from a graph, its node in the graph launched on `stream`.
+    pub node: Option<usize>,
+}
+
+/// One communicator.
+#[derive(Debug)]
+pub(crate) struct CommState {
+    ranks: u32,
+    /// The device (index in the node) of each rank, once joined.
+    devices: Vec<Option<usize>>,
+    /// Calls in flight, matched by the one call matcher.
+    pub matcher: Matcher<PartInfo>,
+    /// Calls whose parts are all in, waiting for their streams to reach them.
+    pub ready: HashMap<CallKey, Vec<Part<PartInfo>>>,
+    /// Per rank and peers (all ranks, or a sender and its receiver), the number the rank's
+    /// next captured call with those peers takes.
+    captured: HashMap<(u32, Peers), u64>,
+}
+
+impl CommState {
+    /// A communicator of `ranks` ranks with none joined yet.
+    pub fn forming(ranks: u32) -> Self {
+        CommState {
+            ranks,
+            devices: vec![None; ranks as usize],
+            matcher: Matcher::new(ranks),
+            ready: HashMap::new(),
+            captured: HashMap::new(),
+        }
+    }
+
+    /// A communicator whose rank `r` is on `devices[r]`.
+    pub fn complete(devices: &[usize]) -> Self {
+        let ranks = u32::try_from(devices.len()).unwrap_or(u32::MAX);
+        let mut comm = CommState::forming(ranks);
+        comm.devices = devices.iter().map(|&d| Some(d)).collect();
+        comm
+    }
+
+    /// The number of ranks.
+    pub fn ranks(&self) -> u32 {
+        self.ranks
+    }
+
+    /// The device of rank `rank`, if joined.
+    pub fn device(&self, rank: u32) -> Option<usize> {
+        self.devices.get(rank as usize).copied().flatten()
+    }
+
+    /// Rank `rank` of `ranks` joins on `device`: refused when the sizes differ, the rank is
+    /// out of range or taken, or the device already holds a rank.
+    pub fn join(&mut self, ranks: u32, rank: u32, device: usize) -> Result<(), HalError> {
+        if ranks != self.ranks {
+            return Err(HalError::InvalidArgument(format!(
+                "rank {rank} joins with {ranks} ranks a communicator of {} ranks",
+                self.ranks
+            )));
+        }
+        let slot = self.devices.get(rank as usize).ok_or_else(|| {
+            HalError::InvalidArgument(format!(
+                "rank {rank} is out of range for a communicator of {ranks} ranks"
+            ))
+        })?;
+        if slot.is_some() {
+            return Err(HalError::InvalidArgument(format!(
+                "rank {rank} of the communicator has already joined"
+            )));
+        }
+        if let Some(other) = self.devices.iter().position(|d| *d == Some(device)) {
+            return Err(HalError::InvalidArgument(format!(
+                "device {device} already holds rank {other} of the communicator"
+            )));
+        }
+        self.devices[rank as usize] = Some(device);
+        Ok(())
+    }
+
+    /// The number rank `rank`'s next captured call with `peers` takes (counting it): captured
+    /// calls are numbered per peers, as eager ones, so that a send captured by two ranks does
+    /// not shift a third rank's numbers.
+    pub fn next_captured(&mut self, rank: u32, peers: Peers) -> u64 {
+        let n = self.captured.entry((rank, peers)).or_insert(0);
+        *n += 1;
+        *n - 1
+    }
+}
+
+impl Engine {
+    /// A communicator whose rank `r` is device `devices[r]` (indices in the node).
+    pub fn comm_init_all(&mut self, devices: &[u32]) -> Result<usize, HalError> {
+        self.host_call("comm_init_all");
+        if devices.is_empty() {
+            return Err(invalid("a communicator needs at least one device"));
+        }
+        let mut seen = BTreeSet::new();
+        for &d in devices {
+            if d as usize >= self.devices.len() {
+                return Err(invalid(format!("device index {d} is not in the node")));
+            }
+            if !seen.insert(d) {
+                return Err(invalid(format!(
+                    "device {} appears twice: every rank of a communicator needs its own device",
+                    self.ordinal_of(d)
+                )));
+            }
+        }
+        let indices: Vec<usize> = devices.iter().map(|&d| d as usize).collect();
+        self.coll.comms.push(CommState::complete(&indices));
+        Ok(self.coll.comms.len() - 1)
+    }
+
+    /// This node's process-unique number (ranks joining one root info compare theirs to
+    /// find out whether they share a node).
+    pub fn node_id(&self) -> u64 {
+        self.coll.node
+    }
+
+    /// The current device joins, as rank `rank` of `ranks`, the node-local communicator that
+    /// the ranks of root info communicator `group_id` (all on devices of this node) form.
+    pub fn comm_join_local(
+        &mut self,
+        group_id: u64,
+        ranks: u32,
+        rank: u32,
+    ) -> Result<usize, HalError> {
+        self.host_call("comm_init_root_info");
+        if rank >= ranks {
+            return Err(invalid(format!(
+                "rank {rank} is out of range for a communicator of {ranks} ranks"
+            )));
+        }
+        let comm = match self.coll.joined.get(&group_id) {
+            Some(&c) => c,
+            None => {
+                self.coll.comms.push(CommState::forming(ranks));
+                let c = self.coll.comms.len() - 1;
+                self.coll.joined.insert(group_id, c);
+                c
+            }
+        };
+        let device = self.cur;
+        self.coll.comms[comm].join(ranks, rank, device)?;
+        Ok(comm)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ranks_join_once_each_on_distinct_devices() {
+        let mut c = CommState::forming(2);
+        assert_eq!(c.device(1), None);
+        c.join(2, 1, 5).unwrap();
+        assert_eq!(c.device(1), Some(5));
+        let again = c.join(2, 1, 6).unwrap_err().to_string();
+        assert!(again.contains("already joined"), "{again}");
+        let same_device = c.join(2, 0, 5).unwrap_err().to_string();
+        assert!(
+            same_device.contains("already holds rank 1"),
+            "{same_device}"
+        );
+        let size = c.join(3, 0, 4).unwrap_err().to_string();
+        assert!(size.contains("with 3 ranks a communicator of 2"), "{size}");
+        let range = c.join(2, 2, 4).unwrap_err().to_string();
+        assert!(range.contains("out of range"), "{range}");
+        c.join(2, 0, 4).unwrap();
+        assert_eq!((c.device(0), c.ranks()), (Some(4), 2));
+    }
+
+    #[test]
+    fn a_complete_communicator_numbers_captured_calls_per_rank() {
+        let mut c = CommState::complete(&[3, 1]);
+        assert_eq!((c.device(0), c.device(1)), (Some(3), Some(1)));
+        assert_eq!(c.next_captured(0, Peers::All), 0);
+        assert_eq!(c.next_captured(0, Peers::All), 1);
+        assert_eq!(c.next_captured(1, Peers::All), 0);
+        let pair = Peers::Pair { from: 0, to: 1 };
+        assert_eq!(c.next_captured(0, pair), 0);
+        assert_eq!(c.next_captured(0, Peers::All), 2);
+    }
+}

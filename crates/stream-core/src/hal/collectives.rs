@@ -1,0 +1,55 @@
+//! The collective extension of the hal: backends that run collectives (HCCL's communicator
+//! calls) implement [`CollectiveBackend`] in their own crate, as wgpu-hal's optional
+//! capabilities are traits each backend implements. Thin and unvalidated like the rest of
+//! the hal: the front layer (`braid-collective`) checks every call first.
+
+use super::{Backend, HalError};
+use crate::collective::{CollectiveCall, RootInfo};
+
+/// One rank's native communicator (`HcclComm`): which rank it is, of how many.
+pub trait Comm: Send + Sync + 'static {
+    /// This communicator's rank.
+    fn rank(&self) -> u32;
+
+    /// The number of ranks of the communicator.
+    fn ranks(&self) -> u32;
+}
+
+/// A backend that can run collectives: communicators, and one rank's part of a collective
+/// enqueued on one of its streams ([`crate::Stream::launch_collective`] is the front layer's
+/// way in).
+pub trait CollectiveBackend: Backend {
+    /// One rank's native communicator.
+    type Comm: Comm;
+
+    /// Whether single-process communicators of this backend must check every call for
+    /// mismatches whatever the user's options say (the simulator: a hang there helps nobody).
+    const ALWAYS_CHECKS_MISMATCH: bool;
+
+    /// One communicator per device, rank `i` on `devices[i]`, all in this process
+    /// (`HcclCommInitAll`).
+    fn init_all(devices: &[&Self::Device]) -> Result<Vec<Self::Comm>, HalError>;
+
+    /// A fresh root info for a communicator whose rank 0 runs on `device` (`HcclGetRootInfo`).
+    fn root_info(device: &Self::Device) -> Result<RootInfo, HalError>;
+
+    /// Joins the communicator of `ranks` ranks described by `info` as rank `rank`
+    /// (`HcclCommInitRootInfo`). Bytes that are not a root info, or a root info whose
+    /// communicator does not take this rank, are a refused argument
+    /// ([`HalError::is_invalid_argument`]).
+    fn init_root_info(
+        device: &Self::Device,
+        ranks: u32,
+        rank: u32,
+        info: &RootInfo,
+    ) -> Result<Self::Comm, HalError>;
+
+    /// Enqueues this rank's part of `call` on `stream` (`HcclAllReduce` and friends),
+    /// labelled `label` in timelines.
+    fn launch_collective(
+        stream: &Self::Stream,
+        comm: &Self::Comm,
+        call: &CollectiveCall,
+        label: &str,
+    ) -> Result<(), HalError>;
+}
