@@ -27,6 +27,7 @@ const ROLE: &str = "BRAID_IPC_CHILD";
 const BUFFER: &str = "BRAID_IPC_BUFFER";
 const EVENT: &str = "BRAID_IPC_EVENT";
 const SHAREABLE: &str = "BRAID_IPC_SHAREABLE";
+const CLOSED: &str = "BRAID_IPC_CLOSED";
 const ELEMENTS: u64 = 1024;
 /// Long enough that the child waits on a record that is not done yet.
 const PARENT_PAUSE: Duration = Duration::from_millis(300);
@@ -57,23 +58,42 @@ fn child() {
     let handle: IpcBufferHandle = std::env::var(BUFFER).unwrap().parse().unwrap();
     let event: IpcEventHandle = std::env::var(EVENT).unwrap().parse().unwrap();
     let shareable: u64 = std::env::var(SHAREABLE).unwrap().parse().unwrap();
+    let closed: IpcMemKey = std::env::var(CLOSED).unwrap().parse().unwrap();
     // Bad input first: each is typed, names the fix, and leaves the device working.
     let unknown: IpcMemKey = "braid-sim-ipc-1-4000000000".parse().unwrap();
     match device.ipc_import(&unknown, 4) {
-        Err(Error::Backend(HalError::Native { code, message, .. })) => {
+        Err(Error::Ipc(IpcError::ImportRefused {
+            key,
+            cause: HalError::Native { code, message, .. },
+        })) => {
+            assert_eq!(key, unknown.to_string());
             assert_eq!(code, 107_000);
             assert!(message.contains("no export has key"), "{message}");
         }
         other => panic!("a foreign key imported: {other:?}"),
     }
+    // The exporter closed this key before it started this process.
+    let err = device.ipc_import(&closed, 4).unwrap_err();
+    assert!(
+        matches!(&err, Error::Ipc(IpcError::ImportRefused { key, .. }) if *key == closed.to_string()),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("closed it"), "{err}");
+    // Another process's key is not this process's to close.
+    assert_eq!(
+        device.ipc_close_export(&handle.key).unwrap_err(),
+        Error::Ipc(IpcError::NotExported {
+            key: handle.key.to_string()
+        })
+    );
     assert!(matches!(
         device.ipc_import(&handle.key, 0),
         Err(Error::Ipc(IpcError::Empty { .. }))
     ));
     // Not on the allow-list yet.
     match import_ipc(&device, &handle) {
-        Err(braid_allocator::AllocError::Stream(Error::Backend(HalError::Native {
-            message,
+        Err(braid_allocator::AllocError::Stream(Error::Ipc(IpcError::ImportRefused {
+            cause: HalError::Native { message, .. },
             ..
         }))) => assert!(message.contains("allow-list"), "{message}"),
         other => panic!("imported before being allowed: {other:?}"),
@@ -135,10 +155,22 @@ fn memory_and_an_event_shared_between_two_processes() {
     let shared = buf.export_ipc(true).unwrap();
     let slice = shared.slice();
     // A process cannot import its own export.
-    assert!(matches!(
-        device.ipc_import(&shared.handle().key, 4),
-        Err(Error::Backend(HalError::Native { code: 107_000, .. }))
-    ));
+    assert_eq!(
+        device.ipc_import(&shared.handle().key, 4).unwrap_err(),
+        Error::Ipc(IpcError::OwnExport {
+            key: shared.handle().key.to_string()
+        })
+    );
+    // An export closed at once: closing it again is refused here, importing it in the child.
+    let closed_buf = alloc.alloc(4096, &s).unwrap();
+    let closed = device.ipc_export(closed_buf.slice(), false).unwrap();
+    device.ipc_close_export(&closed).unwrap();
+    assert_eq!(
+        device.ipc_close_export(&closed).unwrap_err(),
+        Error::Ipc(IpcError::AlreadyClosed {
+            key: closed.to_string()
+        })
+    );
     assert!(matches!(
         shared.allow_pids(&[]),
         Err(braid_allocator::AllocError::Stream(Error::Ipc(IpcError::BadPids { .. })))
@@ -169,6 +201,7 @@ fn memory_and_an_event_shared_between_two_processes() {
         .env(BUFFER, shared.handle().to_string())
         .env(EVENT, event.ipc_handle().unwrap().to_string())
         .env(SHAREABLE, shareable.to_string())
+        .env(CLOSED, closed.to_string())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

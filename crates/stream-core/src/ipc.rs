@@ -18,18 +18,23 @@
 //! others import it; the caching allocator's `DeviceBuffer::export_ipc` keeps its block
 //! alive until every importer closed it.
 //!
-//! Every call validates before reaching the backend; a key that is closed, foreign or not
-//! allowed is refused by the backend with a message naming the fix (on ACL, the runtime's
-//! code and text).
+//! Every call validates before reaching the backend. What this process knows it refuses
+//! itself: closing a key it did not export ([`IpcError::NotExported`]) or twice
+//! ([`IpcError::AlreadyClosed`]), importing its own export ([`IpcError::OwnExport`]). A key
+//! that another process closed, a foreign or garbled key, or one this process is not allowed
+//! to import is refused by the backend and reported as [`IpcError::ImportRefused`] naming
+//! the fixes, with the backend's own error (on ACL, the runtime's code and text) as its
+//! cause. After any of these the device and the other exports and imports work as before.
 
 use crate::device::Device;
 use crate::error::{Error, Result};
 use crate::event::{Event, EventInner};
-use crate::hal::{Backend, Device as _};
+use crate::hal::{Backend, Device as _, HalError};
 use crate::types::{DevicePtr, DeviceSlice, EventFlags};
+use std::collections::HashMap;
 use std::fmt;
 use std::str::FromStr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard, OnceLock, PoisonError};
 
 /// Bytes of an IPC event handle (ACL's `ACL_IPC_EVENT_HANDLE_SIZE`).
 pub const IPC_EVENT_HANDLE_BYTES: usize = 64;
@@ -76,6 +81,68 @@ pub enum IpcError {
         /// Bytes exported.
         exported: u64,
     },
+    /// A close of a key this process did not export: another process's key (an importer
+    /// closes its import by dropping its [`IpcMemory`]) or a garbled one.
+    #[error("{key} is not an export of this process: close only keys this process's Device::ipc_export returned; an importer closes its import by dropping the IpcMemory")]
+    NotExported {
+        /// The key.
+        key: String,
+    },
+    /// A second close of one export.
+    #[error("the export {key} is already closed: close each export once (dropping the allocator's SharedBuffer closes it for you)")]
+    AlreadyClosed {
+        /// The key.
+        key: String,
+    },
+    /// An import of this process's own export (closed or not).
+    #[error("{key} is this process's own export: import it in another process; here, use the exported memory itself")]
+    OwnExport {
+        /// The key.
+        key: String,
+    },
+    /// The backend refused an import: the key is closed, foreign or not allowed.
+    #[error("the import of {key} was refused: its exporter closed it or freed its memory, the key comes from another node or was garbled, or this process is not on its allow-list (send Device::process_id to the exporter, which calls Device::ipc_allow_pids); ask the exporter for a current key ({cause})")]
+    ImportRefused {
+        /// The key.
+        key: String,
+        /// What the backend said.
+        #[source]
+        cause: HalError,
+    },
+    /// The backend refused to open an event handle: its event is gone, or the handle is not
+    /// one.
+    #[error("the IPC event handle was refused: pass the handle the exporting process's Event::ipc_handle returned while that event lives ({cause})")]
+    EventOpenRefused {
+        /// What the backend said.
+        #[source]
+        cause: HalError,
+    },
+}
+
+/// Whether an export of this process is still open ([`Device::ipc_close_export`] closes it).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum ExportState {
+    Open,
+    Closed,
+}
+
+/// This process's exports, by key: keys name process-wide objects of the runtime (ACL's
+/// keys do not depend on the device or the context), so one table serves every device.
+fn exports() -> MutexGuard<'static, HashMap<String, ExportState>> {
+    static EXPORTS: OnceLock<Mutex<HashMap<String, ExportState>>> = OnceLock::new();
+    EXPORTS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The backend's refusal as the IPC error naming the fix, where it is one (a backend that
+/// lacks the call stays [`HalError::Unsupported`]).
+fn refused(err: HalError, wrap: impl FnOnce(HalError) -> IpcError) -> Error {
+    match err {
+        HalError::Unsupported(_) => Error::Backend(err),
+        cause => Error::Ipc(wrap(cause)),
+    }
 }
 
 /// The key of exported memory: a short string the exporter hands to the importers.
@@ -216,9 +283,10 @@ impl<B: Backend> Device<B> {
                 device: self.id(),
             });
         }
-        let key = self.hal().ipc_export(range, allow_list)?;
+        let key: IpcMemKey = self.hal().ipc_export(range, allow_list)?.parse()?;
+        exports().insert(key.0.clone(), ExportState::Open);
         tracing::info!(%key, %range, allow_list, "device memory exported to other processes");
-        key.parse()
+        Ok(key)
     }
 
     /// Lets the processes `pids` import this process's export `key`.
@@ -232,10 +300,29 @@ impl<B: Backend> Device<B> {
     }
 
     /// Stops sharing this process's export `key`: no new process may import it (the
-    /// importers keep theirs).
+    /// importers keep theirs). A key this process did not export is
+    /// [`IpcError::NotExported`], a second close [`IpcError::AlreadyClosed`]; neither
+    /// reaches the backend.
     pub fn ipc_close_export(&self, key: &IpcMemKey) -> Result<()> {
+        let mut exports = exports();
+        match exports.get(key.as_str()) {
+            None => {
+                return Err(Error::Ipc(IpcError::NotExported {
+                    key: key.to_string(),
+                }))
+            }
+            Some(ExportState::Closed) => {
+                return Err(Error::Ipc(IpcError::AlreadyClosed {
+                    key: key.to_string(),
+                }))
+            }
+            Some(ExportState::Open) => {}
+        }
         // SAFETY: an export's memory stays this process's; only imports unmap anything.
-        Ok(unsafe { self.hal().ipc_close(key.as_str()) }?)
+        unsafe { self.hal().ipc_close(key.as_str()) }?;
+        exports.insert(key.0.clone(), ExportState::Closed);
+        tracing::info!(%key, "IPC export closed");
+        Ok(())
     }
 
     /// Maps `len` bytes another process exported under `key` into this device.
@@ -243,7 +330,17 @@ impl<B: Backend> Device<B> {
         if len == 0 {
             return Err(Error::Ipc(IpcError::Empty { what: "import" }));
         }
-        let (ptr, exported) = self.hal().ipc_import(key.as_str())?;
+        if exports().contains_key(key.as_str()) {
+            return Err(Error::Ipc(IpcError::OwnExport {
+                key: key.to_string(),
+            }));
+        }
+        let (ptr, exported) = self.hal().ipc_import(key.as_str()).map_err(|e| {
+            refused(e, |cause| IpcError::ImportRefused {
+                key: key.to_string(),
+                cause,
+            })
+        })?;
         let memory = IpcMemory {
             device: self.clone(),
             key: key.clone(),
@@ -277,7 +374,10 @@ impl<B: Backend> Device<B> {
     /// synchronize it. It is a foreign event ([`Device::adopt_event`]); recording it, or
     /// handing out its handle, is the exporter's alone (the backend refuses both).
     pub fn open_ipc_event(&self, handle: &IpcEventHandle) -> Result<Event<B>> {
-        let hal = self.hal().open_ipc_event(&handle.0)?;
+        let hal = self
+            .hal()
+            .open_ipc_event(&handle.0)
+            .map_err(|e| refused(e, |cause| IpcError::EventOpenRefused { cause }))?;
         Ok(self.adopt_event(hal, EventFlags::ORDERING))
     }
 }
