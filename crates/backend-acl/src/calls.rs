@@ -8,9 +8,9 @@
 
 use crate::api::AclApi;
 use crate::ffi::{
-    aclError, aclrtIpcEventHandle, aclrtPhysicalMemProp, ACL_IPC_MEM_KEY_LEN, ACL_HBM_MEM_HUGE, ACL_MEM_ALLOCATION_TYPE_PINNED,
-    ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE, ACL_MODEL_RI_CAPTURE_STATUS_NONE,
-    ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+    aclError, aclrtIpcEventHandle, aclrtPhysicalMemProp, ACL_HBM_MEM_HUGE, ACL_IPC_MEM_KEY_LEN,
+    ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE,
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
 };
 use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
@@ -611,7 +611,11 @@ impl AclCalls for ApiRef {
         // by ACL, which checks it.
         let code = unsafe { f(ptr as *mut c_void, size, key.as_mut_ptr(), key.len(), flags) };
         Some(ok(code).map(|()| {
-            let bytes: Vec<u8> = key.iter().take_while(|&&c| c != 0).map(|&c| c as u8).collect();
+            let bytes: Vec<u8> = key
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8)
+                .collect();
             String::from_utf8_lossy(&bytes).into_owned()
         }))
     }

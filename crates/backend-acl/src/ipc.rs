@@ -53,17 +53,18 @@ impl AclDevice {
         let r = sh
             .calls
             .ipc_mem_get_export_key(range.ptr.0, len, export_flags(allow_list))
-            .ok_or_else(|| missing("IPC memory: this ACL library has no aclrtIpcMemGetExportKey"))?;
+            .ok_or_else(|| {
+                missing("IPC memory: this ACL library has no aclrtIpcMemGetExportKey")
+            })?;
         Ok(sh.result("aclrtIpcMemGetExportKey", r)?)
     }
 
     pub(crate) fn ipc_allow_pids_impl(&self, key: &str, pids: &[i32]) -> Result<(), HalError> {
         let sh = &self.shared;
         sh.bind()?;
-        let code = sh
-            .calls
-            .ipc_mem_set_import_pid(key, pids)
-            .ok_or_else(|| missing("IPC memory: this ACL library has no aclrtIpcMemSetImportPid"))?;
+        let code = sh.calls.ipc_mem_set_import_pid(key, pids).ok_or_else(|| {
+            missing("IPC memory: this ACL library has no aclrtIpcMemSetImportPid")
+        })?;
         Ok(sh.check("aclrtIpcMemSetImportPid", code)?)
     }
 
@@ -94,7 +95,9 @@ impl AclDevice {
         let r = sh
             .calls
             .create_event_ex_with_flag(ACL_EVENT_IPC)
-            .ok_or_else(|| missing("IPC events: this ACL library has no aclrtCreateEventExWithFlag"))?;
+            .ok_or_else(|| {
+                missing("IPC events: this ACL library has no aclrtCreateEventExWithFlag")
+            })?;
         let handle = sh.result("aclrtCreateEventExWithFlag", r)?;
         Ok(AclEvent::new(sh.clone(), handle))
     }
@@ -112,10 +115,9 @@ impl AclDevice {
     pub(crate) fn open_ipc_event_impl(&self, handle: &[u8; 64]) -> Result<AclEvent, HalError> {
         let sh = &self.shared;
         sh.bind()?;
-        let r = sh
-            .calls
-            .ipc_open_event_handle(*handle)
-            .ok_or_else(|| missing("IPC events: this ACL library has no aclrtIpcOpenEventHandle"))?;
+        let r = sh.calls.ipc_open_event_handle(*handle).ok_or_else(|| {
+            missing("IPC events: this ACL library has no aclrtIpcOpenEventHandle")
+        })?;
         let raw = sh.result("aclrtIpcOpenEventHandle", r)?;
         // Recorded by its exporter, so always asked about; destroyed with this handle.
         Ok(AclEvent::foreign(sh.clone(), raw, Ownership::Owned))
@@ -142,7 +144,9 @@ impl AclDevice {
             .calls
             .mem_export_to_shareable_handle(handle, flags)
             .ok_or_else(|| {
-                missing("shareable handles: this ACL library has no aclrtMemExportToShareableHandle")
+                missing(
+                    "shareable handles: this ACL library has no aclrtMemExportToShareableHandle",
+                )
             })?;
         Ok(sh.result("aclrtMemExportToShareableHandle", r)?)
     }
@@ -156,7 +160,9 @@ impl AclDevice {
             .calls
             .mem_set_pid_to_shareable_handle(shareable, pids)
             .ok_or_else(|| {
-                missing("shareable handles: this ACL library has no aclrtMemSetPidToShareableHandle")
+                missing(
+                    "shareable handles: this ACL library has no aclrtMemSetPidToShareableHandle",
+                )
             })?;
         Ok(sh.check("aclrtMemSetPidToShareableHandle", code)?)
     }
@@ -174,7 +180,9 @@ impl AclDevice {
             .calls
             .mem_import_from_shareable_handle(shareable, sh.ordinal as i32)
             .ok_or_else(|| {
-                missing("shareable handles: this ACL library has no aclrtMemImportFromShareableHandle")
+                missing(
+                    "shareable handles: this ACL library has no aclrtMemImportFromShareableHandle",
+                )
             })?;
         let handle = sh.result("aclrtMemImportFromShareableHandle", r)?;
         let mapped = sh

@@ -218,16 +218,12 @@ fn the_thread_capture_mode_is_exchanged_per_thread() {
     });
     let mut unknown = 7u32;
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { exchange(&mut unknown) },
-        codes::ACL_ERROR_INVALID_PARAM
-    );
+    let code = unsafe { exchange(&mut unknown) };
+    assert_eq!(code, codes::ACL_ERROR_INVALID_PARAM);
     assert_eq!(unknown, 7, "a refused exchange writes nothing back");
     // SAFETY: a null pointer is refused before any access.
-    assert_eq!(
-        unsafe { exchange(ptr::null_mut()) },
-        codes::ACL_ERROR_INVALID_PARAM
-    );
+    let code = unsafe { exchange(ptr::null_mut()) };
+    assert_eq!(code, codes::ACL_ERROR_INVALID_PARAM);
     let mut back = codes_mode(CaptureMode::Global);
     // SAFETY: as above.
     assert_eq!(unsafe { exchange(&mut back) }, 0);

@@ -109,7 +109,10 @@ fn child() {
     let waited = started.elapsed();
     let data = s.copy_d2h(imported.slice()).unwrap().wait_f32().unwrap();
     assert_eq!(data, vec![42.0; ELEMENTS as usize], "the exporter's data");
-    assert!(opened.query().unwrap(), "the opened event is complete after the wait");
+    assert!(
+        opened.query().unwrap(),
+        "the opened event is complete after the wait"
+    );
     assert!(
         waited >= PARENT_PAUSE / 2,
         "the wait returned after {waited:?}, before the exporter's record was done"
@@ -173,7 +176,9 @@ fn memory_and_an_event_shared_between_two_processes() {
     );
     assert!(matches!(
         shared.allow_pids(&[]),
-        Err(braid_allocator::AllocError::Stream(Error::Ipc(IpcError::BadPids { .. })))
+        Err(braid_allocator::AllocError::Stream(Error::Ipc(
+            IpcError::BadPids { .. }
+        )))
     ));
     let event = device.create_ipc_event().unwrap();
 
@@ -219,7 +224,10 @@ fn memory_and_an_event_shared_between_two_processes() {
             Some(_) => {}
             None => {
                 let text = stderr.take().map(|t| t.join().unwrap_or_default());
-                panic!("the child ended before {what:?}: {}", text.unwrap_or_default());
+                panic!(
+                    "the child ended before {what:?}: {}",
+                    text.unwrap_or_default()
+                );
             }
         }
     };

@@ -11,9 +11,7 @@
 //! devices working.
 
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
-use braid_stream_core::{
-    Device, DeviceSlice, Error, IpcError, IpcEventHandle, IpcMemKey, Kernel,
-};
+use braid_stream_core::{Device, DeviceSlice, Error, IpcError, IpcEventHandle, IpcMemKey, Kernel};
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
@@ -159,7 +157,10 @@ fn memory_and_an_event_shared_between_two_processes() {
             Some(_) => {}
             None => {
                 let text = stderr.take().map(|t| t.join().unwrap_or_default());
-                panic!("the child ended before {what:?}: {}", text.unwrap_or_default());
+                panic!(
+                    "the child ended before {what:?}: {}",
+                    text.unwrap_or_default()
+                );
             }
         }
     };

@@ -68,8 +68,8 @@ pub mod kernels;
 pub mod memory;
 pub mod ordering;
 pub mod pinned;
-pub mod stream_pool;
 pub mod sleep;
+pub mod stream_pool;
 pub mod streams;
 pub mod tags;
 

@@ -58,8 +58,8 @@
 //! ```
 #![warn(missing_docs)]
 
-pub mod capture_mode;
 mod buffer;
+pub mod capture_mode;
 pub mod capture_rule;
 pub mod clock;
 pub mod collective;
@@ -88,8 +88,8 @@ pub mod types;
 mod uses;
 mod workspace;
 
-pub use capture_mode::{thread_capture_mode, CaptureModeGuard};
 pub use buffer::CollectiveBuffer;
+pub use capture_mode::{thread_capture_mode, CaptureModeGuard};
 pub use context::StreamGuard;
 pub use custom::{CustomOp, OpError};
 pub use device::Device;
@@ -97,8 +97,8 @@ pub use dtype::DType;
 pub use error::{Error, Result};
 pub use event::{Event, EventWait};
 pub use graph::Graph;
-pub use ipc::{IpcError, IpcEventHandle, IpcMemKey, IpcMemory};
 pub use hal::{OpCost, OpRange};
+pub use ipc::{IpcError, IpcEventHandle, IpcMemKey, IpcMemory};
 pub use kernel::{ComputeUnit, Kernel, KernelError, TypedKernel};
 pub use memory::{f32_bytes, f32s_from_bytes, DeviceMemory, HostReadback};
 pub use ordering::{CaptureId, Domain, StreamPosition};
