@@ -8,6 +8,8 @@
 use crate::codes::*;
 use crate::errmsg::{fail, ret, take_recent, Fail};
 use crate::registry::{with, with_then_wait};
+#[allow(unused_imports)] // the names `check_exports!` checks
+use crate::serve_exports::*;
 use std::ffi::{c_char, c_void};
 
 /// Runs `f` and writes its value through the out pointer `p`.
@@ -380,6 +382,27 @@ pub extern "C" fn aclrtMemsetAsync(
 #[no_mangle]
 pub extern "C" fn aclmdlRICaptureBegin(stream: *mut c_void, mode: u32) -> aclError {
     ret(with(|r| r.capture_begin(h(stream), mode)))
+}
+
+/// `aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode *mode)`: sets the calling
+/// thread's capture mode to `*mode` and writes the previous one back. Null is
+/// `ACL_ERROR_INVALID_PARAM`, so is an unknown mode (nothing changes then).
+///
+/// # Safety
+/// `mode` is null or valid for a read and a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> aclError {
+    const CALL: &str = "aclmdlRICaptureThreadExchangeMode";
+    if mode.is_null() {
+        return ret(Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!("{CALL}: null mode pointer"),
+        )));
+    }
+    // SAFETY: non-null and valid for a read (the caller's guarantee).
+    let asked = unsafe { mode.read() };
+    // SAFETY: as above, valid for a write.
+    unsafe { out(CALL, mode, || crate::registry::exchange_thread_mode(asked)) }
 }
 
 /// `aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status,

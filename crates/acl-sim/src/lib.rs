@@ -105,6 +105,7 @@ pub mod exports;
 pub mod hccl;
 mod outputs;
 mod registry;
+pub mod serve_exports;
 mod settings;
 
 pub use settings::{

@@ -15,6 +15,7 @@
 //! | `events` | events: record, wait (also across devices), query, timing |
 //! | `memory` | device and pinned host memory, copies and fills |
 //! | `vmm` | the virtual-memory API |
+//! | `ipc` | memory, physical memory and events shared with other processes |
 //! | `models` | captures into models, the rules an active capture sets, model execution |
 //! | `collective` | what HCCL's exports need: communicators' devices, collectives on ACL streams |
 //! | `waits` | host waits (synchronizes, blocking copies), run outside the registry's lock |
@@ -29,13 +30,17 @@ use braid_stream_core::hal::HalError;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Mutex, MutexGuard, OnceLock};
+use vmm::Physical;
 
 mod collective;
 mod context;
 mod devices;
 mod events;
+mod ipc;
 mod memory;
 mod models;
+
+pub(crate) use models::exchange_thread_mode;
 mod streams;
 mod system;
 mod vmm;
@@ -124,6 +129,8 @@ pub(crate) struct Registry {
     /// The simulated nodes, made at first use: the devices computing data, and the
     /// timing-only ones (`devices::Nodes`).
     nodes: devices::Nodes,
+    /// Keys this process exported or imported (`ipc`).
+    ipc: ipc::IpcRoom,
     next_handle: usize,
     next_capture: u64,
 }
@@ -213,6 +220,7 @@ impl Registry {
             physical: HashMap::new(),
             peers: HashSet::new(),
             nodes: devices::Nodes::default(),
+            ipc: ipc::IpcRoom::default(),
             next_handle: HANDLE_BASE,
             next_capture: 1,
         }

@@ -64,6 +64,7 @@ mod error;
 mod free_list;
 mod graph_pins;
 mod host;
+pub mod ipc;
 mod keepalive;
 mod mempool;
 mod private_pool;
@@ -82,6 +83,7 @@ pub use config::{
 };
 pub use error::{AllocError, OutOfMemoryReport};
 pub use host::{PinnedBuffer, PinnedHostAllocator, PinnedStats};
+pub use ipc::{import_ipc, ImportedBuffer, IpcBufferHandle, SharedBuffer};
 pub use mempool::{MemPool, PoolDiversion};
 pub use private_pool::{PoolFilter, PoolOptions, PoolStats};
 pub use size::SizeClass;

@@ -3,6 +3,7 @@
 use crate::capture::{ExternalEvents, Node};
 use crate::device::{checked, same_device, Shared};
 use crate::fault::CallKind;
+use crate::limits::LiveSlot;
 use crate::stream::SimStream;
 use crate::SimBackend;
 use braid_stream_core::hal::{self, HalError};
@@ -16,6 +17,9 @@ pub struct SimGraph {
     shared: Shared,
     nodes: Arc<[Node]>,
     external: Arc<ExternalEvents>,
+    /// The streams the graph holds while it lives, one per stream captured into it
+    /// ([`crate::limits`]).
+    _streams: Arc<[Arc<LiveSlot>]>,
 }
 
 impl fmt::Debug for SimGraph {
@@ -27,11 +31,17 @@ impl fmt::Debug for SimGraph {
 }
 
 impl SimGraph {
-    pub(crate) fn new(shared: Shared, nodes: Vec<Node>, external: ExternalEvents) -> Self {
+    pub(crate) fn new(
+        shared: Shared,
+        nodes: Vec<Node>,
+        external: ExternalEvents,
+        streams: Vec<Arc<LiveSlot>>,
+    ) -> Self {
         SimGraph {
             shared,
             nodes: nodes.into(),
             external: Arc::new(external),
+            _streams: streams.into(),
         }
     }
 

@@ -151,6 +151,7 @@ mod event;
 pub mod fault;
 mod graph;
 mod host;
+pub mod ipc;
 pub mod limits;
 mod link;
 mod memory;
@@ -169,7 +170,9 @@ mod workspace;
 pub use collective::communicators::{SimComm, JOIN_TIMEOUT};
 pub use collective::cost::{collective_bound, LinkParams, Wiring};
 pub use collective::remote::RemoteGroup;
-pub use config::{SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_TIMELINE_CAPACITY};
+pub use config::{
+    SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_IPC_TIMEOUT, DEFAULT_TIMELINE_CAPACITY,
+};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
 pub use event::SimEvent;

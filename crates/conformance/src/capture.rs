@@ -104,7 +104,9 @@ pub fn end_capture_on_joined_stream_refused<B: Backend>(h: &Harness<B>) -> Resul
 }
 
 /// D45: synchronize or query of a stream, an event or the device during a (global) capture is
-/// `Error::ForbiddenDuringCapture` naming the call, for captured and eager objects alike.
+/// refused naming the call: `Error::ForbiddenDuringCapture` for the capture's own stream and
+/// event (no mode allows it), `Error::CaptureModeForbids` for eager objects and the device
+/// (the capturing thread would need relaxed mode, ACL's 107030).
 pub fn blocking_calls_forbidden_during_capture<B: Backend>(
     h: &Harness<B>,
 ) -> Result<(), CaseError> {
@@ -130,18 +132,33 @@ pub fn blocking_calls_forbidden_during_capture<B: Backend>(
             );
         };
     }
+    macro_rules! mode_forbids {
+        ($call:expr, $name:literal, $what:literal) => {
+            expect_err!(
+                $call,
+                Error::CaptureModeForbids {
+                    call,
+                    stream,
+                    capture_mode: CaptureMode::Global,
+                    thread_mode: CaptureMode::Global,
+                    allowed_by: CaptureMode::Relaxed,
+                } if call == $name && stream == sid,
+                $what
+            );
+        };
+    }
     forbidden!(
         s.synchronize(),
         "Stream::synchronize",
         "synchronize of the capturing stream"
     );
     forbidden!(s.query(), "Stream::query", "query of the capturing stream");
-    forbidden!(
+    mode_forbids!(
         t.synchronize(),
         "Stream::synchronize",
         "synchronize of an eager stream"
     );
-    forbidden!(t.query(), "Stream::query", "query of an eager stream");
+    mode_forbids!(t.query(), "Stream::query", "query of an eager stream");
     forbidden!(
         captured_ev.synchronize(),
         "Event::synchronize",
@@ -152,13 +169,13 @@ pub fn blocking_calls_forbidden_during_capture<B: Backend>(
         "Event::query",
         "query of a captured event"
     );
-    forbidden!(
+    mode_forbids!(
         eager_ev.synchronize(),
         "Event::synchronize",
         "synchronize of an eager event"
     );
-    forbidden!(eager_ev.query(), "Event::query", "query of an eager event");
-    forbidden!(
+    mode_forbids!(eager_ev.query(), "Event::query", "query of an eager event");
+    mode_forbids!(
         device.synchronize(),
         "Device::synchronize",
         "device synchronize"
@@ -444,7 +461,12 @@ pub fn thread_local_and_relaxed_capture<B: Backend>(h: &Harness<B>) -> Result<()
             CaptureMode::Relaxed => unrelated.synchronize()?,
             _ => expect_err!(
                 unrelated.synchronize(),
-                Error::ForbiddenDuringCapture { call: "Stream::synchronize", stream } if stream == sid,
+                Error::CaptureModeForbids {
+                    call: "Stream::synchronize",
+                    stream,
+                    allowed_by: CaptureMode::Relaxed,
+                    ..
+                } if stream == sid,
                 "{mode:?}: the capturing thread synchronizing an unrelated stream"
             ),
         }

@@ -55,6 +55,7 @@ mod support;
 
 pub mod allocator;
 pub mod capture;
+pub mod capture_modes;
 pub mod collectives;
 pub mod context;
 pub mod cross_device;
@@ -68,6 +69,7 @@ pub mod memory;
 pub mod ordering;
 pub mod pinned;
 pub mod sleep;
+pub mod stream_pool;
 pub mod streams;
 pub mod tags;
 
@@ -159,6 +161,15 @@ macro_rules! __with_cases {
                 capturing_stream_cannot_wait_on_eager_event,
                 d2h_copy_refused_during_capture,
                 graph_keeps_captured_buffers_alive,
+            ],
+            stream_pool: [
+                leases_reuse_idle_streams,
+                leases_from_many_threads,
+            ],
+            capture_modes: [
+                helper_thread_exchanges_its_mode,
+                capturing_thread_needs_relaxed_mode,
+                exchange_outside_a_capture_refused,
             ],
             errors: [
                 objects_of_another_device_refused,

@@ -31,6 +31,8 @@ pub(crate) struct DeviceInner<B: Backend> {
     /// Observers of the ranges captured work uses only ([`Device::add_capture_use_observer`]).
     capture_observers: RwLock<Vec<Weak<dyn UseObserver>>>,
     pub(crate) workspaces: crate::workspace::Workspaces<B>,
+    /// Reusable streams for captures and tags ([`crate::stream_pool`]).
+    pub(crate) stream_pool: crate::stream_pool::StreamPool<B>,
 }
 
 impl<B: Backend> DeviceInner<B> {
@@ -124,6 +126,7 @@ impl<B: Backend> Device<B> {
             observers: RwLock::new(Vec::new()),
             capture_observers: RwLock::new(Vec::new()),
             workspaces: crate::workspace::Workspaces::new(),
+            stream_pool: crate::stream_pool::StreamPool::new(),
         };
         tracing::debug!(
             backend = B::NAME,
@@ -159,7 +162,11 @@ impl<B: Backend> Device<B> {
 
     /// Creates a stream with `priority` (smaller is higher; 0 is normal).
     pub fn create_stream(&self, priority: Priority) -> Result<Stream<B>> {
-        let hal = self.inner.hal.create_stream(priority)?;
+        let hal = self
+            .inner
+            .hal
+            .create_stream(priority)
+            .map_err(|e| self.stream_error("Device::create_stream", 1, e))?;
         Ok(self.register_stream(hal, priority, "stream created"))
     }
 
@@ -273,8 +280,9 @@ impl<B: Backend> Device<B> {
         Ok(context::push(self.inner.uid, stream.inner.clone()))
     }
 
-    /// The stream registered under `tag`, created on first use with `priority`. The same tag
-    /// always gives the same stream (TorchAir's tagged streams).
+    /// The stream registered under `tag`, taken from the stream pool (or created) on first
+    /// use with `priority` ([`crate::stream_pool`]). The same tag always gives the same stream
+    /// (TorchAir's tagged streams).
     pub fn tagged_stream(&self, tag: &str, priority: Priority) -> Result<Stream<B>> {
         if let Some(existing) = self.inner.lock().tagged_streams.get(tag).cloned() {
             if existing.priority != priority {
@@ -286,9 +294,10 @@ impl<B: Backend> Device<B> {
             }
             return Ok(Stream::from_parts(self.clone(), existing));
         }
-        let created = self.create_stream(priority)?;
+        let created = self.pooled_or_new(priority)?;
         let mut st = self.inner.lock();
-        // Another thread may have registered the tag meanwhile: the first registration wins.
+        // Another thread may have registered the tag meanwhile: the first registration wins
+        // (the loser's stream is simply dropped).
         let inner = st
             .tagged_streams
             .entry(tag.to_string())

@@ -2,9 +2,9 @@
 
 use crate::custom::OpError;
 use crate::hal::HalError;
+use crate::ipc::IpcError;
 use crate::kernel::KernelError;
-use crate::types::StreamId;
-use crate::types::{DeviceId, DeviceSlice};
+use crate::types::{CaptureMode, DeviceId, DeviceSlice, StreamId};
 
 /// Everything the front layer can refuse or report. After any of these the device, its streams
 /// and events stay consistent and usable.
@@ -16,6 +16,9 @@ pub enum Error {
     /// A kernel's declared ranges do not fit its shape.
     #[error(transparent)]
     Kernel(#[from] KernelError),
+    /// An IPC call's arguments are invalid ([`crate::ipc`]).
+    #[error(transparent)]
+    Ipc(#[from] IpcError),
     /// A user-defined operator's declaration is invalid.
     #[error(transparent)]
     Op(#[from] OpError),
@@ -64,6 +67,30 @@ pub enum Error {
         /// The capturing stream that forbids it.
         stream: StreamId,
     },
+    /// A call a capture's mode forbids on this thread (ACL's 107030
+    /// `ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT`, CUDA's `cudaErrorStreamCaptureUnsupported`): it
+    /// would break the capture of `stream`; [`crate::capture_mode`] has the rule.
+    #[error("{call} is not allowed on this thread while {stream} captures in {capture_mode} mode and this thread's capture mode is {thread_mode}: make the call outside the capture, or switch this thread to {allowed_by} mode around it (Device::capture_mode_guard)")]
+    CaptureModeForbids {
+        /// The call that was refused, e.g. `Stream::synchronize`.
+        call: &'static str,
+        /// The capturing stream whose capture forbids it.
+        stream: StreamId,
+        /// The mode that capture was begun with.
+        capture_mode: CaptureMode,
+        /// The calling thread's mode.
+        thread_mode: CaptureMode,
+        /// The least permissive thread mode that would allow the call.
+        allowed_by: CaptureMode,
+    },
+    /// A thread's capture mode was exchanged while no capture is active on the device.
+    #[error("no capture is active on {device}, so this thread's capture mode restricts nothing: begin the capture first, then exchange the mode to {mode} for the calls that need it (Device::capture_mode_guard)")]
+    ModeExchangeOutsideCapture {
+        /// The device.
+        device: DeviceId,
+        /// The mode asked for.
+        mode: CaptureMode,
+    },
     /// Work was submitted to the default stream while a capture is active on the device.
     #[error("{call} on the default stream is not allowed while {capturing} is capturing (the default stream would create an implicit dependency)")]
     DefaultStreamDuringCapture {
@@ -71,6 +98,21 @@ pub enum Error {
         call: &'static str,
         /// The capturing stream.
         capturing: StreamId,
+    },
+    /// The device has no stream left for a new stream or for the streams a captured graph
+    /// holds (ACL's 207008 `ACL_ERROR_RT_NO_STREAM_RESOURCE`).
+    #[error("{call} needs {needed} more stream(s), but {live} of the {limit} streams {device} allows are alive (the default stream and the streams captured graphs hold included): drop streams and graphs no longer needed, and draw capture streams from the device's pool (Device::lease_stream) instead of creating streams per graph")]
+    StreamsExhausted {
+        /// The call that needed streams.
+        call: &'static str,
+        /// The device.
+        device: DeviceId,
+        /// Streams alive.
+        live: u32,
+        /// The most the device allows.
+        limit: u32,
+        /// Streams the call needed.
+        needed: u32,
     },
     /// Capture was begun on the default stream.
     #[error("graphs must be captured on a non-default stream")]

@@ -616,7 +616,7 @@ impl<B: Backend> Stream<B> {
     /// of the capture are back to eager work afterwards.
     pub fn end_capture(&self) -> Result<Graph<B>> {
         let gate = self.device.inner.gate_exclusive();
-        let (id, unjoined) = {
+        let (id, unjoined, members) = {
             let st = self.device.inner.lock();
             let (id, origin) = match st.ordering.capture_of(self.id()) {
                 None => return Err(Error::NotCapturing { stream: self.id() }),
@@ -628,10 +628,18 @@ impl<B: Backend> Stream<B> {
                     origin,
                 });
             }
-            (id, st.ordering.unjoined(id))
+            let members = st
+                .ordering
+                .capture_of(self.id())
+                .map_or(1, |cap| cap.members.len().max(1));
+            (id, st.ordering.unjoined(id), members)
         };
         let origin = self.id();
-        let hal_graph = self.inner.hal.end_capture();
+        // The graph holds a stream per member on runtimes that count them (ACL's models).
+        let hal_graph = self.inner.hal.end_capture().map_err(|e| {
+            let needed = u32::try_from(members).unwrap_or(u32::MAX);
+            self.device.stream_error("Stream::end_capture", needed, e)
+        });
         let (keep_alive, external) = {
             let mut st = self.device.inner.lock();
             st.ordering.end_capture(id);

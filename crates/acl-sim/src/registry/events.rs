@@ -23,6 +23,9 @@ impl Registry {
 
     pub fn create_event(&mut self, flags: u32) -> Result<usize, Fail> {
         let device = self.current("aclrtCreateEventExWithFlag")?;
+        if flags & ACL_EVENT_IPC != 0 {
+            return self.create_ipc_event(device, flags);
+        }
         let sim = self
             .dev(device)?
             .sim
@@ -125,7 +128,7 @@ impl Registry {
         let s = self.stream(CALL, stream)?;
         // The event may be another device's of the node (a cross-device wait).
         let e = self.event_of_any_device(CALL, event)?;
-        if e.flags & ACL_EVENT_SYNC == 0 {
+        if e.flags & (ACL_EVENT_SYNC | ACL_EVENT_IPC) == 0 {
             return Err(fail(
                 ACL_ERROR_RT_PARAM_INVALID,
                 "aclrtStreamWaitEvent: the event was created without ACL_EVENT_SYNC and cannot be waited on",

@@ -44,6 +44,12 @@ impl Registry {
     pub fn free(&mut self, ptr: u64) -> Result<(), Fail> {
         const CALL: &str = "aclrtFree";
         let device = self.current(CALL)?;
+        if self.is_ipc_import(device, ptr) {
+            return Err(fail(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("aclrtFree: {ptr:#x} is memory imported from another process: release it with aclrtIpcMemClose"),
+            ));
+        }
         let dev = self.dev_mut(device)?;
         if dev.allocations.remove(&ptr).is_none() {
             return Err(fail(

@@ -16,10 +16,17 @@ pub(crate) const RESERVE_GRANULARITY: u64 = 2 << 20;
 
 /// A physical memory handle given to the caller.
 pub(super) struct Physical {
-    device: usize,
+    pub(super) device: usize,
     /// The simulator's handle.
-    sim: u64,
-    size: u64,
+    pub(super) sim: u64,
+    pub(super) size: u64,
+}
+
+impl Physical {
+    /// Physical memory `sim` of `device`, of `size` bytes.
+    pub(super) fn new(device: usize, sim: u64, size: u64) -> Self {
+        Physical { device, sim, size }
+    }
 }
 
 impl Registry {
@@ -184,7 +191,7 @@ impl Registry {
             .map_err(|e| sim_fail(CALL, e))
     }
 
-    fn physical_entry(&self, call: &str, handle: usize) -> Result<&Physical, Fail> {
+    pub(super) fn physical_entry(&self, call: &str, handle: usize) -> Result<&Physical, Fail> {
         self.physical.get(&handle).ok_or_else(|| {
             fail(
                 ACL_ERROR_RT_PARAM_INVALID,

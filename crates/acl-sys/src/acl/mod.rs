@@ -10,6 +10,7 @@ mod client_types;
 pub mod codes;
 mod functions;
 pub mod op;
+mod sharing;
 mod types;
 
 pub use client::AclClientFunctions;
@@ -17,6 +18,7 @@ pub use client_types::*;
 pub use codes::{code_name, CODE_NAMES, UNKNOWN_CODE_NAME};
 pub use functions::{fns, AclFunctions};
 pub use op::AclOpFunctions;
+pub use sharing::*;
 pub use types::*;
 
 /// Environment variable naming the ACL library file to load, tried first.

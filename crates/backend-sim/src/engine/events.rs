@@ -24,6 +24,7 @@ impl Engine {
             )));
         }
         let capture = st.capture.as_ref().map(|sc| (sc.id, sc.frontier.clone()));
+        self.ipc_check_use(e, true, capture.is_some())?;
         match (capture_record(capture.is_some(), external), capture) {
             (RecordOutcome::RecordNode, _) => {
                 self.with_frontier(s, |cap, _| cap.external.records.push(e))
@@ -43,6 +44,7 @@ impl Engine {
                 let t = st.tail.max(host);
                 let was_pending = self.coll.supersede_record(e);
                 self.record_at(s, e, t);
+                self.ipc_recorded(e, t);
                 if was_pending {
                     // Waits held back on the superseded record may go on.
                     return self.pump();
@@ -76,6 +78,7 @@ impl Engine {
         );
         let record = self.event(e)?.record.clone();
         let host = self.devices[self.cur].host_ns;
+        self.ipc_check_use(e, false, self.stream(s)?.capture.is_some())?;
         if self.stream(s)?.capture.is_none() {
             if self.coll.is_deferred(s) || self.coll.is_pending(e) {
                 // Behind a collective not yet run, or on a record held back behind one.
@@ -306,7 +309,9 @@ impl Engine {
     }
 
     /// Ends the capture whose origin is `s` and returns its nodes and external events.
-    pub fn end_capture(&mut self, s: u32) -> Result<(Vec<Node>, ExternalEvents), HalError> {
+    /// Ends the capture begun on stream `s`: its nodes, external events and number of member
+    /// streams (the origin included).
+    pub fn end_capture(&mut self, s: u32) -> Result<(Vec<Node>, ExternalEvents, usize), HalError> {
         self.host_call("end_capture");
         let Some(sc) = &self.stream(s)?.capture else {
             return Err(invalid(format!("stream {s} is not capturing")));
@@ -335,7 +340,8 @@ impl Engine {
             members = cap.members.len(),
             "sim capture end"
         );
-        Ok((cap.nodes, cap.external))
+        let members = cap.members.len();
+        Ok((cap.nodes, cap.external, members))
     }
 
     /// Capture status of stream `s`.

@@ -19,6 +19,7 @@
 mod events;
 mod failures;
 mod graph_run;
+mod ipc;
 mod observe;
 mod submit;
 
@@ -31,6 +32,7 @@ use crate::capture::{self, Capture, ExternalEvents, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
 use crate::device_state::DeviceState;
 use crate::fault::{CallKind, FaultState};
+use crate::ipc::IpcState;
 use crate::limits::Limits;
 use crate::link::{Links, Route};
 use crate::memory::{Memory, PageRun};
@@ -154,6 +156,10 @@ pub(crate) struct Engine {
     pub(crate) progress: Arc<Condvar>,
     /// How long such a synchronization waits (the first device's configuration).
     pub(crate) collective_timeout: Duration,
+    /// Memory and events shared with other processes ([`crate::ipc`]).
+    ipc: IpcState,
+    /// How long a wait on another process's event blocks (the first device's configuration).
+    ipc_timeout: Duration,
 }
 
 impl Engine {
@@ -174,6 +180,7 @@ impl Engine {
         let record_timeline = first.record_timeline;
         let timeline_capacity = first.timeline_capacity;
         let collective_timeout = first.collective_timeout;
+        let ipc_timeout = first.ipc_timeout;
         let mut sanitizer = Sanitizer::new(first.sanitizer);
         let lifetimes = first.sanitizer != SanitizerMode::Off || record_timeline;
         let mut streams = Vec::with_capacity(configs.len());
@@ -221,6 +228,8 @@ impl Engine {
             coll: Collectives::new(),
             progress: Arc::new(Condvar::new()),
             collective_timeout,
+            ipc: IpcState::default(),
+            ipc_timeout,
         }
     }
 
@@ -358,6 +367,9 @@ impl Engine {
         if self.queue.has_failures() {
             self.report_failed_ops();
         }
+        if !self.ipc.events_out.is_empty() {
+            self.ipc_publish();
+        }
     }
 
     /// Charges one cheap host call `what` (create, alloc, free, memory info, capture calls).
@@ -441,6 +453,7 @@ impl Engine {
             self.end_lifetime(ptr)?;
         }
         self.memories[self.cur].free(ptr)?;
+        self.ipc_segment_freed(ptr.0);
         self.memory_sample();
         Ok(())
     }
@@ -549,6 +562,7 @@ impl Engine {
     pub fn free_physical(&mut self, handle: u64) -> Result<(), HalError> {
         self.host_call("free_physical");
         self.memories[self.cur].free_physical(handle)?;
+        self.ipc_physical_freed(handle);
         self.memory_sample();
         Ok(())
     }
@@ -556,7 +570,8 @@ impl Engine {
     /// Maps the physical memory of `handle` at `at` inside a reservation.
     pub fn map_handle(&mut self, at: DevicePtr, handle: u64) -> Result<(), HalError> {
         self.host_call("map");
-        self.memories[self.cur].map_handle(at, handle)
+        self.memories[self.cur].map_handle(at, handle)?;
+        self.ipc_physical_mapped(at, handle)
     }
 
     /// Unmaps the mapping starting at `at`; returns its handle.

@@ -51,7 +51,8 @@ struct Entry<B: Backend> {
 /// output buffers; the same closure runs eagerly (warm-up, fallback) and under capture. A
 /// call's key is the byte length of every input, plus the address of every user input when
 /// input cloning is off. For each key: the first [`RunnerConfig::warmup_calls`] calls run
-/// eagerly, the next captures (on the runner's own capture stream, into the pool
+/// eagerly, the next captures (on a stream leased from the device's pool for the capture,
+/// `Device::lease_stream`, into the pool
 /// [`RunnerConfig::memory`] selects) and replays, later calls replay. Before a replay, user
 /// inputs are copied into the graph's static buffers and parameters and mutated inputs are
 /// checked: a moved one recaptures the key. Past [`RunnerConfig::capture_limit`] graphs, new
@@ -89,7 +90,6 @@ where
     allocator: CachingAllocator<B>,
     config: RunnerConfig<B>,
     model: M,
-    capture_stream: Stream<B>,
     runner_pool: Option<GraphPool<B>>,
     index: HashMap<Vec<u64>, usize>,
     entries: Vec<Entry<B>>,
@@ -119,19 +119,18 @@ where
     B: Backend,
     M: FnMut(&RunContext<'_, B>, &[DeviceSlice]) -> Result<Vec<DeviceBuffer<B>>>,
 {
-    /// A runner of `model` with `config`; creates the runner's capture stream.
+    /// A runner of `model` with `config`. It holds no stream: each capture leases one from
+    /// the device's pool.
     pub fn new(allocator: &CachingAllocator<B>, config: RunnerConfig<B>, model: M) -> Result<Self> {
         if let MemoryReuse::Shared(pool) = &config.memory {
             if !pool.mem_pool().allocator().same_as(allocator) {
                 return Err(GraphError::WrongDevice { what: "pool" });
             }
         }
-        let capture_stream = allocator.device().create_stream(0)?;
         Ok(GraphRunner {
             allocator: allocator.clone(),
             config,
             model,
-            capture_stream,
             runner_pool: None,
             index: HashMap::new(),
             entries: Vec::new(),
@@ -326,11 +325,14 @@ where
             tracing::warn!(?reason, "recapturing the graph of an input shape");
         }
         let pool = self.pool_for_capture();
+        // A stream from the device's pool, given back once the graph is captured: runners
+        // of a batch ladder share a few streams instead of holding one each.
+        let capture_stream = self.allocator.device().lease_stream(0)?;
         let clone_inputs = self.config.clone_inputs;
         let kinds = &self.config.inputs;
         let model = &mut self.model;
         let (graph, (bindings, outputs, statics)) =
-            CaptureSession::new(&self.allocator, &self.capture_stream)
+            CaptureSession::new(&self.allocator, &capture_stream)
                 .pool(&pool)
                 .mode(self.config.capture_mode)
                 .run(|ctx| {
