@@ -1,6 +1,6 @@
 //! [`SimGraph`]: the hal graph.
 
-use crate::capture::{ExternalEvents, Node};
+use crate::capture::{ExternalEvents, GraphNodes, Node};
 use crate::device::{checked, same_device, Shared};
 use crate::fault::CallKind;
 use crate::stream::SimStream;
@@ -8,20 +8,21 @@ use crate::SimBackend;
 use braid_stream_core::hal::{self, HalError};
 use std::fmt;
 use std::sync::Arc;
+use std::sync::RwLock;
 
 /// A captured graph of a [`crate::SimDevice`]: nodes at their captured addresses, with
 /// dependencies, in topological order. Cloning shares the nodes.
 #[derive(Clone)]
 pub struct SimGraph {
     shared: Shared,
-    nodes: Arc<[Node]>,
+    nodes: GraphNodes,
     external: Arc<ExternalEvents>,
 }
 
 impl fmt::Debug for SimGraph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SimGraph")
-            .field("nodes", &self.nodes.len())
+            .field("nodes", &self.nodes().len())
             .finish()
     }
 }
@@ -30,14 +31,24 @@ impl SimGraph {
     pub(crate) fn new(shared: Shared, nodes: Vec<Node>, external: ExternalEvents) -> Self {
         SimGraph {
             shared,
-            nodes: nodes.into(),
+            nodes: Arc::new(RwLock::new(nodes.into())),
             external: Arc::new(external),
         }
     }
 
+    /// The nodes now (an update of one of its task groups replaces them).
+    fn nodes(&self) -> Arc<[Node]> {
+        self.nodes.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The shared nodes, for binding task groups.
+    pub(crate) fn nodes_cell(&self) -> &GraphNodes {
+        &self.nodes
+    }
+
     /// For each node, its label and the indices of the nodes it depends on.
     pub fn dependencies(&self) -> Vec<(String, Vec<usize>)> {
-        self.nodes
+        self.nodes()
             .iter()
             .map(|n| (n.op.label.to_string(), n.deps.clone()))
             .collect()
@@ -51,12 +62,12 @@ impl hal::Graph for SimGraph {
         same_device(&self.shared, &stream.shared)?;
         checked(&self.shared, CallKind::GraphLaunch)?.launch_graph(
             stream.global(),
-            &self.nodes,
+            &self.nodes(),
             &self.external,
         )
     }
 
     fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.nodes().len()
     }
 }

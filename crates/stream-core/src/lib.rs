@@ -39,6 +39,7 @@
 //! | `uses` | use observers (how the allocator's automatic mode sees every use) |
 //! | `peer`, `registry` | several devices: lookup by uid, host knowledge across devices, peer access, foreign memory |
 //! | `memory`, [`types`], [`error`] | raw device memory and host readbacks; value types; errors |
+//! | [`task_group`] | task groups: captured operators re-issued with new parameters ([`Graph::update`]) |
 //! | [`dry_run`] | fences a thread to one device while a dry run plans on it |
 //!
 //! ```
@@ -78,6 +79,7 @@ mod registry;
 mod state;
 mod stream;
 pub mod sync;
+pub mod task_group;
 pub mod types;
 mod uses;
 mod workspace;
@@ -95,6 +97,7 @@ pub use kernel::{ComputeUnit, Kernel, KernelError, TypedKernel};
 pub use memory::{f32_bytes, f32s_from_bytes, DeviceMemory, HostReadback};
 pub use ordering::{CaptureId, Domain, StreamPosition};
 pub use stream::Stream;
+pub use task_group::{OpSignature, TaskGroup};
 pub use types::{
     CaptureMode, CaptureStatus, DeviceId, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo,
     Priority, StreamId,

@@ -298,14 +298,21 @@ impl Engine {
                 members: BTreeSet::from([s]),
                 nodes: Vec::new(),
                 external: ExternalEvents::default(),
+                open_groups: BTreeMap::new(),
+                groups: Vec::new(),
             },
         );
         tracing::debug!(stream = s, capture = id, ?mode, "sim capture begin");
         Ok(())
     }
 
-    /// Ends the capture whose origin is `s` and returns its nodes and external events.
-    pub fn end_capture(&mut self, s: u32) -> Result<(Vec<Node>, ExternalEvents), HalError> {
+    /// Ends the capture whose origin is `s` and returns its nodes, external events and the
+    /// handles of its task groups (to bind to the graph, [`Engine::bind_task_groups`]).
+    #[allow(clippy::type_complexity)]
+    pub fn end_capture(
+        &mut self,
+        s: u32,
+    ) -> Result<(Vec<Node>, ExternalEvents, Vec<u64>), HalError> {
         self.host_call("end_capture");
         let Some(sc) = &self.stream(s)?.capture else {
             return Err(invalid(format!("stream {s} is not capturing")));
@@ -334,7 +341,7 @@ impl Engine {
             members = cap.members.len(),
             "sim capture end"
         );
-        Ok((cap.nodes, cap.external))
+        Ok((cap.nodes, cap.external, cap.groups))
     }
 
     /// Capture status of stream `s`.
