@@ -217,10 +217,9 @@ pub enum Error {
         /// The capture that made the graph.
         graph_capture: u64,
     },
-    /// An update whose operators differ from the group's; nothing changed.
-    #[error(
-        "task update differs from the group at operator {index}: {difference}; nothing was changed"
-    )]
+    /// An update whose operators differ from the group's: nothing changed, unless the whole
+    /// group had been re-issued before (an extra operator), which then stands.
+    #[error("task update differs from the group at operator {index}: {difference}")]
     TaskUpdateMismatch {
         /// Index of the operator in the group (the group's length for a missing or extra one).
         index: usize,

@@ -205,13 +205,15 @@ impl<B: Backend> Graph<B> {
     /// (recorded on `stream` after the update), so no launch runs before the update.
     ///
     /// Every re-issued operator is checked before the backend gets it: one that differs from
-    /// the group's in kind, data type or shape, one too many or one too few is refused with
+    /// the group's in kind, data type or shape, or one too few, is refused with
     /// [`Error::TaskUpdateMismatch`] naming the difference, and the graph keeps its operators
-    /// (the backend applies an update only when the whole group was re-issued). Refused also:
-    /// a group of another graph ([`Error::TaskGroupOfOtherGraph`]), an update while a launch of
-    /// the graph may still run ([`Error::UpdateWhileLaunchInFlight`]: synchronize first, so an
-    /// update is never half-seen by a running replay), a capturing `stream`. After any of
-    /// these, and when `f` itself fails, the graph launches as before: nothing changed.
+    /// (an update is applied whole or not at all). One operator too many is refused the same
+    /// way, but the group's operators re-issued before it stand, as they do when `f` fails
+    /// after re-issuing the whole group: ACL applies a complete update and has no way to
+    /// discard it, so braid behaves the same on every backend. Refused also, before anything
+    /// is issued: a group of another graph ([`Error::TaskGroupOfOtherGraph`]), an update while
+    /// a launch of the graph may still run ([`Error::UpdateWhileLaunchInFlight`]: synchronize
+    /// first, so a running replay never sees half an update), a capturing `stream`.
     ///
     /// ```
     /// # fn demo<B: braid_stream_core::hal::Backend>(
@@ -260,7 +262,13 @@ impl<B: Backend> Graph<B> {
         }
         // Made before the update so that a failure to make it changes nothing.
         let event = self.device.create_event(EventFlags::default())?;
-        stream.task_update_scope(group, f)?;
+        let (committed, report) = stream.task_update_scope(group, f)?;
+        if !committed {
+            return Err(report.err().unwrap_or_else(|| Error::TaskUpdateMismatch {
+                index: 0,
+                difference: "the update was not applied".into(),
+            }));
+        }
         event.record(stream)?;
         *self
             .pending_update
@@ -268,7 +276,7 @@ impl<B: Backend> Graph<B> {
             .unwrap_or_else(|p| p.into_inner()) = Some(event.clone());
         let n = self.updates.fetch_add(1, AtomicOrdering::Relaxed) + 1;
         tracing::info!(updates = n, "graph updated");
-        Ok(event)
+        report.map(|()| event)
     }
 
     /// Updates applied to the graph so far ([`Graph::update`]).

@@ -323,14 +323,15 @@ impl<B: Backend> Stream<B> {
     }
 
     /// Runs `f` with this stream in an update scope of `group`: the operators `f` submits
-    /// are checked against the group's and handed to the backend's update; the scope is
-    /// closed whatever `f` returns. Returns what `f` returned and whether every operator of
-    /// the group was re-issued.
-    pub(crate) fn task_update_scope<T>(
+    /// are checked against the group's before the backend gets them; the scope is closed
+    /// whatever `f` returns. The backend commits the update when the whole group was
+    /// re-issued, matching (`true` first in the answer), and discards it otherwise; the second
+    /// part is the error to report, if any.
+    pub(crate) fn task_update_scope(
         &self,
         group: &TaskGroup,
-        f: impl FnOnce(&Stream<B>) -> Result<T>,
-    ) -> Result<T> {
+        f: impl FnOnce(&Stream<B>) -> Result<()>,
+    ) -> Result<(bool, Result<()>)> {
         {
             let _turn = self.inner.submission_turn();
             let st = self.device.inner.lock();
@@ -357,31 +358,32 @@ impl<B: Backend> Stream<B> {
         let result = f(self);
         let _turn = self.inner.submission_turn();
         let seen = match self.device.inner.lock().task_recording.remove(&self.id()) {
-            Some(task_group::Recording::Update { seen, failed, .. }) => (!failed).then_some(seen),
-            _ => None,
+            Some(task_group::Recording::Update { seen, .. }) => seen,
+            _ => 0,
         };
-        // The backend applies the update only when every operator was re-issued and none was
-        // refused, and `f` succeeded; otherwise it discards it, so nothing changes.
-        let commit = result.is_ok() && seen == Some(group.ops.len());
+        // Every operator before the group's count was checked before the backend got it, so
+        // a complete update matches and stands (also when `f` then failed, or issued one too
+        // many, which was refused); an incomplete one is discarded: nothing changes.
+        let commit = seen == group.ops.len();
         let ended = self.inner.hal.end_task_update(commit);
-        let value = result?;
-        match seen {
-            Some(n) if n == group.ops.len() => {
-                ended?;
-                Ok(value)
-            }
-            Some(n) => Err(Error::TaskUpdateMismatch {
-                index: n,
-                difference: format!(
-                    "count: the group has {} operators, the update issued {n}",
-                    group.ops.len()
-                ),
-            }),
-            None => Err(Error::TaskUpdateMismatch {
-                index: 0,
-                difference: "the update scope was closed by another call".into(),
-            }),
+        if commit {
+            ended?;
         }
+        let report = result.and_then(|()| {
+            if commit {
+                Ok(())
+            } else {
+                Err(Error::TaskUpdateMismatch {
+                    index: seen,
+                    difference: format!(
+                        "count: the group has {} operators, the update issued {seen}; nothing \
+                         was changed",
+                        group.ops.len()
+                    ),
+                })
+            }
+        });
+        Ok((commit, report))
     }
 
     /// A built-in kernel in two phases: the backend prepares it (no lock held), the workspace

@@ -171,13 +171,14 @@ impl Recording {
             sig.difference(captured)
                 .map(|difference| Error::TaskUpdateMismatch {
                     index: *seen,
-                    difference,
+                    difference: format!("{difference}; nothing was changed"),
                 })
         } else {
             Some(Error::TaskUpdateMismatch {
                 index: *seen,
                 difference: format!(
-                    "count: the group has {} operators, the update issues more (`{}`)",
+                    "count: the group has {} operators, the update issues more (`{}`, \
+                     refused; the group's re-issued operators stand)",
                     expected.len(),
                     sig.kind
                 ),
