@@ -8,6 +8,8 @@
 use crate::codes::*;
 use crate::errmsg::{fail, ret, take_recent, Fail};
 use crate::registry::with;
+#[allow(unused_imports)] // named by `check_exports!` below
+use crate::task_group_exports::*;
 use std::ffi::{c_char, c_void};
 
 /// Runs `f` and writes its value through the out pointer `p`.

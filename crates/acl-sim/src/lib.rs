@@ -99,6 +99,7 @@ pub mod exports;
 pub mod hccl;
 mod registry;
 mod settings;
+pub mod task_group_exports;
 
 pub use settings::{
     SettingError, CAPACITY_ENV, DEFAULT_TIMING_ONLY, DEVICES_ENV, MAX_DEVICES, TIMING_ONLY_ENV,

@@ -35,6 +35,7 @@ mod events;
 mod memory;
 mod models;
 mod streams;
+mod task_groups;
 mod vmm;
 
 /// First handle value; handles step by 0x40 so they look like (and are as distinct as) pointers.
@@ -109,6 +110,8 @@ pub(crate) struct Registry {
     nodes: devices::Nodes,
     next_handle: usize,
     next_capture: u64,
+    /// Task groups (`aclrtTaskGrp` handles): their device and the simulator's group.
+    task_groups: HashMap<usize, (usize, braid_stream_core::hal::TaskGroupHandle)>,
 }
 
 /// Runs `f` on the process-wide registry, made from the environment's [`Settings`] at first
@@ -171,6 +174,7 @@ impl Registry {
             nodes: devices::Nodes::default(),
             next_handle: HANDLE_BASE,
             next_capture: 1,
+            task_groups: HashMap::new(),
         }
     }
 
