@@ -29,13 +29,12 @@ impl Engine {
         if self.updates.contains_key(&s) {
             return Err(invalid(format!("stream {s} is updating a task group")));
         }
-        self.with_frontier(s, |cap, _| {
-            if cap.open_groups.contains_key(&s) {
-                Err(invalid(format!(
-                    "stream {s} already has an open task group"
-                )))
-            } else {
-                cap.open_groups.insert(s, Vec::new());
+        self.with_frontier(s, |cap, _| match cap.open_groups.entry(s) {
+            std::collections::btree_map::Entry::Occupied(_) => Err(invalid(format!(
+                "stream {s} already has an open task group"
+            ))),
+            std::collections::btree_map::Entry::Vacant(v) => {
+                v.insert(Vec::new());
                 Ok(())
             }
         })?
