@@ -137,6 +137,9 @@ pub fn task_group_update_changes_results<B: Backend>(h: &Harness<B>) -> Result<(
     still_works(&device)
 }
 
+/// Re-issues operators on an update stream.
+type Issue<'a, B> = dyn Fn(&Stream<B>) -> braid_stream_core::Result<()> + 'a;
+
 /// An update whose operators differ in kind, data type, shape or count is refused naming the
 /// difference, and the graph keeps computing what it did.
 pub fn task_update_mismatch_is_typed_and_changes_nothing<B: Backend>(
@@ -159,15 +162,12 @@ pub fn task_update_mismatch_is_typed_and_changes_nothing<B: Backend>(
         dst: z.slice(),
         value: 9.0,
     };
-    let cases: Vec<(
-        &str,
-        Box<dyn Fn(&Stream<B>) -> braid_stream_core::Result<()>>,
-    )> = vec![
+    let cases: Vec<(&str, Box<Issue<'_, B>>)> = vec![
         (
             "kind",
             Box::new(|u| {
                 u.launch(
-                    &Kernel::Scale {
+                    Kernel::Scale {
                         src: z.slice(),
                         dst: z.slice(),
                         factor: 2.0,
