@@ -10,6 +10,8 @@ use crate::errmsg::{fail, ret, take_recent, Fail};
 use crate::registry::{with, with_then_wait};
 #[allow(unused_imports)] // the names `check_exports!` checks
 use crate::serve_exports::*;
+#[allow(unused_imports)] // named by `check_exports!` below
+use crate::task_group_exports::*;
 use std::ffi::{c_char, c_void};
 
 /// Runs `f` and writes its value through the out pointer `p`.

@@ -107,6 +107,7 @@ mod outputs;
 mod registry;
 pub mod serve_exports;
 mod settings;
+pub mod task_group_exports;
 
 pub use settings::{
     SettingError, CAPACITY_ENV, COLLECTIVE_TIMEOUT_ENV, DEFAULT_SOC, DEFAULT_TIMING_ONLY,

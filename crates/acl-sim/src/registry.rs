@@ -43,6 +43,7 @@ mod models;
 pub(crate) use models::exchange_thread_mode;
 mod streams;
 mod system;
+mod task_groups;
 mod vmm;
 mod waits;
 
@@ -133,6 +134,8 @@ pub(crate) struct Registry {
     ipc: ipc::IpcRoom,
     next_handle: usize,
     next_capture: u64,
+    /// Task groups (`aclrtTaskGrp` handles): their device and the simulator's group.
+    task_groups: HashMap<usize, (usize, braid_stream_core::hal::TaskGroupHandle)>,
 }
 
 /// The process-wide registry, made from the environment's [`Settings`] at first use; invalid
@@ -223,6 +226,7 @@ impl Registry {
             ipc: ipc::IpcRoom::default(),
             next_handle: HANDLE_BASE,
             next_capture: 1,
+            task_groups: HashMap::new(),
         }
     }
 

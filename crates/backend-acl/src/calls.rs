@@ -117,6 +117,14 @@ pub(crate) trait AclCalls: Send + Sync {
     fn model_execute_async(&self, model: Handle, stream: Handle) -> Option<aclError>;
     /// `aclmdlRIDestroy`; `None` without the symbol.
     fn model_destroy(&self, model: Handle) -> Option<aclError>;
+    /// `aclmdlRICaptureTaskGrpBegin`; `None` without the symbol.
+    fn task_grp_begin(&self, stream: Handle) -> Option<aclError>;
+    /// `aclmdlRICaptureTaskGrpEnd`: the group; `None` without the symbol.
+    fn task_grp_end(&self, stream: Handle) -> Option<Result<Handle, aclError>>;
+    /// `aclmdlRICaptureTaskUpdateBegin`; `None` without the symbol.
+    fn task_update_begin(&self, stream: Handle, group: Handle) -> Option<aclError>;
+    /// `aclmdlRICaptureTaskUpdateEnd`; `None` without the symbol.
+    fn task_update_end(&self, stream: Handle) -> Option<aclError>;
     /// `aclrtDeviceCanAccessPeer(device, peer)`: the `canAccessPeer` value; `None` without
     /// the symbol.
     fn can_access_peer(&self, device: i32, peer: i32) -> Option<Result<i32, aclError>>;
@@ -446,6 +454,31 @@ impl AclCalls for ApiRef {
         let f = self.0.aclmdlRIExecuteAsync?;
         // SAFETY: handles from this library.
         Some(unsafe { f(model as *mut c_void, stream_ptr(stream)) })
+    }
+
+    fn task_grp_begin(&self, stream: Handle) -> Option<aclError> {
+        let f = self.0.aclmdlRICaptureTaskGrpBegin?;
+        // SAFETY: a stream handle from this library.
+        Some(unsafe { f(stream_ptr(stream)) })
+    }
+
+    fn task_grp_end(&self, stream: Handle) -> Option<Result<Handle, aclError>> {
+        let f = self.0.aclmdlRICaptureTaskGrpEnd?;
+        let mut group: *mut c_void = ptr::null_mut();
+        // SAFETY: a stream handle from this library; live out parameter.
+        Some(ok(unsafe { f(stream_ptr(stream), &mut group) }).map(|()| group as Handle))
+    }
+
+    fn task_update_begin(&self, stream: Handle, group: Handle) -> Option<aclError> {
+        let f = self.0.aclmdlRICaptureTaskUpdateBegin?;
+        // SAFETY: a stream and a task-group handle from this library.
+        Some(unsafe { f(stream_ptr(stream), group as *mut c_void) })
+    }
+
+    fn task_update_end(&self, stream: Handle) -> Option<aclError> {
+        let f = self.0.aclmdlRICaptureTaskUpdateEnd?;
+        // SAFETY: a stream handle from this library.
+        Some(unsafe { f(stream_ptr(stream)) })
     }
 
     fn model_destroy(&self, model: Handle) -> Option<aclError> {

@@ -1,6 +1,6 @@
 //! [`SimGraph`]: the hal graph.
 
-use crate::capture::{ExternalEvents, Node};
+use crate::capture::{ExternalEvents, GraphNodes, Node};
 use crate::device::{checked, same_device, Shared};
 use crate::fault::CallKind;
 use crate::limits::LiveSlot;
@@ -9,13 +9,14 @@ use crate::SimBackend;
 use braid_stream_core::hal::{self, HalError};
 use std::fmt;
 use std::sync::Arc;
+use std::sync::RwLock;
 
 /// A captured graph of a [`crate::SimDevice`]: nodes at their captured addresses, with
 /// dependencies, in topological order. Cloning shares the nodes.
 #[derive(Clone)]
 pub struct SimGraph {
     shared: Shared,
-    nodes: Arc<[Node]>,
+    nodes: GraphNodes,
     external: Arc<ExternalEvents>,
     /// The streams the graph holds while it lives, one per stream captured into it
     /// ([`crate::limits`]).
@@ -25,7 +26,7 @@ pub struct SimGraph {
 impl fmt::Debug for SimGraph {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SimGraph")
-            .field("nodes", &self.nodes.len())
+            .field("nodes", &self.nodes().len())
             .finish()
     }
 }
@@ -39,15 +40,25 @@ impl SimGraph {
     ) -> Self {
         SimGraph {
             shared,
-            nodes: nodes.into(),
+            nodes: Arc::new(RwLock::new(nodes.into())),
             external: Arc::new(external),
             _streams: streams.into(),
         }
     }
 
+    /// The nodes now (an update of one of its task groups replaces them).
+    fn nodes(&self) -> Arc<[Node]> {
+        self.nodes.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The shared nodes, for binding task groups.
+    pub(crate) fn nodes_cell(&self) -> &GraphNodes {
+        &self.nodes
+    }
+
     /// For each node, its label and the indices of the nodes it depends on.
     pub fn dependencies(&self) -> Vec<(String, Vec<usize>)> {
-        self.nodes
+        self.nodes()
             .iter()
             .map(|n| (n.op.label.to_string(), n.deps.clone()))
             .collect()
@@ -61,12 +72,12 @@ impl hal::Graph for SimGraph {
         same_device(&self.shared, &stream.shared)?;
         checked(&self.shared, CallKind::GraphLaunch)?.launch_graph(
             stream.global(),
-            &self.nodes,
+            &self.nodes(),
             &self.external,
         )
     }
 
     fn node_count(&self) -> usize {
-        self.nodes.len()
+        self.nodes().len()
     }
 }

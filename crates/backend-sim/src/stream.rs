@@ -10,7 +10,7 @@ use crate::limits::LiveSlot;
 use crate::op::{CustomKind, OpKind};
 use crate::workspace::{SimPrepared, WorkspaceSizes};
 use crate::SimBackend;
-use braid_stream_core::hal::{self, HalError, Operator};
+use braid_stream_core::hal::{self, HalError, Operator, TaskGroupHandle};
 use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr, DeviceSlice};
 use std::fmt;
@@ -210,13 +210,31 @@ impl hal::Stream for SimStream {
         // A failed end still ends the capture, discarding it (see `crate::fault`).
         let failed = engine.faults().armed()
             && engine.faults().decide(CallKind::EndCapture, false) == Verdict::Fail;
-        let (nodes, external, members) = engine.end_capture(self.global)?;
+        let (nodes, external, members, groups) = engine.end_capture(self.global)?;
         if failed {
             return Err(engine.fault_error(CallKind::EndCapture, 0));
         }
         // The graph holds a stream for each stream captured into it, as ACL's models do.
         let held = engine.limits().take_graph_streams(members)?;
-        Ok(SimGraph::new(self.shared.clone(), nodes, external, held))
+        let graph = SimGraph::new(self.shared.clone(), nodes, external, held);
+        engine.bind_task_groups(&groups, graph.nodes_cell());
+        Ok(graph)
+    }
+
+    fn begin_task_group(&self) -> Result<(), HalError> {
+        lock(&self.shared).begin_task_group(self.global)
+    }
+
+    fn end_task_group(&self) -> Result<TaskGroupHandle, HalError> {
+        lock(&self.shared).end_task_group(self.global)
+    }
+
+    fn begin_task_update(&self, group: TaskGroupHandle) -> Result<(), HalError> {
+        lock(&self.shared).begin_task_update(self.global, group)
+    }
+
+    fn end_task_update(&self, commit: bool) -> Result<(), HalError> {
+        lock(&self.shared).end_task_update(self.global, commit)
     }
 
     fn capture_status(&self) -> Result<CaptureStatus, HalError> {

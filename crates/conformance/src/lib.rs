@@ -72,6 +72,7 @@ pub mod sleep;
 pub mod stream_pool;
 pub mod streams;
 pub mod tags;
+pub mod task_groups;
 
 pub use harness::{
     check_device_works, CaseError, DeviceFactory, Harness, NodeFactory, ScaleBodyFactory,
@@ -146,6 +147,13 @@ macro_rules! __with_cases {
                 tagged_event_tag_in_use,
                 unknown_tag_refused,
                 tagged_record_wait_on_current_stream,
+            ],
+            task_groups: [
+                task_group_update_changes_results,
+                task_update_mismatch_is_typed_and_changes_nothing,
+                task_group_of_another_graph_refused,
+                task_update_racing_a_launch_refused,
+                task_group_misuse_refused,
             ],
             capture: [
                 capture_on_default_stream_refused,

@@ -218,6 +218,62 @@ pub enum Error {
     /// A size that does not fit in the address space.
     #[error("size overflow: {0}")]
     SizeOverflow(String),
+    /// A task group begun on a stream that is not capturing.
+    #[error("task group on {stream}, which is not capturing: begin a capture on it first (task groups mark captured operators)")]
+    TaskGroupOutsideCapture {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// A task group begun while one (or an update) is already open on the stream.
+    #[error(
+        "{stream} already has an open task group or update: end it first (task groups do not nest)"
+    )]
+    TaskGroupAlreadyOpen {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// A task group ended on a stream that has none open.
+    #[error("no task group is open on {stream}: call Stream::begin_task_group first")]
+    NoOpenTaskGroup {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// Work other than an operator (a copy, a memset, an event) inside a task group or an
+    /// update scope.
+    #[error("{call} on {stream} inside a task group or update: groups hold operators only (kernels, user operators, collectives); issue it outside the group")]
+    NotAnOperatorInTaskGroup {
+        /// The call refused.
+        call: &'static str,
+        /// The stream.
+        stream: StreamId,
+    },
+    /// A task group handle used with a graph other than the one whose capture made it.
+    #[error("the task group belongs to capture {group_capture} of {group_device}, not to this graph (capture {graph_capture} of {graph_device}): update the graph the group was captured in")]
+    TaskGroupOfOtherGraph {
+        /// The group's device.
+        group_device: DeviceId,
+        /// The capture that made the group.
+        group_capture: u64,
+        /// The graph's device.
+        graph_device: DeviceId,
+        /// The capture that made the graph.
+        graph_capture: u64,
+    },
+    /// An update whose operators differ from the group's: nothing changed, unless the whole
+    /// group had been re-issued before (an extra operator), which then stands.
+    #[error("task update differs from the group at operator {index}: {difference}")]
+    TaskUpdateMismatch {
+        /// Index of the operator in the group (the group's length for a missing or extra one).
+        index: usize,
+        /// What differs: kind, count, data type or shape, with the group's and the update's.
+        difference: String,
+    },
+    /// An update of a graph a launch of which the host has not yet observed complete.
+    #[error("graph update refused: a launch of the graph on {stream} may still be running; synchronize the stream (or an event recorded after the launch) before updating")]
+    UpdateWhileLaunchInFlight {
+        /// A stream with a launch in flight.
+        stream: StreamId,
+    },
 }
 
 /// Work on one device's stream used memory of another device without a peer relation

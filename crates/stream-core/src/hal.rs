@@ -16,9 +16,11 @@
 mod collectives;
 pub mod noop;
 mod operator;
+mod task_group;
 
 pub use collectives::{CollectiveBackend, Comm};
 pub use operator::{OpCost, OpRange, Operator};
+pub use task_group::TaskGroupHandle;
 
 use crate::collective::{MatchError, Mismatch};
 use crate::kernel::TypedKernel;
@@ -547,6 +549,35 @@ pub trait Stream: Send + Sync + 'static {
 
     /// Whether the stream is capturing.
     fn capture_status(&self) -> Result<CaptureStatus, HalError>;
+
+    /// Opens a task group on this capturing stream: the operators captured on it until
+    /// [`Stream::end_task_group`] form a group an update can re-issue. The default refuses.
+    fn begin_task_group(&self) -> Result<(), HalError> {
+        Err(HalError::Unsupported("task groups (begin_task_group)"))
+    }
+
+    /// Closes the task group open on this stream and returns its handle. The default refuses.
+    fn end_task_group(&self) -> Result<TaskGroupHandle, HalError> {
+        Err(HalError::Unsupported("task groups (end_task_group)"))
+    }
+
+    /// Begins re-issuing `group` on this (eager) stream: the operators submitted until
+    /// [`Stream::end_task_update`] replace the group's, in order, instead of running. The
+    /// default refuses.
+    fn begin_task_update(&self, group: TaskGroupHandle) -> Result<(), HalError> {
+        let _ = group;
+        Err(HalError::Unsupported("task groups (begin_task_update)"))
+    }
+
+    /// Ends the update begun on this stream. With `commit`, the group's operators are
+    /// replaced when exactly as many were re-issued as the group holds, each of the same kind;
+    /// otherwise nothing changes and the update is refused. Without `commit` (the front layer
+    /// refused one of the re-issued operators), the re-issued operators are discarded and
+    /// nothing changes. The default refuses.
+    fn end_task_update(&self, commit: bool) -> Result<(), HalError> {
+        let _ = commit;
+        Err(HalError::Unsupported("task groups (end_task_update)"))
+    }
 
     /// The front layer made this stream the tagged stream `tag` (TorchAir's
     /// `npu_stream_switch`); backends with a race detector name it in reports. The default

@@ -42,6 +42,7 @@
 //! | [`stream_pool`] | reusable streams for captures and tags; running out of streams |
 //! | `peer`, `registry` | several devices: lookup by uid, host knowledge across devices, peer access, foreign memory |
 //! | `memory`, [`types`], [`error`] | raw device memory and host readbacks; value types; errors |
+//! | [`task_group`] | task groups: captured operators re-issued with new parameters ([`Graph::update`]) |
 //! | [`dry_run`] | fences a thread to one device while a dry run plans on it |
 //!
 //! ```
@@ -84,6 +85,7 @@ mod state;
 mod stream;
 pub mod stream_pool;
 pub mod sync;
+pub mod task_group;
 pub mod types;
 mod uses;
 mod workspace;
@@ -104,6 +106,7 @@ pub use memory::{f32_bytes, f32s_from_bytes, DeviceMemory, HostReadback};
 pub use ordering::{CaptureId, Domain, StreamPosition};
 pub use stream::Stream;
 pub use stream_pool::{PooledStream, StreamPoolStats};
+pub use task_group::{OpSignature, TaskGroup};
 pub use types::{
     CaptureMode, CaptureStatus, DeviceId, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo,
     Priority, StreamId,

@@ -46,6 +46,8 @@ pub(crate) struct DeviceState<B: Backend> {
     /// Uids of the devices whose memory this device's streams may access (peer access
     /// enabled from this device to them).
     pub(crate) peers: Vec<u64>,
+    /// Streams with an open task group or update, and what they record.
+    pub(crate) task_recording: BTreeMap<StreamId, crate::task_group::Recording>,
 }
 
 impl<B: Backend> DeviceState<B> {
@@ -61,6 +63,7 @@ impl<B: Backend> DeviceState<B> {
             streams: BTreeMap::new(),
             tagged_events: BTreeMap::new(),
             deferred_frees: Vec::new(),
+            task_recording: BTreeMap::new(),
         }
     }
 

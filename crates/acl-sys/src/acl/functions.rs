@@ -12,6 +12,7 @@
 use super::sharing::aclrtIpcEventHandle;
 use super::types::{
     aclError, aclmdlRI, aclrtDrvMemHandle, aclrtEvent, aclrtPhysicalMemProp, aclrtStream,
+    aclrtTaskGrp,
 };
 use std::ffi::{c_char, c_void};
 
@@ -117,6 +118,16 @@ macro_rules! acl_functions {
     optional fn aclmdlRIExecuteAsync(model_ri: aclmdlRI, stream: aclrtStream) -> aclError;
     /// `aclError aclmdlRIDestroy(aclmdlRI modelRI)`.
     optional fn aclmdlRIDestroy(model_ri: aclmdlRI) -> aclError;
+    /// `aclError aclmdlRICaptureTaskGrpBegin(aclrtStream stream)`: the stream captures
+    /// (signatures confirmed in `acl/TASK_GROUPS.md`).
+    optional fn aclmdlRICaptureTaskGrpBegin(stream: aclrtStream) -> aclError;
+    /// `aclError aclmdlRICaptureTaskGrpEnd(aclrtStream stream, aclrtTaskGrp *handle)`.
+    optional fn aclmdlRICaptureTaskGrpEnd(stream: aclrtStream, handle: *mut aclrtTaskGrp) -> aclError;
+    /// `aclError aclmdlRICaptureTaskUpdateBegin(aclrtStream stream, aclrtTaskGrp handle)`: the
+    /// stream does not capture.
+    optional fn aclmdlRICaptureTaskUpdateBegin(stream: aclrtStream, handle: aclrtTaskGrp) -> aclError;
+    /// `aclError aclmdlRICaptureTaskUpdateEnd(aclrtStream stream)`.
+    optional fn aclmdlRICaptureTaskUpdateEnd(stream: aclrtStream) -> aclError;
     /// `aclError aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment, void
     /// *expectPtr, uint64_t flags)`.
     optional fn aclrtReserveMemAddress(
@@ -256,7 +267,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 57);
+        assert_eq!(symbols.len(), 61);
         for required in [
             "aclInit",
             "aclrtSetDevice",

@@ -131,6 +131,7 @@ impl Engine {
             };
             return self.with_frontier(s, |cap, frontier| cap.add(op, frontier));
         }
+        self.refuse_collective_update(s)?;
         let host = self.dev().host_ns;
         self.submit_part(s, comm, rank, *call, None, label, host)?;
         self.pump()

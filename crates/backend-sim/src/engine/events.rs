@@ -302,16 +302,22 @@ impl Engine {
                 members: BTreeSet::from([s]),
                 nodes: Vec::new(),
                 external: ExternalEvents::default(),
+                open_groups: BTreeMap::new(),
+                groups: Vec::new(),
             },
         );
         tracing::debug!(stream = s, capture = id, ?mode, "sim capture begin");
         Ok(())
     }
 
-    /// Ends the capture whose origin is `s` and returns its nodes and external events.
-    /// Ends the capture begun on stream `s`: its nodes, external events and number of member
-    /// streams (the origin included).
-    pub fn end_capture(&mut self, s: u32) -> Result<(Vec<Node>, ExternalEvents, usize), HalError> {
+    /// Ends the capture begun on stream `s`: its nodes, external events, number of member
+    /// streams (the origin included) and the handles of its task groups (to bind to the
+    /// graph, [`Engine::bind_task_groups`]).
+    #[allow(clippy::type_complexity)]
+    pub fn end_capture(
+        &mut self,
+        s: u32,
+    ) -> Result<(Vec<Node>, ExternalEvents, usize, Vec<u64>), HalError> {
         self.host_call("end_capture");
         let Some(sc) = &self.stream(s)?.capture else {
             return Err(invalid(format!("stream {s} is not capturing")));
@@ -341,7 +347,7 @@ impl Engine {
             "sim capture end"
         );
         let members = cap.members.len();
-        Ok((cap.nodes, cap.external, members))
+        Ok((cap.nodes, cap.external, members, cap.groups))
     }
 
     /// Capture status of stream `s`.

@@ -22,6 +22,7 @@ mod graph_run;
 mod ipc;
 mod observe;
 mod submit;
+mod task_group;
 
 pub(crate) use graph_run::GraphRuns;
 pub(crate) use submit::op_info_at;
@@ -138,6 +139,11 @@ pub(crate) struct Engine {
     pub(crate) queue: DataQueue,
     captures: BTreeMap<u64, Capture>,
     next_capture: u64,
+    /// Task groups by handle ([`task_group`]).
+    task_groups: BTreeMap<u64, task_group::GroupRecord>,
+    /// Updates in progress, by stream: the group and the operators re-issued so far.
+    updates: BTreeMap<u32, (u64, Vec<Op>)>,
+    next_task_group: u64,
     pub(crate) timeline: Ring<OpRecord>,
     /// The most records of each kind the timeline and the trace log keep.
     pub(crate) timeline_capacity: usize,
@@ -221,6 +227,9 @@ impl Engine {
             queue: DataQueue::default(),
             captures: BTreeMap::new(),
             next_capture: 1,
+            task_groups: BTreeMap::new(),
+            updates: BTreeMap::new(),
+            next_task_group: 1,
             timeline: Ring::new(timeline_capacity),
             timeline_capacity,
             lifetimes,

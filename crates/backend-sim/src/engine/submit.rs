@@ -87,6 +87,12 @@ impl Engine {
         if capturing {
             return self.with_frontier(s, |cap, frontier| cap.add(op, frontier));
         }
+        if let Some((_, ops)) = self.updates.get_mut(&s) {
+            // Re-issued into a task group being updated: replaces the group's operator at
+            // the end of the update instead of running.
+            ops.push(op);
+            return Ok(());
+        }
         let host = self.dev().host_ns;
         if self.coll.is_deferred(s) {
             self.coll.hold(s, host, Work::Op(op));
@@ -187,11 +193,11 @@ impl Engine {
     }
 
     /// Runs `f` on the capture stream `s` records into and on its frontier.
-    pub(crate) fn with_frontier(
+    pub(crate) fn with_frontier<T>(
         &mut self,
         s: u32,
-        f: impl FnOnce(&mut Capture, &mut Vec<usize>),
-    ) -> Result<(), HalError> {
+        f: impl FnOnce(&mut Capture, &mut Vec<usize>) -> T,
+    ) -> Result<T, HalError> {
         let Some(sc) = self
             .streams
             .get_mut(s as usize)
@@ -203,8 +209,7 @@ impl Engine {
             .captures
             .get_mut(&sc.id)
             .ok_or_else(|| invalid("stream is in a capture that no longer exists"))?;
-        f(cap, &mut sc.frontier);
-        Ok(())
+        Ok(f(cap, &mut sc.frontier))
     }
 
     /// Where `op`, ready at `ready`, would run: the earliest time at or after `ready` at which

@@ -35,6 +35,8 @@ struct Captured<B: Backend> {
     graph: CapturedGraph<B>,
     bindings: Vec<Binding>,
     outputs: Vec<DeviceSlice>,
+    /// Task groups the model marked ([`RunContext::end_task_group`]), in order.
+    groups: Vec<braid_stream_core::TaskGroup>,
     /// Static inputs and outputs the graph keeps (every mode but the runner pool's).
     _retained: Vec<DeviceBuffer<B>>,
 }
@@ -90,6 +92,8 @@ where
     allocator: CachingAllocator<B>,
     config: RunnerConfig<B>,
     model: M,
+    /// Where task-group updates are issued ([`GraphRunner::run_updating`]).
+    update_stream: Stream<B>,
     runner_pool: Option<GraphPool<B>>,
     index: HashMap<Vec<u64>, usize>,
     entries: Vec<Entry<B>>,
@@ -127,10 +131,12 @@ where
                 return Err(GraphError::WrongDevice { what: "pool" });
             }
         }
+        let update_stream = allocator.device().create_stream(0)?;
         Ok(GraphRunner {
             allocator: allocator.clone(),
             config,
             model,
+            update_stream,
             runner_pool: None,
             index: HashMap::new(),
             entries: Vec::new(),
@@ -239,6 +245,36 @@ where
 
     /// The entry of the call's key, created on first sight (the only allocation of a call on
     /// the replay path is none: the key is built in a reused buffer).
+    /// [`GraphRunner::run`] with per-call parameters: when the call would replay a graph
+    /// whose model marked task groups ([`RunContext::begin_task_group`]), `update(i, s)`
+    /// first re-issues group `i`'s operators on the runner's update stream `s` with this
+    /// call's parameters ([`crate::CapturedGraph::update`]), and the replay runs them — no
+    /// recapture. Calls that warm up or capture run the model, which reads the parameters
+    /// itself, and do not call `update`. The previous replay must have been observed
+    /// complete (its outputs read), else [`braid_stream_core::Error::UpdateWhileLaunchInFlight`].
+    /// [`RunnerStats::updates`] counts the groups updated.
+    pub fn run_updating(
+        &mut self,
+        stream: &Stream<B>,
+        inputs: &[DeviceSlice],
+        mut update: impl FnMut(usize, &Stream<B>) -> braid_stream_core::Result<()>,
+    ) -> Result<Outputs<'_, B>> {
+        if inputs.len() == self.config.inputs.len() {
+            let idx = self.entry_index(inputs);
+            if let Some(captured) = self.entries[idx].captured.as_ref() {
+                if self.moved_input(captured, inputs).is_none() {
+                    for (i, group) in captured.groups.iter().enumerate() {
+                        captured
+                            .graph
+                            .update(group, &self.update_stream, |s| update(i, s))?;
+                        self.stats.updates += 1;
+                    }
+                }
+            }
+        }
+        self.run(stream, inputs)
+    }
+
     fn entry_index(&mut self, inputs: &[DeviceSlice]) -> usize {
         self.key.clear();
         self.key.extend(inputs.iter().map(|s| s.len));
@@ -331,7 +367,7 @@ where
         let clone_inputs = self.config.clone_inputs;
         let kinds = &self.config.inputs;
         let model = &mut self.model;
-        let (graph, (bindings, outputs, statics)) =
+        let (graph, (bindings, outputs, statics, groups)) =
             CaptureSession::new(&self.allocator, &capture_stream)
                 .pool(&pool)
                 .mode(self.config.capture_mode)
@@ -351,7 +387,7 @@ where
                         }
                     }
                     let outputs = model(ctx, &slices)?;
-                    Ok((bindings, outputs, statics))
+                    Ok((bindings, outputs, statics, ctx.take_task_groups()))
                 })?;
         let output_slices = outputs.iter().map(DeviceBuffer::slice).collect();
         let retained = match self.config.memory {
@@ -370,6 +406,7 @@ where
             graph,
             bindings,
             outputs: output_slices,
+            groups,
             _retained: retained,
         });
         Ok(())
