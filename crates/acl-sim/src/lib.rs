@@ -82,6 +82,8 @@
 //! milliseconds. Device 1 is timing-only by default because that is where braid's examples
 //! and `braid demo --backend acl` time their model-sized runs (on real hardware that is simply
 //! a second NPU); set `BRAID_ACL_SIM_TIMING_ONLY=none` to make it compute data too.
+//! Each mode is a simulated node of its own: `HcclCommInitAll` over devices of both modes is
+//! refused with `HCCL_E_PARA`, naming `BRAID_ACL_SIM_TIMING_ONLY` and what to set.
 //!
 //! # Where things are
 //!

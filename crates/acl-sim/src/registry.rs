@@ -185,6 +185,11 @@ fn sim_fail(call: &str, e: HalError) -> Fail {
         HalError::Unsupported(_) => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
         HalError::Native { code, .. } | HalError::NativeInvalidArgument { code, .. } => *code,
         HalError::CaptureRefused(_) => ACL_ERROR_RT_CAPTURE_DEPENDENCY,
+        // What the runtime gives a wait on a collective some ranks never issued: a timeout.
+        HalError::CollectiveIncomplete(_) if call.contains("Event") => {
+            ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
+        }
+        HalError::CollectiveIncomplete(_) => ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
     };
     fail(code, format!("{call}: {e}"))
 }

@@ -115,9 +115,10 @@ pub(crate) fn host_wait<T>(
         }
     }
     call(&mut engine).map_err(|error| match (error, waited) {
-        (HalError::InvalidArgument(m), Some(w)) => HalError::InvalidArgument(format!(
-            "{m} (after waiting {w:?} for the other ranks: the collective timeout is {timeout:?})"
-        )),
+        (HalError::CollectiveIncomplete(mut e), Some(w)) => {
+            e.waited = Some(w);
+            HalError::CollectiveIncomplete(e)
+        }
         (error, _) => error,
     })
 }

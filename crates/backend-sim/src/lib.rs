@@ -80,8 +80,9 @@
 //!   parts are matched per call by stream-core's one call matcher (a mismatch is refused
 //!   when it arrives, as `HalError::CollectiveMismatch`), a rank's stream holds back later work until every rank's part is in (a host
 //!   synchronization that would wait on it waits for ranks driven by other threads, up to
-//!   [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout), then names
-//!   the missing ranks instead of hanging), and
+//!   [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout), then fails
+//!   with `HalError::CollectiveIncomplete` naming the missing ranks instead of hanging; at
+//!   once when only the waiting thread ever drove those ranks), and
 //!   the collective then takes the alpha–beta time of the algorithm picked for the wiring
 //!   ([`collective_bound`]), occupying each device's communication engine and the links it
 //!   uses, overlapping compute. Captured collectives run again at every replay.

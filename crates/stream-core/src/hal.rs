@@ -22,7 +22,7 @@ pub use collectives::{CollectiveBackend, Comm};
 pub use operator::{OpCost, OpRange, Operator};
 pub use task_group::TaskGroupHandle;
 
-use crate::collective::{MatchError, Mismatch};
+use crate::collective::{Incomplete, MatchError, Mismatch};
 use crate::kernel::TypedKernel;
 use crate::types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
@@ -66,6 +66,11 @@ pub enum HalError {
     /// [`Matcher`](crate::collective::Matcher)): a refused argument, typed.
     #[error(transparent)]
     CollectiveMismatch(Box<Mismatch>),
+    /// A host wait on a collective that some ranks have not issued (a backend that holds a
+    /// rank's stream back until every part is in, as the simulator does): it would wait
+    /// forever, so it fails naming the missing ranks.
+    #[error(transparent)]
+    CollectiveIncomplete(Box<Incomplete>),
     /// The native runtime refused a parameter (HCCL's `HCCL_E_PARA`): a refused argument, as
     /// [`HalError::InvalidArgument`], that keeps the runtime's code, name and message.
     #[error("{name} ({code}): {message}")]

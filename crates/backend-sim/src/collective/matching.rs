@@ -181,10 +181,10 @@ impl Engine {
         };
         let drivers = self.coll.drivers.entry(comm).or_default();
         let me = std::thread::current().id();
-        if !drivers.threads.contains(&me) {
-            drivers.threads.push(me);
+        let threads = drivers.ranks.entry(rank).or_default();
+        if !threads.contains(&me) {
+            threads.push(me);
         }
-        drivers.ranks.insert(rank);
         Ok(key)
     }
 
