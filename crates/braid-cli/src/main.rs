@@ -3,6 +3,7 @@
 
 mod acl_sim;
 mod alloc_conf;
+mod conformance;
 mod demo;
 mod log;
 mod trace;
@@ -68,6 +69,14 @@ enum Command {
         #[command(subcommand)]
         command: trace::TraceCommand,
     },
+    /// Runs braid's conformance suite (every case every backend must pass, collectives
+    /// included) through ACL and prints a table of the cases with a summary line.
+    ///
+    /// ACL is found as for `braid demo --backend acl`: CANN when configured or installed, else
+    /// braid-acl-sim built beside this binary (the first line names the library). The suite
+    /// opens devices 0 to 7 and checks numbers on each, so on braid-acl-sim it sets
+    /// `BRAID_ACL_SIM_TIMING_ONLY=none` when unset. Exits non-zero when a case fails.
+    Conformance,
     /// Hands braid-acl-sim (ACL's C API on braid's simulator) to programs outside braid's
     /// cargo builds (see `braid acl-sim install --help`).
     AclSim {
@@ -82,6 +91,10 @@ fn main() -> ExitCode {
         eprintln!("braid: {err}");
         return ExitCode::FAILURE;
     }
+    let failure = match cli.command {
+        Command::Conformance => "braid conformance: a case failed (see the table)",
+        _ => "braid demo: a scenario did not behave as expected (see the table)",
+    };
     let outcome = match cli.command {
         Command::Demo {
             backend,
@@ -107,11 +120,12 @@ fn main() -> ExitCode {
         }
         Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
         Command::AclSim { command } => acl_sim::run(&command, &mut std::io::stdout()),
+        Command::Conformance => conformance::run(&mut std::io::stdout()),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
-            eprintln!("braid demo: a scenario did not behave as expected (see the table)");
+            eprintln!("{failure}");
             ExitCode::FAILURE
         }
         Err(err) => {
