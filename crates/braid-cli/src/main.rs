@@ -6,6 +6,7 @@ mod alloc_conf;
 mod conformance;
 mod demo;
 mod log;
+mod plan;
 mod trace;
 
 use clap::{Parser, Subcommand};
@@ -77,6 +78,41 @@ enum Command {
     /// opens devices 0 to 7 and checks numbers on each, so on braid-acl-sim it sets
     /// `BRAID_ACL_SIM_TIMING_ONLY=none` when unset. Exits non-zero when a case fails.
     Conformance,
+    /// Plans a tensor-parallel layer stack on the simulator: the step time with the
+    /// all-reduce on the compute stream, overlapped on its own stream, and replayed as a
+    /// graph, for a batch, sequence length, data type and device count, under a profile
+    /// (the shipped Atlas 800T A2 one unless `--profile` names a file), with the resource
+    /// each figure sits against (compute, HBM or link). Defaults: Llama-2-7B's layers.
+    Plan {
+        /// Devices of one server the stack is sharded over.
+        #[arg(long, default_value_t = 8)]
+        devices: u32,
+        /// Sequences in the batch.
+        #[arg(long, default_value_t = 8)]
+        batch: u32,
+        /// Tokens per sequence in the step (1: a decode step).
+        #[arg(long, default_value_t = 256)]
+        seq_len: u32,
+        /// The data type of weights and activations.
+        #[arg(long, value_enum, default_value_t = demo::DemoDType::Float16)]
+        dtype: demo::DemoDType,
+        /// Layers.
+        #[arg(long, default_value_t = 32)]
+        layers: u32,
+        /// Hidden size.
+        #[arg(long, default_value_t = 4096)]
+        hidden: u32,
+        /// MLP intermediate size.
+        #[arg(long, default_value_t = 11008)]
+        ffn: u32,
+        /// Micro-batches the step's tokens are split into (the overlap needs 2 or more).
+        #[arg(long, default_value_t = 2)]
+        micro_batches: u32,
+        /// A profile file (the format of crates/backend-sim/profiles/) instead of the shipped
+        /// Atlas 800T A2 profile.
+        #[arg(long)]
+        profile: Option<PathBuf>,
+    },
     /// Hands braid-acl-sim (ACL's C API on braid's simulator) to programs outside braid's
     /// cargo builds (see `braid acl-sim install --help`).
     AclSim {
@@ -121,6 +157,30 @@ fn main() -> ExitCode {
         Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
         Command::AclSim { command } => acl_sim::run(&command, &mut std::io::stdout()),
         Command::Conformance => conformance::run(&mut std::io::stdout()),
+        Command::Plan {
+            devices,
+            batch,
+            seq_len,
+            dtype,
+            layers,
+            hidden,
+            ffn,
+            micro_batches,
+            profile,
+        } => plan::run(
+            &mut std::io::stdout(),
+            &plan::Request {
+                devices,
+                batch,
+                seq_len,
+                layers,
+                hidden,
+                ffn,
+                micro_batches,
+                dtype: dtype.dtype(),
+            },
+            profile.as_deref(),
+        ),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
