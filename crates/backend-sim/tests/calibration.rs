@@ -274,7 +274,7 @@ fn decode_step(dev: &SimDevice, s: &braid_backend_sim::SimStream, shape: &Decode
         kernels += 1;
     };
     let add = |a: DeviceSlice, b: DeviceSlice, out: DeviceSlice| Kernel::Add { a, b, out };
-    let mut matmul = |m: u32, k: u32, n: u32| {
+    let matmul = |m: u32, k: u32, n: u32| {
         let a = buf(u64::from(m) * u64::from(k));
         let b = buf(u64::from(k) * u64::from(n));
         let c = buf(u64::from(m) * u64::from(n));
