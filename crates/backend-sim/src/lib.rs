@@ -169,7 +169,7 @@ pub mod trace;
 mod workspace;
 
 pub use collective::communicators::{SimComm, JOIN_TIMEOUT};
-pub use collective::cost::{collective_bound, LinkParams, Wiring};
+pub use collective::cost::{collective_bound, LinkParams, TwoLevel, Wiring};
 pub use collective::remote::RemoteGroup;
 pub use config::{
     SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_IPC_TIMEOUT, DEFAULT_TIMELINE_CAPACITY,
@@ -185,7 +185,7 @@ pub use sanitizer::report::{OpRef, RaceKind, RaceReport};
 pub use sanitizer::SanitizerMode;
 pub use stream::SimStream;
 pub use timeline::{OpRecord, SimStats};
-pub use topology::{LinkSpec, Topology};
+pub use topology::{CollectiveSpec, LinkSpec, Topology};
 pub use workspace::{SimPrepared, WorkspaceSizes};
 
 /// Re-exported so users of the timeline need not depend on `braid-stream-core` for it.
