@@ -5,12 +5,13 @@
 //! reset, model ids), or refuses with CANN's code naming the call.
 //!
 //! The runtime is one per process and these tests run in parallel: each uses its own device
-//! (device 1 is timing-only by default, so only calls that read no data use it).
+//! (every device computes under the default settings).
 
 use braid_acl_sim::client::op_path::*;
 use braid_acl_sim::client::profiling::*;
 use braid_acl_sim::client::runtime::*;
 use braid_acl_sim::exports::*;
+use braid_acl_sim::serve_exports::aclrtDeviceGetBareTgid;
 use braid_acl_sys::acl::{AclClientFunctions, AclFunctions, AclOpFunctions};
 use braid_acl_sys::aclnn::{AclnnClientOperators, AclnnDescriptors, AclnnOperators};
 use braid_acl_sys::hccl::{HcclClientFunctions, HcclFunctions};

@@ -302,21 +302,6 @@ pub extern "C" fn aclrtSetOpWaitTimeout(_timeout: u32) -> aclError {
     ret(with(|_| Ok(())))
 }
 
-/// `aclError aclrtDeviceGetBareTgid(int32_t *pid)`: this process's id (the simulated
-/// devices live in it).
-///
-/// # Safety
-/// `pid` is null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtDeviceGetBareTgid(pid: *mut i32) -> aclError {
-    // SAFETY: the caller's guarantee on `pid`.
-    unsafe {
-        out("aclrtDeviceGetBareTgid", pid, || {
-            Ok(i32::try_from(std::process::id()).unwrap_or(i32::MAX))
-        })
-    }
-}
-
 /// `aclError aclrtProcessReport(int32_t timeout)`: no host callbacks are ever reported on
 /// the simulator (`aclrtLaunchCallback` is not exported), so nothing arrives:
 /// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`.

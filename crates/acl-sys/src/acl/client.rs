@@ -91,8 +91,6 @@ macro_rules! acl_client_functions {
     optional fn aclrtSetOpExecuteTimeOutV2(timeout: u64, actual_timeout: *mut u64) -> aclError;
     /// `aclError aclrtSetOpWaitTimeout(uint32_t timeout)`: seconds an event wait may last.
     optional fn aclrtSetOpWaitTimeout(timeout: u32) -> aclError;
-    /// `aclError aclrtDeviceGetBareTgid(int32_t *pid)`: the process id the device sees.
-    optional fn aclrtDeviceGetBareTgid(pid: *mut i32) -> aclError;
     /// `aclError aclrtProcessReport(int32_t timeout)`: runs the callbacks of
     /// `aclrtLaunchCallback` reported within `timeout` ms.
     optional fn aclrtProcessReport(timeout: i32) -> aclError;
@@ -148,7 +146,7 @@ mod tests {
     #[test]
     fn the_client_list_is_optional_and_apart_from_braids_own() {
         let client = AclClientFunctions::SYMBOLS;
-        assert_eq!(client.len(), 38);
+        assert_eq!(client.len(), 37);
         assert!(client.iter().all(|s| !s.required));
         let mut names: Vec<&str> = client
             .iter()
