@@ -1,7 +1,13 @@
-//! `aclGetRecentErrMsg`: the text of the calling thread's last failure, fetched and cleared.
+//! `aclGetRecentErrMsg`: the text of the calling thread's last failure, fetched and cleared;
+//! and, where `BRAID_ACL_SIM_ERROR_LOG` names a file, every failure appended to it as one line
+//! (`<code> <message>`, the message starting with the call), so a client's test harness can
+//! say which call failed even when the client swallowed the text.
 
+use braid_stream_core::sync::GlobalMutex;
 use std::cell::RefCell;
 use std::ffi::{c_char, CString};
+use std::io::Write;
+use std::sync::OnceLock;
 
 thread_local! {
     /// The message of the last failed call on this thread, not yet fetched.
@@ -31,6 +37,7 @@ pub(crate) fn ret(r: Result<(), Fail>) -> i32 {
         Ok(()) => crate::codes::ACL_SUCCESS,
         Err(f) => {
             tracing::debug!(code = f.code, message = %f.message, "acl-sim call failed");
+            log_failure(&f);
             PENDING.with(|p| *p.borrow_mut() = Some(f.message));
             f.code
         }
@@ -45,4 +52,29 @@ pub(crate) fn take_recent() -> *const c_char {
         *r = msg.map(|m| CString::new(m.replace('\0', " ")).unwrap_or_default());
         r.as_ref().map_or(std::ptr::null(), |c| c.as_ptr())
     })
+}
+
+/// Appends `f` to the file `BRAID_ACL_SIM_ERROR_LOG` names, if any (opened once; a file that
+/// cannot be opened is reported once through `tracing` and not retried).
+fn log_failure(f: &Fail) {
+    static LOG: OnceLock<Option<GlobalMutex<std::fs::File>>> = OnceLock::new();
+    let log = LOG.get_or_init(|| {
+        let path = std::env::var_os(crate::settings::ERROR_LOG_ENV).filter(|p| !p.is_empty())?;
+        match std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+        {
+            Ok(file) => Some(GlobalMutex::new(file)),
+            Err(e) => {
+                tracing::warn!(path = ?path, error = %e, "braid-acl-sim cannot open its error log");
+                None
+            }
+        }
+    });
+    if let Some(file) = log {
+        let mut file = file.lock();
+        // A failed write of a diagnostic has nowhere to go.
+        let _ = writeln!(file, "{} {}", f.code, f.message.replace('\n', " "));
+    }
 }

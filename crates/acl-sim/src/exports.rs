@@ -7,14 +7,22 @@
 
 use crate::codes::*;
 use crate::errmsg::{fail, ret, take_recent, Fail};
-use crate::registry::with;
+use crate::registry::{with, with_then_wait};
+#[allow(unused_imports)] // the names `check_exports!` checks
+use crate::serve_exports::*;
+#[allow(unused_imports)] // named by `check_exports!` below
+use crate::task_group_exports::*;
 use std::ffi::{c_char, c_void};
 
 /// Runs `f` and writes its value through the out pointer `p`.
 ///
 /// # Safety
 /// `p` is null or valid for a write of `T`.
-unsafe fn out<T>(call: &str, p: *mut T, f: impl FnOnce() -> Result<T, Fail>) -> aclError {
+pub(crate) unsafe fn out<T>(
+    call: &str,
+    p: *mut T,
+    f: impl FnOnce() -> Result<T, Fail>,
+) -> aclError {
     if p.is_null() {
         return ret(Err(fail(
             ACL_ERROR_INVALID_PARAM,
@@ -31,11 +39,11 @@ unsafe fn out<T>(call: &str, p: *mut T, f: impl FnOnce() -> Result<T, Fail>) -> 
     }
 }
 
-fn h(p: *mut c_void) -> usize {
+pub(crate) fn h(p: *mut c_void) -> usize {
     p as usize
 }
 
-fn ptr_of(handle: usize) -> *mut c_void {
+pub(crate) fn ptr_of(handle: usize) -> *mut c_void {
     handle as *mut c_void
 }
 
@@ -112,7 +120,7 @@ pub unsafe extern "C" fn aclrtGetMemInfo(
 /// `aclError aclrtSynchronizeDevice()`.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeDevice() -> aclError {
-    ret(with(|r| r.synchronize_device()))
+    ret(with_then_wait(|r| r.synchronize_device(-1)))
 }
 
 /// `aclError aclrtCreateStream(aclrtStream *stream)`.
@@ -159,14 +167,14 @@ pub extern "C" fn aclrtDestroyStream(stream: *mut c_void) -> aclError {
 /// it.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeStream(stream: *mut c_void) -> aclError {
-    ret(with(|r| r.synchronize_stream(h(stream), -1)))
+    ret(with_then_wait(|r| r.synchronize_stream(h(stream), -1)))
 }
 
 /// `aclError aclrtSynchronizeStreamWithTimeout(aclrtStream stream, int32_t timeout)`: 507046
 /// when the wait exceeds `timeout` ms of simulated time (-1: no limit).
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeStreamWithTimeout(stream: *mut c_void, timeout: i32) -> aclError {
-    ret(with(|r| r.synchronize_stream(h(stream), timeout)))
+    ret(with_then_wait(|r| r.synchronize_stream(h(stream), timeout)))
 }
 
 /// `aclError aclrtStreamQuery(aclrtStream stream, aclrtStreamStatus *status)`.
@@ -250,7 +258,7 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(event: *mut c_void, status: *mut 
 /// `aclError aclrtSynchronizeEvent(aclrtEvent event)`.
 #[no_mangle]
 pub extern "C" fn aclrtSynchronizeEvent(event: *mut c_void) -> aclError {
-    ret(with(|r| r.synchronize_event(h(event))))
+    ret(with_then_wait(|r| r.synchronize_event(h(event))))
 }
 
 /// `aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent)`:
@@ -286,7 +294,7 @@ pub unsafe extern "C" fn aclrtMalloc(
     // SAFETY: the caller's guarantee on `dev_ptr`.
     unsafe {
         out("aclrtMalloc", dev_ptr, || {
-            with(|r| r.malloc(size)).map(|p| p as usize as *mut c_void)
+            with(|r| r.malloc("aclrtMalloc", size)).map(|p| p as usize as *mut c_void)
         })
     }
 }
@@ -336,7 +344,17 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
 ) -> aclError {
     ret(with(|r| {
         // SAFETY: the caller's guarantee on the host memory.
-        unsafe { r.memcpy_async(dst as u64, dest_max, src as u64, count, kind, h(stream)) }
+        unsafe {
+            r.memcpy_async(
+                "aclrtMemcpyAsync",
+                dst as u64,
+                dest_max,
+                src as u64,
+                count,
+                kind,
+                h(stream),
+            )
+        }
     }))
 }
 
@@ -351,7 +369,14 @@ pub extern "C" fn aclrtMemsetAsync(
     stream: *mut c_void,
 ) -> aclError {
     ret(with(|r| {
-        r.memset_async(dev_ptr as u64, max_count, value, count, h(stream))
+        r.memset_async(
+            "aclrtMemsetAsync",
+            dev_ptr as u64,
+            max_count,
+            value,
+            count,
+            h(stream),
+        )
     }))
 }
 
@@ -359,6 +384,27 @@ pub extern "C" fn aclrtMemsetAsync(
 #[no_mangle]
 pub extern "C" fn aclmdlRICaptureBegin(stream: *mut c_void, mode: u32) -> aclError {
     ret(with(|r| r.capture_begin(h(stream), mode)))
+}
+
+/// `aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode *mode)`: sets the calling
+/// thread's capture mode to `*mode` and writes the previous one back. Null is
+/// `ACL_ERROR_INVALID_PARAM`, so is an unknown mode (nothing changes then).
+///
+/// # Safety
+/// `mode` is null or valid for a read and a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> aclError {
+    const CALL: &str = "aclmdlRICaptureThreadExchangeMode";
+    if mode.is_null() {
+        return ret(Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!("{CALL}: null mode pointer"),
+        )));
+    }
+    // SAFETY: non-null and valid for a read (the caller's guarantee).
+    let asked = unsafe { mode.read() };
+    // SAFETY: as above, valid for a write.
+    unsafe { out(CALL, mode, || crate::registry::exchange_thread_mode(asked)) }
 }
 
 /// `aclError aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus *status,
@@ -524,7 +570,7 @@ pub unsafe extern "C" fn aclrtMemGetAllocationGranularity(
     // SAFETY: the caller's guarantee on `granularity`.
     unsafe {
         out("aclrtMemGetAllocationGranularity", granularity, || {
-            Ok(2 << 20)
+            Ok(crate::registry::RESERVE_GRANULARITY as usize)
         })
     }
 }

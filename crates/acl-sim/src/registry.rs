@@ -15,8 +15,11 @@
 //! | `events` | events: record, wait (also across devices), query, timing |
 //! | `memory` | device and pinned host memory, copies and fills |
 //! | `vmm` | the virtual-memory API |
+//! | `ipc` | memory, physical memory and events shared with other processes |
 //! | `models` | captures into models, the rules an active capture sets, model execution |
 //! | `collective` | what HCCL's exports need: communicators' devices, collectives on ACL streams |
+//! | `waits` | host waits (synchronizes, blocking copies), run outside the registry's lock |
+//! | `system` | what clients ask of the runtime and the SoC: its name and capabilities, system parameters, overflow mode, timeouts, finalization |
 
 use crate::capture::{CaptureState, Clock};
 use crate::codes::*;
@@ -28,15 +31,25 @@ use braid_stream_core::sync::GlobalMutex;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::OnceLock;
+use vmm::Physical;
 
 mod collective;
 mod context;
 mod devices;
 mod events;
+mod ipc;
 mod memory;
 mod models;
+
+pub(crate) use models::exchange_thread_mode;
 mod streams;
+mod system;
+mod task_groups;
 mod vmm;
+mod waits;
+
+pub(crate) use vmm::RESERVE_GRANULARITY;
+pub(crate) use waits::with_then_wait;
 
 /// First handle value; handles step by 0x40 so they look like (and are as distinct as) pointers.
 const HANDLE_BASE: usize = 0x0ac1_0000;
@@ -50,6 +63,10 @@ thread_local! {
 struct Dev {
     sim: SimDevice,
     default_stream: SimStream,
+    /// The handle of the device's (default) context.
+    context: usize,
+    /// `aclrtCtxSetSysParamOpt` values of the context, by option.
+    context_params: BTreeMap<i32, i64>,
     refcount: u64,
     /// Live segments: address → size.
     allocations: BTreeMap<u64, u64>,
@@ -84,6 +101,8 @@ enum ModelState {
 
 struct ModelEntry {
     device: usize,
+    /// `aclmdlRIGetId`'s answer: unique among the process's models.
+    id: u32,
     state: ModelState,
 }
 
@@ -92,8 +111,12 @@ pub(crate) struct Registry {
     initialized: bool,
     device_count: usize,
     capacity: u64,
+    /// What the runtime says of itself and the SoC, and the process-wide parameters.
+    system: system::System,
     /// Per device: whether it runs timing-only.
     timing_only: Vec<bool>,
+    /// The simulated nodes' collective timeout.
+    collective_timeout: std::time::Duration,
     devices: Vec<Option<Dev>>,
     streams: HashMap<usize, StreamEntry>,
     events: HashMap<usize, EventEntry>,
@@ -108,22 +131,43 @@ pub(crate) struct Registry {
     /// The simulated nodes, made at first use: the devices computing data, and the
     /// timing-only ones (`devices::Nodes`).
     nodes: devices::Nodes,
+    /// Keys this process exported or imported (`ipc`).
+    ipc: ipc::IpcRoom,
     next_handle: usize,
     next_capture: u64,
+    /// Task groups (`aclrtTaskGrp` handles): their device and the simulator's group.
+    task_groups: HashMap<usize, (usize, braid_stream_core::hal::TaskGroupHandle)>,
 }
 
-/// Runs `f` on the process-wide registry, made from the environment's [`Settings`] at first
-/// use. Invalid settings fail every call with `ACL_ERROR_INVALID_PARAM` and the text naming
-/// the variable and its value.
-pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> Result<R, Fail>) -> Result<R, Fail> {
+/// The process-wide registry, made from the environment's [`Settings`] at first use; invalid
+/// settings are the failure every call returns (`ACL_ERROR_INVALID_PARAM`, the text naming
+/// the variable and its value). The failure is also printed once on stderr: a client that
+/// swallows the error of its first call (torch_npu counts no devices then) leaves the user
+/// nothing else to go by.
+fn registry() -> &'static Result<GlobalMutex<Registry>, Fail> {
     static REGISTRY: OnceLock<Result<GlobalMutex<Registry>, Fail>> = OnceLock::new();
-    let registry = REGISTRY.get_or_init(|| {
+    REGISTRY.get_or_init(|| {
         Settings::from_env(|k| std::env::var_os(k))
             .map(|settings| GlobalMutex::new(Registry::new(settings)))
-            .map_err(|e| fail(ACL_ERROR_INVALID_PARAM, e.to_string()))
-    });
-    let m = registry.as_ref().map_err(Clone::clone)?;
+            .map_err(|e| {
+                eprintln!("{e}");
+                fail(ACL_ERROR_INVALID_PARAM, e.to_string())
+            })
+    })
+}
+
+/// Runs `f` on the process-wide registry.
+pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> Result<R, Fail>) -> Result<R, Fail> {
+    let m = registry().as_ref().map_err(Clone::clone)?;
     f(&mut m.lock())
+}
+
+/// Runs `f` on the registry if it is free now; `None` when another thread holds it (at
+/// process exit, a thread may be stopped inside a call: waiting would never end).
+pub(crate) fn try_with<R>(f: impl FnOnce(&mut Registry) -> R) -> Option<R> {
+    let m = registry().as_ref().ok()?;
+    let mut guard = m.try_lock()?;
+    Some(f(&mut guard))
 }
 
 /// A simulator error as an ACL failure of `call`.
@@ -136,6 +180,11 @@ fn sim_fail(call: &str, e: HalError) -> Fail {
         HalError::Unsupported(_) => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
         HalError::Native { code, .. } | HalError::NativeInvalidArgument { code, .. } => *code,
         HalError::CaptureRefused(_) => ACL_ERROR_RT_CAPTURE_DEPENDENCY,
+        // What the runtime gives a wait on a collective some ranks never issued: a timeout.
+        HalError::CollectiveIncomplete(_) if call.contains("Event") => {
+            ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
+        }
+        HalError::CollectiveIncomplete(_) => ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
     };
     fail(code, format!("{call}: {e}"))
 }
@@ -153,12 +202,18 @@ impl Registry {
             device_count,
             capacity,
             timing_only,
+            soc,
+            race_report,
+            timeline,
+            collective_timeout,
         } = settings;
         Registry {
             initialized: false,
             device_count,
             capacity,
+            system: system::System::new(soc, race_report, timeline),
             timing_only,
+            collective_timeout,
             devices: (0..device_count).map(|_| None).collect(),
             streams: HashMap::new(),
             events: HashMap::new(),
@@ -168,8 +223,10 @@ impl Registry {
             physical: HashMap::new(),
             peers: HashSet::new(),
             nodes: devices::Nodes::default(),
+            ipc: ipc::IpcRoom::default(),
             next_handle: HANDLE_BASE,
             next_capture: 1,
+            task_groups: HashMap::new(),
         }
     }
 
@@ -211,5 +268,37 @@ mod tests {
         };
         s.launch(&fill.into(), "fails on the device").unwrap();
         assert_eq!(code(s.synchronize().unwrap_err()), 507_015);
+    }
+
+    #[test]
+    fn an_operator_whose_body_fails_is_an_aicore_exception_naming_it() {
+        use braid_backend_sim::{host_op, SimBackend};
+        use braid_stream_core::CustomOp;
+        use std::ffi::CStr;
+        let sim = SimDevice::new(SimConfig::new());
+        let s = sim.create_stream(0).unwrap();
+        let x = sim.alloc(16).unwrap();
+        // An aclnn operator's body computing over a shape it was not given indexes past its
+        // slice; the launch succeeds, as the real kernel's would.
+        let op = CustomOp::<SimBackend>::new("aclnnOverrun")
+            .write(DeviceSlice::new(x, 16))
+            .body(host_op(|_, outputs| outputs[0][16] = 1));
+        s.launch_operator(&op.lower()).unwrap();
+        let err = s.synchronize().unwrap_err();
+        let code = crate::errmsg::ret(Err(sim_fail("aclrtSynchronizeStream", err)));
+        assert_eq!(code, 507_015, "ACL_ERROR_RT_AICORE_EXCEPTION");
+        let recent = crate::errmsg::take_recent();
+        assert!(!recent.is_null());
+        // SAFETY: a NUL-terminated string owned by this thread until the next fetch.
+        let text = unsafe { CStr::from_ptr(recent) }
+            .to_string_lossy()
+            .into_owned();
+        assert!(
+            text.contains("aclrtSynchronizeStream")
+                && text.contains("`aclnnOverrun`")
+                && text.contains("index out of bounds"),
+            "{text}"
+        );
+        assert!(s.synchronize().is_ok(), "reported once");
     }
 }

@@ -8,6 +8,8 @@
 
 use std::ffi::OsString;
 use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
 
 /// Environment variable: number of devices of the simulated node, 1 to [`MAX_DEVICES`]
 /// (default 8, the NPUs of one Atlas A2 server).
@@ -17,15 +19,50 @@ pub const DEVICES_ENV: &str = "BRAID_ACL_SIM_DEVICES";
 pub const CAPACITY_ENV: &str = "BRAID_ACL_SIM_CAPACITY";
 /// Environment variable: comma-separated ids of the devices that run in the simulator's
 /// timing-only mode (no data stored or computed, so model-sized shapes plan in milliseconds;
-/// read-backs are zeros). Unset: [`DEFAULT_TIMING_ONLY`]; `none`: every device computes data.
+/// read-backs are zeros). Unset or `none`: every device computes data, so a program written
+/// for an NPU (a collective over several devices, a read-back from `npu:1`) runs unchanged.
 pub const TIMING_ONLY_ENV: &str = "BRAID_ACL_SIM_TIMING_ONLY";
-/// The timing-only devices when [`TIMING_ONLY_ENV`] is unset: device 1, the device braid's
-/// examples and `braid demo --backend acl` time model-sized shapes on
-/// (`braid::scenarios::devices::TIMING_ORDINAL`); device 0 computes real numbers. Ids beyond
-/// the device count are left out.
-pub const DEFAULT_TIMING_ONLY: &[usize] = &[1];
 /// The most devices [`DEVICES_ENV`] may ask for.
 pub const MAX_DEVICES: usize = 64;
+/// Environment variable: the SoC name `aclrtGetSocName` answers, one of [`SOC_NAMES`]
+/// (default [`DEFAULT_SOC`]). Clients pick their code paths by it (torch_npu refuses a name
+/// it does not know), so only names of the Atlas A2/A3 family the simulator's device profile
+/// models are taken.
+pub const SOC_ENV: &str = "BRAID_ACL_SIM_SOC";
+/// The SoC names [`SOC_ENV`] takes: the Ascend 910B family (Atlas A2) and the 910_93 family
+/// (Atlas A3), whose runtime behaviour braid-acl-sim follows.
+pub const SOC_NAMES: &[&str] = &[
+    "Ascend910B1",
+    "Ascend910B2",
+    "Ascend910B2C",
+    "Ascend910B3",
+    "Ascend910B4",
+    "Ascend910B4-1",
+    "Ascend910_9391",
+    "Ascend910_9392",
+    "Ascend910_9381",
+    "Ascend910_9382",
+    "Ascend910_9372",
+    "Ascend910_9362",
+];
+/// The SoC name when [`SOC_ENV`] is unset.
+pub const DEFAULT_SOC: &str = "Ascend910B4";
+/// Environment variable: a file the sanitizer's reports are written to, as JSON, when the
+/// program calls `aclFinalize` (or, failing that, when the process exits). Unset: none.
+pub const RACE_REPORT_ENV: &str = "BRAID_ACL_SIM_RACE_REPORT";
+/// Environment variable: a file every failed call is appended to, one line each (`<code>
+/// <message>`, the message naming the call), as it happens. Unset: none.
+pub const ERROR_LOG_ENV: &str = "BRAID_ACL_SIM_ERROR_LOG";
+/// Environment variable: a file the simulated timeline is written to, as Chrome Trace Event
+/// JSON for Perfetto, when the program calls `aclFinalize` (or when the process exits).
+/// Unset: none, and no timeline is recorded.
+pub const TIMELINE_ENV: &str = "BRAID_ACL_SIM_TIMELINE";
+/// Environment variable: how long, in milliseconds, a host synchronization waits for the
+/// other ranks of a collective to issue their parts before failing naming them (the
+/// simulator's `HCCL_EXEC_TIMEOUT`; [`braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT`], 5 s,
+/// when unset). Ranks that are threads of one busy process (torch_npu's process groups
+/// issue from a task-queue thread each) may need longer on a loaded machine.
+pub const COLLECTIVE_TIMEOUT_ENV: &str = "BRAID_ACL_SIM_COLLECTIVE_TIMEOUT_MS";
 
 const DEFAULT_DEVICES: usize = 8;
 
@@ -67,6 +104,14 @@ pub(crate) struct Settings {
     pub capacity: u64,
     /// Per device: whether it runs timing-only.
     pub timing_only: Vec<bool>,
+    /// What `aclrtGetSocName` answers.
+    pub soc: &'static str,
+    /// Where the sanitizer's reports go at finalization.
+    pub race_report: Option<PathBuf>,
+    /// Where the timeline goes at finalization (and whether one is recorded).
+    pub timeline: Option<PathBuf>,
+    /// How long a synchronization waits for a collective's other ranks.
+    pub collective_timeout: Duration,
 }
 
 impl Settings {
@@ -116,7 +161,7 @@ impl Settings {
         .unwrap_or_else(default_capacity);
         let ids_expected = format!(
             "comma-separated device ids below {device_count} (the device count), or `none` \
-             for no timing-only device (unset for the default, device 1)"
+             for no timing-only device (unset for the default, none)"
         );
         let timing_only = parse_timing_only(text(TIMING_ONLY_ENV, &ids_expected)?, device_count)
             .map_err(|value| SettingError {
@@ -124,10 +169,46 @@ impl Settings {
                 value,
                 expected: ids_expected,
             })?;
+        let collective_timeout = number(
+            COLLECTIVE_TIMEOUT_ENV,
+            "a number of milliseconds (unset for the default, 5000)",
+            &|_| true,
+        )?
+        .map_or(
+            braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT,
+            Duration::from_millis,
+        );
+        let socs_expected = format!(
+            "one of {} (unset for the default, {DEFAULT_SOC})",
+            SOC_NAMES.join(", ")
+        );
+        let soc = match text(SOC_ENV, &socs_expected)? {
+            None => DEFAULT_SOC,
+            Some(value) => SOC_NAMES
+                .iter()
+                .copied()
+                .find(|name| *name == value.trim())
+                .ok_or(SettingError {
+                    variable: SOC_ENV,
+                    value,
+                    expected: socs_expected,
+                })?,
+        };
+        let path = |variable: &'static str| {
+            text(variable, "a file path (unset for the default: none)")
+                .map(|v| v.map(PathBuf::from))
+        };
+        // The error log is opened where failures are recorded (`errmsg`); its value is
+        // checked here, with the others, so that one set to nothing stops initialisation.
+        path(ERROR_LOG_ENV)?;
         Ok(Settings {
             device_count,
             capacity,
             timing_only,
+            soc,
+            race_report: path(RACE_REPORT_ENV)?,
+            timeline: path(TIMELINE_ENV)?,
+            collective_timeout,
         })
     }
 }
@@ -137,11 +218,6 @@ impl Settings {
 fn parse_timing_only(value: Option<String>, device_count: usize) -> Result<Vec<bool>, String> {
     let mut out = vec![false; device_count];
     let Some(value) = value else {
-        for &id in DEFAULT_TIMING_ONLY {
-            if let Some(slot) = out.get_mut(id) {
-                *slot = true;
-            }
-        }
         return Ok(out);
     };
     if value.trim().eq_ignore_ascii_case("none") {
@@ -180,14 +256,22 @@ mod tests {
         );
         let s = settings(&[]).unwrap();
         assert_eq!((s.device_count, s.capacity), (8, default_capacity()));
-        let mut timing_only = vec![false; 8];
-        timing_only[1] = true;
-        assert_eq!(s.timing_only, timing_only);
+        // Every device computes unless named timing-only.
+        assert_eq!(s.timing_only, vec![false; 8]);
     }
 
     #[test]
     fn a_variable_set_to_nothing_is_an_error_never_the_default() {
-        for variable in [DEVICES_ENV, CAPACITY_ENV, TIMING_ONLY_ENV] {
+        for variable in [
+            DEVICES_ENV,
+            CAPACITY_ENV,
+            TIMING_ONLY_ENV,
+            SOC_ENV,
+            RACE_REPORT_ENV,
+            TIMELINE_ENV,
+            ERROR_LOG_ENV,
+            COLLECTIVE_TIMEOUT_ENV,
+        ] {
             for value in ["", " "] {
                 let err = settings(&[(variable, value)]).unwrap_err();
                 assert_eq!((err.variable, err.value.as_str()), (variable, value));
@@ -216,10 +300,40 @@ mod tests {
                 vec![false; 8]
             );
         }
-        // The default timing-only device 1 is left out where there is only one device.
         let one = settings(&[(DEVICES_ENV, "1")]).unwrap();
         assert_eq!(one.timing_only, vec![false]);
         assert_eq!(settings(&[(DEVICES_ENV, "64")]).unwrap().device_count, 64);
+        assert_eq!(
+            settings(&[]).unwrap().collective_timeout,
+            braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT
+        );
+        assert_eq!(
+            settings(&[(COLLECTIVE_TIMEOUT_ENV, "60000")])
+                .unwrap()
+                .collective_timeout,
+            Duration::from_secs(60)
+        );
+    }
+
+    #[test]
+    fn the_soc_name_is_one_of_the_family_and_paths_are_taken_as_given() {
+        let s = settings(&[]).unwrap();
+        assert_eq!(s.soc, DEFAULT_SOC);
+        assert_eq!((s.race_report, s.timeline), (None, None));
+        let s = settings(&[
+            (SOC_ENV, "Ascend910_9391"),
+            (RACE_REPORT_ENV, "/tmp/races.json"),
+            (TIMELINE_ENV, "trace.json"),
+        ])
+        .unwrap();
+        assert_eq!(s.soc, "Ascend910_9391");
+        assert_eq!(s.race_report, Some(PathBuf::from("/tmp/races.json")));
+        assert_eq!(s.timeline, Some(PathBuf::from("trace.json")));
+        for bad in ["Ascend310P3", "Ascend910A", "ascend910b4", "x"] {
+            let err = settings(&[(SOC_ENV, bad)]).unwrap_err();
+            assert_eq!((err.variable, err.value.as_str()), (SOC_ENV, bad));
+            assert!(err.to_string().contains("one of Ascend910B1,"), "{err}");
+        }
     }
 
     #[test]
@@ -233,6 +347,11 @@ mod tests {
             (vec![(CAPACITY_ENV, "0")], CAPACITY_ENV, "0"),
             (vec![(CAPACITY_ENV, "16GiB")], CAPACITY_ENV, "16GiB"),
             (vec![(TIMING_ONLY_ENV, "x,1")], TIMING_ONLY_ENV, "x,1"),
+            (
+                vec![(COLLECTIVE_TIMEOUT_ENV, "5s")],
+                COLLECTIVE_TIMEOUT_ENV,
+                "5s",
+            ),
             (
                 vec![(DEVICES_ENV, "2"), (TIMING_ONLY_ENV, "2")],
                 TIMING_ONLY_ENV,

@@ -17,6 +17,10 @@
 //!   `libopapi_math.so`, `libopapi_nn.so`);
 //! - [`hccl`]: the collective communication library (`libhccl.so`), one [`c_api!`] table
 //!   with its [`LibrarySet`];
+//! - what foreign CANN clients (torch_npu) bind beyond braid's calls, so that
+//!   `braid-acl-sim` can stand in for a CANN install they load: [`acl::client`],
+//!   [`acl::op`] (the old single-operator path), [`aclnn`]'s client operators, [`msprof`]
+//!   (profiling reports) and [`rt`] (the legacy kernel API);
 //! - [`search`]: where a [`LibrarySet`] is looked for (explicit variable, CANN homes, loader
 //!   path); [`loader`]: opening it, with typed errors that list every path tried and never
 //!   replace an explicitly configured library.
@@ -28,6 +32,8 @@ pub mod hccl;
 #[cfg(feature = "loader")]
 pub mod loader;
 mod macros;
+pub mod msprof;
+pub mod rt;
 pub mod search;
 mod table;
 

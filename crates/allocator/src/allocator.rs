@@ -61,6 +61,11 @@
 //!   `graph_capture_record_stream_reuse`); no event is recorded or queried during a capture,
 //!   and uses inside a capture stop holding a block when the capture ends. Checkpoints of a
 //!   pool are in `crate::checkpoint`.
+//! - **Graphs hold what they use.** A buffer allocated outside a capture (an input, weights,
+//!   an output made before `begin_capture`) that captured work reads or writes stays
+//!   allocated while the graph lives: dropping it then leaves its block pending until the
+//!   graph is dropped and its last launches have completed, so no other buffer gets memory a
+//!   replay writes (`crate::graph_pins`). In both cross-stream modes.
 //! - **Out of memory**: the ladder (process pending events → free oversize cached blocks when
 //!   `max_split_size` is set → free cached whole segments → synchronize pending events and
 //!   retry), then [`AllocError::OutOfMemory`] whose message states the request, the device's
@@ -121,6 +126,9 @@ pub(crate) struct Inner<B: Backend> {
     oom_observers: Mutex<Vec<Arc<OomObserver>>>,
     /// Kept alive here: the device holds use observers weakly.
     _observer: Option<Arc<dyn UseObserver>>,
+    /// Holds the blocks captured work uses for its graph (`crate::graph_pins`); held weakly
+    /// by the device too.
+    _capture_observer: Arc<dyn UseObserver>,
     /// This allocator as the device's workspace provider (held weakly by the device).
     workspace_provider: Arc<dyn WorkspaceProvider<B>>,
     /// Sleep mode's offloaded data; its lock makes sleeps and wakes take turns
@@ -164,6 +172,28 @@ impl<B: Backend> UseObserver for Observer<B> {
     fn note_use(&self, position: StreamPosition, range: DeviceSlice, _access: Access) {
         if let Some(inner) = self.inner.upgrade() {
             inner.lock().note_use(position, range.ptr.0, range.end());
+        }
+    }
+}
+
+/// Holds the blocks captured work uses until its graph is gone (`crate::graph_pins`).
+struct CaptureObserver<B: Backend> {
+    inner: Weak<Inner<B>>,
+}
+
+impl<B: Backend> UseObserver for CaptureObserver<B> {
+    fn note_use(&self, position: StreamPosition, range: DeviceSlice, _access: Access) {
+        let Some(inner) = self.inner.upgrade() else {
+            return;
+        };
+        let pin = inner
+            .lock()
+            .note_captured_use(position, range.ptr.0, range.end());
+        // Handed over once the allocator lock is released: the device's state lock need not
+        // nest in it. A capture that ended meanwhile drops the pin, which releases the blocks
+        // at the allocator's next call.
+        if let Some(pin) = pin {
+            inner.device.attach_to_capture(position, pin);
         }
     }
 }
@@ -264,6 +294,9 @@ impl<B: Backend> CachingAllocator<B> {
             let workspace_provider: Arc<dyn WorkspaceProvider<B>> = Arc::new(Provider {
                 inner: weak.clone(),
             });
+            let capture_observer: Arc<dyn UseObserver> = Arc::new(CaptureObserver {
+                inner: weak.clone(),
+            });
             Inner {
                 workspace_provider,
                 device: device.clone(),
@@ -278,11 +311,13 @@ impl<B: Backend> CachingAllocator<B> {
                 oom_observers: Mutex::new(Vec::new()),
                 sleepers: Mutex::new(crate::sleep::Sleepers::default()),
                 _observer: observer,
+                _capture_observer: capture_observer,
             }
         });
         if let Some(observer) = &inner._observer {
             device.add_use_observer(observer);
         }
+        device.add_capture_use_observer(&inner._capture_observer);
         device.set_workspace_provider(&inner.workspace_provider);
         Ok(CachingAllocator { inner })
     }

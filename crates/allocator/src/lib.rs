@@ -25,6 +25,7 @@
 //! | `sleep` | sleep mode: sleepable pools ([`CachingAllocator::create_sleepable_pool`]) whose memory is offloaded or discarded and whose pages are released, addresses kept ([`CachingAllocator::sleep`], [`CachingAllocator::wake`], [`SleepMode`]); the state side is `state::sleep` |
 //! | `stats`, `snapshot` | [`MemoryStats`] with PyTorch's names; [`MemorySnapshot`] and the history |
 //! | `keepalive` | how buffers keep the allocator alive without a reference count each |
+//! | `graph_pins` | buffers a captured graph uses stay allocated while the graph lives |
 //! | `host` (`buffer`, `cache`, `stats`) | [`PinnedHostAllocator`], [`PinnedBuffer`], its cache, [`PinnedStats`] |
 //!
 //! # Example
@@ -61,7 +62,9 @@ mod checkpoint;
 mod config;
 mod error;
 mod free_list;
+mod graph_pins;
 mod host;
+pub mod ipc;
 mod keepalive;
 mod mempool;
 mod private_pool;
@@ -80,6 +83,7 @@ pub use config::{
 };
 pub use error::{AllocError, OutOfMemoryReport};
 pub use host::{PinnedBuffer, PinnedHostAllocator, PinnedStats};
+pub use ipc::{import_ipc, ImportedBuffer, IpcBufferHandle, SharedBuffer};
 pub use mempool::{MemPool, PoolDiversion};
 pub use private_pool::{PoolFilter, PoolOptions, PoolStats};
 pub use size::SizeClass;

@@ -16,6 +16,7 @@ use crate::arena::{Arena, FitRules, Found, Shape};
 use crate::block::{BlockId, NewBlock, Segment, Status, NONE};
 use crate::config::AllocatorConfig;
 use crate::error::AllocError;
+use crate::graph_pins::Pins;
 use crate::keepalive::Keepalive;
 use crate::private_pool::{Diversion, PoolFilter, PrivatePools};
 use crate::reclaim::Reclaimer;
@@ -81,6 +82,8 @@ pub(crate) struct State<B: Backend> {
     /// Whether nothing optional that a cache hit would consult is on (see
     /// [`State::refresh_plain`]): hits then skip those checks.
     plain: bool,
+    /// Blocks live captured graphs use ([`crate::graph_pins`]).
+    pub(crate) pins: Pins,
 }
 
 impl<B: Backend> State<B> {
@@ -110,6 +113,7 @@ impl<B: Backend> State<B> {
             vmm_granularity,
             power2_rounding: false,
             plain: false,
+            pins: Pins::default(),
         };
         state.power2_rounding = state.config.roundup_power2_divisions.iter().any(|&d| d > 1);
         state.update_allowed_max();
@@ -286,6 +290,9 @@ impl<B: Backend> State<B> {
             size,
             rounded,
         };
+        if self.pins.posted() {
+            self.release_pins(dev);
+        }
         if self.plain && self.pools.diversions.is_empty() && self.pending.blocks.is_empty() {
             return self.malloc_plain(dev, stream, req);
         }
@@ -535,6 +542,9 @@ impl<B: Backend> State<B> {
     /// The owner dropped the buffer of block `b`.
     #[inline]
     pub(crate) fn free(&mut self, dev: &Device<B>, b: BlockId) {
+        if self.pins.posted() {
+            self.release_pins(dev);
+        }
         let small = self.arena.blocks.get(b).small;
         match (self.plain, small) {
             // One copy per class when plain: the class's branches fold away in each.
@@ -569,7 +579,7 @@ impl<B: Backend> State<B> {
                 self.arena.lifetimes.died(b);
             }
         }
-        if self.arena.blocks.get(b).uses.is_empty() {
+        if self.arena.blocks.get(b).uses.is_empty() && !self.pins.is_held(b) {
             self.free_block_in::<PLAIN>(dev, b, small);
             return;
         }
@@ -581,6 +591,10 @@ impl<B: Backend> State<B> {
     #[cold]
     #[inline(never)]
     fn free_with_uses(&mut self, dev: &Device<B>, b: BlockId) {
+        if self.pins.is_held(b) {
+            self.free_held(b);
+            return;
+        }
         let blk = self.arena.blocks.get(b);
         let (size, small) = (blk.size, blk.small);
         let capturing = dev.is_capturing();
@@ -600,6 +614,83 @@ impl<B: Backend> State<B> {
             self.pending
                 .record_events(dev, &mut self.arena.blocks, b, &mut self.stats);
         }
+    }
+
+    /// [`State::free`] of a block a live graph uses ([`crate::graph_pins`]): pending, handed
+    /// to no one, until the graph is gone.
+    #[cold]
+    #[inline(never)]
+    fn free_held(&mut self, b: BlockId) {
+        let blk = self.arena.blocks.get_mut(b);
+        blk.status = Status::Pending;
+        blk.generation = blk.generation.wrapping_add(1);
+        let (addr, size, small) = (blk.addr, blk.size, blk.small);
+        self.stats.pending_free_bytes.increase(size);
+        self.pending_by_class.add(small, size);
+        self.pins.note_freed(b);
+        tracing::debug!(
+            addr,
+            size,
+            "buffer dropped while a captured graph uses it: freed once the graph is gone"
+        );
+    }
+
+    /// Releases the blocks of the graphs dropped since the last call, and frees those their
+    /// buffers had freed (as a free would have, then: pending on other streams' uses, or
+    /// cached).
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn release_pins(&mut self, dev: &Device<B>) {
+        for b in self.pins.release_posted() {
+            let blk = self.arena.blocks.get_mut(b);
+            blk.status = Status::Allocated;
+            let (size, small) = (blk.size, blk.small);
+            self.stats.pending_free_bytes.decrease(size);
+            self.pending_by_class.remove(small, size);
+            if self.arena.blocks.get(b).uses.is_empty() {
+                self.free_block(dev, b);
+            } else {
+                self.free_with_uses(dev, b);
+            }
+        }
+    }
+
+    /// Captured work at `pos` (of a capture of this allocator's device) uses `[start, end)`:
+    /// the blocks there that were not allocated for that capture are held while its graph
+    /// lives. Returns the capture's pin when it held nothing before.
+    pub(crate) fn note_captured_use(
+        &mut self,
+        pos: braid_stream_core::StreamPosition,
+        start: u64,
+        end: u64,
+    ) -> Option<crate::graph_pins::GraphPin> {
+        let Domain::Capture(capture) = pos.domain else {
+            return None;
+        };
+        if start >= end || pos.device != self.pending.device() {
+            return None;
+        }
+        let mut pin = None;
+        for seg in self
+            .arena
+            .segments
+            .overlapping(start, end)
+            .collect::<Vec<_>>()
+        {
+            let mut b = self.arena.segments.get(seg).head;
+            while b != NONE {
+                let blk = self.arena.blocks.get(b);
+                if blk.addr >= end {
+                    break;
+                }
+                let next = blk.next;
+                if blk.end() > start && blk.status == Status::Allocated && blk.capture.is_none() {
+                    pin = pin.or(self.pins.hold(capture, b));
+                }
+                b = next;
+            }
+        }
+        pin
     }
 
     /// Tells the backend that block `b` starts (`alive`) or ends a lifetime, so a memory checker

@@ -8,11 +8,11 @@
 
 use crate::api::AclApi;
 use crate::ffi::{
-    aclError, aclrtPhysicalMemProp, ACL_HBM_MEM_HUGE, ACL_MEM_ALLOCATION_TYPE_PINNED,
-    ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE, ACL_MODEL_RI_CAPTURE_STATUS_NONE,
-    ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
+    aclError, aclrtIpcEventHandle, aclrtPhysicalMemProp, ACL_HBM_MEM_HUGE, ACL_IPC_MEM_KEY_LEN,
+    ACL_MEM_ALLOCATION_TYPE_PINNED, ACL_MEM_HANDLE_TYPE_NONE, ACL_MEM_LOCATION_TYPE_DEVICE,
+    ACL_MODEL_RI_CAPTURE_STATUS_NONE, ACL_RT_MEM_ALLOC_GRANULARITY_MINIMUM,
 };
-use std::ffi::{c_void, CStr};
+use std::ffi::{c_char, c_void, CStr};
 use std::ptr;
 
 /// An opaque ACL handle (`aclrtStream`, `aclrtEvent`, `aclmdlRI`) as an address; 0 is null
@@ -117,6 +117,14 @@ pub(crate) trait AclCalls: Send + Sync {
     fn model_execute_async(&self, model: Handle, stream: Handle) -> Option<aclError>;
     /// `aclmdlRIDestroy`; `None` without the symbol.
     fn model_destroy(&self, model: Handle) -> Option<aclError>;
+    /// `aclmdlRICaptureTaskGrpBegin`; `None` without the symbol.
+    fn task_grp_begin(&self, stream: Handle) -> Option<aclError>;
+    /// `aclmdlRICaptureTaskGrpEnd`: the group; `None` without the symbol.
+    fn task_grp_end(&self, stream: Handle) -> Option<Result<Handle, aclError>>;
+    /// `aclmdlRICaptureTaskUpdateBegin`; `None` without the symbol.
+    fn task_update_begin(&self, stream: Handle, group: Handle) -> Option<aclError>;
+    /// `aclmdlRICaptureTaskUpdateEnd`; `None` without the symbol.
+    fn task_update_end(&self, stream: Handle) -> Option<aclError>;
     /// `aclrtDeviceCanAccessPeer(device, peer)`: the `canAccessPeer` value; `None` without
     /// the symbol.
     fn can_access_peer(&self, device: i32, peer: i32) -> Option<Result<i32, aclError>>;
@@ -154,6 +162,48 @@ pub(crate) trait AclCalls: Send + Sync {
     fn map_mem(&self, ptr: u64, size: usize, handle: Handle) -> Option<aclError>;
     /// `aclrtUnmapMem`; `None` without the symbol.
     fn unmap_mem(&self, ptr: u64) -> Option<aclError>;
+
+    // Serving: capture modes per thread.
+    /// `aclmdlRICaptureThreadExchangeMode`: sets the calling thread's mode, returns the
+    /// previous one; `None` without the symbol.
+    fn capture_thread_exchange_mode(&self, mode: u32) -> Option<Result<u32, aclError>>;
+
+    // Serving: sharing with other processes.
+    /// `aclrtDeviceGetBareTgid`; `None` without the symbol.
+    fn bare_tgid(&self) -> Option<Result<i32, aclError>>;
+    /// `aclrtIpcMemGetExportKey` of `size` bytes at `ptr` (a 65-byte key buffer): the key;
+    /// `None` without the symbol.
+    fn ipc_mem_get_export_key(
+        &self,
+        ptr: u64,
+        size: usize,
+        flags: u64,
+    ) -> Option<Result<String, aclError>>;
+    /// `aclrtIpcMemSetImportPid`; `None` without the symbol.
+    fn ipc_mem_set_import_pid(&self, key: &str, pids: &[i32]) -> Option<aclError>;
+    /// `aclrtIpcMemImportByKey`: the address; `None` without the symbol.
+    fn ipc_mem_import_by_key(&self, key: &str, flags: u64) -> Option<Result<u64, aclError>>;
+    /// `aclrtIpcMemClose`; `None` without the symbol.
+    fn ipc_mem_close(&self, key: &str) -> Option<aclError>;
+    /// `aclrtMemExportToShareableHandle` (handle type NONE): the shareable handle; `None`
+    /// without the symbol.
+    fn mem_export_to_shareable_handle(
+        &self,
+        handle: Handle,
+        flags: u64,
+    ) -> Option<Result<u64, aclError>>;
+    /// `aclrtMemImportFromShareableHandle`: the physical handle; `None` without the symbol.
+    fn mem_import_from_shareable_handle(
+        &self,
+        shareable: u64,
+        device: i32,
+    ) -> Option<Result<Handle, aclError>>;
+    /// `aclrtMemSetPidToShareableHandle`; `None` without the symbol.
+    fn mem_set_pid_to_shareable_handle(&self, shareable: u64, pids: &[i32]) -> Option<aclError>;
+    /// `aclrtIpcGetEventHandle`: the handle's bytes; `None` without the symbol.
+    fn ipc_get_event_handle(&self, event: Handle) -> Option<Result<[u8; 64], aclError>>;
+    /// `aclrtIpcOpenEventHandle`: the event; `None` without the symbol.
+    fn ipc_open_event_handle(&self, handle: [u8; 64]) -> Option<Result<Handle, aclError>>;
 }
 
 /// The physical memory `aclrtMallocPhysical` is asked for: HBM huge pages, pinned, on
@@ -406,6 +456,31 @@ impl AclCalls for ApiRef {
         Some(unsafe { f(model as *mut c_void, stream_ptr(stream)) })
     }
 
+    fn task_grp_begin(&self, stream: Handle) -> Option<aclError> {
+        let f = self.0.aclmdlRICaptureTaskGrpBegin?;
+        // SAFETY: a stream handle from this library.
+        Some(unsafe { f(stream_ptr(stream)) })
+    }
+
+    fn task_grp_end(&self, stream: Handle) -> Option<Result<Handle, aclError>> {
+        let f = self.0.aclmdlRICaptureTaskGrpEnd?;
+        let mut group: *mut c_void = ptr::null_mut();
+        // SAFETY: a stream handle from this library; live out parameter.
+        Some(ok(unsafe { f(stream_ptr(stream), &mut group) }).map(|()| group as Handle))
+    }
+
+    fn task_update_begin(&self, stream: Handle, group: Handle) -> Option<aclError> {
+        let f = self.0.aclmdlRICaptureTaskUpdateBegin?;
+        // SAFETY: a stream and a task-group handle from this library.
+        Some(unsafe { f(stream_ptr(stream), group as *mut c_void) })
+    }
+
+    fn task_update_end(&self, stream: Handle) -> Option<aclError> {
+        let f = self.0.aclmdlRICaptureTaskUpdateEnd?;
+        // SAFETY: a stream handle from this library.
+        Some(unsafe { f(stream_ptr(stream)) })
+    }
+
     fn model_destroy(&self, model: Handle) -> Option<aclError> {
         let f = self.0.aclmdlRIDestroy?;
         // SAFETY: a model handle from this library.
@@ -542,4 +617,127 @@ impl AclCalls for ApiRef {
         // SAFETY: the caller passes a mapped address (the hal's `unmap_physical` contract).
         Some(unsafe { f(ptr as *mut c_void) })
     }
+
+    fn capture_thread_exchange_mode(&self, mode: u32) -> Option<Result<u32, aclError>> {
+        let f = self.0.aclmdlRICaptureThreadExchangeMode?;
+        let mut inout = mode;
+        // SAFETY: `inout` is live for a read and a write.
+        Some(ok(unsafe { f(&mut inout) }).map(|()| inout))
+    }
+
+    fn bare_tgid(&self) -> Option<Result<i32, aclError>> {
+        let f = self.0.aclrtDeviceGetBareTgid?;
+        let mut pid = 0i32;
+        // SAFETY: live out parameter.
+        Some(ok(unsafe { f(&mut pid) }).map(|()| pid))
+    }
+
+    fn ipc_mem_get_export_key(
+        &self,
+        ptr: u64,
+        size: usize,
+        flags: u64,
+    ) -> Option<Result<String, aclError>> {
+        let f = self.0.aclrtIpcMemGetExportKey?;
+        let mut key = [0 as c_char; ACL_IPC_MEM_KEY_LEN];
+        // SAFETY: `key` is valid for writes of its length; the address is only interpreted
+        // by ACL, which checks it.
+        let code = unsafe { f(ptr as *mut c_void, size, key.as_mut_ptr(), key.len(), flags) };
+        Some(ok(code).map(|()| {
+            let bytes: Vec<u8> = key
+                .iter()
+                .take_while(|&&c| c != 0)
+                .map(|&c| c as u8)
+                .collect();
+            String::from_utf8_lossy(&bytes).into_owned()
+        }))
+    }
+
+    fn ipc_mem_set_import_pid(&self, key: &str, pids: &[i32]) -> Option<aclError> {
+        let f = self.0.aclrtIpcMemSetImportPid?;
+        let key = c_key(key);
+        let mut pids = pids.to_vec();
+        // SAFETY: a NUL-terminated key and `pids.len()` readable ids, live for the call.
+        Some(unsafe { f(key.as_ptr(), pids.as_mut_ptr(), pids.len()) })
+    }
+
+    fn ipc_mem_import_by_key(&self, key: &str, flags: u64) -> Option<Result<u64, aclError>> {
+        let f = self.0.aclrtIpcMemImportByKey?;
+        let key = c_key(key);
+        let mut p: *mut c_void = ptr::null_mut();
+        // SAFETY: a NUL-terminated key; live out parameter.
+        Some(ok(unsafe { f(&mut p, key.as_ptr(), flags) }).map(|()| p as u64))
+    }
+
+    fn ipc_mem_close(&self, key: &str) -> Option<aclError> {
+        let f = self.0.aclrtIpcMemClose?;
+        let key = c_key(key);
+        // SAFETY: a NUL-terminated key.
+        Some(unsafe { f(key.as_ptr()) })
+    }
+
+    fn mem_export_to_shareable_handle(
+        &self,
+        handle: Handle,
+        flags: u64,
+    ) -> Option<Result<u64, aclError>> {
+        let f = self.0.aclrtMemExportToShareableHandle?;
+        let mut shareable = 0u64;
+        // SAFETY: a physical handle of this library; live out parameter.
+        Some(
+            ok(unsafe {
+                f(
+                    handle as *mut c_void,
+                    ACL_MEM_HANDLE_TYPE_NONE,
+                    flags,
+                    &mut shareable,
+                )
+            })
+            .map(|()| shareable),
+        )
+    }
+
+    fn mem_import_from_shareable_handle(
+        &self,
+        shareable: u64,
+        device: i32,
+    ) -> Option<Result<Handle, aclError>> {
+        let f = self.0.aclrtMemImportFromShareableHandle?;
+        let mut handle: *mut c_void = ptr::null_mut();
+        // SAFETY: plain values; live out parameter.
+        Some(ok(unsafe { f(shareable, device, &mut handle) }).map(|()| handle as Handle))
+    }
+
+    fn mem_set_pid_to_shareable_handle(&self, shareable: u64, pids: &[i32]) -> Option<aclError> {
+        let f = self.0.aclrtMemSetPidToShareableHandle?;
+        let mut pids = pids.to_vec();
+        // SAFETY: `pids.len()` readable ids, live for the call.
+        Some(unsafe { f(shareable, pids.as_mut_ptr(), pids.len()) })
+    }
+
+    fn ipc_get_event_handle(&self, event: Handle) -> Option<Result<[u8; 64], aclError>> {
+        let f = self.0.aclrtIpcGetEventHandle?;
+        let mut handle = aclrtIpcEventHandle::default();
+        // SAFETY: an event handle of this library; live out parameter.
+        Some(
+            ok(unsafe { f(event as *mut c_void, &mut handle) })
+                .map(|()| handle.reserved.map(|c| c as u8)),
+        )
+    }
+
+    fn ipc_open_event_handle(&self, handle: [u8; 64]) -> Option<Result<Handle, aclError>> {
+        let f = self.0.aclrtIpcOpenEventHandle?;
+        let handle = aclrtIpcEventHandle {
+            reserved: handle.map(|b| b as c_char),
+        };
+        let mut event: *mut c_void = ptr::null_mut();
+        // SAFETY: the handle is passed by value; live out parameter.
+        Some(ok(unsafe { f(handle, &mut event) }).map(|()| event as Handle))
+    }
+}
+
+/// `key` as a C string (empty for a key with a NUL inside, which no ACL key has: ACL then
+/// refuses it).
+fn c_key(key: &str) -> std::ffi::CString {
+    std::ffi::CString::new(key).unwrap_or_default()
 }

@@ -19,7 +19,9 @@ use crate::stream::AclStream;
 use crate::AclBackend;
 use braid_stream_core::hal::{self, HalError};
 use braid_stream_core::sync::Mutex;
-use braid_stream_core::types::{DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority};
+use braid_stream_core::types::{
+    CaptureMode, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
+};
 use std::collections::{HashMap, HashSet};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -684,5 +686,41 @@ impl hal::Device for AclDevice {
 
     unsafe fn unmap_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
         self.unmap_physical_impl(at, size)
+    }
+
+    fn set_thread_capture_mode(&self, mode: CaptureMode) -> Result<(), HalError> {
+        self.set_thread_capture_mode_impl(mode)
+    }
+
+    fn process_id(&self) -> Result<i32, HalError> {
+        self.process_id_impl()
+    }
+
+    fn ipc_export(&self, range: DeviceSlice, allow_list: bool) -> Result<String, HalError> {
+        self.ipc_export_impl(range, allow_list)
+    }
+
+    fn ipc_allow_pids(&self, key: &str, pids: &[i32]) -> Result<(), HalError> {
+        self.ipc_allow_pids_impl(key, pids)
+    }
+
+    fn ipc_import(&self, key: &str) -> Result<(DevicePtr, Option<u64>), HalError> {
+        Ok((self.ipc_import_impl(key)?, None))
+    }
+
+    unsafe fn ipc_close(&self, key: &str) -> Result<(), HalError> {
+        self.ipc_close_impl(key)
+    }
+
+    fn create_ipc_event(&self) -> Result<AclEvent, HalError> {
+        self.create_ipc_event_impl()
+    }
+
+    fn ipc_event_handle(&self, event: &AclEvent) -> Result<[u8; 64], HalError> {
+        self.ipc_event_handle_impl(event)
+    }
+
+    fn open_ipc_event(&self, handle: &[u8; 64]) -> Result<AclEvent, HalError> {
+        self.open_ipc_event_impl(handle)
     }
 }

@@ -16,7 +16,7 @@ use crate::ffi::{
 use crate::graph::AclGraph;
 use crate::native::Ownership;
 use crate::AclBackend;
-use braid_stream_core::hal::{self, HalError, Operator};
+use braid_stream_core::hal::{self, HalError, Operator, TaskGroupHandle};
 use braid_stream_core::kernel::{Kernel, TypedKernel};
 use braid_stream_core::sync::Mutex;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr, DeviceSlice};
@@ -26,6 +26,9 @@ use std::sync::Arc;
 /// What capture calls report on a library without the `aclmdlRI*` capture API.
 pub const CAPTURE_UNSUPPORTED: &str =
     "graph capture needs the aclmdlRI* capture API (aclmdlRICaptureBegin/GetInfo/End, aclmdlRIExecuteAsync, aclmdlRIDestroy)";
+/// Why task groups are unavailable.
+const TASK_GROUPS_UNSUPPORTED: &str =
+    "task groups need aclmdlRICaptureTaskGrpBegin/End and aclmdlRICaptureTaskUpdateBegin/End";
 
 /// ACL's number for a braid capture mode.
 pub fn capture_mode_number(mode: CaptureMode) -> u32 {
@@ -343,6 +346,51 @@ impl hal::Stream for AclStream {
                 Err(err.into())
             }
         }
+    }
+
+    fn begin_task_group(&self) -> Result<(), HalError> {
+        let sh = &self.shared;
+        sh.bind()?;
+        let code = sh
+            .calls
+            .task_grp_begin(self.raw)
+            .ok_or(HalError::Unsupported(TASK_GROUPS_UNSUPPORTED))?;
+        Ok(sh.check("aclmdlRICaptureTaskGrpBegin", code)?)
+    }
+
+    fn end_task_group(&self) -> Result<TaskGroupHandle, HalError> {
+        let sh = &self.shared;
+        sh.bind()?;
+        let r = sh
+            .calls
+            .task_grp_end(self.raw)
+            .ok_or(HalError::Unsupported(TASK_GROUPS_UNSUPPORTED))?;
+        let group = sh.result("aclmdlRICaptureTaskGrpEnd", r)?;
+        Ok(TaskGroupHandle(group as u64))
+    }
+
+    fn begin_task_update(&self, group: TaskGroupHandle) -> Result<(), HalError> {
+        let sh = &self.shared;
+        sh.bind()?;
+        let code = sh
+            .calls
+            .task_update_begin(self.raw, group.0 as Handle)
+            .ok_or(HalError::Unsupported(TASK_GROUPS_UNSUPPORTED))?;
+        Ok(sh.check("aclmdlRICaptureTaskUpdateBegin", code)?)
+    }
+
+    /// CANN has no way to discard an update: without `commit` the scope is ended all the
+    /// same, and CANN refuses it when its task count differs from the group's (the only case
+    /// the front layer does not commit), so nothing changes.
+    fn end_task_update(&self, commit: bool) -> Result<(), HalError> {
+        let _ = commit;
+        let sh = &self.shared;
+        sh.bind()?;
+        let code = sh
+            .calls
+            .task_update_end(self.raw)
+            .ok_or(HalError::Unsupported(TASK_GROUPS_UNSUPPORTED))?;
+        Ok(sh.check("aclmdlRICaptureTaskUpdateEnd", code)?)
     }
 
     fn capture_status(&self) -> Result<CaptureStatus, HalError> {

@@ -838,3 +838,33 @@ fn a_failed_mapping_frees_its_handle_and_unmap_frees_it_after() {
         assert!(dev.unmap_physical(at, 2 << 20).is_err());
     }
 }
+
+#[test]
+fn the_thread_capture_mode_reaches_acl_and_falls_back_to_global_without_the_symbol() {
+    let mut m = base(0, None);
+    m.expect_capture_thread_exchange_mode()
+        .with(eq(ACL_MODEL_RI_CAPTURE_MODE_RELAXED))
+        .times(1)
+        .returning(|_| Some(Ok(ACL_MODEL_RI_CAPTURE_MODE_GLOBAL)));
+    m.expect_capture_thread_exchange_mode()
+        .with(eq(ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL))
+        .times(1)
+        .returning(|_| Some(Err(ACL_ERROR_INVALID_PARAM)));
+    let dev = open(m);
+    dev.set_thread_capture_mode(CaptureMode::Relaxed).unwrap();
+    let (code, name, _) = native(
+        dev.set_thread_capture_mode(CaptureMode::ThreadLocal)
+            .unwrap_err(),
+    );
+    assert_eq!((code, name), (100_000, "ACL_ERROR_INVALID_PARAM"));
+
+    let mut old = base(0, None);
+    old.expect_capture_thread_exchange_mode()
+        .returning(|_| None);
+    let dev = open(old);
+    dev.set_thread_capture_mode(CaptureMode::Global).unwrap();
+    assert!(matches!(
+        dev.set_thread_capture_mode(CaptureMode::Relaxed),
+        Err(HalError::Unsupported(msg)) if msg.contains("aclmdlRICaptureThreadExchangeMode")
+    ));
+}

@@ -150,19 +150,15 @@ fn waiting_on_an_event_without_sync_fails() {
 }
 
 #[test]
-fn blocking_calls_during_capture_are_107041() {
+fn blocking_calls_during_capture_are_107041_or_107030_by_mode() {
     let dev = open(0);
     let (s, other) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let mem = dev.alloc(256).unwrap();
     s.begin_capture(CaptureMode::Global).unwrap();
     assert_eq!(s.capture_status().unwrap(), CaptureStatus::Active);
     s.memset(mem, 1, 256).unwrap();
-    for err in [
-        s.synchronize().unwrap_err(),
-        s.query().unwrap_err(),
-        other.synchronize().unwrap_err(),
-        dev.synchronize().unwrap_err(),
-    ] {
+    // The capture's own stream: no mode allows it.
+    for err in [s.synchronize().unwrap_err(), s.query().unwrap_err()] {
         let (code, name, message) = code_of(err);
         assert_eq!(
             (code, name),
@@ -170,14 +166,93 @@ fn blocking_calls_during_capture_are_107041() {
         );
         assert!(message.contains("ret=107041"), "{message}");
     }
+    // Anything else: the capturing thread would need relaxed mode.
+    for err in [
+        other.synchronize().unwrap_err(),
+        dev.synchronize().unwrap_err(),
+    ] {
+        let (code, name, message) = code_of(err);
+        assert_eq!(
+            (code, name),
+            (107_030, "ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT")
+        );
+        assert!(
+            message.contains(
+                "the capture mode of the current thread is ACL_MODEL_RI_CAPTURE_MODE_GLOBAL"
+            ) && message.contains("allowed in ACL_MODEL_RI_CAPTURE_MODE_RELAXED"),
+            "{message}"
+        );
+    }
     // The default stream would add an implicit dependency.
     let (code, _, _) = code_of(dev.default_stream().unwrap().memset(mem, 0, 4).unwrap_err());
     assert_eq!(code, codes::ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT);
+    // In relaxed mode the capturing thread may synchronize what is not the capture's.
+    dev.set_thread_capture_mode(CaptureMode::Relaxed).unwrap();
+    other.synchronize().unwrap();
+    dev.synchronize().unwrap();
+    assert_eq!(code_of(s.query().unwrap_err()).0, 107_041);
+    dev.set_thread_capture_mode(CaptureMode::Global).unwrap();
     let graph = s.end_capture().unwrap();
     assert_eq!(braid_stream_core::hal::Graph::node_count(&graph), 1);
     s.synchronize().unwrap();
     // SAFETY: no work uses `mem` any more (synchronized).
     unsafe { dev.free(mem) }.unwrap();
+}
+
+#[test]
+fn the_thread_capture_mode_is_exchanged_per_thread() {
+    let dev = open(0);
+    let api = common::api();
+    let exchange = api.aclmdlRICaptureThreadExchangeMode.expect("exported");
+    let mut mode = codes_mode(CaptureMode::ThreadLocal);
+    // SAFETY: `mode` is live for a read and a write.
+    assert_eq!(unsafe { exchange(&mut mode) }, 0);
+    assert_eq!(mode, codes_mode(CaptureMode::Global), "the default mode");
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let mut other = codes_mode(CaptureMode::Relaxed);
+            // SAFETY: as above.
+            assert_eq!(unsafe { exchange(&mut other) }, 0);
+            assert_eq!(other, codes_mode(CaptureMode::Global), "per thread");
+        });
+    });
+    let mut unknown = 7u32;
+    // SAFETY: as above.
+    let code = unsafe { exchange(&mut unknown) };
+    assert_eq!(code, codes::ACL_ERROR_INVALID_PARAM);
+    assert_eq!(unknown, 7, "a refused exchange writes nothing back");
+    // SAFETY: a null pointer is refused before any access.
+    let code = unsafe { exchange(ptr::null_mut()) };
+    assert_eq!(code, codes::ACL_ERROR_INVALID_PARAM);
+    let mut back = codes_mode(CaptureMode::Global);
+    // SAFETY: as above.
+    assert_eq!(unsafe { exchange(&mut back) }, 0);
+    assert_eq!(back, codes_mode(CaptureMode::ThreadLocal));
+    // Another thread's thread-local capture restricts nothing here; a global one does until
+    // this thread switches to thread-local mode.
+    let (s, other) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    std::thread::scope(|scope| {
+        let (begun_tx, begun_rx) = std::sync::mpsc::channel();
+        let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+        let s = &s;
+        scope.spawn(move || {
+            s.begin_capture(CaptureMode::Global).unwrap();
+            begun_tx.send(()).unwrap();
+            done_rx.recv().unwrap();
+            s.end_capture().unwrap();
+        });
+        begun_rx.recv().unwrap();
+        assert_eq!(code_of(other.synchronize().unwrap_err()).0, 107_030);
+        dev.set_thread_capture_mode(CaptureMode::ThreadLocal)
+            .unwrap();
+        other.synchronize().unwrap();
+        dev.set_thread_capture_mode(CaptureMode::Global).unwrap();
+        done_tx.send(()).unwrap();
+    });
+}
+
+fn codes_mode(mode: CaptureMode) -> u32 {
+    braid_backend_acl::capture_mode_number(mode)
 }
 
 #[test]

@@ -71,6 +71,21 @@ fn a_configured_hccl_library_that_fails_is_an_error_naming_it() {
 }
 
 #[test]
+fn an_hccl_variable_set_to_nothing_is_refused_by_name_never_the_simulator() {
+    for value in ["", "  "] {
+        let err = match HcclApi::load_with(env_of(&[(hccl::LIB_ENV, value)]), common::api()) {
+            Ok(api) => panic!("loaded {:?} instead of refusing", api.libraries()),
+            Err(err) => err,
+        };
+        let text = err.to_string();
+        assert!(
+            text.contains(&format!("$BRAID_HCCL_LIB={value:?}: set but empty")),
+            "{text}"
+        );
+    }
+}
+
+#[test]
 fn failures_carry_the_result_name_and_hccl_error_string() {
     let api = HcclApi::load_for(common::api()).unwrap();
     // SAFETY: a null communicator is refused before any use.

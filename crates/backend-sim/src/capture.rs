@@ -1,8 +1,14 @@
 //! Graph capture: recording submitted work as nodes with dependencies.
 
 use crate::op::Op;
+use braid_stream_core::sync::RwLock;
 use braid_stream_core::types::CaptureMode;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+/// A graph's nodes, shared by its clones and by the engine's task groups, which replace
+/// operators in place when a group is updated.
+pub(crate) type GraphNodes = Arc<RwLock<Arc<[Node]>>>;
 
 /// One captured piece of work and the nodes it depends on (all earlier in the list).
 #[derive(Clone, Debug)]
@@ -27,6 +33,10 @@ pub(crate) struct Capture {
     pub nodes: Vec<Node>,
     /// External events recorded and waited on so far.
     pub external: ExternalEvents,
+    /// Task groups open on member streams: the indices of their nodes so far.
+    pub open_groups: BTreeMap<u32, Vec<usize>>,
+    /// Handles of the task groups ended in this capture, bound to its graph at the end.
+    pub groups: Vec<u64>,
 }
 
 /// The external events ([`braid_stream_core::EventFlags::EXTERNAL`]) a graph records and waits
@@ -70,6 +80,9 @@ impl Capture {
     /// Appends `op`, depending on `frontier`; the frontier becomes the new node.
     pub fn add(&mut self, op: Op, frontier: &mut Vec<usize>) {
         let index = self.nodes.len();
+        if let Some(group) = self.open_groups.get_mut(&op.stream) {
+            group.push(index);
+        }
         self.nodes.push(Node {
             op,
             deps: std::mem::take(frontier),

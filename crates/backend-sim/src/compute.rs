@@ -63,11 +63,13 @@ fn encode(dtype: DType, len: u64, n: usize, f: impl Fn(usize) -> f32) -> Vec<u8>
     out
 }
 
-/// Reads the inputs of `op` and computes its outputs (runs at the op's start time).
-pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
-    match op {
+/// Reads the inputs of `op` and computes its outputs (runs at the op's start time). Only a
+/// user operator can fail (its host body panicked): then it writes nothing, and the error is
+/// the panic's message.
+pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Result<Vec<PendingWrite>, String> {
+    Ok(match op {
         OpKind::Kernel(k) => begin_kernel(k, mem),
-        OpKind::Custom(c) => c.0.begin(mem),
+        OpKind::Custom(c) => return c.0.begin(mem),
         // A rank's part has no effect of its own: the collective's data effect carries it.
         OpKind::Collective(_) => Vec::new(),
         OpKind::CollectiveEffect(x) => x.begin(mem),
@@ -100,7 +102,7 @@ pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
             let data = mem.is_valid(*dst).then(|| vec![*value; dst.len as usize]);
             vec![PendingWrite::Device { ptr: dst.ptr, data }]
         }
-    }
+    })
 }
 
 /// Computes a built-in kernel the way the device does: inputs widened to `f32`, arithmetic in

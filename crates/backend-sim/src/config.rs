@@ -75,6 +75,11 @@ pub struct SimConfig {
     /// default; zero fails at once. A node's timeout is its first device's. See
     /// `SimBackend::launch_collective` (the hal's collective extension).
     pub collective_timeout: Duration,
+    /// How long a wait on an event opened from another process ([`crate::ipc`]) blocks the
+    /// host for the exporter to pass the record, before failing with ACL's 507047
+    /// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`. 60 s by default. A node's timeout is its first
+    /// device's.
+    pub ipc_timeout: Duration,
     /// Workspace each built-in kernel launch asks for; `None` (the default): none, as the
     /// simulator's kernels need none. A dry run sets the sizes another backend's kernels ask
     /// for, so the caching allocator sees the same requests ([`WorkspaceSizes`]).
@@ -115,6 +120,7 @@ impl SimConfig {
             max_events: ASCEND_910B_MAX_EVENTS,
             wall_launch_cost: Duration::ZERO,
             collective_timeout: DEFAULT_COLLECTIVE_TIMEOUT,
+            ipc_timeout: DEFAULT_IPC_TIMEOUT,
             workspace_sizes: None,
         }
     }
@@ -212,10 +218,20 @@ impl SimConfig {
         self.collective_timeout = timeout;
         self
     }
+
+    /// Sets how long a wait on an event of another process blocks (see
+    /// [`SimConfig::ipc_timeout`](SimConfig#structfield.ipc_timeout)).
+    pub fn ipc_timeout(mut self, timeout: Duration) -> Self {
+        self.ipc_timeout = timeout;
+        self
+    }
 }
 
 /// The default [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout).
 pub const DEFAULT_COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The default [`SimConfig::ipc_timeout`](SimConfig#structfield.ipc_timeout).
+pub const DEFAULT_IPC_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The default [`SimConfig::timeline_capacity`](SimConfig#structfield.timeline_capacity):
 /// 100 000 records of each kind, about 50 MB for a program of kernels, events and

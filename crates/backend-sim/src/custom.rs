@@ -5,8 +5,15 @@
 //! with those ranges' current bytes, that it may change. The engine stores the buffers at the
 //! operator's end time, like any kernel's outputs, so the sanitizer and the ordering model see
 //! the operator exactly as declared; the body cannot reach any other memory. In timing-only
-//! mode no body runs. A body that panics writes nothing (the panic is reported through
-//! `tracing` and counted in [`crate::SimStats::failed_ops`]).
+//! mode no body runs.
+//!
+//! A body that panics (or indexes past one of its slices) is a kernel that failed on the
+//! device: it writes nothing, the panic is logged through `tracing` and counted in
+//! [`crate::SimStats::failed_ops`], and the failure is reported like an asynchronous kernel
+//! failure (ACL's 507015, naming the operator; see [`crate::fault`]) by the next synchronize
+//! or query of its stream, of an event recorded on the stream after it, or of the device. The
+//! sanitizer marks the ranges it should have written as unwritten and reports the work that
+//! reads them ([`crate::RaceKind::UnwrittenRead`]).
 
 use crate::compute::PendingWrite;
 use crate::memory::DataView;
@@ -105,8 +112,9 @@ impl SimCustom {
         }
     }
 
-    /// Reads the inputs and runs the body (at the operator's start time).
-    pub fn begin(&self, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
+    /// Reads the inputs and runs the body (at the operator's start time). A body that
+    /// panics writes nothing: the error is the panic's message.
+    pub fn begin(&self, mem: &mut DataView<'_>) -> Result<Vec<PendingWrite>, String> {
         let inputs: Vec<Vec<u8>> = self
             .reads
             .iter()
@@ -117,7 +125,7 @@ impl SimCustom {
             })
             .collect();
         let Some(body) = &self.body else {
-            return Vec::new();
+            return Ok(Vec::new());
         };
         let mut outputs: Vec<Option<Vec<u8>>> = self
             .writes
@@ -149,16 +157,30 @@ impl SimCustom {
             .collect();
         let ran = catch_unwind(AssertUnwindSafe(|| body(&input_refs, &mut output_refs)));
         drop(output_refs);
-        if ran.is_err() {
-            tracing::error!(op = %self.name, "a user operator's host body panicked; it wrote nothing");
+        if let Err(payload) = ran {
+            let message = panic_message(payload.as_ref());
+            tracing::error!(op = %self.name, %message, "a user operator's host body panicked; it wrote nothing");
             mem.note_failed_op();
-            return Vec::new();
+            return Err(message);
         }
-        self.writes
+        Ok(self
+            .writes
             .iter()
             .zip(outputs)
             .map(|(s, data)| PendingWrite::Device { ptr: s.ptr, data })
-            .collect()
+            .collect())
+    }
+}
+
+/// The text of a panic's payload (`panic!` with a literal or a formatted message; anything
+/// else is named as such).
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a panic without a message".to_string()
     }
 }
 

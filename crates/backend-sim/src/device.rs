@@ -109,9 +109,10 @@ pub(crate) fn host_wait<T>(
         }
     }
     call(&mut engine).map_err(|error| match (error, waited) {
-        (HalError::InvalidArgument(m), Some(w)) => HalError::InvalidArgument(format!(
-            "{m} (after waiting {w:?} for the other ranks: the collective timeout is {timeout:?})"
-        )),
+        (HalError::CollectiveIncomplete(mut e), Some(w)) => {
+            e.waited = Some(w);
+            HalError::CollectiveIncomplete(e)
+        }
         (error, _) => error,
     })
 }
@@ -279,7 +280,10 @@ impl SimDevice {
     /// of a block becomes visible: once a segment has a declared block, only its live blocks
     /// count as allocated, an access to a taken-back block is a use after free, and an access
     /// that is not ordered after an access from an earlier lifetime of the same bytes is
-    /// reported as [`crate::RaceKind::UseAfterFree`]. Costs no virtual time.
+    /// reported as [`crate::RaceKind::UseAfterFree`]. A block handed out over freed bytes
+    /// belongs to work ordered after `stream`'s work so far: a conflicting access that is not
+    /// is a stale pointer to the freed buffer, reported as a use after free naming the free
+    /// (not as a race with the new owner). Costs no virtual time.
     ///
     /// Errors: `range` is empty, not inside one live segment, or overlaps a live block.
     pub fn sanitizer_note_alloc(&self, range: DeviceSlice, stream: u32) -> Result<(), HalError> {
@@ -338,8 +342,31 @@ impl SimDevice {
         checked(&self.shared, CallKind::Map)?.map_handle(at, handle)
     }
 
+    /// Makes physical memory `handle` (from [`SimDevice::alloc_physical`]) shareable with
+    /// other processes (ACL's `aclrtMemExportToShareableHandle`): its shareable handle, once
+    /// per physical handle. With `allow_list`, only processes added by
+    /// [`SimDevice::allow_physical`] may import it. See [`crate::ipc`].
+    pub fn export_physical(&self, handle: u64, allow_list: bool) -> Result<u64, HalError> {
+        lock_engine(&self.shared).export_physical(handle, allow_list)
+    }
+
+    /// Lets processes `pids` import shareable handle `shareable` (this process's export;
+    /// ACL's `aclrtMemSetPidToShareableHandle`).
+    pub fn allow_physical(&self, shareable: u64, pids: &[i32]) -> Result<(), HalError> {
+        lock_engine(&self.shared).allow_physical(shareable, pids)
+    }
+
+    /// Imports another process's shareable handle as physical memory of this device (ACL's
+    /// `aclrtMemImportFromShareableHandle`): a handle to map with [`SimDevice::map_handle`]
+    /// (the bytes are the exporter's) and free with [`SimDevice::free_physical`], and its
+    /// size.
+    pub fn import_physical(&self, shareable: u64) -> Result<(u64, u64), HalError> {
+        lock_engine(&self.shared).import_physical(shareable)
+    }
+
     /// Unmaps the mapping that starts at `at` and returns its handle, still allocated
-    /// (`aclrtUnmapMem`). Its contents are lost (a later mapping reads zeros); work that
+    /// (`aclrtUnmapMem`). Its contents are lost (a later mapping reads zeros), unless the
+    /// handle is shared with other processes ([`crate::ipc`]: they live on there); work that
     /// still accesses the range makes invalid accesses, which the simulator counts.
     pub fn unmap(&self, at: DevicePtr) -> Result<u64, HalError> {
         checked(&self.shared, CallKind::Unmap)?.unmap_at(at)
@@ -401,6 +428,57 @@ impl hal::Device for SimDevice {
             Some(slot),
             workspace,
         ))
+    }
+
+    fn ipc_export(&self, range: DeviceSlice, allow_list: bool) -> Result<String, HalError> {
+        lock_engine(&self.shared).ipc_export(range, allow_list)
+    }
+
+    fn ipc_allow_pids(&self, key: &str, pids: &[i32]) -> Result<(), HalError> {
+        lock_engine(&self.shared).ipc_allow(key, pids)
+    }
+
+    fn ipc_import(&self, key: &str) -> Result<(DevicePtr, Option<u64>), HalError> {
+        let (ptr, size) = lock_engine(&self.shared).ipc_import(key)?;
+        Ok((ptr, Some(size)))
+    }
+
+    unsafe fn ipc_close(&self, key: &str) -> Result<(), HalError> {
+        lock_engine(&self.shared).ipc_close(key)
+    }
+
+    fn create_ipc_event(&self) -> Result<SimEvent, HalError> {
+        let mut engine = checked(&self.shared, CallKind::EventCreate)?;
+        let slot = engine.limits().take_event()?;
+        let index = engine.create_ipc_event()?;
+        Ok(SimEvent::new(self.shared.clone(), index, slot))
+    }
+
+    fn ipc_event_handle(
+        &self,
+        event: &SimEvent,
+    ) -> Result<[u8; crate::ipc::IPC_EVENT_HANDLE_BYTES], HalError> {
+        same_node(&self.shared, &event.shared)?;
+        lock_engine(&self.shared).ipc_event_handle(event.index())
+    }
+
+    fn open_ipc_event(
+        &self,
+        handle: &[u8; crate::ipc::IPC_EVENT_HANDLE_BYTES],
+    ) -> Result<SimEvent, HalError> {
+        let mut engine = checked(&self.shared, CallKind::EventCreate)?;
+        let slot = engine.limits().take_event()?;
+        let index = engine.open_ipc_event(handle)?;
+        Ok(SimEvent::new(self.shared.clone(), index, slot))
+    }
+
+    fn stream_budget(&self) -> Option<hal::StreamBudget> {
+        let engine = lock_engine(&self.shared);
+        let limits = engine.limits();
+        Some(hal::StreamBudget {
+            live: limits.live().0,
+            limit: limits.max_streams(),
+        })
     }
 
     fn create_event(&self, flags: EventFlags) -> Result<SimEvent, HalError> {

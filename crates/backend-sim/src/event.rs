@@ -48,12 +48,20 @@ impl hal::Event for SimEvent {
 
     fn query(&self) -> Result<bool, HalError> {
         let mut engine = checked(&self.shared, CallKind::Query)?;
+        if let Some(file) = engine.ipc_opened(self.index) {
+            // Another process's event: complete once its last record is published.
+            engine.host_call("query_event");
+            return Ok(file.completed() >= file.recorded());
+        }
         let done = engine.query_event(self.index)?;
         engine.faults().take_event(self.index)?;
         Ok(done)
     }
 
     fn synchronize(&self) -> Result<(), HalError> {
+        if let Some(wait) = crate::ipc::IpcWait::of(&self.shared, self.index)? {
+            return wait.block();
+        }
         let (i, what) = (self.index, HostWait::Event(self.index));
         host_wait(&self.shared, Some(CallKind::Synchronize), what, |e| {
             e.sync_event(i)?;

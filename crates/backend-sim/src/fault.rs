@@ -36,6 +36,12 @@
 //! every pending error at once). A synchronize that reports it has still waited for the work.
 //! Launches into a capture never fail asynchronously (their kernels run at replay).
 //!
+//! A user operator whose host body fails ([`crate::host_op`]) is reported the same way, with
+//! the same code, by the same observers, whether or not a plan is set: the message names the
+//! operator and why its body failed. A graph node that fails is reported on the stream the
+//! graph was launched on. These failures are not counted in [`FaultCounts`] (nothing was
+//! injected); [`crate::SimStats::failed_ops`] counts them.
+//!
 //! With no plan set, the check at each entry point is one predictable branch.
 
 use crate::limits::native;
@@ -317,6 +323,8 @@ struct Pending {
     stream: u32,
     /// Events recorded on that stream after the failure (and not recorded elsewhere since).
     events: Vec<usize>,
+    /// What failed, for a user operator whose body failed; `None` for an injected failure.
+    what: Option<String>,
 }
 
 /// What a [`crate::SimDevice`] knows about faults: its plan, counters and pending
@@ -438,6 +446,17 @@ impl FaultState {
         self.pending.push(Pending {
             stream: s,
             events: Vec::new(),
+            what: None,
+        });
+    }
+
+    /// A user operator on stream `s` failed on the device (`what` says which and why): reported
+    /// later, also by `events`, recorded on `s` after the operator's launch.
+    pub(crate) fn fail_op(&mut self, s: u32, events: Vec<usize>, what: String) {
+        self.pending.push(Pending {
+            stream: s,
+            events,
+            what: Some(what),
         });
     }
 
@@ -479,29 +498,34 @@ impl FaultState {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let n = self.pending.len() as u64;
-        self.pending.clear();
-        self.counts.async_reported += n;
-        Err(async_error(n))
+        let all = std::mem::take(&mut self.pending);
+        Err(self.report(&all))
     }
 
     fn take(&mut self, matches: impl Fn(&Pending) -> bool) -> Result<(), HalError> {
         let Some(i) = self.pending.iter().position(matches) else {
             return Ok(());
         };
-        self.pending.remove(i);
-        self.counts.async_reported += 1;
-        Err(async_error(1))
+        let p = self.pending.remove(i);
+        Err(self.report(std::slice::from_ref(&p)))
     }
-}
 
-/// The error that reports `n` asynchronous kernel failures.
-fn async_error(n: u64) -> HalError {
-    native(
-        ACL_ERROR_RT_AICORE_EXCEPTION,
-        "ACL_ERROR_RT_AICORE_EXCEPTION",
-        format!("{n} kernel(s) failed on the device after launch (injected fault)"),
-    )
+    /// The error that reports `failures` (counted as reported), at least one.
+    fn report(&mut self, failures: &[Pending]) -> HalError {
+        let injected = failures.iter().filter(|p| p.what.is_none()).count() as u64;
+        self.counts.async_reported += injected;
+        let mut parts: Vec<String> = failures.iter().filter_map(|p| p.what.clone()).collect();
+        if injected > 0 {
+            parts.push(format!(
+                "{injected} kernel(s) failed on the device after launch (injected fault)"
+            ));
+        }
+        native(
+            ACL_ERROR_RT_AICORE_EXCEPTION,
+            "ACL_ERROR_RT_AICORE_EXCEPTION",
+            parts.join("; "),
+        )
+    }
 }
 
 #[cfg(test)]
@@ -566,6 +590,25 @@ mod tests {
         assert!(f.take_all().is_err());
         assert!(f.take_all().is_ok());
         assert_eq!(f.counts().async_reported(), 3);
+    }
+
+    #[test]
+    fn failed_operators_are_reported_with_their_text_and_not_counted_as_injected() {
+        let mut f = FaultState::default();
+        f.fail_op(1, vec![4], "user operator `a` failed".into());
+        f.fail_later(2);
+        f.fail_op(2, Vec::new(), "user operator `b` failed".into());
+        let err = f.take_event(4).unwrap_err();
+        assert!(err.to_string().contains("`a` failed"), "{err}");
+        assert!(f.take_stream(1).is_ok(), "reported once");
+        let err = f.take_all().unwrap_err();
+        let text = err.to_string();
+        assert!(
+            text.contains("`b` failed") && text.contains("1 kernel(s) failed"),
+            "{text}"
+        );
+        assert!(matches!(err, HalError::Native { code: 507_015, .. }));
+        assert_eq!(f.counts().async_reported(), 1, "the injected one only");
     }
 
     #[test]

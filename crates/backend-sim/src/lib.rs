@@ -80,8 +80,9 @@
 //!   parts are matched per call by stream-core's one call matcher (a mismatch is refused
 //!   when it arrives, as `HalError::CollectiveMismatch`), a rank's stream holds back later work until every rank's part is in (a host
 //!   synchronization that would wait on it waits for ranks driven by other threads, up to
-//!   [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout), then names
-//!   the missing ranks instead of hanging), and
+//!   [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout), then fails
+//!   with `HalError::CollectiveIncomplete` naming the missing ranks instead of hanging; at
+//!   once when only the waiting thread ever drove those ranks), and
 //!   the collective then takes the alpha–beta time of the algorithm picked for the wiring
 //!   ([`collective_bound`]), occupying each device's communication engine and the links it
 //!   uses, overlapping compute. Captured collectives run again at every replay.
@@ -151,6 +152,7 @@ mod event;
 pub mod fault;
 mod graph;
 mod host;
+pub mod ipc;
 pub mod limits;
 mod link;
 mod memory;
@@ -167,9 +169,11 @@ pub mod trace;
 mod workspace;
 
 pub use collective::communicators::{SimComm, JOIN_TIMEOUT};
-pub use collective::cost::{collective_bound, LinkParams, Wiring};
+pub use collective::cost::{collective_bound, LinkParams, TwoLevel, Wiring};
 pub use collective::remote::RemoteGroup;
-pub use config::{SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_TIMELINE_CAPACITY};
+pub use config::{
+    SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_IPC_TIMEOUT, DEFAULT_TIMELINE_CAPACITY,
+};
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
 pub use event::SimEvent;
@@ -181,7 +185,7 @@ pub use sanitizer::report::{OpRef, RaceKind, RaceReport};
 pub use sanitizer::SanitizerMode;
 pub use stream::SimStream;
 pub use timeline::{OpRecord, SimStats};
-pub use topology::{LinkSpec, Topology};
+pub use topology::{CollectiveSpec, LinkSpec, Topology};
 pub use workspace::{SimPrepared, WorkspaceSizes};
 
 /// Re-exported so users of the timeline need not depend on `braid-stream-core` for it.

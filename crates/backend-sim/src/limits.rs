@@ -10,9 +10,13 @@
 //!   training (910).
 //!
 //! A stream or event is alive while a handle to it is (the simulator frees its slot when the
-//! last handle drops, as `aclrtDestroyStream` / `aclrtDestroyEvent` would). Creating one past
-//! the limit fails with ACL's 207008 `ACL_ERROR_RT_NO_STREAM_RESOURCE` or 207007
-//! `ACL_ERROR_RT_NO_EVENT_RESOURCE`, as [`HalError::Native`].
+//! last handle drops, as `aclrtDestroyStream` / `aclrtDestroyEvent` would). A captured graph
+//! holds one stream for each stream captured into it, until its last handle drops, as ACL's
+//! models hold the streams their capture put into capture state ("Stream resources are
+//! consumed as more streams enter the capture state", CANN's aclgraph design notes). Creating
+//! one past the limit fails with ACL's 207008 `ACL_ERROR_RT_NO_STREAM_RESOURCE` or 207007
+//! `ACL_ERROR_RT_NO_EVENT_RESOURCE`, as [`HalError::Native`]; a capture whose graph cannot hold
+//! its streams fails at its end with 207008 and is discarded.
 
 use braid_stream_core::hal::HalError;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -85,6 +89,34 @@ impl Limits {
                 ),
                 )
             })
+    }
+
+    /// `n` slots for the streams a captured graph holds, all or none; ACL's error when fewer
+    /// than `n` are left.
+    pub(crate) fn take_graph_streams(&self, n: usize) -> Result<Vec<Arc<LiveSlot>>, HalError> {
+        let mut slots = Vec::with_capacity(n);
+        for _ in 0..n {
+            match self.take(Resource::Stream, self.max_streams) {
+                Some(slot) => slots.push(slot),
+                None => {
+                    let live = self.live().0;
+                    return Err(native(
+                        207_008,
+                        "ACL_ERROR_RT_NO_STREAM_RESOURCE",
+                        format!(
+                            "the captured graph needs {n} streams (one per stream captured into it) but {live} of the device's {} streams are alive (captured graphs' included)",
+                            self.max_streams
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(slots)
+    }
+
+    /// The stream limit.
+    pub(crate) fn max_streams(&self) -> u32 {
+        self.max_streams
     }
 
     /// A slot for a new event, or ACL's error when `max_events` are alive.

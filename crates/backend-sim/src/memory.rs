@@ -2,10 +2,11 @@
 
 use braid_stream_core::hal::HalError;
 use braid_stream_core::types::{DevicePtr, DeviceSlice, MemInfo};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 mod backing;
 mod mappings;
+mod shared;
 mod view;
 mod vmm;
 
@@ -169,6 +170,8 @@ pub(crate) struct Memory {
     resident: u64,
     /// Physical memory of the virtual-memory API by handle: (size, where it is mapped).
     physical: BTreeMap<u64, (u64, Option<u64>)>,
+    /// Physical handles whose bytes are shared with other processes (`shared`).
+    shared_physical: BTreeSet<u64>,
     next_physical: u64,
     allocations: u64,
     frees: u64,
@@ -205,6 +208,7 @@ impl Memory {
             segments: AddrMap::default(),
             resident: 0,
             physical: BTreeMap::new(),
+            shared_physical: BTreeSet::new(),
             next_physical: 1,
             allocations: 0,
             frees: 0,

@@ -11,6 +11,9 @@
 //! device submits can then start before effects already applied by another device's further
 //! clock: it sees them early. That only happens for work not ordered with those effects (a
 //! race, which the sanitizer reports); ordered work always waits for what it depends on.
+//!
+//! A user operator whose host body fails at its start writes nothing; the queue keeps it as a
+//! [`FailedOp`] for the engine to report ([`DataQueue::take_failures`]).
 
 use crate::compute::{self, PendingWrite};
 use crate::memory::{DataView, Memory};
@@ -23,8 +26,35 @@ const END: u8 = 0;
 const START: u8 = 1;
 
 enum Action {
-    Start { op: OpKind, end: u64, device: usize },
+    Start {
+        op: OpKind,
+        end: u64,
+        device: usize,
+        /// The stream a failure of the op is reported on (`None`: it cannot fail).
+        report: Option<u32>,
+    },
     End(Vec<PendingWrite>, usize),
+}
+
+/// A user operator whose host body failed: it wrote nothing.
+#[derive(Debug)]
+pub(crate) struct FailedOp {
+    /// Index of the device whose stream ran it.
+    pub device: usize,
+    /// The stream its failure is reported on (for a graph node, the launching stream).
+    pub stream: u32,
+    /// Its place among the queued ops: events recorded on `stream` at or after it report it.
+    pub seq: u64,
+    /// The operator's name.
+    pub name: std::sync::Arc<str>,
+    /// The ranges it should have written.
+    pub writes: Vec<braid_stream_core::types::DeviceSlice>,
+    /// Its start and end times.
+    pub start_ns: u64,
+    /// See `start_ns`.
+    pub end_ns: u64,
+    /// Why it failed (the panic's message).
+    pub message: String,
 }
 
 /// The queue of pending data actions.
@@ -32,6 +62,8 @@ enum Action {
 pub(crate) struct DataQueue {
     pending: BTreeMap<(u64, u8, u64), Action>,
     seq: u64,
+    /// Operators that failed, not yet taken by the engine.
+    failed: Vec<FailedOp>,
 }
 
 impl std::fmt::Debug for DataQueue {
@@ -46,9 +78,49 @@ impl DataQueue {
     /// Queues the data effects of `op` of device `device` (an index into the node's
     /// memories), which runs from `start` to `end`.
     pub fn push(&mut self, start: u64, end: u64, op: OpKind, device: usize) {
+        self.push_action(start, end, op, device, None);
+    }
+
+    /// [`DataQueue::push`] of an op run on stream `stream` (or by a graph launched on it),
+    /// where a failure of the op is reported.
+    pub fn push_on(&mut self, start: u64, end: u64, op: OpKind, device: usize, stream: u32) {
+        let report = matches!(op, OpKind::Custom(_)).then_some(stream);
+        self.push_action(start, end, op, device, report);
+    }
+
+    fn push_action(
+        &mut self,
+        start: u64,
+        end: u64,
+        op: OpKind,
+        device: usize,
+        report: Option<u32>,
+    ) {
         self.seq += 1;
-        self.pending
-            .insert((start, START, self.seq), Action::Start { op, end, device });
+        let action = Action::Start {
+            op,
+            end,
+            device,
+            report,
+        };
+        self.pending.insert((start, START, self.seq), action);
+    }
+
+    /// The number of ops queued so far: an op queued from now on has a larger
+    /// [`FailedOp::seq`].
+    pub fn seq(&self) -> u64 {
+        self.seq
+    }
+
+    /// Whether some op failed since the last [`DataQueue::take_failures`].
+    #[inline]
+    pub fn has_failures(&self) -> bool {
+        !self.failed.is_empty()
+    }
+
+    /// The ops that failed since the last call, in the order they ran.
+    pub fn take_failures(&mut self) -> Vec<FailedOp> {
+        std::mem::take(&mut self.failed)
     }
 
     /// Whether some action is due at or before `t` (a drain up to `t` would apply it).
@@ -74,15 +146,34 @@ impl DataQueue {
             if entry.key().0 > now {
                 break;
             }
-            let ((_, _, seq), action) = entry.remove_entry();
+            let ((start, _, seq), action) = entry.remove_entry();
             match action {
-                Action::Start { op, end, device } => {
-                    let writes = compute::begin(&op, &mut DataView::new(mems, device));
-                    if !writes.is_empty() {
+                Action::Start {
+                    op,
+                    end,
+                    device,
+                    report,
+                } => match compute::begin(&op, &mut DataView::new(mems, device)) {
+                    Ok(writes) if writes.is_empty() => {}
+                    Ok(writes) => {
                         self.pending
                             .insert((end, END, seq), Action::End(writes, device));
                     }
-                }
+                    Err(message) => {
+                        if let (OpKind::Custom(c), Some(stream)) = (&op, report) {
+                            self.failed.push(FailedOp {
+                                device,
+                                stream,
+                                seq,
+                                name: c.0.name.clone(),
+                                writes: c.0.writes.clone(),
+                                start_ns: start,
+                                end_ns: end,
+                                message,
+                            });
+                        }
+                    }
+                },
                 Action::End(writes, device) => {
                     compute::finish(writes, &mut DataView::new(mems, device))
                 }

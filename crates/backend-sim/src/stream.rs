@@ -10,7 +10,7 @@ use crate::limits::LiveSlot;
 use crate::op::{CustomKind, OpKind};
 use crate::workspace::{SimPrepared, WorkspaceSizes};
 use crate::SimBackend;
-use braid_stream_core::hal::{self, HalError, Operator};
+use braid_stream_core::hal::{self, HalError, Operator, TaskGroupHandle};
 use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, DevicePtr, DeviceSlice};
 use std::fmt;
@@ -177,6 +177,12 @@ impl hal::Stream for SimStream {
     fn wait(&self, event: &SimEvent) -> Result<(), HalError> {
         // A stream may wait on an event of any device of its node (one virtual time axis).
         same_node(&self.shared, &event.shared)?;
+        if let Some(wait) = crate::ipc::IpcWait::of(&self.shared, event.index())? {
+            // Another process's event: this process's later work runs after its record is
+            // published, so the host waits for that here (see `crate::ipc`).
+            lock_engine(&self.shared).ipc_check_wait(self.global)?;
+            return wait.block();
+        }
         checked(&self.shared, CallKind::Wait)?.wait(self.global, event.index())
     }
 
@@ -204,11 +210,31 @@ impl hal::Stream for SimStream {
         // A failed end still ends the capture, discarding it (see `crate::fault`).
         let failed = engine.faults().armed()
             && engine.faults().decide(CallKind::EndCapture, false) == Verdict::Fail;
-        let (nodes, external) = engine.end_capture(self.global)?;
+        let (nodes, external, members, groups) = engine.end_capture(self.global)?;
         if failed {
             return Err(engine.fault_error(CallKind::EndCapture, 0));
         }
-        Ok(SimGraph::new(self.shared.clone(), nodes, external))
+        // The graph holds a stream for each stream captured into it, as ACL's models do.
+        let held = engine.limits().take_graph_streams(members)?;
+        let graph = SimGraph::new(self.shared.clone(), nodes, external, held);
+        engine.bind_task_groups(&groups, graph.nodes_cell());
+        Ok(graph)
+    }
+
+    fn begin_task_group(&self) -> Result<(), HalError> {
+        lock_engine(&self.shared).begin_task_group(self.global)
+    }
+
+    fn end_task_group(&self) -> Result<TaskGroupHandle, HalError> {
+        lock_engine(&self.shared).end_task_group(self.global)
+    }
+
+    fn begin_task_update(&self, group: TaskGroupHandle) -> Result<(), HalError> {
+        lock_engine(&self.shared).begin_task_update(self.global, group)
+    }
+
+    fn end_task_update(&self, commit: bool) -> Result<(), HalError> {
+        lock_engine(&self.shared).end_task_update(self.global, commit)
     }
 
     fn capture_status(&self) -> Result<CaptureStatus, HalError> {

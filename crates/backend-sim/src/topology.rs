@@ -48,6 +48,26 @@ impl LinkSpec {
     }
 }
 
+/// What the collective cost model adds to the links of a node: HCCL's fixed cost per call
+/// and the rate one intra-server link sustains inside a collective.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct CollectiveSpec {
+    /// Fixed cost of one collective call (any size, any number of ranks above one),
+    /// nanoseconds.
+    pub overhead_ns: u64,
+    /// Bytes per second one intra-server link carries in one direction inside a collective;
+    /// the collective uses the lower of this and the link's own rate. Zero is treated as one.
+    pub intra_link_bytes_per_s: u64,
+}
+
+impl CollectiveSpec {
+    /// The shipped profile's figures ([`crate::Profile::atlas_800t_a2`],
+    /// `node.collective_overhead` and `node.collective_link_bandwidth`).
+    pub fn hccl_910b() -> Self {
+        atlas_node().topology(1, 1).collective
+    }
+}
+
 /// The node figures of the shipped Atlas 800T A2 profile.
 fn atlas_node() -> &'static NodeProfile {
     crate::Profile::atlas_800t_a2()
@@ -79,6 +99,8 @@ pub struct Topology {
     /// The network port of each device, used for transfers between servers (each device
     /// has one port per direction).
     pub network: LinkSpec,
+    /// The collective cost model's figures on these links.
+    pub collective: CollectiveSpec,
 }
 
 impl Topology {

@@ -9,7 +9,7 @@ use braid_backend_sim::{
 };
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::dtype::DType;
-use braid_stream_core::hal::{CollectiveBackend, Device as _, Event as _, Stream as _};
+use braid_stream_core::hal::{CollectiveBackend, Device as _, Event as _, HalError, Stream as _};
 use braid_stream_core::types::{DevicePtr, EventFlags};
 use common::*;
 use std::time::{Duration, Instant};
@@ -193,7 +193,14 @@ fn a_single_thread_driving_every_rank_fails_at_once() {
     let e = r0.dev.create_event(EventFlags::TIMING).unwrap();
     r0.s.record(&e).unwrap();
     let begin = Instant::now();
-    let err = r0.s.synchronize().unwrap_err().to_string();
+    let err = r0.s.synchronize().unwrap_err();
+    match &err {
+        HalError::CollectiveIncomplete(e) => {
+            assert_eq!((e.missing.as_slice(), e.waited), (&[1][..], None))
+        }
+        other => panic!("not a collective error: {other:?}"),
+    }
+    let err = err.to_string();
     assert!(err.contains("rank(s) 1 have not issued"), "{err}");
     assert!(!err.contains("collective timeout"), "{err}");
     assert!(e.synchronize().is_err());
@@ -207,6 +214,44 @@ fn a_single_thread_driving_every_rank_fails_at_once() {
 }
 
 #[test]
+fn a_thread_missing_the_parts_of_ranks_only_it_drives_fails_at_once() {
+    // Two threads drive two ranks each; then rank 0's thread issues rank 0's part alone and
+    // synchronizes: rank 1, which only this thread ever drove, is missing, so no other thread
+    // can release the wait (even though another thread drives ranks 2 and 3).
+    let timeout = Duration::from_secs(60);
+    let devs = node(4, timeout);
+    let ranks = ranks(&devs);
+    let submit = |r: &Rank| {
+        SimBackend::launch_collective(&r.s, &r.comm, &all_reduce(r.x, N as u64), "ar").unwrap()
+    };
+    std::thread::scope(|scope| {
+        scope.spawn(|| ranks[2..].iter().for_each(submit));
+        ranks[..2].iter().for_each(submit);
+    });
+    ranks[0].s.synchronize().unwrap();
+    std::thread::scope(|scope| {
+        scope.spawn(|| ranks[2..].iter().for_each(submit));
+    });
+    submit(&ranks[0]);
+    let begin = Instant::now();
+    let err = ranks[0].s.synchronize().unwrap_err();
+    assert!(begin.elapsed() < timeout / 2, "{:?}", begin.elapsed());
+    match &err {
+        HalError::CollectiveIncomplete(e) => {
+            assert_eq!((e.missing.as_slice(), e.waited), (&[1][..], None))
+        }
+        other => panic!("not a collective error: {other:?}"),
+    }
+    assert!(
+        err.to_string().contains("rank(s) 1 have not issued"),
+        "{err}"
+    );
+    // The communicator works afterwards: rank 1's part completes the call.
+    submit(&ranks[1]);
+    ranks[0].s.synchronize().unwrap();
+}
+
+#[test]
 fn a_single_thread_first_call_waits_the_timeout_as_another_thread_may_drive_the_rank() {
     // Rank 1 has never submitted a part: a thread that has not reached its first call yet may
     // drive it, so the wait is given the (short) timeout.
@@ -216,8 +261,16 @@ fn a_single_thread_first_call_waits_the_timeout_as_another_thread_may_drive_the_
     let r0 = &ranks[0];
     SimBackend::launch_collective(&r0.s, &r0.comm, &all_reduce(r0.x, N as u64), "ar").unwrap();
     let begin = Instant::now();
-    let err = r0.s.synchronize().unwrap_err().to_string();
+    let err = r0.s.synchronize().unwrap_err();
     assert!(begin.elapsed() >= timeout);
+    match &err {
+        HalError::CollectiveIncomplete(e) => {
+            assert_eq!(e.missing, [1]);
+            assert!(e.waited.is_some_and(|w| w >= timeout), "{e:?}");
+        }
+        other => panic!("not a collective error: {other:?}"),
+    }
+    let err = err.to_string();
     assert!(err.contains("rank(s) 1 have not issued"), "{err}");
     assert!(err.contains("after waiting"), "{err}");
 }

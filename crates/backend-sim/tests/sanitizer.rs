@@ -217,6 +217,43 @@ fn block_reuse_without_ordering_is_a_use_after_free() {
 }
 
 #[test]
+fn a_stale_pointer_to_a_reused_block_is_a_use_after_free_naming_the_free() {
+    let dev = device(SanitizerMode::Report);
+    let (o, u) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
+    let seg = dev.alloc(4096).unwrap();
+    let block = DeviceSlice::new(seg, 1024);
+    dev.sanitizer_note_alloc(block, o.index()).unwrap();
+    o.launch(&TypedKernel::from(&fill(seg, 256)), "old owner")
+        .unwrap();
+    dev.sanitizer_note_free(block, o.index()).unwrap();
+    dev.sanitizer_note_alloc(block, o.index()).unwrap();
+    o.launch(&TypedKernel::from(&fill(seg, 256)), "new owner")
+        .unwrap();
+    // Not ordered after the hand-out: the old buffer's pointer, not the new owner's work.
+    u.launch(&TypedKernel::from(&fill(seg, 256)), "stale")
+        .unwrap();
+    let reports = dev.sanitizer_reports();
+    assert_eq!(kinds(&dev), vec![RaceKind::UseAfterFree], "{reports:#?}");
+    let free = reports[0].first.as_ref().unwrap();
+    assert_eq!((free.kind, free.stream), ("free", Some(o.index())));
+    assert_eq!(reports[0].second.label, "stale");
+
+    // Ordered after the hand-out, the same conflict is a race with the new owner.
+    dev.clear_sanitizer_reports();
+    dev.synchronize().unwrap();
+    let e = dev.create_event(EventFlags::ORDERING).unwrap();
+    dev.sanitizer_note_free(block, o.index()).unwrap();
+    dev.sanitizer_note_alloc(block, o.index()).unwrap();
+    o.record(&e).unwrap();
+    u.wait(&e).unwrap();
+    o.launch(&TypedKernel::from(&fill(seg, 256)), "owner")
+        .unwrap();
+    u.launch(&TypedKernel::from(&fill(seg, 256)), "user")
+        .unwrap();
+    assert_eq!(kinds(&dev), vec![RaceKind::WriteWrite]);
+}
+
+#[test]
 fn block_notes_define_what_is_live() {
     let dev = device(SanitizerMode::Report);
     let s = dev.create_stream(0).unwrap();

@@ -1,10 +1,13 @@
 //! `braid`: runs braid's scenarios on the simulated device or through ACL and prints what
-//! they show; replays PyTorch memory snapshots through braid's allocator.
+//! they show; replays PyTorch memory snapshots through braid's allocator; lays braid-acl-sim
+//! out as CANN's libraries for torch_npu.
 
 mod acl_sim;
 mod alloc_conf;
+mod conformance;
 mod demo;
 mod log;
+mod plan;
 mod trace;
 
 use clap::{Parser, Subcommand};
@@ -68,8 +71,53 @@ enum Command {
         #[command(subcommand)]
         command: trace::TraceCommand,
     },
+    /// Runs braid's conformance suite (every case every backend must pass, collectives
+    /// included) through ACL and prints a table of the cases with a summary line.
+    ///
+    /// ACL is found as for `braid demo --backend acl`: CANN when configured or installed, else
+    /// braid-acl-sim built beside this binary (the first line names the library). The suite
+    /// opens devices 0 to 7 and checks numbers on each, so on braid-acl-sim it sets
+    /// `BRAID_ACL_SIM_TIMING_ONLY=none` when unset. Exits non-zero when a case fails.
+    Conformance,
+    /// Plans a tensor-parallel layer stack on the simulator: the step time with the
+    /// all-reduce on the compute stream, overlapped on its own stream, and replayed as a
+    /// graph, for a batch, sequence length, data type and device count, under a profile
+    /// (the shipped Atlas 800T A2 one unless `--profile` names a file), with the resource
+    /// each figure sits against (compute, HBM or link). Defaults: Llama-2-7B's layers.
+    Plan {
+        /// Devices of one server the stack is sharded over.
+        #[arg(long, default_value_t = 8)]
+        devices: u32,
+        /// Sequences in the batch.
+        #[arg(long, default_value_t = 8)]
+        batch: u32,
+        /// Tokens per sequence in the step (1: a decode step).
+        #[arg(long, default_value_t = 256)]
+        seq_len: u32,
+        /// The data type of weights and activations.
+        #[arg(long, value_enum, default_value_t = demo::DemoDType::Float16)]
+        dtype: demo::DemoDType,
+        /// Layers.
+        #[arg(long, default_value_t = 32)]
+        layers: u32,
+        /// Hidden size.
+        #[arg(long, default_value_t = 4096)]
+        hidden: u32,
+        /// MLP intermediate size.
+        #[arg(long, default_value_t = 11008)]
+        ffn: u32,
+        /// Micro-batches the step's tokens are split into (the overlap needs 2 or more).
+        #[arg(long, default_value_t = 2)]
+        micro_batches: u32,
+        /// A profile file (the format of crates/backend-sim/profiles/) instead of the shipped
+        /// Atlas 800T A2 profile.
+        #[arg(long)]
+        profile: Option<PathBuf>,
+    },
     /// Hands braid-acl-sim (ACL's C API on braid's simulator) to programs outside braid's
-    /// cargo builds (see `braid acl-sim install --help`).
+    /// cargo builds, braid's own and CANN clients such as torch_npu, laid out under CANN's
+    /// library names (see `braid acl-sim install --help`): run a torch_npu program with no
+    /// NPU, with braid's race reports and timelines.
     AclSim {
         #[command(subcommand)]
         command: acl_sim::AclSimCommand,
@@ -82,6 +130,10 @@ fn main() -> ExitCode {
         eprintln!("braid: {err}");
         return ExitCode::FAILURE;
     }
+    let failure = match cli.command {
+        Command::Conformance => "braid conformance: a case failed (see the table)",
+        _ => "braid demo: a scenario did not behave as expected (see the table)",
+    };
     let outcome = match cli.command {
         Command::Demo {
             backend,
@@ -107,11 +159,36 @@ fn main() -> ExitCode {
         }
         Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
         Command::AclSim { command } => acl_sim::run(&command, &mut std::io::stdout()),
+        Command::Conformance => conformance::run(&mut std::io::stdout()),
+        Command::Plan {
+            devices,
+            batch,
+            seq_len,
+            dtype,
+            layers,
+            hidden,
+            ffn,
+            micro_batches,
+            profile,
+        } => plan::run(
+            &mut std::io::stdout(),
+            &plan::Request {
+                devices,
+                batch,
+                seq_len,
+                layers,
+                hidden,
+                ffn,
+                micro_batches,
+                dtype: dtype.dtype(),
+            },
+            profile.as_deref(),
+        ),
     };
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
-            eprintln!("braid demo: a scenario did not behave as expected (see the table)");
+            eprintln!("{failure}");
             ExitCode::FAILURE
         }
         Err(err) => {

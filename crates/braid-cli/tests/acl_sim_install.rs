@@ -1,5 +1,6 @@
 //! `braid acl-sim install --dir DIR` from the built binary: copies braid-acl-sim out of the
-//! cargo build, prints the `BRAID_ACL_LIB=` line, and the copy is what a program then loads.
+//! cargo build, links CANN's library names to the copy, prints the `BRAID_ACL_LIB=` and
+//! `LD_LIBRARY_PATH=` lines, and the copy is what a program then loads.
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -30,6 +31,23 @@ fn install_copies_the_library_and_prints_the_variable_to_set() {
         stdout.contains(&format!("export BRAID_ACL_LIB={}", installed.display())),
         "{stdout}"
     );
+    let dir = installed.parent().unwrap();
+    for name in [
+        "libascendcl.so",
+        "libhccl.so",
+        "libopapi.so",
+        "libnnopbase.so",
+    ] {
+        assert_eq!(
+            std::fs::canonicalize(dir.join(name)).unwrap(),
+            installed,
+            "{name} is the copy"
+        );
+    }
+    assert!(
+        stdout.contains(&format!("export LD_LIBRARY_PATH={}", dir.display())),
+        "{stdout}"
+    );
     // The variable it prints is all a program needs: the demo through ACL loads the copy.
     let demo = Command::new(env!("CARGO_BIN_EXE_braid"))
         .args(["demo", "--backend", "acl"])
@@ -55,4 +73,18 @@ fn install_into_a_path_that_cannot_be_a_directory_is_an_error_naming_it() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(stderr.contains(&file.display().to_string()), "{stderr}");
     std::fs::remove_file(file).unwrap();
+}
+
+#[test]
+fn a_device_count_torch_npu_cannot_use_is_refused_before_anything_is_laid_out() {
+    let dir = scratch("devices");
+    let out = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(["acl-sim", "install", "--devices", "33", "--dir"])
+        .arg(&dir)
+        .output()
+        .expect("runs");
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("--devices 33"), "{stderr}");
+    assert!(!dir.exists(), "nothing is laid out");
 }

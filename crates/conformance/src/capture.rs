@@ -1,7 +1,11 @@
-//! Graph capture: the rules (D35, D45, ACL 107025) and capture/replay with fork and join (D34).
+//! Graph capture: the rules (D35, D45, ACL 107025), capture/replay with fork and join (D34),
+//! and the caching allocator's memory a graph uses kept alive while it lives.
 
-use crate::support::{all_equal, alloc_f32, download, fill, still_works};
+use crate::support::{
+    all_equal, alloc_f32, allocator, allocator_works, download, fill, still_works,
+};
 use crate::{CaseError, Harness};
+use braid_allocator::{AllocatorConfig, CrossStreamMode};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{f32_bytes, CaptureMode, Domain, EventFlags, Kernel, StreamError};
 
@@ -104,7 +108,9 @@ pub fn end_capture_on_joined_stream_refused<B: Backend>(h: &Harness<B>) -> Resul
 }
 
 /// D45: synchronize or query of a stream, an event or the device during a (global) capture is
-/// `StreamError::ForbiddenDuringCapture` naming the call, for captured and eager objects alike.
+/// refused naming the call: `StreamError::ForbiddenDuringCapture` for the capture's own stream and
+/// event (no mode allows it), `StreamError::CaptureModeForbids` for eager objects and the device
+/// (the capturing thread would need relaxed mode, ACL's 107030).
 pub fn blocking_calls_forbidden_during_capture<B: Backend>(
     h: &Harness<B>,
 ) -> Result<(), CaseError> {
@@ -130,18 +136,33 @@ pub fn blocking_calls_forbidden_during_capture<B: Backend>(
             );
         };
     }
+    macro_rules! mode_forbids {
+        ($call:expr, $name:literal, $what:literal) => {
+            expect_err!(
+                $call,
+                StreamError::CaptureModeForbids {
+                    call,
+                    stream,
+                    capture_mode: CaptureMode::Global,
+                    thread_mode: CaptureMode::Global,
+                    allowed_by: CaptureMode::Relaxed,
+                } if call == $name && stream == sid,
+                $what
+            );
+        };
+    }
     forbidden!(
         s.synchronize(),
         "Stream::synchronize",
         "synchronize of the capturing stream"
     );
     forbidden!(s.query(), "Stream::query", "query of the capturing stream");
-    forbidden!(
+    mode_forbids!(
         t.synchronize(),
         "Stream::synchronize",
         "synchronize of an eager stream"
     );
-    forbidden!(t.query(), "Stream::query", "query of an eager stream");
+    mode_forbids!(t.query(), "Stream::query", "query of an eager stream");
     forbidden!(
         captured_ev.synchronize(),
         "Event::synchronize",
@@ -152,13 +173,13 @@ pub fn blocking_calls_forbidden_during_capture<B: Backend>(
         "Event::query",
         "query of a captured event"
     );
-    forbidden!(
+    mode_forbids!(
         eager_ev.synchronize(),
         "Event::synchronize",
         "synchronize of an eager event"
     );
-    forbidden!(eager_ev.query(), "Event::query", "query of an eager event");
-    forbidden!(
+    mode_forbids!(eager_ev.query(), "Event::query", "query of an eager event");
+    mode_forbids!(
         device.synchronize(),
         "Device::synchronize",
         "device synchronize"
@@ -444,7 +465,12 @@ pub fn thread_local_and_relaxed_capture<B: Backend>(h: &Harness<B>) -> Result<()
             CaptureMode::Relaxed => unrelated.synchronize()?,
             _ => expect_err!(
                 unrelated.synchronize(),
-                StreamError::ForbiddenDuringCapture { call: "Stream::synchronize", stream } if stream == sid,
+                StreamError::CaptureModeForbids {
+                    call: "Stream::synchronize",
+                    stream,
+                    allowed_by: CaptureMode::Relaxed,
+                    ..
+                } if stream == sid,
                 "{mode:?}: the capturing thread synchronizing an unrelated stream"
             ),
         }
@@ -539,4 +565,74 @@ pub fn d2h_copy_refused_during_capture<B: Backend>(h: &Harness<B>) -> Result<(),
         "replay after the refusals",
     )?;
     still_works(&device)
+}
+
+/// A graph captured with the plain capture API keeps the caching allocator's buffers its work
+/// reads and writes allocated while it lives (in either cross-stream mode): capture
+/// `y = 2 * x`, drop `y`, allocate the same size and fill it, replay: the new buffer is not
+/// `y`'s memory and keeps its value. Once the graph is gone and its replay has completed, the
+/// memory is freed; a graph dropped first leaves nothing held.
+pub fn graph_keeps_captured_buffers_alive<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
+    const BYTES: u64 = 4096;
+    for mode in [CrossStreamMode::Manual, CrossStreamMode::Automatic] {
+        let device = h.device()?;
+        let alloc = allocator(&device, AllocatorConfig::new().cross_stream(mode))?;
+        let s = device.create_stream(0)?;
+        let (x, y) = (alloc.alloc(BYTES, &s)?, alloc.alloc(BYTES, &s)?);
+        fill(&s, x.slice(), 3.0)?;
+        s.begin_capture(CaptureMode::Global)?;
+        s.launch(&Kernel::Scale {
+            src: x.slice(),
+            dst: y.slice(),
+            factor: 2.0,
+        })?;
+        let graph = s.end_capture()?;
+        let y_ptr = y.ptr();
+        drop(y);
+        let z = alloc.alloc(BYTES, &s)?;
+        ensure!(
+            z.ptr() != y_ptr,
+            "{mode:?}: the memory of a buffer a live graph writes was handed out again"
+        );
+        ensure!(
+            alloc.pending_free_bytes() >= BYTES,
+            "{mode:?}: the dropped buffer is not held for the graph"
+        );
+        fill(&s, z.slice(), 5.0)?;
+        graph.launch(&s)?;
+        all_equal(
+            &download(&s, z.slice())?,
+            5.0,
+            "a buffer allocated after the drop",
+        )?;
+        drop(graph);
+        s.synchronize()?;
+        let again = alloc.alloc(BYTES, &s)?;
+        ensure_eq!(
+            again.ptr(),
+            y_ptr,
+            "{mode:?}: the memory comes back once the graph is gone"
+        );
+        ensure_eq!(alloc.pending_free_bytes(), 0, "{mode:?}: nothing held");
+        drop((again, z));
+
+        // A graph dropped before the buffers it uses holds nothing back.
+        s.begin_capture(CaptureMode::Global)?;
+        fill(&s, x.slice(), 1.0)?;
+        drop(s.end_capture()?);
+        let x_ptr = x.ptr();
+        drop(x);
+        ensure_eq!(
+            alloc.alloc(BYTES, &s)?.ptr(),
+            x_ptr,
+            "{mode:?}: a buffer freed after its graph is reused at once"
+        );
+        allocator_works(&alloc)?;
+        ensure_eq!(
+            alloc.memory_stats().allocated_bytes.all.current,
+            0,
+            "{mode:?}: allocated bytes at the end"
+        );
+    }
+    Ok(())
 }

@@ -45,7 +45,7 @@
 //! [`collective_conformance_tests!`], list [`COLLECTIVE_CASES`] and runner
 //! [`run_all_collectives`].
 //!
-//! Tools run every case with [`run_all`]; [`CASES`] names them. The list of cases lives in one
+//! Tools run every case with [`run_all`], or one by one from [`cases`]; [`CASES`] names them. The list of cases lives in one
 //! place (the hidden `__with_cases!` macro) from which the test macro, [`CASES`] and [`run_all`]
 //! are all generated.
 #![warn(missing_docs)]
@@ -55,6 +55,7 @@ mod support;
 
 pub mod allocator;
 pub mod capture;
+pub mod capture_modes;
 pub mod collectives;
 pub mod context;
 pub mod cross_device;
@@ -68,8 +69,10 @@ pub mod memory;
 pub mod ordering;
 pub mod pinned;
 pub mod sleep;
+pub mod stream_pool;
 pub mod streams;
 pub mod tags;
+pub mod task_groups;
 
 pub use harness::{
     check_device_works, CaseError, DeviceFactory, Harness, NodeFactory, ScaleBodyFactory,
@@ -145,6 +148,13 @@ macro_rules! __with_cases {
                 unknown_tag_refused,
                 tagged_record_wait_on_current_stream,
             ],
+            task_groups: [
+                task_group_update_changes_results,
+                task_update_mismatch_is_typed_and_changes_nothing,
+                task_group_of_another_graph_refused,
+                task_update_racing_a_launch_refused,
+                task_group_misuse_refused,
+            ],
             capture: [
                 capture_on_default_stream_refused,
                 begin_capture_twice_refused,
@@ -158,6 +168,16 @@ macro_rules! __with_cases {
                 thread_local_and_relaxed_capture,
                 capturing_stream_cannot_wait_on_eager_event,
                 d2h_copy_refused_during_capture,
+                graph_keeps_captured_buffers_alive,
+            ],
+            stream_pool: [
+                leases_reuse_idle_streams,
+                leases_from_many_threads,
+            ],
+            capture_modes: [
+                helper_thread_exchanges_its_mode,
+                capturing_thread_needs_relaxed_mode,
+                exchange_outside_a_capture_refused,
             ],
             errors: [
                 objects_of_another_device_refused,
@@ -241,29 +261,48 @@ macro_rules! __with_cases {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __define_registry {
-    ({ $names:ident $run:ident $bound:path } $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
+    ({ $names:ident $run:ident $list:ident $bound:path } $( $module:ident : [ $($case:ident),* $(,)? ] ),* $(,)?) => {
         /// Every case of the list, as `module::case` (the test names the suite's macros
         /// generate).
         pub const $names: &[&str] = &[
             $( $( concat!(stringify!($module), "::", stringify!($case)), )* )*
         ];
 
-        /// Runs every case of the list on devices from `harness`, in the list's order. A case
-        /// that panics is reported as failed, so one broken case does not stop the others.
-        pub fn $run<B: $bound>(harness: &Harness<B>) -> Vec<(&'static str, Result<(), CaseError>)> {
+        /// Every case of the list with its function, in the list's order, for tools that run
+        /// the cases themselves (each on a thread of its own, say, as `cargo test` does: a
+        /// case may leave thread-local state, such as the current stream, behind).
+        pub fn $list<B: $bound>() -> Vec<Case<B>> {
             vec![
                 $( $(
-                    (
-                        concat!(stringify!($module), "::", stringify!($case)),
-                        run_case(harness, $module::$case::<B>),
-                    ),
+                    Case {
+                        name: concat!(stringify!($module), "::", stringify!($case)),
+                        run: $module::$case::<B>,
+                    },
                 )* )*
             ]
+        }
+
+        /// Runs every case of the list on devices from `harness`, in the list's order, on the
+        /// calling thread. A case that panics is reported as failed, so one broken case does
+        /// not stop the others.
+        pub fn $run<B: $bound>(harness: &Harness<B>) -> Vec<(&'static str, Result<(), CaseError>)> {
+            $list::<B>()
+                .into_iter()
+                .map(|case| (case.name, run_case(harness, case.run)))
+                .collect()
         }
     };
 }
 
-__with_cases!(__define_registry { CASES run_all braid_stream_core::hal::Backend });
+/// One conformance case: its name (`module::case`) and its function.
+pub struct Case<B: braid_stream_core::hal::Backend> {
+    /// `module::case`, the name the suite's test macros give its test.
+    pub name: &'static str,
+    /// The case.
+    pub run: fn(&Harness<B>) -> Result<(), CaseError>,
+}
+
+__with_cases!(__define_registry { CASES run_all cases braid_stream_core::hal::Backend });
 
 /// The one list of collective cases (generic over
 /// [`CollectiveBackend`](braid_collective::CollectiveBackend), so kept apart from
@@ -290,7 +329,7 @@ macro_rules! __with_collective_cases {
 }
 
 __with_collective_cases!(__define_registry {
-    COLLECTIVE_CASES run_all_collectives braid_collective::CollectiveBackend
+    COLLECTIVE_CASES run_all_collectives collective_cases braid_collective::CollectiveBackend
 });
 
 /// Expands to one `#[test]` per conformance case for a backend.
@@ -438,5 +477,20 @@ mod tests {
         // only within a module; keep them unique overall anyway for readable reports.
         let bare: BTreeSet<_> = CASES.iter().map(|c| c.rsplit("::").next()).collect();
         assert_eq!(bare.len(), CASES.len());
+    }
+
+    #[test]
+    fn the_case_lists_hold_the_named_cases_in_order() {
+        use braid_backend_sim::SimBackend;
+        let names: Vec<_> = super::cases::<SimBackend>()
+            .iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(names, CASES);
+        let names: Vec<_> = super::collective_cases::<SimBackend>()
+            .iter()
+            .map(|c| c.name)
+            .collect();
+        assert_eq!(names, super::COLLECTIVE_CASES);
     }
 }

@@ -5,7 +5,7 @@
 use crate::error::Result;
 use braid_allocator::{CachingAllocator, DeviceBuffer};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{Device, Event, Priority, Stream, StreamGuard};
+use braid_stream_core::{Device, Event, Priority, Stream, StreamGuard, TaskGroup};
 use std::cell::RefCell;
 
 /// The context work is issued in: eagerly on a stream, or into a capture whose origin is that
@@ -22,6 +22,8 @@ pub struct RunContext<'a, B: Backend> {
     capturing: bool,
     start: RefCell<Option<Event<B>>>,
     forked: RefCell<Vec<Stream<B>>>,
+    /// Task groups marked with [`RunContext::begin_task_group`], in order.
+    task_groups: RefCell<Vec<TaskGroup>>,
     /// Keeps the run's stream current on this thread while the context lives.
     _current: StreamGuard,
 }
@@ -41,6 +43,7 @@ impl<'a, B: Backend> RunContext<'a, B> {
             capturing,
             start: RefCell::new(None),
             forked: RefCell::new(Vec::new()),
+            task_groups: RefCell::new(Vec::new()),
         };
         if capturing {
             ctx.start_event()?;
@@ -74,6 +77,33 @@ impl<'a, B: Backend> RunContext<'a, B> {
     /// The stream of the run: the capture's origin, or the stream of an eager run.
     pub fn stream(&self) -> &Stream<B> {
         &self.stream
+    }
+
+    /// Opens a task group on the current stream when the run captures (nothing in an eager
+    /// run, so one model serves warm-up, capture and replay): the operators up to
+    /// [`RunContext::end_task_group`] form a group a later call can update without
+    /// recapturing ([`crate::GraphRunner::run_updating`], [`crate::CapturedGraph::update`]).
+    pub fn begin_task_group(&self) -> Result<()> {
+        if !self.capturing {
+            return Ok(());
+        }
+        Ok(self.current_stream().begin_task_group()?)
+    }
+
+    /// Closes the task group open on the current stream; the runner keeps it with the graph
+    /// ([`crate::GraphRunner::run_updating`]).
+    pub fn end_task_group(&self) -> Result<()> {
+        if !self.capturing {
+            return Ok(());
+        }
+        let group = self.current_stream().end_task_group()?;
+        self.task_groups.borrow_mut().push(group);
+        Ok(())
+    }
+
+    /// The task groups marked so far, taken.
+    pub(crate) fn take_task_groups(&self) -> Vec<TaskGroup> {
+        std::mem::take(&mut self.task_groups.borrow_mut())
     }
 
     /// This thread's current stream (the run's stream, or a tagged stream inside a switch).

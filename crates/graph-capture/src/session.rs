@@ -8,7 +8,7 @@ use crate::replay_order::{touched, AccessRecorder, Footprint, Span};
 use braid_allocator::{CachingAllocator, PoolFilter};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::{
-    CaptureMode, Domain, Graph, Stream, StreamPosition, UseObserver, WrongDevice,
+    CaptureMode, Domain, Event, Graph, Stream, StreamPosition, TaskGroup, UseObserver, WrongDevice,
 };
 use std::fmt;
 use std::sync::Arc;
@@ -92,6 +92,19 @@ impl<B: Backend> CapturedGraph<B> {
     /// The front layer's graph.
     pub fn graph(&self) -> &Graph<B> {
         &self.graph
+    }
+
+    /// Re-issues the operators of `group` (marked in this graph's capture with
+    /// `ctx.stream().begin_task_group()` / `end_task_group()`) on `stream` with new scalars or
+    /// buffers of the same shape, without recapturing: [`Graph::update`], whose rules and
+    /// typed errors apply. Returns the event the next launches wait on.
+    pub fn update(
+        &self,
+        group: &TaskGroup,
+        stream: &Stream<B>,
+        f: impl FnOnce(&Stream<B>) -> braid_stream_core::Result<()>,
+    ) -> Result<Event<B>> {
+        Ok(self.graph.update(group, stream, f)?)
     }
 }
 

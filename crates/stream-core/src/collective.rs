@@ -15,8 +15,10 @@
 //! [`crate::Stream::launch_collective`]. These are plain values: this module depends on no
 //! other part of the crate but the data types.
 
+mod incomplete;
 mod matcher;
 
+pub use incomplete::Incomplete;
 pub use matcher::{Arrival, CallKey, MatchError, Matcher, Mismatch, Part, Peers};
 
 use crate::dtype::DType;

@@ -28,7 +28,11 @@ pub(crate) struct DeviceInner<B: Backend> {
     capture_gate: RwLock<()>,
     state: Mutex<DeviceState<B>>,
     observers: RwLock<Vec<Weak<dyn UseObserver>>>,
+    /// Observers of the ranges captured work uses only ([`Device::add_capture_use_observer`]).
+    capture_observers: RwLock<Vec<Weak<dyn UseObserver>>>,
     pub(crate) workspaces: crate::workspace::Workspaces<B>,
+    /// Reusable streams for captures and tags ([`crate::stream_pool`]).
+    pub(crate) stream_pool: crate::stream_pool::StreamPool<B>,
 }
 
 impl<B: Backend> DeviceInner<B> {
@@ -120,7 +124,9 @@ impl<B: Backend> Device<B> {
             capture_gate: RwLock::new(()),
             state: Mutex::new(DeviceState::new(uid)),
             observers: RwLock::new(Vec::new()),
+            capture_observers: RwLock::new(Vec::new()),
             workspaces: crate::workspace::Workspaces::new(),
+            stream_pool: crate::stream_pool::StreamPool::new(),
         };
         tracing::debug!(
             backend = B::NAME,
@@ -156,7 +162,11 @@ impl<B: Backend> Device<B> {
 
     /// Creates a stream with `priority` (smaller is higher; 0 is normal).
     pub fn create_stream(&self, priority: Priority) -> Result<Stream<B>> {
-        let hal = self.inner.hal.create_stream(priority)?;
+        let hal = self
+            .inner
+            .hal
+            .create_stream(priority)
+            .map_err(|e| self.stream_error("Device::create_stream", 1, e))?;
         Ok(self.register_stream(hal, priority, "stream created"))
     }
 
@@ -270,8 +280,9 @@ impl<B: Backend> Device<B> {
         Ok(context::push(self.inner.uid, stream.inner.clone()))
     }
 
-    /// The stream registered under `tag`, created on first use with `priority`. The same tag
-    /// always gives the same stream (TorchAir's tagged streams).
+    /// The stream registered under `tag`, taken from the stream pool (or created) on first
+    /// use with `priority` ([`crate::stream_pool`]). The same tag always gives the same stream
+    /// (TorchAir's tagged streams).
     pub fn tagged_stream(&self, tag: &str, priority: Priority) -> Result<Stream<B>> {
         if let Some(existing) = self.inner.lock().tagged_streams.get(tag).cloned() {
             if existing.priority != priority {
@@ -283,9 +294,10 @@ impl<B: Backend> Device<B> {
             }
             return Ok(Stream::from_parts(self.clone(), existing));
         }
-        let created = self.create_stream(priority)?;
+        let created = self.pooled_or_new(priority)?;
         let mut st = self.inner.lock();
-        // Another thread may have registered the tag meanwhile: the first registration wins.
+        // Another thread may have registered the tag meanwhile: the first registration wins
+        // (the loser's stream is simply dropped).
         let inner = st
             .tagged_streams
             .entry(tag.to_string())
@@ -375,23 +387,64 @@ impl<B: Backend> Device<B> {
     /// Registers `observer` to receive every range used by work submitted from now on (see
     /// [`UseObserver`]). The device holds it weakly: dropping the observer unregisters it.
     pub fn add_use_observer(&self, observer: &Arc<dyn UseObserver>) {
-        let mut observers = self.inner.observers.write();
-        observers.retain(|o| o.strong_count() > 0);
-        observers.push(Arc::downgrade(observer));
+        register(&self.inner.observers, observer);
     }
 
-    /// Tells the observers that the work at `position` accesses `ranges`.
+    /// Registers `observer` to receive the ranges used by captured work only (work submitted
+    /// into a capture; its positions are in the capture's domain), from now on: what a graph
+    /// will touch at every replay, for an owner of memory that must outlive the graph (braid's
+    /// caching allocator keeps such memory allocated while the graph lives, see
+    /// [`Device::attach_to_capture`]). Eager work costs such an observer nothing. Held weakly,
+    /// as [`Device::add_use_observer`].
+    pub fn add_capture_use_observer(&self, observer: &Arc<dyn UseObserver>) {
+        register(&self.inner.capture_observers, observer);
+    }
+
+    /// Hands `item` to the graph the capture of `position` (captured work of this device)
+    /// becomes: it lives as long as the [`crate::Graph`] does and, when the graph is dropped,
+    /// until the host has observed its launches complete; it is dropped at once if the
+    /// capture is discarded. Returns `false`, dropping `item`, when `position` is not work of
+    /// a capture of this device that is still active. Use it to keep what a graph's replays
+    /// touch alive (memory, or a hold on memory) without the graph knowing its owner.
+    pub fn attach_to_capture(
+        &self,
+        position: StreamPosition,
+        item: impl std::any::Any + Send + Sync,
+    ) -> bool {
+        let crate::ordering::Domain::Capture(capture) = position.domain else {
+            return false;
+        };
+        if position.device != self.inner.uid {
+            return false;
+        }
+        let item: crate::state::KeepAlive = Box::new(item);
+        let refused = {
+            let mut st = self.inner.lock();
+            if st.ordering.captures().any(|c| c.id == capture) {
+                st.keep_alive(position, item);
+                None
+            } else {
+                Some(item)
+            }
+        };
+        // Dropped after the lock: an item's drop may do anything but take a device lock.
+        refused.is_none()
+    }
+
+    /// Tells the observers that the work at `position` accesses `ranges` (the capture
+    /// observers too, for captured work).
     pub(crate) fn notify_uses(
         &self,
         position: StreamPosition,
         ranges: impl IntoIterator<Item = (DeviceSlice, Access)>,
     ) {
-        let observers = self.inner.observers.read();
-        if observers.is_empty() {
+        let mut live = upgrade(&self.inner.observers);
+        if matches!(position.domain, crate::ordering::Domain::Capture(_)) {
+            live.extend(upgrade(&self.inner.capture_observers));
+        }
+        if live.is_empty() {
             return;
         }
-        let live: Vec<Arc<dyn UseObserver>> = observers.iter().filter_map(Weak::upgrade).collect();
-        drop(observers);
         for (range, access) in ranges {
             for observer in &live {
                 observer.note_use(position, range, access);
@@ -429,4 +482,20 @@ impl<B: Backend> Device<B> {
         };
         crate::memory::free_segments_gated(self, pending);
     }
+}
+
+/// Adds `observer` to `list`, forgetting the observers that are gone.
+fn register(list: &RwLock<Vec<Weak<dyn UseObserver>>>, observer: &Arc<dyn UseObserver>) {
+    let mut observers = list.write();
+    observers.retain(|o| o.strong_count() > 0);
+    observers.push(Arc::downgrade(observer));
+}
+
+/// The observers of `list` still alive (no allocation when there are none).
+fn upgrade(list: &RwLock<Vec<Weak<dyn UseObserver>>>) -> Vec<Arc<dyn UseObserver>> {
+    let observers = list.read();
+    if observers.is_empty() {
+        return Vec::new();
+    }
+    observers.iter().filter_map(Weak::upgrade).collect()
 }

@@ -2,9 +2,9 @@
 
 use crate::custom::OpError;
 use crate::hal::HalError;
+use crate::ipc::IpcError;
 use crate::kernel::KernelError;
-use crate::types::StreamId;
-use crate::types::{DeviceId, DeviceSlice};
+use crate::types::{CaptureMode, DeviceId, DeviceSlice, StreamId};
 use std::borrow::Cow;
 
 /// Everything the front layer can refuse or report. After any of these the device, its streams
@@ -17,6 +17,9 @@ pub enum StreamError {
     /// A kernel's declared ranges do not fit its shape.
     #[error(transparent)]
     Kernel(#[from] KernelError),
+    /// An IPC call's arguments are invalid ([`crate::ipc`]).
+    #[error(transparent)]
+    Ipc(#[from] IpcError),
     /// A user-defined operator's declaration is invalid.
     #[error(transparent)]
     Op(#[from] OpError),
@@ -65,6 +68,30 @@ pub enum StreamError {
         /// The capturing stream that forbids it.
         stream: StreamId,
     },
+    /// A call a capture's mode forbids on this thread (ACL's 107030
+    /// `ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT`, CUDA's `cudaErrorStreamCaptureUnsupported`): it
+    /// would break the capture of `stream`; [`crate::capture_mode`] has the rule.
+    #[error("{call} is not allowed on this thread while {stream} captures in {capture_mode} mode and this thread's capture mode is {thread_mode}: make the call outside the capture, or switch this thread to {allowed_by} mode around it (Device::capture_mode_guard)")]
+    CaptureModeForbids {
+        /// The call that was refused, e.g. `Stream::synchronize`.
+        call: &'static str,
+        /// The capturing stream whose capture forbids it.
+        stream: StreamId,
+        /// The mode that capture was begun with.
+        capture_mode: CaptureMode,
+        /// The calling thread's mode.
+        thread_mode: CaptureMode,
+        /// The least permissive thread mode that would allow the call.
+        allowed_by: CaptureMode,
+    },
+    /// A thread's capture mode was exchanged while no capture is active on the device.
+    #[error("no capture is active on {device}, so this thread's capture mode restricts nothing: begin the capture first, then exchange the mode to {mode} for the calls that need it (Device::capture_mode_guard)")]
+    ModeExchangeOutsideCapture {
+        /// The device.
+        device: DeviceId,
+        /// The mode asked for.
+        mode: CaptureMode,
+    },
     /// Work was submitted to the default stream while a capture is active on the device.
     #[error("{call} on the default stream is not allowed while {capturing} is capturing (the default stream would create an implicit dependency)")]
     DefaultStreamDuringCapture {
@@ -72,6 +99,21 @@ pub enum StreamError {
         call: &'static str,
         /// The capturing stream.
         capturing: StreamId,
+    },
+    /// The device has no stream left for a new stream or for the streams a captured graph
+    /// holds (ACL's 207008 `ACL_ERROR_RT_NO_STREAM_RESOURCE`).
+    #[error("{call} needs {needed} more stream(s), but {live} of the {limit} streams {device} allows are alive (the default stream and the streams captured graphs hold included): drop streams and graphs no longer needed, and draw capture streams from the device's pool (Device::lease_stream) instead of creating streams per graph")]
+    StreamsExhausted {
+        /// The call that needed streams.
+        call: &'static str,
+        /// The device.
+        device: DeviceId,
+        /// Streams alive.
+        live: u32,
+        /// The most the device allows.
+        limit: u32,
+        /// Streams the call needed.
+        needed: u32,
     },
     /// Capture was begun on the default stream.
     #[error("graphs must be captured on a non-default stream")]
@@ -170,6 +212,62 @@ pub enum StreamError {
     /// A size that does not fit in the address space.
     #[error(transparent)]
     SizeOverflow(#[from] SizeOverflow),
+    /// A task group begun on a stream that is not capturing.
+    #[error("task group on {stream}, which is not capturing: begin a capture on it first (task groups mark captured operators)")]
+    TaskGroupOutsideCapture {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// A task group begun while one (or an update) is already open on the stream.
+    #[error(
+        "{stream} already has an open task group or update: end it first (task groups do not nest)"
+    )]
+    TaskGroupAlreadyOpen {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// A task group ended on a stream that has none open.
+    #[error("no task group is open on {stream}: call Stream::begin_task_group first")]
+    NoOpenTaskGroup {
+        /// The stream.
+        stream: StreamId,
+    },
+    /// Work other than an operator (a copy, a memset, an event) inside a task group or an
+    /// update scope.
+    #[error("{call} on {stream} inside a task group or update: groups hold operators only (kernels, user operators, collectives); issue it outside the group")]
+    NotAnOperatorInTaskGroup {
+        /// The call refused.
+        call: &'static str,
+        /// The stream.
+        stream: StreamId,
+    },
+    /// A task group handle used with a graph other than the one whose capture made it.
+    #[error("the task group belongs to capture {group_capture} of {group_device}, not to this graph (capture {graph_capture} of {graph_device}): update the graph the group was captured in")]
+    TaskGroupOfOtherGraph {
+        /// The group's device.
+        group_device: DeviceId,
+        /// The capture that made the group.
+        group_capture: u64,
+        /// The graph's device.
+        graph_device: DeviceId,
+        /// The capture that made the graph.
+        graph_capture: u64,
+    },
+    /// An update whose operators differ from the group's: nothing changed, unless the whole
+    /// group had been re-issued before (an extra operator), which then stands.
+    #[error("task update differs from the group at operator {index}: {difference}")]
+    TaskUpdateMismatch {
+        /// Index of the operator in the group (the group's length for a missing or extra one).
+        index: usize,
+        /// What differs: kind, count, data type or shape, with the group's and the update's.
+        difference: String,
+    },
+    /// An update of a graph a launch of which the host has not yet observed complete.
+    #[error("graph update refused: a launch of the graph on {stream} may still be running; synchronize the stream (or an event recorded after the launch) before updating")]
+    UpdateWhileLaunchInFlight {
+        /// A stream with a launch in flight.
+        stream: StreamId,
+    },
 }
 
 /// An object of one device passed to a call that works on another: the one shape of every

@@ -2,14 +2,18 @@
 
 use crate::device::Device;
 use crate::error::{Result, StreamError};
+use crate::event::Event;
 use crate::event::{EventInner, RecordState};
 use crate::hal::{Backend, Graph as _};
-use crate::ordering::StreamPosition;
+use crate::ordering::{CaptureId, StreamPosition};
 use crate::state::KeepAlive;
 use crate::stream::Stream;
 use crate::sync::{Mutex, MutexGuard};
+use crate::task_group::TaskGroup;
+use crate::types::EventFlags;
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 use std::sync::Arc;
 
 /// The external events ([`crate::EventFlags::EXTERNAL`]) a graph records and waits on: at each
@@ -55,6 +59,13 @@ pub struct Graph<B: Backend> {
     /// The last launch on each stream: replays still running when the graph is dropped keep
     /// `keep_alive` until the host observes them.
     launches: Mutex<BTreeMap<crate::types::StreamId, StreamPosition>>,
+    /// The capture that made the graph: its task groups name it.
+    capture: CaptureId,
+    /// The event recorded after the last update: every launch waits on it until the host
+    /// has observed it complete.
+    pending_update: Mutex<Option<Event<B>>>,
+    /// Updates applied.
+    updates: AtomicU64,
 }
 
 impl<B: Backend> fmt::Debug for Graph<B> {
@@ -69,6 +80,7 @@ impl<B: Backend> fmt::Debug for Graph<B> {
 impl<B: Backend> Graph<B> {
     pub(crate) fn new(
         device: Device<B>,
+        capture: CaptureId,
         hal: B::Graph,
         keep_alive: Vec<KeepAlive>,
         external: ExternalNodes<B>,
@@ -79,6 +91,9 @@ impl<B: Backend> Graph<B> {
             keep_alive: Arc::new(keep_alive),
             external,
             launches: Mutex::new(BTreeMap::new()),
+            capture,
+            pending_update: Mutex::new(None),
+            updates: AtomicU64::new(0),
         }
     }
 
@@ -102,10 +117,16 @@ impl<B: Backend> Graph<B> {
     /// A graph with external wait nodes is ordered after the last record of each waited event
     /// (made eagerly or by a graph launched before); each of its external record nodes counts
     /// as a record of its event at this launch.
+    ///
+    /// After a [`Graph::update`], the launch first waits on the update's event (the update
+    /// stream's work), so it runs the updated operators.
     pub fn launch(&self, stream: &Stream<B>) -> Result<StreamPosition> {
         self.device
             .check_same_device("Graph::launch", "stream", stream.device())?;
         crate::dry_run::check(self.device.id(), "Graph::launch")?;
+        if !stream.is_capturing() {
+            self.wait_for_update(stream)?;
+        }
         // As any submission (see `crate::sync`): the capture checks hold until the backend
         // has the launch, and the stream's positions follow its backend order.
         let inner = &self.device.inner;
@@ -151,6 +172,111 @@ impl<B: Backend> Graph<B> {
         drop(events);
         self.launches.lock().insert(stream.id(), pos);
         Ok(pos)
+    }
+}
+
+impl<B: Backend> Graph<B> {
+    /// Orders `stream` after the last update, until the host has observed it complete.
+    fn wait_for_update(&self, stream: &Stream<B>) -> Result<()> {
+        let mut pending = self.pending_update.lock();
+        let Some(event) = pending.as_ref() else {
+            return Ok(());
+        };
+        if event
+            .recorded_at()
+            .is_some_and(|at| self.device.is_complete(at))
+        {
+            *pending = None;
+            return Ok(());
+        }
+        stream.wait(event)
+    }
+
+    /// Updates captured work without recapturing (ACL's `aclmdlRICaptureTaskUpdateBegin` /
+    /// `aclmdlRICaptureTaskUpdateEnd`, torch_npu's `graph_task_update_begin/end`): `f`
+    /// re-issues the operators of `group`, in order, on `stream` (an eager stream of the
+    /// graph's device), with new scalar parameters, bodies or buffers of the same shape. The
+    /// next launches of the graph run the new operators: each waits on the event returned
+    /// (recorded on `stream` after the update), so no launch runs before the update.
+    ///
+    /// Every re-issued operator is checked before the backend gets it: one that differs from
+    /// the group's in kind, data type or shape, or one too few, is refused with
+    /// [`StreamError::TaskUpdateMismatch`] naming the difference, and the graph keeps its operators
+    /// (an update is applied whole or not at all). One operator too many is refused the same
+    /// way, but the group's operators re-issued before it stand, as they do when `f` fails
+    /// after re-issuing the whole group: ACL applies a complete update and has no way to
+    /// discard it, so braid behaves the same on every backend. Refused also, before anything
+    /// is issued: a group of another graph ([`StreamError::TaskGroupOfOtherGraph`]), an update while
+    /// a launch of the graph may still run ([`StreamError::UpdateWhileLaunchInFlight`]: synchronize
+    /// first, so a running replay never sees half an update), a capturing `stream`.
+    ///
+    /// ```
+    /// # fn demo<B: braid_stream_core::hal::Backend>(
+    /// #     device: braid_stream_core::Device<B>,
+    /// # ) -> braid_stream_core::Result<()> {
+    /// use braid_stream_core::{CaptureMode, Kernel};
+    /// let (s, update) = (device.create_stream(0)?, device.create_stream(0)?);
+    /// let out = device.alloc(64)?;
+    /// s.begin_capture(CaptureMode::Global)?;
+    /// s.begin_task_group()?;
+    /// s.launch(&Kernel::Fill { dst: out.slice(), value: 1.0 })?;
+    /// let group = s.end_task_group()?;
+    /// let graph = s.end_capture()?;
+    /// graph.update(&group, &update, |u| {
+    ///     u.launch(&Kernel::Fill { dst: out.slice(), value: 2.0 }).map(|_| ())
+    /// })?;
+    /// graph.launch(&s)?; // waits for the update, fills with 2.0
+    /// # Ok(()) }
+    /// ```
+    pub fn update(
+        &self,
+        group: &TaskGroup,
+        stream: &Stream<B>,
+        f: impl FnOnce(&Stream<B>) -> Result<()>,
+    ) -> Result<Event<B>> {
+        let span = tracing::info_span!("graph_update", stream = stream.id().0, ops = group.len());
+        let _span = span.enter();
+        if group.device != self.device.id() || group.capture != self.capture {
+            return Err(StreamError::TaskGroupOfOtherGraph {
+                group_device: group.device,
+                group_capture: group.capture.0,
+                graph_device: self.device.id(),
+                graph_capture: self.capture.0,
+            });
+        }
+        self.device
+            .check_same_device("Graph::update", "stream", stream.device())?;
+        {
+            let launches = self.launches.lock();
+            if let Some((s, _)) = launches
+                .iter()
+                .find(|(_, pos)| !self.device.is_complete(**pos))
+            {
+                tracing::warn!(stream = s.0, "graph update refused: launch in flight");
+                return Err(StreamError::UpdateWhileLaunchInFlight { stream: *s });
+            }
+        }
+        // Made before the update so that a failure to make it changes nothing.
+        let event = self.device.create_event(EventFlags::default())?;
+        let (committed, report) = stream.task_update_scope(group, f)?;
+        if !committed {
+            return Err(report
+                .err()
+                .unwrap_or_else(|| StreamError::TaskUpdateMismatch {
+                    index: 0,
+                    difference: "the update was not applied".into(),
+                }));
+        }
+        event.record(stream)?;
+        *self.pending_update.lock() = Some(event.clone());
+        let n = self.updates.fetch_add(1, AtomicOrdering::Relaxed) + 1;
+        tracing::info!(updates = n, "graph updated");
+        report.map(|()| event)
+    }
+
+    /// Updates applied to the graph so far ([`Graph::update`]).
+    pub fn update_count(&self) -> u64 {
+        self.updates.load(AtomicOrdering::Relaxed)
     }
 }
 

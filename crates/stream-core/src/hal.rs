@@ -16,11 +16,13 @@
 mod collectives;
 pub mod noop;
 mod operator;
+mod task_group;
 
 pub use collectives::{CollectiveBackend, Comm};
 pub use operator::{OpCost, OpRange, Operator};
+pub use task_group::TaskGroupHandle;
 
-use crate::collective::{MatchError, Mismatch};
+use crate::collective::{Incomplete, MatchError, Mismatch};
 use crate::kernel::TypedKernel;
 use crate::types::{
     CaptureMode, CaptureStatus, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo, Priority,
@@ -64,6 +66,11 @@ pub enum HalError {
     /// [`Matcher`](crate::collective::Matcher)): a refused argument, typed.
     #[error(transparent)]
     CollectiveMismatch(Box<Mismatch>),
+    /// A host wait on a collective that some ranks have not issued (a backend that holds a
+    /// rank's stream back until every part is in, as the simulator does): it would wait
+    /// forever, so it fails naming the missing ranks.
+    #[error(transparent)]
+    CollectiveIncomplete(Box<Incomplete>),
     /// The native runtime refused a parameter (HCCL's `HCCL_E_PARA`): a refused argument, as
     /// [`HalError::InvalidArgument`], that keeps the runtime's code, name and message.
     #[error("{name} ({code}): {message}")]
@@ -100,6 +107,16 @@ impl From<MatchError> for HalError {
             other => HalError::InvalidArgument(other.to_string()),
         }
     }
+}
+
+/// The streams alive on a device against the runtime's limit ([`Device::stream_budget`]).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct StreamBudget {
+    /// Streams alive: the default stream, every stream created and not destroyed, and the
+    /// streams captured graphs hold.
+    pub live: u32,
+    /// The most the runtime allows at once (1984 on an Atlas A2/A3 device).
+    pub limit: u32,
 }
 
 /// A page-run call ([`Device::map_physical_pages`], [`Device::unmap_physical_pages`]) that
@@ -326,6 +343,103 @@ pub trait Device: Send + Sync + 'static {
     /// Blocks until all work on all streams is done.
     fn synchronize(&self) -> Result<(), HalError>;
 
+    /// Sets the calling thread's capture mode in the native runtime
+    /// (`aclmdlRICaptureThreadExchangeMode`), for backends whose runtime enforces capture modes
+    /// itself; the front layer keeps the mode and applies the rule
+    /// ([`crate::capture_mode`]). The default does nothing.
+    fn set_thread_capture_mode(&self, mode: CaptureMode) -> Result<(), HalError> {
+        let _ = mode;
+        Ok(())
+    }
+
+    /// The streams alive on the device and how many the runtime allows, where the backend
+    /// knows both exactly; the front layer turns a failed stream creation or capture into
+    /// [`crate::Error::StreamsExhausted`] when `live` has reached `limit`. The default is
+    /// `None`.
+    fn stream_budget(&self) -> Option<StreamBudget> {
+        None
+    }
+
+    // Sharing with other processes (`crate::ipc`); each default is `Unsupported`.
+
+    /// The calling process's id as the backend's IPC allow-lists take it
+    /// (`aclrtDeviceGetBareTgid`). The default is the operating system's process id.
+    fn process_id(&self) -> Result<i32, HalError> {
+        i32::try_from(std::process::id())
+            .map_err(|_| HalError::InvalidArgument("the process id does not fit in an i32".into()))
+    }
+
+    /// Shares `range` (device memory of this device, in one allocation) with other
+    /// processes under a new key (`aclrtIpcMemGetExportKey`); `allow_list`: only processes
+    /// added with [`Device::ipc_allow_pids`] may import it.
+    fn ipc_export(&self, range: DeviceSlice, allow_list: bool) -> Result<String, HalError> {
+        let _ = (range, allow_list);
+        Err(HalError::Unsupported(
+            "sharing memory between processes (ipc_export)",
+        ))
+    }
+
+    /// Adds processes to the allow-list of this process's export `key`
+    /// (`aclrtIpcMemSetImportPid`).
+    fn ipc_allow_pids(&self, key: &str, pids: &[i32]) -> Result<(), HalError> {
+        let _ = (key, pids);
+        Err(HalError::Unsupported(
+            "sharing memory between processes (ipc_allow_pids)",
+        ))
+    }
+
+    /// Maps the memory another process exported under `key` into this device
+    /// (`aclrtIpcMemImportByKey`): its address, and its size where the backend knows it.
+    fn ipc_import(&self, key: &str) -> Result<(DevicePtr, Option<u64>), HalError> {
+        let _ = key;
+        Err(HalError::Unsupported(
+            "sharing memory between processes (ipc_import)",
+        ))
+    }
+
+    /// Closes `key` in this process (`aclrtIpcMemClose`): an import is unmapped, an export
+    /// takes no new imports.
+    ///
+    /// # Safety
+    /// For an import: no queued or captured work that is still to run uses its memory.
+    unsafe fn ipc_close(&self, key: &str) -> Result<(), HalError> {
+        let _ = key;
+        Err(HalError::Unsupported(
+            "sharing memory between processes (ipc_close)",
+        ))
+    }
+
+    /// Creates an event other processes may wait on (`aclrtCreateEventExWithFlag` with
+    /// `ACL_EVENT_IPC`).
+    fn create_ipc_event(&self) -> Result<<Self::B as Backend>::Event, HalError> {
+        Err(HalError::Unsupported(
+            "sharing events between processes (create_ipc_event)",
+        ))
+    }
+
+    /// The handle of an event made by [`Device::create_ipc_event`]
+    /// (`aclrtIpcGetEventHandle`).
+    fn ipc_event_handle(
+        &self,
+        event: &<Self::B as Backend>::Event,
+    ) -> Result<[u8; crate::ipc::IPC_EVENT_HANDLE_BYTES], HalError> {
+        let _ = event;
+        Err(HalError::Unsupported(
+            "sharing events between processes (ipc_event_handle)",
+        ))
+    }
+
+    /// Opens the event of another process that `handle` names (`aclrtIpcOpenEventHandle`).
+    fn open_ipc_event(
+        &self,
+        handle: &[u8; crate::ipc::IPC_EVENT_HANDLE_BYTES],
+    ) -> Result<<Self::B as Backend>::Event, HalError> {
+        let _ = handle;
+        Err(HalError::Unsupported(
+            "sharing events between processes (open_ipc_event)",
+        ))
+    }
+
     /// Whether the backend uses [`Device::note_sub_alloc`] / [`Device::note_sub_free`] (a
     /// sub-allocator may skip the calls otherwise). The default is `false`.
     fn wants_sub_allocation_notes(&self) -> bool {
@@ -440,6 +554,35 @@ pub trait Stream: Send + Sync + 'static {
 
     /// Whether the stream is capturing.
     fn capture_status(&self) -> Result<CaptureStatus, HalError>;
+
+    /// Opens a task group on this capturing stream: the operators captured on it until
+    /// [`Stream::end_task_group`] form a group an update can re-issue. The default refuses.
+    fn begin_task_group(&self) -> Result<(), HalError> {
+        Err(HalError::Unsupported("task groups (begin_task_group)"))
+    }
+
+    /// Closes the task group open on this stream and returns its handle. The default refuses.
+    fn end_task_group(&self) -> Result<TaskGroupHandle, HalError> {
+        Err(HalError::Unsupported("task groups (end_task_group)"))
+    }
+
+    /// Begins re-issuing `group` on this (eager) stream: the operators submitted until
+    /// [`Stream::end_task_update`] replace the group's, in order, instead of running. The
+    /// default refuses.
+    fn begin_task_update(&self, group: TaskGroupHandle) -> Result<(), HalError> {
+        let _ = group;
+        Err(HalError::Unsupported("task groups (begin_task_update)"))
+    }
+
+    /// Ends the update begun on this stream. With `commit`, the group's operators are
+    /// replaced when exactly as many were re-issued as the group holds, each of the same kind;
+    /// otherwise nothing changes and the update is refused. Without `commit` (the front layer
+    /// refused one of the re-issued operators), the re-issued operators are discarded and
+    /// nothing changes. The default refuses.
+    fn end_task_update(&self, commit: bool) -> Result<(), HalError> {
+        let _ = commit;
+        Err(HalError::Unsupported("task groups (end_task_update)"))
+    }
 
     /// The front layer made this stream the tagged stream `tag` (TorchAir's
     /// `npu_stream_switch`); backends with a race detector name it in reports. The default

@@ -31,14 +31,18 @@
 //! | [`hal`] | the backend traits; start here to write a backend |
 //! | `device`, `stream`, `event`, `graph` | the front types; start with [`Device`] |
 //! | [`ordering`], [`clock`] | the happens-before model as vector clocks; capture domains |
+//! | [`capture_rule`], [`capture_mode`] | which waits a capture refuses; capture modes per thread and which calls they refuse |
 //! | `state` | per-device state under one lock: ordering, capture rules, tags |
 //! | `context` | the per-thread current-stream stack ([`StreamGuard`]) |
 //! | [`kernel`], [`custom`], [`dtype`] | built-in kernels, user operators ([`CustomOp`]), data types |
 //! | [`collective`], `buffer` | collective calls as values and the one call matcher (for backends and `braid-collective`); [`CollectiveBuffer`] |
 //! | [`deadline`] | deadlines from timeouts that saturate (`Duration::MAX` waits for ever) |
 //! | `uses` | use observers (how the allocator's automatic mode sees every use) |
+//! | [`ipc`] | sharing memory and events with other processes |
+//! | [`stream_pool`] | reusable streams for captures and tags; running out of streams |
 //! | `peer`, `registry` | several devices: lookup by uid, host knowledge across devices, peer access, foreign memory |
 //! | `memory`, [`types`], [`error`] | raw device memory and host readbacks; value types; errors |
+//! | [`task_group`] | task groups: captured operators re-issued with new parameters ([`Graph::update`]) |
 //! | [`dry_run`] | fences a thread to one device while a dry run plans on it |
 //!
 //! ```
@@ -56,6 +60,7 @@
 #![warn(missing_docs)]
 
 mod buffer;
+pub mod capture_mode;
 pub mod capture_rule;
 pub mod clock;
 pub mod collective;
@@ -69,6 +74,7 @@ pub mod error;
 mod event;
 mod graph;
 pub mod hal;
+pub mod ipc;
 pub mod kernel;
 mod lowered;
 mod memory;
@@ -77,12 +83,15 @@ mod peer;
 mod registry;
 mod state;
 mod stream;
+pub mod stream_pool;
 pub mod sync;
+pub mod task_group;
 pub mod types;
 mod uses;
 mod workspace;
 
 pub use buffer::CollectiveBuffer;
+pub use capture_mode::{thread_capture_mode, CaptureModeGuard};
 pub use context::StreamGuard;
 pub use custom::{CustomOp, OpError};
 pub use device::Device;
@@ -91,10 +100,13 @@ pub use error::{Result, SizeOverflow, StreamError, WrongDevice};
 pub use event::{Event, EventWait};
 pub use graph::Graph;
 pub use hal::{OpCost, OpRange};
+pub use ipc::{IpcError, IpcEventHandle, IpcMemKey, IpcMemory};
 pub use kernel::{ComputeUnit, Kernel, KernelError, TypedKernel};
 pub use memory::{f32_bytes, f32s_from_bytes, DeviceMemory, HostReadback};
 pub use ordering::{CaptureId, Domain, StreamPosition};
 pub use stream::Stream;
+pub use stream_pool::{PooledStream, StreamPoolStats};
+pub use task_group::{OpSignature, TaskGroup};
 pub use types::{
     CaptureMode, CaptureStatus, DeviceId, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo,
     Priority, StreamId,

@@ -16,6 +16,17 @@ use std::sync::Arc;
 ///
 /// Dropping synchronizes the device first (as `cudaFree` and `aclrtFree` do), so no queued work
 /// sees the memory freed; a segment dropped during a capture is freed when the capture ends.
+///
+/// # Collectives
+///
+/// Keep a segment a collective reads or writes until that collective has completed on every
+/// rank (synchronize its stream, or an event recorded after it, first). The drop's synchronize
+/// cannot finish a collective other ranks have not joined yet: it gives up after the
+/// collective timeout, and the memory goes back to the device with the collective's access
+/// still to come, so another rank may receive wrong numbers. The simulator's sanitizer reports
+/// it as a use after free naming the collective and its rank. The caching allocator's buffers
+/// (`braid-allocator`) hold their memory back from other buffers until the work using them has
+/// completed (automatically, or through `record_stream` in its manual cross-stream mode).
 pub struct DeviceMemory<B: Backend> {
     device: Device<B>,
     ptr: DevicePtr,

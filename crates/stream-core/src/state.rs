@@ -1,5 +1,6 @@
 //! The per-device state shared by the front types: ordering, capture rules, tags, keep-alives.
 
+use crate::capture_mode::{mode_refusal, thread_capture_mode};
 use crate::error::{Result, StreamError};
 use crate::event::EventInner;
 use crate::graph::ExternalNodes;
@@ -45,6 +46,8 @@ pub(crate) struct DeviceState<B: Backend> {
     /// Uids of the devices whose memory this device's streams may access (peer access
     /// enabled from this device to them).
     pub(crate) peers: Vec<u64>,
+    /// Streams with an open task group or update, and what they record.
+    pub(crate) task_recording: BTreeMap<StreamId, crate::task_group::Recording>,
 }
 
 impl<B: Backend> DeviceState<B> {
@@ -60,6 +63,7 @@ impl<B: Backend> DeviceState<B> {
             streams: BTreeMap::new(),
             tagged_events: BTreeMap::new(),
             deferred_frees: Vec::new(),
+            task_recording: BTreeMap::new(),
         }
     }
 
@@ -92,18 +96,31 @@ impl<B: Backend> DeviceState<B> {
         }
     }
 
-    /// Refuses a host-blocking call (synchronize, query) that an active capture forbids.
+    /// Refuses a host-blocking call (synchronize, query) that an active capture forbids: one
+    /// on the capture's own stream or event always ([`StreamError::ForbiddenDuringCapture`]), any
+    /// other when the capture's mode and this thread's forbid it
+    /// ([`StreamError::CaptureModeForbids`], [`crate::capture_mode`]).
     pub(crate) fn check_blocking(&self, call: &'static str, target: BlockingTarget) -> Result<()> {
         let own_capture = match target {
             BlockingTarget::Stream(s) => self.ordering.capture_of(s).map(|c| c.id),
             BlockingTarget::Event(Some(Domain::Capture(c))) => Some(c),
             _ => None,
         };
+        let thread_mode = thread_capture_mode();
         for cap in self.ordering.captures() {
-            if Some(cap.id) == own_capture || restricts_this_thread(cap) {
+            if Some(cap.id) == own_capture {
                 return Err(StreamError::ForbiddenDuringCapture {
                     call,
                     stream: cap.origin,
+                });
+            }
+            if let Some(allowed_by) = refusal(cap, thread_mode) {
+                return Err(StreamError::CaptureModeForbids {
+                    call,
+                    stream: cap.origin,
+                    capture_mode: cap.mode,
+                    thread_mode,
+                    allowed_by,
                 });
             }
         }
@@ -115,10 +132,11 @@ impl<B: Backend> DeviceState<B> {
         if stream != StreamId::DEFAULT {
             return Ok(());
         }
+        let thread_mode = thread_capture_mode();
         match self
             .ordering
             .captures()
-            .find(|cap| restricts_this_thread(cap))
+            .find(|cap| refusal(cap, thread_mode).is_some())
         {
             Some(cap) => Err(StreamError::DefaultStreamDuringCapture {
                 call,
@@ -129,10 +147,11 @@ impl<B: Backend> DeviceState<B> {
     }
 }
 
-fn restricts_this_thread(cap: &CaptureState) -> bool {
-    match cap.mode {
-        CaptureMode::Global => true,
-        CaptureMode::ThreadLocal => cap.thread == std::thread::current().id(),
-        CaptureMode::Relaxed => false,
-    }
+/// The capture-mode rule for capture `cap` and this thread in mode `thread_mode`.
+fn refusal(cap: &CaptureState, thread_mode: CaptureMode) -> Option<CaptureMode> {
+    mode_refusal(
+        cap.mode,
+        cap.thread == std::thread::current().id(),
+        thread_mode,
+    )
 }

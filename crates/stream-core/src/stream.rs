@@ -14,6 +14,7 @@ use crate::memory::HostReadback;
 use crate::ordering::{Domain, StreamPosition, WaitEffect};
 use crate::state::{BlockingTarget, KeepAlive};
 use crate::sync::{Mutex, MutexGuard};
+use crate::task_group::{self, OpSignature, TaskGroup};
 use crate::types::{CaptureMode, DeviceSlice, EventFlags, Priority, StreamId};
 use crate::uses::Access;
 use bytes::Bytes;
@@ -173,6 +174,9 @@ impl<B: Backend> Stream<B> {
         let _gate = inner.gate_shared();
         let _turn = self.inner.submission_turn();
         inner.check_submit(call, self.id())?;
+        if !OPERATOR_CALLS.contains(&call) && inner.lock().task_recording.contains_key(&self.id()) {
+            return Err(task_group::not_an_operator(call, self.id()));
+        }
         if capturable == Capturable::No && self.is_capturing() {
             return Err(StreamError::ForbiddenDuringCapture {
                 call,
@@ -224,6 +228,7 @@ impl<B: Backend> Stream<B> {
     /// owning the memory.
     fn submit_operator(&self, op: Lowered<'_, B>) -> Result<StreamPosition> {
         let foreign = self.device.place_ranges(op.label(), op.uses())?;
+        let recorded = self.check_task_recording(&op)?;
         let pos = match &op {
             Lowered::Kernel { kernel, label } => self.submit_kernel(kernel, label)?,
             Lowered::Operator(lowered) => {
@@ -231,8 +236,154 @@ impl<B: Backend> Stream<B> {
             }
             Lowered::Collective { enqueue, .. } => self.submit(op.call(), None, enqueue)?,
         };
+        if let Some(sig) = recorded {
+            if let Some(r) = self.device.inner.lock().task_recording.get_mut(&self.id()) {
+                r.note(sig);
+            }
+        }
         self.device.notify_placed(pos, op.uses(), &foreign);
         Ok(pos)
+    }
+
+    /// For a stream with an open task group or update: the operator's signature, checked
+    /// against the update's expectation before the backend gets it.
+    fn check_task_recording(&self, op: &Lowered<'_, B>) -> Result<Option<OpSignature>> {
+        let mut st = self.device.inner.lock();
+        let Some(r) = st.task_recording.get_mut(&self.id()) else {
+            return Ok(None);
+        };
+        let sig = OpSignature::of(op);
+        r.check(&sig)?;
+        Ok(Some(sig))
+    }
+
+    /// Opens a task group on this capturing stream: the operators (built-in kernels, user
+    /// operators, collective parts) submitted to it until [`Stream::end_task_group`] form a
+    /// group that [`Graph::update`] can re-issue with new parameters without recapturing
+    /// (ACL's `aclmdlRICaptureTaskGrpBegin`). Copies, memsets and host work are refused
+    /// inside a group ([`StreamError::NotAnOperatorInTaskGroup`]).
+    ///
+    /// Refused with [`StreamError::TaskGroupOutsideCapture`] when the stream does not capture and
+    /// [`StreamError::TaskGroupAlreadyOpen`] when a group is open on it.
+    pub fn begin_task_group(&self) -> Result<()> {
+        let _turn = self.inner.submission_turn();
+        let capture = {
+            let st = self.device.inner.lock();
+            let Some(cap) = st.ordering.capture_of(self.id()) else {
+                return Err(StreamError::TaskGroupOutsideCapture { stream: self.id() });
+            };
+            if st.task_recording.contains_key(&self.id()) {
+                return Err(StreamError::TaskGroupAlreadyOpen { stream: self.id() });
+            }
+            cap.id
+        };
+        self.inner.hal.begin_task_group()?;
+        self.device.inner.lock().task_recording.insert(
+            self.id(),
+            task_group::Recording::Group {
+                capture,
+                ops: Vec::new(),
+            },
+        );
+        tracing::debug!(
+            stream = self.id().0,
+            capture = capture.0,
+            "task group begun"
+        );
+        Ok(())
+    }
+
+    /// Closes the task group open on this stream and returns it (ACL's
+    /// `aclmdlRICaptureTaskGrpEnd`): pass it to [`Graph::update`] of the graph this capture
+    /// makes. Refused with [`StreamError::NoOpenTaskGroup`] when none is open.
+    pub fn end_task_group(&self) -> Result<TaskGroup> {
+        let _turn = self.inner.submission_turn();
+        let capture = match self.device.inner.lock().task_recording.get(&self.id()) {
+            Some(task_group::Recording::Group { capture, .. }) => *capture,
+            _ => return Err(StreamError::NoOpenTaskGroup { stream: self.id() }),
+        };
+        let handle = self.inner.hal.end_task_group();
+        let ops = match self.device.inner.lock().task_recording.remove(&self.id()) {
+            Some(task_group::Recording::Group { ops, .. }) => ops,
+            _ => Vec::new(),
+        };
+        let handle = handle?;
+        tracing::debug!(
+            stream = self.id().0,
+            capture = capture.0,
+            ops = ops.len(),
+            "task group ended"
+        );
+        Ok(TaskGroup {
+            device: self.device.id(),
+            capture,
+            handle,
+            ops: ops.into(),
+        })
+    }
+
+    /// Runs `f` with this stream in an update scope of `group`: the operators `f` submits
+    /// are checked against the group's before the backend gets them; the scope is closed
+    /// whatever `f` returns. The backend commits the update when the whole group was
+    /// re-issued, matching (`true` first in the answer), and discards it otherwise; the second
+    /// part is the error to report, if any.
+    pub(crate) fn task_update_scope(
+        &self,
+        group: &TaskGroup,
+        f: impl FnOnce(&Stream<B>) -> Result<()>,
+    ) -> Result<(bool, Result<()>)> {
+        {
+            let _turn = self.inner.submission_turn();
+            let st = self.device.inner.lock();
+            if st.ordering.capture_of(self.id()).is_some() {
+                return Err(StreamError::ForbiddenDuringCapture {
+                    call: "Graph::update",
+                    stream: self.id(),
+                });
+            }
+            if st.task_recording.contains_key(&self.id()) {
+                return Err(StreamError::TaskGroupAlreadyOpen { stream: self.id() });
+            }
+            drop(st);
+            self.inner.hal.begin_task_update(group.handle)?;
+            self.device.inner.lock().task_recording.insert(
+                self.id(),
+                task_group::Recording::Update {
+                    expected: group.ops.clone(),
+                    seen: 0,
+                    failed: false,
+                },
+            );
+        }
+        let result = f(self);
+        let _turn = self.inner.submission_turn();
+        let seen = match self.device.inner.lock().task_recording.remove(&self.id()) {
+            Some(task_group::Recording::Update { seen, .. }) => seen,
+            _ => 0,
+        };
+        // Every operator before the group's count was checked before the backend got it, so
+        // a complete update matches and stands (also when `f` then failed, or issued one too
+        // many, which was refused); an incomplete one is discarded: nothing changes.
+        let commit = seen == group.ops.len();
+        let ended = self.inner.hal.end_task_update(commit);
+        if commit {
+            ended?;
+        }
+        let report = result.and_then(|()| {
+            if commit {
+                Ok(())
+            } else {
+                Err(StreamError::TaskUpdateMismatch {
+                    index: seen,
+                    difference: format!(
+                        "count: the group has {} operators, the update issued {seen}; nothing \
+                         was changed",
+                        group.ops.len()
+                    ),
+                })
+            }
+        });
+        Ok((commit, report))
     }
 
     /// A built-in kernel in two phases: the backend prepares it (no lock held), the workspace
@@ -620,7 +771,7 @@ impl<B: Backend> Stream<B> {
     /// of the capture are back to eager work afterwards.
     pub fn end_capture(&self) -> Result<Graph<B>> {
         let gate = self.device.inner.gate_exclusive();
-        let (id, unjoined) = {
+        let (id, unjoined, members) = {
             let st = self.device.inner.lock();
             let (id, origin) = match st.ordering.capture_of(self.id()) {
                 None => return Err(StreamError::NotCapturing { stream: self.id() }),
@@ -632,12 +783,24 @@ impl<B: Backend> Stream<B> {
                     origin,
                 });
             }
-            (id, st.ordering.unjoined(id))
+            let members = st
+                .ordering
+                .capture_of(self.id())
+                .map_or(1, |cap| cap.members.len().max(1));
+            (id, st.ordering.unjoined(id), members)
         };
         let origin = self.id();
-        let hal_graph = self.inner.hal.end_capture();
+        // The graph holds a stream per member on runtimes that count them (ACL's models).
+        let hal_graph = self.inner.hal.end_capture().map_err(|e| {
+            let needed = u32::try_from(members).unwrap_or(u32::MAX);
+            self.device.stream_error("Stream::end_capture", needed, e)
+        });
         let (keep_alive, external) = {
             let mut st = self.device.inner.lock();
+            // A group left open ends with its capture (the backend's capture is gone too).
+            st.task_recording.retain(
+                |_, r| !matches!(r, task_group::Recording::Group { capture, .. } if *capture == id),
+            );
             st.ordering.end_capture(id);
             (
                 st.capture_keep_alive.remove(&id).unwrap_or_default(),
@@ -659,7 +822,7 @@ impl<B: Backend> Stream<B> {
                 last_work: u.last_work,
             });
         }
-        let graph = Graph::new(self.device.clone(), hal_graph?, keep_alive, external);
+        let graph = Graph::new(self.device.clone(), id, hal_graph?, keep_alive, external);
         if graph.node_count() == 0 {
             tracing::warn!(stream = self.id().0, "the captured graph is empty");
         }
@@ -725,6 +888,13 @@ impl<B: hal::CollectiveBackend> Stream<B> {
         })
     }
 }
+
+/// The front-layer calls of the operator path: the only work allowed in a task group.
+const OPERATOR_CALLS: [&str; 3] = [
+    "Stream::launch",
+    "Stream::launch_op",
+    "Stream::launch_collective",
+];
 
 /// Whether work may be recorded into a capture.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]

@@ -55,11 +55,13 @@
 //! 6. **The device's ordering state** ([`crate::ordering::Ordering`], tags, keep-alives):
 //!    held only for a few vector-clock operations, never across a backend call.
 //! 7. **Leaves**, each held only to read or update what it guards, with no lock of this list
-//!    above 7 taken under it: a graph's launch list, the device's observer list, its
+//!    above 7 taken under it: a graph's launch list and pending update event, a stream
+//!    pool's idle streams, the device's observer lists (all uses and captured uses), its
 //!    workspace provider, its fallback workspace segments (held across the backend allocation
 //!    that grows one, with the list of retired segments taken under them), an async event
 //!    wait's state, an allocator's out-of-memory observer list, a capture's access recorder
-//!    (`braid-graph-capture`), a root-info transport's published root info
+//!    (`braid-graph-capture`), the caching allocator's list of released graph captures,
+//!    a root-info transport's published root info
 //!    (`braid-collective`), and the process's device registry (`registry`, a
 //!    [`GlobalMutex`]).
 //! 8. **A simulated rank's call turn** (`braid-backend-sim`'s communicator over a
@@ -69,17 +71,20 @@
 //! 9. **A remote group's links** (the TCP connections of a `RemoteGroup`), held across one
 //!    exchange; nothing is taken under them.
 //! 10. **The backends' own locks**, taken by backend calls under 2–5 and 8: the simulator's
-//!     engine lock (one per `SimNode`, every device of the node; a host wait on work held
-//!     back behind a collective releases it while it waits on the engine's condition
-//!     variable), and the ACL backend's per-device lists (an error kept from a `Drop`, node
+//!     engine lock (one per `SimNode`, every device of the node; a simulated graph's node
+//!     list, rewritten by a task update under the engine lock, is a leaf under it; a host
+//!     wait on work held back behind a collective releases it while it waits on the engine's
+//!     condition variable), and the ACL backend's per-device lists (an error kept from a `Drop`, node
 //!     counts of captures, physical memory handles, enabled peers) and per-stream capture
 //!     model, and the noop backend's launch log (`hal::noop`). They are leaves: nothing of braid is locked under them, and a backend call,
 //!     so a [`crate::CustomOp`]'s body, must not call back into braid on the same device.
 //!
 //! Process-wide statics ([`GlobalMutex`]: the device registry, the ACL backend's resolved
-//! library tables and table of live ranges, a simulated root info's waiting listeners) are
+//! library tables and table of live ranges, a simulated root info's waiting listeners, the
+//! process's IPC exports, the allocator's IPC buffers kept for importers) are
 //! leaves too: held for one lookup or update (a library load at most), with no other lock
-//! taken under them; so are `braid-acl-sim`'s tables of aclnn objects and communicators. Its
+//! taken under them; so are `braid-acl-sim`'s tables of aclnn objects (and its client's)
+//! and communicators, and its error log. Its
 //! device registry is the exception: held across the simulator call it fronts, so the
 //! simulator's locks (8–10) are taken under it, and never taken under any other lock.
 //!

@@ -254,17 +254,33 @@ impl std::ops::BitOrAssign for EventFlags {
 }
 
 /// How strictly a capture forbids calls that would break it (ACL's `aclmdlRICaptureMode`,
-/// CUDA's `cudaStreamCaptureMode`).
+/// CUDA's `cudaStreamCaptureMode`). A capture is begun with a mode, and every thread has one
+/// too (global unless exchanged: [`crate::Device::capture_mode_guard`]); the two together
+/// decide which calls a thread may make ([`crate::capture_mode`] has the rule).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, Default)]
 pub enum CaptureMode {
-    /// While any capture is active on the device, no thread may synchronize or query a stream,
-    /// event or the device, nor use the default stream.
+    /// As a capture's mode: while it is active, no thread whose own mode is global may
+    /// synchronize or query a stream, event or the device, nor use the default stream. As a
+    /// thread's mode (the default): the thread is restricted by its own non-relaxed captures
+    /// and by other threads' global ones.
     #[default]
     Global,
-    /// Only the thread that began the capture is restricted.
+    /// As a capture's mode: only the thread that began the capture is restricted. As a
+    /// thread's mode: only the thread's own non-relaxed captures restrict it.
     ThreadLocal,
-    /// Only objects that belong to the capture are restricted.
+    /// As a capture's mode: only objects that belong to the capture are restricted. As a
+    /// thread's mode: no capture's mode restricts the thread.
     Relaxed,
+}
+
+impl fmt::Display for CaptureMode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            CaptureMode::Global => "global",
+            CaptureMode::ThreadLocal => "thread-local",
+            CaptureMode::Relaxed => "relaxed",
+        })
+    }
 }
 
 /// Capture status of a stream as the backend reports it.

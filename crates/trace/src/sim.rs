@@ -10,7 +10,7 @@ use crate::replay::{parse_conf, replay, ReplayStats};
 use crate::replay_plan::ReplayPlan;
 use crate::report::ReplayReport;
 use crate::snapshot::Snapshot;
-use braid_allocator::{AllocatorConfig, CachingAllocator};
+use braid_allocator::{AllocatorConfig, CachingAllocator, MAX_HISTORY_SIZE};
 use braid_backend_sim::{SanitizerMode, SimBackend, SimConfig, SimDevice, SimMode};
 use braid_stream_core::{Device, Stream};
 use std::path::Path;
@@ -114,7 +114,7 @@ pub fn replay_plan_on_sim(plan: &ReplayPlan, options: &ReplayOptions) -> Result<
             Some(_) => config
                 .clone()
                 .record_history(true)
-                .history_size(plan.ops.len().saturating_mul(4).saturating_add(1024)),
+                .history_size(export_history_size(plan.ops.len())),
             None => config.clone(),
         };
         let sim = SimReplay::new(plan, run_config, None)?;
@@ -133,9 +133,32 @@ pub fn replay_plan_on_sim(plan: &ReplayPlan, options: &ReplayOptions) -> Result<
     best.ok_or_else(|| TraceError::Format("no replay ran".into()))
 }
 
+/// The history ring an exported replay of `ops` operations records into: room for every
+/// event (an alloc, a free and segment events per op, and slack), within the allocator's
+/// bound [`MAX_HISTORY_SIZE`] (a longer replay keeps its latest events).
+fn export_history_size(ops: usize) -> usize {
+    ops.saturating_mul(4)
+        .saturating_add(1024)
+        .min(MAX_HISTORY_SIZE)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_export_history_is_within_the_allocators_bound() {
+        assert_eq!(export_history_size(10), 1064);
+        for ops in [MAX_HISTORY_SIZE / 4, MAX_HISTORY_SIZE, usize::MAX] {
+            let size = export_history_size(ops);
+            assert_eq!(size, MAX_HISTORY_SIZE, "{ops} ops");
+            AllocatorConfig::new()
+                .record_history(true)
+                .history_size(size)
+                .validate()
+                .expect("a history the allocator accepts");
+        }
+    }
     use crate::replay_plan::Op;
     use crate::snapshot::{Action, Segment, TraceEvent};
 

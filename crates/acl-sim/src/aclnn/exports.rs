@@ -2,14 +2,16 @@
 //! the end of this file).
 
 use super::{
-    common_dtype, dtype_of, expect_dims, objects, slice_of, Objects, Planned, TensorDesc, Work,
+    common_dtype, dtype_of, expect_dims, objects, ops, slice_of, Objects, Planned, TensorDesc, Work,
 };
 use super::{REDUCE_SUM_WORKSPACE, RMS_NORM_WORKSPACE};
 use crate::errmsg::{fail, ret, Fail};
 use crate::registry::with;
 use braid_acl_sys::aclnn::{
     aclDataType, aclFormat, aclIntArray, aclOpExecutor, aclScalar, aclTensor, aclnnStatus,
-    ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_RUNTIME_ERROR, ACL_DOUBLE,
+    ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_RUNTIME_ERROR, ACL_BOOL,
+    ACL_DOUBLE, ACL_INT16, ACL_INT32, ACL_INT64, ACL_INT8, ACL_UINT16, ACL_UINT32, ACL_UINT64,
+    ACL_UINT8,
 };
 use braid_backend_sim::{host_op, SimBackend};
 use braid_stream_core::dtype::DType;
@@ -33,7 +35,15 @@ unsafe fn values(p: *const i64, n: u64) -> Option<Vec<i64>> {
     Some(unsafe { std::slice::from_raw_parts(p, usize::try_from(n).ok()?) }.to_vec())
 }
 
-/// `aclTensor *aclCreateTensor(...)`: null on bad arguments.
+/// The `aclDataType` values a descriptor takes (CANN's `acl_base.h`): a tensor of any of
+/// them can be described; the operators say which they compute.
+const KNOWN_DATA_TYPES: &[aclDataType] = &[
+    0, 1, 2, 3, 4, 6, 7, 8, 9, 10, 11, 12, 13, 16, 17, 27, 29, 30, 33, 34, 35, 36, 37, 38, 39, 40,
+    41,
+];
+
+/// `aclTensor *aclCreateTensor(...)`: null on bad arguments (a negative dimension or offset,
+/// a null address, a data type CANN does not have).
 ///
 /// # Safety
 /// Each array is null or valid for its count of reads.
@@ -64,7 +74,7 @@ pub unsafe extern "C" fn aclCreateTensor(
     if dims.iter().any(|&d| d < 0)
         || offset < 0
         || tensor_data.is_null()
-        || dtype_of(data_type).is_none() && data_type != ACL_DOUBLE
+        || !KNOWN_DATA_TYPES.contains(&data_type)
     {
         return std::ptr::null_mut();
     }
@@ -107,8 +117,47 @@ pub extern "C" fn aclDestroyTensor(tensor: *const aclTensor) -> aclnnStatus {
     destroy("aclDestroyTensor", |o| o.tensors.remove(&p), p)
 }
 
-/// `aclScalar *aclCreateScalar(void *value, aclDataType dataType)`: float, float16 (as f32
-/// bits are not taken: float16 and bfloat16 values are 2 bytes), double.
+/// The value of a scalar of type `data_type` at `value`, widened to `f64`: float, float16,
+/// bfloat16, double, the signed and unsigned integers (an `int64` beyond 2^53 rounds to the
+/// nearest `f64`, which no float32 operator can tell apart) and bool; `None` for another
+/// type.
+///
+/// # Safety
+/// `value` is non-null and points to a value of `data_type`.
+unsafe fn scalar_value(value: *const c_void, data_type: aclDataType) -> Option<f64> {
+    /// Reads a `T` at `value` (the caller's guarantee).
+    macro_rules! read {
+        ($t:ty) => {
+            // SAFETY: `value` points to a `$t` (the caller's guarantee); unaligned reads
+            // are fine.
+            f64::from(unsafe { value.cast::<$t>().read_unaligned() })
+        };
+    }
+    Some(match data_type {
+        ACL_DOUBLE => read!(f64),
+        ACL_INT8 => read!(i8),
+        ACL_UINT8 => read!(u8),
+        ACL_INT16 => read!(i16),
+        ACL_UINT16 => read!(u16),
+        ACL_INT32 => read!(i32),
+        ACL_UINT32 => read!(u32),
+        // SAFETY: an `i64` / `u64` (the caller's guarantee).
+        ACL_INT64 => (unsafe { value.cast::<i64>().read_unaligned() }) as f64,
+        // SAFETY: as above.
+        ACL_UINT64 => (unsafe { value.cast::<u64>().read_unaligned() }) as f64,
+        ACL_BOOL => f64::from(u8::from(read!(u8) != 0.0)),
+        _ => {
+            let t = dtype_of(data_type)?;
+            // SAFETY: a value of the type's size (the caller's guarantee).
+            let bytes =
+                unsafe { std::slice::from_raw_parts(value.cast::<u8>(), t.size() as usize) };
+            f64::from(t.get(bytes, 0)?)
+        }
+    })
+}
+
+/// `aclScalar *aclCreateScalar(void *value, aclDataType dataType)`: copies the value (see
+/// `scalar_value` for the types taken); null for a null value or another type.
 ///
 /// # Safety
 /// `value` is null or points to a value of `dataType`.
@@ -120,16 +169,9 @@ pub unsafe extern "C" fn aclCreateScalar(
     if value.is_null() {
         return std::ptr::null_mut();
     }
-    let v = match (data_type, dtype_of(data_type)) {
-        // SAFETY: a double, per the caller.
-        (ACL_DOUBLE, _) => unsafe { value.cast::<f64>().read_unaligned() },
-        (_, Some(t)) => {
-            let size = t.size() as usize;
-            // SAFETY: a value of the type's size, per the caller.
-            let bytes = unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size) };
-            t.get(bytes, 0).map_or(f64::NAN, f64::from)
-        }
-        _ => return std::ptr::null_mut(),
+    // SAFETY: non-null, and the caller's guarantee on its type.
+    let Some(v) = (unsafe { scalar_value(value, data_type) }) else {
+        return std::ptr::null_mut();
     };
     let mut objs = objects();
     let h = objs.handle();
@@ -227,7 +269,7 @@ pub unsafe extern "C" fn braidSimAclnnLiveObjects(counts: *mut u64) -> aclnnStat
 ///
 /// # Safety
 /// `ws` and `ex` are null or valid for a write.
-unsafe fn plan(
+pub(super) unsafe fn plan(
     call: &str,
     ws: *mut u64,
     ex: *mut *mut aclOpExecutor,
@@ -267,7 +309,7 @@ fn kernel(k: Kernel, t: DType, ws: u64) -> Result<(Work, u64), Fail> {
 }
 
 /// An operator launch: consumes the executor, checks the workspace, enqueues the work.
-fn launch(
+pub(super) fn launch(
     call: &'static str,
     workspace: *mut c_void,
     size: u64,
@@ -313,13 +355,7 @@ fn launch(
     let result = with(|r| {
         r.launch_aclnn(call, stream as usize, ws, |sim| match &planned.work {
             Work::Kernel(k) => sim.launch(k, call),
-            Work::AddScaled {
-                a,
-                b,
-                out,
-                alpha,
-                dtype,
-            } => sim.launch_operator(&add_scaled_op(*a, *b, *out, *alpha, *dtype).lower()),
+            Work::Custom(op) => sim.launch_operator(&op.lower()),
             Work::RmsNorm {
                 x,
                 gamma,
@@ -344,39 +380,6 @@ fn launch(
             format!("{call}: runtime error {}: {}", e.code, e.message),
         )
     }))
-}
-
-/// The simulator's `aclnnAdd` with `alpha` ≠ 1: `out = a + alpha · b`, each element computed
-/// in f32 and rounded once to `t`; a host operator over exactly the tensors' ranges (`out` may
-/// be `a` or `b`: the inputs are read before anything is written).
-fn add_scaled_op(
-    a: braid_stream_core::DeviceSlice,
-    b: braid_stream_core::DeviceSlice,
-    out: braid_stream_core::DeviceSlice,
-    alpha: f32,
-    t: DType,
-) -> CustomOp<SimBackend> {
-    let body = host_op(move |inputs, outputs| {
-        let (xs, ys) = (t.decode(inputs[0]), t.decode(inputs[1]));
-        let mut sums = Vec::with_capacity(outputs[0].len());
-        for (x, y) in xs.iter().zip(&ys) {
-            t.push(&mut sums, x + alpha * y);
-        }
-        outputs[0].copy_from_slice(&sums);
-    });
-    let elements = a.len / t.size();
-    CustomOp::new("aclnnAdd")
-        .dtype(t)
-        .read(a)
-        .read(b)
-        .write(out)
-        .in_place()
-        .cost(OpCost::Work {
-            unit: ComputeUnit::Vector,
-            flops: 2 * elements,
-            bytes: a.len + b.len + out.len,
-        })
-        .body(body)
 }
 
 /// The simulator's RMSNorm: a host operator over exactly the tensors' ranges.
@@ -417,6 +420,7 @@ fn rms_norm_op(
         .body(body)
 }
 
+/// Exports the launch (phase 2) of each named operator.
 macro_rules! launcher {
     ($($name:ident),*) => {$(
         #[doc = concat!("`aclnnStatus ", stringify!($name), "(void *workspace, uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream)`.")]
@@ -426,6 +430,8 @@ macro_rules! launcher {
         }
     )*};
 }
+
+pub(super) use launcher;
 
 launcher!(
     aclnnInplaceFillScalar,
@@ -452,23 +458,18 @@ pub unsafe extern "C" fn aclnnInplaceFillScalarGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let d = o.tensor(CALL, "selfRef", self_ref as usize)?;
-            let v = o.scalar(CALL, "value", value as usize)?;
-            let t = common_dtype(CALL, &[("selfRef", d)])?;
-            kernel(
-                Kernel::Fill {
-                    dst: slice_of(CALL, "selfRef", d, t)?,
-                    value: v as f32,
-                },
-                t,
-                0,
+            ops::fill(
+                CALL,
+                o,
+                self_ref as usize,
+                ops::FillValue::Scalar(value as usize),
             )
         })
     }
 }
 
-/// `aclnnAddGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`:
-/// `out = self + alpha · other`, same shapes (the simulator does not broadcast).
+/// `aclnnAddGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`: `out = self
+/// + alpha * other`, broadcasting, any alpha, strided tensors ([`ops::binary`]).
 ///
 /// # Safety
 /// Out pointers null or valid for a write.
@@ -485,31 +486,8 @@ pub unsafe extern "C" fn aclnnAddGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let (a, b, c) = (
-                o.tensor(CALL, "self", self_ as usize)?,
-                o.tensor(CALL, "other", other as usize)?,
-                o.tensor(CALL, "out", out as usize)?,
-            );
-            let alpha = o.scalar(CALL, "alpha", alpha as usize)?;
-            let t = common_dtype(CALL, &[("self", a), ("other", b), ("out", c)])?;
-            expect_dims(CALL, "other", b, &a.dims)?;
-            expect_dims(CALL, "out", c, &a.dims)?;
-            let (a, b, out) = (
-                slice_of(CALL, "self", a, t)?,
-                slice_of(CALL, "other", b, t)?,
-                slice_of(CALL, "out", c, t)?,
-            );
-            if alpha == 1.0 {
-                return kernel(Kernel::Add { a, b, out }, t, 0);
-            }
-            let work = Work::AddScaled {
-                a,
-                b,
-                out,
-                alpha: alpha as f32,
-                dtype: t,
-            };
-            Ok((work, 0))
+            let tensors = (self_ as usize, other as usize, out as usize);
+            ops::binary(CALL, o, tensors, Some((alpha as usize, 1.0)))
         })
     }
 }
@@ -530,21 +508,12 @@ pub unsafe extern "C" fn aclnnMulsGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let (a, c) = (
-                o.tensor(CALL, "self", self_ as usize)?,
-                o.tensor(CALL, "out", out as usize)?,
-            );
-            let factor = o.scalar(CALL, "other", other as usize)?;
-            let t = common_dtype(CALL, &[("self", a), ("out", c)])?;
-            expect_dims(CALL, "out", c, &a.dims)?;
-            kernel(
-                Kernel::Scale {
-                    src: slice_of(CALL, "self", a, t)?,
-                    dst: slice_of(CALL, "out", c, t)?,
-                    factor: factor as f32,
-                },
-                t,
-                0,
+            ops::with_scalar(
+                CALL,
+                o,
+                (self_ as usize, out as usize),
+                other as usize,
+                None,
             )
         })
     }
@@ -621,26 +590,14 @@ pub unsafe extern "C" fn aclnnInplaceCopyGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let (d, s) = (
-                o.tensor(CALL, "selfRef", self_ref as usize)?,
-                o.tensor(CALL, "src", src as usize)?,
-            );
-            let t = common_dtype(CALL, &[("selfRef", d), ("src", s)])?;
-            expect_dims(CALL, "src", s, &d.dims)?;
-            kernel(
-                Kernel::Copy {
-                    src: slice_of(CALL, "src", s, t)?,
-                    dst: slice_of(CALL, "selfRef", d, t)?,
-                },
-                t,
-                0,
-            )
+            ops::copy(CALL, o, self_ref as usize, src as usize)
         })
     }
 }
 
 /// `aclnnReduceSumGetWorkspaceSize(self, dim, keepDim, dtype, out, workspaceSize, executor)`:
-/// the simulator sums every element (`dim` must name every dimension) into a 1-element `out`.
+/// the sum over the dimensions `dim` (all of them when it is empty), `keepDim` keeping them as
+/// 1 ([`ops::sum`]).
 ///
 /// # Safety
 /// Out pointers null or valid for a write.
@@ -648,7 +605,7 @@ pub unsafe extern "C" fn aclnnInplaceCopyGetWorkspaceSize(
 pub unsafe extern "C" fn aclnnReduceSumGetWorkspaceSize(
     self_: *const aclTensor,
     dim: *const aclIntArray,
-    _keep_dim: bool,
+    keep_dim: bool,
     dtype: aclDataType,
     out: *mut aclTensor,
     workspace_size: *mut u64,
@@ -658,31 +615,12 @@ pub unsafe extern "C" fn aclnnReduceSumGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let (a, c) = (
-                o.tensor(CALL, "self", self_ as usize)?,
-                o.tensor(CALL, "out", out as usize)?,
-            );
-            let dims = o.int_array(CALL, "dim", dim as usize)?;
-            let t = common_dtype(CALL, &[("self", a), ("out", c)])?;
-            if dtype != c.dtype {
-                return Err(fail(
-                    ACLNN_ERR_PARAM_INVALID,
-                    format!("{CALL}: dtype {dtype} differs from out's {}", c.dtype),
-                ));
-            }
-            let mut all: Vec<i64> = (0..a.dims.len() as i64).collect();
-            let mut given = dims.clone();
-            given.sort_unstable();
-            all.sort_unstable();
-            if given != all || c.numel() != 1 {
-                return Err(fail(ACLNN_ERR_PARAM_INVALID, format!("{CALL}: the simulator reduces every dimension into one element (dim {dims:?}, out shape {:?})", c.dims)));
-            }
-            kernel(
-                Kernel::ReduceSum {
-                    src: slice_of(CALL, "self", a, t)?,
-                    dst: slice_of(CALL, "out", c, t)?,
-                },
-                t,
+            ops::sum(
+                CALL,
+                o,
+                (self_ as usize, dim as usize, out as usize),
+                keep_dim,
+                dtype,
                 REDUCE_SUM_WORKSPACE,
             )
         })

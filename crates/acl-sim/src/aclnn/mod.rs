@@ -22,16 +22,20 @@
 //!
 //! Live tensors, scalars, int arrays and executors are counted (`braidSimAclnnLiveObjects`).
 
+pub mod client_exports;
 pub mod exports;
+mod ops;
+mod strided;
 
 use crate::errmsg::{fail, Fail};
 use braid_acl_sys::aclnn::{
     ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACL_BF16, ACL_FLOAT, ACL_FLOAT16,
 };
+use braid_backend_sim::SimBackend;
 use braid_stream_core::dtype::DType;
 use braid_stream_core::sync::{GlobalMutex, GlobalMutexGuard};
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
-use braid_stream_core::TypedKernel;
+use braid_stream_core::{CustomOp, TypedKernel};
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -60,14 +64,8 @@ impl TensorDesc {
 #[derive(Clone, Debug)]
 pub(crate) enum Work {
     Kernel(TypedKernel),
-    /// `out = self + alpha * other` for alpha ≠ 1 (alpha = 1 is the simulator's `Add`).
-    AddScaled {
-        a: DeviceSlice,
-        b: DeviceSlice,
-        out: DeviceSlice,
-        alpha: f32,
-        dtype: DType,
-    },
+    /// A host operator over strided tensors ([`strided`]).
+    Custom(CustomOp<SimBackend>),
     RmsNorm {
         x: DeviceSlice,
         gamma: DeviceSlice,

@@ -92,6 +92,7 @@ pub(super) fn init_all(call: &str, devices: &[i32]) -> Result<Vec<usize>, Fail> 
         ));
     }
     let sims = with(|r| {
+        r.check_one_mode(call, devices)?;
         devices
             .iter()
             .map(|&id| r.comm_device(call, id))

@@ -8,7 +8,8 @@ use braid_stream_core::hal::HalError;
 use std::ffi::CStr;
 
 /// A simulator error of `call` as an HCCL failure: a refused argument (a mismatched
-/// collective among them) is `HCCL_E_PARA`, an unsupported feature `HCCL_E_NOT_SUPPORT`,
+/// collective among them) is `HCCL_E_PARA`, an unsupported feature `HCCL_E_NOT_SUPPORT`, a
+/// wait on a collective some ranks never issued `HCCL_E_TIMEOUT`,
 /// memory `HCCL_E_MEMORY`, anything else the runtime's (`HCCL_E_RUNTIME`).
 pub(crate) fn from_hal(call: &str, e: HalError) -> Fail {
     let code = match &e {
@@ -17,6 +18,7 @@ pub(crate) fn from_hal(call: &str, e: HalError) -> Fail {
         | HalError::CollectiveMismatch(_) => HCCL_E_PARA,
         HalError::Unsupported(_) => HCCL_E_NOT_SUPPORT,
         HalError::OutOfMemory { .. } => HCCL_E_MEMORY,
+        HalError::CollectiveIncomplete(_) => HCCL_E_TIMEOUT,
         _ => HCCL_E_RUNTIME,
     };
     fail(code, format!("{call}: {e}"))

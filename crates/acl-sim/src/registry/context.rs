@@ -3,10 +3,10 @@
 //! context is per thread), and calls on a whole device: synchronize, the sanitizer's
 //! reports.
 
-use super::{sim_fail, Dev, Registry, CURRENT};
+use super::waits::{Wait, WaitOn};
+use super::{Dev, Registry, CURRENT};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
-use braid_stream_core::hal::Device as _;
 
 impl Registry {
     pub fn init(&mut self) -> Result<(), Fail> {
@@ -149,12 +149,18 @@ impl Registry {
         Ok(())
     }
 
-    pub fn synchronize_device(&mut self) -> Result<(), Fail> {
-        let index = self.current("aclrtSynchronizeDevice")?;
-        self.check_blocking("aclrtSynchronizeDevice", index, None)?;
-        self.dev(index)?
-            .sim
-            .synchronize()
-            .map_err(|e| sim_fail("aclrtSynchronizeDevice", e))
+    /// The wait of a synchronize of the current device; a non-negative `timeout_ms` fails it
+    /// with 507046 (`ACL_ERROR_RT_STREAM_SYNC_TIMEOUT`, what CANN documents for a timed-out
+    /// device synchronize) when it took longer in simulated time.
+    pub fn synchronize_device(&mut self, timeout_ms: i32) -> Result<Wait, Fail> {
+        let call = if timeout_ms < 0 {
+            "aclrtSynchronizeDevice"
+        } else {
+            "aclrtSynchronizeDeviceWithTimeout"
+        };
+        let index = self.current(call)?;
+        self.check_blocking(call, index, None)?;
+        let sim = self.dev(index)?.sim.clone();
+        Ok(Wait::new(call, WaitOn::Device(sim.clone())).limited(sim, timeout_ms))
     }
 }

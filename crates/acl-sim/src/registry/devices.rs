@@ -26,6 +26,8 @@
 use super::{sim_fail, Dev, EventEntry, Registry};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
+use crate::settings::TIMING_ONLY_ENV;
+use braid_acl_sys::hccl::codes::HCCL_E_PARA;
 use braid_backend_sim::{NodeConfig, SimConfig, SimMode, SimNode};
 use braid_stream_core::hal::Device as _;
 use std::collections::BTreeMap;
@@ -35,6 +37,13 @@ use std::collections::BTreeMap;
 pub(super) struct Nodes {
     data: Option<SimNode>,
     timing_only: Option<SimNode>,
+}
+
+impl Nodes {
+    /// The nodes made so far (the data node first).
+    pub(super) fn made(&self) -> impl Iterator<Item = &SimNode> {
+        self.data.iter().chain(&self.timing_only)
+    }
 }
 
 impl Registry {
@@ -48,6 +57,8 @@ impl Registry {
     fn node_of(&mut self, index: usize) -> SimNode {
         let timing_only = self.is_timing_only(index);
         let (count, capacity) = (self.device_count as u32, self.capacity);
+        let record_timeline = self.system.records_timeline();
+        let collective_timeout = self.collective_timeout;
         let slot = if timing_only {
             &mut self.nodes.timing_only
         } else {
@@ -64,7 +75,8 @@ impl Registry {
                     SimConfig::new()
                         .capacity(capacity)
                         .mode(mode)
-                        .record_timeline(false),
+                        .record_timeline(record_timeline)
+                        .collective_timeout(collective_timeout),
                 ),
             )
         })
@@ -83,9 +95,12 @@ impl Registry {
                 )
             })?;
             let default_stream = sim.default_stream().map_err(|e| sim_fail(call, e))?;
+            let context = self.handle();
             self.devices[index] = Some(Dev {
                 sim,
                 default_stream,
+                context,
+                context_params: BTreeMap::new(),
                 refcount: 0,
                 allocations: BTreeMap::new(),
                 reservations: BTreeMap::new(),
@@ -149,6 +164,37 @@ impl Registry {
             ));
         }
         Ok(peer)
+    }
+
+    /// Refuses a communicator over `devices` (ids already checked) that mixes data-mode and
+    /// timing-only devices: each mode is a simulated node of its own, and a communicator's
+    /// devices must share one. `HCCL_E_PARA`, naming `BRAID_ACL_SIM_TIMING_ONLY` and what to
+    /// set it to.
+    pub(crate) fn check_one_mode(&self, call: &str, devices: &[i32]) -> Result<(), Fail> {
+        let timing: Vec<String> = devices
+            .iter()
+            .filter(|&&d| self.is_timing_only(d as usize))
+            .map(i32::to_string)
+            .collect();
+        if timing.is_empty() || timing.len() == devices.len() {
+            return Ok(());
+        }
+        Err(fail(
+            HCCL_E_PARA,
+            format!(
+                "{call}: the devices mix data mode and timing-only: {} (timing-only: {}; \
+                 `{TIMING_ONLY_ENV}` is `{}`), and a communicator's devices must all be of one \
+                 mode. Set `{TIMING_ONLY_ENV}=none` (every device computes data) or list all of \
+                 the communicator's devices in it, before the library's first call",
+                devices
+                    .iter()
+                    .map(i32::to_string)
+                    .collect::<Vec<_>>()
+                    .join(", "),
+                timing.join(", "),
+                std::env::var(TIMING_ONLY_ENV).unwrap_or_else(|_| "unset, default 1".into()),
+            ),
+        ))
     }
 
     /// `aclrtDeviceCanAccessPeer`: 1 for two different devices of the node.

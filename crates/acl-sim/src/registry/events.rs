@@ -2,6 +2,7 @@
 //! each remembers whether it was last recorded eagerly or inside a capture, and where in
 //! the capture, so a wait on it joins the waiting stream to that capture.
 
+use super::waits::{Wait, WaitOn};
 use super::{sim_fail, EventEntry, Recorded, Registry};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
@@ -22,6 +23,9 @@ impl Registry {
 
     pub fn create_event(&mut self, flags: u32) -> Result<usize, Fail> {
         let device = self.current("aclrtCreateEventExWithFlag")?;
+        if flags & ACL_EVENT_IPC != 0 {
+            return self.create_ipc_event(device, flags);
+        }
         let sim = self
             .dev(device)?
             .sim
@@ -43,6 +47,44 @@ impl Registry {
             },
         );
         Ok(h)
+    }
+
+    /// `aclrtResetEvent`: the event returns to its unrecorded state (waits on it no longer
+    /// wait, a query reports it complete as for a new event). Work already waiting on it keeps
+    /// waiting for the recording it saw. `stream` must be a stream of the event's device; a
+    /// reset inside a capture is not simulated (`ACL_ERROR_RT_FEATURE_NOT_SUPPORT`).
+    pub fn reset_event(&mut self, event: usize, stream: usize) -> Result<(), Fail> {
+        const CALL: &str = "aclrtResetEvent";
+        let (device, flags) = {
+            let e = self.event(CALL, event)?;
+            (e.device, e.flags)
+        };
+        let s = self.stream(CALL, stream)?;
+        if s.device != device {
+            return Err(fail(
+                ACL_ERROR_RT_STREAM_CONTEXT,
+                format!("{CALL}: the event and the stream belong to different devices"),
+            ));
+        }
+        if s.capture.is_some() {
+            return Err(fail(
+                ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+                format!("{CALL}: resetting an event inside a capture is not simulated"),
+            ));
+        }
+        let fresh = self
+            .dev(device)?
+            .sim
+            .create_event(EventFlags {
+                timing: flags & ACL_EVENT_TIME_LINE != 0,
+                external: false,
+            })
+            .map_err(|e| sim_fail(CALL, e))?;
+        if let Some(e) = self.events.get_mut(&event) {
+            e.sim = fresh;
+            e.recorded = Recorded::Never;
+        }
+        Ok(())
     }
 
     pub fn destroy_event(&mut self, handle: usize) -> Result<(), Fail> {
@@ -86,7 +128,7 @@ impl Registry {
         let s = self.stream(CALL, stream)?;
         // The event may be another device's of the node (a cross-device wait).
         let e = self.event_of_any_device(CALL, event)?;
-        if e.flags & ACL_EVENT_SYNC == 0 {
+        if e.flags & (ACL_EVENT_SYNC | ACL_EVENT_IPC) == 0 {
             return Err(fail(
                 ACL_ERROR_RT_PARAM_INVALID,
                 "aclrtStreamWaitEvent: the event was created without ACL_EVENT_SYNC and cannot be waited on",
@@ -138,11 +180,12 @@ impl Registry {
         })
     }
 
-    pub fn synchronize_event(&mut self, event: usize) -> Result<(), Fail> {
+    /// The wait of an event synchronize.
+    pub fn synchronize_event(&mut self, event: usize) -> Result<Wait, Fail> {
         const CALL: &str = "aclrtSynchronizeEvent";
         let e = self.event(CALL, event)?;
         self.check_blocking(CALL, e.device, self.event_capture(e))?;
-        e.sim.synchronize().map_err(|err| sim_fail(CALL, err))
+        Ok(Wait::new(CALL, WaitOn::Event(e.sim.clone())))
     }
 
     pub fn elapsed_ms(&mut self, start: usize, end: usize) -> Result<f32, Fail> {

@@ -4,6 +4,7 @@
 //! device are kept here, so a copy of kind `ACL_MEMCPY_DEFAULT` can tell device memory from
 //! host memory.
 
+use super::waits::{Wait, WaitOn};
 use super::{sim_fail, Registry};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
@@ -24,17 +25,18 @@ impl Registry {
         Ok((info.free, info.total))
     }
 
-    pub fn malloc(&mut self, size: usize) -> Result<u64, Fail> {
-        const CALL: &str = "aclrtMalloc";
-        let device = self.current(CALL)?;
+    /// `aclrtMalloc` and `aclrtMallocAlign32` (`call`): the simulator's segments are
+    /// aligned far beyond 32 bytes and carry no padding, so the two are one allocation.
+    pub fn malloc(&mut self, call: &str, size: usize) -> Result<u64, Fail> {
+        let device = self.current(call)?;
         if size == 0 {
             return Err(fail(
                 ACL_ERROR_INVALID_PARAM,
-                "aclrtMalloc: size must not be 0",
+                format!("{call}: size must not be 0"),
             ));
         }
         let dev = self.dev_mut(device)?;
-        let ptr = dev.sim.alloc(size as u64).map_err(|e| sim_fail(CALL, e))?;
+        let ptr = dev.sim.alloc(size as u64).map_err(|e| sim_fail(call, e))?;
         dev.allocations.insert(ptr.0, size as u64);
         Ok(ptr.0)
     }
@@ -42,6 +44,12 @@ impl Registry {
     pub fn free(&mut self, ptr: u64) -> Result<(), Fail> {
         const CALL: &str = "aclrtFree";
         let device = self.current(CALL)?;
+        if self.is_ipc_import(device, ptr) {
+            return Err(fail(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!("aclrtFree: {ptr:#x} is memory imported from another process: release it with aclrtIpcMemClose"),
+            ));
+        }
         let dev = self.dev_mut(device)?;
         if dev.allocations.remove(&ptr).is_none() {
             return Err(fail(
@@ -113,7 +121,7 @@ impl Registry {
             .is_ok_and(|d| inside(&d.allocations) || inside(&d.reservations))
     }
 
-    /// `aclrtMemcpyAsync`.
+    /// `aclrtMemcpyAsync`, or the copy of `aclrtMemcpy` (`call`).
     ///
     /// # Safety
     /// Host memory among `dst`/`src` (per `kind`) is valid for `count` bytes until the copy has
@@ -121,6 +129,7 @@ impl Registry {
     #[allow(clippy::too_many_arguments)]
     pub unsafe fn memcpy_async(
         &mut self,
+        call: &'static str,
         dst: u64,
         dst_max: usize,
         src: u64,
@@ -128,20 +137,19 @@ impl Registry {
         kind: u32,
         stream: usize,
     ) -> Result<(), Fail> {
-        const CALL: &str = "aclrtMemcpyAsync";
         if count > dst_max {
             return Err(fail(
                 ACL_ERROR_INVALID_PARAM,
-                format!("aclrtMemcpyAsync: count {count} exceeds destMax {dst_max}"),
+                format!("{call}: count {count} exceeds destMax {dst_max}"),
             ));
         }
         if count > 0 && (dst == 0 || src == 0) {
             return Err(fail(
                 ACL_ERROR_INVALID_PARAM,
-                "aclrtMemcpyAsync: null pointer",
+                format!("{call}: null pointer"),
             ));
         }
-        let s = self.stream(CALL, stream)?;
+        let s = self.stream(call, stream)?;
         let len = count as u64;
         let kind = if kind == ACL_MEMCPY_DEFAULT {
             match (
@@ -163,30 +171,32 @@ impl Registry {
                 unsafe { std::ptr::copy(src as *const u8, dst as *mut u8, count) };
                 Ok(())
             }
-            ACL_MEMCPY_HOST_TO_DEVICE => self.submit(CALL, stream, |sim| {
+            ACL_MEMCPY_HOST_TO_DEVICE => self.submit(call, stream, |sim| {
                 // SAFETY: the caller keeps `src` valid for `count` bytes until the copy runs.
                 unsafe { sim.memcpy_h2d(DevicePtr(dst), src as *const u8, len) }
             }),
-            ACL_MEMCPY_DEVICE_TO_HOST => self.submit(CALL, stream, |sim| {
+            ACL_MEMCPY_DEVICE_TO_HOST => self.submit(call, stream, |sim| {
                 // SAFETY: the caller keeps `dst` valid for writes of `count` bytes until the
                 // copy runs.
                 unsafe { sim.memcpy_d2h(dst as *mut u8, DevicePtr(src), len) }
             }),
             ACL_MEMCPY_DEVICE_TO_DEVICE => {
-                self.check_peer_copy(CALL, s.device, dst, src, len)?;
-                self.submit(CALL, stream, |sim| {
+                self.check_peer_copy(call, s.device, dst, src, len)?;
+                self.submit(call, stream, |sim| {
                     sim.memcpy_d2d(DevicePtr(dst), DevicePtr(src), len)
                 })
             }
             other => Err(fail(
                 ACL_ERROR_INVALID_PARAM,
-                format!("aclrtMemcpyAsync: unsupported copy kind {other}"),
+                format!("{call}: unsupported copy kind {other}"),
             )),
         }
     }
 
+    /// `aclrtMemsetAsync`, or the fill of `aclrtMemset` (`call`).
     pub fn memset_async(
         &mut self,
+        call: &'static str,
         dst: u64,
         max_count: usize,
         value: i32,
@@ -196,11 +206,54 @@ impl Registry {
         if count > max_count {
             return Err(fail(
                 ACL_ERROR_INVALID_PARAM,
-                format!("aclrtMemsetAsync: count {count} exceeds maxCount {max_count}"),
+                format!("{call}: count {count} exceeds maxCount {max_count}"),
             ));
         }
-        self.submit("aclrtMemsetAsync", stream, |sim| {
+        self.submit(call, stream, |sim| {
             sim.memset(DevicePtr(dst), value as u8, count as u64)
         })
+    }
+
+    /// `aclrtMemcpy`: the copy on the current device's default stream, and the wait for it
+    /// (as for any work on that stream, which is what it orders after) the host runs. A blocking
+    /// copy is refused during a capture that forbids it (107041).
+    ///
+    /// # Safety
+    /// As [`Registry::memcpy_async`], with the host memory valid until the returned wait has
+    /// run.
+    pub unsafe fn memcpy_blocking(
+        &mut self,
+        dst: u64,
+        dst_max: usize,
+        src: u64,
+        count: usize,
+        kind: u32,
+    ) -> Result<Wait, Fail> {
+        const CALL: &str = "aclrtMemcpy";
+        let device = self.current(CALL)?;
+        self.check_blocking(CALL, device, None)?;
+        // SAFETY: the caller's guarantee; the copy is waited for before returning.
+        unsafe { self.memcpy_async(CALL, dst, dst_max, src, count, kind, 0) }?;
+        self.wait_default_stream(CALL, device)
+    }
+
+    /// `aclrtMemset`: the fill on the current device's default stream, and the wait for it.
+    pub fn memset_blocking(
+        &mut self,
+        dst: u64,
+        max_count: usize,
+        value: i32,
+        count: usize,
+    ) -> Result<Wait, Fail> {
+        const CALL: &str = "aclrtMemset";
+        let device = self.current(CALL)?;
+        self.check_blocking(CALL, device, None)?;
+        self.memset_async(CALL, dst, max_count, value, count, 0)?;
+        self.wait_default_stream(CALL, device)
+    }
+
+    fn wait_default_stream(&self, call: &'static str, device: usize) -> Result<Wait, Fail> {
+        let stream = self.dev(device)?.default_stream.clone();
+        Ok(Wait::new(call, WaitOn::Stream(stream)))
     }
 }

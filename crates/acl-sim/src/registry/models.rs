@@ -1,27 +1,69 @@
 //! Captures into models (`aclmdlRICaptureBegin`, `aclmdlRICaptureGetInfo`,
 //! `aclmdlRICaptureEnd`), the rules an active capture sets for other calls (no blocking
-//! call, no work on the default stream, by capture mode), and models' execution and
-//! destruction (`aclmdlRIExecuteAsync`, `aclmdlRIDestroy`).
+//! call, no work on the default stream, by the capture's mode and the calling thread's:
+//! `aclmdlRICaptureThreadExchangeMode`), and models' execution and destruction
+//! (`aclmdlRIExecuteAsync`, `aclmdlRIDestroy`).
 
 use super::{sim_fail, ModelEntry, ModelState, Registry};
 use crate::capture::CaptureState;
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
 use braid_backend_sim::{SimGraph, SimStream};
+use braid_stream_core::capture_mode::mode_refusal;
 use braid_stream_core::hal::{Graph as _, HalError, Stream as _};
 use braid_stream_core::types::CaptureMode;
+use std::cell::Cell;
 
-/// Whether capture `cap` restricts the calls of this thread: a global capture restricts every
-/// thread, a thread-local one the thread that began it, a relaxed one none.
-fn restricts_this_thread(cap: &CaptureState) -> bool {
-    cap.mode == CAPTURE_MODE_GLOBAL
-        || (cap.mode == CAPTURE_MODE_THREAD_LOCAL && cap.thread == std::thread::current().id())
+thread_local! {
+    /// This thread's capture mode (`aclmdlRICaptureThreadExchangeMode`), global by default.
+    static THREAD_MODE: Cell<u32> = const { Cell::new(CAPTURE_MODE_GLOBAL) };
+}
+
+/// braid's name of an `aclmdlRICaptureMode`.
+fn braid_mode(mode: u32) -> Option<CaptureMode> {
+    match mode {
+        CAPTURE_MODE_GLOBAL => Some(CaptureMode::Global),
+        CAPTURE_MODE_THREAD_LOCAL => Some(CaptureMode::ThreadLocal),
+        CAPTURE_MODE_RELAXED => Some(CaptureMode::Relaxed),
+        _ => None,
+    }
+}
+
+/// CANN's name of a capture mode.
+fn acl_mode_name(mode: CaptureMode) -> &'static str {
+    match mode {
+        CaptureMode::Global => "ACL_MODEL_RI_CAPTURE_MODE_GLOBAL",
+        CaptureMode::ThreadLocal => "ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL",
+        CaptureMode::Relaxed => "ACL_MODEL_RI_CAPTURE_MODE_RELAXED",
+    }
+}
+
+/// `aclmdlRICaptureThreadExchangeMode`: sets this thread's mode to `mode` and returns the
+/// previous one. CANN accepts it with or without an active capture; an unknown mode is
+/// `ACL_ERROR_INVALID_PARAM` and changes nothing.
+pub(crate) fn exchange_thread_mode(mode: u32) -> Result<u32, Fail> {
+    if braid_mode(mode).is_none() {
+        return Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!("aclmdlRICaptureThreadExchangeMode: unknown capture mode {mode}"),
+        ));
+    }
+    Ok(THREAD_MODE.with(|m| m.replace(mode)))
+}
+
+/// The mode that would let this thread make an unsafe call that capture `cap` forbids, by
+/// braid's one rule (`braid_stream_core::capture_mode`); `None` when it is allowed.
+fn refusal(cap: &CaptureState) -> Option<CaptureMode> {
+    let thread = braid_mode(THREAD_MODE.with(Cell::get)).unwrap_or(CaptureMode::Global);
+    let capture = braid_mode(cap.mode).unwrap_or(CaptureMode::Global);
+    mode_refusal(capture, cap.thread == std::thread::current().id(), thread)
 }
 
 impl Registry {
-    /// Refuses a host-blocking call during a capture that forbids it (107041): always for the
-    /// capture's own streams and events, for everything in global mode, and on the capturing
-    /// thread in thread-local mode.
+    /// Refuses a host-blocking call during a capture that forbids it: always for the capture's
+    /// own streams and events (107041), and where the capture's mode and this thread's forbid
+    /// it (107030 `ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT`, naming both modes and the one that
+    /// would allow the call, as CANN's EE1016 message does).
     pub(super) fn check_blocking(
         &self,
         call: &str,
@@ -38,10 +80,17 @@ impl Registry {
                     format!("{call}: synchronizing or querying a stream or event of an active capture is not permitted, ret=107041"),
                 ));
             }
-            if restricts_this_thread(cap) {
+            if let Some(allowed_by) = refusal(cap) {
+                let capture = braid_mode(cap.mode).unwrap_or(CaptureMode::Global);
+                let thread = braid_mode(THREAD_MODE.with(Cell::get)).unwrap_or(CaptureMode::Global);
                 return Err(fail(
-                    ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC,
-                    format!("{call}: operation not permitted when a stream is capturing and the specified capture mode is not relaxed, ret=107041"),
+                    ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
+                    format!(
+                        "{call} failed. Reason: a stream is capturing and the current operation cannot be performed. The mode set by aclmdlRICaptureBegin is {}, the capture mode of the current thread is {}; the operation is allowed in {} (aclmdlRICaptureThreadExchangeMode), ret=107030",
+                        acl_mode_name(capture),
+                        acl_mode_name(thread),
+                        acl_mode_name(allowed_by),
+                    ),
                 ));
             }
         }
@@ -61,7 +110,7 @@ impl Registry {
         if self
             .captures
             .values()
-            .any(|cap| cap.device == device && restricts_this_thread(cap))
+            .any(|cap| cap.device == device && refusal(cap).is_some())
         {
             return Err(fail(
                 ACL_ERROR_RT_STREAM_CAPTURE_IMPLICIT,
@@ -75,16 +124,11 @@ impl Registry {
 
     pub fn capture_begin(&mut self, stream: usize, mode: u32) -> Result<(), Fail> {
         const CALL: &str = "aclmdlRICaptureBegin";
-        let braid_mode = match mode {
-            CAPTURE_MODE_GLOBAL => CaptureMode::Global,
-            CAPTURE_MODE_THREAD_LOCAL => CaptureMode::ThreadLocal,
-            CAPTURE_MODE_RELAXED => CaptureMode::Relaxed,
-            other => {
-                return Err(fail(
-                    ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
-                    format!("{CALL}: unknown capture mode {other}"),
-                ))
-            }
+        let Some(braid_mode) = braid_mode(mode) else {
+            return Err(fail(
+                ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT,
+                format!("{CALL}: unknown capture mode {mode}"),
+            ));
         };
         if stream == 0 {
             return Err(fail(
@@ -109,6 +153,7 @@ impl Registry {
             model,
             ModelEntry {
                 device: s.device,
+                id: u32::try_from(id).unwrap_or(u32::MAX),
                 state: ModelState::Capturing,
             },
         );
@@ -210,6 +255,16 @@ impl Registry {
         let (graph, device) = (graph.clone(), m.device);
         self.in_context(CALL, device)?;
         self.submit(CALL, stream, |sim| graph.launch(sim))
+    }
+
+    /// `aclmdlRIGetId`: the model's number, unique in the process (its capture's).
+    pub fn model_id(&self, model: usize) -> Result<u32, Fail> {
+        self.models.get(&model).map(|m| m.id).ok_or_else(|| {
+            fail(
+                ACL_ERROR_RT_INVALID_HANDLE,
+                format!("aclmdlRIGetId: invalid model handle {model:#x}"),
+            )
+        })
     }
 
     pub fn model_destroy(&mut self, model: usize) -> Result<(), Fail> {

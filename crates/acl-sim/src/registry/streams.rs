@@ -3,9 +3,11 @@
 //! a capture, the simulator's call, the capture's bookkeeping), with the tasks that are
 //! neither copies nor models: braid's busy kernel and aclnn operators.
 
+use super::waits::{Wait, WaitOn};
 use super::{sim_fail, Registry, StreamEntry, StreamRef};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
+use crate::outputs::StreamNames;
 use braid_backend_sim::SimStream;
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};
 
@@ -31,6 +33,20 @@ impl Registry {
             sim: e.sim.clone(),
             capture: e.capture,
         })
+    }
+
+    /// The `aclrtStream` handle of every live stream by (device, simulator stream index); the
+    /// default streams are handle 0.
+    pub(super) fn stream_names(&self) -> StreamNames {
+        let defaults = self.devices.iter().enumerate().filter_map(|(i, d)| {
+            d.as_ref()
+                .map(|d| ((i as u32, d.default_stream.index()), 0usize))
+        });
+        let created = self
+            .streams
+            .iter()
+            .map(|(h, e)| ((e.device as u32, e.sim.index()), *h));
+        defaults.chain(created).collect()
     }
 
     pub fn create_stream(&mut self, priority: u32) -> Result<usize, Fail> {
@@ -76,6 +92,27 @@ impl Registry {
         Ok(())
     }
 
+    /// `aclrtDestroyStreamForce`: as `aclrtDestroyStream` (the simulator's queued work is
+    /// already placed in virtual time, so nothing is waited for either way).
+    pub fn destroy_stream_force(&mut self, handle: usize) -> Result<(), Fail> {
+        self.destroy_stream(handle)
+    }
+
+    /// `aclrtSetStreamFailureMode`: `ACL_CONTINUE_ON_FAILURE` (0) or `ACL_STOP_ON_FAILURE`
+    /// (1) on a stream of the current device. The simulator reports a failed task at the
+    /// next synchronize either way (its failures are injected faults).
+    pub fn set_stream_failure_mode(&self, handle: usize, mode: u64) -> Result<(), Fail> {
+        const CALL: &str = "aclrtSetStreamFailureMode";
+        self.stream(CALL, handle)?;
+        if mode > braid_acl_sys::acl::ACL_STOP_ON_FAILURE {
+            return Err(fail(
+                ACL_ERROR_INVALID_PARAM,
+                format!("{CALL}: mode {mode} is not ACL_CONTINUE_ON_FAILURE (0) or ACL_STOP_ON_FAILURE (1)"),
+            ));
+        }
+        Ok(())
+    }
+
     /// Submits one task on `handle` and notes it in the stream's capture.
     pub(super) fn submit(
         &mut self,
@@ -94,7 +131,9 @@ impl Registry {
 
     /// Synchronizes a stream; a non-negative `timeout_ms` fails with 507046 when the wait took
     /// longer (in simulated time).
-    pub fn synchronize_stream(&mut self, handle: usize, timeout_ms: i32) -> Result<(), Fail> {
+    /// The wait of a stream synchronize; a non-negative `timeout_ms` fails it with 507046
+    /// (`ACL_ERROR_RT_STREAM_SYNC_TIMEOUT`) when it took longer in simulated time.
+    pub fn synchronize_stream(&mut self, handle: usize, timeout_ms: i32) -> Result<Wait, Fail> {
         let call = if timeout_ms < 0 {
             "aclrtSynchronizeStream"
         } else {
@@ -102,19 +141,8 @@ impl Registry {
         };
         let s = self.stream(call, handle)?;
         self.check_blocking(call, s.device, s.capture)?;
-        let sim = &self.dev(s.device)?.sim;
-        let before = sim.host_time_ns();
-        s.sim.synchronize().map_err(|e| sim_fail(call, e))?;
-        let waited = sim.host_time_ns().saturating_sub(before);
-        if let Ok(limit) = u64::try_from(timeout_ms) {
-            if waited > limit.saturating_mul(1_000_000) {
-                return Err(fail(
-                    ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
-                    format!("{call}: stream synchronize timed out after {timeout_ms} ms"),
-                ));
-            }
-        }
-        Ok(())
+        let clock = self.dev(s.device)?.sim.clone();
+        Ok(Wait::new(call, WaitOn::Stream(s.sim.clone())).limited(clock, timeout_ms))
     }
 
     pub fn stream_query(&mut self, handle: usize) -> Result<u32, Fail> {

@@ -10,16 +10,43 @@ use crate::errmsg::{fail, Fail};
 use braid_stream_core::hal::Device as _;
 use braid_stream_core::types::DevicePtr;
 
+/// The granule of the address space (`aclrtMemGetAllocationGranularity`'s answer): the
+/// simulator's segment alignment, a 2 MiB huge page.
+pub(crate) const RESERVE_GRANULARITY: u64 = 2 << 20;
+
 /// A physical memory handle given to the caller.
 pub(super) struct Physical {
-    device: usize,
+    pub(super) device: usize,
     /// The simulator's handle.
-    sim: u64,
-    size: u64,
+    pub(super) sim: u64,
+    pub(super) size: u64,
+}
+
+impl Physical {
+    /// Physical memory `sim` of `device`, of `size` bytes.
+    pub(super) fn new(device: usize, sim: u64, size: u64) -> Self {
+        Physical { device, sim, size }
+    }
 }
 
 impl Registry {
-    /// `aclrtReserveMemAddress`: reserves `size` bytes of the current device's address space.
+    /// The device whose address space a reservation call of this thread uses: the current
+    /// device, or device 0 on a thread that set none (address space is the process's: torch_npu
+    /// probes `aclrtReserveMemAddress` while parsing its allocator configuration, before it
+    /// sets a device, and expects it to work).
+    fn address_space(&mut self, call: &str) -> Result<usize, Fail> {
+        match self.current(call) {
+            Ok(device) => Ok(device),
+            Err(_) if self.initialized => {
+                self.ensure_device(call, 0)?;
+                Ok(0)
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `aclrtReserveMemAddress`: reserves `size` bytes of the current device's address space
+    /// (device 0's on a thread with no current device).
     pub fn reserve_mem_address(
         &mut self,
         size: usize,
@@ -28,7 +55,7 @@ impl Registry {
         flags: u64,
     ) -> Result<u64, Fail> {
         const CALL: &str = "aclrtReserveMemAddress";
-        let device = self.current(CALL)?;
+        let device = self.address_space(CALL)?;
         if size == 0 || alignment != 0 || flags > 1 {
             return Err(fail(
                 ACL_ERROR_INVALID_PARAM,
@@ -44,20 +71,23 @@ impl Registry {
                 format!("{CALL}: a requested address (expectPtr) is not simulated"),
             ));
         }
+        // The address space is handed out in whole granules: a smaller size is rounded up
+        // (torch_npu probes with 512 bytes and expects a reservation).
+        let size = (size as u64).div_ceil(RESERVE_GRANULARITY) * RESERVE_GRANULARITY;
         let dev = self.dev_mut(device)?;
         let ptr = dev
             .sim
-            .reserve_address(size as u64)
+            .reserve_address(size)
             .map_err(|e| sim_fail(CALL, e))?;
-        dev.reservations.insert(ptr.0, size as u64);
+        dev.reservations.insert(ptr.0, size);
         Ok(ptr.0)
     }
 
-    /// `aclrtReleaseMemAddress`: releases a reservation of the current device with nothing
-    /// mapped in it.
+    /// `aclrtReleaseMemAddress`: releases a reservation of the current device (device 0 on
+    /// a thread with none) with nothing mapped in it.
     pub fn release_mem_address(&mut self, ptr: u64) -> Result<(), Fail> {
         const CALL: &str = "aclrtReleaseMemAddress";
-        let device = self.current(CALL)?;
+        let device = self.address_space(CALL)?;
         let dev = self.dev_mut(device)?;
         if !dev.reservations.contains_key(&ptr) {
             return Err(fail(
@@ -161,7 +191,7 @@ impl Registry {
             .map_err(|e| sim_fail(CALL, e))
     }
 
-    fn physical_entry(&self, call: &str, handle: usize) -> Result<&Physical, Fail> {
+    pub(super) fn physical_entry(&self, call: &str, handle: usize) -> Result<&Physical, Fail> {
         self.physical.get(&handle).ok_or_else(|| {
             fail(
                 ACL_ERROR_RT_PARAM_INVALID,

@@ -9,8 +9,10 @@
 //! events with the `Ex` flags, the `aclmdlRI*` capture API, virtual memory) and braid's
 //! extensions (`braidSim*`: sanitizer reports, which CANN does not have).
 
+use super::sharing::aclrtIpcEventHandle;
 use super::types::{
     aclError, aclmdlRI, aclrtDrvMemHandle, aclrtEvent, aclrtPhysicalMemProp, aclrtStream,
+    aclrtTaskGrp,
 };
 use std::ffi::{c_char, c_void};
 
@@ -116,6 +118,16 @@ macro_rules! acl_functions {
     optional fn aclmdlRIExecuteAsync(model_ri: aclmdlRI, stream: aclrtStream) -> aclError;
     /// `aclError aclmdlRIDestroy(aclmdlRI modelRI)`.
     optional fn aclmdlRIDestroy(model_ri: aclmdlRI) -> aclError;
+    /// `aclError aclmdlRICaptureTaskGrpBegin(aclrtStream stream)`: the stream captures
+    /// (signatures confirmed in `acl/TASK_GROUPS.md`).
+    optional fn aclmdlRICaptureTaskGrpBegin(stream: aclrtStream) -> aclError;
+    /// `aclError aclmdlRICaptureTaskGrpEnd(aclrtStream stream, aclrtTaskGrp *handle)`.
+    optional fn aclmdlRICaptureTaskGrpEnd(stream: aclrtStream, handle: *mut aclrtTaskGrp) -> aclError;
+    /// `aclError aclmdlRICaptureTaskUpdateBegin(aclrtStream stream, aclrtTaskGrp handle)`: the
+    /// stream does not capture.
+    optional fn aclmdlRICaptureTaskUpdateBegin(stream: aclrtStream, handle: aclrtTaskGrp) -> aclError;
+    /// `aclError aclmdlRICaptureTaskUpdateEnd(aclrtStream stream)`.
+    optional fn aclmdlRICaptureTaskUpdateEnd(stream: aclrtStream) -> aclError;
     /// `aclError aclrtReserveMemAddress(void **virPtr, size_t size, size_t alignment, void
     /// *expectPtr, uint64_t flags)`.
     optional fn aclrtReserveMemAddress(
@@ -168,6 +180,57 @@ macro_rules! acl_functions {
     /// `aclError aclrtDeviceDisablePeerAccess(int32_t peerDeviceId)`.
     optional fn aclrtDeviceDisablePeerAccess(peer_device_id: i32) -> aclError;
 
+    // Serving: capture modes per thread, and memory and events shared between processes
+    // (signatures confirmed in docs/reference/acl-ipc-capture-mode.md).
+    /// `aclError aclmdlRICaptureThreadExchangeMode(aclmdlRICaptureMode *mode)`: sets the
+    /// calling thread's capture mode to `*mode` and writes the previous one back.
+    optional fn aclmdlRICaptureThreadExchangeMode(mode: *mut u32) -> aclError;
+    /// `aclError aclrtDeviceGetBareTgid(int32_t *pid)`: the process id the IPC allow-lists
+    /// take.
+    optional fn aclrtDeviceGetBareTgid(pid: *mut i32) -> aclError;
+    /// `aclError aclrtIpcMemGetExportKey(void *devPtr, size_t size, char *key, size_t len,
+    /// uint64_t flags)`: shares `size` bytes of device memory at `devPtr` under a key of `len`
+    /// (65) bytes.
+    optional fn aclrtIpcMemGetExportKey(
+        dev_ptr: *mut c_void,
+        size: usize,
+        key: *mut c_char,
+        len: usize,
+        flags: u64,
+    ) -> aclError;
+    /// `aclError aclrtIpcMemSetImportPid(const char *key, int32_t *pid, size_t num)`: adds
+    /// processes to the key's allow-list.
+    optional fn aclrtIpcMemSetImportPid(key: *const c_char, pid: *mut i32, num: usize) -> aclError;
+    /// `aclError aclrtIpcMemImportByKey(void **devPtr, const char *key, uint64_t flags)`.
+    optional fn aclrtIpcMemImportByKey(dev_ptr: *mut *mut c_void, key: *const c_char, flags: u64) -> aclError;
+    /// `aclError aclrtIpcMemClose(const char *key)`: in an importer, unmaps the memory; in the
+    /// exporter, stops sharing it.
+    optional fn aclrtIpcMemClose(key: *const c_char) -> aclError;
+    /// `aclError aclrtMemExportToShareableHandle(aclrtDrvMemHandle handle, aclrtMemHandleType
+    /// handleType, uint64_t flags, uint64_t *shareableHandle)`.
+    optional fn aclrtMemExportToShareableHandle(
+        handle: aclrtDrvMemHandle,
+        handle_type: u32,
+        flags: u64,
+        shareable_handle: *mut u64,
+    ) -> aclError;
+    /// `aclError aclrtMemImportFromShareableHandle(uint64_t shareableHandle, int32_t deviceId,
+    /// aclrtDrvMemHandle *handle)`.
+    optional fn aclrtMemImportFromShareableHandle(
+        shareable_handle: u64,
+        device_id: i32,
+        handle: *mut aclrtDrvMemHandle,
+    ) -> aclError;
+    /// `aclError aclrtMemSetPidToShareableHandle(uint64_t shareableHandle, int32_t *pid, size_t
+    /// pidNum)`.
+    optional fn aclrtMemSetPidToShareableHandle(shareable_handle: u64, pid: *mut i32, pid_num: usize) -> aclError;
+    /// `aclError aclrtIpcGetEventHandle(aclrtEvent event, aclrtIpcEventHandle *handle)`: the
+    /// handle of an event created with `ACL_EVENT_IPC`.
+    optional fn aclrtIpcGetEventHandle(event: aclrtEvent, handle: *mut aclrtIpcEventHandle) -> aclError;
+    /// `aclError aclrtIpcOpenEventHandle(aclrtIpcEventHandle handle, aclrtEvent *event)`.
+    optional fn aclrtIpcOpenEventHandle(handle: aclrtIpcEventHandle, event: *mut aclrtEvent) -> aclError;
+
+
     /// braid's extension `aclError braidSimBusy(aclrtStream stream, uint64_t durationNs)`:
     /// occupies the simulated stream for a duration (braid's `Kernel::Busy`, which has no
     /// CANN operator).
@@ -204,7 +267,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 46);
+        assert_eq!(symbols.len(), 61);
         for required in [
             "aclInit",
             "aclrtSetDevice",
@@ -227,6 +290,17 @@ mod tests {
             "braidSimSanitizerReportCount",
             "braidSimSanitizerReport",
             "braidSimClearSanitizerReports",
+            "aclmdlRICaptureThreadExchangeMode",
+            "aclrtDeviceGetBareTgid",
+            "aclrtIpcMemGetExportKey",
+            "aclrtIpcMemSetImportPid",
+            "aclrtIpcMemImportByKey",
+            "aclrtIpcMemClose",
+            "aclrtMemExportToShareableHandle",
+            "aclrtMemImportFromShareableHandle",
+            "aclrtMemSetPidToShareableHandle",
+            "aclrtIpcGetEventHandle",
+            "aclrtIpcOpenEventHandle",
         ] {
             assert!(symbols.iter().any(|s| s.name == optional && !s.required));
         }

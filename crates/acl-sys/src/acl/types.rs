@@ -12,6 +12,8 @@ pub type aclrtStream = *mut c_void;
 pub type aclrtEvent = *mut c_void;
 /// `aclmdlRI`: a model run instance (a captured graph).
 pub type aclmdlRI = *mut c_void;
+/// `aclrtTaskGrp`: a task group of a capture (see `acl/TASK_GROUPS.md`).
+pub type aclrtTaskGrp = *mut c_void;
 /// `aclrtDrvMemHandle`: a physical memory handle (virtual-memory API).
 pub type aclrtDrvMemHandle = *mut c_void;
 

@@ -6,7 +6,9 @@
 //! - [`AclnnOperators`] (the `aclnnXxxGetWorkspaceSize` / `aclnnXxx` pairs braid calls), from
 //!   `libopapi.so` on older CANN releases or the split `libopapi_math.so`, `libopapi_nn.so`
 //!   on newer ones ([`OPERATOR_LIBRARIES`], variable [`OPERATOR_LIBS_ENV`], a `:`-separated
-//!   list): each symbol comes from the first library of the set that exports it.
+//!   list): each symbol comes from the first library of the set that exports it;
+//! - [`AclnnClientOperators`]: the operators a foreign client (torch_npu) looks up beyond
+//!   braid's, declared so `braid-acl-sim`'s exports of them are checked.
 //!
 //! Every operator is two calls: `aclnnXxxGetWorkspaceSize(<tensors...>, uint64_t
 //! *workspaceSize, aclOpExecutor **executor)` checks the parameters, says how many bytes of
@@ -14,10 +16,12 @@
 //! uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream)` enqueues it on the
 //! stream and consumes the executor (CANN destroys a non-repeatable executor in this call).
 
+mod client;
 mod codes;
 mod functions;
 mod types;
 
+pub use client::{client_operator_fns, AclnnClientOperators};
 pub use codes::*;
 pub use functions::{descriptor_fns, operator_fns, AclnnDescriptors, AclnnOperators};
 pub use types::*;

@@ -38,17 +38,33 @@ pub const ACL_DT_UNDEFINED: aclDataType = -1;
 pub const ACL_FLOAT: aclDataType = 0;
 /// `ACL_FLOAT16`.
 pub const ACL_FLOAT16: aclDataType = 1;
+/// `ACL_INT8`.
+pub const ACL_INT8: aclDataType = 2;
 /// `ACL_INT32`.
 pub const ACL_INT32: aclDataType = 3;
+/// `ACL_UINT8`.
+pub const ACL_UINT8: aclDataType = 4;
+/// `ACL_INT16`.
+pub const ACL_INT16: aclDataType = 6;
+/// `ACL_UINT16`.
+pub const ACL_UINT16: aclDataType = 7;
+/// `ACL_UINT32`.
+pub const ACL_UINT32: aclDataType = 8;
 /// `ACL_INT64`.
 pub const ACL_INT64: aclDataType = 9;
+/// `ACL_UINT64`.
+pub const ACL_UINT64: aclDataType = 10;
 /// `ACL_DOUBLE`.
 pub const ACL_DOUBLE: aclDataType = 11;
+/// `ACL_BOOL`: one byte, 0 or 1.
+pub const ACL_BOOL: aclDataType = 12;
 /// `ACL_BF16`.
 pub const ACL_BF16: aclDataType = 27;
 
 /// `aclFormat` (a C enum, passed as `int`).
 pub type aclFormat = i32;
+/// `ACL_FORMAT_UNDEFINED`.
+pub const ACL_FORMAT_UNDEFINED: aclFormat = -1;
 /// `ACL_FORMAT_ND`: a plain N-dimensional row-major layout.
 pub const ACL_FORMAT_ND: aclFormat = 2;
 

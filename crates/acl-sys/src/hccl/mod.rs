@@ -1,6 +1,7 @@
 //! HCCL, CANN's collective communication library (`libhccl.so`): the communicator handle,
 //! root info, data types, reduce operations, `HcclResult` codes and their names, and the
-//! [`HcclFunctions`] table of every function braid calls ([`fns`] has their pointer types).
+//! [`HcclFunctions`] table of every function braid calls ([`fns`] has their pointer types);
+//! [`HcclClientFunctions`] what torch_npu calls beyond them.
 //!
 //! Names are CANN's (`HcclComm`, `HCCL_DATA_TYPE_FP32`, `HcclAllReduce`), from `hccl.h` /
 //! `hccl_types.h` (the values are those of `reference/aclnn-hccl.md` Part B; signatures
@@ -11,10 +12,12 @@
 //! Every collective is asynchronous on an `aclrtStream`; counts are element counts (for
 //! all-gather the count per rank sent, for reduce-scatter the count per rank received).
 
+mod client;
 pub mod codes;
 mod functions;
 mod types;
 
+pub use client::{client_fns, HcclClientFunctions};
 pub use codes::{result_name, RESULT_NAMES, UNKNOWN_RESULT_NAME};
 pub use functions::{fns, HcclFunctions};
 pub use types::*;

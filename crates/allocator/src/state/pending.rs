@@ -45,8 +45,8 @@ impl<B: Backend> State<B> {
 
     /// Automatic mode: work at `pos` uses `[start, end)`. A use inside a capture counts only
     /// for blocks allocated for that capture (it runs at every replay; eager memory a graph
-    /// reads must outlive the graph, as in PyTorch). `pos` may be on another device's stream
-    /// (a peer copy, a collective): a use like any other.
+    /// uses is held for the graph's life instead, by `crate::graph_pins`). `pos` may be on
+    /// another device's stream (a peer copy, a collective): a use like any other.
     pub(crate) fn note_use(&mut self, pos: StreamPosition, start: u64, end: u64) {
         if start >= end || self.arena.segments.is_empty() {
             return;
@@ -58,7 +58,8 @@ impl<B: Backend> State<B> {
         let foreign = pos.device != self.pending.device();
         if foreign && capture.is_some() {
             // Another device's capture: no block here was allocated for it (captures belong
-            // to one device), so, as for eager memory a graph reads, it holds nothing back.
+            // to one device), so it holds nothing back here (nor does `graph_pins`, which
+            // watches this device's captures only).
             return;
         }
         // Segments overlapping the range (almost always one).

@@ -117,6 +117,9 @@ impl<B: Backend> State<B> {
             tracing::warn!("empty_cache skipped: a capture is active on the device");
             return;
         }
+        if self.pins.posted() {
+            self.release_pins(dev);
+        }
         self.synchronize_pending(dev);
         self.release_all_cached_segments(dev);
     }
@@ -127,10 +130,28 @@ impl<B: Backend> State<B> {
     /// every segment of every pool goes back to the device (one device synchronize first, as
     /// for any segment release). Nothing panics: failures are logged and the segments they
     /// concern are left to the device. During a capture nothing can be freed (the device refuses
-    /// to synchronize), so the segments are left with a warning.
+    /// to synchronize), so the segments are left with a warning. Blocks a live captured graph
+    /// still uses ([`crate::graph_pins`]) are not freed: their segments are left to the device,
+    /// with a warning, so the graph's replays never touch memory handed to someone else.
     pub(crate) fn release_all_on_drop(&mut self, dev: &Device<B>) {
         if self.arena.segments.is_empty() {
             return;
+        }
+        if self.pins.posted() {
+            self.release_pins(dev);
+        }
+        if !self.pins.freed().is_empty() {
+            let bytes: u64 = self
+                .pins
+                .freed()
+                .iter()
+                .map(|&b| self.arena.blocks.get(b).size)
+                .sum();
+            tracing::warn!(
+                blocks = self.pins.freed().len(),
+                bytes,
+                "allocator dropped while captured graphs still use some of its memory: the segments holding it are not returned to the device"
+            );
         }
         if dev.is_capturing() {
             tracing::warn!(

@@ -41,10 +41,19 @@ impl<B: Backend> State<B> {
     /// is still pending: its final state is not known yet.
     fn settle_pending(&mut self, dev: &Device<B>, pool: PoolId) -> Result<(), AllocError> {
         self.process_pending(dev, true);
-        let pending = self.pending.blocks.iter().find(|&&b| {
-            let blk = self.arena.blocks.get(b);
-            blk.pool == pool && blk.status == Status::Pending
-        });
+        if self.pins.posted() {
+            self.release_pins(dev);
+        }
+        // Blocks freed while a live graph uses them are pending too.
+        let pending = self
+            .pending
+            .blocks
+            .iter()
+            .chain(self.pins.freed())
+            .find(|&&b| {
+                let blk = self.arena.blocks.get(b);
+                blk.pool == pool && blk.status == Status::Pending
+            });
         match pending {
             Some(&b) => Err(AllocError::CheckpointPendingFrees {
                 pool: pool.0,

@@ -19,9 +19,11 @@
 //! (`braid_acl_sys::aclnn::status_name`) and `aclGetRecentErrMsg`'s text.
 
 pub(crate) mod kernels;
+mod muls;
 mod objects;
 
 pub use kernels::{acl_data_type, AclPrepared, BUSY_UNSUPPORTED};
+pub use muls::muls_op;
 pub use objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
 
 use crate::api::AclApi;

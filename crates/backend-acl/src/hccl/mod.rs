@@ -88,7 +88,14 @@ impl HcclApi {
         env: impl Fn(&str) -> Option<OsString>,
         acl: &'static AclApi,
     ) -> Result<HcclApi, LoadError> {
-        let configured = env(LIB_ENV).is_some_and(|v| !v.is_empty());
+        // braid's rule: a variable set to nothing is refused by name, never read as unset
+        // (which would take HCCL from braid-acl-sim).
+        let configured = braid_acl_sys::variable(&env, LIB_ENV)
+            .map_err(|source| LoadError::Variable {
+                what: LIBRARIES.what,
+                source,
+            })?
+            .is_some();
         let loaded = if !configured && acl.is_braid_acl_sim() {
             loader::load_from(LIBRARIES.what, &[acl.path()])?
         } else {

@@ -14,9 +14,9 @@
 //! other threads' ranks, or fail at once naming what is missing ([`Engine::may_be_released`]).
 
 use crate::capture::{ExternalEvents, Node};
-use crate::engine::{invalid, Engine};
+use crate::engine::Engine;
 use crate::op::Op;
-use braid_stream_core::collective::CallKey;
+use braid_stream_core::collective::{CallKey, Incomplete};
 use braid_stream_core::hal::HalError;
 use braid_stream_core::sync::{thread, Condvar};
 use std::collections::{BTreeMap, HashMap, VecDeque};
@@ -315,29 +315,44 @@ impl Engine {
             return true;
         };
         let me = thread::current().id();
-        let only_me = drivers.threads.iter().all(|t| *t == me);
         let missing = self.coll.comms[comm].matcher.missing(key);
-        !(only_me && missing.iter().all(|r| drivers.ranks.contains(r)))
+        // Released when some missing rank was never driven (its thread may not have reached
+        // its first call) or was driven by another thread.
+        missing.iter().any(|r| {
+            drivers
+                .ranks
+                .get(r)
+                .is_none_or(|threads| threads.iter().any(|t| *t != me))
+        })
     }
 
     /// The error of a host call that would wait on stream `s`, whose work is held back.
     pub(crate) fn blocked_stream(&self, s: u32) -> HalError {
         let (device, local) = self.locate(s);
-        invalid(format!(
-            "stream {local} of device {device} would wait forever: it {}",
-            self.blocker(s, 0)
-        ))
+        let (why, missing) = self.blocker(s, 0);
+        self.incomplete(
+            format!("stream {local} of device {device} would wait forever: it {why}"),
+            missing,
+        )
     }
 
     /// The error of a host call that would wait on event `e`, whose record is held back.
     pub(crate) fn blocked_event(&self, e: usize) -> HalError {
-        invalid(format!(
-            "event {e} would never complete: {}",
-            self.event_blocker(e, 0)
-        ))
+        let (why, missing) = self.event_blocker(e, 0);
+        self.incomplete(format!("event {e} would never complete: {why}"), missing)
     }
 
-    fn event_blocker(&self, e: usize, depth: u32) -> String {
+    fn incomplete(&self, what: String, missing: Vec<u32>) -> HalError {
+        HalError::CollectiveIncomplete(Box::new(Incomplete {
+            what,
+            missing,
+            waited: None,
+            timeout: self.collective_timeout,
+        }))
+    }
+
+    /// Why event `e`'s record is held back, and the ranks whose missing parts hold it.
+    fn event_blocker(&self, e: usize, depth: u32) -> (String, Vec<u32>) {
         match self
             .coll
             .backlog
@@ -345,17 +360,23 @@ impl Engine {
         {
             Some(s) if depth < 4 => {
                 let (device, local) = self.locate(s);
-                format!(
-                    "its record is held back on stream {local} of device {device}, which {}",
-                    self.blocker(s, depth + 1)
+                let (why, missing) = self.blocker(s, depth + 1);
+                (
+                    format!(
+                        "its record is held back on stream {local} of device {device}, which {why}"
+                    ),
+                    missing,
                 )
             }
-            _ => "its record is held back behind a collective".to_string(),
+            _ => (
+                "its record is held back behind a collective".to_string(),
+                Vec::new(),
+            ),
         }
     }
 
-    /// What stream `s`'s held-back work waits for.
-    fn blocker(&self, s: u32, depth: u32) -> String {
+    /// What stream `s`'s held-back work waits for, and the ranks whose missing parts hold it.
+    fn blocker(&self, s: u32, depth: u32) -> (String, Vec<u32>) {
         let front = match self.coll.backlog.front(s).map(|d| &d.action) {
             Some(Held::Graph(id)) => self
                 .run_blocker(*id)
@@ -374,22 +395,30 @@ impl Engine {
                 let state = &self.coll.comms[*comm];
                 let missing = state.matcher.missing(key);
                 if missing.is_empty() {
-                    format!(
-                        "waits for {key} of communicator {comm}, issued by every rank but not \
-                         yet reached by every rank's stream"
+                    (
+                        format!(
+                            "waits for {key} of communicator {comm}, issued by every rank but \
+                             not yet reached by every rank's stream"
+                        ),
+                        missing,
                     )
                 } else {
                     let list: Vec<String> = missing.iter().map(u32::to_string).collect();
-                    format!(
-                        "waits for {key} of communicator {comm}, which rank(s) {} have not issued",
-                        list.join(", ")
+                    (
+                        format!(
+                            "waits for {key} of communicator {comm}, which rank(s) {} have not \
+                             issued",
+                            list.join(", ")
+                        ),
+                        missing,
                     )
                 }
             }
             (_, Some(Held::Work(Work::Wait(e)))) => {
-                format!("waits on event {e}: {}", self.event_blocker(*e, depth))
+                let (why, missing) = self.event_blocker(*e, depth);
+                (format!("waits on event {e}: {why}"), missing)
             }
-            _ => "holds back work".to_string(),
+            _ => ("holds back work".to_string(), Vec::new()),
         }
     }
 }

@@ -259,12 +259,13 @@ impl CollectiveBackend for SimBackend {
     /// synchronize, event elapsed time, `free_host`) that would wait on held-back work waits
     /// for the other ranks' parts, submitted by other host threads, up to the node's
     /// [`SimConfig::collective_timeout`](crate::SimConfig#structfield.collective_timeout)
-    /// (the simulator's `HCCL_EXEC_TIMEOUT`), then fails naming the ranks that have not issued
-    /// the call. It fails at once, without waiting, when the calling thread is the only one
-    /// that has ever submitted parts to the communicator and has submitted parts of every
-    /// missing rank before (one thread driving every rank can never complete the call); a
-    /// rank that has never submitted a part may be driven by a thread that has not reached
-    /// its first call yet, so a wait on it takes the timeout. Then the collective runs in
+    /// (the simulator's `HCCL_EXEC_TIMEOUT`), then fails with
+    /// [`HalError::CollectiveIncomplete`] naming the ranks that have not issued the call. It
+    /// fails at once, without waiting, when every missing rank's parts have so far been
+    /// submitted by the calling thread only (it drives those ranks and it is blocked: one
+    /// thread driving every rank, or a thread that forgets one of its ranks); a rank that has
+    /// never submitted a part may be driven by a thread that has not reached its first call
+    /// yet, so a wait on it takes the timeout. Then the collective runs in
     /// virtual time (ready at the latest of the parts' submissions and their streams' ends,
     /// for the time the cost model gives on the node's links, occupying every participant's
     /// communication engine and the links the algorithm uses: compute overlaps it), and the

@@ -42,6 +42,17 @@
 //! and all-to-all relays blocks around the ring. A send to a peer that is not a neighbour on
 //! a ring is modelled as one message (cut-through forwarding).
 //!
+//! **Calibration** (the shipped 910B profile, `node` section; `tests/calibration.rs` replays
+//! the published figures). Every collective of two ranks or more pays a fixed cost
+//! ([`LinkParams::overhead_ns`], HCCL's per-call overhead: tens of microseconds measured). Inside
+//! a server `1/β` is the rate one HCCS link sustains *inside a collective*
+//! ([`crate::CollectiveSpec::intra_link_bytes_per_s`], 18 GB/s measured, a third of a peer
+//! copy's 54.68 GB/s), and `γ` is a third of the achievable HBM bandwidth (a reduction reads two
+//! operands and writes one). Ranks spread evenly over several servers run an all-reduce in two
+//! levels as HCCL does on the A2 ([`TwoLevel`]): reduce-scatter inside each server, an
+//! all-reduce of each `1/per_server` shard between the servers (the ports of a server in
+//! parallel), all-gather inside each server; other operations across servers stay flat.
+//!
 //! With one rank nothing is communicated: every bound is zero.
 
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp};
@@ -62,8 +73,9 @@ pub enum Wiring {
     Ring,
 }
 
-/// The numbers the cost model needs: per-link latency and bandwidth, the reduction rate, and
-/// the wiring.
+/// The numbers the cost model needs: per-link latency and bandwidth, the reduction rate, the
+/// wiring, the fixed cost of a call, and for ranks in several servers the intra-server links
+/// of HCCL's two-level all-reduce.
 #[derive(Clone, Copy, PartialEq, Debug)]
 pub struct LinkParams {
     /// Latency of one message on one link (`α`), nanoseconds.
@@ -74,12 +86,32 @@ pub struct LinkParams {
     pub reduce_bytes_per_s: u64,
     /// How the devices are linked.
     pub wiring: Wiring,
+    /// Fixed cost of one collective call (HCCL's per-call overhead), nanoseconds: added once
+    /// to the time of every collective among two ranks or more.
+    pub overhead_ns: u64,
+    /// For ranks spread evenly over several servers (`link_bytes_per_s` then the network's):
+    /// the servers' inner links, over which an all-reduce runs in two levels ([`TwoLevel`]).
+    pub two_level: Option<TwoLevel>,
+}
+
+/// The intra-server half of HCCL's two-level all-reduce across servers: a reduce-scatter
+/// inside each server over its full mesh, an all-reduce of each shard between the servers
+/// (rank `i` of every server together, all servers' ports in parallel), an all-gather inside
+/// each server.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct TwoLevel {
+    /// Ranks in each server (consecutive ranks share a server).
+    pub per_server: u32,
+    /// Latency of one message on an intra-server link, nanoseconds.
+    pub intra_alpha_ns: u64,
+    /// Bytes per second one intra-server link carries inside a collective.
+    pub intra_link_bytes_per_s: u64,
 }
 
 impl LinkParams {
     /// The reduction rate of a device of `profile` on elements of `dtype` (`1/γ`): one
-    /// vector operation per element, at most a third of the memory bandwidth (a reduction
-    /// reads two operands and writes one).
+    /// vector operation per element, at most a third of the achievable memory bandwidth
+    /// (`hbm_effective_bytes_per_s`: a reduction reads two operands and writes one).
     pub fn reduce_rate(profile: &DeviceProfile, dtype: DType) -> u64 {
         let flops = match dtype {
             DType::F32 => profile.vector_f32_flops_per_s,
@@ -87,7 +119,7 @@ impl LinkParams {
         };
         flops
             .saturating_mul(dtype.size())
-            .min(profile.hbm_bytes_per_s / 3)
+            .min(profile.hbm_effective_bytes_per_s / 3)
             .max(1)
     }
 
@@ -97,6 +129,15 @@ impl LinkParams {
 
     fn gamma_ns(&self) -> f64 {
         1e9 / self.reduce_bytes_per_s.max(1) as f64
+    }
+
+    /// The same links without the fixed cost or the second level: one level's parameters.
+    fn one_level(&self) -> LinkParams {
+        LinkParams {
+            overhead_ns: 0,
+            two_level: None,
+            ..*self
+        }
     }
 }
 
@@ -119,6 +160,12 @@ pub enum Algorithm {
     RingRelay,
     /// One message between two ranks.
     Direct,
+    /// HCCL's all-reduce across servers ([`TwoLevel`]): intra-server reduce-scatter (mesh),
+    /// inter-server all-reduce of each shard, intra-server all-gather (mesh).
+    TwoLevel {
+        /// Ranks in each server.
+        per_server: u32,
+    },
 }
 
 impl Algorithm {
@@ -133,6 +180,7 @@ impl Algorithm {
             Algorithm::Pairwise => "pairwise",
             Algorithm::RingRelay => "ring relay",
             Algorithm::Direct => "direct",
+            Algorithm::TwoLevel { .. } => "two-level (intra mesh, inter-server)",
         }
     }
 }
@@ -180,6 +228,16 @@ impl Algorithm {
                 out
             }
             Algorithm::Direct => Vec::new(),
+            Algorithm::TwoLevel { per_server } => {
+                let g = per_server.max(1);
+                (0..p)
+                    .flat_map(|a| {
+                        (0..p)
+                            .filter(move |&b| b != a && (a / g == b / g || a % g == b % g))
+                            .map(move |b| (a, b))
+                    })
+                    .collect()
+            }
         };
         pairs.sort_unstable();
         pairs.dedup();
@@ -298,22 +356,67 @@ fn candidates(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> 
 
 /// The algorithm the simulator runs for `op` among `ranks` ranks with a message of `bytes`
 /// bytes ([`model_bytes`]) on links of `params`, and its time: the cheapest the wiring allows
-/// (the first listed in the module table on a tie). With fewer than two ranks the time is
-/// zero.
+/// (the first listed in the module table on a tie), plus the fixed cost of a call
+/// ([`LinkParams::overhead_ns`]). An all-reduce among ranks spread evenly over several servers
+/// ([`LinkParams::two_level`]) runs in two levels, as HCCL's does. With fewer than two ranks
+/// the time is zero.
 pub fn plan(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> Plan {
-    let all = candidates(op, ranks.max(1), bytes, params);
     if ranks < 2 {
+        let all = candidates(op, ranks.max(1), bytes, params);
         return Plan {
             algorithm: all[0].algorithm,
             ns: 0,
         };
     }
-    all.into_iter()
+    let flat = match two_level(op, ranks, bytes, params) {
+        Some(plan) => plan,
+        None => cheapest(op, ranks, bytes, &params.one_level()),
+    };
+    Plan {
+        ns: flat.ns.saturating_add(params.overhead_ns),
+        ..flat
+    }
+}
+
+/// The cheapest one-level algorithm and its time, without the fixed cost.
+fn cheapest(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> Plan {
+    candidates(op, ranks, bytes, params)
+        .into_iter()
         .reduce(|best, next| if next.ns < best.ns { next } else { best })
         .unwrap_or(Plan {
             algorithm: Algorithm::Direct,
             ns: 0,
         })
+}
+
+/// HCCL's two-level all-reduce when `params` describe ranks in several servers of more than
+/// one rank each: reduce-scatter of the whole message inside each server, all-reduce of each
+/// `1/per_server` shard between the servers (every rank on its own port, in parallel), and
+/// all-gather inside each server; without the fixed cost.
+fn two_level(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> Option<Plan> {
+    let t = params.two_level?;
+    let g = t.per_server;
+    let CollectiveOp::AllReduce(reduce) = op else {
+        return None;
+    };
+    if g < 2 || ranks % g != 0 || ranks / g < 2 {
+        return None;
+    }
+    let intra = LinkParams {
+        alpha_ns: t.intra_alpha_ns,
+        link_bytes_per_s: t.intra_link_bytes_per_s,
+        wiring: Wiring::FullMesh,
+        ..params.one_level()
+    };
+    let shard = bytes.div_ceil(u64::from(g));
+    let ns = cheapest(CollectiveOp::ReduceScatter(reduce), g, bytes, &intra)
+        .ns
+        .saturating_add(cheapest(op, ranks / g, shard, &params.one_level()).ns)
+        .saturating_add(cheapest(CollectiveOp::AllGather, g, bytes, &intra).ns);
+    Some(Plan {
+        algorithm: Algorithm::TwoLevel { per_server: g },
+        ns,
+    })
 }
 
 /// The alpha–beta time in nanoseconds of `op` among `ranks` ranks with a message of `bytes`
@@ -327,12 +430,14 @@ impl Engine {
     /// The cost model's numbers for a collective between processes on `dtype` elements: the
     /// topology's network link, one port per rank, the current device's reduction rate.
     pub fn network_link_params(&self, dtype: braid_stream_core::dtype::DType) -> LinkParams {
-        let network = self.links.topology().network;
+        let topology = self.links.topology();
         LinkParams {
-            alpha_ns: network.latency_ns,
-            link_bytes_per_s: network.bytes_per_s,
+            alpha_ns: topology.network.latency_ns,
+            link_bytes_per_s: topology.network.bytes_per_s,
             reduce_bytes_per_s: LinkParams::reduce_rate(&self.dev().config.profile, dtype),
             wiring: Wiring::Switched,
+            overhead_ns: topology.collective.overhead_ns,
+            two_level: None,
         }
     }
 
@@ -350,29 +455,73 @@ impl Engine {
         self.link_params(&devices, dtype)
     }
 
-    /// The cost model's numbers for a collective among `devices`.
+    /// The cost model's numbers for a collective among `devices` (in rank order).
     pub(crate) fn link_params(
         &self,
         devices: &[usize],
         dtype: braid_stream_core::dtype::DType,
     ) -> LinkParams {
         let topology = self.links.topology();
+        let coll = topology.collective;
         let first = devices.first().copied().unwrap_or(self.cur);
         let one_server = devices
             .iter()
             .all(|&d| topology.same_server(first as u32, d as u32));
-        let (spec, wiring) = if one_server {
-            (topology.intra_server, Wiring::FullMesh)
+        let intra_rate = topology
+            .intra_server
+            .bytes_per_s
+            .min(coll.intra_link_bytes_per_s.max(1));
+        let (alpha_ns, link_bytes_per_s, wiring, two_level) = if one_server {
+            (
+                topology.intra_server.latency_ns,
+                intra_rate,
+                Wiring::FullMesh,
+                None,
+            )
         } else {
-            (topology.network, Wiring::Switched)
+            let two_level = even_servers(topology, devices).map(|per_server| TwoLevel {
+                per_server,
+                intra_alpha_ns: topology.intra_server.latency_ns,
+                intra_link_bytes_per_s: intra_rate,
+            });
+            (
+                topology.network.latency_ns,
+                topology.network.bytes_per_s,
+                Wiring::Switched,
+                two_level,
+            )
         };
         LinkParams {
-            alpha_ns: spec.latency_ns,
-            link_bytes_per_s: spec.bytes_per_s,
+            alpha_ns,
+            link_bytes_per_s,
             reduce_bytes_per_s: LinkParams::reduce_rate(&self.devices[first].config.profile, dtype),
             wiring,
+            overhead_ns: coll.overhead_ns,
+            two_level,
         }
     }
+}
+
+/// Ranks per server when `devices` (in rank order) fill servers in runs of equal length, more
+/// than one rank each, every server once: the shape HCCL's two-level algorithm needs.
+fn even_servers(topology: &crate::Topology, devices: &[usize]) -> Option<u32> {
+    let server = |d: usize| topology.server_of(d as u32);
+    let first = *devices.first()?;
+    let per_server = devices
+        .iter()
+        .take_while(|&&d| server(d) == server(first))
+        .count();
+    if per_server < 2 || devices.len() % per_server != 0 {
+        return None;
+    }
+    let mut seen = std::collections::HashSet::new();
+    for run in devices.chunks(per_server) {
+        let s = server(run[0]);
+        if !run.iter().all(|&d| server(d) == s) || !seen.insert(s) {
+            return None;
+        }
+    }
+    u32::try_from(per_server).ok()
 }
 
 #[cfg(test)]
@@ -389,6 +538,8 @@ mod tests {
             link_bytes_per_s: 1_000_000_000,
             reduce_bytes_per_s: 2_000_000_000,
             wiring,
+            overhead_ns: 0,
+            two_level: None,
         }
     }
 
@@ -594,6 +745,82 @@ mod tests {
     }
 
     #[test]
+    fn the_fixed_cost_is_added_once_to_every_collective_of_two_ranks_or_more() {
+        let with = LinkParams {
+            overhead_ns: 20_000,
+            ..params(Wiring::FullMesh)
+        };
+        let without = params(Wiring::FullMesh);
+        for (op, ranks, bytes) in [
+            (SUM, 8, 800),
+            (SUM, 8, 800_000),
+            (CollectiveOp::AllGather, 4, 4000),
+            (CollectiveOp::Send { peer: 1 }, 2, 500),
+        ] {
+            let (a, b) = (
+                plan(op, ranks, bytes, &with),
+                plan(op, ranks, bytes, &without),
+            );
+            assert_eq!(a.algorithm, b.algorithm);
+            assert_eq!(a.ns, b.ns + 20_000, "{op:?} among {ranks}");
+        }
+        assert_eq!(collective_bound(SUM, 1, 1 << 20, &with), 0);
+    }
+
+    #[test]
+    fn an_all_reduce_across_servers_runs_in_two_levels() {
+        // 2 servers × 4 ranks, n = 8000. Network: α = 1000, 1 GB/s; inside a server α = 100,
+        // 4 GB/s (β = 0.25); γ = 0.5. Intra reduce-scatter (mesh): 3·100 + 8000·0.25/4 +
+        // (3/4)·8000·0.5 = 300 + 500 + 3000; inter all-reduce of the 2000-byte shard between 2
+        // (halving-doubling = ring here, 2·1000 + 2·(1/2)·2000 + (1/2)·2000·0.5 = 4500, taken
+        // first: the ring); intra all-gather 300 + 500. Total 9100, plus the fixed 7.
+        let across = LinkParams {
+            overhead_ns: 7,
+            two_level: Some(TwoLevel {
+                per_server: 4,
+                intra_alpha_ns: 100,
+                intra_link_bytes_per_s: 4_000_000_000,
+            }),
+            ..params(Wiring::Switched)
+        };
+        assert_eq!(
+            plan(SUM, 8, 8000, &across),
+            Plan {
+                algorithm: Algorithm::TwoLevel { per_server: 4 },
+                ns: 9107
+            }
+        );
+        // The flat algorithms over the network are slower: halving-doubling 6000 + 14000 +
+        // 3500.
+        assert_eq!(plan(SUM, 8, 8000, &params(Wiring::Switched)).ns, 23_500);
+        // Other operations, and ranks that do not fill the servers evenly, stay flat.
+        assert_ne!(
+            plan(CollectiveOp::AllGather, 8, 8000, &across).algorithm,
+            Algorithm::TwoLevel { per_server: 4 }
+        );
+        assert_eq!(
+            plan(SUM, 6, 6000, &across).algorithm,
+            Algorithm::Ring,
+            "6 ranks are not 2 servers of 4"
+        );
+        // The links it uses: each server's mesh and the pairs of equal position.
+        let pairs = Algorithm::TwoLevel { per_server: 2 }.pairs(4, 0);
+        assert_eq!(
+            pairs,
+            vec![
+                (0, 1),
+                (0, 2),
+                (1, 0),
+                (1, 3),
+                (2, 0),
+                (2, 3),
+                (3, 1),
+                (3, 2)
+            ]
+        );
+    }
+
+    #[test]
     fn one_rank_costs_nothing() {
         assert_eq!(collective_bound(SUM, 1, 1 << 20, &params(Wiring::Ring)), 0);
         assert_eq!(collective_bound(SUM, 0, 1 << 20, &params(Wiring::Ring)), 0);
@@ -629,10 +856,11 @@ mod tests {
     #[test]
     fn reduce_rate_follows_the_vector_units_and_memory() {
         let p = DeviceProfile::ascend_910b();
-        // f16: 19.5e12 flops × 2 bytes = 39e12 B/s, above HBM/3 ≈ 533e9: memory bound.
+        // f16: 19.5e12 flops × 2 bytes = 39e12 B/s, above the achievable HBM/3 ≈ 467e9:
+        // memory bound.
         assert_eq!(
             LinkParams::reduce_rate(&p, DType::F16),
-            1_600_000_000_000 / 3
+            1_400_000_000_000 / 3
         );
         let slow = DeviceProfile {
             vector_f32_flops_per_s: 1000,

@@ -132,6 +132,7 @@ impl Engine {
             };
             return self.with_frontier(s, |cap, frontier| cap.add(op, frontier));
         }
+        self.refuse_collective_update(s)?;
         let host = self.dev().host_ns;
         self.submit_part(s, comm, rank, *call, None, label, host)?;
         self.pump()
@@ -181,10 +182,10 @@ impl Engine {
         };
         let drivers = self.coll.drivers.entry(comm).or_default();
         let me = thread::current().id();
-        if !drivers.threads.contains(&me) {
-            drivers.threads.push(me);
+        let threads = drivers.ranks.entry(rank).or_default();
+        if !threads.contains(&me) {
+            threads.push(me);
         }
-        drivers.ranks.insert(rank);
         Ok(key)
     }
 

@@ -32,18 +32,16 @@ use crate::op::OpKind;
 use backlog::{Backlog, Deferred};
 use braid_stream_core::sync::thread::ThreadId;
 use communicators::CommState;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 
-/// The host threads that have submitted parts to one communicator, and the ranks whose
-/// parts they submitted: what tells a wait that no other thread can release from one that
-/// another thread may.
+/// Per rank of one communicator, the host threads that have submitted its parts: what tells
+/// a wait that no other thread can release (every missing rank was driven by the waiting
+/// thread only) from one that another thread may.
 #[derive(Debug, Default)]
 struct Drivers {
-    /// Every thread that has submitted a part (a handful: one per rank at most, usually).
-    threads: Vec<ThreadId>,
-    /// The ranks that have submitted a part.
-    ranks: BTreeSet<u32>,
+    /// Rank → the threads that submitted its parts (one, usually).
+    ranks: BTreeMap<u32, Vec<ThreadId>>,
 }
 
 /// Numbers nodes uniquely within the process (root infos name their node).

@@ -24,6 +24,7 @@ impl Engine {
             )));
         }
         let capture = st.capture.as_ref().map(|sc| (sc.id, sc.frontier.clone()));
+        self.ipc_check_use(e, true, capture.is_some())?;
         match (capture_record(capture.is_some(), external), capture) {
             (RecordOutcome::RecordNode, _) => {
                 self.with_frontier(s, |cap, _| cap.external.records.push(e))
@@ -43,6 +44,7 @@ impl Engine {
                 let t = st.tail.max(host);
                 let was_pending = self.coll.supersede_record(e);
                 self.record_at(s, e, t);
+                self.ipc_recorded(e, t);
                 if was_pending {
                     // Waits held back on the superseded record may go on.
                     return self.pump();
@@ -56,6 +58,7 @@ impl Engine {
     pub(crate) fn record_at(&mut self, s: u32, e: usize, t: u64) {
         self.sanitizer.record(s, e);
         self.events[e].recorded_on = Some((s, t));
+        self.events[e].record_seq = self.queue.seq();
         if self.record_timeline {
             self.trace.markers.push(Marker {
                 stream: s,
@@ -75,6 +78,7 @@ impl Engine {
         );
         let record = self.event(e)?.record.clone();
         let host = self.devices[self.cur].host_ns;
+        self.ipc_check_use(e, false, self.stream(s)?.capture.is_some())?;
         if self.stream(s)?.capture.is_none() {
             if self.coll.is_deferred(s) || self.coll.is_pending(e) {
                 // Behind a collective not yet run, or on a record held back behind one.
@@ -298,14 +302,22 @@ impl Engine {
                 members: BTreeSet::from([s]),
                 nodes: Vec::new(),
                 external: ExternalEvents::default(),
+                open_groups: BTreeMap::new(),
+                groups: Vec::new(),
             },
         );
         tracing::debug!(stream = s, capture = id, ?mode, "sim capture begin");
         Ok(())
     }
 
-    /// Ends the capture whose origin is `s` and returns its nodes and external events.
-    pub fn end_capture(&mut self, s: u32) -> Result<(Vec<Node>, ExternalEvents), HalError> {
+    /// Ends the capture begun on stream `s`: its nodes, external events, number of member
+    /// streams (the origin included) and the handles of its task groups (to bind to the
+    /// graph, [`Engine::bind_task_groups`]).
+    #[allow(clippy::type_complexity)]
+    pub fn end_capture(
+        &mut self,
+        s: u32,
+    ) -> Result<(Vec<Node>, ExternalEvents, usize, Vec<u64>), HalError> {
         self.host_call("end_capture");
         let Some(sc) = &self.stream(s)?.capture else {
             return Err(invalid(format!("stream {s} is not capturing")));
@@ -334,7 +346,8 @@ impl Engine {
             members = cap.members.len(),
             "sim capture end"
         );
-        Ok((cap.nodes, cap.external))
+        let members = cap.members.len();
+        Ok((cap.nodes, cap.external, members, cap.groups))
     }
 
     /// Capture status of stream `s`.
@@ -410,7 +423,7 @@ impl Engine {
                     first_report = reports.into_iter().next();
                 }
             }
-            let end = self.place(node.op.clone(), slot, true);
+            let end = self.place(node.op.clone(), slot, Some(s));
             ends.push(end);
         }
         if let Some(r) = replay {

@@ -214,7 +214,7 @@ impl Engine {
                     None => {
                         let slot = self.slot(&node.op, ready);
                         let info = op_info(&node.op, &slot, self.locate(node.op.stream), true);
-                        self.place(node.op.clone(), slot, true);
+                        self.place(node.op.clone(), slot, Some(s));
                         self.run_node_placed(s, i, info);
                     }
                     Some((comm, key)) => {

@@ -13,12 +13,16 @@
 //! The parts: this module holds the state, the clocks and memory calls; `submit` checks and
 //! places ops (peer copies on links), `events` has events, synchronization, captures and
 //! graph launches, `graph_run` the replay of graphs holding collectives (their captured
-//! streams kept concurrent), `observe` the timeline, statistics, reports and trace export.
+//! streams kept concurrent), `failures` the user operators whose body failed, `observe` the
+//! timeline, statistics, reports and trace export.
 
 mod events;
+mod failures;
 mod graph_run;
+mod ipc;
 mod observe;
 mod submit;
+mod task_group;
 
 pub(crate) use graph_run::GraphRuns;
 pub(crate) use submit::op_info_at;
@@ -29,6 +33,7 @@ use crate::capture::{self, Capture, ExternalEvents, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
 use crate::device_state::DeviceState;
 use crate::fault::{CallKind, FaultState};
+use crate::ipc::IpcState;
 use crate::limits::Limits;
 use crate::link::{Links, Route};
 use crate::memory::{Memory, PageRun};
@@ -89,6 +94,9 @@ struct EventState {
     record: EventRecord,
     /// Stream (node-wide index) and time of the last eager record (for timeline flows).
     recorded_on: Option<(u32, u64)>,
+    /// [`DataQueue::seq`] at the last eager record: the record comes after the ops queued up
+    /// to it (a failed operator is reported by the events recorded on its stream after it).
+    record_seq: u64,
 }
 
 pub(crate) fn invalid(msg: impl Into<String>) -> HalError {
@@ -132,6 +140,11 @@ pub(crate) struct Engine {
     pub(crate) queue: DataQueue,
     captures: BTreeMap<u64, Capture>,
     next_capture: u64,
+    /// Task groups by handle ([`task_group`]).
+    task_groups: BTreeMap<u64, task_group::GroupRecord>,
+    /// Updates in progress, by stream: the group and the operators re-issued so far.
+    updates: BTreeMap<u32, (u64, Vec<Op>)>,
+    next_task_group: u64,
     pub(crate) timeline: Ring<OpRecord>,
     /// The most records of each kind the timeline and the trace log keep.
     pub(crate) timeline_capacity: usize,
@@ -150,6 +163,10 @@ pub(crate) struct Engine {
     pub(crate) progress: Arc<Condvar>,
     /// How long such a synchronization waits (the first device's configuration).
     pub(crate) collective_timeout: Duration,
+    /// Memory and events shared with other processes ([`crate::ipc`]).
+    ipc: IpcState,
+    /// How long a wait on another process's event blocks (the first device's configuration).
+    ipc_timeout: Duration,
 }
 
 impl Engine {
@@ -170,6 +187,7 @@ impl Engine {
         let record_timeline = first.record_timeline;
         let timeline_capacity = first.timeline_capacity;
         let collective_timeout = first.collective_timeout;
+        let ipc_timeout = first.ipc_timeout;
         let mut sanitizer = Sanitizer::new(first.sanitizer);
         let lifetimes = first.sanitizer != SanitizerMode::Off || record_timeline;
         let mut streams = Vec::with_capacity(configs.len());
@@ -210,6 +228,9 @@ impl Engine {
             queue: DataQueue::default(),
             captures: BTreeMap::new(),
             next_capture: 1,
+            task_groups: BTreeMap::new(),
+            updates: BTreeMap::new(),
+            next_task_group: 1,
             timeline: Ring::new(timeline_capacity),
             timeline_capacity,
             lifetimes,
@@ -217,6 +238,8 @@ impl Engine {
             coll: Collectives::new(),
             progress: Arc::new(Condvar::new()),
             collective_timeout,
+            ipc: IpcState::default(),
+            ipc_timeout,
         }
     }
 
@@ -351,6 +374,12 @@ impl Engine {
             }
         }
         self.queue.drain(now, &mut self.memories);
+        if self.queue.has_failures() {
+            self.report_failed_ops();
+        }
+        if !self.ipc.events_out.is_empty() {
+            self.ipc_publish();
+        }
     }
 
     /// Charges one cheap host call `what` (create, alloc, free, memory info, capture calls).
@@ -410,6 +439,7 @@ impl Engine {
             external: flags.external,
             record: EventRecord::Never,
             recorded_on: None,
+            record_seq: 0,
         });
         self.events.len() - 1
     }
@@ -433,6 +463,7 @@ impl Engine {
             self.end_lifetime(ptr)?;
         }
         self.memories[self.cur].free(ptr)?;
+        self.ipc_segment_freed(ptr.0);
         self.memory_sample();
         Ok(())
     }
@@ -541,6 +572,7 @@ impl Engine {
     pub fn free_physical(&mut self, handle: u64) -> Result<(), HalError> {
         self.host_call("free_physical");
         self.memories[self.cur].free_physical(handle)?;
+        self.ipc_physical_freed(handle);
         self.memory_sample();
         Ok(())
     }
@@ -548,7 +580,8 @@ impl Engine {
     /// Maps the physical memory of `handle` at `at` inside a reservation.
     pub fn map_handle(&mut self, at: DevicePtr, handle: u64) -> Result<(), HalError> {
         self.host_call("map");
-        self.memories[self.cur].map_handle(at, handle)
+        self.memories[self.cur].map_handle(at, handle)?;
+        self.ipc_physical_mapped(at, handle)
     }
 
     /// Unmaps the mapping starting at `at`; returns its handle.
@@ -573,6 +606,7 @@ impl Engine {
                     start_ns: at,
                     end_ns: at,
                     from_graph: false,
+                    rank: None,
                 })
                 .map_err(|r| sanitizer_error(&r))?;
         }
@@ -627,10 +661,10 @@ impl Engine {
     /// A sub-allocator handed out `range` on stream `local` of the current device (see
     /// [`crate::SimDevice::sanitizer_note_alloc`]).
     pub fn note_alloc(&mut self, range: DeviceSlice, local: u32) -> Result<(), HalError> {
-        self.local_stream(local)?;
+        let s = self.local_stream(local)?;
         self.track_lifetimes();
         self.sanitizer
-            .block_alloc(range)
+            .block_alloc(range, s)
             .map_err(|e| invalid(format!("sanitizer_note_alloc: {e}")))?;
         self.memory_sample();
         Ok(())
@@ -653,6 +687,7 @@ impl Engine {
                 start_ns: at,
                 end_ns: at,
                 from_graph: false,
+                rank: None,
             })
             .map_err(|e| invalid(format!("sanitizer_note_free: {e}")))?;
         self.memory_sample();

@@ -87,6 +87,12 @@ impl Engine {
         if capturing {
             return self.with_frontier(s, |cap, frontier| cap.add(op, frontier));
         }
+        if let Some((_, ops)) = self.updates.get_mut(&s) {
+            // Re-issued into a task group being updated: replaces the group's operator at
+            // the end of the update instead of running.
+            ops.push(op);
+            return Ok(());
+        }
         let host = self.dev().host_ns;
         if self.coll.is_deferred(s) {
             self.coll.hold(s, host, Work::Op(op));
@@ -105,7 +111,7 @@ impl Engine {
         self.sanitizer
             .eager_op(s, &acc, || op_info(&op, &slot, at, false))
             .map_err(|r| sanitizer_error(&r))?;
-        let end = self.place(op, slot, false);
+        let end = self.place(op, slot, None);
         let st = self.stream_mut(s)?;
         st.tail = st.tail.max(end);
         Ok(())
@@ -187,11 +193,11 @@ impl Engine {
     }
 
     /// Runs `f` on the capture stream `s` records into and on its frontier.
-    pub(crate) fn with_frontier(
+    pub(crate) fn with_frontier<T>(
         &mut self,
         s: u32,
-        f: impl FnOnce(&mut Capture, &mut Vec<usize>),
-    ) -> Result<(), HalError> {
+        f: impl FnOnce(&mut Capture, &mut Vec<usize>) -> T,
+    ) -> Result<T, HalError> {
         let Some(sc) = self
             .streams
             .get_mut(s as usize)
@@ -203,8 +209,7 @@ impl Engine {
             .captures
             .get_mut(&sc.id)
             .ok_or_else(|| invalid("stream is in a capture that no longer exists"))?;
-        f(cap, &mut sc.frontier);
-        Ok(())
+        Ok(f(cap, &mut sc.frontier))
     }
 
     /// Where `op`, ready at `ready`, would run: the earliest time at or after `ready` at which
@@ -249,8 +254,10 @@ impl Engine {
     }
 
     /// Places `op` in `slot` (from [`Engine::slot`], with nothing placed in between); returns
-    /// its end time.
-    pub(super) fn place(&mut self, op: Op, slot: Slot, from_graph: bool) -> u64 {
+    /// its end time. `launch`: the stream that launched the graph `op` is a node of (`None`
+    /// for eager work); a failure of the op is reported there.
+    pub(super) fn place(&mut self, op: Op, slot: Slot, launch: Option<u32>) -> u64 {
+        let from_graph = launch.is_some();
         let unit = op.kind.unit();
         let (start, end) = (slot.start, slot.end);
         let d = self.device_of_stream(op.stream);
@@ -291,7 +298,8 @@ impl Engine {
             });
         }
         if self.mode == SimMode::Data {
-            self.queue.push(start, end, op.kind, d);
+            let report = launch.unwrap_or(op.stream);
+            self.queue.push_on(start, end, op.kind, d, report);
         }
         end
     }
@@ -329,5 +337,9 @@ pub(crate) fn op_info_at(
         start_ns: start,
         end_ns: end,
         from_graph,
+        rank: match &op.kind {
+            OpKind::Collective(part) => Some(part.rank),
+            _ => None,
+        },
     }
 }

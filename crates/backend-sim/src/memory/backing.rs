@@ -20,6 +20,9 @@ pub(super) struct Backing {
     touched: Vec<u64>,
     /// Bytes of the touched pages (each counted whole, the last one up to the map's end).
     resident: u64,
+    /// Ranges whose bytes live in a map shared with other processes instead
+    /// ([`crate::ipc`]): (offset, map), disjoint, by offset.
+    overlays: Vec<(u64, MmapMut)>,
 }
 
 impl std::fmt::Debug for Backing {
@@ -27,6 +30,7 @@ impl std::fmt::Debug for Backing {
         f.debug_struct("Backing")
             .field("len", &self.map.len())
             .field("resident", &self.resident)
+            .field("shared_ranges", &self.overlays.len())
             .finish()
     }
 }
@@ -42,7 +46,67 @@ impl Backing {
             map,
             touched: vec![0; size.div_ceil(PAGE).div_ceil(64) as usize],
             resident: 0,
+            overlays: Vec::new(),
         })
+    }
+
+    /// Makes `[offset, offset + map.len())` live in `map` (a map other processes share) from
+    /// now on; with `copy`, its current bytes move there first. Refused when the range
+    /// leaves the backing or meets another overlay.
+    pub fn overlay(&mut self, offset: u64, mut map: MmapMut, copy: bool) -> Result<(), String> {
+        let (start, len) = (offset as usize, map.len());
+        let end = start.checked_add(len).filter(|&e| e <= self.map.len());
+        let Some(end) = end else {
+            return Err(format!("{len} bytes at offset {offset} leave the segment"));
+        };
+        if self
+            .overlays
+            .iter()
+            .any(|(o, m)| (*o as usize) < end && start < *o as usize + m.len())
+        {
+            return Err(format!(
+                "{len} bytes at offset {offset} overlap a range already shared"
+            ));
+        }
+        if copy {
+            map.copy_from_slice(&self.map[start..end]);
+        }
+        let at = self.overlays.partition_point(|(o, _)| *o < offset);
+        self.overlays.insert(at, (offset, map));
+        Ok(())
+    }
+
+    /// Stops sharing the overlay at `offset`; with `copy`, its bytes come back first.
+    pub fn remove_overlay(&mut self, offset: u64, copy: bool) {
+        if let Some(i) = self.overlays.iter().position(|(o, _)| *o == offset) {
+            let (o, map) = self.overlays.remove(i);
+            if copy {
+                let start = o as usize;
+                self.map[start..start + map.len()].copy_from_slice(&map);
+            }
+        }
+    }
+
+    /// Calls `f(overlay or None, offset inside it or the map, range)` for each piece of
+    /// `[offset, offset + len)`, in order.
+    fn pieces(&self, offset: u64, len: usize, mut f: impl FnMut(Option<usize>, usize, usize)) {
+        let (mut at, end) = (offset as usize, offset as usize + len);
+        for (i, (o, m)) in self.overlays.iter().enumerate() {
+            let (o_start, o_end) = (*o as usize, *o as usize + m.len());
+            if o_end <= at || o_start >= end {
+                continue;
+            }
+            if at < o_start {
+                f(None, at, o_start - at);
+                at = o_start;
+            }
+            let piece_end = end.min(o_end);
+            f(Some(i), at - o_start, piece_end - at);
+            at = piece_end;
+        }
+        if at < end {
+            f(None, at, end - at);
+        }
     }
 
     /// Host bytes this backing holds: the pages written and not discarded since.
@@ -52,8 +116,20 @@ impl Backing {
 
     /// Copies `out.len()` bytes at `offset` into `out`. The caller checked the range.
     pub fn read(&self, offset: u64, out: &mut [u8]) {
-        let at = offset as usize;
-        out.copy_from_slice(&self.map[at..at + out.len()]);
+        if self.overlays.is_empty() {
+            let at = offset as usize;
+            out.copy_from_slice(&self.map[at..at + out.len()]);
+            return;
+        }
+        let mut done = 0;
+        self.pieces(offset, out.len(), |overlay, at, len| {
+            let src = match overlay {
+                Some(i) => &self.overlays[i].1[at..at + len],
+                None => &self.map[at..at + len],
+            };
+            out[done..done + len].copy_from_slice(src);
+            done += len;
+        });
     }
 
     /// Copies `data` to `offset`. The caller checked the range.
@@ -61,8 +137,24 @@ impl Backing {
         if data.is_empty() {
             return;
         }
-        let at = offset as usize;
-        self.map[at..at + data.len()].copy_from_slice(data);
+        if self.overlays.is_empty() {
+            let at = offset as usize;
+            self.map[at..at + data.len()].copy_from_slice(data);
+        } else {
+            let mut parts = Vec::new();
+            self.pieces(offset, data.len(), |overlay, at, len| {
+                parts.push((overlay, at, len))
+            });
+            let mut done = 0;
+            for (overlay, at, len) in parts {
+                let dst = match overlay {
+                    Some(i) => &mut self.overlays[i].1[at..at + len],
+                    None => &mut self.map[at..at + len],
+                };
+                dst.copy_from_slice(&data[done..done + len]);
+                done += len;
+            }
+        }
         let last = (offset + data.len() as u64 - 1) / PAGE;
         for page in offset / PAGE..=last {
             let (word, bit) = ((page / 64) as usize, 1u64 << (page % 64));
@@ -86,6 +178,16 @@ impl Backing {
         );
         if !self.release(start, end) {
             self.map[start..end].fill(0);
+        }
+        // Shared ranges are other processes' memory too: zeroed, never given back.
+        let mut shared = Vec::new();
+        self.pieces(offset, end - start, |overlay, at, len| {
+            if let Some(i) = overlay {
+                shared.push((i, at, len));
+            }
+        });
+        for (i, at, len) in shared {
+            self.overlays[i].1[at..at + len].fill(0);
         }
         for page in offset / PAGE..(offset + len).div_ceil(PAGE) {
             let (word, bit) = ((page / 64) as usize, 1u64 << (page % 64));

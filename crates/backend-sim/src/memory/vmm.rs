@@ -87,6 +87,7 @@ impl Memory {
             Some((_, Some(at))) => Err(still_mapped("free_physical", handle, *at)),
             Some(&(size, None)) => {
                 self.physical.remove(&handle);
+                self.shared_physical.remove(&handle);
                 self.used -= size;
                 self.frees += 1;
                 tracing::debug!(handle, size, used = self.used, "sim free_physical");
@@ -127,6 +128,10 @@ impl Memory {
         let m = self.mapping_at(at).ok_or_else(|| {
             HalError::InvalidArgument(format!("unmap: no mapping starts at {at}"))
         })?;
+        if self.shared_physical.contains(&m.handle) {
+            // The bytes live on in the shared memory (other processes, a later mapping).
+            self.remove_overlay_at(at);
+        }
         self.drop_mappings(at, m.size, 1);
         self.physical.insert(m.handle, (m.size, None));
         tracing::debug!(%at, size = m.size, handle = m.handle, "sim unmap");

@@ -28,7 +28,7 @@ mod units;
 
 pub use document::{CurveFigure, DeviceFigures, Figure, FigureKind, NodeFigures, ProfileDocument};
 
-use crate::topology::{LinkSpec, Topology};
+use crate::topology::{CollectiveSpec, LinkSpec, Topology};
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -82,12 +82,11 @@ pub struct DeviceProfile {
     pub cube_tile: u32,
     /// Bytes one vector unit processes per pass; zero is treated as one.
     pub vector_tile_bytes: u64,
-    /// Nominal device memory (HBM) bandwidth in bytes per second (the datasheet's figure).
-    /// The collective cost model bounds reductions by it; kernels and copies use
-    /// [`DeviceProfile::hbm_effective_bytes_per_s`].
+    /// Nominal device memory (HBM) bandwidth in bytes per second (the datasheet's figure),
+    /// for reports; the cost models use [`DeviceProfile::hbm_effective_bytes_per_s`].
     pub hbm_bytes_per_s: u64,
     /// Achievable HBM bandwidth in bytes per second; bounds memory-heavy kernels,
-    /// device-to-device copies and memsets.
+    /// device-to-device copies, memsets and the reductions inside collectives.
     pub hbm_effective_bytes_per_s: u64,
     /// Physical device memory in bytes (reported, not allocatable: the runtime keeps part).
     pub hbm_bytes: u64,
@@ -200,14 +199,14 @@ pub struct NodeProfile {
     pub intra_server: LinkSpec,
     /// A device's network port for transfers between servers, one direction.
     pub network: LinkSpec,
-    /// Network ports of one server. Recorded for the collective model; the simulator gives
-    /// every device its own port.
+    /// Network ports of one server, for reports: the simulator gives every device its own
+    /// port (the same thing for a server of 8 NPUs and 8 ports).
     pub network_ports_per_server: u32,
-    /// Fixed cost of one collective call, nanoseconds. Recorded for the collective model,
-    /// which does not use it yet.
+    /// Fixed cost of one collective call, nanoseconds (HCCL's per-call overhead), added to
+    /// every collective's time by the cost model.
     pub collective_overhead_ns: u64,
-    /// Bytes per second one link carries inside a collective (measured well below a peer
-    /// copy's rate). Recorded for the collective model, which does not use it yet.
+    /// Bytes per second one intra-server link carries inside a collective (measured well
+    /// below a peer copy's rate): the cost model's `1/β` within a server.
     pub collective_link_bytes_per_s: u64,
 }
 
@@ -220,6 +219,10 @@ impl NodeProfile {
             servers: servers.max(1),
             intra_server: self.intra_server,
             network: self.network,
+            collective: CollectiveSpec {
+                overhead_ns: self.collective_overhead_ns,
+                intra_link_bytes_per_s: self.collective_link_bytes_per_s,
+            },
         }
     }
 }

@@ -4,7 +4,13 @@
 //! fresh lifetime id. Accesses remember the lifetime they touched, so an access that conflicts
 //! with one from an earlier lifetime of the same bytes is a use after free. Freed ranges are
 //! remembered (adjacent ones merged) so that a later access to them can name the free.
+//!
+//! A block handed out over freed bytes remembers that free and the point of its stream the
+//! hand-out follows ([`Reuse`]): an access not ordered after that point cannot belong to the
+//! new buffer (its owner has not been given it yet); it is a stale pointer to the buffer that
+//! was freed, so its conflicts are uses after free naming that free.
 
+use super::clock::Epoch;
 use super::report::OpInfo;
 use crate::memory::AddrMap;
 use braid_stream_core::types::DeviceSlice;
@@ -29,6 +35,18 @@ struct Segment {
 struct Block {
     end: u64,
     life: u64,
+    /// Set when the block was handed out over freed bytes.
+    reuse: Option<Reuse>,
+}
+
+/// A block handed out again over freed bytes (see the module docs).
+#[derive(Debug)]
+pub(crate) struct Reuse {
+    /// The last op of the allocating stream before the hand-out: the new owner's work is
+    /// ordered after it.
+    pub after: Epoch,
+    /// The free of the bytes' previous lifetime.
+    pub freed: Arc<OpInfo>,
 }
 
 #[derive(Debug)]
@@ -39,9 +57,10 @@ struct Freed {
 
 /// Whether a range is live.
 #[derive(Debug)]
-pub(crate) enum Liveness {
-    /// Inside one live allocation with this lifetime id.
-    Live(u64),
+pub(crate) enum Liveness<'a> {
+    /// Inside one live allocation with this lifetime id (and, for a block handed out again
+    /// over freed bytes, where it came from).
+    Live(u64, Option<&'a Reuse>),
     /// Starts in freed memory; the free.
     Freed(Arc<OpInfo>),
     /// Not inside one live allocation, and not freed.
@@ -83,13 +102,13 @@ impl Lifetimes {
     }
 
     /// Whether `[start, end)` lies inside one live allocation, and which.
-    pub fn lookup(&self, start: u64, end: u64) -> Liveness {
+    pub fn lookup(&self, start: u64, end: u64) -> Liveness<'_> {
         let seg = self
             .segments
             .floor(start)
             .filter(|(_, seg)| end <= seg.end && start < seg.end);
         match seg {
-            Some((_, seg)) if !seg.managed => return Liveness::Live(seg.life),
+            Some((_, seg)) if !seg.managed => return Liveness::Live(seg.life, None),
             Some(_) => {
                 let block = self
                     .blocks
@@ -97,7 +116,7 @@ impl Lifetimes {
                     .next_back()
                     .filter(|(_, b)| end <= b.end && start < b.end);
                 if let Some((_, b)) = block {
-                    return Liveness::Live(b.life);
+                    return Liveness::Live(b.life, b.reuse.as_ref());
                 }
             }
             None => {}
@@ -164,8 +183,9 @@ impl Lifetimes {
         }
     }
 
-    /// A block `[start, end)` handed out by a sub-allocator.
-    pub fn block_alloc(&mut self, range: DeviceSlice) -> Result<(), String> {
+    /// A block `[start, end)` handed out by a sub-allocator; `after`: the last op of the
+    /// stream it is handed out on (see [`Reuse`]).
+    pub fn block_alloc(&mut self, range: DeviceSlice, after: Option<Epoch>) -> Result<(), String> {
         let (start, end) = bounds(range)?;
         let Some((base, seg)) = self.segments.floor(start) else {
             return Err(format!("{range:?} is not inside a live segment"));
@@ -192,7 +212,18 @@ impl Lifetimes {
         }
         seg.block_bytes += end - start;
         self.allocated += end - start;
-        self.blocks.insert(start, Block { end, life });
+        let freed = self
+            .freed
+            .range(..=start)
+            .next_back()
+            .filter(|(_, f)| start < f.end)
+            .map(|(_, f)| f.by.clone());
+        // With no op before it on its stream, everything is ordered after the hand-out.
+        let reuse = after
+            .filter(|a| a.count > 0)
+            .zip(freed)
+            .map(|(after, freed)| Reuse { after, freed });
+        self.blocks.insert(start, Block { end, life, reuse });
         self.forget_freed(start, end);
         Ok(())
     }
@@ -296,6 +327,7 @@ mod tests {
             start_ns: 0,
             end_ns: 0,
             from_graph: false,
+            rank: None,
         })
     }
 
@@ -308,13 +340,19 @@ mod tests {
         let base = 4 * SEGMENT_ALIGN;
         let mut l = Lifetimes::default();
         l.segment_alloc(base, 1000);
-        assert!(matches!(l.lookup(base, base + 1000), Liveness::Live(1)));
+        assert!(matches!(
+            l.lookup(base, base + 1000),
+            Liveness::Live(1, None)
+        ));
         assert!(matches!(l.lookup(base, base + 1001), Liveness::Outside));
         assert_eq!(l.allocated(), 1000);
-        l.block_alloc(s(base, 100)).unwrap();
+        l.block_alloc(s(base, 100), None).unwrap();
         assert_eq!(l.allocated(), 100);
-        assert!(l.block_alloc(s(base + 50, 100)).is_err());
-        assert!(matches!(l.lookup(base, base + 100), Liveness::Live(2)));
+        assert!(l.block_alloc(s(base + 50, 100), None).is_err());
+        assert!(matches!(
+            l.lookup(base, base + 100),
+            Liveness::Live(2, None)
+        ));
         assert!(matches!(
             l.lookup(base + 100, base + 101),
             Liveness::Outside
@@ -322,8 +360,15 @@ mod tests {
         l.block_free(s(base, 100), by).unwrap();
         assert!(l.block_free(s(base, 100), by).is_err());
         assert!(matches!(l.lookup(base + 10, base + 20), Liveness::Freed(_)));
-        l.block_alloc(s(base, 50)).unwrap();
-        assert!(matches!(l.lookup(base, base + 50), Liveness::Live(3)));
+        let after = Epoch { actor: 2, count: 7 };
+        l.block_alloc(s(base, 50), Some(after)).unwrap();
+        match l.lookup(base, base + 50) {
+            Liveness::Live(3, Some(reuse)) => {
+                assert_eq!(reuse.after, after);
+                assert_eq!(reuse.freed.kind, "free");
+            }
+            other => panic!("a block handed out over freed bytes: {other:?}"),
+        }
         assert!(matches!(l.lookup(base + 60, base + 70), Liveness::Freed(_)));
         l.segment_free(base, by);
         assert_eq!(l.allocated(), 0);

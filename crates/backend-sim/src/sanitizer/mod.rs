@@ -263,8 +263,12 @@ impl Sanitizer {
                 continue;
             }
             let (lo, hi) = (range.ptr.0, range.ptr.0.saturating_add(range.len));
-            let life = match self.lifetimes.lookup(lo, hi) {
-                Liveness::Live(life) => life,
+            let (life, stale) = match self.lifetimes.lookup(lo, hi) {
+                // Not ordered after the block's hand-out: a stale pointer to a freed buffer.
+                Liveness::Live(life, reuse) => (
+                    life,
+                    reuse.filter(|r| !vc.covers(r.after)).map(|r| &r.freed),
+                ),
                 Liveness::Freed(by) => {
                     add(RaceKind::UseAfterFree, Some(&by), lo, hi);
                     continue;
@@ -274,15 +278,19 @@ impl Sanitizer {
                     continue;
                 }
             };
-            self.shadow.conflicts(lo, hi, write, vc, |c| {
-                let kind = if c.prior.life != life {
-                    RaceKind::UseAfterFree
+            self.shadow.conflicts(lo, hi, write, life, vc, |c| {
+                let (kind, first) = if c.unwritten {
+                    (RaceKind::UnwrittenRead, &c.prior.op)
+                } else if let Some(freed) = stale {
+                    (RaceKind::UseAfterFree, freed)
+                } else if c.prior.life != life {
+                    (RaceKind::UseAfterFree, &c.prior.op)
                 } else if write && c.prior_write {
-                    RaceKind::WriteWrite
+                    (RaceKind::WriteWrite, &c.prior.op)
                 } else {
-                    RaceKind::ReadWrite
+                    (RaceKind::ReadWrite, &c.prior.op)
                 };
-                add(kind, Some(&c.prior.op), c.start, c.end);
+                add(kind, Some(first), c.start, c.end);
             });
             live.push((lo, hi, life, write));
         }
@@ -424,6 +432,58 @@ impl Sanitizer {
         }
     }
 
+    /// The op `failed` names (a user operator of device `device` that ran from `start_ns` to
+    /// `end_ns`, labelled `label`) failed on the device: the bytes of `writes` it was the last
+    /// to write are marked unwritten, so later reads of them are reported
+    /// ([`RaceKind::UnwrittenRead`]), and so are the reads submitted since (queued behind it).
+    pub fn op_failed(
+        &mut self,
+        device: u32,
+        label: &str,
+        (start_ns, end_ns): (u64, u64),
+        writes: &[DeviceSlice],
+    ) {
+        if !self.on() {
+            return;
+        }
+        let is_failed = |op: &OpInfo| {
+            op.device == device
+                && op.start_ns == start_ns
+                && op.end_ns == end_ns
+                && op.label.as_ref() == label
+        };
+        // Each reader once, with the union of the bytes it read (as `access` merges).
+        let mut readers: Vec<(Arc<OpInfo>, u64, u64)> = Vec::new();
+        let mut failed: Option<Arc<OpInfo>> = None;
+        for w in writes {
+            let (lo, hi) = (w.ptr.0, w.ptr.0.saturating_add(w.len));
+            let marked =
+                self.shadow
+                    .mark_unwritten(lo, hi, is_failed, |read, lo, hi| {
+                        match readers.iter_mut().find(|r| Arc::ptr_eq(&r.0, &read.op)) {
+                            Some(r) => {
+                                r.1 = r.1.min(lo);
+                                r.2 = r.2.max(hi);
+                            }
+                            None => readers.push((read.op.clone(), lo, hi)),
+                        }
+                    });
+            failed = failed.or(marked);
+        }
+        let first = failed.map(|op| op.to_ref());
+        let reports = readers
+            .into_iter()
+            .map(|(reader, lo, hi)| RaceReport {
+                kind: RaceKind::UnwrittenRead,
+                range: slice(lo, hi),
+                first: first.clone(),
+                second: reader.to_ref(),
+                hint: None,
+            })
+            .collect();
+        self.store(reports);
+    }
+
     // ----- lifetimes -----
 
     /// A segment was allocated.
@@ -452,7 +512,7 @@ impl Sanitizer {
         }
         let free = Arc::new(free());
         let mut found: Vec<(Arc<OpInfo>, u64, u64)> = Vec::new();
-        self.shadow.conflicts(base, end, true, &self.host, |c| {
+        self.shadow.conflicts(base, end, true, 0, &self.host, |c| {
             match found.iter_mut().find(|f| Arc::ptr_eq(&f.0, &c.prior.op)) {
                 Some(f) => {
                     f.1 = f.1.min(c.start);
@@ -496,9 +556,14 @@ impl Sanitizer {
         }
     }
 
-    /// A sub-allocator handed out `range`.
-    pub fn block_alloc(&mut self, range: DeviceSlice) -> Result<(), String> {
-        self.lifetimes.block_alloc(range)
+    /// A sub-allocator handed out `range` for use on stream `s`: work of other streams must
+    /// be ordered after `s`'s work so far to use it (see `lifetime`'s docs).
+    pub fn block_alloc(&mut self, range: DeviceSlice, s: u32) -> Result<(), String> {
+        let after = self.streams.get(s as usize).map(|st| Epoch {
+            actor: st.actor,
+            count: st.vc.get(st.actor),
+        });
+        self.lifetimes.block_alloc(range, after)
     }
 
     /// A sub-allocator took back `range`; `by` names the free.

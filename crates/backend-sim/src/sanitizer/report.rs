@@ -20,6 +20,10 @@ pub enum RaceKind {
     /// An access outside every live allocation (never allocated, or straddling the end of an
     /// allocation).
     OutOfBounds,
+    /// A read of bytes whose last writer failed on the device (a user operator whose host body
+    /// panicked): they hold nothing that operator computed. Reported for every such read,
+    /// ordered after the failure or not, until something writes the bytes again.
+    UnwrittenRead,
 }
 
 impl fmt::Display for RaceKind {
@@ -29,6 +33,7 @@ impl fmt::Display for RaceKind {
             RaceKind::WriteWrite => "write-write race",
             RaceKind::UseAfterFree => "use after free",
             RaceKind::OutOfBounds => "access outside any live allocation",
+            RaceKind::UnwrittenRead => "read of memory a failed operator left unwritten",
         })
     }
 }
@@ -53,6 +58,8 @@ pub struct OpRef {
     pub from_graph: bool,
     /// The tag of its stream, when the front layer made it a tagged stream.
     pub stream_tag: Option<String>,
+    /// For a rank's part of a collective, the rank.
+    pub rank: Option<u32>,
 }
 
 impl fmt::Display for OpRef {
@@ -64,6 +71,9 @@ impl fmt::Display for OpRef {
             (None, _) => f.write_str("host")?,
         }
         write!(f, " `{}` ({}", self.label, self.kind)?;
+        if let Some(rank) = self.rank {
+            write!(f, ", rank {rank}")?;
+        }
         if self.from_graph {
             f.write_str(", graph node")?;
         }
@@ -84,7 +94,8 @@ pub struct RaceReport {
     /// The bytes involved (the union of the overlapping ranges of the two ops).
     pub range: DeviceSlice,
     /// The earlier op (in submission order); for a use after free of a freed range, the free;
-    /// `None` for an access to memory that was never allocated.
+    /// for an unwritten read, the operator that failed; `None` for an access to memory that
+    /// was never allocated.
     pub first: Option<OpRef>,
     /// The later op: the one whose submission revealed the problem.
     pub second: OpRef,
@@ -123,6 +134,8 @@ pub(crate) struct OpInfo {
     pub start_ns: u64,
     pub end_ns: u64,
     pub from_graph: bool,
+    /// For a rank's part of a collective, the rank.
+    pub rank: Option<u32>,
 }
 
 impl OpInfo {
@@ -137,6 +150,7 @@ impl OpInfo {
             end_ns: self.end_ns,
             from_graph: self.from_graph,
             stream_tag: None,
+            rank: self.rank,
         }
     }
 }
@@ -161,6 +175,7 @@ mod tests {
             end_ns: 2500,
             from_graph: false,
             stream_tag: None,
+            rank: None,
         };
         let r = RaceReport {
             kind: RaceKind::WriteWrite,

@@ -5,6 +5,9 @@
 //! against the intervals it overlaps (a write against the last write and all reads, a read
 //! against the last write), so the cost of an access is logarithmic in the number of intervals
 //! plus the number it overlaps.
+//!
+//! An interval whose last write failed (a user operator whose host body panicked) is marked
+//! unwritten: every later read of it is a conflict, ordered or not, until something writes it.
 
 use super::clock::{Epoch, VectorClock};
 use super::report::OpInfo;
@@ -29,6 +32,8 @@ struct Cell {
     end: u64,
     write: Option<Access>,
     reads: Vec<Access>,
+    /// The last write failed: the bytes hold nothing it wrote.
+    unwritten: bool,
 }
 
 /// An earlier access that the new one is not ordered after.
@@ -37,6 +42,9 @@ pub(crate) struct Conflict<'a> {
     pub prior: &'a Access,
     /// Whether the earlier access was a write.
     pub prior_write: bool,
+    /// The earlier access is a failed write the new access reads ([`Shadow::mark_unwritten`]):
+    /// a conflict whatever the ordering.
+    pub unwritten: bool,
     /// Overlap with the new access.
     pub start: u64,
     /// End of the overlap.
@@ -51,13 +59,15 @@ pub(crate) struct Shadow {
 
 impl Shadow {
     /// Calls `f` for every earlier access overlapping `[start, end)` that conflicts with a new
-    /// access (a write conflicts with writes and reads, a read with writes) and that `vc` does
-    /// not cover.
+    /// access of memory lifetime `life` (a write conflicts with writes and reads, a read with
+    /// writes) and that `vc` does not cover, and, for a read, for every failed write of the
+    /// same lifetime it reads, covered or not.
     pub fn conflicts<'a>(
         &'a self,
         start: u64,
         end: u64,
         write: bool,
+        life: u64,
         vc: &VectorClock,
         mut f: impl FnMut(Conflict<'a>),
     ) {
@@ -67,10 +77,12 @@ impl Shadow {
             }
             let (lo, hi) = (cell_start.max(start), cell.end.min(end));
             if let Some(w) = &cell.write {
-                if !vc.covers(w.epoch) {
+                let unwritten = cell.unwritten && !write && w.life == life;
+                if unwritten || !vc.covers(w.epoch) {
                     f(Conflict {
                         prior: w,
                         prior_write: true,
+                        unwritten,
                         start: lo,
                         end: hi,
                     });
@@ -82,6 +94,7 @@ impl Shadow {
                         f(Conflict {
                             prior: r,
                             prior_write: false,
+                            unwritten: false,
                             start: lo,
                             end: hi,
                         });
@@ -89,6 +102,36 @@ impl Shadow {
                 }
             }
         }
+    }
+
+    /// Marks the bytes of `[start, end)` whose last write is the op `failed` names as
+    /// unwritten (the op failed: it wrote nothing), and calls `f` with each read recorded
+    /// there since that write and the bytes it overlaps. Returns the failed op, when some
+    /// bytes were marked.
+    pub fn mark_unwritten(
+        &mut self,
+        start: u64,
+        end: u64,
+        failed: impl Fn(&OpInfo) -> bool,
+        mut f: impl FnMut(&Access, u64, u64),
+    ) -> Option<Arc<OpInfo>> {
+        if start >= end {
+            return None;
+        }
+        self.split(start);
+        self.split(end);
+        let mut op = None;
+        for (&k, cell) in self.cells.range_mut(start..end) {
+            let Some(w) = cell.write.as_ref().filter(|w| failed(&w.op)) else {
+                continue;
+            };
+            op.get_or_insert_with(|| w.op.clone());
+            cell.unwritten = true;
+            for r in &cell.reads {
+                f(r, k, cell.end);
+            }
+        }
+        op
     }
 
     /// Splits the interval containing `at` (if any starts before it) into two at `at`.
@@ -103,6 +146,7 @@ impl Shadow {
             end: cell.end,
             write: cell.write.clone(),
             reads: cell.reads.clone(),
+            unwritten: cell.unwritten,
         };
         cell.end = at;
         debug_assert!(start < at);
@@ -134,6 +178,7 @@ impl Shadow {
                 end,
                 write: Some(access),
                 reads: Vec::new(),
+                unwritten: false,
             },
         );
     }
@@ -174,6 +219,7 @@ impl Shadow {
                     end: e,
                     write: None,
                     reads: vec![access.clone()],
+                    unwritten: false,
                 },
             );
         }
@@ -202,6 +248,7 @@ mod tests {
                 start_ns: 0,
                 end_ns: 0,
                 from_graph: false,
+                rank: None,
             }),
         }
     }
@@ -214,7 +261,7 @@ mod tests {
         vc: &VectorClock,
     ) -> Vec<(u32, bool, u64, u64)> {
         let mut out = Vec::new();
-        sh.conflicts(s, e, write, vc, |c| {
+        sh.conflicts(s, e, write, 1, vc, |c| {
             out.push((c.prior.epoch.actor, c.prior_write, c.start, c.end))
         });
         out.sort();
@@ -252,5 +299,52 @@ mod tests {
         sh.remove(10, 20);
         assert_eq!(sh.len(), 2);
         assert!(found(&sh, 10, 20, true, &empty).is_empty());
+    }
+
+    #[test]
+    fn a_failed_write_conflicts_with_every_later_read_until_rewritten() {
+        let mut sh = Shadow::default();
+        sh.write(0, 100, acc(0, 1));
+        sh.read(20, 40, acc(1, 1));
+        let mut vc = VectorClock::default();
+        vc.set(0, 1);
+        assert!(
+            found(&sh, 0, 100, false, &vc).is_empty(),
+            "ordered reads are fine"
+        );
+        let mut readers = Vec::new();
+        sh.mark_unwritten(
+            10,
+            60,
+            |op| op.label.as_ref() == "x",
+            |r, lo, hi| readers.push((r.epoch.actor, lo, hi)),
+        );
+        assert_eq!(
+            readers,
+            vec![(1, 20, 40)],
+            "the read recorded since the write"
+        );
+        // Ordered or not, a read of the marked bytes conflicts; outside them it does not.
+        let unwritten = |sh: &Shadow, s, e, life, vc: &VectorClock| {
+            let mut out = Vec::new();
+            sh.conflicts(s, e, false, life, vc, |c| {
+                out.push((c.unwritten, c.start, c.end))
+            });
+            out.sort();
+            out
+        };
+        assert_eq!(
+            unwritten(&sh, 0, 100, 1, &vc),
+            vec![(true, 10, 20), (true, 20, 40), (true, 40, 60)]
+        );
+        assert!(
+            unwritten(&sh, 0, 100, 2, &vc).is_empty(),
+            "another lifetime of the bytes"
+        );
+        // A write is checked as usual, and makes the bytes good again.
+        assert!(found(&sh, 10, 60, true, &vc).iter().all(|c| c.0 == 1));
+        sh.write(0, 50, acc(0, 2));
+        vc.set(0, 2);
+        assert_eq!(unwritten(&sh, 0, 100, 1, &vc), vec![(true, 50, 60)]);
     }
 }

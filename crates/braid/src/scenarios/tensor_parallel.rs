@@ -41,7 +41,8 @@
 //! recorded and waited on each way). At a decode batch of 32 tokens every matmul of a rank
 //! takes about as long as its launch, so the host sets the pace: the serial all-reduce
 //! already hides behind the host's next launches, and the overlap's extra calls make the
-//! step slower (on the simulator 5.8 ms serial against 10.9 ms overlapped on 4 devices).
+//! step slower (on the simulator 7.9 ms serial against 10.9 ms overlapped on 4 devices;
+//! `braid plan --devices 4 --batch 32 --seq-len 1`).
 //! There the graph is what helps: it removes the per-call host cost.
 //!
 //! # The graph figure on the simulator
@@ -53,9 +54,9 @@
 //! in [`Mode::Overlap`]. Where the device sets the pace, [`Mode::Graph`] times like
 //! [`Mode::Overlap`] plus the graph launch, which the host pays up front (the profile's
 //! `graph_launch_ns` and `graph_node_ns` per node: about 0.3 ms for this step's graph)
-//! while the eager launches hide behind the device's work: 17.6 ms against 17.3 ms
-//! overlapped and 28.1 ms serial on 4 devices. At a decode batch of 32 tokens, where the
-//! host sets the pace, the graph beats both eager modes (3.2 ms against 5.8 ms serial and
+//! while the eager launches hide behind the device's work: 36.1 ms against 35.8 ms
+//! overlapped and 55.3 ms serial on 4 devices. At a decode batch of 32 tokens, where the
+//! host sets the pace, the graph beats both eager modes (5.0 ms against 7.9 ms serial and
 //! 10.9 ms overlapped on 4 devices).
 //!
 //! [`check()`] runs the overlapped step and its graph replay at a small size on devices that

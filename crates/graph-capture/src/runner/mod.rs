@@ -35,6 +35,8 @@ struct Captured<B: Backend> {
     graph: CapturedGraph<B>,
     bindings: Vec<Binding>,
     outputs: Vec<DeviceSlice>,
+    /// Task groups the model marked ([`RunContext::end_task_group`]), in order.
+    groups: Vec<braid_stream_core::TaskGroup>,
     /// Static inputs and outputs the graph keeps (every mode but the runner pool's).
     _retained: Vec<DeviceBuffer<B>>,
 }
@@ -51,7 +53,8 @@ struct Entry<B: Backend> {
 /// output buffers; the same closure runs eagerly (warm-up, fallback) and under capture. A
 /// call's key is the byte length of every input, plus the address of every user input when
 /// input cloning is off. For each key: the first [`RunnerConfig::warmup_calls`] calls run
-/// eagerly, the next captures (on the runner's own capture stream, into the pool
+/// eagerly, the next captures (on a stream leased from the device's pool for the capture,
+/// `Device::lease_stream`, into the pool
 /// [`RunnerConfig::memory`] selects) and replays, later calls replay. Before a replay, user
 /// inputs are copied into the graph's static buffers and parameters and mutated inputs are
 /// checked: a moved one recaptures the key. Past [`RunnerConfig::capture_limit`] graphs, new
@@ -89,7 +92,8 @@ where
     allocator: CachingAllocator<B>,
     config: RunnerConfig<B>,
     model: M,
-    capture_stream: Stream<B>,
+    /// Where task-group updates are issued ([`GraphRunner::run_updating`]).
+    update_stream: Stream<B>,
     runner_pool: Option<GraphPool<B>>,
     index: HashMap<Vec<u64>, usize>,
     entries: Vec<Entry<B>>,
@@ -119,7 +123,8 @@ where
     B: Backend,
     M: FnMut(&RunContext<'_, B>, &[DeviceSlice]) -> Result<Vec<DeviceBuffer<B>>>,
 {
-    /// A runner of `model` with `config`; creates the runner's capture stream.
+    /// A runner of `model` with `config`. It holds no stream: each capture leases one from
+    /// the device's pool.
     pub fn new(allocator: &CachingAllocator<B>, config: RunnerConfig<B>, model: M) -> Result<Self> {
         if let MemoryReuse::Shared(pool) = &config.memory {
             if !pool.mem_pool().allocator().same_as(allocator) {
@@ -128,12 +133,12 @@ where
                 });
             }
         }
-        let capture_stream = allocator.device().create_stream(0)?;
+        let update_stream = allocator.device().create_stream(0)?;
         Ok(GraphRunner {
             allocator: allocator.clone(),
             config,
             model,
-            capture_stream,
+            update_stream,
             runner_pool: None,
             index: HashMap::new(),
             entries: Vec::new(),
@@ -242,6 +247,36 @@ where
 
     /// The entry of the call's key, created on first sight (the only allocation of a call on
     /// the replay path is none: the key is built in a reused buffer).
+    /// [`GraphRunner::run`] with per-call parameters: when the call would replay a graph
+    /// whose model marked task groups ([`RunContext::begin_task_group`]), `update(i, s)`
+    /// first re-issues group `i`'s operators on the runner's update stream `s` with this
+    /// call's parameters ([`crate::CapturedGraph::update`]), and the replay runs them — no
+    /// recapture. Calls that warm up or capture run the model, which reads the parameters
+    /// itself, and do not call `update`. The previous replay must have been observed
+    /// complete (its outputs read), else [`braid_stream_core::StreamError::UpdateWhileLaunchInFlight`].
+    /// [`RunnerStats::updates`] counts the groups updated.
+    pub fn run_updating(
+        &mut self,
+        stream: &Stream<B>,
+        inputs: &[DeviceSlice],
+        mut update: impl FnMut(usize, &Stream<B>) -> braid_stream_core::Result<()>,
+    ) -> Result<Outputs<'_, B>> {
+        if inputs.len() == self.config.inputs.len() {
+            let idx = self.entry_index(inputs);
+            if let Some(captured) = self.entries[idx].captured.as_ref() {
+                if self.moved_input(captured, inputs).is_none() {
+                    for (i, group) in captured.groups.iter().enumerate() {
+                        captured
+                            .graph
+                            .update(group, &self.update_stream, |s| update(i, s))?;
+                        self.stats.updates += 1;
+                    }
+                }
+            }
+        }
+        self.run(stream, inputs)
+    }
+
     fn entry_index(&mut self, inputs: &[DeviceSlice]) -> usize {
         self.key.clear();
         self.key.extend(inputs.iter().map(|s| s.len));
@@ -328,11 +363,14 @@ where
             tracing::warn!(?reason, "recapturing the graph of an input shape");
         }
         let pool = self.pool_for_capture();
+        // A stream from the device's pool, given back once the graph is captured: runners
+        // of a batch ladder share a few streams instead of holding one each.
+        let capture_stream = self.allocator.device().lease_stream(0)?;
         let clone_inputs = self.config.clone_inputs;
         let kinds = &self.config.inputs;
         let model = &mut self.model;
-        let (graph, (bindings, outputs, statics)) =
-            CaptureSession::new(&self.allocator, &self.capture_stream)
+        let (graph, (bindings, outputs, statics, groups)) =
+            CaptureSession::new(&self.allocator, &capture_stream)
                 .pool(&pool)
                 .mode(self.config.capture_mode)
                 .run(|ctx| {
@@ -351,7 +389,7 @@ where
                         }
                     }
                     let outputs = model(ctx, &slices)?;
-                    Ok((bindings, outputs, statics))
+                    Ok((bindings, outputs, statics, ctx.take_task_groups()))
                 })?;
         let output_slices = outputs.iter().map(DeviceBuffer::slice).collect();
         let retained = match self.config.memory {
@@ -370,6 +408,7 @@ where
             graph,
             bindings,
             outputs: output_slices,
+            groups,
             _retained: retained,
         });
         Ok(())

@@ -17,6 +17,8 @@ pub struct RunnerStats {
     pub recaptures_parameter: u64,
     /// Calls run eagerly because the capture limit was reached.
     pub eager_fallbacks: u64,
+    /// Task groups updated instead of recapturing ([`crate::GraphRunner::run_updating`]).
+    pub updates: u64,
 }
 
 impl RunnerStats {

@@ -1,0 +1,306 @@
+//! The exported aclnn operators of the client families ([`AclnnClientOperators`]): the rest of
+//! the add family (`aclnnAdds`, `aclnnInplaceAdd`, `aclnnInplaceAdds`), the sub family
+//! (`aclnnSub`, `aclnnSubs`, `aclnnInplaceSub`, `aclnnInplaceSubs`: add with `-alpha`), the mul family
+//! (`aclnnMul`, `aclnnInplaceMul`, `aclnnInplaceMuls`) and the fills `aclnnInplaceOne`,
+//! `aclnnInplaceZero`, each with CANN's semantics ([`super::ops`]): broadcasting, strided
+//! tensors, any alpha, in float32, float16 and bfloat16.
+//!
+//! [`AclnnClientOperators`]: braid_acl_sys::aclnn::AclnnClientOperators
+
+use super::exports::{launch, launcher, plan};
+use super::ops;
+use braid_acl_sys::aclnn::{aclOpExecutor, aclScalar, aclTensor, aclnnStatus};
+use std::ffi::c_void;
+
+launcher!(
+    aclnnAdds,
+    aclnnInplaceAdd,
+    aclnnInplaceAdds,
+    aclnnSub,
+    aclnnSubs,
+    aclnnInplaceSub,
+    aclnnInplaceSubs,
+    aclnnMul,
+    aclnnInplaceMul,
+    aclnnInplaceMuls,
+    aclnnInplaceOne,
+    aclnnInplaceZero
+);
+
+/// `out = self + sign * alpha * other` for a tensor `other` (`out` is `self` for the in-place
+/// forms): aclnnAdd's and aclnnSub's family, `sign` 1 or -1.
+///
+/// # Safety
+/// Out pointers null or valid for a write.
+unsafe fn add_tensor(
+    call: &str,
+    (self_, other, out): (usize, usize, usize),
+    alpha: *const aclScalar,
+    sign: f64,
+    workspace_size: *mut u64,
+    executor: *mut *mut aclOpExecutor,
+) -> aclnnStatus {
+    // SAFETY: forwarded.
+    unsafe {
+        plan(call, workspace_size, executor, |o| {
+            ops::binary(call, o, (self_, other, out), Some((alpha as usize, sign)))
+        })
+    }
+}
+
+/// `out = self + sign * alpha * other` for a scalar `other`.
+///
+/// # Safety
+/// Out pointers null or valid for a write.
+unsafe fn add_scalar(
+    call: &str,
+    (self_, out): (usize, usize),
+    (other, alpha): (*const aclScalar, *const aclScalar),
+    sign: f64,
+    workspace_size: *mut u64,
+    executor: *mut *mut aclOpExecutor,
+) -> aclnnStatus {
+    // SAFETY: forwarded.
+    unsafe {
+        plan(call, workspace_size, executor, |o| {
+            ops::with_scalar(
+                call,
+                o,
+                (self_, out),
+                other as usize,
+                Some((alpha as usize, sign)),
+            )
+        })
+    }
+}
+
+/// Exports a `GetWorkspaceSize` of the add and sub families with a tensor `other`.
+macro_rules! add_tensor_export {
+    ($(#[$doc:meta])* $name:ident, out, $sign:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// Out pointers null or valid for a write.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            self_: *const aclTensor,
+            other: *const aclTensor,
+            alpha: *const aclScalar,
+            out: *mut aclTensor,
+            workspace_size: *mut u64,
+            executor: *mut *mut aclOpExecutor,
+        ) -> aclnnStatus {
+            let tensors = (self_ as usize, other as usize, out as usize);
+            // SAFETY: forwarded.
+            unsafe { add_tensor(stringify!($name), tensors, alpha, $sign, workspace_size, executor) }
+        }
+    };
+    ($(#[$doc:meta])* $name:ident, in_place, $sign:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// Out pointers null or valid for a write.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            self_ref: *const aclTensor,
+            other: *const aclTensor,
+            alpha: *const aclScalar,
+            workspace_size: *mut u64,
+            executor: *mut *mut aclOpExecutor,
+        ) -> aclnnStatus {
+            let s = self_ref as usize;
+            // SAFETY: forwarded.
+            unsafe { add_tensor(stringify!($name), (s, other as usize, s), alpha, $sign, workspace_size, executor) }
+        }
+    };
+}
+
+/// Exports a `GetWorkspaceSize` of the add and sub families with a scalar `other`.
+macro_rules! add_scalar_export {
+    ($(#[$doc:meta])* $name:ident, out, $sign:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// Out pointers null or valid for a write.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            self_: *const aclTensor,
+            other: *const aclScalar,
+            alpha: *const aclScalar,
+            out: *mut aclTensor,
+            workspace_size: *mut u64,
+            executor: *mut *mut aclOpExecutor,
+        ) -> aclnnStatus {
+            let tensors = (self_ as usize, out as usize);
+            // SAFETY: forwarded.
+            unsafe { add_scalar(stringify!($name), tensors, (other, alpha), $sign, workspace_size, executor) }
+        }
+    };
+    ($(#[$doc:meta])* $name:ident, in_place, $sign:expr) => {
+        $(#[$doc])*
+        ///
+        /// # Safety
+        /// Out pointers null or valid for a write.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            self_ref: *const aclTensor,
+            other: *const aclScalar,
+            alpha: *const aclScalar,
+            workspace_size: *mut u64,
+            executor: *mut *mut aclOpExecutor,
+        ) -> aclnnStatus {
+            let s = self_ref as usize;
+            // SAFETY: forwarded.
+            unsafe { add_scalar(stringify!($name), (s, s), (other, alpha), $sign, workspace_size, executor) }
+        }
+    };
+}
+
+add_scalar_export!(
+    /// `aclnnAddsGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`: `out =
+    /// self + alpha * other` for a scalar `other`.
+    aclnnAddsGetWorkspaceSize, out, 1.0
+);
+add_tensor_export!(
+    /// `aclnnInplaceAddGetWorkspaceSize(selfRef, other, alpha, workspaceSize, executor)`:
+    /// `selfRef += alpha * other`, `other` broadcast to `selfRef`.
+    aclnnInplaceAddGetWorkspaceSize, in_place, 1.0
+);
+add_scalar_export!(
+    /// `aclnnInplaceAddsGetWorkspaceSize(selfRef, other, alpha, workspaceSize, executor)`:
+    /// `selfRef += alpha * other` for a scalar `other`.
+    aclnnInplaceAddsGetWorkspaceSize, in_place, 1.0
+);
+add_tensor_export!(
+    /// `aclnnSubGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`: `out =
+    /// self - alpha * other`, broadcasting.
+    aclnnSubGetWorkspaceSize, out, -1.0
+);
+add_scalar_export!(
+    /// `aclnnSubsGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`: `out =
+    /// self - alpha * other` for a scalar `other`.
+    aclnnSubsGetWorkspaceSize, out, -1.0
+);
+add_tensor_export!(
+    /// `aclnnInplaceSubGetWorkspaceSize(selfRef, other, alpha, workspaceSize, executor)`:
+    /// `selfRef -= alpha * other`.
+    aclnnInplaceSubGetWorkspaceSize, in_place, -1.0
+);
+add_scalar_export!(
+    /// `aclnnInplaceSubsGetWorkspaceSize(selfRef, other, alpha, workspaceSize, executor)`:
+    /// `selfRef -= alpha * other` for a scalar `other`.
+    aclnnInplaceSubsGetWorkspaceSize, in_place, -1.0
+);
+
+/// `aclnnMulGetWorkspaceSize(self, other, out, workspaceSize, executor)`: `out = self *
+/// other`, broadcasting.
+///
+/// # Safety
+/// Out pointers null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclnnMulGetWorkspaceSize(
+    self_: *const aclTensor,
+    other: *const aclTensor,
+    out: *mut aclTensor,
+    workspace_size: *mut u64,
+    executor: *mut *mut aclOpExecutor,
+) -> aclnnStatus {
+    const CALL: &str = "aclnnMulGetWorkspaceSize";
+    // SAFETY: forwarded.
+    unsafe {
+        plan(CALL, workspace_size, executor, |o| {
+            ops::binary(
+                CALL,
+                o,
+                (self_ as usize, other as usize, out as usize),
+                None,
+            )
+        })
+    }
+}
+
+/// `aclnnInplaceMulGetWorkspaceSize(selfRef, other, workspaceSize, executor)`: `selfRef *=
+/// other`, `other` broadcast to `selfRef`.
+///
+/// # Safety
+/// Out pointers null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclnnInplaceMulGetWorkspaceSize(
+    self_ref: *const aclTensor,
+    other: *const aclTensor,
+    workspace_size: *mut u64,
+    executor: *mut *mut aclOpExecutor,
+) -> aclnnStatus {
+    const CALL: &str = "aclnnInplaceMulGetWorkspaceSize";
+    let s = self_ref as usize;
+    // SAFETY: forwarded.
+    unsafe {
+        plan(CALL, workspace_size, executor, |o| {
+            ops::binary(CALL, o, (s, other as usize, s), None)
+        })
+    }
+}
+
+/// `aclnnInplaceMulsGetWorkspaceSize(selfRef, other, workspaceSize, executor)`: `selfRef *=
+/// other` for a scalar `other`.
+///
+/// # Safety
+/// Out pointers null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclnnInplaceMulsGetWorkspaceSize(
+    self_ref: *const aclTensor,
+    other: *const aclScalar,
+    workspace_size: *mut u64,
+    executor: *mut *mut aclOpExecutor,
+) -> aclnnStatus {
+    const CALL: &str = "aclnnInplaceMulsGetWorkspaceSize";
+    let s = self_ref as usize;
+    // SAFETY: forwarded.
+    unsafe {
+        plan(CALL, workspace_size, executor, |o| {
+            ops::with_scalar(CALL, o, (s, s), other as usize, None)
+        })
+    }
+}
+
+/// `aclnnInplaceOneGetWorkspaceSize(selfRef, workspaceSize, executor)`: fills with 1.
+///
+/// # Safety
+/// Out pointers null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclnnInplaceOneGetWorkspaceSize(
+    self_ref: *const aclTensor,
+    workspace_size: *mut u64,
+    executor: *mut *mut aclOpExecutor,
+) -> aclnnStatus {
+    const CALL: &str = "aclnnInplaceOneGetWorkspaceSize";
+    // SAFETY: forwarded.
+    unsafe {
+        plan(CALL, workspace_size, executor, |o| {
+            ops::fill(CALL, o, self_ref as usize, ops::FillValue::Constant(1.0))
+        })
+    }
+}
+
+/// `aclnnInplaceZeroGetWorkspaceSize(selfRef, workspaceSize, executor)`: fills with 0.
+///
+/// # Safety
+/// Out pointers null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclnnInplaceZeroGetWorkspaceSize(
+    self_ref: *mut aclTensor,
+    workspace_size: *mut u64,
+    executor: *mut *mut aclOpExecutor,
+) -> aclnnStatus {
+    const CALL: &str = "aclnnInplaceZeroGetWorkspaceSize";
+    // SAFETY: forwarded.
+    unsafe {
+        plan(CALL, workspace_size, executor, |o| {
+            ops::fill(CALL, o, self_ref as usize, ops::FillValue::Constant(0.0))
+        })
+    }
+}
+
+braid_acl_sys::aclnn_client_operator_functions!(
+    braid_acl_sys::check_exports!(braid_acl_sys::aclnn::client_operator_fns;)
+);

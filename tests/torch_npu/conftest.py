@@ -1,0 +1,100 @@
+"""The torch_npu suite's set-up: unmodified torch_npu 2.14 on braid-acl-sim.
+
+Run it with ``scripts/torch_npu_tests.sh`` (it prepares the Python environment, installs
+braid-acl-sim as CANN's libraries and sets ``LD_LIBRARY_PATH``). Tests that need an
+environment of their own (a SoC name, a device count, an allocator configuration, a race
+report) run a child program with ``run_child``.
+
+When a test fails, the calls braid-acl-sim refused during it (``BRAID_ACL_SIM_ERROR_LOG``)
+are added to the report, so a failure names the ACL or aclnn call that differed from what
+torch_npu expected.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import braid_npu  # noqa: E402
+
+
+def _installed_dir():
+    for d in os.environ.get("LD_LIBRARY_PATH", "").split(":"):
+        lib = Path(d) / "libascendcl.so" if d else None
+        if lib is not None and lib.exists():
+            return Path(d), os.path.realpath(lib)
+    return None, None
+
+
+_DIR, _LIB = _installed_dir()
+if _DIR is None or not _LIB.endswith("libbraid_acl_sim.so"):
+    raise pytest.UsageError(
+        "LD_LIBRARY_PATH must start with a directory laid out by `braid acl-sim install` "
+        "(run the suite through scripts/torch_npu_tests.sh); libascendcl.so resolves to "
+        f"{_LIB!r}"
+    )
+if os.environ.get("BRAID_ACL_SIM_TIMING_ONLY", "none") != "none":
+    raise pytest.UsageError(
+        "BRAID_ACL_SIM_TIMING_ONLY must be unset or `none`: every device computes"
+    )
+
+_ERROR_LOG = Path(tempfile.mkdtemp(prefix="braid-npu-")) / "acl-sim-errors.log"
+os.environ[braid_npu.ERROR_LOG_ENV] = str(_ERROR_LOG)
+
+braid_npu.load_shim()
+import torch  # noqa: E402
+import torch_npu  # noqa: E402,F401
+
+def _log_size():
+    return _ERROR_LOG.stat().st_size if _ERROR_LOG.exists() else 0
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    report = outcome.get_result()
+    if call.when == "setup":
+        item._braid_log_start = _log_size()
+    if report.failed and _ERROR_LOG.exists():
+        start = getattr(item, "_braid_log_start", 0)
+        with open(_ERROR_LOG) as f:
+            f.seek(start)
+            refused = f.read().strip()
+        if refused:
+            report.sections.append(("braid-acl-sim refused these calls", refused))
+
+
+@pytest.fixture
+def run_child(tmp_path):
+    """Runs a Python program in a fresh process with the suite's environment plus ``env``
+    (a value of None removes the variable); returns the finished process. The program gets
+    the workaround loaded and ``torch``/``torch_npu`` importable."""
+
+    def run(source, env=None, timeout=300):
+        script = tmp_path / "program.py"
+        script.write_text("import braid_npu\nbraid_npu.load_shim()\n" + textwrap.dedent(source))
+        child_env = dict(os.environ)
+        child_env["PYTHONPATH"] = os.pathsep.join(
+            [str(braid_npu.HERE)] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+        )
+        child_env[braid_npu.ERROR_LOG_ENV] = str(tmp_path / "child-errors.log")
+        for key, value in (env or {}).items():
+            if value is None:
+                child_env.pop(key, None)
+            else:
+                child_env[key] = value
+        return subprocess.run(
+            [sys.executable, str(script)],
+            env=child_env,
+            capture_output=True,
+            text=True,
+            timeout=timeout,
+            cwd=tmp_path,
+        )
+
+    return run
