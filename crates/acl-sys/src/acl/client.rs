@@ -11,7 +11,7 @@
 use super::client_types::{
     aclCANNPackageVersion, aclrtBinHandle, aclrtBinaryLoadOptions, aclrtContext, aclrtFuncHandle,
 };
-use super::types::{aclError, aclmdlRI, aclrtDrvMemHandle, aclrtEvent, aclrtStream};
+use super::types::{aclError, aclmdlRI, aclrtEvent, aclrtStream};
 use std::ffi::{c_char, c_void};
 
 /// Hands the list of the client ACL functions to another macro, as
