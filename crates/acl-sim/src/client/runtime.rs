@@ -408,47 +408,6 @@ pub extern "C" fn aclrtGetFunctionAddr(
     not_supported("aclrtGetFunctionAddr", "it runs no device binaries")
 }
 
-/// `aclError aclrtMemExportToShareableHandle(...)`: the simulated devices live in one
-/// process; memory is not shared with others (207000).
-#[no_mangle]
-pub extern "C" fn aclrtMemExportToShareableHandle(
-    _handle: *mut c_void,
-    _handle_type: u32,
-    _flags: u64,
-    _shareable_handle: *mut u64,
-) -> aclError {
-    not_supported(
-        "aclrtMemExportToShareableHandle",
-        "memory is not shared between processes",
-    )
-}
-
-/// `aclError aclrtMemImportFromShareableHandle(...)`: 207000.
-#[no_mangle]
-pub extern "C" fn aclrtMemImportFromShareableHandle(
-    _shareable_handle: u64,
-    _device_id: i32,
-    _handle: *mut *mut c_void,
-) -> aclError {
-    not_supported(
-        "aclrtMemImportFromShareableHandle",
-        "memory is not shared between processes",
-    )
-}
-
-/// `aclError aclrtMemSetPidToShareableHandle(...)`: 207000.
-#[no_mangle]
-pub extern "C" fn aclrtMemSetPidToShareableHandle(
-    _shareable_handle: u64,
-    _pid: *mut i32,
-    _pid_num: usize,
-) -> aclError {
-    not_supported(
-        "aclrtMemSetPidToShareableHandle",
-        "memory is not shared between processes",
-    )
-}
-
 braid_acl_sys::acl_client_functions!(
     braid_acl_sys::check_exports!(braid_acl_sys::acl::client::fns;)
 );
