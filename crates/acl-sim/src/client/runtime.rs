@@ -302,21 +302,6 @@ pub extern "C" fn aclrtSetOpWaitTimeout(_timeout: u32) -> aclError {
     ret(with(|_| Ok(())))
 }
 
-/// `aclError aclrtDeviceGetBareTgid(int32_t *pid)`: this process's id (the simulated
-/// devices live in it).
-///
-/// # Safety
-/// `pid` is null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclrtDeviceGetBareTgid(pid: *mut i32) -> aclError {
-    // SAFETY: the caller's guarantee on `pid`.
-    unsafe {
-        out("aclrtDeviceGetBareTgid", pid, || {
-            Ok(i32::try_from(std::process::id()).unwrap_or(i32::MAX))
-        })
-    }
-}
-
 /// `aclError aclrtProcessReport(int32_t timeout)`: no host callbacks are ever reported on
 /// the simulator (`aclrtLaunchCallback` is not exported), so nothing arrives:
 /// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`.
@@ -423,46 +408,11 @@ pub extern "C" fn aclrtGetFunctionAddr(
     not_supported("aclrtGetFunctionAddr", "it runs no device binaries")
 }
 
-/// `aclError aclrtMemExportToShareableHandle(...)`: the simulated devices live in one
-/// process; memory is not shared with others (207000).
-#[no_mangle]
-pub extern "C" fn aclrtMemExportToShareableHandle(
-    _handle: *mut c_void,
-    _handle_type: u32,
-    _flags: u64,
-    _shareable_handle: *mut u64,
-) -> aclError {
-    not_supported(
-        "aclrtMemExportToShareableHandle",
-        "memory is not shared between processes",
-    )
-}
-
-/// `aclError aclrtMemImportFromShareableHandle(...)`: 207000.
-#[no_mangle]
-pub extern "C" fn aclrtMemImportFromShareableHandle(
-    _shareable_handle: u64,
-    _device_id: i32,
-    _handle: *mut *mut c_void,
-) -> aclError {
-    not_supported(
-        "aclrtMemImportFromShareableHandle",
-        "memory is not shared between processes",
-    )
-}
-
-/// `aclError aclrtMemSetPidToShareableHandle(...)`: 207000.
-#[no_mangle]
-pub extern "C" fn aclrtMemSetPidToShareableHandle(
-    _shareable_handle: u64,
-    _pid: *mut i32,
-    _pid_num: usize,
-) -> aclError {
-    not_supported(
-        "aclrtMemSetPidToShareableHandle",
-        "memory is not shared between processes",
-    )
-}
+// Declared by the client list and by ACL's own (IPC): exported once, by `serve_exports`.
+use crate::serve_exports::{
+    aclrtDeviceGetBareTgid, aclrtMemExportToShareableHandle, aclrtMemImportFromShareableHandle,
+    aclrtMemSetPidToShareableHandle,
+};
 
 braid_acl_sys::acl_client_functions!(
     braid_acl_sys::check_exports!(braid_acl_sys::acl::client::fns;)
