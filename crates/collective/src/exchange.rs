@@ -234,6 +234,7 @@ mod tests {
     fn every_signature_survives_its_encoding() {
         let ops = [
             CollectiveOp::AllReduce(ReduceOp::Min),
+            CollectiveOp::AllReduce(ReduceOp::Avg),
             CollectiveOp::AllGather,
             CollectiveOp::ReduceScatter(ReduceOp::Prod),
             CollectiveOp::Broadcast { root: 70_000 },
@@ -275,8 +276,8 @@ mod tests {
             count: 1,
             dtype: DType::F32,
         });
-        words[1] = 4.0;
-        assert_eq!(decode(&words), None, "a fifth reduction");
+        words[1] = ReduceOp::ALL.len() as f32;
+        assert_eq!(decode(&words), None, "a reduction past the last");
         assert_eq!(decode(&good[..4]), None, "too few words");
     }
 }

@@ -363,6 +363,25 @@ fn a_mismatched_collective_names_the_rank_the_call_and_the_difference() {
 }
 
 #[test]
+fn an_average_is_one_call_that_a_sum_does_not_match() {
+    let r = ranks(2);
+    let bufs: Vec<_> = r.devices.iter().map(|d| alloc(d, 16)).collect();
+    let ar =
+        |i: usize, op| r.comms[i].all_reduce(&r.streams[i], &bufs[i], &bufs[i], DType::F32, op);
+    ar(0, ReduceOp::Avg).unwrap();
+    let err = ar(1, ReduceOp::Sum).unwrap_err();
+    let CollectiveError::Mismatch { difference, .. } = &err else {
+        panic!("not a mismatch: {err}");
+    };
+    assert_eq!(difference, "operation allreduce(avg) vs allreduce(sum)");
+    assert!(calls(&r.devices[1]).is_empty());
+    ar(1, ReduceOp::Avg).unwrap();
+    let launched = calls(&r.devices[1]);
+    assert_eq!(launched.len(), 1, "one call, not a sum and a scale");
+    assert_eq!(launched[0].1.op, CollectiveOp::AllReduce(ReduceOp::Avg));
+}
+
+#[test]
 fn collectives_in_a_different_order_or_with_another_root_are_refused() {
     let r = ranks(2);
     let small: Vec<_> = r.devices.iter().map(|d| alloc(d, 8)).collect();

@@ -39,6 +39,7 @@ fn reduced(op: ReduceOp, ranks: usize, i: usize) -> f32 {
         ReduceOp::Prod => all.product(),
         ReduceOp::Max => all.fold(f32::NEG_INFINITY, f32::max),
         ReduceOp::Min => all.fold(f32::INFINITY, f32::min),
+        ReduceOp::Avg => all.sum::<f32>() / ranks as f32,
     }
 }
 
@@ -157,6 +158,12 @@ pub fn all_reduce_max<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseEr
 /// `all_reduce` with `ReduceOp::Min`: every rank gets the element-wise minimum.
 pub fn all_reduce_min<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseError> {
     all_reduce(h, ReduceOp::Min)
+}
+
+/// `all_reduce` with `ReduceOp::Avg`: every rank gets the element-wise mean (on HCCL a sum,
+/// then a scale on the same stream).
+pub fn all_reduce_avg<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseError> {
+    all_reduce(h, ReduceOp::Avg)
 }
 
 /// `all_gather`: every rank's output holds every rank's input, in rank order.

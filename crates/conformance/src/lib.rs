@@ -318,6 +318,7 @@ macro_rules! __with_collective_cases {
                 all_reduce_prod,
                 all_reduce_max,
                 all_reduce_min,
+                all_reduce_avg,
                 all_gather,
                 reduce_scatter,
                 broadcast_from_every_root,

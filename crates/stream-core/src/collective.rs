@@ -65,16 +65,27 @@ pub enum ReduceOp {
     Max,
     /// Elementwise minimum.
     Min,
+    /// Elementwise mean over the ranks: the sum divided by the rank count. HCCL has no
+    /// average (`HcclReduceOp` is sum, prod, max, min): on HCCL it is a sum followed, on the
+    /// same stream, by a scale by `1 / ranks`; one call at braid's level either way.
+    Avg,
 }
 
 impl ReduceOp {
     /// Every reduction.
-    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Avg,
+    ];
 
-    /// Combines two values (in `f32`; the caller rounds to the data type).
+    /// Combines two values (in `f32`; the caller rounds to the data type). An average
+    /// combines as a sum; [`ReduceOp::finish`] divides.
     pub fn combine(self, a: f32, b: f32) -> f32 {
         match self {
-            ReduceOp::Sum => a + b,
+            ReduceOp::Sum | ReduceOp::Avg => a + b,
             ReduceOp::Prod => a * b,
             ReduceOp::Max => a.max(b),
             ReduceOp::Min => a.min(b),
@@ -88,6 +99,16 @@ impl ReduceOp {
             ReduceOp::Prod => "prod",
             ReduceOp::Max => "max",
             ReduceOp::Min => "min",
+            ReduceOp::Avg => "avg",
+        }
+    }
+
+    /// The factor applied to the combined value of `ranks` ranks once every rank's value
+    /// is in: `1 / ranks` for an average, `None` for the others (nothing to apply).
+    pub fn scale(self, ranks: u32) -> Option<f32> {
+        match self {
+            ReduceOp::Avg => Some(1.0 / ranks.max(1) as f32),
+            _ => None,
         }
     }
 }
@@ -307,6 +328,15 @@ mod tests {
             count,
             dtype: DType::F16,
         }
+    }
+
+    #[test]
+    fn an_average_combines_as_a_sum_and_scales_by_the_rank_count() {
+        assert_eq!(ReduceOp::Avg.combine(2.0, 3.0), 5.0);
+        assert_eq!(ReduceOp::Avg.scale(4), Some(0.25));
+        assert_eq!(ReduceOp::Sum.scale(4), None);
+        assert_eq!(ReduceOp::Avg.name(), "avg");
+        assert!(ReduceOp::ALL.contains(&ReduceOp::Avg));
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! ([`CollectiveBackend`] for [`AclBackend`]): one rank's part of a collective enqueued on a
 //! stream. Every HCCL call goes through [`HcclCalls`].
 
+use super::average::Scale;
 use super::calls::Buffers;
 use super::error::Hccl;
 use crate::bind;
@@ -49,10 +50,11 @@ pub fn dtype_of(dtype: DType) -> HcclDataType {
     }
 }
 
-/// HCCL's reduce operation for braid's.
+/// HCCL's reduce operation for braid's. HCCL has no average: an average runs HCCL's sum, then
+/// braid's scale by `1 / ranks` on the same stream.
 pub fn reduce_op_of(op: ReduceOp) -> HcclReduceOp {
     match op {
-        ReduceOp::Sum => HCCL_REDUCE_SUM,
+        ReduceOp::Sum | ReduceOp::Avg => HCCL_REDUCE_SUM,
         ReduceOp::Prod => HCCL_REDUCE_PROD,
         ReduceOp::Max => HCCL_REDUCE_MAX,
         ReduceOp::Min => HCCL_REDUCE_MIN,
@@ -196,6 +198,14 @@ impl AclComm {
             dtype: dtype_of(call.dtype),
         };
         stream.shared.bind()?;
+        // An average's scale is planned before the sum is enqueued: a refusal enqueues nothing.
+        let scale = match call.op {
+            CollectiveOp::AllReduce(op) | CollectiveOp::ReduceScatter(op) => op
+                .scale(self.ranks)
+                .map(|factor| Scale::plan(call.recv, call.count, call.dtype, factor))
+                .transpose()?,
+            _ => None,
+        };
         tracing::trace!(label, op = %call.op, count = call.count, "HCCL collective");
         let (name, code) = match call.op {
             CollectiveOp::AllReduce(op) => {
@@ -227,6 +237,10 @@ impl AclComm {
         };
         self.hccl.check(name, code)?;
         stream.shared.note_work(stream.raw, 1);
+        if let Some(scale) = scale {
+            scale.launch(stream.raw)?;
+            stream.shared.note_work(stream.raw, 1);
+        }
         if let CollectiveOp::Broadcast { root } = call.op {
             if self.rank == root && call.send != call.recv {
                 // HCCL's broadcast leaves the root's buffer as it was: the root's own copy
