@@ -11,6 +11,7 @@ use braid_acl_sim::client::op_path::*;
 use braid_acl_sim::client::profiling::*;
 use braid_acl_sim::client::runtime::*;
 use braid_acl_sim::exports::*;
+use braid_acl_sim::serve_exports::aclrtDeviceGetBareTgid;
 use braid_acl_sys::acl::{AclClientFunctions, AclFunctions, AclOpFunctions};
 use braid_acl_sys::aclnn::{AclnnClientOperators, AclnnDescriptors, AclnnOperators};
 use braid_acl_sys::hccl::{HcclClientFunctions, HcclFunctions};
@@ -346,10 +347,6 @@ fn what_the_simulator_has_no_meaning_for_is_refused_naming_the_call() {
         (
             "aclrtBinaryLoadFromData",
             Box::new(|| aclrtBinaryLoadFromData(null(), 0, null(), null_mut())),
-        ),
-        (
-            "aclrtMemExportToShareableHandle",
-            Box::new(|| aclrtMemExportToShareableHandle(null_mut(), 0, 0, null_mut())),
         ),
         (
             "rtKernelLaunch",
