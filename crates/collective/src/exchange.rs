@@ -166,6 +166,7 @@ fn op_code(op: CollectiveOp) -> (u16, u32) {
         CollectiveOp::Send { peer } => (5, peer),
         CollectiveOp::Recv { peer } => (6, peer),
         CollectiveOp::AllToAll => (7, 0),
+        CollectiveOp::Barrier => (8, 0),
     }
 }
 
@@ -180,6 +181,7 @@ fn op_of(code: u16, param: u32) -> Option<CollectiveOp> {
         5 => CollectiveOp::Send { peer: param },
         6 => CollectiveOp::Recv { peer: param },
         7 => CollectiveOp::AllToAll,
+        8 => CollectiveOp::Barrier,
         _ => return None,
     })
 }
@@ -241,6 +243,7 @@ mod tests {
             CollectiveOp::Send { peer: u32::MAX },
             CollectiveOp::Recv { peer: 3 },
             CollectiveOp::AllToAll,
+            CollectiveOp::Barrier,
         ];
         for op in ops {
             for dtype in DType::ALL {
@@ -261,7 +264,7 @@ mod tests {
         });
         for (i, bad) in [
             (0, 0.0),
-            (0, 8.0),
+            (0, 9.0),
             (1, 0.5),
             (3, -1.0),
             (7, 3.0),

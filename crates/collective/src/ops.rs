@@ -10,6 +10,7 @@ use crate::communicator::Communicator;
 use crate::error::{CollectiveError, Result};
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::hal::CollectiveBackend;
+use braid_stream_core::types::DevicePtr;
 use braid_stream_core::CollectiveBuffer;
 use braid_stream_core::{DType, DeviceSlice, Stream, StreamPosition};
 
@@ -157,6 +158,14 @@ impl<B: CollectiveBackend> Communicator<B> {
         self.enqueue(stream, op, total / ranks, dtype, send, recv.device_slice())
     }
 
+    /// Waits, in stream order, until every rank's stream has reached its barrier
+    /// (`HcclBarrier`): work enqueued on `stream` after it starts once every rank has issued
+    /// and reached its own. It moves no data and is matched like any collective.
+    pub fn barrier(&self, stream: &Stream<B>) -> Result<StreamPosition> {
+        let none = DeviceSlice::new(DevicePtr(0), 0);
+        self.enqueue(stream, CollectiveOp::Barrier, 0, DType::F32, none, none)
+    }
+
     /// A send or receive peer must be another rank of the communicator.
     fn check_peer(&self, op: CollectiveOp, peer: u32) -> Result<()> {
         if peer >= self.ranks() || peer == self.rank() {
@@ -189,7 +198,7 @@ impl<B: CollectiveBackend> Communicator<B> {
                 stream: stream.device().id(),
             });
         }
-        if count == 0 {
+        if count == 0 && op != CollectiveOp::Barrier {
             return Err(CollectiveError::ZeroCount { op });
         }
         let call = CollectiveCall {

@@ -363,6 +363,30 @@ fn a_mismatched_collective_names_the_rank_the_call_and_the_difference() {
 }
 
 #[test]
+fn a_barrier_is_one_bufferless_call_matched_like_any_collective() {
+    let r = ranks(2);
+    let bufs: Vec<_> = r.devices.iter().map(|d| alloc(d, 16)).collect();
+    r.comms[0].barrier(&r.streams[0]).unwrap();
+    let err = r.comms[1]
+        .all_reduce(&r.streams[1], &bufs[1], &bufs[1], DType::F32, ReduceOp::Sum)
+        .unwrap_err();
+    let CollectiveError::Mismatch { difference, .. } = &err else {
+        panic!("not a mismatch: {err}");
+    };
+    assert!(
+        difference.starts_with("operation barrier vs allreduce(sum)"),
+        "{difference}"
+    );
+    assert!(calls(&r.devices[1]).is_empty());
+    r.comms[1].barrier(&r.streams[1]).unwrap();
+    let launched = calls(&r.devices[1]);
+    assert_eq!(launched.len(), 1);
+    let (rank, call, label) = &launched[0];
+    assert_eq!((*rank, call.op, call.count), (1, CollectiveOp::Barrier, 0));
+    assert_eq!(label, "barrier");
+}
+
+#[test]
 fn an_average_is_one_call_that_a_sum_does_not_match() {
     let r = ranks(2);
     let bufs: Vec<_> = r.devices.iter().map(|d| alloc(d, 16)).collect();

@@ -143,6 +143,9 @@ pub enum CollectiveOp {
     /// Block `j` (`count` elements) of rank `i`'s `send` goes to block `i` of rank `j`'s
     /// `recv`; both buffers hold `count × ranks` elements.
     AllToAll,
+    /// No rank's stream goes past the barrier before every rank's has reached it
+    /// (`HcclBarrier`): no buffers, a count of 0.
+    Barrier,
 }
 
 impl CollectiveOp {
@@ -156,13 +159,14 @@ impl CollectiveOp {
             CollectiveOp::Send { .. } => "send",
             CollectiveOp::Recv { .. } => "recv",
             CollectiveOp::AllToAll => "alltoall",
+            CollectiveOp::Barrier => "barrier",
         }
     }
 
     /// Whether the operation reads a send buffer on this rank.
     pub fn reads_send(self, rank: u32) -> bool {
         match self {
-            CollectiveOp::Recv { .. } => false,
+            CollectiveOp::Recv { .. } | CollectiveOp::Barrier => false,
             CollectiveOp::Broadcast { root } => rank == root,
             _ => true,
         }
@@ -170,7 +174,7 @@ impl CollectiveOp {
 
     /// Whether the operation writes a receive buffer on this rank.
     pub fn writes_recv(self) -> bool {
-        !matches!(self, CollectiveOp::Send { .. })
+        !matches!(self, CollectiveOp::Send { .. } | CollectiveOp::Barrier)
     }
 }
 
@@ -337,6 +341,13 @@ mod tests {
         assert_eq!(ReduceOp::Sum.scale(4), None);
         assert_eq!(ReduceOp::Avg.name(), "avg");
         assert!(ReduceOp::ALL.contains(&ReduceOp::Avg));
+    }
+
+    #[test]
+    fn a_barrier_uses_no_buffer() {
+        let b = call(CollectiveOp::Barrier, 0);
+        assert_eq!((b.send_len(0, 4), b.recv_len(4)), (Some(0), Some(0)));
+        assert_eq!(CollectiveOp::Barrier.to_string(), "barrier");
     }
 
     #[test]

@@ -387,6 +387,22 @@ pub extern "C" fn HcclAlltoAll(
     })
 }
 
+/// `HcclResult HcclBarrier(HcclComm comm, aclrtStream stream)`: no rank's stream goes past it
+/// before every rank's has reached it.
+#[no_mangle]
+pub extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult {
+    const CALL: &str = "HcclBarrier";
+    collective(CALL, comm, stream, || {
+        Ok(CollectiveCall {
+            op: CollectiveOp::Barrier,
+            send: DevicePtr(0),
+            recv: DevicePtr(0),
+            count: 0,
+            dtype: DType::F32,
+        })
+    })
+}
+
 /// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`: the simulator
 /// reports failures when they are enqueued, so a live communicator has none.
 ///

@@ -3,7 +3,8 @@
 //! [`HcclFunctions`] table here and checks `braid-acl-sim`'s exports.
 //!
 //! Required: communicators (root info, init from it, init all, destroy, rank and size), the
-//! collectives braid maps (all-reduce, broadcast, reduce-scatter, all-gather, send, receive)
+//! collectives braid maps (all-reduce, broadcast, reduce-scatter, all-gather, send, receive,
+//! barrier)
 //! and `HcclGetErrorString`. Optional: `HcclAlltoAll` (newer releases) and
 //! `HcclGetCommAsyncError`.
 
@@ -106,6 +107,9 @@ macro_rules! hccl_functions {
         comm: HcclComm,
         stream: aclrtStream,
     ) -> HcclResult;
+    /// `HcclResult HcclBarrier(HcclComm comm, aclrtStream stream)` (confirmed in
+    /// `hccl/REFERENCE.md`).
+    required fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult;
     /// `const char *HcclGetErrorString(HcclResult code)`: the library's text for a result.
     required fn HcclGetErrorString(code: HcclResult) -> *const c_char;
 
@@ -142,7 +146,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 15);
+        assert_eq!(symbols.len(), 16);
         let optional: Vec<&str> = symbols
             .iter()
             .filter(|s| !s.required)

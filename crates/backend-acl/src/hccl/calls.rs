@@ -91,6 +91,8 @@ pub(crate) trait HcclCalls: Send + Sync {
     fn recv(&self, b: Buffers, peer: u32, comm: Handle, stream: Handle) -> HcclResult;
     /// `HcclAlltoAll` (`count` elements to and from each rank); `None` without the symbol.
     fn all_to_all(&self, b: Buffers, comm: Handle, stream: Handle) -> Option<HcclResult>;
+    /// `HcclBarrier`.
+    fn barrier(&self, comm: Handle, stream: Handle) -> HcclResult;
 }
 
 /// The real table, as the backend's HCCL calls.
@@ -258,5 +260,10 @@ impl HcclCalls for HcclRef {
         let (c, s) = (handle(comm), handle(stream));
         // SAFETY: see the impl's comment.
         Some(unsafe { f(send, b.count, b.dtype, recv, b.count, b.dtype, c, s) })
+    }
+
+    fn barrier(&self, comm: Handle, stream: Handle) -> HcclResult {
+        // SAFETY: see the impl's comment.
+        unsafe { (self.0.HcclBarrier)(handle(comm), handle(stream)) }
     }
 }

@@ -226,6 +226,7 @@ impl AclComm {
             }
             CollectiveOp::Send { peer } => ("HcclSend", calls.send(b, peer, c, s)),
             CollectiveOp::Recv { peer } => ("HcclRecv", calls.recv(b, peer, c, s)),
+            CollectiveOp::Barrier => ("HcclBarrier", calls.barrier(c, s)),
             CollectiveOp::AllToAll => match calls.all_to_all(b, c, s) {
                 Some(code) => ("HcclAlltoAll", code),
                 None => {
@@ -302,7 +303,8 @@ impl CollectiveBackend for AclBackend {
 
     /// Enqueues this rank's part of `call` on `stream` with `comm` (`HcclAllReduce`,
     /// `HcclAllGather`, `HcclReduceScatter`, `HcclBroadcast`, `HcclSend`, `HcclRecv`,
-    /// `HcclAlltoAll`). The communicator must be of the stream's device; buffers are device
+    /// `HcclAlltoAll`, `HcclBarrier`; an average is `HcclAllReduce`'s or
+    /// `HcclReduceScatter`'s sum, then `aclnnMuls` by `1 / ranks` on the same stream). The communicator must be of the stream's device; buffers are device
     /// addresses of it, valid for the call's lengths until the collective has run
     /// (braid-collective checks them; this call does not). HCCL takes an explicit stream: on
     /// the default stream (a null `aclrtStream`) it answers `HCCL_E_PTR`. A part HCCL

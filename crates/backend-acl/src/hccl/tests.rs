@@ -224,6 +224,25 @@ fn a_root_broadcasting_into_another_buffer_copies_its_own() {
 }
 
 #[test]
+fn a_barrier_is_hccl_barrier_on_the_communicator_and_stream() {
+    let mut h = hccl();
+    h.expect_barrier()
+        .withf(|c, _| *c == COMM)
+        .times(1)
+        .returning(|_, _| 0);
+    let (dev, comm) = rank0(h, |_| {});
+    let stream = dev.default_stream().unwrap();
+    let barrier = CollectiveCall {
+        op: CollectiveOp::Barrier,
+        send: DevicePtr(0),
+        recv: DevicePtr(0),
+        count: 0,
+        dtype: DType::F32,
+    };
+    AclBackend::launch_collective(&stream, &comm, &barrier, "barrier").unwrap();
+}
+
+#[test]
 fn rank_queries_and_a_failed_destroy_are_typed() {
     let mut h = hccl();
     h.expect_rank_id().times(1).returning(|_| Err(HCCL_E_PTR));

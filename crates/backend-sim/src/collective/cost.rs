@@ -55,7 +55,7 @@
 //!
 //! With one rank nothing is communicated: every bound is zero.
 
-use braid_stream_core::collective::{CollectiveCall, CollectiveOp};
+use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::dtype::DType;
 
 use crate::engine::Engine;
@@ -349,6 +349,10 @@ fn candidates(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> 
         }
         CollectiveOp::Send { .. } | CollectiveOp::Recv { .. } => {
             push(Algorithm::Direct, a + n * b);
+        }
+        // HCCL's barrier is an all-reduce of a token: the all-reduce's latency terms.
+        CollectiveOp::Barrier => {
+            return candidates(CollectiveOp::AllReduce(ReduceOp::Sum), ranks, 0, params)
         }
     }
     out
