@@ -167,6 +167,8 @@ fn op_code(op: CollectiveOp) -> (u16, u32) {
         CollectiveOp::Recv { peer } => (6, peer),
         CollectiveOp::AllToAll => (7, 0),
         CollectiveOp::Barrier => (8, 0),
+        // The root above the reduction's index (at most 8 reductions).
+        CollectiveOp::Reduce { op, root } => (9, root.saturating_mul(8) | reduction(op)),
     }
 }
 
@@ -182,6 +184,10 @@ fn op_of(code: u16, param: u32) -> Option<CollectiveOp> {
         6 => CollectiveOp::Recv { peer: param },
         7 => CollectiveOp::AllToAll,
         8 => CollectiveOp::Barrier,
+        9 => CollectiveOp::Reduce {
+            op: ReduceOp::ALL.get((param % 8) as usize).copied()?,
+            root: param / 8,
+        },
         _ => return None,
     })
 }
@@ -244,6 +250,10 @@ mod tests {
             CollectiveOp::Recv { peer: 3 },
             CollectiveOp::AllToAll,
             CollectiveOp::Barrier,
+            CollectiveOp::Reduce {
+                op: ReduceOp::Avg,
+                root: 3,
+            },
         ];
         for op in ops {
             for dtype in DType::ALL {
@@ -264,7 +274,7 @@ mod tests {
         });
         for (i, bad) in [
             (0, 0.0),
-            (0, 9.0),
+            (0, 10.0),
             (1, 0.5),
             (3, -1.0),
             (7, 3.0),

@@ -102,6 +102,30 @@ impl<B: CollectiveBackend> Communicator<B> {
         self.enqueue(stream, op, count, dtype, buffer, buffer)
     }
 
+    /// The root's `recv` gets the reduction by `op` of every rank's `send` (`HcclReduce`):
+    /// every rank passes `send`; `recv` (as many elements) is written on the root only and
+    /// may be empty elsewhere. A root out of range is refused before anything is enqueued.
+    pub fn reduce(
+        &self,
+        stream: &Stream<B>,
+        send: impl CollectiveBuffer,
+        recv: impl CollectiveBuffer,
+        dtype: DType,
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<StreamPosition> {
+        if root >= self.ranks() {
+            return Err(CollectiveError::RootOutOfRange {
+                root,
+                ranks: self.ranks(),
+            });
+        }
+        let op = CollectiveOp::Reduce { op, root };
+        let send = send.device_slice();
+        let count = elements(op, "send", send, dtype)?;
+        self.enqueue(stream, op, count, dtype, send, recv.device_slice())
+    }
+
     /// Sends `buffer` to rank `peer`, which posts the matching [`Communicator::recv`]
     /// (`HcclSend`).
     pub fn send(
@@ -211,8 +235,8 @@ impl<B: CollectiveBackend> Communicator<B> {
         if op.reads_send(rank) {
             check_size(&call, "send", send, call.send_len(rank, ranks), ranks)?;
         }
-        if op.writes_recv() {
-            check_size(&call, "recv", recv, call.recv_len(ranks), ranks)?;
+        if op.writes_recv(rank) {
+            check_size(&call, "recv", recv, call.recv_len(rank, ranks), ranks)?;
         }
         let label = op.to_string();
         let span = tracing::debug_span!(

@@ -387,6 +387,47 @@ fn a_barrier_is_one_bufferless_call_matched_like_any_collective() {
 }
 
 #[test]
+fn a_reduce_to_a_bad_root_is_refused_before_anything_is_enqueued() {
+    let r = ranks(2);
+    let bufs: Vec<_> = r.devices.iter().map(|d| alloc(d, 16)).collect();
+    let red = |i: usize, root| {
+        r.comms[i].reduce(
+            &r.streams[i],
+            &bufs[i],
+            &bufs[i],
+            DType::F32,
+            ReduceOp::Sum,
+            root,
+        )
+    };
+    let err = red(0, 2).unwrap_err();
+    assert!(
+        matches!(err, CollectiveError::RootOutOfRange { root: 2, ranks: 2 }),
+        "{err}"
+    );
+    assert!(calls(&r.devices[0]).is_empty());
+    // The communicator works afterwards; another root on rank 1 is a mismatch.
+    red(0, 0).unwrap();
+    let err = red(1, 1).unwrap_err();
+    let CollectiveError::Mismatch { difference, .. } = &err else {
+        panic!("not a mismatch: {err}");
+    };
+    assert!(
+        difference.contains("reduce(sum, root 0) vs reduce(sum, root 1)"),
+        "{difference}"
+    );
+    red(1, 0).unwrap();
+    let (_, call, _) = &calls(&r.devices[1])[0];
+    assert_eq!(
+        call.op,
+        CollectiveOp::Reduce {
+            op: ReduceOp::Sum,
+            root: 0
+        }
+    );
+}
+
+#[test]
 fn an_average_is_one_call_that_a_sum_does_not_match() {
     let r = ranks(2);
     let bufs: Vec<_> = r.devices.iter().map(|d| alloc(d, 16)).collect();

@@ -212,6 +212,37 @@ pub fn reduce_scatter<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseEr
     Ok(())
 }
 
+/// `reduce` with every reduction, to each root in turn: the root's `recv` gets the
+/// reduction, the other ranks' `recv` keeps its zeros.
+pub fn reduce_to_every_root<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseError> {
+    for (ranks, dtype) in SHAPES {
+        let rs = Ranks::new(h, ranks, dtype, "reduce")?;
+        let n = rs.n();
+        // Every reduction, the roots in turn.
+        for (i, op) in ReduceOp::ALL.iter().enumerate() {
+            let root = i % n;
+            let mut parts = Vec::new();
+            for r in 0..n {
+                let send = rs.upload(r, &values(r, 0, N))?;
+                let recv = rs.zeros(r, N)?;
+                rs.comms[r].reduce(&rs.streams[r], &send, &recv, dtype, *op, root as u32)?;
+                // The send buffers live until the collective has run on every rank.
+                parts.push((send, recv));
+            }
+            let want: Vec<f32> = (0..N).map(|i| reduced(*op, n, i)).collect();
+            for (r, (_, recv)) in parts.iter().enumerate() {
+                let expected = if r == root {
+                    want.clone()
+                } else {
+                    vec![0.0; N]
+                };
+                rs.expect(r, recv, &expected)?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `broadcast` from every root in turn: every rank's buffer gets the root's.
 pub fn broadcast_from_every_root<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseError> {
     for (ranks, dtype) in SHAPES {

@@ -322,6 +322,7 @@ macro_rules! __with_collective_cases {
                 all_gather,
                 reduce_scatter,
                 broadcast_from_every_root,
+                reduce_to_every_root,
                 send_recv_ring,
                 all_to_all,
             ],

@@ -146,6 +146,14 @@ pub enum CollectiveOp {
     /// No rank's stream goes past the barrier before every rank's has reached it
     /// (`HcclBarrier`): no buffers, a count of 0.
     Barrier,
+    /// The root's `recv` gets the reduction of every rank's `send` (`count` elements each,
+    /// `HcclReduce`); the other ranks' `recv` is neither read nor written.
+    Reduce {
+        /// How the elements combine.
+        op: ReduceOp,
+        /// The rank that receives the reduction.
+        root: u32,
+    },
 }
 
 impl CollectiveOp {
@@ -160,6 +168,7 @@ impl CollectiveOp {
             CollectiveOp::Recv { .. } => "recv",
             CollectiveOp::AllToAll => "alltoall",
             CollectiveOp::Barrier => "barrier",
+            CollectiveOp::Reduce { .. } => "reduce",
         }
     }
 
@@ -173,8 +182,12 @@ impl CollectiveOp {
     }
 
     /// Whether the operation writes a receive buffer on this rank.
-    pub fn writes_recv(self) -> bool {
-        !matches!(self, CollectiveOp::Send { .. } | CollectiveOp::Barrier)
+    pub fn writes_recv(self, rank: u32) -> bool {
+        match self {
+            CollectiveOp::Send { .. } | CollectiveOp::Barrier => false,
+            CollectiveOp::Reduce { root, .. } => rank == root,
+            _ => true,
+        }
     }
 }
 
@@ -185,6 +198,7 @@ impl fmt::Display for CollectiveOp {
                 write!(f, "{}({})", self.name(), op.name())
             }
             CollectiveOp::Broadcast { root } => write!(f, "broadcast(root {root})"),
+            CollectiveOp::Reduce { op, root } => write!(f, "reduce({}, root {root})", op.name()),
             CollectiveOp::Send { peer } => write!(f, "send(to {peer})"),
             CollectiveOp::Recv { peer } => write!(f, "recv(from {peer})"),
             _ => f.write_str(self.name()),
@@ -227,11 +241,11 @@ impl CollectiveCall {
         elements.checked_mul(self.dtype.size())
     }
 
-    /// Bytes this rank's `recv` buffer must hold in a communicator of `ranks` ranks (0 where it
+    /// Bytes rank `rank`'s `recv` buffer must hold in a communicator of `ranks` ranks (0 where it
     /// receives nothing): `count` elements, times `ranks` for all-gather and all-to-all.
     /// `None` on overflow.
-    pub fn recv_len(&self, ranks: u32) -> Option<u64> {
-        if !self.op.writes_recv() {
+    pub fn recv_len(&self, rank: u32, ranks: u32) -> Option<u64> {
+        if !self.op.writes_recv(rank) {
             return Some(0);
         }
         let elements = match self.op {
@@ -249,7 +263,7 @@ impl CollectiveCall {
     pub fn ranges(&self, rank: u32, ranks: u32) -> Option<(DeviceSlice, DeviceSlice)> {
         Some((
             DeviceSlice::new(self.send, self.send_len(rank, ranks)?),
-            DeviceSlice::new(self.recv, self.recv_len(ranks)?),
+            DeviceSlice::new(self.recv, self.recv_len(rank, ranks)?),
         ))
     }
 
@@ -346,26 +360,47 @@ mod tests {
     #[test]
     fn a_barrier_uses_no_buffer() {
         let b = call(CollectiveOp::Barrier, 0);
-        assert_eq!((b.send_len(0, 4), b.recv_len(4)), (Some(0), Some(0)));
+        assert_eq!((b.send_len(0, 4), b.recv_len(0, 4)), (Some(0), Some(0)));
         assert_eq!(CollectiveOp::Barrier.to_string(), "barrier");
+    }
+
+    #[test]
+    fn a_reduce_writes_only_the_root_s_receive_buffer() {
+        let op = CollectiveOp::Reduce {
+            op: ReduceOp::Max,
+            root: 2,
+        };
+        let r = call(op, 8);
+        assert_eq!((r.send_len(0, 4), r.recv_len(0, 4)), (Some(16), Some(0)));
+        assert_eq!((r.send_len(2, 4), r.recv_len(2, 4)), (Some(16), Some(16)));
+        assert_eq!(op.to_string(), "reduce(max, root 2)");
     }
 
     #[test]
     fn buffer_lengths_follow_hccl_counts() {
         let ar = call(CollectiveOp::AllReduce(ReduceOp::Sum), 8);
-        assert_eq!((ar.send_len(0, 4), ar.recv_len(4)), (Some(16), Some(16)));
+        assert_eq!((ar.send_len(0, 4), ar.recv_len(0, 4)), (Some(16), Some(16)));
         let ag = call(CollectiveOp::AllGather, 8);
-        assert_eq!((ag.send_len(1, 4), ag.recv_len(4)), (Some(16), Some(64)));
+        assert_eq!((ag.send_len(1, 4), ag.recv_len(0, 4)), (Some(16), Some(64)));
         let rs = call(CollectiveOp::ReduceScatter(ReduceOp::Max), 8);
-        assert_eq!((rs.send_len(1, 4), rs.recv_len(4)), (Some(64), Some(16)));
+        assert_eq!((rs.send_len(1, 4), rs.recv_len(0, 4)), (Some(64), Some(16)));
         let bc = call(CollectiveOp::Broadcast { root: 2 }, 8);
         assert_eq!((bc.send_len(2, 4), bc.send_len(1, 4)), (Some(16), Some(0)));
         let send = call(CollectiveOp::Send { peer: 1 }, 8);
-        assert_eq!((send.send_len(0, 2), send.recv_len(2)), (Some(16), Some(0)));
+        assert_eq!(
+            (send.send_len(0, 2), send.recv_len(0, 2)),
+            (Some(16), Some(0))
+        );
         let recv = call(CollectiveOp::Recv { peer: 0 }, 8);
-        assert_eq!((recv.send_len(1, 2), recv.recv_len(2)), (Some(0), Some(16)));
+        assert_eq!(
+            (recv.send_len(1, 2), recv.recv_len(0, 2)),
+            (Some(0), Some(16))
+        );
         let a2a = call(CollectiveOp::AllToAll, 8);
-        assert_eq!((a2a.send_len(0, 4), a2a.recv_len(4)), (Some(64), Some(64)));
+        assert_eq!(
+            (a2a.send_len(0, 4), a2a.recv_len(0, 4)),
+            (Some(64), Some(64))
+        );
         assert_eq!(
             recv.ranges(1, 2),
             Some((
@@ -374,7 +409,7 @@ mod tests {
             ))
         );
         assert_eq!(call(CollectiveOp::AllGather, u64::MAX).ranges(0, 2), None);
-        assert_eq!(call(CollectiveOp::AllGather, u64::MAX).recv_len(2), None);
+        assert_eq!(call(CollectiveOp::AllGather, u64::MAX).recv_len(0, 2), None);
     }
 
     #[test]

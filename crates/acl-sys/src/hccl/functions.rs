@@ -4,7 +4,7 @@
 //!
 //! Required: communicators (root info, init from it, init all, destroy, rank and size), the
 //! collectives braid maps (all-reduce, broadcast, reduce-scatter, all-gather, send, receive,
-//! barrier)
+//! barrier, reduce)
 //! and `HcclGetErrorString`. Optional: `HcclAlltoAll` (newer releases) and
 //! `HcclGetCommAsyncError`.
 
@@ -107,6 +107,19 @@ macro_rules! hccl_functions {
         comm: HcclComm,
         stream: aclrtStream,
     ) -> HcclResult;
+    /// `HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType
+    /// dataType, HcclReduceOp op, uint32_t root, HcclComm comm, aclrtStream stream)` (confirmed
+    /// in `hccl/REFERENCE.md`).
+    required fn HcclReduce(
+        send_buf: *mut c_void,
+        recv_buf: *mut c_void,
+        count: u64,
+        data_type: HcclDataType,
+        op: HcclReduceOp,
+        root: u32,
+        comm: HcclComm,
+        stream: aclrtStream,
+    ) -> HcclResult;
     /// `HcclResult HcclBarrier(HcclComm comm, aclrtStream stream)` (confirmed in
     /// `hccl/REFERENCE.md`).
     required fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult;
@@ -146,7 +159,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 16);
+        assert_eq!(symbols.len(), 17);
         let optional: Vec<&str> = symbols
             .iter()
             .filter(|s| !s.required)

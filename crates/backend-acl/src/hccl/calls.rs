@@ -93,6 +93,15 @@ pub(crate) trait HcclCalls: Send + Sync {
     fn all_to_all(&self, b: Buffers, comm: Handle, stream: Handle) -> Option<HcclResult>;
     /// `HcclBarrier`.
     fn barrier(&self, comm: Handle, stream: Handle) -> HcclResult;
+    /// `HcclReduce` to `root`.
+    fn reduce(
+        &self,
+        b: Buffers,
+        op: HcclReduceOp,
+        root: u32,
+        comm: Handle,
+        stream: Handle,
+    ) -> HcclResult;
 }
 
 /// The real table, as the backend's HCCL calls.
@@ -260,6 +269,20 @@ impl HcclCalls for HcclRef {
         let (c, s) = (handle(comm), handle(stream));
         // SAFETY: see the impl's comment.
         Some(unsafe { f(send, b.count, b.dtype, recv, b.count, b.dtype, c, s) })
+    }
+
+    fn reduce(
+        &self,
+        b: Buffers,
+        op: HcclReduceOp,
+        root: u32,
+        comm: Handle,
+        stream: Handle,
+    ) -> HcclResult {
+        let (send, recv) = (address(b.send), address(b.recv));
+        let (c, s) = (handle(comm), handle(stream));
+        // SAFETY: see the impl's comment.
+        unsafe { (self.0.HcclReduce)(send, recv, b.count, b.dtype, op, root, c, s) }
     }
 
     fn barrier(&self, comm: Handle, stream: Handle) -> HcclResult {

@@ -200,6 +200,10 @@ impl AclComm {
         stream.shared.bind()?;
         // An average's scale is planned before the sum is enqueued: a refusal enqueues nothing.
         let scale = match call.op {
+            CollectiveOp::Reduce { op, root } if root == self.rank => op
+                .scale(self.ranks)
+                .map(|factor| Scale::plan(call.recv, call.count, call.dtype, factor))
+                .transpose()?,
             CollectiveOp::AllReduce(op) | CollectiveOp::ReduceScatter(op) => op
                 .scale(self.ranks)
                 .map(|factor| Scale::plan(call.recv, call.count, call.dtype, factor))
@@ -227,6 +231,9 @@ impl AclComm {
             CollectiveOp::Send { peer } => ("HcclSend", calls.send(b, peer, c, s)),
             CollectiveOp::Recv { peer } => ("HcclRecv", calls.recv(b, peer, c, s)),
             CollectiveOp::Barrier => ("HcclBarrier", calls.barrier(c, s)),
+            CollectiveOp::Reduce { op, root } => {
+                ("HcclReduce", calls.reduce(b, reduce_op_of(op), root, c, s))
+            }
             CollectiveOp::AllToAll => match calls.all_to_all(b, c, s) {
                 Some(code) => ("HcclAlltoAll", code),
                 None => {
@@ -246,7 +253,7 @@ impl AclComm {
             if self.rank == root && call.send != call.recv {
                 // HCCL's broadcast leaves the root's buffer as it was: the root's own copy
                 // into a separate receive buffer follows it on the stream.
-                let len = call.recv_len(self.ranks).ok_or_else(|| {
+                let len = call.recv_len(self.rank, self.ranks).ok_or_else(|| {
                     HalError::InvalidArgument(format!("{label}: broadcast length overflows"))
                 })?;
                 hal::Stream::memcpy_d2d(stream, call.recv, call.send, len)?;
@@ -303,7 +310,7 @@ impl CollectiveBackend for AclBackend {
 
     /// Enqueues this rank's part of `call` on `stream` with `comm` (`HcclAllReduce`,
     /// `HcclAllGather`, `HcclReduceScatter`, `HcclBroadcast`, `HcclSend`, `HcclRecv`,
-    /// `HcclAlltoAll`, `HcclBarrier`; an average is `HcclAllReduce`'s or
+    /// `HcclAlltoAll`, `HcclBarrier`, `HcclReduce`; an average is `HcclAllReduce`'s or
     /// `HcclReduceScatter`'s sum, then `aclnnMuls` by `1 / ranks` on the same stream). The communicator must be of the stream's device; buffers are device
     /// addresses of it, valid for the call's lengths until the collective has run
     /// (braid-collective checks them; this call does not). HCCL takes an explicit stream: on

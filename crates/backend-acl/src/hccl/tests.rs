@@ -243,6 +243,24 @@ fn a_barrier_is_hccl_barrier_on_the_communicator_and_stream() {
 }
 
 #[test]
+fn a_reduce_passes_its_root_and_hccl_s_reduction_to_hccl_reduce() {
+    let mut h = hccl();
+    h.expect_reduce()
+        .withf(|b, op, root, c, _| {
+            (b.send, b.recv, b.count, *op, *root, *c) == (0x100, 0x200, 4, HCCL_REDUCE_MAX, 0, COMM)
+        })
+        .times(1)
+        .returning(|_, _, _, _, _| 0);
+    let (dev, comm) = rank0(h, |_| {});
+    let stream = dev.default_stream().unwrap();
+    let op = CollectiveOp::Reduce {
+        op: ReduceOp::Max,
+        root: 0,
+    };
+    AclBackend::launch_collective(&stream, &comm, &call(op, 0x100, 0x200), "reduce").unwrap();
+}
+
+#[test]
 fn rank_queries_and_a_failed_destroy_are_typed() {
     let mut h = hccl();
     h.expect_rank_id().times(1).returning(|_| Err(HCCL_E_PTR));

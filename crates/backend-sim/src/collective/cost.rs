@@ -350,6 +350,14 @@ fn candidates(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> 
         CollectiveOp::Send { .. } | CollectiveOp::Recv { .. } => {
             push(Algorithm::Direct, a + n * b);
         }
+        // To one root: a binomial tree of reductions, or a ring reduce-scatter then a gather.
+        CollectiveOp::Reduce { .. } => {
+            push(Algorithm::BinomialTree, log * (a + n * b + n * g));
+            push(
+                Algorithm::Ring,
+                2.0 * (p - 1.0) * a + 2.0 * share * n * b + share * n * g,
+            );
+        }
         // HCCL's barrier is an all-reduce of a token: the all-reduce's latency terms.
         CollectiveOp::Barrier => {
             return candidates(CollectiveOp::AllReduce(ReduceOp::Sum), ranks, 0, params)

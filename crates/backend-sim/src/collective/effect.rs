@@ -85,6 +85,13 @@ pub(crate) fn receive(op: CollectiveOp, count: u64, dtype: DType, sends: &[&[u8]
             vec![Vec::new(), data]
         }
         CollectiveOp::Barrier => vec![Vec::new(); ranks],
+        CollectiveOp::Reduce { op, root } => {
+            let mut out = vec![Vec::new(); ranks];
+            if let Some(slot) = out.get_mut(root as usize) {
+                *slot = reduce(op, dtype, sends, 0, n);
+            }
+            out
+        }
     }
 }
 
@@ -204,6 +211,17 @@ mod tests {
             &sends,
         );
         assert_eq!(third[0], vec![DType::F16.round(1.0 / 3.0)]);
+    }
+
+    #[test]
+    fn a_reduce_gives_the_root_alone_the_reduction() {
+        let sends = vec![vec![1.0, 8.0], vec![4.0, 2.0], vec![3.0, 3.0]];
+        let op = CollectiveOp::Reduce {
+            op: ReduceOp::Avg,
+            root: 1,
+        };
+        let out = run(op, 2, DType::F32, &sends);
+        assert_eq!(out, vec![vec![], vec![8.0 / 3.0, 13.0 / 3.0], vec![]]);
     }
 
     #[test]
