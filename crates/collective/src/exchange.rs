@@ -167,6 +167,7 @@ fn op_code(op: CollectiveOp) -> (u16, u32) {
         CollectiveOp::Recv { peer } => (6, peer),
         CollectiveOp::AllToAll => (7, 0),
         CollectiveOp::Barrier => (8, 0),
+        CollectiveOp::Scatter { root } => (10, root),
         // The root above the reduction's index (at most 8 reductions).
         CollectiveOp::Reduce { op, root } => (9, root.saturating_mul(8) | reduction(op)),
     }
@@ -184,6 +185,7 @@ fn op_of(code: u16, param: u32) -> Option<CollectiveOp> {
         6 => CollectiveOp::Recv { peer: param },
         7 => CollectiveOp::AllToAll,
         8 => CollectiveOp::Barrier,
+        10 => CollectiveOp::Scatter { root: param },
         9 => CollectiveOp::Reduce {
             op: ReduceOp::ALL.get((param % 8) as usize).copied()?,
             root: param / 8,
@@ -254,6 +256,7 @@ mod tests {
                 op: ReduceOp::Avg,
                 root: 3,
             },
+            CollectiveOp::Scatter { root: 70_000 },
         ];
         for op in ops {
             for dtype in DType::ALL {
@@ -274,7 +277,7 @@ mod tests {
         });
         for (i, bad) in [
             (0, 0.0),
-            (0, 10.0),
+            (0, 11.0),
             (1, 0.5),
             (3, -1.0),
             (7, 3.0),

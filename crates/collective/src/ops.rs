@@ -126,6 +126,30 @@ impl<B: CollectiveBackend> Communicator<B> {
         self.enqueue(stream, op, count, dtype, send, recv.device_slice())
     }
 
+    /// Block `r` of the root's `send` goes to rank `r`'s `recv` (`HcclScatter`): `send` holds
+    /// `ranks` times `recv`'s elements on the root and is not read elsewhere. HCCL has no
+    /// public gather: use [`Communicator::all_gather`]. A root out of range is refused before
+    /// anything is enqueued.
+    pub fn scatter(
+        &self,
+        stream: &Stream<B>,
+        send: impl CollectiveBuffer,
+        recv: impl CollectiveBuffer,
+        dtype: DType,
+        root: u32,
+    ) -> Result<StreamPosition> {
+        if root >= self.ranks() {
+            return Err(CollectiveError::RootOutOfRange {
+                root,
+                ranks: self.ranks(),
+            });
+        }
+        let op = CollectiveOp::Scatter { root };
+        let recv = recv.device_slice();
+        let count = elements(op, "recv", recv, dtype)?;
+        self.enqueue(stream, op, count, dtype, send.device_slice(), recv)
+    }
+
     /// Sends `buffer` to rank `peer`, which posts the matching [`Communicator::recv`]
     /// (`HcclSend`).
     pub fn send(

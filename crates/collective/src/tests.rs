@@ -428,6 +428,34 @@ fn a_reduce_to_a_bad_root_is_refused_before_anything_is_enqueued() {
 }
 
 #[test]
+fn a_scatter_reads_the_root_s_whole_buffer_and_refuses_a_bad_root() {
+    let r = ranks(2);
+    let big: Vec<_> = r.devices.iter().map(|d| alloc(d, 32)).collect();
+    let small: Vec<_> = r.devices.iter().map(|d| alloc(d, 16)).collect();
+    let sc =
+        |i: usize, root| r.comms[i].scatter(&r.streams[i], &big[i], &small[i], DType::F32, root);
+    let err = sc(1, 5).unwrap_err();
+    assert!(
+        matches!(err, CollectiveError::RootOutOfRange { root: 5, ranks: 2 }),
+        "{err}"
+    );
+    assert!(calls(&r.devices[1]).is_empty());
+    // The root's send must hold every rank's block.
+    let err = r.comms[0]
+        .scatter(&r.streams[0], &small[0], &small[0], DType::F32, 0)
+        .unwrap_err();
+    assert!(matches!(err, CollectiveError::BufferSize { .. }), "{err}");
+    sc(0, 0).unwrap();
+    sc(1, 0).unwrap();
+    let (_, call, label) = &calls(&r.devices[1])[0];
+    assert_eq!(
+        (call.op, call.count),
+        (CollectiveOp::Scatter { root: 0 }, 4)
+    );
+    assert_eq!(label, "scatter(root 0)");
+}
+
+#[test]
 fn an_average_is_one_call_that_a_sum_does_not_match() {
     let r = ranks(2);
     let bufs: Vec<_> = r.devices.iter().map(|d| alloc(d, 16)).collect();

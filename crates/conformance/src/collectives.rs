@@ -212,6 +212,29 @@ pub fn reduce_scatter<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseEr
     Ok(())
 }
 
+/// `scatter` from every root in turn: rank `r` gets block `r` of the root's buffer.
+pub fn scatter_from_every_root<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseError> {
+    for (ranks, dtype) in SHAPES {
+        let rs = Ranks::new(h, ranks, dtype, "scatter")?;
+        let n = rs.n();
+        let block = N / n;
+        for root in 0..n {
+            let mut parts = Vec::new();
+            for r in 0..n {
+                let send = rs.upload(r, &values(r, 0, N))?;
+                let recv = rs.zeros(r, block)?;
+                rs.comms[r].scatter(&rs.streams[r], &send, &recv, dtype, root as u32)?;
+                // The send buffers live until the collective has run on every rank.
+                parts.push((send, recv));
+            }
+            for (r, (_, recv)) in parts.iter().enumerate() {
+                rs.expect(r, recv, &values(root, r * block, block))?;
+            }
+        }
+    }
+    Ok(())
+}
+
 /// `reduce` with every reduction, to each root in turn: the root's `recv` gets the
 /// reduction, the other ranks' `recv` keeps its zeros.
 pub fn reduce_to_every_root<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseError> {

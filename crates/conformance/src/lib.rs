@@ -323,6 +323,7 @@ macro_rules! __with_collective_cases {
                 reduce_scatter,
                 broadcast_from_every_root,
                 reduce_to_every_root,
+                scatter_from_every_root,
                 send_recv_ring,
                 all_to_all,
             ],

@@ -154,6 +154,13 @@ pub enum CollectiveOp {
         /// The rank that receives the reduction.
         root: u32,
     },
+    /// Block `r` (`count` elements) of the root's `send` (`count × ranks` elements) goes to
+    /// rank `r`'s `recv` (`HcclScatter`). HCCL has no public gather (see `hccl/REFERENCE.md`
+    /// in `braid-acl-sys`): an all-gather is the nearest call.
+    Scatter {
+        /// The rank whose data is scattered.
+        root: u32,
+    },
 }
 
 impl CollectiveOp {
@@ -169,6 +176,7 @@ impl CollectiveOp {
             CollectiveOp::AllToAll => "alltoall",
             CollectiveOp::Barrier => "barrier",
             CollectiveOp::Reduce { .. } => "reduce",
+            CollectiveOp::Scatter { .. } => "scatter",
         }
     }
 
@@ -176,7 +184,7 @@ impl CollectiveOp {
     pub fn reads_send(self, rank: u32) -> bool {
         match self {
             CollectiveOp::Recv { .. } | CollectiveOp::Barrier => false,
-            CollectiveOp::Broadcast { root } => rank == root,
+            CollectiveOp::Broadcast { root } | CollectiveOp::Scatter { root } => rank == root,
             _ => true,
         }
     }
@@ -199,6 +207,7 @@ impl fmt::Display for CollectiveOp {
             }
             CollectiveOp::Broadcast { root } => write!(f, "broadcast(root {root})"),
             CollectiveOp::Reduce { op, root } => write!(f, "reduce({}, root {root})", op.name()),
+            CollectiveOp::Scatter { root } => write!(f, "scatter(root {root})"),
             CollectiveOp::Send { peer } => write!(f, "send(to {peer})"),
             CollectiveOp::Recv { peer } => write!(f, "recv(from {peer})"),
             _ => f.write_str(self.name()),
@@ -233,9 +242,9 @@ impl CollectiveCall {
             return Some(0);
         }
         let elements = match self.op {
-            CollectiveOp::ReduceScatter(_) | CollectiveOp::AllToAll => {
-                self.count.checked_mul(u64::from(ranks))?
-            }
+            CollectiveOp::ReduceScatter(_)
+            | CollectiveOp::AllToAll
+            | CollectiveOp::Scatter { .. } => self.count.checked_mul(u64::from(ranks))?,
             _ => self.count,
         };
         elements.checked_mul(self.dtype.size())
@@ -374,6 +383,13 @@ mod tests {
         assert_eq!((r.send_len(0, 4), r.recv_len(0, 4)), (Some(16), Some(0)));
         assert_eq!((r.send_len(2, 4), r.recv_len(2, 4)), (Some(16), Some(16)));
         assert_eq!(op.to_string(), "reduce(max, root 2)");
+    }
+
+    #[test]
+    fn a_scatter_reads_the_root_s_whole_send_buffer() {
+        let s = call(CollectiveOp::Scatter { root: 1 }, 8);
+        assert_eq!((s.send_len(1, 4), s.recv_len(1, 4)), (Some(64), Some(16)));
+        assert_eq!((s.send_len(0, 4), s.recv_len(0, 4)), (Some(0), Some(16)));
     }
 
     #[test]

@@ -418,6 +418,32 @@ pub extern "C" fn HcclReduce(
     })
 }
 
+/// `HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType
+/// dataType, uint32_t root, HcclComm comm, aclrtStream stream)`: `sendBuf` is read on the
+/// root only.
+#[no_mangle]
+pub extern "C" fn HcclScatter(
+    send_buf: *mut c_void,
+    recv_buf: *mut c_void,
+    recv_count: u64,
+    data_type: HcclDataType,
+    root: u32,
+    comm: HcclComm,
+    stream: aclrtStream,
+) -> HcclResult {
+    const CALL: &str = "HcclScatter";
+    collective(CALL, comm, stream, || {
+        non_null(CALL, "recvBuf", recv_buf)?;
+        Ok(CollectiveCall {
+            op: CollectiveOp::Scatter { root },
+            send: ptr(send_buf),
+            recv: ptr(recv_buf),
+            count: recv_count,
+            dtype: dtype(CALL, data_type)?,
+        })
+    })
+}
+
 /// `HcclResult HcclBarrier(HcclComm comm, aclrtStream stream)`: no rank's stream goes past it
 /// before every rank's has reached it.
 #[no_mangle]

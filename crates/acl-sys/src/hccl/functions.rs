@@ -5,7 +5,7 @@
 //! Required: communicators (root info, init from it, init all, destroy, rank and size), the
 //! collectives braid maps (all-reduce, broadcast, reduce-scatter, all-gather, send, receive,
 //! barrier, reduce)
-//! and `HcclGetErrorString`. Optional: `HcclAlltoAll` (newer releases) and
+//! and `HcclGetErrorString`. Optional: `HcclAlltoAll` and `HcclScatter` (newer releases) and
 //! `HcclGetCommAsyncError`.
 
 use super::types::{HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo};
@@ -139,6 +139,18 @@ macro_rules! hccl_functions {
         comm: HcclComm,
         stream: aclrtStream,
     ) -> HcclResult;
+    /// `HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType
+    /// dataType, uint32_t root, HcclComm comm, aclrtStream stream)` (confirmed in
+    /// `hccl/REFERENCE.md`; newer releases).
+    optional fn HcclScatter(
+        send_buf: *mut c_void,
+        recv_buf: *mut c_void,
+        recv_count: u64,
+        data_type: HcclDataType,
+        root: u32,
+        comm: HcclComm,
+        stream: aclrtStream,
+    ) -> HcclResult;
     /// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`.
     optional fn HcclGetCommAsyncError(comm: HcclComm, async_error: *mut HcclResult) -> HcclResult;
         }
@@ -159,13 +171,16 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 17);
+        assert_eq!(symbols.len(), 18);
         let optional: Vec<&str> = symbols
             .iter()
             .filter(|s| !s.required)
             .map(|s| s.name)
             .collect();
-        assert_eq!(optional, ["HcclAlltoAll", "HcclGetCommAsyncError"]);
+        assert_eq!(
+            optional,
+            ["HcclAlltoAll", "HcclScatter", "HcclGetCommAsyncError"]
+        );
         assert!(symbols
             .iter()
             .any(|s| s.name == "HcclCommInitAll" && s.required));

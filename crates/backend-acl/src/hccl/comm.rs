@@ -234,6 +234,14 @@ impl AclComm {
             CollectiveOp::Reduce { op, root } => {
                 ("HcclReduce", calls.reduce(b, reduce_op_of(op), root, c, s))
             }
+            CollectiveOp::Scatter { root } => match calls.scatter(b, root, c, s) {
+                Some(code) => ("HcclScatter", code),
+                None => {
+                    return Err(HalError::Unsupported(
+                        "scatter: this libhccl.so has no HcclScatter",
+                    ))
+                }
+            },
             CollectiveOp::AllToAll => match calls.all_to_all(b, c, s) {
                 Some(code) => ("HcclAlltoAll", code),
                 None => {
@@ -310,7 +318,7 @@ impl CollectiveBackend for AclBackend {
 
     /// Enqueues this rank's part of `call` on `stream` with `comm` (`HcclAllReduce`,
     /// `HcclAllGather`, `HcclReduceScatter`, `HcclBroadcast`, `HcclSend`, `HcclRecv`,
-    /// `HcclAlltoAll`, `HcclBarrier`, `HcclReduce`; an average is `HcclAllReduce`'s or
+    /// `HcclAlltoAll`, `HcclBarrier`, `HcclReduce`, `HcclScatter`; an average is `HcclAllReduce`'s or
     /// `HcclReduceScatter`'s sum, then `aclnnMuls` by `1 / ranks` on the same stream). The communicator must be of the stream's device; buffers are device
     /// addresses of it, valid for the call's lengths until the collective has run
     /// (braid-collective checks them; this call does not). HCCL takes an explicit stream: on

@@ -260,9 +260,10 @@ pub struct Plan {
 /// all-to-all). `None` on overflow.
 pub fn model_bytes(call: &CollectiveCall, ranks: u32) -> Option<u64> {
     let full = match call.op {
-        CollectiveOp::ReduceScatter(_) | CollectiveOp::AllToAll | CollectiveOp::AllGather => {
-            call.count.checked_mul(u64::from(ranks))?
-        }
+        CollectiveOp::ReduceScatter(_)
+        | CollectiveOp::AllToAll
+        | CollectiveOp::AllGather
+        | CollectiveOp::Scatter { .. } => call.count.checked_mul(u64::from(ranks))?,
         _ => call.count,
     };
     full.checked_mul(call.dtype.size())
@@ -349,6 +350,10 @@ fn candidates(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> 
         }
         CollectiveOp::Send { .. } | CollectiveOp::Recv { .. } => {
             push(Algorithm::Direct, a + n * b);
+        }
+        // From one root: halves of the message down a binomial tree.
+        CollectiveOp::Scatter { .. } => {
+            push(Algorithm::BinomialTree, log * a + share * n * b);
         }
         // To one root: a binomial tree of reductions, or a ring reduce-scatter then a gather.
         CollectiveOp::Reduce { .. } => {

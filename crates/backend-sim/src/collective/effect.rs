@@ -85,6 +85,12 @@ pub(crate) fn receive(op: CollectiveOp, count: u64, dtype: DType, sends: &[&[u8]
             vec![Vec::new(), data]
         }
         CollectiveOp::Barrier => vec![Vec::new(); ranks],
+        CollectiveOp::Scatter { root } => {
+            let data = sends.get(root as usize).copied().unwrap_or(&[]);
+            (0..ranks)
+                .map(|r| block(data, r * n * size, n * size))
+                .collect()
+        }
         CollectiveOp::Reduce { op, root } => {
             let mut out = vec![Vec::new(); ranks];
             if let Some(slot) = out.get_mut(root as usize) {
@@ -211,6 +217,13 @@ mod tests {
             &sends,
         );
         assert_eq!(third[0], vec![DType::F16.round(1.0 / 3.0)]);
+    }
+
+    #[test]
+    fn a_scatter_gives_each_rank_its_block_of_the_root_s_buffer() {
+        let sends = vec![vec![], vec![1.0, 2.0, 3.0, 4.0]];
+        let out = run(CollectiveOp::Scatter { root: 1 }, 2, DType::F16, &sends);
+        assert_eq!(out, vec![vec![1.0, 2.0], vec![3.0, 4.0]]);
     }
 
     #[test]
