@@ -38,8 +38,10 @@ if _DIR is None or not _LIB.endswith("libbraid_acl_sim.so"):
         "(run the suite through scripts/torch_npu_tests.sh); libascendcl.so resolves to "
         f"{_LIB!r}"
     )
-if os.environ.get("BRAID_ACL_SIM_TIMING_ONLY") != "none":
-    raise pytest.UsageError("BRAID_ACL_SIM_TIMING_ONLY must be `none`: every device computes")
+if os.environ.get("BRAID_ACL_SIM_TIMING_ONLY", "none") != "none":
+    raise pytest.UsageError(
+        "BRAID_ACL_SIM_TIMING_ONLY must be unset or `none`: every device computes"
+    )
 
 _ERROR_LOG = Path(tempfile.mkdtemp(prefix="braid-npu-")) / "acl-sim-errors.log"
 os.environ[braid_npu.ERROR_LOG_ENV] = str(_ERROR_LOG)

@@ -63,7 +63,7 @@
 //! |---|---|---|
 //! | `BRAID_ACL_SIM_DEVICES` ([`DEVICES_ENV`]) | number of devices of the simulated node, 1 to 64 | 8 |
 //! | `BRAID_ACL_SIM_CAPACITY` ([`CAPACITY_ENV`]) | memory of each device in bytes, positive | the default profile's: 60.97 GiB (of a 64 GiB 910B) |
-//! | `BRAID_ACL_SIM_TIMING_ONLY` ([`TIMING_ONLY_ENV`]) | comma-separated ids of the devices that run timing-only; `none`: none | `1` |
+//! | `BRAID_ACL_SIM_TIMING_ONLY` ([`TIMING_ONLY_ENV`]) | comma-separated ids of the devices that run timing-only; `none`: none | none |
 //! | `BRAID_ACL_SIM_SOC` ([`SOC_ENV`]) | the SoC name `aclrtGetSocName` answers, one of [`SOC_NAMES`] | [`DEFAULT_SOC`] |
 //! | `BRAID_ACL_SIM_RACE_REPORT` ([`RACE_REPORT_ENV`]) | a file the sanitizer's reports are written to (JSON) at `aclFinalize` or exit | none |
 //! | `BRAID_ACL_SIM_TIMELINE` ([`TIMELINE_ENV`]) | a file the timeline is written to (Chrome Trace Event JSON, for Perfetto) at `aclFinalize` or exit | none (no timeline recorded) |
@@ -79,9 +79,11 @@
 //! Device 0 (and every device not named timing-only) runs in the simulator's data mode, so
 //! results are real numbers. A timing-only device stores and computes nothing — read-backs are
 //! zeros — and models time, memory and ordering only, so model-sized shapes run in
-//! milliseconds. Device 1 is timing-only by default because that is where braid's examples
-//! and `braid demo --backend acl` time their model-sized runs (on real hardware that is simply
-//! a second NPU); set `BRAID_ACL_SIM_TIMING_ONLY=none` to make it compute data too.
+//! milliseconds. No device is timing-only by default, so a program written for an NPU runs
+//! unchanged (a collective over four devices, a read-back from device 1); braid's examples and
+//! `braid demo --backend acl`, which time model-sized runs on device 1, name it timing-only
+//! themselves when the variable is unset
+//! (`braid::scenarios::devices::set_acl_sim_node_settings`).
 //! Each mode is a simulated node of its own: `HcclCommInitAll` over devices of both modes is
 //! refused with `HCCL_E_PARA`, naming `BRAID_ACL_SIM_TIMING_ONLY` and what to set.
 //!
@@ -112,7 +114,6 @@ mod settings;
 pub mod task_group_exports;
 
 pub use settings::{
-    SettingError, CAPACITY_ENV, COLLECTIVE_TIMEOUT_ENV, DEFAULT_SOC, DEFAULT_TIMING_ONLY,
-    DEVICES_ENV, ERROR_LOG_ENV, MAX_DEVICES, RACE_REPORT_ENV, SOC_ENV, SOC_NAMES, TIMELINE_ENV,
-    TIMING_ONLY_ENV,
+    SettingError, CAPACITY_ENV, COLLECTIVE_TIMEOUT_ENV, DEFAULT_SOC, DEVICES_ENV, ERROR_LOG_ENV,
+    MAX_DEVICES, RACE_REPORT_ENV, SOC_ENV, SOC_NAMES, TIMELINE_ENV, TIMING_ONLY_ENV,
 };

@@ -19,13 +19,9 @@ pub const DEVICES_ENV: &str = "BRAID_ACL_SIM_DEVICES";
 pub const CAPACITY_ENV: &str = "BRAID_ACL_SIM_CAPACITY";
 /// Environment variable: comma-separated ids of the devices that run in the simulator's
 /// timing-only mode (no data stored or computed, so model-sized shapes plan in milliseconds;
-/// read-backs are zeros). Unset: [`DEFAULT_TIMING_ONLY`]; `none`: every device computes data.
+/// read-backs are zeros). Unset or `none`: every device computes data, so a program written
+/// for an NPU (a collective over several devices, a read-back from `npu:1`) runs unchanged.
 pub const TIMING_ONLY_ENV: &str = "BRAID_ACL_SIM_TIMING_ONLY";
-/// The timing-only devices when [`TIMING_ONLY_ENV`] is unset: device 1, the device braid's
-/// examples and `braid demo --backend acl` time model-sized shapes on
-/// (`braid::scenarios::devices::TIMING_ORDINAL`); device 0 computes real numbers. Ids beyond
-/// the device count are left out.
-pub const DEFAULT_TIMING_ONLY: &[usize] = &[1];
 /// The most devices [`DEVICES_ENV`] may ask for.
 pub const MAX_DEVICES: usize = 64;
 /// Environment variable: the SoC name `aclrtGetSocName` answers, one of [`SOC_NAMES`]
@@ -165,7 +161,7 @@ impl Settings {
         .unwrap_or_else(default_capacity);
         let ids_expected = format!(
             "comma-separated device ids below {device_count} (the device count), or `none` \
-             for no timing-only device (unset for the default, device 1)"
+             for no timing-only device (unset for the default, none)"
         );
         let timing_only = parse_timing_only(text(TIMING_ONLY_ENV, &ids_expected)?, device_count)
             .map_err(|value| SettingError {
@@ -222,11 +218,6 @@ impl Settings {
 fn parse_timing_only(value: Option<String>, device_count: usize) -> Result<Vec<bool>, String> {
     let mut out = vec![false; device_count];
     let Some(value) = value else {
-        for &id in DEFAULT_TIMING_ONLY {
-            if let Some(slot) = out.get_mut(id) {
-                *slot = true;
-            }
-        }
         return Ok(out);
     };
     if value.trim().eq_ignore_ascii_case("none") {
@@ -265,9 +256,8 @@ mod tests {
         );
         let s = settings(&[]).unwrap();
         assert_eq!((s.device_count, s.capacity), (8, default_capacity()));
-        let mut timing_only = vec![false; 8];
-        timing_only[1] = true;
-        assert_eq!(s.timing_only, timing_only);
+        // Every device computes unless named timing-only.
+        assert_eq!(s.timing_only, vec![false; 8]);
     }
 
     #[test]
@@ -310,7 +300,6 @@ mod tests {
                 vec![false; 8]
             );
         }
-        // The default timing-only device 1 is left out where there is only one device.
         let one = settings(&[(DEVICES_ENV, "1")]).unwrap();
         assert_eq!(one.timing_only, vec![false]);
         assert_eq!(settings(&[(DEVICES_ENV, "64")]).unwrap().device_count, 64);

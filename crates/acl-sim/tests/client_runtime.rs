@@ -5,7 +5,7 @@
 //! reset, model ids), or refuses with CANN's code naming the call.
 //!
 //! The runtime is one per process and these tests run in parallel: each uses its own device
-//! (device 1 is timing-only by default, so only calls that read no data use it).
+//! (every device computes under the default settings).
 
 use braid_acl_sim::client::op_path::*;
 use braid_acl_sim::client::profiling::*;
@@ -27,7 +27,7 @@ const ACL_ERROR_OP_NOT_FOUND: i32 = 100_024;
 const ACL_ERROR_RT_PARAM_INVALID: i32 = 107_000;
 const ACL_ERROR_RT_CONTEXT_NULL: i32 = 107_002;
 const ACL_ERROR_RT_INVALID_HANDLE: i32 = 107_017;
-const ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC: i32 = 107_041;
+const ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT: i32 = 107_030;
 const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: i32 = 207_000;
 
 /// This thread's last error text.
@@ -238,14 +238,15 @@ fn blocking_copies_and_fills_return_with_the_data_in_place() {
         assert_eq!(code, ACL_ERROR_INVALID_PARAM);
         assert!(message().starts_with("aclrtMemcpy: count 64 exceeds destMax 32"));
 
-        // A blocking fill during a global-mode capture is refused (107041).
+        // A blocking fill during a global-mode capture is refused: the capturing thread would
+        // need relaxed mode (107030, `ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT`).
         let mut stream = null_mut();
         // SAFETY: a live out parameter.
         ok(unsafe { aclrtCreateStream(&mut stream) });
         ok(aclmdlRICaptureBegin(stream, 0));
         assert_eq!(
             aclrtMemset(dev, 64, 0, 64),
-            ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC
+            ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT
         );
         let mut model = null_mut();
         // SAFETY: a live out parameter.

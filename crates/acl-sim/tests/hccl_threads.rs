@@ -2,8 +2,7 @@
 //! program, one thread per rank): a rank waiting for a collective must not stop the other
 //! ranks from issuing their parts.
 //!
-//! Devices 2 and 3 are used: they compute data under the default settings (device 1 is
-//! timing-only).
+//! Devices 2 and 3 are used (every device computes data under the default settings).
 
 use braid_acl_sim::client::runtime::aclrtMemcpy;
 use braid_acl_sim::exports::*;

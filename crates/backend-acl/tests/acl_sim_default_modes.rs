@@ -1,36 +1,33 @@
-//! `braid-acl-sim` under its default settings (no `BRAID_ACL_SIM_TIMING_ONLY`): a
-//! communicator over devices of both modes (device 1 is timing-only by default) is refused
-//! with `HCCL_E_PARA`, naming the variable and what to set, not the simulator's "different
-//! simulated nodes". Its own test binary: the settings are read once per process.
+//! `braid-acl-sim` under its default settings (no `BRAID_ACL_SIM_TIMING_ONLY`): every device
+//! computes, so the README's collective example — an all-reduce over four devices — runs
+//! unchanged and sums real numbers. Its own test binary: the settings are read once per
+//! process.
 
 mod common;
 
-use braid_acl_sys::hccl::codes::HCCL_E_PARA;
-use braid_backend_acl::{AclApi, AclComm, AclConfig, AclDevice};
-use braid_stream_core::hal::HalError;
+use braid_collective::{Communicator, ReduceOp};
+use braid_stream_core::DType;
 
 #[test]
-fn a_communicator_over_both_modes_names_the_setting() {
+fn a_four_device_all_reduce_runs_under_the_default_settings() {
     assert!(std::env::var_os(braid_acl_sim::TIMING_ONLY_ENV).is_none());
-    let api = AclApi::load_from(common::sim_library()).unwrap();
-    let devices: Vec<AclDevice> = (0..4)
-        .map(|d| AclDevice::open_with(api, d, AclConfig::default()).unwrap())
+    let devices = common::node(4).expect("braid-acl-sim's devices");
+    let comms = Communicator::init_all(&devices).unwrap();
+    let bufs: Vec<_> = comms
+        .iter()
+        .map(|c| {
+            let s = c.device().create_stream(0).unwrap();
+            let b = c.device().alloc(16).unwrap();
+            s.copy_h2d(b.slice(), DType::F32.encode(&[c.rank() as f32 + 1.0; 4]))
+                .unwrap();
+            (s, b)
+        })
         .collect();
-    let refs: Vec<&AclDevice> = devices.iter().collect();
-    match AclComm::init_all(&refs) {
-        Err(HalError::NativeInvalidArgument { code, message, .. }) => {
-            assert_eq!(code, HCCL_E_PARA);
-            assert!(message.contains("BRAID_ACL_SIM_TIMING_ONLY"), "{message}");
-            assert!(message.contains("timing-only: 1"), "{message}");
-            assert!(
-                message.contains("BRAID_ACL_SIM_TIMING_ONLY=none"),
-                "{message}"
-            );
-        }
-        Err(other) => panic!("unexpected error {other:?}"),
-        Ok(_) => panic!("a communicator over both modes was made"),
+    for (c, (s, b)) in comms.iter().zip(&bufs) {
+        c.all_reduce(s, b, b, DType::F32, ReduceOp::Sum).unwrap();
     }
-    // The data-mode devices still form one.
-    let comms = AclComm::init_all(&[&devices[0], &devices[2], &devices[3]]).unwrap();
-    assert_eq!(comms.len(), 3);
+    for (s, b) in &bufs {
+        let got = s.copy_d2h(b.slice()).unwrap().wait_f32().unwrap();
+        assert_eq!(got, vec![10.0; 4]);
+    }
 }

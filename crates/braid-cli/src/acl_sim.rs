@@ -60,9 +60,9 @@ pub struct InstallArgs {
     #[arg(long, value_name = "PATH")]
     lib: Option<PathBuf>,
     /// The number of simulated devices (BRAID_ACL_SIM_DEVICES), 1 to 32: torch_npu handles
-    /// at most 32.
-    #[arg(long, default_value_t = 8)]
-    devices: u32,
+    /// at most 32. Unset: braid-acl-sim's default, 8.
+    #[arg(long)]
+    devices: Option<u32>,
 }
 
 /// Why an install failed.
@@ -176,20 +176,24 @@ pub fn check_loads(path: &Path) -> Result<(), InstallError> {
 }
 
 /// The shell lines that make programs load the library installed at `installed` (a file of
-/// the directory [`lay_out`] filled), with `devices` simulated devices.
-pub fn environment(installed: &Path, devices: u32) -> String {
+/// the directory [`lay_out`] filled), with `devices` simulated devices where given (else
+/// braid-acl-sim's default, 8, every one computing data, as torch_npu needs; braid's own
+/// scenarios then choose their devices' modes themselves).
+pub fn environment(installed: &Path, devices: Option<u32>) -> String {
     let dir = installed.parent().unwrap_or(Path::new(".")).display();
+    let devices = devices.map_or_else(
+        || "# BRAID_ACL_SIM_DEVICES unset: 8 devices\n".to_string(),
+        |n| format!("export BRAID_ACL_SIM_DEVICES={n}\n"),
+    );
     format!(
         "# braid-acl-sim is installed in {dir}: {SIM_LIB_NAME}, and CANN's library names linked to it.\n\
          # eval \"$(braid acl-sim install --dir ...)\" sets this environment; start programs after it.\n\
          # Programs that load ACL through braid (braid::acl, braid demo --backend acl):\n\
          export BRAID_ACL_LIB={installed}\n\
-         # CANN clients (torch_npu) find the libraries by name, and every device computes, as\n\
-         # an NPU does (braid-acl-sim's default makes device 1 timing-only, where braid's own\n\
-         # scenarios time model-sized work: leave the two device lines out for braid demo):\n\
+         # CANN clients (torch_npu) find the libraries by name; every device computes, as an\n\
+         # NPU does (braid-acl-sim's default):\n\
          export LD_LIBRARY_PATH={dir}${{LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}}\n\
-         export BRAID_ACL_SIM_DEVICES={devices}\n\
-         export BRAID_ACL_SIM_TIMING_ONLY=none\n\
+         {devices}\
          # optional: BRAID_ACL_SIM_SOC=Ascend910B4 (the SoC name torch_npu sees),\n\
          #           BRAID_ACL_SIM_RACE_REPORT=races.json, BRAID_ACL_SIM_TIMELINE=timeline.json\n",
         installed = installed.display()
@@ -203,8 +207,10 @@ pub fn run(
 ) -> Result<bool, Box<dyn std::error::Error>> {
     match command {
         AclSimCommand::Install(args) => {
-            if !(1..=TORCH_NPU_MAX_DEVICES).contains(&args.devices) {
-                return Err(InstallError::Devices(args.devices).into());
+            if let Some(devices) = args.devices {
+                if !(1..=TORCH_NPU_MAX_DEVICES).contains(&devices) {
+                    return Err(InstallError::Devices(devices).into());
+                }
             }
             let exe_dir = std::env::current_exe()?
                 .parent()
@@ -314,13 +320,18 @@ mod tests {
 
     #[test]
     fn the_environment_serves_braid_programs_and_cann_clients() {
-        let text = environment(Path::new("/opt/sim/libbraid_acl_sim.so"), 4);
+        let text = environment(Path::new("/opt/sim/libbraid_acl_sim.so"), Some(4));
         assert!(text.contains("export BRAID_ACL_LIB=/opt/sim/libbraid_acl_sim.so\n"));
         assert!(
             text.contains("export LD_LIBRARY_PATH=/opt/sim${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}\n")
         );
         assert!(text.contains("export BRAID_ACL_SIM_DEVICES=4\n"));
-        assert!(text.contains("export BRAID_ACL_SIM_TIMING_ONLY=none\n"));
+        assert!(!text.contains("BRAID_ACL_SIM_TIMING_ONLY"));
+        let default = environment(Path::new("/opt/sim/libbraid_acl_sim.so"), None);
+        assert!(
+            !default.contains("export BRAID_ACL_SIM_DEVICES"),
+            "{default}"
+        );
         // Everything else is a comment, so the output can be given to `eval`.
         for line in text.lines() {
             assert!(

@@ -13,6 +13,11 @@ use braid::scenarios::graph_memory::{self, LADDER};
 use braid::scenarios::memory_reuse::Decoder;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if cfg!(feature = "acl") {
+        // Device 1 times model-sized work: on braid-acl-sim it must be timing-only, set
+        // before anything loads ACL, while this is the only thread.
+        devices::set_acl_sim_node_settings();
+    }
     let d = Decoder::llama7b_width();
     println!("running on {}, in {}", devices::describe(), d.dtype);
     println!(

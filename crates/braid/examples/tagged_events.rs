@@ -5,7 +5,7 @@
 //! Results are checked at a small shape on a device that computes data; makespans come from
 //! runs of the same code at a model-sized shape on the timing device, where device time
 //! dominates launch cost (see `braid::scenarios::devices`: a timing-only simulated device, or
-//! ACL device 1, which `braid-acl-sim` makes timing-only by default).
+//! ACL device 1, which this example makes timing-only on `braid-acl-sim`).
 //!
 //! `cargo run -p braid --example tagged_events` runs it on the simulated device;
 //! `cargo run -p braid --example tagged_events --features acl` through ACL (CANN when it is
@@ -15,6 +15,11 @@ use braid::scenarios::devices::{self, Role};
 use braid::scenarios::tagged_events::{self, Layout, Shape};
 
 fn main() -> Result<(), braid::Error> {
+    if cfg!(feature = "acl") {
+        // Device 1 times model-sized work: on braid-acl-sim it must be timing-only, set
+        // before anything loads ACL, while this is the only thread.
+        devices::set_acl_sim_node_settings();
+    }
     println!(
         "running on {}, in {}",
         devices::describe(),

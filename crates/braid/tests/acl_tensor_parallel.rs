@@ -4,24 +4,15 @@
 //! the figures are the simulator's. (Runs with `cargo test -p braid --features acl`.)
 //!
 //! The library runs under `devices::ACL_SIM_NODE_SETTINGS` (24 devices: the data node 8–15,
-//! the timing node 16–23), set before its first call; this file is a process of its own, so the other
-//! ACL tests keep the library's defaults.
+//! the timing node 16–23), set before its first call (`common::acl_sim`), as every ACL test
+//! binary of this crate does.
 #![cfg(all(feature = "acl", feature = "sim"))]
 
-use braid::acl::AclApi;
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::tensor_parallel::{self, Shape};
-use std::sync::Once;
 
 mod common;
-use common::DEVICES;
-
-/// `braid-acl-sim` under the node settings, set before its first call.
-fn acl_sim() -> &'static AclApi {
-    static SETTINGS: Once = Once::new();
-    SETTINGS.call_once(devices::set_acl_sim_node_settings);
-    common::acl_sim()
-}
+use common::{acl_sim, DEVICES};
 
 #[test]
 fn the_result_facts_hold_through_hccl_on_2_4_and_8_devices() {

@@ -408,12 +408,6 @@ pub extern "C" fn aclrtGetFunctionAddr(
     not_supported("aclrtGetFunctionAddr", "it runs no device binaries")
 }
 
-// Declared by the client list and by ACL's own (IPC): exported once, by `serve_exports`.
-use crate::serve_exports::{
-    aclrtDeviceGetBareTgid, aclrtMemExportToShareableHandle, aclrtMemImportFromShareableHandle,
-    aclrtMemSetPidToShareableHandle,
-};
-
 braid_acl_sys::acl_client_functions!(
     braid_acl_sys::check_exports!(braid_acl_sys::acl::client::fns;)
 );

@@ -11,7 +11,7 @@
 use super::client_types::{
     aclCANNPackageVersion, aclrtBinHandle, aclrtBinaryLoadOptions, aclrtContext, aclrtFuncHandle,
 };
-use super::types::{aclError, aclmdlRI, aclrtDrvMemHandle, aclrtEvent, aclrtStream};
+use super::types::{aclError, aclmdlRI, aclrtEvent, aclrtStream};
 use std::ffi::{c_char, c_void};
 
 /// Hands the list of the client ACL functions to another macro, as
@@ -91,8 +91,6 @@ macro_rules! acl_client_functions {
     optional fn aclrtSetOpExecuteTimeOutV2(timeout: u64, actual_timeout: *mut u64) -> aclError;
     /// `aclError aclrtSetOpWaitTimeout(uint32_t timeout)`: seconds an event wait may last.
     optional fn aclrtSetOpWaitTimeout(timeout: u32) -> aclError;
-    /// `aclError aclrtDeviceGetBareTgid(int32_t *pid)`: the process id the device sees.
-    optional fn aclrtDeviceGetBareTgid(pid: *mut i32) -> aclError;
     /// `aclError aclrtProcessReport(int32_t timeout)`: runs the callbacks of
     /// `aclrtLaunchCallback` reported within `timeout` ms.
     optional fn aclrtProcessReport(timeout: i32) -> aclError;
@@ -123,16 +121,6 @@ macro_rules! acl_client_functions {
     /// `aclError aclrtGetFunctionAddr(aclrtFuncHandle funcHandle, void **aicAddr, void
     /// **aivAddr)`.
     optional fn aclrtGetFunctionAddr(func_handle: aclrtFuncHandle, aic_addr: *mut *mut c_void, aiv_addr: *mut *mut c_void) -> aclError;
-    /// `aclError aclrtMemExportToShareableHandle(aclrtDrvMemHandle handle,
-    /// aclrtMemHandleType handleType, uint64_t flags, uint64_t *shareableHandle)`: shares
-    /// physical memory with another process.
-    optional fn aclrtMemExportToShareableHandle(handle: aclrtDrvMemHandle, handle_type: u32, flags: u64, shareable_handle: *mut u64) -> aclError;
-    /// `aclError aclrtMemImportFromShareableHandle(uint64_t shareableHandle, int32_t
-    /// deviceId, aclrtDrvMemHandle *handle)`.
-    optional fn aclrtMemImportFromShareableHandle(shareable_handle: u64, device_id: i32, handle: *mut aclrtDrvMemHandle) -> aclError;
-    /// `aclError aclrtMemSetPidToShareableHandle(uint64_t shareableHandle, int32_t *pid,
-    /// size_t pidNum)`.
-    optional fn aclrtMemSetPidToShareableHandle(shareable_handle: u64, pid: *mut i32, pid_num: usize) -> aclError;
         }
     };
 }
@@ -148,7 +136,7 @@ mod tests {
     #[test]
     fn the_client_list_is_optional_and_apart_from_braids_own() {
         let client = AclClientFunctions::SYMBOLS;
-        assert_eq!(client.len(), 38);
+        assert_eq!(client.len(), 34);
         assert!(client.iter().all(|s| !s.required));
         let mut names: Vec<&str> = client
             .iter()

@@ -30,15 +30,11 @@ pub fn sim_library() -> PathBuf {
         })
 }
 
-/// The function table of `braid-acl-sim`, loaded through the backend's loader, with every
-/// simulated device computing data: device 1 is timing-only by default
-/// (`BRAID_ACL_SIM_TIMING_ONLY`), and the suites check results on it.
+/// The function table of `braid-acl-sim`, loaded through the backend's loader under its
+/// default settings (every simulated device computes data).
 pub fn api() -> &'static AclApi {
     static API: OnceLock<&'static AclApi> = OnceLock::new();
     API.get_or_init(|| {
-        // Set before the library's first call reads it; every test reaches the library
-        // through here, and the other threads wait on this lock.
-        std::env::set_var(braid_acl_sim::TIMING_ONLY_ENV, "none");
         AclApi::load_from(sim_library()).expect("braid-acl-sim loads with every required symbol")
     })
 }

@@ -24,7 +24,8 @@
 //! "BRAID_ACL_LIBRARY_UNAVAILABLE", .. }` listing every path tried.
 //!
 //! On hardware device 1 is simply a second NPU, where the timing is real. On `braid-acl-sim`
-//! it is timing-only by default (`BRAID_ACL_SIM_TIMING_ONLY`, see `braid_acl_sim`), so
+//! it is timing-only under [`ACL_SIM_NODE_SETTINGS`] (`BRAID_ACL_SIM_TIMING_ONLY`, see
+//! `braid_acl_sim`), which braid's examples and `braid demo --backend acl` set when unset, so
 //! model-sized runs plan in milliseconds as on the simulator, and the simulated times are the
 //! simulator's.
 //!
@@ -49,7 +50,8 @@ pub enum Role {
 pub const DATA_ORDINAL: u32 = 0;
 
 /// The ACL device of [`Role::Timing`] (device 0 where ACL reports only one). On
-/// `braid-acl-sim` it is timing-only by default.
+/// `braid-acl-sim` it is timing-only under [`ACL_SIM_NODE_SETTINGS`], which the examples and
+/// `braid demo --backend acl` set.
 pub const TIMING_ORDINAL: u32 = 1;
 
 /// Capacity of the timing-only simulated device: room for model-sized shapes.
@@ -139,11 +141,11 @@ pub const TIMING_NODE_BASE: u32 = 16;
 
 /// The `braid-acl-sim` settings under which `acl_devices` finds a data node and a timing
 /// node beside the single devices of `acl`: 24 devices, of which 1 and 16–23 are
-/// timing-only. Device 0 computes and device 1 times, as by default; devices 8–15 are the
+/// timing-only. Device 0 computes and device 1 times ([`DATA_ORDINAL`], [`TIMING_ORDINAL`]); devices 8–15 are the
 /// data node and 16–23 the timing node (each mode is a simulated node of its own, and a
 /// communicator's devices must all be of one). Set them in the environment before the
-/// library's first call: the `tensor_parallel` example and `braid demo --backend acl` do
-/// when they are unset.
+/// library's first call: braid's examples and `braid demo --backend acl` do when they are
+/// unset (`braid-acl-sim`'s own default is that every device computes).
 pub const ACL_SIM_NODE_SETTINGS: [(&str, &str); 2] = [
     ("BRAID_ACL_SIM_DEVICES", "24"),
     ("BRAID_ACL_SIM_TIMING_ONLY", "1,16,17,18,19,20,21,22,23"),

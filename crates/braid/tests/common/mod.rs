@@ -9,6 +9,10 @@ pub static DEVICES: Mutex<()> = Mutex::new(());
 
 /// `braid-acl-sim`, built as a dev-dependency into `target/<profile>/deps`, next to the test.
 pub fn acl_sim() -> &'static AclApi {
+    // The scenarios time model-sized work on device 1: timing-only under the node settings,
+    // set before the library's first call reads them.
+    static SETTINGS: std::sync::Once = std::sync::Once::new();
+    SETTINGS.call_once(braid::scenarios::devices::set_acl_sim_node_settings);
     let exe = std::env::current_exe().expect("test executable path");
     let dir = exe.parent().expect("in a directory");
     let path = sim_library_candidates(dir)

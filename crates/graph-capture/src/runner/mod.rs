@@ -92,8 +92,6 @@ where
     allocator: CachingAllocator<B>,
     config: RunnerConfig<B>,
     model: M,
-    /// Where task-group updates are issued ([`GraphRunner::run_updating`]).
-    update_stream: Stream<B>,
     runner_pool: Option<GraphPool<B>>,
     index: HashMap<Vec<u64>, usize>,
     entries: Vec<Entry<B>>,
@@ -131,12 +129,10 @@ where
                 return Err(GraphError::WrongDevice { what: "pool" });
             }
         }
-        let update_stream = allocator.device().create_stream(0)?;
         Ok(GraphRunner {
             allocator: allocator.clone(),
             config,
             model,
-            update_stream,
             runner_pool: None,
             index: HashMap::new(),
             entries: Vec::new(),
@@ -243,11 +239,10 @@ where
         }
     }
 
-    /// The entry of the call's key, created on first sight (the only allocation of a call on
-    /// the replay path is none: the key is built in a reused buffer).
     /// [`GraphRunner::run`] with per-call parameters: when the call would replay a graph
     /// whose model marked task groups ([`RunContext::begin_task_group`]), `update(i, s)`
-    /// first re-issues group `i`'s operators on the runner's update stream `s` with this
+    /// first re-issues group `i`'s operators on an update stream `s` (leased from the
+    /// device's stream pool for the call, as captures' streams are) with this
     /// call's parameters ([`crate::CapturedGraph::update`]), and the replay runs them — no
     /// recapture. Calls that warm up or capture run the model, which reads the parameters
     /// itself, and do not call `update`. The previous replay must have been observed
@@ -262,11 +257,12 @@ where
         if inputs.len() == self.config.inputs.len() {
             let idx = self.entry_index(inputs);
             if let Some(captured) = self.entries[idx].captured.as_ref() {
-                if self.moved_input(captured, inputs).is_none() {
+                if self.moved_input(captured, inputs).is_none() && !captured.groups.is_empty() {
+                    let update_stream = self.allocator.device().lease_stream(0)?;
                     for (i, group) in captured.groups.iter().enumerate() {
                         captured
                             .graph
-                            .update(group, &self.update_stream, |s| update(i, s))?;
+                            .update(group, &update_stream, |s| update(i, s))?;
                         self.stats.updates += 1;
                     }
                 }
@@ -275,6 +271,8 @@ where
         self.run(stream, inputs)
     }
 
+    /// The entry of the call's key, created on first sight (the only allocation of a call on
+    /// the replay path is none: the key is built in a reused buffer).
     fn entry_index(&mut self, inputs: &[DeviceSlice]) -> usize {
         self.key.clear();
         self.key.extend(inputs.iter().map(|s| s.len));
