@@ -106,3 +106,51 @@ fn bad_input_through_hccl_is_a_typed_error() {
     let comms = Communicator::init_all(&devices).unwrap();
     all_reduce_sums(&comms);
 }
+
+#[test]
+fn a_barrier_and_an_average_through_hccl() {
+    let devices = devices(2);
+    let comms = Communicator::init_all(&devices).unwrap();
+    let parts: Vec<_> = comms
+        .iter()
+        .map(|c| {
+            let s = c.device().create_stream(0).unwrap();
+            let b = c.device().alloc(16).unwrap();
+            s.copy_h2d(
+                b.slice(),
+                DType::F32.encode(&[c.rank() as f32 * 4.0 + 1.0; 4]),
+            )
+            .unwrap();
+            (s, b)
+        })
+        .collect();
+    for (c, (s, b)) in comms.iter().zip(&parts) {
+        c.barrier(s).unwrap();
+        c.all_reduce(s, b, b, DType::F32, ReduceOp::Avg).unwrap();
+    }
+    for (s, b) in &parts {
+        // (1 + 5) / 2 on both ranks: HCCL's sum, then the scale on the same stream.
+        assert_eq!(
+            s.copy_d2h(b.slice()).unwrap().wait_f32().unwrap(),
+            vec![3.0; 4]
+        );
+    }
+    // A barrier against another rank's all-reduce is refused before HCCL sees it.
+    let s0 = &parts[0].0;
+    comms[0].barrier(s0).unwrap();
+    let err = comms[1]
+        .all_reduce(
+            &parts[1].0,
+            &parts[1].1,
+            &parts[1].1,
+            DType::F32,
+            ReduceOp::Sum,
+        )
+        .unwrap_err();
+    assert!(
+        matches!(err, CollectiveError::Mismatch { rank: 1, .. }),
+        "{err}"
+    );
+    comms[1].barrier(&parts[1].0).unwrap();
+    s0.synchronize().unwrap();
+}

@@ -329,6 +329,57 @@ fn work_after_a_pending_part_is_held_back_and_runs_after_the_collective() {
 }
 
 #[test]
+fn work_after_a_barrier_waits_for_every_rank_to_reach_it() {
+    let devs = node(2);
+    let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
+    let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
+    let barrier = call(
+        CollectiveOp::Barrier,
+        DevicePtr(0),
+        DevicePtr(0),
+        0,
+        DType::F32,
+    );
+    let (s0, x0) = &ranks[0];
+    SimBackend::launch_collective(s0, &comms[0], &barrier, "barrier").unwrap();
+    let y0 = devs[0].alloc(16).unwrap();
+    s0.launch(
+        &Kernel::Scale {
+            src: slice(*x0, 4),
+            dst: slice(y0, 4),
+            factor: 10.0,
+        }
+        .into(),
+        "after",
+    )
+    .unwrap();
+    // Rank 1 is busy for a millisecond before it reaches the barrier.
+    let (s1, _) = &ranks[1];
+    s1.launch(
+        &Kernel::Busy {
+            duration_ns: 1_000_000,
+        }
+        .into(),
+        "busy",
+    )
+    .unwrap();
+    SimBackend::launch_collective(s1, &comms[1], &barrier, "barrier").unwrap();
+    assert_eq!(get(s0, y0, DType::F32, 4), vec![10.0; 4]);
+    s1.synchronize().unwrap();
+    let busy = devs[1]
+        .timeline()
+        .into_iter()
+        .find(|o| o.label == "busy")
+        .unwrap();
+    let tl0 = devs[0].timeline();
+    let b0 = tl0.iter().find(|o| o.label == "barrier").unwrap();
+    let after = tl0.iter().find(|o| o.label == "after").unwrap();
+    assert_eq!(b0.kind, "barrier");
+    assert!(b0.end_ns >= busy.end_ns, "{b0:?} ended before {busy:?}");
+    assert!(after.start_ns >= b0.end_ns);
+}
+
+#[test]
 fn a_collective_takes_the_cost_models_time_and_is_labelled() {
     let devs = node(4);
     let refs: Vec<&SimDevice> = devs.iter().collect();

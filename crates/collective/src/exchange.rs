@@ -166,6 +166,10 @@ fn op_code(op: CollectiveOp) -> (u16, u32) {
         CollectiveOp::Send { peer } => (5, peer),
         CollectiveOp::Recv { peer } => (6, peer),
         CollectiveOp::AllToAll => (7, 0),
+        CollectiveOp::Barrier => (8, 0),
+        CollectiveOp::Scatter { root } => (10, root),
+        // The root above the reduction's index (at most 8 reductions).
+        CollectiveOp::Reduce { op, root } => (9, root.saturating_mul(8) | reduction(op)),
     }
 }
 
@@ -180,6 +184,12 @@ fn op_of(code: u16, param: u32) -> Option<CollectiveOp> {
         5 => CollectiveOp::Send { peer: param },
         6 => CollectiveOp::Recv { peer: param },
         7 => CollectiveOp::AllToAll,
+        8 => CollectiveOp::Barrier,
+        10 => CollectiveOp::Scatter { root: param },
+        9 => CollectiveOp::Reduce {
+            op: ReduceOp::ALL.get((param % 8) as usize).copied()?,
+            root: param / 8,
+        },
         _ => return None,
     })
 }
@@ -234,12 +244,19 @@ mod tests {
     fn every_signature_survives_its_encoding() {
         let ops = [
             CollectiveOp::AllReduce(ReduceOp::Min),
+            CollectiveOp::AllReduce(ReduceOp::Avg),
             CollectiveOp::AllGather,
             CollectiveOp::ReduceScatter(ReduceOp::Prod),
             CollectiveOp::Broadcast { root: 70_000 },
             CollectiveOp::Send { peer: u32::MAX },
             CollectiveOp::Recv { peer: 3 },
             CollectiveOp::AllToAll,
+            CollectiveOp::Barrier,
+            CollectiveOp::Reduce {
+                op: ReduceOp::Avg,
+                root: 3,
+            },
+            CollectiveOp::Scatter { root: 70_000 },
         ];
         for op in ops {
             for dtype in DType::ALL {
@@ -260,7 +277,7 @@ mod tests {
         });
         for (i, bad) in [
             (0, 0.0),
-            (0, 8.0),
+            (0, 11.0),
             (1, 0.5),
             (3, -1.0),
             (7, 3.0),
@@ -275,8 +292,8 @@ mod tests {
             count: 1,
             dtype: DType::F32,
         });
-        words[1] = 4.0;
-        assert_eq!(decode(&words), None, "a fifth reduction");
+        words[1] = ReduceOp::ALL.len() as f32;
+        assert_eq!(decode(&words), None, "a reduction past the last");
         assert_eq!(decode(&good[..4]), None, "too few words");
     }
 }

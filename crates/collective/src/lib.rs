@@ -16,12 +16,13 @@
 //! Each collective ([`Communicator::all_reduce`], [`all_gather`](Communicator::all_gather),
 //! [`reduce_scatter`](Communicator::reduce_scatter), [`broadcast`](Communicator::broadcast),
 //! [`send`](Communicator::send), [`recv`](Communicator::recv),
-//! [`all_to_all`](Communicator::all_to_all)) enqueues this rank's part on a stream of the rank's
-//! device, as an operator that declares what it reads and writes: it is ordered by events and
+//! [`all_to_all`](Communicator::all_to_all), [`barrier`](Communicator::barrier)) enqueues this
+//! rank's part on a stream of the rank's device, as an operator that declares what it reads and writes: it is ordered by events and
 //! stream waits like a kernel, the caching allocator's automatic mode keeps its buffers alive
 //! until it is ordered, and it is captured into graphs and replayed. Buffers are anything that
 //! is a [`CollectiveBuffer`] (device slices, device memory, allocator buffers); element counts
-//! come from their lengths.
+//! come from their lengths. [`ReduceOp::Avg`] averages in one call; HCCL has none, so on ACL
+//! it is HCCL's sum followed by a scale on the same stream.
 //!
 //! Bad input is a [`CollectiveError`] that names what is wrong (a device given twice, a rank,
 //! root or peer out of range, a stream of another device, a buffer of the wrong size, a root

@@ -10,6 +10,7 @@ use crate::communicator::Communicator;
 use crate::error::{CollectiveError, Result};
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::hal::CollectiveBackend;
+use braid_stream_core::types::DevicePtr;
 use braid_stream_core::CollectiveBuffer;
 use braid_stream_core::{DType, DeviceSlice, SizeOverflow, Stream, StreamPosition, WrongDevice};
 
@@ -101,6 +102,54 @@ impl<B: CollectiveBackend> Communicator<B> {
         self.enqueue(stream, op, count, dtype, buffer, buffer)
     }
 
+    /// The root's `recv` gets the reduction by `op` of every rank's `send` (`HcclReduce`):
+    /// every rank passes `send`; `recv` (as many elements) is written on the root only and
+    /// may be empty elsewhere. A root out of range is refused before anything is enqueued.
+    pub fn reduce(
+        &self,
+        stream: &Stream<B>,
+        send: impl CollectiveBuffer,
+        recv: impl CollectiveBuffer,
+        dtype: DType,
+        op: ReduceOp,
+        root: u32,
+    ) -> Result<StreamPosition> {
+        if root >= self.ranks() {
+            return Err(CollectiveError::RootOutOfRange {
+                root,
+                ranks: self.ranks(),
+            });
+        }
+        let op = CollectiveOp::Reduce { op, root };
+        let send = send.device_slice();
+        let count = elements(op, "send", send, dtype)?;
+        self.enqueue(stream, op, count, dtype, send, recv.device_slice())
+    }
+
+    /// Block `r` of the root's `send` goes to rank `r`'s `recv` (`HcclScatter`): `send` holds
+    /// `ranks` times `recv`'s elements on the root and is not read elsewhere. HCCL has no
+    /// public gather: use [`Communicator::all_gather`]. A root out of range is refused before
+    /// anything is enqueued.
+    pub fn scatter(
+        &self,
+        stream: &Stream<B>,
+        send: impl CollectiveBuffer,
+        recv: impl CollectiveBuffer,
+        dtype: DType,
+        root: u32,
+    ) -> Result<StreamPosition> {
+        if root >= self.ranks() {
+            return Err(CollectiveError::RootOutOfRange {
+                root,
+                ranks: self.ranks(),
+            });
+        }
+        let op = CollectiveOp::Scatter { root };
+        let recv = recv.device_slice();
+        let count = elements(op, "recv", recv, dtype)?;
+        self.enqueue(stream, op, count, dtype, send.device_slice(), recv)
+    }
+
     /// Sends `buffer` to rank `peer`, which posts the matching [`Communicator::recv`]
     /// (`HcclSend`).
     pub fn send(
@@ -157,6 +206,14 @@ impl<B: CollectiveBackend> Communicator<B> {
         self.enqueue(stream, op, total / ranks, dtype, send, recv.device_slice())
     }
 
+    /// Waits, in stream order, until every rank's stream has reached its barrier
+    /// (`HcclBarrier`): work enqueued on `stream` after it starts once every rank has issued
+    /// and reached its own. It moves no data and is matched like any collective.
+    pub fn barrier(&self, stream: &Stream<B>) -> Result<StreamPosition> {
+        let none = DeviceSlice::new(DevicePtr(0), 0);
+        self.enqueue(stream, CollectiveOp::Barrier, 0, DType::F32, none, none)
+    }
+
     /// A send or receive peer must be another rank of the communicator.
     fn check_peer(&self, op: CollectiveOp, peer: u32) -> Result<()> {
         if peer >= self.ranks() || peer == self.rank() {
@@ -189,7 +246,7 @@ impl<B: CollectiveBackend> Communicator<B> {
                 found: stream.device().id(),
             })));
         }
-        if count == 0 {
+        if count == 0 && op != CollectiveOp::Barrier {
             return Err(CollectiveError::ZeroCount { op });
         }
         let call = CollectiveCall {
@@ -202,8 +259,8 @@ impl<B: CollectiveBackend> Communicator<B> {
         if op.reads_send(rank) {
             check_size(&call, "send", send, call.send_len(rank, ranks), ranks)?;
         }
-        if op.writes_recv() {
-            check_size(&call, "recv", recv, call.recv_len(ranks), ranks)?;
+        if op.writes_recv(rank) {
+            check_size(&call, "recv", recv, call.recv_len(rank, ranks), ranks)?;
         }
         let label = op.to_string();
         let span = tracing::debug_span!(

@@ -380,6 +380,118 @@ fn a_mismatched_collective_names_the_rank_the_call_and_the_difference() {
 }
 
 #[test]
+fn a_barrier_is_one_bufferless_call_matched_like_any_collective() {
+    let r = ranks(2);
+    let bufs: Vec<_> = r.devices.iter().map(|d| alloc(d, 16)).collect();
+    r.comms[0].barrier(&r.streams[0]).unwrap();
+    let err = r.comms[1]
+        .all_reduce(&r.streams[1], &bufs[1], &bufs[1], DType::F32, ReduceOp::Sum)
+        .unwrap_err();
+    let CollectiveError::Mismatch { difference, .. } = &err else {
+        panic!("not a mismatch: {err}");
+    };
+    assert!(
+        difference.starts_with("operation barrier vs allreduce(sum)"),
+        "{difference}"
+    );
+    assert!(calls(&r.devices[1]).is_empty());
+    r.comms[1].barrier(&r.streams[1]).unwrap();
+    let launched = calls(&r.devices[1]);
+    assert_eq!(launched.len(), 1);
+    let (rank, call, label) = &launched[0];
+    assert_eq!((*rank, call.op, call.count), (1, CollectiveOp::Barrier, 0));
+    assert_eq!(label, "barrier");
+}
+
+#[test]
+fn a_reduce_to_a_bad_root_is_refused_before_anything_is_enqueued() {
+    let r = ranks(2);
+    let bufs: Vec<_> = r.devices.iter().map(|d| alloc(d, 16)).collect();
+    let red = |i: usize, root| {
+        r.comms[i].reduce(
+            &r.streams[i],
+            &bufs[i],
+            &bufs[i],
+            DType::F32,
+            ReduceOp::Sum,
+            root,
+        )
+    };
+    let err = red(0, 2).unwrap_err();
+    assert!(
+        matches!(err, CollectiveError::RootOutOfRange { root: 2, ranks: 2 }),
+        "{err}"
+    );
+    assert!(calls(&r.devices[0]).is_empty());
+    // The communicator works afterwards; another root on rank 1 is a mismatch.
+    red(0, 0).unwrap();
+    let err = red(1, 1).unwrap_err();
+    let CollectiveError::Mismatch { difference, .. } = &err else {
+        panic!("not a mismatch: {err}");
+    };
+    assert!(
+        difference.contains("reduce(sum, root 0) vs reduce(sum, root 1)"),
+        "{difference}"
+    );
+    red(1, 0).unwrap();
+    let (_, call, _) = &calls(&r.devices[1])[0];
+    assert_eq!(
+        call.op,
+        CollectiveOp::Reduce {
+            op: ReduceOp::Sum,
+            root: 0
+        }
+    );
+}
+
+#[test]
+fn a_scatter_reads_the_root_s_whole_buffer_and_refuses_a_bad_root() {
+    let r = ranks(2);
+    let big: Vec<_> = r.devices.iter().map(|d| alloc(d, 32)).collect();
+    let small: Vec<_> = r.devices.iter().map(|d| alloc(d, 16)).collect();
+    let sc =
+        |i: usize, root| r.comms[i].scatter(&r.streams[i], &big[i], &small[i], DType::F32, root);
+    let err = sc(1, 5).unwrap_err();
+    assert!(
+        matches!(err, CollectiveError::RootOutOfRange { root: 5, ranks: 2 }),
+        "{err}"
+    );
+    assert!(calls(&r.devices[1]).is_empty());
+    // The root's send must hold every rank's block.
+    let err = r.comms[0]
+        .scatter(&r.streams[0], &small[0], &small[0], DType::F32, 0)
+        .unwrap_err();
+    assert!(matches!(err, CollectiveError::BufferSize { .. }), "{err}");
+    sc(0, 0).unwrap();
+    sc(1, 0).unwrap();
+    let (_, call, label) = &calls(&r.devices[1])[0];
+    assert_eq!(
+        (call.op, call.count),
+        (CollectiveOp::Scatter { root: 0 }, 4)
+    );
+    assert_eq!(label, "scatter(root 0)");
+}
+
+#[test]
+fn an_average_is_one_call_that_a_sum_does_not_match() {
+    let r = ranks(2);
+    let bufs: Vec<_> = r.devices.iter().map(|d| alloc(d, 16)).collect();
+    let ar =
+        |i: usize, op| r.comms[i].all_reduce(&r.streams[i], &bufs[i], &bufs[i], DType::F32, op);
+    ar(0, ReduceOp::Avg).unwrap();
+    let err = ar(1, ReduceOp::Sum).unwrap_err();
+    let CollectiveError::Mismatch { difference, .. } = &err else {
+        panic!("not a mismatch: {err}");
+    };
+    assert_eq!(difference, "operation allreduce(avg) vs allreduce(sum)");
+    assert!(calls(&r.devices[1]).is_empty());
+    ar(1, ReduceOp::Avg).unwrap();
+    let launched = calls(&r.devices[1]);
+    assert_eq!(launched.len(), 1, "one call, not a sum and a scale");
+    assert_eq!(launched[0].1.op, CollectiveOp::AllReduce(ReduceOp::Avg));
+}
+
+#[test]
 fn collectives_in_a_different_order_or_with_another_root_are_refused() {
     let r = ranks(2);
     let small: Vec<_> = r.devices.iter().map(|d| alloc(d, 8)).collect();

@@ -39,6 +39,7 @@ fn reduced(op: ReduceOp, ranks: usize, i: usize) -> f32 {
         ReduceOp::Prod => all.product(),
         ReduceOp::Max => all.fold(f32::NEG_INFINITY, f32::max),
         ReduceOp::Min => all.fold(f32::INFINITY, f32::min),
+        ReduceOp::Avg => all.sum::<f32>() / ranks as f32,
     }
 }
 
@@ -159,6 +160,12 @@ pub fn all_reduce_min<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseEr
     all_reduce(h, ReduceOp::Min)
 }
 
+/// `all_reduce` with `ReduceOp::Avg`: every rank gets the element-wise mean (on HCCL a sum,
+/// then a scale on the same stream).
+pub fn all_reduce_avg<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseError> {
+    all_reduce(h, ReduceOp::Avg)
+}
+
 /// `all_gather`: every rank's output holds every rank's input, in rank order.
 pub fn all_gather<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseError> {
     for (ranks, dtype) in SHAPES {
@@ -199,6 +206,60 @@ pub fn reduce_scatter<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseEr
                     .map(|i| reduced(op, n, i))
                     .collect();
                 rs.expect(r, recv, &want)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `scatter` from every root in turn: rank `r` gets block `r` of the root's buffer.
+pub fn scatter_from_every_root<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseError> {
+    for (ranks, dtype) in SHAPES {
+        let rs = Ranks::new(h, ranks, dtype, "scatter")?;
+        let n = rs.n();
+        let block = N / n;
+        for root in 0..n {
+            let mut parts = Vec::new();
+            for r in 0..n {
+                let send = rs.upload(r, &values(r, 0, N))?;
+                let recv = rs.zeros(r, block)?;
+                rs.comms[r].scatter(&rs.streams[r], &send, &recv, dtype, root as u32)?;
+                // The send buffers live until the collective has run on every rank.
+                parts.push((send, recv));
+            }
+            for (r, (_, recv)) in parts.iter().enumerate() {
+                rs.expect(r, recv, &values(root, r * block, block))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `reduce` with every reduction, to each root in turn: the root's `recv` gets the
+/// reduction, the other ranks' `recv` keeps its zeros.
+pub fn reduce_to_every_root<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), CaseError> {
+    for (ranks, dtype) in SHAPES {
+        let rs = Ranks::new(h, ranks, dtype, "reduce")?;
+        let n = rs.n();
+        // Every reduction, the roots in turn.
+        for (i, op) in ReduceOp::ALL.iter().enumerate() {
+            let root = i % n;
+            let mut parts = Vec::new();
+            for r in 0..n {
+                let send = rs.upload(r, &values(r, 0, N))?;
+                let recv = rs.zeros(r, N)?;
+                rs.comms[r].reduce(&rs.streams[r], &send, &recv, dtype, *op, root as u32)?;
+                // The send buffers live until the collective has run on every rank.
+                parts.push((send, recv));
+            }
+            let want: Vec<f32> = (0..N).map(|i| reduced(*op, n, i)).collect();
+            for (r, (_, recv)) in parts.iter().enumerate() {
+                let expected = if r == root {
+                    want.clone()
+                } else {
+                    vec![0.0; N]
+                };
+                rs.expect(r, recv, &expected)?;
             }
         }
     }

@@ -65,16 +65,27 @@ pub enum ReduceOp {
     Max,
     /// Elementwise minimum.
     Min,
+    /// Elementwise mean over the ranks: the sum divided by the rank count. HCCL has no
+    /// average (`HcclReduceOp` is sum, prod, max, min): on HCCL it is a sum followed, on the
+    /// same stream, by a scale by `1 / ranks`; one call at braid's level either way.
+    Avg,
 }
 
 impl ReduceOp {
     /// Every reduction.
-    pub const ALL: [ReduceOp; 4] = [ReduceOp::Sum, ReduceOp::Prod, ReduceOp::Max, ReduceOp::Min];
+    pub const ALL: [ReduceOp; 5] = [
+        ReduceOp::Sum,
+        ReduceOp::Prod,
+        ReduceOp::Max,
+        ReduceOp::Min,
+        ReduceOp::Avg,
+    ];
 
-    /// Combines two values (in `f32`; the caller rounds to the data type).
+    /// Combines two values (in `f32`; the caller rounds to the data type). An average
+    /// combines as a sum; [`ReduceOp::finish`] divides.
     pub fn combine(self, a: f32, b: f32) -> f32 {
         match self {
-            ReduceOp::Sum => a + b,
+            ReduceOp::Sum | ReduceOp::Avg => a + b,
             ReduceOp::Prod => a * b,
             ReduceOp::Max => a.max(b),
             ReduceOp::Min => a.min(b),
@@ -88,6 +99,16 @@ impl ReduceOp {
             ReduceOp::Prod => "prod",
             ReduceOp::Max => "max",
             ReduceOp::Min => "min",
+            ReduceOp::Avg => "avg",
+        }
+    }
+
+    /// The factor applied to the combined value of `ranks` ranks once every rank's value
+    /// is in: `1 / ranks` for an average, `None` for the others (nothing to apply).
+    pub fn scale(self, ranks: u32) -> Option<f32> {
+        match self {
+            ReduceOp::Avg => Some(1.0 / ranks.max(1) as f32),
+            _ => None,
         }
     }
 }
@@ -122,6 +143,24 @@ pub enum CollectiveOp {
     /// Block `j` (`count` elements) of rank `i`'s `send` goes to block `i` of rank `j`'s
     /// `recv`; both buffers hold `count × ranks` elements.
     AllToAll,
+    /// No rank's stream goes past the barrier before every rank's has reached it
+    /// (`HcclBarrier`): no buffers, a count of 0.
+    Barrier,
+    /// The root's `recv` gets the reduction of every rank's `send` (`count` elements each,
+    /// `HcclReduce`); the other ranks' `recv` is neither read nor written.
+    Reduce {
+        /// How the elements combine.
+        op: ReduceOp,
+        /// The rank that receives the reduction.
+        root: u32,
+    },
+    /// Block `r` (`count` elements) of the root's `send` (`count × ranks` elements) goes to
+    /// rank `r`'s `recv` (`HcclScatter`). HCCL has no public gather (see `hccl/REFERENCE.md`
+    /// in `braid-acl-sys`): an all-gather is the nearest call.
+    Scatter {
+        /// The rank whose data is scattered.
+        root: u32,
+    },
 }
 
 impl CollectiveOp {
@@ -135,21 +174,28 @@ impl CollectiveOp {
             CollectiveOp::Send { .. } => "send",
             CollectiveOp::Recv { .. } => "recv",
             CollectiveOp::AllToAll => "alltoall",
+            CollectiveOp::Barrier => "barrier",
+            CollectiveOp::Reduce { .. } => "reduce",
+            CollectiveOp::Scatter { .. } => "scatter",
         }
     }
 
     /// Whether the operation reads a send buffer on this rank.
     pub fn reads_send(self, rank: u32) -> bool {
         match self {
-            CollectiveOp::Recv { .. } => false,
-            CollectiveOp::Broadcast { root } => rank == root,
+            CollectiveOp::Recv { .. } | CollectiveOp::Barrier => false,
+            CollectiveOp::Broadcast { root } | CollectiveOp::Scatter { root } => rank == root,
             _ => true,
         }
     }
 
     /// Whether the operation writes a receive buffer on this rank.
-    pub fn writes_recv(self) -> bool {
-        !matches!(self, CollectiveOp::Send { .. })
+    pub fn writes_recv(self, rank: u32) -> bool {
+        match self {
+            CollectiveOp::Send { .. } | CollectiveOp::Barrier => false,
+            CollectiveOp::Reduce { root, .. } => rank == root,
+            _ => true,
+        }
     }
 }
 
@@ -160,6 +206,8 @@ impl fmt::Display for CollectiveOp {
                 write!(f, "{}({})", self.name(), op.name())
             }
             CollectiveOp::Broadcast { root } => write!(f, "broadcast(root {root})"),
+            CollectiveOp::Reduce { op, root } => write!(f, "reduce({}, root {root})", op.name()),
+            CollectiveOp::Scatter { root } => write!(f, "scatter(root {root})"),
             CollectiveOp::Send { peer } => write!(f, "send(to {peer})"),
             CollectiveOp::Recv { peer } => write!(f, "recv(from {peer})"),
             _ => f.write_str(self.name()),
@@ -194,19 +242,19 @@ impl CollectiveCall {
             return Some(0);
         }
         let elements = match self.op {
-            CollectiveOp::ReduceScatter(_) | CollectiveOp::AllToAll => {
-                self.count.checked_mul(u64::from(ranks))?
-            }
+            CollectiveOp::ReduceScatter(_)
+            | CollectiveOp::AllToAll
+            | CollectiveOp::Scatter { .. } => self.count.checked_mul(u64::from(ranks))?,
             _ => self.count,
         };
         elements.checked_mul(self.dtype.size())
     }
 
-    /// Bytes this rank's `recv` buffer must hold in a communicator of `ranks` ranks (0 where it
+    /// Bytes rank `rank`'s `recv` buffer must hold in a communicator of `ranks` ranks (0 where it
     /// receives nothing): `count` elements, times `ranks` for all-gather and all-to-all.
     /// `None` on overflow.
-    pub fn recv_len(&self, ranks: u32) -> Option<u64> {
-        if !self.op.writes_recv() {
+    pub fn recv_len(&self, rank: u32, ranks: u32) -> Option<u64> {
+        if !self.op.writes_recv(rank) {
             return Some(0);
         }
         let elements = match self.op {
@@ -224,7 +272,7 @@ impl CollectiveCall {
     pub fn ranges(&self, rank: u32, ranks: u32) -> Option<(DeviceSlice, DeviceSlice)> {
         Some((
             DeviceSlice::new(self.send, self.send_len(rank, ranks)?),
-            DeviceSlice::new(self.recv, self.recv_len(ranks)?),
+            DeviceSlice::new(self.recv, self.recv_len(rank, ranks)?),
         ))
     }
 
@@ -310,21 +358,65 @@ mod tests {
     }
 
     #[test]
+    fn an_average_combines_as_a_sum_and_scales_by_the_rank_count() {
+        assert_eq!(ReduceOp::Avg.combine(2.0, 3.0), 5.0);
+        assert_eq!(ReduceOp::Avg.scale(4), Some(0.25));
+        assert_eq!(ReduceOp::Sum.scale(4), None);
+        assert_eq!(ReduceOp::Avg.name(), "avg");
+        assert!(ReduceOp::ALL.contains(&ReduceOp::Avg));
+    }
+
+    #[test]
+    fn a_barrier_uses_no_buffer() {
+        let b = call(CollectiveOp::Barrier, 0);
+        assert_eq!((b.send_len(0, 4), b.recv_len(0, 4)), (Some(0), Some(0)));
+        assert_eq!(CollectiveOp::Barrier.to_string(), "barrier");
+    }
+
+    #[test]
+    fn a_reduce_writes_only_the_root_s_receive_buffer() {
+        let op = CollectiveOp::Reduce {
+            op: ReduceOp::Max,
+            root: 2,
+        };
+        let r = call(op, 8);
+        assert_eq!((r.send_len(0, 4), r.recv_len(0, 4)), (Some(16), Some(0)));
+        assert_eq!((r.send_len(2, 4), r.recv_len(2, 4)), (Some(16), Some(16)));
+        assert_eq!(op.to_string(), "reduce(max, root 2)");
+    }
+
+    #[test]
+    fn a_scatter_reads_the_root_s_whole_send_buffer() {
+        let s = call(CollectiveOp::Scatter { root: 1 }, 8);
+        assert_eq!((s.send_len(1, 4), s.recv_len(1, 4)), (Some(64), Some(16)));
+        assert_eq!((s.send_len(0, 4), s.recv_len(0, 4)), (Some(0), Some(16)));
+    }
+
+    #[test]
     fn buffer_lengths_follow_hccl_counts() {
         let ar = call(CollectiveOp::AllReduce(ReduceOp::Sum), 8);
-        assert_eq!((ar.send_len(0, 4), ar.recv_len(4)), (Some(16), Some(16)));
+        assert_eq!((ar.send_len(0, 4), ar.recv_len(0, 4)), (Some(16), Some(16)));
         let ag = call(CollectiveOp::AllGather, 8);
-        assert_eq!((ag.send_len(1, 4), ag.recv_len(4)), (Some(16), Some(64)));
+        assert_eq!((ag.send_len(1, 4), ag.recv_len(0, 4)), (Some(16), Some(64)));
         let rs = call(CollectiveOp::ReduceScatter(ReduceOp::Max), 8);
-        assert_eq!((rs.send_len(1, 4), rs.recv_len(4)), (Some(64), Some(16)));
+        assert_eq!((rs.send_len(1, 4), rs.recv_len(0, 4)), (Some(64), Some(16)));
         let bc = call(CollectiveOp::Broadcast { root: 2 }, 8);
         assert_eq!((bc.send_len(2, 4), bc.send_len(1, 4)), (Some(16), Some(0)));
         let send = call(CollectiveOp::Send { peer: 1 }, 8);
-        assert_eq!((send.send_len(0, 2), send.recv_len(2)), (Some(16), Some(0)));
+        assert_eq!(
+            (send.send_len(0, 2), send.recv_len(0, 2)),
+            (Some(16), Some(0))
+        );
         let recv = call(CollectiveOp::Recv { peer: 0 }, 8);
-        assert_eq!((recv.send_len(1, 2), recv.recv_len(2)), (Some(0), Some(16)));
+        assert_eq!(
+            (recv.send_len(1, 2), recv.recv_len(0, 2)),
+            (Some(0), Some(16))
+        );
         let a2a = call(CollectiveOp::AllToAll, 8);
-        assert_eq!((a2a.send_len(0, 4), a2a.recv_len(4)), (Some(64), Some(64)));
+        assert_eq!(
+            (a2a.send_len(0, 4), a2a.recv_len(0, 4)),
+            (Some(64), Some(64))
+        );
         assert_eq!(
             recv.ranges(1, 2),
             Some((
@@ -333,7 +425,7 @@ mod tests {
             ))
         );
         assert_eq!(call(CollectiveOp::AllGather, u64::MAX).ranges(0, 2), None);
-        assert_eq!(call(CollectiveOp::AllGather, u64::MAX).recv_len(2), None);
+        assert_eq!(call(CollectiveOp::AllGather, u64::MAX).recv_len(0, 2), None);
     }
 
     #[test]

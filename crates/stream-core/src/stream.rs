@@ -874,7 +874,7 @@ impl<B: hal::CollectiveBackend> Stream<B> {
             ))
         })?;
         let uses = [(send, Access::Read), (recv, Access::Write)];
-        let used = match (call.op.reads_send(rank), call.op.writes_recv()) {
+        let used = match (call.op.reads_send(rank), call.op.writes_recv(rank)) {
             (true, true) => &uses[..],
             (true, false) => &uses[..1],
             (false, true) => &uses[1..],

@@ -387,6 +387,79 @@ pub extern "C" fn HcclAlltoAll(
     })
 }
 
+/// `HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType
+/// dataType, HcclReduceOp op, uint32_t root, HcclComm comm, aclrtStream stream)`: `recvBuf`
+/// is written on the root only.
+#[no_mangle]
+#[allow(clippy::too_many_arguments)] // HCCL's signature
+pub extern "C" fn HcclReduce(
+    send_buf: *mut c_void,
+    recv_buf: *mut c_void,
+    count: u64,
+    data_type: HcclDataType,
+    op: HcclReduceOp,
+    root: u32,
+    comm: HcclComm,
+    stream: aclrtStream,
+) -> HcclResult {
+    const CALL: &str = "HcclReduce";
+    collective(CALL, comm, stream, || {
+        non_null(CALL, "sendBuf", send_buf)?;
+        Ok(CollectiveCall {
+            op: CollectiveOp::Reduce {
+                op: reduce_op(CALL, op)?,
+                root,
+            },
+            send: ptr(send_buf),
+            recv: ptr(recv_buf),
+            count,
+            dtype: dtype(CALL, data_type)?,
+        })
+    })
+}
+
+/// `HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType
+/// dataType, uint32_t root, HcclComm comm, aclrtStream stream)`: `sendBuf` is read on the
+/// root only.
+#[no_mangle]
+pub extern "C" fn HcclScatter(
+    send_buf: *mut c_void,
+    recv_buf: *mut c_void,
+    recv_count: u64,
+    data_type: HcclDataType,
+    root: u32,
+    comm: HcclComm,
+    stream: aclrtStream,
+) -> HcclResult {
+    const CALL: &str = "HcclScatter";
+    collective(CALL, comm, stream, || {
+        non_null(CALL, "recvBuf", recv_buf)?;
+        Ok(CollectiveCall {
+            op: CollectiveOp::Scatter { root },
+            send: ptr(send_buf),
+            recv: ptr(recv_buf),
+            count: recv_count,
+            dtype: dtype(CALL, data_type)?,
+        })
+    })
+}
+
+/// `HcclResult HcclBarrier(HcclComm comm, aclrtStream stream)`: no rank's stream goes past it
+/// before every rank's has reached it.
+#[no_mangle]
+pub extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult {
+    const CALL: &str = "HcclBarrier";
+    collective(CALL, comm, stream, || {
+        Ok(CollectiveCall {
+            op: CollectiveOp::Barrier,
+            send: DevicePtr(0),
+            recv: DevicePtr(0),
+            count: 0,
+            dtype: DType::F32,
+        })
+    })
+}
+
 /// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`: the simulator
 /// reports failures when they are enqueued, so a live communicator has none.
 ///

@@ -3,8 +3,9 @@
 //! [`HcclFunctions`] table here and checks `braid-acl-sim`'s exports.
 //!
 //! Required: communicators (root info, init from it, init all, destroy, rank and size), the
-//! collectives braid maps (all-reduce, broadcast, reduce-scatter, all-gather, send, receive)
-//! and `HcclGetErrorString`. Optional: `HcclAlltoAll` (newer releases) and
+//! collectives braid maps (all-reduce, broadcast, reduce-scatter, all-gather, send, receive,
+//! barrier, reduce)
+//! and `HcclGetErrorString`. Optional: `HcclAlltoAll` and `HcclScatter` (newer releases) and
 //! `HcclGetCommAsyncError`.
 
 use super::types::{HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo};
@@ -106,6 +107,22 @@ macro_rules! hccl_functions {
         comm: HcclComm,
         stream: aclrtStream,
     ) -> HcclResult;
+    /// `HcclResult HcclReduce(void *sendBuf, void *recvBuf, uint64_t count, HcclDataType
+    /// dataType, HcclReduceOp op, uint32_t root, HcclComm comm, aclrtStream stream)` (confirmed
+    /// in `hccl/REFERENCE.md`).
+    required fn HcclReduce(
+        send_buf: *mut c_void,
+        recv_buf: *mut c_void,
+        count: u64,
+        data_type: HcclDataType,
+        op: HcclReduceOp,
+        root: u32,
+        comm: HcclComm,
+        stream: aclrtStream,
+    ) -> HcclResult;
+    /// `HcclResult HcclBarrier(HcclComm comm, aclrtStream stream)` (confirmed in
+    /// `hccl/REFERENCE.md`).
+    required fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult;
     /// `const char *HcclGetErrorString(HcclResult code)`: the library's text for a result.
     required fn HcclGetErrorString(code: HcclResult) -> *const c_char;
 
@@ -119,6 +136,18 @@ macro_rules! hccl_functions {
         recv_buf: *const c_void,
         recv_count: u64,
         recv_type: HcclDataType,
+        comm: HcclComm,
+        stream: aclrtStream,
+    ) -> HcclResult;
+    /// `HcclResult HcclScatter(void *sendBuf, void *recvBuf, uint64_t recvCount, HcclDataType
+    /// dataType, uint32_t root, HcclComm comm, aclrtStream stream)` (confirmed in
+    /// `hccl/REFERENCE.md`; newer releases).
+    optional fn HcclScatter(
+        send_buf: *mut c_void,
+        recv_buf: *mut c_void,
+        recv_count: u64,
+        data_type: HcclDataType,
+        root: u32,
         comm: HcclComm,
         stream: aclrtStream,
     ) -> HcclResult;
@@ -142,13 +171,16 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 15);
+        assert_eq!(symbols.len(), 18);
         let optional: Vec<&str> = symbols
             .iter()
             .filter(|s| !s.required)
             .map(|s| s.name)
             .collect();
-        assert_eq!(optional, ["HcclAlltoAll", "HcclGetCommAsyncError"]);
+        assert_eq!(
+            optional,
+            ["HcclAlltoAll", "HcclScatter", "HcclGetCommAsyncError"]
+        );
         assert!(symbols
             .iter()
             .any(|s| s.name == "HcclCommInitAll" && s.required));

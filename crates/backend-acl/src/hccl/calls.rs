@@ -91,6 +91,19 @@ pub(crate) trait HcclCalls: Send + Sync {
     fn recv(&self, b: Buffers, peer: u32, comm: Handle, stream: Handle) -> HcclResult;
     /// `HcclAlltoAll` (`count` elements to and from each rank); `None` without the symbol.
     fn all_to_all(&self, b: Buffers, comm: Handle, stream: Handle) -> Option<HcclResult>;
+    /// `HcclBarrier`.
+    fn barrier(&self, comm: Handle, stream: Handle) -> HcclResult;
+    /// `HcclScatter` from `root` (`count` elements to each rank); `None` without the symbol.
+    fn scatter(&self, b: Buffers, root: u32, comm: Handle, stream: Handle) -> Option<HcclResult>;
+    /// `HcclReduce` to `root`.
+    fn reduce(
+        &self,
+        b: Buffers,
+        op: HcclReduceOp,
+        root: u32,
+        comm: Handle,
+        stream: Handle,
+    ) -> HcclResult;
 }
 
 /// The real table, as the backend's HCCL calls.
@@ -258,5 +271,32 @@ impl HcclCalls for HcclRef {
         let (c, s) = (handle(comm), handle(stream));
         // SAFETY: see the impl's comment.
         Some(unsafe { f(send, b.count, b.dtype, recv, b.count, b.dtype, c, s) })
+    }
+
+    fn reduce(
+        &self,
+        b: Buffers,
+        op: HcclReduceOp,
+        root: u32,
+        comm: Handle,
+        stream: Handle,
+    ) -> HcclResult {
+        let (send, recv) = (address(b.send), address(b.recv));
+        let (c, s) = (handle(comm), handle(stream));
+        // SAFETY: see the impl's comment.
+        unsafe { (self.0.HcclReduce)(send, recv, b.count, b.dtype, op, root, c, s) }
+    }
+
+    fn scatter(&self, b: Buffers, root: u32, comm: Handle, stream: Handle) -> Option<HcclResult> {
+        let f = self.0.HcclScatter?;
+        let (send, recv) = (address(b.send), address(b.recv));
+        let (c, s) = (handle(comm), handle(stream));
+        // SAFETY: see the impl's comment.
+        Some(unsafe { f(send, recv, b.count, b.dtype, root, c, s) })
+    }
+
+    fn barrier(&self, comm: Handle, stream: Handle) -> HcclResult {
+        // SAFETY: see the impl's comment.
+        unsafe { (self.0.HcclBarrier)(handle(comm), handle(stream)) }
     }
 }

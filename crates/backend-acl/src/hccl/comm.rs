@@ -2,6 +2,7 @@
 //! ([`CollectiveBackend`] for [`AclBackend`]): one rank's part of a collective enqueued on a
 //! stream. Every HCCL call goes through [`HcclCalls`].
 
+use super::average::Scale;
 use super::calls::Buffers;
 use super::error::Hccl;
 use crate::bind;
@@ -49,10 +50,11 @@ pub fn dtype_of(dtype: DType) -> HcclDataType {
     }
 }
 
-/// HCCL's reduce operation for braid's.
+/// HCCL's reduce operation for braid's. HCCL has no average: an average runs HCCL's sum, then
+/// braid's scale by `1 / ranks` on the same stream.
 pub fn reduce_op_of(op: ReduceOp) -> HcclReduceOp {
     match op {
-        ReduceOp::Sum => HCCL_REDUCE_SUM,
+        ReduceOp::Sum | ReduceOp::Avg => HCCL_REDUCE_SUM,
         ReduceOp::Prod => HCCL_REDUCE_PROD,
         ReduceOp::Max => HCCL_REDUCE_MAX,
         ReduceOp::Min => HCCL_REDUCE_MIN,
@@ -196,6 +198,18 @@ impl AclComm {
             dtype: dtype_of(call.dtype),
         };
         stream.shared.bind()?;
+        // An average's scale is planned before the sum is enqueued: a refusal enqueues nothing.
+        let scale = match call.op {
+            CollectiveOp::Reduce { op, root } if root == self.rank => op
+                .scale(self.ranks)
+                .map(|factor| Scale::plan(call.recv, call.count, call.dtype, factor))
+                .transpose()?,
+            CollectiveOp::AllReduce(op) | CollectiveOp::ReduceScatter(op) => op
+                .scale(self.ranks)
+                .map(|factor| Scale::plan(call.recv, call.count, call.dtype, factor))
+                .transpose()?,
+            _ => None,
+        };
         tracing::trace!(label, op = %call.op, count = call.count, "HCCL collective");
         let (name, code) = match call.op {
             CollectiveOp::AllReduce(op) => {
@@ -216,6 +230,18 @@ impl AclComm {
             }
             CollectiveOp::Send { peer } => ("HcclSend", calls.send(b, peer, c, s)),
             CollectiveOp::Recv { peer } => ("HcclRecv", calls.recv(b, peer, c, s)),
+            CollectiveOp::Barrier => ("HcclBarrier", calls.barrier(c, s)),
+            CollectiveOp::Reduce { op, root } => {
+                ("HcclReduce", calls.reduce(b, reduce_op_of(op), root, c, s))
+            }
+            CollectiveOp::Scatter { root } => match calls.scatter(b, root, c, s) {
+                Some(code) => ("HcclScatter", code),
+                None => {
+                    return Err(HalError::Unsupported(
+                        "scatter: this libhccl.so has no HcclScatter",
+                    ))
+                }
+            },
             CollectiveOp::AllToAll => match calls.all_to_all(b, c, s) {
                 Some(code) => ("HcclAlltoAll", code),
                 None => {
@@ -227,11 +253,15 @@ impl AclComm {
         };
         self.hccl.check(name, code)?;
         stream.shared.note_work(stream.raw, 1);
+        if let Some(scale) = scale {
+            scale.launch(stream.raw)?;
+            stream.shared.note_work(stream.raw, 1);
+        }
         if let CollectiveOp::Broadcast { root } = call.op {
             if self.rank == root && call.send != call.recv {
                 // HCCL's broadcast leaves the root's buffer as it was: the root's own copy
                 // into a separate receive buffer follows it on the stream.
-                let len = call.recv_len(self.ranks).ok_or_else(|| {
+                let len = call.recv_len(self.rank, self.ranks).ok_or_else(|| {
                     HalError::InvalidArgument(format!("{label}: broadcast length overflows"))
                 })?;
                 hal::Stream::memcpy_d2d(stream, call.recv, call.send, len)?;
@@ -288,7 +318,8 @@ impl CollectiveBackend for AclBackend {
 
     /// Enqueues this rank's part of `call` on `stream` with `comm` (`HcclAllReduce`,
     /// `HcclAllGather`, `HcclReduceScatter`, `HcclBroadcast`, `HcclSend`, `HcclRecv`,
-    /// `HcclAlltoAll`). The communicator must be of the stream's device; buffers are device
+    /// `HcclAlltoAll`, `HcclBarrier`, `HcclReduce`, `HcclScatter`; an average is `HcclAllReduce`'s or
+    /// `HcclReduceScatter`'s sum, then `aclnnMuls` by `1 / ranks` on the same stream). The communicator must be of the stream's device; buffers are device
     /// addresses of it, valid for the call's lengths until the collective has run
     /// (braid-collective checks them; this call does not). HCCL takes an explicit stream: on
     /// the default stream (a null `aclrtStream`) it answers `HCCL_E_PTR`. A part HCCL

@@ -224,6 +224,67 @@ fn a_root_broadcasting_into_another_buffer_copies_its_own() {
 }
 
 #[test]
+fn a_barrier_is_hccl_barrier_on_the_communicator_and_stream() {
+    let mut h = hccl();
+    h.expect_barrier()
+        .withf(|c, _| *c == COMM)
+        .times(1)
+        .returning(|_, _| 0);
+    let (dev, comm) = rank0(h, |_| {});
+    let stream = dev.default_stream().unwrap();
+    let barrier = CollectiveCall {
+        op: CollectiveOp::Barrier,
+        send: DevicePtr(0),
+        recv: DevicePtr(0),
+        count: 0,
+        dtype: DType::F32,
+    };
+    AclBackend::launch_collective(&stream, &comm, &barrier, "barrier").unwrap();
+}
+
+#[test]
+fn a_reduce_passes_its_root_and_hccl_s_reduction_to_hccl_reduce() {
+    let mut h = hccl();
+    h.expect_reduce()
+        .withf(|b, op, root, c, _| {
+            (b.send, b.recv, b.count, *op, *root, *c) == (0x100, 0x200, 4, HCCL_REDUCE_MAX, 0, COMM)
+        })
+        .times(1)
+        .returning(|_, _, _, _, _| 0);
+    let (dev, comm) = rank0(h, |_| {});
+    let stream = dev.default_stream().unwrap();
+    let op = CollectiveOp::Reduce {
+        op: ReduceOp::Max,
+        root: 0,
+    };
+    AclBackend::launch_collective(&stream, &comm, &call(op, 0x100, 0x200), "reduce").unwrap();
+}
+
+#[test]
+fn a_scatter_is_hccl_scatter_or_unsupported_without_the_symbol() {
+    let mut h = hccl();
+    h.expect_scatter()
+        .withf(|b, root, c, _| (b.send, b.recv, b.count, *root, *c) == (0x100, 0x200, 4, 0, COMM))
+        .times(2)
+        .returning({
+            // The library has the symbol once, then (another library) not.
+            let calls = std::sync::atomic::AtomicUsize::new(0);
+            move |_, _, _, _| {
+                let n = calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                (n == 0).then_some(0)
+            }
+        });
+    let (dev, comm) = rank0(h, |_| {});
+    let stream = dev.default_stream().unwrap();
+    let sc = call(CollectiveOp::Scatter { root: 0 }, 0x100, 0x200);
+    AclBackend::launch_collective(&stream, &comm, &sc, "scatter").unwrap();
+    assert!(matches!(
+        AclBackend::launch_collective(&stream, &comm, &sc, "scatter"),
+        Err(HalError::Unsupported(m)) if m.contains("HcclScatter")
+    ));
+}
+
+#[test]
 fn rank_queries_and_a_failed_destroy_are_typed() {
     let mut h = hccl();
     h.expect_rank_id().times(1).returning(|_| Err(HCCL_E_PTR));

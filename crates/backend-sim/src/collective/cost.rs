@@ -55,7 +55,7 @@
 //!
 //! With one rank nothing is communicated: every bound is zero.
 
-use braid_stream_core::collective::{CollectiveCall, CollectiveOp};
+use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::dtype::DType;
 
 use crate::engine::Engine;
@@ -260,9 +260,10 @@ pub struct Plan {
 /// all-to-all). `None` on overflow.
 pub fn model_bytes(call: &CollectiveCall, ranks: u32) -> Option<u64> {
     let full = match call.op {
-        CollectiveOp::ReduceScatter(_) | CollectiveOp::AllToAll | CollectiveOp::AllGather => {
-            call.count.checked_mul(u64::from(ranks))?
-        }
+        CollectiveOp::ReduceScatter(_)
+        | CollectiveOp::AllToAll
+        | CollectiveOp::AllGather
+        | CollectiveOp::Scatter { .. } => call.count.checked_mul(u64::from(ranks))?,
         _ => call.count,
     };
     full.checked_mul(call.dtype.size())
@@ -349,6 +350,22 @@ fn candidates(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> 
         }
         CollectiveOp::Send { .. } | CollectiveOp::Recv { .. } => {
             push(Algorithm::Direct, a + n * b);
+        }
+        // From one root: halves of the message down a binomial tree.
+        CollectiveOp::Scatter { .. } => {
+            push(Algorithm::BinomialTree, log * a + share * n * b);
+        }
+        // To one root: a binomial tree of reductions, or a ring reduce-scatter then a gather.
+        CollectiveOp::Reduce { .. } => {
+            push(Algorithm::BinomialTree, log * (a + n * b + n * g));
+            push(
+                Algorithm::Ring,
+                2.0 * (p - 1.0) * a + 2.0 * share * n * b + share * n * g,
+            );
+        }
+        // HCCL's barrier is an all-reduce of a token: the all-reduce's latency terms.
+        CollectiveOp::Barrier => {
+            return candidates(CollectiveOp::AllReduce(ReduceOp::Sum), ranks, 0, params)
         }
     }
     out

@@ -16,13 +16,18 @@ use crate::compute::PendingWrite;
 use crate::memory::DataView;
 
 /// `count` elements of the elementwise reduction of `inputs`, starting at element `first` of
-/// each.
+/// each. An average is the rounded sum scaled by `1 / ranks` and rounded again, as HCCL's sum
+/// followed by a scale leaves it.
 fn reduce(op: ReduceOp, dtype: DType, inputs: &[&[u8]], first: usize, count: usize) -> Vec<u8> {
     let mut out = Vec::with_capacity(count * dtype.size() as usize);
+    let scale = op.scale(inputs.len() as u32);
     for i in first..first + count {
         let mut values = inputs.iter().map(|b| dtype.get(b, i).unwrap_or(0.0));
         let start = values.next().unwrap_or(0.0);
-        let value = values.fold(start, |acc, x| dtype.round(op.combine(acc, x)));
+        let mut value = values.fold(start, |acc, x| dtype.round(op.combine(acc, x)));
+        if let Some(factor) = scale {
+            value = dtype.round(value * factor);
+        }
         dtype.push(&mut out, value);
     }
     out
@@ -78,6 +83,20 @@ pub(crate) fn receive(op: CollectiveOp, count: u64, dtype: DType, sends: &[&[u8]
         CollectiveOp::Send { .. } | CollectiveOp::Recv { .. } => {
             let data = block(sends.first().copied().unwrap_or(&[]), 0, n * size);
             vec![Vec::new(), data]
+        }
+        CollectiveOp::Barrier => vec![Vec::new(); ranks],
+        CollectiveOp::Scatter { root } => {
+            let data = sends.get(root as usize).copied().unwrap_or(&[]);
+            (0..ranks)
+                .map(|r| block(data, r * n * size, n * size))
+                .collect()
+        }
+        CollectiveOp::Reduce { op, root } => {
+            let mut out = vec![Vec::new(); ranks];
+            if let Some(slot) = out.get_mut(root as usize) {
+                *slot = reduce(op, dtype, sends, 0, n);
+            }
+            out
         }
     }
 }
@@ -172,6 +191,50 @@ mod tests {
             let min = run(CollectiveOp::AllReduce(ReduceOp::Min), 3, dtype, &sends);
             assert_eq!(min, vec![vec![0.5, -2.0, -6.0]; 3], "{dtype}");
         }
+    }
+
+    #[test]
+    fn an_average_is_the_sum_divided_by_the_rank_count_in_each_type() {
+        let sends = vec![
+            vec![1.0, -2.0],
+            vec![4.0, 6.0],
+            vec![1.0, 2.0],
+            vec![2.0, 2.0],
+        ];
+        for dtype in DType::ALL {
+            let avg = run(CollectiveOp::AllReduce(ReduceOp::Avg), 2, dtype, &sends);
+            assert_eq!(avg, vec![vec![2.0, 2.0]; 4], "{dtype}");
+        }
+        // Reduce-scatter averages each rank's block; 1/3 rounds as the data type does.
+        let sends = vec![vec![1.0, 3.0], vec![0.0, 3.0], vec![0.0, 3.0]];
+        let rs = CollectiveOp::ReduceScatter(ReduceOp::Avg);
+        let f16 = run(rs, 1, DType::F16, &[sends[0].clone(), sends[1].clone()]);
+        assert_eq!(f16, vec![vec![0.5], vec![3.0]]);
+        let third = run(
+            CollectiveOp::AllReduce(ReduceOp::Avg),
+            1,
+            DType::F16,
+            &sends,
+        );
+        assert_eq!(third[0], vec![DType::F16.round(1.0 / 3.0)]);
+    }
+
+    #[test]
+    fn a_scatter_gives_each_rank_its_block_of_the_root_s_buffer() {
+        let sends = vec![vec![], vec![1.0, 2.0, 3.0, 4.0]];
+        let out = run(CollectiveOp::Scatter { root: 1 }, 2, DType::F16, &sends);
+        assert_eq!(out, vec![vec![1.0, 2.0], vec![3.0, 4.0]]);
+    }
+
+    #[test]
+    fn a_reduce_gives_the_root_alone_the_reduction() {
+        let sends = vec![vec![1.0, 8.0], vec![4.0, 2.0], vec![3.0, 3.0]];
+        let op = CollectiveOp::Reduce {
+            op: ReduceOp::Avg,
+            root: 1,
+        };
+        let out = run(op, 2, DType::F32, &sends);
+        assert_eq!(out, vec![vec![], vec![8.0 / 3.0, 13.0 / 3.0], vec![]]);
     }
 
     #[test]

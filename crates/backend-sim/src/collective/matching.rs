@@ -81,7 +81,7 @@ impl Engine {
         }
         let lengths = [
             ("send", call.send, call.send_len(rank, ranks)),
-            ("receive", call.recv, call.recv_len(ranks)),
+            ("receive", call.recv, call.recv_len(rank, ranks)),
         ];
         let mut out = [DeviceSlice::new(call.send, 0); 2];
         for (i, (what, ptr, len)) in lengths.into_iter().enumerate() {

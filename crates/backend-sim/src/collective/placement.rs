@@ -27,7 +27,7 @@ fn ranges(parts: &[Part<PartInfo>], ranks: u32) -> (Vec<DeviceSlice>, Vec<Device
         .map(|p| {
             let call = &p.payload.call;
             let send = call.send_len(p.rank, ranks).unwrap_or(0);
-            let recv = call.recv_len(ranks).unwrap_or(0);
+            let recv = call.recv_len(p.rank, ranks).unwrap_or(0);
             (
                 DeviceSlice::new(call.send, send),
                 DeviceSlice::new(call.recv, recv),
