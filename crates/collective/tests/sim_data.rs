@@ -10,9 +10,11 @@ use common::*;
 const COUNT: usize = 6;
 const SIZES: [u32; 3] = [2, 4, 8];
 
-/// `op` over every rank's element `i`.
+/// `op` over every rank's element `i` (an average: the sum scaled by `1 / ranks`).
 fn reduced(op: ReduceOp, ranks: usize, i: usize) -> f32 {
-    (1..ranks).fold(value(0, i), |acc, r| op.combine(acc, value(r, i)))
+    let combined = (1..ranks).fold(value(0, i), |acc, r| op.combine(acc, value(r, i)));
+    op.scale(ranks as u32)
+        .map_or(combined, |scale| combined * scale)
 }
 
 #[test]
