@@ -109,9 +109,7 @@ pub mod exports;
 pub mod hccl;
 mod outputs;
 mod registry;
-pub mod serve_exports;
 mod settings;
-pub mod task_group_exports;
 
 pub use settings::{
     SettingError, CAPACITY_ENV, COLLECTIVE_TIMEOUT_ENV, DEFAULT_SOC, DEVICES_ENV, ERROR_LOG_ENV,

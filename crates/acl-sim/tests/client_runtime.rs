@@ -10,8 +10,8 @@
 use braid_acl_sim::client::op_path::*;
 use braid_acl_sim::client::profiling::*;
 use braid_acl_sim::client::runtime::*;
+use braid_acl_sim::exports::sharing::aclrtDeviceGetBareTgid;
 use braid_acl_sim::exports::*;
-use braid_acl_sim::serve_exports::aclrtDeviceGetBareTgid;
 use braid_acl_sys::acl::{AclClientFunctions, AclFunctions, AclOpFunctions};
 use braid_acl_sys::aclnn::{AclnnClientOperators, AclnnDescriptors, AclnnOperators};
 use braid_acl_sys::hccl::{HcclClientFunctions, HcclFunctions};

@@ -1,6 +1,6 @@
 //! The exported C symbols of serving: the calling thread's capture mode, and memory,
 //! physical memory and events shared with other processes (`registry::ipc`). Each checks its
-//! pointers, then calls the registry; [`crate::exports`] checks their signatures against
+//! pointers, then calls the registry; [`super`] checks their signatures against
 //! `braid-acl-sys`'s declarations with the rest.
 
 use crate::codes::*;

@@ -1,5 +1,5 @@
 //! The task-group exports (`aclmdlRICaptureTaskGrp*`, `aclmdlRICaptureTaskUpdate*`), checked
-//! with the rest of ACL's list at the end of [`crate::exports`].
+//! with the rest of ACL's list at the end of [`super`].
 
 use crate::errmsg::ret;
 use crate::registry::with;

@@ -3,16 +3,20 @@
 //!
 //! Every export has the signature `braid-acl-sys` declares for it (the same declaration the
 //! ACL backend resolves): [`check_exports!`](braid_acl_sys::check_exports) at the end of this
-//! file fails to compile when one is missing or drifts.
+//! file fails to compile when one is missing or drifts. Serving's sharing calls and the task
+//! groups have rooms of their own.
+
+pub mod sharing;
+pub mod task_groups;
 
 use crate::codes::*;
 use crate::errmsg::{fail, ret, take_recent, Fail};
 use crate::registry::{with, with_then_wait};
 #[allow(unused_imports)] // the names `check_exports!` checks
-use crate::serve_exports::*;
-#[allow(unused_imports)] // named by `check_exports!` below
-use crate::task_group_exports::*;
+use sharing::*;
 use std::ffi::{c_char, c_void};
+#[allow(unused_imports)] // named by `check_exports!` below
+use task_groups::*;
 
 /// Runs `f` and writes its value through the out pointer `p`.
 ///
