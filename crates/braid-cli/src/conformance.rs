@@ -10,10 +10,6 @@ use std::io::Write;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// The braid-acl-sim setting that makes every simulated device compute (the suite checks
-/// numbers on every device it opens), applied where it is unset.
-const ACL_SIM_ALL_DEVICES_COMPUTE: (&str, &str) = ("BRAID_ACL_SIM_TIMING_ONLY", "none");
-
 /// The outcome of one case.
 #[derive(Debug)]
 pub struct CaseOutcome {
@@ -131,11 +127,6 @@ pub fn run_on(api: &'static AclApi) -> Report {
 /// `braid conformance`: loads ACL, runs the suite, prints the table; `Ok(false)` when a case
 /// failed.
 pub fn run(out: &mut impl Write) -> Result<bool, Box<dyn std::error::Error>> {
-    let (variable, value) = ACL_SIM_ALL_DEVICES_COMPUTE;
-    if std::env::var_os(variable).is_none() {
-        // Before anything loads ACL, while this is the only thread.
-        std::env::set_var(variable, value);
-    }
     let api = AclApi::load_or_sim().map_err(|e| HalError::from(OpenError::Load(e)))?;
     let report = run_on(api);
     report.write(out)?;

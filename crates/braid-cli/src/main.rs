@@ -76,8 +76,9 @@ enum Command {
     ///
     /// ACL is found as for `braid demo --backend acl`: CANN when configured or installed, else
     /// braid-acl-sim built beside this binary (the first line names the library). The suite
-    /// opens devices 0 to 7 and checks numbers on each, so on braid-acl-sim it sets
-    /// `BRAID_ACL_SIM_TIMING_ONLY=none` when unset. Exits non-zero when a case fails.
+    /// opens devices 0 to 7 and checks numbers on each: on braid-acl-sim every device
+    /// computes unless `BRAID_ACL_SIM_TIMING_ONLY` says otherwise. Exits non-zero when a case
+    /// fails.
     Conformance,
     /// Plans a tensor-parallel layer stack on the simulator: the step time with the
     /// all-reduce on the compute stream, overlapped on its own stream, and replayed as a
