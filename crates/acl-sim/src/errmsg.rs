@@ -31,6 +31,24 @@ pub(crate) fn fail(code: i32, message: impl Into<String>) -> Fail {
     }
 }
 
+/// Runs `f`, turning a panic inside it into `ACL_ERROR_INTERNAL_ERROR` with the panic's text:
+/// a bug in the simulator must fail the one call, not abort the host process (a panic cannot
+/// cross the C boundary, so it would end the process with no message the client could read).
+pub(crate) fn guarded<R>(f: impl FnOnce() -> Result<R, Fail>) -> Result<R, Fail> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        let text = payload
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic without text".to_string());
+        tracing::error!(panic = %text, "braid-acl-sim: internal error");
+        Err(fail(
+            crate::codes::ACL_ERROR_INTERNAL_ERROR,
+            format!("braid-acl-sim internal error (please report it): {text}"),
+        ))
+    })
+}
+
 /// Turns a result into a return code, keeping the message of a failure for this thread.
 pub(crate) fn ret(r: Result<(), Fail>) -> i32 {
     match r {
@@ -76,5 +94,21 @@ fn log_failure(f: &Fail) {
         let mut file = file.lock();
         // A failed write of a diagnostic has nowhere to go.
         let _ = writeln!(file, "{} {}", f.code, f.message.replace('\n', " "));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_panic_becomes_an_internal_error_with_its_text() {
+        let r: Result<(), Fail> = guarded(|| panic!("index 9 out of range"));
+        let f = r.unwrap_err();
+        assert_eq!(f.code, crate::codes::ACL_ERROR_INTERNAL_ERROR);
+        assert!(f.message.contains("index 9 out of range"), "{}", f.message);
+        let formatted: Result<(), Fail> = guarded(|| panic!("rank {} of {}", 3, 4));
+        assert!(formatted.unwrap_err().message.contains("rank 3 of 4"));
+        assert_eq!(guarded(|| Ok(7)), Ok(7));
     }
 }

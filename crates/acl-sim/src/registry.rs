@@ -23,7 +23,7 @@
 
 use crate::capture::{CaptureState, Clock};
 use crate::codes::*;
-use crate::errmsg::{fail, Fail};
+use crate::errmsg::{fail, guarded, Fail};
 use crate::settings::Settings;
 use braid_backend_sim::{SimDevice, SimEvent, SimGraph, SimStream};
 use braid_stream_core::hal::HalError;
@@ -157,9 +157,12 @@ fn registry() -> &'static Result<GlobalMutex<Registry>, Fail> {
 }
 
 /// Runs `f` on the process-wide registry.
+/// A panic inside `f` fails the call with ACL's internal error ([`guarded`]) and leaves the
+/// registry usable by the next call.
 pub(crate) fn with<R>(f: impl FnOnce(&mut Registry) -> Result<R, Fail>) -> Result<R, Fail> {
     let m = registry().as_ref().map_err(Clone::clone)?;
-    f(&mut m.lock())
+    let mut registry = m.lock();
+    guarded(|| f(&mut registry))
 }
 
 /// Runs `f` on the registry if it is free now; `None` when another thread holds it (at
@@ -239,11 +242,24 @@ impl Registry {
 
 #[cfg(test)]
 mod tests {
-    use super::sim_fail;
+    use super::{sim_fail, with};
     use braid_backend_sim::{CallKind, FaultPlan, SimConfig, SimDevice};
     use braid_stream_core::hal::{Device as _, Stream as _};
     use braid_stream_core::kernel::Kernel;
     use braid_stream_core::types::{DeviceSlice, EventFlags};
+
+    #[test]
+    fn a_panic_inside_a_call_fails_that_call_and_the_registry_still_serves() {
+        let failed = with(|_| -> Result<(), _> { panic!("a bug in a registry call") });
+        let f = failed.unwrap_err();
+        assert_eq!(f.code, crate::codes::ACL_ERROR_INTERNAL_ERROR);
+        assert!(
+            f.message.contains("a bug in a registry call"),
+            "{}",
+            f.message
+        );
+        assert_eq!(with(|r| Ok(r.handle() > 0)), Ok(true));
+    }
 
     #[test]
     fn injected_simulator_faults_and_limits_become_acl_codes() {

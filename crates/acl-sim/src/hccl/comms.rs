@@ -6,7 +6,7 @@
 //! a collective once every rank has joined and submitted its part).
 
 use super::results::{from_acl, from_hal};
-use crate::errmsg::{fail, Fail};
+use crate::errmsg::{fail, guarded, Fail};
 use crate::registry::with;
 use braid_acl_sys::hccl::codes::*;
 use braid_acl_sys::hccl::HcclRootInfo;
@@ -59,7 +59,8 @@ fn insert(comm: Comm) -> usize {
 /// A fresh root info for a communicator whose rank 0 is the current device.
 pub(super) fn root_info(call: &str) -> Result<HcclRootInfo, Fail> {
     let (_, device) = with(|r| r.current_sim_device(call)).map_err(from_acl)?;
-    let info = SimComm::root_info(&device).map_err(|e| from_hal(call, e))?;
+    let info =
+        guarded(|| SimComm::root_info(&device).map_err(|e| from_hal(call, e))).map_err(from_acl)?;
     Ok(HcclRootInfo { internal: *info.0 })
 }
 
@@ -72,8 +73,10 @@ pub(super) fn init_root_info(
 ) -> Result<usize, Fail> {
     let (index, device) = with(|r| r.current_sim_device(call)).map_err(from_acl)?;
     let info = RootInfo(Box::new(info.internal));
-    let sim =
-        SimComm::init_root_info(&device, ranks, rank, &info).map_err(|e| from_hal(call, e))?;
+    let sim = guarded(|| {
+        SimComm::init_root_info(&device, ranks, rank, &info).map_err(|e| from_hal(call, e))
+    })
+    .map_err(from_acl)?;
     Ok(insert(Comm {
         device: index,
         rank,
@@ -100,7 +103,8 @@ pub(super) fn init_all(call: &str, devices: &[i32]) -> Result<Vec<usize>, Fail> 
     })
     .map_err(from_acl)?;
     let refs: Vec<_> = sims.iter().collect();
-    let comms = SimComm::init_all(&refs).map_err(|e| from_hal(call, e))?;
+    let comms =
+        guarded(|| SimComm::init_all(&refs).map_err(|e| from_hal(call, e))).map_err(from_acl)?;
     let ranks = devices.len() as u32;
     Ok(comms
         .into_iter()

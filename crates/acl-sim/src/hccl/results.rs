@@ -25,16 +25,19 @@ pub(crate) fn from_hal(call: &str, e: HalError) -> Fail {
 }
 
 /// A failure of the ACL runtime under an HCCL call (an invalid stream, a stream of another
-/// device than the thread's): `HCCL_E_RUNTIME`, the ACL code kept in the text. HCCL's own
-/// results (below 100) pass unchanged.
+/// device than the thread's): `HCCL_E_RUNTIME`, the ACL code kept in the text; braid-acl-sim's
+/// own internal error ([`crate::errmsg::guarded`]) is `HCCL_E_INTERNAL`. HCCL's own results
+/// (below 100) pass unchanged.
 pub(crate) fn from_acl(f: Fail) -> Fail {
     if (0..100).contains(&f.code) {
         return f;
     }
-    fail(
-        HCCL_E_RUNTIME,
-        format!("{} (ACL error {})", f.message, f.code),
-    )
+    let code = if f.code == braid_acl_sys::acl::codes::ACL_ERROR_INTERNAL_ERROR {
+        HCCL_E_INTERNAL
+    } else {
+        HCCL_E_RUNTIME
+    };
+    fail(code, format!("{} (ACL error {})", f.message, f.code))
 }
 
 /// `HcclGetErrorString`'s text for `code`: what the result means (static, NUL-terminated).
@@ -80,5 +83,17 @@ mod tests {
         assert!(!texts.contains(&c"unknown error"));
         assert_eq!(error_string(99), c"unknown error");
         assert_eq!(error_string(HCCL_E_PTR), c"empty pointer");
+    }
+
+    #[test]
+    fn acl_failures_under_hccl_calls_keep_their_code_in_the_text() {
+        let runtime = from_acl(fail(507_001, "aclrtX: bad stream"));
+        assert_eq!(runtime.code, HCCL_E_RUNTIME);
+        assert!(runtime.message.contains("ACL error 507001"));
+        let internal: Result<(), Fail> = crate::errmsg::guarded(|| panic!("simulator bug"));
+        let internal = from_acl(internal.unwrap_err());
+        assert_eq!(internal.code, HCCL_E_INTERNAL);
+        assert!(internal.message.contains("simulator bug"));
+        assert_eq!(from_acl(fail(HCCL_E_PARA, "x")).code, HCCL_E_PARA);
     }
 }
