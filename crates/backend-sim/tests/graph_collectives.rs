@@ -183,3 +183,66 @@ fn a_single_thread_syncing_on_a_replay_waiting_for_a_rank_it_drives_fails_at_onc
     g1.launch(s1).unwrap();
     s0.synchronize().unwrap();
 }
+
+/// A task update re-issuing a captured all-reduce (as HCCL's callers do between
+/// `aclmdlRICaptureTaskUpdateBegin`/`End`): with another count it is refused naming the
+/// difference and the replay reduces what it did; with new buffers of the same count the next
+/// replay reduces those on every rank.
+#[test]
+fn a_task_update_reissues_a_captured_all_reduce_and_refuses_another_count() {
+    let devs = node(2, SimMode::Data);
+    let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
+    let ranks: Vec<_> = devs
+        .iter()
+        .zip(&comms)
+        .enumerate()
+        .map(|(r, (d, c))| {
+            let s = d.create_stream(0).unwrap();
+            let first = upload(d, &s, &[r as f32 + 1.0; 4]);
+            let second = upload(d, &s, &[10.0 * (r as f32 + 1.0); 4]);
+            s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+            s.begin_task_group().unwrap();
+            SimBackend::launch_collective(
+                &s,
+                c,
+                &all_reduce(first, 4, DType::F32),
+                "allreduce(sum)",
+            )
+            .unwrap();
+            let group = s.end_task_group().unwrap();
+            let graph = s.end_capture().unwrap();
+            (s, first, second, group, graph)
+        })
+        .collect();
+    let update = |r: usize, count: u64| {
+        let (s, _, second, group, _) = &ranks[r];
+        let u = devs[r].create_stream(0).unwrap();
+        u.begin_task_update(*group).unwrap();
+        let call = all_reduce(*second, count, DType::F32);
+        SimBackend::launch_collective(&u, &comms[r], &call, "allreduce(sum)").unwrap();
+        let ended = u.end_task_update(true);
+        s.synchronize().unwrap();
+        ended
+    };
+    for r in 0..2 {
+        let refused = update(r, 2).unwrap_err().to_string();
+        assert!(refused.contains("count 4 vs 2"), "{refused}");
+        assert!(refused.contains("nothing changed"), "{refused}");
+    }
+    for (s, _, _, _, g) in &ranks {
+        g.launch(s).unwrap();
+    }
+    for (s, first, ..) in &ranks {
+        assert_eq!(download(s, *first, 4), vec![3.0; 4]);
+    }
+    for r in 0..2 {
+        update(r, 4).unwrap();
+    }
+    for (s, _, _, _, g) in &ranks {
+        g.launch(s).unwrap();
+    }
+    for (s, first, second, ..) in &ranks {
+        assert_eq!(download(s, *second, 4), vec![30.0; 4]);
+        assert_eq!(download(s, *first, 4), vec![3.0; 4], "no longer reduced");
+    }
+}

@@ -22,17 +22,17 @@ const SHAPES: [(u32, DType); 4] = [
 ];
 
 /// Rank `r`'s element `i`.
-fn value(r: usize, i: usize) -> f32 {
+pub(crate) fn value(r: usize, i: usize) -> f32 {
     [-2.0, -0.5, 1.0, 1.5, 3.0][(2 * r + i) % 5]
 }
 
 /// Rank `r`'s `count` elements from element `from` on.
-fn values(r: usize, from: usize, count: usize) -> Vec<f32> {
+pub(crate) fn values(r: usize, from: usize, count: usize) -> Vec<f32> {
     (from..from + count).map(|i| value(r, i)).collect()
 }
 
 /// The reduction by `op` of element `i` over `ranks` ranks, in rank order.
-fn reduced(op: ReduceOp, ranks: usize, i: usize) -> f32 {
+pub(crate) fn reduced(op: ReduceOp, ranks: usize, i: usize) -> f32 {
     let all = (0..ranks).map(|r| value(r, i));
     match op {
         ReduceOp::Sum => all.sum(),
@@ -44,16 +44,21 @@ fn reduced(op: ReduceOp, ranks: usize, i: usize) -> f32 {
 }
 
 /// Every rank of a fresh node: its communicator and a stream of its device.
-struct Ranks<B: CollectiveBackend> {
-    comms: Vec<Communicator<B>>,
-    streams: Vec<Stream<B>>,
+pub(crate) struct Ranks<B: CollectiveBackend> {
+    pub(crate) comms: Vec<Communicator<B>>,
+    pub(crate) streams: Vec<Stream<B>>,
     dtype: DType,
     what: String,
 }
 
 impl<B: CollectiveBackend> Ranks<B> {
     #[track_caller]
-    fn new(h: &Harness<B>, ranks: u32, dtype: DType, op: &str) -> Result<Self, CaseError> {
+    pub(crate) fn new(
+        h: &Harness<B>,
+        ranks: u32,
+        dtype: DType,
+        op: &str,
+    ) -> Result<Self, CaseError> {
         let devices = h.node(ranks)?;
         let comms = Communicator::init_all(&devices)?;
         let streams = devices
@@ -68,17 +73,17 @@ impl<B: CollectiveBackend> Ranks<B> {
         })
     }
 
-    fn n(&self) -> usize {
+    pub(crate) fn n(&self) -> usize {
         self.comms.len()
     }
 
-    fn device(&self, r: usize) -> &Device<B> {
+    pub(crate) fn device(&self, r: usize) -> &Device<B> {
         self.comms[r].device()
     }
 
     /// Memory of rank `r` holding `values`, written on its stream.
     #[track_caller]
-    fn upload(&self, r: usize, values: &[f32]) -> Result<DeviceMemory<B>, CaseError> {
+    pub(crate) fn upload(&self, r: usize, values: &[f32]) -> Result<DeviceMemory<B>, CaseError> {
         let bytes = self.dtype.encode(values);
         let mem = self.device(r).alloc(bytes.len() as u64)?;
         self.streams[r].copy_h2d(mem.slice(), bytes)?;
@@ -87,13 +92,18 @@ impl<B: CollectiveBackend> Ranks<B> {
 
     /// Memory of rank `r` for `count` elements, zeroed on its stream.
     #[track_caller]
-    fn zeros(&self, r: usize, count: usize) -> Result<DeviceMemory<B>, CaseError> {
+    pub(crate) fn zeros(&self, r: usize, count: usize) -> Result<DeviceMemory<B>, CaseError> {
         self.upload(r, &vec![0.0; count])
     }
 
     /// Checks what rank `r`'s `mem` holds once its stream has run.
     #[track_caller]
-    fn expect(&self, r: usize, mem: &DeviceMemory<B>, want: &[f32]) -> Result<(), CaseError> {
+    pub(crate) fn expect(
+        &self,
+        r: usize,
+        mem: &DeviceMemory<B>,
+        want: &[f32],
+    ) -> Result<(), CaseError> {
         let got = self.streams[r].copy_d2h(mem.slice())?.wait_as(self.dtype)?;
         if got.len() != want.len() {
             return Err(CaseError::new(format!(

@@ -39,8 +39,8 @@
 //! ```
 //!
 //! Cross-device cases (module [`cross_device`]) run on the devices of one node, which the
-//! macro's `node = ...` factory opens ([`Harness::with_node`]). Collective cases (module
-//! [`collectives`], through [`braid_collective::Communicator`]) need a backend implementing
+//! macro's `node = ...` factory opens ([`Harness::with_node`]). Collective cases (modules
+//! [`collectives`] and [`collective_updates`], through [`braid_collective::Communicator`]) need a backend implementing
 //! [`braid_collective::CollectiveBackend`] and have their own macro,
 //! [`collective_conformance_tests!`], list [`COLLECTIVE_CASES`] and runner
 //! [`run_all_collectives`].
@@ -56,6 +56,7 @@ mod support;
 pub mod allocator;
 pub mod capture;
 pub mod capture_modes;
+pub mod collective_updates;
 pub mod collectives;
 pub mod context;
 pub mod cross_device;
@@ -327,6 +328,7 @@ macro_rules! __with_collective_cases {
                 send_recv_ring,
                 all_to_all,
             ],
+            collective_updates: [task_update_reissues_an_all_reduce],
         }
     };
 }

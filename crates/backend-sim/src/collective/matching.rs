@@ -116,8 +116,14 @@ impl Engine {
         self.tick(self.dev().config.profile.eager_launch_ns, "collective");
         let (send, recv) = self.check_part(s, comm, rank, call)?;
         let label: Arc<str> = Arc::from(label);
-        if self.stream(s)?.capture.is_some() {
-            let number = self.coll.comms[comm].next_captured(rank, Peers::of(rank, call.op));
+        let capturing = self.stream(s)?.capture.is_some();
+        if capturing || self.is_updating(s) {
+            // A re-issued part takes the captured part's number when the update ends.
+            let number = if capturing {
+                self.coll.comms[comm].next_captured(rank, Peers::of(rank, call.op))
+            } else {
+                0
+            };
             let op = Op {
                 kind: OpKind::Collective(Arc::new(CollectivePart {
                     comm,
@@ -130,9 +136,11 @@ impl Engine {
                 label,
                 stream: s,
             };
+            if !capturing {
+                return self.reissue(s, op);
+            }
             return self.with_frontier(s, |cap, frontier| cap.add(op, frontier));
         }
-        self.refuse_collective_update(s)?;
         let host = self.dev().host_ns;
         self.submit_part(s, comm, rank, *call, None, label, host)?;
         self.pump()

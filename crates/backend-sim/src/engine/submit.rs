@@ -87,11 +87,8 @@ impl Engine {
         if capturing {
             return self.with_frontier(s, |cap, frontier| cap.add(op, frontier));
         }
-        if let Some((_, ops)) = self.updates.get_mut(&s) {
-            // Re-issued into a task group being updated: replaces the group's operator at
-            // the end of the update instead of running.
-            ops.push(op);
-            return Ok(());
+        if self.is_updating(s) {
+            return self.reissue(s, op);
         }
         let host = self.dev().host_ns;
         if self.coll.is_deferred(s) {

@@ -4,12 +4,14 @@
 //! A group is the list of node indices captured on one stream between its begin and end. At
 //! the end of the capture its handle is bound to the graph's shared nodes. An update collects
 //! the operators submitted on the update stream and, at its end, replaces the group's nodes'
-//! operators (dependencies unchanged) when there are exactly as many, each of the same kind;
-//! otherwise nothing changes. The next launch of the graph replays the new operators (data
+//! operators (dependencies unchanged) when there are exactly as many, each of the same kind
+//! (a collective part: of the same communicator and rank, with a call the other ranks'
+//! replays still match); otherwise nothing changes. The next launch of the graph replays the new operators (data
 //! mode computes with their new scalars, bodies and buffers).
 
 use super::{invalid, Engine};
 use crate::capture::{GraphNodes, Node};
+use crate::op::{CollectivePart, Op, OpKind};
 use braid_stream_core::hal::{HalError, TaskGroupHandle};
 use std::sync::{Arc, Weak};
 
@@ -142,8 +144,26 @@ impl Engine {
                     op.kind.name()
                 )));
             }
+            if let (OpKind::Collective(old), OpKind::Collective(new)) = (&captured.kind, &op.kind) {
+                if let Some(difference) = collective_difference(old, new) {
+                    return Err(invalid(format!(
+                        "task group {group}, operator {i} (`{}`): {difference}; nothing changed",
+                        op.label
+                    )));
+                }
+            }
         }
-        for (&n, op) in rec.nodes.iter().zip(ops) {
+        for (&n, mut op) in rec.nodes.iter().zip(ops) {
+            if let (OpKind::Collective(old), OpKind::Collective(new)) =
+                (&nodes[n].op.kind, &op.kind)
+            {
+                // Replays match the other ranks' by the captured part's number.
+                let part = CollectivePart {
+                    captured: old.captured,
+                    ..(**new).clone()
+                };
+                op.kind = OpKind::Collective(Arc::new(part));
+            }
             let stream = nodes[n].op.stream;
             nodes[n].op = op;
             nodes[n].op.stream = stream;
@@ -153,14 +173,32 @@ impl Engine {
         Ok(())
     }
 
-    /// Refuses a collective part submitted on a stream updating a task group (the simulator
-    /// re-issues built-in kernels and user operators).
-    pub(crate) fn refuse_collective_update(&self, s: u32) -> Result<(), HalError> {
-        if self.updates.contains_key(&s) {
-            return Err(HalError::Unsupported(
-                "re-issuing a collective in a task update on the simulator",
-            ));
-        }
+    /// Whether stream `s` is re-issuing a task group.
+    pub(crate) fn is_updating(&self, s: u32) -> bool {
+        self.updates.contains_key(&s)
+    }
+
+    /// Keeps `op`, re-issued on stream `s` into the task group it updates: it replaces the
+    /// group's operator at the end of the update instead of running.
+    pub(crate) fn reissue(&mut self, s: u32, op: Op) -> Result<(), HalError> {
+        let (_, ops) = self
+            .updates
+            .get_mut(&s)
+            .ok_or_else(|| invalid(format!("stream {s} has no task update in progress")))?;
+        ops.push(op);
         Ok(())
     }
+}
+
+/// Why a re-issued collective part cannot replace the captured one: another communicator or
+/// rank, or a call the other ranks' replays would not match (operation, count, data type).
+fn collective_difference(captured: &CollectivePart, reissued: &CollectivePart) -> Option<String> {
+    if (captured.comm, captured.rank) != (reissued.comm, reissued.rank) {
+        return Some(format!(
+            "captured as rank {} of communicator {}, re-issued as rank {} of communicator {}",
+            captured.rank, captured.comm, reissued.rank, reissued.comm
+        ));
+    }
+    let (old, new) = (captured.call.signature(), reissued.call.signature());
+    (old != new).then(|| old.difference(&new))
 }
