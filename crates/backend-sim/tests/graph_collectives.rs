@@ -30,6 +30,22 @@ fn node(devices: u32, mode: SimMode) -> Vec<SimDevice> {
     .devices()
 }
 
+/// A two-device node computing data, its communicators, and what `rank` makes of each rank
+/// (its index, device and communicator).
+fn two_data_ranks<T>(
+    rank: impl Fn(usize, &SimDevice, &SimComm) -> T,
+) -> (Vec<SimDevice>, Vec<SimComm>, Vec<T>) {
+    let devs = node(2, SimMode::Data);
+    let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
+    let ranks = devs
+        .iter()
+        .zip(&comms)
+        .enumerate()
+        .map(|(r, (d, c))| rank(r, d, c))
+        .collect();
+    (devs, comms, ranks)
+}
+
 fn all_reduce(x: DevicePtr, count: u64, dtype: DType) -> CollectiveCall {
     CollectiveCall {
         op: SUM,
@@ -117,23 +133,16 @@ fn a_replayed_graph_runs_its_all_reduce_beside_its_compute() {
 
 #[test]
 fn a_replayed_graph_with_an_all_reduce_beside_compute_sums_every_rank() {
-    let devs = node(2, SimMode::Data);
-    let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
-    let ranks: Vec<_> = devs
-        .iter()
-        .zip(&comms)
-        .enumerate()
-        .map(|(r, (d, c))| {
-            let compute = d.create_stream(0).unwrap();
-            let bytes = DType::F32.encode(&[r as f32 + 1.0; 4]);
-            let x = d.alloc(bytes.len() as u64).unwrap();
-            // SAFETY: `bytes` outlives the synchronize that observes the copy.
-            unsafe { compute.memcpy_h2d(x, bytes.as_ptr(), bytes.len() as u64) }.unwrap();
-            compute.synchronize().unwrap();
-            let graph = capture_step(d, &compute, c, &all_reduce(x, 4, DType::F32), 1_000);
-            (compute, x, graph)
-        })
-        .collect();
+    let (_, _, ranks) = two_data_ranks(|r, d, c| {
+        let compute = d.create_stream(0).unwrap();
+        let bytes = DType::F32.encode(&[r as f32 + 1.0; 4]);
+        let x = d.alloc(bytes.len() as u64).unwrap();
+        // SAFETY: `bytes` outlives the synchronize that observes the copy.
+        unsafe { compute.memcpy_h2d(x, bytes.as_ptr(), bytes.len() as u64) }.unwrap();
+        compute.synchronize().unwrap();
+        let graph = capture_step(d, &compute, c, &all_reduce(x, 4, DType::F32), 1_000);
+        (compute, x, graph)
+    });
     // Twice: 1 + 2 = 3, then 3 + 3 = 6.
     for _ in 0..2 {
         for (s, _, g) in ranks.iter().rev() {
@@ -151,18 +160,12 @@ fn a_replayed_graph_with_an_all_reduce_beside_compute_sums_every_rank() {
 
 #[test]
 fn a_single_thread_syncing_on_a_replay_waiting_for_a_rank_it_drives_fails_at_once() {
-    let devs = node(2, SimMode::Data);
-    let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
-    let ranks: Vec<_> = devs
-        .iter()
-        .zip(&comms)
-        .map(|(d, c)| {
-            let compute = d.create_stream(0).unwrap();
-            let x = d.alloc(16).unwrap();
-            let graph = capture_step(d, &compute, c, &all_reduce(x, 4, DType::F32), 1_000);
-            (compute, graph)
-        })
-        .collect();
+    let (_, _, ranks) = two_data_ranks(|_, d, c| {
+        let compute = d.create_stream(0).unwrap();
+        let x = d.alloc(16).unwrap();
+        let graph = capture_step(d, &compute, c, &all_reduce(x, 4, DType::F32), 1_000);
+        (compute, graph)
+    });
     for (s, g) in &ranks {
         g.launch(s).unwrap();
     }
@@ -190,30 +193,18 @@ fn a_single_thread_syncing_on_a_replay_waiting_for_a_rank_it_drives_fails_at_onc
 /// replay reduces those on every rank.
 #[test]
 fn a_task_update_reissues_a_captured_all_reduce_and_refuses_another_count() {
-    let devs = node(2, SimMode::Data);
-    let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
-    let ranks: Vec<_> = devs
-        .iter()
-        .zip(&comms)
-        .enumerate()
-        .map(|(r, (d, c))| {
-            let s = d.create_stream(0).unwrap();
-            let first = upload(d, &s, &[r as f32 + 1.0; 4]);
-            let second = upload(d, &s, &[10.0 * (r as f32 + 1.0); 4]);
-            s.begin_capture(CaptureMode::ThreadLocal).unwrap();
-            s.begin_task_group().unwrap();
-            SimBackend::launch_collective(
-                &s,
-                c,
-                &all_reduce(first, 4, DType::F32),
-                "allreduce(sum)",
-            )
+    let (devs, comms, ranks) = two_data_ranks(|r, d, c| {
+        let s = d.create_stream(0).unwrap();
+        let first = upload(d, &s, &[r as f32 + 1.0; 4]);
+        let second = upload(d, &s, &[10.0 * (r as f32 + 1.0); 4]);
+        s.begin_capture(CaptureMode::ThreadLocal).unwrap();
+        s.begin_task_group().unwrap();
+        SimBackend::launch_collective(&s, c, &all_reduce(first, 4, DType::F32), "allreduce(sum)")
             .unwrap();
-            let group = s.end_task_group().unwrap();
-            let graph = s.end_capture().unwrap();
-            (s, first, second, group, graph)
-        })
-        .collect();
+        let group = s.end_task_group().unwrap();
+        let graph = s.end_capture().unwrap();
+        (s, first, second, group, graph)
+    });
     let update = |r: usize, count: u64| {
         let (s, _, second, group, _) = &ranks[r];
         let u = devs[r].create_stream(0).unwrap();
