@@ -63,8 +63,8 @@ pub fn task_update_reissues_an_all_reduce<B: CollectiveBackend>(
         Ok(())
     };
     launch_all(&graphs)?;
-    for r in 0..n {
-        rs.expect(r, &recv[r], &reduced_from(0))?;
+    for (r, recv) in recv.iter().enumerate() {
+        rs.expect(r, recv, &reduced_from(0))?;
     }
     let updates = (0..n)
         .map(|r| rs.comms[r].device().create_stream(0))
@@ -82,8 +82,8 @@ pub fn task_update_reissues_an_all_reduce<B: CollectiveBackend>(
         );
     }
     launch_all(&graphs)?;
-    for r in 0..n {
-        rs.expect(r, &recv[r], &reduced_from(0))?;
+    for (r, recv) in recv.iter().enumerate() {
+        rs.expect(r, recv, &reduced_from(0))?;
     }
     for (r, (graph, group)) in graphs.iter().enumerate() {
         graph.update(group, &updates[r], |u| {
@@ -95,16 +95,16 @@ pub fn task_update_reissues_an_all_reduce<B: CollectiveBackend>(
         ensure_eq!(graph.update_count(), 1, "rank {r}: updates counted");
     }
     launch_all(&graphs)?;
-    for r in 0..n {
-        rs.expect(r, &recv[r], &reduced_from(1))?;
-        rs.expect(r, &first[r], &values(r, 0, N))?;
+    for (r, (recv, first)) in recv.iter().zip(&first).enumerate() {
+        rs.expect(r, recv, &reduced_from(1))?;
+        rs.expect(r, first, &values(r, 0, N))?;
     }
     // Eager collectives go on after the updates.
-    for r in 0..n {
-        rs.comms[r].all_reduce(&rs.streams[r], &first[r], &recv[r], dtype, op)?;
+    for (r, (first, recv)) in first.iter().zip(&recv).enumerate() {
+        rs.comms[r].all_reduce(&rs.streams[r], first, recv, dtype, op)?;
     }
-    for r in 0..n {
-        rs.expect(r, &recv[r], &reduced_from(0))?;
+    for (r, recv) in recv.iter().enumerate() {
+        rs.expect(r, recv, &reduced_from(0))?;
     }
     Ok(())
 }
