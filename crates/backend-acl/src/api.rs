@@ -268,13 +268,20 @@ pub const SIM_LIB_NAME: &str = "libbraid_acl_sim.so";
 /// as an executable in `exe_dir`: in `exe_dir` itself (test executables and dependencies'
 /// libraries share `target/<profile>/deps/`), in `exe_dir/deps/` (binaries such as
 /// `target/<profile>/braid`), and in `exe_dir/../deps/` (examples, in
-/// `target/<profile>/examples/`).
+/// `target/<profile>/examples/`). The ones that exist come first, the most recently built
+/// first: the copy cargo puts in `target/<profile>/` when braid-acl-sim itself is built goes
+/// stale when later builds rebuild it only as a dependency, in `deps/`.
 pub fn sim_library_candidates(exe_dir: &Path) -> Vec<PathBuf> {
-    vec![
+    let mut candidates = vec![
         exe_dir.join(SIM_LIB_NAME),
         exe_dir.join("deps").join(SIM_LIB_NAME),
         exe_dir.join("..").join("deps").join(SIM_LIB_NAME),
-    ]
+    ];
+    // Stable: paths that do not exist keep their order, after the ones that do.
+    candidates.sort_by_key(|path| {
+        std::cmp::Reverse(std::fs::metadata(path).and_then(|m| m.modified()).ok())
+    });
+    candidates
 }
 
 /// Loads ACL with [`AclApi::load`].
@@ -449,6 +456,26 @@ mod tests {
                 PathBuf::from("/t/release/deps/libbraid_acl_sim.so"),
                 PathBuf::from("/t/release/../deps/libbraid_acl_sim.so"),
             ]
+        );
+    }
+
+    #[test]
+    fn a_fresher_build_in_deps_is_preferred_to_a_stale_copy_beside_the_binary() {
+        let dir = std::env::temp_dir().join(format!("braid-sim-candidates-{}", std::process::id()));
+        std::fs::create_dir_all(dir.join("deps")).unwrap();
+        let stale = dir.join(SIM_LIB_NAME);
+        let fresh = dir.join("deps").join(SIM_LIB_NAME);
+        let now = std::time::SystemTime::now();
+        for (path, age) in [(&stale, 3600), (&fresh, 0)] {
+            let file = std::fs::File::create(path).unwrap();
+            file.set_modified(now - std::time::Duration::from_secs(age))
+                .unwrap();
+        }
+        let got = sim_library_candidates(&dir);
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(
+            got,
+            vec![fresh, stale, dir.join("..").join("deps").join(SIM_LIB_NAME)]
         );
     }
 }
