@@ -43,7 +43,12 @@ if os.environ.get("BRAID_ACL_SIM_TIMING_ONLY", "none") != "none":
         "BRAID_ACL_SIM_TIMING_ONLY must be unset or `none`: every device computes"
     )
 
-_ERROR_LOG = Path(tempfile.mkdtemp(prefix="braid-npu-")) / "acl-sim-errors.log"
+# The runner (scripts/torch_npu_tests.sh) names the log, to show it should the process die;
+# run directly, the suite keeps one of its own.
+_ERROR_LOG = Path(
+    os.environ.get(braid_npu.ERROR_LOG_ENV)
+    or Path(tempfile.mkdtemp(prefix="braid-npu-")) / "acl-sim-errors.log"
+)
 os.environ[braid_npu.ERROR_LOG_ENV] = str(_ERROR_LOG)
 
 braid_npu.load_shim()
