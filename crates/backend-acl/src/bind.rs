@@ -6,7 +6,9 @@
 
 use std::cell::Cell;
 
-thread_local! {
+// `stream_core::sync`'s: `std`'s, or the model checker's, whose threads share one operating
+// system thread (each must bind for itself there too).
+braid_stream_core::sync::thread::thread_local! {
     /// Unique id of the device object last bound on this thread (0: none).
     static BOUND: Cell<u64> = const { Cell::new(0) };
 }

@@ -91,6 +91,10 @@ static NEXT_UID: AtomicU64 = AtomicU64::new(1);
 
 /// What a device's streams, events and graphs share: the calls, the device, the error kept
 /// from a `Drop`, and the bookkeeping of active captures.
+///
+/// Its locks are the backend's own (`braid_stream_core::sync`, level 10): each is taken
+/// alone, for one lookup or update, except `peers`, held across enabling a peer, with
+/// `deferred` (every call's thread binding) taken under it.
 pub(crate) struct Shared {
     pub(crate) calls: Arc<dyn AclCalls>,
     pub(crate) ordinal: u32,
@@ -108,7 +112,7 @@ pub(crate) struct Shared {
     /// The HCCL calls, over the table loaded at the first communicator.
     hccl: OnceLock<Result<Arc<dyn HcclCalls>, String>>,
     /// Peers this device's access to was enabled for (`aclrtDeviceEnablePeerAccess` is
-    /// called once per peer).
+    /// called once per peer: the lock is held across the call).
     peers: Mutex<HashSet<u32>>,
 }
 
@@ -648,7 +652,11 @@ impl hal::Device for AclDevice {
                 "peer access from ACL device {peer_ordinal} to itself"
             )));
         }
-        if sh.peers.lock().contains(&peer_ordinal) {
+        // Held across the runtime call, so that two threads enabling one peer at once ask ACL
+        // once (the model check's `peer_access_enabled_from_two_threads`); only the error
+        // slot (taken by the thread binding) is locked under it.
+        let mut peers = sh.peers.lock();
+        if peers.contains(&peer_ordinal) {
             return Ok(());
         }
         if !self.can_access_peer(peer)? {
@@ -664,7 +672,7 @@ impl hal::Device for AclDevice {
             ));
         };
         sh.check("aclrtDeviceEnablePeerAccess", code)?;
-        sh.peers.lock().insert(peer_ordinal);
+        peers.insert(peer_ordinal);
         Ok(())
     }
 

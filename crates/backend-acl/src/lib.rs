@@ -95,6 +95,8 @@ mod native;
 mod stream;
 mod vmm;
 
+#[cfg(all(test, feature = "model-check"))]
+mod model_check;
 #[cfg(test)]
 mod peer_tests;
 #[cfg(test)]

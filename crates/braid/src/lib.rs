@@ -23,6 +23,10 @@
 //! | `acl` | `acl`: Huawei Ascend through a run-time loaded `libascendcl.so` (`braid_backend_acl`) | available; kernels only through `braid-acl-sim` |
 //! | `acl-sim` | `acl`, plus `braid-acl-sim` built beside the program (ACL's C API on the simulator) | available |
 //!
+//! The feature `tcp` (default) adds `collective::TcpRootInfoTransport`, the ready-made
+//! root-info transport between processes, over tokio; without it neither tokio nor
+//! async-trait is compiled (the `braid` binary leaves it off).
+//!
 //! The front types ([`Device`], [`Stream`], [`Event`], [`Graph`]) are generic over the backend;
 //! [`DefaultBackend`] names the one the features select: ACL when `acl` is on (also alongside
 //! `sim`), else the simulator. With `acl`, `acl_device` opens an Ascend device of the

@@ -10,7 +10,7 @@
 //! Make every rank of a single-process communicator at once with [`Communicator::init_all`]
 //! (`HcclCommInitAll`), or join a communicator whose ranks live in several processes or nodes
 //! with [`Communicator::root_info`] on rank 0, the root info's bytes sent to every other rank
-//! over a [`RootInfoTransport`] (your own, or [`TcpRootInfoTransport`]), and
+//! over a [`RootInfoTransport`] (your own, or `TcpRootInfoTransport` of the `tcp` feature), and
 //! [`Communicator::init_root_info`] on each rank (`HcclGetRootInfo`, `HcclCommInitRootInfo`).
 //!
 //! Each collective ([`Communicator::all_reduce`], [`all_gather`](Communicator::all_gather),
@@ -86,7 +86,13 @@
 //! | `ledger` | mismatch detection: [`MismatchCheck`] and the single-process ledger |
 //! | `exchange` | the signature exchange of root-info communicators ([`CommOptions::exchange_signatures`]) |
 //! | `error` | [`CollectiveError`] |
-//! | `transport` | [`RootInfoTransport`], [`TcpRootInfoTransport`]: the root info between processes |
+//! | `transport` | [`RootInfoTransport`], `TcpRootInfoTransport` (`transport/tcp.rs`): the root info between processes |
+//!
+//! # Features
+//!
+//! - `tcp` (default): `TcpRootInfoTransport`, over tokio's sockets. Without it the crate
+//!   compiles neither tokio nor async-trait (the `braid` facade forwards it; the `braid`
+//!   binary leaves it off).
 #![warn(missing_docs)]
 
 mod communicator;
@@ -104,7 +110,9 @@ pub use braid_stream_core::CollectiveBuffer;
 pub use communicator::{CommOptions, Communicator};
 pub use error::{CollectiveError, Result};
 pub use ledger::MismatchCheck;
-pub use transport::{RootInfoTransport, TcpRootInfoTransport, TransportError};
+#[cfg(feature = "tcp")]
+pub use transport::TcpRootInfoTransport;
+pub use transport::{RootInfoTransport, TransportError};
 
 #[cfg(test)]
 mod tests;

@@ -8,7 +8,8 @@
 //! Exhaustive exploration of every interleaving stopped being affordable once the allocator's
 //! and the simulator's locks joined the front layer's (two threads of a dozen lock operations
 //! each already have millions of interleavings), so the search is bounded by preemptions, as
-//! CHESS does: every schedule that switches away from a thread that could go on at most
+//! CHESS does (`braid_stream_core::sync::explore`, which `braid-backend-acl`'s program runs
+//! under too): every schedule that switches away from a thread that could go on at most
 //! [`PREEMPTIONS`] (or [`PREEMPTIONS_LARGE`]) times is run, and switches at a blocked lock
 //! are free. Most concurrency
 //! bugs need one or two preemptions (Musuvathi and Qadeer, PLDI 2007); the bound is explicit
@@ -19,11 +20,13 @@
 //! `cargo test -p braid-conformance --features model-check --test model_check`.
 #![cfg(feature = "model-check")]
 
-use braid_allocator::{AllocatorConfig, CachingAllocator, CrossStreamMode};
+use braid_allocator::{AllocatorConfig, CachingAllocator, CrossStreamMode, DeviceBuffer};
 use braid_backend_sim::{NodeConfig, SimBackend, SimConfig, SimDevice, SimMode, SimNode};
 use braid_collective::Communicator;
-use braid_stream_core::{CaptureMode, DType, Device, Domain, EventFlags, Kernel};
-use shuttle::scheduler::{Schedule, Scheduler, Task, TaskId};
+use braid_stream_core::sync::explore::explore;
+use braid_stream_core::{
+    CaptureMode, DType, Device, DevicePtr, Domain, EventFlags, Kernel, Stream,
+};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
@@ -36,105 +39,6 @@ const PREEMPTIONS_LARGE: usize = 2;
 fn device(mode: SimMode) -> Device<SimBackend> {
     let config = SimConfig::new().mode(mode);
     Device::new(SimDevice::new(config)).expect("simulated device")
-}
-
-/// Depth-first search over the schedules with at most `bound` preemptions. At each
-/// scheduling point the choices are the running thread first (when it can go on), then,
-/// while the schedule has preemptions left or when the running thread is blocked, every
-/// other runnable thread.
-struct PreemptionBounded {
-    bound: usize,
-    /// The choices made so far by the schedule being run: (the choices there, the one taken).
-    levels: Vec<(Vec<TaskId>, usize)>,
-    /// Scheduling points passed in the schedule being run.
-    step: usize,
-    /// Preemptions made in the schedule being run.
-    preemptions: usize,
-    runs: usize,
-}
-
-impl PreemptionBounded {
-    fn new(bound: usize) -> Self {
-        PreemptionBounded {
-            bound,
-            levels: Vec::new(),
-            step: 0,
-            preemptions: 0,
-            runs: 0,
-        }
-    }
-}
-
-impl Scheduler for PreemptionBounded {
-    fn new_execution(&mut self) -> Option<Schedule> {
-        if self.runs > 0 {
-            // Take the next choice at the deepest level that has one left.
-            loop {
-                let (choices, taken) = self.levels.last_mut()?;
-                if *taken + 1 < choices.len() {
-                    *taken += 1;
-                    break;
-                }
-                self.levels.pop();
-            }
-        }
-        self.runs += 1;
-        self.step = 0;
-        self.preemptions = 0;
-        Some(Schedule::new(0))
-    }
-
-    fn next_task(
-        &mut self,
-        runnable: &[&Task],
-        current: Option<TaskId>,
-        _is_yielding: bool,
-    ) -> Option<TaskId> {
-        let running = current.filter(|c| runnable.iter().any(|t| t.id() == *c));
-        if self.step == self.levels.len() {
-            let mut choices: Vec<TaskId> = running.into_iter().collect();
-            if running.is_none() || self.preemptions < self.bound {
-                choices.extend(
-                    runnable
-                        .iter()
-                        .map(|t| t.id())
-                        .filter(|id| Some(*id) != running),
-                );
-            }
-            self.levels.push((choices, 0));
-        }
-        let (choices, taken) = &self.levels[self.step];
-        let next = choices[*taken];
-        assert!(
-            runnable.iter().any(|t| t.id() == next),
-            "the program is not deterministic: a replayed choice is not runnable"
-        );
-        if running.is_some_and(|r| r != next) {
-            self.preemptions += 1;
-        }
-        self.step += 1;
-        Some(next)
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        panic!("the model-check programs use no shuttle randomness")
-    }
-}
-
-/// Runs `program` in every schedule with at most `preemptions` preemptions; returns how many
-/// there were.
-fn explore(program: fn(), preemptions: usize) -> usize {
-    let runs = Arc::new(AtomicUsize::new(0));
-    let counter = runs.clone();
-    let runner = shuttle::Runner::new(
-        PreemptionBounded::new(preemptions),
-        shuttle::Config::default(),
-    );
-    runner.run(move || {
-        counter.fetch_add(1, Ordering::Relaxed);
-        program();
-    });
-    runs.load(Ordering::Relaxed)
 }
 
 /// Two threads that each take one lock twice, and the main thread that joins them.
@@ -309,6 +213,69 @@ fn a_launch_racing_a_capture_is_in_the_domain_the_backend_put_it_in() {
     eprintln!("launch/capture: {runs} interleavings explored");
 }
 
+/// What the two cross-stream programs start from: a timing-only device, a caching allocator
+/// in `mode`, two streams, and a buffer of stream 1 (at `freed`) that stream 2 will read.
+struct CrossStream {
+    device: Device<SimBackend>,
+    alloc: CachingAllocator<SimBackend>,
+    s1: Stream<SimBackend>,
+    s2: Stream<SimBackend>,
+    buffer: DeviceBuffer<SimBackend>,
+    freed: DevicePtr,
+}
+
+impl CrossStream {
+    fn new(mode: CrossStreamMode) -> Self {
+        let device = device(SimMode::TimingOnly);
+        let alloc =
+            CachingAllocator::new(device.clone(), AllocatorConfig::new().cross_stream(mode))
+                .unwrap();
+        let (s1, s2) = (
+            device.create_stream(0).unwrap(),
+            device.create_stream(0).unwrap(),
+        );
+        let buffer = alloc.alloc(512, &s1).unwrap();
+        let freed = buffer.ptr();
+        CrossStream {
+            device,
+            alloc,
+            s1,
+            s2,
+            buffer,
+            freed,
+        }
+    }
+}
+
+/// How both cross-stream programs end, once their threads are joined: one more allocation on
+/// stream 1 (it may take the block stream 2 read; counted in `reused` if it does) and a fill
+/// of it; then no race reported, the allocator's invariants hold and every byte came back.
+fn finish_cross_stream(
+    device: &Device<SimBackend>,
+    alloc: &CachingAllocator<SimBackend>,
+    s1: &Stream<SimBackend>,
+    freed: DevicePtr,
+    reused: &AtomicUsize,
+) {
+    let last = alloc.alloc(512, s1).unwrap();
+    if last.ptr() == freed {
+        reused.fetch_add(1, Ordering::Relaxed);
+    }
+    s1.launch(&Kernel::Fill {
+        dst: last.slice(),
+        value: 4.0,
+    })
+    .unwrap();
+    drop(last);
+    let races = device.hal().sanitizer_report_count();
+    assert_eq!(
+        races, 0,
+        "a freed block was reused before its use on stream 2"
+    );
+    alloc.check_invariants().unwrap();
+    assert_eq!(alloc.memory_allocated(), 0);
+}
+
 /// One caching allocator shared by two threads. Thread A reads a buffer of stream 1 on
 /// stream 2 (after waiting for stream 1), records the use (`record_stream`) and frees the
 /// buffer; thread B meanwhile allocates, fills and frees buffers of the same size on stream 1,
@@ -318,18 +285,14 @@ fn a_launch_racing_a_capture_is_in_the_domain_the_backend_put_it_in() {
 static MANUAL_REUSED: AtomicUsize = AtomicUsize::new(0);
 
 fn cross_stream_free_racing_allocations() {
-    let device = device(SimMode::TimingOnly);
-    let alloc = CachingAllocator::new(
-        device.clone(),
-        AllocatorConfig::new().cross_stream(CrossStreamMode::Manual),
-    )
-    .unwrap();
-    let (s1, s2) = (
-        device.create_stream(0).unwrap(),
-        device.create_stream(0).unwrap(),
-    );
-    let buffer = alloc.alloc(512, &s1).unwrap();
-    let freed = buffer.ptr();
+    let CrossStream {
+        device,
+        alloc,
+        s1,
+        s2,
+        buffer,
+        freed,
+    } = CrossStream::new(CrossStreamMode::Manual);
     s1.launch(&Kernel::Fill {
         dst: buffer.slice(),
         value: 1.0,
@@ -367,24 +330,7 @@ fn cross_stream_free_racing_allocations() {
     };
     reader.join().unwrap();
     writer.join().unwrap();
-    // One more allocation on stream 1 after both: it may take the block stream 2 read.
-    let last = alloc.alloc(512, &s1).unwrap();
-    if last.ptr() == freed {
-        MANUAL_REUSED.fetch_add(1, Ordering::Relaxed);
-    }
-    s1.launch(&Kernel::Fill {
-        dst: last.slice(),
-        value: 4.0,
-    })
-    .unwrap();
-    drop(last);
-    let races = device.hal().sanitizer_report_count();
-    assert_eq!(
-        races, 0,
-        "a freed block was reused before its use on stream 2"
-    );
-    alloc.check_invariants().unwrap();
-    assert_eq!(alloc.memory_allocated(), 0);
+    finish_cross_stream(&device, &alloc, &s1, freed, &MANUAL_REUSED);
 }
 
 #[test]
@@ -406,18 +352,14 @@ fn a_cross_stream_free_racing_allocations_is_exact_in_every_interleaving() {
 static AUTOMATIC_REUSED: AtomicUsize = AtomicUsize::new(0);
 
 fn automatic_cross_stream_free() {
-    let device = device(SimMode::TimingOnly);
-    let alloc = CachingAllocator::new(
-        device.clone(),
-        AllocatorConfig::new().cross_stream(CrossStreamMode::Automatic),
-    )
-    .unwrap();
-    let (s1, s2) = (
-        device.create_stream(0).unwrap(),
-        device.create_stream(0).unwrap(),
-    );
-    let buffer = alloc.alloc(512, &s1).unwrap();
-    let freed = buffer.ptr();
+    let CrossStream {
+        device,
+        alloc,
+        s1,
+        s2,
+        buffer,
+        freed,
+    } = CrossStream::new(CrossStreamMode::Automatic);
     s2.wait_stream(&s1).unwrap();
     let reader = {
         let s2 = s2.clone();
@@ -447,23 +389,7 @@ fn automatic_cross_stream_free() {
     };
     reader.join().unwrap();
     writer.join().unwrap();
-    let last = alloc.alloc(512, &s1).unwrap();
-    if last.ptr() == freed {
-        AUTOMATIC_REUSED.fetch_add(1, Ordering::Relaxed);
-    }
-    s1.launch(&Kernel::Fill {
-        dst: last.slice(),
-        value: 4.0,
-    })
-    .unwrap();
-    drop(last);
-    let races = device.hal().sanitizer_report_count();
-    assert_eq!(
-        races, 0,
-        "a freed block was reused before its use on stream 2"
-    );
-    alloc.check_invariants().unwrap();
-    assert_eq!(alloc.memory_allocated(), 0);
+    finish_cross_stream(&device, &alloc, &s1, freed, &AUTOMATIC_REUSED);
 }
 
 #[test]

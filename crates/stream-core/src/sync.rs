@@ -9,7 +9,8 @@
 //! allocator's hit path takes its lock twice). With the `model-check` feature, [`Mutex`],
 //! [`RwLock`] and [`Condvar`] are built from `shuttle`'s primitives with the same API, as tokio
 //! swaps in loom's, so a model checker explores the interleavings of threads driving the front
-//! layer, the allocator and the simulator (`braid-conformance`'s `model_check` test); those
+//! layer, the allocator and the backends (`braid-conformance`'s `model_check` test, and
+//! `braid-backend-acl`'s), each program under one bounded search ([`explore`]); those
 //! locks work only inside `shuttle::check_*`, so never enable the feature in a normal build.
 //!
 //! Host threads drive a device concurrently: launches, records and waits on *different*
@@ -76,8 +77,14 @@
 //!     wait on work held back behind a collective releases it while it waits on the engine's
 //!     condition variable), and the ACL backend's per-device lists (an error kept from a `Drop`, node
 //!     counts of captures, physical memory handles, enabled peers) and per-stream capture
-//!     model, and the noop backend's launch log (`hal::noop`). They are leaves: nothing of braid is locked under them, and a backend call,
-//!     so a [`crate::CustomOp`]'s body, must not call back into braid on the same device.
+//!     model, and the noop backend's launch log (`hal::noop`). They are leaves: nothing of
+//!     braid above them is locked under them, and a backend call, so a
+//!     [`crate::CustomOp`]'s body, must not call back into braid on the same device. Among
+//!     the ACL backend's, one nesting: a device's enabled peers are held across enabling one
+//!     (so two threads ask ACL once), with that device's error slot (taken by every call's
+//!     thread binding) under them; every other is taken alone. `braid-backend-acl`'s
+//!     `model_check` unit tests explore them (its `model-check` feature), as
+//!     `braid-conformance`'s explore the others.
 //!
 //! Process-wide statics ([`GlobalMutex`]: the device registry, the ACL backend's resolved
 //! library tables and table of live ranges, a simulated root info's waiting listeners, the
@@ -107,6 +114,8 @@ pub use parking_lot::{
     Condvar, Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, WaitTimeoutResult,
 };
 
+#[cfg(feature = "model-check")]
+pub mod explore;
 #[cfg(feature = "model-check")]
 mod model;
 #[cfg(feature = "model-check")]
