@@ -8,9 +8,9 @@
 //! the steady rate of a stream that issues the work as fast as it can: the device's time per
 //! operation where the device is the bottleneck, the host's where launching is.
 
+use braid::collective::CollectiveError;
 use braid::collective::{CollectiveBackend, Communicator, ReduceOp};
 use braid::core::CaptureMode;
-use braid::collective::CollectiveError;
 use braid::{DType, Device, DeviceMemory, EventFlags, Kernel, Stream, StreamError};
 
 /// Why a benchmark stopped: a stream call or a collective failed.
@@ -182,7 +182,12 @@ pub fn run<B: CollectiveBackend>(
     let other = device.create_stream(0)?;
     marker.record(&other)?;
     let event_wait_us = per_op(&stream, plan.reps * 4, |_| stream.wait(&marker))?;
-    tracing::info!(kernel_launch_us, event_record_us, event_wait_us, "launch costs");
+    tracing::info!(
+        kernel_launch_us,
+        event_record_us,
+        event_wait_us,
+        "launch costs"
+    );
 
     let largest = |sizes: &[u64]| sizes.iter().copied().max().unwrap_or(0);
     let host_buf = device.alloc(largest(&plan.host_copy_bytes).max(1))?;
@@ -288,7 +293,11 @@ fn time_matmul<B: CollectiveBackend>(
 ) -> Result<f64> {
     let device = stream.device();
     let bytes = u64::from(n) * u64::from(n) * dtype.size();
-    let (a, b, c) = (device.alloc(bytes)?, device.alloc(bytes)?, device.alloc(bytes)?);
+    let (a, b, c) = (
+        device.alloc(bytes)?,
+        device.alloc(bytes)?,
+        device.alloc(bytes)?,
+    );
     let kernel = Kernel::Matmul {
         a: a.slice(),
         b: b.slice(),
@@ -311,7 +320,13 @@ fn time_collectives<B: CollectiveBackend>(
 ) -> Result<CollectiveSweep> {
     let comms = Communicator::init_all(devices)?;
     let ranks = comms.len() as u32;
-    let largest = plan.collective_bytes.iter().copied().max().unwrap_or(4).max(4);
+    let largest = plan
+        .collective_bytes
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(4)
+        .max(4);
     let per_rank: Vec<(Stream<B>, DeviceMemory<B>, DeviceMemory<B>)> = comms
         .iter()
         .map(|c| {

@@ -188,10 +188,8 @@ impl Fit {
                 let (bw, _) = rate("the collective link rate", &largest.all_gather, 1.0 / p)?;
                 let mut overheads = Vec::new();
                 for sweep in &m.collectives {
-                    let (_, intercept) =
-                        rate("the collective overhead", &sweep.all_gather, 1.0)?;
-                    overheads
-                        .push(intercept - (f64::from(sweep.ranks) - 1.0) * latency.value);
+                    let (_, intercept) = rate("the collective overhead", &sweep.all_gather, 1.0)?;
+                    overheads.push(intercept - (f64::from(sweep.ranks) - 1.0) * latency.value);
                 }
                 let overhead = overheads.iter().sum::<f64>() / overheads.len() as f64;
                 let ranks: Vec<String> =
@@ -307,7 +305,10 @@ mod tests {
                 (
                     DType::F16,
                     // 1024^3 at half the peak, 2048^3 at the peak of 300 TFLOP/s.
-                    pts(|n| 2.0 * n.powi(3) / 300e6 / if n < 2000.0 { 0.5 } else { 1.0 }, &[1024.0, 2048.0]),
+                    pts(
+                        |n| 2.0 * n.powi(3) / 300e6 / if n < 2000.0 { 0.5 } else { 1.0 },
+                        &[1024.0, 2048.0],
+                    ),
                 ),
                 (DType::BF16, pts(|n| 2.0 * n.powi(3) / 250e6, &[2048.0])),
                 (DType::F32, pts(|n| 2.0 * n.powi(3) / 80e6, &[2048.0])),
@@ -337,7 +338,10 @@ mod tests {
         assert!(close(fit.cube_bf16.value, 250.0));
         assert!(close(fit.cube_f32.value, 80.0));
         let (curve, _) = &fit.cube_efficiency;
-        assert!(close(curve[0][1], 0.5) && close(curve[1][1], 1.0), "{curve:?}");
+        assert!(
+            close(curve[0][1], 0.5) && close(curve[1][1], 1.0),
+            "{curve:?}"
+        );
         assert!(close(curve[0][0], 2.0 * 1024f64.powi(3) / 300e6));
         assert!(close(fit.memory_total.value, 60.0));
         let (bw, latency) = fit.link.unwrap();

@@ -92,7 +92,11 @@ pub fn document(base: &Profile, fit: &Fit, name: &str, from: &Provenance) -> Pro
     };
     measured(&mut d.hbm_effective_bandwidth, &fit.hbm_effective, "TB/s");
     // The runtime's figures bound the nominal ones the profile checks them against.
-    raise(&mut d.hbm_bandwidth, d.hbm_effective_bandwidth.value, "TB/s");
+    raise(
+        &mut d.hbm_bandwidth,
+        d.hbm_effective_bandwidth.value,
+        "TB/s",
+    );
     measured(&mut d.memory_total, &fit.memory_total, "GiB");
     raise(&mut d.hbm_capacity, d.memory_total.value, "GiB");
     measured(&mut d.h2d_bandwidth, &fit.h2d, "GB/s");
@@ -150,12 +154,15 @@ pub fn write_table(out: &mut impl Write, base: &Profile, fitted: &Profile) -> st
         "ratio"
     )?;
     for figure in fitted.figures() {
-        if figure.kind != FigureKind::Measured || !figure.source.starts_with("Measured by braid")
-        {
+        if figure.kind != FigureKind::Measured || !figure.source.starts_with("Measured by braid") {
             continue;
         }
         let before = base_figures.iter().find(|f| f.field == figure.field);
-        let number = |s: &str| s.split_whitespace().next().and_then(|n| n.parse::<f64>().ok());
+        let number = |s: &str| {
+            s.split_whitespace()
+                .next()
+                .and_then(|n| n.parse::<f64>().ok())
+        };
         let ratio = match (number(&figure.value), before.and_then(|b| number(&b.value))) {
             (Some(m), Some(b)) if b != 0.0 => format!("{:.3}", m / b),
             _ => "-".to_string(),
