@@ -11,9 +11,16 @@
 //! caching allocator) and a user operator whose native-stream closure calls `aclnnMuls`.
 //! `BRAID_ACL_LIB=<target>/release/deps/libbraid_acl_sim.so` measures them on
 //! `braid-acl-sim`.
+//!
+//! On ACL, each figure of work the simulator models (a launch, a record + wait pair, an
+//! aclnn launch) is printed with the simulator's prediction for the same work under the
+//! loaded profile (`BRAID_BENCH_PROFILE`, else the shipped Atlas 800T A2 one) and the ratio
+//! measured / predicted (`braid_benches::predict`).
 
 use braid::core::hal::{Backend, Stream as _};
+use braid::sim::profile::Profile;
 use braid::{CustomOp, Device, Kernel, OpCost, TypedKernel};
+use braid_benches::predict::{bench_with_prediction, simulated_host_ns};
 use braid_benches::{on_selected_backend, BenchOn, Work};
 use criterion::{criterion_group, criterion_main, Criterion};
 use std::hint::black_box;
@@ -34,11 +41,20 @@ impl BenchOn for FrontLayer<'_> {
                 format!("memset enqueue ({label})")
             }
         };
-        c.bench_function(&name, |b| {
-            b.iter(|| {
-                work.enqueue(&main, black_box(buf.slice()))
-                    .expect("enqueue")
-            })
+        let profile = prediction_profile(label);
+        let predicted = profile.as_ref().map(|p| {
+            (
+                p,
+                simulated_host_ns(p, 100, |sim| {
+                    let (stream, buf) = (sim.create_stream(0)?, sim.alloc(1 << 20)?);
+                    Ok(move || work.enqueue(&stream, buf.slice()))
+                })
+                .expect("the simulator runs the launch"),
+            )
+        });
+        bench_with_prediction(c, &name, predicted, || {
+            work.enqueue(&main, black_box(buf.slice()))
+                .expect("enqueue")
         });
         if work == Work::Fill {
             let fill = TypedKernel::from(Kernel::Fill {
@@ -49,8 +65,18 @@ impl BenchOn for FrontLayer<'_> {
                 b.iter(|| main.hal().launch(black_box(&fill), "fill").expect("launch"))
             });
         }
-        c.bench_function("record + wait across streams", |b| {
-            b.iter(|| side.wait_stream(black_box(&main)).expect("wait"))
+        let predicted = profile.as_ref().map(|p| {
+            (
+                p,
+                simulated_host_ns(p, 100, |sim| {
+                    let (main, side) = (sim.create_stream(0)?, sim.create_stream(0)?);
+                    Ok(move || side.wait_stream(&main))
+                })
+                .expect("the simulator runs the record and wait"),
+            )
+        });
+        bench_with_prediction(c, "record + wait across streams", predicted, || {
+            side.wait_stream(black_box(&main)).expect("wait")
         });
         let pos = main.position();
         c.bench_function("is_ordered_before query", |b| {
@@ -58,6 +84,13 @@ impl BenchOn for FrontLayer<'_> {
         });
         main.synchronize().expect("synchronize");
     }
+}
+
+/// The profile predictions are made under, on ACL only (on the simulator the figures are
+/// the simulator's own host cost, which it does not predict). A `BRAID_BENCH_PROFILE` that
+/// does not load stops the bench, naming it.
+fn prediction_profile(label: &str) -> Option<Profile> {
+    (label == "acl").then(|| braid_benches::predict::profile().unwrap_or_else(|e| panic!("{e}")))
 }
 
 fn front_layer(c: &mut Criterion) {
@@ -117,9 +150,25 @@ fn acl_launches(c: &mut Criterion) {
         dst: sum.slice(),
     }
     .typed(DType::F16);
-    c.bench_function(
+    let profile = prediction_profile("acl").expect("on ACL");
+    let predicted = simulated_host_ns(&profile, 100, |sim| {
+        let stream = sim.create_stream(0)?;
+        let (src, dst) = (sim.alloc(bytes)?, sim.alloc(DType::F16.size())?);
+        let reduce = Kernel::ReduceSum {
+            src: src.slice(),
+            dst: dst.slice(),
+        }
+        .typed(DType::F16);
+        Ok(move || stream.launch(&reduce).map(drop))
+    })
+    .expect("the simulator runs the launch");
+    bench_with_prediction(
+        c,
         "aclnnReduceSum launch, f16, workspace from the allocator (acl)",
-        |b| b.iter(|| stream.launch(black_box(&reduce)).expect("launch")),
+        Some((&profile, predicted)),
+        || {
+            stream.launch(black_box(&reduce)).expect("launch");
+        },
     );
     let op = CustomOp::new("muls")
         .dtype(DType::F16)

@@ -20,9 +20,15 @@
 //! line); its device 0 computes data unless `BRAID_ACL_SIM_TIMING_ONLY=0` makes it
 //! timing-only, which leaves only host cost to measure.
 //!
+//! On ACL, `front_layer` prints beside each figure of host cost the simulator's prediction
+//! for the same work under the loaded profile (the shipped one, or `BRAID_BENCH_PROFILE`'s
+//! file) and the ratio measured / predicted ([`predict`]).
+//!
 //! CANN does not run braid's kernels yet: where a kernel launch is refused, the benches that
 //! need device work enqueue a memset instead ([`Work`]).
 #![warn(missing_docs)]
+
+pub mod predict;
 
 use braid::core::hal::Backend;
 use braid::sim::{SimBackend, SimConfig, SimMode};

@@ -4,6 +4,7 @@
 
 mod acl_sim;
 mod alloc_conf;
+mod calibrate;
 mod conformance;
 mod demo;
 mod log;
@@ -115,6 +116,35 @@ enum Command {
         #[arg(long)]
         profile: Option<PathBuf>,
     },
+    /// Measures the machine ACL runs on and writes a simulator profile fitted to it.
+    ///
+    /// ACL is found as for `braid demo --backend acl` (CANN when configured or installed,
+    /// else braid-acl-sim built beside this binary; the first line names the library).
+    /// Microbenchmarks time, on the devices' own clocks (timing events): the launch of the
+    /// smallest kernel, event record and wait, host-to-device, device-to-host, in-device and
+    /// peer copies across sizes, aclnn matmuls in float16, bfloat16 and float32 across sizes,
+    /// all-reduce and all-gather sweeps on 2, 4 and 8 devices (as many as there are), and
+    /// graph launches. The simulator's parameters are fitted to them with its own cost
+    /// formulas and written as a profile in the format of crates/backend-sim/profiles/: each
+    /// fitted figure of kind `measured`, its source naming the machine, the library, the date
+    /// and the fit; the figures it does not measure are kept from the shipped Atlas 800T A2
+    /// profile. `braid plan --profile FILE` loads it in place of the shipped one. The output
+    /// lists each fitted figure beside the shipped profile's, with the ratio, and the
+    /// collectives' algorithm bandwidths. On braid-acl-sim every device runs timing-only
+    /// (`BRAID_ACL_SIM_TIMING_ONLY` is set to all of them when unset).
+    Calibrate {
+        /// A few sizes of each benchmark (seconds on braid-acl-sim, for CI) instead of every
+        /// size (minutes on an NPU server).
+        #[arg(long)]
+        quick: bool,
+        /// Where the profile is written.
+        #[arg(long, default_value = "calibrated_profile.json")]
+        output: PathBuf,
+        /// The profile's name (every simulated figure is reported under it); default
+        /// `calibrated-<host>-<date>`.
+        #[arg(long)]
+        name: Option<String>,
+    },
     /// Hands braid-acl-sim (ACL's C API on braid's simulator) to programs outside braid's
     /// cargo builds, braid's own and CANN clients such as torch_npu, laid out under CANN's
     /// library names (see `braid acl-sim install --help`): run a torch_npu program with no
@@ -133,6 +163,7 @@ fn main() -> ExitCode {
     }
     let failure = match cli.command {
         Command::Conformance => "braid conformance: a case failed (see the table)",
+        Command::Calibrate { .. } => "braid calibrate: failed",
         _ => "braid demo: a scenario did not behave as expected (see the table)",
     };
     let outcome = match cli.command {
@@ -161,6 +192,19 @@ fn main() -> ExitCode {
         Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
         Command::AclSim { command } => acl_sim::run(&command, &mut std::io::stdout()),
         Command::Conformance => conformance::run(&mut std::io::stdout()),
+        Command::Calibrate {
+            quick,
+            output,
+            name,
+        } => calibrate::run(
+            &mut std::io::stdout(),
+            &calibrate::Request {
+                quick,
+                output: &output,
+                name,
+            },
+        )
+        .map_err(Into::into),
         Command::Plan {
             devices,
             batch,

@@ -51,11 +51,24 @@ fn demo_through_acl_finds_braid_acl_sim_and_prints_the_simulator_table() {
             && first.contains("libbraid_acl_sim.so"),
         "{title}"
     );
+    // Its simulated figures name their profile: braid-acl-sim's devices run the default one.
+    assert!(first.contains(", profile atlas-800t-a2)"), "{title}");
     // Through ACL the built-in kernels are aclnn operators in float16, the default: the same
     // table as the simulator's; another type gives another table.
     assert!(first.ends_with(", in float16"), "{title}");
     assert_eq!(table(&acl), table(&demo(&[])));
     assert_ne!(table(&acl), table(&demo(&["--dtype", "float32"])));
+}
+
+#[test]
+fn the_simulator_s_title_names_the_profile_its_figures_come_from() {
+    let out = demo(&[]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    let first = text.lines().next().unwrap_or_default();
+    assert_eq!(
+        first, "braid demo on the simulated device (atlas-800t-a2), in float16",
+        "{text}"
+    );
 }
 
 #[test]

@@ -259,13 +259,18 @@ pub fn describe() -> String {
     );
 }
 
-/// What the ACL library `api` is: `ACL on the simulator (braid-acl-sim: <path>)` for
-/// `braid-acl-sim`, `ACL (<path>)` for CANN.
+/// What the ACL library `api` is: `ACL on the simulator (braid-acl-sim: <path>, profile
+/// <name>)` for `braid-acl-sim` (whose simulated devices run the simulator's default
+/// profile, so every figure it gives names it), `ACL (<path>)` for CANN.
 #[cfg(feature = "acl")]
 pub fn describe_acl(api: &braid_backend_acl::AclApi) -> String {
     if api.is_braid_acl_sim() {
+        #[cfg(feature = "sim")]
+        let profile = braid_backend_sim::DeviceProfile::ascend_910b().name;
+        #[cfg(not(feature = "sim"))]
+        let profile = "the simulator's default";
         format!(
-            "ACL on the simulator (braid-acl-sim: {})",
+            "ACL on the simulator (braid-acl-sim: {}, profile {profile})",
             api.path().display()
         )
     } else {

@@ -1,0 +1,401 @@
+//! The microbenchmarks of `braid calibrate`, generic over the backend: each times work on a
+//! device's streams with timing events, so the figures are the device's own clock (virtual
+//! time on a simulator, the NPU's on hardware).
+//!
+//! Every figure is a *per-operation* time taken by difference: `r` operations back to back
+//! between two events, then `2r`, and `(t(2r) − t(r)) / r`. The constant costs of the
+//! measurement (the first launch's gap, the events' own records) cancel, and what remains is
+//! the steady rate of a stream that issues the work as fast as it can: the device's time per
+//! operation where the device is the bottleneck, the host's where launching is.
+
+use braid::collective::CollectiveError;
+use braid::collective::{CollectiveBackend, Communicator, ReduceOp};
+use braid::core::CaptureMode;
+use braid::{DType, Device, DeviceMemory, EventFlags, Kernel, Stream, StreamError};
+
+/// Why a benchmark stopped: a stream call or a collective failed.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    /// A stream, event, memory or graph call failed.
+    #[error(transparent)]
+    Stream(#[from] StreamError),
+    /// A communicator or collective call failed.
+    #[error(transparent)]
+    Collective(#[from] CollectiveError),
+}
+
+/// The benchmarks' result.
+pub type Result<T, E = BenchError> = std::result::Result<T, E>;
+
+/// The sizes each benchmark sweeps and how many operations each timing runs.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    /// Host↔device copy sizes, bytes (each past the point where launching is the bottleneck).
+    pub host_copy_bytes: Vec<u64>,
+    /// Device-to-device copy sizes (within a device and between two), bytes.
+    pub device_copy_bytes: Vec<u64>,
+    /// Square matmul edges timed in `f16` (the efficiency curve and the f16 peak).
+    pub matmul_f16: Vec<u32>,
+    /// Square matmul edges timed in `bf16` and `f32` (the largest gives the peak).
+    pub matmul_other: Vec<u32>,
+    /// Collective message sizes (each rank's buffer for all-reduce, the gathered output for
+    /// all-gather), bytes.
+    pub collective_bytes: Vec<u64>,
+    /// Nodes of the graphs whose launches are timed.
+    pub graph_nodes: Vec<u32>,
+    /// Operations per timing (`r`; the second timing runs `2r`).
+    pub reps: u32,
+}
+
+impl Plan {
+    /// Every size: a few minutes on an NPU server.
+    pub fn full() -> Plan {
+        Plan {
+            host_copy_bytes: [1, 4, 16, 64, 256].map(|m| m << 20).to_vec(),
+            device_copy_bytes: [16, 64, 256, 1024].map(|m| m << 20).to_vec(),
+            matmul_f16: vec![1024, 2048, 3072, 4096, 6144, 8192],
+            matmul_other: vec![1024, 2048, 4096, 8192],
+            collective_bytes: [64, 256, 1024, 4096, 16384, 65536, 262144]
+                .map(|k| k << 10)
+                .to_vec(),
+            graph_nodes: vec![1, 2, 4, 8],
+            reps: 10,
+        }
+    }
+
+    /// A few sizes of each: seconds on braid-acl-sim, for CI.
+    pub fn quick() -> Plan {
+        Plan {
+            host_copy_bytes: [4, 64].map(|m| m << 20).to_vec(),
+            device_copy_bytes: [16, 256].map(|m| m << 20).to_vec(),
+            matmul_f16: vec![1024, 2048, 4096, 8192],
+            matmul_other: vec![8192],
+            collective_bytes: [1024, 65536].map(|k| k << 10).to_vec(),
+            graph_nodes: vec![1, 8],
+            reps: 4,
+        }
+    }
+}
+
+/// One timed size: `x` (bytes, a matmul edge, nodes) and the time per operation.
+#[derive(Clone, Copy, PartialEq, Debug)]
+pub struct Point {
+    /// The size.
+    pub x: f64,
+    /// Microseconds per operation.
+    pub us: f64,
+}
+
+/// A sweep of one operation on `ranks` devices.
+#[derive(Clone, PartialEq, Debug)]
+pub struct CollectiveSweep {
+    /// Ranks of the communicator.
+    pub ranks: u32,
+    /// The all-reduce (f32 sum) per size.
+    pub all_reduce: Vec<Point>,
+    /// The all-gather (f32) per size.
+    pub all_gather: Vec<Point>,
+}
+
+/// Everything `braid calibrate` measured.
+#[derive(Clone, PartialEq, Debug)]
+pub struct Measurements {
+    /// Devices the library reports.
+    pub devices: u32,
+    /// What the runtime reports as device 0's total memory, bytes.
+    pub memory_total_bytes: u64,
+    /// Per launch of the smallest kernel (a one-element fill), µs: the host's launch cost.
+    pub kernel_launch_us: f64,
+    /// Per event record, µs.
+    pub event_record_us: f64,
+    /// Per wait on an event of another stream, µs.
+    pub event_wait_us: f64,
+    /// Host-to-device copies.
+    pub h2d: Vec<Point>,
+    /// Device-to-host copies.
+    pub d2h: Vec<Point>,
+    /// Copies within one device.
+    pub d2d: Vec<Point>,
+    /// Copies from device 1 to device 0 (empty with one device).
+    pub peer: Vec<Point>,
+    /// Square matmuls per data type, `x` the edge.
+    pub matmul: Vec<(DType, Vec<Point>)>,
+    /// Collectives on 2, 4 and 8 devices, as many as there are.
+    pub collectives: Vec<CollectiveSweep>,
+    /// Graph launches, `x` the graph's nodes (empty where the library cannot capture).
+    pub graph: Vec<Point>,
+}
+
+/// Times `op` by difference (see the module docs): `op(i)` enqueues the `i`-th operation on
+/// `stream`. One operation runs first, untimed, as a warm-up.
+pub fn per_op<B: CollectiveBackend, E>(
+    stream: &Stream<B>,
+    reps: u32,
+    mut op: impl FnMut(u32) -> std::result::Result<(), E>,
+) -> Result<f64>
+where
+    BenchError: From<E>,
+{
+    op(0)?;
+    stream.synchronize()?;
+    let mut timed = |n: u32| -> Result<f64> {
+        let device = stream.device();
+        let (start, end) = (
+            device.create_event(EventFlags::TIMING)?,
+            device.create_event(EventFlags::TIMING)?,
+        );
+        start.record(stream)?;
+        for i in 0..n {
+            op(i)?;
+        }
+        end.record(stream)?;
+        end.synchronize()?;
+        Ok(f64::from(start.elapsed_ms(&end)?) * 1000.0)
+    };
+    let reps = reps.max(1);
+    let once = timed(reps)?;
+    let twice = timed(2 * reps)?;
+    Ok(((twice - once) / f64::from(reps)).max(0.0))
+}
+
+/// Runs the whole plan on `devices` (device 0 first; the collectives use the first 2, 4 and
+/// 8 of them where there are as many; peer copies need two).
+/// Graph launches are timed when `capture` (the library can capture).
+pub fn run<B: CollectiveBackend>(
+    devices: &[Device<B>],
+    plan: &Plan,
+    capture: bool,
+) -> Result<Measurements> {
+    let device = &devices[0];
+    let stream = device.create_stream(0)?;
+    let small = device.alloc(64)?;
+    let fill = Kernel::Fill {
+        dst: small.range(0, 4)?,
+        value: 1.0,
+    };
+    let _span = tracing::info_span!("calibrate").entered();
+    let kernel_launch_us = per_op(&stream, plan.reps * 4, |_| {
+        stream.launch(fill.clone()).map(drop)
+    })?;
+    let marker = device.create_event(EventFlags::ORDERING)?;
+    let event_record_us = per_op(&stream, plan.reps * 4, |_| marker.record(&stream))?;
+    let other = device.create_stream(0)?;
+    marker.record(&other)?;
+    let event_wait_us = per_op(&stream, plan.reps * 4, |_| stream.wait(&marker))?;
+    tracing::info!(
+        kernel_launch_us,
+        event_record_us,
+        event_wait_us,
+        "launch costs"
+    );
+
+    let largest = |sizes: &[u64]| sizes.iter().copied().max().unwrap_or(0);
+    let host_buf = device.alloc(largest(&plan.host_copy_bytes).max(1))?;
+    let mut h2d = Vec::new();
+    let mut d2h = Vec::new();
+    for &bytes in &plan.host_copy_bytes {
+        let host = bytes::Bytes::from(vec![0u8; bytes as usize]);
+        let dst = host_buf.range(0, bytes)?;
+        let us = per_op(&stream, plan.reps, |_| {
+            stream.copy_h2d(dst, host.clone()).map(drop)
+        })?;
+        h2d.push(point(bytes, us));
+        let mut readbacks = Vec::new();
+        let us = per_op(&stream, plan.reps, |_| {
+            readbacks.push(stream.copy_d2h(dst)?);
+            Ok::<(), StreamError>(())
+        })?;
+        drop(readbacks);
+        d2h.push(point(bytes, us));
+    }
+    drop(host_buf);
+
+    let copy_len = largest(&plan.device_copy_bytes).max(1);
+    let (src, dst) = (device.alloc(copy_len)?, device.alloc(copy_len)?);
+    let mut d2d = Vec::new();
+    for &bytes in &plan.device_copy_bytes {
+        let (s, d) = (src.range(0, bytes)?, dst.range(0, bytes)?);
+        let us = per_op(&stream, plan.reps, |_| stream.copy_d2d(s, d).map(drop))?;
+        d2d.push(point(bytes, us));
+    }
+    let mut peer = Vec::new();
+    if let Some(second) = devices.get(1) {
+        device.enable_peer_access(second)?;
+        let remote = second.alloc(copy_len)?;
+        for &bytes in &plan.device_copy_bytes {
+            let (s, d) = (remote.range(0, bytes)?, dst.range(0, bytes)?);
+            let us = per_op(&stream, plan.reps, |_| {
+                stream.copy_peer(s, second, d, device).map(drop)
+            })?;
+            peer.push(point(bytes, us));
+        }
+    }
+    drop((src, dst));
+
+    let mut matmul = Vec::new();
+    for (dtype, edges) in [
+        (DType::F16, &plan.matmul_f16),
+        (DType::BF16, &plan.matmul_other),
+        (DType::F32, &plan.matmul_other),
+    ] {
+        let mut points = Vec::new();
+        for &n in edges.iter() {
+            let us = time_matmul(&stream, dtype, n, plan.reps)?;
+            points.push(point(u64::from(n), us));
+        }
+        matmul.push((dtype, points));
+    }
+
+    let mut collectives = Vec::new();
+    for ranks in [2u32, 4, 8] {
+        if devices.len() >= ranks as usize {
+            collectives.push(time_collectives(&devices[..ranks as usize], plan)?);
+        }
+    }
+
+    let graph = if capture {
+        let mut out = Vec::new();
+        for &nodes in &plan.graph_nodes {
+            let us = time_graph(&stream, &fill, nodes, plan.reps)?;
+            out.push(point(u64::from(nodes), us));
+        }
+        out
+    } else {
+        Vec::new()
+    };
+
+    Ok(Measurements {
+        devices: devices.len() as u32,
+        memory_total_bytes: device.mem_info()?.total,
+        kernel_launch_us,
+        event_record_us,
+        event_wait_us,
+        h2d,
+        d2h,
+        d2d,
+        peer,
+        matmul,
+        collectives,
+        graph,
+    })
+}
+
+fn point(x: u64, us: f64) -> Point {
+    Point { x: x as f64, us }
+}
+
+/// Per `n × n × n` matmul in `dtype`.
+fn time_matmul<B: CollectiveBackend>(
+    stream: &Stream<B>,
+    dtype: DType,
+    n: u32,
+    reps: u32,
+) -> Result<f64> {
+    let device = stream.device();
+    let bytes = u64::from(n) * u64::from(n) * dtype.size();
+    let (a, b, c) = (
+        device.alloc(bytes)?,
+        device.alloc(bytes)?,
+        device.alloc(bytes)?,
+    );
+    let kernel = Kernel::Matmul {
+        a: a.slice(),
+        b: b.slice(),
+        c: c.slice(),
+        m: n,
+        k: n,
+        n,
+    }
+    .typed(dtype);
+    let us = per_op(stream, reps, |_| stream.launch(kernel.clone()).map(drop))?;
+    tracing::info!(?dtype, n, us, "matmul");
+    Ok(us)
+}
+
+/// All-reduce and all-gather sweeps on `devices`: every rank issues from a thread of its own
+/// (as one process per NPU does), and rank 0's stream is timed.
+fn time_collectives<B: CollectiveBackend>(
+    devices: &[Device<B>],
+    plan: &Plan,
+) -> Result<CollectiveSweep> {
+    let comms = Communicator::init_all(devices)?;
+    let ranks = comms.len() as u32;
+    let largest = plan
+        .collective_bytes
+        .iter()
+        .copied()
+        .max()
+        .unwrap_or(4)
+        .max(4);
+    let per_rank: Vec<(Stream<B>, DeviceMemory<B>, DeviceMemory<B>)> = comms
+        .iter()
+        .map(|c| {
+            let d = c.device();
+            Ok((d.create_stream(0)?, d.alloc(largest)?, d.alloc(largest)?))
+        })
+        .collect::<Result<_>>()?;
+    let mut sweep = CollectiveSweep {
+        ranks,
+        all_reduce: Vec::new(),
+        all_gather: Vec::new(),
+    };
+    for &bytes in &plan.collective_bytes {
+        let elements = (bytes / 4).max(u64::from(ranks)) / u64::from(ranks) * u64::from(ranks);
+        let len = elements * 4;
+        for gather in [false, true] {
+            let times = std::thread::scope(|scope| {
+                let handles: Vec<_> = comms
+                    .iter()
+                    .zip(&per_rank)
+                    .map(|(comm, (stream, send, recv))| {
+                        scope.spawn(move || -> Result<f64> {
+                            let recv = recv.range(0, len)?;
+                            let send = if gather {
+                                send.range(0, len / u64::from(ranks))?
+                            } else {
+                                send.range(0, len)?
+                            };
+                            per_op(stream, plan.reps, |_| {
+                                if gather {
+                                    comm.all_gather(stream, send, recv, DType::F32)
+                                } else {
+                                    comm.all_reduce(stream, send, recv, DType::F32, ReduceOp::Sum)
+                                }
+                                .map(drop)
+                            })
+                        })
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|h| h.join().expect("a rank's benchmark thread panicked"))
+                    .collect::<Result<Vec<f64>>>()
+            })?;
+            let us = times.into_iter().fold(0.0, f64::max);
+            let list = if gather {
+                &mut sweep.all_gather
+            } else {
+                &mut sweep.all_reduce
+            };
+            list.push(point(len, us));
+        }
+    }
+    tracing::info!(ranks, "collectives");
+    Ok(sweep)
+}
+
+/// Per launch of a captured graph of `nodes` launches of `kernel`.
+fn time_graph<B: CollectiveBackend>(
+    stream: &Stream<B>,
+    kernel: &Kernel,
+    nodes: u32,
+    reps: u32,
+) -> Result<f64> {
+    let capture = stream.device().create_stream(0)?;
+    capture.begin_capture(CaptureMode::ThreadLocal)?;
+    let captured = (0..nodes).try_for_each(|_| capture.launch(kernel.clone()).map(drop));
+    let graph = capture.end_capture();
+    captured?;
+    let graph = graph?;
+    per_op(stream, reps * 4, |_| graph.launch(stream).map(drop))
+}

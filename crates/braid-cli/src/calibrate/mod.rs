@@ -1,0 +1,185 @@
+//! `braid calibrate`: measures the machine ACL runs on (CANN on an NPU server, braid-acl-sim
+//! here) with microbenchmarks ([`bench`]), fits the simulator's parameters to them ([`fit`])
+//! and writes a profile in the format of the shipped ones ([`output`]), which `braid plan
+//! --profile FILE` (or `braid_backend_sim::Profile::from_file`) loads in place of the shipped
+//! one.
+
+pub mod bench;
+pub mod fit;
+pub mod output;
+
+use braid::acl::{AclApi, AclBackend, AclConfig, AclDevice, OpenError};
+use braid::hal::HalError;
+use braid::sim::profile::Profile;
+use std::io::Write;
+use std::path::Path;
+
+/// The most devices the collective sweeps use (one Atlas 800T A2 server).
+const MAX_DEVICES: u32 = 8;
+
+/// What to calibrate and where the profile goes.
+#[derive(Clone, Debug)]
+pub struct Request<'a> {
+    /// A few sizes of each benchmark ([`bench::Plan::quick`]) instead of every size.
+    pub quick: bool,
+    /// Where the profile is written.
+    pub output: &'a Path,
+    /// The profile's name (default `calibrated-<host>-<date>`).
+    pub name: Option<String>,
+}
+
+/// Why calibration stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum CalibrateError {
+    /// ACL could not be loaded or a device opened.
+    #[error("{0}")]
+    Open(#[from] HalError),
+    /// A device could not be set up.
+    #[error("{0}")]
+    Device(#[from] braid::StreamError),
+    /// A benchmark failed.
+    #[error("a benchmark failed: {0}")]
+    Bench(#[from] bench::BenchError),
+    /// The measurements do not give a parameter.
+    #[error(transparent)]
+    Fit(#[from] fit::FitError),
+    /// The fitted figures do not make a valid profile.
+    #[error("the fitted profile is not valid: {0}")]
+    Profile(#[from] braid::sim::ProfileError),
+    /// The profile could not be written.
+    #[error("cannot write the profile to {path}: {source}")]
+    Write {
+        /// The path.
+        path: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The report could not be printed.
+    #[error(transparent)]
+    Io(#[from] std::io::Error),
+}
+
+/// The braid-acl-sim setting under which calibration runs there: every device timing-only
+/// (model-sized matmuls and copies in virtual time, no data), applied where unset.
+const ACL_SIM_TIMING_ONLY: &str = "BRAID_ACL_SIM_TIMING_ONLY";
+
+/// Sets [`ACL_SIM_TIMING_ONLY`] to every device of braid-acl-sim's node when unset (it only
+/// matters there; CANN ignores it). Call before anything loads ACL, while this is the only
+/// thread.
+fn set_acl_sim_timing_only() {
+    if std::env::var_os(ACL_SIM_TIMING_ONLY).is_some() {
+        return;
+    }
+    // braid-acl-sim's own default node is 8 devices; a bad value is refused there, by name.
+    let count = std::env::var("BRAID_ACL_SIM_DEVICES")
+        .ok()
+        .and_then(|v| v.trim().parse::<u32>().ok())
+        .unwrap_or(8);
+    let ids: Vec<String> = (0..count).map(|i| i.to_string()).collect();
+    std::env::set_var(ACL_SIM_TIMING_ONLY, ids.join(","));
+}
+
+/// Opens devices 0, 1, ... of `api`, at most [`MAX_DEVICES`].
+fn open_devices(api: &'static AclApi) -> Result<Vec<braid::Device<AclBackend>>, CalibrateError> {
+    let mut devices = Vec::new();
+    for ordinal in 0..MAX_DEVICES {
+        match AclDevice::open_with(api, ordinal, AclConfig::default()) {
+            Ok(hal) => devices.push(braid::Device::new(hal)?),
+            Err(OpenError::NoSuchDevice { .. }) if ordinal > 0 => break,
+            Err(e) => return Err(HalError::from(e).into()),
+        }
+    }
+    Ok(devices)
+}
+
+/// The machine's host name (`/proc/sys/kernel/hostname`, else `$HOSTNAME`, else `unknown`).
+fn host_name() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .ok()
+        .or_else(|| std::env::var("HOSTNAME").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "unknown".to_string())
+}
+
+/// `braid calibrate`: loads ACL, runs the benchmarks, writes the profile and prints each
+/// fitted figure beside the shipped profile's.
+pub fn run(out: &mut impl Write, request: &Request<'_>) -> Result<bool, CalibrateError> {
+    set_acl_sim_timing_only();
+    let api = AclApi::load_or_sim().map_err(|e| HalError::from(OpenError::Load(e)))?;
+    let devices = open_devices(api)?;
+    let plan = if request.quick {
+        bench::Plan::quick()
+    } else {
+        bench::Plan::full()
+    };
+    let simulated = api.is_braid_acl_sim();
+    writeln!(
+        out,
+        "braid calibrate through {}{} on {} device(s){}",
+        api.path().display(),
+        if simulated {
+            " (braid-acl-sim: ACL's API on braid's simulator)"
+        } else {
+            " (CANN)"
+        },
+        devices.len(),
+        if request.quick { ", quick" } else { "" }
+    )?;
+    let measured = bench::run(&devices, &plan, api.supports_capture())?;
+    let fitted = fit::Fit::from_measurements(&measured)?;
+    let provenance = output::Provenance {
+        host: host_name(),
+        library: api.path().display().to_string(),
+        simulated,
+        devices: devices.len() as u32,
+        date: output::today(),
+    };
+    let name = request
+        .name
+        .clone()
+        .unwrap_or_else(|| format!("calibrated-{}-{}", provenance.host, provenance.date));
+    let base = Profile::atlas_800t_a2();
+    let document = output::document(base, &fitted, &name, &provenance);
+    let profile = Profile::from_document(document)?;
+    std::fs::write(request.output, profile.to_json() + "\n").map_err(|source| {
+        CalibrateError::Write {
+            path: request.output.display().to_string(),
+            source,
+        }
+    })?;
+    writeln!(out)?;
+    output::write_table(out, base, &profile)?;
+    writeln!(out)?;
+    for sweep in &measured.collectives {
+        let algbw = |points: &[bench::Point]| {
+            points
+                .iter()
+                .map(|p| format!("{:.1}", p.x / (p.us * 1e-6) / 1e9))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        };
+        writeln!(
+            out,
+            "{} devices: all-reduce algbw {} GB/s, all-gather algbw {} GB/s (at {})",
+            sweep.ranks,
+            algbw(&sweep.all_reduce),
+            algbw(&sweep.all_gather),
+            sweep
+                .all_reduce
+                .iter()
+                .map(|p| format!("{} KiB", p.x / 1024.0))
+                .collect::<Vec<_>>()
+                .join(" / ")
+        )?;
+    }
+    writeln!(
+        out,
+        "profile `{}` written to {} (load it with `braid plan --profile {}`)",
+        profile.name,
+        request.output.display(),
+        request.output.display()
+    )?;
+    Ok(true)
+}

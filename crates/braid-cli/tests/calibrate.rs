@@ -1,0 +1,216 @@
+//! `braid calibrate` from the built binary, end to end on braid-acl-sim (built beside it):
+//! the round trip. acl-sim times work with the simulator under the shipped Atlas 800T A2
+//! profile, so calibrating it must give that profile's parameters back; the tolerance of each
+//! is stated beside it (the simulator rounds every duration to whole nanoseconds, and the
+//! efficiency curve is checked at the shipped points between its measured ones).
+
+use braid::sim::profile::{FigureKind, Profile};
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+fn calibrate(args: &[&str], vars: &[(&str, &str)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_braid"))
+        .arg("calibrate")
+        .args(args)
+        .env_remove("BRAID_ACL_LIB")
+        .env_remove("ASCEND_HOME_PATH")
+        .env_remove("ASCEND_TOOLKIT_HOME")
+        .env_remove("BRAID_ACL_SIM_TIMING_ONLY")
+        .env_remove("BRAID_ACL_SIM_DEVICES")
+        .envs(vars.iter().copied())
+        .output()
+        .expect("runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("braid-calibrate-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir.join(name)
+}
+
+/// `|measured / expected - 1| <= tolerance`, with a message naming the figure.
+fn within(field: &str, measured: f64, expected: f64, tolerance: f64) {
+    let error = (measured / expected - 1.0).abs();
+    assert!(
+        error <= tolerance,
+        "{field}: fitted {measured}, shipped {expected} (error {:.4}%, tolerance {}%)",
+        error * 100.0,
+        tolerance * 100.0
+    );
+}
+
+#[test]
+fn calibrating_acl_sim_gives_the_shipped_profile_back() {
+    let path = scratch("quick.json");
+    let out = calibrate(
+        &[
+            "--quick",
+            "--output",
+            path.to_str().unwrap(),
+            "--name",
+            "round-trip",
+        ],
+        &[],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let title = text.lines().next().unwrap();
+    assert!(
+        title.contains("libbraid_acl_sim.so") && title.contains("on 8 device(s), quick"),
+        "{title}"
+    );
+    let fitted = Profile::from_file(&path).unwrap();
+    let shipped = Profile::atlas_800t_a2();
+    assert_eq!(fitted.name, "round-trip");
+    let (f, s) = (&fitted.device, &shipped.device);
+    // Rates and bandwidths: durations are whole nanoseconds of microseconds-long work.
+    let tight = 1e-3;
+    within(
+        "cube_f16",
+        f.cube_flops_per_s as f64,
+        s.cube_flops_per_s as f64,
+        tight,
+    );
+    within(
+        "cube_bf16",
+        f.cube_bf16_flops_per_s as f64,
+        s.cube_bf16_flops_per_s as f64,
+        tight,
+    );
+    within(
+        "cube_f32",
+        f.cube_f32_flops_per_s as f64,
+        s.cube_f32_flops_per_s as f64,
+        tight,
+    );
+    within(
+        "h2d",
+        f.h2d_bytes_per_s as f64,
+        s.h2d_bytes_per_s as f64,
+        tight,
+    );
+    within(
+        "d2h",
+        f.d2h_bytes_per_s as f64,
+        s.d2h_bytes_per_s as f64,
+        tight,
+    );
+    within(
+        "hbm_effective",
+        f.hbm_effective_bytes_per_s as f64,
+        s.hbm_effective_bytes_per_s as f64,
+        tight,
+    );
+    within(
+        "memory_total",
+        f.memory_bytes as f64,
+        s.memory_bytes as f64,
+        tight,
+    );
+    within(
+        "eager_launch",
+        f.eager_launch_ns as f64,
+        s.eager_launch_ns as f64,
+        0.01,
+    );
+    within(
+        "graph_launch",
+        f.graph_launch_ns as f64,
+        s.graph_launch_ns as f64,
+        0.01,
+    );
+    within(
+        "graph_node",
+        f.graph_node_ns as f64,
+        s.graph_node_ns as f64,
+        0.02,
+    );
+    // The curve at the shipped points (1024^3, 2048^3, 4096^3 in f16) and between them.
+    for p in &s.cube_efficiency {
+        for ideal in [p.ideal_ns, p.ideal_ns * 2] {
+            within(
+                &format!("cube efficiency at {ideal} ns"),
+                f.cube_efficiency_at(ideal),
+                s.cube_efficiency_at(ideal),
+                0.01,
+            );
+        }
+    }
+    let (fnode, snode) = (fitted.node.unwrap(), shipped.node.unwrap());
+    within(
+        "link_bandwidth",
+        fnode.intra_server.bytes_per_s as f64,
+        snode.intra_server.bytes_per_s as f64,
+        tight,
+    );
+    within(
+        "link_latency",
+        fnode.intra_server.latency_ns as f64,
+        snode.intra_server.latency_ns as f64,
+        0.02,
+    );
+    within(
+        "collective_link_bandwidth",
+        fnode.collective_link_bytes_per_s as f64,
+        snode.collective_link_bytes_per_s as f64,
+        0.01,
+    );
+    within(
+        "collective_overhead",
+        fnode.collective_overhead_ns as f64,
+        snode.collective_overhead_ns as f64,
+        0.02,
+    );
+    // Every fitted figure is measured and says where; the rest are the shipped profile's.
+    let figures = fitted.figures();
+    let measured: Vec<_> = figures
+        .iter()
+        .filter(|f| f.source.starts_with("Measured by braid calibrate"))
+        .collect();
+    // 11 figures of the device (the curve one of them), 4 of the node.
+    assert_eq!(measured.len(), 15, "{measured:#?}");
+    for figure in &measured {
+        assert_eq!(figure.kind, FigureKind::Measured, "{}", figure.field);
+        assert!(
+            figure.source.contains("libbraid_acl_sim.so") && figure.source.contains("8 device(s)"),
+            "{}: {}",
+            figure.field,
+            figure.source
+        );
+        // Each fitted figure has a row in the table beside the shipped figure, ratio ~1.
+        let row = text
+            .lines()
+            .find(|l| l.starts_with(&figure.field))
+            .unwrap_or_else(|| panic!("no row for {}:\n{text}", figure.field));
+        assert!(row.ends_with("1.000") || row.ends_with("-"), "{row}");
+    }
+    assert!(text.contains("8 devices: all-reduce algbw"), "{text}");
+    assert!(text.contains("profile `round-trip` written to"), "{text}");
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn an_unwritable_output_is_an_error_naming_it() {
+    let out = calibrate(
+        &["--quick", "--output", "/nonexistent/dir/profile.json"],
+        &[],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/dir/profile.json"), "{err}");
+}
+
+#[test]
+fn a_library_that_does_not_load_is_an_error_naming_it() {
+    let out = calibrate(
+        &["--quick"],
+        &[("BRAID_ACL_LIB", "/nonexistent/libascendcl.so")],
+    );
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("/nonexistent/libascendcl.so"), "{err}");
+}
