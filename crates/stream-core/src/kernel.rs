@@ -6,7 +6,11 @@
 
 use crate::dtype::DType;
 use crate::types::DeviceSlice;
+use crate::uses::Access;
 use std::fmt;
+
+/// The most ranges a built-in kernel declares (two reads and a write).
+pub(crate) const MAX_KERNEL_RANGES: usize = 3;
 
 /// Which contended hardware resource a piece of work occupies.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -107,6 +111,25 @@ impl Kernel {
             Kernel::Copy { .. } => "copy",
             Kernel::ReduceSum { .. } => "reduce_sum",
             Kernel::Busy { .. } => "busy",
+        }
+    }
+
+    /// Every range the kernel declares with how it uses it, reads first: the first `count`
+    /// entries of the array, the same as [`Kernel::reads`] then [`Kernel::writes`] (a test
+    /// holds them equal). One match and no iterator to build: the front layer walks it
+    /// twice on every launch.
+    pub(crate) fn declared(&self) -> ([(DeviceSlice, Access); MAX_KERNEL_RANGES], usize) {
+        let (read, write) = (Access::Read, Access::Write);
+        let none = (DeviceSlice::default(), read);
+        match *self {
+            Kernel::Busy { .. } => ([none; MAX_KERNEL_RANGES], 0),
+            Kernel::Fill { dst, .. } => ([(dst, write), none, none], 1),
+            Kernel::Add { a, b, out } | Kernel::Matmul { a, b, c: out, .. } => {
+                ([(a, read), (b, read), (out, write)], 3)
+            }
+            Kernel::Scale { src, dst, .. }
+            | Kernel::Copy { src, dst }
+            | Kernel::ReduceSum { src, dst } => ([(src, read), (dst, write), none], 2),
         }
     }
 
@@ -364,6 +387,52 @@ mod tests {
         assert_eq!(k.writes().collect::<Vec<_>>(), vec![s(32, 16)]);
         assert_eq!(k.bytes_moved(), 48);
         assert_eq!(Kernel::Busy { duration_ns: 5 }.reads().count(), 0);
+    }
+
+    #[test]
+    fn declared_is_reads_then_writes_for_every_kernel() {
+        let kernels = [
+            Kernel::Fill {
+                dst: s(0, 16),
+                value: 1.0,
+            },
+            Kernel::Add {
+                a: s(0, 16),
+                b: s(16, 16),
+                out: s(32, 16),
+            },
+            Kernel::Scale {
+                src: s(0, 16),
+                dst: s(16, 16),
+                factor: 2.0,
+            },
+            Kernel::Matmul {
+                a: s(0, 32),
+                b: s(64, 32),
+                c: s(128, 16),
+                m: 2,
+                k: 4,
+                n: 2,
+            },
+            Kernel::Copy {
+                src: s(0, 16),
+                dst: s(16, 16),
+            },
+            Kernel::ReduceSum {
+                src: s(0, 16),
+                dst: s(16, 4),
+            },
+            Kernel::Busy { duration_ns: 5 },
+        ];
+        for kernel in kernels {
+            let (ranges, count) = kernel.declared();
+            let expected: Vec<_> = kernel
+                .reads()
+                .map(|r| (r, Access::Read))
+                .chain(kernel.writes().map(|w| (w, Access::Write)))
+                .collect();
+            assert_eq!(ranges[..count].to_vec(), expected, "{kernel:?}");
+        }
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! ordering model, then its uses noted to the device's observers.
 
 use crate::hal::{self, Backend, HalError};
-use crate::kernel::TypedKernel;
+use crate::kernel::{TypedKernel, MAX_KERNEL_RANGES};
 use crate::types::DeviceSlice;
 use crate::uses::Access;
 
@@ -53,26 +53,49 @@ impl<B: Backend> Lowered<'_, B> {
         }
     }
 
-    /// Every range it declares, with how it uses it.
-    pub(crate) fn uses(&self) -> impl Iterator<Item = (DeviceSlice, Access)> + '_ {
-        let mut kernel = [None; 3];
-        let (ranges, pairs): (&[hal::OpRange], &[(DeviceSlice, Access)]) = match self {
-            Lowered::Kernel { kernel: k, .. } => {
-                let reads = k.reads().map(|r| (r, Access::Read));
-                let uses = reads.chain(k.writes().map(|w| (w, Access::Write)));
-                for (slot, used) in kernel.iter_mut().zip(uses) {
-                    *slot = Some(used);
-                }
-                (&[], &[])
+    /// Every range it declares, with how it uses it. A plain enum over the three shapes (not
+    /// a chain of iterators): it is walked twice per launch, on the hot path.
+    pub(crate) fn uses(&self) -> Uses<'_> {
+        match self {
+            Lowered::Kernel { kernel, .. } => {
+                let (uses, len) = kernel.kernel.declared();
+                Uses::Kernel { uses, next: 0, len }
             }
-            Lowered::Operator(op) => (op.ranges, &[]),
-            Lowered::Collective { uses, .. } => (&[], uses),
-        };
-        let ranges = ranges.iter().map(|r| (r.slice, r.access));
-        kernel
-            .into_iter()
-            .flatten()
-            .chain(ranges)
-            .chain(pairs.iter().copied())
+            Lowered::Operator(op) => Uses::Ranges(op.ranges.iter()),
+            Lowered::Collective { uses, .. } => Uses::Pairs(uses.iter()),
+        }
+    }
+}
+
+/// The ranges an operator declares ([`Lowered::uses`]); cloned rather than rebuilt for a
+/// second walk.
+#[derive(Clone)]
+pub(crate) enum Uses<'a> {
+    /// A built-in kernel's: `uses[next..len]` are left.
+    Kernel {
+        uses: [(DeviceSlice, Access); MAX_KERNEL_RANGES],
+        next: usize,
+        len: usize,
+    },
+    /// A user operator's ranges.
+    Ranges(std::slice::Iter<'a, hal::OpRange>),
+    /// A collective part's.
+    Pairs(std::slice::Iter<'a, (DeviceSlice, Access)>),
+}
+
+impl Iterator for Uses<'_> {
+    type Item = (DeviceSlice, Access);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            Uses::Kernel { uses, next, len } => {
+                let used = uses[..*len].get(*next).copied();
+                *next += usize::from(used.is_some());
+                used
+            }
+            Uses::Ranges(ranges) => ranges.next().map(|r| (r.slice, r.access)),
+            Uses::Pairs(pairs) => pairs.next().copied(),
+        }
     }
 }

@@ -227,7 +227,8 @@ impl<B: Backend> Stream<B> {
     /// enqueue under this stream's turn, then its uses noted to the observers of the devices
     /// owning the memory.
     fn submit_operator(&self, op: Lowered<'_, B>) -> Result<StreamPosition> {
-        let foreign = self.device.place_ranges(op.label(), op.uses())?;
+        let uses = op.uses();
+        let foreign = self.device.place_ranges(op.label(), uses.clone())?;
         let recorded = self.check_task_recording(&op)?;
         let pos = match &op {
             Lowered::Kernel { kernel, label } => self.submit_kernel(kernel, label)?,
@@ -241,7 +242,7 @@ impl<B: Backend> Stream<B> {
                 r.note(sig);
             }
         }
-        self.device.notify_placed(pos, op.uses(), &foreign);
+        self.device.notify_placed(pos, uses, &foreign);
         Ok(pos)
     }
 
