@@ -190,6 +190,22 @@ fn calibrating_acl_sim_gives_the_shipped_profile_back() {
     }
     assert!(text.contains("8 devices: all-reduce algbw"), "{text}");
     assert!(text.contains("profile `round-trip` written to"), "{text}");
+    // The simulator loads it in place of the shipped profile, and its figures say so.
+    let plan = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(["plan", "--devices", "2", "--layers", "2", "--profile"])
+        .arg(&path)
+        .output()
+        .expect("runs");
+    let planned = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        plan.status.success(),
+        "{planned}{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    assert!(
+        planned.starts_with("braid plan, simulated with profile round-trip:"),
+        "{planned}"
+    );
     std::fs::remove_file(&path).unwrap();
 }
 
