@@ -210,6 +210,45 @@ fn calibrating_acl_sim_gives_the_shipped_profile_back() {
 }
 
 #[test]
+fn one_device_measures_no_link_and_keeps_the_shipped_node_figures() {
+    let path = scratch("one.json");
+    let out = calibrate(
+        &["--quick", "--output", path.to_str().unwrap()],
+        &[("BRAID_ACL_SIM_DEVICES", "1")],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.lines().next().unwrap().contains("on 1 device(s)"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("devices: all-reduce"),
+        "no collective sweep: {text}"
+    );
+    let fitted = Profile::from_file(&path).unwrap();
+    assert!(fitted.name.starts_with("calibrated-"), "{}", fitted.name);
+    let shipped = Profile::atlas_800t_a2();
+    assert_eq!(fitted.node, shipped.node);
+    let measured: Vec<_> = fitted
+        .figures()
+        .into_iter()
+        .filter(|f| f.source.starts_with("Measured by braid calibrate"))
+        .map(|f| f.field)
+        .collect();
+    assert_eq!(measured.len(), 11, "{measured:?}");
+    assert!(
+        measured.iter().all(|f| f.starts_with("device.")),
+        "{measured:?}"
+    );
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
 fn an_unwritable_output_is_an_error_naming_it() {
     let out = calibrate(
         &["--quick", "--output", "/nonexistent/dir/profile.json"],
