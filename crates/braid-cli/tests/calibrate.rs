@@ -257,15 +257,23 @@ fn an_unwritable_output_is_an_error_naming_it() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/dir/profile.json"), "{err}");
+    // Refused before anything is measured.
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
 fn a_library_that_does_not_load_is_an_error_naming_it() {
+    let path = scratch("unloaded.json");
     let out = calibrate(
-        &["--quick"],
+        &["--quick", "--output", path.to_str().unwrap()],
         &[("BRAID_ACL_LIB", "/nonexistent/libascendcl.so")],
     );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/libascendcl.so"), "{err}");
+    assert!(!path.exists(), "no profile is left behind");
 }
