@@ -159,7 +159,11 @@ fn acl_launches(c: &mut Criterion) {
             dst: dst.slice(),
         }
         .typed(DType::F16);
-        Ok(move || stream.launch(&reduce).map(drop))
+        Ok(move || {
+            // The buffers live as long as the work that launches on them.
+            let _live = (&src, &dst);
+            stream.launch(&reduce).map(drop)
+        })
     })
     .expect("the simulator runs the launch");
     bench_with_prediction(

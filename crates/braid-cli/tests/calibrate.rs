@@ -190,6 +190,61 @@ fn calibrating_acl_sim_gives_the_shipped_profile_back() {
     }
     assert!(text.contains("8 devices: all-reduce algbw"), "{text}");
     assert!(text.contains("profile `round-trip` written to"), "{text}");
+    // The simulator loads it in place of the shipped profile, and its figures say so.
+    let plan = Command::new(env!("CARGO_BIN_EXE_braid"))
+        .args(["plan", "--devices", "2", "--layers", "2", "--profile"])
+        .arg(&path)
+        .output()
+        .expect("runs");
+    let planned = String::from_utf8_lossy(&plan.stdout);
+    assert!(
+        plan.status.success(),
+        "{planned}{}",
+        String::from_utf8_lossy(&plan.stderr)
+    );
+    assert!(
+        planned.starts_with("braid plan, simulated with profile round-trip:"),
+        "{planned}"
+    );
+    std::fs::remove_file(&path).unwrap();
+}
+
+#[test]
+fn one_device_measures_no_link_and_keeps_the_shipped_node_figures() {
+    let path = scratch("one.json");
+    let out = calibrate(
+        &["--quick", "--output", path.to_str().unwrap()],
+        &[("BRAID_ACL_SIM_DEVICES", "1")],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.lines().next().unwrap().contains("on 1 device(s)"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("devices: all-reduce"),
+        "no collective sweep: {text}"
+    );
+    let fitted = Profile::from_file(&path).unwrap();
+    assert!(fitted.name.starts_with("calibrated-"), "{}", fitted.name);
+    let shipped = Profile::atlas_800t_a2();
+    assert_eq!(fitted.node, shipped.node);
+    let measured: Vec<_> = fitted
+        .figures()
+        .into_iter()
+        .filter(|f| f.source.starts_with("Measured by braid calibrate"))
+        .map(|f| f.field)
+        .collect();
+    assert_eq!(measured.len(), 11, "{measured:?}");
+    assert!(
+        measured.iter().all(|f| f.starts_with("device.")),
+        "{measured:?}"
+    );
     std::fs::remove_file(&path).unwrap();
 }
 
@@ -202,15 +257,23 @@ fn an_unwritable_output_is_an_error_naming_it() {
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/dir/profile.json"), "{err}");
+    // Refused before anything is measured.
+    assert!(
+        out.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
 fn a_library_that_does_not_load_is_an_error_naming_it() {
+    let path = scratch("unloaded.json");
     let out = calibrate(
-        &["--quick"],
+        &["--quick", "--output", path.to_str().unwrap()],
         &[("BRAID_ACL_LIB", "/nonexistent/libascendcl.so")],
     );
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("/nonexistent/libascendcl.so"), "{err}");
+    assert!(!path.exists(), "no profile is left behind");
 }

@@ -106,6 +106,30 @@ fn host_name() -> String {
 /// `braid calibrate`: loads ACL, runs the benchmarks, writes the profile and prints each
 /// fitted figure beside the shipped profile's.
 pub fn run(out: &mut impl Write, request: &Request<'_>) -> Result<bool, CalibrateError> {
+    // Opened first, so that a path that cannot be written fails before minutes of benchmarks.
+    let write_error = |source| CalibrateError::Write {
+        path: request.output.display().to_string(),
+        source,
+    };
+    let file = std::fs::File::create(request.output).map_err(write_error)?;
+    let outcome = measure_and_write(out, request, file);
+    if outcome.is_err() {
+        // No half-written profile is left behind.
+        let _ = std::fs::remove_file(request.output);
+    }
+    outcome
+}
+
+/// The benchmarks, the fit and the profile written to `file` (at `request.output`).
+fn measure_and_write(
+    out: &mut impl Write,
+    request: &Request<'_>,
+    mut file: std::fs::File,
+) -> Result<bool, CalibrateError> {
+    let write_error = |source| CalibrateError::Write {
+        path: request.output.display().to_string(),
+        source,
+    };
     set_acl_sim_timing_only();
     let api = AclApi::load_or_sim().map_err(|e| HalError::from(OpenError::Load(e)))?;
     let devices = open_devices(api)?;
@@ -143,12 +167,7 @@ pub fn run(out: &mut impl Write, request: &Request<'_>) -> Result<bool, Calibrat
     let base = Profile::atlas_800t_a2();
     let document = output::document(base, &fitted, &name, &provenance);
     let profile = Profile::from_document(document)?;
-    std::fs::write(request.output, profile.to_json() + "\n").map_err(|source| {
-        CalibrateError::Write {
-            path: request.output.display().to_string(),
-            source,
-        }
-    })?;
+    writeln!(file, "{}", profile.to_json()).map_err(write_error)?;
     writeln!(out)?;
     output::write_table(out, base, &profile)?;
     writeln!(out)?;

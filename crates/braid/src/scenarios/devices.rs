@@ -277,3 +277,15 @@ pub fn describe_acl(api: &braid_backend_acl::AclApi) -> String {
         format!("ACL ({})", api.path().display())
     }
 }
+
+#[cfg(all(test, feature = "sim", not(feature = "acl")))]
+mod tests {
+    #[test]
+    fn the_description_names_the_profile_the_figures_come_from() {
+        assert_eq!(
+            super::describe(),
+            "the simulated device (atlas-800t-a2)",
+            "examples print it above their simulated figures"
+        );
+    }
+}
