@@ -223,6 +223,7 @@ pub extern "C" fn HcclAllReduce(
             recv: ptr(recv_buf),
             count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -247,6 +248,7 @@ pub extern "C" fn HcclBroadcast(
             recv: ptr(buf),
             count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -273,6 +275,7 @@ pub extern "C" fn HcclReduceScatter(
             recv: ptr(recv_buf),
             count: recv_count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -298,6 +301,7 @@ pub extern "C" fn HcclAllGather(
             recv: ptr(recv_buf),
             count: send_count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -322,6 +326,7 @@ pub extern "C" fn HcclSend(
             recv: DevicePtr(0),
             count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -346,6 +351,7 @@ pub extern "C" fn HcclRecv(
             recv: ptr(recv_buf),
             count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -383,6 +389,7 @@ pub extern "C" fn HcclAlltoAll(
             recv: ptr(recv_buf),
             count: send_count,
             dtype,
+            v: None,
         })
     })
 }
@@ -414,6 +421,7 @@ pub extern "C" fn HcclReduce(
             recv: ptr(recv_buf),
             count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -440,6 +448,7 @@ pub extern "C" fn HcclScatter(
             recv: ptr(recv_buf),
             count: recv_count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -456,6 +465,7 @@ pub extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult
             recv: DevicePtr(0),
             count: 0,
             dtype: DType::F32,
+            v: None,
         })
     })
 }

@@ -79,6 +79,9 @@ impl Engine {
             }
             _ => {}
         }
+        if call.op.is_variable() {
+            super::variable::check(call, rank, ranks)?;
+        }
         let lengths = [
             ("send", call.send, call.send_len(rank, ranks)),
             ("receive", call.recv, call.recv_len(rank, ranks)),
@@ -122,7 +125,7 @@ impl Engine {
                 kind: OpKind::Collective(Arc::new(CollectivePart {
                     comm,
                     rank,
-                    call: *call,
+                    call: call.clone(),
                     send,
                     recv,
                     captured: number,
@@ -134,7 +137,7 @@ impl Engine {
         }
         self.refuse_collective_update(s)?;
         let host = self.dev().host_ns;
-        self.submit_part(s, comm, rank, *call, None, label, host)?;
+        self.submit_part(s, comm, rank, call.clone(), None, label, host)?;
         self.pump()
     }
 
