@@ -14,6 +14,9 @@ use braid_stream_core::types::DevicePtr;
 use braid_stream_core::DType;
 use std::ffi::{c_char, c_void};
 
+mod variable;
+pub use variable::{HcclAllGatherV, HcclAlltoAllV, HcclReduceScatterV};
+
 /// `HCCL_E_PTR` naming the null argument `what` of `call`.
 fn null(call: &str, what: &str) -> Fail {
     fail(HCCL_E_PTR, format!("{call}: {what} is a null pointer"))
