@@ -771,3 +771,5 @@ fn signatures_that_do_not_arrive_intact_refuse_the_call() {
     );
     assert_eq!(label, "signature exchange");
 }
+
+mod variable;
