@@ -311,3 +311,5 @@ fn rank_queries_and_a_failed_destroy_are_typed() {
     );
     dev.synchronize().unwrap();
 }
+
+mod variable;
