@@ -4,7 +4,10 @@
 
 mod common;
 
-use braid_backend_sim::{collective_bound, NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimNode, SimStream, Topology};
+use braid_backend_sim::{
+    collective_bound, NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimNode, SimStream,
+    Topology,
+};
 use braid_stream_core::collective::{Blocks, CollectiveCall, CollectiveOp, VCounts};
 use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{CollectiveBackend, Device as _, HalError, Stream as _};
@@ -25,7 +28,13 @@ fn node(devices: u32) -> Vec<SimDevice> {
     .devices()
 }
 
-fn v_call(op: CollectiveOp, send: DevicePtr, recv: DevicePtr, count: u64, v: VCounts) -> CollectiveCall {
+fn v_call(
+    op: CollectiveOp,
+    send: DevicePtr,
+    recv: DevicePtr,
+    count: u64,
+    v: VCounts,
+) -> CollectiveCall {
     CollectiveCall {
         v: Some(Arc::new(v)),
         ..CollectiveCall::new(op, send, recv, count, DType::F16)
@@ -34,7 +43,11 @@ fn v_call(op: CollectiveOp, send: DevicePtr, recv: DevicePtr, count: u64, v: VCo
 
 /// Runs one part per rank (`part(rank, send, recv)`, buffers of `bytes`) and returns the
 /// duration of the first rank's collective.
-fn duration(devs: &[SimDevice], bytes: u64, part: impl Fn(usize, DevicePtr, DevicePtr) -> CollectiveCall) -> u64 {
+fn duration(
+    devs: &[SimDevice],
+    bytes: u64,
+    part: impl Fn(usize, DevicePtr, DevicePtr) -> CollectiveCall,
+) -> u64 {
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let comms = SimComm::init_all(&refs).unwrap();
     let streams: Vec<SimStream> = devs.iter().map(|d| d.create_stream(0).unwrap()).collect();
@@ -79,12 +92,21 @@ fn an_all_to_all_v_takes_the_all_to_all_time_of_its_busiest_rank() {
             send: Blocks::packed(&sends[r]),
             recv: Blocks::packed(&[sends[0][r], sends[1][r]]),
         };
-        v_call(CollectiveOp::AllToAllV, send, recv, sends[r].iter().sum(), v)
+        v_call(
+            CollectiveOp::AllToAllV,
+            send,
+            recv,
+            sends[r].iter().sum(),
+            v,
+        )
     });
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let params = SimComm::init_all(&refs).unwrap()[0].link_params(DType::F16);
     // Rank 1 receives 1002 elements: the busiest.
-    assert_eq!(ns, collective_bound(CollectiveOp::AllToAll, 2, 1002 * 2, &params));
+    assert_eq!(
+        ns,
+        collective_bound(CollectiveOp::AllToAll, 2, 1002 * 2, &params)
+    );
 }
 
 #[test]
@@ -110,17 +132,27 @@ fn parts_breaking_hccl_s_rules_are_refused_when_they_arrive() {
         Err(HalError::InvalidArgument(m)) if m.contains(what) => {}
         other => panic!("expected {what}, got {other:?}"),
     };
-    invalid(launch(0, 3, gather(&[2, 2], &[0, 2])), "not its block's count 2");
+    invalid(
+        launch(0, 3, gather(&[2, 2], &[0, 2])),
+        "not its block's count 2",
+    );
     invalid(launch(0, 2, gather(&[2], &[0])), "one per rank");
     invalid(launch(0, 2, gather(&[2, 2], &[0, 1])), "overlap");
     let no_blocks = CollectiveCall::new(CollectiveOp::AllGatherV, bufs[0], bufs[0], 2, DType::F16);
-    invalid(SimBackend::launch_collective(&s[0], &comms[0], &no_blocks, "agv"), "no per-rank counts");
+    invalid(
+        SimBackend::launch_collective(&s[0], &comms[0], &no_blocks, "agv"),
+        "no per-rank counts",
+    );
     // Rank 1's blocks differ from rank 0's: a mismatch naming the block.
     launch(0, 2, gather(&[2, 2], &[0, 2])).unwrap();
     match launch(1, 2, gather(&[2, 2], &[0, 4])) {
         Err(HalError::CollectiveMismatch(m)) => {
             assert_eq!(m.rank, 1);
-            assert!(m.difference.contains("receive block of rank 1"), "{}", m.difference);
+            assert!(
+                m.difference.contains("receive block of rank 1"),
+                "{}",
+                m.difference
+            );
         }
         other => panic!("expected a mismatch, got {other:?}"),
     }

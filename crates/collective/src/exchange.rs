@@ -238,7 +238,10 @@ fn count_word(signature: &Signature) -> u64 {
     let mut hash = 0xcbf2_9ce4_8422_2325u64;
     for blocks in [&v.send, &v.recv] {
         let words = [blocks.counts.len() as u64].into_iter();
-        for x in words.chain(blocks.counts.iter().copied()).chain(blocks.displs.iter().copied()) {
+        for x in words
+            .chain(blocks.counts.iter().copied())
+            .chain(blocks.displs.iter().copied())
+        {
             for byte in x.to_le_bytes() {
                 hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
             }
@@ -305,7 +308,12 @@ mod tests {
         for op in ops {
             for dtype in DType::ALL {
                 for count in [1, 0xFFFF, 0x1_0000, u64::MAX] {
-                    let signature = Signature { op, count, dtype, v: None };
+                    let signature = Signature {
+                        op,
+                        count,
+                        dtype,
+                        v: None,
+                    };
                     assert_eq!(decode(&encode(&signature)), Some(signature));
                 }
             }
@@ -324,7 +332,10 @@ mod tests {
                 ..VCounts::default()
             })),
         };
-        let (a, b) = (decode(&encode(&sig(&[1, 2]))), decode(&encode(&sig(&[2, 1]))));
+        let (a, b) = (
+            decode(&encode(&sig(&[1, 2]))),
+            decode(&encode(&sig(&[2, 1]))),
+        );
         assert_eq!(a, decode(&encode(&sig(&[1, 2]))));
         let (a, b) = (a.unwrap(), b.unwrap());
         assert_ne!(a, b, "same total, other blocks: the digests differ");

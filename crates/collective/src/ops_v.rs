@@ -39,7 +39,15 @@ impl<B: CollectiveBackend> Communicator<B> {
             ..VCounts::default()
         };
         let own = recv_blocks.counts.get(self.rank() as usize).copied();
-        self.enqueue_v(stream, op, send.device_slice(), recv.device_slice(), v, dtype, own)
+        self.enqueue_v(
+            stream,
+            op,
+            send.device_slice(),
+            recv.device_slice(),
+            v,
+            dtype,
+            own,
+        )
     }
 
     /// Rank `r`'s `recv` gets the reduction by `op` of block `r` of every rank's `send`
@@ -60,7 +68,15 @@ impl<B: CollectiveBackend> Communicator<B> {
             ..VCounts::default()
         };
         let own = send_blocks.counts.get(self.rank() as usize).copied();
-        self.enqueue_v(stream, op, send.device_slice(), recv.device_slice(), v, dtype, own)
+        self.enqueue_v(
+            stream,
+            op,
+            send.device_slice(),
+            recv.device_slice(),
+            v,
+            dtype,
+            own,
+        )
     }
 
     /// Block `j` of this rank's `send` (of `send_blocks`) goes to rank `j`, which places it
@@ -81,7 +97,15 @@ impl<B: CollectiveBackend> Communicator<B> {
             send: send_blocks.clone(),
             recv: recv_blocks.clone(),
         };
-        self.enqueue_v(stream, op, send.device_slice(), recv.device_slice(), v, dtype, None)
+        self.enqueue_v(
+            stream,
+            op,
+            send.device_slice(),
+            recv.device_slice(),
+            v,
+            dtype,
+            None,
+        )
     }
 
     /// Checks a variable-count call (stream, blocks, buffers; `own` is this rank's count where

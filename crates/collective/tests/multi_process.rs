@@ -212,7 +212,13 @@ fn join_and_run(test: &str, device: &Device<SimBackend>, ranks: u32, rank: u32, 
     let seen = recording.seen.lock().unwrap().clone();
     assert_eq!(
         seen,
-        [all_reduce.clone(), all_gather.clone(), all_reduce, all_gather].map(|s| (rank, s))
+        [
+            all_reduce.clone(),
+            all_gather.clone(),
+            all_reduce,
+            all_gather
+        ]
+        .map(|s| (rank, s))
     );
 }
 

@@ -266,7 +266,13 @@ pub struct CollectiveCall {
 
 impl CollectiveCall {
     /// A call without per-rank blocks (every operation but the variable-count ones).
-    pub fn new(op: CollectiveOp, send: DevicePtr, recv: DevicePtr, count: u64, dtype: DType) -> Self {
+    pub fn new(
+        op: CollectiveOp,
+        send: DevicePtr,
+        recv: DevicePtr,
+        count: u64,
+        dtype: DType,
+    ) -> Self {
         CollectiveCall {
             op,
             send,
@@ -299,7 +305,10 @@ impl CollectiveCall {
         if !self.op.reads_send(rank) {
             return Some(0);
         }
-        if matches!(self.op, CollectiveOp::ReduceScatterV(_) | CollectiveOp::AllToAllV) {
+        if matches!(
+            self.op,
+            CollectiveOp::ReduceScatterV(_) | CollectiveOp::AllToAllV
+        ) {
             return self.extent(|v| &v.send);
         }
         let elements = match self.op {
@@ -526,7 +535,10 @@ mod tests {
                 recv: Blocks::packed(&[1, 1, 1]),
             },
         );
-        assert_eq!((a2a.send_len(0, 3), a2a.recv_len(0, 3)), (Some(12), Some(6)));
+        assert_eq!(
+            (a2a.send_len(0, 3), a2a.recv_len(0, 3)),
+            (Some(12), Some(6))
+        );
         // Without blocks a variable-count call has no size.
         assert_eq!(call(CollectiveOp::AllToAllV, 5).send_len(0, 3), None);
         assert!(CollectiveOp::AllToAllV.is_variable() && !CollectiveOp::AllToAll.is_variable());

@@ -3,9 +3,9 @@
 //! stream. Every HCCL call goes through [`HcclCalls`].
 
 use super::average::Scale;
-use super::variable;
 use super::calls::Buffers;
 use super::error::Hccl;
+use super::variable;
 use crate::bind;
 use crate::calls::Handle;
 use crate::device::AclDevice;
@@ -256,7 +256,9 @@ impl AclComm {
                     ))
                 }
             },
-            CollectiveOp::AllGatherV | CollectiveOp::ReduceScatterV(_) | CollectiveOp::AllToAllV => {
+            CollectiveOp::AllGatherV
+            | CollectiveOp::ReduceScatterV(_)
+            | CollectiveOp::AllToAllV => {
                 variable::launch(calls.as_ref(), b, call, self.ranks, c, s)?
             }
         };

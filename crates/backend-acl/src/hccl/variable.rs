@@ -26,7 +26,10 @@ pub(super) fn launch(
     })?;
     let uses_send = !matches!(call.op, CollectiveOp::AllGatherV);
     let uses_recv = !matches!(call.op, CollectiveOp::ReduceScatterV(_));
-    for (side, blocks, used) in [("send", &v.send, uses_send), ("receive", &v.recv, uses_recv)] {
+    for (side, blocks, used) in [
+        ("send", &v.send, uses_send),
+        ("receive", &v.recv, uses_recv),
+    ] {
         let lengths = [blocks.counts.len(), blocks.displs.len()];
         if used && lengths != [ranks as usize; 2] {
             return Err(HalError::InvalidArgument(format!(

@@ -10,9 +10,9 @@
 
 use super::variable;
 use braid_stream_core::collective::{CollectiveOp, ReduceOp, VCounts};
-use std::sync::Arc;
 use braid_stream_core::dtype::DType;
 use braid_stream_core::types::DeviceSlice;
+use std::sync::Arc;
 
 use crate::compute::PendingWrite;
 use crate::memory::DataView;
@@ -20,7 +20,13 @@ use crate::memory::DataView;
 /// `count` elements of the elementwise reduction of `inputs`, starting at element `first` of
 /// each. An average is the rounded sum scaled by `1 / ranks` and rounded again, as HCCL's sum
 /// followed by a scale leaves it.
-pub(super) fn reduce(op: ReduceOp, dtype: DType, inputs: &[&[u8]], first: usize, count: usize) -> Vec<u8> {
+pub(super) fn reduce(
+    op: ReduceOp,
+    dtype: DType,
+    inputs: &[&[u8]],
+    first: usize,
+    count: usize,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(count * dtype.size() as usize);
     let scale = op.scale(inputs.len() as u32);
     for i in first..first + count {
@@ -154,7 +160,8 @@ impl DataEffect {
             let before = (self.recvs.iter())
                 .map(|r| mem.read(*r).unwrap_or_default())
                 .collect();
-            let layouts: Vec<Option<&VCounts>> = self.layouts.iter().map(|l| l.as_deref()).collect();
+            let layouts: Vec<Option<&VCounts>> =
+                self.layouts.iter().map(|l| l.as_deref()).collect();
             variable::receive(self.op, self.dtype, &layouts, &refs, before)
         } else {
             receive(self.op, self.count, self.dtype, &refs)

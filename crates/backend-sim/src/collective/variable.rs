@@ -20,9 +20,15 @@ pub(crate) fn check(call: &CollectiveCall, rank: u32, ranks: u32) -> Result<(), 
         .v
         .as_deref()
         .ok_or_else(|| invalid(format!("{op} of rank {rank}: no per-rank counts given")))?;
-    let uses_send = matches!(op, CollectiveOp::ReduceScatterV(_) | CollectiveOp::AllToAllV);
+    let uses_send = matches!(
+        op,
+        CollectiveOp::ReduceScatterV(_) | CollectiveOp::AllToAllV
+    );
     let uses_recv = matches!(op, CollectiveOp::AllGatherV | CollectiveOp::AllToAllV);
-    for (side, blocks, used) in [("send", &v.send, uses_send), ("receive", &v.recv, uses_recv)] {
+    for (side, blocks, used) in [
+        ("send", &v.send, uses_send),
+        ("receive", &v.recv, uses_recv),
+    ] {
         if used {
             blocks
                 .check(ranks, call.dtype, side == "receive")
@@ -170,7 +176,13 @@ mod tests {
         let sends = [f32s(&[1.0, 2.0]), Vec::new(), f32s(&[7.0])];
         let refs: Vec<&[u8]> = sends.iter().map(Vec::as_slice).collect();
         let before = vec![f32s(&[9.0; 4]); 3];
-        let out = receive(CollectiveOp::AllGatherV, DType::F32, &[Some(&v); 3], &refs, before);
+        let out = receive(
+            CollectiveOp::AllGatherV,
+            DType::F32,
+            &[Some(&v); 3],
+            &refs,
+            before,
+        );
         for bytes in &out {
             assert_eq!(back(bytes), [1.0, 2.0, 9.0, 7.0]);
         }
@@ -183,7 +195,11 @@ mod tests {
             send,
             ..VCounts::default()
         };
-        let sends = [f32s(&[1.0, 2.0, 3.0]), f32s(&[10.0, 20.0, 30.0]), f32s(&[5.0, 5.0, 5.0])];
+        let sends = [
+            f32s(&[1.0, 2.0, 3.0]),
+            f32s(&[10.0, 20.0, 30.0]),
+            f32s(&[5.0, 5.0, 5.0]),
+        ];
         let refs: Vec<&[u8]> = sends.iter().map(Vec::as_slice).collect();
         let out = receive(
             CollectiveOp::ReduceScatterV(ReduceOp::Sum),
@@ -239,11 +255,24 @@ mod tests {
         };
         assert!(check(&v_call(CollectiveOp::AllGatherV, 3, v.clone()), 1, 2).is_ok());
         let err = check(&v_call(CollectiveOp::AllGatherV, 2, v.clone()), 1, 2).unwrap_err();
-        assert!(err.to_string().contains("count 2 is not its block's count 3"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("count 2 is not its block's count 3"),
+            "{err}"
+        );
         let err = check(&v_call(CollectiveOp::AllGatherV, 2, v), 0, 3).unwrap_err();
         assert!(err.to_string().contains("one per rank"), "{err}");
-        let none = CollectiveCall::new(CollectiveOp::AllToAllV, DevicePtr(0), DevicePtr(0), 0, DType::F32);
-        assert!(check(&none, 0, 2).unwrap_err().to_string().contains("no per-rank counts"));
+        let none = CollectiveCall::new(
+            CollectiveOp::AllToAllV,
+            DevicePtr(0),
+            DevicePtr(0),
+            0,
+            DType::F32,
+        );
+        assert!(check(&none, 0, 2)
+            .unwrap_err()
+            .to_string()
+            .contains("no per-rank counts"));
         assert!(err_is_invalid(check(&none, 0, 2)));
     }
 
@@ -271,6 +300,9 @@ mod tests {
             },
         );
         assert_eq!(model_bytes(&a2a, 2), Some(5 * 4));
-        assert_eq!(even_counterpart(CollectiveOp::AllToAllV), CollectiveOp::AllToAll);
+        assert_eq!(
+            even_counterpart(CollectiveOp::AllToAllV),
+            CollectiveOp::AllToAll
+        );
     }
 }

@@ -24,7 +24,14 @@ fn each_variable_count_operation_enqueues_one_call_with_its_blocks() {
         .unwrap();
     let scatter = blocks(&[1, 2], &[0, 5]);
     r.comms[1]
-        .reduce_scatter_v(&r.streams[1], &send, &scatter, one, DType::F32, ReduceOp::Max)
+        .reduce_scatter_v(
+            &r.streams[1],
+            &send,
+            &scatter,
+            one,
+            DType::F32,
+            ReduceOp::Max,
+        )
         .unwrap();
     let to = Blocks::packed(&[0, 4]);
     let from = blocks(&[1, 0], &[9, 0]);
@@ -40,7 +47,12 @@ fn each_variable_count_operation_enqueues_one_call_with_its_blocks() {
         summary,
         [
             (1, CollectiveOp::AllGatherV, 2, "allgatherv"),
-            (1, CollectiveOp::ReduceScatterV(ReduceOp::Max), 2, "reducescatterv(max)"),
+            (
+                1,
+                CollectiveOp::ReduceScatterV(ReduceOp::Max),
+                2,
+                "reducescatterv(max)"
+            ),
             (1, CollectiveOp::AllToAllV, 4, "alltoallv"),
         ]
     );
@@ -59,7 +71,13 @@ fn a_rank_may_contribute_nothing() {
     let recv = alloc(d, 16);
     let none = DeviceSlice::new(recv.slice().ptr, 0);
     r.comms[0]
-        .all_gather_v(&r.streams[0], none, &recv, &Blocks::packed(&[0, 4]), DType::F32)
+        .all_gather_v(
+            &r.streams[0],
+            none,
+            &recv,
+            &Blocks::packed(&[0, 4]),
+            DType::F32,
+        )
         .unwrap();
     assert_eq!(calls(d)[0].1.count, 0);
 }
@@ -88,15 +106,51 @@ fn bad_blocks_are_typed_errors_and_the_communicator_still_works() {
     let err = c
         .all_gather_v(s, &send, &recv, &blocks(&[2, 2], &[0]), DType::F32)
         .unwrap_err();
-    assert!(matches!(&err, CollectiveError::BadBlocks { source: BlocksError::Length { what: "displs", .. }, .. }), "{err}");
+    assert!(
+        matches!(
+            &err,
+            CollectiveError::BadBlocks {
+                source: BlocksError::Length { what: "displs", .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
     let err = c
-        .all_gather_v(s, &send, &recv, &blocks(&[2, 2], &[0, u64::MAX - 1]), DType::F32)
+        .all_gather_v(
+            s,
+            &send,
+            &recv,
+            &blocks(&[2, 2], &[0, u64::MAX - 1]),
+            DType::F32,
+        )
         .unwrap_err();
-    assert!(matches!(&err, CollectiveError::BadBlocks { source: BlocksError::Overflow { rank: 1, .. }, .. }), "{err}");
+    assert!(
+        matches!(
+            &err,
+            CollectiveError::BadBlocks {
+                source: BlocksError::Overflow { rank: 1, .. },
+                ..
+            }
+        ),
+        "{err}"
+    );
     let err = c
         .all_gather_v(s, &send, &recv, &blocks(&[2, 2], &[1, 0]), DType::F32)
         .unwrap_err();
-    assert!(matches!(&err, CollectiveError::BadBlocks { source: BlocksError::Overlap { first: 0, second: 1 }, .. }), "{err}");
+    assert!(
+        matches!(
+            &err,
+            CollectiveError::BadBlocks {
+                source: BlocksError::Overlap {
+                    first: 0,
+                    second: 1
+                },
+                ..
+            }
+        ),
+        "{err}"
+    );
     let err = c
         .all_gather_v(s, &send, &recv, &blocks(&[2, 2], &[0, 3]), DType::F32)
         .unwrap_err();
@@ -118,21 +172,52 @@ fn bad_blocks_are_typed_errors_and_the_communicator_still_works() {
     let err = c
         .all_gather_v(s, &send, &recv, &Blocks::packed(&[2, 1]), DType::F32)
         .unwrap_err();
-    assert!(matches!(err, CollectiveError::BufferSize { buffer: "send", expected: 4, found: 8, .. }), "{err}");
+    assert!(
+        matches!(
+            err,
+            CollectiveError::BufferSize {
+                buffer: "send",
+                expected: 4,
+                found: 8,
+                ..
+            }
+        ),
+        "{err}"
+    );
     let odd = DeviceSlice::new(send.slice().ptr, 6);
     let err = c
-        .reduce_scatter_v(s, &recv, &Blocks::packed(&[2, 2]), odd, DType::F32, ReduceOp::Sum)
+        .reduce_scatter_v(
+            s,
+            &recv,
+            &Blocks::packed(&[2, 2]),
+            odd,
+            DType::F32,
+            ReduceOp::Sum,
+        )
         .unwrap_err();
-    assert!(matches!(err, CollectiveError::PartialElement { buffer: "recv", .. }), "{err}");
+    assert!(
+        matches!(err, CollectiveError::PartialElement { buffer: "recv", .. }),
+        "{err}"
+    );
     let err = c
-        .all_to_all_v(&r.streams[0], &send, &Blocks::packed(&[1, 1]), &recv, &Blocks::packed(&[1, 1]), DType::F32)
+        .all_to_all_v(
+            &r.streams[0],
+            &send,
+            &Blocks::packed(&[1, 1]),
+            &recv,
+            &Blocks::packed(&[1, 1]),
+            DType::F32,
+        )
         .unwrap_err();
-    assert!(matches!(err, CollectiveError::WrongDevice(ref w) if **w == WrongDevice {
-        call: "alltoallv of rank 1".into(),
-        what: "stream",
-        expected: d.id(),
-        found: r.devices[0].id(),
-    }), "{err}");
+    assert!(
+        matches!(err, CollectiveError::WrongDevice(ref w) if **w == WrongDevice {
+            call: "alltoallv of rank 1".into(),
+            what: "stream",
+            expected: d.id(),
+            found: r.devices[0].id(),
+        }),
+        "{err}"
+    );
     assert!(calls(d).is_empty());
     // Still usable: the right call is enqueued.
     c.all_gather_v(s, &send, &recv, &Blocks::packed(&[2, 2]), DType::F32)
@@ -143,7 +228,11 @@ fn bad_blocks_are_typed_errors_and_the_communicator_still_works() {
 #[test]
 fn blocks_that_differ_between_ranks_are_a_mismatch_naming_the_block() {
     let r = ranks(2);
-    let bufs: Vec<_> = r.devices.iter().map(|d| (alloc(d, 8), alloc(d, 32))).collect();
+    let bufs: Vec<_> = r
+        .devices
+        .iter()
+        .map(|d| (alloc(d, 8), alloc(d, 32)))
+        .collect();
     let gv = |i: usize, b: &Blocks| {
         r.comms[i].all_gather_v(&r.streams[i], &bufs[i].0, &bufs[i].1, b, DType::F32)
     };
@@ -189,10 +278,21 @@ fn blocks_that_differ_between_ranks_are_a_mismatch_naming_the_block() {
     let rv = |i: usize, op| {
         let (send, recv) = &bufs[i];
         let own = recv.range(0, 4).unwrap();
-        r.comms[i].reduce_scatter_v(&r.streams[i], send, &Blocks::packed(&[1, 1]), own, DType::F32, op)
+        r.comms[i].reduce_scatter_v(
+            &r.streams[i],
+            send,
+            &Blocks::packed(&[1, 1]),
+            own,
+            DType::F32,
+            op,
+        )
     };
     rv(0, ReduceOp::Sum).unwrap();
     let err = rv(1, ReduceOp::Min).unwrap_err();
-    assert!(err.to_string().contains("reducescatterv(sum) vs reducescatterv(min)"), "{err}");
+    assert!(
+        err.to_string()
+            .contains("reducescatterv(sum) vs reducescatterv(min)"),
+        "{err}"
+    );
     rv(1, ReduceOp::Sum).unwrap();
 }

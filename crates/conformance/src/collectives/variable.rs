@@ -90,7 +90,9 @@ pub fn all_gather_v_uneven<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), C
             out.push((send, recv));
         }
         for (r, (_, recv)) in out.iter().enumerate() {
-            rs.expect_blocks(r, recv, &blocks, spans, |j| values(j, 0, counts[j] as usize))?;
+            rs.expect_blocks(r, recv, &blocks, spans, |j| {
+                values(j, 0, counts[j] as usize)
+            })?;
         }
     }
     Ok(())
@@ -182,15 +184,14 @@ pub fn variable_counts_refused_then_usable<B: CollectiveBackend>(
         .map(|r| rs.upload(r, &vec![GAP; spans]))
         .collect::<Result<_, _>>()?;
     let (comm, stream) = (&rs.comms[1], &rs.streams[1]);
-    let refused = |what: &str, err: Result<_, CollectiveError>, ok: fn(&CollectiveError) -> bool| {
-        match err {
+    let refused =
+        |what: &str, err: Result<_, CollectiveError>, ok: fn(&CollectiveError) -> bool| match err {
             Err(e) if ok(&e) => Ok(()),
             other => Err(CaseError::new(format!(
                 "{}: {what}: expected a typed refusal, got {other:?}",
                 rs.what
             ))),
-        }
-    };
+        };
     let three = Blocks::packed(&[1, 1, 0]);
     refused(
         "counts for 3 ranks",
@@ -228,7 +229,16 @@ pub fn variable_counts_refused_then_usable<B: CollectiveBackend>(
     refused(
         "blocks other than rank 0's",
         comm.all_gather_v(stream, &sends[1], &recvs[1], &other, dtype),
-        |e| matches!(e, CollectiveError::Mismatch { rank: 1, call: 0, .. }),
+        |e| {
+            matches!(
+                e,
+                CollectiveError::Mismatch {
+                    rank: 1,
+                    call: 0,
+                    ..
+                }
+            )
+        },
     )?;
     comm.all_gather_v(stream, &sends[1], &recvs[1], &blocks, dtype)?;
     for (r, recv) in recvs.iter().enumerate() {

@@ -46,7 +46,9 @@ pub enum BlocksError {
     },
     /// Two non-empty blocks of a buffer that is written overlap (the result would depend on
     /// which lands last).
-    #[error("the blocks of ranks {first} and {second} overlap; give written blocks disjoint ranges")]
+    #[error(
+        "the blocks of ranks {first} and {second} overlap; give written blocks disjoint ranges"
+    )]
     Overlap {
         /// The lower rank.
         first: u32,
@@ -148,7 +150,12 @@ pub struct VCounts {
 impl VCounts {
     /// How rank `rank`'s all-to-all-v counts (`self`) and rank `other_rank`'s (`other`)
     /// disagree, if they do: what one sends the other must expect.
-    pub fn all_to_all_difference(&self, rank: u32, other: &VCounts, other_rank: u32) -> Option<String> {
+    pub fn all_to_all_difference(
+        &self,
+        rank: u32,
+        other: &VCounts,
+        other_rank: u32,
+    ) -> Option<String> {
         let sends = self.send.counts.get(other_rank as usize);
         let expects = other.recv.counts.get(rank as usize);
         if sends != expects {
@@ -173,11 +180,19 @@ impl VCounts {
     /// How `other` differs from these counts, where every rank must pass the same blocks
     /// (all-gather-v, reduce-scatter-v): the first differing rank's block, or the lengths.
     pub fn difference(&self, other: &VCounts) -> Option<String> {
-        for (side, a, b) in [("send", &self.send, &other.send), ("receive", &self.recv, &other.recv)] {
+        for (side, a, b) in [
+            ("send", &self.send, &other.send),
+            ("receive", &self.recv, &other.recv),
+        ] {
             if a == b {
                 continue;
             }
-            let ranks = a.counts.len().max(b.counts.len()).max(a.displs.len()).max(b.displs.len());
+            let ranks = a
+                .counts
+                .len()
+                .max(b.counts.len())
+                .max(a.displs.len())
+                .max(b.displs.len());
             for r in 0..ranks {
                 let (x, y) = (a.block(r), b.block(r));
                 if x != y {
@@ -243,7 +258,13 @@ mod tests {
         // Empty blocks overlap nothing; reading overlapping blocks is fine.
         assert_eq!(overlapping.check(3, DType::F16, false), Ok(10));
         let err = overlapping.check(3, DType::F16, true).unwrap_err();
-        assert_eq!(err, BlocksError::Overlap { first: 0, second: 1 });
+        assert_eq!(
+            err,
+            BlocksError::Overlap {
+                first: 0,
+                second: 1
+            }
+        );
         assert!(err.to_string().contains("disjoint"), "{err}");
     }
 

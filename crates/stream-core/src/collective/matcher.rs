@@ -264,9 +264,11 @@ fn difference(rank: u32, found: &Signature, expected_rank: u32, expected: &Signa
             ..found.clone()
         },
         (CollectiveOp::AllToAllV, CollectiveOp::AllToAllV) if expected.dtype == found.dtype => {
-            let counts = found.v.as_deref().zip(expected.v.as_deref()).and_then(|(f, e)| {
-                f.all_to_all_difference(rank, e, expected_rank)
-            });
+            let counts = found
+                .v
+                .as_deref()
+                .zip(expected.v.as_deref())
+                .and_then(|(f, e)| f.all_to_all_difference(rank, e, expected_rank));
             return counts.unwrap_or_else(|| "per-rank blocks given by one call only".to_string());
         }
         _ => found.clone(),

@@ -166,8 +166,18 @@ pub unsafe extern "C" fn HcclAlltoAllV(
         // SAFETY: the caller's guarantee.
         let (send, recv) = unsafe {
             (
-                blocks(CALL, comm, ("sendCounts", send_counts), ("sdispls", sdispls))?,
-                blocks(CALL, comm, ("recvCounts", recv_counts), ("rdispls", rdispls))?,
+                blocks(
+                    CALL,
+                    comm,
+                    ("sendCounts", send_counts),
+                    ("sdispls", sdispls),
+                )?,
+                blocks(
+                    CALL,
+                    comm,
+                    ("recvCounts", recv_counts),
+                    ("rdispls", rdispls),
+                )?,
             )
         };
         let count = send.total();

@@ -52,7 +52,10 @@ fn variable_count_calls_reach_hccl_with_their_arrays() {
     );
     let err = AclBackend::launch_collective(&stream, &comm, &gather, "agv").unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
-    assert!(err.to_string().contains("HcclAllGatherV: parameter error"), "{err}");
+    assert!(
+        err.to_string().contains("HcclAllGatherV: parameter error"),
+        "{err}"
+    );
     AclBackend::launch_collective(&stream, &comm, &gather, "agv").unwrap();
     let scatter = v_call(
         CollectiveOp::ReduceScatterV(ReduceOp::Min),
