@@ -106,9 +106,9 @@ pub(crate) fn receive(
     match op {
         CollectiveOp::AllGatherV => {
             for r in 0..ranks {
-                for j in 0..ranks {
+                for (j, send) in sends.iter().enumerate() {
                     let (at, len) = bytes_of(&layout(r).recv, j, size);
-                    put(r, at, &block(sends[j], 0, len));
+                    put(r, at, &block(send, 0, len));
                 }
             }
         }
@@ -129,10 +129,10 @@ pub(crate) fn receive(
         }
         CollectiveOp::AllToAllV => {
             for j in 0..ranks {
-                for i in 0..ranks {
+                for (i, send) in sends.iter().enumerate() {
                     let (from, len) = bytes_of(&layout(i).send, j, size);
                     let (at, _) = bytes_of(&layout(j).recv, i, size);
-                    put(j, at, &block(sends[i], from, len));
+                    put(j, at, &block(send, from, len));
                 }
             }
         }

@@ -83,8 +83,8 @@ pub fn all_gather_v_uneven<B: CollectiveBackend>(h: &Harness<B>) -> Result<(), C
         let counts: Vec<u64> = (0..n).map(count).collect();
         let (blocks, spans) = spaced(&counts, true);
         let mut out = Vec::new();
-        for r in 0..n {
-            let (send, slice) = rs.upload_exact(r, &values(r, 0, counts[r] as usize))?;
+        for (r, &count) in counts.iter().enumerate() {
+            let (send, slice) = rs.upload_exact(r, &values(r, 0, count as usize))?;
             let recv = rs.upload(r, &vec![GAP; spans])?;
             rs.comms[r].all_gather_v(&rs.streams[r], slice, &recv, &blocks, dtype)?;
             out.push((send, recv));
@@ -108,9 +108,9 @@ pub fn reduce_scatter_v_uneven<B: CollectiveBackend>(h: &Harness<B>) -> Result<(
             let counts: Vec<u64> = (0..n).map(count).collect();
             let (blocks, spans) = spaced(&counts, false);
             let mut out = Vec::new();
-            for r in 0..n {
+            for (r, &count) in counts.iter().enumerate() {
                 let send = rs.upload(r, &values(r, 0, spans))?;
-                let (recv, slice) = rs.upload_exact(r, &vec![0.0; counts[r] as usize])?;
+                let (recv, slice) = rs.upload_exact(r, &vec![0.0; count as usize])?;
                 rs.comms[r].reduce_scatter_v(&rs.streams[r], &send, &blocks, slice, dtype, op)?;
                 out.push((send, recv, slice));
             }
