@@ -40,7 +40,7 @@ fn hccl_loads_from_the_simulator_with_every_symbol() {
         "{:?}",
         api.missing_optional()
     );
-    assert_eq!(HcclFunctions::SYMBOLS.len(), 18);
+    assert_eq!(HcclFunctions::SYMBOLS.len(), 21);
     // Loaded once per ACL library.
     assert!(std::ptr::eq(api, HcclApi::load_for(common::api()).unwrap()));
 }
@@ -287,6 +287,7 @@ fn an_all_reduce_across_two_devices_through_hccl_gives_the_sum() {
             recv,
             count: 4,
             dtype: DType::F32,
+            v: None,
         };
         AclBackend::launch_collective(stream, &comms[rank], &call, "allreduce").unwrap();
     }
@@ -304,6 +305,7 @@ fn an_all_reduce_across_two_devices_through_hccl_gives_the_sum() {
         recv: buffers[0].1,
         count: 4,
         dtype: DType::F32,
+        v: None,
     };
     assert!(matches!(
         AclBackend::launch_collective(&streams[0], &comms[1], &call, "wrong device"),
@@ -384,6 +386,7 @@ fn every_collective_through_hccl_moves_the_right_numbers_and_a_mismatch_is_typed
         recv: recvs[r],
         count,
         dtype: DType::F32,
+        v: None,
     };
 
     let gathered = run_on_ranks(

@@ -215,6 +215,7 @@ fn collective_ns(op: CollectiveOp, per_server: u32, servers: u32, bytes: u64) ->
             recv,
             count,
             dtype: DType::F32,
+            v: None,
         };
         SimBackend::launch_collective(s, c, &call, "collective").unwrap();
     }

@@ -34,6 +34,7 @@ fn all_reduce(x: DevicePtr, n: u64) -> CollectiveCall {
         recv: x,
         count: n,
         dtype: DType::F32,
+        v: None,
     }
 }
 

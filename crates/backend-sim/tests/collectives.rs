@@ -68,6 +68,7 @@ fn call(
         recv,
         count,
         dtype,
+        v: None,
     }
 }
 

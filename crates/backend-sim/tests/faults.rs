@@ -315,6 +315,7 @@ fn a_failed_collective_part_is_not_added_and_the_rank_may_submit_it_again() {
         recv: x,
         count: 1,
         dtype: DType::F32,
+        v: None,
     };
     let (s0, x0) = &ranks[0];
     let before = devs[0].host_time_ns();

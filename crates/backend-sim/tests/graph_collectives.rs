@@ -53,6 +53,7 @@ fn all_reduce(x: DevicePtr, count: u64, dtype: DType) -> CollectiveCall {
         recv: x,
         count,
         dtype,
+        v: None,
     }
 }
 

@@ -1,7 +1,7 @@
 //! [`CollectiveError`]: everything a communicator refuses or reports, each naming what is
 //! wrong. After any of them the communicator, its devices, streams and allocators stay usable.
 
-use braid_stream_core::collective::{CollectiveOp, Signature};
+use braid_stream_core::collective::{BlocksError, CollectiveOp, Signature};
 use braid_stream_core::hal::HalError;
 use braid_stream_core::{DType, DeviceId, SizeOverflow, WrongDevice};
 
@@ -170,6 +170,36 @@ pub enum CollectiveError {
         call: &'static str,
         /// What the backend said.
         source: HalError,
+    },
+    /// Per-rank counts and displacements of a variable-count collective that do not fit
+    /// the communicator: not one entry per rank, a block whose end overflows, or receive
+    /// blocks that overlap.
+    #[error("{op} of rank {rank}: the {buffer} counts and displacements are refused: {source}")]
+    BadBlocks {
+        /// The operation.
+        op: CollectiveOp,
+        /// The calling rank.
+        rank: u32,
+        /// Which buffer's blocks (`send`, `recv`).
+        buffer: &'static str,
+        /// What is wrong with them.
+        source: BlocksError,
+    },
+    /// A block of a variable-count collective that ends past its buffer.
+    #[error("{op} of rank {rank}: rank {block}'s {buffer} block ends at byte {end}, past the {len}-byte {buffer} buffer; pass a larger buffer or smaller counts or displacements")]
+    BlockOutOfBuffer {
+        /// The operation.
+        op: CollectiveOp,
+        /// The calling rank.
+        rank: u32,
+        /// Which buffer (`send`, `recv`).
+        buffer: &'static str,
+        /// The rank whose block it is.
+        block: u32,
+        /// Where the block ends, in bytes from the buffer's start.
+        end: u64,
+        /// The buffer's length in bytes.
+        len: u64,
     },
 }
 

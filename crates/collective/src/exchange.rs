@@ -100,6 +100,7 @@ impl<B: CollectiveBackend> SignatureExchange<B> {
             recv: recv.ptr,
             count: SIGNATURE_WORDS as u64,
             dtype: DType::F32,
+            v: None,
         };
         self.stream.launch_collective(&self.comm, &call, LABEL)?;
         let words = self.stream.copy_d2h(recv)?.wait_as(DType::F32)?;
@@ -144,9 +145,9 @@ impl<B: CollectiveBackend> MismatchCheck for SignatureExchange<B> {
                 rank: other_rank,
                 call: *next,
                 expected_rank: 0,
-                expected: all[0],
-                found: *found,
-                difference: all[0].difference(found),
+                expected: all[0].clone(),
+                found: found.clone(),
+                difference: exchanged_difference(&all[0], found),
             });
         }
         self.pass(rank, signature, launch)?;
@@ -170,6 +171,9 @@ fn op_code(op: CollectiveOp) -> (u16, u32) {
         CollectiveOp::Scatter { root } => (10, root),
         // The root above the reduction's index (at most 8 reductions).
         CollectiveOp::Reduce { op, root } => (9, root.saturating_mul(8) | reduction(op)),
+        CollectiveOp::AllGatherV => (11, 0),
+        CollectiveOp::ReduceScatterV(r) => (12, reduction(r)),
+        CollectiveOp::AllToAllV => (13, 0),
     }
 }
 
@@ -190,6 +194,9 @@ fn op_of(code: u16, param: u32) -> Option<CollectiveOp> {
             op: ReduceOp::ALL.get((param % 8) as usize).copied()?,
             root: param / 8,
         },
+        11 => CollectiveOp::AllGatherV,
+        12 => CollectiveOp::ReduceScatterV(reduction()?),
+        13 => CollectiveOp::AllToAllV,
         _ => return None,
     })
 }
@@ -201,7 +208,7 @@ fn encode(signature: &Signature) -> [f32; SIGNATURE_WORDS] {
         .iter()
         .position(|d| *d == signature.dtype)
         .unwrap_or(0);
-    let count = signature.count;
+    let count = count_word(signature);
     let word = |x: u64| f32::from((x & 0xFFFF) as u16);
     [
         f32::from(code),
@@ -213,6 +220,44 @@ fn encode(signature: &Signature) -> [f32; SIGNATURE_WORDS] {
         word(count >> 48),
         word(dtype as u64),
     ]
+}
+
+/// What the count words carry: the count, or for a variable-count operation a digest of
+/// the blocks every rank must pass alike (64-bit FNV-1a of the counts and displacements;
+/// eight words cannot carry the blocks themselves). An all-to-all-v's counts differ per rank
+/// by design and pair up only between two ranks' parts, which this exchange of equal
+/// signatures cannot check: its count words are 0, so only its operation and type are
+/// compared across processes.
+fn count_word(signature: &Signature) -> u64 {
+    let Some(v) = signature.v.as_deref() else {
+        return signature.count;
+    };
+    if signature.op == CollectiveOp::AllToAllV {
+        return 0;
+    }
+    let mut hash = 0xcbf2_9ce4_8422_2325u64;
+    for blocks in [&v.send, &v.recv] {
+        let words = [blocks.counts.len() as u64].into_iter();
+        for x in words
+            .chain(blocks.counts.iter().copied())
+            .chain(blocks.displs.iter().copied())
+        {
+            for byte in x.to_le_bytes() {
+                hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+    }
+    hash
+}
+
+/// How two exchanged signatures differ: for variable-count calls of one operation and type,
+/// their blocks (seen only as digests here).
+fn exchanged_difference(expected: &Signature, found: &Signature) -> String {
+    if found.op.is_variable() && found.op == expected.op && found.dtype == expected.dtype {
+        return "per-rank counts or displacements differ (every rank must pass the same blocks)"
+            .to_string();
+    }
+    expected.difference(found)
 }
 
 /// The signature [`encode`] made of `words`, `None` for anything else.
@@ -233,6 +278,7 @@ fn decode(words: &[f32]) -> Option<Signature> {
         op: op_of(halves[0] as u16, param)?,
         count,
         dtype: *DType::ALL.get(halves[7] as usize)?,
+        v: None,
     })
 }
 
@@ -257,15 +303,49 @@ mod tests {
                 root: 3,
             },
             CollectiveOp::Scatter { root: 70_000 },
+            CollectiveOp::ReduceScatterV(ReduceOp::Max),
         ];
         for op in ops {
             for dtype in DType::ALL {
                 for count in [1, 0xFFFF, 0x1_0000, u64::MAX] {
-                    let signature = Signature { op, count, dtype };
+                    let signature = Signature {
+                        op,
+                        count,
+                        dtype,
+                        v: None,
+                    };
                     assert_eq!(decode(&encode(&signature)), Some(signature));
                 }
             }
         }
+    }
+
+    #[test]
+    fn variable_count_signatures_exchange_a_digest_of_their_blocks() {
+        use braid_stream_core::collective::{Blocks, VCounts};
+        let sig = |counts: &[u64]| Signature {
+            op: CollectiveOp::AllGatherV,
+            count: counts.iter().sum(),
+            dtype: DType::F16,
+            v: Some(Arc::new(VCounts {
+                recv: Blocks::packed(counts),
+                ..VCounts::default()
+            })),
+        };
+        let (a, b) = (
+            decode(&encode(&sig(&[1, 2]))),
+            decode(&encode(&sig(&[2, 1]))),
+        );
+        assert_eq!(a, decode(&encode(&sig(&[1, 2]))));
+        let (a, b) = (a.unwrap(), b.unwrap());
+        assert_ne!(a, b, "same total, other blocks: the digests differ");
+        assert!(exchanged_difference(&a, &b).contains("counts or displacements"));
+        // An all-to-all-v's counts differ per rank by design: only operation and type.
+        let a2a = |counts: &[u64]| Signature {
+            op: CollectiveOp::AllToAllV,
+            ..sig(counts)
+        };
+        assert_eq!(encode(&a2a(&[1, 2])), encode(&a2a(&[5, 0])));
     }
 
     #[test]
@@ -274,10 +354,11 @@ mod tests {
             op: CollectiveOp::AllGather,
             count: 4,
             dtype: DType::F16,
+            v: None,
         });
         for (i, bad) in [
             (0, 0.0),
-            (0, 11.0),
+            (0, 999.0),
             (1, 0.5),
             (3, -1.0),
             (7, 3.0),
@@ -291,6 +372,7 @@ mod tests {
             op: CollectiveOp::AllReduce(ReduceOp::Sum),
             count: 1,
             dtype: DType::F32,
+            v: None,
         });
         words[1] = ReduceOp::ALL.len() as f32;
         assert_eq!(decode(&words), None, "a reduction past the last");

@@ -64,7 +64,7 @@ impl MismatchCheck for Ledger {
         matcher.check(rank, signature, None).map_err(refused)?;
         launch()?;
         matcher
-            .submit(rank, *signature, None, ())
+            .submit(rank, signature.clone(), None, ())
             .map_err(refused)?;
         Ok(())
     }
@@ -119,6 +119,7 @@ mod tests {
             op,
             count: 4,
             dtype: DType::F32,
+            v: None,
         }
     }
 

@@ -16,7 +16,10 @@
 //! Each collective ([`Communicator::all_reduce`], [`all_gather`](Communicator::all_gather),
 //! [`reduce_scatter`](Communicator::reduce_scatter), [`broadcast`](Communicator::broadcast),
 //! [`send`](Communicator::send), [`recv`](Communicator::recv),
-//! [`all_to_all`](Communicator::all_to_all), [`barrier`](Communicator::barrier)) enqueues this
+//! [`all_to_all`](Communicator::all_to_all), [`barrier`](Communicator::barrier), and the
+//! variable-count [`all_gather_v`](Communicator::all_gather_v),
+//! [`reduce_scatter_v`](Communicator::reduce_scatter_v) and
+//! [`all_to_all_v`](Communicator::all_to_all_v) with per-rank [`Blocks`]) enqueues this
 //! rank's part on a stream of the rank's device, as an operator that declares what it reads and writes: it is ordered by events and
 //! stream waits like a kernel, the caching allocator's automatic mode keeps its buffers alive
 //! until it is ordered, and it is captured into graphs and replayed. Buffers are anything that
@@ -83,6 +86,7 @@
 //! |---|---|
 //! | `communicator` | [`Communicator`] and how it is made; [`CommOptions`] |
 //! | `ops` | the collectives and their checks |
+//! | `ops_v` | the variable-count collectives (all-gather-v, reduce-scatter-v, all-to-all-v) and their checks |
 //! | `ledger` | mismatch detection: [`MismatchCheck`] and the single-process ledger |
 //! | `exchange` | the signature exchange of root-info communicators ([`CommOptions::exchange_signatures`]) |
 //! | `error` | [`CollectiveError`] |
@@ -100,10 +104,12 @@ mod error;
 mod exchange;
 mod ledger;
 mod ops;
+mod ops_v;
 mod transport;
 
 pub use braid_stream_core::collective::{
-    CollectiveCall, CollectiveOp, ReduceOp, RootInfo, Signature, ROOT_INFO_BYTES,
+    Blocks, BlocksError, CollectiveCall, CollectiveOp, ReduceOp, RootInfo, Signature, VCounts,
+    ROOT_INFO_BYTES,
 };
 pub use braid_stream_core::hal::CollectiveBackend;
 pub use braid_stream_core::CollectiveBuffer;

@@ -15,7 +15,7 @@ use braid_stream_core::CollectiveBuffer;
 use braid_stream_core::{DType, DeviceSlice, SizeOverflow, Stream, StreamPosition, WrongDevice};
 
 /// Elements of `dtype` in `slice`, refusing a partial element.
-fn elements(
+pub(crate) fn elements(
     op: CollectiveOp,
     buffer: &'static str,
     slice: DeviceSlice,
@@ -238,14 +238,7 @@ impl<B: CollectiveBackend> Communicator<B> {
         recv: DeviceSlice,
     ) -> Result<StreamPosition> {
         let (rank, ranks) = (self.rank(), self.ranks());
-        if !stream.device().same_as(self.device()) {
-            return Err(CollectiveError::WrongDevice(Box::new(WrongDevice {
-                call: format!("{op} of rank {rank}").into(),
-                what: "stream",
-                expected: self.device().id(),
-                found: stream.device().id(),
-            })));
-        }
+        self.check_stream(stream, op)?;
         if count == 0 && op != CollectiveOp::Barrier {
             return Err(CollectiveError::ZeroCount { op });
         }
@@ -255,6 +248,7 @@ impl<B: CollectiveBackend> Communicator<B> {
             recv: recv.ptr,
             count,
             dtype,
+            v: None,
         };
         if op.reads_send(rank) {
             check_size(&call, "send", send, call.send_len(rank, ranks), ranks)?;
@@ -262,6 +256,30 @@ impl<B: CollectiveBackend> Communicator<B> {
         if op.writes_recv(rank) {
             check_size(&call, "recv", recv, call.recv_len(rank, ranks), ranks)?;
         }
+        self.launch_checked(stream, call, send.len.max(recv.len))
+    }
+
+    /// A collective's stream must be one of the rank's device.
+    pub(crate) fn check_stream(&self, stream: &Stream<B>, op: CollectiveOp) -> Result<()> {
+        if !stream.device().same_as(self.device()) {
+            return Err(CollectiveError::WrongDevice(Box::new(WrongDevice {
+                call: format!("{op} of rank {}", self.rank()).into(),
+                what: "stream",
+                expected: self.device().id(),
+                found: stream.device().id(),
+            })));
+        }
+        Ok(())
+    }
+
+    /// Submits a checked `call` (of `bytes`, for the trace) through the mismatch check.
+    pub(crate) fn launch_checked(
+        &self,
+        stream: &Stream<B>,
+        call: CollectiveCall,
+        bytes: u64,
+    ) -> Result<StreamPosition> {
+        let (rank, ranks, op, dtype) = (self.rank(), self.ranks(), call.op, call.dtype);
         let label = op.to_string();
         let span = tracing::debug_span!(
             "collective",
@@ -269,7 +287,7 @@ impl<B: CollectiveBackend> Communicator<B> {
             ranks,
             op = %op,
             dtype = %dtype,
-            bytes = send.len.max(recv.len),
+            bytes,
         );
         let _entered = span.enter();
         let comm = &self.inner.comm;

@@ -168,7 +168,7 @@ fn each_operation_enqueues_one_call_with_hccl_counts() {
             (CollectiveOp::AllToAll, 4, DType::F32, "alltoall".into()),
         ]
     );
-    let ag = calls(d)[1].1;
+    let ag = calls(d)[1].1.clone();
     assert_eq!((ag.send, ag.recv), (small.ptr(), big.ptr()));
 }
 
@@ -656,7 +656,7 @@ impl MismatchCheck for Recording {
         signature: &Signature,
         launch: &mut dyn FnMut() -> Result<()>,
     ) -> Result<()> {
-        self.seen.lock().push((rank, *signature));
+        self.seen.lock().push((rank, signature.clone()));
         if self.run_launch {
             launch()
         } else {
@@ -686,8 +686,9 @@ fn a_root_info_communicator_passes_its_calls_to_the_given_check() {
             op: CollectiveOp::Broadcast { root: 0 },
             count: 4,
             dtype: DType::F16,
+            v: None,
         };
-        assert_eq!(*check.seen.lock(), [(3, sig)]);
+        assert_eq!(*check.seen.lock(), [(3, sig.clone())]);
         if run_launch {
             result.unwrap();
         } else {
@@ -770,3 +771,5 @@ fn signatures_that_do_not_arrive_intact_refuse_the_call() {
     );
     assert_eq!(label, "signature exchange");
 }
+
+mod variable;

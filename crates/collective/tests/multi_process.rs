@@ -130,6 +130,7 @@ fn mismatch_refused_everywhere(rank: &Rank) {
         op,
         count,
         dtype: DType::F32,
+        v: None,
     };
     assert_eq!(
         err,
@@ -166,7 +167,7 @@ impl MismatchCheck for Recording {
         signature: &Signature,
         launch: &mut dyn FnMut() -> braid_collective::Result<()>,
     ) -> braid_collective::Result<()> {
-        self.seen.lock().unwrap().push((rank, *signature));
+        self.seen.lock().unwrap().push((rank, signature.clone()));
         launch()
     }
 }
@@ -200,16 +201,24 @@ fn join_and_run(test: &str, device: &Device<SimBackend>, ranks: u32, rank: u32, 
         op: CollectiveOp::AllReduce(ReduceOp::Sum),
         count: ELEMENTS as u64,
         dtype: DType::F32,
+        v: None,
     };
     let all_gather = Signature {
         op: CollectiveOp::AllGather,
         count: ELEMENTS as u64,
         dtype: DType::F16,
+        v: None,
     };
     let seen = recording.seen.lock().unwrap().clone();
     assert_eq!(
         seen,
-        [all_reduce, all_gather, all_reduce, all_gather].map(|s| (rank, s))
+        [
+            all_reduce.clone(),
+            all_gather.clone(),
+            all_reduce,
+            all_gather
+        ]
+        .map(|s| (rank, s))
     );
 }
 

@@ -10,6 +10,12 @@ use crate::{CaseError, Harness};
 use braid_collective::{CollectiveBackend, Communicator, ReduceOp};
 use braid_stream_core::{DType, Device, DeviceMemory, Stream};
 
+mod variable;
+pub use variable::{
+    all_gather_v_uneven, all_to_all_v_uneven, reduce_scatter_v_uneven,
+    variable_counts_refused_then_usable,
+};
+
 /// Elements each rank sends (a multiple of every rank count the cases use).
 const N: usize = 64;
 

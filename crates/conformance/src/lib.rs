@@ -327,6 +327,10 @@ macro_rules! __with_collective_cases {
                 scatter_from_every_root,
                 send_recv_ring,
                 all_to_all,
+                all_gather_v_uneven,
+                reduce_scatter_v_uneven,
+                all_to_all_v_uneven,
+                variable_counts_refused_then_usable,
             ],
             collective_updates: [task_update_reissues_an_all_reduce],
         }

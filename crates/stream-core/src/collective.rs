@@ -15,15 +15,18 @@
 //! [`crate::Stream::launch_collective`]. These are plain values: this module depends on no
 //! other part of the crate but the data types.
 
+mod blocks;
 mod incomplete;
 mod matcher;
 
+pub use blocks::{Blocks, BlocksError, VCounts};
 pub use incomplete::Incomplete;
 pub use matcher::{Arrival, CallKey, MatchError, Matcher, Mismatch, Part, Peers};
 
 use crate::dtype::DType;
 use crate::types::{DevicePtr, DeviceSlice};
 use std::fmt;
+use std::sync::Arc;
 
 /// Bytes of a root info (HCCL's `HCCL_ROOT_INFO_BYTES`).
 pub const ROOT_INFO_BYTES: usize = 4108;
@@ -161,6 +164,18 @@ pub enum CollectiveOp {
         /// The rank whose data is scattered.
         root: u32,
     },
+    /// Every rank's `recv` gets every rank's `send` at that rank's block of the receive
+    /// counts and displacements ([`VCounts::recv`], the same on every rank;
+    /// `HcclAllGatherV`): rank `r` sends `count` elements, which must be its receive count.
+    AllGatherV,
+    /// Rank `r`'s `recv` (`count` elements, its send count) gets the reduction of block `r`
+    /// of every rank's `send` ([`VCounts::send`], the same on every rank;
+    /// `HcclReduceScatterV`).
+    ReduceScatterV(ReduceOp),
+    /// Block `j` of rank `i`'s `send` ([`VCounts::send`]) goes to block `i` of rank `j`'s
+    /// `recv` ([`VCounts::recv`]); rank `i`'s send count to `j` must be rank `j`'s receive
+    /// count from `i` (`HcclAlltoAllV`). `count` is this rank's total send elements.
+    AllToAllV,
 }
 
 impl CollectiveOp {
@@ -177,6 +192,9 @@ impl CollectiveOp {
             CollectiveOp::Barrier => "barrier",
             CollectiveOp::Reduce { .. } => "reduce",
             CollectiveOp::Scatter { .. } => "scatter",
+            CollectiveOp::AllGatherV => "allgatherv",
+            CollectiveOp::ReduceScatterV(_) => "reducescatterv",
+            CollectiveOp::AllToAllV => "alltoallv",
         }
     }
 
@@ -187,6 +205,14 @@ impl CollectiveOp {
             CollectiveOp::Broadcast { root } | CollectiveOp::Scatter { root } => rank == root,
             _ => true,
         }
+    }
+
+    /// Whether the operation takes per-rank counts and displacements ([`VCounts`]).
+    pub const fn is_variable(self) -> bool {
+        matches!(
+            self,
+            CollectiveOp::AllGatherV | CollectiveOp::ReduceScatterV(_) | CollectiveOp::AllToAllV
+        )
     }
 
     /// Whether the operation writes a receive buffer on this rank.
@@ -202,7 +228,9 @@ impl CollectiveOp {
 impl fmt::Display for CollectiveOp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            CollectiveOp::AllReduce(op) | CollectiveOp::ReduceScatter(op) => {
+            CollectiveOp::AllReduce(op)
+            | CollectiveOp::ReduceScatter(op)
+            | CollectiveOp::ReduceScatterV(op) => {
                 write!(f, "{}({})", self.name(), op.name())
             }
             CollectiveOp::Broadcast { root } => write!(f, "broadcast(root {root})"),
@@ -219,7 +247,8 @@ impl fmt::Display for CollectiveOp {
 /// (HCCL's meaning: per rank for all-gather and reduce-scatter, see [`CollectiveCall::send_len`])
 /// and the data type. Buffers are device addresses of this rank's device; `send` is ignored
 /// where the operation sends nothing from this rank, `recv` where it receives nothing.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+/// Variable-count operations ([`CollectiveOp::is_variable`]) carry their blocks in `v`.
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct CollectiveCall {
     /// The operation.
     pub op: CollectiveOp,
@@ -231,15 +260,56 @@ pub struct CollectiveCall {
     pub count: u64,
     /// Element type.
     pub dtype: DType,
+    /// The per-rank blocks of a variable-count operation (`None` for the others).
+    pub v: Option<Arc<VCounts>>,
 }
 
 impl CollectiveCall {
+    /// A call without per-rank blocks (every operation but the variable-count ones).
+    pub fn new(
+        op: CollectiveOp,
+        send: DevicePtr,
+        recv: DevicePtr,
+        count: u64,
+        dtype: DType,
+    ) -> Self {
+        CollectiveCall {
+            op,
+            send,
+            recv,
+            count,
+            dtype,
+            v: None,
+        }
+    }
+
+    /// The bytes a variable-count operation's `side` blocks span (`None` when the
+    /// operation has no blocks there, or on overflow).
+    fn extent(&self, side: fn(&VCounts) -> &Blocks) -> Option<u64> {
+        let blocks = side(self.v.as_deref()?);
+        let mut extent = 0u64;
+        for (count, displ) in blocks.counts.iter().zip(&blocks.displs) {
+            if *count > 0 {
+                let end = displ.checked_add(*count)?.checked_mul(self.dtype.size())?;
+                extent = extent.max(end);
+            }
+        }
+        Some(extent)
+    }
+
     /// Bytes this rank's `send` buffer must hold in a communicator of `ranks` ranks (0 where
-    /// it sends nothing): `count` elements, times `ranks` for reduce-scatter and all-to-all.
-    /// `None` on overflow.
+    /// it sends nothing): `count` elements, times `ranks` for reduce-scatter and all-to-all;
+    /// the end of the furthest non-empty send block for reduce-scatter-v and all-to-all-v.
+    /// `None` on overflow (or a variable-count call without blocks).
     pub fn send_len(&self, rank: u32, ranks: u32) -> Option<u64> {
         if !self.op.reads_send(rank) {
             return Some(0);
+        }
+        if matches!(
+            self.op,
+            CollectiveOp::ReduceScatterV(_) | CollectiveOp::AllToAllV
+        ) {
+            return self.extent(|v| &v.send);
         }
         let elements = match self.op {
             CollectiveOp::ReduceScatter(_)
@@ -251,11 +321,15 @@ impl CollectiveCall {
     }
 
     /// Bytes rank `rank`'s `recv` buffer must hold in a communicator of `ranks` ranks (0 where it
-    /// receives nothing): `count` elements, times `ranks` for all-gather and all-to-all.
-    /// `None` on overflow.
+    /// receives nothing): `count` elements, times `ranks` for all-gather and all-to-all;
+    /// the end of the furthest non-empty receive block for all-gather-v and all-to-all-v.
+    /// `None` on overflow (or a variable-count call without blocks).
     pub fn recv_len(&self, rank: u32, ranks: u32) -> Option<u64> {
         if !self.op.writes_recv(rank) {
             return Some(0);
+        }
+        if matches!(self.op, CollectiveOp::AllGatherV | CollectiveOp::AllToAllV) {
+            return self.extent(|v| &v.recv);
         }
         let elements = match self.op {
             CollectiveOp::AllGather | CollectiveOp::AllToAll => {
@@ -276,12 +350,20 @@ impl CollectiveCall {
         ))
     }
 
-    /// What every rank must agree on.
+    /// What every rank must agree on. For all-gather-v and reduce-scatter-v the count is
+    /// the total of the shared blocks (each rank's own count is its block there); for
+    /// all-to-all-v this rank's total send elements.
     pub fn signature(&self) -> Signature {
+        let count = match (self.op, self.v.as_deref()) {
+            (CollectiveOp::AllGatherV, Some(v)) => v.recv.total(),
+            (CollectiveOp::ReduceScatterV(_), Some(v)) => v.send.total(),
+            _ => self.count,
+        };
         Signature {
             op: self.op,
-            count: self.count,
+            count,
             dtype: self.dtype,
+            v: self.v.clone(),
         }
     }
 }
@@ -289,8 +371,9 @@ impl CollectiveCall {
 /// What the ranks of a communicator must agree on for their calls to match: the operation
 /// (with its reduction or root), the element count and the data type. Send and receive
 /// match each other by peer: rank `a`'s `Send { peer: b }` pairs with rank `b`'s
-/// `Recv { peer: a }` ([`Signature::pairs_with`]).
-#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+/// `Recv { peer: a }` ([`Signature::pairs_with`]). Variable-count operations match on their
+/// blocks too (see [`VCounts`]).
+#[derive(Clone, PartialEq, Eq, Hash, Debug)]
 pub struct Signature {
     /// The operation.
     pub op: CollectiveOp,
@@ -298,6 +381,8 @@ pub struct Signature {
     pub count: u64,
     /// Element type.
     pub dtype: DType,
+    /// The per-rank blocks of a variable-count operation (`None` for the others).
+    pub v: Option<Arc<VCounts>>,
 }
 
 impl Signature {
@@ -317,6 +402,15 @@ impl Signature {
                     && self.count == other.count
                     && self.dtype == other.dtype
             }
+            (CollectiveOp::AllToAllV, CollectiveOp::AllToAllV) => {
+                self.dtype == other.dtype
+                    && match (self.v.as_deref(), other.v.as_deref()) {
+                        (Some(a), Some(b)) => {
+                            a.all_to_all_difference(rank, b, other_rank).is_none()
+                        }
+                        (a, b) => a == b,
+                    }
+            }
             _ => self == other,
         }
     }
@@ -332,6 +426,13 @@ impl Signature {
         }
         if self.dtype != other.dtype {
             parts.push(format!("data type {} vs {}", self.dtype, other.dtype));
+        }
+        if self.op == other.op && self.op != CollectiveOp::AllToAllV {
+            match (self.v.as_deref(), other.v.as_deref()) {
+                (Some(a), Some(b)) => parts.extend(a.difference(b)),
+                (None, None) => {}
+                _ => parts.push("per-rank blocks given by one call only".to_string()),
+            }
         }
         parts.join(", ")
     }
@@ -354,6 +455,7 @@ mod tests {
             recv: DevicePtr(0x200),
             count,
             dtype: DType::F16,
+            v: None,
         }
     }
 
@@ -390,6 +492,78 @@ mod tests {
         let s = call(CollectiveOp::Scatter { root: 1 }, 8);
         assert_eq!((s.send_len(1, 4), s.recv_len(1, 4)), (Some(64), Some(16)));
         assert_eq!((s.send_len(0, 4), s.recv_len(0, 4)), (Some(0), Some(16)));
+    }
+
+    fn v_call(op: CollectiveOp, count: u64, v: VCounts) -> CollectiveCall {
+        CollectiveCall {
+            v: Some(Arc::new(v)),
+            ..call(op, count)
+        }
+    }
+
+    #[test]
+    fn variable_counts_size_buffers_by_their_furthest_block() {
+        let blocks = Blocks {
+            counts: vec![2, 0, 3],
+            displs: vec![4, 100, 0],
+        };
+        let ag = v_call(
+            CollectiveOp::AllGatherV,
+            3,
+            VCounts {
+                recv: blocks.clone(),
+                ..VCounts::default()
+            },
+        );
+        // An empty block does not count; the send is this rank's count.
+        assert_eq!((ag.send_len(2, 3), ag.recv_len(2, 3)), (Some(6), Some(12)));
+        assert_eq!(ag.signature().count, 5);
+        let rs = v_call(
+            CollectiveOp::ReduceScatterV(ReduceOp::Sum),
+            2,
+            VCounts {
+                send: blocks.clone(),
+                ..VCounts::default()
+            },
+        );
+        assert_eq!((rs.send_len(0, 3), rs.recv_len(0, 3)), (Some(12), Some(4)));
+        let a2a = v_call(
+            CollectiveOp::AllToAllV,
+            5,
+            VCounts {
+                send: blocks.clone(),
+                recv: Blocks::packed(&[1, 1, 1]),
+            },
+        );
+        assert_eq!(
+            (a2a.send_len(0, 3), a2a.recv_len(0, 3)),
+            (Some(12), Some(6))
+        );
+        // Without blocks a variable-count call has no size.
+        assert_eq!(call(CollectiveOp::AllToAllV, 5).send_len(0, 3), None);
+        assert!(CollectiveOp::AllToAllV.is_variable() && !CollectiveOp::AllToAll.is_variable());
+        assert_eq!(
+            CollectiveOp::ReduceScatterV(ReduceOp::Max).to_string(),
+            "reducescatterv(max)"
+        );
+    }
+
+    #[test]
+    fn variable_count_signatures_compare_their_blocks() {
+        let v = |counts: &[u64]| VCounts {
+            recv: Blocks::packed(counts),
+            ..VCounts::default()
+        };
+        let a = v_call(CollectiveOp::AllGatherV, 1, v(&[1, 2])).signature();
+        // Each rank's own count differs; the blocks are what must agree.
+        let b = v_call(CollectiveOp::AllGatherV, 2, v(&[1, 2])).signature();
+        assert!(a.pairs_with(0, &b, 1));
+        let c = v_call(CollectiveOp::AllGatherV, 2, v(&[2, 2])).signature();
+        assert!(!a.pairs_with(0, &c, 1));
+        assert_eq!(
+            a.difference(&c),
+            "count 3 vs 4, receive block of rank 0: 1 element(s) at offset 0 vs 2 element(s) at offset 0"
+        );
     }
 
     #[test]

@@ -14,6 +14,9 @@ use braid_stream_core::types::DevicePtr;
 use braid_stream_core::DType;
 use std::ffi::{c_char, c_void};
 
+mod variable;
+pub use variable::{HcclAllGatherV, HcclAlltoAllV, HcclReduceScatterV};
+
 /// `HCCL_E_PTR` naming the null argument `what` of `call`.
 fn null(call: &str, what: &str) -> Fail {
     fail(HCCL_E_PTR, format!("{call}: {what} is a null pointer"))
@@ -223,6 +226,7 @@ pub extern "C" fn HcclAllReduce(
             recv: ptr(recv_buf),
             count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -247,6 +251,7 @@ pub extern "C" fn HcclBroadcast(
             recv: ptr(buf),
             count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -273,6 +278,7 @@ pub extern "C" fn HcclReduceScatter(
             recv: ptr(recv_buf),
             count: recv_count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -298,6 +304,7 @@ pub extern "C" fn HcclAllGather(
             recv: ptr(recv_buf),
             count: send_count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -322,6 +329,7 @@ pub extern "C" fn HcclSend(
             recv: DevicePtr(0),
             count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -346,6 +354,7 @@ pub extern "C" fn HcclRecv(
             recv: ptr(recv_buf),
             count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -383,6 +392,7 @@ pub extern "C" fn HcclAlltoAll(
             recv: ptr(recv_buf),
             count: send_count,
             dtype,
+            v: None,
         })
     })
 }
@@ -414,6 +424,7 @@ pub extern "C" fn HcclReduce(
             recv: ptr(recv_buf),
             count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -440,6 +451,7 @@ pub extern "C" fn HcclScatter(
             recv: ptr(recv_buf),
             count: recv_count,
             dtype: dtype(CALL, data_type)?,
+            v: None,
         })
     })
 }
@@ -456,6 +468,7 @@ pub extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult
             recv: DevicePtr(0),
             count: 0,
             dtype: DType::F32,
+            v: None,
         })
     })
 }

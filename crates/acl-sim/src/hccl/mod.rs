@@ -4,7 +4,8 @@
 //! - [`exports`]: the exported C symbols; each checks its arguments as HCCL does (a null
 //!   pointer is `HCCL_E_PTR`, a data type or reduce operation that is not one, a count, rank or
 //!   root out of range is `HCCL_E_PARA`; a data type HCCL has but braid's simulator does not
-//!   compute in is `HCCL_E_NOT_SUPPORT`), then calls `comms`.
+//!   compute in is `HCCL_E_NOT_SUPPORT`), then calls `comms`; the variable-count
+//!   collectives are in `exports::variable`.
 //! - `comms`: the communicators given to the caller, as opaque handles looked up in a table.
 //! - `results`: `HcclGetErrorString`'s text; the results of simulator and runtime failures.
 //!

@@ -5,8 +5,9 @@
 //! Required: communicators (root info, init from it, init all, destroy, rank and size), the
 //! collectives braid maps (all-reduce, broadcast, reduce-scatter, all-gather, send, receive,
 //! barrier, reduce)
-//! and `HcclGetErrorString`. Optional: `HcclAlltoAll` and `HcclScatter` (newer releases) and
-//! `HcclGetCommAsyncError`.
+//! and `HcclGetErrorString`. Optional: `HcclAlltoAll` and `HcclScatter` (newer releases),
+//! `HcclGetCommAsyncError`, and the variable-count `HcclAllGatherV`, `HcclReduceScatterV`,
+//! `HcclAlltoAllV` (Atlas A2 releases).
 
 use super::types::{HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo};
 use crate::acl::aclrtStream;
@@ -153,6 +154,50 @@ macro_rules! hccl_functions {
     ) -> HcclResult;
     /// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`.
     optional fn HcclGetCommAsyncError(comm: HcclComm, async_error: *mut HcclResult) -> HcclResult;
+    /// `HcclResult HcclAllGatherV(void *sendBuf, uint64_t sendCount, void *recvBuf, const void
+    /// *recvCounts, const void *recvDispls, HcclDataType dataType, HcclComm comm, aclrtStream
+    /// stream)`: counts and displacements are `uint64_t` arrays of one entry per rank, in
+    /// elements (confirmed in `hccl/REFERENCE.md`; Atlas A2 releases).
+    optional fn HcclAllGatherV(
+        send_buf: *mut c_void,
+        send_count: u64,
+        recv_buf: *mut c_void,
+        recv_counts: *const c_void,
+        recv_displs: *const c_void,
+        data_type: HcclDataType,
+        comm: HcclComm,
+        stream: aclrtStream,
+    ) -> HcclResult;
+    /// `HcclResult HcclReduceScatterV(void *sendBuf, const void *sendCounts, const void
+    /// *sendDispls, void *recvBuf, uint64_t recvCount, HcclDataType dataType, HcclReduceOp op,
+    /// HcclComm comm, aclrtStream stream)` (confirmed in `hccl/REFERENCE.md`).
+    optional fn HcclReduceScatterV(
+        send_buf: *mut c_void,
+        send_counts: *const c_void,
+        send_displs: *const c_void,
+        recv_buf: *mut c_void,
+        recv_count: u64,
+        data_type: HcclDataType,
+        op: HcclReduceOp,
+        comm: HcclComm,
+        stream: aclrtStream,
+    ) -> HcclResult;
+    /// `HcclResult HcclAlltoAllV(const void *sendBuf, const void *sendCounts, const void
+    /// *sdispls, HcclDataType sendType, const void *recvBuf, const void *recvCounts, const void
+    /// *rdispls, HcclDataType recvType, HcclComm comm, aclrtStream stream)` (confirmed in
+    /// `hccl/REFERENCE.md`).
+    optional fn HcclAlltoAllV(
+        send_buf: *const c_void,
+        send_counts: *const c_void,
+        sdispls: *const c_void,
+        send_type: HcclDataType,
+        recv_buf: *const c_void,
+        recv_counts: *const c_void,
+        rdispls: *const c_void,
+        recv_type: HcclDataType,
+        comm: HcclComm,
+        stream: aclrtStream,
+    ) -> HcclResult;
         }
     };
 }
@@ -171,7 +216,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 18);
+        assert_eq!(symbols.len(), 21);
         let optional: Vec<&str> = symbols
             .iter()
             .filter(|s| !s.required)
@@ -179,7 +224,14 @@ mod tests {
             .collect();
         assert_eq!(
             optional,
-            ["HcclAlltoAll", "HcclScatter", "HcclGetCommAsyncError"]
+            [
+                "HcclAlltoAll",
+                "HcclScatter",
+                "HcclGetCommAsyncError",
+                "HcclAllGatherV",
+                "HcclReduceScatterV",
+                "HcclAlltoAllV"
+            ]
         );
         assert!(symbols
             .iter()

@@ -12,6 +12,7 @@ use crate::calls::Handle;
 use braid_acl_sys::hccl::{
     HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, HCCL_ROOT_INFO_BYTES,
 };
+use braid_stream_core::collective::VCounts;
 use std::ffi::c_void;
 use std::ptr;
 
@@ -104,6 +105,34 @@ pub(crate) trait HcclCalls: Send + Sync {
         comm: Handle,
         stream: Handle,
     ) -> HcclResult;
+    /// `HcclAllGatherV`: `b.count` elements of `b.send`, every rank's block of `b.recv` at
+    /// `v.recv` (one entry per rank: the caller checked); `None` without the symbol.
+    fn all_gather_v(
+        &self,
+        b: Buffers,
+        v: &VCounts,
+        comm: Handle,
+        stream: Handle,
+    ) -> Option<HcclResult>;
+    /// `HcclReduceScatterV`: every rank's block of `b.send` at `v.send`, `b.count` elements
+    /// into `b.recv`; `None` without the symbol.
+    fn reduce_scatter_v(
+        &self,
+        b: Buffers,
+        v: &VCounts,
+        op: HcclReduceOp,
+        comm: Handle,
+        stream: Handle,
+    ) -> Option<HcclResult>;
+    /// `HcclAlltoAllV` with `v.send` and `v.recv` (one type for both); `None` without the
+    /// symbol.
+    fn all_to_all_v(
+        &self,
+        b: Buffers,
+        v: &VCounts,
+        comm: Handle,
+        stream: Handle,
+    ) -> Option<HcclResult>;
 }
 
 /// The real table, as the backend's HCCL calls.
@@ -299,4 +328,57 @@ impl HcclCalls for HcclRef {
         // SAFETY: see the impl's comment.
         unsafe { (self.0.HcclBarrier)(handle(comm), handle(stream)) }
     }
+
+    fn all_gather_v(
+        &self,
+        b: Buffers,
+        v: &VCounts,
+        comm: Handle,
+        stream: Handle,
+    ) -> Option<HcclResult> {
+        let f = self.0.HcclAllGatherV?;
+        let (send, recv) = (address(b.send), address(b.recv));
+        let (counts, displs) = (array(&v.recv.counts), array(&v.recv.displs));
+        let (c, s) = (handle(comm), handle(stream));
+        // SAFETY: see the impl's comment; the arrays hold one entry per rank (the caller
+        // checked) and outlive the call, which reads them before it returns.
+        Some(unsafe { f(send, b.count, recv, counts, displs, b.dtype, c, s) })
+    }
+
+    fn reduce_scatter_v(
+        &self,
+        b: Buffers,
+        v: &VCounts,
+        op: HcclReduceOp,
+        comm: Handle,
+        stream: Handle,
+    ) -> Option<HcclResult> {
+        let f = self.0.HcclReduceScatterV?;
+        let (send, recv) = (address(b.send), address(b.recv));
+        let (counts, displs) = (array(&v.send.counts), array(&v.send.displs));
+        let (c, s) = (handle(comm), handle(stream));
+        // SAFETY: as `all_gather_v`.
+        Some(unsafe { f(send, counts, displs, recv, b.count, b.dtype, op, c, s) })
+    }
+
+    fn all_to_all_v(
+        &self,
+        b: Buffers,
+        v: &VCounts,
+        comm: Handle,
+        stream: Handle,
+    ) -> Option<HcclResult> {
+        let f = self.0.HcclAlltoAllV?;
+        let (send, recv) = (address(b.send), address(b.recv));
+        let (sc, sd) = (array(&v.send.counts), array(&v.send.displs));
+        let (rc, rd) = (array(&v.recv.counts), array(&v.recv.displs));
+        let (c, s) = (handle(comm), handle(stream));
+        // SAFETY: as `all_gather_v`.
+        Some(unsafe { f(send, sc, sd, b.dtype, recv, rc, rd, b.dtype, c, s) })
+    }
+}
+
+/// A `uint64_t` array as HCCL's `const void *`.
+fn array(values: &[u64]) -> *const c_void {
+    values.as_ptr().cast()
 }

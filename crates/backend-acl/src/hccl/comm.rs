@@ -5,6 +5,7 @@
 use super::average::Scale;
 use super::calls::Buffers;
 use super::error::Hccl;
+use super::variable;
 use crate::bind;
 use crate::calls::Handle;
 use crate::device::AclDevice;
@@ -208,6 +209,11 @@ impl AclComm {
                 .scale(self.ranks)
                 .map(|factor| Scale::plan(call.recv, call.count, call.dtype, factor))
                 .transpose()?,
+            // A rank whose block is empty has nothing to scale.
+            CollectiveOp::ReduceScatterV(op) if call.count > 0 => op
+                .scale(self.ranks)
+                .map(|factor| Scale::plan(call.recv, call.count, call.dtype, factor))
+                .transpose()?,
             _ => None,
         };
         tracing::trace!(label, op = %call.op, count = call.count, "HCCL collective");
@@ -250,6 +256,11 @@ impl AclComm {
                     ))
                 }
             },
+            CollectiveOp::AllGatherV
+            | CollectiveOp::ReduceScatterV(_)
+            | CollectiveOp::AllToAllV => {
+                variable::launch(calls.as_ref(), b, call, self.ranks, c, s)?
+            }
         };
         self.hccl.check(name, code)?;
         stream.shared.note_work(stream.raw, 1);
@@ -318,7 +329,9 @@ impl CollectiveBackend for AclBackend {
 
     /// Enqueues this rank's part of `call` on `stream` with `comm` (`HcclAllReduce`,
     /// `HcclAllGather`, `HcclReduceScatter`, `HcclBroadcast`, `HcclSend`, `HcclRecv`,
-    /// `HcclAlltoAll`, `HcclBarrier`, `HcclReduce`, `HcclScatter`; an average is `HcclAllReduce`'s or
+    /// `HcclAlltoAll`, `HcclBarrier`, `HcclReduce`, `HcclScatter`, `HcclAllGatherV`,
+    /// `HcclReduceScatterV`, `HcclAlltoAllV`; an average is `HcclAllReduce`'s,
+    /// `HcclReduceScatterV`'s or
     /// `HcclReduceScatter`'s sum, then `aclnnMuls` by `1 / ranks` on the same stream). The communicator must be of the stream's device; buffers are device
     /// addresses of it, valid for the call's lengths until the collective has run
     /// (braid-collective checks them; this call does not). HCCL takes an explicit stream: on

@@ -24,6 +24,7 @@ mod comm;
 pub(crate) mod error;
 #[cfg(test)]
 mod tests;
+mod variable;
 
 pub use comm::{dtype_of, reduce_op_of, AclComm};
 

@@ -54,6 +54,7 @@ fn call(op: CollectiveOp, send: u64, recv: u64) -> CollectiveCall {
         recv: DevicePtr(recv),
         count: 4,
         dtype: DType::F16,
+        v: None,
     }
 }
 
@@ -238,6 +239,7 @@ fn a_barrier_is_hccl_barrier_on_the_communicator_and_stream() {
         recv: DevicePtr(0),
         count: 0,
         dtype: DType::F32,
+        v: None,
     };
     AclBackend::launch_collective(&stream, &comm, &barrier, "barrier").unwrap();
 }
@@ -309,3 +311,5 @@ fn rank_queries_and_a_failed_destroy_are_typed() {
     );
     dev.synchronize().unwrap();
 }
+
+mod variable;

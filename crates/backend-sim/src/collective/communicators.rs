@@ -58,6 +58,7 @@ use std::time::Duration;
 ///         recv: x,
 ///         count: 4,
 ///         dtype: DType::F16,
+///         v: None,
 ///     };
 ///     SimBackend::launch_collective(&s, comm, &call, "allreduce(sum)").unwrap();
 ///     results.push((s, x, bytes));

@@ -257,8 +257,12 @@ pub struct Plan {
 /// The message size `n` of the alpha–beta model for one rank's `call` in a communicator of
 /// `ranks` ranks: the larger of its send and receive buffers (the whole input of a
 /// reduce-scatter, the whole output of an all-gather, the whole send buffer of an
-/// all-to-all). `None` on overflow.
+/// all-to-all); for a variable-count operation, the ranks times its largest block (the
+/// larger of its send and receive totals for an all-to-all-v). `None` on overflow.
 pub fn model_bytes(call: &CollectiveCall, ranks: u32) -> Option<u64> {
+    if call.op.is_variable() {
+        return super::variable::model_bytes(call, ranks);
+    }
     let full = match call.op {
         CollectiveOp::ReduceScatter(_)
         | CollectiveOp::AllToAll
@@ -362,6 +366,11 @@ fn candidates(op: CollectiveOp, ranks: u32, bytes: u64, params: &LinkParams) -> 
                 Algorithm::Ring,
                 2.0 * (p - 1.0) * a + 2.0 * share * n * b + share * n * g,
             );
+        }
+        // The variable-count operations run their even counterparts' algorithms, on the
+        // message size of their largest block (`model_bytes`).
+        CollectiveOp::AllGatherV | CollectiveOp::ReduceScatterV(_) | CollectiveOp::AllToAllV => {
+            return candidates(super::variable::even_counterpart(op), ranks, bytes, params)
         }
         // HCCL's barrier is an all-reduce of a token: the all-reduce's latency terms.
         CollectiveOp::Barrier => {
@@ -851,6 +860,7 @@ mod tests {
             recv: DevicePtr(0),
             count: 10,
             dtype: DType::F16,
+            v: None,
         };
         assert_eq!(model_bytes(&call(SUM), 4), Some(20));
         assert_eq!(model_bytes(&call(CollectiveOp::AllGather), 4), Some(80));

@@ -8,9 +8,11 @@
 //! and each partial result is rounded, as the partial sums a ring leaves in device memory are.
 //! A short buffer reads as zeros past its end (the engine checks lengths before it gets here).
 
-use braid_stream_core::collective::{CollectiveOp, ReduceOp};
+use super::variable;
+use braid_stream_core::collective::{CollectiveOp, ReduceOp, VCounts};
 use braid_stream_core::dtype::DType;
 use braid_stream_core::types::DeviceSlice;
+use std::sync::Arc;
 
 use crate::compute::PendingWrite;
 use crate::memory::DataView;
@@ -18,7 +20,13 @@ use crate::memory::DataView;
 /// `count` elements of the elementwise reduction of `inputs`, starting at element `first` of
 /// each. An average is the rounded sum scaled by `1 / ranks` and rounded again, as HCCL's sum
 /// followed by a scale leaves it.
-fn reduce(op: ReduceOp, dtype: DType, inputs: &[&[u8]], first: usize, count: usize) -> Vec<u8> {
+pub(super) fn reduce(
+    op: ReduceOp,
+    dtype: DType,
+    inputs: &[&[u8]],
+    first: usize,
+    count: usize,
+) -> Vec<u8> {
     let mut out = Vec::with_capacity(count * dtype.size() as usize);
     let scale = op.scale(inputs.len() as u32);
     for i in first..first + count {
@@ -34,7 +42,7 @@ fn reduce(op: ReduceOp, dtype: DType, inputs: &[&[u8]], first: usize, count: usi
 }
 
 /// `len` bytes of `bytes` from `at`, zeros past its end.
-fn block(bytes: &[u8], at: usize, len: usize) -> Vec<u8> {
+pub(super) fn block(bytes: &[u8], at: usize, len: usize) -> Vec<u8> {
     let mut out = bytes.get(at..).unwrap_or(&[]).to_vec();
     out.resize(len, 0);
     out
@@ -98,6 +106,10 @@ pub(crate) fn receive(op: CollectiveOp, count: u64, dtype: DType, sends: &[&[u8]
             }
             out
         }
+        // Their blocks decide: `DataEffect::begin` hands them to `super::variable::receive`.
+        CollectiveOp::AllGatherV | CollectiveOp::ReduceScatterV(_) | CollectiveOp::AllToAllV => {
+            vec![Vec::new(); ranks]
+        }
     }
 }
 
@@ -126,6 +138,8 @@ pub(crate) struct DataEffect {
     pub sends: Vec<Source>,
     /// Each participant's receive range (empty where it receives nothing).
     pub recvs: Vec<DeviceSlice>,
+    /// Each participant's blocks, for a variable-count operation (empty otherwise).
+    pub layouts: Vec<Option<Arc<VCounts>>>,
 }
 
 impl DataEffect {
@@ -141,7 +155,17 @@ impl DataEffect {
             })
             .collect();
         let refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-        let outputs = receive(self.op, self.count, self.dtype, &refs);
+        let outputs = if self.op.is_variable() {
+            // The gaps between a receive span's blocks keep what they hold now.
+            let before = (self.recvs.iter())
+                .map(|r| mem.read(*r).unwrap_or_default())
+                .collect();
+            let layouts: Vec<Option<&VCounts>> =
+                self.layouts.iter().map(|l| l.as_deref()).collect();
+            variable::receive(self.op, self.dtype, &layouts, &refs, before)
+        } else {
+            receive(self.op, self.count, self.dtype, &refs)
+        };
         self.recvs
             .iter()
             .zip(outputs)

@@ -79,6 +79,9 @@ impl Engine {
             }
             _ => {}
         }
+        if call.op.is_variable() {
+            super::variable::check(call, rank, ranks)?;
+        }
         let lengths = [
             ("send", call.send, call.send_len(rank, ranks)),
             ("receive", call.recv, call.recv_len(rank, ranks)),
@@ -128,7 +131,7 @@ impl Engine {
                 kind: OpKind::Collective(Arc::new(CollectivePart {
                     comm,
                     rank,
-                    call: *call,
+                    call: call.clone(),
                     send,
                     recv,
                     captured: number,
@@ -142,7 +145,7 @@ impl Engine {
             return self.with_frontier(s, |cap, frontier| cap.add(op, frontier));
         }
         let host = self.dev().host_ns;
-        self.submit_part(s, comm, rank, *call, None, label, host)?;
+        self.submit_part(s, comm, rank, call.clone(), None, label, host)?;
         self.pump()
     }
 

@@ -7,6 +7,7 @@
 //! | `placement` | where and when a ready call runs: the node's links and communication engines, the timeline, the sanitizer |
 //! | [`cost`] | the alpha–beta cost model, and the link figures a communicator's calls are costed with |
 //! | `effect` | what a collective does to the numbers (data mode): every rank's receive bytes from every rank's send bytes |
+//! | `variable` | the variable-count collectives (all-gather-v, reduce-scatter-v, all-to-all-v): their blocks' checks, cost size and effect |
 //! | `backlog` | the work held back behind a collective not yet run, placing it once the call has run, and the host calls that wait on it |
 //! | `remote` (`join`, `wire`), `remote_parts` | communicators spanning processes: the simulator's transport between them ([`crate::RemoteGroup`]; its rendezvous in `remote::join`, its wire format in `remote::wire`) and the engine's side of their parts |
 //!
@@ -21,6 +22,7 @@ mod matching;
 mod placement;
 pub(crate) mod remote;
 mod remote_parts;
+mod variable;
 
 pub(crate) use backlog::{Held, HostWait, Work};
 pub(crate) use communicators::PartInfo;

@@ -70,7 +70,7 @@ impl Engine {
             .iter()
             .map(|p| state.device(p.rank).unwrap_or(self.cur))
             .collect();
-        let lead = parts[0].payload.call;
+        let lead = parts[0].payload.call.clone();
         let params = self.link_params(&devices, lead.dtype);
         let (plan, pairs) = match key.peers {
             Peers::Pair { .. } => {
@@ -78,7 +78,11 @@ impl Engine {
                 (cost::plan(lead.op, 2, bytes, &params), vec![(0, 1)])
             }
             Peers::All => {
-                let bytes = cost::model_bytes(&lead, ranks).unwrap_or(u64::MAX);
+                // The busiest part's bytes (only an all-to-all-v's parts differ).
+                let bytes = (parts.iter())
+                    .map(|p| cost::model_bytes(&p.payload.call, ranks))
+                    .try_fold(0, |m, b| Some(b?.max(m)))
+                    .unwrap_or(u64::MAX);
                 let plan: Plan = cost::plan(lead.op, ranks, bytes, &params);
                 let root = match lead.op {
                     CollectiveOp::Broadcast { root } => root,
@@ -126,7 +130,7 @@ impl Engine {
                 kind: OpKind::Collective(Arc::new(CollectivePart {
                     comm,
                     rank: p.rank,
-                    call: p.payload.call,
+                    call: p.payload.call.clone(),
                     send: sends[i],
                     recv: recvs[i],
                     captured: key.replay_of.unwrap_or(key.number),
@@ -204,6 +208,7 @@ impl Engine {
                 dtype: lead.dtype,
                 sends: sends.into_iter().map(Source::Memory).collect(),
                 recvs,
+                layouts: parts.iter().map(|p| p.payload.call.v.clone()).collect(),
             };
             self.queue.push(
                 start,

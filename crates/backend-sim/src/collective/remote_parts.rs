@@ -65,6 +65,12 @@ impl Engine {
                  transport exchanges every rank's part)",
             ));
         }
+        if call.op.is_variable() {
+            return Err(HalError::Unsupported(
+                "variable-count collectives on a communicator spanning processes (the \
+                 simulator's transport carries no per-rank counts)",
+            ));
+        }
         if self.stream(s)?.capture.is_some() {
             return Err(HalError::Unsupported(
                 "capturing a collective of a communicator spanning processes",
@@ -89,7 +95,7 @@ impl Engine {
             stream: s,
             rank,
             ranks,
-            call: *call,
+            call: call.clone(),
             send,
             recv,
             label: Arc::from(label),
@@ -122,7 +128,7 @@ impl Engine {
         let s = part.stream;
         let device = self.stream(s)?.device;
         let d = device as usize;
-        let call = part.call;
+        let call = part.call.clone();
         let network = self.links.topology().network;
         let params = LinkParams {
             reduce_bytes_per_s: LinkParams::reduce_rate(
@@ -147,7 +153,7 @@ impl Engine {
             kind: OpKind::Collective(Arc::new(CollectivePart {
                 comm: REMOTE,
                 rank: part.rank,
-                call,
+                call: call.clone(),
                 send: part.send,
                 recv: part.recv,
                 captured: 0,
@@ -198,6 +204,7 @@ impl Engine {
                 dtype: call.dtype,
                 sends: sends.into_iter().map(Source::Bytes).collect(),
                 recvs,
+                layouts: Vec::new(),
             };
             self.queue
                 .push(start, end, OpKind::CollectiveEffect(Arc::new(effect)), d);

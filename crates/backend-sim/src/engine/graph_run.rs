@@ -84,7 +84,7 @@ impl Engine {
                 let call = match &node.op.kind {
                     OpKind::Collective(part) => {
                         let info = PartInfo {
-                            call: part.call,
+                            call: part.call.clone(),
                             stream: s,
                             label: node.op.label.clone(),
                             node: Some(i),

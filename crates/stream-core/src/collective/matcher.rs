@@ -193,17 +193,20 @@ impl<T> Matcher<T> {
             });
         }
         let key = self.next_key(rank, signature.op, replay_of);
-        if let Some(first) = self.pending.get(&key).and_then(|parts| parts.first()) {
-            if !signature.pairs_with(rank, &first.signature, first.rank) {
-                return Err(MatchError::Mismatch(Box::new(Mismatch {
-                    rank,
-                    key,
-                    expected_rank: first.rank,
-                    expected: first.signature,
-                    found: *signature,
-                    difference: difference(&first.signature, signature),
-                })));
-            }
+        // Every part in, not only the first: an all-to-all-v pairs each two ranks' counts.
+        let parts = self.pending.get(&key).map_or(&[][..], Vec::as_slice);
+        if let Some(first) = parts
+            .iter()
+            .find(|p| !signature.pairs_with(rank, &p.signature, p.rank))
+        {
+            return Err(MatchError::Mismatch(Box::new(Mismatch {
+                rank,
+                key,
+                expected_rank: first.rank,
+                expected: first.signature.clone(),
+                found: signature.clone(),
+                difference: difference(rank, signature, first.rank, &first.signature),
+            })));
         }
         Ok(key)
     }
@@ -250,16 +253,25 @@ impl<T> Matcher<T> {
     }
 }
 
-/// How `found` differs from `expected`, issued at the same place: a send and its receive
-/// differ in their operation by design, so only the rest is compared.
-fn difference(expected: &Signature, found: &Signature) -> String {
+/// How rank `rank`'s `found` differs from rank `expected_rank`'s `expected`, issued at the
+/// same place: a send and its receive differ in their operation by design, so only the rest
+/// is compared; two all-to-all-v parts differ in the counts they exchange.
+fn difference(rank: u32, found: &Signature, expected_rank: u32, expected: &Signature) -> String {
     let compared = match (expected.op, found.op) {
         (CollectiveOp::Send { .. }, CollectiveOp::Recv { .. })
         | (CollectiveOp::Recv { .. }, CollectiveOp::Send { .. }) => Signature {
             op: expected.op,
-            ..*found
+            ..found.clone()
         },
-        _ => *found,
+        (CollectiveOp::AllToAllV, CollectiveOp::AllToAllV) if expected.dtype == found.dtype => {
+            let counts = found
+                .v
+                .as_deref()
+                .zip(expected.v.as_deref())
+                .and_then(|(f, e)| f.all_to_all_difference(rank, e, expected_rank));
+            return counts.unwrap_or_else(|| "per-rank blocks given by one call only".to_string());
+        }
+        _ => found.clone(),
     };
     match expected.difference(&compared) {
         d if d.is_empty() => format!("{found} does not pair with {expected}"),
@@ -279,6 +291,7 @@ mod tests {
             op,
             count,
             dtype: DType::F16,
+            v: None,
         }
     }
 
@@ -347,12 +360,12 @@ mod tests {
                     .to_string()
             )
         );
-        let refused = mismatch(m.submit(1, max, None, ()));
+        let refused = mismatch(m.submit(1, max.clone(), None, ()));
         assert_eq!(
             (refused.rank, refused.expected_rank, refused.key.number),
             (1, 0, 0)
         );
-        assert_eq!((refused.expected, refused.found), (sig(SUM, 4), max));
+        assert_eq!((&refused.expected, &refused.found), (&sig(SUM, 4), &max));
         // Into the hal: a typed mismatch, a refused argument.
         let hal = HalError::from(MatchError::Mismatch(Box::new(refused.clone())));
         assert_eq!(hal, HalError::CollectiveMismatch(Box::new(refused)));
@@ -401,6 +414,56 @@ mod tests {
         ));
         let (key, _) = complete(m.submit(1, sig(SUM, 4), Some(7), ()).unwrap());
         assert_eq!(key.to_string(), "replay 0 of captured call 7");
+    }
+
+    fn v_sig(op: CollectiveOp, send: &[u64], recv: &[u64]) -> Signature {
+        use crate::collective::{Blocks, CollectiveCall, VCounts};
+        use crate::types::DevicePtr;
+        let v = VCounts {
+            send: Blocks::packed(send),
+            recv: Blocks::packed(recv),
+        };
+        let mut call = CollectiveCall::new(op, DevicePtr(0), DevicePtr(0), 0, DType::F16);
+        call.v = Some(std::sync::Arc::new(v));
+        call.signature()
+    }
+
+    #[test]
+    fn all_gather_v_parts_must_agree_on_every_block() {
+        let op = CollectiveOp::AllGatherV;
+        let mut m = Matcher::new(3);
+        m.submit(0, v_sig(op, &[], &[1, 0, 2]), None, ()).unwrap();
+        let refused = mismatch(m.submit(2, v_sig(op, &[], &[1, 0, 3]), None, ()));
+        assert_eq!(refused.rank, 2);
+        assert_eq!(
+            refused.difference,
+            "count 3 vs 4, receive block of rank 2: 2 element(s) at offset 1 vs 3 element(s) at offset 1"
+        );
+        m.submit(2, v_sig(op, &[], &[1, 0, 2]), None, ()).unwrap();
+        let (_, parts) = complete(m.submit(1, v_sig(op, &[], &[1, 0, 2]), None, ()).unwrap());
+        assert_eq!(parts.len(), 3);
+    }
+
+    #[test]
+    fn all_to_all_v_parts_pair_each_send_count_with_the_peer_s_receive_count() {
+        let op = CollectiveOp::AllToAllV;
+        let mut m = Matcher::new(3);
+        // Rank r sends r + j elements to rank j (rank j receives r + j from rank r).
+        let row = |r: u64| [r, r + 1, r + 2];
+        let col = |j: u64| [j, j + 1, j + 2];
+        m.submit(0, v_sig(op, &row(0), &col(0)), None, ()).unwrap();
+        m.submit(1, v_sig(op, &row(1), &col(1)), None, ()).unwrap();
+        // Rank 2 expects 9 from rank 1, which sends it 3: refused naming both ranks,
+        // whichever part came first.
+        let wrong = v_sig(op, &row(2), &[2, 9, 4]);
+        let refused = mismatch(m.submit(2, wrong, None, ()));
+        assert_eq!((refused.rank, refused.expected_rank), (2, 1));
+        assert_eq!(
+            refused.difference,
+            "rank 2 expects 9 element(s) from rank 1, which sends 3"
+        );
+        let (_, parts) = complete(m.submit(2, v_sig(op, &row(2), &col(2)), None, ()).unwrap());
+        assert_eq!(parts.len(), 3);
     }
 
     #[test]

@@ -206,7 +206,7 @@ impl CollectiveBackend for NoopBackend {
             &stream.log,
             Launched::Collective {
                 rank: comm.rank,
-                call: *call,
+                call: call.clone(),
                 label: label.to_string(),
             },
         );
@@ -424,6 +424,7 @@ mod tests {
             recv: DevicePtr(0),
             count: 1,
             dtype: DType::F32,
+            v: None,
         };
         comms[1].refuse_launches(true);
         assert!(NoopBackend::launch_collective(&stream, &comms[1], &call, "x").is_err());
