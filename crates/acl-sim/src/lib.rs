@@ -62,6 +62,7 @@
 //! | variable | meaning | default |
 //! |---|---|---|
 //! | `BRAID_ACL_SIM_DEVICES` ([`DEVICES_ENV`]) | number of devices of the simulated node, 1 to 64 | 8 |
+//! | `BRAID_ACL_SIM_PROFILE` ([`PROFILE_ENV`]) | a profile file (the shipped profiles' format; what `braid calibrate` writes) the devices and their node take | the shipped Atlas 800T A2 profile |
 //! | `BRAID_ACL_SIM_CAPACITY` ([`CAPACITY_ENV`]) | memory of each device in bytes, positive | the default profile's: 60.97 GiB (of a 64 GiB 910B) |
 //! | `BRAID_ACL_SIM_TIMING_ONLY` ([`TIMING_ONLY_ENV`]) | comma-separated ids of the devices that run timing-only; `none`: none | none |
 //! | `BRAID_ACL_SIM_SOC` ([`SOC_ENV`]) | the SoC name `aclrtGetSocName` answers, one of [`SOC_NAMES`] | [`DEFAULT_SOC`] |
@@ -113,5 +114,5 @@ mod settings;
 
 pub use settings::{
     SettingError, CAPACITY_ENV, COLLECTIVE_TIMEOUT_ENV, DEFAULT_SOC, DEVICES_ENV, ERROR_LOG_ENV,
-    MAX_DEVICES, RACE_REPORT_ENV, SOC_ENV, SOC_NAMES, TIMELINE_ENV, TIMING_ONLY_ENV,
+    MAX_DEVICES, PROFILE_ENV, RACE_REPORT_ENV, SOC_ENV, SOC_NAMES, TIMELINE_ENV, TIMING_ONLY_ENV,
 };

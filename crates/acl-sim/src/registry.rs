@@ -117,6 +117,8 @@ pub(crate) struct Registry {
     timing_only: Vec<bool>,
     /// The simulated nodes' collective timeout.
     collective_timeout: std::time::Duration,
+    /// The profile the simulated devices and their node take.
+    profile: braid_backend_sim::Profile,
     devices: Vec<Option<Dev>>,
     streams: HashMap<usize, StreamEntry>,
     events: HashMap<usize, EventEntry>,
@@ -202,6 +204,7 @@ struct StreamRef {
 impl Registry {
     fn new(settings: Settings) -> Self {
         let Settings {
+            profile,
             device_count,
             capacity,
             timing_only,
@@ -217,6 +220,7 @@ impl Registry {
             system: system::System::new(soc, race_report, timeline),
             timing_only,
             collective_timeout,
+            profile,
             devices: (0..device_count).map(|_| None).collect(),
             streams: HashMap::new(),
             events: HashMap::new(),

@@ -6,6 +6,7 @@
 //! braid's rule for every `BRAID_*` variable holds here too: unset means the default; a
 //! variable set to nothing (or blanks) is an error naming it, never read as unset.
 
+use braid_backend_sim::Profile;
 use std::ffi::OsString;
 use std::fmt;
 use std::path::PathBuf;
@@ -64,10 +65,16 @@ pub const TIMELINE_ENV: &str = "BRAID_ACL_SIM_TIMELINE";
 /// issue from a task-queue thread each) may need longer on a loaded machine.
 pub const COLLECTIVE_TIMEOUT_ENV: &str = "BRAID_ACL_SIM_COLLECTIVE_TIMEOUT_MS";
 
+/// Environment variable: a profile file (the format of the shipped profiles, and what
+/// `braid calibrate` writes) whose device and node figures the simulated devices take in place
+/// of the shipped Atlas 800T A2 profile's. Unset: the shipped profile.
+pub const PROFILE_ENV: &str = "BRAID_ACL_SIM_PROFILE";
+
 const DEFAULT_DEVICES: usize = 8;
 
 /// The memory of a device when [`CAPACITY_ENV`] is unset: a default simulated device's, i.e.
 /// what the runtime of the default profile's NPU reports.
+#[cfg(test)]
 fn default_capacity() -> u64 {
     braid_backend_sim::SimConfig::new().capacity
 }
@@ -96,8 +103,10 @@ impl fmt::Display for SettingError {
 impl std::error::Error for SettingError {}
 
 /// The validated settings.
-#[derive(Clone, PartialEq, Eq, Debug)]
+#[derive(Clone, PartialEq, Debug)]
 pub(crate) struct Settings {
+    /// The profile of the devices and their node.
+    pub profile: Profile,
     /// Number of devices.
     pub device_count: usize,
     /// Memory of each device in bytes.
@@ -153,12 +162,22 @@ impl Settings {
             (1..=MAX_DEVICES as u64).contains(&n)
         })?
         .map_or(DEFAULT_DEVICES, |n| n as usize);
+        let profile_expected =
+            "a profile file (unset for the default, the shipped Atlas 800T A2 profile)";
+        let profile = match text(PROFILE_ENV, profile_expected)? {
+            None => Profile::atlas_800t_a2().clone(),
+            Some(value) => Profile::from_file(value.trim()).map_err(|e| SettingError {
+                variable: PROFILE_ENV,
+                expected: format!("{profile_expected}; it does not load: {e}"),
+                value,
+            })?,
+        };
         let capacity = number(
             CAPACITY_ENV,
             "a positive number of bytes (unset for the default, the profile's memory)",
             &|n| n > 0,
         )?
-        .unwrap_or_else(default_capacity);
+        .unwrap_or(profile.device.memory_bytes);
         let ids_expected = format!(
             "comma-separated device ids below {device_count} (the device count), or `none` \
              for no timing-only device (unset for the default, none)"
@@ -202,6 +221,7 @@ impl Settings {
         // checked here, with the others, so that one set to nothing stops initialisation.
         path(ERROR_LOG_ENV)?;
         Ok(Settings {
+            profile,
             device_count,
             capacity,
             timing_only,
@@ -271,6 +291,7 @@ mod tests {
             TIMELINE_ENV,
             ERROR_LOG_ENV,
             COLLECTIVE_TIMEOUT_ENV,
+            PROFILE_ENV,
         ] {
             for value in ["", " "] {
                 let err = settings(&[(variable, value)]).unwrap_err();
@@ -282,6 +303,27 @@ mod tests {
             .unwrap_err()
             .to_string()
             .contains("`none` for no timing-only device"));
+    }
+
+    #[test]
+    fn a_profile_file_sets_the_profile_and_the_default_capacity() {
+        let gpu = Profile::generic_gpu();
+        let file = std::env::temp_dir().join(format!("braid-settings-{}.json", std::process::id()));
+        std::fs::write(&file, gpu.to_json()).unwrap();
+        let path = file.to_str().unwrap();
+        let s = settings(&[(PROFILE_ENV, path)]).unwrap();
+        let capped = settings(&[(PROFILE_ENV, path), (CAPACITY_ENV, "4096")]).unwrap();
+        std::fs::remove_file(&file).unwrap();
+        assert_eq!(s.profile.name, gpu.name);
+        assert_eq!(s.capacity, gpu.device.memory_bytes);
+        assert_eq!(capped.capacity, 4096, "an explicit capacity is honoured");
+        assert_eq!(
+            settings(&[]).unwrap().profile.name,
+            Profile::atlas_800t_a2().name
+        );
+        let missing = settings(&[(PROFILE_ENV, "/nonexistent/p.json")]).unwrap_err();
+        assert_eq!(missing.variable, PROFILE_ENV);
+        assert!(missing.to_string().contains("does not load"), "{missing}");
     }
 
     #[test]

@@ -5,8 +5,11 @@
 //! The settings are read once per process, so each value runs in a child process: this test
 //! executable again, with [`CHILD`] naming the variable the child must see reported.
 
+use braid_acl_sim::client::runtime::aclGetDeviceCapability;
 use braid_acl_sim::exports::{aclGetRecentErrMsg, aclInit, aclrtGetDeviceCount, aclrtSetDevice};
-use braid_acl_sim::{CAPACITY_ENV, DEVICES_ENV, TIMING_ONLY_ENV};
+use braid_acl_sim::{CAPACITY_ENV, DEVICES_ENV, PROFILE_ENV, TIMING_ONLY_ENV};
+use braid_acl_sys::acl::ACL_DEVICE_INFO_AI_CORE_NUM;
+use braid_backend_sim::Profile;
 use std::ffi::CStr;
 use std::process::Command;
 
@@ -57,6 +60,7 @@ fn invalid_settings_fail_init_device_count_and_set_device_naming_the_variable() 
         (DEVICES_ENV, "0"),
         (CAPACITY_ENV, "-1"),
         (TIMING_ONLY_ENV, "0,x"),
+        (PROFILE_ENV, "/nonexistent/braid/profile.json"),
         // Set to nothing: an error, never the default.
         (DEVICES_ENV, ""),
         (TIMING_ONLY_ENV, ""),
@@ -70,6 +74,7 @@ fn invalid_settings_fail_init_device_count_and_set_device_naming_the_variable() 
             .env_remove(DEVICES_ENV)
             .env_remove(CAPACITY_ENV)
             .env_remove(TIMING_ONLY_ENV)
+            .env_remove(PROFILE_ENV)
             .env(CHILD, variable)
             .env(variable, value)
             .output()
@@ -123,4 +128,53 @@ fn valid_settings_child() {
     assert_eq!(unsafe { aclrtGetDeviceCount(&mut count) }, 0);
     assert_eq!(count, 3);
     assert_eq!(aclrtSetDevice(2), 0);
+}
+
+#[test]
+fn a_profile_file_gives_the_devices_its_figures() {
+    if std::env::var_os(CHILD).is_some() || std::env::var_os("BRAID_ACL_SIM_TEST_VALID").is_some() {
+        return;
+    }
+    let gpu = Profile::generic_gpu();
+    let file =
+        std::env::temp_dir().join(format!("braid-acl-sim-profile-{}.json", std::process::id()));
+    std::fs::write(&file, gpu.to_json()).unwrap();
+    let exe = std::env::current_exe().expect("the test executable");
+    let out = Command::new(&exe)
+        .args(["--exact", "profile_child", "--nocapture"])
+        .env_remove(CAPACITY_ENV)
+        .env_remove(DEVICES_ENV)
+        .env(PROFILE_ENV, &file)
+        .env(
+            "BRAID_ACL_SIM_TEST_PROFILE_CUBES",
+            gpu.device.cube_units.to_string(),
+        )
+        .output()
+        .expect("the child runs");
+    std::fs::remove_file(&file).unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_ne!(
+        gpu.device.cube_units,
+        Profile::atlas_800t_a2().device.cube_units,
+        "the two profiles tell apart"
+    );
+}
+
+/// Runs only in the child of [`a_profile_file_gives_the_devices_its_figures`].
+#[test]
+fn profile_child() {
+    let Ok(cubes) = std::env::var("BRAID_ACL_SIM_TEST_PROFILE_CUBES") else {
+        return;
+    };
+    assert_eq!(aclInit(std::ptr::null()), 0);
+    let mut value = 0i64;
+    // SAFETY: `value` is a live out parameter.
+    let code = unsafe { aclGetDeviceCapability(0, ACL_DEVICE_INFO_AI_CORE_NUM, &mut value) };
+    assert_eq!(code, 0);
+    assert_eq!(value.to_string(), cubes);
 }

@@ -277,3 +277,47 @@ fn a_library_that_does_not_load_is_an_error_naming_it() {
     assert!(err.contains("/nonexistent/libascendcl.so"), "{err}");
     assert!(!path.exists(), "no profile is left behind");
 }
+
+/// braid-acl-sim under `BRAID_ACL_SIM_PROFILE` times with that profile: calibrating it gives
+/// that profile's figures back (here the shipped GPU profile's, far from the 910B's).
+#[test]
+fn calibrating_acl_sim_under_another_profile_gives_that_profile_back() {
+    let gpu = Profile::generic_gpu();
+    let loaded = scratch("gpu-profile.json");
+    std::fs::write(&loaded, gpu.to_json()).unwrap();
+    let path = scratch("gpu-fitted.json");
+    let out = calibrate(
+        &["--quick", "--output", path.to_str().unwrap()],
+        &[
+            ("BRAID_ACL_SIM_DEVICES", "1"),
+            ("BRAID_ACL_SIM_PROFILE", loaded.to_str().unwrap()),
+        ],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let fitted = Profile::from_file(&path).unwrap();
+    let (f, g) = (&fitted.device, &gpu.device);
+    assert_ne!(
+        g.cube_flops_per_s,
+        Profile::atlas_800t_a2().device.cube_flops_per_s
+    );
+    within(
+        "cube_f16",
+        f.cube_flops_per_s as f64,
+        g.cube_flops_per_s as f64,
+        1e-3,
+    );
+    within(
+        "cube_f32",
+        f.cube_f32_flops_per_s as f64,
+        g.cube_f32_flops_per_s as f64,
+        1e-3,
+    );
+    assert_eq!(f.memory_bytes, g.memory_bytes);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(&loaded).unwrap();
+}

@@ -59,6 +59,9 @@ impl Registry {
         let (count, capacity) = (self.device_count as u32, self.capacity);
         let record_timeline = self.system.records_timeline();
         let collective_timeout = self.collective_timeout;
+        let profile = &self.profile;
+        let topology = profile.node.as_ref().map(|node| node.topology(count, 1));
+        let device = SimConfig::for_profile(profile.device.clone());
         let slot = if timing_only {
             &mut self.nodes.timing_only
         } else {
@@ -70,15 +73,18 @@ impl Registry {
             } else {
                 SimMode::Data
             };
-            SimNode::new(
-                NodeConfig::new(count).device(
-                    SimConfig::new()
-                        .capacity(capacity)
-                        .mode(mode)
-                        .record_timeline(record_timeline)
-                        .collective_timeout(collective_timeout),
-                ),
-            )
+            let config = NodeConfig::new(count).device(
+                device
+                    .capacity(capacity)
+                    .mode(mode)
+                    .record_timeline(record_timeline)
+                    .collective_timeout(collective_timeout),
+            );
+            // A profile without a node keeps the default node's links.
+            SimNode::new(match topology {
+                Some(topology) => config.topology(topology),
+                None => config,
+            })
         })
         .clone()
     }

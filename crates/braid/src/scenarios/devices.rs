@@ -260,15 +260,13 @@ pub fn describe() -> String {
 }
 
 /// What the ACL library `api` is: `ACL on the simulator (braid-acl-sim: <path>, profile
-/// <name>)` for `braid-acl-sim` (whose simulated devices run the simulator's default
-/// profile, so every figure it gives names it), `ACL (<path>)` for CANN.
+/// <name>)` for `braid-acl-sim` (whose simulated devices run the simulator's default profile,
+/// or the one `BRAID_ACL_SIM_PROFILE` names, so every figure it gives names it), `ACL
+/// (<path>)` for CANN.
 #[cfg(feature = "acl")]
 pub fn describe_acl(api: &braid_backend_acl::AclApi) -> String {
     if api.is_braid_acl_sim() {
-        #[cfg(feature = "sim")]
-        let profile = braid_backend_sim::DeviceProfile::ascend_910b().name;
-        #[cfg(not(feature = "sim"))]
-        let profile = "the simulator's default";
+        let profile = acl_sim_profile();
         format!(
             "ACL on the simulator (braid-acl-sim: {}, profile {profile})",
             api.path().display()
@@ -276,6 +274,27 @@ pub fn describe_acl(api: &braid_backend_acl::AclApi) -> String {
     } else {
         format!("ACL ({})", api.path().display())
     }
+}
+
+/// The name of the profile braid-acl-sim's devices take in this process: the file
+/// `BRAID_ACL_SIM_PROFILE` names (its profile's name where the simulator is built in to read
+/// it), else the shipped default's.
+#[cfg(feature = "acl")]
+fn acl_sim_profile() -> String {
+    let Some(path) = std::env::var_os("BRAID_ACL_SIM_PROFILE") else {
+        #[cfg(feature = "sim")]
+        return braid_backend_sim::DeviceProfile::ascend_910b()
+            .name
+            .to_string();
+        #[cfg(not(feature = "sim"))]
+        return "the simulator's default".to_string();
+    };
+    let path = std::path::PathBuf::from(path);
+    #[cfg(feature = "sim")]
+    if let Ok(profile) = braid_backend_sim::Profile::from_file(&path) {
+        return format!("{} from {}", profile.name, path.display());
+    }
+    format!("from {}", path.display())
 }
 
 #[cfg(all(test, feature = "sim", not(feature = "acl")))]
