@@ -84,6 +84,7 @@
 //! | `communicator` | [`Communicator`] and how it is made; [`CommOptions`] |
 //! | `ops` | the collectives and their checks |
 //! | `ledger` | mismatch detection: [`MismatchCheck`] and the single-process ledger |
+//! | `group` | grouped sends and receives: [`Communicator::batch_send_recv`], [`Communicator::group`] and [`Group`] |
 //! | `exchange` | the signature exchange of root-info communicators ([`CommOptions::exchange_signatures`]) |
 //! | `error` | [`CollectiveError`] |
 //! | `transport` | [`RootInfoTransport`], [`TcpRootInfoTransport`]: the root info between processes |
@@ -92,6 +93,7 @@
 mod communicator;
 mod error;
 mod exchange;
+mod group;
 mod ledger;
 mod ops;
 mod transport;
@@ -103,6 +105,7 @@ pub use braid_stream_core::hal::CollectiveBackend;
 pub use braid_stream_core::CollectiveBuffer;
 pub use communicator::{CommOptions, Communicator};
 pub use error::{CollectiveError, Result};
+pub use group::{Group, SendRecv};
 pub use ledger::MismatchCheck;
 pub use transport::{RootInfoTransport, TcpRootInfoTransport, TransportError};
 

@@ -15,7 +15,7 @@ use braid_stream_core::CollectiveBuffer;
 use braid_stream_core::{DType, DeviceSlice, SizeOverflow, Stream, StreamPosition, WrongDevice};
 
 /// Elements of `dtype` in `slice`, refusing a partial element.
-fn elements(
+pub(crate) fn elements(
     op: CollectiveOp,
     buffer: &'static str,
     slice: DeviceSlice,
@@ -215,7 +215,7 @@ impl<B: CollectiveBackend> Communicator<B> {
     }
 
     /// A send or receive peer must be another rank of the communicator.
-    fn check_peer(&self, op: CollectiveOp, peer: u32) -> Result<()> {
+    pub(crate) fn check_peer(&self, op: CollectiveOp, peer: u32) -> Result<()> {
         if peer >= self.ranks() || peer == self.rank() {
             return Err(CollectiveError::BadPeer {
                 op,
@@ -237,6 +237,7 @@ impl<B: CollectiveBackend> Communicator<B> {
         send: DeviceSlice,
         recv: DeviceSlice,
     ) -> Result<StreamPosition> {
+        self.check_no_group(op)?;
         let (rank, ranks) = (self.rank(), self.ranks());
         if !stream.device().same_as(self.device()) {
             return Err(CollectiveError::WrongDevice(Box::new(WrongDevice {

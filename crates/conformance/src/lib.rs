@@ -326,6 +326,10 @@ macro_rules! __with_collective_cases {
                 scatter_from_every_root,
                 send_recv_ring,
                 all_to_all,
+                batch_send_recv_all_pairs,
+                group_ring_sends_first,
+                batch_send_recv_mismatch_is_refused,
+                group_left_open_is_refused,
             ],
         }
     };
