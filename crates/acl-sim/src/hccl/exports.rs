@@ -4,6 +4,7 @@
 //! drifts from its declaration.
 
 use super::comms;
+pub use super::group::{HcclBatchSendRecv, HcclGroupEnd, HcclGroupStart};
 use super::results::error_string;
 use crate::errmsg::{fail, ret, Fail};
 use braid_acl_sys::acl::aclrtStream;
@@ -20,7 +21,7 @@ fn null(call: &str, what: &str) -> Fail {
 }
 
 /// Refuses a null `p`.
-fn non_null<T>(call: &str, what: &str, p: *const T) -> Result<(), Fail> {
+pub(super) fn non_null<T>(call: &str, what: &str, p: *const T) -> Result<(), Fail> {
     if p.is_null() {
         Err(null(call, what))
     } else {
@@ -30,7 +31,7 @@ fn non_null<T>(call: &str, what: &str, p: *const T) -> Result<(), Fail> {
 
 /// braid's data type for an `HcclDataType`: `HCCL_E_PARA` for a value that is not one,
 /// `HCCL_E_NOT_SUPPORT` for one braid's simulator does not compute in.
-fn dtype(call: &str, data_type: HcclDataType) -> Result<DType, Fail> {
+pub(super) fn dtype(call: &str, data_type: HcclDataType) -> Result<DType, Fail> {
     match data_type {
         HCCL_DATA_TYPE_FP32 => Ok(DType::F32),
         HCCL_DATA_TYPE_FP16 => Ok(DType::F16),
@@ -71,6 +72,9 @@ fn collective(
         non_null(name, "comm", comm)?;
         non_null(name, "stream", stream)?;
         let call = call()?;
+        if super::group::hold(name, comm as usize, stream as usize, &call)? {
+            return Ok(());
+        }
         comms::collective(name, comm as usize, stream as usize, &call)
     })())
 }

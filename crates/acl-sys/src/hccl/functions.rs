@@ -5,10 +5,13 @@
 //! Required: communicators (root info, init from it, init all, destroy, rank and size), the
 //! collectives braid maps (all-reduce, broadcast, reduce-scatter, all-gather, send, receive,
 //! barrier, reduce)
-//! and `HcclGetErrorString`. Optional: `HcclAlltoAll` and `HcclScatter` (newer releases) and
-//! `HcclGetCommAsyncError`.
+//! and `HcclGetErrorString`. Optional: `HcclAlltoAll` and `HcclScatter` (newer releases),
+//! `HcclGetCommAsyncError`, and the grouped calls `HcclGroupStart`, `HcclGroupEnd` and
+//! `HcclBatchSendRecv`.
 
-use super::types::{HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo};
+use super::types::{
+    HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, HcclSendRecvItem,
+};
 use crate::acl::aclrtStream;
 use std::ffi::{c_char, c_void};
 
@@ -153,6 +156,22 @@ macro_rules! hccl_functions {
     ) -> HcclResult;
     /// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`.
     optional fn HcclGetCommAsyncError(comm: HcclComm, async_error: *mut HcclResult) -> HcclResult;
+    /// `HcclResult HcclGroupStart()`: opens (or nests) the calling thread's group; calls
+    /// until the outermost `HcclGroupEnd` are issued together (confirmed in
+    /// `hccl/REFERENCE.md`; newer releases).
+    optional fn HcclGroupStart() -> HcclResult;
+    /// `HcclResult HcclGroupEnd()`: closes a level of the thread's group; the outermost one
+    /// issues its calls. Without a group open it is `HCCL_E_NOT_SUPPORT`.
+    optional fn HcclGroupEnd() -> HcclResult;
+    /// `HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum,
+    /// HcclComm comm, aclrtStream stream)`: `itemNum` sends and receives to several peers as
+    /// one call (confirmed in `hccl/REFERENCE.md`).
+    optional fn HcclBatchSendRecv(
+        send_recv_info: *mut HcclSendRecvItem,
+        item_num: u32,
+        comm: HcclComm,
+        stream: aclrtStream,
+    ) -> HcclResult;
         }
     };
 }
@@ -171,7 +190,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 18);
+        assert_eq!(symbols.len(), 21);
         let optional: Vec<&str> = symbols
             .iter()
             .filter(|s| !s.required)
@@ -179,7 +198,14 @@ mod tests {
             .collect();
         assert_eq!(
             optional,
-            ["HcclAlltoAll", "HcclScatter", "HcclGetCommAsyncError"]
+            [
+                "HcclAlltoAll",
+                "HcclScatter",
+                "HcclGetCommAsyncError",
+                "HcclGroupStart",
+                "HcclGroupEnd",
+                "HcclBatchSendRecv",
+            ]
         );
         assert!(symbols
             .iter()

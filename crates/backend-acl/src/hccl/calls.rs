@@ -10,7 +10,8 @@
 use super::HcclApi;
 use crate::calls::Handle;
 use braid_acl_sys::hccl::{
-    HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, HCCL_ROOT_INFO_BYTES,
+    HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, HcclSendRecvItem,
+    HcclSendRecvType, HCCL_ROOT_INFO_BYTES,
 };
 use std::ffi::c_void;
 use std::ptr;
@@ -104,6 +105,32 @@ pub(crate) trait HcclCalls: Send + Sync {
         comm: Handle,
         stream: Handle,
     ) -> HcclResult;
+    /// `HcclGroupStart`; `None` without the symbol.
+    fn group_start(&self) -> Option<HcclResult>;
+    /// `HcclGroupEnd`; `None` without the symbol.
+    fn group_end(&self) -> Option<HcclResult>;
+    /// `HcclBatchSendRecv` of `items`; `None` without the symbol.
+    fn batch_send_recv(
+        &self,
+        items: &[BatchItem],
+        comm: Handle,
+        stream: Handle,
+    ) -> Option<HcclResult>;
+}
+
+/// One send or receive of `HcclBatchSendRecv`, as plain values (`HcclSendRecvItem`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct BatchItem {
+    /// `HCCL_SEND` or `HCCL_RECV`.
+    pub kind: HcclSendRecvType,
+    /// The buffer's device address.
+    pub buf: u64,
+    /// Elements.
+    pub count: u64,
+    /// HCCL's data type.
+    pub dtype: HcclDataType,
+    /// The peer.
+    pub peer: u32,
 }
 
 /// The real table, as the backend's HCCL calls.
@@ -298,5 +325,40 @@ impl HcclCalls for HcclRef {
     fn barrier(&self, comm: Handle, stream: Handle) -> HcclResult {
         // SAFETY: see the impl's comment.
         unsafe { (self.0.HcclBarrier)(handle(comm), handle(stream)) }
+    }
+
+    fn group_start(&self) -> Option<HcclResult> {
+        let f = self.0.HcclGroupStart?;
+        // SAFETY: takes nothing; acts on the calling thread's group.
+        Some(unsafe { f() })
+    }
+
+    fn group_end(&self) -> Option<HcclResult> {
+        let f = self.0.HcclGroupEnd?;
+        // SAFETY: as above.
+        Some(unsafe { f() })
+    }
+
+    fn batch_send_recv(
+        &self,
+        items: &[BatchItem],
+        comm: Handle,
+        stream: Handle,
+    ) -> Option<HcclResult> {
+        let f = self.0.HcclBatchSendRecv?;
+        let mut raw: Vec<HcclSendRecvItem> = items
+            .iter()
+            .map(|i| HcclSendRecvItem {
+                send_recv_type: i.kind,
+                buf: address(i.buf),
+                count: i.count,
+                data_type: i.dtype,
+                remote_rank: i.peer,
+            })
+            .collect();
+        // More than `u32::MAX` items cannot be passed: HCCL's count is 32 bits.
+        let n = u32::try_from(raw.len()).ok()?;
+        // SAFETY: see the impl's comment; `raw` holds `n` items and lives across the call.
+        Some(unsafe { f(raw.as_mut_ptr(), n, handle(comm), handle(stream)) })
     }
 }

@@ -22,6 +22,7 @@ mod average;
 pub(crate) mod calls;
 mod comm;
 pub(crate) mod error;
+mod group;
 #[cfg(test)]
 mod tests;
 
