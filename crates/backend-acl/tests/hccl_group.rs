@@ -45,7 +45,10 @@ fn a_group_holds_its_calls_until_the_outermost_end_and_an_end_without_start_is_r
     // SAFETY: takes nothing.
     assert_eq!(unsafe { end() }, HCCL_E_NOT_SUPPORT);
     let text = api.check("HcclGroupEnd", HCCL_E_NOT_SUPPORT).unwrap_err();
-    assert!(text.message.contains("call HcclGroupStart first"), "{text:?}");
+    assert!(
+        text.message.contains("call HcclGroupStart first"),
+        "{text:?}"
+    );
 
     let (d0, d1) = (open(0), open(1));
     let comms = AclComm::init_all(&[&d0, &d1]).unwrap();
@@ -67,14 +70,12 @@ fn a_group_holds_its_calls_until_the_outermost_end_and_an_end_without_start_is_r
         // Makes the rank's device the thread's current one, as a C client's aclrtSetDevice.
         streams[rank].synchronize().unwrap();
         // SAFETY: live communicators, streams and device buffers of 4 f32 each.
-        let sent = unsafe {
-            (api.HcclSend)(raw(sends[rank]), 4, HCCL_DATA_TYPE_FP32, peer, comm, stream)
-        };
+        let sent =
+            unsafe { (api.HcclSend)(raw(sends[rank]), 4, HCCL_DATA_TYPE_FP32, peer, comm, stream) };
         assert_eq!(sent, HCCL_SUCCESS);
         // SAFETY: as above.
-        let received = unsafe {
-            (api.HcclRecv)(raw(recvs[rank]), 4, HCCL_DATA_TYPE_FP32, peer, comm, stream)
-        };
+        let received =
+            unsafe { (api.HcclRecv)(raw(recvs[rank]), 4, HCCL_DATA_TYPE_FP32, peer, comm, stream) };
         assert_eq!(received, HCCL_SUCCESS);
     }
     // The inner end issues nothing; the outer one issues the held calls.
@@ -132,7 +133,7 @@ fn a_batch_is_checked_as_hccl_checks_it_then_moves_the_numbers() {
         ];
         let (comm, stream) = (comms[rank].as_raw(), streams[rank].as_raw());
         streams[rank].synchronize().unwrap(); // the rank's device current
-        // SAFETY: two valid items over live buffers, a live communicator and stream.
+                                              // SAFETY: two valid items over live buffers, a live communicator and stream.
         let code = unsafe { batch(items.as_mut_ptr(), 2, comm, stream) };
         assert_eq!(code, HCCL_SUCCESS, "rank {rank}");
     }

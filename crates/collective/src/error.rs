@@ -203,6 +203,17 @@ pub enum CollectiveError {
         /// `batch` or `group`.
         what: &'static str,
     },
+    /// A collective of the communicator failed after its call returned
+    /// ([`crate::Communicator::async_error`], HCCL's `HcclGetCommAsyncError`): it timed out or
+    /// could never complete (a rank that never issued its part), or failed on the device.
+    #[error("rank {rank}'s communicator has an asynchronous error: {source}")]
+    Async {
+        /// The rank asked.
+        rank: u32,
+        /// What the backend reported (on the simulator the wait that could not complete, on
+        /// HCCL the `HcclResult`).
+        source: HalError,
+    },
 }
 
 /// Result of the collective layer.

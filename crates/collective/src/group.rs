@@ -37,7 +37,9 @@ use crate::ops::elements;
 use braid_stream_core::collective::{batch_order, CollectiveCall, CollectiveOp, Signature};
 use braid_stream_core::hal::CollectiveBackend;
 use braid_stream_core::types::DevicePtr;
-use braid_stream_core::{CollectiveBuffer, DType, DeviceSlice, Stream, StreamPosition, WrongDevice};
+use braid_stream_core::{
+    CollectiveBuffer, DType, DeviceSlice, Stream, StreamPosition, WrongDevice,
+};
 use std::fmt;
 
 /// One send or receive of a batch ([`Communicator::batch_send_recv`]): HCCL's
@@ -298,7 +300,10 @@ impl<B: CollectiveBackend> Group<'_, B> {
         let comm = self.comm;
         let rank = comm.rank();
         if self.calls.is_empty() {
-            return Err(CollectiveError::EmptyBatch { rank, what: "group" });
+            return Err(CollectiveError::EmptyBatch {
+                rank,
+                what: "group",
+            });
         }
         // Issue in the order every rank agrees on, remembering where each call was added.
         let mut order: Vec<usize> = (0..self.calls.len()).collect();
@@ -309,7 +314,8 @@ impl<B: CollectiveBackend> Group<'_, B> {
             let key = self.calls[i].1;
             (sorted.iter().position(|c| *c == key), i)
         });
-        let signatures: Vec<Signature> = order.iter().map(|&i| self.calls[i].1.signature()).collect();
+        let signatures: Vec<Signature> =
+            order.iter().map(|&i| self.calls[i].1.signature()).collect();
         let span = tracing::debug_span!("group_end", rank, calls = order.len());
         let _entered = span.enter();
         let native = &comm.inner.comm;

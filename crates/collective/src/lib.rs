@@ -84,12 +84,14 @@
 //! | `communicator` | [`Communicator`] and how it is made; [`CommOptions`] |
 //! | `ops` | the collectives and their checks |
 //! | `ledger` | mismatch detection: [`MismatchCheck`] and the single-process ledger |
+//! | `async_error` | [`Communicator::async_error`]: failures reported after their call returned (`HcclGetCommAsyncError`) |
 //! | `group` | grouped sends and receives: [`Communicator::batch_send_recv`], [`Communicator::group`] and [`Group`] |
 //! | `exchange` | the signature exchange of root-info communicators ([`CommOptions::exchange_signatures`]) |
 //! | `error` | [`CollectiveError`] |
 //! | `transport` | [`RootInfoTransport`], [`TcpRootInfoTransport`]: the root info between processes |
 #![warn(missing_docs)]
 
+mod async_error;
 mod communicator;
 mod error;
 mod exchange;

@@ -13,7 +13,9 @@ const F32: DType = DType::F32;
 
 /// Checks that rank 0 and 1 still exchange correctly.
 fn still_works(rs: &Ranks) {
-    let bufs: Vec<_> = (0..2).map(|r| rs.upload(r, F32, &values(r, 0, 8))).collect();
+    let bufs: Vec<_> = (0..2)
+        .map(|r| rs.upload(r, F32, &values(r, 0, 8)))
+        .collect();
     let recvs: Vec<_> = (0..2).map(|r| rs.zeros(r, F32, 8)).collect();
     for r in 0..2 {
         let peer = 1 - r as u32;
@@ -51,7 +53,10 @@ fn bad_batches_are_refused_before_anything_is_enqueued() {
         (SendRecv::recv(&buf, F32, 2), "no such rank"),
     ] {
         let err = comm.batch_send_recv(stream, &[good, bad]).unwrap_err();
-        assert!(matches!(err, CollectiveError::BadPeer { rank: 0, .. }), "{what}: {err}");
+        assert!(
+            matches!(err, CollectiveError::BadPeer { rank: 0, .. }),
+            "{what}: {err}"
+        );
     }
     let partial = SendRecv::send(buf.range(0, 6).unwrap(), F32, 1);
     assert!(matches!(
@@ -127,7 +132,13 @@ fn groups_refuse_what_would_go_wrong_and_the_rank_works_afterwards() {
     let other_bufs: Vec<_> = (0..2).map(|r| rs.upload(r, F32, &[1.0; 4])).collect();
     for r in 0..2 {
         others[r]
-            .all_reduce(&rs.streams[r], &other_bufs[r], &other_bufs[r], F32, ReduceOp::Sum)
+            .all_reduce(
+                &rs.streams[r],
+                &other_bufs[r],
+                &other_bufs[r],
+                F32,
+                ReduceOp::Sum,
+            )
             .unwrap();
     }
     assert_eq!(rs.read(1, other_bufs[1].slice(), F32), [2.0; 4]);
@@ -143,7 +154,10 @@ fn groups_refuse_what_would_go_wrong_and_the_rank_works_afterwards() {
         g.send(stream, &buf, F32, 1)?;
         g.send(stream, &buf, F32, 7)
     });
-    assert!(matches!(failed, Err(CollectiveError::BadPeer { peer: 7, .. })));
+    assert!(matches!(
+        failed,
+        Err(CollectiveError::BadPeer { peer: 7, .. })
+    ));
     still_works(&rs);
     rs.devices[0].synchronize().unwrap();
 }
@@ -162,7 +176,11 @@ fn a_send_whose_receive_never_comes_is_named_by_the_host_wait() {
         .unwrap();
     match rs.streams[0].synchronize() {
         Err(StreamError::Backend(HalError::CollectiveIncomplete(inc))) => {
-            assert_eq!((inc.missing.as_slice(), inc.waited), (&[1][..], None), "{inc}");
+            assert_eq!(
+                (inc.missing.as_slice(), inc.waited),
+                (&[1][..], None),
+                "{inc}"
+            );
         }
         other => panic!("expected an incomplete collective, got {other:?}"),
     }
@@ -195,7 +213,11 @@ fn ranks_on_threads_exchange_in_batches_and_groups() {
                             .iter()
                             .map(|&p| SendRecv::send(&mine, F32, p as u32))
                             .collect();
-                        items.extend(peers.iter().map(|&p| SendRecv::recv(&recvs[p], F32, p as u32)));
+                        items.extend(
+                            peers
+                                .iter()
+                                .map(|&p| SendRecv::recv(&recvs[p], F32, p as u32)),
+                        );
                         comm.batch_send_recv(stream, &items).unwrap();
                     } else {
                         comm.grouped(|g| {
@@ -211,7 +233,11 @@ fn ranks_on_threads_exchange_in_batches_and_groups() {
                     }
                 }
                 for p in (0..RANKS).filter(|p| *p != r) {
-                    assert_eq!(rs.read(r, recvs[p].slice(), F32), values(p, 0, 16), "rank {r} from {p}");
+                    assert_eq!(
+                        rs.read(r, recvs[p].slice(), F32),
+                        values(p, 0, 16),
+                        "rank {r} from {p}"
+                    );
                 }
             });
         }

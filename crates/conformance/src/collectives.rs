@@ -10,7 +10,9 @@ use crate::{CaseError, Harness};
 use braid_collective::{CollectiveBackend, Communicator, ReduceOp};
 use braid_stream_core::{DType, Device, DeviceMemory, Stream};
 
+mod async_errors;
 mod group_calls;
+pub use async_errors::*;
 pub use group_calls::*;
 
 /// Elements each rank sends (a multiple of every rank count the cases use).

@@ -330,6 +330,7 @@ macro_rules! __with_collective_cases {
                 group_ring_sends_first,
                 batch_send_recv_mismatch_is_refused,
                 group_left_open_is_refused,
+                async_error_after_an_incomplete_collective,
             ],
         }
     };

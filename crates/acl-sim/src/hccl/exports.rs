@@ -464,8 +464,11 @@ pub extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult
     })
 }
 
-/// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`: the simulator
-/// reports failures when they are enqueued, so a live communicator has none.
+/// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`: the
+/// communicator's failure that came after its calls returned — on the simulator a host wait on
+/// one of its collectives that could not complete (`HCCL_E_TIMEOUT`, the result HCCL gives a
+/// collective that times out); `HCCL_SUCCESS` while there is none. Kept for the
+/// communicator's life, as HCCL keeps it.
 ///
 /// # Safety
 /// `async_error` is null or valid for a write.
@@ -478,9 +481,9 @@ pub unsafe extern "C" fn HcclGetCommAsyncError(
     ret((|| {
         non_null(CALL, "comm", comm)?;
         non_null(CALL, "asyncError", async_error)?;
-        comms::rank_and_size(CALL, comm as usize)?;
+        let found = comms::async_error(CALL, comm as usize)?;
         // SAFETY: non-null, and the caller guarantees it is valid for a write.
-        unsafe { async_error.write(HCCL_SUCCESS) };
+        unsafe { async_error.write(found) };
         Ok(())
     })())
 }

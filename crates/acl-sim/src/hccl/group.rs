@@ -115,7 +115,10 @@ pub extern "C" fn HcclGroupEnd() -> HcclResult {
         // issued under the device that was current when they were made.
         let mut seen: Vec<&Held> = Vec::new();
         for h in &held {
-            if !seen.iter().any(|s| s.comm == h.comm && s.stream == h.stream) {
+            if !seen
+                .iter()
+                .any(|s| s.comm == h.comm && s.stream == h.stream)
+            {
                 seen.push(h);
             }
         }

@@ -116,6 +116,9 @@ pub(crate) trait HcclCalls: Send + Sync {
         comm: Handle,
         stream: Handle,
     ) -> Option<HcclResult>;
+    /// `HcclGetCommAsyncError`: the communicator's asynchronous error (`Ok`), or the call's
+    /// own failure (`Err`); `None` without the symbol.
+    fn comm_async_error(&self, comm: Handle) -> Option<Result<HcclResult, HcclResult>>;
 }
 
 /// One send or receive of `HcclBatchSendRecv`, as plain values (`HcclSendRecvItem`).
@@ -360,5 +363,12 @@ impl HcclCalls for HcclRef {
         let n = u32::try_from(raw.len()).ok()?;
         // SAFETY: see the impl's comment; `raw` holds `n` items and lives across the call.
         Some(unsafe { f(raw.as_mut_ptr(), n, handle(comm), handle(stream)) })
+    }
+
+    fn comm_async_error(&self, comm: Handle) -> Option<Result<HcclResult, HcclResult>> {
+        let f = self.0.HcclGetCommAsyncError?;
+        let mut found: HcclResult = 0;
+        // SAFETY: a live communicator; the out pointer is valid for a write.
+        Some(ok(unsafe { f(handle(comm), &mut found) }).map(|()| found))
     }
 }

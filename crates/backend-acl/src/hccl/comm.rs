@@ -361,4 +361,9 @@ impl CollectiveBackend for AclBackend {
     ) -> Result<(), HalError> {
         comm.launch_batch(stream, calls, label)
     }
+
+    /// `HcclGetCommAsyncError` (see [`AclComm::async_error`]).
+    fn comm_async_error(comm: &AclComm) -> Result<Option<HalError>, HalError> {
+        comm.async_error()
+    }
 }

@@ -71,7 +71,11 @@ impl AclComm {
         self.check_stream(stream, label)?;
         stream.shared.bind()?;
         tracing::trace!(label, items = items.len(), "HCCL batch send/recv");
-        match self.hccl.calls.batch_send_recv(&items, self.raw, stream.raw) {
+        match self
+            .hccl
+            .calls
+            .batch_send_recv(&items, self.raw, stream.raw)
+        {
             Some(code) => {
                 self.hccl.check("HcclBatchSendRecv", code)?;
                 stream.shared.note_work(stream.raw, 1);

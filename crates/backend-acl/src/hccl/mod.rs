@@ -18,6 +18,7 @@
 //! `HalError::Native`; a refused parameter (`HCCL_E_PARA`) as
 //! `HalError::NativeInvalidArgument`.
 
+mod async_error;
 mod average;
 pub(crate) mod calls;
 mod comm;

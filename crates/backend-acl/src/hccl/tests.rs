@@ -343,7 +343,8 @@ fn a_batch_reaches_hccl_batch_send_recv_and_refusals_are_typed() {
     let err = AclBackend::launch_send_recv_batch(&stream, &comm, &batch, "batch").unwrap_err();
     assert!(err.is_invalid_argument(), "{err}");
     assert!(
-        err.to_string().contains("HcclBatchSendRecv: parameter error"),
+        err.to_string()
+            .contains("HcclBatchSendRecv: parameter error"),
         "{err}"
     );
     AclBackend::launch_send_recv_batch(&stream, &comm, &batch, "batch").unwrap();
@@ -359,7 +360,9 @@ fn a_batch_reaches_hccl_batch_send_recv_and_refusals_are_typed() {
 #[test]
 fn a_library_without_the_batch_call_issues_sends_and_receives_in_order() {
     let mut h = hccl();
-    h.expect_batch_send_recv().times(1).returning(|_, _, _| None);
+    h.expect_batch_send_recv()
+        .times(1)
+        .returning(|_, _, _| None);
     let mut seq = mockall::Sequence::new();
     h.expect_send()
         .withf(|b, peer, _, _| (b.send, *peer) == (0x100, 1))
@@ -391,11 +394,41 @@ fn group_start_and_end_reach_hccl_and_are_skipped_without_the_symbols() {
     AclBackend::group_start(&comm).unwrap();
     let (code, name, message) = native(AclBackend::group_end(&comm).unwrap_err());
     assert_eq!((code, name), (HCCL_E_INTERNAL, "HCCL_E_INTERNAL"));
-    assert!(message.starts_with("HcclGroupEnd: internal error"), "{message}");
+    assert!(
+        message.starts_with("HcclGroupEnd: internal error"),
+        "{message}"
+    );
     let mut old = hccl();
     old.expect_group_start().times(1).returning(|| None);
     old.expect_group_end().times(1).returning(|| None);
     let (_dev, comm) = rank0(old, |_| {});
     AclBackend::group_start(&comm).unwrap();
     AclBackend::group_end(&comm).unwrap();
+}
+
+#[test]
+fn an_async_error_is_the_typed_hccl_result_and_its_absence_is_none() {
+    use braid_acl_sys::hccl::codes::HCCL_E_TIMEOUT;
+    let mut h = hccl();
+    let mut answers = vec![
+        None,
+        Some(Err(HCCL_E_PARA)),
+        Some(Ok(HCCL_E_TIMEOUT)),
+        Some(Ok(0)),
+    ];
+    h.expect_comm_async_error()
+        .withf(|c| *c == COMM)
+        .times(4)
+        .returning(move |_| answers.pop().unwrap());
+    let (_dev, comm) = rank0(h, |_| {});
+    assert_eq!(AclBackend::comm_async_error(&comm).unwrap(), None);
+    let (code, name, message) = native(AclBackend::comm_async_error(&comm).unwrap().unwrap());
+    assert_eq!((code, name), (HCCL_E_TIMEOUT, "HCCL_E_TIMEOUT"));
+    assert!(message.starts_with("HcclGetCommAsyncError"), "{message}");
+    let refused = AclBackend::comm_async_error(&comm).unwrap_err();
+    assert!(refused.is_invalid_argument(), "{refused}");
+    assert!(matches!(
+        AclBackend::comm_async_error(&comm),
+        Err(HalError::Unsupported(m)) if m.contains("HcclGetCommAsyncError")
+    ));
 }

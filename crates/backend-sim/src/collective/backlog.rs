@@ -283,7 +283,7 @@ impl Engine {
     }
 
     /// The stream holding back event `e`'s latest record, if it is held back.
-    fn record_holder(&self, e: usize) -> Option<u32> {
+    pub(super) fn record_holder(&self, e: usize) -> Option<u32> {
         if !self.coll.is_pending(e) {
             return None;
         }

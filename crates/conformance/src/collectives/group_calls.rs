@@ -143,7 +143,9 @@ pub fn group_left_open_is_refused<B: CollectiveBackend>(h: &Harness<B>) -> Resul
     let (comm, stream, buf) = (&rs.comms[0], &rs.streams[0], &bufs[0]);
     let mut group = comm.group()?;
     group.send(stream, buf, dtype, 1)?;
-    let expect = |what: &str, got: Result<(), CollectiveError>, ok: fn(&CollectiveError) -> bool| {
+    let expect = |what: &str,
+                  got: Result<(), CollectiveError>,
+                  ok: fn(&CollectiveError) -> bool| {
         match got {
             Err(e) if ok(&e) => Ok(()),
             other => Err(CaseError::new(format!("{what}: got {other:?}"))),
@@ -155,11 +157,9 @@ pub fn group_left_open_is_refused<B: CollectiveBackend>(h: &Harness<B>) -> Resul
             .map(drop),
         |e| matches!(e, CollectiveError::GroupOpen { rank: 0, .. }),
     )?;
-    expect(
-        "a second group",
-        comm.group().map(drop),
-        |e| matches!(e, CollectiveError::GroupAlreadyOpen { rank: 0 }),
-    )?;
+    expect("a second group", comm.group().map(drop), |e| {
+        matches!(e, CollectiveError::GroupAlreadyOpen { rank: 0 })
+    })?;
     // The other rank is not affected by rank 0's group.
     rs.comms[1].group()?.end().map(drop).or_else(|e| match e {
         CollectiveError::EmptyBatch { rank: 1, .. } => Ok(()),

@@ -452,12 +452,12 @@ mod tests {
         m.submit(0, send(8), None, ()).unwrap();
         // Rank 1's second receive meets rank 0's second send (8), not the first (4).
         let keys = m.check_batch(1, &[recv(4), recv(8)], None).unwrap();
-        assert_eq!(
-            keys.iter().map(|k| k.number).collect::<Vec<_>>(),
-            [0, 1]
-        );
+        assert_eq!(keys.iter().map(|k| k.number).collect::<Vec<_>>(), [0, 1]);
         let refused = mismatch(m.check_batch(1, &[recv(4), recv(4)], None));
-        assert_eq!((refused.key.number, refused.difference.as_str()), (1, "count 8 vs 4"));
+        assert_eq!(
+            (refused.key.number, refused.difference.as_str()),
+            (1, "count 8 vs 4")
+        );
         // Nothing was recorded.
         assert_eq!(m.next_key(1, recv(4).op, None).number, 0);
         assert_eq!(m.in_flight(), 2);

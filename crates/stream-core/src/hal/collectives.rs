@@ -84,4 +84,13 @@ pub trait CollectiveBackend: Backend {
             .iter()
             .try_for_each(|call| Self::launch_collective(stream, comm, call, label))
     }
+
+    /// A failure of `comm`'s collectives that happened after their calls returned
+    /// (`HcclGetCommAsyncError`): a collective that timed out or failed on the device. `None`
+    /// while there is none; once there is one, HCCL keeps reporting it for the communicator's
+    /// life. The default has none to report.
+    fn comm_async_error(comm: &Self::Comm) -> Result<Option<HalError>, HalError> {
+        let _ = comm;
+        Ok(None)
+    }
 }

@@ -29,9 +29,8 @@ impl<B: hal::CollectiveBackend> Stream<B> {
         let (rank, ranks) = (comm.rank(), comm.ranks());
         let mut uses = Vec::with_capacity(calls.len());
         for call in calls {
-            let bad = |why: String| {
-                hal::HalError::InvalidArgument(format!("{label}: {} {why}", call.op))
-            };
+            let bad =
+                |why: String| hal::HalError::InvalidArgument(format!("{label}: {} {why}", call.op));
             let (ptr, access) = match call.op {
                 CollectiveOp::Send { peer } | CollectiveOp::Recv { peer }
                     if peer >= ranks || peer == rank =>
