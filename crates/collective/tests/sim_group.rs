@@ -29,8 +29,8 @@ fn still_works(rs: &Ranks) {
             )
             .unwrap();
     }
-    for r in 0..2 {
-        assert_eq!(rs.read(r, recvs[r].slice(), F32), values(1 - r, 0, 8));
+    for (r, recv) in recvs.iter().enumerate() {
+        assert_eq!(rs.read(r, recv.slice(), F32), values(1 - r, 0, 8));
     }
 }
 

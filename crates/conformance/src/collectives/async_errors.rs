@@ -21,8 +21,8 @@ pub fn async_error_after_an_incomplete_collective<B: CollectiveBackend>(
     for (r, b) in bufs.iter().enumerate() {
         rs.comms[r].all_reduce(&rs.streams[r], b, b, dtype, ReduceOp::Sum)?;
     }
-    for r in 0..2 {
-        rs.expect(r, &bufs[r], &[3.0; 4])?;
+    for (r, b) in bufs.iter().enumerate() {
+        rs.expect(r, b, &[3.0; 4])?;
         if let Some(e) = rs.comms[r].async_error()? {
             return Err(CaseError::new(format!(
                 "rank {r}: a healthy communicator reports {e}"
@@ -47,8 +47,8 @@ pub fn async_error_after_an_incomplete_collective<B: CollectiveBackend>(
     }
     // The late part completes the call; the communicator still works.
     rs.comms[1].all_reduce(&rs.streams[1], &bufs[1], &bufs[1], dtype, ReduceOp::Sum)?;
-    for r in 0..2 {
-        rs.expect(r, &bufs[r], &[6.0; 4])?;
+    for (r, b) in bufs.iter().enumerate() {
+        rs.expect(r, b, &[6.0; 4])?;
     }
     Ok(())
 }
