@@ -60,6 +60,21 @@ thread_local! {
     static CURRENT: Cell<Option<usize>> = const { Cell::new(None) };
 }
 
+/// The calling thread's current device, and a scope that makes another one current: HCCL's
+/// group (`hccl::group`) issues each held call under the device current when it was made.
+pub(crate) fn current_device() -> Option<usize> {
+    CURRENT.with(|c| c.get())
+}
+
+/// Runs `f` with `device` as the calling thread's current device, then restores the one
+/// before.
+pub(crate) fn with_current_device<T>(device: Option<usize>, f: impl FnOnce() -> T) -> T {
+    let before = CURRENT.with(|c| c.replace(device));
+    let out = f();
+    CURRENT.with(|c| c.set(before));
+    out
+}
+
 struct Dev {
     sim: SimDevice,
     default_stream: SimStream,

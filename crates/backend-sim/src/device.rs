@@ -108,13 +108,17 @@ pub(crate) fn host_wait<T>(
             }
         }
     }
-    call(&mut engine).map_err(|error| match (error, waited) {
+    let result = call(&mut engine).map_err(|error| match (error, waited) {
         (HalError::CollectiveIncomplete(mut e), Some(w)) => {
             e.waited = Some(w);
             HalError::CollectiveIncomplete(e)
         }
         (error, _) => error,
-    })
+    });
+    if let Err(error @ HalError::CollectiveIncomplete(_)) = &result {
+        engine.note_incomplete(what, error);
+    }
+    result
 }
 
 /// A run of `count` page calls made one by one while a fault plan is set, each asking the

@@ -3,9 +3,11 @@
 
 use crate::error::{CollectiveError, Result};
 use crate::exchange::SignatureExchange;
+use crate::group::GroupSlot;
 use crate::ledger::{Ledger, MismatchCheck};
 use braid_stream_core::collective::RootInfo;
 use braid_stream_core::hal::{CollectiveBackend, HalError};
+use braid_stream_core::sync::Mutex;
 use braid_stream_core::Device;
 use std::fmt;
 use std::sync::Arc;
@@ -89,6 +91,8 @@ pub(crate) struct RankInner<B: CollectiveBackend> {
     pub(crate) ranks: u32,
     pub(crate) comm: Arc<B::Comm>,
     pub(crate) check: Option<Arc<dyn MismatchCheck>>,
+    /// Whether a group is open on this rank, or was dropped open ([`crate::Group`]).
+    pub(crate) group: Mutex<GroupSlot>,
 }
 
 impl<B: CollectiveBackend> Clone for Communicator<B> {
@@ -173,6 +177,7 @@ impl<B: CollectiveBackend> Communicator<B> {
                     ranks,
                     comm: Arc::new(comm),
                     check: check.clone(),
+                    group: Mutex::default(),
                 }),
             })
             .collect())
@@ -233,6 +238,7 @@ impl<B: CollectiveBackend> Communicator<B> {
                 ranks,
                 comm,
                 check,
+                group: Mutex::default(),
             }),
         })
     }

@@ -201,6 +201,49 @@ pub enum CollectiveError {
         /// The buffer's length in bytes.
         len: u64,
     },
+    /// A collective issued directly on a rank that has a group open
+    /// ([`crate::Communicator::group`]): not enqueued.
+    #[error("{op} of rank {rank} was issued while a group is open on this rank: add it to the group (Group::send / Group::recv) or end the group first (Group::end)")]
+    GroupOpen {
+        /// The operation refused.
+        op: CollectiveOp,
+        /// The rank.
+        rank: u32,
+    },
+    /// A second group started on a rank whose group is still open: groups do not nest.
+    #[error("rank {rank} already has a group open: end it (Group::end) before starting another")]
+    GroupAlreadyOpen {
+        /// The rank.
+        rank: u32,
+    },
+    /// The rank's last group was dropped without [`crate::Group::end`]: none of its calls was
+    /// enqueued, and neither was the call that reports it (issue that one again).
+    #[error("rank {rank}'s group of {calls} call(s) was dropped without Group::end, so none of them was enqueued: end every group with Group::end (this call was not enqueued either: issue it again)")]
+    GroupDropped {
+        /// The rank.
+        rank: u32,
+        /// The calls the dropped group held.
+        calls: usize,
+    },
+    /// A batch of sends and receives, or a group, with nothing in it.
+    #[error("rank {rank}'s {what} holds no send or receive: it needs at least one")]
+    EmptyBatch {
+        /// The rank.
+        rank: u32,
+        /// `batch` or `group`.
+        what: &'static str,
+    },
+    /// A collective of the communicator failed after its call returned
+    /// ([`crate::Communicator::async_error`], HCCL's `HcclGetCommAsyncError`): it timed out or
+    /// could never complete (a rank that never issued its part), or failed on the device.
+    #[error("rank {rank}'s communicator has an asynchronous error: {source}")]
+    Async {
+        /// The rank asked.
+        rank: u32,
+        /// What the backend reported (on the simulator the wait that could not complete, on
+        /// HCCL the `HcclResult`).
+        source: HalError,
+    },
 }
 
 /// Result of the collective layer.

@@ -32,6 +32,23 @@ pub trait MismatchCheck: Send + Sync {
         signature: &Signature,
         launch: &mut dyn FnMut() -> Result<()>,
     ) -> Result<()>;
+
+    /// Admits `rank`'s batch of sends and receives `signatures` (one
+    /// [`crate::Communicator::batch_send_recv`] or [`crate::Group`], in the order they are
+    /// enqueued), running `launch` once to enqueue them all: refuse the whole batch if any
+    /// part does not match, record every part if `launch` succeeds and none if it fails.
+    ///
+    /// The default runs `launch` unchecked, as sends and receives of a root-info
+    /// communicator are not checked ([`crate::CommOptions::exchange_signatures`]).
+    fn admit_batch(
+        &self,
+        rank: u32,
+        signatures: &[Signature],
+        launch: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
+        let _ = (rank, signatures);
+        launch()
+    }
 }
 
 /// The shared record of a single-process communicator's calls: the one call matcher
@@ -66,6 +83,28 @@ impl MismatchCheck for Ledger {
         matcher
             .submit(rank, signature.clone(), None, ())
             .map_err(refused)?;
+        Ok(())
+    }
+
+    /// Every part is checked before `launch` runs; all are recorded once it succeeded.
+    fn admit_batch(
+        &self,
+        rank: u32,
+        signatures: &[Signature],
+        launch: &mut dyn FnMut() -> Result<()>,
+    ) -> Result<()> {
+        let mut matcher = self.matcher.lock();
+        let ranks = matcher.ranks();
+        let refused = |err| refusal(err, ranks);
+        matcher
+            .check_batch(rank, signatures, None)
+            .map_err(refused)?;
+        launch()?;
+        for signature in signatures {
+            matcher
+                .submit(rank, signature.clone(), None, ())
+                .map_err(refused)?;
+        }
         Ok(())
     }
 }

@@ -88,6 +88,8 @@
 //! | `ops` | the collectives and their checks |
 //! | `ops_v` | the variable-count collectives (all-gather-v, reduce-scatter-v, all-to-all-v) and their checks |
 //! | `ledger` | mismatch detection: [`MismatchCheck`] and the single-process ledger |
+//! | `async_error` | [`Communicator::async_error`]: failures reported after their call returned (`HcclGetCommAsyncError`) |
+//! | `group` | grouped sends and receives: [`Communicator::batch_send_recv`], [`Communicator::group`] and [`Group`] |
 //! | `exchange` | the signature exchange of root-info communicators ([`CommOptions::exchange_signatures`]) |
 //! | `error` | [`CollectiveError`] |
 //! | `transport` | [`RootInfoTransport`], `TcpRootInfoTransport` (`transport/tcp.rs`): the root info between processes |
@@ -99,9 +101,11 @@
 //!   binary leaves it off).
 #![warn(missing_docs)]
 
+mod async_error;
 mod communicator;
 mod error;
 mod exchange;
+mod group;
 mod ledger;
 mod ops;
 mod ops_v;
@@ -115,6 +119,7 @@ pub use braid_stream_core::hal::CollectiveBackend;
 pub use braid_stream_core::CollectiveBuffer;
 pub use communicator::{CommOptions, Communicator};
 pub use error::{CollectiveError, Result};
+pub use group::{Group, SendRecv};
 pub use ledger::MismatchCheck;
 #[cfg(feature = "tcp")]
 pub use transport::TcpRootInfoTransport;

@@ -215,7 +215,7 @@ impl<B: CollectiveBackend> Communicator<B> {
     }
 
     /// A send or receive peer must be another rank of the communicator.
-    fn check_peer(&self, op: CollectiveOp, peer: u32) -> Result<()> {
+    pub(crate) fn check_peer(&self, op: CollectiveOp, peer: u32) -> Result<()> {
         if peer >= self.ranks() || peer == self.rank() {
             return Err(CollectiveError::BadPeer {
                 op,
@@ -237,6 +237,7 @@ impl<B: CollectiveBackend> Communicator<B> {
         send: DeviceSlice,
         recv: DeviceSlice,
     ) -> Result<StreamPosition> {
+        self.check_no_group(op)?;
         let (rank, ranks) = (self.rank(), self.ranks());
         self.check_stream(stream, op)?;
         if count == 0 && op != CollectiveOp::Barrier {

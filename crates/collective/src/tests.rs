@@ -773,3 +773,50 @@ fn signatures_that_do_not_arrive_intact_refuse_the_call() {
 }
 
 mod variable;
+#[test]
+fn a_batch_reaches_the_backend_in_the_agreed_order_and_a_refused_one_not_at_all() {
+    let r = ranks(3);
+    let (dev, comm, stream) = (&r.devices[1], &r.comms[1], &r.streams[1]);
+    let buf = alloc(dev, 16);
+    // Rank 1 lists: send to 2, receive from 0. The (0, 1) transfer goes first.
+    comm.batch_send_recv(
+        stream,
+        &[
+            SendRecv::send(&buf, DType::F32, 2),
+            SendRecv::recv(&buf, DType::F32, 0),
+        ],
+    )
+    .unwrap();
+    let ops: Vec<CollectiveOp> = calls(dev).iter().map(|(_, c, _)| c.op).collect();
+    assert_eq!(
+        ops,
+        [
+            CollectiveOp::Recv { peer: 0 },
+            CollectiveOp::Send { peer: 2 }
+        ]
+    );
+    // Rank 2's receive of another count is refused with its whole batch.
+    let (dev2, comm2, stream2) = (&r.devices[2], &r.comms[2], &r.streams[2]);
+    let small = alloc(dev2, 8);
+    let other = alloc(dev2, 16);
+    let err = comm2
+        .batch_send_recv(
+            stream2,
+            &[
+                SendRecv::send(&other, DType::F32, 0),
+                SendRecv::recv(&small, DType::F32, 1),
+            ],
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, CollectiveError::PeerMismatch { rank: 2, sender: 1, receiver: 2, call: 0, difference, .. } if difference == "count 4 vs 2"),
+        "{err}"
+    );
+    assert!(calls(dev2).is_empty());
+}
+
+#[test]
+fn a_backend_without_asynchronous_errors_reports_none() {
+    let r = ranks(2);
+    assert_eq!(r.comms[0].async_error(), Ok(None));
+}

@@ -15,6 +15,10 @@ pub use variable::{
     all_gather_v_uneven, all_to_all_v_uneven, reduce_scatter_v_uneven,
     variable_counts_refused_then_usable,
 };
+mod async_errors;
+mod group_calls;
+pub use async_errors::*;
+pub use group_calls::*;
 
 /// Elements each rank sends (a multiple of every rank count the cases use).
 const N: usize = 64;

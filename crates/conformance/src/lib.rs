@@ -331,6 +331,11 @@ macro_rules! __with_collective_cases {
                 reduce_scatter_v_uneven,
                 all_to_all_v_uneven,
                 variable_counts_refused_then_usable,
+                batch_send_recv_all_pairs,
+                group_ring_sends_first,
+                batch_send_recv_mismatch_is_refused,
+                group_left_open_is_refused,
+                async_error_after_an_incomplete_collective,
             ],
             collective_updates: [task_update_reissues_an_all_reduce],
         }

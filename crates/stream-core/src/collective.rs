@@ -15,10 +15,12 @@
 //! [`crate::Stream::launch_collective`]. These are plain values: this module depends on no
 //! other part of the crate but the data types.
 
+mod batch;
 mod blocks;
 mod incomplete;
 mod matcher;
 
+pub use batch::batch_order;
 pub use blocks::{Blocks, BlocksError, VCounts};
 pub use incomplete::Incomplete;
 pub use matcher::{Arrival, CallKey, MatchError, Matcher, Mismatch, Part, Peers};

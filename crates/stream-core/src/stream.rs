@@ -21,6 +21,8 @@ use bytes::Bytes;
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
+mod batch;
+
 pub(crate) struct StreamInner<B: Backend> {
     pub(crate) id: StreamId,
     pub(crate) priority: Priority,

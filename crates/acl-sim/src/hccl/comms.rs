@@ -9,7 +9,7 @@ use super::results::{from_acl, from_hal};
 use crate::errmsg::{fail, guarded, Fail};
 use crate::registry::with;
 use braid_acl_sys::hccl::codes::*;
-use braid_acl_sys::hccl::HcclRootInfo;
+use braid_acl_sys::hccl::{HcclResult, HcclRootInfo};
 use braid_backend_sim::{SimBackend, SimComm};
 use braid_stream_core::collective::{CollectiveCall, RootInfo};
 use braid_stream_core::hal::CollectiveBackend;
@@ -144,6 +144,19 @@ pub(super) fn rank_and_size(call: &str, handle: usize) -> Result<(u32, u32), Fai
         .get(&handle)
         .map(|c| (c.rank, c.ranks))
         .ok_or_else(|| invalid(call, handle))
+}
+
+/// The communicator's asynchronous error as an `HcclResult` (`HCCL_SUCCESS` when none): the
+/// result its failure maps to (`from_hal`).
+pub(super) fn async_error(call: &str, handle: usize) -> Result<HcclResult, Fail> {
+    let sim = table()
+        .comms
+        .get(&handle)
+        .map(|c| c.sim.clone())
+        .ok_or_else(|| invalid(call, handle))?;
+    Ok(sim
+        .async_error()
+        .map_or(HCCL_SUCCESS, |e| from_hal(call, e).code))
 }
 
 /// Enqueues this rank's part of `collective` on the ACL stream `stream`.

@@ -4,6 +4,7 @@
 //! drifts from its declaration.
 
 use super::comms;
+pub use super::group::{HcclBatchSendRecv, HcclGroupEnd, HcclGroupStart};
 use super::results::error_string;
 use crate::errmsg::{fail, ret, Fail};
 use braid_acl_sys::acl::aclrtStream;
@@ -23,7 +24,7 @@ fn null(call: &str, what: &str) -> Fail {
 }
 
 /// Refuses a null `p`.
-fn non_null<T>(call: &str, what: &str, p: *const T) -> Result<(), Fail> {
+pub(super) fn non_null<T>(call: &str, what: &str, p: *const T) -> Result<(), Fail> {
     if p.is_null() {
         Err(null(call, what))
     } else {
@@ -33,7 +34,7 @@ fn non_null<T>(call: &str, what: &str, p: *const T) -> Result<(), Fail> {
 
 /// braid's data type for an `HcclDataType`: `HCCL_E_PARA` for a value that is not one,
 /// `HCCL_E_NOT_SUPPORT` for one braid's simulator does not compute in.
-fn dtype(call: &str, data_type: HcclDataType) -> Result<DType, Fail> {
+pub(super) fn dtype(call: &str, data_type: HcclDataType) -> Result<DType, Fail> {
     match data_type {
         HCCL_DATA_TYPE_FP32 => Ok(DType::F32),
         HCCL_DATA_TYPE_FP16 => Ok(DType::F16),
@@ -74,6 +75,9 @@ fn collective(
         non_null(name, "comm", comm)?;
         non_null(name, "stream", stream)?;
         let call = call()?;
+        if super::group::hold(name, comm as usize, stream as usize, &call)? {
+            return Ok(());
+        }
         comms::collective(name, comm as usize, stream as usize, &call)
     })())
 }
@@ -473,8 +477,11 @@ pub extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult
     })
 }
 
-/// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`: the simulator
-/// reports failures when they are enqueued, so a live communicator has none.
+/// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`: the
+/// communicator's failure that came after its calls returned — on the simulator a host wait on
+/// one of its collectives that could not complete (`HCCL_E_TIMEOUT`, the result HCCL gives a
+/// collective that times out); `HCCL_SUCCESS` while there is none. Kept for the
+/// communicator's life, as HCCL keeps it.
 ///
 /// # Safety
 /// `async_error` is null or valid for a write.
@@ -487,9 +494,9 @@ pub unsafe extern "C" fn HcclGetCommAsyncError(
     ret((|| {
         non_null(CALL, "comm", comm)?;
         non_null(CALL, "asyncError", async_error)?;
-        comms::rank_and_size(CALL, comm as usize)?;
+        let found = comms::async_error(CALL, comm as usize)?;
         // SAFETY: non-null, and the caller guarantees it is valid for a write.
-        unsafe { async_error.write(HCCL_SUCCESS) };
+        unsafe { async_error.write(found) };
         Ok(())
     })())
 }

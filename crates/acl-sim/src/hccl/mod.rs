@@ -6,6 +6,8 @@
 //!   root out of range is `HCCL_E_PARA`; a data type HCCL has but braid's simulator does not
 //!   compute in is `HCCL_E_NOT_SUPPORT`), then calls `comms`; the variable-count
 //!   collectives are in `exports::variable`.
+//! - `group`: `HcclGroupStart` / `HcclGroupEnd` (a per-thread group whose calls are held
+//!   until the outermost end) and `HcclBatchSendRecv`.
 //! - `comms`: the communicators given to the caller, as opaque handles looked up in a table.
 //! - `results`: `HcclGetErrorString`'s text; the results of simulator and runtime failures.
 //!
@@ -13,6 +15,7 @@
 
 mod comms;
 pub mod exports;
+mod group;
 mod results;
 
 pub(crate) use results::from_hal;

@@ -6,10 +6,13 @@
 //! collectives braid maps (all-reduce, broadcast, reduce-scatter, all-gather, send, receive,
 //! barrier, reduce)
 //! and `HcclGetErrorString`. Optional: `HcclAlltoAll` and `HcclScatter` (newer releases),
-//! `HcclGetCommAsyncError`, and the variable-count `HcclAllGatherV`, `HcclReduceScatterV`,
-//! `HcclAlltoAllV` (Atlas A2 releases).
+//! `HcclGetCommAsyncError`, the variable-count `HcclAllGatherV`, `HcclReduceScatterV`,
+//! `HcclAlltoAllV` (Atlas A2 releases), and the grouped calls `HcclGroupStart`, `HcclGroupEnd`
+//! and `HcclBatchSendRecv`.
 
-use super::types::{HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo};
+use super::types::{
+    HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, HcclSendRecvItem,
+};
 use crate::acl::aclrtStream;
 use std::ffi::{c_char, c_void};
 
@@ -198,6 +201,22 @@ macro_rules! hccl_functions {
         comm: HcclComm,
         stream: aclrtStream,
     ) -> HcclResult;
+    /// `HcclResult HcclGroupStart()`: opens (or nests) the calling thread's group; calls
+    /// until the outermost `HcclGroupEnd` are issued together (confirmed in
+    /// `hccl/REFERENCE.md`; newer releases).
+    optional fn HcclGroupStart() -> HcclResult;
+    /// `HcclResult HcclGroupEnd()`: closes a level of the thread's group; the outermost one
+    /// issues its calls. Without a group open it is `HCCL_E_NOT_SUPPORT`.
+    optional fn HcclGroupEnd() -> HcclResult;
+    /// `HcclResult HcclBatchSendRecv(HcclSendRecvItem *sendRecvInfo, uint32_t itemNum,
+    /// HcclComm comm, aclrtStream stream)`: `itemNum` sends and receives to several peers as
+    /// one call (confirmed in `hccl/REFERENCE.md`).
+    optional fn HcclBatchSendRecv(
+        send_recv_info: *mut HcclSendRecvItem,
+        item_num: u32,
+        comm: HcclComm,
+        stream: aclrtStream,
+    ) -> HcclResult;
         }
     };
 }
@@ -230,7 +249,10 @@ mod tests {
                 "HcclGetCommAsyncError",
                 "HcclAllGatherV",
                 "HcclReduceScatterV",
-                "HcclAlltoAllV"
+                "HcclAlltoAllV",
+                "HcclGroupStart",
+                "HcclGroupEnd",
+                "HcclBatchSendRecv",
             ]
         );
         assert!(symbols

@@ -68,5 +68,34 @@ pub const HCCL_REDUCE_MAX: HcclReduceOp = 2;
 /// `HCCL_REDUCE_MIN`.
 pub const HCCL_REDUCE_MIN: HcclReduceOp = 3;
 
+/// `HcclSendRecvType` (a C enum): whether an [`HcclSendRecvItem`] sends or receives.
+pub type HcclSendRecvType = i32;
+/// `HCCL_SEND`.
+pub const HCCL_SEND: HcclSendRecvType = 0;
+/// `HCCL_RECV`.
+pub const HCCL_RECV: HcclSendRecvType = 1;
+
+/// `HcclSendRecvItem`: one send or receive of an `HcclBatchSendRecv` (`hccl_types.h`;
+/// confirmed in `hccl/REFERENCE.md`).
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct HcclSendRecvItem {
+    /// [`HCCL_SEND`] or [`HCCL_RECV`].
+    pub send_recv_type: HcclSendRecvType,
+    /// The device buffer sent from or received into.
+    pub buf: *mut c_void,
+    /// Elements sent or received.
+    pub count: u64,
+    /// Their type.
+    pub data_type: HcclDataType,
+    /// The peer rank in the communicator.
+    pub remote_rank: u32,
+}
+
+/// `HcclSendRecvItem` has the C layout: an `int`, padding, a pointer, a `uint64_t`, an `int`
+/// and a `uint32_t` (32 bytes on 64-bit targets).
+#[cfg(target_pointer_width = "64")]
+const _: () = assert!(std::mem::size_of::<HcclSendRecvItem>() == 32);
+
 /// `HcclRootInfo` is exactly the C struct's size.
 const _: () = assert!(std::mem::size_of::<HcclRootInfo>() == HCCL_ROOT_INFO_BYTES);

@@ -10,7 +10,8 @@
 use super::HcclApi;
 use crate::calls::Handle;
 use braid_acl_sys::hccl::{
-    HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, HCCL_ROOT_INFO_BYTES,
+    HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, HcclSendRecvItem,
+    HcclSendRecvType, HCCL_ROOT_INFO_BYTES,
 };
 use braid_stream_core::collective::VCounts;
 use std::ffi::c_void;
@@ -133,6 +134,35 @@ pub(crate) trait HcclCalls: Send + Sync {
         comm: Handle,
         stream: Handle,
     ) -> Option<HcclResult>;
+    /// `HcclGroupStart`; `None` without the symbol.
+    fn group_start(&self) -> Option<HcclResult>;
+    /// `HcclGroupEnd`; `None` without the symbol.
+    fn group_end(&self) -> Option<HcclResult>;
+    /// `HcclBatchSendRecv` of `items`; `None` without the symbol.
+    fn batch_send_recv(
+        &self,
+        items: &[BatchItem],
+        comm: Handle,
+        stream: Handle,
+    ) -> Option<HcclResult>;
+    /// `HcclGetCommAsyncError`: the communicator's asynchronous error (`Ok`), or the call's
+    /// own failure (`Err`); `None` without the symbol.
+    fn comm_async_error(&self, comm: Handle) -> Option<Result<HcclResult, HcclResult>>;
+}
+
+/// One send or receive of `HcclBatchSendRecv`, as plain values (`HcclSendRecvItem`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub(crate) struct BatchItem {
+    /// `HCCL_SEND` or `HCCL_RECV`.
+    pub kind: HcclSendRecvType,
+    /// The buffer's device address.
+    pub buf: u64,
+    /// Elements.
+    pub count: u64,
+    /// HCCL's data type.
+    pub dtype: HcclDataType,
+    /// The peer.
+    pub peer: u32,
 }
 
 /// The real table, as the backend's HCCL calls.
@@ -375,6 +405,48 @@ impl HcclCalls for HcclRef {
         let (c, s) = (handle(comm), handle(stream));
         // SAFETY: as `all_gather_v`.
         Some(unsafe { f(send, sc, sd, b.dtype, recv, rc, rd, b.dtype, c, s) })
+    }
+
+    fn group_start(&self) -> Option<HcclResult> {
+        let f = self.0.HcclGroupStart?;
+        // SAFETY: takes nothing; acts on the calling thread's group.
+        Some(unsafe { f() })
+    }
+
+    fn group_end(&self) -> Option<HcclResult> {
+        let f = self.0.HcclGroupEnd?;
+        // SAFETY: as above.
+        Some(unsafe { f() })
+    }
+
+    fn batch_send_recv(
+        &self,
+        items: &[BatchItem],
+        comm: Handle,
+        stream: Handle,
+    ) -> Option<HcclResult> {
+        let f = self.0.HcclBatchSendRecv?;
+        let mut raw: Vec<HcclSendRecvItem> = items
+            .iter()
+            .map(|i| HcclSendRecvItem {
+                send_recv_type: i.kind,
+                buf: address(i.buf),
+                count: i.count,
+                data_type: i.dtype,
+                remote_rank: i.peer,
+            })
+            .collect();
+        // More than `u32::MAX` items cannot be passed: HCCL's count is 32 bits.
+        let n = u32::try_from(raw.len()).ok()?;
+        // SAFETY: see the impl's comment; `raw` holds `n` items and lives across the call.
+        Some(unsafe { f(raw.as_mut_ptr(), n, handle(comm), handle(stream)) })
+    }
+
+    fn comm_async_error(&self, comm: Handle) -> Option<Result<HcclResult, HcclResult>> {
+        let f = self.0.HcclGetCommAsyncError?;
+        let mut found: HcclResult = 0;
+        // SAFETY: a live communicator; the out pointer is valid for a write.
+        Some(ok(unsafe { f(handle(comm), &mut found) }).map(|()| found))
     }
 }
 

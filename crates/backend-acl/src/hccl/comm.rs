@@ -24,9 +24,9 @@ use std::fmt;
 /// (`HcclCommDestroy`, with its device bound) when dropped; a failure there is reported by
 /// the device's next call.
 pub struct AclComm {
-    hccl: Hccl,
+    pub(super) hccl: Hccl,
     device: AclDevice,
-    raw: Handle,
+    pub(super) raw: Handle,
     rank: u32,
     ranks: u32,
 }
@@ -178,19 +178,13 @@ impl AclComm {
 
     /// Enqueues this rank's part of `call` on `stream` (see
     /// [`AclBackend::launch_collective`]).
-    fn launch(
+    pub(super) fn launch(
         &self,
         stream: &AclStream,
         call: &CollectiveCall,
         label: &str,
     ) -> Result<(), HalError> {
-        let ordinal = stream.shared.ordinal;
-        if self.device.shared.ordinal != ordinal {
-            return Err(HalError::InvalidArgument(format!(
-                "{label}: the communicator of rank {} is on ACL device {}, the stream on ACL device {ordinal}",
-                self.rank, self.device.shared.ordinal
-            )));
-        }
+        self.check_stream(stream, label)?;
         let (calls, c, s) = (&self.hccl.calls, self.raw, stream.raw);
         let b = Buffers {
             send: call.send.0,
@@ -282,6 +276,20 @@ impl AclComm {
     }
 }
 
+impl AclComm {
+    /// Refuses a stream of another device than the communicator's.
+    pub(super) fn check_stream(&self, stream: &AclStream, label: &str) -> Result<(), HalError> {
+        let ordinal = stream.shared.ordinal;
+        if self.device.shared.ordinal != ordinal {
+            return Err(HalError::InvalidArgument(format!(
+                "{label}: the communicator of rank {} is on ACL device {}, the stream on ACL device {ordinal}",
+                self.rank, self.device.shared.ordinal
+            )));
+        }
+        Ok(())
+    }
+}
+
 impl Drop for AclComm {
     fn drop(&mut self) {
         let (hccl, raw) = (&self.hccl, self.raw);
@@ -345,5 +353,30 @@ impl CollectiveBackend for AclBackend {
         label: &str,
     ) -> Result<(), HalError> {
         comm.launch(stream, call, label)
+    }
+
+    /// `HcclGroupStart` (nothing on a library without it: see `hccl::group`).
+    fn group_start(comm: &AclComm) -> Result<(), HalError> {
+        comm.group_start()
+    }
+
+    /// `HcclGroupEnd` (nothing on a library without it).
+    fn group_end(comm: &AclComm) -> Result<(), HalError> {
+        comm.group_end()
+    }
+
+    /// `HcclBatchSendRecv` of `calls` (one by one on a library without it).
+    fn launch_send_recv_batch(
+        stream: &AclStream,
+        comm: &AclComm,
+        calls: &[CollectiveCall],
+        label: &str,
+    ) -> Result<(), HalError> {
+        comm.launch_batch(stream, calls, label)
+    }
+
+    /// `HcclGetCommAsyncError` (see [`AclComm::async_error`]).
+    fn comm_async_error(comm: &AclComm) -> Result<Option<HalError>, HalError> {
+        comm.async_error()
     }
 }

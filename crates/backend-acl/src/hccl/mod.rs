@@ -18,10 +18,12 @@
 //! `HalError::Native`; a refused parameter (`HCCL_E_PARA`) as
 //! `HalError::NativeInvalidArgument`.
 
+mod async_error;
 mod average;
 pub(crate) mod calls;
 mod comm;
 pub(crate) mod error;
+mod group;
 #[cfg(test)]
 mod tests;
 mod variable;

@@ -313,3 +313,125 @@ fn rank_queries_and_a_failed_destroy_are_typed() {
 }
 
 mod variable;
+#[test]
+fn a_batch_reaches_hccl_batch_send_recv_and_refusals_are_typed() {
+    use super::calls::BatchItem;
+    use braid_acl_sys::hccl::{HCCL_RECV, HCCL_SEND};
+    let item = |kind, buf| BatchItem {
+        kind,
+        buf,
+        count: 4,
+        dtype: HCCL_DATA_TYPE_FP16,
+        peer: 1,
+    };
+    let mut h = hccl();
+    h.expect_batch_send_recv()
+        .withf(move |items, c, s| {
+            items == [item(HCCL_SEND, 0x100), item(HCCL_RECV, 0x200)] && (*c, *s) == (COMM, 0)
+        })
+        .times(2)
+        .returning({
+            let mut n = 0;
+            move |_, _, _| {
+                n += 1;
+                Some(if n == 1 { HCCL_E_PARA } else { 0 })
+            }
+        });
+    let (dev, comm) = rank0(h, |_| {});
+    let stream = dev.default_stream().unwrap();
+    let batch = [
+        call(CollectiveOp::Send { peer: 1 }, 0x100, 0),
+        call(CollectiveOp::Recv { peer: 1 }, 0, 0x200),
+    ];
+    let err = AclBackend::launch_send_recv_batch(&stream, &comm, &batch, "batch").unwrap_err();
+    assert!(err.is_invalid_argument(), "{err}");
+    assert!(
+        err.to_string()
+            .contains("HcclBatchSendRecv: parameter error"),
+        "{err}"
+    );
+    AclBackend::launch_send_recv_batch(&stream, &comm, &batch, "batch").unwrap();
+    // Anything but a send or a receive is refused before HCCL.
+    let ar = [call(CollectiveOp::AllReduce(ReduceOp::Sum), 0x100, 0x100)];
+    let refused = AclBackend::launch_send_recv_batch(&stream, &comm, &ar, "batch").unwrap_err();
+    assert!(
+        matches!(&refused, HalError::InvalidArgument(m) if m.contains("not a send or a receive")),
+        "{refused}"
+    );
+}
+
+#[test]
+fn a_library_without_the_batch_call_issues_sends_and_receives_in_order() {
+    let mut h = hccl();
+    h.expect_batch_send_recv()
+        .times(1)
+        .returning(|_, _, _| None);
+    let mut seq = mockall::Sequence::new();
+    h.expect_send()
+        .withf(|b, peer, _, _| (b.send, *peer) == (0x100, 1))
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _, _, _| 0);
+    h.expect_recv()
+        .withf(|b, peer, _, _| (b.recv, *peer) == (0x200, 1))
+        .times(1)
+        .in_sequence(&mut seq)
+        .returning(|_, _, _, _| 0);
+    let (dev, comm) = rank0(h, |_| {});
+    let stream = dev.default_stream().unwrap();
+    let batch = [
+        call(CollectiveOp::Send { peer: 1 }, 0x100, 0),
+        call(CollectiveOp::Recv { peer: 1 }, 0, 0x200),
+    ];
+    AclBackend::launch_send_recv_batch(&stream, &comm, &batch, "batch").unwrap();
+}
+
+#[test]
+fn group_start_and_end_reach_hccl_and_are_skipped_without_the_symbols() {
+    let mut h = hccl();
+    h.expect_group_start().times(1).returning(|| Some(0));
+    h.expect_group_end()
+        .times(1)
+        .returning(|| Some(HCCL_E_INTERNAL));
+    let (_dev, comm) = rank0(h, |_| {});
+    AclBackend::group_start(&comm).unwrap();
+    let (code, name, message) = native(AclBackend::group_end(&comm).unwrap_err());
+    assert_eq!((code, name), (HCCL_E_INTERNAL, "HCCL_E_INTERNAL"));
+    assert!(
+        message.starts_with("HcclGroupEnd: internal error"),
+        "{message}"
+    );
+    let mut old = hccl();
+    old.expect_group_start().times(1).returning(|| None);
+    old.expect_group_end().times(1).returning(|| None);
+    let (_dev, comm) = rank0(old, |_| {});
+    AclBackend::group_start(&comm).unwrap();
+    AclBackend::group_end(&comm).unwrap();
+}
+
+#[test]
+fn an_async_error_is_the_typed_hccl_result_and_its_absence_is_none() {
+    use braid_acl_sys::hccl::codes::HCCL_E_TIMEOUT;
+    let mut h = hccl();
+    let mut answers = vec![
+        None,
+        Some(Err(HCCL_E_PARA)),
+        Some(Ok(HCCL_E_TIMEOUT)),
+        Some(Ok(0)),
+    ];
+    h.expect_comm_async_error()
+        .withf(|c| *c == COMM)
+        .times(4)
+        .returning(move |_| answers.pop().unwrap());
+    let (_dev, comm) = rank0(h, |_| {});
+    assert_eq!(AclBackend::comm_async_error(&comm).unwrap(), None);
+    let (code, name, message) = native(AclBackend::comm_async_error(&comm).unwrap().unwrap());
+    assert_eq!((code, name), (HCCL_E_TIMEOUT, "HCCL_E_TIMEOUT"));
+    assert!(message.starts_with("HcclGetCommAsyncError"), "{message}");
+    let refused = AclBackend::comm_async_error(&comm).unwrap_err();
+    assert!(refused.is_invalid_argument(), "{refused}");
+    assert!(matches!(
+        AclBackend::comm_async_error(&comm),
+        Err(HalError::Unsupported(m)) if m.contains("HcclGetCommAsyncError")
+    ));
+}

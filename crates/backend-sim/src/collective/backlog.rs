@@ -283,7 +283,7 @@ impl Engine {
     }
 
     /// The stream holding back event `e`'s latest record, if it is held back.
-    fn record_holder(&self, e: usize) -> Option<u32> {
+    pub(super) fn record_holder(&self, e: usize) -> Option<u32> {
         if !self.coll.is_pending(e) {
             return None;
         }
@@ -296,10 +296,10 @@ impl Engine {
     /// [`Engine::may_be_released`]); `depth` bounds the chain of held records followed.
     fn stream_may_be_released(&self, s: u32, depth: u32) -> bool {
         match self.coll.backlog.front(s).map(|d| &d.action) {
-            Some(Held::Part { comm, key }) => self.call_may_be_released(*comm, key),
+            Some(Held::Part { comm, key }) => self.call_may_be_released(*comm, key, depth),
             Some(Held::Graph(id)) => self
                 .run_blocker(*id)
-                .is_none_or(|(comm, key)| self.call_may_be_released(comm, &key)),
+                .is_none_or(|(comm, key)| self.call_may_be_released(comm, &key, depth)),
             Some(Held::Work(Work::Wait(e))) if depth < 4 => self
                 .record_holder(*e)
                 .is_none_or(|h| self.stream_may_be_released(h, depth + 1)),
@@ -310,12 +310,28 @@ impl Engine {
 
     /// Whether another thread may still submit a missing part of call `key` of `comm` (see
     /// [`Engine::may_be_released`]).
-    fn call_may_be_released(&self, comm: usize, key: &CallKey) -> bool {
+    fn call_may_be_released(&self, comm: usize, key: &CallKey, depth: u32) -> bool {
         let Some(drivers) = self.coll.drivers.get(&comm) else {
             return true;
         };
         let me = thread::current().id();
         let missing = self.coll.comms[comm].matcher.missing(key);
+        if missing.is_empty() {
+            // Every part is in, but some rank's stream has not reached it: that stream may be
+            // held back behind another call a thread has still to complete (sends and
+            // receives of ranks on threads chain this way).
+            return depth < 4
+                && self.coll.comms[comm].ready.get(key).is_some_and(|parts| {
+                    parts.iter().any(|p| {
+                        let s = p.payload.stream;
+                        let at_front = matches!(
+                            self.coll.backlog.front(s).map(|d| &d.action),
+                            Some(Held::Part { comm: c, key: k }) if *c == comm && k == key
+                        );
+                        !at_front && self.stream_may_be_released(s, depth + 1)
+                    })
+                });
+        }
         // Released when some missing rank was never driven (its thread may not have reached
         // its first call) or was driven by another thread.
         missing.iter().any(|r| {

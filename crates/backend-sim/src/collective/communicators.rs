@@ -187,6 +187,19 @@ impl SimComm {
         }
     }
 
+    /// The communicator's asynchronous error (`HcclGetCommAsyncError`): the first host wait
+    /// on one of its collectives that could not complete, as
+    /// [`HalError::CollectiveIncomplete`] naming the call and the missing ranks; `None` while
+    /// there is none. Kept for the communicator's life, as HCCL keeps it; later collectives
+    /// still run. A communicator whose ranks live in several processes reports none (their
+    /// waits fail in each process).
+    pub fn async_error(&self) -> Option<HalError> {
+        match &self.kind {
+            Kind::Node(comm) => lock_engine(&self.shared).comm_async_error(*comm),
+            Kind::Remote { .. } => None,
+        }
+    }
+
     /// Submits this rank's part `call` on `stream` (see [`SimBackend::launch_collective`]).
     pub(crate) fn submit(
         &self,
@@ -295,6 +308,11 @@ impl CollectiveBackend for SimBackend {
     ) -> Result<(), HalError> {
         comm.submit(stream, call, label)
     }
+
+    /// The communicator's asynchronous error ([`SimComm::async_error`]).
+    fn comm_async_error(comm: &SimComm) -> Result<Option<HalError>, HalError> {
+        Ok(comm.async_error())
+    }
 }
 
 impl Comm for SimComm {
@@ -333,6 +351,9 @@ pub(crate) struct CommState {
     /// Per rank and peers (all ranks, or a sender and its receiver), the number the rank's
     /// next captured call with those peers takes.
     captured: HashMap<(u32, Peers), u64>,
+    /// The first failure of a collective reported after its call returned (a host wait on
+    /// it that could not complete): `HcclGetCommAsyncError`'s answer, kept from then on.
+    pub async_error: Option<HalError>,
 }
 
 impl CommState {
@@ -344,6 +365,7 @@ impl CommState {
             matcher: Matcher::new(ranks),
             ready: HashMap::new(),
             captured: HashMap::new(),
+            async_error: None,
         }
     }
 

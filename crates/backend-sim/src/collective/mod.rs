@@ -8,12 +8,14 @@
 //! | [`cost`] | the alpha–beta cost model, and the link figures a communicator's calls are costed with |
 //! | `effect` | what a collective does to the numbers (data mode): every rank's receive bytes from every rank's send bytes |
 //! | `variable` | the variable-count collectives (all-gather-v, reduce-scatter-v, all-to-all-v): their blocks' checks, cost size and effect |
+//! | `async_error` | failures reported after their call returned: a host wait on a collective that cannot complete, kept on its communicator ([`crate::SimComm::async_error`], `HcclGetCommAsyncError`) |
 //! | `backlog` | the work held back behind a collective not yet run, placing it once the call has run, and the host calls that wait on it |
 //! | `remote` (`join`, `wire`), `remote_parts` | communicators spanning processes: the simulator's transport between them ([`crate::RemoteGroup`]; its rendezvous in `remote::join`, its wire format in `remote::wire`) and the engine's side of their parts |
 //!
 //! The engine keeps this state as one [`Collectives`] value; graph launches holding collective
 //! parts are `engine::graph_run`'s.
 
+mod async_error;
 mod backlog;
 pub(crate) mod communicators;
 pub mod cost;

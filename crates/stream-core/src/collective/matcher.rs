@@ -251,6 +251,48 @@ impl<T> Matcher<T> {
     pub fn in_flight(&self) -> usize {
         self.pending.len()
     }
+
+    /// Checks `rank`'s parts `signatures`, to be submitted one after the other (a batch of
+    /// sends and receives), each as [`Matcher::check`] would once the ones before it are in;
+    /// returns their keys. Nothing is recorded, so a batch with one refused part is refused
+    /// whole before any of it is launched.
+    pub fn check_batch(
+        &self,
+        rank: u32,
+        signatures: &[Signature],
+        replay_of: Option<u64>,
+    ) -> Result<Vec<CallKey>, MatchError> {
+        if rank >= self.ranks {
+            return Err(MatchError::NotARank {
+                rank,
+                ranks: self.ranks,
+            });
+        }
+        let mut ahead: HashMap<Peers, u64> = HashMap::new();
+        let mut keys = Vec::with_capacity(signatures.len());
+        for signature in signatures {
+            let mut key = self.next_key(rank, signature.op, replay_of);
+            let earlier = ahead.entry(key.peers).or_insert(0);
+            key.number += *earlier;
+            *earlier += 1;
+            let parts = self.pending.get(&key).map_or(&[][..], Vec::as_slice);
+            if let Some(first) = parts
+                .iter()
+                .find(|p| !signature.pairs_with(rank, &p.signature, p.rank))
+            {
+                return Err(MatchError::Mismatch(Box::new(Mismatch {
+                    rank,
+                    key,
+                    expected_rank: first.rank,
+                    expected: first.signature.clone(),
+                    found: signature.clone(),
+                    difference: difference(rank, signature, first.rank, &first.signature),
+                })));
+            }
+            keys.push(key);
+        }
+        Ok(keys)
+    }
 }
 
 /// How rank `rank`'s `found` differs from rank `expected_rank`'s `expected`, issued at the
@@ -464,6 +506,26 @@ mod tests {
         );
         let (_, parts) = complete(m.submit(2, v_sig(op, &row(2), &col(2)), None, ()).unwrap());
         assert_eq!(parts.len(), 3);
+    }
+
+    #[test]
+    fn a_batch_is_checked_part_by_part_as_if_submitted_in_order() {
+        let mut m = Matcher::new(2);
+        let send = |count| sig(CollectiveOp::Send { peer: 1 }, count);
+        let recv = |count| sig(CollectiveOp::Recv { peer: 0 }, count);
+        m.submit(0, send(4), None, ()).unwrap();
+        m.submit(0, send(8), None, ()).unwrap();
+        // Rank 1's second receive meets rank 0's second send (8), not the first (4).
+        let keys = m.check_batch(1, &[recv(4), recv(8)], None).unwrap();
+        assert_eq!(keys.iter().map(|k| k.number).collect::<Vec<_>>(), [0, 1]);
+        let refused = mismatch(m.check_batch(1, &[recv(4), recv(4)], None));
+        assert_eq!(
+            (refused.key.number, refused.difference.as_str()),
+            (1, "count 8 vs 4")
+        );
+        // Nothing was recorded.
+        assert_eq!(m.next_key(1, recv(4).op, None).number, 0);
+        assert_eq!(m.in_flight(), 2);
     }
 
     #[test]

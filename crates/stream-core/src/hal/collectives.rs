@@ -52,4 +52,45 @@ pub trait CollectiveBackend: Backend {
         call: &CollectiveCall,
         label: &str,
     ) -> Result<(), HalError>;
+
+    /// Opens a group of calls on the calling thread (`HcclGroupStart`): the backend may hold
+    /// the calls issued until [`CollectiveBackend::group_end`] and run them as one. The
+    /// default does nothing (the simulator needs no grouping: the front layer issues a
+    /// group's sends and receives in an order that cannot deadlock,
+    /// [`crate::collective::batch_order`]).
+    fn group_start(comm: &Self::Comm) -> Result<(), HalError> {
+        let _ = comm;
+        Ok(())
+    }
+
+    /// Closes the group [`CollectiveBackend::group_start`] opened (`HcclGroupEnd`). The
+    /// default does nothing.
+    fn group_end(comm: &Self::Comm) -> Result<(), HalError> {
+        let _ = comm;
+        Ok(())
+    }
+
+    /// Enqueues this rank's sends and receives `calls` (each a [`crate::collective::CollectiveOp::Send`]
+    /// or [`crate::collective::CollectiveOp::Recv`]) on `stream` as one batch
+    /// (`HcclBatchSendRecv`), labelled `label`. The front layer hands them in
+    /// [`crate::collective::batch_order`]; the default enqueues them one by one in that order.
+    fn launch_send_recv_batch(
+        stream: &Self::Stream,
+        comm: &Self::Comm,
+        calls: &[CollectiveCall],
+        label: &str,
+    ) -> Result<(), HalError> {
+        calls
+            .iter()
+            .try_for_each(|call| Self::launch_collective(stream, comm, call, label))
+    }
+
+    /// A failure of `comm`'s collectives that happened after their calls returned
+    /// (`HcclGetCommAsyncError`): a collective that timed out or failed on the device. `None`
+    /// while there is none; once there is one, HCCL keeps reporting it for the communicator's
+    /// life. The default has none to report.
+    fn comm_async_error(comm: &Self::Comm) -> Result<Option<HalError>, HalError> {
+        let _ = comm;
+        Ok(None)
+    }
 }

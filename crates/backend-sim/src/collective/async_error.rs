@@ -1,0 +1,58 @@
+//! Failures of a communicator's collectives reported after their calls returned, as HCCL
+//! reports them to `HcclGetCommAsyncError` (torch_npu's watchdog polls it): on the simulator,
+//! a host wait (a synchronize or an event wait) on work held back behind a collective that
+//! cannot complete — some rank never issued its part, or its stream never reaches it within
+//! the collective timeout. The wait fails with [`HalError::CollectiveIncomplete`], and the
+//! communicator whose call held the work keeps that error ([`crate::SimComm::async_error`]):
+//! the first one, for the communicator's life, as HCCL keeps a communicator's asynchronous
+//! error. The communicator still runs later collectives, and the held call runs once its
+//! missing parts come.
+
+use super::backlog::HostWait;
+use super::{Held, Work};
+use crate::engine::Engine;
+use braid_stream_core::hal::HalError;
+
+impl Engine {
+    /// Keeps `error`, a host wait on `what` that could not complete, on the communicator
+    /// whose call holds the work back (found along at most four held event waits).
+    pub(crate) fn note_incomplete(&mut self, what: HostWait, error: &HalError) {
+        let held = match what {
+            HostWait::Stream(s) => self.coll.is_deferred(s).then_some(s),
+            HostWait::Event(e) => self.record_holder(e),
+            HostWait::Events(a, b) => self.record_holder(a).or_else(|| self.record_holder(b)),
+            HostWait::Device => self.devices[self.cur]
+                .streams
+                .iter()
+                .copied()
+                .find(|&s| self.coll.is_deferred(s)),
+        };
+        let Some(comm) = held.and_then(|s| self.holding_comm(s, 0)) else {
+            return;
+        };
+        if let Some(state) = self.coll.comms.get_mut(comm) {
+            if state.async_error.is_none() {
+                tracing::warn!(comm, %error, "collective failed: kept as the communicator's asynchronous error");
+                state.async_error = Some(error.clone());
+            }
+        }
+    }
+
+    /// The communicator whose call holds stream `s`'s work back.
+    fn holding_comm(&self, s: u32, depth: u32) -> Option<usize> {
+        match self.coll.backlog_front(s).map(|d| &d.action)? {
+            Held::Part { comm, .. } => Some(*comm),
+            Held::Graph(id) => self.run_blocker(*id).map(|(comm, _)| comm),
+            Held::Work(Work::Wait(e)) if depth < 4 => {
+                let holder = self.record_holder(*e)?;
+                self.holding_comm(holder, depth + 1)
+            }
+            Held::Work(_) => None,
+        }
+    }
+
+    /// Communicator `comm`'s asynchronous error, if it has one.
+    pub(crate) fn comm_async_error(&self, comm: usize) -> Option<HalError> {
+        self.coll.comms.get(comm)?.async_error.clone()
+    }
+}
