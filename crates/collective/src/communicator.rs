@@ -5,6 +5,7 @@ use crate::error::{CollectiveError, Result};
 use crate::exchange::SignatureExchange;
 use crate::group::GroupSlot;
 use crate::ledger::{Ledger, MismatchCheck};
+use crate::split::Splits;
 use braid_stream_core::collective::RootInfo;
 use braid_stream_core::hal::{CollectiveBackend, HalError};
 use braid_stream_core::sync::Mutex;
@@ -93,6 +94,9 @@ pub(crate) struct RankInner<B: CollectiveBackend> {
     pub(crate) check: Option<Arc<dyn MismatchCheck>>,
     /// Whether a group is open on this rank, or was dropped open ([`crate::Group`]).
     pub(crate) group: Mutex<GroupSlot>,
+    /// The sub-communicators made so far, shared by the ranks of a single-process
+    /// communicator (`None` for a root-info one, whose ranks share nothing).
+    pub(crate) splits: Option<Arc<Splits>>,
 }
 
 impl<B: CollectiveBackend> Clone for Communicator<B> {
@@ -160,6 +164,7 @@ impl<B: CollectiveBackend> Communicator<B> {
         }
         let check = (options.check_mismatch || B::ALWAYS_CHECKS_MISMATCH)
             .then(|| Arc::new(Ledger::new(ranks)) as Arc<dyn MismatchCheck>);
+        let splits = Arc::new(Splits::default());
         tracing::debug!(
             backend = B::NAME,
             ranks,
@@ -178,6 +183,7 @@ impl<B: CollectiveBackend> Communicator<B> {
                     comm: Arc::new(comm),
                     check: check.clone(),
                     group: Mutex::default(),
+                    splits: Some(splits.clone()),
                 }),
             })
             .collect())
@@ -239,6 +245,7 @@ impl<B: CollectiveBackend> Communicator<B> {
                 comm,
                 check,
                 group: Mutex::default(),
+                splits: None,
             }),
         })
     }

@@ -233,6 +233,43 @@ pub enum CollectiveError {
         /// `batch` or `group`.
         what: &'static str,
     },
+    /// A sub-communicator ([`crate::Communicator::split`]) of no rank.
+    #[error("sub-communicator {id} lists no rank: it needs at least one")]
+    EmptySubComm {
+        /// The sub-communicator's id.
+        id: u64,
+    },
+    /// A rank listed twice for a sub-communicator.
+    #[error("rank {rank} is listed twice for sub-communicator {id}")]
+    DuplicateRank {
+        /// The sub-communicator's id.
+        id: u64,
+        /// The rank.
+        rank: u32,
+    },
+    /// A rank asked for a sub-communicator whose list does not hold it: only members call
+    /// [`crate::Communicator::split`].
+    #[error("rank {rank} is not a member of sub-communicator {id} (ranks {ranks:?})")]
+    NotAMember {
+        /// The sub-communicator's id.
+        id: u64,
+        /// The calling rank.
+        rank: u32,
+        /// The list it passed.
+        ranks: Vec<u32>,
+    },
+    /// A member passed another list than the member that made the sub-communicator first.
+    #[error("rank {rank} makes sub-communicator {id} of ranks {ranks:?}, but it was made of ranks {first:?}")]
+    SubCommMismatch {
+        /// The sub-communicator's id.
+        id: u64,
+        /// The calling rank.
+        rank: u32,
+        /// The list it passed.
+        ranks: Vec<u32>,
+        /// The list the first member passed.
+        first: Vec<u32>,
+    },
     /// A collective of the communicator failed after its call returned
     /// ([`crate::Communicator::async_error`], HCCL's `HcclGetCommAsyncError`): it timed out or
     /// could never complete (a rank that never issued its part), or failed on the device.

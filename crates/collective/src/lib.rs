@@ -109,6 +109,7 @@ mod group;
 mod ledger;
 mod ops;
 mod ops_v;
+mod split;
 mod transport;
 
 pub use braid_stream_core::collective::{

@@ -336,6 +336,7 @@ macro_rules! __with_collective_cases {
                 batch_send_recv_mismatch_is_refused,
                 group_left_open_is_refused,
                 async_error_after_an_incomplete_collective,
+                sub_communicator_reduces_its_members_only,
             ],
             collective_updates: [task_update_reissues_an_all_reduce],
         }

@@ -171,6 +171,34 @@ impl SimComm {
         })
     }
 
+    /// This rank's handle of sub-communicator `sub_id` of this communicator, made of its ranks
+    /// `ranks` (sub-rank `i` is rank `ranks[i]`, on that rank's device), as sub-rank
+    /// `sub_rank` (HCCL's `HcclCreateSubCommConfig`). The first member's call makes it in the
+    /// node's engine; the others join it. Refused as invalid arguments: an empty list, a rank
+    /// out of range or listed twice, a `sub_rank` whose entry is not this rank, a member that
+    /// passes another list than the first member did, a sub-rank that already joined. A
+    /// communicator spanning processes cannot be split ([`HalError::Unsupported`]).
+    pub fn create_sub_comm(
+        &self,
+        ranks: &[u32],
+        sub_id: u64,
+        sub_rank: u32,
+    ) -> Result<SimComm, HalError> {
+        let Kind::Node(parent) = self.kind else {
+            return Err(HalError::Unsupported(
+                "create_sub_comm on a communicator spanning processes",
+            ));
+        };
+        let comm =
+            lock_engine(&self.shared).comm_split(parent, self.rank, ranks, sub_id, sub_rank)?;
+        Ok(SimComm {
+            shared: self.shared.clone(),
+            kind: Kind::Node(comm),
+            rank: sub_rank,
+            ranks: ranks.len() as u32,
+        })
+    }
+
     /// Whether the communicator's ranks are all devices of one node (otherwise its parts go
     /// over the transport between processes).
     pub fn is_node_local(&self) -> bool {
@@ -300,6 +328,15 @@ impl CollectiveBackend for SimBackend {
     /// and send bytes go over the transport); the collective starts at the latest ready time.
     /// There, send and receive, captures and streams holding back work are
     /// [`HalError::Unsupported`].
+    fn create_sub_comm(
+        parent: &SimComm,
+        ranks: &[u32],
+        sub_id: u64,
+        sub_rank: u32,
+    ) -> Result<SimComm, HalError> {
+        parent.create_sub_comm(ranks, sub_id, sub_rank)
+    }
+
     fn launch_collective(
         stream: &SimStream,
         comm: &SimComm,
@@ -447,6 +484,60 @@ impl Engine {
         let indices: Vec<usize> = devices.iter().map(|&d| d as usize).collect();
         self.coll.comms.push(CommState::complete(&indices));
         Ok(self.coll.comms.len() - 1)
+    }
+
+    /// Rank `rank` of communicator `parent` joins, as sub-rank `sub_rank`, sub-communicator
+    /// `sub_id` made of the parent's ranks `ranks` (see [`SimComm::create_sub_comm`]).
+    pub fn comm_split(
+        &mut self,
+        parent: usize,
+        rank: u32,
+        ranks: &[u32],
+        sub_id: u64,
+        sub_rank: u32,
+    ) -> Result<usize, HalError> {
+        self.host_call("comm_create_sub_comm");
+        let size = self.coll.comms[parent].ranks();
+        if ranks.is_empty() {
+            return Err(invalid("a sub-communicator needs at least one rank"));
+        }
+        for (i, &r) in ranks.iter().enumerate() {
+            if r >= size {
+                return Err(invalid(format!(
+                    "rank {r} is out of range for a communicator of {size} ranks"
+                )));
+            }
+            if ranks[..i].contains(&r) {
+                return Err(invalid(format!(
+                    "rank {r} is listed twice for sub-communicator {sub_id}"
+                )));
+            }
+        }
+        if ranks.get(sub_rank as usize) != Some(&rank) {
+            return Err(invalid(format!(
+                "rank {rank} is not sub-rank {sub_rank} of sub-communicator {sub_id} (ranks {ranks:?})"
+            )));
+        }
+        let device = self.coll.comms[parent]
+            .device(rank)
+            .ok_or_else(|| invalid(format!("rank {rank} has not joined the communicator")))?;
+        let comm = match self.coll.subs.get(&(parent, sub_id)) {
+            Some((comm, first)) if first[..] == ranks[..] => *comm,
+            Some((_, first)) => {
+                return Err(invalid(format!(
+                    "rank {rank} makes sub-communicator {sub_id} of ranks {ranks:?}, \
+                     but its first member made it of ranks {first:?}"
+                )))
+            }
+            None => {
+                self.coll.comms.push(CommState::forming(ranks.len() as u32));
+                let c = self.coll.comms.len() - 1;
+                self.coll.subs.insert((parent, sub_id), (c, ranks.to_vec()));
+                c
+            }
+        };
+        self.coll.comms[comm].join(ranks.len() as u32, sub_rank, device)?;
+        Ok(comm)
     }
 
     /// This node's process-unique number (ranks joining one root info compare theirs to

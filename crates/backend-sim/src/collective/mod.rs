@@ -59,6 +59,9 @@ pub(crate) struct Collectives {
     /// Root info communicator id → the node-local communicator its ranks form, from the
     /// first join on.
     joined: HashMap<u64, usize>,
+    /// (parent communicator, sub-communicator id) → the sub-communicator and the parent
+    /// ranks it was made of, from its first member's join on.
+    subs: HashMap<(usize, u64), (usize, Vec<u32>)>,
     /// This node's process-unique number.
     node: u64,
     /// The launches of graphs with collective parts in progress.
@@ -74,6 +77,7 @@ impl Collectives {
             backlog: Backlog::default(),
             comms: Vec::new(),
             joined: HashMap::new(),
+            subs: HashMap::new(),
             node: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
             runs: GraphRuns::default(),
             drivers: HashMap::new(),

@@ -44,6 +44,20 @@ pub trait CollectiveBackend: Backend {
         info: &RootInfo,
     ) -> Result<Self::Comm, HalError>;
 
+    /// This rank's handle of sub-communicator `sub_id` of `parent`, made of the parent's ranks
+    /// `ranks` in that order (sub-rank `i` is parent rank `ranks[i]`, on that rank's device);
+    /// the caller is sub-rank `sub_rank` (`HcclCreateSubCommConfig`). Every member calls it
+    /// with the same list and id. The default is [`HalError::Unsupported`].
+    fn create_sub_comm(
+        parent: &Self::Comm,
+        ranks: &[u32],
+        sub_id: u64,
+        sub_rank: u32,
+    ) -> Result<Self::Comm, HalError> {
+        let _ = (parent, ranks, sub_id, sub_rank);
+        Err(HalError::Unsupported("create_sub_comm"))
+    }
+
     /// Enqueues this rank's part of `call` on `stream` (`HcclAllReduce` and friends),
     /// labelled `label` in timelines.
     fn launch_collective(
