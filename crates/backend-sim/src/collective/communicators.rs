@@ -601,6 +601,32 @@ mod tests {
     }
 
     #[test]
+    fn sub_communicator_members_join_with_one_list() {
+        let node = crate::SimNode::new(crate::NodeConfig::new(4));
+        let devices = node.devices();
+        let all: Vec<&SimDevice> = devices.iter().collect();
+        let comms = SimComm::init_all(&all).unwrap();
+        let err = |r: usize, list: &[u32], sub: u32| {
+            comms[r].create_sub_comm(list, 9, sub).unwrap_err().to_string()
+        };
+        assert!(err(1, &[], 0).contains("at least one rank"));
+        assert!(err(1, &[1, 4], 0).contains("out of range"));
+        assert!(err(1, &[1, 1], 0).contains("listed twice"));
+        assert!(err(0, &[1, 3], 0).contains("not sub-rank 0"));
+        let first = comms[1].create_sub_comm(&[1, 3], 9, 0).unwrap();
+        assert!(err(3, &[3, 1], 0).contains("first member made it of ranks [1, 3]"));
+        assert!(err(1, &[1, 3], 0).contains("already joined"));
+        let second = comms[3].create_sub_comm(&[1, 3], 9, 1).unwrap();
+        assert_eq!((first.rank(), second.rank(), second.ranks()), (0, 1, 2));
+        let engine = lock_engine(&first.shared);
+        let Kind::Node(sub) = first.kind else {
+            panic!("a node-local sub-communicator")
+        };
+        let devices = (engine.coll.comms[sub].device(0), engine.coll.comms[sub].device(1));
+        assert_eq!(devices, (Some(1), Some(3)));
+    }
+
+    #[test]
     fn a_complete_communicator_numbers_captured_calls_per_rank() {
         let mut c = CommState::complete(&[3, 1]);
         assert_eq!((c.device(0), c.device(1)), (Some(3), Some(1)));
