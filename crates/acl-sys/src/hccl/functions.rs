@@ -8,10 +8,11 @@
 //! and `HcclGetErrorString`. Optional: `HcclAlltoAll` and `HcclScatter` (newer releases),
 //! `HcclGetCommAsyncError`, the variable-count `HcclAllGatherV`, `HcclReduceScatterV`,
 //! `HcclAlltoAllV` (Atlas A2 releases), and the grouped calls `HcclGroupStart`, `HcclGroupEnd`
-//! and `HcclBatchSendRecv`.
+//! and `HcclBatchSendRecv`, and sub-communicators (`HcclCreateSubCommConfig`).
 
 use super::types::{
-    HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, HcclSendRecvItem,
+    HcclComm, HcclCommConfig, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo,
+    HcclSendRecvItem,
 };
 use crate::acl::aclrtStream;
 use std::ffi::{c_char, c_void};
@@ -217,6 +218,19 @@ macro_rules! hccl_functions {
         comm: HcclComm,
         stream: aclrtStream,
     ) -> HcclResult;
+    /// `HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t
+    /// *rankIds, uint64_t subCommId, uint32_t subCommRankId, HcclCommConfig *config, HcclComm
+    /// *subComm)`: the caller's handle of sub-communicator `subCommId` of `*comm`, made of its
+    /// ranks `rankIds`, as rank `subCommRankId` (confirmed in `hccl/REFERENCE.md`).
+    optional fn HcclCreateSubCommConfig(
+        comm: *mut HcclComm,
+        rank_num: u32,
+        rank_ids: *mut u32,
+        sub_comm_id: u64,
+        sub_comm_rank_id: u32,
+        config: *mut HcclCommConfig,
+        sub_comm: *mut HcclComm,
+    ) -> HcclResult;
         }
     };
 }
@@ -235,7 +249,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 21);
+        assert_eq!(symbols.len(), 25);
         let optional: Vec<&str> = symbols
             .iter()
             .filter(|s| !s.required)
@@ -253,6 +267,7 @@ mod tests {
                 "HcclGroupStart",
                 "HcclGroupEnd",
                 "HcclBatchSendRecv",
+                "HcclCreateSubCommConfig",
             ]
         );
         assert!(symbols

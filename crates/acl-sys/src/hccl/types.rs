@@ -99,3 +99,78 @@ const _: () = assert!(std::mem::size_of::<HcclSendRecvItem>() == 32);
 
 /// `HcclRootInfo` is exactly the C struct's size.
 const _: () = assert!(std::mem::size_of::<HcclRootInfo>() == HCCL_ROOT_INFO_BYTES);
+
+/// `HCCL_COMM_CONFIG_INFO_BYTES`: the size of [`HcclCommConfig`]'s reserved header.
+pub const HCCL_COMM_CONFIG_INFO_BYTES: usize = 24;
+/// `HCCL_COMM_CONFIG_MAGIC_WORD`: marks an initialized [`HcclCommConfig`].
+pub const HCCL_COMM_CONFIG_MAGIC_WORD: u32 = 0xf0f0_f0f0;
+/// The `HCCL_COMM_CONFIG_VERSION` of the layout [`HcclCommConfig`] declares (HCCL reads a
+/// config by its version and size, so older layouts stay valid).
+pub const HCCL_COMM_CONFIG_VERSION: u32 = 1;
+/// `HCCL_COMM_DEFAULT_BUFFSIZE`: the default buffer size, in MB.
+pub const HCCL_COMM_DEFAULT_BUFFSIZE: u32 = 200;
+
+/// `HcclCommConfig`, version 1 of its layout (`hccl_types.h`): a reserved header
+/// (`size_t configSize; uint32_t magicWord; uint32_t version; char reserved[8]`), the buffer
+/// size in MB and the deterministic switch. Later releases append fields and raise the
+/// version; they read a version-1 config by its size.
+#[repr(C)]
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub struct HcclCommConfig {
+    /// `char reserved[HCCL_COMM_CONFIG_INFO_BYTES]`: size, magic word, version.
+    pub reserved: [u8; HCCL_COMM_CONFIG_INFO_BYTES],
+    /// `uint32_t hcclBufferSize`, in MB.
+    pub hccl_buffer_size: u32,
+    /// `uint32_t hcclDeterministic`: 0 off, 1 on.
+    pub hccl_deterministic: u32,
+}
+
+impl Default for HcclCommConfig {
+    /// What the header's inline `HcclCommConfigInit` writes (it is no exported symbol): the
+    /// header of this layout and the default settings.
+    fn default() -> Self {
+        let mut reserved = [0u8; HCCL_COMM_CONFIG_INFO_BYTES];
+        let size = std::mem::size_of::<HcclCommConfig>();
+        reserved[..8].copy_from_slice(&(size as u64).to_ne_bytes());
+        reserved[8..12].copy_from_slice(&HCCL_COMM_CONFIG_MAGIC_WORD.to_ne_bytes());
+        reserved[12..16].copy_from_slice(&HCCL_COMM_CONFIG_VERSION.to_ne_bytes());
+        HcclCommConfig {
+            reserved,
+            hccl_buffer_size: HCCL_COMM_DEFAULT_BUFFSIZE,
+            hccl_deterministic: 0,
+        }
+    }
+}
+
+impl HcclCommConfig {
+    /// Whether the header is one [`HcclCommConfig::default`] writes: the magic word, a known
+    /// version and a size of at least this layout's.
+    pub fn is_initialized(&self) -> bool {
+        let word = |at: usize| {
+            u32::from_ne_bytes(self.reserved[at..at + 4].try_into().unwrap_or_default())
+        };
+        let size = u64::from_ne_bytes(self.reserved[..8].try_into().unwrap_or_default());
+        word(8) == HCCL_COMM_CONFIG_MAGIC_WORD
+            && word(12) >= 1
+            && size >= std::mem::size_of::<HcclCommConfig>() as u64
+    }
+}
+
+#[cfg(test)]
+mod config_tests {
+    use super::*;
+
+    #[test]
+    fn the_default_config_is_version_one_of_32_bytes_and_marked_initialized() {
+        assert_eq!(std::mem::size_of::<HcclCommConfig>(), 32);
+        let config = HcclCommConfig::default();
+        assert!(config.is_initialized());
+        assert_eq!(
+            (config.hccl_buffer_size, config.hccl_deterministic),
+            (200, 0)
+        );
+        let mut zeroed = config;
+        zeroed.reserved = [0; HCCL_COMM_CONFIG_INFO_BYTES];
+        assert!(!zeroed.is_initialized());
+    }
+}
