@@ -70,14 +70,15 @@ impl<B: CollectiveBackend> Communicator<B> {
                 return Err(CollectiveError::DuplicateRank { id, rank: r });
             }
         }
-        let sub_rank = ranks
-            .iter()
-            .position(|&r| r == rank)
-            .ok_or_else(|| CollectiveError::NotAMember {
-                id,
-                rank,
-                ranks: ranks.to_vec(),
-            })? as u32;
+        let sub_rank =
+            ranks
+                .iter()
+                .position(|&r| r == rank)
+                .ok_or_else(|| CollectiveError::NotAMember {
+                    id,
+                    rank,
+                    ranks: ranks.to_vec(),
+                })? as u32;
         let size = ranks.len() as u32;
         // Held across the backend's call, so the first member's list is the one recorded.
         let mut made = self.inner.splits.as_ref().map(|s| s.made.lock());
@@ -117,7 +118,14 @@ impl<B: CollectiveBackend> Communicator<B> {
             Some(_) => (check, Some(splits)),
             None => (None, None),
         };
-        tracing::debug!(backend = B::NAME, rank, sub_rank, size, id, "joined a sub-communicator");
+        tracing::debug!(
+            backend = B::NAME,
+            rank,
+            sub_rank,
+            size,
+            id,
+            "joined a sub-communicator"
+        );
         Ok(Communicator {
             inner: Arc::new(RankInner {
                 device: self.inner.device.clone(),

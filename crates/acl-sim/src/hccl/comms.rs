@@ -159,6 +159,35 @@ pub(super) fn async_error(call: &str, handle: usize) -> Result<HcclResult, Fail>
         .map_or(HCCL_SUCCESS, |e| from_hal(call, e).code))
 }
 
+/// The caller's handle of sub-communicator `sub_id` of communicator `handle`, made of its
+/// ranks `ranks`, as sub-rank `sub_rank` (the simulator refuses a bad list as
+/// `HCCL_E_PARA`).
+pub(super) fn create_sub_comm(
+    call: &str,
+    handle: usize,
+    ranks: &[u32],
+    sub_id: u64,
+    sub_rank: u32,
+) -> Result<usize, Fail> {
+    let (device, parent) = table()
+        .comms
+        .get(&handle)
+        .map(|c| (c.device, c.sim.clone()))
+        .ok_or_else(|| invalid(call, handle))?;
+    let sim = guarded(|| {
+        parent
+            .create_sub_comm(ranks, sub_id, sub_rank)
+            .map_err(|e| from_hal(call, e))
+    })
+    .map_err(from_acl)?;
+    Ok(insert(Comm {
+        device,
+        rank: sub_rank,
+        ranks: ranks.len() as u32,
+        sim,
+    }))
+}
+
 /// Enqueues this rank's part of `collective` on the ACL stream `stream`.
 pub(super) fn collective(
     call: &'static str,

@@ -501,6 +501,54 @@ pub unsafe extern "C" fn HcclGetCommAsyncError(
     })())
 }
 
+/// `HcclResult HcclCreateSubCommConfig(HcclComm *comm, uint32_t rankNum, uint32_t *rankIds,
+/// uint64_t subCommId, uint32_t subCommRankId, HcclCommConfig *config, HcclComm *subComm)`:
+/// writes to `*subComm` the caller's handle of sub-communicator `subCommId` of `*comm`, made
+/// of its ranks `rankIds[..rankNum]`, as rank `subCommRankId`; the first member's call makes
+/// it, the others join it. Null pointers are `HCCL_E_PTR`; a config `HcclCommConfigInit` did
+/// not initialize, an empty list, a rank out of range or listed twice, a `subCommRankId`
+/// whose entry is not the caller's rank, or a list other than the first member's are
+/// `HCCL_E_PARA`.
+///
+/// # Safety
+/// Each pointer is null or valid: `comm` for a read, `rankIds` for `rankNum` reads, `config`
+/// for a read of an `HcclCommConfig`, `subComm` for a write.
+#[no_mangle]
+pub unsafe extern "C" fn HcclCreateSubCommConfig(
+    comm: *mut HcclComm,
+    rank_num: u32,
+    rank_ids: *mut u32,
+    sub_comm_id: u64,
+    sub_comm_rank_id: u32,
+    config: *mut HcclCommConfig,
+    sub_comm: *mut HcclComm,
+) -> HcclResult {
+    const CALL: &str = "HcclCreateSubCommConfig";
+    ret((|| {
+        non_null(CALL, "comm", comm)?;
+        // SAFETY: non-null, and the caller guarantees it is valid for a read.
+        let parent = unsafe { comm.read() };
+        non_null(CALL, "*comm", parent)?;
+        non_null(CALL, "rankIds", rank_ids)?;
+        non_null(CALL, "config", config)?;
+        non_null(CALL, "subComm", sub_comm)?;
+        // SAFETY: non-null, and the caller guarantees it is valid for a read.
+        if !unsafe { config.read() }.is_initialized() {
+            return Err(fail(
+                HCCL_E_PARA,
+                format!("{CALL}: config was not initialized by HcclCommConfigInit"),
+            ));
+        }
+        // SAFETY: non-null, and the caller guarantees `rankNum` readable entries.
+        let ranks = unsafe { std::slice::from_raw_parts(rank_ids, rank_num as usize) };
+        let handle =
+            comms::create_sub_comm(CALL, parent as usize, ranks, sub_comm_id, sub_comm_rank_id)?;
+        // SAFETY: non-null, and the caller guarantees it is valid for a write.
+        unsafe { sub_comm.write(handle as HcclComm) };
+        Ok(())
+    })())
+}
+
 /// `const char *HcclGetErrorString(HcclResult code)`: what `code` means (a static string;
 /// "unknown error" for a number that is no `HcclResult`).
 #[no_mangle]

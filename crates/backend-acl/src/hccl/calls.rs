@@ -9,9 +9,10 @@
 
 use super::HcclApi;
 use crate::calls::Handle;
+use braid_acl_sys::hccl::codes::HCCL_E_PARA;
 use braid_acl_sys::hccl::{
-    HcclComm, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo, HcclSendRecvItem,
-    HcclSendRecvType, HCCL_ROOT_INFO_BYTES,
+    HcclComm, HcclCommConfig, HcclDataType, HcclReduceOp, HcclResult, HcclRootInfo,
+    HcclSendRecvItem, HcclSendRecvType, HCCL_ROOT_INFO_BYTES,
 };
 use braid_stream_core::collective::VCounts;
 use std::ffi::c_void;
@@ -148,6 +149,16 @@ pub(crate) trait HcclCalls: Send + Sync {
     /// `HcclGetCommAsyncError`: the communicator's asynchronous error (`Ok`), or the call's
     /// own failure (`Err`); `None` without the symbol.
     fn comm_async_error(&self, comm: Handle) -> Option<Result<HcclResult, HcclResult>>;
+    /// `HcclCreateSubCommConfig` with the default config (what `HcclCommConfigInit` writes):
+    /// the caller's handle of sub-communicator `sub_id` of `parent` made of its ranks
+    /// `ranks`, as rank `sub_rank`; `None` without the symbol.
+    fn create_sub_comm(
+        &self,
+        parent: Handle,
+        ranks: &[u32],
+        sub_id: u64,
+        sub_rank: u32,
+    ) -> Option<Result<Handle, HcclResult>>;
 }
 
 /// One send or receive of `HcclBatchSendRecv`, as plain values (`HcclSendRecvItem`).
@@ -447,6 +458,39 @@ impl HcclCalls for HcclRef {
         let mut found: HcclResult = 0;
         // SAFETY: a live communicator; the out pointer is valid for a write.
         Some(ok(unsafe { f(handle(comm), &mut found) }).map(|()| found))
+    }
+
+    fn create_sub_comm(
+        &self,
+        parent: Handle,
+        ranks: &[u32],
+        sub_id: u64,
+        sub_rank: u32,
+    ) -> Option<Result<Handle, HcclResult>> {
+        let f = self.0.HcclCreateSubCommConfig?;
+        let mut parent = handle(parent);
+        let mut ids = ranks.to_vec();
+        // HCCL's count is 32 bits: a longer list is a bad parameter.
+        let Ok(n) = u32::try_from(ids.len()) else {
+            return Some(Err(HCCL_E_PARA));
+        };
+        let mut config = HcclCommConfig::default();
+        let mut sub: HcclComm = ptr::null_mut();
+        // SAFETY: `parent` is a live communicator's handle, `ids` holds `n` ranks, `config`
+        // is initialized as `HcclCommConfigInit` does, and `sub` is valid for a write; all
+        // live across the call.
+        let code = unsafe {
+            f(
+                &mut parent,
+                n,
+                ids.as_mut_ptr(),
+                sub_id,
+                sub_rank,
+                &mut config,
+                &mut sub,
+            )
+        };
+        Some(ok(code).map(|()| sub as Handle))
     }
 }
 

@@ -25,10 +25,10 @@ use std::fmt;
 /// the device's next call.
 pub struct AclComm {
     pub(super) hccl: Hccl,
-    device: AclDevice,
+    pub(super) device: AclDevice,
     pub(super) raw: Handle,
-    rank: u32,
-    ranks: u32,
+    pub(super) rank: u32,
+    pub(super) ranks: u32,
 }
 
 impl fmt::Debug for AclComm {
@@ -373,6 +373,16 @@ impl CollectiveBackend for AclBackend {
         label: &str,
     ) -> Result<(), HalError> {
         comm.launch_batch(stream, calls, label)
+    }
+
+    /// `HcclCreateSubCommConfig` (see [`AclComm::create_sub_comm`]).
+    fn create_sub_comm(
+        parent: &AclComm,
+        ranks: &[u32],
+        sub_id: u64,
+        sub_rank: u32,
+    ) -> Result<AclComm, HalError> {
+        parent.create_sub_comm(ranks, sub_id, sub_rank)
     }
 
     /// `HcclGetCommAsyncError` (see [`AclComm::async_error`]).

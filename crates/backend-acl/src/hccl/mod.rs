@@ -24,6 +24,7 @@ pub(crate) mod calls;
 mod comm;
 pub(crate) mod error;
 mod group;
+mod sub_comm;
 #[cfg(test)]
 mod tests;
 mod variable;

@@ -435,3 +435,27 @@ fn an_async_error_is_the_typed_hccl_result_and_its_absence_is_none() {
         Err(HalError::Unsupported(m)) if m.contains("HcclGetCommAsyncError")
     ));
 }
+
+#[test]
+fn a_sub_communicator_is_hccls_handle_and_its_refusals_are_typed() {
+    let mut h = hccl();
+    let mut answers = vec![None, Some(Err(HCCL_E_PARA)), Some(Ok(0xd0))];
+    h.expect_create_sub_comm()
+        .withf(|c, ranks, id, sub_rank| (*c, ranks, *id, *sub_rank) == (COMM, &[0u32][..], 7, 0))
+        .times(3)
+        .returning(move |_, _, _, _| answers.pop().unwrap());
+    let (_dev, comm) = rank0(h, |_| {});
+    let sub = AclBackend::create_sub_comm(&comm, &[0], 7, 0).unwrap();
+    assert_eq!((sub.raw, sub.rank(), sub.ranks()), (0xd0, 0, 1));
+    match AclBackend::create_sub_comm(&comm, &[0], 7, 0) {
+        Err(HalError::NativeInvalidArgument { code, message, .. }) => {
+            assert_eq!(code, HCCL_E_PARA);
+            assert!(message.starts_with("HcclCreateSubCommConfig"), "{message}");
+        }
+        other => panic!("expected HCCL_E_PARA, got {other:?}"),
+    }
+    assert!(matches!(
+        AclBackend::create_sub_comm(&comm, &[0], 7, 0),
+        Err(HalError::Unsupported(m)) if m.contains("HcclCreateSubCommConfig")
+    ));
+}

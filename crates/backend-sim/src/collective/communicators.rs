@@ -607,7 +607,10 @@ mod tests {
         let all: Vec<&SimDevice> = devices.iter().collect();
         let comms = SimComm::init_all(&all).unwrap();
         let err = |r: usize, list: &[u32], sub: u32| {
-            comms[r].create_sub_comm(list, 9, sub).unwrap_err().to_string()
+            comms[r]
+                .create_sub_comm(list, 9, sub)
+                .unwrap_err()
+                .to_string()
         };
         assert!(err(1, &[], 0).contains("at least one rank"));
         assert!(err(1, &[1, 4], 0).contains("out of range"));
@@ -622,7 +625,10 @@ mod tests {
         let Kind::Node(sub) = first.kind else {
             panic!("a node-local sub-communicator")
         };
-        let devices = (engine.coll.comms[sub].device(0), engine.coll.comms[sub].device(1));
+        let devices = (
+            engine.coll.comms[sub].device(0),
+            engine.coll.comms[sub].device(1),
+        );
         assert_eq!(devices, (Some(1), Some(3)));
     }
 

@@ -18,7 +18,9 @@ pub fn sub_communicator_reduces_its_members_only<B: CollectiveBackend>(
     let rs = Ranks::new(h, 4, dtype, "sub-communicator")?;
     let members = [1u32, 3];
     let refusals: [(usize, &[u32], fn(&CollectiveError) -> bool); 4] = [
-        (1, &[], |e| matches!(e, CollectiveError::EmptySubComm { id: 7 })),
+        (1, &[], |e| {
+            matches!(e, CollectiveError::EmptySubComm { id: 7 })
+        }),
         (1, &[1, 4], |e| {
             matches!(e, CollectiveError::RankOutOfRange { rank: 4, ranks: 4 })
         }),
@@ -51,7 +53,8 @@ pub fn sub_communicator_reduces_its_members_only<B: CollectiveBackend>(
     let sub3 = rs.comms[3].split(&members, 7)?;
     let subs = [(1usize, &sub1), (3, &sub3)];
     for (sub_rank, (r, sub)) in subs.iter().enumerate() {
-        if (sub.rank(), sub.ranks()) != (sub_rank as u32, 2) || !sub.device().same_as(rs.device(*r)) {
+        if (sub.rank(), sub.ranks()) != (sub_rank as u32, 2) || !sub.device().same_as(rs.device(*r))
+        {
             return Err(CaseError::new(format!(
                 "rank {r}'s sub-communicator is rank {} of {} on {}, expected rank {sub_rank} of 2 on its device",
                 sub.rank(),
@@ -81,7 +84,11 @@ pub fn sub_communicator_reduces_its_members_only<B: CollectiveBackend>(
     }
     let pair: Vec<f32> = (0..N).map(|i| value(1, i) + value(3, i)).collect();
     for r in 0..4 {
-        let want = if r % 2 == 1 { pair.clone() } else { super::values(r, 0, N) };
+        let want = if r % 2 == 1 {
+            pair.clone()
+        } else {
+            super::values(r, 0, N)
+        };
         rs.expect(r, &bufs[r], &want)?;
     }
     for (r, b) in bufs.iter().enumerate() {
