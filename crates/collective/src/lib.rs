@@ -12,6 +12,8 @@
 //! with [`Communicator::root_info`] on rank 0, the root info's bytes sent to every other rank
 //! over a [`RootInfoTransport`] (your own, or `TcpRootInfoTransport` of the `tcp` feature), and
 //! [`Communicator::init_root_info`] on each rank (`HcclGetRootInfo`, `HcclCommInitRootInfo`).
+//! Some ranks of a communicator form a sub-communicator with [`Communicator::split`]
+//! (`HcclCreateSubCommConfig`), whose collectives involve only them.
 //!
 //! Each collective ([`Communicator::all_reduce`], [`all_gather`](Communicator::all_gather),
 //! [`reduce_scatter`](Communicator::reduce_scatter), [`broadcast`](Communicator::broadcast),
