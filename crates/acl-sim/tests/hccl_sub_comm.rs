@@ -39,10 +39,8 @@ fn sub_communicators_follow_hccls_argument_rules() {
     let mut ids = [0, 1, 2, 3];
     let mut comms: [HcclComm; 4] = [null_mut(); 4];
     // SAFETY: `ids` and `comms` hold 4 entries each.
-    assert_eq!(
-        unsafe { HcclCommInitAll(4, ids.as_mut_ptr(), comms.as_mut_ptr()) },
-        0
-    );
+    let code = unsafe { HcclCommInitAll(4, ids.as_mut_ptr(), comms.as_mut_ptr()) };
+    assert_eq!(code, 0);
     let config = HcclCommConfig::default();
     let mut sub = null_mut();
     let mut ranks = [1u32, 3];
