@@ -40,7 +40,7 @@ fn hccl_loads_from_the_simulator_with_every_symbol() {
         "{:?}",
         api.missing_optional()
     );
-    assert_eq!(HcclFunctions::SYMBOLS.len(), 21);
+    assert_eq!(HcclFunctions::SYMBOLS.len(), 24);
     // Loaded once per ACL library.
     assert!(std::ptr::eq(api, HcclApi::load_for(common::api()).unwrap()));
 }

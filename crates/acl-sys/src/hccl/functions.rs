@@ -235,7 +235,7 @@ mod tests {
         names.sort_unstable();
         names.dedup();
         assert_eq!(names.len(), symbols.len());
-        assert_eq!(symbols.len(), 21);
+        assert_eq!(symbols.len(), 24);
         let optional: Vec<&str> = symbols
             .iter()
             .filter(|s| !s.required)
