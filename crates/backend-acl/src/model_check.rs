@@ -18,7 +18,7 @@ use crate::ffi::{
 };
 use crate::AclBackend;
 use braid_allocator::{AllocatorConfig, CachingAllocator, CrossStreamMode};
-use braid_stream_core::sync::explore::explore;
+use braid_stream_core::sync::explore::{explore, explore_reaching};
 use braid_stream_core::{CaptureMode, Device, Domain};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -190,16 +190,12 @@ fn memset_racing_a_capture() {
 
 #[test]
 fn a_memset_racing_a_capture_is_counted_where_the_runtime_put_it_in_every_interleaving() {
-    let runs = explore(memset_racing_a_capture, PREEMPTIONS);
-    let (captured, eager) = (
-        MEMSET_CAPTURED.load(Ordering::Relaxed),
-        MEMSET_EAGER.load(Ordering::Relaxed),
+    explore_reaching(
+        "ACL memset/capture",
+        memset_racing_a_capture,
+        PREEMPTIONS,
+        &[("captured", &MEMSET_CAPTURED), ("eager", &MEMSET_EAGER)],
     );
-    assert!(
-        captured > 0 && eager > 0,
-        "captured in {captured}, eager in {eager} run(s)"
-    );
-    eprintln!("ACL memset/capture: {runs} interleavings explored");
 }
 
 /// One caching allocator over an ACL device, shared by two threads. Thread A makes stream 2

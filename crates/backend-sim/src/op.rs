@@ -293,10 +293,16 @@ impl OpKind {
         bytes: u64,
     ) -> u64 {
         let (peak, units) = unit_peak(p, unit, dtype);
-        let units = units.max(1) as u128;
-        let demand = self.demand(p) as u128;
+        let units = u64::from(units.max(1));
+        let demand = u64::from(self.demand(p));
         // flops / (peak * demand / units) = flops * units / (peak * demand)
-        let share = (peak as u128 * demand / units).clamp(1, u64::MAX as u128) as u64;
+        let share = match peak.checked_mul(demand) {
+            // Without overflow, the same quotient in 64 bits (a 128-bit division is a call).
+            Some(product) => (product / units).max(1),
+            None => {
+                (peak as u128 * demand as u128 / units as u128).clamp(1, u64::MAX as u128) as u64
+            }
+        };
         let mut compute = ns_for(flops as u128, share);
         if unit == ComputeUnit::Cube {
             let efficiency = p.cube_efficiency_at(compute);
@@ -310,8 +316,15 @@ impl OpKind {
 
 /// Nanoseconds to process `amount` units at `per_s` units per second, rounded up and saturated.
 fn ns_for(amount: u128, per_s: u64) -> u64 {
-    let rate = per_s.max(1) as u128;
-    let ns = (amount * 1_000_000_000).div_ceil(rate);
+    let rate = per_s.max(1);
+    // Without overflow, the same quotient in 64 bits (a 128-bit division is a call).
+    if let Some(scaled) = u64::try_from(amount)
+        .ok()
+        .and_then(|a| a.checked_mul(1_000_000_000))
+    {
+        return scaled.div_ceil(rate);
+    }
+    let ns = (amount * 1_000_000_000).div_ceil(rate as u128);
     u64::try_from(ns).unwrap_or(u64::MAX)
 }
 
@@ -319,6 +332,35 @@ fn ns_for(amount: u128, per_s: u64) -> u64 {
 mod tests {
     use super::*;
     use braid_stream_core::types::DevicePtr;
+
+    #[test]
+    fn ns_for_rounds_up_and_saturates_on_both_sides_of_the_64_bit_path() {
+        let reference = |amount: u128, per_s: u64| {
+            u64::try_from((amount * 1_000_000_000).div_ceil(per_s.max(1) as u128))
+                .unwrap_or(u64::MAX)
+        };
+        let edge = (u64::MAX / 1_000_000_000) as u128;
+        for amount in [
+            0,
+            1,
+            999,
+            edge - 1,
+            edge,
+            edge + 1,
+            u64::MAX as u128,
+            1 << 66,
+        ] {
+            for per_s in [0, 1, 3, 1_000_000_000, 1_600_000_000_000, u64::MAX] {
+                assert_eq!(
+                    ns_for(amount, per_s),
+                    reference(amount, per_s),
+                    "{amount} at {per_s}/s"
+                );
+            }
+        }
+        assert_eq!(ns_for(3, 2_000_000_000), 2, "rounded up");
+        assert_eq!(ns_for(1 << 66, 1), u64::MAX, "saturated");
+    }
 
     #[test]
     fn demand_follows_tiles_and_shares_the_peak() {

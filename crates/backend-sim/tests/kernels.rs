@@ -105,6 +105,19 @@ fn busy_touches_nothing_and_takes_its_duration() {
 }
 
 #[test]
+fn each_op_keeps_its_own_label_when_labels_repeat_and_alternate() {
+    let dev = unit_device();
+    let s = dev.create_stream(0).unwrap();
+    let labels = ["a", "a", "b", "a", "", "b", "b"];
+    for label in labels {
+        s.launch(&TypedKernel::from(&busy(10)), label).unwrap();
+    }
+    s.synchronize().unwrap();
+    let seen: Vec<String> = dev.timeline().into_iter().map(|r| r.label).collect();
+    assert_eq!(seen, labels);
+}
+
+#[test]
 fn memcpy_and_memset() {
     let dev = unit_device();
     let s = dev.create_stream(0).unwrap();

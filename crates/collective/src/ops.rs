@@ -90,12 +90,7 @@ impl<B: CollectiveBackend> Communicator<B> {
         dtype: DType,
         root: u32,
     ) -> Result<StreamPosition> {
-        if root >= self.ranks() {
-            return Err(CollectiveError::RootOutOfRange {
-                root,
-                ranks: self.ranks(),
-            });
-        }
+        self.check_root(root)?;
         let op = CollectiveOp::Broadcast { root };
         let buffer = buffer.device_slice();
         let count = elements(op, "buffer", buffer, dtype)?;
@@ -114,12 +109,7 @@ impl<B: CollectiveBackend> Communicator<B> {
         op: ReduceOp,
         root: u32,
     ) -> Result<StreamPosition> {
-        if root >= self.ranks() {
-            return Err(CollectiveError::RootOutOfRange {
-                root,
-                ranks: self.ranks(),
-            });
-        }
+        self.check_root(root)?;
         let op = CollectiveOp::Reduce { op, root };
         let send = send.device_slice();
         let count = elements(op, "send", send, dtype)?;
@@ -138,12 +128,7 @@ impl<B: CollectiveBackend> Communicator<B> {
         dtype: DType,
         root: u32,
     ) -> Result<StreamPosition> {
-        if root >= self.ranks() {
-            return Err(CollectiveError::RootOutOfRange {
-                root,
-                ranks: self.ranks(),
-            });
-        }
+        self.check_root(root)?;
         let op = CollectiveOp::Scatter { root };
         let recv = recv.device_slice();
         let count = elements(op, "recv", recv, dtype)?;
@@ -160,10 +145,7 @@ impl<B: CollectiveBackend> Communicator<B> {
         peer: u32,
     ) -> Result<StreamPosition> {
         let op = CollectiveOp::Send { peer };
-        self.check_peer(op, peer)?;
-        let buffer = buffer.device_slice();
-        let count = elements(op, "send", buffer, dtype)?;
-        self.enqueue(stream, op, count, dtype, buffer, buffer)
+        self.point_to_point(stream, op, "send", buffer.device_slice(), dtype, peer)
     }
 
     /// Receives into `buffer` what rank `peer` sends with the matching
@@ -176,10 +158,7 @@ impl<B: CollectiveBackend> Communicator<B> {
         peer: u32,
     ) -> Result<StreamPosition> {
         let op = CollectiveOp::Recv { peer };
-        self.check_peer(op, peer)?;
-        let buffer = buffer.device_slice();
-        let count = elements(op, "recv", buffer, dtype)?;
-        self.enqueue(stream, op, count, dtype, buffer, buffer)
+        self.point_to_point(stream, op, "recv", buffer.device_slice(), dtype, peer)
     }
 
     /// Block `j` of this rank's `send` goes to block `rank` of rank `j`'s `recv`
@@ -212,6 +191,32 @@ impl<B: CollectiveBackend> Communicator<B> {
     pub fn barrier(&self, stream: &Stream<B>) -> Result<StreamPosition> {
         let none = DeviceSlice::new(DevicePtr(0), 0);
         self.enqueue(stream, CollectiveOp::Barrier, 0, DType::F32, none, none)
+    }
+
+    /// A send or a receive (`op`, of `peer`) of the whole of `buffer`.
+    fn point_to_point(
+        &self,
+        stream: &Stream<B>,
+        op: CollectiveOp,
+        name: &'static str,
+        buffer: DeviceSlice,
+        dtype: DType,
+        peer: u32,
+    ) -> Result<StreamPosition> {
+        self.check_peer(op, peer)?;
+        let count = elements(op, name, buffer, dtype)?;
+        self.enqueue(stream, op, count, dtype, buffer, buffer)
+    }
+
+    /// A root must be a rank of the communicator.
+    fn check_root(&self, root: u32) -> Result<()> {
+        if root >= self.ranks() {
+            return Err(CollectiveError::RootOutOfRange {
+                root,
+                ranks: self.ranks(),
+            });
+        }
+        Ok(())
     }
 
     /// A send or receive peer must be another rank of the communicator.

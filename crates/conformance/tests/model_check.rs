@@ -23,7 +23,7 @@
 use braid_allocator::{AllocatorConfig, CachingAllocator, CrossStreamMode, DeviceBuffer};
 use braid_backend_sim::{NodeConfig, SimBackend, SimConfig, SimDevice, SimMode, SimNode};
 use braid_collective::Communicator;
-use braid_stream_core::sync::explore::explore;
+use braid_stream_core::sync::explore::{explore, explore_reaching};
 use braid_stream_core::{
     CaptureMode, DType, Device, DevicePtr, Domain, EventFlags, Kernel, Stream,
 };
@@ -140,17 +140,16 @@ fn record_wait_race() {
 
 #[test]
 fn record_and_wait_of_one_event_from_two_threads_is_exact_in_every_interleaving() {
-    let runs = explore(record_wait_race, PREEMPTIONS);
     // Both outcomes are reached: the wait sees the record, or it does not.
-    let (saw, missed) = (
-        WAIT_SAW_RECORD.load(Ordering::Relaxed),
-        WAIT_MISSED_RECORD.load(Ordering::Relaxed),
+    explore_reaching(
+        "record/wait",
+        record_wait_race,
+        PREEMPTIONS,
+        &[
+            ("ordered", &WAIT_SAW_RECORD),
+            ("unordered", &WAIT_MISSED_RECORD),
+        ],
     );
-    assert!(
-        saw > 0 && missed > 0,
-        "ordered in {saw}, unordered in {missed} run(s)"
-    );
-    eprintln!("record/wait: {runs} interleavings explored");
 }
 
 /// Thread A captures stream 1 (begin, end); thread B launches on stream 1 meanwhile. The
@@ -201,16 +200,12 @@ fn launch_racing_a_capture() {
 
 #[test]
 fn a_launch_racing_a_capture_is_in_the_domain_the_backend_put_it_in() {
-    let runs = explore(launch_racing_a_capture, PREEMPTIONS);
-    let (captured, eager) = (
-        LAUNCH_CAPTURED.load(Ordering::Relaxed),
-        LAUNCH_EAGER.load(Ordering::Relaxed),
+    explore_reaching(
+        "launch/capture",
+        launch_racing_a_capture,
+        PREEMPTIONS,
+        &[("captured", &LAUNCH_CAPTURED), ("eager", &LAUNCH_EAGER)],
     );
-    assert!(
-        captured > 0 && eager > 0,
-        "captured in {captured}, eager in {eager} run(s)"
-    );
-    eprintln!("launch/capture: {runs} interleavings explored");
 }
 
 /// What the two cross-stream programs start from: a timing-only device, a caching allocator
@@ -335,14 +330,13 @@ fn cross_stream_free_racing_allocations() {
 
 #[test]
 fn a_cross_stream_free_racing_allocations_is_exact_in_every_interleaving() {
-    let runs = explore(cross_stream_free_racing_allocations, PREEMPTIONS_LARGE);
     // The freed block does come back (once stream 2's read is known complete).
-    let reused = MANUAL_REUSED.load(Ordering::Relaxed);
-    assert!(
-        reused > 0,
-        "the freed block was never reused in {runs} run(s)"
+    explore_reaching(
+        "allocator cross-stream free",
+        cross_stream_free_racing_allocations,
+        PREEMPTIONS_LARGE,
+        &[("the freed block reused", &MANUAL_REUSED)],
     );
-    eprintln!("allocator cross-stream free: {runs} interleavings explored");
 }
 
 /// The same with the allocator's automatic mode: no `record_stream`; the front layer reports
@@ -394,13 +388,12 @@ fn automatic_cross_stream_free() {
 
 #[test]
 fn an_automatic_cross_stream_free_is_exact_in_every_interleaving() {
-    let runs = explore(automatic_cross_stream_free, PREEMPTIONS);
-    let reused = AUTOMATIC_REUSED.load(Ordering::Relaxed);
-    assert!(
-        reused > 0,
-        "the freed block was never reused in {runs} run(s)"
+    explore_reaching(
+        "allocator automatic mode",
+        automatic_cross_stream_free,
+        PREEMPTIONS,
+        &[("the freed block reused", &AUTOMATIC_REUSED)],
     );
-    eprintln!("allocator automatic mode: {runs} interleavings explored");
 }
 
 /// Two ranks of one simulated node, each driven by its own thread: each fills its buffer with

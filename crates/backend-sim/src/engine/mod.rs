@@ -155,6 +155,9 @@ pub(crate) struct Engine {
     lifetimes: bool,
     /// The label of the free ops the sanitizer names, shared.
     free_label: Arc<str>,
+    /// The label of the last op submitted, shared with the next op of the same label (a
+    /// launch loop submits one label again and again: it is not allocated per op).
+    last_label: Arc<str>,
     /// Communicators, collective parts in flight and the work held back behind them.
     pub(crate) coll: Collectives,
     /// Paired with the mutex the engine lives in: notified whenever held-back work may have
@@ -235,6 +238,7 @@ impl Engine {
             timeline_capacity,
             lifetimes,
             free_label: Arc::from("free"),
+            last_label: Arc::from(""),
             coll: Collectives::new(),
             progress: Arc::new(Condvar::new()),
             collective_timeout,

@@ -81,7 +81,7 @@ impl Engine {
         let capturing = self.stream(s)?.capture.is_some();
         let op = Op {
             kind,
-            label: Arc::from(label),
+            label: self.shared_label(label),
             stream: s,
         };
         if capturing {
@@ -96,6 +96,14 @@ impl Engine {
             return Ok(());
         }
         self.place_at(op, host)
+    }
+
+    /// `label` as a shared string: the last op's, when it is the same.
+    fn shared_label(&mut self, label: &str) -> Arc<str> {
+        if *self.last_label != *label {
+            self.last_label = Arc::from(label);
+        }
+        self.last_label.clone()
     }
 
     /// Places `op` eagerly on its stream as if submitted at host time `host`.

@@ -75,6 +75,31 @@ pub(crate) struct Sanitizer {
     total_reports: u64,
 }
 
+/// Ranges an op accesses, with their lifetime and whether written: the first three inline.
+#[derive(Default)]
+struct LiveRanges {
+    inline: [(u64, u64, u64, bool); 3],
+    len: usize,
+    more: Vec<(u64, u64, u64, bool)>,
+}
+
+impl LiveRanges {
+    fn push(&mut self, range: (u64, u64, u64, bool)) {
+        match self.inline.get_mut(self.len) {
+            Some(slot) => {
+                *slot = range;
+                self.len += 1;
+            }
+            None => self.more.push(range),
+        }
+    }
+
+    /// The ranges in the order pushed.
+    fn iter(&self) -> impl Iterator<Item = (u64, u64, u64, bool)> + '_ {
+        self.inline[..self.len].iter().chain(&self.more).copied()
+    }
+}
+
 /// A replay in progress: each node's clock and lane.
 #[derive(Debug)]
 pub(crate) struct Replay {
@@ -253,7 +278,9 @@ impl Sanitizer {
                 None => found.push((kind, first.cloned(), lo, hi)),
             }
         };
-        let mut live: Vec<(u64, u64, u64, bool)> = Vec::with_capacity(3);
+        // The checked ranges, recorded once all are checked: inline for the (at most three)
+        // ranges of a built-in op, so that an op allocates nothing here.
+        let mut live = LiveRanges::default();
         let ranges = acc
             .reads()
             .map(|r| (r, false))
@@ -295,7 +322,7 @@ impl Sanitizer {
             live.push((lo, hi, life, write));
         }
         if commit {
-            for (lo, hi, life, write) in live {
+            for (lo, hi, life, write) in live.iter() {
                 let a = Access {
                     epoch,
                     life,
@@ -307,6 +334,9 @@ impl Sanitizer {
                     self.shadow.read(lo, hi, a);
                 }
             }
+        }
+        if found.is_empty() {
+            return Vec::new();
         }
         found
             .into_iter()
@@ -606,5 +636,21 @@ impl Sanitizer {
     pub fn clear_reports(&mut self) {
         self.reports.clear();
         self.total_reports = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LiveRanges;
+
+    #[test]
+    fn live_ranges_keep_the_order_pushed_past_the_inline_ones() {
+        let mut live = LiveRanges::default();
+        let ranges: Vec<_> = (0..5u64).map(|i| (i, i + 1, 7, i % 2 == 0)).collect();
+        for &r in &ranges {
+            live.push(r);
+        }
+        assert_eq!(live.iter().collect::<Vec<_>>(), ranges);
+        assert!(LiveRanges::default().iter().next().is_none());
     }
 }

@@ -171,6 +171,15 @@ impl Shadow {
         if start >= end {
             return;
         }
+        // The common case, a range written again as it was last accessed: one interval
+        // already covers exactly `[start, end)` (so no interval straddles a bound), and is
+        // overwritten in place (no split, no map rebalancing, no allocation).
+        if let Some(cell) = self.cells.get_mut(&start).filter(|c| c.end == end) {
+            cell.write = Some(access);
+            cell.reads.clear();
+            cell.unwritten = false;
+            return;
+        }
         self.remove(start, end);
         self.cells.insert(
             start,
@@ -299,6 +308,28 @@ mod tests {
         sh.remove(10, 20);
         assert_eq!(sh.len(), 2);
         assert!(found(&sh, 10, 20, true, &empty).is_empty());
+    }
+
+    #[test]
+    fn rewriting_an_interval_replaces_its_write_reads_and_unwritten_mark() {
+        let mut sh = Shadow::default();
+        sh.write(0, 100, acc(0, 1));
+        sh.read(0, 100, acc(1, 1));
+        sh.mark_unwritten(0, 100, |_| true, |_, _, _| {});
+        // The same range again: the interval is overwritten in place.
+        sh.write(0, 100, acc(2, 1));
+        assert_eq!(sh.len(), 1);
+        let empty = VectorClock::default();
+        assert_eq!(
+            found(&sh, 0, 100, true, &empty),
+            vec![(2, true, 0, 100)],
+            "only the new write is left"
+        );
+        let mut vc = VectorClock::default();
+        vc.set(2, 1);
+        let mut conflicts = 0;
+        sh.conflicts(0, 100, false, 1, &vc, |_| conflicts += 1);
+        assert_eq!(conflicts, 0, "the bytes are written again");
     }
 
     #[test]

@@ -193,22 +193,33 @@ impl<T> Matcher<T> {
             });
         }
         let key = self.next_key(rank, signature.op, replay_of);
-        // Every part in, not only the first: an all-to-all-v pairs each two ranks' counts.
+        self.check_against_parts_in(rank, key, signature)?;
+        Ok(key)
+    }
+
+    /// Checks `rank`'s part of `signature`, taking `key`, against every part of `key` already
+    /// in, not only the first: an all-to-all-v pairs each two ranks' counts.
+    fn check_against_parts_in(
+        &self,
+        rank: u32,
+        key: CallKey,
+        signature: &Signature,
+    ) -> Result<(), MatchError> {
         let parts = self.pending.get(&key).map_or(&[][..], Vec::as_slice);
-        if let Some(first) = parts
+        match parts
             .iter()
             .find(|p| !signature.pairs_with(rank, &p.signature, p.rank))
         {
-            return Err(MatchError::Mismatch(Box::new(Mismatch {
+            Some(first) => Err(MatchError::Mismatch(Box::new(Mismatch {
                 rank,
                 key,
                 expected_rank: first.rank,
                 expected: first.signature.clone(),
                 found: signature.clone(),
                 difference: difference(rank, signature, first.rank, &first.signature),
-            })));
+            }))),
+            None => Ok(()),
         }
-        Ok(key)
     }
 
     /// Adds `rank`'s part, of `signature` (of a replay of captured call `replay_of`, or
@@ -275,20 +286,7 @@ impl<T> Matcher<T> {
             let earlier = ahead.entry(key.peers).or_insert(0);
             key.number += *earlier;
             *earlier += 1;
-            let parts = self.pending.get(&key).map_or(&[][..], Vec::as_slice);
-            if let Some(first) = parts
-                .iter()
-                .find(|p| !signature.pairs_with(rank, &p.signature, p.rank))
-            {
-                return Err(MatchError::Mismatch(Box::new(Mismatch {
-                    rank,
-                    key,
-                    expected_rank: first.rank,
-                    expected: first.signature.clone(),
-                    found: signature.clone(),
-                    difference: difference(rank, signature, first.rank, &first.signature),
-                })));
-            }
+            self.check_against_parts_in(rank, key, signature)?;
             keys.push(key);
         }
         Ok(keys)

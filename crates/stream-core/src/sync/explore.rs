@@ -111,3 +111,32 @@ pub fn explore(program: fn(), preemptions: usize) -> usize {
     });
     runs.load(Ordering::Relaxed)
 }
+
+/// [`explore`]s `program` and checks that each of `outcomes` (a name, and the counter the
+/// program bumps when a schedule ends that way) was reached in some schedule: a program whose
+/// race can end two ways proves little if the search never saw one of them. Prints `what`
+/// with the number of schedules run, and returns it.
+pub fn explore_reaching(
+    what: &str,
+    program: fn(),
+    preemptions: usize,
+    outcomes: &[(&str, &AtomicUsize)],
+) -> usize {
+    let runs = explore(program, preemptions);
+    let counts: Vec<String> = outcomes
+        .iter()
+        .map(|(name, count)| format!("{name} in {}", count.load(Ordering::Relaxed)))
+        .collect();
+    assert!(
+        outcomes
+            .iter()
+            .all(|(_, count)| count.load(Ordering::Relaxed) > 0),
+        "{what}: an outcome was never reached in {runs} schedules ({})",
+        counts.join(", ")
+    );
+    eprintln!(
+        "{what}: {runs} interleavings explored ({})",
+        counts.join(", ")
+    );
+    runs
+}
