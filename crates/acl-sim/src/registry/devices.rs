@@ -60,8 +60,6 @@ impl Registry {
         let record_timeline = self.system.records_timeline();
         let collective_timeout = self.collective_timeout;
         let profile = &self.profile;
-        let topology = profile.node.as_ref().map(|node| node.topology(count, 1));
-        let device = SimConfig::for_profile(profile.device.clone());
         let slot = if timing_only {
             &mut self.nodes.timing_only
         } else {
@@ -74,15 +72,15 @@ impl Registry {
                 SimMode::Data
             };
             let config = NodeConfig::new(count).device(
-                device
+                SimConfig::for_profile(profile.device.clone())
                     .capacity(capacity)
                     .mode(mode)
                     .record_timeline(record_timeline)
                     .collective_timeout(collective_timeout),
             );
             // A profile without a node keeps the default node's links.
-            SimNode::new(match topology {
-                Some(topology) => config.topology(topology),
+            SimNode::new(match &profile.node {
+                Some(node) => config.topology(node.topology(count, 1)),
                 None => config,
             })
         })
