@@ -138,16 +138,25 @@ def test_matmul(dtype):
 # the refusals run in programs of their own.
 
 
-def test_an_operator_braid_acl_sim_does_not_compute_is_refused_naming_it(run_child):
+def test_an_operator_braid_acl_sim_does_not_compute_is_refused_naming_it(run_child, tmp_path):
+    # `Exp` has no aclnn family, so torch_npu launches it through aclopCompileAndExecute on its
+    # task-queue thread. When that launch fails, torch_npu's queue first drops the tasks behind
+    # it and only then marks itself failed: a `.cpu()` whose synchronize lands in between
+    # returns the host buffer untouched and exits 0 (seen on a loaded CI machine). Launching on
+    # the calling thread (ASCEND_LAUNCH_BLOCKING=1, what torch_npu's own message advises) makes
+    # the refusal reach the program every time.
     proc = run_child(
         """
         import torch, torch_npu
         x = torch.ones(4, device="npu")
         torch.exp(x).cpu()
-        """
+        """,
+        env={"ASCEND_LAUNCH_BLOCKING": "1"},
     )
-    assert proc.returncode != 0
-    assert "aclopCompileAndExecute: operator Exp is not computed by braid-acl-sim" in proc.stderr
+    refusal = "aclopCompileAndExecute: operator Exp is not computed by braid-acl-sim"
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert refusal in proc.stderr
+    assert refusal in (tmp_path / "child-errors.log").read_text()
 
 
 def test_a_data_type_braid_acl_sim_does_not_compute_is_refused_naming_the_call(run_child):
