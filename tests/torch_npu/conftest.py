@@ -50,6 +50,12 @@ _ERROR_LOG = Path(
     or Path(tempfile.mkdtemp(prefix="braid-npu-")) / "acl-sim-errors.log"
 )
 os.environ[braid_npu.ERROR_LOG_ENV] = str(_ERROR_LOG)
+# A collective some rank has not issued fails a synchronize after this long, and torch_npu's
+# HCCL watchdog then takes the whole process down (SIGABRT). Ranks that are threads of one
+# process issue from torch_npu's task-queue threads, which a loaded 2-core machine can starve
+# for longer than braid-acl-sim's default 5 s: the suite waits a minute (a test that wants
+# the timeout sets its own).
+os.environ.setdefault(braid_npu.COLLECTIVE_TIMEOUT_ENV, "60000")
 
 braid_npu.load_shim()
 import torch  # noqa: E402

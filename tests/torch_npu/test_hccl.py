@@ -70,6 +70,41 @@ def test_several_ranks_in_one_process():
         assert torch.equal(r, torch.full((16,), 10.0))
 
 
+def test_a_rank_later_than_the_collective_timeout_is_named_and_stops_the_process(run_child):
+    # Rank 3 issues its all-reduce long after the others synchronize: their waits fail after
+    # the collective timeout naming rank 3, and torch_npu's watchdog ends the process, as it
+    # does on a real NPU when HCCL_EXEC_TIMEOUT runs out.
+    proc = run_child(
+        """
+        import threading, time, torch, torch_npu
+        import torch.distributed as dist
+        from torch_npu._C._distributed_c10d import ProcessGroupHCCL
+        store, joined = dist.HashStore(), threading.Barrier(4)
+
+        def rank_main(rank):
+            torch.npu.set_device(rank)
+            pg = ProcessGroupHCCL(dist.PrefixStore("late", store), rank, 4, ProcessGroupHCCL.Options())
+            t = torch.ones(16, device=f"npu:{rank}")
+            pg.allreduce([t]).wait()
+            joined.wait()
+            if rank == 3:
+                time.sleep(30)
+            pg.allreduce([t]).wait()
+            t.cpu()
+
+        threads = [threading.Thread(target=rank_main, args=(r,), daemon=True) for r in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        """,
+        env={braid_npu.COLLECTIVE_TIMEOUT_ENV: "300"},
+    )
+    assert proc.returncode != 0, proc.stdout + proc.stderr
+    assert "which rank(s) 3 have not issued" in proc.stderr, proc.stderr
+    assert "the collective timeout is 300ms" in proc.stderr, proc.stderr
+
+
 RANK_PROGRAM = """
 import braid_npu
 braid_npu.load_shim()
