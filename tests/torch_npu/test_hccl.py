@@ -73,7 +73,8 @@ def test_several_ranks_in_one_process():
 def test_a_rank_later_than_the_collective_timeout_is_named_and_stops_the_process(run_child):
     # Rank 3 issues its all-reduce long after the others synchronize: their waits fail after
     # the collective timeout naming rank 3, and torch_npu's watchdog ends the process, as it
-    # does on a real NPU when HCCL_EXEC_TIMEOUT runs out.
+    # does on a real NPU when HCCL_EXEC_TIMEOUT runs out. The timeout is CANN's own variable,
+    # in seconds, which braid-acl-sim honours when its own is unset.
     proc = run_child(
         """
         import threading, time, torch, torch_npu
@@ -98,11 +99,11 @@ def test_a_rank_later_than_the_collective_timeout_is_named_and_stops_the_process
         for t in threads:
             t.join()
         """,
-        env={braid_npu.COLLECTIVE_TIMEOUT_ENV: "300"},
+        env={braid_npu.COLLECTIVE_TIMEOUT_ENV: None, "HCCL_EXEC_TIMEOUT": "1"},
     )
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert "which rank(s) 3 have not issued" in proc.stderr, proc.stderr
-    assert "the collective timeout is 300ms" in proc.stderr, proc.stderr
+    assert "the collective timeout is 1s" in proc.stderr, proc.stderr
 
 
 RANK_PROGRAM = """

@@ -70,6 +70,7 @@
 //! | `BRAID_ACL_SIM_TIMELINE` ([`TIMELINE_ENV`]) | a file the timeline is written to (Chrome Trace Event JSON, for Perfetto) at `aclFinalize` or exit | none (no timeline recorded) |
 //! | `BRAID_ACL_SIM_ERROR_LOG` ([`ERROR_LOG_ENV`]) | a file every refused call is appended to, one line each | none |
 //! | `BRAID_ACL_SIM_COLLECTIVE_TIMEOUT_MS` ([`COLLECTIVE_TIMEOUT_ENV`]) | how long a synchronization waits for a collective's other ranks, in ms | 5000 |
+//! | `HCCL_EXEC_TIMEOUT` ([`HCCL_EXEC_TIMEOUT_ENV`]), CANN's own | the same wait in whole seconds, 0 for no end, when `BRAID_ACL_SIM_COLLECTIVE_TIMEOUT_MS` is unset | — |
 //!
 //! Unset, a variable takes its default. An invalid value (`BRAID_ACL_SIM_DEVICES=abc`,
 //! `BRAID_ACL_SIM_CAPACITY=-1`, a timing-only id that is not a device, or any of them set to
@@ -114,5 +115,6 @@ mod settings;
 
 pub use settings::{
     SettingError, CAPACITY_ENV, COLLECTIVE_TIMEOUT_ENV, DEFAULT_SOC, DEVICES_ENV, ERROR_LOG_ENV,
-    MAX_DEVICES, PROFILE_ENV, RACE_REPORT_ENV, SOC_ENV, SOC_NAMES, TIMELINE_ENV, TIMING_ONLY_ENV,
+    HCCL_EXEC_TIMEOUT_ENV, MAX_DEVICES, PROFILE_ENV, RACE_REPORT_ENV, SOC_ENV, SOC_NAMES,
+    TIMELINE_ENV, TIMING_ONLY_ENV,
 };

@@ -60,10 +60,18 @@ pub const ERROR_LOG_ENV: &str = "BRAID_ACL_SIM_ERROR_LOG";
 pub const TIMELINE_ENV: &str = "BRAID_ACL_SIM_TIMELINE";
 /// Environment variable: how long, in milliseconds, a host synchronization waits for the
 /// other ranks of a collective to issue their parts before failing naming them (the
-/// simulator's `HCCL_EXEC_TIMEOUT`; [`braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT`], 5 s,
-/// when unset). Ranks that are threads of one busy process (torch_npu's process groups
-/// issue from a task-queue thread each) may need longer on a loaded machine.
+/// simulator's `HCCL_EXEC_TIMEOUT`). Unset: [`HCCL_EXEC_TIMEOUT_ENV`] if that is set, else
+/// [`braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT`], 5 s (a missing rank fails a test in
+/// seconds, where HCCL's own default waits half an hour). Ranks that are threads of one busy
+/// process (torch_npu's process groups issue from a task-queue thread each) may need longer
+/// on a loaded machine.
 pub const COLLECTIVE_TIMEOUT_ENV: &str = "BRAID_ACL_SIM_COLLECTIVE_TIMEOUT_MS";
+/// CANN's environment variable for the same wait, honoured when [`COLLECTIVE_TIMEOUT_ENV`] is
+/// unset: whole seconds from 0 to 2147483647, 0 waiting without end (its meaning on Atlas A2
+/// with the host expanding the collectives; CANN's default there is 1836 s).
+pub const HCCL_EXEC_TIMEOUT_ENV: &str = "HCCL_EXEC_TIMEOUT";
+/// The largest `HCCL_EXEC_TIMEOUT` CANN accepts on Atlas A2.
+const HCCL_EXEC_TIMEOUT_MAX_S: u64 = 2_147_483_647;
 
 /// Environment variable: a profile file (the format of the shipped profiles, and what
 /// `braid calibrate` writes) whose device and node figures the simulated devices take in place
@@ -188,15 +196,28 @@ impl Settings {
                 value,
                 expected: ids_expected,
             })?;
-        let collective_timeout = number(
+        let braid_timeout = number(
             COLLECTIVE_TIMEOUT_ENV,
-            "a number of milliseconds (unset for the default, 5000)",
+            "a number of milliseconds (unset for the default: HCCL_EXEC_TIMEOUT if set, else 5000)",
             &|_| true,
         )?
-        .map_or(
-            braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT,
-            Duration::from_millis,
-        );
+        .map(Duration::from_millis);
+        let collective_timeout = match braid_timeout {
+            Some(timeout) => timeout,
+            None => number(
+                HCCL_EXEC_TIMEOUT_ENV,
+                "whole seconds from 0 (no end) to 2147483647, as CANN takes it on Atlas A2 (unset for the \
+                 default, 5000 ms)",
+                &|n| n <= HCCL_EXEC_TIMEOUT_MAX_S,
+            )?
+            .map_or(braid_backend_sim::DEFAULT_COLLECTIVE_TIMEOUT, |seconds| {
+                if seconds == 0 {
+                    Duration::MAX
+                } else {
+                    Duration::from_secs(seconds)
+                }
+            }),
+        };
         let socs_expected = format!(
             "one of {} (unset for the default, {DEFAULT_SOC})",
             SOC_NAMES.join(", ")
@@ -291,6 +312,7 @@ mod tests {
             TIMELINE_ENV,
             ERROR_LOG_ENV,
             COLLECTIVE_TIMEOUT_ENV,
+            HCCL_EXEC_TIMEOUT_ENV,
             PROFILE_ENV,
         ] {
             for value in ["", " "] {
@@ -355,6 +377,43 @@ mod tests {
                 .collective_timeout,
             Duration::from_secs(60)
         );
+    }
+
+    #[test]
+    fn cann_s_exec_timeout_is_honoured_unless_braid_s_own_is_set() {
+        let timeout = |pairs: &[(&str, &str)]| settings(pairs).unwrap().collective_timeout;
+        assert_eq!(
+            timeout(&[(HCCL_EXEC_TIMEOUT_ENV, "120")]),
+            Duration::from_secs(120)
+        );
+        assert_eq!(timeout(&[(HCCL_EXEC_TIMEOUT_ENV, "0")]), Duration::MAX);
+        assert_eq!(
+            timeout(&[(HCCL_EXEC_TIMEOUT_ENV, "2147483647")]),
+            Duration::from_secs(2_147_483_647)
+        );
+        assert_eq!(
+            timeout(&[
+                (HCCL_EXEC_TIMEOUT_ENV, "120"),
+                (COLLECTIVE_TIMEOUT_ENV, "250")
+            ]),
+            Duration::from_millis(250)
+        );
+        // braid's own variable wins even over a value CANN would refuse.
+        assert_eq!(
+            timeout(&[
+                (HCCL_EXEC_TIMEOUT_ENV, "x"),
+                (COLLECTIVE_TIMEOUT_ENV, "250")
+            ]),
+            Duration::from_millis(250)
+        );
+        for bad in ["2147483648", "1.5", "-1", "30s"] {
+            let err = settings(&[(HCCL_EXEC_TIMEOUT_ENV, bad)]).unwrap_err();
+            assert_eq!(
+                (err.variable, err.value.as_str()),
+                (HCCL_EXEC_TIMEOUT_ENV, bad)
+            );
+            assert!(err.to_string().contains("whole seconds from 0"), "{err}");
+        }
     }
 
     #[test]
