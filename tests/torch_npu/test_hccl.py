@@ -7,11 +7,9 @@ import os
 import socket
 import subprocess
 import sys
-import threading
 
 import torch
 import torch.distributed as dist
-from torch_npu._C._distributed_c10d import ProcessGroupHCCL
 
 import braid_npu
 
@@ -40,34 +38,44 @@ def test_one_rank_through_init_process_group(tmp_path):
         dist.destroy_process_group()
 
 
-def test_several_ranks_in_one_process():
-    world = 4
-    store = dist.HashStore()
-    results, errors = [None] * world, []
-    issued = threading.Barrier(world, timeout=120)
+def test_several_ranks_in_one_process(run_child):
+    # In a program of its own: should a collective fail, torch_npu's HCCL watchdog ends the
+    # whole process, which must not take the suite with it.
+    proc = run_child(
+        """
+        import threading, torch, torch_npu
+        import torch.distributed as dist
+        from torch_npu._C._distributed_c10d import ProcessGroupHCCL
+        world = 4
+        store = dist.HashStore()
+        results, errors = [None] * world, []
+        issued = threading.Barrier(world, timeout=120)
 
-    def rank_main(rank):
-        try:
-            torch.npu.set_device(rank)
-            pg = ProcessGroupHCCL(dist.PrefixStore("threads", store), rank, world, ProcessGroupHCCL.Options())
-            t = torch.full((16,), float(rank + 1), device=f"npu:{rank}")
-            work = pg.allreduce([t])
-            # Every rank issues before any waits: a wait holds the interpreter's lock, so a
-            # rank still to issue could not run until the simulator's collective timeout.
-            issued.wait()
-            work.wait()
-            results[rank] = t.cpu()
-        except Exception as e:  # reported below with its rank
-            errors.append((rank, repr(e)))
+        def rank_main(rank):
+            try:
+                torch.npu.set_device(rank)
+                pg = ProcessGroupHCCL(dist.PrefixStore("threads", store), rank, world, ProcessGroupHCCL.Options())
+                t = torch.full((16,), float(rank + 1), device=f"npu:{rank}")
+                work = pg.allreduce([t])
+                # Every rank issues before any waits: a wait holds the interpreter's lock, so
+                # a rank still to issue could not run until the simulator's collective timeout.
+                issued.wait()
+                work.wait()
+                results[rank] = t.cpu().tolist()
+            except Exception as e:  # reported with its rank
+                errors.append((rank, repr(e)))
 
-    threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert errors == []
-    for r in results:
-        assert torch.equal(r, torch.full((16,), 10.0))
+        threads = [threading.Thread(target=rank_main, args=(r,)) for r in range(world)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=120)
+        braid_npu.result({"errors": errors, "results": results})
+        """
+    )
+    done = braid_npu.child_result(proc)
+    assert done["errors"] == []
+    assert done["results"] == [[10.0] * 16] * 4
 
 
 def test_a_rank_later_than_the_collective_timeout_is_named_and_stops_the_process(run_child):
