@@ -250,10 +250,12 @@ impl SimComm {
                 drop(engine);
                 // One call at a time per rank, in the order the rank issues them.
                 let mut next = calls.lock();
+                // Exchange 0 was the join's: collective `k` is exchange `k + 1`.
                 let part = lock_engine(&stream.shared).remote_prepare(
                     stream.global(),
                     self.rank,
                     self.ranks,
+                    *next - 1,
                     call,
                     label,
                 )?;
