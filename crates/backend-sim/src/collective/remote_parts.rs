@@ -234,6 +234,7 @@ fn match_calls(calls: &[CollectiveCall], number: u64) -> Result<(), HalError> {
             // A fresh matcher numbers the call 0: it is the communicator's `number`.
             Err(MatchError::Mismatch(mut m)) => {
                 m.key.number = number;
+                tracing::debug!(%m, "a collective across processes refused on every rank");
                 return Err(HalError::CollectiveMismatch(m));
             }
             Err(other) => return Err(other.into()),
