@@ -2,8 +2,9 @@
 //! ranks. Rank 0 (the test) makes a root info with [`Communicator::root_info`] on its simulated
 //! device and publishes it over [`TcpRootInfoTransport`]; every child fetches it and joins with
 //! [`Communicator::init_root_info`] on a simulated device of its own, and every rank runs
-//! collectives on a stream and checks their exact results. A child that fails exits non-zero
-//! and fails the test.
+//! collectives on a stream and checks their exact results (an all-to-all-v among them, its
+//! per-rank counts crossing the processes). A child that fails exits non-zero and fails the
+//! test.
 
 use std::net::SocketAddr;
 use std::process::{Child, Command, Stdio};
@@ -12,8 +13,8 @@ use std::time::Duration;
 
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice, SimMode};
 use braid_collective::{
-    CollectiveError, CollectiveOp, CommOptions, Communicator, MismatchCheck, ReduceOp, RootInfo,
-    RootInfoTransport, Signature, TcpRootInfoTransport,
+    Blocks, CollectiveError, CollectiveOp, CommOptions, Communicator, MismatchCheck, ReduceOp,
+    RootInfo, RootInfoTransport, Signature, TcpRootInfoTransport,
 };
 use braid_stream_core::{DType, Device, DeviceMemory, Stream};
 
@@ -111,6 +112,51 @@ fn reduce_and_gather(rank: &Rank) {
     assert_eq!(rank.download(&recv, DType::F16), expected);
 }
 
+/// Elements rank `from` sends rank `to` in [`uneven_all_to_all`]: uneven, some none.
+fn sent(from: u32, to: u32) -> u64 {
+    u64::from((from + to) % 3)
+}
+
+/// Element `k` of what rank `from` sends rank `to`: exact in `f32`.
+fn sent_value(from: u32, to: u32, k: u64) -> f32 {
+    (from * 100 + to * 10) as f32 + k as f32
+}
+
+/// An all-to-all-v of uneven counts (some zero): each rank's sends packed, its receives
+/// packed with a one-element gap after each block, which keeps its bytes.
+fn uneven_all_to_all(rank: &Rank) {
+    let (me, ranks) = (rank.id(), rank.comm.ranks());
+    let send_counts: Vec<u64> = (0..ranks).map(|to| sent(me, to)).collect();
+    let send: Vec<f32> = (0..ranks)
+        .flat_map(|to| (0..sent(me, to)).map(move |k| sent_value(me, to, k)))
+        .collect();
+    let recv_counts: Vec<u64> = (0..ranks).map(|from| sent(from, me)).collect();
+    let mut recv_displs = Vec::new();
+    let mut expected = Vec::new();
+    for from in 0..ranks {
+        recv_displs.push(expected.len() as u64);
+        expected.extend((0..sent(from, me)).map(|k| sent_value(from, me, k)));
+        expected.push(-1.0);
+    }
+    let recv_blocks = Blocks {
+        counts: recv_counts,
+        displs: recv_displs,
+    };
+    let send_buf = rank.upload(&send, DType::F32);
+    let recv_buf = rank.upload(&vec![-1.0; expected.len()], DType::F32);
+    rank.comm
+        .all_to_all_v(
+            &rank.stream,
+            &send_buf,
+            &Blocks::packed(&send_counts),
+            &recv_buf,
+            &recv_blocks,
+            DType::F32,
+        )
+        .unwrap();
+    assert_eq!(rank.download(&recv_buf, DType::F32), expected);
+}
+
 /// With signatures exchanged: collectives that match work, a call whose count differs on the
 /// last rank is refused on every rank with the same error naming that rank, and the ranks
 /// stay in step, so the next matching calls work.
@@ -192,6 +238,7 @@ fn join_and_run(test: &str, device: &Device<SimBackend>, ranks: u32, rank: u32, 
     if !exchange {
         assert!(!this.comm.checks_mismatch());
         reduce_and_gather(&this);
+        uneven_all_to_all(&this);
         return;
     }
     mismatch_refused_everywhere(&this);

@@ -250,10 +250,12 @@ impl SimComm {
                 drop(engine);
                 // One call at a time per rank, in the order the rank issues them.
                 let mut next = calls.lock();
+                // Exchange 0 was the join's: collective `k` is exchange `k + 1`.
                 let part = lock_engine(&stream.shared).remote_prepare(
                     stream.global(),
                     self.rank,
                     self.ranks,
+                    *next - 1,
                     call,
                     label,
                 )?;
@@ -289,13 +291,23 @@ impl CollectiveBackend for SimBackend {
         SimComm::init_root_info(device, ranks, rank, info)
     }
 
+    /// This rank's handle of a sub-communicator of `parent` ([`SimComm::create_sub_comm`]).
+    fn create_sub_comm(
+        parent: &SimComm,
+        ranks: &[u32],
+        sub_id: u64,
+        sub_rank: u32,
+    ) -> Result<SimComm, HalError> {
+        parent.create_sub_comm(ranks, sub_id, sub_rank)
+    }
+
     /// Submits `comm`'s rank's part `call` of a collective on `stream` (whose device must be
     /// the rank's), labelled `label` in the timeline (for example `allreduce(sum)`).
     ///
     /// The part is matched with the other ranks' parts of the same call (the `k`-th
-    /// collective each rank issues on `comm`; sends and receives pair per peer) and refused as
-    /// [`HalError::InvalidArgument`] when it does not match those already in, naming the rank,
-    /// the call and the difference. Until every rank's part is in, the stream holds back what
+    /// collective each rank issues on `comm`; sends and receives pair per peer; the blocks of
+    /// a variable-count call as HCCL requires) and refused as [`HalError::CollectiveMismatch`]
+    /// when it does not match those already in, naming the rank, the call and the difference. Until every rank's part is in, the stream holds back what
     /// is submitted to it afterwards (and events recorded on it are pending; a stream waiting
     /// on a pending event holds back too). A host synchronization (stream, event or device
     /// synchronize, event elapsed time, `free_host`) that would wait on held-back work waits
@@ -324,19 +336,13 @@ impl CollectiveBackend for SimBackend {
     /// rank itself.
     ///
     /// On a communicator spanning processes (a root info joined by ranks of several nodes)
-    /// the call blocks until every rank has submitted the same call (each rank's ready time
-    /// and send bytes go over the transport); the collective starts at the latest ready time.
-    /// There, send and receive, captures and streams holding back work are
-    /// [`HalError::Unsupported`].
-    fn create_sub_comm(
-        parent: &SimComm,
-        ranks: &[u32],
-        sub_id: u64,
-        sub_rank: u32,
-    ) -> Result<SimComm, HalError> {
-        parent.create_sub_comm(ranks, sub_id, sub_rank)
-    }
-
+    /// the call blocks until every rank has submitted its part (each rank's ready time, call
+    /// with its per-rank blocks, and send bytes go over the transport). Every rank then
+    /// matches all the ranks' calls as above: a mismatch fails the call on every rank with
+    /// the same [`HalError::CollectiveMismatch`] (nothing runs, and the next call is matched
+    /// afresh); otherwise the collective starts at the latest ready time, for the cost
+    /// model's time of its busiest part on the network. There, send and receive, captures and
+    /// streams holding back work are [`HalError::Unsupported`].
     fn launch_collective(
         stream: &SimStream,
         comm: &SimComm,

@@ -273,6 +273,19 @@ pub fn model_bytes(call: &CollectiveCall, ranks: u32) -> Option<u64> {
     full.checked_mul(call.dtype.size())
 }
 
+/// The message size a call is costed on, from every participant's part (`parts`) in a
+/// communicator of `ranks` ranks: the busiest part's [`model_bytes`] (only an all-to-all-v's
+/// parts differ); `u64::MAX` on overflow.
+pub(crate) fn busiest_bytes<'a>(
+    parts: impl IntoIterator<Item = &'a CollectiveCall>,
+    ranks: u32,
+) -> u64 {
+    (parts.into_iter())
+        .map(|call| model_bytes(call, ranks))
+        .try_fold(0, |m, b| Some(b?.max(m)))
+        .unwrap_or(u64::MAX)
+}
+
 fn log2_ceil(p: u32) -> f64 {
     f64::from(32 - (p - 1).leading_zeros())
 }

@@ -78,11 +78,7 @@ impl Engine {
                 (cost::plan(lead.op, 2, bytes, &params), vec![(0, 1)])
             }
             Peers::All => {
-                // The busiest part's bytes (only an all-to-all-v's parts differ).
-                let bytes = (parts.iter())
-                    .map(|p| cost::model_bytes(&p.payload.call, ranks))
-                    .try_fold(0, |m, b| Some(b?.max(m)))
-                    .unwrap_or(u64::MAX);
+                let bytes = cost::busiest_bytes(parts.iter().map(|p| &p.payload.call), ranks);
                 let plan: Plan = cost::plan(lead.op, ranks, bytes, &params);
                 let root = match lead.op {
                     CollectiveOp::Broadcast { root } => root,

@@ -4,11 +4,20 @@
 //! [`Engine::remote_finish`].
 //!
 //! Each rank sends the virtual time its part is ready at (the latest of its submission and
-//! its stream's end) and, in data mode, its send bytes as of that time; every rank then
-//! starts the collective at the latest ready time of all ranks (the processes' virtual time
-//! axes meet there) and takes the cost model's time on the network (one port per rank: a
-//! [`Wiring::Switched`] fabric with the topology's network link), occupying its device's
-//! communication engine and network ports. Its receive buffer is written at the end.
+//! its stream's end), its call (operation, count, data type and, for a variable-count
+//! operation, its per-rank blocks) and, in data mode, its send bytes as of that time
+//! (`blob`). Every rank then holds every rank's call and matches them as a node matches its
+//! ranks' parts (stream-core's one [`Matcher`], HCCL's rules for the blocks of the
+//! variable-count operations): a mismatch fails the call on every rank alike, naming the rank
+//! and the difference, and nothing runs. Otherwise every rank starts the collective at the
+//! latest ready time of all ranks (the processes' virtual time axes meet there) and takes the
+//! cost model's time for the busiest part on the network (one port per rank: a
+//! [`Wiring::Switched`](crate::Wiring::Switched) fabric with the topology's network link),
+//! occupying its device's communication engine and network ports. Its receive buffer is
+//! written at the end, by the data effect a node's collective has, from every rank's send
+//! bytes and blocks.
+
+mod blob;
 
 use super::cost::{self, LinkParams};
 use super::effect::{DataEffect, Source};
@@ -18,7 +27,7 @@ use crate::link::{LinkId, Route};
 use crate::op::{CollectivePart, Op, OpKind};
 use crate::sanitizer::SanitizerMode;
 use crate::timeline::OpRecord;
-use braid_stream_core::collective::{CollectiveCall, CollectiveOp};
+use braid_stream_core::collective::{CollectiveCall, CollectiveOp, MatchError, Matcher};
 use braid_stream_core::hal::HalError;
 use braid_stream_core::kernel::ComputeUnit;
 use braid_stream_core::types::DeviceSlice;
@@ -34,24 +43,28 @@ pub(crate) struct RemotePart {
     stream: u32,
     rank: u32,
     ranks: u32,
+    /// The call's number on its communicator (the `k`-th collective of every rank).
+    number: u64,
     call: CollectiveCall,
     send: DeviceSlice,
     recv: DeviceSlice,
     label: Arc<str>,
-    /// What this rank sends to the others: its ready time, then its send bytes.
+    /// What this rank sends to the others: its ready time, its call, then its send bytes
+    /// (`blob`'s format).
     pub blob: Vec<u8>,
 }
 
 impl Engine {
-    /// Checks rank `rank`'s part `call` (of a remote communicator of `ranks`) on stream `s`
-    /// and reads what it contributes. Refused as unsupported: inside a capture, on a stream
-    /// holding back work behind a node-local collective, a send or receive (every remote
-    /// call is an exchange of all ranks).
+    /// Checks rank `rank`'s part `call` (of a remote communicator of `ranks`, its collective
+    /// number `number`) on stream `s` and reads what it contributes. Refused as unsupported:
+    /// inside a capture, on a stream holding back work behind a node-local collective, a send
+    /// or receive (every remote call is an exchange of all ranks).
     pub fn remote_prepare(
         &mut self,
         s: u32,
         rank: u32,
         ranks: u32,
+        number: u64,
         call: &CollectiveCall,
         label: &str,
     ) -> Result<RemotePart, HalError> {
@@ -63,12 +76,6 @@ impl Engine {
             return Err(HalError::Unsupported(
                 "send and receive on a communicator spanning processes (the simulator's \
                  transport exchanges every rank's part)",
-            ));
-        }
-        if call.op.is_variable() {
-            return Err(HalError::Unsupported(
-                "variable-count collectives on a communicator spanning processes (the \
-                 simulator's transport carries no per-rank counts)",
             ));
         }
         if self.stream(s)?.capture.is_some() {
@@ -84,7 +91,7 @@ impl Engine {
         }
         let (send, recv) = self.check_buffers(s, rank, ranks, call)?;
         let ready = self.dev().host_ns.max(self.stream(s)?.tail);
-        let mut blob = ready.to_le_bytes().to_vec();
+        let mut blob = blob::encode(ready, call);
         if self.mode == SimMode::Data && send.len > 0 {
             // The send buffer as of `ready`: what the stream's earlier work wrote.
             self.queue.drain(ready, &mut self.memories);
@@ -95,6 +102,7 @@ impl Engine {
             stream: s,
             rank,
             ranks,
+            number,
             call: call.clone(),
             send,
             recv,
@@ -103,7 +111,9 @@ impl Engine {
         })
     }
 
-    /// Places `part` once every rank's blob (`blobs`, in rank order) has come back.
+    /// Places `part` once every rank's blob (`blobs`, in rank order) has come back: refused
+    /// as [`HalError::CollectiveMismatch`] (the same on every rank, which sees the same blobs)
+    /// when the ranks' calls do not match, and then nothing runs.
     pub fn remote_finish(&mut self, part: RemotePart, blobs: Vec<Vec<u8>>) -> Result<(), HalError> {
         if blobs.len() != part.ranks as usize {
             return Err(invalid(format!(
@@ -113,18 +123,16 @@ impl Engine {
             )));
         }
         let mut ready = 0;
+        let mut calls = Vec::with_capacity(blobs.len());
         let mut sends = Vec::with_capacity(blobs.len());
-        for (r, blob) in blobs.into_iter().enumerate() {
-            let Some(time) = blob.get(..8) else {
-                return Err(invalid(format!(
-                    "rank {r}'s part came back without its time"
-                )));
-            };
-            let mut word = [0u8; 8];
-            word.copy_from_slice(time);
-            ready = u64::max(ready, u64::from_le_bytes(word));
-            sends.push(blob[8..].to_vec());
+        for (r, bytes) in blobs.iter().enumerate() {
+            let blob = blob::decode(bytes)
+                .ok_or_else(|| invalid(format!("rank {r}'s part came back malformed")))?;
+            ready = ready.max(blob.ready);
+            calls.push(blob.call);
+            sends.push(Source::Bytes(blob.send));
         }
+        match_calls(&calls, part.number)?;
         let s = part.stream;
         let device = self.stream(s)?.device;
         let d = device as usize;
@@ -137,7 +145,7 @@ impl Engine {
             ),
             ..self.network_link_params(call.dtype)
         };
-        let bytes = cost::model_bytes(&call, part.ranks).unwrap_or(u64::MAX);
+        let bytes = cost::busiest_bytes(&calls, part.ranks);
         let duration = cost::plan(call.op, part.ranks, bytes, &params).ns;
         let route = Route {
             hops: vec![LinkId::PortOut(device), LinkId::PortIn(device)],
@@ -202,9 +210,9 @@ impl Engine {
                 op: call.op,
                 count: call.count,
                 dtype: call.dtype,
-                sends: sends.into_iter().map(Source::Bytes).collect(),
+                sends,
                 recvs,
-                layouts: Vec::new(),
+                layouts: calls.into_iter().map(|c| c.v).collect(),
             };
             self.queue
                 .push(start, end, OpKind::CollectiveEffect(Arc::new(effect)), d);
@@ -214,4 +222,23 @@ impl Engine {
             _ => Ok(()),
         }
     }
+}
+
+/// Checks that the ranks' calls (`calls`, in rank order) of collective `number` agree, as a
+/// node's [`Matcher`] checks its ranks' parts: each rank's against the ranks' before it.
+fn match_calls(calls: &[CollectiveCall], number: u64) -> Result<(), HalError> {
+    let mut matcher = Matcher::new(calls.len() as u32);
+    for (rank, call) in calls.iter().enumerate() {
+        match matcher.submit(rank as u32, call.signature(), None, ()) {
+            Ok(_) => {}
+            // A fresh matcher numbers the call 0: it is the communicator's `number`.
+            Err(MatchError::Mismatch(mut m)) => {
+                m.key.number = number;
+                tracing::debug!(%m, "a collective across processes refused on every rank");
+                return Err(HalError::CollectiveMismatch(m));
+            }
+            Err(other) => return Err(other.into()),
+        }
+    }
+    Ok(())
 }
