@@ -12,7 +12,7 @@
 //! | `backlog` | the work held back behind a collective not yet run, placing it once the call has run, and the host calls that wait on it |
 //! | `remote` (`join`, `wire`), `remote_parts` (`blob`) | communicators spanning processes: the simulator's transport between them ([`crate::RemoteGroup`]; its rendezvous in `remote::join`, its wire format in `remote::wire`) and the engine's side of their parts (each rank's call and send bytes as one blob in `remote_parts::blob`; every rank matches the ranks' calls and places the collective) |
 //!
-//! The engine keeps this state as one [`Collectives`] value; graph launches holding collective
+//! The engine keeps this state as one `Collectives` value; graph launches holding collective
 //! parts are `engine::graph_run`'s.
 
 mod async_error;
