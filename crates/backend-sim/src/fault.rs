@@ -36,6 +36,30 @@
 //! every pending error at once). A synchronize that reports it has still waited for the work.
 //! Launches into a capture never fail asynchronously (their kernels run at replay).
 //!
+//! **Collective parts failing on the device.** A rank's part of a collective can fail the
+//! same way ([`FaultPlan::fail_collective_async_nth`], [`FaultPlan::collective_async_rate`],
+//! counting [`CallKind::Collective`] calls of the part's stream's device): the call returns
+//! `Ok`, takes its call number and matches the other ranks' parts as usual, and when the call
+//! runs the other ranks complete as if it had succeeded (the failed rank's send buffer is
+//! read) while **the failed rank's receive buffer is left untouched** (it keeps what it held
+//! before; the sanitizer marks those bytes unwritten, so a later read of them is reported).
+//! The failure is reported twice, as HCCL reports a collective task that fails on the
+//! device:
+//! - on the part's stream, by the same observers as a kernel's (the stream's next
+//!   synchronize or query once the call has run, an event recorded on it after the part, a
+//!   device synchronize), as 507000 `ACL_ERROR_RT_INTERNAL_ERROR` (the reference lists no
+//!   code of its own for a failed communication task) whose message names the operation, the
+//!   call, the communicator and the rank;
+//! - as the communicator's asynchronous error ([`crate::SimComm::async_error`],
+//!   `HcclGetCommAsyncError` through `braid-acl-sim`, where it is `HCCL_E_RUNTIME`), the same
+//!   error, kept from when the call runs, unless the communicator already has one (the first
+//!   is kept for its life).
+//!
+//! The communicator and its streams stay usable: later calls run and compute as usual. Parts
+//! captured into a graph (or re-issued into a task group) and parts on a communicator
+//! spanning processes never fail asynchronously (a rule that would fire lets them pass and
+//! counts nothing).
+//!
 //! A user operator whose host body fails ([`crate::host_op`]) is reported the same way, with
 //! the same code, by the same observers, whether or not a plan is set: the message names the
 //! operator and why its body failed. A graph node that fails is reported on the stream the
@@ -50,6 +74,11 @@ use std::fmt;
 
 /// ACL's code for a kernel that failed on the device (reported asynchronously).
 pub const ACL_ERROR_RT_AICORE_EXCEPTION: i32 = 507_015;
+
+/// ACL's code for a collective part that failed on the device (reported asynchronously):
+/// `ACL_ERROR_RT_INTERNAL_ERROR`, the runtime's generic device-side failure (the reference
+/// lists no code of its own for a failed communication task).
+pub const ACL_ERROR_RT_INTERNAL_ERROR: i32 = 507_000;
 
 /// A kind of backend call a [`FaultPlan`] can make fail.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
@@ -123,7 +152,7 @@ impl CallKind {
     /// The error an injected failure of this kind gives (out of memory: `requested` bytes of
     /// which `free` of `total` are free).
     fn error(self, requested: u64, free: u64, total: u64) -> HalError {
-        const INTERNAL: (i32, &str) = (507_000, "ACL_ERROR_RT_INTERNAL_ERROR");
+        const INTERNAL: (i32, &str) = (ACL_ERROR_RT_INTERNAL_ERROR, "ACL_ERROR_RT_INTERNAL_ERROR");
         let (code, name) = match self {
             CallKind::SegmentAlloc | CallKind::Map | CallKind::HostAlloc => {
                 return HalError::OutOfMemory {
@@ -166,7 +195,8 @@ struct Rule {
     /// The kinds it applies to, one bit per [`CallKind`].
     kinds: u32,
     trigger: Trigger,
-    /// Whether the failure is reported later (an asynchronous kernel failure).
+    /// Whether the failure is reported later (a kernel or collective part that fails on the
+    /// device after its call succeeded).
     later: bool,
 }
 
@@ -264,6 +294,33 @@ impl FaultPlan {
         });
         self
     }
+
+    /// The `n`-th collective part (from 1; a [`CallKind::Collective`] call) succeeds but
+    /// fails on the device: the call runs with the other ranks, this rank's receive buffer is
+    /// left untouched, and the error surfaces later on the part's stream and as the
+    /// communicator's asynchronous error (see the [module docs](self)).
+    pub fn fail_collective_async_nth(mut self, n: u64) -> Self {
+        self.rules.push(Rule {
+            kinds: CallKind::Collective.bit(),
+            trigger: Trigger::Nth(n),
+            later: true,
+        });
+        self
+    }
+
+    /// Each collective part fails asynchronously with probability `p`, drawn from a generator
+    /// seeded with `seed` (as [`FaultPlan::fail_collective_async_nth`]).
+    pub fn collective_async_rate(mut self, seed: u64, p: f64) -> Self {
+        self.rules.push(Rule {
+            kinds: CallKind::Collective.bit(),
+            trigger: Trigger::Rate {
+                seed,
+                threshold: threshold(p),
+            },
+            later: true,
+        });
+        self
+    }
 }
 
 /// How many calls of each kind a device saw and made fail (since it was created; setting a
@@ -292,7 +349,7 @@ impl FaultCounts {
         self.injected.iter().sum()
     }
 
-    /// Kernel launches that failed asynchronously.
+    /// Kernel launches and collective parts that failed asynchronously.
     pub fn async_injected(&self) -> u64 {
         self.async_injected
     }
@@ -316,15 +373,25 @@ impl fmt::Debug for FaultCounts {
     }
 }
 
+/// What failed on the device.
+#[derive(Debug)]
+enum Cause {
+    /// A kernel whose launch a plan made fail later.
+    Kernel,
+    /// A user operator whose body failed (not injected): what failed and why.
+    Operator(String),
+    /// A collective part a plan made fail later: which call, communicator and rank.
+    Collective(String),
+}
+
 /// An asynchronous failure not reported yet.
 #[derive(Debug)]
 struct Pending {
-    /// The stream whose kernel failed.
+    /// The stream whose work failed.
     stream: u32,
     /// Events recorded on that stream after the failure (and not recorded elsewhere since).
     events: Vec<usize>,
-    /// What failed, for a user operator whose body failed; `None` for an injected failure.
-    what: Option<String>,
+    cause: Cause,
 }
 
 /// What a [`crate::SimDevice`] knows about faults: its plan, counters and pending
@@ -355,7 +422,7 @@ pub(crate) enum Verdict {
     Pass,
     /// The call fails now, without effect.
     Fail,
-    /// The call succeeds; its kernel fails on the device (launches only).
+    /// The call succeeds; its work fails on the device (kernel launches and collective parts).
     FailLater,
 }
 
@@ -396,7 +463,7 @@ impl FaultState {
     }
 
     /// Decides the fate of one call of `kind` (a plan is set). `capturing`: the call submits
-    /// into a capture (no asynchronous failure then).
+    /// into a capture, or cannot fail later for another reason (no asynchronous failure then).
     #[cold]
     #[inline(never)]
     pub(crate) fn decide(&mut self, kind: CallKind, capturing: bool) -> Verdict {
@@ -446,7 +513,17 @@ impl FaultState {
         self.pending.push(Pending {
             stream: s,
             events: Vec::new(),
-            what: None,
+            cause: Cause::Kernel,
+        });
+    }
+
+    /// A collective part on stream `s` failed on the device (`what` names its call,
+    /// communicator and rank): reported later.
+    pub(crate) fn fail_collective(&mut self, s: u32, what: String) {
+        self.pending.push(Pending {
+            stream: s,
+            events: Vec::new(),
+            cause: Cause::Collective(what),
         });
     }
 
@@ -456,7 +533,7 @@ impl FaultState {
         self.pending.push(Pending {
             stream: s,
             events,
-            what: Some(what),
+            cause: Cause::Operator(what),
         });
     }
 
@@ -510,21 +587,40 @@ impl FaultState {
         Err(self.report(std::slice::from_ref(&p)))
     }
 
-    /// The error that reports `failures` (counted as reported), at least one.
+    /// The error that reports `failures` (counted as reported), at least one: with the code
+    /// of the first (a kernel's or operator's 507015, a collective part's 507000).
     fn report(&mut self, failures: &[Pending]) -> HalError {
-        let injected = failures.iter().filter(|p| p.what.is_none()).count() as u64;
-        self.counts.async_reported += injected;
-        let mut parts: Vec<String> = failures.iter().filter_map(|p| p.what.clone()).collect();
-        if injected > 0 {
+        let kernels = failures
+            .iter()
+            .filter(|p| matches!(p.cause, Cause::Kernel))
+            .count() as u64;
+        let collectives = failures
+            .iter()
+            .filter(|p| matches!(p.cause, Cause::Collective(_)))
+            .count() as u64;
+        self.counts.async_reported += kernels + collectives;
+        let mut parts: Vec<String> = failures
+            .iter()
+            .filter_map(|p| match &p.cause {
+                Cause::Operator(what) | Cause::Collective(what) => Some(what.clone()),
+                Cause::Kernel => None,
+            })
+            .collect();
+        if kernels > 0 {
             parts.push(format!(
-                "{injected} kernel(s) failed on the device after launch (injected fault)"
+                "{kernels} kernel(s) failed on the device after launch (injected fault)"
             ));
         }
-        native(
-            ACL_ERROR_RT_AICORE_EXCEPTION,
-            "ACL_ERROR_RT_AICORE_EXCEPTION",
-            parts.join("; "),
-        )
+        let (code, name) = match failures.first().map(|p| &p.cause) {
+            Some(Cause::Collective(_)) => {
+                (ACL_ERROR_RT_INTERNAL_ERROR, "ACL_ERROR_RT_INTERNAL_ERROR")
+            }
+            _ => (
+                ACL_ERROR_RT_AICORE_EXCEPTION,
+                "ACL_ERROR_RT_AICORE_EXCEPTION",
+            ),
+        };
+        native(code, name, parts.join("; "))
     }
 }
 
@@ -609,6 +705,41 @@ mod tests {
         );
         assert!(matches!(err, HalError::Native { code: 507_015, .. }));
         assert_eq!(f.counts().async_reported(), 1, "the injected one only");
+    }
+
+    #[test]
+    fn collective_parts_fail_later_with_their_own_code_and_kernels_keep_theirs() {
+        let plan = FaultPlan::new()
+            .fail_collective_async_nth(2)
+            .collective_async_rate(9, 0.0);
+        let mut f = FaultState::new(&plan);
+        assert_eq!(f.decide(CallKind::Launch, false), Verdict::Pass);
+        assert_eq!(f.decide(CallKind::Collective, false), Verdict::Pass);
+        assert_eq!(f.decide(CallKind::Collective, false), Verdict::FailLater);
+        assert_eq!(f.counts().async_injected(), 1);
+        assert_eq!(f.counts().injected(CallKind::Collective), 0);
+        let mut always = FaultState::new(&FaultPlan::new().collective_async_rate(9, 1.0));
+        assert_eq!(always.decide(CallKind::Collective, true), Verdict::Pass);
+        assert_eq!(always.decide(CallKind::Launch, false), Verdict::Pass);
+        f.fail_collective(3, "call 1 of communicator 0: rank 1's part failed".into());
+        f.recorded(3, 5);
+        let err = f.take_event(5).unwrap_err();
+        assert!(
+            matches!(err, HalError::Native { code: 507_000, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("rank 1's part failed"), "{err}");
+        assert!(f.take_stream(3).is_ok(), "reported once");
+        // A device synchronize reporting both gives the first one's code.
+        f.fail_later(1);
+        f.fail_collective(2, "call 2".into());
+        let err = f.take_all().unwrap_err();
+        assert!(
+            matches!(err, HalError::Native { code: 507_015, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("call 2"), "{err}");
+        assert_eq!(f.counts().async_reported(), 3);
     }
 
     #[test]

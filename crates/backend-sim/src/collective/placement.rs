@@ -7,8 +7,11 @@
 use super::communicators::PartInfo;
 use super::cost::{self, Plan};
 use super::effect::{DataEffect, Source};
+use super::matching::failed_part;
 use crate::config::SimMode;
 use crate::engine::{op_info_at, sanitizer_error, Engine};
+use crate::fault::ACL_ERROR_RT_INTERNAL_ERROR;
+use crate::limits::native;
 use crate::link::{LinkId, Route};
 use crate::op::{CollectivePart, Op, OpKind};
 use crate::sanitizer::SanitizerMode;
@@ -187,6 +190,22 @@ impl Engine {
                     st.tail = st.tail.max(end);
                 }
             }
+        }
+        // Parts the fault plan made fail on the device: nothing lands in their receive
+        // buffers, and their communicator keeps the failure (see `crate::fault`).
+        let mut recvs = recvs;
+        for (i, p) in parts.iter().enumerate().filter(|(_, p)| p.payload.fails) {
+            let what = failed_part(comm, &key, p.rank, p.payload.call.op);
+            let (ordinal, _) = self.locate(streams[i]);
+            let label = p.payload.label.as_ref();
+            (self.sanitizer).op_failed(ordinal, label, (start, end), &[recvs[i]]);
+            let error = native(
+                ACL_ERROR_RT_INTERNAL_ERROR,
+                "ACL_ERROR_RT_INTERNAL_ERROR",
+                what,
+            );
+            self.keep_async_error(comm, &error);
+            recvs[i] = DeviceSlice::new(recvs[i].ptr, 0);
         }
         if self.record_timeline {
             let label = parts[0].payload.label.to_string();
