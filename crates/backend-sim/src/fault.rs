@@ -45,9 +45,9 @@
 //! before; the sanitizer marks those bytes unwritten, so a later read of them is reported).
 //! The failure is reported twice, as HCCL reports a collective task that fails on the
 //! device:
-//! - on the part's stream, by the same observers as a kernel's (the stream's next
-//!   synchronize or query once the call has run, an event recorded on it after the part, a
-//!   device synchronize), as 507000 `ACL_ERROR_RT_INTERNAL_ERROR` (the reference lists no
+//! - on the part's stream, once the call has run (before, a query of the stream is only not
+//!   done), by the same observers as a kernel's (the stream's next synchronize or query, an
+//!   event recorded on it after the part, a device synchronize), as 507000 `ACL_ERROR_RT_INTERNAL_ERROR` (the reference lists no
 //!   code of its own for a failed communication task) whose message names the operation, the
 //!   call, the communicator and the rank;
 //! - as the communicator's asynchronous error ([`crate::SimComm::async_error`],
@@ -380,8 +380,9 @@ enum Cause {
     Kernel,
     /// A user operator whose body failed (not injected): what failed and why.
     Operator(String),
-    /// A collective part a plan made fail later: which call, communicator and rank.
-    Collective(String),
+    /// A collective part a plan made fail later: which call, communicator and rank, and
+    /// whether its call has run (only then is the failure reported).
+    Collective { what: String, ran: bool },
 }
 
 /// An asynchronous failure not reported yet.
@@ -392,6 +393,13 @@ struct Pending {
     /// Events recorded on that stream after the failure (and not recorded elsewhere since).
     events: Vec<usize>,
     cause: Cause,
+}
+
+impl Pending {
+    /// Whether the failure may be reported now: a collective part's once its call has run.
+    fn known(&self) -> bool {
+        !matches!(self.cause, Cause::Collective { ran: false, .. })
+    }
 }
 
 /// What a [`crate::SimDevice`] knows about faults: its plan, counters and pending
@@ -517,14 +525,27 @@ impl FaultState {
         });
     }
 
-    /// A collective part on stream `s` failed on the device (`what` names its call,
-    /// communicator and rank): reported later.
+    /// A collective part submitted on stream `s` fails on the device (`what` names its call,
+    /// communicator and rank): reported later, once its call has run
+    /// ([`FaultState::collective_ran`]).
     pub(crate) fn fail_collective(&mut self, s: u32, what: String) {
         self.pending.push(Pending {
             stream: s,
             events: Vec::new(),
-            cause: Cause::Collective(what),
+            cause: Cause::Collective { what, ran: false },
         });
+    }
+
+    /// The call of the failing part on stream `s` that `what` names has run: its failure may
+    /// be reported from now on.
+    pub(crate) fn collective_ran(&mut self, s: u32, what: &str) {
+        for p in &mut self.pending {
+            if let Cause::Collective { what: w, ran } = &mut p.cause {
+                if p.stream == s && w == what {
+                    *ran = true;
+                }
+            }
+        }
     }
 
     /// A user operator on stream `s` failed on the device (`what` says which and why): reported
@@ -557,7 +578,7 @@ impl FaultState {
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.take(|p| p.stream == s)
+        self.take(|p| p.stream == s && p.known())
     }
 
     /// The failure an event `e` recorded after it reports, now (once).
@@ -566,7 +587,7 @@ impl FaultState {
         if self.pending.is_empty() {
             return Ok(());
         }
-        self.take(|p| p.events.contains(&e))
+        self.take(|p| p.events.contains(&e) && p.known())
     }
 
     /// Every pending failure, reported now as one error (a device synchronize).
@@ -575,8 +596,14 @@ impl FaultState {
         if self.pending.is_empty() {
             return Ok(());
         }
-        let all = std::mem::take(&mut self.pending);
-        Err(self.report(&all))
+        let (known, later) = std::mem::take(&mut self.pending)
+            .into_iter()
+            .partition::<Vec<_>, _>(Pending::known);
+        self.pending = later;
+        if known.is_empty() {
+            return Ok(());
+        }
+        Err(self.report(&known))
     }
 
     fn take(&mut self, matches: impl Fn(&Pending) -> bool) -> Result<(), HalError> {
@@ -596,13 +623,13 @@ impl FaultState {
             .count() as u64;
         let collectives = failures
             .iter()
-            .filter(|p| matches!(p.cause, Cause::Collective(_)))
+            .filter(|p| matches!(p.cause, Cause::Collective { .. }))
             .count() as u64;
         self.counts.async_reported += kernels + collectives;
         let mut parts: Vec<String> = failures
             .iter()
             .filter_map(|p| match &p.cause {
-                Cause::Operator(what) | Cause::Collective(what) => Some(what.clone()),
+                Cause::Operator(what) | Cause::Collective { what, .. } => Some(what.clone()),
                 Cause::Kernel => None,
             })
             .collect();
@@ -612,7 +639,7 @@ impl FaultState {
             ));
         }
         let (code, name) = match failures.first().map(|p| &p.cause) {
-            Some(Cause::Collective(_)) => {
+            Some(Cause::Collective { .. }) => {
                 (ACL_ERROR_RT_INTERNAL_ERROR, "ACL_ERROR_RT_INTERNAL_ERROR")
             }
             _ => (
@@ -721,8 +748,14 @@ mod tests {
         let mut always = FaultState::new(&FaultPlan::new().collective_async_rate(9, 1.0));
         assert_eq!(always.decide(CallKind::Collective, true), Verdict::Pass);
         assert_eq!(always.decide(CallKind::Launch, false), Verdict::Pass);
-        f.fail_collective(3, "call 1 of communicator 0: rank 1's part failed".into());
+        let what = "call 1 of communicator 0: rank 1's part failed";
+        f.fail_collective(3, what.into());
         f.recorded(3, 5);
+        // Not reported before its call has run.
+        assert!(f.take_event(5).is_ok() && f.take_stream(3).is_ok() && f.take_all().is_ok());
+        f.collective_ran(3, "another call");
+        assert!(f.take_stream(3).is_ok());
+        f.collective_ran(3, what);
         let err = f.take_event(5).unwrap_err();
         assert!(
             matches!(err, HalError::Native { code: 507_000, .. }),
@@ -733,6 +766,7 @@ mod tests {
         // A device synchronize reporting both gives the first one's code.
         f.fail_later(1);
         f.fail_collective(2, "call 2".into());
+        f.collective_ran(2, "call 2");
         let err = f.take_all().unwrap_err();
         assert!(
             matches!(err, HalError::Native { code: 507_015, .. }),

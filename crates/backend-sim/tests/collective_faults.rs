@@ -112,6 +112,7 @@ fn a_part_failing_on_the_device_is_reported_by_its_stream_and_kept_by_its_commun
     // The call succeeds; until every part is in, the call has not run: no error yet.
     launch(&ranks[0], &comms[0]).unwrap();
     assert_eq!(comms[0].async_error(), None);
+    assert_eq!(ranks[0].s.query(), Ok(false), "not run, not reported");
     launch(&ranks[1], &comms[1]).unwrap();
     // The other rank completes, with the failed rank's send data.
     assert_eq!(read(&ranks[1].s, ranks[1].recv).unwrap(), 3.0);

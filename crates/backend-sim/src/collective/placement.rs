@@ -199,6 +199,12 @@ impl Engine {
             let (ordinal, _) = self.locate(streams[i]);
             let label = p.payload.label.as_ref();
             (self.sanitizer).op_failed(ordinal, label, (start, end), &[recvs[i]]);
+            // Its stream (and the events recorded after it) may report it from now on.
+            if let Some(d) = self.stream(streams[i]).ok().map(|st| st.device) {
+                self.devices[d as usize]
+                    .faults
+                    .collective_ran(streams[i], &what);
+            }
             let error = native(
                 ACL_ERROR_RT_INTERNAL_ERROR,
                 "ACL_ERROR_RT_INTERNAL_ERROR",
