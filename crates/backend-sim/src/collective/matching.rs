@@ -177,7 +177,7 @@ impl Engine {
         let key = self.join_call(comm, rank, None, info)?;
         if fails {
             let what = failed_part(comm, &key, rank, op);
-            tracing::error!(comm, rank, call = %key, "{what}");
+            tracing::debug!(comm, rank, call = %key, "this part will fail on the device (injected fault)");
             self.faults().fail_collective(s, what);
         }
         self.coll.backlog.push(s, host_ns, Held::Part { comm, key });

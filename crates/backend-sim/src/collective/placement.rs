@@ -196,6 +196,7 @@ impl Engine {
         let mut recvs = recvs;
         for (i, p) in parts.iter().enumerate().filter(|(_, p)| p.payload.fails) {
             let what = failed_part(comm, &key, p.rank, p.payload.call.op);
+            tracing::error!(comm, rank = p.rank, call = %key, "{what}");
             let (ordinal, _) = self.locate(streams[i]);
             let label = p.payload.label.as_ref();
             (self.sanitizer).op_failed(ordinal, label, (start, end), &[recvs[i]]);
