@@ -36,6 +36,30 @@
 //! every pending error at once). A synchronize that reports it has still waited for the work.
 //! Launches into a capture never fail asynchronously (their kernels run at replay).
 //!
+//! **Collective parts failing on the device.** A rank's part of a collective can fail the
+//! same way ([`FaultPlan::fail_collective_async_nth`], [`FaultPlan::collective_async_rate`],
+//! counting [`CallKind::Collective`] calls of the part's stream's device): the call returns
+//! `Ok`, takes its call number and matches the other ranks' parts as usual, and when the call
+//! runs the other ranks complete as if it had succeeded (the failed rank's send buffer is
+//! read) while **the failed rank's receive buffer is left untouched** (it keeps what it held
+//! before; the sanitizer marks those bytes unwritten, so a later read of them is reported).
+//! The failure is reported twice, as HCCL reports a collective task that fails on the
+//! device:
+//! - on the part's stream, once the call has run (before, a query of the stream is only not
+//!   done), by the same observers as a kernel's (the stream's next synchronize or query, an
+//!   event recorded on it after the part, a device synchronize), as 507000 `ACL_ERROR_RT_INTERNAL_ERROR` (the reference lists no
+//!   code of its own for a failed communication task) whose message names the operation, the
+//!   call, the communicator and the rank;
+//! - as the communicator's asynchronous error ([`crate::SimComm::async_error`],
+//!   `HcclGetCommAsyncError` through `braid-acl-sim`, where it is `HCCL_E_RUNTIME`), the same
+//!   error, kept from when the call runs, unless the communicator already has one (the first
+//!   is kept for its life).
+//!
+//! The communicator and its streams stay usable: later calls run and compute as usual. Parts
+//! captured into a graph (or re-issued into a task group) and parts on a communicator
+//! spanning processes never fail asynchronously (a rule that would fire lets them pass and
+//! counts nothing).
+//!
 //! A user operator whose host body fails ([`crate::host_op`]) is reported the same way, with
 //! the same code, by the same observers, whether or not a plan is set: the message names the
 //! operator and why its body failed. A graph node that fails is reported on the stream the
@@ -44,12 +68,20 @@
 //!
 //! With no plan set, the check at each entry point is one predictable branch.
 
+mod pending;
+
 use crate::limits::native;
 use braid_stream_core::hal::HalError;
+use pending::Pending;
 use std::fmt;
 
 /// ACL's code for a kernel that failed on the device (reported asynchronously).
 pub const ACL_ERROR_RT_AICORE_EXCEPTION: i32 = 507_015;
+
+/// ACL's code for a collective part that failed on the device (reported asynchronously):
+/// `ACL_ERROR_RT_INTERNAL_ERROR`, the runtime's generic device-side failure (the reference
+/// lists no code of its own for a failed communication task).
+pub const ACL_ERROR_RT_INTERNAL_ERROR: i32 = 507_000;
 
 /// A kind of backend call a [`FaultPlan`] can make fail.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Debug)]
@@ -123,7 +155,7 @@ impl CallKind {
     /// The error an injected failure of this kind gives (out of memory: `requested` bytes of
     /// which `free` of `total` are free).
     fn error(self, requested: u64, free: u64, total: u64) -> HalError {
-        const INTERNAL: (i32, &str) = (507_000, "ACL_ERROR_RT_INTERNAL_ERROR");
+        const INTERNAL: (i32, &str) = (ACL_ERROR_RT_INTERNAL_ERROR, "ACL_ERROR_RT_INTERNAL_ERROR");
         let (code, name) = match self {
             CallKind::SegmentAlloc | CallKind::Map | CallKind::HostAlloc => {
                 return HalError::OutOfMemory {
@@ -166,7 +198,8 @@ struct Rule {
     /// The kinds it applies to, one bit per [`CallKind`].
     kinds: u32,
     trigger: Trigger,
-    /// Whether the failure is reported later (an asynchronous kernel failure).
+    /// Whether the failure is reported later (a kernel or collective part that fails on the
+    /// device after its call succeeded).
     later: bool,
 }
 
@@ -264,6 +297,33 @@ impl FaultPlan {
         });
         self
     }
+
+    /// The `n`-th collective part (from 1; a [`CallKind::Collective`] call) succeeds but
+    /// fails on the device: the call runs with the other ranks, this rank's receive buffer is
+    /// left untouched, and the error surfaces later on the part's stream and as the
+    /// communicator's asynchronous error (see the [module docs](self)).
+    pub fn fail_collective_async_nth(mut self, n: u64) -> Self {
+        self.rules.push(Rule {
+            kinds: CallKind::Collective.bit(),
+            trigger: Trigger::Nth(n),
+            later: true,
+        });
+        self
+    }
+
+    /// Each collective part fails asynchronously with probability `p`, drawn from a generator
+    /// seeded with `seed` (as [`FaultPlan::fail_collective_async_nth`]).
+    pub fn collective_async_rate(mut self, seed: u64, p: f64) -> Self {
+        self.rules.push(Rule {
+            kinds: CallKind::Collective.bit(),
+            trigger: Trigger::Rate {
+                seed,
+                threshold: threshold(p),
+            },
+            later: true,
+        });
+        self
+    }
 }
 
 /// How many calls of each kind a device saw and made fail (since it was created; setting a
@@ -292,7 +352,7 @@ impl FaultCounts {
         self.injected.iter().sum()
     }
 
-    /// Kernel launches that failed asynchronously.
+    /// Kernel launches and collective parts that failed asynchronously.
     pub fn async_injected(&self) -> u64 {
         self.async_injected
     }
@@ -314,17 +374,6 @@ impl fmt::Debug for FaultCounts {
         m.entry(&"async", &(self.async_injected, self.async_reported));
         m.finish()
     }
-}
-
-/// An asynchronous failure not reported yet.
-#[derive(Debug)]
-struct Pending {
-    /// The stream whose kernel failed.
-    stream: u32,
-    /// Events recorded on that stream after the failure (and not recorded elsewhere since).
-    events: Vec<usize>,
-    /// What failed, for a user operator whose body failed; `None` for an injected failure.
-    what: Option<String>,
 }
 
 /// What a [`crate::SimDevice`] knows about faults: its plan, counters and pending
@@ -355,7 +404,7 @@ pub(crate) enum Verdict {
     Pass,
     /// The call fails now, without effect.
     Fail,
-    /// The call succeeds; its kernel fails on the device (launches only).
+    /// The call succeeds; its work fails on the device (kernel launches and collective parts).
     FailLater,
 }
 
@@ -396,7 +445,7 @@ impl FaultState {
     }
 
     /// Decides the fate of one call of `kind` (a plan is set). `capturing`: the call submits
-    /// into a capture (no asynchronous failure then).
+    /// into a capture, or cannot fail later for another reason (no asynchronous failure then).
     #[cold]
     #[inline(never)]
     pub(crate) fn decide(&mut self, kind: CallKind, capturing: bool) -> Verdict {
@@ -440,92 +489,6 @@ impl FaultState {
     pub(crate) fn error(kind: CallKind, requested: u64, free: u64, total: u64) -> HalError {
         kind.error(requested, free, total)
     }
-
-    /// A kernel on stream `s` failed on the device: reported later.
-    pub(crate) fn fail_later(&mut self, s: u32) {
-        self.pending.push(Pending {
-            stream: s,
-            events: Vec::new(),
-            what: None,
-        });
-    }
-
-    /// A user operator on stream `s` failed on the device (`what` says which and why): reported
-    /// later, also by `events`, recorded on `s` after the operator's launch.
-    pub(crate) fn fail_op(&mut self, s: u32, events: Vec<usize>, what: String) {
-        self.pending.push(Pending {
-            stream: s,
-            events,
-            what: Some(what),
-        });
-    }
-
-    /// Event `e` was recorded on stream `s`: it reports the failures pending on `s`, and no
-    /// longer those of its earlier records.
-    #[inline]
-    pub(crate) fn recorded(&mut self, s: u32, e: usize) {
-        if !self.pending.is_empty() {
-            for p in &mut self.pending {
-                p.events.retain(|&x| x != e);
-                if p.stream == s {
-                    p.events.push(e);
-                }
-            }
-        }
-    }
-
-    /// The failure pending on stream `s`, reported now (once).
-    #[inline]
-    pub(crate) fn take_stream(&mut self, s: u32) -> Result<(), HalError> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        self.take(|p| p.stream == s)
-    }
-
-    /// The failure an event `e` recorded after it reports, now (once).
-    #[inline]
-    pub(crate) fn take_event(&mut self, e: usize) -> Result<(), HalError> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        self.take(|p| p.events.contains(&e))
-    }
-
-    /// Every pending failure, reported now as one error (a device synchronize).
-    #[inline]
-    pub(crate) fn take_all(&mut self) -> Result<(), HalError> {
-        if self.pending.is_empty() {
-            return Ok(());
-        }
-        let all = std::mem::take(&mut self.pending);
-        Err(self.report(&all))
-    }
-
-    fn take(&mut self, matches: impl Fn(&Pending) -> bool) -> Result<(), HalError> {
-        let Some(i) = self.pending.iter().position(matches) else {
-            return Ok(());
-        };
-        let p = self.pending.remove(i);
-        Err(self.report(std::slice::from_ref(&p)))
-    }
-
-    /// The error that reports `failures` (counted as reported), at least one.
-    fn report(&mut self, failures: &[Pending]) -> HalError {
-        let injected = failures.iter().filter(|p| p.what.is_none()).count() as u64;
-        self.counts.async_reported += injected;
-        let mut parts: Vec<String> = failures.iter().filter_map(|p| p.what.clone()).collect();
-        if injected > 0 {
-            parts.push(format!(
-                "{injected} kernel(s) failed on the device after launch (injected fault)"
-            ));
-        }
-        native(
-            ACL_ERROR_RT_AICORE_EXCEPTION,
-            "ACL_ERROR_RT_AICORE_EXCEPTION",
-            parts.join("; "),
-        )
-    }
 }
 
 #[cfg(test)]
@@ -566,58 +529,5 @@ mod tests {
         assert!(f.armed());
         f.set_plan(&FaultPlan::new());
         assert!(!f.armed());
-    }
-
-    #[test]
-    fn async_failures_are_reported_once_by_the_first_observer() {
-        let mut f = FaultState::new(&FaultPlan::new().fail_async_nth(1));
-        assert_eq!(f.decide(CallKind::Launch, true), Verdict::Pass);
-        f.set_plan(&FaultPlan::new().fail_async_nth(1));
-        assert_eq!(f.decide(CallKind::Launch, false), Verdict::FailLater);
-        f.fail_later(2);
-        f.recorded(2, 7);
-        f.recorded(3, 8);
-        assert!(f.take_stream(3).is_ok());
-        assert!(f.take_event(8).is_ok());
-        let err = f.take_event(7).unwrap_err();
-        assert!(
-            matches!(err, HalError::Native { code: 507_015, .. }),
-            "{err}"
-        );
-        assert!(f.take_stream(2).is_ok(), "reported once");
-        f.fail_later(1);
-        f.fail_later(2);
-        assert!(f.take_all().is_err());
-        assert!(f.take_all().is_ok());
-        assert_eq!(f.counts().async_reported(), 3);
-    }
-
-    #[test]
-    fn failed_operators_are_reported_with_their_text_and_not_counted_as_injected() {
-        let mut f = FaultState::default();
-        f.fail_op(1, vec![4], "user operator `a` failed".into());
-        f.fail_later(2);
-        f.fail_op(2, Vec::new(), "user operator `b` failed".into());
-        let err = f.take_event(4).unwrap_err();
-        assert!(err.to_string().contains("`a` failed"), "{err}");
-        assert!(f.take_stream(1).is_ok(), "reported once");
-        let err = f.take_all().unwrap_err();
-        let text = err.to_string();
-        assert!(
-            text.contains("`b` failed") && text.contains("1 kernel(s) failed"),
-            "{text}"
-        );
-        assert!(matches!(err, HalError::Native { code: 507_015, .. }));
-        assert_eq!(f.counts().async_reported(), 1, "the injected one only");
-    }
-
-    #[test]
-    fn a_rerecorded_event_no_longer_reports() {
-        let mut f = FaultState::default();
-        f.fail_later(1);
-        f.recorded(1, 4);
-        f.recorded(2, 4);
-        assert!(f.take_event(4).is_ok());
-        assert!(f.take_stream(1).is_err());
     }
 }

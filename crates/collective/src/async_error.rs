@@ -5,7 +5,11 @@
 //! On the simulator, a host wait on work held back behind one of the communicator's
 //! collectives that cannot complete (a rank never issued its part, or its stream never
 //! reaches it within the collective timeout) fails with
-//! `HalError::CollectiveIncomplete`, and the communicator keeps that error; on HCCL it is
+//! `HalError::CollectiveIncomplete`, and the communicator keeps that error; so it keeps a
+//! rank's part that the simulator's fault plan made fail on the device
+//! (`FaultPlan::fail_collective_async_nth`: the part's stream reports the same error, 507000
+//! naming the call, communicator and rank, and the part's receive buffer is left
+//! untouched); on HCCL it is
 //! whatever `HcclGetCommAsyncError` answers (a timeout, a remote or device failure). Either
 //! way the first error is kept for the communicator's life, as HCCL keeps it: poll it from a
 //! watchdog thread (a [`Communicator`] is `Send + Sync`). The communicator, its streams and

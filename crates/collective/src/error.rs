@@ -277,8 +277,8 @@ pub enum CollectiveError {
     Async {
         /// The rank asked.
         rank: u32,
-        /// What the backend reported (on the simulator the wait that could not complete, on
-        /// HCCL the `HcclResult`).
+        /// What the backend reported (on the simulator the wait that could not complete, or
+        /// a part that failed on the device; on HCCL the `HcclResult`).
         source: HalError,
     },
 }

@@ -207,3 +207,74 @@ pub(super) fn collective(
     })
     .map_err(from_acl)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hccl::exports::HcclGetCommAsyncError;
+    use braid_acl_sys::hccl::HcclComm;
+    use braid_backend_sim::{FaultPlan, NodeConfig, SimNode};
+    use braid_stream_core::collective::{CollectiveOp, ReduceOp};
+    use braid_stream_core::dtype::DType;
+    use braid_stream_core::hal::{Device as _, Stream as _};
+
+    /// `HcclGetCommAsyncError`'s answer for `handle`.
+    fn async_error(handle: usize) -> HcclResult {
+        let mut found = -1;
+        // SAFETY: `found` is valid for a write.
+        let code = unsafe { HcclGetCommAsyncError(handle as HcclComm, &mut found) };
+        assert_eq!(code, HCCL_SUCCESS);
+        found
+    }
+
+    // Fault plans are the simulator's (no environment variable sets one): the communicators
+    // are made on a node of this test's own and put in the table as the exports make them.
+    #[test]
+    fn hccl_get_comm_async_error_reports_a_part_that_failed_on_the_device() {
+        let node = SimNode::new(NodeConfig::new(2));
+        let devs = node.devices();
+        devs[0].set_fault_plan(&FaultPlan::new().fail_collective_async_nth(1));
+        let sims = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
+        let parts: Vec<_> = devs
+            .iter()
+            .zip(&sims)
+            .map(|(d, sim)| {
+                let x = d.alloc(4).unwrap();
+                let call = CollectiveCall {
+                    op: CollectiveOp::AllReduce(ReduceOp::Sum),
+                    send: x,
+                    recv: x,
+                    count: 1,
+                    dtype: DType::F32,
+                    v: None,
+                };
+                (d.create_stream(0).unwrap(), sim.clone(), call)
+            })
+            .collect();
+        let handles: Vec<usize> = sims
+            .into_iter()
+            .zip(0..)
+            .map(|(sim, rank)| {
+                insert(Comm {
+                    device: rank as usize,
+                    rank,
+                    ranks: 2,
+                    sim,
+                })
+            })
+            .collect();
+        assert_eq!(async_error(handles[0]), HCCL_SUCCESS);
+        for (s, sim, call) in &parts {
+            SimBackend::launch_collective(s, sim, call, "HcclAllReduce").unwrap();
+        }
+        // Every rank's handle reports it, before any synchronize and after.
+        for &h in &handles {
+            assert_eq!(async_error(h), HCCL_E_RUNTIME);
+        }
+        assert!(parts[0].0.synchronize().is_err());
+        for &h in &handles {
+            assert_eq!(async_error(h), HCCL_E_RUNTIME, "kept");
+            destroy("HcclCommDestroy", h).unwrap();
+        }
+    }
+}

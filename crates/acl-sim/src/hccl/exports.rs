@@ -480,8 +480,9 @@ pub extern "C" fn HcclBarrier(comm: HcclComm, stream: aclrtStream) -> HcclResult
 /// `HcclResult HcclGetCommAsyncError(HcclComm comm, HcclResult *asyncError)`: the
 /// communicator's failure that came after its calls returned — on the simulator a host wait on
 /// one of its collectives that could not complete (`HCCL_E_TIMEOUT`, the result HCCL gives a
-/// collective that times out); `HCCL_SUCCESS` while there is none. Kept for the
-/// communicator's life, as HCCL keeps it.
+/// collective that times out), or a part that the simulator's fault plan made fail on the
+/// device (`HCCL_E_RUNTIME`; see `braid_backend_sim::fault`); `HCCL_SUCCESS` while there is
+/// none. The first is kept for the communicator's life, as HCCL keeps it.
 ///
 /// # Safety
 /// `async_error` is null or valid for a write.

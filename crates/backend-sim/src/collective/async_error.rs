@@ -1,12 +1,17 @@
 //! Failures of a communicator's collectives reported after their calls returned, as HCCL
-//! reports them to `HcclGetCommAsyncError` (torch_npu's watchdog polls it): on the simulator,
-//! a host wait (a synchronize or an event wait) on work held back behind a collective that
-//! cannot complete — some rank never issued its part, or its stream never reaches it within
-//! the collective timeout. The wait fails with [`HalError::CollectiveIncomplete`], and the
-//! communicator whose call held the work keeps that error ([`crate::SimComm::async_error`]):
-//! the first one, for the communicator's life, as HCCL keeps a communicator's asynchronous
-//! error. The communicator still runs later collectives, and the held call runs once its
-//! missing parts come.
+//! reports them to `HcclGetCommAsyncError` (torch_npu's watchdog polls it). On the simulator
+//! there are two:
+//! - a host wait (a synchronize or an event wait) on work held back behind a collective that
+//!   cannot complete — some rank never issued its part, or its stream never reaches it within
+//!   the collective timeout. The wait fails with [`HalError::CollectiveIncomplete`], and the
+//!   communicator whose call held the work keeps that error;
+//! - a rank's part that the fault plan made fail on the device
+//!   ([`crate::FaultPlan::fail_collective_async_nth`]): when its call runs, the communicator
+//!   keeps the error its stream reports (see [`crate::fault`]).
+//!
+//! The communicator keeps the first one ([`crate::SimComm::async_error`]), for its life, as
+//! HCCL keeps a communicator's asynchronous error. The communicator still runs later
+//! collectives, and a held call runs once its missing parts come.
 
 use super::backlog::HostWait;
 use super::{Held, Work};
@@ -27,9 +32,14 @@ impl Engine {
                 .copied()
                 .find(|&s| self.coll.is_deferred(s)),
         };
-        let Some(comm) = held.and_then(|s| self.holding_comm(s, 0)) else {
-            return;
-        };
+        if let Some(comm) = held.and_then(|s| self.holding_comm(s, 0)) {
+            self.keep_async_error(comm, error);
+        }
+    }
+
+    /// Keeps `error` as communicator `comm`'s asynchronous error, unless it has one already
+    /// (the first is kept for the communicator's life).
+    pub(crate) fn keep_async_error(&mut self, comm: usize, error: &HalError) {
         if let Some(state) = self.coll.comms.get_mut(comm) {
             if state.async_error.is_none() {
                 tracing::warn!(comm, %error, "collective failed: kept as the communicator's asynchronous error");

@@ -7,9 +7,9 @@
 
 use crate::collective::cost::LinkParams;
 use crate::collective::remote::RemoteGroup;
-use crate::device::{checked, lock_engine, same_node, Shared};
+use crate::device::{lock_engine, same_node, Shared};
 use crate::engine::{invalid, Engine};
-use crate::fault::CallKind;
+use crate::fault::{CallKind, Verdict};
 use crate::stream::SimStream;
 use crate::{SimBackend, SimDevice};
 use braid_stream_core::collective::{CallKey, CollectiveCall, Matcher, Part, Peers, RootInfo};
@@ -215,12 +215,14 @@ impl SimComm {
         }
     }
 
-    /// The communicator's asynchronous error (`HcclGetCommAsyncError`): the first host wait
-    /// on one of its collectives that could not complete, as
-    /// [`HalError::CollectiveIncomplete`] naming the call and the missing ranks; `None` while
-    /// there is none. Kept for the communicator's life, as HCCL keeps it; later collectives
-    /// still run. A communicator whose ranks live in several processes reports none (their
-    /// waits fail in each process).
+    /// The communicator's asynchronous error (`HcclGetCommAsyncError`): the first of a host
+    /// wait on one of its collectives that could not complete, as
+    /// [`HalError::CollectiveIncomplete`] naming the call and the missing ranks, and a rank's
+    /// part that the fault plan made fail on the device
+    /// ([`crate::FaultPlan::fail_collective_async_nth`]), as the error its stream reports
+    /// (507000, naming the call, communicator and rank); `None` while there is none. Kept for
+    /// the communicator's life, as HCCL keeps it; later collectives still run. A communicator
+    /// whose ranks live in several processes reports none (their waits fail in each process).
     pub fn async_error(&self) -> Option<HalError> {
         match &self.kind {
             Kind::Node(comm) => lock_engine(&self.shared).comm_async_error(*comm),
@@ -236,10 +238,23 @@ impl SimComm {
         label: &str,
     ) -> Result<(), HalError> {
         same_node(&self.shared, &stream.shared)?;
-        // The fault plan of the stream's device decides first: a failed part does nothing.
-        let mut engine = checked(&stream.shared, CallKind::Collective)?;
+        // The fault plan of the stream's device decides first: a failed part does nothing, a
+        // part failing later (eager, node-local parts only) is submitted as usual.
+        let mut engine = lock_engine(&stream.shared);
+        let mut fails = false;
+        if engine.faults().armed() {
+            let s = stream.global();
+            let eager = self.is_node_local() && !engine.is_capturing(s) && !engine.is_updating(s);
+            match engine.faults().decide(CallKind::Collective, !eager) {
+                Verdict::Fail => return Err(engine.fault_error(CallKind::Collective, 0)),
+                Verdict::FailLater => fails = true,
+                Verdict::Pass => {}
+            }
+        }
         match &self.kind {
-            Kind::Node(comm) => engine.collective(stream.global(), *comm, self.rank, call, label),
+            Kind::Node(comm) => {
+                engine.collective(stream.global(), *comm, self.rank, call, label, fails)
+            }
             Kind::Remote { group, calls } => {
                 if stream.shared.device != self.shared.device {
                     return Err(HalError::InvalidArgument(format!(
@@ -329,6 +344,10 @@ impl CollectiveBackend for SimBackend {
     ///
     /// The device's fault plan may make the call fail ([`crate::CallKind::Collective`]): then
     /// nothing is submitted and the part takes no call number, so the rank may submit it again.
+    /// It may also make an eager part fail on the device after the call succeeded
+    /// ([`crate::FaultPlan::fail_collective_async_nth`]): the part's receive buffer is left
+    /// untouched, its stream reports the failure later and the communicator keeps it as its
+    /// asynchronous error (see [`crate::fault`]).
     ///
     /// Refused as invalid arguments: a communicator of another node, a stream of another
     /// device than the rank's, a buffer (of `send_len`/`recv_len` bytes) that is not live
@@ -379,6 +398,9 @@ pub(crate) struct PartInfo {
     pub label: Arc<str>,
     /// For a part replayed from a graph, its node in the graph launched on `stream`.
     pub node: Option<usize>,
+    /// The fault plan made this part fail on the device: when the call runs, its receive
+    /// buffer is left untouched and the communicator keeps the failure.
+    pub fails: bool,
 }
 
 /// One communicator.
@@ -395,7 +417,8 @@ pub(crate) struct CommState {
     /// next captured call with those peers takes.
     captured: HashMap<(u32, Peers), u64>,
     /// The first failure of a collective reported after its call returned (a host wait on
-    /// it that could not complete): `HcclGetCommAsyncError`'s answer, kept from then on.
+    /// it that could not complete, a part that failed on the device):
+    /// `HcclGetCommAsyncError`'s answer, kept from then on.
     pub async_error: Option<HalError>,
 }
 

@@ -108,6 +108,8 @@ impl Engine {
     }
 
     /// Submits rank `rank`'s part `call` of communicator `comm` on stream `s` (or captures it).
+    /// `fails`: the fault plan made the part fail on the device (eager parts only; see
+    /// [`crate::FaultPlan::fail_collective_async_nth`]).
     pub fn collective(
         &mut self,
         s: u32,
@@ -115,6 +117,7 @@ impl Engine {
         rank: u32,
         call: &CollectiveCall,
         label: &str,
+        fails: bool,
     ) -> Result<(), HalError> {
         self.tick(self.dev().config.profile.eager_launch_ns, "collective");
         let (send, recv) = self.check_part(s, comm, rank, call)?;
@@ -145,11 +148,13 @@ impl Engine {
             return self.with_frontier(s, |cap, frontier| cap.add(op, frontier));
         }
         let host = self.dev().host_ns;
-        self.submit_part(s, comm, rank, call.clone(), None, label, host)?;
+        self.submit_part(s, comm, rank, call.clone(), label, host, fails)?;
         self.pump()
     }
 
-    /// Adds a part to its communicator's matcher and holds it back on stream `s`.
+    /// Adds an eager part to its communicator's matcher and holds it back on stream `s`; a
+    /// part that `fails` on the device is pending on `s` from now on, as a kernel that fails
+    /// after its launch is.
     #[allow(clippy::too_many_arguments)]
     fn submit_part(
         &mut self,
@@ -157,17 +162,24 @@ impl Engine {
         comm: usize,
         rank: u32,
         call: CollectiveCall,
-        replay_of: Option<u64>,
         label: Arc<str>,
         host_ns: u64,
+        fails: bool,
     ) -> Result<(), HalError> {
+        let op = call.op;
         let info = PartInfo {
             call,
             stream: s,
             label,
             node: None,
+            fails,
         };
-        let key = self.join_call(comm, rank, replay_of, info)?;
+        let key = self.join_call(comm, rank, None, info)?;
+        if fails {
+            let what = failed_part(comm, &key, rank, op);
+            tracing::debug!(comm, rank, call = %key, "this part will fail on the device (injected fault)");
+            self.faults().fail_collective(s, what);
+        }
         self.coll.backlog.push(s, host_ns, Held::Part { comm, key });
         Ok(())
     }
@@ -213,4 +225,13 @@ impl Engine {
             .iter()
             .try_fold(0, |t, p| Some(t.max(self.part_ready(comm, key, p)?)))
     }
+}
+
+/// What reports rank `rank`'s part of call `key` (an `op`) of communicator `comm` that failed
+/// on the device: its stream's error and the communicator's asynchronous error.
+pub(super) fn failed_part(comm: usize, key: &CallKey, rank: u32, op: CollectiveOp) -> String {
+    format!(
+        "collective {op}, {key} of communicator {comm}: rank {rank}'s part failed on the \
+         device (injected fault); its receive buffer was left untouched"
+    )
 }

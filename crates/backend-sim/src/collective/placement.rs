@@ -7,8 +7,11 @@
 use super::communicators::PartInfo;
 use super::cost::{self, Plan};
 use super::effect::{DataEffect, Source};
+use super::matching::failed_part;
 use crate::config::SimMode;
 use crate::engine::{op_info_at, sanitizer_error, Engine};
+use crate::fault::ACL_ERROR_RT_INTERNAL_ERROR;
+use crate::limits::native;
 use crate::link::{LinkId, Route};
 use crate::op::{CollectivePart, Op, OpKind};
 use crate::sanitizer::SanitizerMode;
@@ -183,6 +186,29 @@ impl Engine {
                     st.tail = st.tail.max(end);
                 }
             }
+        }
+        // Parts the fault plan made fail on the device: nothing lands in their receive
+        // buffers, and their communicator keeps the failure (see `crate::fault`).
+        let mut recvs = recvs;
+        for (i, p) in parts.iter().enumerate().filter(|(_, p)| p.payload.fails) {
+            let what = failed_part(comm, &key, p.rank, p.payload.call.op);
+            tracing::error!(comm, rank = p.rank, call = %key, "{what}");
+            let (ordinal, _) = self.locate(streams[i]);
+            let label = p.payload.label.as_ref();
+            (self.sanitizer).op_failed(ordinal, label, (start, end), &[recvs[i]]);
+            // Its stream (and the events recorded after it) may report it from now on.
+            if let Some(d) = self.stream(streams[i]).ok().map(|st| st.device) {
+                self.devices[d as usize]
+                    .faults
+                    .collective_ran(streams[i], &what);
+            }
+            let error = native(
+                ACL_ERROR_RT_INTERNAL_ERROR,
+                "ACL_ERROR_RT_INTERNAL_ERROR",
+                what,
+            );
+            self.keep_async_error(comm, &error);
+            recvs[i] = DeviceSlice::new(recvs[i].ptr, 0);
         }
         if self.record_timeline {
             let label = parts[0].payload.label.to_string();

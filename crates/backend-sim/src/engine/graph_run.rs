@@ -88,6 +88,7 @@ impl Engine {
                             stream: s,
                             label: node.op.label.clone(),
                             node: Some(i),
+                            fails: false,
                         };
                         let replay_of = Some(part.captured);
                         let key = self.join_call(part.comm, part.rank, replay_of, info);
