@@ -17,21 +17,6 @@ use common::*;
 
 const SUM: CollectiveOp = CollectiveOp::AllReduce(ReduceOp::Sum);
 
-fn node(devices: u32) -> Vec<SimDevice> {
-    // A short collective timeout: these tests drive every rank from one thread, and a
-    // synchronization on a rank that has never submitted a part waits for it.
-    let config = SimConfig::new()
-        .capacity(1 << 30)
-        .profile(unit_profile())
-        .collective_timeout(std::time::Duration::from_millis(20));
-    SimNode::new(NodeConfig {
-        devices,
-        device: config,
-        topology: Topology::atlas_800_a2(devices),
-    })
-    .devices()
-}
-
 fn put(dev: &SimDevice, s: &SimStream, dtype: DType, values: &[f32]) -> DevicePtr {
     let bytes = dtype.encode(values);
     let ptr = dev.alloc(bytes.len() as u64).unwrap();
@@ -89,7 +74,7 @@ fn setup(
 }
 
 fn all_reduce_f16(n_devices: u32) {
-    let devs = node(n_devices);
+    let devs = one_thread_node(n_devices);
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let comms = SimComm::init_all(&refs).unwrap();
     let n = 6;
@@ -134,7 +119,7 @@ fn all_reduce_in_f16_on_2_4_and_8_devices() {
 
 #[test]
 fn all_gather_reduce_scatter_broadcast_and_all_to_all_move_the_right_blocks() {
-    let devs = node(3);
+    let devs = one_thread_node(3);
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let comms = SimComm::init_all(&refs).unwrap();
     let dt = DType::BF16;
@@ -166,7 +151,7 @@ fn all_gather_reduce_scatter_broadcast_and_all_to_all_move_the_right_blocks() {
 
 #[test]
 fn send_pairs_with_recv_and_other_ranks_are_not_involved() {
-    let devs = node(3);
+    let devs = one_thread_node(3);
     let comms = SimComm::init_all(&[&devs[0], &devs[1], &devs[2]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
     let out = devs[2].alloc(16).unwrap();
@@ -202,7 +187,7 @@ fn send_pairs_with_recv_and_other_ranks_are_not_involved() {
 
 #[test]
 fn a_mismatched_part_is_refused_naming_rank_call_and_difference() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F16, |_| vec![1.0; 8]);
     SimBackend::launch_collective(
@@ -245,7 +230,7 @@ fn a_mismatched_part_is_refused_naming_rank_call_and_difference() {
 
 #[test]
 fn waiting_on_a_collective_a_rank_has_not_issued_is_an_error_not_a_hang() {
-    let devs = node(3);
+    let devs = one_thread_node(3);
     let comms = SimComm::init_all(&[&devs[0], &devs[1], &devs[2]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32; 4]);
     SimBackend::launch_collective(
@@ -282,7 +267,7 @@ fn waiting_on_a_collective_a_rank_has_not_issued_is_an_error_not_a_hang() {
 
 #[test]
 fn work_after_a_pending_part_is_held_back_and_runs_after_the_collective() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
     let (s0, x0) = &ranks[0];
@@ -331,7 +316,7 @@ fn work_after_a_pending_part_is_held_back_and_runs_after_the_collective() {
 
 #[test]
 fn work_after_a_barrier_waits_for_every_rank_to_reach_it() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
     let barrier = call(
@@ -382,7 +367,7 @@ fn work_after_a_barrier_waits_for_every_rank_to_reach_it() {
 
 #[test]
 fn a_collective_takes_the_cost_models_time_and_is_labelled() {
-    let devs = node(4);
+    let devs = one_thread_node(4);
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let comms = SimComm::init_all(&refs).unwrap();
     let count = 1 << 20;
@@ -413,7 +398,7 @@ fn a_collective_takes_the_cost_models_time_and_is_labelled() {
 
 #[test]
 fn communication_overlaps_compute_on_another_stream() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let count = 1 << 22;
     let mut comm_ns = 0;
@@ -446,7 +431,7 @@ fn communication_overlaps_compute_on_another_stream() {
 
 #[test]
 fn a_captured_all_reduce_runs_again_at_each_replay_of_every_rank() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
     let graphs: Vec<_> = ranks
@@ -504,7 +489,7 @@ fn join_all(devs: &[SimDevice], info: &braid_stream_core::collective::RootInfo) 
 
 #[test]
 fn ranks_of_one_node_joining_a_root_info_form_a_node_communicator() {
-    let devs = node(4);
+    let devs = one_thread_node(4);
     let info = SimComm::root_info(&devs[0]).unwrap();
     let comms = join_all(&devs, &info);
     assert!(comms.iter().all(SimComm::is_node_local));
@@ -524,7 +509,7 @@ fn ranks_of_one_node_joining_a_root_info_form_a_node_communicator() {
 #[test]
 fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
     // Two nodes of one device each stand in for two processes.
-    let devs: Vec<SimDevice> = (0..2).flat_map(|_| node(1)).collect();
+    let devs: Vec<SimDevice> = (0..2).flat_map(|_| one_thread_node(1)).collect();
     let info = SimComm::root_info(&devs[0]).unwrap();
     let comms = join_all(&devs, &info);
     assert!(!comms[0].is_node_local());
@@ -586,7 +571,7 @@ fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
 
 #[test]
 fn communicators_and_parts_are_checked() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     assert!(SimComm::init_all(&[&devs[0], &devs[0]]).is_err());
     let lone = SimDevice::new(SimConfig::new());
     assert!(SimComm::init_all(&[&devs[0], &lone]).is_err());
@@ -624,7 +609,7 @@ fn communicators_and_parts_are_checked() {
 
 #[test]
 fn ranks_submit_from_their_own_threads() {
-    let devs = node(4);
+    let devs = one_thread_node(4);
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let comms = SimComm::init_all(&refs).unwrap();
     let ranks = setup(&devs, DType::F16, |r| vec![r as f32 + 1.0; 16]);
@@ -687,7 +672,7 @@ fn ranks_in_two_servers_use_the_network_and_timing_only_mode_runs_the_same_sched
 
 #[test]
 fn a_captured_send_of_two_ranks_does_not_shift_a_third_ranks_numbers() {
-    let devs = node(3);
+    let devs = one_thread_node(3);
     let comms = SimComm::init_all(&[&devs[0], &devs[1], &devs[2]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 2]);
     let tmp = devs[1].alloc(8).unwrap();
@@ -727,7 +712,7 @@ fn a_captured_send_of_two_ranks_does_not_shift_a_third_ranks_numbers() {
 
 #[test]
 fn an_eager_record_supersedes_a_held_one_and_releases_its_waiters() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |_| vec![1.0; 2]);
     let (s0, x0) = &ranks[0];
@@ -752,7 +737,7 @@ fn an_eager_record_supersedes_a_held_one_and_releases_its_waiters() {
 
 #[test]
 fn ranks_issuing_calls_in_crossed_orders_get_an_error_naming_the_call() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |_| vec![1.0; 2]);
     let (s0, x0) = &ranks[0];
@@ -776,7 +761,7 @@ fn ranks_issuing_calls_in_crossed_orders_get_an_error_naming_the_call() {
 
 #[test]
 fn a_collective_reading_a_buffer_another_stream_still_writes_is_a_race_naming_both() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let comms = SimComm::init_all(&refs).unwrap();
     let n = 64u64;
