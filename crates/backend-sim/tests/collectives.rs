@@ -57,6 +57,18 @@ fn call(
     }
 }
 
+/// Issues `comm`'s part of an in-place sum all-reduce of `count` values at `x` on `s`.
+fn sum_in_place(
+    s: &SimStream,
+    comm: &SimComm,
+    x: DevicePtr,
+    count: u64,
+    dtype: DType,
+    label: &str,
+) -> Result<(), HalError> {
+    SimBackend::launch_collective(s, comm, &call(SUM, x, x, count, dtype), label)
+}
+
 /// Per rank: a stream, and `values[r]` uploaded.
 fn setup(
     devs: &[SimDevice],
@@ -190,20 +202,8 @@ fn a_mismatched_part_is_refused_naming_rank_call_and_difference() {
     let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F16, |_| vec![1.0; 8]);
-    SimBackend::launch_collective(
-        &ranks[0].0,
-        &comms[0],
-        &call(SUM, ranks[0].1, ranks[0].1, 8, DType::F16),
-        "a",
-    )
-    .unwrap();
-    let err = SimBackend::launch_collective(
-        &ranks[1].0,
-        &comms[1],
-        &call(SUM, ranks[1].1, ranks[1].1, 4, DType::F16),
-        "a",
-    )
-    .unwrap_err();
+    sum_in_place(&ranks[0].0, &comms[0], ranks[0].1, 8, DType::F16, "a").unwrap();
+    let err = sum_in_place(&ranks[1].0, &comms[1], ranks[1].1, 4, DType::F16, "a").unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains("rank 1's call 0") && msg.contains("count 8 vs 4"),
@@ -218,13 +218,7 @@ fn a_mismatched_part_is_refused_naming_rank_call_and_difference() {
         other => panic!("expected a collective mismatch, got {other:?}"),
     }
     // Still usable: the matching part completes the call.
-    SimBackend::launch_collective(
-        &ranks[1].0,
-        &comms[1],
-        &call(SUM, ranks[1].1, ranks[1].1, 8, DType::F16),
-        "a",
-    )
-    .unwrap();
+    sum_in_place(&ranks[1].0, &comms[1], ranks[1].1, 8, DType::F16, "a").unwrap();
     assert_eq!(get(&ranks[1].0, ranks[1].1, DType::F16, 8), vec![2.0; 8]);
 }
 
@@ -233,13 +227,7 @@ fn waiting_on_a_collective_a_rank_has_not_issued_is_an_error_not_a_hang() {
     let devs = one_thread_node(3);
     let comms = SimComm::init_all(&[&devs[0], &devs[1], &devs[2]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32; 4]);
-    SimBackend::launch_collective(
-        &ranks[0].0,
-        &comms[0],
-        &call(SUM, ranks[0].1, ranks[0].1, 4, DType::F32),
-        "ar",
-    )
-    .unwrap();
+    sum_in_place(&ranks[0].0, &comms[0], ranks[0].1, 4, DType::F32, "ar").unwrap();
     let err = ranks[0].0.synchronize().unwrap_err().to_string();
     assert!(err.contains("rank(s) 1, 2 have not issued"), "{err}");
     // Ranks 1 and 2 have never submitted a part: another thread might drive them, so the
@@ -253,13 +241,7 @@ fn waiting_on_a_collective_a_rank_has_not_issued_is_an_error_not_a_hang() {
     assert!(err.contains("rank(s) 1, 2 have not issued"), "{err}");
     assert!(devs[0].synchronize().is_err());
     for r in [2, 1] {
-        SimBackend::launch_collective(
-            &ranks[r].0,
-            &comms[r],
-            &call(SUM, ranks[r].1, ranks[r].1, 4, DType::F32),
-            "ar",
-        )
-        .unwrap();
+        sum_in_place(&ranks[r].0, &comms[r], ranks[r].1, 4, DType::F32, "ar").unwrap();
     }
     e.synchronize().unwrap();
     assert_eq!(get(&ranks[0].0, ranks[0].1, DType::F32, 4), vec![3.0; 4]);
@@ -272,8 +254,7 @@ fn work_after_a_pending_part_is_held_back_and_runs_after_the_collective() {
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
     let (s0, x0) = &ranks[0];
     let y0 = devs[0].alloc(16).unwrap();
-    SimBackend::launch_collective(s0, &comms[0], &call(SUM, *x0, *x0, 4, DType::F32), "ar")
-        .unwrap();
+    sum_in_place(s0, &comms[0], *x0, 4, DType::F32, "ar").unwrap();
     // Held back: it reads the all-reduce's result.
     s0.launch(
         &Kernel::Scale {
@@ -303,8 +284,7 @@ fn work_after_a_pending_part_is_held_back_and_runs_after_the_collective() {
         )
         .unwrap();
     let (s1, x1) = &ranks[1];
-    SimBackend::launch_collective(s1, &comms[1], &call(SUM, *x1, *x1, 4, DType::F32), "ar")
-        .unwrap();
+    sum_in_place(s1, &comms[1], *x1, 4, DType::F32, "ar").unwrap();
     assert_eq!(get(&other, z0, DType::F32, 4), vec![60.0; 4]);
     assert_eq!(get(s0, y0, DType::F32, 4), vec![30.0; 4]);
     let tl = devs[0].timeline();
@@ -376,13 +356,7 @@ fn a_collective_takes_the_cost_models_time_and_is_labelled() {
         .map(|d| (d.create_stream(0).unwrap(), d.alloc(count * 2).unwrap()))
         .collect();
     for ((s, x), c) in bufs.iter().zip(&comms) {
-        SimBackend::launch_collective(
-            s,
-            c,
-            &call(SUM, *x, *x, count, DType::F16),
-            "allreduce(sum)",
-        )
-        .unwrap();
+        sum_in_place(s, c, *x, count, DType::F16, "allreduce(sum)").unwrap();
     }
     bufs[0].0.synchronize().unwrap();
     let bound = collective_bound(SUM, 4, count * 2, &comms[0].link_params(DType::F16));
@@ -408,13 +382,7 @@ fn communication_overlaps_compute_on_another_stream() {
         let comm_stream = d.create_stream(0).unwrap();
         let x = d.alloc(count * 2).unwrap();
         compute.launch(&busy(2_000_000).into(), "compute").unwrap();
-        SimBackend::launch_collective(
-            &comm_stream,
-            c,
-            &call(SUM, x, x, count, DType::F16),
-            "allreduce(sum)",
-        )
-        .unwrap();
+        sum_in_place(&comm_stream, c, x, count, DType::F16, "allreduce(sum)").unwrap();
         compute_ns = 2_000_000;
         comm_ns = collective_bound(SUM, 2, count * 2, &c.link_params(DType::F16));
     }
@@ -439,13 +407,7 @@ fn a_captured_all_reduce_runs_again_at_each_replay_of_every_rank() {
         .zip(&comms)
         .map(|((s, x), c)| {
             s.begin_capture(CaptureMode::ThreadLocal).unwrap();
-            SimBackend::launch_collective(
-                s,
-                c,
-                &call(SUM, *x, *x, 4, DType::F32),
-                "allreduce(sum)",
-            )
-            .unwrap();
+            sum_in_place(s, c, *x, 4, DType::F32, "allreduce(sum)").unwrap();
             s.end_capture().unwrap()
         })
         .collect();
@@ -496,7 +458,7 @@ fn ranks_of_one_node_joining_a_root_info_form_a_node_communicator() {
     assert_eq!((comms[2].rank(), comms[2].ranks()), (2, 4));
     let ranks = setup(&devs, DType::F16, |r| vec![r as f32; 2]);
     for ((s, x), c) in ranks.iter().zip(&comms) {
-        SimBackend::launch_collective(s, c, &call(SUM, *x, *x, 2, DType::F16), "ar").unwrap();
+        sum_in_place(s, c, *x, 2, DType::F16, "ar").unwrap();
     }
     assert_eq!(get(&ranks[3].0, ranks[3].1, DType::F16, 2), vec![6.0; 2]);
     let foreign = braid_stream_core::collective::RootInfo::from_bytes(&[0u8; 4108]).unwrap();
@@ -518,13 +480,7 @@ fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
     std::thread::scope(|scope| {
         for (((s, x), c), out) in ranks.iter().zip(&comms).zip(&outs) {
             scope.spawn(move || {
-                SimBackend::launch_collective(
-                    s,
-                    c,
-                    &call(SUM, *x, *x, 4, DType::F16),
-                    "allreduce(sum)",
-                )
-                .unwrap();
+                sum_in_place(s, c, *x, 4, DType::F16, "allreduce(sum)").unwrap();
                 SimBackend::launch_collective(
                     s,
                     c,
@@ -579,15 +535,9 @@ fn communicators_and_parts_are_checked() {
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |_| vec![1.0; 4]);
     let (s0, x0) = &ranks[0];
-    let wrong_device =
-        SimBackend::launch_collective(s0, &comms[1], &call(SUM, *x0, *x0, 4, DType::F32), "ar");
+    let wrong_device = sum_in_place(s0, &comms[1], *x0, 4, DType::F32, "ar");
     assert!(matches!(wrong_device, Err(HalError::InvalidArgument(m)) if m.contains("rank 1")));
-    let too_long = SimBackend::launch_collective(
-        s0,
-        &comms[0],
-        &call(SUM, *x0, *x0, 1 << 20, DType::F32),
-        "ar",
-    );
+    let too_long = sum_in_place(s0, &comms[0], *x0, 1 << 20, DType::F32, "ar");
     assert!(matches!(too_long, Err(HalError::InvalidArgument(m)) if m.contains("not live memory")));
     let root = SimBackend::launch_collective(
         s0,
@@ -617,8 +567,7 @@ fn ranks_submit_from_their_own_threads() {
         for ((s, x), c) in ranks.iter().zip(&comms) {
             scope.spawn(move || {
                 for _ in 0..3 {
-                    SimBackend::launch_collective(s, c, &call(SUM, *x, *x, 16, DType::F16), "ar")
-                        .unwrap();
+                    sum_in_place(s, c, *x, 16, DType::F16, "ar").unwrap();
                 }
             });
         }
@@ -655,8 +604,7 @@ fn ranks_in_two_servers_use_the_network_and_timing_only_mode_runs_the_same_sched
     let streams: Vec<SimStream> = devs.iter().map(|d| d.create_stream(0).unwrap()).collect();
     for ((d, s), c) in devs.iter().zip(&streams).zip(&comms) {
         let x = d.alloc(count * 2).unwrap();
-        SimBackend::launch_collective(s, c, &call(SUM, x, x, count, DType::BF16), "allreduce(sum)")
-            .unwrap();
+        sum_in_place(s, c, x, count, DType::BF16, "allreduce(sum)").unwrap();
     }
     streams[3].synchronize().unwrap();
     let op = devs[3]
@@ -699,7 +647,7 @@ fn a_captured_send_of_two_ranks_does_not_shift_a_third_ranks_numbers() {
                 .unwrap(),
                 _ => {}
             }
-            SimBackend::launch_collective(s, c, &call(SUM, *x, *x, 2, DType::F32), "ar").unwrap();
+            sum_in_place(s, c, *x, 2, DType::F32, "ar").unwrap();
             s.end_capture().unwrap()
         })
         .collect();
@@ -716,8 +664,7 @@ fn an_eager_record_supersedes_a_held_one_and_releases_its_waiters() {
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |_| vec![1.0; 2]);
     let (s0, x0) = &ranks[0];
-    SimBackend::launch_collective(s0, &comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
-        .unwrap();
+    sum_in_place(s0, &comms[0], *x0, 2, DType::F32, "ar").unwrap();
     let e = devs[0].create_event(EventFlags::default()).unwrap();
     s0.record(&e).unwrap();
     let waiter = devs[0].create_stream(0).unwrap();
@@ -746,10 +693,8 @@ fn ranks_issuing_calls_in_crossed_orders_get_an_error_naming_the_call() {
     // issued, yet each waits for the other behind it.
     let send = call(CollectiveOp::Send { peer: 1 }, *x0, *x0, 2, DType::F32);
     SimBackend::launch_collective(s0, &comms[0], &send, "send").unwrap();
-    SimBackend::launch_collective(s0, &comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
-        .unwrap();
-    SimBackend::launch_collective(s1, &comms[1], &call(SUM, *x1, *x1, 2, DType::F32), "ar")
-        .unwrap();
+    sum_in_place(s0, &comms[0], *x0, 2, DType::F32, "ar").unwrap();
+    sum_in_place(s1, &comms[1], *x1, 2, DType::F32, "ar").unwrap();
     let recv = call(CollectiveOp::Recv { peer: 0 }, *x1, *x1, 2, DType::F32);
     SimBackend::launch_collective(s1, &comms[1], &recv, "recv").unwrap();
     let err = s0.synchronize().unwrap_err().to_string();
