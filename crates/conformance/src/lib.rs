@@ -56,6 +56,7 @@ mod support;
 pub mod allocator;
 pub mod capture;
 pub mod capture_modes;
+pub mod child_process;
 pub mod collective_updates;
 pub mod collectives;
 pub mod context;
