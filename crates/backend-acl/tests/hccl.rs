@@ -254,14 +254,13 @@ fn an_all_reduce_across_two_devices_through_hccl_gives_the_sum() {
     let recvs = ranks.alloc(16);
     for (rank, stream) in streams.iter().enumerate() {
         let (send, recv) = (sends[rank], recvs[rank]);
-        let call = CollectiveCall {
-            op: CollectiveOp::AllReduce(ReduceOp::Sum),
+        let call = CollectiveCall::new(
+            CollectiveOp::AllReduce(ReduceOp::Sum),
             send,
             recv,
-            count: 4,
-            dtype: DType::F32,
-            v: None,
-        };
+            4,
+            DType::F32,
+        );
         AclBackend::launch_collective(stream, &comms[rank], &call, "allreduce").unwrap();
     }
     for (rank, stream) in streams.iter().enumerate() {
@@ -272,14 +271,8 @@ fn an_all_reduce_across_two_devices_through_hccl_gives_the_sum() {
         );
     }
     // A communicator of another device is refused before HCCL is called.
-    let call = CollectiveCall {
-        op: CollectiveOp::AllReduce(ReduceOp::Max),
-        send: sends[0],
-        recv: recvs[0],
-        count: 4,
-        dtype: DType::F32,
-        v: None,
-    };
+    let max = CollectiveOp::AllReduce(ReduceOp::Max);
+    let call = CollectiveCall::new(max, sends[0], recvs[0], 4, DType::F32);
     assert!(matches!(
         AclBackend::launch_collective(&streams[0], &comms[1], &call, "wrong device"),
         Err(HalError::InvalidArgument(m)) if m.contains("ACL device 1")
@@ -345,14 +338,7 @@ fn every_collective_through_hccl_moves_the_right_numbers_and_a_mismatch_is_typed
         vec![base, base + 1.0, base + 2.0, base + 3.0]
     });
     let recvs = ranks.alloc(32);
-    let call = |r: usize, op, count| CollectiveCall {
-        op,
-        send: sends[r],
-        recv: recvs[r],
-        count,
-        dtype: DType::F32,
-        v: None,
-    };
+    let call = |r: usize, op, count| CollectiveCall::new(op, sends[r], recvs[r], count, DType::F32);
 
     let gathered = run_on_ranks(
         streams,

@@ -17,14 +17,7 @@ fn node(devices: u32, timeout: Duration) -> Vec<SimDevice> {
 }
 
 fn all_reduce(x: DevicePtr, n: u64) -> CollectiveCall {
-    CollectiveCall {
-        op: CollectiveOp::AllReduce(ReduceOp::Sum),
-        send: x,
-        recv: x,
-        count: n,
-        dtype: DType::F32,
-        v: None,
-    }
+    CollectiveCall::new(CollectiveOp::AllReduce(ReduceOp::Sum), x, x, n, DType::F32)
 }
 
 /// Rank `rank`'s stream, buffer of `N` floats and communicator.

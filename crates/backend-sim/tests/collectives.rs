@@ -40,23 +40,6 @@ fn get(s: &SimStream, ptr: DevicePtr, dtype: DType, n: usize) -> Vec<f32> {
     dtype.decode(&bytes)
 }
 
-fn call(
-    op: CollectiveOp,
-    send: DevicePtr,
-    recv: DevicePtr,
-    count: u64,
-    dtype: DType,
-) -> CollectiveCall {
-    CollectiveCall {
-        op,
-        send,
-        recv,
-        count,
-        dtype,
-        v: None,
-    }
-}
-
 /// Issues `comm`'s part of an in-place sum all-reduce of `count` values at `x` on `s`.
 fn sum_in_place(
     s: &SimStream,
@@ -66,7 +49,12 @@ fn sum_in_place(
     dtype: DType,
     label: &str,
 ) -> Result<(), HalError> {
-    SimBackend::launch_collective(s, comm, &call(SUM, x, x, count, dtype), label)
+    SimBackend::launch_collective(
+        s,
+        comm,
+        &CollectiveCall::new(SUM, x, x, count, dtype),
+        label,
+    )
 }
 
 /// Per rank: a stream, and `values[r]` uploaded.
@@ -101,7 +89,7 @@ fn all_reduce_f16(n_devices: u32) {
         SimBackend::launch_collective(
             s,
             comm,
-            &call(SUM, *x, outs[r], n as u64, DType::F16),
+            &CollectiveCall::new(SUM, *x, outs[r], n as u64, DType::F16),
             "allreduce(sum)",
         )
         .unwrap();
@@ -140,7 +128,13 @@ fn all_gather_reduce_scatter_broadcast_and_all_to_all_move_the_right_blocks() {
     let out: Vec<DevicePtr> = devs.iter().map(|d| d.alloc(64).unwrap()).collect();
     let run = |op, count, check: &dyn Fn(usize, Vec<f32>)| {
         for (r, ((s, x), comm)) in ranks.iter().zip(&comms).enumerate() {
-            SimBackend::launch_collective(s, comm, &call(op, *x, out[r], count, dt), "c").unwrap();
+            SimBackend::launch_collective(
+                s,
+                comm,
+                &CollectiveCall::new(op, *x, out[r], count, dt),
+                "c",
+            )
+            .unwrap();
         }
         for (r, (s, _)) in ranks.iter().enumerate() {
             check(r, get(s, out[r], dt, 9));
@@ -170,7 +164,7 @@ fn send_pairs_with_recv_and_other_ranks_are_not_involved() {
     SimBackend::launch_collective(
         &ranks[0].0,
         &comms[0],
-        &call(
+        &CollectiveCall::new(
             CollectiveOp::Send { peer: 2 },
             ranks[0].1,
             DevicePtr(0),
@@ -183,7 +177,7 @@ fn send_pairs_with_recv_and_other_ranks_are_not_involved() {
     SimBackend::launch_collective(
         &ranks[2].0,
         &comms[2],
-        &call(
+        &CollectiveCall::new(
             CollectiveOp::Recv { peer: 0 },
             DevicePtr(0),
             out,
@@ -299,7 +293,7 @@ fn work_after_a_barrier_waits_for_every_rank_to_reach_it() {
     let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
-    let barrier = call(
+    let barrier = CollectiveCall::new(
         CollectiveOp::Barrier,
         DevicePtr(0),
         DevicePtr(0),
@@ -484,7 +478,7 @@ fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
                 SimBackend::launch_collective(
                     s,
                     c,
-                    &call(CollectiveOp::AllGather, *x, *out, 4, DType::F16),
+                    &CollectiveCall::new(CollectiveOp::AllGather, *x, *out, 4, DType::F16),
                     "ag",
                 )
                 .unwrap();
@@ -513,7 +507,7 @@ fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
     let send = SimBackend::launch_collective(
         &ranks[0].0,
         &comms[0],
-        &call(
+        &CollectiveCall::new(
             CollectiveOp::Send { peer: 1 },
             ranks[0].1,
             ranks[0].1,
@@ -542,14 +536,14 @@ fn communicators_and_parts_are_checked() {
     let root = SimBackend::launch_collective(
         s0,
         &comms[0],
-        &call(CollectiveOp::Broadcast { root: 2 }, *x0, *x0, 4, DType::F32),
+        &CollectiveCall::new(CollectiveOp::Broadcast { root: 2 }, *x0, *x0, 4, DType::F32),
         "b",
     );
     assert!(root.is_err());
     let to_self = SimBackend::launch_collective(
         s0,
         &comms[0],
-        &call(CollectiveOp::Send { peer: 0 }, *x0, *x0, 4, DType::F32),
+        &CollectiveCall::new(CollectiveOp::Send { peer: 0 }, *x0, *x0, 4, DType::F32),
         "s",
     );
     assert!(to_self.is_err());
@@ -634,14 +628,14 @@ fn a_captured_send_of_two_ranks_does_not_shift_a_third_ranks_numbers() {
                 0 => SimBackend::launch_collective(
                     s,
                     c,
-                    &call(CollectiveOp::Send { peer: 1 }, *x, *x, 2, DType::F32),
+                    &CollectiveCall::new(CollectiveOp::Send { peer: 1 }, *x, *x, 2, DType::F32),
                     "send",
                 )
                 .unwrap(),
                 1 => SimBackend::launch_collective(
                     s,
                     c,
-                    &call(CollectiveOp::Recv { peer: 0 }, tmp, tmp, 2, DType::F32),
+                    &CollectiveCall::new(CollectiveOp::Recv { peer: 0 }, tmp, tmp, 2, DType::F32),
                     "recv",
                 )
                 .unwrap(),
@@ -691,11 +685,11 @@ fn ranks_issuing_calls_in_crossed_orders_get_an_error_naming_the_call() {
     let (s1, x1) = &ranks[1];
     // Rank 0 sends before the all-reduce, rank 1 receives after it: both calls are fully
     // issued, yet each waits for the other behind it.
-    let send = call(CollectiveOp::Send { peer: 1 }, *x0, *x0, 2, DType::F32);
+    let send = CollectiveCall::new(CollectiveOp::Send { peer: 1 }, *x0, *x0, 2, DType::F32);
     SimBackend::launch_collective(s0, &comms[0], &send, "send").unwrap();
     sum_in_place(s0, &comms[0], *x0, 2, DType::F32, "ar").unwrap();
     sum_in_place(s1, &comms[1], *x1, 2, DType::F32, "ar").unwrap();
-    let recv = call(CollectiveOp::Recv { peer: 0 }, *x1, *x1, 2, DType::F32);
+    let recv = CollectiveCall::new(CollectiveOp::Recv { peer: 0 }, *x1, *x1, 2, DType::F32);
     SimBackend::launch_collective(s1, &comms[1], &recv, "recv").unwrap();
     let err = s0.synchronize().unwrap_err().to_string();
     assert!(
@@ -726,7 +720,7 @@ fn a_collective_reading_a_buffer_another_stream_still_writes_is_a_race_naming_bo
         SimBackend::launch_collective(
             s,
             comm,
-            &call(SUM, *x, outs[r], n, DType::F32),
+            &CollectiveCall::new(SUM, *x, outs[r], n, DType::F32),
             "allreduce(sum)",
         )
         .unwrap();

@@ -309,14 +309,7 @@ fn a_failed_collective_part_is_not_added_and_the_rank_may_submit_it_again() {
             (s, x)
         })
         .collect();
-    let call = |x| CollectiveCall {
-        op: CollectiveOp::AllReduce(ReduceOp::Sum),
-        send: x,
-        recv: x,
-        count: 1,
-        dtype: DType::F32,
-        v: None,
-    };
+    let call = |x| CollectiveCall::new(CollectiveOp::AllReduce(ReduceOp::Sum), x, x, 1, DType::F32);
     let (s0, x0) = &ranks[0];
     let before = devs[0].host_time_ns();
     let err = SimBackend::launch_collective(s0, &comms[0], &call(*x0), "ar").unwrap_err();

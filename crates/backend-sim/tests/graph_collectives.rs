@@ -39,14 +39,7 @@ fn two_data_ranks<T>(
 }
 
 fn all_reduce(x: DevicePtr, count: u64, dtype: DType) -> CollectiveCall {
-    CollectiveCall {
-        op: SUM,
-        send: x,
-        recv: x,
-        count,
-        dtype,
-        v: None,
-    }
+    CollectiveCall::new(SUM, x, x, count, dtype)
 }
 
 /// One rank's step, captured from `compute`: `compute_ns` of compute on `compute`, and an

@@ -7,9 +7,10 @@
 #![allow(dead_code)]
 
 use braid_backend_acl::{AclApi, AclBackend, AclComm, AclConfig, AclDevice, AclStream};
+use braid_collective::{Communicator, ReduceOp};
 use braid_stream_core::hal::{Device as _, Stream as _};
 use braid_stream_core::sync::{GlobalMutex, GlobalMutexGuard};
-use braid_stream_core::{Device, DevicePtr};
+use braid_stream_core::{DType, Device, DevicePtr};
 use std::cell::RefCell;
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -142,4 +143,26 @@ impl TwoRanks {
 /// suites.
 pub fn node(n: u32) -> braid_stream_core::Result<Vec<Device<AclBackend>>> {
     (0..n).map(device).collect()
+}
+
+/// Rank `k` adds `k + 1` in each element; every rank gets the sum.
+pub fn all_reduce_sums(comms: &[Communicator<AclBackend>]) {
+    let bufs: Vec<_> = comms
+        .iter()
+        .map(|c| {
+            let s = c.device().create_stream(0).unwrap();
+            let b = c.device().alloc(16).unwrap();
+            s.copy_h2d(b.slice(), DType::F32.encode(&[c.rank() as f32 + 1.0; 4]))
+                .unwrap();
+            (s, b)
+        })
+        .collect();
+    for (c, (s, b)) in comms.iter().zip(&bufs) {
+        c.all_reduce(s, b, b, DType::F32, ReduceOp::Sum).unwrap();
+    }
+    let n = comms.len();
+    for (s, b) in &bufs {
+        let got = s.copy_d2h(b.slice()).unwrap().wait_f32().unwrap();
+        assert_eq!(got, vec![(n * (n + 1) / 2) as f32; 4]);
+    }
 }
