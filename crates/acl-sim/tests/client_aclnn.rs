@@ -7,30 +7,22 @@
 //! The runtime is one per process and these tests run in parallel, each on its own streams
 //! and memory of device 0 (the sanitizer test on device 2).
 
+mod common;
+
 use braid_acl_sim::aclnn::client_exports::*;
 use braid_acl_sim::aclnn::exports::*;
 use braid_acl_sim::client::runtime::aclrtMemcpy;
 use braid_acl_sim::exports::*;
 use braid_acl_sys::aclnn::{aclOpExecutor, aclScalar, aclTensor};
 use braid_stream_core::DType;
-use std::ffi::{c_void, CStr};
+use common::{message, ok};
+use std::ffi::c_void;
 use std::ptr::{null, null_mut};
 
 const ACLNN_ERR_PARAM_INVALID: i32 = 161_002;
 const ACL_FLOAT: i32 = 0;
 const ACL_FLOAT16: i32 = 1;
 const ACL_BF16: i32 = 27;
-
-fn message() -> String {
-    let p = aclGetRecentErrMsg();
-    assert!(!p.is_null(), "a failure leaves a message");
-    // SAFETY: non-null and NUL-terminated, valid until the next call on this thread.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
-
-fn ok(code: i32) {
-    assert_eq!(code, 0, "{}", message());
-}
 
 fn acl_type(t: DType) -> i32 {
     match t {

@@ -7,6 +7,8 @@
 //! The runtime is one per process and these tests run in parallel: each uses its own device
 //! (every device computes under the default settings).
 
+mod common;
+
 use braid_acl_sim::client::op_path::*;
 use braid_acl_sim::client::profiling::*;
 use braid_acl_sim::client::runtime::*;
@@ -18,6 +20,7 @@ use braid_acl_sys::hccl::{HcclClientFunctions, HcclFunctions};
 use braid_acl_sys::msprof::MsprofFunctions;
 use braid_acl_sys::rt::RtFunctions;
 use braid_acl_sys::SymbolTable;
+use common::{message, ok};
 use std::ffi::{c_void, CStr};
 use std::path::PathBuf;
 use std::ptr::{null, null_mut};
@@ -29,19 +32,6 @@ const ACL_ERROR_RT_CONTEXT_NULL: i32 = 107_002;
 const ACL_ERROR_RT_INVALID_HANDLE: i32 = 107_017;
 const ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT: i32 = 107_030;
 const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: i32 = 207_000;
-
-/// This thread's last error text.
-fn message() -> String {
-    let p = aclGetRecentErrMsg();
-    assert!(!p.is_null(), "a failure leaves a message");
-    // SAFETY: non-null and NUL-terminated, valid until the next call on this thread.
-    unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
-}
-
-/// Asserts `code` is success, with the failure's text.
-fn ok(code: i32) {
-    assert_eq!(code, 0, "{}", message());
-}
 
 /// Initializes ACL (a repeat is fine) and binds `device` to this thread.
 fn on_device(device: i32) {

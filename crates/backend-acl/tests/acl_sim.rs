@@ -3,18 +3,13 @@
 
 mod common;
 
-use braid_backend_acl::{codes, AclConfig, AclDevice};
+use braid_backend_acl::codes;
 use braid_stream_core::hal::{Device as _, Event as _, HalError, Stream as _};
 use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{CaptureMode, CaptureStatus, EventFlags};
 use braid_stream_core::{DevicePtr, Kernel};
 use std::ffi::CStr;
 use std::ptr;
-
-fn open(ordinal: u32) -> AclDevice {
-    common::exclusive();
-    AclDevice::open_with(common::api(), ordinal, AclConfig::default()).expect("opens")
-}
 
 fn code_of(err: HalError) -> (i32, &'static str, String) {
     match err {
@@ -56,7 +51,7 @@ fn repeated_init_and_error_text_fetched_then_cleared() {
 
 #[test]
 fn a_thread_without_a_device_is_refused_and_the_backend_binds_it() {
-    let dev = open(0);
+    let dev = common::hal_device(0);
     let api = common::api();
     std::thread::scope(|scope| {
         scope.spawn(|| {
@@ -74,7 +69,7 @@ fn a_thread_without_a_device_is_refused_and_the_backend_binds_it() {
 
 #[test]
 fn device_oom_is_207018_and_the_hal_reports_out_of_memory() {
-    let dev = open(0);
+    let dev = common::hal_device(0);
     let info = dev.mem_info().unwrap();
     match dev.alloc(info.total + 1).unwrap_err() {
         HalError::OutOfMemory {
@@ -91,7 +86,7 @@ fn device_oom_is_207018_and_the_hal_reports_out_of_memory() {
 
 #[test]
 fn pinned_host_memory_through_acl_malloc_host_and_free_host() {
-    let dev = open(0);
+    let dev = common::hal_device(0);
     let p = dev.alloc_host(4096).unwrap();
     // SAFETY: `p` is a live 4096-byte pinned allocation no copy uses.
     unsafe { ptr::write_bytes(p.as_ptr(), 0xab, 4096) };
@@ -115,7 +110,7 @@ fn pinned_host_memory_through_acl_malloc_host_and_free_host() {
 
 #[test]
 fn waiting_on_an_event_without_sync_fails() {
-    let dev = open(0);
+    let dev = common::hal_device(0);
     let api = common::api();
     let s = dev.create_stream(0).unwrap();
     let mut ev: *mut std::ffi::c_void = ptr::null_mut();
@@ -151,7 +146,7 @@ fn waiting_on_an_event_without_sync_fails() {
 
 #[test]
 fn blocking_calls_during_capture_are_107041_or_107030_by_mode() {
-    let dev = open(0);
+    let dev = common::hal_device(0);
     let (s, other) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let mem = dev.alloc(256).unwrap();
     s.begin_capture(CaptureMode::Global).unwrap();
@@ -201,7 +196,7 @@ fn blocking_calls_during_capture_are_107041_or_107030_by_mode() {
 
 #[test]
 fn the_thread_capture_mode_is_exchanged_per_thread() {
-    let dev = open(0);
+    let dev = common::hal_device(0);
     let api = common::api();
     let exchange = api.aclmdlRICaptureThreadExchangeMode.expect("exported");
     let mut mode = codes_mode(CaptureMode::ThreadLocal);
@@ -257,7 +252,7 @@ fn codes_mode(mode: CaptureMode) -> u32 {
 
 #[test]
 fn an_unjoined_stream_fails_the_capture_end_with_107025() {
-    let dev = open(0);
+    let dev = common::hal_device(0);
     let (origin, side) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let mem = dev.alloc(1024).unwrap();
     let fork = dev.create_event(EventFlags::ORDERING).unwrap();
@@ -303,7 +298,7 @@ fn an_unjoined_stream_fails_the_capture_end_with_107025() {
 #[test]
 fn the_sanitizer_extension_reports_a_race_and_clears() {
     use braid_stream_core::DeviceSlice;
-    let dev = open(0);
+    let dev = common::hal_device(0);
     assert!(common::api().supports_sanitizer_reports());
     assert!(dev.clear_sanitizer_reports().unwrap());
     assert_eq!(dev.sanitizer_reports().unwrap(), Some(vec![]));
@@ -356,7 +351,7 @@ fn the_sanitizer_extension_reports_a_race_and_clears() {
 
 #[test]
 fn waits_the_capture_rule_refuses_are_107024_with_its_reason() {
-    let dev = open(0);
+    let dev = common::hal_device(0);
     let (a, b) = (dev.create_stream(0).unwrap(), dev.create_stream(0).unwrap());
     let mem = dev.alloc(256).unwrap();
     let eager = dev.create_event(EventFlags::ORDERING).unwrap();
@@ -386,7 +381,7 @@ fn waits_the_capture_rule_refuses_are_107024_with_its_reason() {
 fn aclnn_errors_are_typed_and_leave_no_live_objects() {
     use braid_backend_acl::aclnn::{AclnnApi, Executor, Tensor};
     use braid_stream_core::DType;
-    let _dev = open(0);
+    let _dev = common::hal_device(0);
     let api = AclnnApi::load_for(common::api()).expect("braid-acl-sim exports aclnn");
     let before = api.live_objects().expect("counted");
     {
@@ -503,7 +498,7 @@ fn a_missing_aclnn_library_or_symbol_is_named() {
 /// typed `Unsupported` before any runtime call, and the device keeps working.
 #[test]
 fn external_events_are_unsupported() {
-    let dev = open(0);
+    let dev = common::hal_device(0);
     assert!(matches!(
         dev.create_event(EventFlags::EXTERNAL),
         Err(HalError::Unsupported(_))

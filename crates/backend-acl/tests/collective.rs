@@ -14,34 +14,12 @@ fn devices(n: u32) -> Vec<Device<AclBackend>> {
     common::node(n).expect("braid-acl-sim's devices")
 }
 
-/// Rank `k` adds `k + 1` in each element; every rank gets the sum.
-fn all_reduce_sums(comms: &[Communicator<AclBackend>]) {
-    let bufs: Vec<_> = comms
-        .iter()
-        .map(|c| {
-            let s = c.device().create_stream(0).unwrap();
-            let b = c.device().alloc(16).unwrap();
-            s.copy_h2d(b.slice(), DType::F32.encode(&[c.rank() as f32 + 1.0; 4]))
-                .unwrap();
-            (s, b)
-        })
-        .collect();
-    for (c, (s, b)) in comms.iter().zip(&bufs) {
-        c.all_reduce(s, b, b, DType::F32, ReduceOp::Sum).unwrap();
-    }
-    let n = comms.len();
-    for (s, b) in &bufs {
-        let got = s.copy_d2h(b.slice()).unwrap().wait_f32().unwrap();
-        assert_eq!(got, vec![(n * (n + 1) / 2) as f32; 4]);
-    }
-}
-
 #[test]
 fn an_all_reduce_through_hccl_and_a_mismatch_refused_before_hccl_sees_it() {
     let devices = devices(2);
     let comms = Communicator::init_all(&devices).unwrap();
     assert!(comms[0].checks_mismatch());
-    all_reduce_sums(&comms);
+    common::all_reduce_sums(&comms);
     let s: Vec<_> = devices
         .iter()
         .map(|d| d.create_stream(0).unwrap())
@@ -70,7 +48,7 @@ fn an_all_reduce_through_hccl_and_a_mismatch_refused_before_hccl_sees_it() {
     for s in &s {
         s.synchronize().unwrap();
     }
-    all_reduce_sums(&comms);
+    common::all_reduce_sums(&comms);
 }
 
 #[test]
@@ -82,7 +60,7 @@ fn on_acl_the_mismatch_check_is_an_option() {
     };
     let comms = Communicator::init_all_with(&devices, options).unwrap();
     assert!(!comms[0].checks_mismatch());
-    all_reduce_sums(&comms);
+    common::all_reduce_sums(&comms);
 }
 
 #[test]
@@ -104,7 +82,7 @@ fn bad_input_through_hccl_is_a_typed_error() {
         "{err:?}"
     );
     let comms = Communicator::init_all(&devices).unwrap();
-    all_reduce_sums(&comms);
+    common::all_reduce_sums(&comms);
 }
 
 #[test]

@@ -8,18 +8,14 @@ mod common;
 use braid_acl_sys::hccl::codes::*;
 use braid_acl_sys::hccl::{self, HcclFunctions, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_INT8};
 use braid_acl_sys::SymbolTable;
-use braid_backend_acl::{codes, AclBackend, AclComm, AclConfig, AclDevice, AclStream, HcclApi};
+use braid_backend_acl::{codes, AclBackend, AclComm, AclStream, HcclApi};
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::hal::{CollectiveBackend, Comm as _, Device as _, HalError, Stream as _};
 use braid_stream_core::types::EventFlags;
-use braid_stream_core::{DType, DevicePtr};
+use braid_stream_core::DType;
+use common::download;
 use std::ffi::{CStr, OsString};
 use std::ptr;
-
-fn open(ordinal: u32) -> AclDevice {
-    common::exclusive();
-    AclDevice::open_with(common::api(), ordinal, AclConfig::default()).expect("opens")
-}
 
 fn env_of(pairs: &[(&'static str, &'static str)]) -> impl Fn(&str) -> Option<OsString> {
     let pairs = pairs.to_vec();
@@ -139,7 +135,7 @@ fn failures_carry_the_result_name_and_hccl_error_string() {
 
 #[test]
 fn peer_access_between_two_devices_follows_acls_rules() {
-    let (d0, d1) = (open(0), open(1));
+    let (d0, d1) = (common::hal_device(0), common::hal_device(1));
     assert!(d0.can_access_peer(&d1).unwrap());
     assert!(d1.can_access_peer(&d0).unwrap());
     assert!(!d0.can_access_peer(&d0).unwrap());
@@ -184,7 +180,7 @@ fn peer_access_between_two_devices_follows_acls_rules() {
 
 #[test]
 fn handles_of_two_devices_are_used_in_any_order_from_one_thread() {
-    let (d0, d1) = (open(0), open(1));
+    let (d0, d1) = (common::hal_device(0), common::hal_device(1));
     let (s0, s1) = (d0.create_stream(0).unwrap(), d1.create_stream(0).unwrap());
     let (a, b) = (d0.alloc(256).unwrap(), d1.alloc(256).unwrap());
     // Interleaved: every call binds its own device first (braid-acl-sim refuses an object of
@@ -209,7 +205,7 @@ fn handles_of_two_devices_are_used_in_any_order_from_one_thread() {
 
 #[test]
 fn a_peer_copy_needs_peer_access_and_a_stream_waits_on_another_devices_event() {
-    let (d0, d1) = (open(0), open(1));
+    let (d0, d1) = (common::hal_device(0), common::hal_device(1));
     let (s0, s1) = (d0.create_stream(0).unwrap(), d1.create_stream(0).unwrap());
     let (mine, theirs) = (d0.alloc(64).unwrap(), d1.alloc(64).unwrap());
     s1.memset(theirs, 7, 64).unwrap();
@@ -245,82 +241,52 @@ fn a_peer_copy_needs_peer_access_and_a_stream_waits_on_another_devices_event() {
     }
 }
 
-/// Writes `values` (f32) into a fresh buffer of `device` through `stream`.
-fn upload(device: &AclDevice, stream: &AclStream, values: &[f32]) -> DevicePtr {
-    let bytes = braid_stream_core::f32_bytes(values);
-    let ptr = device.alloc(bytes.len() as u64).unwrap();
-    // SAFETY: `bytes` outlives the synchronize below.
-    unsafe { stream.memcpy_h2d(ptr, bytes.as_ptr(), bytes.len() as u64) }.unwrap();
-    stream.synchronize().unwrap();
-    ptr
-}
-
-/// Reads `n` f32 values of `ptr` through `stream`.
-fn download(stream: &AclStream, ptr: DevicePtr, n: usize) -> Vec<f32> {
-    let mut bytes = vec![0u8; n * 4];
-    // SAFETY: `bytes` outlives the synchronize below.
-    unsafe { stream.memcpy_d2h(bytes.as_mut_ptr(), ptr, bytes.len() as u64) }.unwrap();
-    stream.synchronize().unwrap();
-    braid_stream_core::f32s_from_bytes(&bytes)
-}
-
 #[test]
 fn an_all_reduce_across_two_devices_through_hccl_gives_the_sum() {
-    let (d0, d1) = (open(0), open(1));
-    let comms = AclComm::init_all(&[&d0, &d1]).expect("HcclCommInitAll");
+    let ranks = common::two_ranks();
+    let (comms, streams) = (&ranks.comms, &ranks.streams);
     assert_eq!((comms[0].rank(), comms[1].rank()), (0, 1));
     assert_eq!(comms[1].query_rank_and_size().unwrap(), (1, 2));
-    let streams = [d0.create_stream(0).unwrap(), d1.create_stream(0).unwrap()];
-    let devices = [&d0, &d1];
-    let mut buffers = Vec::new();
-    for (rank, (device, stream)) in devices.iter().zip(&streams).enumerate() {
+    let sends = ranks.upload(|rank| {
         let base = (rank as f32 + 1.0) * 10.0;
-        let send = upload(device, stream, &[base, base + 1.0, base + 2.0, base + 3.0]);
-        let recv = device.alloc(16).unwrap();
-        buffers.push((send, recv));
-    }
+        vec![base, base + 1.0, base + 2.0, base + 3.0]
+    });
+    let recvs = ranks.alloc(16);
     for (rank, stream) in streams.iter().enumerate() {
-        let (send, recv) = buffers[rank];
-        let call = CollectiveCall {
-            op: CollectiveOp::AllReduce(ReduceOp::Sum),
+        let (send, recv) = (sends[rank], recvs[rank]);
+        let call = CollectiveCall::new(
+            CollectiveOp::AllReduce(ReduceOp::Sum),
             send,
             recv,
-            count: 4,
-            dtype: DType::F32,
-            v: None,
-        };
+            4,
+            DType::F32,
+        );
         AclBackend::launch_collective(stream, &comms[rank], &call, "allreduce").unwrap();
     }
     for (rank, stream) in streams.iter().enumerate() {
         assert_eq!(
-            download(stream, buffers[rank].1, 4),
+            download(stream, recvs[rank], 4),
             vec![30.0, 32.0, 34.0, 36.0],
             "rank {rank}"
         );
     }
     // A communicator of another device is refused before HCCL is called.
-    let call = CollectiveCall {
-        op: CollectiveOp::AllReduce(ReduceOp::Max),
-        send: buffers[0].0,
-        recv: buffers[0].1,
-        count: 4,
-        dtype: DType::F32,
-        v: None,
-    };
+    let max = CollectiveOp::AllReduce(ReduceOp::Max);
+    let call = CollectiveCall::new(max, sends[0], recvs[0], 4, DType::F32);
     assert!(matches!(
         AclBackend::launch_collective(&streams[0], &comms[1], &call, "wrong device"),
         Err(HalError::InvalidArgument(m)) if m.contains("ACL device 1")
     ));
     // A device listed twice is a typed error.
     assert!(matches!(
-        AclComm::init_all(&[&d0, &d0]),
+        AclComm::init_all(&[&ranks.devices[0], &ranks.devices[0]]),
         Err(HalError::InvalidArgument(m)) if m.contains("listed twice")
     ));
 }
 
 #[test]
 fn a_root_info_communicator_is_joined_from_one_thread_per_rank() {
-    let (d0, d1) = (open(0), open(1));
+    let (d0, d1) = (common::hal_device(0), common::hal_device(1));
     let info = AclComm::root_info(&d0).expect("HcclGetRootInfo");
     let comms: Vec<AclComm> = std::thread::scope(|scope| {
         let joins: Vec<_> = [&d0, &d1]
@@ -364,34 +330,19 @@ fn run_on_ranks(
 
 #[test]
 fn every_collective_through_hccl_moves_the_right_numbers_and_a_mismatch_is_typed() {
-    let (d0, d1) = (open(0), open(1));
-    let devices = [&d0, &d1];
-    let comms = AclComm::init_all(&devices).unwrap();
-    let streams = [d0.create_stream(0).unwrap(), d1.create_stream(0).unwrap()];
+    let ranks = common::two_ranks();
+    let (comms, streams) = (&ranks.comms, &ranks.streams);
     // Rank r sends [4r, 4r + 1, 4r + 2, 4r + 3].
-    let sends: Vec<DevicePtr> = (0..2)
-        .map(|r| {
-            let base = 4.0 * r as f32;
-            upload(
-                devices[r],
-                &streams[r],
-                &[base, base + 1.0, base + 2.0, base + 3.0],
-            )
-        })
-        .collect();
-    let recvs: Vec<DevicePtr> = devices.iter().map(|d| d.alloc(32).unwrap()).collect();
-    let call = |r: usize, op, count| CollectiveCall {
-        op,
-        send: sends[r],
-        recv: recvs[r],
-        count,
-        dtype: DType::F32,
-        v: None,
-    };
+    let sends = ranks.upload(|r| {
+        let base = 4.0 * r as f32;
+        vec![base, base + 1.0, base + 2.0, base + 3.0]
+    });
+    let recvs = ranks.alloc(32);
+    let call = |r: usize, op, count| CollectiveCall::new(op, sends[r], recvs[r], count, DType::F32);
 
     let gathered = run_on_ranks(
-        &streams,
-        &comms,
+        streams,
+        comms,
         &[
             call(0, CollectiveOp::AllGather, 2),
             call(1, CollectiveOp::AllGather, 2),
@@ -401,8 +352,8 @@ fn every_collective_through_hccl_moves_the_right_numbers_and_a_mismatch_is_typed
     assert_eq!(gathered, vec![vec![0.0, 1.0, 4.0, 5.0]; 2]);
 
     let scattered = run_on_ranks(
-        &streams,
-        &comms,
+        streams,
+        comms,
         &[
             call(0, CollectiveOp::ReduceScatter(ReduceOp::Max), 2),
             call(1, CollectiveOp::ReduceScatter(ReduceOp::Max), 2),
@@ -413,12 +364,12 @@ fn every_collective_through_hccl_moves_the_right_numbers_and_a_mismatch_is_typed
 
     // Broadcast from rank 1 into separate receive buffers (the root's own copy included).
     let root = CollectiveOp::Broadcast { root: 1 };
-    let broadcast = run_on_ranks(&streams, &comms, &[call(0, root, 4), call(1, root, 4)], 4);
+    let broadcast = run_on_ranks(streams, comms, &[call(0, root, 4), call(1, root, 4)], 4);
     assert_eq!(broadcast, vec![vec![4.0, 5.0, 6.0, 7.0]; 2]);
 
     let swapped = run_on_ranks(
-        &streams,
-        &comms,
+        streams,
+        comms,
         &[
             call(0, CollectiveOp::AllToAll, 2),
             call(1, CollectiveOp::AllToAll, 2),
@@ -431,8 +382,8 @@ fn every_collective_through_hccl_moves_the_right_numbers_and_a_mismatch_is_typed
     );
 
     let sent = run_on_ranks(
-        &streams,
-        &comms,
+        streams,
+        comms,
         &[
             call(0, CollectiveOp::Send { peer: 1 }, 3),
             call(1, CollectiveOp::Recv { peer: 0 }, 3),

@@ -6,33 +6,12 @@ mod common;
 
 use braid_acl_sys::hccl::codes::*;
 use braid_acl_sys::hccl::{HcclSendRecvItem, HCCL_DATA_TYPE_FP32, HCCL_RECV, HCCL_SEND};
-use braid_backend_acl::{AclComm, AclConfig, AclDevice, AclStream, HcclApi};
-use braid_stream_core::hal::{Device as _, Stream as _};
+use braid_backend_acl::HcclApi;
+use braid_stream_core::hal::Stream as _;
 use braid_stream_core::DevicePtr;
+use common::download;
 use std::ffi::c_void;
 use std::ptr;
-
-fn open(ordinal: u32) -> AclDevice {
-    common::exclusive();
-    AclDevice::open_with(common::api(), ordinal, AclConfig::default()).expect("opens")
-}
-
-fn upload(device: &AclDevice, stream: &AclStream, values: &[f32]) -> DevicePtr {
-    let bytes = braid_stream_core::f32_bytes(values);
-    let ptr = device.alloc(bytes.len() as u64).unwrap();
-    // SAFETY: `bytes` outlives the synchronize below.
-    unsafe { stream.memcpy_h2d(ptr, bytes.as_ptr(), bytes.len() as u64) }.unwrap();
-    stream.synchronize().unwrap();
-    ptr
-}
-
-fn download(stream: &AclStream, ptr: DevicePtr, n: usize) -> Vec<f32> {
-    let mut bytes = vec![0u8; n * 4];
-    // SAFETY: `bytes` outlives the synchronize below.
-    unsafe { stream.memcpy_d2h(bytes.as_mut_ptr(), ptr, bytes.len() as u64) }.unwrap();
-    stream.synchronize().unwrap();
-    braid_stream_core::f32s_from_bytes(&bytes)
-}
 
 fn raw(p: DevicePtr) -> *mut c_void {
     p.0 as *mut c_void
@@ -50,14 +29,10 @@ fn a_group_holds_its_calls_until_the_outermost_end_and_an_end_without_start_is_r
         "{text:?}"
     );
 
-    let (d0, d1) = (open(0), open(1));
-    let comms = AclComm::init_all(&[&d0, &d1]).unwrap();
-    let streams = [d0.create_stream(0).unwrap(), d1.create_stream(0).unwrap()];
-    let sends = [
-        upload(&d0, &streams[0], &[1.0; 4]),
-        upload(&d1, &streams[1], &[2.0; 4]),
-    ];
-    let recvs = [d0.alloc(16).unwrap(), d1.alloc(16).unwrap()];
+    let ranks = common::two_ranks();
+    let (comms, streams) = (&ranks.comms, &ranks.streams);
+    let sends = ranks.upload(|r| vec![r as f32 + 1.0; 4]);
+    let recvs = ranks.alloc(16);
     // Both ranks send first, from one thread, in a nested group: as plain calls the streams
     // would wait for each other forever.
     // SAFETY: takes nothing.
@@ -93,14 +68,10 @@ fn a_group_holds_its_calls_until_the_outermost_end_and_an_end_without_start_is_r
 fn a_batch_is_checked_as_hccl_checks_it_then_moves_the_numbers() {
     let api = HcclApi::load_for(common::api()).unwrap();
     let batch = api.HcclBatchSendRecv.unwrap();
-    let (d0, d1) = (open(0), open(1));
-    let comms = AclComm::init_all(&[&d0, &d1]).unwrap();
-    let streams = [d0.create_stream(0).unwrap(), d1.create_stream(0).unwrap()];
-    let sends = [
-        upload(&d0, &streams[0], &[3.0; 4]),
-        upload(&d1, &streams[1], &[4.0; 4]),
-    ];
-    let recvs = [d0.alloc(16).unwrap(), d1.alloc(16).unwrap()];
+    let ranks = common::two_ranks();
+    let (comms, streams) = (&ranks.comms, &ranks.streams);
+    let sends = ranks.upload(|r| vec![r as f32 + 3.0; 4]);
+    let recvs = ranks.alloc(16);
     let item = |kind, buf, peer| HcclSendRecvItem {
         send_recv_type: kind,
         buf: raw(buf),
@@ -132,8 +103,9 @@ fn a_batch_is_checked_as_hccl_checks_it_then_moves_the_numbers() {
             item(HCCL_RECV, recvs[rank], peer),
         ];
         let (comm, stream) = (comms[rank].as_raw(), streams[rank].as_raw());
-        streams[rank].synchronize().unwrap(); // the rank's device current
-                                              // SAFETY: two valid items over live buffers, a live communicator and stream.
+        // Makes the rank's device the thread's current one.
+        streams[rank].synchronize().unwrap();
+        // SAFETY: two valid items over live buffers, a live communicator and stream.
         let code = unsafe { batch(items.as_mut_ptr(), 2, comm, stream) };
         assert_eq!(code, HCCL_SUCCESS, "rank {rank}");
     }

@@ -15,12 +15,11 @@ mod common;
 use braid_allocator::ipc::{buffers_kept_for_importers, release_unimported};
 use braid_allocator::{import_ipc, AllocatorConfig, CachingAllocator, IpcBufferHandle};
 use braid_backend_acl::AclBackend;
+use braid_conformance::child_process::{next_line, ChildTest};
 use braid_stream_core::hal::{Device as _, HalError};
 use braid_stream_core::{
     f32_bytes, Device, DeviceSlice, IpcError, IpcEventHandle, IpcMemKey, Kernel, StreamError,
 };
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const ROLE: &str = "BRAID_IPC_CHILD";
@@ -38,16 +37,7 @@ fn read_f32(device: &Device<AclBackend>, slice: DeviceSlice) -> Vec<f32> {
     s.copy_d2h(slice).unwrap().wait_f32().unwrap()
 }
 
-/// The next line, `None` at the end of the input.
-fn next_line(input: &mut impl BufRead) -> Option<String> {
-    let mut l = String::new();
-    match input.read_line(&mut l) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(l.trim().to_string()),
-    }
-}
-
-fn line(input: &mut impl BufRead) -> String {
+fn line(input: &mut impl std::io::BufRead) -> String {
     next_line(input).unwrap_or_default()
 }
 
@@ -194,44 +184,16 @@ fn memory_and_an_event_shared_between_two_processes() {
         "one shareable handle per physical handle"
     );
 
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
-        .args([
-            "memory_and_an_event_shared_between_two_processes",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE, "importer")
-        .env(BUFFER, shared.handle().to_string())
-        .env(EVENT, event.ipc_handle().unwrap().to_string())
-        .env(SHAREABLE, shareable.to_string())
-        .env(CLOSED, closed.to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut to_child = child.stdin.take().unwrap();
-    let mut from_child = BufReader::new(child.stdout.take().unwrap());
-    let child_err = child.stderr.take().unwrap();
-    let stderr = std::thread::spawn(move || std::io::read_to_string(child_err).unwrap_or_default());
-    let mut stderr = Some(stderr);
-    let mut expect = |what: &str| loop {
-        match next_line(&mut from_child) {
-            // The harness prints "test NAME ... " before the child's first line.
-            Some(l) if l.ends_with(what) => break,
-            Some(_) => {}
-            None => {
-                let text = stderr.take().map(|t| t.join().unwrap_or_default());
-                panic!(
-                    "the child ended before {what:?}: {}",
-                    text.unwrap_or_default()
-                );
-            }
-        }
-    };
-    expect("ready");
+    let env = [
+        (ROLE, "importer".to_string()),
+        (BUFFER, shared.handle().to_string()),
+        (EVENT, event.ipc_handle().unwrap().to_string()),
+        (SHAREABLE, shareable.to_string()),
+        (CLOSED, closed.to_string()),
+    ];
+    let mut child =
+        ChildTest::spawn("memory_and_an_event_shared_between_two_processes", &env).unwrap();
+    child.expect("ready").unwrap();
 
     // The data, behind a long kernel; the record is done only when both are.
     s.launch(&Kernel::Busy {
@@ -247,19 +209,19 @@ fn memory_and_an_event_shared_between_two_processes() {
     shared
         .allow_pids(&[i32::try_from(child.id()).unwrap()])
         .unwrap();
-    writeln!(to_child, "go").unwrap();
+    child.send("go").unwrap();
     // The child waits on the record meanwhile.
     std::thread::sleep(PARENT_PAUSE);
     event.synchronize().unwrap();
 
-    expect("wrote");
+    child.expect("wrote").unwrap();
     assert_eq!(shared.importers(), 1);
     // Let go while the child still imports: the block is kept for it.
     drop(shared);
     assert_eq!(buffers_kept_for_importers(), 1);
     assert_eq!(release_unimported(), 0);
-    writeln!(to_child, "done").unwrap();
-    expect("closed");
+    child.send("done").unwrap();
+    child.expect("closed").unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "the child failed");
 

@@ -3,15 +3,10 @@
 
 mod common;
 
-use braid_backend_acl::{codes, AclConfig, AclDevice};
+use braid_backend_acl::codes;
 use braid_stream_core::hal::{Device as _, HalError, Stream as _, TaskGroupHandle};
 use braid_stream_core::types::CaptureMode;
 use std::ptr;
-
-fn open() -> AclDevice {
-    common::exclusive();
-    AclDevice::open_with(common::api(), 0, AclConfig::default()).expect("opens")
-}
 
 fn code(err: HalError) -> i32 {
     match err {
@@ -22,7 +17,7 @@ fn code(err: HalError) -> i32 {
 
 #[test]
 fn task_group_calls_follow_canns_rules() {
-    let dev = open();
+    let dev = common::hal_device(0);
     let api = common::api();
     let s = dev.create_stream(0).unwrap();
     let u = dev.create_stream(0).unwrap();

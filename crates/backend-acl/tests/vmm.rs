@@ -4,20 +4,15 @@
 
 mod common;
 
-use braid_backend_acl::{codes, AclConfig, AclDevice};
+use braid_backend_acl::codes;
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};
 use braid_stream_core::DevicePtr;
 
 const MIB: u64 = 1 << 20;
 
-fn open() -> AclDevice {
-    common::exclusive();
-    AclDevice::open_with(common::api(), 0, AclConfig::default()).expect("opens")
-}
-
 #[test]
 fn reserve_map_copy_across_mappings_unmap_release() {
-    let dev = open();
+    let dev = common::hal_device(0);
     assert_eq!(dev.vmm_granularity(), Some(2 * MIB));
     let free_before = dev.mem_info().unwrap().free;
     let base = dev.reserve_address(64 * MIB).unwrap();
@@ -62,7 +57,7 @@ fn reserve_map_copy_across_mappings_unmap_release() {
 
 #[test]
 fn mapping_more_than_the_device_has_is_out_of_memory_and_maps_nothing() {
-    let dev = open();
+    let dev = common::hal_device(0);
     let info = dev.mem_info().unwrap();
     let size = (info.total + 2 * MIB).next_multiple_of(2 * MIB);
     let base = dev.reserve_address(size).unwrap();
@@ -84,7 +79,7 @@ fn mapping_more_than_the_device_has_is_out_of_memory_and_maps_nothing() {
 
 #[test]
 fn page_runs_map_and_unmap_page_by_page_and_stop_at_the_first_failure() {
-    let dev = open();
+    let dev = common::hal_device(0);
     let free_before = dev.mem_info().unwrap().free;
     let base = dev.reserve_address(16 * MIB).unwrap();
     let page = |i: u64| DevicePtr(base.0 + i * 2 * MIB);

@@ -209,14 +209,7 @@ fn collective_ns(op: CollectiveOp, per_server: u32, servers: u32, bytes: u64) ->
             CollectiveOp::AllGather => d.alloc(count * DType::F32.size()).unwrap(),
             _ => recv,
         };
-        let call = CollectiveCall {
-            op,
-            send,
-            recv,
-            count,
-            dtype: DType::F32,
-            v: None,
-        };
+        let call = CollectiveCall::new(op, send, recv, count, DType::F32);
         SimBackend::launch_collective(s, c, &call, "collective").unwrap();
     }
     for s in &streams {

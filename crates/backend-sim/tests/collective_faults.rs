@@ -63,14 +63,13 @@ fn two_ranks() -> (Vec<SimDevice>, Vec<SimComm>, Vec<Rank>) {
 }
 
 fn all_reduce(rank: &Rank) -> CollectiveCall {
-    CollectiveCall {
-        op: CollectiveOp::AllReduce(ReduceOp::Sum),
-        send: rank.send,
-        recv: rank.recv,
-        count: 1,
-        dtype: DType::F32,
-        v: None,
-    }
+    CollectiveCall::new(
+        CollectiveOp::AllReduce(ReduceOp::Sum),
+        rank.send,
+        rank.recv,
+        1,
+        DType::F32,
+    )
 }
 
 fn launch(rank: &Rank, comm: &SimComm) -> Result<(), HalError> {

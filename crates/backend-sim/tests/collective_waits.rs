@@ -4,9 +4,7 @@
 
 mod common;
 
-use braid_backend_sim::{
-    NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimNode, SimStream, Topology,
-};
+use braid_backend_sim::{SimBackend, SimComm, SimDevice, SimStream};
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{CollectiveBackend, Device as _, Event as _, HalError, Stream as _};
@@ -15,27 +13,11 @@ use common::*;
 use std::time::{Duration, Instant};
 
 fn node(devices: u32, timeout: Duration) -> Vec<SimDevice> {
-    let config = SimConfig::new()
-        .capacity(1 << 30)
-        .profile(unit_profile())
-        .collective_timeout(timeout);
-    SimNode::new(NodeConfig {
-        devices,
-        device: config,
-        topology: Topology::atlas_800_a2(devices),
-    })
-    .devices()
+    server_devices(devices, unit_config().collective_timeout(timeout))
 }
 
 fn all_reduce(x: DevicePtr, n: u64) -> CollectiveCall {
-    CollectiveCall {
-        op: CollectiveOp::AllReduce(ReduceOp::Sum),
-        send: x,
-        recv: x,
-        count: n,
-        dtype: DType::F32,
-        v: None,
-    }
+    CollectiveCall::new(CollectiveOp::AllReduce(ReduceOp::Sum), x, x, n, DType::F32)
 }
 
 /// Rank `rank`'s stream, buffer of `N` floats and communicator.

@@ -17,21 +17,6 @@ use common::*;
 
 const SUM: CollectiveOp = CollectiveOp::AllReduce(ReduceOp::Sum);
 
-fn node(devices: u32) -> Vec<SimDevice> {
-    // A short collective timeout: these tests drive every rank from one thread, and a
-    // synchronization on a rank that has never submitted a part waits for it.
-    let config = SimConfig::new()
-        .capacity(1 << 30)
-        .profile(unit_profile())
-        .collective_timeout(std::time::Duration::from_millis(20));
-    SimNode::new(NodeConfig {
-        devices,
-        device: config,
-        topology: Topology::atlas_800_a2(devices),
-    })
-    .devices()
-}
-
 fn put(dev: &SimDevice, s: &SimStream, dtype: DType, values: &[f32]) -> DevicePtr {
     let bytes = dtype.encode(values);
     let ptr = dev.alloc(bytes.len() as u64).unwrap();
@@ -55,21 +40,21 @@ fn get(s: &SimStream, ptr: DevicePtr, dtype: DType, n: usize) -> Vec<f32> {
     dtype.decode(&bytes)
 }
 
-fn call(
-    op: CollectiveOp,
-    send: DevicePtr,
-    recv: DevicePtr,
+/// Issues `comm`'s part of an in-place sum all-reduce of `count` values at `x` on `s`.
+fn sum_in_place(
+    s: &SimStream,
+    comm: &SimComm,
+    x: DevicePtr,
     count: u64,
     dtype: DType,
-) -> CollectiveCall {
-    CollectiveCall {
-        op,
-        send,
-        recv,
-        count,
-        dtype,
-        v: None,
-    }
+    label: &str,
+) -> Result<(), HalError> {
+    SimBackend::launch_collective(
+        s,
+        comm,
+        &CollectiveCall::new(SUM, x, x, count, dtype),
+        label,
+    )
 }
 
 /// Per rank: a stream, and `values[r]` uploaded.
@@ -89,7 +74,7 @@ fn setup(
 }
 
 fn all_reduce_f16(n_devices: u32) {
-    let devs = node(n_devices);
+    let devs = one_thread_node(n_devices);
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let comms = SimComm::init_all(&refs).unwrap();
     let n = 6;
@@ -104,7 +89,7 @@ fn all_reduce_f16(n_devices: u32) {
         SimBackend::launch_collective(
             s,
             comm,
-            &call(SUM, *x, outs[r], n as u64, DType::F16),
+            &CollectiveCall::new(SUM, *x, outs[r], n as u64, DType::F16),
             "allreduce(sum)",
         )
         .unwrap();
@@ -134,7 +119,7 @@ fn all_reduce_in_f16_on_2_4_and_8_devices() {
 
 #[test]
 fn all_gather_reduce_scatter_broadcast_and_all_to_all_move_the_right_blocks() {
-    let devs = node(3);
+    let devs = one_thread_node(3);
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let comms = SimComm::init_all(&refs).unwrap();
     let dt = DType::BF16;
@@ -143,7 +128,13 @@ fn all_gather_reduce_scatter_broadcast_and_all_to_all_move_the_right_blocks() {
     let out: Vec<DevicePtr> = devs.iter().map(|d| d.alloc(64).unwrap()).collect();
     let run = |op, count, check: &dyn Fn(usize, Vec<f32>)| {
         for (r, ((s, x), comm)) in ranks.iter().zip(&comms).enumerate() {
-            SimBackend::launch_collective(s, comm, &call(op, *x, out[r], count, dt), "c").unwrap();
+            SimBackend::launch_collective(
+                s,
+                comm,
+                &CollectiveCall::new(op, *x, out[r], count, dt),
+                "c",
+            )
+            .unwrap();
         }
         for (r, (s, _)) in ranks.iter().enumerate() {
             check(r, get(s, out[r], dt, 9));
@@ -166,14 +157,14 @@ fn all_gather_reduce_scatter_broadcast_and_all_to_all_move_the_right_blocks() {
 
 #[test]
 fn send_pairs_with_recv_and_other_ranks_are_not_involved() {
-    let devs = node(3);
+    let devs = one_thread_node(3);
     let comms = SimComm::init_all(&[&devs[0], &devs[1], &devs[2]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
     let out = devs[2].alloc(16).unwrap();
     SimBackend::launch_collective(
         &ranks[0].0,
         &comms[0],
-        &call(
+        &CollectiveCall::new(
             CollectiveOp::Send { peer: 2 },
             ranks[0].1,
             DevicePtr(0),
@@ -186,7 +177,7 @@ fn send_pairs_with_recv_and_other_ranks_are_not_involved() {
     SimBackend::launch_collective(
         &ranks[2].0,
         &comms[2],
-        &call(
+        &CollectiveCall::new(
             CollectiveOp::Recv { peer: 0 },
             DevicePtr(0),
             out,
@@ -202,23 +193,11 @@ fn send_pairs_with_recv_and_other_ranks_are_not_involved() {
 
 #[test]
 fn a_mismatched_part_is_refused_naming_rank_call_and_difference() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F16, |_| vec![1.0; 8]);
-    SimBackend::launch_collective(
-        &ranks[0].0,
-        &comms[0],
-        &call(SUM, ranks[0].1, ranks[0].1, 8, DType::F16),
-        "a",
-    )
-    .unwrap();
-    let err = SimBackend::launch_collective(
-        &ranks[1].0,
-        &comms[1],
-        &call(SUM, ranks[1].1, ranks[1].1, 4, DType::F16),
-        "a",
-    )
-    .unwrap_err();
+    sum_in_place(&ranks[0].0, &comms[0], ranks[0].1, 8, DType::F16, "a").unwrap();
+    let err = sum_in_place(&ranks[1].0, &comms[1], ranks[1].1, 4, DType::F16, "a").unwrap_err();
     let msg = err.to_string();
     assert!(
         msg.contains("rank 1's call 0") && msg.contains("count 8 vs 4"),
@@ -233,28 +212,16 @@ fn a_mismatched_part_is_refused_naming_rank_call_and_difference() {
         other => panic!("expected a collective mismatch, got {other:?}"),
     }
     // Still usable: the matching part completes the call.
-    SimBackend::launch_collective(
-        &ranks[1].0,
-        &comms[1],
-        &call(SUM, ranks[1].1, ranks[1].1, 8, DType::F16),
-        "a",
-    )
-    .unwrap();
+    sum_in_place(&ranks[1].0, &comms[1], ranks[1].1, 8, DType::F16, "a").unwrap();
     assert_eq!(get(&ranks[1].0, ranks[1].1, DType::F16, 8), vec![2.0; 8]);
 }
 
 #[test]
 fn waiting_on_a_collective_a_rank_has_not_issued_is_an_error_not_a_hang() {
-    let devs = node(3);
+    let devs = one_thread_node(3);
     let comms = SimComm::init_all(&[&devs[0], &devs[1], &devs[2]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32; 4]);
-    SimBackend::launch_collective(
-        &ranks[0].0,
-        &comms[0],
-        &call(SUM, ranks[0].1, ranks[0].1, 4, DType::F32),
-        "ar",
-    )
-    .unwrap();
+    sum_in_place(&ranks[0].0, &comms[0], ranks[0].1, 4, DType::F32, "ar").unwrap();
     let err = ranks[0].0.synchronize().unwrap_err().to_string();
     assert!(err.contains("rank(s) 1, 2 have not issued"), "{err}");
     // Ranks 1 and 2 have never submitted a part: another thread might drive them, so the
@@ -268,13 +235,7 @@ fn waiting_on_a_collective_a_rank_has_not_issued_is_an_error_not_a_hang() {
     assert!(err.contains("rank(s) 1, 2 have not issued"), "{err}");
     assert!(devs[0].synchronize().is_err());
     for r in [2, 1] {
-        SimBackend::launch_collective(
-            &ranks[r].0,
-            &comms[r],
-            &call(SUM, ranks[r].1, ranks[r].1, 4, DType::F32),
-            "ar",
-        )
-        .unwrap();
+        sum_in_place(&ranks[r].0, &comms[r], ranks[r].1, 4, DType::F32, "ar").unwrap();
     }
     e.synchronize().unwrap();
     assert_eq!(get(&ranks[0].0, ranks[0].1, DType::F32, 4), vec![3.0; 4]);
@@ -282,13 +243,12 @@ fn waiting_on_a_collective_a_rank_has_not_issued_is_an_error_not_a_hang() {
 
 #[test]
 fn work_after_a_pending_part_is_held_back_and_runs_after_the_collective() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
     let (s0, x0) = &ranks[0];
     let y0 = devs[0].alloc(16).unwrap();
-    SimBackend::launch_collective(s0, &comms[0], &call(SUM, *x0, *x0, 4, DType::F32), "ar")
-        .unwrap();
+    sum_in_place(s0, &comms[0], *x0, 4, DType::F32, "ar").unwrap();
     // Held back: it reads the all-reduce's result.
     s0.launch(
         &Kernel::Scale {
@@ -318,8 +278,7 @@ fn work_after_a_pending_part_is_held_back_and_runs_after_the_collective() {
         )
         .unwrap();
     let (s1, x1) = &ranks[1];
-    SimBackend::launch_collective(s1, &comms[1], &call(SUM, *x1, *x1, 4, DType::F32), "ar")
-        .unwrap();
+    sum_in_place(s1, &comms[1], *x1, 4, DType::F32, "ar").unwrap();
     assert_eq!(get(&other, z0, DType::F32, 4), vec![60.0; 4]);
     assert_eq!(get(s0, y0, DType::F32, 4), vec![30.0; 4]);
     let tl = devs[0].timeline();
@@ -331,10 +290,10 @@ fn work_after_a_pending_part_is_held_back_and_runs_after_the_collective() {
 
 #[test]
 fn work_after_a_barrier_waits_for_every_rank_to_reach_it() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
-    let barrier = call(
+    let barrier = CollectiveCall::new(
         CollectiveOp::Barrier,
         DevicePtr(0),
         DevicePtr(0),
@@ -382,7 +341,7 @@ fn work_after_a_barrier_waits_for_every_rank_to_reach_it() {
 
 #[test]
 fn a_collective_takes_the_cost_models_time_and_is_labelled() {
-    let devs = node(4);
+    let devs = one_thread_node(4);
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let comms = SimComm::init_all(&refs).unwrap();
     let count = 1 << 20;
@@ -391,13 +350,7 @@ fn a_collective_takes_the_cost_models_time_and_is_labelled() {
         .map(|d| (d.create_stream(0).unwrap(), d.alloc(count * 2).unwrap()))
         .collect();
     for ((s, x), c) in bufs.iter().zip(&comms) {
-        SimBackend::launch_collective(
-            s,
-            c,
-            &call(SUM, *x, *x, count, DType::F16),
-            "allreduce(sum)",
-        )
-        .unwrap();
+        sum_in_place(s, c, *x, count, DType::F16, "allreduce(sum)").unwrap();
     }
     bufs[0].0.synchronize().unwrap();
     let bound = collective_bound(SUM, 4, count * 2, &comms[0].link_params(DType::F16));
@@ -413,7 +366,7 @@ fn a_collective_takes_the_cost_models_time_and_is_labelled() {
 
 #[test]
 fn communication_overlaps_compute_on_another_stream() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let count = 1 << 22;
     let mut comm_ns = 0;
@@ -423,13 +376,7 @@ fn communication_overlaps_compute_on_another_stream() {
         let comm_stream = d.create_stream(0).unwrap();
         let x = d.alloc(count * 2).unwrap();
         compute.launch(&busy(2_000_000).into(), "compute").unwrap();
-        SimBackend::launch_collective(
-            &comm_stream,
-            c,
-            &call(SUM, x, x, count, DType::F16),
-            "allreduce(sum)",
-        )
-        .unwrap();
+        sum_in_place(&comm_stream, c, x, count, DType::F16, "allreduce(sum)").unwrap();
         compute_ns = 2_000_000;
         comm_ns = collective_bound(SUM, 2, count * 2, &c.link_params(DType::F16));
     }
@@ -446,7 +393,7 @@ fn communication_overlaps_compute_on_another_stream() {
 
 #[test]
 fn a_captured_all_reduce_runs_again_at_each_replay_of_every_rank() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 4]);
     let graphs: Vec<_> = ranks
@@ -454,13 +401,7 @@ fn a_captured_all_reduce_runs_again_at_each_replay_of_every_rank() {
         .zip(&comms)
         .map(|((s, x), c)| {
             s.begin_capture(CaptureMode::ThreadLocal).unwrap();
-            SimBackend::launch_collective(
-                s,
-                c,
-                &call(SUM, *x, *x, 4, DType::F32),
-                "allreduce(sum)",
-            )
-            .unwrap();
+            sum_in_place(s, c, *x, 4, DType::F32, "allreduce(sum)").unwrap();
             s.end_capture().unwrap()
         })
         .collect();
@@ -504,14 +445,14 @@ fn join_all(devs: &[SimDevice], info: &braid_stream_core::collective::RootInfo) 
 
 #[test]
 fn ranks_of_one_node_joining_a_root_info_form_a_node_communicator() {
-    let devs = node(4);
+    let devs = one_thread_node(4);
     let info = SimComm::root_info(&devs[0]).unwrap();
     let comms = join_all(&devs, &info);
     assert!(comms.iter().all(SimComm::is_node_local));
     assert_eq!((comms[2].rank(), comms[2].ranks()), (2, 4));
     let ranks = setup(&devs, DType::F16, |r| vec![r as f32; 2]);
     for ((s, x), c) in ranks.iter().zip(&comms) {
-        SimBackend::launch_collective(s, c, &call(SUM, *x, *x, 2, DType::F16), "ar").unwrap();
+        sum_in_place(s, c, *x, 2, DType::F16, "ar").unwrap();
     }
     assert_eq!(get(&ranks[3].0, ranks[3].1, DType::F16, 2), vec![6.0; 2]);
     let foreign = braid_stream_core::collective::RootInfo::from_bytes(&[0u8; 4108]).unwrap();
@@ -524,7 +465,7 @@ fn ranks_of_one_node_joining_a_root_info_form_a_node_communicator() {
 #[test]
 fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
     // Two nodes of one device each stand in for two processes.
-    let devs: Vec<SimDevice> = (0..2).flat_map(|_| node(1)).collect();
+    let devs: Vec<SimDevice> = (0..2).flat_map(|_| one_thread_node(1)).collect();
     let info = SimComm::root_info(&devs[0]).unwrap();
     let comms = join_all(&devs, &info);
     assert!(!comms[0].is_node_local());
@@ -533,17 +474,11 @@ fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
     std::thread::scope(|scope| {
         for (((s, x), c), out) in ranks.iter().zip(&comms).zip(&outs) {
             scope.spawn(move || {
+                sum_in_place(s, c, *x, 4, DType::F16, "allreduce(sum)").unwrap();
                 SimBackend::launch_collective(
                     s,
                     c,
-                    &call(SUM, *x, *x, 4, DType::F16),
-                    "allreduce(sum)",
-                )
-                .unwrap();
-                SimBackend::launch_collective(
-                    s,
-                    c,
-                    &call(CollectiveOp::AllGather, *x, *out, 4, DType::F16),
+                    &CollectiveCall::new(CollectiveOp::AllGather, *x, *out, 4, DType::F16),
                     "ag",
                 )
                 .unwrap();
@@ -572,7 +507,7 @@ fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
     let send = SimBackend::launch_collective(
         &ranks[0].0,
         &comms[0],
-        &call(
+        &CollectiveCall::new(
             CollectiveOp::Send { peer: 1 },
             ranks[0].1,
             ranks[0].1,
@@ -586,7 +521,7 @@ fn ranks_on_separate_nodes_exchange_their_parts_over_the_transport() {
 
 #[test]
 fn communicators_and_parts_are_checked() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     assert!(SimComm::init_all(&[&devs[0], &devs[0]]).is_err());
     let lone = SimDevice::new(SimConfig::new());
     assert!(SimComm::init_all(&[&devs[0], &lone]).is_err());
@@ -594,27 +529,21 @@ fn communicators_and_parts_are_checked() {
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |_| vec![1.0; 4]);
     let (s0, x0) = &ranks[0];
-    let wrong_device =
-        SimBackend::launch_collective(s0, &comms[1], &call(SUM, *x0, *x0, 4, DType::F32), "ar");
+    let wrong_device = sum_in_place(s0, &comms[1], *x0, 4, DType::F32, "ar");
     assert!(matches!(wrong_device, Err(HalError::InvalidArgument(m)) if m.contains("rank 1")));
-    let too_long = SimBackend::launch_collective(
-        s0,
-        &comms[0],
-        &call(SUM, *x0, *x0, 1 << 20, DType::F32),
-        "ar",
-    );
+    let too_long = sum_in_place(s0, &comms[0], *x0, 1 << 20, DType::F32, "ar");
     assert!(matches!(too_long, Err(HalError::InvalidArgument(m)) if m.contains("not live memory")));
     let root = SimBackend::launch_collective(
         s0,
         &comms[0],
-        &call(CollectiveOp::Broadcast { root: 2 }, *x0, *x0, 4, DType::F32),
+        &CollectiveCall::new(CollectiveOp::Broadcast { root: 2 }, *x0, *x0, 4, DType::F32),
         "b",
     );
     assert!(root.is_err());
     let to_self = SimBackend::launch_collective(
         s0,
         &comms[0],
-        &call(CollectiveOp::Send { peer: 0 }, *x0, *x0, 4, DType::F32),
+        &CollectiveCall::new(CollectiveOp::Send { peer: 0 }, *x0, *x0, 4, DType::F32),
         "s",
     );
     assert!(to_self.is_err());
@@ -624,7 +553,7 @@ fn communicators_and_parts_are_checked() {
 
 #[test]
 fn ranks_submit_from_their_own_threads() {
-    let devs = node(4);
+    let devs = one_thread_node(4);
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let comms = SimComm::init_all(&refs).unwrap();
     let ranks = setup(&devs, DType::F16, |r| vec![r as f32 + 1.0; 16]);
@@ -632,8 +561,7 @@ fn ranks_submit_from_their_own_threads() {
         for ((s, x), c) in ranks.iter().zip(&comms) {
             scope.spawn(move || {
                 for _ in 0..3 {
-                    SimBackend::launch_collective(s, c, &call(SUM, *x, *x, 16, DType::F16), "ar")
-                        .unwrap();
+                    sum_in_place(s, c, *x, 16, DType::F16, "ar").unwrap();
                 }
             });
         }
@@ -670,8 +598,7 @@ fn ranks_in_two_servers_use_the_network_and_timing_only_mode_runs_the_same_sched
     let streams: Vec<SimStream> = devs.iter().map(|d| d.create_stream(0).unwrap()).collect();
     for ((d, s), c) in devs.iter().zip(&streams).zip(&comms) {
         let x = d.alloc(count * 2).unwrap();
-        SimBackend::launch_collective(s, c, &call(SUM, x, x, count, DType::BF16), "allreduce(sum)")
-            .unwrap();
+        sum_in_place(s, c, x, count, DType::BF16, "allreduce(sum)").unwrap();
     }
     streams[3].synchronize().unwrap();
     let op = devs[3]
@@ -687,7 +614,7 @@ fn ranks_in_two_servers_use_the_network_and_timing_only_mode_runs_the_same_sched
 
 #[test]
 fn a_captured_send_of_two_ranks_does_not_shift_a_third_ranks_numbers() {
-    let devs = node(3);
+    let devs = one_thread_node(3);
     let comms = SimComm::init_all(&[&devs[0], &devs[1], &devs[2]]).unwrap();
     let ranks = setup(&devs, DType::F32, |r| vec![r as f32 + 1.0; 2]);
     let tmp = devs[1].alloc(8).unwrap();
@@ -701,20 +628,20 @@ fn a_captured_send_of_two_ranks_does_not_shift_a_third_ranks_numbers() {
                 0 => SimBackend::launch_collective(
                     s,
                     c,
-                    &call(CollectiveOp::Send { peer: 1 }, *x, *x, 2, DType::F32),
+                    &CollectiveCall::new(CollectiveOp::Send { peer: 1 }, *x, *x, 2, DType::F32),
                     "send",
                 )
                 .unwrap(),
                 1 => SimBackend::launch_collective(
                     s,
                     c,
-                    &call(CollectiveOp::Recv { peer: 0 }, tmp, tmp, 2, DType::F32),
+                    &CollectiveCall::new(CollectiveOp::Recv { peer: 0 }, tmp, tmp, 2, DType::F32),
                     "recv",
                 )
                 .unwrap(),
                 _ => {}
             }
-            SimBackend::launch_collective(s, c, &call(SUM, *x, *x, 2, DType::F32), "ar").unwrap();
+            sum_in_place(s, c, *x, 2, DType::F32, "ar").unwrap();
             s.end_capture().unwrap()
         })
         .collect();
@@ -727,12 +654,11 @@ fn a_captured_send_of_two_ranks_does_not_shift_a_third_ranks_numbers() {
 
 #[test]
 fn an_eager_record_supersedes_a_held_one_and_releases_its_waiters() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |_| vec![1.0; 2]);
     let (s0, x0) = &ranks[0];
-    SimBackend::launch_collective(s0, &comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
-        .unwrap();
+    sum_in_place(s0, &comms[0], *x0, 2, DType::F32, "ar").unwrap();
     let e = devs[0].create_event(EventFlags::default()).unwrap();
     s0.record(&e).unwrap();
     let waiter = devs[0].create_stream(0).unwrap();
@@ -752,20 +678,18 @@ fn an_eager_record_supersedes_a_held_one_and_releases_its_waiters() {
 
 #[test]
 fn ranks_issuing_calls_in_crossed_orders_get_an_error_naming_the_call() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let comms = SimComm::init_all(&[&devs[0], &devs[1]]).unwrap();
     let ranks = setup(&devs, DType::F32, |_| vec![1.0; 2]);
     let (s0, x0) = &ranks[0];
     let (s1, x1) = &ranks[1];
     // Rank 0 sends before the all-reduce, rank 1 receives after it: both calls are fully
     // issued, yet each waits for the other behind it.
-    let send = call(CollectiveOp::Send { peer: 1 }, *x0, *x0, 2, DType::F32);
+    let send = CollectiveCall::new(CollectiveOp::Send { peer: 1 }, *x0, *x0, 2, DType::F32);
     SimBackend::launch_collective(s0, &comms[0], &send, "send").unwrap();
-    SimBackend::launch_collective(s0, &comms[0], &call(SUM, *x0, *x0, 2, DType::F32), "ar")
-        .unwrap();
-    SimBackend::launch_collective(s1, &comms[1], &call(SUM, *x1, *x1, 2, DType::F32), "ar")
-        .unwrap();
-    let recv = call(CollectiveOp::Recv { peer: 0 }, *x1, *x1, 2, DType::F32);
+    sum_in_place(s0, &comms[0], *x0, 2, DType::F32, "ar").unwrap();
+    sum_in_place(s1, &comms[1], *x1, 2, DType::F32, "ar").unwrap();
+    let recv = CollectiveCall::new(CollectiveOp::Recv { peer: 0 }, *x1, *x1, 2, DType::F32);
     SimBackend::launch_collective(s1, &comms[1], &recv, "recv").unwrap();
     let err = s0.synchronize().unwrap_err().to_string();
     assert!(
@@ -776,7 +700,7 @@ fn ranks_issuing_calls_in_crossed_orders_get_an_error_naming_the_call() {
 
 #[test]
 fn a_collective_reading_a_buffer_another_stream_still_writes_is_a_race_naming_both() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let comms = SimComm::init_all(&refs).unwrap();
     let n = 64u64;
@@ -796,7 +720,7 @@ fn a_collective_reading_a_buffer_another_stream_still_writes_is_a_race_naming_bo
         SimBackend::launch_collective(
             s,
             comm,
-            &call(SUM, *x, outs[r], n, DType::F32),
+            &CollectiveCall::new(SUM, *x, outs[r], n, DType::F32),
             "allreduce(sum)",
         )
         .unwrap();

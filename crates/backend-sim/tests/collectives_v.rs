@@ -4,29 +4,13 @@
 
 mod common;
 
-use braid_backend_sim::{
-    collective_bound, NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimNode, SimStream,
-    Topology,
-};
+use braid_backend_sim::{collective_bound, SimBackend, SimComm, SimDevice, SimStream};
 use braid_stream_core::collective::{Blocks, CollectiveCall, CollectiveOp, VCounts};
 use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{CollectiveBackend, Device as _, HalError, Stream as _};
 use braid_stream_core::types::DevicePtr;
 use common::*;
 use std::sync::Arc;
-
-fn node(devices: u32) -> Vec<SimDevice> {
-    let config = SimConfig::new()
-        .capacity(1 << 30)
-        .profile(unit_profile())
-        .collective_timeout(std::time::Duration::from_millis(20));
-    SimNode::new(NodeConfig {
-        devices,
-        device: config,
-        topology: Topology::atlas_800_a2(devices),
-    })
-    .devices()
-}
 
 fn v_call(
     op: CollectiveOp,
@@ -62,7 +46,7 @@ fn duration(
 
 #[test]
 fn an_uneven_all_gather_v_takes_the_all_gather_time_of_its_largest_block() {
-    let devs = node(4);
+    let devs = one_thread_node(4);
     let counts = [1 << 16, 0, 1 << 18, 3];
     let blocks = Blocks::packed(&counts);
     let total = blocks.total() * 2;
@@ -84,7 +68,7 @@ fn an_uneven_all_gather_v_takes_the_all_gather_time_of_its_largest_block() {
 
 #[test]
 fn an_all_to_all_v_takes_the_all_to_all_time_of_its_busiest_rank() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     // Rank 0 sends 8 to itself and 1000 to rank 1; rank 1 sends 10 and 2.
     let sends = [[8, 1000], [10, 2]];
     let ns = duration(&devs, 4096, |r, send, recv| {
@@ -111,7 +95,7 @@ fn an_all_to_all_v_takes_the_all_to_all_time_of_its_busiest_rank() {
 
 #[test]
 fn parts_breaking_hccl_s_rules_are_refused_when_they_arrive() {
-    let devs = node(2);
+    let devs = one_thread_node(2);
     let refs: Vec<&SimDevice> = devs.iter().collect();
     let comms = SimComm::init_all(&refs).unwrap();
     let s: Vec<SimStream> = devs.iter().map(|d| d.create_stream(0).unwrap()).collect();

@@ -4,8 +4,7 @@
 mod common;
 
 use braid_backend_sim::{
-    collective_bound, NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimGraph, SimMode,
-    SimNode, SimStream, Topology,
+    collective_bound, SimBackend, SimComm, SimDevice, SimGraph, SimMode, SimStream,
 };
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::dtype::DType;
@@ -17,17 +16,10 @@ use std::time::{Duration, Instant};
 const SUM: CollectiveOp = CollectiveOp::AllReduce(ReduceOp::Sum);
 
 fn node(devices: u32, mode: SimMode) -> Vec<SimDevice> {
-    let config = SimConfig::new()
-        .capacity(1 << 30)
-        .profile(unit_profile())
+    let config = unit_config()
         .mode(mode)
         .collective_timeout(Duration::from_secs(60));
-    SimNode::new(NodeConfig {
-        devices,
-        device: config,
-        topology: Topology::atlas_800_a2(devices),
-    })
-    .devices()
+    server_devices(devices, config)
 }
 
 /// A two-device node computing data, its communicators, and what `rank` makes of each rank
@@ -47,14 +39,7 @@ fn two_data_ranks<T>(
 }
 
 fn all_reduce(x: DevicePtr, count: u64, dtype: DType) -> CollectiveCall {
-    CollectiveCall {
-        op: SUM,
-        send: x,
-        recv: x,
-        count,
-        dtype,
-        v: None,
-    }
+    CollectiveCall::new(SUM, x, x, count, dtype)
 }
 
 /// One rank's step, captured from `compute`: `compute_ns` of compute on `compute`, and an

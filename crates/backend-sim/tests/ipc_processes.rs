@@ -11,11 +11,10 @@
 //! devices working.
 
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
+use braid_conformance::child_process::{next_line, ChildTest};
 use braid_stream_core::{
     Device, DeviceSlice, IpcError, IpcEventHandle, IpcMemKey, Kernel, StreamError,
 };
-use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 const ROLE: &str = "BRAID_SIM_IPC_CHILD";
@@ -33,15 +32,6 @@ fn device() -> Device<SimBackend> {
 fn read_f32(device: &Device<SimBackend>, slice: DeviceSlice) -> Vec<f32> {
     let s = device.create_stream(0).unwrap();
     s.copy_d2h(slice).unwrap().wait_f32().unwrap()
-}
-
-/// The next line, `None` at the end of the input.
-fn next_line(input: &mut impl BufRead) -> Option<String> {
-    let mut l = String::new();
-    match input.read_line(&mut l) {
-        Ok(0) | Err(_) => None,
-        Ok(_) => Some(l.trim().to_string()),
-    }
 }
 
 /// The importing process.
@@ -130,43 +120,15 @@ fn memory_and_an_event_shared_between_two_processes() {
     );
     let event = device.create_ipc_event().unwrap();
 
-    let exe = std::env::current_exe().unwrap();
-    let mut child = Command::new(exe)
-        .args([
-            "memory_and_an_event_shared_between_two_processes",
-            "--exact",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(ROLE, "importer")
-        .env(KEY, key.to_string())
-        .env(CLOSED, closed.to_string())
-        .env(EVENT, event.ipc_handle().unwrap().to_string())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut to_child = child.stdin.take().unwrap();
-    let mut from_child = BufReader::new(child.stdout.take().unwrap());
-    let child_err = child.stderr.take().unwrap();
-    let stderr = std::thread::spawn(move || std::io::read_to_string(child_err).unwrap_or_default());
-    let mut stderr = Some(stderr);
-    let mut expect = |what: &str| loop {
-        match next_line(&mut from_child) {
-            // The harness prints "test NAME ... " before the child's first line.
-            Some(l) if l.ends_with(what) => break,
-            Some(_) => {}
-            None => {
-                let text = stderr.take().map(|t| t.join().unwrap_or_default());
-                panic!(
-                    "the child ended before {what:?}: {}",
-                    text.unwrap_or_default()
-                );
-            }
-        }
-    };
-    expect("ready");
+    let env = [
+        (ROLE, "importer".to_string()),
+        (KEY, key.to_string()),
+        (CLOSED, closed.to_string()),
+        (EVENT, event.ipc_handle().unwrap().to_string()),
+    ];
+    let mut child =
+        ChildTest::spawn("memory_and_an_event_shared_between_two_processes", &env).unwrap();
+    child.expect("ready").unwrap();
 
     s.launch(&Kernel::Busy {
         duration_ns: 50_000_000,
@@ -178,11 +140,11 @@ fn memory_and_an_event_shared_between_two_processes() {
     })
     .unwrap();
     event.record(&s).unwrap();
-    writeln!(to_child, "go").unwrap();
+    child.send("go").unwrap();
     // The child waits on the record meanwhile; this host passes it only now.
     std::thread::sleep(PARENT_PAUSE);
     event.synchronize().unwrap();
-    expect("wrote");
+    child.expect("wrote").unwrap();
     let status = child.wait().unwrap();
     assert!(status.success(), "the child failed");
 

@@ -48,6 +48,10 @@
 //! Tools run every case with [`run_all`], or one by one from [`cases`]; [`CASES`] names them. The list of cases lives in one
 //! place (the hidden `__with_cases!` macro) from which the test macro, [`CASES`] and [`run_all`]
 //! are all generated.
+//!
+//! Module [`child_process`] is a helper for the backends' own tests that run their second half
+//! in another process (the two-process IPC tests): the test executable re-runs itself as the
+//! child and the two exchange lines.
 #![warn(missing_docs)]
 
 #[macro_use]
@@ -56,6 +60,7 @@ mod support;
 pub mod allocator;
 pub mod capture;
 pub mod capture_modes;
+pub mod child_process;
 pub mod collective_updates;
 pub mod collectives;
 pub mod context;

@@ -1,10 +1,13 @@
 //! Helpers shared by the integration tests.
 #![allow(dead_code)]
 
-use braid_backend_sim::{DeviceProfile, SimConfig, SimDevice, SimStream};
+use braid_backend_sim::{
+    DeviceProfile, NodeConfig, SimConfig, SimDevice, SimNode, SimStream, Topology,
+};
 use braid_stream_core::hal::{Device as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
+use std::time::Duration;
 
 /// A profile with round numbers: one unit of each resource, 1 flop/ns on both units (at full
 /// efficiency whatever the size), 1 byte/ns everywhere, 1 GiB of memory, a 100 ns
@@ -37,9 +40,35 @@ pub fn unit_profile() -> DeviceProfile {
     }
 }
 
+/// The settings of a data-mode device with the unit profile and 1 GiB.
+pub fn unit_config() -> SimConfig {
+    SimConfig::new().capacity(1 << 30).profile(unit_profile())
+}
+
 /// A data-mode device with the unit profile and 1 GiB.
 pub fn unit_device() -> SimDevice {
-    SimDevice::new(SimConfig::new().capacity(1 << 30).profile(unit_profile()))
+    SimDevice::new(unit_config())
+}
+
+/// The devices of one simulated server of `devices` NPUs with an Atlas 800 A2's links, each
+/// made from `config`.
+pub fn server_devices(devices: u32, config: SimConfig) -> Vec<SimDevice> {
+    SimNode::new(NodeConfig {
+        devices,
+        device: config,
+        topology: Topology::atlas_800_a2(devices),
+    })
+    .devices()
+}
+
+/// [`server_devices`] of the unit device ([`unit_config`]) for tests that drive every rank
+/// from one thread: a synchronization on a rank that has never submitted its part waits for
+/// it, so their collectives time out after a short 20 ms.
+pub fn one_thread_node(devices: u32) -> Vec<SimDevice> {
+    server_devices(
+        devices,
+        unit_config().collective_timeout(Duration::from_millis(20)),
+    )
 }
 
 /// `n` f32 at `ptr`.
