@@ -412,8 +412,8 @@ impl<B: Backend> Device<B> {
     /// its capture is no longer active. Use it to keep what a graph's replays touch alive
     /// (memory, or a hold on memory) without the graph knowing its owner.
     ///
-    /// Takes one device's state lock at a time (the capturing device's) and drops a refused
-    /// `item` with no lock held: call it with no lock of braid held (an observer may).
+    /// Takes only the capturing device's ordering state (briefly, never with another device's),
+    /// and drops a refused `item` after releasing it: a use observer may call it.
     pub fn attach_to_capture(
         &self,
         position: StreamPosition,
