@@ -189,9 +189,10 @@ impl<B: Backend> UseObserver for CaptureObserver<B> {
         let pin = inner
             .lock()
             .note_captured_use(position, range.ptr.0, range.end());
-        // Handed over once the allocator lock is released: the device's state lock need not
-        // nest in it. A capture that ended meanwhile drops the pin, which releases the blocks
-        // at the allocator's next call.
+        // Handed over once the allocator lock is released: the capturing device's state lock
+        // (this device's, or a peer's for a captured peer copy) need not nest in it. A capture
+        // that ended meanwhile drops the pin, which releases the blocks at the allocator's next
+        // call.
         if let Some(pin) = pin {
             inner.device.attach_to_capture(position, pin);
         }

@@ -12,6 +12,13 @@
 //! until then the block is pending (counted in `pending_free_bytes`) and is handed to no other
 //! buffer, so a replay can never overwrite memory that now belongs to someone else.
 //!
+//! The capture may be another device's: work captured on a peer's stream that reads or
+//! writes this device's memory (a peer copy, a kernel on peer memory) is told to this
+//! device's capture observers with the peer's position, and the pin goes to the peer's capture
+//! (`Device::attach_to_capture` reaches it by uid). Captures are numbered per device, so a
+//! hold is keyed by device and capture ([`CaptureKey`]). Blocks allocated for a capture (its
+//! private pool) are not held, whichever device captures: the pool keeps them for its graphs.
+//!
 //! A pin may be dropped anywhere — with a device lock held, inside a call of this very
 //! allocator — so its drop takes no lock of the allocator: it posts the capture to a board
 //! (a leaf lock), and the allocator releases the capture's blocks at its next allocation,
@@ -24,21 +31,31 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
+/// A capture of some device: captures are numbered per device, and a block of this
+/// allocator's device may be used by captures of other devices too (peer copies).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
+pub(crate) struct CaptureKey {
+    /// The capturing device's uid.
+    pub(crate) device: u64,
+    /// The capture, numbered on that device.
+    pub(crate) capture: CaptureId,
+}
+
 /// Where dropped pins post their capture.
 #[derive(Debug, Default)]
 pub(crate) struct PinBoard {
-    released: Mutex<Vec<CaptureId>>,
+    released: Mutex<Vec<CaptureKey>>,
     /// Whether `released` may be non-empty (read without the lock on the allocator's paths).
     posted: AtomicBool,
 }
 
 impl PinBoard {
-    fn post(&self, capture: CaptureId) {
+    fn post(&self, capture: CaptureKey) {
         self.released.lock().push(capture);
         self.posted.store(true, Ordering::Release);
     }
 
-    fn take(&self) -> Vec<CaptureId> {
+    fn take(&self) -> Vec<CaptureKey> {
         self.posted.store(false, Ordering::Relaxed);
         std::mem::take(&mut *self.released.lock())
     }
@@ -49,7 +66,7 @@ impl PinBoard {
 #[derive(Debug)]
 pub(crate) struct GraphPin {
     board: Arc<PinBoard>,
-    capture: CaptureId,
+    capture: CaptureKey,
 }
 
 impl Drop for GraphPin {
@@ -63,7 +80,7 @@ impl Drop for GraphPin {
 pub(crate) struct Pins {
     board: Arc<PinBoard>,
     /// The blocks each capture (or its graph) holds.
-    by_capture: HashMap<CaptureId, Vec<BlockId>>,
+    by_capture: HashMap<CaptureKey, Vec<BlockId>>,
     /// How many captures hold each held block.
     holds: HashMap<BlockId, u32>,
     /// Held blocks their buffer freed: freed for real when their last hold goes.
@@ -85,7 +102,7 @@ impl Pins {
 
     /// Capture `capture`'s work uses block `b`. Returns the capture's pin when it held nothing
     /// before (the caller hands it to the capture).
-    pub(crate) fn hold(&mut self, capture: CaptureId, b: BlockId) -> Option<GraphPin> {
+    pub(crate) fn hold(&mut self, capture: CaptureKey, b: BlockId) -> Option<GraphPin> {
         let (blocks, new) = match self.by_capture.get_mut(&capture) {
             Some(blocks) => (blocks, false),
             None => (self.by_capture.entry(capture).or_default(), true),
@@ -135,10 +152,17 @@ impl Pins {
 mod tests {
     use super::*;
 
+    fn key(device: u64, capture: u64) -> CaptureKey {
+        CaptureKey {
+            device,
+            capture: CaptureId(capture),
+        }
+    }
+
     #[test]
     fn a_block_is_released_when_the_last_capture_holding_it_is_gone() {
         let mut pins = Pins::default();
-        let (a, b) = (CaptureId(1), CaptureId(2));
+        let (a, b) = (key(1, 1), key(1, 2));
         let pin_a = pins.hold(a, 7).expect("a's first block gives its pin");
         assert!(pins.hold(a, 7).is_none() && pins.hold(a, 8).is_none());
         let pin_b = pins.hold(b, 7).expect("b's pin");
@@ -154,5 +178,26 @@ mod tests {
         drop(pin_b);
         assert_eq!(pins.release_posted(), vec![7]);
         assert!(!pins.is_held(7) && pins.freed().is_empty());
+    }
+
+    #[test]
+    fn captures_of_two_devices_with_the_same_number_hold_apart() {
+        let mut pins = Pins::default();
+        let (own, peer) = (key(1, 1), key(2, 1));
+        let own_pin = pins.hold(own, 7).expect("the own capture's pin");
+        let peer_pin = pins
+            .hold(peer, 8)
+            .expect("the peer's capture 1 is another capture: its own pin");
+        pins.note_freed(7);
+        pins.note_freed(8);
+        drop(own_pin);
+        assert_eq!(
+            pins.release_posted(),
+            vec![7],
+            "8 is still held by the peer"
+        );
+        assert!(pins.is_held(8));
+        drop(peer_pin);
+        assert_eq!(pins.release_posted(), vec![8]);
     }
 }

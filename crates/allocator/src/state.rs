@@ -655,9 +655,10 @@ impl<B: Backend> State<B> {
         }
     }
 
-    /// Captured work at `pos` (of a capture of this allocator's device) uses `[start, end)`:
-    /// the blocks there that were not allocated for that capture are held while its graph
-    /// lives. Returns the capture's pin when it held nothing before.
+    /// Captured work at `pos` uses `[start, end)` of this allocator's device: the blocks there
+    /// that were not allocated for a capture are held while the capture's graph lives. The
+    /// capture may be another device's (a peer copy of this device's memory). Returns the
+    /// capture's pin when it held nothing before.
     pub(crate) fn note_captured_use(
         &mut self,
         pos: braid_stream_core::StreamPosition,
@@ -667,9 +668,13 @@ impl<B: Backend> State<B> {
         let Domain::Capture(capture) = pos.domain else {
             return None;
         };
-        if start >= end || pos.device != self.pending.device() {
+        if start >= end {
             return None;
         }
+        let capture = crate::graph_pins::CaptureKey {
+            device: pos.device,
+            capture,
+        };
         let mut pin = None;
         for seg in self
             .arena

@@ -1,15 +1,16 @@
 //! Several devices of one node ([`Harness::node`]): events of one device order another's
 //! streams, host knowledge stays per device, peer copies and kernels on another device's
 //! memory need peer access, and the caching allocator protects a buffer another device's
-//! stream uses.
+//! stream (or graph) uses.
 
 use crate::support::{
-    all_equal, alloc_f32, download, fill, long_work, still_works, upload, wrong_device,
+    all_equal, all_match, alloc_f32, allocator_works, capture_id, download, fill, long_work,
+    still_works, upload, wrong_device,
 };
 use crate::{CaseError, Harness};
 use braid_allocator::{AllocError, AllocatorConfig, CachingAllocator, CrossStreamMode};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{Device, Kernel, StreamError};
+use braid_stream_core::{CaptureMode, Device, Kernel, StreamError};
 
 /// Elements of the buffers the cases move between devices.
 const N: usize = 256;
@@ -292,4 +293,100 @@ pub fn record_stream_across_devices<B: Backend>(h: &Harness<B>) -> Result<(), Ca
     alloc.check_invariants()?;
     still_works(&a)?;
     still_works(&b)
+}
+
+/// A graph captured on B's stream keeps the buffers of A's caching allocator that its peer
+/// copies read and write allocated while it lives, as a graph keeps its own device's
+/// (`capture::graph_keeps_captured_buffers_alive`), in either cross-stream mode. Capture on B
+/// a copy from A's `src` into B and a copy from B into A's `dst`; drop both buffers and a graph
+/// of A's own that has the same capture number (captures are numbered per device); allocate
+/// on A again: the new buffers get other memory and the dropped ones are pending. A replay
+/// copies `src`'s original bytes and writes `dst`, not the new buffers. Once B's graph is gone
+/// and its replay has completed, the memory comes back.
+pub fn graph_keeps_peer_buffers_alive<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
+    const BYTES: u64 = N as u64 * 4;
+    for mode in [CrossStreamMode::Manual, CrossStreamMode::Automatic] {
+        let (a, b) = pair(h)?;
+        b.enable_peer_access(&a)?;
+        let alloc = CachingAllocator::new(a.clone(), AllocatorConfig::new().cross_stream(mode))?;
+        let (sa, sb) = (a.create_stream(0)?, b.create_stream(0)?);
+        let (src, dst, own) = (
+            alloc.alloc(BYTES, &sa)?,
+            alloc.alloc(BYTES, &sa)?,
+            alloc.alloc(BYTES, &sa)?,
+        );
+        let (from_a, to_a) = (alloc_f32(&b, N)?, alloc_f32(&b, N)?);
+        let values: Vec<f32> = (0..N).map(|i| i as f32).collect();
+        upload(&sa, src.slice(), &values)?;
+        fill(&sb, to_a.slice(), 7.0)?;
+        sa.begin_capture(CaptureMode::Global)?;
+        let own_capture = capture_id(&sa)?;
+        fill(&sa, own.slice(), 1.0)?;
+        let graph_a = sa.end_capture()?;
+        sb.wait(&sa.record_event()?)?;
+        sb.begin_capture(CaptureMode::Global)?;
+        ensure_eq!(
+            capture_id(&sb)?,
+            own_capture,
+            "B's capture has the number of A's"
+        );
+        sb.copy_peer(src.slice(), &a, from_a.slice(), &b)?;
+        sb.copy_peer(to_a.slice(), &b, dst.slice(), &a)?;
+        let graph_b = sb.end_capture()?;
+
+        let dropped = [src.ptr(), dst.ptr()];
+        drop((src, dst, graph_a));
+        sa.synchronize()?;
+        let (x, y) = (alloc.alloc(BYTES, &sa)?, alloc.alloc(BYTES, &sa)?);
+        ensure!(
+            !dropped.contains(&x.ptr()) && !dropped.contains(&y.ptr()),
+            "{mode:?}: the memory of A's buffers that B's live graph copies from and into was \
+             handed out again"
+        );
+        ensure_eq!(
+            alloc.pending_free_bytes(),
+            2 * BYTES,
+            "{mode:?}: the dropped buffers are held for B's graph"
+        );
+        fill(&sa, x.slice(), 5.0)?;
+        fill(&sa, y.slice(), 5.0)?;
+        sb.wait(&sa.record_event()?)?;
+        graph_b.launch(&sb)?;
+        all_match(
+            &download(&sb, from_a.slice())?,
+            &values,
+            "a replay's copy of the dropped source",
+        )?;
+        sa.wait(&sb.record_event()?)?;
+        for buf in [&x, &y] {
+            all_equal(
+                &download(&sa, buf.slice())?,
+                5.0,
+                "a buffer of A allocated after the drop, after a replay",
+            )?;
+        }
+
+        drop(graph_b);
+        sb.synchronize()?;
+        let again = [alloc.alloc(BYTES, &sa)?, alloc.alloc(BYTES, &sa)?];
+        let mut back: Vec<_> = again.iter().map(|buf| buf.ptr()).collect();
+        back.sort();
+        let mut expected = dropped.to_vec();
+        expected.sort();
+        ensure_eq!(
+            back,
+            expected,
+            "{mode:?}: the memory comes back once B's graph is gone"
+        );
+        ensure_eq!(alloc.pending_free_bytes(), 0, "{mode:?}: nothing held");
+        drop((again, x, y, own));
+        allocator_works(&alloc)?;
+        ensure_eq!(
+            alloc.memory_stats().allocated_bytes.all.current,
+            0,
+            "{mode:?}: allocated bytes at the end"
+        );
+        still_works(&b)?;
+    }
+    Ok(())
 }

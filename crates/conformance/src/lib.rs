@@ -131,6 +131,7 @@ macro_rules! __with_cases {
                 peer_copy_needs_peer_access,
                 foreign_memory_needs_peer_access,
                 record_stream_across_devices,
+                graph_keeps_peer_buffers_alive,
             ],
             custom_ops: [
                 bad_operator_declarations_are_typed_errors,

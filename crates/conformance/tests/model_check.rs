@@ -396,6 +396,87 @@ fn an_automatic_cross_stream_free_is_exact_in_every_interleaving() {
     );
 }
 
+/// A graph of device B holds a block of A's caching allocator that its captured peer copy
+/// reads (`graph_pins`). Thread B captures the copy on B's stream (A's allocator's capture
+/// observer runs on that thread, takes A's allocator lock, then hands the pin to B's capture
+/// under B's state lock), drops A's buffer, replays the graph, drops it and synchronizes B
+/// (the pin's drop, under B's state lock, posts to A's board); thread A meanwhile allocates
+/// and fills buffers of the same size on A's stream. In every interleaving: no deadlock, the
+/// block is handed out again only once B's graph is being dropped, and every byte comes back.
+static PEER_PIN_REUSED: AtomicUsize = AtomicUsize::new(0);
+
+fn peer_graph_pin_racing_allocations() {
+    use std::sync::atomic::AtomicBool;
+    let node = SimNode::new(NodeConfig::new(2).device(SimConfig::new().mode(SimMode::TimingOnly)));
+    let (a, b): (Device<SimBackend>, Device<SimBackend>) = (
+        Device::new(node.device(0).unwrap()).unwrap(),
+        Device::new(node.device(1).unwrap()).unwrap(),
+    );
+    b.enable_peer_access(&a).unwrap();
+    let alloc = CachingAllocator::new(a.clone(), AllocatorConfig::new()).unwrap();
+    let (sa, sb) = (a.create_stream(0).unwrap(), b.create_stream(0).unwrap());
+    let buffer = alloc.alloc(512, &sa).unwrap();
+    let freed = buffer.ptr();
+    sb.wait(&sa.record_event().unwrap()).unwrap();
+    let graph_dropping = Arc::new(AtomicBool::new(false));
+    let capturer = {
+        let (a, b, sb, dropping) = (a.clone(), b.clone(), sb.clone(), graph_dropping.clone());
+        shuttle::thread::spawn(move || {
+            let dst = b.alloc(512).unwrap();
+            sb.begin_capture(CaptureMode::ThreadLocal).unwrap();
+            sb.copy_peer(buffer.slice(), &a, dst.slice(), &b).unwrap();
+            let graph = sb.end_capture().unwrap();
+            drop(buffer);
+            graph.launch(&sb).unwrap();
+            dropping.store(true, Ordering::SeqCst);
+            drop(graph);
+            b.synchronize().unwrap();
+        })
+    };
+    let user = {
+        let (alloc, sa, dropping) = (alloc.clone(), sa.clone(), graph_dropping.clone());
+        shuttle::thread::spawn(move || {
+            for _ in 0..2 {
+                let other = alloc.alloc(512, &sa).unwrap();
+                if other.ptr() == freed {
+                    assert!(
+                        dropping.load(Ordering::SeqCst),
+                        "the block B's live graph reads was handed out again"
+                    );
+                    PEER_PIN_REUSED.fetch_add(1, Ordering::Relaxed);
+                }
+                sa.launch(&Kernel::Fill {
+                    dst: other.slice(),
+                    value: 3.0,
+                })
+                .unwrap();
+            }
+        })
+    };
+    capturer.join().unwrap();
+    user.join().unwrap();
+    let last = alloc.alloc(512, &sa).unwrap();
+    assert_eq!(
+        last.ptr(),
+        freed,
+        "the block comes back once B's graph is gone"
+    );
+    drop(last);
+    assert_eq!(alloc.pending_free_bytes(), 0);
+    alloc.check_invariants().unwrap();
+    assert_eq!(alloc.memory_allocated(), 0);
+}
+
+#[test]
+fn a_peer_graphs_pin_racing_allocations_is_exact_in_every_interleaving() {
+    explore_reaching(
+        "graph pin across devices",
+        peer_graph_pin_racing_allocations,
+        PREEMPTIONS_LARGE,
+        &[("the pinned block reused after the graph", &PEER_PIN_REUSED)],
+    );
+}
+
 /// Two ranks of one simulated node, each driven by its own thread: each fills its buffer with
 /// its rank + 1, all-reduces it (sum) and synchronizes its stream. A rank whose part arrives
 /// first holds its stream back, and its synchronize waits on the engine's condition variable

@@ -390,22 +390,30 @@ impl<B: Backend> Device<B> {
         register(&self.inner.observers, observer);
     }
 
-    /// Registers `observer` to receive the ranges used by captured work only (work submitted
-    /// into a capture; its positions are in the capture's domain), from now on: what a graph
-    /// will touch at every replay, for an owner of memory that must outlive the graph (braid's
-    /// caching allocator keeps such memory allocated while the graph lives, see
-    /// [`Device::attach_to_capture`]). Eager work costs such an observer nothing. Held weakly,
-    /// as [`Device::add_use_observer`].
+    /// Registers `observer` to receive the ranges of this device's memory used by captured
+    /// work only (work submitted into a capture; its positions are in the capture's domain),
+    /// from now on: what a graph will touch at every replay, for an owner of memory that must
+    /// outlive the graph (braid's caching allocator keeps such memory allocated while the
+    /// graph lives, see [`Device::attach_to_capture`]). That includes work captured on another
+    /// device's stream that uses this device's memory through peer access (a peer copy, a
+    /// kernel on peer memory): its position names the capturing device. Eager work costs such
+    /// an observer nothing. Held weakly, as [`Device::add_use_observer`].
     pub fn add_capture_use_observer(&self, observer: &Arc<dyn UseObserver>) {
         register(&self.inner.capture_observers, observer);
     }
 
-    /// Hands `item` to the graph the capture of `position` (captured work of this device)
-    /// becomes: it lives as long as the [`crate::Graph`] does and, when the graph is dropped,
-    /// until the host has observed its launches complete; it is dropped at once if the
-    /// capture is discarded. Returns `false`, dropping `item`, when `position` is not work of
-    /// a capture of this device that is still active. Use it to keep what a graph's replays
-    /// touch alive (memory, or a hold on memory) without the graph knowing its owner.
+    /// Hands `item` to the graph the capture of `position` becomes: it lives as long as the
+    /// [`crate::Graph`] does and, when the graph is dropped, until the host has observed its
+    /// launches complete; it is dropped at once if the capture is discarded. `position` is
+    /// captured work of this device or of another live device of the same backend (a peer's
+    /// capture using this device's memory, as a capture-use observer of this device sees it,
+    /// [`Device::add_capture_use_observer`]): the item goes to that device's capture. Returns
+    /// `false`, dropping `item`, when `position` is not captured work, its device is gone, or
+    /// its capture is no longer active. Use it to keep what a graph's replays touch alive
+    /// (memory, or a hold on memory) without the graph knowing its owner.
+    ///
+    /// Takes only the capturing device's ordering state (briefly, never with another device's),
+    /// and drops a refused `item` after releasing it: a use observer may call it.
     pub fn attach_to_capture(
         &self,
         position: StreamPosition,
@@ -414,12 +422,21 @@ impl<B: Backend> Device<B> {
         let crate::ordering::Domain::Capture(capture) = position.domain else {
             return false;
         };
-        if position.device != self.inner.uid {
-            return false;
-        }
+        let other;
+        let capturing = if position.device == self.inner.uid {
+            &self.inner
+        } else {
+            match crate::registry::find::<DeviceInner<B>>(position.device) {
+                crate::registry::Lookup::Live(found) => {
+                    other = found;
+                    &other
+                }
+                crate::registry::Lookup::Gone | crate::registry::Lookup::Unknown => return false,
+            }
+        };
         let item: crate::state::KeepAlive = Box::new(item);
         let refused = {
-            let mut st = self.inner.lock();
+            let mut st = capturing.lock();
             if st.ordering.captures().any(|c| c.id == capture) {
                 st.keep_alive(position, item);
                 None

@@ -326,3 +326,85 @@ fn peer_copies_name_both_devices_and_note_both_uses() {
     ));
     b.synchronize().unwrap();
 }
+
+/// Sets its flag when dropped.
+struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
+
+impl Drop for DropFlag {
+    fn drop(&mut self) {
+        self.0.store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+fn drop_flag() -> (DropFlag, Arc<std::sync::atomic::AtomicBool>) {
+    let flag = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    (DropFlag(flag.clone()), flag)
+}
+
+#[test]
+fn captured_uses_of_peer_memory_reach_the_owners_capture_observers_and_attach_to_the_peers_capture()
+{
+    use std::sync::atomic::Ordering::SeqCst;
+    let (a, b) = pair();
+    b.enable_peer_access(&a).unwrap();
+    let (on_a, on_b) = (a.alloc(4096).unwrap(), b.alloc(4096).unwrap());
+    let captured = |device: &Dev| {
+        let uses = Arc::new(Uses::default());
+        let registered: Arc<dyn UseObserver> = uses.clone();
+        device.add_capture_use_observer(&registered);
+        (uses, registered)
+    };
+    let ((uses_a, _keep_a), (uses_b, _keep_b)) = (captured(&a), captured(&b));
+    let sb = b.create_stream(0).unwrap();
+    sb.begin_capture(CaptureMode::Global).unwrap();
+    let copy = sb.copy_peer(on_a.slice(), &a, on_b.slice(), &b).unwrap();
+    let fill = sb
+        .launch(&Kernel::Fill {
+            dst: on_a.slice(),
+            value: 1.0,
+        })
+        .unwrap();
+    assert_eq!((copy.device, fill.device), (b.id().uid, b.id().uid));
+    assert!(matches!(copy.domain, braid_stream_core::Domain::Capture(_)));
+    assert_eq!(
+        *uses_a.0.lock().unwrap(),
+        vec![
+            (copy, on_a.slice(), Access::Read),
+            (fill, on_a.slice(), Access::Write)
+        ],
+        "A's capture observers see B's captured uses of A's memory, at B's positions"
+    );
+    assert_eq!(
+        *uses_b.0.lock().unwrap(),
+        vec![(copy, on_b.slice(), Access::Write)]
+    );
+    // A hands an item to B's capture through B's position.
+    let (item, kept) = drop_flag();
+    assert!(a.attach_to_capture(copy, item), "attached to B's capture");
+    let unknown = StreamPosition {
+        device: u64::MAX,
+        ..copy
+    };
+    let (item, refused) = drop_flag();
+    assert!(!a.attach_to_capture(unknown, item));
+    assert!(refused.load(SeqCst), "a refused item is dropped at once");
+    let graph = sb.end_capture().unwrap();
+    let (item, late) = drop_flag();
+    assert!(
+        !a.attach_to_capture(copy, item),
+        "the capture has ended: refused"
+    );
+    assert!(late.load(SeqCst));
+    assert!(!kept.load(SeqCst), "the item lives with B's graph");
+    graph.launch(&sb).unwrap();
+    drop(graph);
+    assert!(
+        !kept.load(SeqCst),
+        "the item outlives the graph until its launch is observed complete"
+    );
+    b.synchronize().unwrap();
+    assert!(
+        kept.load(SeqCst),
+        "released once B's host saw the launch complete"
+    );
+}

@@ -58,8 +58,8 @@ impl<B: Backend> State<B> {
         let foreign = pos.device != self.pending.device();
         if foreign && capture.is_some() {
             // Another device's capture: no block here was allocated for it (captures belong
-            // to one device), so it holds nothing back here (nor does `graph_pins`, which
-            // watches this device's captures only).
+            // to one device), so it adds no use here; `crate::graph_pins` holds the blocks
+            // it uses while its graph lives.
             return;
         }
         // Segments overlapping the range (almost always one).
