@@ -607,9 +607,18 @@ impl<B: Backend> Stream<B> {
     /// a `native_op` body, with the work's ranges declared on the operator): its body runs
     /// during the stream's turn, so no other submission lands between the work and its
     /// position. (A body must not call back into braid: the turn it runs in is not reentrant.)
+    ///
+    /// Ranges are checked as a launch's are: memory of another device needs peer access
+    /// ([`StreamError::ForeignMemory`]) and is reported to that device's observers, and a
+    /// range live on no device is [`StreamError::RangeNotLive`]; a refused call takes no
+    /// position.
     pub fn note_foreign_work(&self, uses: &[(DeviceSlice, Access)]) -> Result<StreamPosition> {
+        let foreign = self
+            .device
+            .place_ranges("Stream::note_foreign_work", uses.iter().copied())?;
         let pos = self.submit("Stream::note_foreign_work", None, |_| Ok(()))?;
-        self.device.notify_uses(pos, uses.iter().copied());
+        self.device
+            .notify_placed(pos, uses.iter().copied(), &foreign);
         Ok(pos)
     }
 

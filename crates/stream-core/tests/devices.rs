@@ -278,6 +278,38 @@ fn memory_of_another_device_needs_peer_access() {
 }
 
 #[test]
+fn foreign_work_on_peer_memory_is_checked_and_reported_to_the_owner() {
+    let (a, b) = pair();
+    let on_a = a.alloc(4096).unwrap();
+    let on_b = b.alloc(4096).unwrap();
+    let sb = b.create_stream(0).unwrap();
+    let uses = [(on_a.slice(), Access::Read), (on_b.slice(), Access::Write)];
+    assert!(matches!(
+        sb.note_foreign_work(&uses),
+        Err(StreamError::ForeignMemory(_))
+    ));
+    assert_eq!(sb.position().seq, 0, "a refused note takes no position");
+    let ((uses_a, _keep_a), (uses_b, _keep_b)) = (observe(&a), observe(&b));
+    b.enable_peer_access(&a).unwrap();
+    let pos = sb.note_foreign_work(&uses).unwrap();
+    assert_eq!(
+        *uses_a.0.lock().unwrap(),
+        vec![(pos, on_a.slice(), Access::Read)],
+        "the owner's observers see the use of its memory"
+    );
+    assert_eq!(
+        *uses_b.0.lock().unwrap(),
+        vec![(pos, on_b.slice(), Access::Write)]
+    );
+    let gone = a.alloc(4096).unwrap().slice();
+    assert!(matches!(
+        sb.note_foreign_work(&[(gone, Access::Read)]),
+        Err(StreamError::RangeNotLive { .. })
+    ));
+    b.synchronize().unwrap();
+}
+
+#[test]
 fn peer_copies_name_both_devices_and_note_both_uses() {
     let devices = node(3);
     let (a, b, c) = (devices[0].clone(), devices[1].clone(), devices[2].clone());
