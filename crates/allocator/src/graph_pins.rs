@@ -13,9 +13,10 @@
 //! buffer, so a replay can never overwrite memory that now belongs to someone else.
 //!
 //! The capture may be another device's: work captured on a peer's stream that reads or
-//! writes this device's memory (a peer copy, a kernel on peer memory) is told to this
-//! device's capture observers with the peer's position, and the pin goes to the peer's capture
-//! (`Device::attach_to_capture` reaches it by uid). Captures are numbered per device, so a
+//! writes this device's memory (a peer copy, a kernel on peer memory, foreign work noted
+//! with `Stream::note_foreign_work`) is told to this device's capture observers with the
+//! peer's position, and the pin goes to the peer's capture (`Device::attach_to_capture`
+//! reaches it by uid). Captures are numbered per device, so a
 //! hold is keyed by device and capture ([`CaptureKey`]). Blocks allocated for a capture (its
 //! private pool) are not held, whichever device captures: the pool keeps them for its graphs.
 //!
