@@ -118,6 +118,18 @@ fn calibrating_acl_sim_gives_the_shipped_profile_back() {
         0.01,
     );
     within(
+        "min_kernel",
+        f.min_kernel_ns as f64,
+        s.min_kernel_ns as f64,
+        0.01,
+    );
+    within(
+        "host_call",
+        f.host_call_ns as f64,
+        s.host_call_ns as f64,
+        0.01,
+    );
+    within(
         "graph_launch",
         f.graph_launch_ns as f64,
         s.graph_launch_ns as f64,
@@ -171,8 +183,8 @@ fn calibrating_acl_sim_gives_the_shipped_profile_back() {
         .iter()
         .filter(|f| f.source.starts_with("Measured by braid calibrate"))
         .collect();
-    // 11 figures of the device (the curve one of them), 4 of the node.
-    assert_eq!(measured.len(), 15, "{measured:#?}");
+    // 13 figures of the device (the curve one of them), 4 of the node.
+    assert_eq!(measured.len(), 17, "{measured:#?}");
     for figure in &measured {
         assert_eq!(figure.kind, FigureKind::Measured, "{}", figure.field);
         assert!(
@@ -240,7 +252,7 @@ fn one_device_measures_no_link_and_keeps_the_shipped_node_figures() {
         .filter(|f| f.source.starts_with("Measured by braid calibrate"))
         .map(|f| f.field)
         .collect();
-    assert_eq!(measured.len(), 11, "{measured:?}");
+    assert_eq!(measured.len(), 13, "{measured:?}");
     assert!(
         measured.iter().all(|f| f.starts_with("device.")),
         "{measured:?}"
@@ -317,6 +329,15 @@ fn calibrating_acl_sim_under_another_profile_gives_that_profile_back() {
         g.cube_f32_flops_per_s as f64,
         1e-3,
     );
+    // The GPU profile's launch costs differ from the 910B's too (host call 0.5 us, not 1).
+    assert_ne!(g.host_call_ns, Profile::atlas_800t_a2().device.host_call_ns);
+    for (field, fitted, expected) in [
+        ("eager_launch", f.eager_launch_ns, g.eager_launch_ns),
+        ("min_kernel", f.min_kernel_ns, g.min_kernel_ns),
+        ("host_call", f.host_call_ns, g.host_call_ns),
+    ] {
+        within(field, fitted as f64, expected as f64, 0.01);
+    }
     assert_eq!(f.memory_bytes, g.memory_bytes);
     std::fs::remove_file(&path).unwrap();
     std::fs::remove_file(&loaded).unwrap();

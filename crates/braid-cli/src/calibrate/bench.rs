@@ -110,6 +110,12 @@ pub struct Measurements {
     pub event_record_us: f64,
     /// Per wait on an event of another stream, µs.
     pub event_wait_us: f64,
+    /// Per one-element fill queued behind a long matmul, µs: the device's time for the
+    /// smallest kernel (the launches reach the device before it gets to them).
+    pub queued_kernel_us: f64,
+    /// Per launch of a one-element fill followed by a stream query, µs: the host's launch
+    /// cost plus one cheap host call.
+    pub launch_and_query_us: f64,
     /// Host-to-device copies.
     pub h2d: Vec<Point>,
     /// Device-to-host copies.
@@ -131,10 +137,25 @@ pub struct Measurements {
 pub fn per_op<B: CollectiveBackend, E>(
     stream: &Stream<B>,
     reps: u32,
-    mut op: impl FnMut(u32) -> std::result::Result<(), E>,
+    op: impl FnMut(u32) -> std::result::Result<(), E>,
 ) -> Result<f64>
 where
     BenchError: From<E>,
+{
+    per_op_behind::<B, E, StreamError>(stream, reps, || Ok(()), op)
+}
+
+/// [`per_op`] with `head` enqueued first in each timing (its time cancels in the
+/// difference): a long kernel there keeps the device busy while the host enqueues the
+/// operations, so they run back to back at the device's own rate whatever the host's.
+pub fn per_op_behind<B: CollectiveBackend, E, H>(
+    stream: &Stream<B>,
+    reps: u32,
+    mut head: impl FnMut() -> std::result::Result<(), H>,
+    mut op: impl FnMut(u32) -> std::result::Result<(), E>,
+) -> Result<f64>
+where
+    BenchError: From<E> + From<H>,
 {
     op(0)?;
     stream.synchronize()?;
@@ -145,6 +166,7 @@ where
             device.create_event(EventFlags::TIMING)?,
         );
         start.record(stream)?;
+        head()?;
         for i in 0..n {
             op(i)?;
         }
@@ -182,10 +204,19 @@ pub fn run<B: CollectiveBackend>(
     let other = device.create_stream(0)?;
     marker.record(&other)?;
     let event_wait_us = per_op(&stream, plan.reps * 4, |_| stream.wait(&marker))?;
+    // The host's launch plus one cheap call (a stream query) per operation: host-bound
+    // where the two together outlast the kernel on the device.
+    let launch_and_query_us = per_op(&stream, plan.reps * 4, |_| {
+        stream.launch(fill.clone())?;
+        stream.query().map(drop)
+    })?;
+    let queued_kernel_us = time_queued_fills(&stream, &fill, plan.reps * 4)?;
     tracing::info!(
         kernel_launch_us,
         event_record_us,
         event_wait_us,
+        launch_and_query_us,
+        queued_kernel_us,
         "launch costs"
     );
 
@@ -270,6 +301,8 @@ pub fn run<B: CollectiveBackend>(
         kernel_launch_us,
         event_record_us,
         event_wait_us,
+        queued_kernel_us,
+        launch_and_query_us,
         h2d,
         d2h,
         d2d,
@@ -282,6 +315,44 @@ pub fn run<B: CollectiveBackend>(
 
 fn point(x: u64, us: f64) -> Point {
     Point { x: x as f64, us }
+}
+
+/// The edge of the f16 matmul the one-element fills queue behind: milliseconds on a 910B,
+/// longer than the host takes to launch them.
+const HEAD_MATMUL_EDGE: u32 = 8192;
+
+/// Per one-element fill run back to back on the device: each timing starts with a long
+/// matmul, behind which the host enqueues the fills before the device reaches them.
+fn time_queued_fills<B: CollectiveBackend>(
+    stream: &Stream<B>,
+    fill: &Kernel,
+    reps: u32,
+) -> Result<f64> {
+    let device = stream.device();
+    let n = HEAD_MATMUL_EDGE;
+    let bytes = u64::from(n) * u64::from(n) * DType::F16.size();
+    let (a, b, c) = (
+        device.alloc(bytes)?,
+        device.alloc(bytes)?,
+        device.alloc(bytes)?,
+    );
+    let head = Kernel::Matmul {
+        a: a.slice(),
+        b: b.slice(),
+        c: c.slice(),
+        m: n,
+        k: n,
+        n,
+    }
+    .typed(DType::F16);
+    let us = per_op_behind(
+        stream,
+        reps,
+        || stream.launch(head.clone()).map(drop),
+        |_| stream.launch(fill.clone()).map(drop),
+    )?;
+    tracing::info!(us, "queued one-element fill");
+    Ok(us)
 }
 
 /// Per `n × n × n` matmul in `dtype`.

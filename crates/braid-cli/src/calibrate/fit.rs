@@ -46,6 +46,10 @@ pub struct Fit {
     pub d2h: Fitted,
     /// `device.eager_launch`, µs.
     pub eager_launch: Fitted,
+    /// `device.min_kernel`, µs.
+    pub min_kernel: Fitted,
+    /// `device.host_call`, µs.
+    pub host_call: Fitted,
     /// `device.graph_launch` and `device.graph_node`, µs.
     pub graph: Option<(Fitted, Fitted)>,
     /// `node.link_bandwidth` (GB/s) and `node.link_latency` (µs).
@@ -271,6 +275,20 @@ impl Fit {
                     m.event_record_us, m.event_wait_us
                 ),
             },
+            min_kernel: Fitted {
+                value: m.queued_kernel_us,
+                how: "time per one-element fill queued behind a long f16 matmul, so that the \
+                      device runs the fills back to back (the smallest kernel's device time)"
+                    .to_string(),
+            },
+            host_call: Fitted {
+                value: (m.launch_and_query_us - m.kernel_launch_us).max(0.0),
+                how: format!(
+                    "time per launch of a one-element fill followed by a stream query ({:.3} \
+                     us, back to back on one stream) less the time per launch alone",
+                    m.launch_and_query_us
+                ),
+            },
             graph,
             link,
             collective,
@@ -296,6 +314,8 @@ mod tests {
             kernel_launch_us: 10.0,
             event_record_us: 10.0,
             event_wait_us: 10.0,
+            queued_kernel_us: 2.0,
+            launch_and_query_us: 11.5,
             // 25 GB/s = 25e3 bytes per µs; 5 µs of fixed cost.
             h2d: pts(|b| 5.0 + b / 25e3, &mib),
             d2h: pts(|b| 5.0 + b / 20e3, &mib),
@@ -349,6 +369,8 @@ mod tests {
         let (coll_bw, overhead) = fit.collective.unwrap();
         assert!(close(coll_bw.value, 18.0), "{}", coll_bw.value);
         assert!(close(overhead.value, 20.0), "{}", overhead.value);
+        assert!(close(fit.min_kernel.value, 2.0));
+        assert!(close(fit.host_call.value, 1.5), "{}", fit.host_call.value);
         let (launch, node) = fit.graph.unwrap();
         assert!(close(launch.value, 20.0) && close(node.value, 0.5));
         assert!(fit.h2d.how.contains("1, 4, 16 MiB"), "{}", fit.h2d.how);
