@@ -200,7 +200,28 @@ fn calibrating_acl_sim_gives_the_shipped_profile_back() {
             .unwrap_or_else(|| panic!("no row for {}:\n{text}", figure.field));
         assert!(row.ends_with("1.000") || row.ends_with("-"), "{row}");
     }
-    assert!(text.contains("8 devices: all-reduce algbw"), "{text}");
+    // The all-reduce sweeps check the fitted profile: on every device count the simulator's
+    // prediction under it matches what acl-sim measured, and nothing is flagged.
+    for ranks in [2, 4, 8] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{ranks} devices: all-reduce algbw")))
+            .unwrap_or_else(|| panic!("no all-reduce line for {ranks} devices:\n{text}"));
+        let ratios = line
+            .split("(measured / predicted ")
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .unwrap_or_else(|| panic!("no ratios: {line}"));
+        for ratio in ratios.split(" / ") {
+            within(
+                &format!("all-reduce on {ranks} devices"),
+                ratio.parse().unwrap(),
+                1.0,
+                0.01,
+            );
+        }
+    }
+    assert!(!text.contains("warning"), "{text}");
     assert!(text.contains("profile `round-trip` written to"), "{text}");
     // The simulator loads it in place of the shipped profile, and its figures say so.
     let plan = Command::new(env!("CARGO_BIN_EXE_braid"))

@@ -384,8 +384,8 @@ fn time_matmul<B: CollectiveBackend>(
 }
 
 /// All-reduce and all-gather sweeps on `devices`: every rank issues from a thread of its own
-/// (as one process per NPU does), and rank 0's stream is timed.
-fn time_collectives<B: CollectiveBackend>(
+/// (as one process per NPU does), and the slowest rank's time per operation counts.
+pub fn time_collectives<B: CollectiveBackend>(
     devices: &[Device<B>],
     plan: &Plan,
 ) -> Result<CollectiveSweep> {

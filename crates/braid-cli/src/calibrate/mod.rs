@@ -5,6 +5,7 @@
 //! one.
 
 pub mod bench;
+pub mod check;
 pub mod fit;
 pub mod output;
 
@@ -171,28 +172,12 @@ fn measure_and_write(
     writeln!(out)?;
     output::write_table(out, base, &profile)?;
     writeln!(out)?;
-    for sweep in &measured.collectives {
-        let algbw = |points: &[bench::Point]| {
-            points
-                .iter()
-                .map(|p| format!("{:.1}", p.x / (p.us * 1e-6) / 1e9))
-                .collect::<Vec<_>>()
-                .join(" / ")
-        };
-        writeln!(
-            out,
-            "{} devices: all-reduce algbw {} GB/s, all-gather algbw {} GB/s (at {})",
-            sweep.ranks,
-            algbw(&sweep.all_reduce),
-            algbw(&sweep.all_gather),
-            sweep
-                .all_reduce
-                .iter()
-                .map(|p| format!("{} KiB", p.x / 1024.0))
-                .collect::<Vec<_>>()
-                .join(" / ")
-        )?;
-    }
+    let predicted = measured
+        .collectives
+        .iter()
+        .map(|sweep| check::predict(&profile, sweep.ranks, &plan))
+        .collect::<Result<Vec<_>, _>>()?;
+    check::write_collectives(out, &measured.collectives, &predicted)?;
     writeln!(
         out,
         "profile `{}` written to {} (load it with `braid plan --profile {}`)",
