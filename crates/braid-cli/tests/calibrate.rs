@@ -221,6 +221,11 @@ fn calibrating_acl_sim_gives_the_shipped_profile_back() {
             );
         }
     }
+    // Device copies give the memory rate the additions gave.
+    assert!(
+        text.contains("from copies inside the device (copies / additions 1.000)"),
+        "{text}"
+    );
     assert!(!text.contains("warning"), "{text}");
     assert!(text.contains("profile `round-trip` written to"), "{text}");
     // The simulator loads it in place of the shipped profile, and its figures say so.
@@ -356,6 +361,11 @@ fn calibrating_acl_sim_under_another_profile_gives_that_profile_back() {
         ("eager_launch", f.eager_launch_ns, g.eager_launch_ns),
         ("min_kernel", f.min_kernel_ns, g.min_kernel_ns),
         ("host_call", f.host_call_ns, g.host_call_ns),
+        (
+            "hbm_effective",
+            f.hbm_effective_bytes_per_s,
+            g.hbm_effective_bytes_per_s,
+        ),
     ] {
         within(field, fitted as f64, expected as f64, 0.01);
     }

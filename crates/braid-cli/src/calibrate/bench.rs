@@ -32,7 +32,8 @@ pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 pub struct Plan {
     /// Host↔device copy sizes, bytes (each past the point where launching is the bottleneck).
     pub host_copy_bytes: Vec<u64>,
-    /// Device-to-device copy sizes (within a device and between two), bytes.
+    /// Device-to-device copy sizes (within a device and between two) and the operand sizes of
+    /// the element-wise additions, bytes.
     pub device_copy_bytes: Vec<u64>,
     /// Square matmul edges timed in `f16` (the efficiency curve and the f16 peak).
     pub matmul_f16: Vec<u32>,
@@ -122,6 +123,9 @@ pub struct Measurements {
     pub d2h: Vec<Point>,
     /// Copies within one device.
     pub d2d: Vec<Point>,
+    /// Element-wise f32 additions within one device (`aclnnAdd` on ACL: two operands read,
+    /// one written), `x` the bytes of each operand.
+    pub vector_add: Vec<Point>,
     /// Copies from device 1 to device 0 (empty with one device).
     pub peer: Vec<Point>,
     /// Square matmuls per data type, `x` the edge.
@@ -249,6 +253,17 @@ pub fn run<B: CollectiveBackend>(
         let us = per_op(&stream, plan.reps, |_| stream.copy_d2d(s, d).map(drop))?;
         d2d.push(point(bytes, us));
     }
+    // `out = a + a` over the same buffers: memory-bound at every size of the plan.
+    let mut vector_add = Vec::new();
+    for &bytes in &plan.device_copy_bytes {
+        let add = Kernel::Add {
+            a: src.range(0, bytes)?,
+            b: src.range(0, bytes)?,
+            out: dst.range(0, bytes)?,
+        };
+        let us = per_op(&stream, plan.reps, |_| stream.launch(add.clone()).map(drop))?;
+        vector_add.push(point(bytes, us));
+    }
     let mut peer = Vec::new();
     if let Some(second) = devices.get(1) {
         device.enable_peer_access(second)?;
@@ -306,6 +321,7 @@ pub fn run<B: CollectiveBackend>(
         h2d,
         d2h,
         d2d,
+        vector_add,
         peer,
         matmul,
         collectives,

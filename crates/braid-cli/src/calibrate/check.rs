@@ -7,6 +7,7 @@
 //! naming the device count.
 
 use super::bench::{self, BenchError, CollectiveSweep, Plan, Point};
+use super::fit::Fit;
 use braid::sim::profile::Profile;
 use braid::sim::{NodeConfig, SimConfig, SimMode, SimNode};
 use std::io::Write;
@@ -37,6 +38,30 @@ pub fn predict(profile: &Profile, ranks: u32, plan: &Plan) -> Result<CollectiveS
         .map(braid::Device::<braid::sim::SimBackend>::new)
         .collect::<Result<Vec<_>, _>>()?;
     bench::time_collectives(&devices, plan)
+}
+
+/// Writes the device memory rate the copies give beside the one fitted from the element-wise
+/// additions, and a warning where their ratio is outside [`AGREEMENT`] (the simulator times
+/// both with the one figure). Returns whether it warned.
+pub fn write_memory(out: &mut impl Write, fit: &Fit) -> std::io::Result<bool> {
+    let (add, copy) = (fit.hbm_effective.value, fit.hbm_by_copy.value);
+    let ratio = copy / add;
+    writeln!(
+        out,
+        "device memory: {add:.3} TB/s from element-wise additions (fitted), {copy:.3} TB/s \
+         from copies inside the device (copies / additions {ratio:.3})"
+    )?;
+    let agrees = AGREEMENT.contains(&ratio);
+    if !agrees {
+        tracing::warn!(add, copy, "device memory rates disagree");
+        writeln!(
+            out,
+            "warning: device copies ran at {ratio:.2}x the memory rate of element-wise \
+             additions: the simulator, which times both at the fitted rate, mistimes copies \
+             here"
+        )?;
+    }
+    Ok(!agrees)
 }
 
 /// Algorithm bandwidth of each point, GB/s (the per-rank buffer over the time).
@@ -127,6 +152,30 @@ mod tests {
             "{text}"
         );
         assert!(text.ends_with("(at 1024 KiB / 4096 KiB)\n"), "{text}");
+    }
+
+    #[test]
+    fn copies_far_from_the_additions_memory_rate_are_a_warning() {
+        let fitted = |value| crate::calibrate::fit::Fitted {
+            value,
+            how: String::new(),
+        };
+        let mut fit = crate::calibrate::fit::tests::fit();
+        fit.hbm_effective = fitted(1.4);
+        fit.hbm_by_copy = fitted(1.4);
+        let mut out = Vec::new();
+        assert!(!write_memory(&mut out, &fit).unwrap());
+        let text = String::from_utf8(out).unwrap();
+        assert!(text.contains("(copies / additions 1.000)"), "{text}");
+        assert!(!text.contains("warning"), "{text}");
+        fit.hbm_by_copy = fitted(0.7);
+        let mut out = Vec::new();
+        assert!(write_memory(&mut out, &fit).unwrap());
+        let text = String::from_utf8(out).unwrap();
+        assert!(
+            text.contains("warning: device copies ran at 0.50x"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -36,8 +36,11 @@ pub struct Fit {
     pub cube_f32: Fitted,
     /// `device.cube_efficiency`: points (ideal µs at the f16 peak, share of the peak).
     pub cube_efficiency: (Vec<[f64; 2]>, String),
-    /// `device.hbm_effective_bandwidth`, TB/s.
+    /// `device.hbm_effective_bandwidth`, TB/s, from the element-wise additions.
     pub hbm_effective: Fitted,
+    /// The same rate from the copies inside a device, TB/s: a check, not written (the
+    /// simulator times both with the one figure).
+    pub hbm_by_copy: Fitted,
     /// `device.memory_total`, GiB.
     pub memory_total: Fitted,
     /// `device.h2d_bandwidth`, GB/s.
@@ -159,8 +162,9 @@ impl Fit {
 
         let (h2d, _) = rate("host-to-device bandwidth", &m.h2d, 1.0)?;
         let (d2h, _) = rate("device-to-host bandwidth", &m.d2h, 1.0)?;
-        // A copy inside a device reads and writes every byte.
-        let (hbm, _) = rate("device memory bandwidth", &m.d2d, 2.0)?;
+        // An addition reads two operands and writes one; a copy reads and writes each byte.
+        let (hbm, _) = rate("device memory bandwidth", &m.vector_add, 3.0)?;
+        let (hbm_by_copy, _) = rate("device-to-device copy bandwidth", &m.d2d, 2.0)?;
         let line_how = |what: &str, points: &[Point]| {
             format!(
                 "slope of the least-squares line through {what} of {} (back to back on one stream)",
@@ -250,6 +254,17 @@ impl Fit {
             hbm_effective: Fitted {
                 value: hbm / 1e12,
                 how: format!(
+                    "{} (each reads two operands and writes one; at these sizes the \
+                     memory traffic, not the vector units, bounds an addition)",
+                    line_how(
+                        "f32 element-wise additions (aclnnAdd) on device 0",
+                        &m.vector_add
+                    )
+                ),
+            },
+            hbm_by_copy: Fitted {
+                value: hbm_by_copy / 1e12,
+                how: format!(
                     "{} (a copy reads and writes each byte)",
                     line_how("copies inside device 0", &m.d2d)
                 ),
@@ -297,7 +312,7 @@ impl Fit {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::calibrate::bench::CollectiveSweep;
 
@@ -319,7 +334,8 @@ mod tests {
             // 25 GB/s = 25e3 bytes per µs; 5 µs of fixed cost.
             h2d: pts(|b| 5.0 + b / 25e3, &mib),
             d2h: pts(|b| 5.0 + b / 20e3, &mib),
-            d2d: pts(|b| 2.0 * b / 1.4e6, &mib),
+            d2d: pts(|b| 2.0 * b / 1.2e6, &mib),
+            vector_add: pts(|b| 4.0 + 3.0 * b / 1.4e6, &mib),
             peer: pts(|b| 2.0 + b / 50e3, &mib),
             matmul: vec![
                 (
@@ -344,6 +360,11 @@ mod tests {
         }
     }
 
+    /// The fit of [`measurements`], for the checks' tests.
+    pub(crate) fn fit() -> Fit {
+        Fit::from_measurements(&measurements()).unwrap()
+    }
+
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() <= 1e-9 * b.abs().max(1.0)
     }
@@ -354,6 +375,11 @@ mod tests {
         assert!(close(fit.h2d.value, 25.0), "{}", fit.h2d.value);
         assert!(close(fit.d2h.value, 20.0));
         assert!(close(fit.hbm_effective.value, 1.4));
+        assert!(
+            close(fit.hbm_by_copy.value, 1.2),
+            "{}",
+            fit.hbm_by_copy.value
+        );
         assert!(close(fit.cube_f16.value, 300.0));
         assert!(close(fit.cube_bf16.value, 250.0));
         assert!(close(fit.cube_f32.value, 80.0));
@@ -387,6 +413,12 @@ mod tests {
         let err = Fit::from_measurements(&m).unwrap_err();
         assert!(err.to_string().contains("does not grow"), "{err}");
         let mut m = measurements();
+        m.vector_add.clear();
+        assert_eq!(
+            Fit::from_measurements(&m).unwrap_err().quantity,
+            "device memory bandwidth"
+        );
+        let mut m = measurements();
         m.matmul[2].1.clear();
         assert_eq!(
             Fit::from_measurements(&m).unwrap_err().quantity,
@@ -402,5 +434,83 @@ mod tests {
         m.graph.clear();
         let fit = Fit::from_measurements(&m).unwrap();
         assert!(fit.link.is_none() && fit.collective.is_none() && fit.graph.is_none());
+    }
+
+    /// Device time of each built-in vector operator (add, scale, sum; f16 and f32; 4 B to
+    /// 256 MiB) run back to back behind a long kernel on a timing-only device of `profile`.
+    fn vector_times(profile: &braid::sim::DeviceProfile) -> Vec<f64> {
+        use crate::calibrate::bench::per_op_behind;
+        use braid::Kernel;
+        let device = braid::sim_device(
+            braid::sim::SimConfig::for_profile(profile.clone())
+                .mode(braid::sim::SimMode::TimingOnly)
+                .record_timeline(false),
+        )
+        .unwrap();
+        let stream = device.create_stream(0).unwrap();
+        let largest = 256u64 << 20;
+        let (a, out) = (
+            device.alloc(largest).unwrap(),
+            device.alloc(largest).unwrap(),
+        );
+        let head = Kernel::Busy {
+            duration_ns: 1_000_000_000,
+        };
+        let mut times = Vec::new();
+        for dtype in [DType::F16, DType::F32] {
+            for bytes in (2..=28).step_by(2).map(|k| 1u64 << k) {
+                let (src, dst) = (a.range(0, bytes).unwrap(), out.range(0, bytes).unwrap());
+                for kernel in [
+                    Kernel::Add {
+                        a: src,
+                        b: src,
+                        out: dst,
+                    },
+                    Kernel::Scale {
+                        src,
+                        dst,
+                        factor: 2.0,
+                    },
+                    Kernel::ReduceSum {
+                        src,
+                        dst: out.range(0, dtype.size()).unwrap(),
+                    },
+                ] {
+                    let kernel = kernel.typed(dtype);
+                    let us = per_op_behind(
+                        &stream,
+                        2,
+                        || stream.launch(&head).map(drop),
+                        |_| stream.launch(kernel.clone()).map(drop),
+                    )
+                    .unwrap();
+                    times.push(us);
+                }
+            }
+        }
+        times
+    }
+
+    /// Why `braid calibrate` measures no vector rate: on the shipped profiles no built-in
+    /// vector operator's time depends on it at any size (each is bound by its memory traffic
+    /// or by the kernel floor), while a rate far lower would show.
+    #[test]
+    fn vector_rates_change_no_operator_time_on_the_shipped_profiles() {
+        for profile in [
+            braid::sim::profile::Profile::atlas_800t_a2(),
+            braid::sim::profile::Profile::generic_gpu(),
+        ] {
+            let shipped = profile.device.clone();
+            let scaled = |factor: f64| {
+                let mut p = shipped.clone();
+                p.vector_flops_per_s = (p.vector_flops_per_s as f64 * factor) as u64;
+                p.vector_f32_flops_per_s = (p.vector_f32_flops_per_s as f64 * factor) as u64;
+                p
+            };
+            let times = vector_times(&shipped);
+            assert_eq!(times, vector_times(&scaled(0.5)), "{}", profile.name);
+            assert_eq!(times, vector_times(&scaled(2.0)), "{}", profile.name);
+            assert_ne!(times, vector_times(&scaled(1e-3)), "{}", profile.name);
+        }
     }
 }

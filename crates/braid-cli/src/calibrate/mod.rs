@@ -177,6 +177,7 @@ fn measure_and_write(
         .iter()
         .map(|sweep| check::predict(&profile, sweep.ranks, &plan))
         .collect::<Result<Vec<_>, _>>()?;
+    check::write_memory(out, &fitted)?;
     check::write_collectives(out, &measured.collectives, &predicted)?;
     writeln!(
         out,
