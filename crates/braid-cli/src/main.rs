@@ -121,8 +121,8 @@ enum Command {
     /// ACL is found as for `braid demo --backend acl` (CANN when configured or installed,
     /// else braid-acl-sim built beside this binary; the first line names the library).
     /// Microbenchmarks time, on the devices' own clocks (timing events): the launch of the
-    /// smallest kernel, the same kernel queued behind a long matmul (the kernel floor), a
-    /// launch followed by a stream query (the host-call cost), event record and wait,
+    /// smallest kernel, the same kernel queued behind long matmuls (the kernel floor),
+    /// queries of an idle stream (the host-call cost), event record and wait,
     /// host-to-device, device-to-host, in-device and peer copies across sizes, element-wise
     /// additions (aclnnAdd, device memory) and aclnn matmuls in float16, bfloat16 and
     /// float32 across sizes, all-reduce and all-gather sweeps on 2, 4 and 8 devices (as many

@@ -111,12 +111,12 @@ pub struct Measurements {
     pub event_record_us: f64,
     /// Per wait on an event of another stream, µs.
     pub event_wait_us: f64,
-    /// Per one-element fill queued behind a long matmul, µs: the device's time for the
+    /// Per one-element fill queued behind long matmuls, µs: the device's time for the
     /// smallest kernel (the launches reach the device before it gets to them).
     pub queued_kernel_us: f64,
-    /// Per launch of a one-element fill followed by a stream query, µs: the host's launch
-    /// cost plus one cheap host call.
-    pub launch_and_query_us: f64,
+    /// Per stream query on an idle stream, µs: one cheap host call (the events around the
+    /// queries reach the device when the host gets to them).
+    pub stream_query_us: f64,
     /// Host-to-device copies.
     pub h2d: Vec<Point>,
     /// Device-to-host copies.
@@ -208,18 +208,13 @@ pub fn run<B: CollectiveBackend>(
     let other = device.create_stream(0)?;
     marker.record(&other)?;
     let event_wait_us = per_op(&stream, plan.reps * 4, |_| stream.wait(&marker))?;
-    // The host's launch plus one cheap call (a stream query) per operation: host-bound
-    // where the two together outlast the kernel on the device.
-    let launch_and_query_us = per_op(&stream, plan.reps * 4, |_| {
-        stream.launch(fill.clone())?;
-        stream.query().map(drop)
-    })?;
-    let queued_kernel_us = time_queued_fills(&stream, &fill, plan.reps * 4)?;
+    let stream_query_us = per_op(&stream, plan.reps * 4, |_| stream.query().map(drop))?;
+    let queued_kernel_us = time_queued_fills(&stream, &fill, plan.reps * 4, kernel_launch_us)?;
     tracing::info!(
         kernel_launch_us,
         event_record_us,
         event_wait_us,
-        launch_and_query_us,
+        stream_query_us,
         queued_kernel_us,
         "launch costs"
     );
@@ -317,7 +312,7 @@ pub fn run<B: CollectiveBackend>(
         event_record_us,
         event_wait_us,
         queued_kernel_us,
-        launch_and_query_us,
+        stream_query_us,
         h2d,
         d2h,
         d2d,
@@ -333,16 +328,18 @@ fn point(x: u64, us: f64) -> Point {
     Point { x: x as f64, us }
 }
 
-/// The edge of the f16 matmul the one-element fills queue behind: milliseconds on a 910B,
-/// longer than the host takes to launch them.
+/// The edge of the f16 matmuls the one-element fills queue behind: milliseconds each on a
+/// 910B.
 const HEAD_MATMUL_EDGE: u32 = 8192;
 
-/// Per one-element fill run back to back on the device: each timing starts with a long
-/// matmul, behind which the host enqueues the fills before the device reaches them.
+/// Per one-element fill run back to back on the device: each timing starts with long
+/// matmuls, as many as outlast twice the host's time to launch the fills (`launch_us`
+/// each), so the fills are all enqueued before the device reaches them.
 fn time_queued_fills<B: CollectiveBackend>(
     stream: &Stream<B>,
     fill: &Kernel,
     reps: u32,
+    launch_us: f64,
 ) -> Result<f64> {
     let device = stream.device();
     let n = HEAD_MATMUL_EDGE;
@@ -361,14 +358,24 @@ fn time_queued_fills<B: CollectiveBackend>(
         n,
     }
     .typed(DType::F16);
+    let head_us = per_op(stream, 1, |_| stream.launch(head.clone()).map(drop))?;
+    let heads = heads_to_cover(2.0 * f64::from(2 * reps.max(1)) * launch_us, head_us);
     let us = per_op_behind(
         stream,
         reps,
-        || stream.launch(head.clone()).map(drop),
+        || (0..heads).try_for_each(|_| stream.launch(head.clone()).map(drop)),
         |_| stream.launch(fill.clone()).map(drop),
     )?;
-    tracing::info!(us, "queued one-element fill");
+    tracing::info!(us, heads, head_us, "queued one-element fill");
     Ok(us)
+}
+
+/// How many kernels of `head_us` each outlast `host_us` (at least one, at most 1024).
+fn heads_to_cover(host_us: f64, head_us: f64) -> u32 {
+    if head_us <= 0.0 {
+        return 1024;
+    }
+    (host_us / head_us).ceil().clamp(1.0, 1024.0) as u32
 }
 
 /// Per `n × n × n` matmul in `dtype`.
@@ -485,4 +492,17 @@ fn time_graph<B: CollectiveBackend>(
     captured?;
     let graph = graph?;
     per_op(stream, reps * 4, |_| graph.launch(stream).map(drop))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::heads_to_cover;
+
+    #[test]
+    fn enough_head_kernels_outlast_the_launches() {
+        assert_eq!(heads_to_cover(640.0, 3500.0), 1);
+        assert_eq!(heads_to_cover(640.0, 100.0), 7);
+        assert_eq!(heads_to_cover(640.0, 0.0), 1024);
+        assert_eq!(heads_to_cover(1e12, 1.0), 1024);
+    }
 }

@@ -292,17 +292,15 @@ impl Fit {
             },
             min_kernel: Fitted {
                 value: m.queued_kernel_us,
-                how: "time per one-element fill queued behind a long f16 matmul, so that the \
+                how: "time per one-element fill queued behind long f16 matmuls, so that the \
                       device runs the fills back to back (the smallest kernel's device time)"
                     .to_string(),
             },
             host_call: Fitted {
-                value: (m.launch_and_query_us - m.kernel_launch_us).max(0.0),
-                how: format!(
-                    "time per launch of a one-element fill followed by a stream query ({:.3} \
-                     us, back to back on one stream) less the time per launch alone",
-                    m.launch_and_query_us
-                ),
+                value: m.stream_query_us,
+                how: "time per query of an idle stream, back to back (the host's rate of \
+                      cheap calls)"
+                    .to_string(),
             },
             graph,
             link,
@@ -330,7 +328,7 @@ pub(crate) mod tests {
             event_record_us: 10.0,
             event_wait_us: 10.0,
             queued_kernel_us: 2.0,
-            launch_and_query_us: 11.5,
+            stream_query_us: 1.5,
             // 25 GB/s = 25e3 bytes per µs; 5 µs of fixed cost.
             h2d: pts(|b| 5.0 + b / 25e3, &mib),
             d2h: pts(|b| 5.0 + b / 20e3, &mib),

@@ -7,10 +7,10 @@
 //! Measured (17 figures with two or more devices): the cube rates in f16, bf16 and f32 and
 //! the efficiency curve (matmuls), effective device memory bandwidth (element-wise
 //! additions), memory the runtime reports, host↔device bandwidths, the eager launch, the
-//! kernel floor (one-element fills queued behind a long matmul, so the device runs them back
-//! to back), the host-call cost (a launch and a stream query, less the launch), graph launch
-//! and per-node costs, peer link bandwidth and latency, and the collective link rate and
-//! overhead (all-gathers).
+//! kernel floor (one-element fills queued behind long matmuls, so the device runs them back
+//! to back), the host-call cost (queries of an idle stream), graph launch and per-node
+//! costs, peer link bandwidth and latency, and the collective link rate and overhead
+//! (all-gathers).
 //!
 //! Checked, not fitted: the copies inside a device against the additions' memory rate (the
 //! simulator times both with the one figure), and the all-reduce sweeps against the fitted
