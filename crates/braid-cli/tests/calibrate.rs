@@ -373,3 +373,38 @@ fn calibrating_acl_sim_under_another_profile_gives_that_profile_back() {
     std::fs::remove_file(&path).unwrap();
     std::fs::remove_file(&loaded).unwrap();
 }
+
+/// The all-reduce check catches a machine the fit does not model: under a profile whose
+/// servers hold 4 devices, braid-acl-sim's 8-device collectives cross the network, while
+/// calibrate fits one server's links (and keeps the base profile's 8 devices per server), so
+/// the fitted profile's all-reduce predictions are off and each device count is named in a
+/// warning; the profile is still written.
+#[test]
+fn an_all_reduce_the_fitted_profile_mispredicts_is_a_warning_naming_the_device_count() {
+    let mut document = Profile::atlas_800t_a2().document.clone();
+    document.node.as_mut().unwrap().devices_per_server.value = 4.0;
+    let four = Profile::from_document(document).unwrap();
+    let loaded = scratch("four-per-server.json");
+    std::fs::write(&loaded, four.to_json()).unwrap();
+    let path = scratch("four-fitted.json");
+    let out = calibrate(
+        &["--quick", "--output", path.to_str().unwrap()],
+        &[("BRAID_ACL_SIM_PROFILE", loaded.to_str().unwrap())],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for ranks in [2, 4, 8] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("warning: {ranks} devices: the all-reduce of"))),
+            "no warning for {ranks} devices:\n{text}"
+        );
+    }
+    assert!(Profile::from_file(&path).is_ok());
+    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(&loaded).unwrap();
+}
