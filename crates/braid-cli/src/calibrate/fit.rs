@@ -59,6 +59,16 @@ pub struct Fit {
     pub link: Option<(Fitted, Fitted)>,
     /// `node.collective_link_bandwidth` (GB/s) and `node.collective_overhead` (µs).
     pub collective: Option<(Fitted, Fitted)>,
+    /// Figures whose benchmark the device rather than the host may have bounded (the host's
+    /// launch costs are fitted from loops that must be host-bound), each a sentence naming
+    /// the figure.
+    pub cautions: Vec<String>,
+}
+
+/// Whether `us` for an operation is no longer than `device_us` of device work (within 1%):
+/// the device, not the host, may have set the pace.
+fn device_bound(us: f64, device_us: f64) -> bool {
+    us <= device_us * 1.01
 }
 
 /// Least-squares line `us = intercept + slope · x` through `points` (`None` with fewer than
@@ -225,6 +235,24 @@ impl Fit {
             }
             _ => None,
         };
+        let floor = m.queued_kernel_us;
+        let mut cautions = Vec::new();
+        if device_bound(m.kernel_launch_us, floor) {
+            cautions.push(format!(
+                "device.eager_launch: a launch took {:.3} us, no longer than the kernel floor \
+                 ({floor:.3} us): the device may have set the pace, and the host's launch cost \
+                 is at most this",
+                m.kernel_launch_us
+            ));
+        }
+        if let Some(p) = m.graph.iter().find(|p| device_bound(p.us, p.x * floor)) {
+            cautions.push(format!(
+                "device.graph_launch and device.graph_node: a graph of {} fills took {:.3} us \
+                 per launch, no longer than its fills at the kernel floor ({floor:.3} us each): \
+                 the device may have set the pace",
+                p.x, p.us
+            ));
+        }
         let graph = match line(&m.graph) {
             Some((intercept, slope)) => {
                 let nodes: Vec<String> = m.graph.iter().map(|p| p.x.to_string()).collect();
@@ -305,6 +333,7 @@ impl Fit {
             graph,
             link,
             collective,
+            cautions,
         })
     }
 }
@@ -398,6 +427,30 @@ pub(crate) mod tests {
         let (launch, node) = fit.graph.unwrap();
         assert!(close(launch.value, 20.0) && close(node.value, 0.5));
         assert!(fit.h2d.how.contains("1, 4, 16 MiB"), "{}", fit.h2d.how);
+        assert!(fit.cautions.is_empty(), "{:?}", fit.cautions);
+    }
+
+    #[test]
+    fn launch_loops_no_longer_than_the_kernel_floor_are_cautioned() {
+        let mut m = measurements();
+        m.queued_kernel_us = 10.0;
+        let fit = Fit::from_measurements(&m).unwrap();
+        // The graphs too: 8 fills at 10 us outlast a launch of 24 us.
+        assert_eq!(fit.cautions.len(), 2, "{:?}", fit.cautions);
+        assert!(
+            fit.cautions[0].starts_with("device.eager_launch: a launch took 10.000 us"),
+            "{:?}",
+            fit.cautions
+        );
+        // Graphs of 1 and 8 nodes take 20.5 and 24 us: 8 fills at 3 us each outlast them.
+        m.queued_kernel_us = 3.0;
+        let fit = Fit::from_measurements(&m).unwrap();
+        assert_eq!(fit.cautions.len(), 1, "{:?}", fit.cautions);
+        assert!(
+            fit.cautions[0].starts_with("device.graph_launch and device.graph_node: a graph of 8"),
+            "{:?}",
+            fit.cautions
+        );
     }
 
     #[test]

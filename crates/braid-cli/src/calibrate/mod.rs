@@ -15,6 +15,8 @@
 //! Checked, not fitted: the copies inside a device against the additions' memory rate (the
 //! simulator times both with the one figure), and the all-reduce sweeps against the fitted
 //! profile's prediction (every figure the simulator's all-reduce uses is fitted elsewhere).
+//! The host's launch costs come from loops that must be host-bound: where a loop took no
+//! longer than its kernels at the measured floor, the figure is printed with a warning.
 //!
 //! Not measured, kept from the base profile: the vector rates (`vector_16bit`,
 //! `vector_f32`) — on the shipped profiles no built-in vector operator's simulated time
@@ -197,6 +199,10 @@ fn measure_and_write(
         .iter()
         .map(|sweep| check::predict(&profile, sweep.ranks, &plan))
         .collect::<Result<Vec<_>, _>>()?;
+    for caution in &fitted.cautions {
+        tracing::warn!(caution, "calibrate");
+        writeln!(out, "warning: {caution}")?;
+    }
     check::write_memory(out, &fitted)?;
     check::write_collectives(out, &measured.collectives, &predicted)?;
     writeln!(
