@@ -121,17 +121,23 @@ enum Command {
     /// ACL is found as for `braid demo --backend acl` (CANN when configured or installed,
     /// else braid-acl-sim built beside this binary; the first line names the library).
     /// Microbenchmarks time, on the devices' own clocks (timing events): the launch of the
-    /// smallest kernel, event record and wait, host-to-device, device-to-host, in-device and
-    /// peer copies across sizes, aclnn matmuls in float16, bfloat16 and float32 across sizes,
-    /// all-reduce and all-gather sweeps on 2, 4 and 8 devices (as many as there are), and
-    /// graph launches. The simulator's parameters are fitted to them with its own cost
-    /// formulas and written as a profile in the format of crates/backend-sim/profiles/: each
-    /// fitted figure of kind `measured`, its source naming the machine, the library, the date
-    /// and the fit; the figures it does not measure are kept from the shipped Atlas 800T A2
-    /// profile. `braid plan --profile FILE` loads it in place of the shipped one. The output
-    /// lists each fitted figure beside the shipped profile's, with the ratio, and the
-    /// collectives' algorithm bandwidths. On braid-acl-sim every device runs timing-only
-    /// (`BRAID_ACL_SIM_TIMING_ONLY` is set to all of them when unset).
+    /// smallest kernel, the same kernel queued behind long matmuls (the kernel floor),
+    /// queries of an idle stream (the host-call cost), event record and wait,
+    /// host-to-device, device-to-host, in-device and peer copies across sizes, element-wise
+    /// additions (aclnnAdd, device memory) and aclnn matmuls in float16, bfloat16 and
+    /// float32 across sizes, all-reduce and all-gather sweeps on 2, 4 and 8 devices (as many
+    /// as there are), and graph launches. The simulator's parameters are fitted to them with
+    /// its own cost formulas and written as a profile in the format of
+    /// crates/backend-sim/profiles/: each fitted figure of kind `measured`, its source naming
+    /// the machine, the library, the date and the fit; the figures it does not measure (the
+    /// vector rates, units, tiles and nominal bounds, the network) are kept from the shipped
+    /// Atlas 800T A2 profile. `braid plan --profile FILE` loads it in place of the shipped
+    /// one. The output lists each fitted figure beside the shipped profile's, with the ratio;
+    /// the device memory rate of copies beside the additions'; and per device count the
+    /// all-reduce's algorithm bandwidth beside what the fitted profile predicts, with the
+    /// ratio (a warning names the device count where they disagree). On braid-acl-sim every
+    /// device runs timing-only (`BRAID_ACL_SIM_TIMING_ONLY` is set to all of them when
+    /// unset).
     Calibrate {
         /// A few sizes of each benchmark (seconds on braid-acl-sim, for CI) instead of every
         /// size (minutes on an NPU server).

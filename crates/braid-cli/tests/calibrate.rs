@@ -118,6 +118,18 @@ fn calibrating_acl_sim_gives_the_shipped_profile_back() {
         0.01,
     );
     within(
+        "min_kernel",
+        f.min_kernel_ns as f64,
+        s.min_kernel_ns as f64,
+        0.01,
+    );
+    within(
+        "host_call",
+        f.host_call_ns as f64,
+        s.host_call_ns as f64,
+        0.01,
+    );
+    within(
         "graph_launch",
         f.graph_launch_ns as f64,
         s.graph_launch_ns as f64,
@@ -171,8 +183,8 @@ fn calibrating_acl_sim_gives_the_shipped_profile_back() {
         .iter()
         .filter(|f| f.source.starts_with("Measured by braid calibrate"))
         .collect();
-    // 11 figures of the device (the curve one of them), 4 of the node.
-    assert_eq!(measured.len(), 15, "{measured:#?}");
+    // 13 figures of the device (the curve one of them), 4 of the node.
+    assert_eq!(measured.len(), 17, "{measured:#?}");
     for figure in &measured {
         assert_eq!(figure.kind, FigureKind::Measured, "{}", figure.field);
         assert!(
@@ -188,7 +200,33 @@ fn calibrating_acl_sim_gives_the_shipped_profile_back() {
             .unwrap_or_else(|| panic!("no row for {}:\n{text}", figure.field));
         assert!(row.ends_with("1.000") || row.ends_with("-"), "{row}");
     }
-    assert!(text.contains("8 devices: all-reduce algbw"), "{text}");
+    // The all-reduce sweeps check the fitted profile: on every device count the simulator's
+    // prediction under it matches what acl-sim measured, and nothing is flagged.
+    for ranks in [2, 4, 8] {
+        let line = text
+            .lines()
+            .find(|l| l.starts_with(&format!("{ranks} devices: all-reduce algbw")))
+            .unwrap_or_else(|| panic!("no all-reduce line for {ranks} devices:\n{text}"));
+        let ratios = line
+            .split("(measured / predicted ")
+            .nth(1)
+            .and_then(|r| r.split(')').next())
+            .unwrap_or_else(|| panic!("no ratios: {line}"));
+        for ratio in ratios.split(" / ") {
+            within(
+                &format!("all-reduce on {ranks} devices"),
+                ratio.parse().unwrap(),
+                1.0,
+                0.01,
+            );
+        }
+    }
+    // Device copies give the memory rate the additions gave.
+    assert!(
+        text.contains("from copies inside the device (copies / additions 1.000)"),
+        "{text}"
+    );
+    assert!(!text.contains("warning"), "{text}");
     assert!(text.contains("profile `round-trip` written to"), "{text}");
     // The simulator loads it in place of the shipped profile, and its figures say so.
     let plan = Command::new(env!("CARGO_BIN_EXE_braid"))
@@ -240,7 +278,7 @@ fn one_device_measures_no_link_and_keeps_the_shipped_node_figures() {
         .filter(|f| f.source.starts_with("Measured by braid calibrate"))
         .map(|f| f.field)
         .collect();
-    assert_eq!(measured.len(), 11, "{measured:?}");
+    assert_eq!(measured.len(), 13, "{measured:?}");
     assert!(
         measured.iter().all(|f| f.starts_with("device.")),
         "{measured:?}"
@@ -279,10 +317,14 @@ fn a_library_that_does_not_load_is_an_error_naming_it() {
 }
 
 /// braid-acl-sim under `BRAID_ACL_SIM_PROFILE` times with that profile: calibrating it gives
-/// that profile's figures back (here the shipped GPU profile's, far from the 910B's).
+/// that profile's figures back (here the shipped GPU profile's, far from the 910B's, with a
+/// kernel floor of 3 us where both shipped profiles have 2).
 #[test]
 fn calibrating_acl_sim_under_another_profile_gives_that_profile_back() {
-    let gpu = Profile::generic_gpu();
+    let mut document = Profile::generic_gpu().document.clone();
+    document.device.min_kernel.value = 3.0;
+    assert_eq!(document.device.min_kernel.unit.as_deref(), Some("us"));
+    let gpu = &Profile::from_document(document).unwrap();
     let loaded = scratch("gpu-profile.json");
     std::fs::write(&loaded, gpu.to_json()).unwrap();
     let path = scratch("gpu-fitted.json");
@@ -317,7 +359,60 @@ fn calibrating_acl_sim_under_another_profile_gives_that_profile_back() {
         g.cube_f32_flops_per_s as f64,
         1e-3,
     );
+    // Each figure below differs from the 910B's (host call 0.5 us, not 1; floor 3 us, not 2).
+    let atlas = &Profile::atlas_800t_a2().device;
+    assert_ne!(g.eager_launch_ns, atlas.eager_launch_ns);
+    assert_ne!(g.min_kernel_ns, atlas.min_kernel_ns);
+    assert_ne!(g.host_call_ns, atlas.host_call_ns);
+    assert_ne!(g.hbm_effective_bytes_per_s, atlas.hbm_effective_bytes_per_s);
+    for (field, fitted, expected) in [
+        ("eager_launch", f.eager_launch_ns, g.eager_launch_ns),
+        ("min_kernel", f.min_kernel_ns, g.min_kernel_ns),
+        ("host_call", f.host_call_ns, g.host_call_ns),
+        (
+            "hbm_effective",
+            f.hbm_effective_bytes_per_s,
+            g.hbm_effective_bytes_per_s,
+        ),
+    ] {
+        within(field, fitted as f64, expected as f64, 0.01);
+    }
     assert_eq!(f.memory_bytes, g.memory_bytes);
+    std::fs::remove_file(&path).unwrap();
+    std::fs::remove_file(&loaded).unwrap();
+}
+
+/// The all-reduce check catches a machine the fit does not model: under a profile whose
+/// servers hold 4 devices, braid-acl-sim's 8-device collectives cross the network, while
+/// calibrate fits one server's links (and keeps the base profile's 8 devices per server), so
+/// the fitted profile's all-reduce predictions are off and each device count is named in a
+/// warning; the profile is still written.
+#[test]
+fn an_all_reduce_the_fitted_profile_mispredicts_is_a_warning_naming_the_device_count() {
+    let mut document = Profile::atlas_800t_a2().document.clone();
+    document.node.as_mut().unwrap().devices_per_server.value = 4.0;
+    let four = Profile::from_document(document).unwrap();
+    let loaded = scratch("four-per-server.json");
+    std::fs::write(&loaded, four.to_json()).unwrap();
+    let path = scratch("four-fitted.json");
+    let out = calibrate(
+        &["--quick", "--output", path.to_str().unwrap()],
+        &[("BRAID_ACL_SIM_PROFILE", loaded.to_str().unwrap())],
+    );
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for ranks in [2, 4, 8] {
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with(&format!("warning: {ranks} devices: the all-reduce of"))),
+            "no warning for {ranks} devices:\n{text}"
+        );
+    }
+    assert!(Profile::from_file(&path).is_ok());
     std::fs::remove_file(&path).unwrap();
     std::fs::remove_file(&loaded).unwrap();
 }

@@ -32,7 +32,8 @@ pub type Result<T, E = BenchError> = std::result::Result<T, E>;
 pub struct Plan {
     /// Host↔device copy sizes, bytes (each past the point where launching is the bottleneck).
     pub host_copy_bytes: Vec<u64>,
-    /// Device-to-device copy sizes (within a device and between two), bytes.
+    /// Device-to-device copy sizes (within a device and between two) and the operand sizes of
+    /// the element-wise additions, bytes.
     pub device_copy_bytes: Vec<u64>,
     /// Square matmul edges timed in `f16` (the efficiency curve and the f16 peak).
     pub matmul_f16: Vec<u32>,
@@ -110,12 +111,21 @@ pub struct Measurements {
     pub event_record_us: f64,
     /// Per wait on an event of another stream, µs.
     pub event_wait_us: f64,
+    /// Per one-element fill queued behind long matmuls, µs: the device's time for the
+    /// smallest kernel (the launches reach the device before it gets to them).
+    pub queued_kernel_us: f64,
+    /// Per stream query on an idle stream, µs: one cheap host call (the events around the
+    /// queries reach the device when the host gets to them).
+    pub stream_query_us: f64,
     /// Host-to-device copies.
     pub h2d: Vec<Point>,
     /// Device-to-host copies.
     pub d2h: Vec<Point>,
     /// Copies within one device.
     pub d2d: Vec<Point>,
+    /// Element-wise f32 additions within one device (`aclnnAdd` on ACL: two operands read,
+    /// one written), `x` the bytes of each operand.
+    pub vector_add: Vec<Point>,
     /// Copies from device 1 to device 0 (empty with one device).
     pub peer: Vec<Point>,
     /// Square matmuls per data type, `x` the edge.
@@ -131,10 +141,25 @@ pub struct Measurements {
 pub fn per_op<B: CollectiveBackend, E>(
     stream: &Stream<B>,
     reps: u32,
-    mut op: impl FnMut(u32) -> std::result::Result<(), E>,
+    op: impl FnMut(u32) -> std::result::Result<(), E>,
 ) -> Result<f64>
 where
     BenchError: From<E>,
+{
+    per_op_behind::<B, E, StreamError>(stream, reps, || Ok(()), op)
+}
+
+/// [`per_op`] with `head` enqueued first in each timing (its time cancels in the
+/// difference): a long kernel there keeps the device busy while the host enqueues the
+/// operations, so they run back to back at the device's own rate whatever the host's.
+pub fn per_op_behind<B: CollectiveBackend, E, H>(
+    stream: &Stream<B>,
+    reps: u32,
+    mut head: impl FnMut() -> std::result::Result<(), H>,
+    mut op: impl FnMut(u32) -> std::result::Result<(), E>,
+) -> Result<f64>
+where
+    BenchError: From<E> + From<H>,
 {
     op(0)?;
     stream.synchronize()?;
@@ -145,6 +170,7 @@ where
             device.create_event(EventFlags::TIMING)?,
         );
         start.record(stream)?;
+        head()?;
         for i in 0..n {
             op(i)?;
         }
@@ -182,10 +208,14 @@ pub fn run<B: CollectiveBackend>(
     let other = device.create_stream(0)?;
     marker.record(&other)?;
     let event_wait_us = per_op(&stream, plan.reps * 4, |_| stream.wait(&marker))?;
+    let stream_query_us = per_op(&stream, plan.reps * 4, |_| stream.query().map(drop))?;
+    let queued_kernel_us = time_queued_fills(&stream, &fill, plan.reps * 4, kernel_launch_us)?;
     tracing::info!(
         kernel_launch_us,
         event_record_us,
         event_wait_us,
+        stream_query_us,
+        queued_kernel_us,
         "launch costs"
     );
 
@@ -217,6 +247,17 @@ pub fn run<B: CollectiveBackend>(
         let (s, d) = (src.range(0, bytes)?, dst.range(0, bytes)?);
         let us = per_op(&stream, plan.reps, |_| stream.copy_d2d(s, d).map(drop))?;
         d2d.push(point(bytes, us));
+    }
+    // `out = a + a` over the same buffers: memory-bound at every size of the plan.
+    let mut vector_add = Vec::new();
+    for &bytes in &plan.device_copy_bytes {
+        let add = Kernel::Add {
+            a: src.range(0, bytes)?,
+            b: src.range(0, bytes)?,
+            out: dst.range(0, bytes)?,
+        };
+        let us = per_op(&stream, plan.reps, |_| stream.launch(add.clone()).map(drop))?;
+        vector_add.push(point(bytes, us));
     }
     let mut peer = Vec::new();
     if let Some(second) = devices.get(1) {
@@ -270,9 +311,12 @@ pub fn run<B: CollectiveBackend>(
         kernel_launch_us,
         event_record_us,
         event_wait_us,
+        queued_kernel_us,
+        stream_query_us,
         h2d,
         d2h,
         d2d,
+        vector_add,
         peer,
         matmul,
         collectives,
@@ -282,6 +326,56 @@ pub fn run<B: CollectiveBackend>(
 
 fn point(x: u64, us: f64) -> Point {
     Point { x: x as f64, us }
+}
+
+/// The edge of the f16 matmuls the one-element fills queue behind: milliseconds each on a
+/// 910B.
+const HEAD_MATMUL_EDGE: u32 = 8192;
+
+/// Per one-element fill run back to back on the device: each timing starts with long
+/// matmuls, as many as outlast twice the host's time to launch the fills (`launch_us`
+/// each), so the fills are all enqueued before the device reaches them.
+fn time_queued_fills<B: CollectiveBackend>(
+    stream: &Stream<B>,
+    fill: &Kernel,
+    reps: u32,
+    launch_us: f64,
+) -> Result<f64> {
+    let device = stream.device();
+    let n = HEAD_MATMUL_EDGE;
+    let bytes = u64::from(n) * u64::from(n) * DType::F16.size();
+    let (a, b, c) = (
+        device.alloc(bytes)?,
+        device.alloc(bytes)?,
+        device.alloc(bytes)?,
+    );
+    let head = Kernel::Matmul {
+        a: a.slice(),
+        b: b.slice(),
+        c: c.slice(),
+        m: n,
+        k: n,
+        n,
+    }
+    .typed(DType::F16);
+    let head_us = per_op(stream, 1, |_| stream.launch(head.clone()).map(drop))?;
+    let heads = heads_to_cover(2.0 * f64::from(2 * reps.max(1)) * launch_us, head_us);
+    let us = per_op_behind(
+        stream,
+        reps,
+        || (0..heads).try_for_each(|_| stream.launch(head.clone()).map(drop)),
+        |_| stream.launch(fill.clone()).map(drop),
+    )?;
+    tracing::info!(us, heads, head_us, "queued one-element fill");
+    Ok(us)
+}
+
+/// How many kernels of `head_us` each outlast `host_us` (at least one, at most 1024).
+fn heads_to_cover(host_us: f64, head_us: f64) -> u32 {
+    if head_us <= 0.0 {
+        return 1024;
+    }
+    (host_us / head_us).ceil().clamp(1.0, 1024.0) as u32
 }
 
 /// Per `n × n × n` matmul in `dtype`.
@@ -313,8 +407,8 @@ fn time_matmul<B: CollectiveBackend>(
 }
 
 /// All-reduce and all-gather sweeps on `devices`: every rank issues from a thread of its own
-/// (as one process per NPU does), and rank 0's stream is timed.
-fn time_collectives<B: CollectiveBackend>(
+/// (as one process per NPU does), and the slowest rank's time per operation counts.
+pub fn time_collectives<B: CollectiveBackend>(
     devices: &[Device<B>],
     plan: &Plan,
 ) -> Result<CollectiveSweep> {
@@ -398,4 +492,17 @@ fn time_graph<B: CollectiveBackend>(
     captured?;
     let graph = graph?;
     per_op(stream, reps * 4, |_| graph.launch(stream).map(drop))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::heads_to_cover;
+
+    #[test]
+    fn enough_head_kernels_outlast_the_launches() {
+        assert_eq!(heads_to_cover(640.0, 3500.0), 1);
+        assert_eq!(heads_to_cover(640.0, 100.0), 7);
+        assert_eq!(heads_to_cover(640.0, 0.0), 1024);
+        assert_eq!(heads_to_cover(1e12, 1.0), 1024);
+    }
 }

@@ -36,8 +36,11 @@ pub struct Fit {
     pub cube_f32: Fitted,
     /// `device.cube_efficiency`: points (ideal µs at the f16 peak, share of the peak).
     pub cube_efficiency: (Vec<[f64; 2]>, String),
-    /// `device.hbm_effective_bandwidth`, TB/s.
+    /// `device.hbm_effective_bandwidth`, TB/s, from the element-wise additions.
     pub hbm_effective: Fitted,
+    /// The same rate from the copies inside a device, TB/s: a check, not written (the
+    /// simulator times both with the one figure).
+    pub hbm_by_copy: Fitted,
     /// `device.memory_total`, GiB.
     pub memory_total: Fitted,
     /// `device.h2d_bandwidth`, GB/s.
@@ -46,12 +49,26 @@ pub struct Fit {
     pub d2h: Fitted,
     /// `device.eager_launch`, µs.
     pub eager_launch: Fitted,
+    /// `device.min_kernel`, µs.
+    pub min_kernel: Fitted,
+    /// `device.host_call`, µs.
+    pub host_call: Fitted,
     /// `device.graph_launch` and `device.graph_node`, µs.
     pub graph: Option<(Fitted, Fitted)>,
     /// `node.link_bandwidth` (GB/s) and `node.link_latency` (µs).
     pub link: Option<(Fitted, Fitted)>,
     /// `node.collective_link_bandwidth` (GB/s) and `node.collective_overhead` (µs).
     pub collective: Option<(Fitted, Fitted)>,
+    /// Figures whose benchmark the device rather than the host may have bounded (the host's
+    /// launch costs are fitted from loops that must be host-bound), each a sentence naming
+    /// the figure.
+    pub cautions: Vec<String>,
+}
+
+/// Whether `us` for an operation is no longer than `device_us` of device work (within 1%):
+/// the device, not the host, may have set the pace.
+fn device_bound(us: f64, device_us: f64) -> bool {
+    us <= device_us * 1.01
 }
 
 /// Least-squares line `us = intercept + slope · x` through `points` (`None` with fewer than
@@ -155,8 +172,9 @@ impl Fit {
 
         let (h2d, _) = rate("host-to-device bandwidth", &m.h2d, 1.0)?;
         let (d2h, _) = rate("device-to-host bandwidth", &m.d2h, 1.0)?;
-        // A copy inside a device reads and writes every byte.
-        let (hbm, _) = rate("device memory bandwidth", &m.d2d, 2.0)?;
+        // An addition reads two operands and writes one; a copy reads and writes each byte.
+        let (hbm, _) = rate("device memory bandwidth", &m.vector_add, 3.0)?;
+        let (hbm_by_copy, _) = rate("device-to-device copy bandwidth", &m.d2d, 2.0)?;
         let line_how = |what: &str, points: &[Point]| {
             format!(
                 "slope of the least-squares line through {what} of {} (back to back on one stream)",
@@ -217,6 +235,24 @@ impl Fit {
             }
             _ => None,
         };
+        let floor = m.queued_kernel_us;
+        let mut cautions = Vec::new();
+        if device_bound(m.kernel_launch_us, floor) {
+            cautions.push(format!(
+                "device.eager_launch: a launch took {:.3} us, no longer than the kernel floor \
+                 ({floor:.3} us): the device may have set the pace, and the host's launch cost \
+                 is at most this",
+                m.kernel_launch_us
+            ));
+        }
+        if let Some(p) = m.graph.iter().find(|p| device_bound(p.us, p.x * floor)) {
+            cautions.push(format!(
+                "device.graph_launch and device.graph_node: a graph of {} fills took {:.3} us \
+                 per launch, no longer than its fills at the kernel floor ({floor:.3} us each): \
+                 the device may have set the pace",
+                p.x, p.us
+            ));
+        }
         let graph = match line(&m.graph) {
             Some((intercept, slope)) => {
                 let nodes: Vec<String> = m.graph.iter().map(|p| p.x.to_string()).collect();
@@ -246,6 +282,17 @@ impl Fit {
             hbm_effective: Fitted {
                 value: hbm / 1e12,
                 how: format!(
+                    "{} (each reads two operands and writes one; at these sizes the \
+                     memory traffic, not the vector units, bounds an addition)",
+                    line_how(
+                        "f32 element-wise additions (aclnnAdd) on device 0",
+                        &m.vector_add
+                    )
+                ),
+            },
+            hbm_by_copy: Fitted {
+                value: hbm_by_copy / 1e12,
+                how: format!(
                     "{} (a copy reads and writes each byte)",
                     line_how("copies inside device 0", &m.d2d)
                 ),
@@ -271,15 +318,28 @@ impl Fit {
                     m.event_record_us, m.event_wait_us
                 ),
             },
+            min_kernel: Fitted {
+                value: m.queued_kernel_us,
+                how: "time per one-element fill queued behind long f16 matmuls, so that the \
+                      device runs the fills back to back (the smallest kernel's device time)"
+                    .to_string(),
+            },
+            host_call: Fitted {
+                value: m.stream_query_us,
+                how: "time per query of an idle stream, back to back (the host's rate of \
+                      cheap calls)"
+                    .to_string(),
+            },
             graph,
             link,
             collective,
+            cautions,
         })
     }
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::calibrate::bench::CollectiveSweep;
 
@@ -296,10 +356,13 @@ mod tests {
             kernel_launch_us: 10.0,
             event_record_us: 10.0,
             event_wait_us: 10.0,
+            queued_kernel_us: 2.0,
+            stream_query_us: 1.5,
             // 25 GB/s = 25e3 bytes per µs; 5 µs of fixed cost.
             h2d: pts(|b| 5.0 + b / 25e3, &mib),
             d2h: pts(|b| 5.0 + b / 20e3, &mib),
-            d2d: pts(|b| 2.0 * b / 1.4e6, &mib),
+            d2d: pts(|b| 2.0 * b / 1.2e6, &mib),
+            vector_add: pts(|b| 4.0 + 3.0 * b / 1.4e6, &mib),
             peer: pts(|b| 2.0 + b / 50e3, &mib),
             matmul: vec![
                 (
@@ -324,6 +387,11 @@ mod tests {
         }
     }
 
+    /// The fit of [`measurements`], for the checks' tests.
+    pub(crate) fn fit() -> Fit {
+        Fit::from_measurements(&measurements()).unwrap()
+    }
+
     fn close(a: f64, b: f64) -> bool {
         (a - b).abs() <= 1e-9 * b.abs().max(1.0)
     }
@@ -334,6 +402,11 @@ mod tests {
         assert!(close(fit.h2d.value, 25.0), "{}", fit.h2d.value);
         assert!(close(fit.d2h.value, 20.0));
         assert!(close(fit.hbm_effective.value, 1.4));
+        assert!(
+            close(fit.hbm_by_copy.value, 1.2),
+            "{}",
+            fit.hbm_by_copy.value
+        );
         assert!(close(fit.cube_f16.value, 300.0));
         assert!(close(fit.cube_bf16.value, 250.0));
         assert!(close(fit.cube_f32.value, 80.0));
@@ -349,9 +422,35 @@ mod tests {
         let (coll_bw, overhead) = fit.collective.unwrap();
         assert!(close(coll_bw.value, 18.0), "{}", coll_bw.value);
         assert!(close(overhead.value, 20.0), "{}", overhead.value);
+        assert!(close(fit.min_kernel.value, 2.0));
+        assert!(close(fit.host_call.value, 1.5), "{}", fit.host_call.value);
         let (launch, node) = fit.graph.unwrap();
         assert!(close(launch.value, 20.0) && close(node.value, 0.5));
         assert!(fit.h2d.how.contains("1, 4, 16 MiB"), "{}", fit.h2d.how);
+        assert!(fit.cautions.is_empty(), "{:?}", fit.cautions);
+    }
+
+    #[test]
+    fn launch_loops_no_longer_than_the_kernel_floor_are_cautioned() {
+        let mut m = measurements();
+        m.queued_kernel_us = 10.0;
+        let fit = Fit::from_measurements(&m).unwrap();
+        // The graphs too: 8 fills at 10 us outlast a launch of 24 us.
+        assert_eq!(fit.cautions.len(), 2, "{:?}", fit.cautions);
+        assert!(
+            fit.cautions[0].starts_with("device.eager_launch: a launch took 10.000 us"),
+            "{:?}",
+            fit.cautions
+        );
+        // Graphs of 1 and 8 nodes take 20.5 and 24 us: 8 fills at 3 us each outlast them.
+        m.queued_kernel_us = 3.0;
+        let fit = Fit::from_measurements(&m).unwrap();
+        assert_eq!(fit.cautions.len(), 1, "{:?}", fit.cautions);
+        assert!(
+            fit.cautions[0].starts_with("device.graph_launch and device.graph_node: a graph of 8"),
+            "{:?}",
+            fit.cautions
+        );
     }
 
     #[test]
@@ -364,6 +463,12 @@ mod tests {
         m.d2h = pts(|_| 7.0, &[1.0, 2.0]);
         let err = Fit::from_measurements(&m).unwrap_err();
         assert!(err.to_string().contains("does not grow"), "{err}");
+        let mut m = measurements();
+        m.vector_add.clear();
+        assert_eq!(
+            Fit::from_measurements(&m).unwrap_err().quantity,
+            "device memory bandwidth"
+        );
         let mut m = measurements();
         m.matmul[2].1.clear();
         assert_eq!(
@@ -380,5 +485,83 @@ mod tests {
         m.graph.clear();
         let fit = Fit::from_measurements(&m).unwrap();
         assert!(fit.link.is_none() && fit.collective.is_none() && fit.graph.is_none());
+    }
+
+    /// Device time of each built-in vector operator (add, scale, sum; f16 and f32; 4 B to
+    /// 256 MiB) run back to back behind a long kernel on a timing-only device of `profile`.
+    fn vector_times(profile: &braid::sim::DeviceProfile) -> Vec<f64> {
+        use crate::calibrate::bench::per_op_behind;
+        use braid::Kernel;
+        let device = braid::sim_device(
+            braid::sim::SimConfig::for_profile(profile.clone())
+                .mode(braid::sim::SimMode::TimingOnly)
+                .record_timeline(false),
+        )
+        .unwrap();
+        let stream = device.create_stream(0).unwrap();
+        let largest = 256u64 << 20;
+        let (a, out) = (
+            device.alloc(largest).unwrap(),
+            device.alloc(largest).unwrap(),
+        );
+        let head = Kernel::Busy {
+            duration_ns: 1_000_000_000,
+        };
+        let mut times = Vec::new();
+        for dtype in [DType::F16, DType::F32] {
+            for bytes in (2..=28).step_by(2).map(|k| 1u64 << k) {
+                let (src, dst) = (a.range(0, bytes).unwrap(), out.range(0, bytes).unwrap());
+                for kernel in [
+                    Kernel::Add {
+                        a: src,
+                        b: src,
+                        out: dst,
+                    },
+                    Kernel::Scale {
+                        src,
+                        dst,
+                        factor: 2.0,
+                    },
+                    Kernel::ReduceSum {
+                        src,
+                        dst: out.range(0, dtype.size()).unwrap(),
+                    },
+                ] {
+                    let kernel = kernel.typed(dtype);
+                    let us = per_op_behind(
+                        &stream,
+                        2,
+                        || stream.launch(&head).map(drop),
+                        |_| stream.launch(kernel.clone()).map(drop),
+                    )
+                    .unwrap();
+                    times.push(us);
+                }
+            }
+        }
+        times
+    }
+
+    /// Why `braid calibrate` measures no vector rate: on the shipped profiles no built-in
+    /// vector operator's time depends on it at any size (each is bound by its memory traffic
+    /// or by the kernel floor), while a rate far lower would show.
+    #[test]
+    fn vector_rates_change_no_operator_time_on_the_shipped_profiles() {
+        for profile in [
+            braid::sim::profile::Profile::atlas_800t_a2(),
+            braid::sim::profile::Profile::generic_gpu(),
+        ] {
+            let shipped = profile.device.clone();
+            let scaled = |factor: f64| {
+                let mut p = shipped.clone();
+                p.vector_flops_per_s = (p.vector_flops_per_s as f64 * factor) as u64;
+                p.vector_f32_flops_per_s = (p.vector_f32_flops_per_s as f64 * factor) as u64;
+                p
+            };
+            let times = vector_times(&shipped);
+            assert_eq!(times, vector_times(&scaled(0.5)), "{}", profile.name);
+            assert_eq!(times, vector_times(&scaled(2.0)), "{}", profile.name);
+            assert_ne!(times, vector_times(&scaled(1e-3)), "{}", profile.name);
+        }
     }
 }

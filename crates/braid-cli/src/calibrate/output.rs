@@ -102,6 +102,8 @@ pub fn document(base: &Profile, fit: &Fit, name: &str, from: &Provenance) -> Pro
     measured(&mut d.h2d_bandwidth, &fit.h2d, "GB/s");
     measured(&mut d.d2h_bandwidth, &fit.d2h, "GB/s");
     measured(&mut d.eager_launch, &fit.eager_launch, "us");
+    measured(&mut d.min_kernel, &fit.min_kernel, "us");
+    measured(&mut d.host_call, &fit.host_call, "us");
     if let Some((launch, node)) = &fit.graph {
         measured(&mut d.graph_launch, launch, "us");
         measured(&mut d.graph_node, node, "us");
