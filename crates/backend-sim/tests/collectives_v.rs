@@ -10,7 +10,6 @@ use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{CollectiveBackend, Device as _, HalError, Stream as _};
 use braid_stream_core::types::DevicePtr;
 use common::*;
-use std::sync::Arc;
 
 fn v_call(
     op: CollectiveOp,
@@ -19,10 +18,7 @@ fn v_call(
     count: u64,
     v: VCounts,
 ) -> CollectiveCall {
-    CollectiveCall {
-        v: Some(Arc::new(v)),
-        ..CollectiveCall::new(op, send, recv, count, DType::F16)
-    }
+    CollectiveCall::variable(op, send, recv, count, DType::F16, v)
 }
 
 /// Runs one part per rank (`part(rank, send, recv)`, buffers of `bytes`) and returns the

@@ -16,7 +16,6 @@ use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{CollectiveBackend, Device as _, HalError, Stream as _};
 use braid_stream_core::types::DevicePtr;
 use common::*;
-use std::sync::Arc;
 use std::thread;
 
 const RANKS: usize = 3;
@@ -130,10 +129,7 @@ fn v_call(
     count: u64,
     v: VCounts,
 ) -> CollectiveCall {
-    CollectiveCall {
-        v: Some(Arc::new(v)),
-        ..CollectiveCall::new(op, send, recv, count, DType::F32)
-    }
+    CollectiveCall::variable(op, send, recv, count, DType::F32, v)
 }
 
 /// Rank `r`'s `n` distinct send values.

@@ -18,7 +18,6 @@ use braid_stream_core::collective::{Blocks, CollectiveCall, CollectiveOp, Reduce
 use braid_stream_core::hal::CollectiveBackend;
 use braid_stream_core::CollectiveBuffer;
 use braid_stream_core::{DType, DeviceSlice, Stream, StreamPosition};
-use std::sync::Arc;
 
 impl<B: CollectiveBackend> Communicator<B> {
     /// Every rank's `recv` gets every rank's `send`, rank `j`'s at its block of
@@ -180,14 +179,7 @@ impl<B: CollectiveBackend> Communicator<B> {
             }
             None => (v.send.total(), send.len.max(recv.len)),
         };
-        let call = CollectiveCall {
-            op,
-            send: send.ptr,
-            recv: recv.ptr,
-            count,
-            dtype,
-            v: Some(Arc::new(v)),
-        };
+        let call = CollectiveCall::variable(op, send.ptr, recv.ptr, count, dtype, v);
         self.launch_checked(stream, call, bytes)
     }
 }

@@ -285,6 +285,22 @@ impl CollectiveCall {
         }
     }
 
+    /// A variable-count call (`AllGatherV`, `ReduceScatterV`, `AllToAllV`) with its per-rank
+    /// blocks `v`.
+    pub fn variable(
+        op: CollectiveOp,
+        send: DevicePtr,
+        recv: DevicePtr,
+        count: u64,
+        dtype: DType,
+        v: VCounts,
+    ) -> Self {
+        CollectiveCall {
+            v: Some(Arc::new(v)),
+            ..CollectiveCall::new(op, send, recv, count, dtype)
+        }
+    }
+
     /// The bytes a variable-count operation's `side` blocks span (`None` when the
     /// operation has no blocks there, or on overflow).
     fn extent(&self, side: fn(&VCounts) -> &Blocks) -> Option<u64> {
@@ -451,14 +467,7 @@ mod tests {
     use super::*;
 
     fn call(op: CollectiveOp, count: u64) -> CollectiveCall {
-        CollectiveCall {
-            op,
-            send: DevicePtr(0x100),
-            recv: DevicePtr(0x200),
-            count,
-            dtype: DType::F16,
-            v: None,
-        }
+        CollectiveCall::new(op, DevicePtr(0x100), DevicePtr(0x200), count, DType::F16)
     }
 
     #[test]
@@ -497,10 +506,7 @@ mod tests {
     }
 
     fn v_call(op: CollectiveOp, count: u64, v: VCounts) -> CollectiveCall {
-        CollectiveCall {
-            v: Some(Arc::new(v)),
-            ..call(op, count)
-        }
+        CollectiveCall::variable(op, DevicePtr(0x100), DevicePtr(0x200), count, DType::F16, v)
     }
 
     #[test]

@@ -48,14 +48,7 @@ fn device(
 }
 
 fn call(op: CollectiveOp, send: u64, recv: u64) -> CollectiveCall {
-    CollectiveCall {
-        op,
-        send: DevicePtr(send),
-        recv: DevicePtr(recv),
-        count: 4,
-        dtype: DType::F16,
-        v: None,
-    }
+    CollectiveCall::new(op, DevicePtr(send), DevicePtr(recv), 4, DType::F16)
 }
 
 fn native(err: HalError) -> (i32, &'static str, String) {

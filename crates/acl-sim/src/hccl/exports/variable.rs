@@ -13,7 +13,6 @@ use braid_acl_sys::hccl::codes::*;
 use braid_acl_sys::hccl::*;
 use braid_stream_core::collective::{Blocks, CollectiveCall, CollectiveOp, VCounts};
 use std::ffi::c_void;
-use std::sync::Arc;
 
 /// One rank's blocks from HCCL's `counts` and `displs` arrays of `comm`'s rank count.
 ///
@@ -69,19 +68,17 @@ pub unsafe extern "C" fn HcclAllGatherV(
                 ("recvDispls", recv_displs),
             )?
         };
-        Ok(CollectiveCall {
-            v: Some(Arc::new(VCounts {
+        Ok(CollectiveCall::variable(
+            CollectiveOp::AllGatherV,
+            ptr(send_buf),
+            ptr(recv_buf),
+            send_count,
+            dtype(CALL, data_type)?,
+            VCounts {
                 recv,
                 ..VCounts::default()
-            })),
-            ..CollectiveCall::new(
-                CollectiveOp::AllGatherV,
-                ptr(send_buf),
-                ptr(recv_buf),
-                send_count,
-                dtype(CALL, data_type)?,
-            )
-        })
+            },
+        ))
     })
 }
 
@@ -116,19 +113,17 @@ pub unsafe extern "C" fn HcclReduceScatterV(
                 ("sendDispls", send_displs),
             )?
         };
-        Ok(CollectiveCall {
-            v: Some(Arc::new(VCounts {
+        Ok(CollectiveCall::variable(
+            CollectiveOp::ReduceScatterV(reduce_op(CALL, op)?),
+            ptr(send_buf),
+            ptr(recv_buf),
+            recv_count,
+            dtype(CALL, data_type)?,
+            VCounts {
                 send,
                 ..VCounts::default()
-            })),
-            ..CollectiveCall::new(
-                CollectiveOp::ReduceScatterV(reduce_op(CALL, op)?),
-                ptr(send_buf),
-                ptr(recv_buf),
-                recv_count,
-                dtype(CALL, data_type)?,
-            )
-        })
+            },
+        ))
     })
 }
 
@@ -181,15 +176,13 @@ pub unsafe extern "C" fn HcclAlltoAllV(
             )
         };
         let count = send.total();
-        Ok(CollectiveCall {
-            v: Some(Arc::new(VCounts { send, recv })),
-            ..CollectiveCall::new(
-                CollectiveOp::AllToAllV,
-                ptr(send_buf),
-                ptr(recv_buf),
-                count,
-                dtype,
-            )
-        })
+        Ok(CollectiveCall::variable(
+            CollectiveOp::AllToAllV,
+            ptr(send_buf),
+            ptr(recv_buf),
+            count,
+            dtype,
+            VCounts { send, recv },
+        ))
     })
 }

@@ -7,14 +7,12 @@ use crate::AclBackend;
 use braid_acl_sys::hccl::codes::HCCL_E_PARA;
 use braid_acl_sys::hccl::HCCL_REDUCE_MIN;
 use braid_stream_core::collective::{Blocks, CollectiveCall, CollectiveOp, ReduceOp, VCounts};
+use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{CollectiveBackend, Device as _, HalError};
-use std::sync::Arc;
+use braid_stream_core::types::DevicePtr;
 
 fn v_call(op: CollectiveOp, v: VCounts) -> CollectiveCall {
-    CollectiveCall {
-        v: Some(Arc::new(v)),
-        ..call(op, 0x100, 0x200)
-    }
+    CollectiveCall::variable(op, DevicePtr(0x100), DevicePtr(0x200), 4, DType::F16, v)
 }
 
 #[test]

@@ -172,10 +172,7 @@ mod tests {
     use super::*;
 
     fn v_call(op: CollectiveOp, v: VCounts) -> CollectiveCall {
-        CollectiveCall {
-            v: Some(Arc::new(v)),
-            ..CollectiveCall::new(op, DevicePtr(0x1000), DevicePtr(0x2000), 7, DType::BF16)
-        }
+        CollectiveCall::variable(op, DevicePtr(0x1000), DevicePtr(0x2000), 7, DType::BF16, v)
     }
 
     #[test]
