@@ -30,8 +30,8 @@
 //! - **Collectives** ([`hccl`]): `libhccl.so` loaded like ACL (`$BRAID_HCCL_LIB`, CANN homes,
 //!   loader path; from `braid-acl-sim` when that is the ACL library); [`AclComm`]
 //!   (`HcclCommInitAll`, `HcclGetRootInfo` / `HcclCommInitRootInfo`, destroyed on drop) and
-//!   [`AclStream::collective`] mapping a `CollectiveCall` to `HcclAllReduce` and friends;
-//!   failures carry the `HcclResult` name and `HcclGetErrorString`'s text.
+//!   `CollectiveBackend::launch_collective` mapping a `CollectiveCall` to `HcclAllReduce` and
+//!   friends; failures carry the `HcclResult` name and `HcclGetErrorString`'s text.
 //! - **Errors** ([`AclError`]): the ACL number, its name ([`code_name`]) and
 //!   `aclGetRecentErrMsg()`'s text, as [`HalError::Native`](braid_stream_core::hal::HalError);
 //!   device OOM (207018, 207001, 200000) from `aclrtMalloc` is `HalError::OutOfMemory` so the

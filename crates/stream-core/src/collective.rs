@@ -87,7 +87,7 @@ impl ReduceOp {
     ];
 
     /// Combines two values (in `f32`; the caller rounds to the data type). An average
-    /// combines as a sum; [`ReduceOp::finish`] divides.
+    /// combines as a sum; [`ReduceOp::scale`] gives the division.
     pub fn combine(self, a: f32, b: f32) -> f32 {
         match self {
             ReduceOp::Sum | ReduceOp::Avg => a + b,

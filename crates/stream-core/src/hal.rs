@@ -354,7 +354,7 @@ pub trait Device: Send + Sync + 'static {
 
     /// The streams alive on the device and how many the runtime allows, where the backend
     /// knows both exactly; the front layer turns a failed stream creation or capture into
-    /// [`crate::Error::StreamsExhausted`] when `live` has reached `limit`. The default is
+    /// [`crate::StreamError::StreamsExhausted`] when `live` has reached `limit`. The default is
     /// `None`.
     fn stream_budget(&self) -> Option<StreamBudget> {
         None

@@ -10,7 +10,7 @@
 //! [`RwLock`] and [`Condvar`] are built from `shuttle`'s primitives with the same API, as tokio
 //! swaps in loom's, so a model checker explores the interleavings of threads driving the front
 //! layer, the allocator and the backends (`braid-conformance`'s `model_check` test, and
-//! `braid-backend-acl`'s), each program under one bounded search ([`explore`]); those
+//! `braid-backend-acl`'s), each program under one bounded search (`sync::explore`, with the feature); those
 //! locks work only inside `shuttle::check_*`, so never enable the feature in a normal build.
 //!
 //! Host threads drive a device concurrently: launches, records and waits on *different*

@@ -2,7 +2,7 @@
 //! the add family (`aclnnAdds`, `aclnnInplaceAdd`, `aclnnInplaceAdds`), the sub family
 //! (`aclnnSub`, `aclnnSubs`, `aclnnInplaceSub`, `aclnnInplaceSubs`: add with `-alpha`), the mul family
 //! (`aclnnMul`, `aclnnInplaceMul`, `aclnnInplaceMuls`) and the fills `aclnnInplaceOne`,
-//! `aclnnInplaceZero`, each with CANN's semantics ([`super::ops`]): broadcasting, strided
+//! `aclnnInplaceZero`, each with CANN's semantics (computed in the `ops` module): broadcasting, strided
 //! tensors, any alpha, in float32, float16 and bfloat16.
 //!
 //! [`AclnnClientOperators`]: braid_acl_sys::aclnn::AclnnClientOperators

@@ -597,7 +597,7 @@ pub unsafe extern "C" fn aclnnInplaceCopyGetWorkspaceSize(
 
 /// `aclnnReduceSumGetWorkspaceSize(self, dim, keepDim, dtype, out, workspaceSize, executor)`:
 /// the sum over the dimensions `dim` (all of them when it is empty), `keepDim` keeping them as
-/// 1 ([`ops::sum`]).
+/// 1 (computed by `ops::sum`).
 ///
 /// # Safety
 /// Out pointers null or valid for a write.
