@@ -12,7 +12,9 @@ use crate::engine::{invalid, Engine};
 use crate::fault::{CallKind, Verdict};
 use crate::stream::SimStream;
 use crate::{SimBackend, SimDevice};
-use braid_stream_core::collective::{CallKey, CollectiveCall, Matcher, Part, Peers, RootInfo};
+use braid_stream_core::collective::{
+    CallKey, CollectiveCall, CollectiveOp, Matcher, Part, Peers, RootInfo,
+};
 use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{CollectiveBackend, Comm, HalError};
 use braid_stream_core::sync::Mutex;
@@ -89,6 +91,8 @@ enum Kind {
     Remote {
         group: Arc<RemoteGroup>,
         calls: Arc<Mutex<u64>>,
+        /// This rank's sends and receives so far, per (sender, receiver) pair.
+        pairs: Arc<Mutex<HashMap<Peers, u64>>>,
     },
 }
 
@@ -161,6 +165,7 @@ impl SimComm {
             Kind::Remote {
                 group: Arc::new(group),
                 calls: Arc::new(Mutex::new(1)),
+                pairs: Arc::new(Mutex::new(HashMap::new())),
             }
         };
         Ok(SimComm {
@@ -255,14 +260,22 @@ impl SimComm {
             Kind::Node(comm) => {
                 engine.collective(stream.global(), *comm, self.rank, call, label, fails)
             }
-            Kind::Remote { group, calls } => {
+            Kind::Remote {
+                group,
+                calls,
+                pairs,
+            } => {
                 if stream.shared.device != self.shared.device {
                     return Err(HalError::InvalidArgument(format!(
                         "rank {}'s part submitted on a stream of another device than the rank's",
                         self.rank
                     )));
                 }
+                let timeout = engine.collective_timeout;
                 drop(engine);
+                if let CollectiveOp::Send { peer } | CollectiveOp::Recv { peer } = call.op {
+                    return self.submit_pair(stream, group, pairs, peer, call, label, timeout);
+                }
                 // One call at a time per rank, in the order the rank issues them.
                 let mut next = calls.lock();
                 // Exchange 0 was the join's: collective `k` is exchange `k + 1`.
@@ -279,6 +292,43 @@ impl SimComm {
                 lock_engine(&stream.shared).remote_finish(part, blobs)
             }
         }
+    }
+}
+
+impl SimComm {
+    /// A send or receive of a communicator spanning processes: numbered on its (sender,
+    /// receiver) pair, as a node numbers it, and carried over the pair's direct connection
+    /// (outside the engine lock). The number advances only when the pair matched.
+    #[allow(clippy::too_many_arguments)]
+    fn submit_pair(
+        &self,
+        stream: &SimStream,
+        group: &RemoteGroup,
+        pairs: &Mutex<HashMap<Peers, u64>>,
+        peer: u32,
+        call: &CollectiveCall,
+        label: &str,
+        timeout: Duration,
+    ) -> Result<(), HalError> {
+        let peers = Peers::of(self.rank, call.op);
+        let mut pairs = pairs.lock();
+        let number = pairs.get(&peers).copied().unwrap_or(0);
+        let part = lock_engine(&stream.shared).remote_prepare(
+            stream.global(),
+            self.rank,
+            self.ranks,
+            number,
+            call,
+            label,
+        )?;
+        let (theirs_number, theirs) = if matches!(call.op, CollectiveOp::Send { .. }) {
+            group.send(peer, number, &part.blob, timeout)?
+        } else {
+            group.receive(peer, number, &part.blob, timeout)?
+        };
+        lock_engine(&stream.shared).remote_finish_pair(part, theirs_number, &theirs)?;
+        pairs.insert(peers, number + 1);
+        Ok(())
     }
 }
 

@@ -25,6 +25,7 @@
 //! `remote::wire`.
 
 mod join;
+mod p2p;
 mod wire;
 
 use braid_stream_core::sync::{GlobalMutex, Mutex};
@@ -36,12 +37,17 @@ use braid_stream_core::collective::RootInfo;
 use braid_stream_core::hal::HalError;
 
 use join::{connect, host};
+use p2p::{Hello, PointToPoint};
 use wire::{Failure, Hccl, Join, RootInfoContent, Secret};
 
 /// Listeners of root infos created in this process whose rank 0 has not joined yet, with
 /// what their root info holds.
 static WAITING_FOR_RANK_0: GlobalMutex<Vec<(RootInfoContent, TcpListener)>> =
     GlobalMutex::new(Vec::new());
+
+/// The number of the exchange at the end of a join that tells every rank where the others
+/// listen for point-to-point connections.
+const ADDRESSES: u64 = u64::MAX;
 
 /// One rank's membership in a communicator spanning processes: the connections over which
 /// [`exchange`](Self::exchange) runs.
@@ -51,7 +57,10 @@ pub struct RemoteGroup {
     ranks: u32,
     rank: u32,
     timeout: Duration,
+    secret: Secret,
     links: Mutex<Links>,
+    /// The direct connections of sends and receives.
+    p2p: PointToPoint,
 }
 
 #[derive(Debug)]
@@ -126,15 +135,87 @@ impl RemoteGroup {
             };
             vec![connect(content.addr, join, timeout).map_err(Failure::into_error)?]
         };
-        Ok(RemoteGroup {
+        let listener = PointToPoint::listen().map_err(Failure::into_error)?;
+        let addr = listener.local_addr().map_err(|e| {
+            Hccl::TcpConnect.error(format!(
+                "reading the point-to-point listener's address: {e}"
+            ))
+        })?;
+        let mut group = RemoteGroup {
             id: content.id,
             ranks,
             rank,
             timeout,
+            secret: content.secret,
             links: Mutex::new(Links {
                 streams,
                 broken: None,
             }),
+            p2p: PointToPoint::new(listener, Vec::new()),
+        };
+        // Every rank learns where the others listen (an exchange numbered apart from the
+        // caller's, which count from 0).
+        let everyone = group.exchange(ADDRESSES, addr.to_string().into_bytes())?;
+        group.p2p.addrs = (everyone.iter())
+            .map(|bytes| {
+                std::str::from_utf8(bytes)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| {
+                        Hccl::TcpTransfer
+                            .error("a rank sent a garbled point-to-point address".to_owned())
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(group)
+    }
+
+    /// Sends `mine`, the `number`-th part from this rank to `peer`, over their direct
+    /// connection (opened by the first send), and returns the receiver's answer: the number
+    /// of its receive from this rank and its part. Blocks until `peer` receives it; no wait
+    /// lasts longer than `timeout` (`HCCL_E_TIMEOUT` naming the peer; the connection is then
+    /// dropped and the next send opens a new one).
+    pub fn send(
+        &self,
+        peer: u32,
+        number: u64,
+        mine: &[u8],
+        timeout: Duration,
+    ) -> Result<(u64, Vec<u8>), HalError> {
+        let hello = self.hello(self.rank, peer)?;
+        self.p2p
+            .send(hello, number, mine, timeout)
+            .map_err(Failure::into_error)
+    }
+
+    /// Receives the `number`-th part from `peer` to this rank and answers it with `mine`:
+    /// returns the sender's number for it and its part (see [`send`](Self::send)).
+    pub fn receive(
+        &self,
+        peer: u32,
+        number: u64,
+        mine: &[u8],
+        timeout: Duration,
+    ) -> Result<(u64, Vec<u8>), HalError> {
+        let hello = self.hello(peer, self.rank)?;
+        self.p2p
+            .receive(hello, number, mine, timeout)
+            .map_err(Failure::into_error)
+    }
+
+    fn hello(&self, from: u32, to: u32) -> Result<Hello, HalError> {
+        let peer = if from == self.rank { to } else { from };
+        if peer >= self.ranks || peer == self.rank {
+            return Err(HalError::InvalidArgument(format!(
+                "peer {peer} must be another rank of the {} of communicator {:016x}",
+                self.ranks, self.id
+            )));
+        }
+        Ok(Hello {
+            id: self.id,
+            secret: self.secret,
+            from,
+            to,
         })
     }
 
