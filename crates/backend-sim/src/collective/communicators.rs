@@ -91,8 +91,9 @@ enum Kind {
     Remote {
         group: Arc<RemoteGroup>,
         calls: Arc<Mutex<u64>>,
-        /// This rank's sends and receives so far, per (sender, receiver) pair.
-        pairs: Arc<Mutex<HashMap<Peers, u64>>>,
+        /// This rank's sends and receives so far, per (sender, receiver) pair (each pair
+        /// locked on its own, so that a rank may send and receive from two threads at once).
+        pairs: Arc<Mutex<HashMap<Peers, Arc<Mutex<u64>>>>>,
     },
 }
 
@@ -304,15 +305,20 @@ impl SimComm {
         &self,
         stream: &SimStream,
         group: &RemoteGroup,
-        pairs: &Mutex<HashMap<Peers, u64>>,
+        pairs: &Mutex<HashMap<Peers, Arc<Mutex<u64>>>>,
         peer: u32,
         call: &CollectiveCall,
         label: &str,
         timeout: Duration,
     ) -> Result<(), HalError> {
-        let peers = Peers::of(self.rank, call.op);
-        let mut pairs = pairs.lock();
-        let number = pairs.get(&peers).copied().unwrap_or(0);
+        let pair = pairs
+            .lock()
+            .entry(Peers::of(self.rank, call.op))
+            .or_default()
+            .clone();
+        // One call at a time per pair, in the order the rank issues them.
+        let mut next = pair.lock();
+        let number = *next;
         let part = lock_engine(&stream.shared).remote_prepare(
             stream.global(),
             self.rank,
@@ -327,7 +333,7 @@ impl SimComm {
             group.receive(peer, number, &part.blob, timeout)?
         };
         lock_engine(&stream.shared).remote_finish_pair(part, theirs_number, &theirs)?;
-        pairs.insert(peers, number + 1);
+        *next += 1;
         Ok(())
     }
 }
