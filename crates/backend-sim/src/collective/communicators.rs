@@ -416,8 +416,11 @@ impl CollectiveBackend for SimBackend {
     /// matches all the ranks' calls as above: a mismatch fails the call on every rank with
     /// the same [`HalError::CollectiveMismatch`] (nothing runs, and the next call is matched
     /// afresh); otherwise the collective starts at the latest ready time, for the cost
-    /// model's time of its busiest part on the network. There, send and receive, captures and
-    /// streams holding back work are [`HalError::Unsupported`].
+    /// model's time of its busiest part on the network. A send or receive there blocks until
+    /// its peer issues the matching receive or send (over a direct connection between the
+    /// two; a mismatch fails both ranks alike; a peer that does not come within
+    /// the collective timeout is an `HCCL_E_TIMEOUT` naming it). Captures and streams
+    /// holding back work are [`HalError::Unsupported`] there.
     fn launch_collective(
         stream: &SimStream,
         comm: &SimComm,

@@ -9,6 +9,13 @@
 //! all ranks have joined. [`RemoteGroup::exchange`] is a blocking all-gather of byte blobs: the
 //! other ranks send theirs to rank 0, which answers each with every rank's blob in rank order.
 //!
+//! Sends and receives involve two ranks only, so they do not go through rank 0: each rank
+//! also listens on `127.0.0.1` from its join on (the join's last exchange tells every rank
+//! where the others listen), and [`RemoteGroup::send`] opens, once per sender and receiver, a
+//! direct connection to its receiver, introduced by the communicator's id, its secret and the
+//! two ranks. A send writes its part and waits for the receive's answer, its own part, so that
+//! both ranks see both parts and decide alike; `remote::p2p` holds that side.
+//!
 //! The join is a rendezvous that bad peers cannot break: rank 0 reads the connections that
 //! have not sent their join request side by side (each given a second, at most 64 held, the
 //! oldest closed for a newer one), refuses a request that does not fit to that peer alone
@@ -22,7 +29,7 @@
 //! timeout; `Duration::MAX` waits without end. Failures are HCCL's codes as [`HalError::Native`]
 //! (`HCCL_E_TIMEOUT`, `HCCL_E_TCP_TRANSFER`, ...) and bad parameters
 //! [`HalError::InvalidArgument`]; the rendezvous in `remote::join`, the wire format in
-//! `remote::wire`.
+//! `remote::wire`, the point-to-point connections in `remote::p2p`.
 
 mod join;
 mod p2p;
@@ -401,6 +408,51 @@ mod tests {
                 assert_eq!(gathered.unwrap(), expected);
             }
         }
+    }
+
+    #[test]
+    fn a_send_and_its_receive_trade_parts_over_the_pair_s_connection() {
+        let info = RemoteGroup::root_info().unwrap();
+        let groups = join_all(&info, 3);
+        thread::scope(|scope| {
+            let receiving = scope.spawn(|| {
+                (0..2)
+                    .map(|k| groups[2].receive(1, k, &[2, k as u8], WAIT).unwrap())
+                    .collect::<Vec<_>>()
+            });
+            let sent: Vec<_> = (0..2)
+                .map(|k| groups[1].send(2, k, &[1, k as u8], WAIT).unwrap())
+                .collect();
+            assert_eq!(sent, [(0, vec![2, 0]), (1, vec![2, 1])]);
+            assert_eq!(
+                receiving.join().unwrap(),
+                [(0, vec![1, 0]), (1, vec![1, 1])]
+            );
+        });
+        // Rank 0 took no part: the group's exchanges still run.
+        for gathered in exchange_all(&groups, 0, part_of) {
+            assert_eq!(gathered.unwrap().len(), 3);
+        }
+    }
+
+    #[test]
+    fn a_receive_ignores_strangers_and_times_out_naming_its_sender() {
+        let info = RemoteGroup::root_info().unwrap();
+        let groups = join_all(&info, 2);
+        // A connection that does not carry the communicator's secret is dropped.
+        let mut stranger = TcpStream::connect(groups[0].p2p.addrs[1]).unwrap();
+        let hello = Hello {
+            secret: Secret([0; 16]),
+            ..groups[0].hello(0, 1).unwrap()
+        };
+        std::io::Write::write_all(&mut stranger, &p2p::encode_hello(hello)).unwrap();
+        wire::write_part(&mut stranger, 0, &[9]).unwrap();
+        let message = timeout_message(groups[1].receive(0, 0, &[], Duration::from_millis(200)));
+        assert!(message.contains("rank 0 did not send"), "{message}");
+        let err = groups[1].send(1, 0, &[], WAIT).unwrap_err();
+        assert!(matches!(err, HalError::InvalidArgument(_)), "{err:?}");
+        let err = groups[1].receive(2, 0, &[], WAIT).unwrap_err();
+        assert!(matches!(err, HalError::InvalidArgument(_)), "{err:?}");
     }
 
     #[test]

@@ -16,6 +16,15 @@
 //! occupying its device's communication engine and network ports. Its receive buffer is
 //! written at the end, by the data effect a node's collective has, from every rank's send
 //! bytes and blocks.
+//!
+//! A send or receive goes to its peer alone, over the pair's direct connection
+//! ([`crate::RemoteGroup::send`] / [`crate::RemoteGroup::receive`]), numbered on its (sender,
+//! receiver) pair as a node numbers it: the `k`-th send from `a` to `b` pairs with `b`'s
+//! `k`-th receive from `a`, and neither counts as one of the communicator's collectives. Both
+//! ranks hold both parts and match them as a node matches a pair (count and data type): a
+//! mismatch fails both alike and the pair's number does not advance. Otherwise both start at
+//! the later of the two ready times and take the node-local send's cost on the network link
+//! ([`Engine::remote_finish_pair`]).
 
 mod blob;
 
@@ -59,9 +68,9 @@ pub(crate) struct RemotePart {
 
 impl Engine {
     /// Checks rank `rank`'s part `call` (of a remote communicator of `ranks`, its collective
-    /// number `number`) on stream `s` and reads what it contributes. Refused as unsupported:
-    /// inside a capture, on a stream holding back work behind a node-local collective, a send
-    /// or receive (every remote call is an exchange of all ranks).
+    /// number `number`, or for a send or receive its number on its pair) on stream `s` and
+    /// reads what it contributes. Refused as unsupported: inside a capture, on a stream
+    /// holding back work behind a node-local collective.
     pub fn remote_prepare(
         &mut self,
         s: u32,

@@ -50,7 +50,7 @@ pub(super) struct Hello {
     pub(super) to: u32,
 }
 
-fn encode_hello(hello: Hello) -> [u8; HELLO_BYTES] {
+pub(super) fn encode_hello(hello: Hello) -> [u8; HELLO_BYTES] {
     let mut out = [0u8; HELLO_BYTES];
     out[..8].copy_from_slice(&HELLO_MAGIC);
     out[8..16].copy_from_slice(&hello.id.to_le_bytes());
