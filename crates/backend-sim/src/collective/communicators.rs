@@ -272,10 +272,9 @@ impl SimComm {
                         self.rank
                     )));
                 }
-                let timeout = engine.collective_timeout;
                 drop(engine);
-                if let CollectiveOp::Send { peer } | CollectiveOp::Recv { peer } = call.op {
-                    return self.submit_pair(stream, group, pairs, peer, call, label, timeout);
+                if let CollectiveOp::Send { .. } | CollectiveOp::Recv { .. } = call.op {
+                    return self.submit_pair(stream, group, pairs, call, label);
                 }
                 // One call at a time per rank, in the order the rank issues them.
                 let mut next = calls.lock();
@@ -299,17 +298,15 @@ impl SimComm {
 impl SimComm {
     /// A send or receive of a communicator spanning processes: numbered on its (sender,
     /// receiver) pair, as a node numbers it, and carried over the pair's direct connection
-    /// (outside the engine lock). The number advances only when the pair matched.
-    #[allow(clippy::too_many_arguments)]
+    /// (outside the engine lock); a wait on the peer lasts at most the collective timeout
+    /// (the simulator's `HCCL_EXEC_TIMEOUT`). The number advances only when the pair matched.
     fn submit_pair(
         &self,
         stream: &SimStream,
         group: &RemoteGroup,
         pairs: &Mutex<HashMap<Peers, Arc<Mutex<u64>>>>,
-        peer: u32,
         call: &CollectiveCall,
         label: &str,
-        timeout: Duration,
     ) -> Result<(), HalError> {
         let pair = pairs
             .lock()
@@ -319,18 +316,26 @@ impl SimComm {
         // One call at a time per pair, in the order the rank issues them.
         let mut next = pair.lock();
         let number = *next;
-        let part = lock_engine(&stream.shared).remote_prepare(
-            stream.global(),
-            self.rank,
-            self.ranks,
-            number,
-            call,
-            label,
-        )?;
-        let (theirs_number, theirs) = if matches!(call.op, CollectiveOp::Send { .. }) {
-            group.send(peer, number, &part.blob, timeout)?
-        } else {
-            group.receive(peer, number, &part.blob, timeout)?
+        let (part, timeout) = {
+            let mut engine = lock_engine(&stream.shared);
+            let part = engine.remote_prepare(
+                stream.global(),
+                self.rank,
+                self.ranks,
+                number,
+                call,
+                label,
+            )?;
+            (part, engine.collective_timeout)
+        };
+        let (theirs_number, theirs) = match call.op {
+            CollectiveOp::Send { peer } => group.send(peer, number, &part.blob, timeout)?,
+            CollectiveOp::Recv { peer } => group.receive(peer, number, &part.blob, timeout)?,
+            _ => {
+                return Err(invalid(
+                    "a pair's part that is neither a send nor a receive",
+                ))
+            }
         };
         lock_engine(&stream.shared).remote_finish_pair(part, theirs_number, &theirs)?;
         *next += 1;
