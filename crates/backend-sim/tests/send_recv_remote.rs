@@ -1,6 +1,7 @@
 //! Sends and receives on a communicator spanning processes (ranks on separate nodes of this
 //! process, joined through a root info, one thread each): the bytes and time of a node's
-//! send and receive, several sends between a pair in order, a ring, a mismatched pair refused
+//! send and receive, several sends between a pair in order, a ring, a batch in the agreed
+//! order (every pair both ways), a mismatched pair refused
 //! on both ranks alike, and a receive whose sender never sends timing out naming it.
 
 mod common;
@@ -9,7 +10,7 @@ use braid_backend_sim::{
     collective_bound, NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimNode, SimStream,
     Topology,
 };
-use braid_stream_core::collective::{CollectiveCall, CollectiveOp, Peers, RootInfo};
+use braid_stream_core::collective::{batch_order, CollectiveCall, CollectiveOp, Peers, RootInfo};
 use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{CollectiveBackend, Device as _, HalError, Stream as _};
 use braid_stream_core::kernel::TypedKernel;
@@ -235,4 +236,48 @@ fn a_receive_whose_sender_never_sends_times_out_naming_it_and_the_pair_goes_on()
     outcomes[0].1.clone().unwrap();
     outcomes[1].1.clone().unwrap();
     assert_eq!(outcomes[1].2, vec![1.0; 4]);
+}
+
+#[test]
+fn a_batch_in_the_agreed_order_exchanges_every_pair_without_a_deadlock() {
+    // Every rank sends to and receives from every other rank, issued naively (all sends
+    // first) and put in `batch_order`, as the front layer hands a batch to the backend.
+    const RANKS: usize = 3;
+    const N: usize = 8;
+    let (devs, comms) = remote(RANKS, WAIT);
+    let got = each_rank(&devs, &comms, |r, dev, comm, s| {
+        let out = upload(dev, s, &values(r, N));
+        let inbs: Vec<DevicePtr> = (0..RANKS).map(|_| upload(dev, s, &[0.0; N])).collect();
+        let others = (0..RANKS).filter(|&p| p != r);
+        let sends = others.clone().map(|p| {
+            CollectiveCall::new(
+                CollectiveOp::Send { peer: p as u32 },
+                out,
+                out,
+                N as u64,
+                DType::F32,
+            )
+        });
+        let recvs = others.map(|p| {
+            CollectiveCall::new(
+                CollectiveOp::Recv { peer: p as u32 },
+                inbs[p],
+                inbs[p],
+                N as u64,
+                DType::F32,
+            )
+        });
+        let mut calls: Vec<CollectiveCall> = sends.chain(recvs).collect();
+        batch_order(r as u32, &mut calls);
+        SimBackend::launch_send_recv_batch(s, comm, &calls, "batch").unwrap();
+        (0..RANKS)
+            .map(|p| download(s, inbs[p], N))
+            .collect::<Vec<_>>()
+    });
+    for (r, got) in got.iter().enumerate() {
+        for (p, got) in got.iter().enumerate() {
+            let expected = if p == r { vec![0.0; N] } else { values(p, N) };
+            assert_eq!(*got, expected, "rank {r} from rank {p}");
+        }
+    }
 }
