@@ -1,7 +1,8 @@
 //! Sends and receives on a communicator spanning processes (ranks on separate nodes of this
 //! process, joined through a root info, one thread each): the bytes and time of a node's
 //! send and receive, several sends between a pair in order, a ring, a batch in the agreed
-//! order (every pair both ways), a mismatched pair refused
+//! order (every pair both ways), receives from two peers on two threads of one rank, a
+//! mismatched pair refused
 //! on both ranks alike, and a receive whose sender never sends timing out naming it.
 
 mod common;
@@ -280,4 +281,46 @@ fn a_batch_in_the_agreed_order_exchanges_every_pair_without_a_deadlock() {
             assert_eq!(*got, expected, "rank {r} from rank {p}");
         }
     }
+}
+
+#[test]
+fn a_rank_receives_from_two_peers_on_two_threads_side_by_side() {
+    // Rank 0 sends only once rank 2's send has arrived: a receive from rank 0 that held up
+    // the receive from rank 2 would wait for ever (here: time out).
+    const N: usize = 8;
+    let (devs, comms) = remote(3, WAIT);
+    let second_in = Barrier::new(2);
+    let got = thread::scope(|scope| {
+        let (devs, comms, second_in) = (&devs, &comms, &second_in);
+        let receive = |peer: usize| {
+            scope.spawn(move || {
+                let s = devs[1].create_stream(0).unwrap();
+                let buf = upload(&devs[1], &s, &[0.0; N]);
+                recv(&s, &comms[1], peer as u32, buf, N as u64).unwrap();
+                download(&s, buf, N)
+            })
+        };
+        let from_0 = receive(0);
+        std::thread::sleep(Duration::from_millis(50));
+        let from_2 = receive(2);
+        let senders: Vec<_> = [0, 2]
+            .map(|r| {
+                scope.spawn(move || {
+                    let s = devs[r].create_stream(0).unwrap();
+                    let buf = upload(&devs[r], &s, &values(r, N));
+                    if r == 0 {
+                        second_in.wait();
+                    }
+                    send(&s, &comms[r], 1, buf, N as u64).unwrap();
+                    if r == 2 {
+                        second_in.wait();
+                    }
+                })
+            })
+            .into_iter()
+            .collect();
+        senders.into_iter().for_each(|t| t.join().unwrap());
+        [from_0.join().unwrap(), from_2.join().unwrap()]
+    });
+    assert_eq!(got, [values(0, N), values(2, N)]);
 }

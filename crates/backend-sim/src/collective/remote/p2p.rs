@@ -3,13 +3,15 @@
 //! direct connection to its receiver, introduced by the communicator's id and secret and the
 //! two ranks. A send writes its part (numbered on its pair) and waits for the receiver's
 //! answer, its own part, so that both sides see both parts; the receiver reads the part from
-//! that pair's connection. A connection that fails or times out is dropped on both sides (the
-//! next send opens a new one), so a late part never pairs with a later call.
+//! that pair's connection. A connection that fails or times out is dropped on the side that
+//! saw it (a send after a failed one opens a new connection). Each connection is taken out
+//! of its map while a call uses it, so that a rank's calls with different peers run side by
+//! side.
 
 use super::wire::{self, Failure, Hccl, Secret};
 use braid_stream_core::deadline::Deadline;
 use braid_stream_core::sync::Mutex;
-use std::collections::hash_map::{Entry, HashMap};
+use std::collections::HashMap;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::thread::sleep;
@@ -114,18 +116,18 @@ impl PointToPoint {
     ) -> Result<(u64, Vec<u8>), Failure> {
         let peer = format!("rank {}", hello.to);
         let doing = format!("sending call {number} to {peer}");
-        let mut outgoing = self.outgoing.lock();
-        let stream = match outgoing.entry(hello.to) {
-            Entry::Occupied(open) => open.into_mut(),
-            Entry::Vacant(none) => none.insert(self.open(hello, timeout, &peer, &doing)?),
+        // Taken out while in use (the caller runs one call per pair at a time), so that
+        // sends to other peers do not wait on this one; put back when it worked.
+        let open = self.outgoing.lock().remove(&hello.to);
+        let mut stream = match open {
+            Some(stream) => stream,
+            None => self.open(hello, timeout, &peer, &doing)?,
         };
-        let result = wire::write_part(stream, number, mine)
+        let answer = wire::write_part(&mut stream, number, mine)
             .map_err(|e| Failure::io(&peer, &doing, &e))
-            .and_then(|()| wire::read_part(stream, &peer, &doing));
-        if result.is_err() {
-            outgoing.remove(&hello.to);
-        }
-        result
+            .and_then(|()| wire::read_part(&mut stream, &peer, &doing))?;
+        self.outgoing.lock().insert(hello.to, stream);
+        Ok(answer)
     }
 
     /// Opens the connection to `hello.to` and introduces it.
@@ -163,8 +165,13 @@ impl PointToPoint {
         let peer = format!("rank {}", hello.from);
         let doing = format!("receiving call {number} from {peer}");
         let deadline = Deadline::after(timeout);
-        let mut incoming = self.incoming.lock();
-        while !incoming.from.contains_key(&hello.from) {
+        // The sender's connection, taken out while in use (as in `send`); the listener is
+        // held only while polling, so that receives from other peers go on meanwhile.
+        let mut stream = loop {
+            let mut incoming = self.incoming.lock();
+            if let Some(stream) = incoming.from.remove(&hello.from) {
+                break stream;
+            }
             if deadline.has_passed() {
                 return Err(Failure::new(
                     Hccl::Timeout,
@@ -173,32 +180,26 @@ impl PointToPoint {
             }
             match incoming.listener.accept() {
                 Ok((stream, _)) => {
-                    if let Some(from) = admit(stream, hello, timeout) {
-                        incoming.from.insert(from.0, from.1);
+                    if let Some((from, stream)) = admit(stream, hello, timeout) {
+                        incoming.from.insert(from, stream);
                     }
                 }
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    drop(incoming);
                     sleep(POLL.min(deadline.left()));
                 }
                 Err(e) => return Err(Failure::io(&peer, &doing, &e)),
             }
-        }
-        let stream = incoming.from.get_mut(&hello.from).expect("accepted above");
-        let result = stream
+        };
+        let io = |e: io::Error| Failure::io(&peer, &doing, &e);
+        stream
             .set_read_timeout(socket_wait(deadline.left()))
-            .map_err(|e| Failure::io(&peer, &doing, &e))
-            .and_then(|()| wire::read_part(stream, &peer, &doing))
-            .and_then(|part| {
-                stream
-                    .set_read_timeout(socket_wait(timeout))
-                    .and_then(|()| wire::write_part(stream, number, mine))
-                    .map_err(|e| Failure::io(&peer, &doing, &e))?;
-                Ok(part)
-            });
-        if result.is_err() {
-            incoming.from.remove(&hello.from);
-        }
-        result
+            .map_err(io)?;
+        let part = wire::read_part(&mut stream, &peer, &doing)?;
+        stream.set_read_timeout(socket_wait(timeout)).map_err(io)?;
+        wire::write_part(&mut stream, number, mine).map_err(io)?;
+        self.incoming.lock().from.insert(hello.from, stream);
+        Ok(part)
     }
 }
 
