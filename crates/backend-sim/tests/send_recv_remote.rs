@@ -2,8 +2,8 @@
 //! process, joined through a root info, one thread each): the bytes and time of a node's
 //! send and receive, several sends between a pair in order, a ring, a batch in the agreed
 //! order (every pair both ways), receives from two peers on two threads of one rank, a
-//! mismatched pair refused
-//! on both ranks alike, and a receive whose sender never sends timing out naming it.
+//! mismatched pair refused on both ranks alike, and a receive whose sender never sends
+//! timing out naming it.
 
 mod common;
 
