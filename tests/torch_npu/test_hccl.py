@@ -126,7 +126,18 @@ t = torch.full((32,), float(rank + 1), device="npu")
 dist.all_reduce(t)
 out = torch.empty(64, device="npu")
 dist.all_gather_into_tensor(out, t)
-braid_npu.result([t.cpu().tolist() == [3.0] * 32, out.cpu().tolist() == [3.0] * 64])
+mine, theirs = torch.full((8,), float(rank + 10), device="npu"), torch.empty(8, device="npu")
+if rank == 0:
+    dist.send(mine, 1)
+    dist.recv(theirs, 1)
+else:
+    dist.recv(theirs, 0)
+    dist.send(mine, 0)
+braid_npu.result([
+    t.cpu().tolist() == [3.0] * 32,
+    out.cpu().tolist() == [3.0] * 64,
+    theirs.cpu().tolist() == [float(11 - rank)] * 8,
+])
 dist.destroy_process_group()
 """
 
@@ -149,4 +160,4 @@ def test_one_process_per_rank(tmp_path):
     outs = [p.communicate(timeout=300) for p in procs]
     for p, (out, err) in zip(procs, outs):
         done = subprocess.CompletedProcess(p.args, p.returncode, out, err)
-        assert braid_npu.child_result(done) == [True, True]
+        assert braid_npu.child_result(done) == [True, True, True]

@@ -3,7 +3,7 @@
 //! device and publishes it over [`TcpRootInfoTransport`]; every child fetches it and joins with
 //! [`Communicator::init_root_info`] on a simulated device of its own, and every rank runs
 //! collectives on a stream and checks their exact results (an all-to-all-v among them, its
-//! per-rank counts crossing the processes). A child that fails exits non-zero and fails the
+//! per-rank counts crossing the processes, and a ring of sends and receives). A child that fails exits non-zero and fails the
 //! test.
 
 use std::net::SocketAddr;
@@ -157,6 +157,43 @@ fn uneven_all_to_all(rank: &Rank) {
     assert_eq!(rank.download(&recv_buf, DType::F32), expected);
 }
 
+/// A ring of sends and receives: every rank sends its all-reduce part to the next rank and
+/// receives the previous rank's (even ranks send first, odd ranks receive first, HCCL's order
+/// against a deadlock), twice, so that the second pair of each (sender, receiver) follows
+/// the first in order.
+fn ring_send_recv(rank: &Rank) {
+    let ranks = rank.comm.ranks();
+    let (me, next, prev) = (
+        rank.id(),
+        (rank.id() + 1) % ranks,
+        (rank.id() + ranks - 1) % ranks,
+    );
+    for round in 0..2u32 {
+        let mine: Vec<f32> = reduce_part(me).iter().map(|v| v + round as f32).collect();
+        let out = rank.upload(&mine, DType::F32);
+        let inb = rank.upload(&[-1.0; ELEMENTS], DType::F32);
+        let send = || {
+            rank.comm
+                .send(&rank.stream, &out, DType::F32, next)
+                .unwrap()
+        };
+        let recv = || {
+            rank.comm
+                .recv(&rank.stream, &inb, DType::F32, prev)
+                .unwrap()
+        };
+        if me % 2 == 0 {
+            send();
+            recv();
+        } else {
+            recv();
+            send();
+        }
+        let expected: Vec<f32> = reduce_part(prev).iter().map(|v| v + round as f32).collect();
+        assert_eq!(rank.download(&inb, DType::F32), expected, "round {round}");
+    }
+}
+
 /// With signatures exchanged: collectives that match work, a call whose count differs on the
 /// last rank is refused on every rank with the same error naming that rank, and the ranks
 /// stay in step, so the next matching calls work.
@@ -239,6 +276,7 @@ fn join_and_run(test: &str, device: &Device<SimBackend>, ranks: u32, rank: u32, 
         assert!(!this.comm.checks_mismatch());
         reduce_and_gather(&this);
         uneven_all_to_all(&this);
+        ring_send_recv(&this);
         return;
     }
     mismatch_refused_everywhere(&this);

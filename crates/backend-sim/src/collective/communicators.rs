@@ -12,7 +12,9 @@ use crate::engine::{invalid, Engine};
 use crate::fault::{CallKind, Verdict};
 use crate::stream::SimStream;
 use crate::{SimBackend, SimDevice};
-use braid_stream_core::collective::{CallKey, CollectiveCall, Matcher, Part, Peers, RootInfo};
+use braid_stream_core::collective::{
+    CallKey, CollectiveCall, CollectiveOp, Matcher, Part, Peers, RootInfo,
+};
 use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{CollectiveBackend, Comm, HalError};
 use braid_stream_core::sync::Mutex;
@@ -89,6 +91,9 @@ enum Kind {
     Remote {
         group: Arc<RemoteGroup>,
         calls: Arc<Mutex<u64>>,
+        /// This rank's sends and receives so far, per (sender, receiver) pair (each pair
+        /// locked on its own, so that a rank may send and receive from two threads at once).
+        pairs: Arc<Mutex<HashMap<Peers, Arc<Mutex<u64>>>>>,
     },
 }
 
@@ -161,6 +166,7 @@ impl SimComm {
             Kind::Remote {
                 group: Arc::new(group),
                 calls: Arc::new(Mutex::new(1)),
+                pairs: Arc::new(Mutex::new(HashMap::new())),
             }
         };
         Ok(SimComm {
@@ -255,7 +261,11 @@ impl SimComm {
             Kind::Node(comm) => {
                 engine.collective(stream.global(), *comm, self.rank, call, label, fails)
             }
-            Kind::Remote { group, calls } => {
+            Kind::Remote {
+                group,
+                calls,
+                pairs,
+            } => {
                 if stream.shared.device != self.shared.device {
                     return Err(HalError::InvalidArgument(format!(
                         "rank {}'s part submitted on a stream of another device than the rank's",
@@ -263,6 +273,9 @@ impl SimComm {
                     )));
                 }
                 drop(engine);
+                if let CollectiveOp::Send { .. } | CollectiveOp::Recv { .. } = call.op {
+                    return self.submit_pair(stream, group, pairs, call, label);
+                }
                 // One call at a time per rank, in the order the rank issues them.
                 let mut next = calls.lock();
                 // Exchange 0 was the join's: collective `k` is exchange `k + 1`.
@@ -279,6 +292,54 @@ impl SimComm {
                 lock_engine(&stream.shared).remote_finish(part, blobs)
             }
         }
+    }
+}
+
+impl SimComm {
+    /// A send or receive of a communicator spanning processes: numbered on its (sender,
+    /// receiver) pair, as a node numbers it, and carried over the pair's direct connection
+    /// (outside the engine lock); a wait on the peer lasts at most the collective timeout
+    /// (the simulator's `HCCL_EXEC_TIMEOUT`). The number advances only when the pair matched.
+    fn submit_pair(
+        &self,
+        stream: &SimStream,
+        group: &RemoteGroup,
+        pairs: &Mutex<HashMap<Peers, Arc<Mutex<u64>>>>,
+        call: &CollectiveCall,
+        label: &str,
+    ) -> Result<(), HalError> {
+        let pair = pairs
+            .lock()
+            .entry(Peers::of(self.rank, call.op))
+            .or_default()
+            .clone();
+        // One call at a time per pair, in the order the rank issues them.
+        let mut next = pair.lock();
+        let number = *next;
+        let (part, timeout) = {
+            let mut engine = lock_engine(&stream.shared);
+            let part = engine.remote_prepare(
+                stream.global(),
+                self.rank,
+                self.ranks,
+                number,
+                call,
+                label,
+            )?;
+            (part, engine.collective_timeout)
+        };
+        let (theirs_number, theirs) = match call.op {
+            CollectiveOp::Send { peer } => group.send(peer, number, &part.blob, timeout)?,
+            CollectiveOp::Recv { peer } => group.receive(peer, number, &part.blob, timeout)?,
+            _ => {
+                return Err(invalid(
+                    "a pair's part that is neither a send nor a receive",
+                ))
+            }
+        };
+        lock_engine(&stream.shared).remote_finish_pair(part, theirs_number, &theirs)?;
+        *next += 1;
+        Ok(())
     }
 }
 
@@ -360,8 +421,11 @@ impl CollectiveBackend for SimBackend {
     /// matches all the ranks' calls as above: a mismatch fails the call on every rank with
     /// the same [`HalError::CollectiveMismatch`] (nothing runs, and the next call is matched
     /// afresh); otherwise the collective starts at the latest ready time, for the cost
-    /// model's time of its busiest part on the network. There, send and receive, captures and
-    /// streams holding back work are [`HalError::Unsupported`].
+    /// model's time of its busiest part on the network. A send or receive there blocks until
+    /// its peer issues the matching receive or send (over a direct connection between the
+    /// two; a mismatch fails both ranks alike; a peer that does not come within
+    /// the collective timeout is an `HCCL_E_TIMEOUT` naming it). Captures and streams
+    /// holding back work are [`HalError::Unsupported`] there.
     fn launch_collective(
         stream: &SimStream,
         comm: &SimComm,

@@ -10,7 +10,7 @@
 //! | `variable` | the variable-count collectives (all-gather-v, reduce-scatter-v, all-to-all-v): their blocks' checks, cost size and effect |
 //! | `async_error` | failures reported after their call returned: a host wait on a collective that cannot complete or a part the fault plan made fail on the device, kept on its communicator ([`crate::SimComm::async_error`], `HcclGetCommAsyncError`) |
 //! | `backlog` | the work held back behind a collective not yet run, placing it once the call has run, and the host calls that wait on it |
-//! | `remote` (`join`, `wire`), `remote_parts` (`blob`) | communicators spanning processes: the simulator's transport between them ([`crate::RemoteGroup`]; its rendezvous in `remote::join`, its wire format in `remote::wire`) and the engine's side of their parts (each rank's call and send bytes as one blob in `remote_parts::blob`; every rank matches the ranks' calls and places the collective) |
+//! | `remote` (`join`, `wire`, `p2p`), `remote_parts` (`blob`) | communicators spanning processes: the simulator's transport between them ([`crate::RemoteGroup`]; its rendezvous in `remote::join`, its wire format in `remote::wire`, the direct connections of sends and receives in `remote::p2p`) and the engine's side of their parts (each rank's call and send bytes as one blob in `remote_parts::blob`; every rank matches the ranks' calls and places the collective) |
 //!
 //! The engine keeps this state as one `Collectives` value; graph launches holding collective
 //! parts are `engine::graph_run`'s.

@@ -9,6 +9,13 @@
 //! all ranks have joined. [`RemoteGroup::exchange`] is a blocking all-gather of byte blobs: the
 //! other ranks send theirs to rank 0, which answers each with every rank's blob in rank order.
 //!
+//! Sends and receives involve two ranks only, so they do not go through rank 0: each rank
+//! also listens on `127.0.0.1` from its join on (the join's last exchange tells every rank
+//! where the others listen), and [`RemoteGroup::send`] opens, once per sender and receiver, a
+//! direct connection to its receiver, introduced by the communicator's id, its secret and the
+//! two ranks. A send writes its part and waits for the receive's answer, its own part, so that
+//! both ranks see both parts and decide alike; `remote::p2p` holds that side.
+//!
 //! The join is a rendezvous that bad peers cannot break: rank 0 reads the connections that
 //! have not sent their join request side by side (each given a second, at most 64 held, the
 //! oldest closed for a newer one), refuses a request that does not fit to that peer alone
@@ -22,9 +29,10 @@
 //! timeout; `Duration::MAX` waits without end. Failures are HCCL's codes as [`HalError::Native`]
 //! (`HCCL_E_TIMEOUT`, `HCCL_E_TCP_TRANSFER`, ...) and bad parameters
 //! [`HalError::InvalidArgument`]; the rendezvous in `remote::join`, the wire format in
-//! `remote::wire`.
+//! `remote::wire`, the point-to-point connections in `remote::p2p`.
 
 mod join;
+mod p2p;
 mod wire;
 
 use braid_stream_core::sync::{GlobalMutex, Mutex};
@@ -36,12 +44,17 @@ use braid_stream_core::collective::RootInfo;
 use braid_stream_core::hal::HalError;
 
 use join::{connect, host};
+use p2p::{Hello, PointToPoint};
 use wire::{Failure, Hccl, Join, RootInfoContent, Secret};
 
 /// Listeners of root infos created in this process whose rank 0 has not joined yet, with
 /// what their root info holds.
 static WAITING_FOR_RANK_0: GlobalMutex<Vec<(RootInfoContent, TcpListener)>> =
     GlobalMutex::new(Vec::new());
+
+/// The number of the exchange at the end of a join that tells every rank where the others
+/// listen for point-to-point connections.
+const ADDRESSES: u64 = u64::MAX;
 
 /// One rank's membership in a communicator spanning processes: the connections over which
 /// [`exchange`](Self::exchange) runs.
@@ -51,7 +64,10 @@ pub struct RemoteGroup {
     ranks: u32,
     rank: u32,
     timeout: Duration,
+    secret: Secret,
     links: Mutex<Links>,
+    /// The direct connections of sends and receives.
+    p2p: PointToPoint,
 }
 
 #[derive(Debug)]
@@ -126,15 +142,87 @@ impl RemoteGroup {
             };
             vec![connect(content.addr, join, timeout).map_err(Failure::into_error)?]
         };
-        Ok(RemoteGroup {
+        let listener = PointToPoint::listen().map_err(Failure::into_error)?;
+        let addr = listener.local_addr().map_err(|e| {
+            Hccl::TcpConnect.error(format!(
+                "reading the point-to-point listener's address: {e}"
+            ))
+        })?;
+        let mut group = RemoteGroup {
             id: content.id,
             ranks,
             rank,
             timeout,
+            secret: content.secret,
             links: Mutex::new(Links {
                 streams,
                 broken: None,
             }),
+            p2p: PointToPoint::new(listener, Vec::new()),
+        };
+        // Every rank learns where the others listen (an exchange numbered apart from the
+        // caller's, which count from 0).
+        let everyone = group.exchange(ADDRESSES, addr.to_string().into_bytes())?;
+        group.p2p.addrs = (everyone.iter())
+            .map(|bytes| {
+                std::str::from_utf8(bytes)
+                    .ok()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| {
+                        Hccl::TcpTransfer
+                            .error("a rank sent a garbled point-to-point address".to_owned())
+                    })
+            })
+            .collect::<Result<_, _>>()?;
+        Ok(group)
+    }
+
+    /// Sends `mine`, the `number`-th part from this rank to `peer`, over their direct
+    /// connection (opened by the first send), and returns the receiver's answer: the number
+    /// of its receive from this rank and its part. Blocks until `peer` receives it; no wait
+    /// lasts longer than `timeout` (`HCCL_E_TIMEOUT` naming the peer; the connection is then
+    /// dropped and the next send opens a new one).
+    pub fn send(
+        &self,
+        peer: u32,
+        number: u64,
+        mine: &[u8],
+        timeout: Duration,
+    ) -> Result<(u64, Vec<u8>), HalError> {
+        let hello = self.hello(self.rank, peer)?;
+        self.p2p
+            .send(hello, number, mine, timeout)
+            .map_err(Failure::into_error)
+    }
+
+    /// Receives the `number`-th part from `peer` to this rank and answers it with `mine`:
+    /// returns the sender's number for it and its part (see [`send`](Self::send)).
+    pub fn receive(
+        &self,
+        peer: u32,
+        number: u64,
+        mine: &[u8],
+        timeout: Duration,
+    ) -> Result<(u64, Vec<u8>), HalError> {
+        let hello = self.hello(peer, self.rank)?;
+        self.p2p
+            .receive(hello, number, mine, timeout)
+            .map_err(Failure::into_error)
+    }
+
+    fn hello(&self, from: u32, to: u32) -> Result<Hello, HalError> {
+        let peer = if from == self.rank { to } else { from };
+        if peer >= self.ranks || peer == self.rank {
+            return Err(HalError::InvalidArgument(format!(
+                "peer {peer} must be another rank of the {} of communicator {:016x}",
+                self.ranks, self.id
+            )));
+        }
+        Ok(Hello {
+            id: self.id,
+            secret: self.secret,
+            from,
+            to,
         })
     }
 
@@ -320,6 +408,51 @@ mod tests {
                 assert_eq!(gathered.unwrap(), expected);
             }
         }
+    }
+
+    #[test]
+    fn a_send_and_its_receive_trade_parts_over_the_pair_s_connection() {
+        let info = RemoteGroup::root_info().unwrap();
+        let groups = join_all(&info, 3);
+        thread::scope(|scope| {
+            let receiving = scope.spawn(|| {
+                (0..2)
+                    .map(|k| groups[2].receive(1, k, &[2, k as u8], WAIT).unwrap())
+                    .collect::<Vec<_>>()
+            });
+            let sent: Vec<_> = (0..2)
+                .map(|k| groups[1].send(2, k, &[1, k as u8], WAIT).unwrap())
+                .collect();
+            assert_eq!(sent, [(0, vec![2, 0]), (1, vec![2, 1])]);
+            assert_eq!(
+                receiving.join().unwrap(),
+                [(0, vec![1, 0]), (1, vec![1, 1])]
+            );
+        });
+        // Rank 0 took no part: the group's exchanges still run.
+        for gathered in exchange_all(&groups, 0, part_of) {
+            assert_eq!(gathered.unwrap().len(), 3);
+        }
+    }
+
+    #[test]
+    fn a_receive_ignores_strangers_and_times_out_naming_its_sender() {
+        let info = RemoteGroup::root_info().unwrap();
+        let groups = join_all(&info, 2);
+        // A connection that does not carry the communicator's secret is dropped.
+        let mut stranger = TcpStream::connect(groups[0].p2p.addrs[1]).unwrap();
+        let hello = Hello {
+            secret: Secret([0; 16]),
+            ..groups[0].hello(0, 1).unwrap()
+        };
+        std::io::Write::write_all(&mut stranger, &p2p::encode_hello(hello)).unwrap();
+        wire::write_part(&mut stranger, 0, &[9]).unwrap();
+        let message = timeout_message(groups[1].receive(0, 0, &[], Duration::from_millis(200)));
+        assert!(message.contains("rank 0 did not send"), "{message}");
+        let err = groups[1].send(1, 0, &[], WAIT).unwrap_err();
+        assert!(matches!(err, HalError::InvalidArgument(_)), "{err:?}");
+        let err = groups[1].receive(2, 0, &[], WAIT).unwrap_err();
+        assert!(matches!(err, HalError::InvalidArgument(_)), "{err:?}");
     }
 
     #[test]

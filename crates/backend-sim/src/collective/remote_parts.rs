@@ -16,6 +16,15 @@
 //! occupying its device's communication engine and network ports. Its receive buffer is
 //! written at the end, by the data effect a node's collective has, from every rank's send
 //! bytes and blocks.
+//!
+//! A send or receive goes to its peer alone, over the pair's direct connection
+//! ([`crate::RemoteGroup::send`] / [`crate::RemoteGroup::receive`]), numbered on its (sender,
+//! receiver) pair as a node numbers it: the `k`-th send from `a` to `b` pairs with `b`'s
+//! `k`-th receive from `a`, and neither counts as one of the communicator's collectives. Both
+//! ranks hold both parts and match them as a node matches a pair (count and data type): a
+//! mismatch fails both alike and the pair's number does not advance. Otherwise both start at
+//! the later of the two ready times and take the node-local send's cost on the network link
+//! ([`Engine::remote_finish_pair`]).
 
 mod blob;
 
@@ -43,8 +52,11 @@ pub(crate) struct RemotePart {
     stream: u32,
     rank: u32,
     ranks: u32,
-    /// The call's number on its communicator (the `k`-th collective of every rank).
+    /// The call's number on its communicator (the `k`-th collective of every rank), or for a
+    /// send or receive on its (sender, receiver) pair.
     number: u64,
+    /// When this rank's part is ready (the latest of its submission and its stream's end).
+    ready: u64,
     call: CollectiveCall,
     send: DeviceSlice,
     recv: DeviceSlice,
@@ -56,9 +68,9 @@ pub(crate) struct RemotePart {
 
 impl Engine {
     /// Checks rank `rank`'s part `call` (of a remote communicator of `ranks`, its collective
-    /// number `number`) on stream `s` and reads what it contributes. Refused as unsupported:
-    /// inside a capture, on a stream holding back work behind a node-local collective, a send
-    /// or receive (every remote call is an exchange of all ranks).
+    /// number `number`, or for a send or receive its number on its pair) on stream `s` and
+    /// reads what it contributes. Refused as unsupported: inside a capture, on a stream
+    /// holding back work behind a node-local collective.
     pub fn remote_prepare(
         &mut self,
         s: u32,
@@ -69,15 +81,6 @@ impl Engine {
         label: &str,
     ) -> Result<RemotePart, HalError> {
         self.tick(self.dev().config.profile.eager_launch_ns, "collective");
-        if matches!(
-            call.op,
-            CollectiveOp::Send { .. } | CollectiveOp::Recv { .. }
-        ) {
-            return Err(HalError::Unsupported(
-                "send and receive on a communicator spanning processes (the simulator's \
-                 transport exchanges every rank's part)",
-            ));
-        }
         if self.stream(s)?.capture.is_some() {
             return Err(HalError::Unsupported(
                 "capturing a collective of a communicator spanning processes",
@@ -103,6 +106,7 @@ impl Engine {
             rank,
             ranks,
             number,
+            ready,
             call: call.clone(),
             send,
             recv,
@@ -133,11 +137,8 @@ impl Engine {
             sends.push(Source::Bytes(blob.send));
         }
         match_calls(&calls, part.number)?;
-        let s = part.stream;
-        let device = self.stream(s)?.device;
-        let d = device as usize;
-        let call = part.call.clone();
-        let network = self.links.topology().network;
+        let d = self.stream(part.stream)?.device as usize;
+        let call = &part.call;
         let params = LinkParams {
             reduce_bytes_per_s: LinkParams::reduce_rate(
                 &self.devices[d].config.profile,
@@ -147,6 +148,122 @@ impl Engine {
         };
         let bytes = cost::busiest_bytes(&calls, part.ranks);
         let duration = cost::plan(call.op, part.ranks, bytes, &params).ns;
+        // Only this rank's receive buffer is in this node: every other range is empty.
+        let recvs = (0..part.ranks)
+            .map(|r| {
+                if r == part.rank {
+                    part.recv
+                } else {
+                    DeviceSlice::new(part.recv.ptr, 0)
+                }
+            })
+            .collect();
+        let effect = DataEffect {
+            op: call.op,
+            count: call.count,
+            dtype: call.dtype,
+            sends,
+            recvs,
+            layouts: calls.into_iter().map(|c| c.v).collect(),
+        };
+        self.place_remote(part, ready, duration, effect)
+    }
+
+    /// Places `part`, a send or a receive, once its peer's answer has come back over their
+    /// connection: `theirs` is the peer's part and `their_number` the number it gave the
+    /// pair's call. Refused as [`HalError::CollectiveMismatch`] (the same on both ranks, which
+    /// see the same two parts) when count or data type differ, and then nothing runs.
+    /// Otherwise both start at the later of the two ready times and take the node-local
+    /// send's time on the network link; the receive buffer is written at the end.
+    pub fn remote_finish_pair(
+        &mut self,
+        part: RemotePart,
+        their_number: u64,
+        theirs: &[u8],
+    ) -> Result<(), HalError> {
+        let (peer, sending) = match part.call.op {
+            CollectiveOp::Send { peer } => (peer, true),
+            CollectiveOp::Recv { peer } => (peer, false),
+            _ => {
+                return Err(invalid(
+                    "a pair's part that is neither a send nor a receive",
+                ))
+            }
+        };
+        let blob = blob::decode(theirs)
+            .ok_or_else(|| invalid(format!("rank {peer}'s part came back malformed")))?;
+        let ready_here = part.ready;
+        if their_number != part.number {
+            return Err(invalid(format!(
+                "send and receive out of step: rank {} is at call {} with rank {peer}, which \
+                 is at call {their_number}",
+                part.rank, part.number
+            )));
+        }
+        // The sender's part first, as a node matches a pair.
+        let (from, to) = if sending {
+            (part.rank, peer)
+        } else {
+            (peer, part.rank)
+        };
+        let (first, second) = if sending {
+            (&part.call, &blob.call)
+        } else {
+            (&blob.call, &part.call)
+        };
+        let mut matcher = Matcher::new(part.ranks);
+        for (rank, call) in [(from, first), (to, second)] {
+            match matcher.submit(rank, call.signature(), None, ()) {
+                Ok(_) => {}
+                Err(MatchError::Mismatch(mut m)) => {
+                    m.key.number = part.number;
+                    tracing::debug!(%m, "a send and receive across processes refused on both");
+                    return Err(HalError::CollectiveMismatch(m));
+                }
+                Err(other) => return Err(other.into()),
+            }
+        }
+        let call = &part.call;
+        let bytes = call.count.saturating_mul(call.dtype.size());
+        let params = self.network_link_params(call.dtype);
+        let duration = cost::plan(call.op, 2, bytes, &params).ns;
+        let sends = if sending {
+            vec![Source::Bytes(Vec::new()), Source::Bytes(Vec::new())]
+        } else {
+            vec![Source::Bytes(blob.send), Source::Bytes(Vec::new())]
+        };
+        // The sender is participant 0, the receiver 1: only the receiver's buffer is written.
+        let recvs = if sending {
+            vec![DeviceSlice::new(part.recv.ptr, 0); 2]
+        } else {
+            vec![DeviceSlice::new(part.recv.ptr, 0), part.recv]
+        };
+        let effect = DataEffect {
+            op: call.op,
+            count: call.count,
+            dtype: call.dtype,
+            sends,
+            recvs,
+            layouts: vec![None, None],
+        };
+        self.place_remote(part, blob.ready.max(ready_here), duration, effect)
+    }
+
+    /// Places `part` on its device's communication engine and network ports for `duration`,
+    /// from the later of `ready` and its stream's end, and queues `effect` (data mode, a
+    /// receive buffer to write) for its end.
+    fn place_remote(
+        &mut self,
+        part: RemotePart,
+        ready: u64,
+        duration: u64,
+        effect: DataEffect,
+    ) -> Result<(), HalError> {
+        let s = part.stream;
+        let device = self.stream(s)?.device;
+        let d = device as usize;
+        let call = part.call.clone();
+        let network = self.links.topology().network;
         let route = Route {
             hops: vec![LinkId::PortOut(device), LinkId::PortIn(device)],
             spec: network,
@@ -196,24 +313,6 @@ impl Engine {
         let st = self.stream_mut(s)?;
         st.tail = st.tail.max(end);
         if self.mode == SimMode::Data && part.recv.len > 0 {
-            // Only this rank's receive buffer is in this node: every other range is empty.
-            let recvs = (0..part.ranks)
-                .map(|r| {
-                    if r == part.rank {
-                        part.recv
-                    } else {
-                        DeviceSlice::new(part.recv.ptr, 0)
-                    }
-                })
-                .collect();
-            let effect = DataEffect {
-                op: call.op,
-                count: call.count,
-                dtype: call.dtype,
-                sends,
-                recvs,
-                layouts: calls.into_iter().map(|c| c.v).collect(),
-            };
             self.queue
                 .push(start, end, OpKind::CollectiveEffect(Arc::new(effect)), d);
         }
