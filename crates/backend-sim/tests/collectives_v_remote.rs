@@ -9,9 +9,7 @@ mod common;
 use braid_backend_sim::{
     collective_bound, NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimNode, Topology,
 };
-use braid_stream_core::collective::{
-    Blocks, CollectiveCall, CollectiveOp, ReduceOp, RootInfo, VCounts,
-};
+use braid_stream_core::collective::{Blocks, CollectiveCall, CollectiveOp, ReduceOp, VCounts};
 use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{CollectiveBackend, Device as _, HalError, Stream as _};
 use braid_stream_core::types::DevicePtr;
@@ -32,20 +30,6 @@ fn node(devices: u32) -> Vec<SimDevice> {
         topology: Topology::atlas_800_a2(devices),
     })
     .devices()
-}
-
-/// Every rank of `devs` joins `info` from its own thread (joining blocks until all have).
-fn join_all(devs: &[SimDevice], info: &RootInfo) -> Vec<SimComm> {
-    let n = devs.len() as u32;
-    thread::scope(|scope| {
-        let joining: Vec<_> = (devs.iter().enumerate())
-            .map(|(r, d)| scope.spawn(move || SimComm::init_root_info(d, n, r as u32, info)))
-            .collect();
-        joining
-            .into_iter()
-            .map(|h| h.join().unwrap().unwrap())
-            .collect()
-    })
 }
 
 /// `RANKS` ranks on one node (a node-local communicator) or on `RANKS` nodes (one spanning

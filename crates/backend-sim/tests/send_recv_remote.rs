@@ -11,7 +11,7 @@ use braid_backend_sim::{
     collective_bound, NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimNode, SimStream,
     Topology,
 };
-use braid_stream_core::collective::{batch_order, CollectiveCall, CollectiveOp, Peers, RootInfo};
+use braid_stream_core::collective::{batch_order, CollectiveCall, CollectiveOp, Peers};
 use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{CollectiveBackend, Device as _, HalError, Stream as _};
 use braid_stream_core::kernel::TypedKernel;
@@ -42,19 +42,6 @@ fn remote(ranks: usize, timeout: Duration) -> (Vec<SimDevice>, Vec<SimComm>) {
     let comms = join_all(&devs, &info);
     assert!(!comms[0].is_node_local());
     (devs, comms)
-}
-
-fn join_all(devs: &[SimDevice], info: &RootInfo) -> Vec<SimComm> {
-    let n = devs.len() as u32;
-    thread::scope(|scope| {
-        let joining: Vec<_> = (devs.iter().enumerate())
-            .map(|(r, d)| scope.spawn(move || SimComm::init_root_info(d, n, r as u32, info)))
-            .collect();
-        joining
-            .into_iter()
-            .map(|h| h.join().unwrap().unwrap())
-            .collect()
-    })
 }
 
 /// Runs `script(rank, device, comm, stream)` for every rank on its own thread; the results

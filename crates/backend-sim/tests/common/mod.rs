@@ -2,8 +2,9 @@
 #![allow(dead_code)]
 
 use braid_backend_sim::{
-    DeviceProfile, NodeConfig, SimConfig, SimDevice, SimNode, SimStream, Topology,
+    DeviceProfile, NodeConfig, SimComm, SimConfig, SimDevice, SimNode, SimStream, Topology,
 };
+use braid_stream_core::collective::RootInfo;
 use braid_stream_core::hal::{Device as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
@@ -107,4 +108,19 @@ pub fn download(s: &SimStream, ptr: DevicePtr, n: usize) -> Vec<f32> {
 /// A busy kernel.
 pub fn busy(ns: u64) -> Kernel {
     Kernel::Busy { duration_ns: ns }
+}
+
+/// Every rank of `devs` joins the communicator of `info` from its own thread (joining blocks
+/// until all have); the communicators in rank order.
+pub fn join_all(devs: &[SimDevice], info: &RootInfo) -> Vec<SimComm> {
+    let n = devs.len() as u32;
+    std::thread::scope(|scope| {
+        let joining: Vec<_> = (devs.iter().enumerate())
+            .map(|(r, d)| scope.spawn(move || SimComm::init_root_info(d, n, r as u32, info)))
+            .collect();
+        joining
+            .into_iter()
+            .map(|h| h.join().unwrap().unwrap())
+            .collect()
+    })
 }
