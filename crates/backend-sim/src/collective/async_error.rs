@@ -22,17 +22,7 @@ impl Engine {
     /// Keeps `error`, a host wait on `what` that could not complete, on the communicator
     /// whose call holds the work back (found along at most four held event waits).
     pub(crate) fn note_incomplete(&mut self, what: HostWait, error: &HalError) {
-        let held = match what {
-            HostWait::Stream(s) => self.coll.is_deferred(s).then_some(s),
-            HostWait::Event(e) => self.record_holder(e),
-            HostWait::Events(a, b) => self.record_holder(a).or_else(|| self.record_holder(b)),
-            HostWait::Device => self.devices[self.cur]
-                .streams
-                .iter()
-                .copied()
-                .find(|&s| self.coll.is_deferred(s)),
-        };
-        if let Some(comm) = held.and_then(|s| self.holding_comm(s, 0)) {
+        if let Some(comm) = self.held_stream(what).and_then(|s| self.holding_comm(s, 0)) {
             self.keep_async_error(comm, error);
         }
     }

@@ -269,7 +269,14 @@ impl Engine {
     /// rank that has never submitted a part might be driven by a thread that has not reached
     /// its first call yet, so a wait on it is given the timeout.
     pub(crate) fn may_be_released(&self, what: HostWait) -> bool {
-        let held = match what {
+        self.held_stream(what)
+            .is_some_and(|s| self.stream_may_be_released(s, 0))
+    }
+
+    /// The stream whose held-back work the host call waiting on `what` waits for (for a
+    /// device-wide wait, the current device's first stream holding work back), if any.
+    pub(super) fn held_stream(&self, what: HostWait) -> Option<u32> {
+        match what {
             HostWait::Stream(s) => self.coll.is_deferred(s).then_some(s),
             HostWait::Event(e) => self.record_holder(e),
             HostWait::Events(a, b) => self.record_holder(a).or_else(|| self.record_holder(b)),
@@ -278,8 +285,7 @@ impl Engine {
                 .iter()
                 .copied()
                 .find(|&s| self.coll.is_deferred(s)),
-        };
-        held.is_some_and(|s| self.stream_may_be_released(s, 0))
+        }
     }
 
     /// The stream holding back event `e`'s latest record, if it is held back.
