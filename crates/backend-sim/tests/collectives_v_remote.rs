@@ -230,18 +230,22 @@ fn all_to_all_blocks(sent: &[[u64; RANKS]; RANKS], r: usize) -> VCounts {
     }
 }
 
+/// Rank `r`'s all-to-all-v call with blocks `v`, sending the `sent[r]` elements in all.
+fn all_to_all_v(
+    sent: &[[u64; RANKS]; RANKS],
+    r: usize,
+    send: DevicePtr,
+    recv: DevicePtr,
+    v: VCounts,
+) -> CollectiveCall {
+    v_call(CollectiveOp::AllToAllV, send, recv, sent[r].iter().sum(), v)
+}
+
 #[test]
 fn an_uneven_all_to_all_v_moves_the_same_bytes_across_processes() {
     let sends: Vec<Vec<f32>> = (0..RANKS).map(|r| values(r, 5)).collect();
     let (out, local, remote) = same_on_both("a2av", &sends, &before(8), |r, send, recv| {
-        let total = SENT[r].iter().sum();
-        v_call(
-            CollectiveOp::AllToAllV,
-            send,
-            recv,
-            total,
-            all_to_all_blocks(&SENT, r),
-        )
+        all_to_all_v(&SENT, r, send, recv, all_to_all_blocks(&SENT, r))
     });
     // Rank 0 receives from rank 2 nothing (its slot then a gap), from rank 1 three elements,
     // from itself one.
@@ -262,14 +266,7 @@ fn every_rank_of_an_all_to_all_v_across_processes_takes_the_busiest_part_s_time(
     let remote = Ranks::remote();
     let sends: Vec<Vec<f32>> = (0..RANKS).map(|_| vec![1.0; N as usize + 1]).collect();
     let outcomes = remote.run("a2av", &sends, &before(N as usize + 2), |r, send, recv| {
-        let total = sent[r].iter().sum();
-        v_call(
-            CollectiveOp::AllToAllV,
-            send,
-            recv,
-            total,
-            all_to_all_blocks(&sent, r),
-        )
+        all_to_all_v(&sent, r, send, recv, all_to_all_blocks(&sent, r))
     });
     assert!(outcomes.iter().all(|(launched, _)| launched.is_ok()));
     let params = remote.comms[0].link_params(DType::F32);
@@ -336,8 +333,7 @@ fn all_to_all_v_counts_that_do_not_pair_are_refused_on_every_rank() {
             // Rank 2 expects one element from rank 0, which sends it two.
             v.recv.counts[0] = 1;
         }
-        let total = SENT[r].iter().sum();
-        v_call(CollectiveOp::AllToAllV, send, recv, total, v)
+        all_to_all_v(&SENT, r, send, recv, v)
     });
     refused_alike(
         &outcomes,
@@ -345,14 +341,7 @@ fn all_to_all_v_counts_that_do_not_pair_are_refused_on_every_rank() {
         "rank 2 expects 1 element(s) from rank 0, which sends 2",
     );
     let outcomes = remote.run("a2av", &sends, &before(8), |r, send, recv| {
-        let total = SENT[r].iter().sum();
-        v_call(
-            CollectiveOp::AllToAllV,
-            send,
-            recv,
-            total,
-            all_to_all_blocks(&SENT, r),
-        )
+        all_to_all_v(&SENT, r, send, recv, all_to_all_blocks(&SENT, r))
     });
     assert!(outcomes.iter().all(|(launched, _)| launched.is_ok()));
 }
