@@ -10,7 +10,10 @@
 //!   ([`Origin::Fallback`]) that does not open is an error too (an absent one is simply not
 //!   there);
 //! - a bare name the loader cannot find is not there;
-//! - only when no library of the set is there at all is the error
+//! - a CANN home variable ([`HOME_VARS`](crate::search::HOME_VARS)) that is set is
+//!   configuration too: when no library of the set is there at all (under the homes nor on the
+//!   loader path) while one is set, the error is [`LoadError::HomeWithoutLibrary`], naming it;
+//! - only when no library of the set is there at all and nothing is configured is the error
 //!   [`LoadError::NotFound`], the one case a caller may answer with a fallback.
 //!
 //! Every error lists the paths tried with the loader's own reason (`dlerror`'s text), and a
@@ -88,6 +91,20 @@ pub enum LoadError {
         /// The variable and what is wrong with it.
         source: crate::search::VariableError,
     },
+    /// A CANN home variable is set, and no library of the set is there: not under it (nor
+    /// under another home, nor on the loader path). A set variable is configuration, so this
+    /// is an error naming it, never the "nothing installed" a caller may fall back on.
+    #[error("could not load {what}: {} set, but no {what} library is there: tried: {}. Point it at a CANN install (source that install's set_env.sh), name the library with ${env}, or unset {} where no CANN is installed", homes_text(.homes), list(.tried), home_names(.homes))]
+    HomeWithoutLibrary {
+        /// What the set provides.
+        what: &'static str,
+        /// The home variables that are set, with their values.
+        homes: Vec<(&'static str, PathBuf)>,
+        /// The set's own variable, which names the library files explicitly.
+        env: &'static str,
+        /// Every candidate and why it was not used.
+        tried: Vec<Attempt>,
+    },
     /// No library of the set is there: nothing is configured or installed.
     #[error("could not load {what}: not found; tried: {}{}", list(.tried), .hint.map(|h| format!(". {h}")).unwrap_or_default())]
     NotFound {
@@ -98,6 +115,22 @@ pub enum LoadError {
         /// What to do about it, where the caller knows ([`LoadError::with_hint`]).
         hint: Option<&'static str>,
     },
+}
+
+/// `$ASCEND_HOME_PATH="/x" is` (or `... and $ASCEND_TOOLKIT_HOME="/y" are`).
+fn homes_text(homes: &[(&'static str, PathBuf)]) -> String {
+    let each: Vec<String> = homes
+        .iter()
+        .map(|(var, home)| format!("${var}={:?}", home.display().to_string()))
+        .collect();
+    let verb = if each.len() == 1 { "is" } else { "are" };
+    format!("{} {verb}", each.join(" and "))
+}
+
+/// `$ASCEND_HOME_PATH` (or `$ASCEND_HOME_PATH and $ASCEND_TOOLKIT_HOME`).
+fn home_names(homes: &[(&'static str, PathBuf)]) -> String {
+    let names: Vec<String> = homes.iter().map(|(var, _)| format!("${var}")).collect();
+    names.join(" and ")
 }
 
 /// A library that was opened and searched for symbols.
@@ -155,7 +188,9 @@ impl LoadError {
                 .map(|s| s.path.as_path())
                 .chain(tried.iter().map(|a| a.path.as_path()))
                 .collect(),
-            LoadError::NotFound { tried, .. } => tried.iter().map(|a| a.path.as_path()).collect(),
+            LoadError::NotFound { tried, .. } | LoadError::HomeWithoutLibrary { tried, .. } => {
+                tried.iter().map(|a| a.path.as_path()).collect()
+            }
             LoadError::Variable { .. } => Vec::new(),
         }
     }
@@ -302,7 +337,7 @@ impl LibrarySet {
     ) -> Result<Loaded<T>, LoadError> {
         let what = self.what;
         let search = self
-            .search(env)
+            .search(&env)
             .map_err(|source| LoadError::Variable { what, source })?;
         match search {
             Search::Explicit(candidates) => {
@@ -324,6 +359,15 @@ impl LibrarySet {
                     }
                 }
                 if libraries.is_empty() {
+                    let homes = crate::search::homes(&env);
+                    if !homes.is_empty() {
+                        return Err(LoadError::HomeWithoutLibrary {
+                            what,
+                            homes,
+                            env: self.env,
+                            tried,
+                        });
+                    }
                     return Err(LoadError::NotFound {
                         what,
                         tried,
@@ -462,25 +506,63 @@ mod tests {
 
     #[test]
     fn nothing_there_is_not_found_listing_every_candidate() {
-        let home = scratch("empty-home");
-        let env = env_of(&[("ASCEND_HOME_PATH", home.to_str().unwrap())]);
-        let err = ACL.load::<AclFunctions>(env).unwrap_err();
+        let err = ACL.load::<AclFunctions>(env_of(&[])).unwrap_err();
         assert!(err.is_not_found(), "{err:?}");
-        assert_eq!(
-            err.paths(),
-            vec![
-                home.join("lib64").join(ACL.names[0]).as_path(),
-                Path::new(ACL.names[0])
-            ]
-        );
-        let text = err.to_string();
-        assert!(
-            text.contains("under $ASCEND_HOME_PATH: no such file"),
-            "{text}"
-        );
+        assert_eq!(err.paths(), vec![Path::new(ACL.names[0])]);
         // The loader's reason for the bare name.
+        let text = err.to_string();
         assert!(text.contains("libbraid_no_such_library.so (on the loader path: libbraid_no_such_library.so: cannot open shared object file"), "{text}");
+    }
+
+    #[test]
+    fn a_cann_home_without_the_library_is_an_error_naming_it_not_nothing_found() {
+        let home = scratch("empty-home");
+        let toolkit = scratch("empty-toolkit");
+        for env in [
+            env_of(&[("ASCEND_HOME_PATH", home.to_str().unwrap())]),
+            env_of(&[
+                ("ASCEND_HOME_PATH", home.to_str().unwrap()),
+                ("ASCEND_TOOLKIT_HOME", toolkit.to_str().unwrap()),
+            ]),
+        ] {
+            let err = ACL.load::<AclFunctions>(env).unwrap_err();
+            // A set home is configuration: never the "nothing installed" a caller falls back on.
+            assert!(!err.is_not_found(), "{err:?}");
+            assert!(matches!(err, LoadError::HomeWithoutLibrary { .. }), "{err:?}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("$ASCEND_HOME_PATH={:?}", home.to_str().unwrap())),
+                "{text}"
+            );
+            assert!(
+                text.contains(&format!(
+                    "{} (under $ASCEND_HOME_PATH: no such file)",
+                    home.join("lib64").join(ACL.names[0]).display()
+                )),
+                "{text}"
+            );
+            assert!(text.contains("$BRAID_ACL_LIB"), "{text}");
+            assert_eq!(err.paths()[0], home.join("lib64").join(ACL.names[0]));
+            assert_eq!(err.paths().last(), Some(&Path::new(ACL.names[0])));
+        }
+        // Both homes set, the second one wrong: named too.
+        let err = ACL
+            .load::<AclFunctions>(env_of(&[
+                ("ASCEND_HOME_PATH", home.to_str().unwrap()),
+                ("ASCEND_TOOLKIT_HOME", toolkit.to_str().unwrap()),
+            ]))
+            .unwrap_err();
+        assert!(err.to_string().contains("$ASCEND_TOOLKIT_HOME="), "{err}");
+        // The explicit variable still comes first: the homes are not looked at.
+        let err = ACL
+            .load::<AclFunctions>(env_of(&[
+                ("BRAID_ACL_LIB", "/nonexistent/libascendcl.so"),
+                ("ASCEND_HOME_PATH", home.to_str().unwrap()),
+            ]))
+            .unwrap_err();
+        assert!(matches!(err, LoadError::Unopenable { .. }), "{err:?}");
         std::fs::remove_dir_all(home).unwrap();
+        std::fs::remove_dir_all(toolkit).unwrap();
     }
 
     /// A table over two C libraries: `strlen` is in libc, `cos` in libm only.

@@ -71,6 +71,19 @@ pub fn check_variables(env: impl Fn(&str) -> Option<OsString>) -> Result<(), Var
         .try_for_each(|name| variable(&env, name).map(drop))
 }
 
+/// The CANN homes set under `env`, in [`HOME_VARS`] order (a variable set to nothing is not
+/// a home).
+pub fn homes(env: impl Fn(&str) -> Option<OsString>) -> Vec<(&'static str, PathBuf)> {
+    HOME_VARS
+        .iter()
+        .filter_map(|var| {
+            env(var)
+                .filter(|v| !v.is_empty())
+                .map(|home| (*var, PathBuf::from(home)))
+        })
+        .collect()
+}
+
 /// A set of libraries one symbol table is resolved from.
 ///
 /// - When the variable [`env`](Self::env) is set, it lists the library files (paths
@@ -81,7 +94,9 @@ pub fn check_variables(env: impl Fn(&str) -> Option<OsString>) -> Result<(), Var
 ///   [`HOME_VARS`] that is set, then as `<name>` on the loader path; the first that opens is
 ///   used. A symbol may come from any of the libraries found (aclnn's operators are in
 ///   `libopapi.so` on older CANN releases and split across `libopapi_math.so`,
-///   `libopapi_nn.so`, ... on newer ones).
+///   `libopapi_nn.so`, ... on newer ones). A home that is set is configuration: when no
+///   library of the set is found anywhere while one is set, the loader's error names it
+///   rather than reporting that nothing is installed.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct LibrarySet {
     /// What the libraries provide, for messages ("ACL", "aclnn", "HCCL").
@@ -160,14 +175,7 @@ impl LibrarySet {
             }
             return Ok(Search::Explicit(candidates));
         }
-        let homes: Vec<(&'static str, PathBuf)> = HOME_VARS
-            .iter()
-            .filter_map(|var| {
-                env(var)
-                    .filter(|v| !v.is_empty())
-                    .map(|home| (*var, PathBuf::from(home)))
-            })
-            .collect();
+        let homes = homes(&env);
         Ok(Search::Installed(
             self.names
                 .iter()

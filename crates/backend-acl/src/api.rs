@@ -13,8 +13,10 @@
 //! `lib64/libascendcl.so` under `$ASCEND_HOME_PATH` and `$ASCEND_TOOLKIT_HOME`, then
 //! `libascendcl.so` on the loader path. A library named by `$BRAID_ACL_LIB` (or present under
 //! a CANN home) that does not open or lacks a required symbol is an error naming it, never a
-//! fall-through to another candidate; [`AclApi::load_or_sim`] falls back to `braid-acl-sim`
-//! only when no ACL library is there at all.
+//! fall-through to another candidate. A CANN home variable that is set is configuration too:
+//! when it holds no `lib64/libascendcl.so` (and none is on the loader path) the error names it
+//! ([`LoadError::HomeWithoutLibrary`]). [`AclApi::load_or_sim`] falls back to `braid-acl-sim`
+//! only when nothing is configured and no ACL library is there at all.
 //!
 //! A table is resolved once per library file and kept for the life of the process (libraries
 //! are never unloaded), so `&'static AclApi` can be shared freely.
@@ -160,13 +162,14 @@ impl AclApi {
     }
 
     /// Loads ACL as [`AclApi::load`] does and, only when no ACL library is there at all
-    /// (nothing configured: no `$BRAID_ACL_LIB`, no CANN home with `libascendcl.so`, none on
-    /// the loader path), `braid-acl-sim` built next to the running executable
+    /// and nothing is configured (no `$BRAID_ACL_LIB`, no `$ASCEND_HOME_PATH` or
+    /// `$ASCEND_TOOLKIT_HOME`, no `libascendcl.so` on the loader path), `braid-acl-sim` built
+    /// next to the running executable
     /// ([`sim_library_candidates`] of its directory). This is the search of binaries built in
     /// braid's workspace (`braid demo --backend acl`, the examples with `--features acl`):
     /// CANN when it is configured, else the simulator behind the same API
-    /// ([`AclApi::is_braid_acl_sim`] tells which). A configured library that fails is the
-    /// error, never replaced by the simulator.
+    /// ([`AclApi::is_braid_acl_sim`] tells which). A configured library that fails, or a
+    /// CANN home without the library, is the error, never replaced by the simulator.
     pub fn load_or_sim() -> Result<&'static AclApi, LoadError> {
         let exe_dir = std::env::current_exe()
             .ok()
@@ -373,22 +376,50 @@ mod tests {
     }
 
     #[test]
+    fn a_cann_home_without_the_library_is_an_error_never_the_simulator() {
+        if cann_on_loader_path() {
+            eprintln!("note: a libascendcl.so is on the loader path; it is found there");
+            return;
+        }
+        // A set CANN home is configuration: braid-acl-sim next to this test is not taken.
+        for var in braid_acl_sys::HOME_VARS {
+            let home = scratch(&format!("empty-{var}"));
+            let env = env_of(&[(var, home.to_str().unwrap())]);
+            let err = AclApi::load_or_sim_with(env, Some(&exe_dir())).unwrap_err();
+            assert!(!err.is_not_found(), "{err:?}");
+            let text = err.to_string();
+            assert!(
+                text.contains(&format!("${var}={:?}", home.to_str().unwrap())),
+                "{text}"
+            );
+            assert!(text.contains("lib64/libascendcl.so (under $"), "{text}");
+            std::fs::remove_dir_all(home).unwrap();
+        }
+        // $BRAID_ACL_LIB keeps its precedence over a wrong home.
+        let home = scratch("empty-with-lib");
+        let sim = sim_library_candidates(&exe_dir()).remove(0);
+        let env = env_of(&[
+            ("ASCEND_HOME_PATH", home.to_str().unwrap()),
+            ("BRAID_ACL_LIB", sim.to_str().unwrap()),
+        ]);
+        let api = AclApi::load_or_sim_with(env, Some(&exe_dir())).expect("$BRAID_ACL_LIB");
+        assert!(api.is_braid_acl_sim());
+        std::fs::remove_dir_all(home).unwrap();
+    }
+
+    #[test]
     fn with_nothing_configured_the_simulator_next_to_the_executable_is_loaded() {
         if cann_on_loader_path() {
             eprintln!("note: a libascendcl.so is on the loader path; the fallback is not reached");
             return;
         }
-        // A CANN home without the library counts as nothing configured.
-        let home = scratch("empty");
-        let env = env_of(&[("ASCEND_HOME_PATH", home.to_str().unwrap())]);
-        let api = AclApi::load_or_sim_with(env, Some(&exe_dir())).expect("braid-acl-sim");
+        let api = AclApi::load_or_sim_with(env_of(&[]), Some(&exe_dir())).expect("braid-acl-sim");
         assert!(
             api.path().ends_with(SIM_LIB_NAME),
             "{}",
             api.path().display()
         );
         assert!(api.is_braid_acl_sim());
-        std::fs::remove_dir_all(home).unwrap();
 
         // No simulator either: every path tried, CANN's first.
         let nowhere = scratch("nowhere");

@@ -31,8 +31,9 @@
 //! [`DefaultBackend`] names the one the features select: ACL when `acl` is on (also alongside
 //! `sim`), else the simulator. With `acl`, `acl_device` opens an Ascend device of the
 //! library found from `$BRAID_ACL_LIB`, `$ASCEND_HOME_PATH`, `$ASCEND_TOOLKIT_HOME` or the
-//! loader path, and where none of them has one, of `libbraid_acl_sim.so` beside the running
-//! executable: the feature `acl-sim` has cargo build it there, so a program of your own runs
+//! loader path, and where none of the variables is set and the loader path has none, of
+//! `libbraid_acl_sim.so` beside the running executable (a variable that is set but leads to
+//! no library is an error naming it): the feature `acl-sim` has cargo build it there, so a program of your own runs
 //! through the ACL path on the simulator with no setting, as `braid demo --backend acl` and
 //! the examples ([`scenarios::devices`]) do. Elsewhere, `braid acl-sim install --dir DIR`
 //! copies the library out of a braid build and prints the `BRAID_ACL_LIB=` line.
@@ -88,7 +89,8 @@ pub type DefaultBackend = braid_backend_acl::AclBackend;
 /// Opens Ascend device `ordinal` through ACL (`aclInit`, `aclrtSetDevice`), loading the library
 /// as `braid demo --backend acl` does ([`braid_backend_acl::AclApi::load_or_sim`]): CANN when
 /// it is configured or installed, else `libbraid_acl_sim.so` beside the running executable,
-/// where cargo builds it with the feature `acl-sim`. A missing library is `StreamError::Backend` with
+/// where cargo builds it with the feature `acl-sim`. A `$ASCEND_HOME_PATH` (or
+/// `$ASCEND_TOOLKIT_HOME`) without the library is an error naming it, never the simulator. A missing library is `StreamError::Backend` with
 /// `HalError::Native { name: "BRAID_ACL_LIBRARY_UNAVAILABLE", .. }` listing what was tried and
 /// how to get braid-acl-sim.
 #[cfg(feature = "acl")]

@@ -18,9 +18,9 @@
 //! simulated ones. ACL is loaded with
 //! `braid_backend_acl::AclApi::load_or_sim`: `$BRAID_ACL_LIB`, else CANN
 //! under `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, `libascendcl.so` on the loader path,
-//! and only when none of these is there, `libbraid_acl_sim.so` when `braid-acl-sim` was built
-//! next to the running executable (a configured library that fails is the error, never
-//! replaced by the simulator); a failure is `StreamError::Backend` with `HalError::Native { name:
+//! and only when none of these is set or there, `libbraid_acl_sim.so` when `braid-acl-sim`
+//! was built next to the running executable (a configured library that fails, or a CANN home
+//! without one, is the error, never replaced by the simulator); a failure is `StreamError::Backend` with `HalError::Native { name:
 //! "BRAID_ACL_LIBRARY_UNAVAILABLE", .. }` listing every path tried.
 //!
 //! On hardware device 1 is simply a second NPU, where the timing is real. On `braid-acl-sim`
