@@ -27,6 +27,7 @@ use crate::errmsg::{fail, guarded, Fail};
 use crate::settings::Settings;
 use braid_backend_sim::{SimDevice, SimEvent, SimGraph, SimStream};
 use braid_stream_core::hal::HalError;
+use braid_stream_core::IpcError;
 use braid_stream_core::sync::GlobalMutex;
 use std::cell::Cell;
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -190,7 +191,7 @@ pub(crate) fn try_with<R>(f: impl FnOnce(&mut Registry) -> R) -> Option<R> {
     Some(f(&mut guard))
 }
 
-/// A simulator error as an ACL failure of `call`.
+/// A simulator error as an ACL failure of `call`: its code and its text.
 fn sim_fail(call: &str, e: HalError) -> Fail {
     let code = match &e {
         HalError::OutOfMemory { .. } => ACL_ERROR_RT_DEVICE_OOM,
@@ -200,6 +201,12 @@ fn sim_fail(call: &str, e: HalError) -> Fail {
         HalError::Unsupported(_) => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
         HalError::Native { code, .. } | HalError::NativeInvalidArgument { code, .. } => *code,
         HalError::CaptureRefused(_) => ACL_ERROR_RT_CAPTURE_DEPENDENCY,
+        // The shared-memory directory is full: host memory the runtime could not get.
+        HalError::Ipc(ipc) if matches!(**ipc, IpcError::NoSpace { .. }) => {
+            ACL_ERROR_RT_MEMORY_ALLOCATION
+        }
+        // A file of another process that is unusable, or whose exporter has ended.
+        HalError::Ipc(_) => ACL_ERROR_RT_PARAM_INVALID,
         // What the runtime gives a wait on a collective some ranks never issued: a timeout.
         HalError::CollectiveIncomplete(_) if call.contains("Event") => {
             ACL_ERROR_RT_EVENT_SYNC_TIMEOUT

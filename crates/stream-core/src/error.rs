@@ -11,9 +11,10 @@ use std::borrow::Cow;
 /// and events stay consistent and usable.
 #[derive(Clone, PartialEq, Debug, thiserror::Error)]
 pub enum StreamError {
-    /// The backend failed.
+    /// The backend failed. (A backend's typed IPC refusal, [`HalError::Ipc`], converts to
+    /// [`StreamError::Ipc`] instead.)
     #[error(transparent)]
-    Backend(#[from] HalError),
+    Backend(HalError),
     /// A kernel's declared ranges do not fit its shape.
     #[error(transparent)]
     Kernel(#[from] KernelError),
@@ -317,3 +318,15 @@ pub struct ForeignMemory {
 
 /// Result with the front layer's [`StreamError`].
 pub type Result<T, E = StreamError> = std::result::Result<T, E>;
+
+/// The backend's error; its typed IPC refusals ([`HalError::Ipc`]) are the front layer's
+/// [`StreamError::Ipc`], whichever call met them (an import, or a wait on another process's
+/// event).
+impl From<HalError> for StreamError {
+    fn from(err: HalError) -> Self {
+        match err {
+            HalError::Ipc(ipc) => StreamError::Ipc(*ipc),
+            other => StreamError::Backend(other),
+        }
+    }
+}

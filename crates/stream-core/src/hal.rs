@@ -71,6 +71,12 @@ pub enum HalError {
     /// forever, so it fails naming the missing ranks.
     #[error(transparent)]
     CollectiveIncomplete(Box<Incomplete>),
+    /// A typed refusal of sharing between processes ([`crate::ipc::IpcError`]): a backend
+    /// that shares through host files (the simulator) says this way that a file is unusable,
+    /// that its directory is full, or that the exporting process ended. The front layer
+    /// reports it as `StreamError::Ipc`.
+    #[error(transparent)]
+    Ipc(Box<crate::ipc::IpcError>),
     /// The native runtime refused a parameter (HCCL's `HCCL_E_PARA`): a refused argument, as
     /// [`HalError::InvalidArgument`], that keeps the runtime's code, name and message.
     #[error("{name} ({code}): {message}")]

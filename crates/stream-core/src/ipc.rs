@@ -24,7 +24,19 @@
 //! that another process closed, a foreign or garbled key, or one this process is not allowed
 //! to import is refused by the backend and reported as [`IpcError::ImportRefused`] naming
 //! the fixes, with the backend's own error (on ACL, the runtime's code and text) as its
-//! cause. After any of these the device and the other exports and imports work as before.
+//! cause. A backend that shares through host files (the simulator) refuses with its own typed
+//! errors: an exporter that has ended ([`IpcError::ExporterEnded`]), a file of the shared
+//! directory that is not what its name says ([`IpcError::BadFile`]), a directory without
+//! room for an export ([`IpcError::NoSpace`]). After any of these the device and the other
+//! exports and imports work as before.
+//!
+//! **A wait on another process's event can block the host.** On the simulator, a stream's
+//! wait on an opened event (and its synchronize) blocks the calling thread, in real time,
+//! until the exporter's record is done (bounded by the simulator's `ipc_timeout`, and failing
+//! at once with [`IpcError::ExporterEnded`] when the exporter has ended); on ACL the wait is
+//! queued on the device like any event wait.
+
+pub mod shared_files;
 
 use crate::device::Device;
 use crate::error::{Result, StreamError};
@@ -118,7 +130,43 @@ pub enum IpcError {
         #[source]
         cause: HalError,
     },
+    /// The process that exported memory or an event has ended: what it shared ended with it,
+    /// as on a device. Refused at once: an import of its memory, and a wait on (or query of)
+    /// its event whose last record it never published.
+    #[error("the process {pid} that exported {key} has ended: what it shared ended with it; ask a running exporter for a current key or handle")]
+    ExporterEnded {
+        /// The key of the export (for an event, the key its handle holds).
+        key: String,
+        /// The exporter's process id.
+        pid: u32,
+    },
+    /// A file of the directory through which processes share (the simulator's memory and
+    /// events, the caching allocator's reference counters) that is not what its name says: too
+    /// short for its header, claiming more bytes than it holds, not a regular file, or not
+    /// written by braid. Whoever can write the directory can leave one there; braid refuses
+    /// it, never maps it.
+    #[error("{path} is not a usable IPC file of braid ({reason}): it was not written by braid, or was cut short; remove it, and ask the exporter for a current key")]
+    BadFile {
+        /// The file.
+        path: String,
+        /// What is wrong with it.
+        reason: String,
+    },
+    /// The directory through which processes share has no room for the file of an export
+    /// (a container's `/dev/shm` holds 64 MiB by default).
+    #[error("no room for the {needed}-byte file of an IPC export in {dir} ({free} bytes free there): free space there, give it more (a container's /dev/shm: docker run --shm-size), or set {variable} to a directory with room")]
+    NoSpace {
+        /// The directory.
+        dir: String,
+        /// The environment variable that names another directory.
+        variable: &'static str,
+        /// Bytes the file needs.
+        needed: u64,
+        /// Bytes free in the directory's file system when the export was refused.
+        free: u64,
+    },
 }
+
 
 /// Whether an export of this process is still open ([`Device::ipc_close_export`] closes it).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
@@ -135,10 +183,12 @@ fn exports() -> GlobalMutexGuard<'static, HashMap<String, ExportState>> {
 }
 
 /// The backend's refusal as the IPC error naming the fix, where it is one (a backend that
-/// lacks the call stays [`HalError::Unsupported`]).
+/// lacks the call stays [`HalError::Unsupported`]; a backend's own typed IPC error stays
+/// itself).
 fn refused(err: HalError, wrap: impl FnOnce(HalError) -> IpcError) -> StreamError {
     match err {
         HalError::Unsupported(_) => StreamError::Backend(err),
+        HalError::Ipc(ipc) => StreamError::Ipc(*ipc),
         cause => StreamError::Ipc(wrap(cause)),
     }
 }
@@ -369,7 +419,8 @@ impl<B: Backend> Device<B> {
 
     /// Opens the event of another process that `handle` names: streams here may wait on it
     /// (ordering their later work after its exporter's last record), the host may query or
-    /// synchronize it. It is a foreign event ([`Device::adopt_event`]); recording it, or
+    /// synchronize it. On the simulator a stream's wait on it blocks the calling thread until
+    /// that record is done (see the [module](self)). It is a foreign event ([`Device::adopt_event`]); recording it, or
     /// handing out its handle, is the exporter's alone (the backend refuses both).
     pub fn open_ipc_event(&self, handle: &IpcEventHandle) -> Result<Event<B>> {
         let hal = self
@@ -413,5 +464,23 @@ mod tests {
         );
         assert!("zz".parse::<IpcEventHandle>().is_err());
         assert!("g".repeat(128).parse::<IpcEventHandle>().is_err());
+    }
+
+    #[test]
+    fn a_backends_typed_ipc_refusal_is_the_front_layers_ipc_error() {
+        let ended = IpcError::ExporterEnded {
+            key: "braid-sim-ipc-1-2".into(),
+            pid: 1,
+        };
+        let err = StreamError::from(HalError::Ipc(Box::new(ended.clone())));
+        assert_eq!(err, StreamError::Ipc(ended.clone()));
+        let refused = refused(HalError::Ipc(Box::new(ended.clone())), |cause| {
+            IpcError::EventOpenRefused { cause }
+        });
+        assert_eq!(refused, StreamError::Ipc(ended));
+        assert!(matches!(
+            StreamError::from(HalError::InvalidArgument("x".into())),
+            StreamError::Backend(_)
+        ));
     }
 }
