@@ -528,7 +528,10 @@ mod tests {
             let err = ACL.load::<AclFunctions>(env).unwrap_err();
             // A set home is configuration: never the "nothing installed" a caller falls back on.
             assert!(!err.is_not_found(), "{err:?}");
-            assert!(matches!(err, LoadError::HomeWithoutLibrary { .. }), "{err:?}");
+            assert!(
+                matches!(err, LoadError::HomeWithoutLibrary { .. }),
+                "{err:?}"
+            );
             let text = err.to_string();
             assert!(
                 text.contains(&format!("$ASCEND_HOME_PATH={:?}", home.to_str().unwrap())),

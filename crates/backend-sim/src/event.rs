@@ -51,7 +51,7 @@ impl hal::Event for SimEvent {
         if let Some(file) = engine.ipc_opened(self.index) {
             // Another process's event: complete once its last record is published.
             engine.host_call("query_event");
-            return Ok(file.completed() >= file.recorded());
+            return crate::ipc::opened_event_done(&file);
         }
         let done = engine.query_event(self.index)?;
         engine.faults().take_event(self.index)?;

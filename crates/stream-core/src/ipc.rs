@@ -167,7 +167,6 @@ pub enum IpcError {
     },
 }
 
-
 /// Whether an export of this process is still open ([`Device::ipc_close_export`] closes it).
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 enum ExportState {

@@ -23,13 +23,15 @@ impl Engine {
         let base = self.memories[dev]
             .plain_segment_of(range)
             .map_err(HalError::InvalidArgument)?;
-        let file = IpcState::create(Kind::Memory, range.len, pid_check).map_err(invalid)?;
-        let shared = file
-            .map_data()
-            .and_then(|map| self.memories[dev].share_range(base, range.ptr.0 - base, map));
+        let file = IpcState::create(Kind::Memory, range.len, pid_check)?;
+        let shared = file.map_data().and_then(|map| {
+            self.memories[dev]
+                .share_range(base, range.ptr.0 - base, map)
+                .map_err(invalid)
+        });
         if let Err(e) = shared {
             file.close();
-            return Err(invalid(e));
+            return Err(e);
         }
         let key = file.key().to_string();
         tracing::debug!(%key, %range, pid_check, "sim IPC memory exported");
@@ -62,7 +64,7 @@ impl Engine {
                     ))
                 })?,
         };
-        file.allow(pids).map_err(invalid)
+        file.allow(pids)
     }
 
     /// Opens `file` for an import by this process, checking the rules.
@@ -72,7 +74,7 @@ impl Engine {
                 "{key:?} is an export of this very process: use the memory or event itself; keys are for other processes"
             )));
         }
-        let file = SharedFile::open(key, kind).map_err(invalid)?;
+        let file = SharedFile::open(key, kind)?;
         let me = std::process::id();
         if !file.allows(me) {
             return Err(invalid(format!(
@@ -94,7 +96,7 @@ impl Engine {
         }
         let file = self.open_import(key, Kind::Memory)?;
         let size = file.size();
-        let map = file.map_data().map_err(invalid)?;
+        let map = file.map_data()?;
         let ptr = self.memories[self.cur].import_segment(size, map)?;
         if self.lifetimes {
             self.sanitizer.segment_alloc(ptr.0, size);
@@ -173,7 +175,7 @@ impl Engine {
 
     /// Creates an event other processes may wait on (its records are published for them).
     pub fn create_ipc_event(&mut self) -> Result<usize, HalError> {
-        let file = IpcState::create(Kind::Event, 0, false).map_err(invalid)?;
+        let file = IpcState::create(Kind::Event, 0, false)?;
         let e = self.create_event(EventFlags::ORDERING);
         self.ipc.events_out.insert(
             e,
@@ -292,10 +294,9 @@ impl Engine {
         let size = self.memories[dev]
             .physical_size(handle)
             .ok_or_else(|| invalid(format!("{handle} is not a live physical memory handle")))?;
-        let file = IpcState::create(Kind::Memory, size, pid_check).map_err(invalid)?;
+        let file = IpcState::create(Kind::Memory, size, pid_check)?;
         let shared = file
             .map_data()
-            .map_err(invalid)
             .and_then(|map| self.memories[dev].share_physical(handle, map));
         if let Err(e) = shared {
             file.close();
@@ -331,7 +332,6 @@ impl Engine {
         let handle = self.memories[dev].alloc_physical(size)?;
         let shared = file
             .map_data()
-            .map_err(invalid)
             .and_then(|map| self.memories[dev].share_physical(handle, map));
         if let Err(e) = shared {
             let _ = self.memories[dev].free_physical(handle);
@@ -370,7 +370,7 @@ impl Engine {
             return Ok(());
         };
         debug_assert_eq!(share.device, self.cur);
-        let map = share.file.map_data().map_err(invalid)?;
+        let map = share.file.map_data()?;
         self.memories[self.cur].overlay_mapping(at, map)
     }
 }

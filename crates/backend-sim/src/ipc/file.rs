@@ -18,9 +18,18 @@
 //! | 40 | u64 | event: generations recorded |
 //! | 48 | u64 | event: generations complete |
 //! | 64.. | i32 × [`MAX_PIDS`] | the allow-list |
+//!
+//! Whoever can write the directory can put any file under a key's name, so a file is created
+//! with its bytes reserved and opened only when it holds its header and the bytes its header
+//! claims ([`braid_stream_core::ipc::shared_files`]); the size is read once, when it is
+//! checked. A file of an exporter that ended is refused.
 
+use crate::engine::invalid;
+use braid_stream_core::hal::HalError;
+use braid_stream_core::ipc::shared_files::{self, bad_file, process_has_ended};
+use braid_stream_core::IpcError;
 use memmap2::{MmapMut, MmapOptions};
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
@@ -58,11 +67,11 @@ const OPEN: u32 = 1;
 const CLOSED: u32 = 2;
 
 /// The directory of the files, by [`IPC_DIR_ENV`].
-pub(crate) fn dir() -> Result<PathBuf, String> {
+pub(crate) fn dir() -> Result<PathBuf, HalError> {
     match std::env::var_os(IPC_DIR_ENV) {
-        Some(v) if v.is_empty() => Err(format!(
+        Some(v) if v.is_empty() => Err(invalid(format!(
             "{IPC_DIR_ENV} is set to nothing: unset it (for /dev/shm) or name a directory"
-        )),
+        ))),
         Some(v) => Ok(PathBuf::from(v)),
         None => {
             let shm = PathBuf::from("/dev/shm");
@@ -93,6 +102,11 @@ pub(crate) struct SharedFile {
     path: PathBuf,
     file: File,
     header: MmapMut,
+    /// Bytes of memory, checked against the file's length when it was created or opened (the
+    /// header's word may change since: whoever can write the file can write it).
+    size: u64,
+    /// The exporter's process id, as read then.
+    exporter: u32,
 }
 
 impl std::fmt::Debug for SharedFile {
@@ -103,66 +117,102 @@ impl std::fmt::Debug for SharedFile {
     }
 }
 
-fn io(what: &str, key: &str, e: std::io::Error) -> String {
-    format!("{what} {key:?}: {e}")
+fn io(what: &str, key: &str, e: std::io::Error) -> HalError {
+    invalid(format!("{what} {key:?}: {e}"))
 }
 
 impl SharedFile {
     /// Creates the file of a new export `key` of `kind` with `size` bytes of memory, open,
     /// importers checked against its allow-list when `pid_check`.
+    /// Its bytes are reserved in the directory: a directory without room for them is
+    /// [`IpcError::NoSpace`].
     pub(crate) fn create(
         key: &str,
         kind: Kind,
         size: u64,
         pid_check: bool,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, HalError> {
         let path = dir()?.join(key);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| io("cannot create the IPC file of", key, e))?;
-        file.set_len(HEADER + size)
-            .map_err(|e| io("cannot size the IPC file of", key, e))?;
-        let shared = Self::map(key, path, file)?;
+        let len = HEADER
+            .checked_add(size)
+            .ok_or_else(|| invalid(format!("{size} bytes do not fit in a file")))?;
+        let file = shared_files::create(&path, len, IPC_DIR_ENV)?;
+        let me = std::process::id();
+        let shared = match Self::map(key, path.clone(), file, size, me) {
+            Ok(shared) => shared,
+            Err(e) => {
+                let _ = std::fs::remove_file(&path);
+                return Err(e);
+            }
+        };
         shared.store64(SIZE, size);
         shared.store32(KIND, kind as u32);
-        shared.store32(EXPORTER, std::process::id());
+        shared.store32(EXPORTER, me);
         shared.store32(PID_CHECK, u32::from(pid_check));
         shared.store32(STATE, OPEN);
         shared.store64(0, MAGIC);
         Ok(shared)
     }
 
-    /// Opens the file of export `key`, which must be of `kind` and still open.
-    pub(crate) fn open(key: &str, kind: Kind) -> Result<Self, String> {
-        check_key(key)?;
+    /// Opens the file of export `key`, which must be of `kind` and still open, by a process
+    /// that still runs. A file that is not one of the simulator's, or holds fewer bytes than
+    /// its header claims, is [`IpcError::BadFile`]; one whose exporter ended
+    /// [`IpcError::ExporterEnded`].
+    pub(crate) fn open(key: &str, kind: Kind) -> Result<Self, HalError> {
+        check_key(key).map_err(invalid)?;
         let path = dir()?.join(key);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|_| {
-                format!("no export has key {key:?} (never exported, closed by its exporter, or its process ended): ask the exporting process for a current key")
-            })?;
-        let shared = Self::map(key, path, file)?;
-        if shared.load64(0) != MAGIC || shared.load32(KIND) != kind as u32 {
-            return Err(format!(
+        let Some((file, len)) = shared_files::open(&path, HEADER)? else {
+            return Err(invalid(format!(
+                "no export has key {key:?} (never exported, closed by its exporter, or its process ended): ask the exporting process for a current key"
+            )));
+        };
+        let mut shared = Self::map(key, path.clone(), file, 0, 0)?;
+        if shared.load64(0) != MAGIC {
+            return Err(bad_file(&path, "no header of braid's simulator"));
+        }
+        if shared.load32(KIND) != kind as u32 {
+            return Err(invalid(format!(
                 "{key:?} is not a {kind:?} export of braid's simulator"
+            )));
+        }
+        let size = shared.load64(SIZE);
+        if HEADER.checked_add(size).is_none_or(|need| need > len) {
+            return Err(bad_file(
+                &path,
+                format!(
+                    "its header claims {size} bytes of memory, the file holds {} after its header",
+                    len - HEADER
+                ),
             ));
         }
         if shared.load32(STATE) != OPEN {
-            return Err(format!(
+            return Err(invalid(format!(
                 "the export {key:?} was closed by its exporter: ask the exporting process for a current key"
-            ));
+            )));
         }
+        let exporter = shared.load32(EXPORTER);
+        if process_has_ended(exporter) {
+            return Err(HalError::Ipc(Box::new(IpcError::ExporterEnded {
+                key: key.to_string(),
+                pid: exporter,
+            })));
+        }
+        (shared.size, shared.exporter) = (size, exporter);
         Ok(shared)
     }
 
-    fn map(key: &str, path: PathBuf, file: File) -> Result<Self, String> {
-        // SAFETY: the file is a regular file of at least `HEADER` bytes; other processes change
-        // its header only through the atomic words below, never shrinking it.
+    /// Maps the header of `file`, which holds at least [`HEADER`] bytes (created so, or
+    /// checked by [`shared_files::open`]).
+    fn map(
+        key: &str,
+        path: PathBuf,
+        file: File,
+        size: u64,
+        exporter: u32,
+    ) -> Result<Self, HalError> {
+        // SAFETY: the file is a regular file of at least `HEADER` bytes (reserved at its
+        // creation, or its length checked when opened); other processes change its header only
+        // through the atomic words below.
         let header = unsafe { MmapOptions::new().len(HEADER as usize).map_mut(&file) }
             .map_err(|e| io("cannot map the IPC file of", key, e))?;
         Ok(SharedFile {
@@ -170,15 +220,18 @@ impl SharedFile {
             path,
             file,
             header,
+            size,
+            exporter,
         })
     }
 
     /// A map of the file's memory bytes, shared with every other process mapping them.
-    pub(crate) fn map_data(&self) -> Result<MmapMut, String> {
-        let size = self.size();
-        let len = usize::try_from(size).map_err(|_| format!("{size} bytes do not fit"))?;
-        // SAFETY: the file holds `HEADER + size` bytes and is never shrunk; its data bytes are
-        // shared device memory whose accesses the simulator orders like any device memory.
+    pub(crate) fn map_data(&self) -> Result<MmapMut, HalError> {
+        let size = self.size;
+        let len = usize::try_from(size).map_err(|_| invalid(format!("{size} bytes do not fit")))?;
+        // SAFETY: the file holds `HEADER + size` bytes (reserved at its creation, or its length
+        // checked against the header when opened); its data bytes are shared device memory
+        // whose accesses the simulator orders like any device memory.
         unsafe {
             MmapOptions::new()
                 .offset(HEADER)
@@ -195,12 +248,12 @@ impl SharedFile {
 
     /// Bytes of memory shared.
     pub(crate) fn size(&self) -> u64 {
-        self.load64(SIZE)
+        self.size
     }
 
     /// The exporter's process id.
     pub(crate) fn exporter(&self) -> u32 {
-        self.load32(EXPORTER)
+        self.exporter
     }
 
     /// Whether the exporter closed it.
@@ -216,13 +269,13 @@ impl SharedFile {
     }
 
     /// Adds `pids` to the allow-list.
-    pub(crate) fn allow(&self, pids: &[i32]) -> Result<(), String> {
+    pub(crate) fn allow(&self, pids: &[i32]) -> Result<(), HalError> {
         let n = self.load32(PIDS_LEN) as usize;
         if n + pids.len() > MAX_PIDS {
-            return Err(format!(
+            return Err(invalid(format!(
                 "the allow-list of {:?} holds at most {MAX_PIDS} processes",
                 self.key
-            ));
+            )));
         }
         for (i, pid) in pids.iter().enumerate() {
             self.store32(PIDS + 4 * (n + i), *pid as u32);
@@ -239,6 +292,7 @@ impl SharedFile {
             return true;
         }
         let n = self.atomic32(PIDS_LEN).load(Ordering::Acquire) as usize;
+        // Bounded: the count is another process's word.
         (0..n.min(MAX_PIDS)).any(|i| self.load32(PIDS + 4 * i) == pid)
     }
 
@@ -337,7 +391,7 @@ mod tests {
         a.close();
         assert!(b.is_closed());
         let err = SharedFile::open(&k, Kind::Memory).unwrap_err();
-        assert!(err.contains("no export has key"), "{err}");
+        assert!(err.to_string().contains("no export has key"), "{err}");
         assert!(SharedFile::open("../etc/passwd", Kind::Memory).is_err());
         assert!(check_key(&format!("{KEY_PREFIX}1-2")).is_ok());
         assert!(check_key(&format!("{KEY_PREFIX}1/2")).is_err());

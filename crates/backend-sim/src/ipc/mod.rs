@@ -23,18 +23,31 @@
 //! importers keep their mapping) and by each importer (unmapping it); importers may be
 //! checked against an allow-list of process ids; a process does not import its own export.
 //!
+//! Files cannot crash a process: a file's bytes are reserved when it is created (a directory
+//! without room is `IpcError::NoSpace`, naming it and [`BRAID_SIM_IPC_DIR`](IPC_DIR_ENV)), and
+//! a file is mapped only when it holds its header and the bytes its header claims (else
+//! `IpcError::BadFile`), so a file planted in `/dev/shm` is refused, never mapped.
+//!
+//! A process that ended takes what it shared with it, as on a device: an import of its
+//! memory or event is `IpcError::ExporterEnded`, and so is a wait on (or a query of) its
+//! event whose last record it never published. Its files are removed by the first export of
+//! each later process.
+//!
 //! Limits: the exporter's device advances only with its host, so an importer waiting on an
 //! event waits until the exporter's process makes a call that passes the record (a
-//! synchronize, a query that finds it complete, any later call whose host time passes it);
-//! an importer's wait is bounded by [`SimConfig::ipc_timeout`](crate::SimConfig). Timing-only
-//! devices store nothing, so keys and events work but no bytes move. The sanitizer of each
-//! process sees only its own accesses. Files of processes that ended are removed by the next
-//! export of any process.
+//! synchronize, a query that finds it complete, any later call whose host time passes it).
+//! **The wait blocks the importer's host thread**, in real time, bounded by
+//! [`SimConfig::ipc_timeout`](crate::SimConfig). Timing-only devices store nothing, so keys
+//! and events work but no bytes move. The sanitizer of each process sees only its own
+//! accesses. Processes that share must see each other's process ids (one pid namespace).
 
 pub(crate) mod file;
 
 pub use file::IPC_DIR_ENV;
 
+use braid_stream_core::hal::HalError;
+use braid_stream_core::ipc::shared_files::{self, process_has_ended};
+use braid_stream_core::IpcError;
 use file::{Kind, SharedFile, KEY_PREFIX};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -91,21 +104,8 @@ pub(crate) fn key_of_handle(handle: &[u8; IPC_EVENT_HANDLE_BYTES]) -> Result<Str
 
 /// Removes the files of processes that ended (their exporter's pid is gone).
 fn sweep_stale() {
-    let Ok(dir) = file::dir() else { return };
-    let Ok(entries) = std::fs::read_dir(&dir) else {
-        return;
-    };
-    for entry in entries.flatten() {
-        let name = entry.file_name();
-        let Some(rest) = name.to_str().and_then(|n| n.strip_prefix(KEY_PREFIX)) else {
-            continue;
-        };
-        let Some(pid) = rest.split('-').next().and_then(|p| p.parse::<u32>().ok()) else {
-            continue;
-        };
-        if pid != std::process::id() && !std::path::Path::new(&format!("/proc/{pid}")).exists() {
-            let _ = std::fs::remove_file(entry.path());
-        }
+    if let Ok(dir) = file::dir() {
+        shared_files::sweep_ended(&dir, KEY_PREFIX);
     }
 }
 
@@ -119,10 +119,7 @@ pub(crate) struct IpcWait {
 impl IpcWait {
     /// The wait for event `e` of the device behind `shared`, when it is opened from another
     /// process (else `None`): for the generation recorded now.
-    pub(crate) fn of(
-        shared: &crate::device::Shared,
-        e: usize,
-    ) -> Result<Option<Self>, braid_stream_core::hal::HalError> {
+    pub(crate) fn of(shared: &crate::device::Shared, e: usize) -> Result<Option<Self>, HalError> {
         let mut engine = crate::device::lock_engine(shared);
         let Some(file) = engine.ipc_opened(e) else {
             return Ok(None);
@@ -135,14 +132,19 @@ impl IpcWait {
         }))
     }
 
-    /// Blocks (in real time, no engine lock held) until the generation is published, or
-    /// fails with ACL's 507047 after the timeout.
-    pub(crate) fn block(self) -> Result<(), braid_stream_core::hal::HalError> {
+    /// Blocks (in real time, no engine lock held) until the generation is published; fails
+    /// at once with [`IpcError::ExporterEnded`] when the exporter has ended without
+    /// publishing it, and with ACL's 507047 after the timeout.
+    pub(crate) fn block(self) -> Result<(), HalError> {
         let deadline = braid_stream_core::deadline::Deadline::after(self.timeout);
         let mut pause = std::time::Duration::from_micros(50);
         while self.file.completed() < self.generation {
+            // Its last publication may have come just before it ended: checked again first.
+            if process_has_ended(self.file.exporter()) && self.file.completed() < self.generation {
+                return Err(exporter_ended(&self.file));
+            }
             if deadline.has_passed() {
-                return Err(braid_stream_core::hal::HalError::Native {
+                return Err(HalError::Native {
                     code: 507_047,
                     name: "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT",
                     message: format!(
@@ -159,6 +161,27 @@ impl IpcWait {
         }
         Ok(())
     }
+}
+
+/// The refusal of `file`, whose exporter has ended.
+pub(crate) fn exporter_ended(file: &SharedFile) -> HalError {
+    HalError::Ipc(Box::new(IpcError::ExporterEnded {
+        key: file.key().to_string(),
+        pid: file.exporter(),
+    }))
+}
+
+/// Whether the record the opened event `file` last counted is published; an exporter that
+/// ended without publishing it is [`IpcError::ExporterEnded`] (it never will be).
+pub(crate) fn opened_event_done(file: &SharedFile) -> Result<bool, HalError> {
+    let recorded = file.recorded();
+    if file.completed() >= recorded {
+        return Ok(true);
+    }
+    if process_has_ended(file.exporter()) && file.completed() < recorded {
+        return Err(exporter_ended(file));
+    }
+    Ok(false)
 }
 
 /// Memory this process exported.
@@ -216,7 +239,7 @@ impl IpcState {
         kind: Kind,
         size: u64,
         pid_check: bool,
-    ) -> Result<Arc<SharedFile>, String> {
+    ) -> Result<Arc<SharedFile>, HalError> {
         SharedFile::create(&new_key(), kind, size, pid_check).map(Arc::new)
     }
 

@@ -114,7 +114,10 @@ pub fn open(path: &Path, min_len: u64) -> Result<Option<(File, u64)>, HalError> 
     if meta.len() < min_len {
         return Err(bad_file(
             path,
-            format!("{} bytes, fewer than the {min_len} it must hold", meta.len()),
+            format!(
+                "{} bytes, fewer than the {min_len} it must hold",
+                meta.len()
+            ),
         ));
     }
     Ok(Some((file, meta.len())))
@@ -148,7 +151,9 @@ pub fn process_has_ended(pid: u32) -> bool {
 pub fn owner_pid(name: &str, prefix: &str) -> Option<u32> {
     let (pid, n) = name.strip_prefix(prefix)?.split_once('-')?;
     let digits = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit());
-    (digits(pid) && digits(n)).then(|| pid.parse().ok()).flatten()
+    (digits(pid) && digits(n))
+        .then(|| pid.parse().ok())
+        .flatten()
 }
 
 /// Removes the files of `dir` named `<prefix><pid>-<n>` whose process ([`owner_pid`]) has
@@ -254,7 +259,10 @@ mod tests {
         std::fs::write(&path, b"").unwrap();
         let err = open(&path, 64).unwrap_err();
         assert!(is_bad_file(&err), "{err:?}");
-        assert!(err.to_string().contains("0 bytes, fewer than the 64"), "{err}");
+        assert!(
+            err.to_string().contains("0 bytes, fewer than the 64"),
+            "{err}"
+        );
         std::fs::write(&path, [0u8; 64]).unwrap();
         assert_eq!(open(&path, 64).unwrap().unwrap().1, 64);
 
