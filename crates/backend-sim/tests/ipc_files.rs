@@ -10,14 +10,21 @@
 //!   `mount`); where the system allows neither, it says so and checks nothing;
 //! - the memory and events of an exporter that ended are refused at once: an import
 //!   (`IpcError::ExporterEnded`), and a wait on an event whose record it never published
-//!   (which blocked the host for the whole IPC timeout).
+//!   (which blocked the host for the whole IPC timeout);
+//! - a range is shared through one file at a time: shared again once its earlier export is
+//!   closed and no process imports it (a cached block the allocator hands out again, which
+//!   was refused as "overlap a range already shared"), refused saying what to do while the
+//!   earlier export is open or still imported.
 //!
 //! The planted files are named as keys of another live process (this one's parent), so that
 //! no sweep of ended processes' files removes them first.
 
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
 use braid_conformance::child_process::{next_line, ChildTest};
-use braid_stream_core::{Device, IpcError, IpcEventHandle, IpcMemKey, Kernel, StreamError};
+use braid_stream_core::hal::Device as _;
+use braid_stream_core::{
+    Device, DeviceSlice, IpcError, IpcEventHandle, IpcMemKey, Kernel, StreamError,
+};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -312,4 +319,56 @@ fn an_ended_exporters_memory_and_events_are_refused_at_once() {
     drop(opened);
     still_works(&device);
     std::fs::remove_dir_all(dir).unwrap();
+}
+
+#[test]
+fn a_range_is_shared_again_once_its_earlier_export_is_closed_and_unimported() {
+    let exporter = device(Duration::from_secs(5));
+    // A device of its own plays the importing process (its engine shares nothing with the
+    // exporter's but the files).
+    let importer = device(Duration::from_secs(5));
+    let (s, t) = (
+        exporter.create_stream(0).unwrap(),
+        importer.create_stream(0).unwrap(),
+    );
+    let memory = exporter.alloc(4096).unwrap();
+    let key = exporter.hal().ipc_export(memory.slice(), false).unwrap();
+    let half = DeviceSlice::new(memory.slice().ptr, 2048);
+    let err = exporter.hal().ipc_export(half, false).unwrap_err();
+    assert!(
+        err.to_string().contains(&format!("{key:?}, still open")),
+        "{err}"
+    );
+    let (ptr, _) = importer.hal().ipc_import(&key).unwrap();
+    // SAFETY: an export's memory stays the exporter's.
+    unsafe { exporter.hal().ipc_close(&key) }.unwrap();
+    let err = exporter
+        .hal()
+        .ipc_export(memory.slice(), false)
+        .unwrap_err();
+    assert!(
+        err.to_string()
+            .contains(&format!("{key:?}, closed but still imported by 1 process")),
+        "{err}"
+    );
+    // The importer still shares the bytes.
+    s.launch(&Kernel::Fill {
+        dst: memory.slice(),
+        value: 6.0,
+    })
+    .unwrap();
+    s.synchronize().unwrap();
+    let imported = DeviceSlice::new(ptr, 4096);
+    let seen = t.copy_d2h(imported).unwrap().wait_f32().unwrap();
+    assert_eq!(seen, vec![6.0; 1024]);
+    // SAFETY: nothing uses the import any more (read back synchronously).
+    unsafe { importer.hal().ipc_close(&key) }.unwrap();
+    // Imported by no one: shared again, with its bytes.
+    let again = exporter.hal().ipc_export(memory.slice(), false).unwrap();
+    assert_ne!(again, key);
+    let back = s.copy_d2h(memory.slice()).unwrap().wait_f32().unwrap();
+    assert_eq!(back, vec![6.0; 1024]);
+    // SAFETY: as above.
+    unsafe { exporter.hal().ipc_close(&again) }.unwrap();
+    still_works(&exporter);
 }

@@ -226,6 +226,7 @@ macro_rules! __with_cases {
                 config_errors_are_typed,
                 invalid_arguments_refused,
                 expandable_segments_grow_and_shrink,
+                cached_block_shared_again_after_its_export_closed,
             ],
             pinned: [
                 pinned_block_in_flight_is_not_reused,

@@ -16,17 +16,20 @@ use std::time::Duration;
 
 impl Engine {
     /// Exports `range` (inside one allocation of the current device) under a new key;
-    /// importers must be on its allow-list when `pid_check`.
+    /// importers must be on its allow-list when `pid_check`. A range whose bytes an earlier
+    /// export still shares is refused (see [`Engine::ipc_reclaim`]).
     pub fn ipc_export(&mut self, range: DeviceSlice, pid_check: bool) -> Result<String, HalError> {
         self.host_call("ipc_export");
         let dev = self.cur;
         let base = self.memories[dev]
             .plain_segment_of(range)
             .map_err(HalError::InvalidArgument)?;
+        let offset = range.ptr.0 - base;
+        self.ipc_reclaim(dev, base, offset, range)?;
         let file = IpcState::create(Kind::Memory, range.len, pid_check)?;
         let shared = file.map_data().and_then(|map| {
             self.memories[dev]
-                .share_range(base, range.ptr.0 - base, map)
+                .share_range(base, offset, map)
                 .map_err(invalid)
         });
         if let Err(e) = shared {
@@ -40,10 +43,59 @@ impl Engine {
             MemExport {
                 device: dev,
                 base,
+                offset,
+                len: range.len,
                 file,
             },
         );
         Ok(key)
+    }
+
+    /// Takes back the bytes of `range` (at `offset` in allocation `base` of device `dev`)
+    /// from the closed exports that share them and that no process imports any more (their
+    /// files give their bytes back), so that the range may be shared anew: a block the
+    /// caching allocator shared, freed when its export closed, and hands out again. The
+    /// simulator shares a byte through one file at a time, so a range an open export shares,
+    /// or one a closed export's importers still map, is refused, saying what to do.
+    fn ipc_reclaim(
+        &mut self,
+        dev: usize,
+        base: u64,
+        offset: u64,
+        range: DeviceSlice,
+    ) -> Result<(), HalError> {
+        let len = range.len;
+        if let Some((key, _)) = self
+            .ipc
+            .exports
+            .iter()
+            .find(|(_, e)| e.overlaps(dev, base, offset, len))
+        {
+            return Err(invalid(format!(
+                "{range} overlaps memory this process shares under the key {key:?}, still open: send the importers that key, or close it first (Device::ipc_close_export; dropping the caching allocator's SharedBuffer closes it)"
+            )));
+        }
+        if let Some(e) = self
+            .ipc
+            .closed
+            .iter()
+            .find(|e| e.overlaps(dev, base, offset, len) && e.file.imports() > 0)
+        {
+            return Err(invalid(format!(
+                "{range} overlaps memory this process shared under the key {:?}, closed but still imported by {} process(es): it is theirs too until they close their imports (dropping the ImportedBuffer); share it again after that",
+                e.file.key(),
+                e.file.imports()
+            )));
+        }
+        let (back, kept): (Vec<MemExport>, Vec<MemExport>) = std::mem::take(&mut self.ipc.closed)
+            .into_iter()
+            .partition(|e| e.overlaps(dev, base, offset, len));
+        self.ipc.closed = kept;
+        for e in back {
+            self.memories[dev].unshare_range(base, e.offset);
+            tracing::debug!(key = %e.file.key(), "sim IPC bytes of a closed export taken back");
+        }
+        Ok(())
     }
 
     /// Adds `pids` to the allow-list of this process's export `key` (memory, or a shareable
@@ -135,6 +187,8 @@ impl Engine {
         if let Some(export) = self.ipc.exports.remove(key) {
             export.file.close();
             tracing::debug!(%key, imports = export.file.imports(), "sim IPC export closed");
+            // Its importers keep sharing the bytes until the range is shared anew.
+            self.ipc.closed.push(export);
             return Ok(());
         }
         Err(invalid(format!(
@@ -157,6 +211,9 @@ impl Engine {
                 export.file.close();
             }
         }
+        self.ipc
+            .closed
+            .retain(|e| !(e.device == dev && e.base == base));
         let imported: Vec<String> = self
             .ipc
             .imports

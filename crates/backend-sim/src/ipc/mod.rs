@@ -191,7 +191,21 @@ pub(crate) struct MemExport {
     pub device: usize,
     /// Base of the allocation the range is in.
     pub base: u64,
+    /// The range's offset in the allocation.
+    pub offset: u64,
+    /// The range's bytes.
+    pub len: u64,
     pub file: Arc<SharedFile>,
+}
+
+impl MemExport {
+    /// Whether it shares bytes of `[offset, offset + len)` of allocation `base` of `device`.
+    pub(crate) fn overlaps(&self, device: usize, base: u64, offset: u64, len: u64) -> bool {
+        self.device == device
+            && self.base == base
+            && self.offset < offset + len
+            && offset < self.offset + self.len
+    }
 }
 
 /// Memory this process imported.
@@ -223,7 +237,11 @@ pub(crate) struct PhysicalShare {
 /// Everything one engine shares.
 #[derive(Debug, Default)]
 pub(crate) struct IpcState {
+    /// Open exports of memory, by key.
     pub exports: BTreeMap<String, MemExport>,
+    /// Closed exports whose bytes still live in their file (the processes that imported them
+    /// share them), until their allocation goes or their range is shared anew.
+    pub closed: Vec<MemExport>,
     pub imports: BTreeMap<String, MemImport>,
     /// Exported events by event index.
     pub events_out: BTreeMap<usize, EventExport>,

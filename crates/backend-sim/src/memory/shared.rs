@@ -33,6 +33,15 @@ impl Memory {
         }
     }
 
+    /// Takes the bytes of the range at `offset` of plain segment `base` back from the map
+    /// they were shared through (its bytes are copied back first), so that it can be shared
+    /// anew. Nothing where no range is shared there.
+    pub fn unshare_range(&mut self, base: u64, offset: u64) {
+        if let Some(data) = self.segments.get_mut(base).and_then(|s| s.data.as_mut()) {
+            data.remove_overlay(offset, true);
+        }
+    }
+
     /// A new plain segment of `size` bytes whose bytes are `map`'s (memory another process
     /// exported), at a fresh address; it counts against the capacity like an allocation.
     pub fn import_segment(&mut self, size: u64, map: MmapMut) -> Result<DevicePtr, HalError> {
