@@ -14,20 +14,30 @@
 //!
 //! The counter is braid's: the ACL runtime has none, and imports made outside braid are not
 //! counted.
+//!
+//! Its file cannot crash a process, and does not outlive its exporter's: it is created with
+//! its bytes reserved (a directory without room refuses the export with
+//! [`IpcError::NoSpace`](braid_stream_core::IpcError::NoSpace), naming it and
+//! [`REFS_DIR_ENV`]), opened only when it is a regular file of its full length (else
+//! [`IpcError::BadFile`](braid_stream_core::IpcError::BadFile)), and an import of an exporter
+//! that ended is [`IpcError::ExporterEnded`](braid_stream_core::IpcError::ExporterEnded). The
+//! counters that ended exporters left behind (a crash, a process that never dropped its
+//! shared buffers) are removed by the first export of each later process.
 
 use crate::buffer::DeviceBuffer;
 use crate::error::AllocError;
-use braid_stream_core::hal::Backend;
+use braid_stream_core::hal::{Backend, HalError};
+use braid_stream_core::ipc::shared_files::{self, owner_pid, process_has_ended};
 use braid_stream_core::sync::GlobalMutex;
-use braid_stream_core::{Device, DeviceSlice, IpcMemKey, IpcMemory};
+use braid_stream_core::{Device, DeviceSlice, IpcError, IpcMemKey, IpcMemory, StreamError};
 use memmap2::{MmapMut, MmapOptions};
 use std::any::Any;
 use std::fmt;
-use std::fs::{File, OpenOptions};
+use std::fs::File;
 use std::path::PathBuf;
 use std::str::FromStr;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Once};
 
 /// The environment variable naming the directory of the reference counters (unset:
 /// `/dev/shm` where it is a directory, else the temporary directory; set to nothing: refused).
@@ -56,6 +66,11 @@ fn refs_error(what: &str, name: &str, e: impl fmt::Display) -> AllocError {
     AllocError::InvalidArgument(format!("{what} the IPC reference counter {name:?}: {e}"))
 }
 
+/// A refusal of the shared files, typed as the front layer types it.
+fn files_error(e: HalError) -> AllocError {
+    AllocError::Stream(StreamError::from(e))
+}
+
 /// A reference counter every process of an export maps.
 struct RefCounter {
     name: String,
@@ -65,50 +80,59 @@ struct RefCounter {
 }
 
 impl RefCounter {
+    /// A new counter of this process, its bytes reserved. The first one of a process first
+    /// removes the counters of exporters that ended.
     fn create() -> Result<Self, AllocError> {
         static NEXT: AtomicU64 = AtomicU64::new(1);
+        static SWEEP: Once = Once::new();
+        let dir = refs_dir()?;
+        SWEEP.call_once(|| {
+            let removed = shared_files::sweep_ended(&dir, REFS_PREFIX);
+            if removed > 0 {
+                tracing::info!(removed, dir = %dir.display(), "removed the IPC reference counters of ended exporters");
+            }
+        });
         let name = format!(
             "{REFS_PREFIX}{}-{}",
             std::process::id(),
             NEXT.fetch_add(1, Ordering::Relaxed)
         );
-        let path = refs_dir()?.join(&name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)
-            .map_err(|e| refs_error("cannot create", &name, e))?;
-        file.set_len(REFS_BYTES)
-            .map_err(|e| refs_error("cannot size", &name, e))?;
-        Self::map(name, path, file)
+        let path = dir.join(&name);
+        let file = shared_files::create(&path, REFS_BYTES, REFS_DIR_ENV).map_err(files_error)?;
+        Self::map(name, path.clone(), file).inspect_err(|_| {
+            let _ = std::fs::remove_file(&path);
+        })
     }
 
-    fn open(name: &str) -> Result<Self, AllocError> {
-        let valid = name
-            .strip_prefix(REFS_PREFIX)
-            .is_some_and(|r| !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit() || b == b'-'));
-        if !valid {
+    /// Opens the counter `name` of the export of `key`, refusing a name that is not a
+    /// counter's, a file that is not one, and an exporter that ended.
+    fn open(name: &str, key: &IpcMemKey) -> Result<Self, AllocError> {
+        let Some(pid) = owner_pid(name, REFS_PREFIX) else {
             return Err(AllocError::InvalidArgument(format!(
                 "{name:?} is not an IPC reference counter of braid: pass the handle the exporting process's SharedBuffer::handle gave, unchanged"
             )));
+        };
+        if process_has_ended(pid) {
+            return Err(AllocError::Stream(StreamError::Ipc(
+                IpcError::ExporterEnded {
+                    key: key.to_string(),
+                    pid,
+                },
+            )));
         }
         let path = refs_dir()?.join(name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .open(&path)
-            .map_err(|_| {
-                AllocError::InvalidArgument(format!(
-                    "the export of {name:?} is gone (its exporter dropped it, or ended): ask the exporting process for a current handle"
-                ))
-            })?;
+        let Some((file, _)) = shared_files::open(&path, REFS_BYTES).map_err(files_error)? else {
+            return Err(AllocError::InvalidArgument(format!(
+                "the export of {name:?} is gone (its exporter dropped it, or ended): ask the exporting process for a current handle"
+            )));
+        };
         Self::map(name.to_string(), path, file)
     }
 
     fn map(name: String, path: PathBuf, file: File) -> Result<Self, AllocError> {
-        // SAFETY: a regular file of `REFS_BYTES` bytes, never shrunk; its one word is only
-        // accessed atomically, by every process mapping it.
+        // SAFETY: a regular file of at least `REFS_BYTES` bytes (reserved at its creation, or
+        // its length checked when opened); its one word is only accessed atomically, by every
+        // process mapping it.
         let map = unsafe { MmapOptions::new().len(REFS_BYTES as usize).map_mut(&file) }
             .map_err(|e| refs_error("cannot map", &name, e))?;
         Ok(RefCounter {
@@ -359,7 +383,7 @@ pub fn import_ipc<B: Backend>(
     device: &Device<B>,
     handle: &IpcBufferHandle,
 ) -> Result<ImportedBuffer<B>, AllocError> {
-    let refs = Arc::new(RefCounter::open(&handle.refs)?);
+    let refs = Arc::new(RefCounter::open(&handle.refs, &handle.key)?);
     // Counted in before the import, so the exporter cannot free the block in between.
     refs.count().fetch_add(1, Ordering::AcqRel);
     match device.ipc_import(&handle.key, handle.len) {

@@ -20,7 +20,7 @@
 //! no sweep of ended processes' files removes them first.
 
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice};
-use braid_conformance::child_process::{next_line, ChildTest};
+use braid_conformance::child_process::{next_line, run_over_small_tmpfs, ChildTest};
 use braid_stream_core::hal::Device as _;
 use braid_stream_core::{
     Device, DeviceSlice, IpcError, IpcEventHandle, IpcMemKey, Kernel, StreamError,
@@ -162,25 +162,6 @@ fn planted_files_are_refused_typed_never_mapped() {
     std::fs::remove_dir(dir.join(&folder)).unwrap();
 }
 
-/// Runs this test executable's `test` in a child process with its own mount namespace, where
-/// `dir` is a tmpfs of `size`; `None` when the system allows no such namespace.
-fn run_over_small_tmpfs(test: &str, dir: &Path, size: &str) -> Option<std::process::Output> {
-    let exe = std::env::current_exe().unwrap();
-    let script = format!("mount -t tmpfs -o size={size} braid-test \"$0\" || exit 77; exec \"$@\"");
-    let out = std::process::Command::new("unshare")
-        .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
-        .arg(dir)
-        .arg(exe)
-        .args([test, "--exact", "--nocapture", "--test-threads=1"])
-        .env(ROLE, "exporter")
-        .env(DIR_ENV, dir)
-        .output()
-        .ok()?;
-    // 101: the child's test failed; a signal: it crashed. Anything else is the setup.
-    let ran = out.status.code().is_none() || out.status.code() == Some(101) || out.status.success();
-    ran.then_some(out)
-}
-
 #[test]
 fn an_export_larger_than_the_room_left_is_refused_naming_the_directory() {
     if std::env::var(ROLE).is_ok() {
@@ -222,7 +203,11 @@ fn an_export_larger_than_the_room_left_is_refused_naming_the_directory() {
     }
     let dir = scratch("small");
     let test = "an_export_larger_than_the_room_left_is_refused_naming_the_directory";
-    let Some(out) = run_over_small_tmpfs(test, &dir, "1m") else {
+    let env = [
+        (ROLE, "exporter".to_string()),
+        (DIR_ENV, dir.display().to_string()),
+    ];
+    let Some(out) = run_over_small_tmpfs(test, &dir, "1m", &env) else {
         eprintln!("note: no private mount namespace here (unshare -rm); the full directory is not checked");
         return;
     };

@@ -24,7 +24,8 @@
 
 use std::fmt;
 use std::io::{self, BufRead, BufReader, Write};
-use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Stdio};
+use std::path::Path;
+use std::process::{Child, ChildStdin, ChildStdout, Command, ExitStatus, Output, Stdio};
 use std::thread::JoinHandle;
 
 /// The next line of `input` with its surrounding white space trimmed; `None` at the end of the
@@ -35,6 +36,43 @@ pub fn next_line(input: &mut impl BufRead) -> Option<String> {
         Ok(0) | Err(_) => None,
         Ok(_) => Some(line.trim().to_string()),
     }
+}
+
+/// Runs this test executable's `test` (its exact name) to its end in a child process whose
+/// directory `dir` is a fresh tmpfs of `size` bytes (as `mount -o size=` takes it: `1m`),
+/// with the variables of `env` added to its environment: its output, whether its test passed,
+/// failed or was killed by a signal. `None` where the system gives the child no such
+/// directory: the child runs in a mount namespace of its own (`unshare --user
+/// --map-root-user --mount`, so nothing is mounted outside it, and no privilege is needed
+/// where user namespaces are allowed), and a system without `unshare` or that refuses the
+/// namespace or the mount gives none; the caller says so and checks nothing.
+///
+/// Tests use it to run out of room in a directory (a container's 64 MiB `/dev/shm`).
+pub fn run_over_small_tmpfs(
+    test: &str,
+    dir: &Path,
+    size: &str,
+    env: &[(&str, String)],
+) -> Option<Output> {
+    const SETUP_FAILED: i32 = 77;
+    let script = format!(
+        "mount -t tmpfs -o size={size} braid-test \"$0\" || exit {SETUP_FAILED}; exec \"$@\""
+    );
+    let out = Command::new("unshare")
+        .args(["--user", "--map-root-user", "--mount", "sh", "-c", &script])
+        .arg(dir)
+        .arg(std::env::current_exe().ok()?)
+        .args([test, "--exact", "--nocapture", "--test-threads=1"])
+        .envs(env.iter().map(|(name, value)| (name, value)))
+        .output()
+        .ok()?;
+    // The test harness exits with 0 or 101, or a signal ends the test; any other status is
+    // `unshare`'s or the mount's.
+    let ran = match out.status.code() {
+        None | Some(0) | Some(101) => true,
+        Some(_) => false,
+    };
+    ran.then_some(out)
 }
 
 /// This test executable running one of its tests in a child process, with the child's
