@@ -313,6 +313,32 @@ mod tests {
     }
 
     #[test]
+    fn typed_ipc_refusals_become_acl_codes_keeping_their_text() {
+        use braid_stream_core::hal::HalError;
+        use braid_stream_core::IpcError;
+        let no_space = HalError::Ipc(Box::new(IpcError::NoSpace {
+            dir: "/dev/shm".into(),
+            variable: "BRAID_SIM_IPC_DIR",
+            needed: 1 << 30,
+            free: 1 << 20,
+        }));
+        let f = sim_fail("aclrtIpcMemGetExportKey", no_space);
+        assert_eq!(f.code, 207_001, "ACL_ERROR_RT_MEMORY_ALLOCATION");
+        assert!(
+            f.message.contains("/dev/shm") && f.message.contains("BRAID_SIM_IPC_DIR"),
+            "{}",
+            f.message
+        );
+        let ended = HalError::Ipc(Box::new(IpcError::ExporterEnded {
+            key: "braid-sim-ipc-7-1".into(),
+            pid: 7,
+        }));
+        let f = sim_fail("aclrtStreamWaitEvent", ended);
+        assert_eq!(f.code, 107_000, "ACL_ERROR_RT_PARAM_INVALID");
+        assert!(f.message.contains("process 7"), "{}", f.message);
+    }
+
+    #[test]
     fn an_operator_whose_body_fails_is_an_aicore_exception_naming_it() {
         use braid_backend_sim::{host_op, SimBackend};
         use braid_stream_core::CustomOp;

@@ -76,8 +76,9 @@ pub struct SimConfig {
     /// `SimBackend::launch_collective` (the hal's collective extension).
     pub collective_timeout: Duration,
     /// How long a wait on an event opened from another process ([`crate::ipc`]) blocks the
-    /// host for the exporter to pass the record, before failing with ACL's 507047
-    /// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`. 60 s by default. A node's timeout is its first
+    /// host thread for the exporter to pass the record, before failing with ACL's 507047
+    /// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`. 60 s by default. An exporter that has ended fails
+    /// the wait at once (`IpcError::ExporterEnded`, naming it). A node's timeout is its first
     /// device's.
     pub ipc_timeout: Duration,
     /// Workspace each built-in kernel launch asks for; `None` (the default): none, as the
