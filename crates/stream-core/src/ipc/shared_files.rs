@@ -216,7 +216,10 @@ fn free_bytes(file: &File) -> u64 {
     }
     // SAFETY: written by the successful call above.
     let stat = unsafe { stat.assume_init() };
-    u64::from(stat.f_bavail).saturating_mul(u64::from(stat.f_frsize))
+    // Narrower than u64 on some targets.
+    #[allow(clippy::useless_conversion)]
+    let (blocks, block) = (u64::from(stat.f_bavail), u64::from(stat.f_frsize));
+    blocks.saturating_mul(block)
 }
 
 #[cfg(not(unix))]
