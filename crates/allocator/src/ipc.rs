@@ -17,10 +17,10 @@
 //!
 //! Its file cannot crash a process, and does not outlive its exporter's: it is created with
 //! its bytes reserved (a directory without room refuses the export with
-//! [`IpcError::NoSpace`](braid_stream_core::IpcError::NoSpace), naming it and
+//! [`IpcError::NoSpace`], naming it and
 //! [`REFS_DIR_ENV`]), opened only when it is a regular file of its full length (else
-//! [`IpcError::BadFile`](braid_stream_core::IpcError::BadFile)), and an import of an exporter
-//! that ended is [`IpcError::ExporterEnded`](braid_stream_core::IpcError::ExporterEnded). The
+//! [`IpcError::BadFile`]), and an import of an exporter
+//! that ended is [`IpcError::ExporterEnded`]. The
 //! counters that ended exporters left behind (a crash, a process that never dropped its
 //! shared buffers) are removed by the first export of each later process.
 
