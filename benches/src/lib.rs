@@ -10,8 +10,9 @@
 //!
 //! ACL is opened as [`braid::acl_device`] opens it: `$BRAID_ACL_LIB`, then CANN under
 //! `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, then `libascendcl.so` on the loader path, and
-//! only where none is there, `libbraid_acl_sim.so` beside the bench executable (in
-//! `target/release/deps/` once `cargo build --release -p braid-cli` has built it). On an
+//! only where none of these is set or there, `libbraid_acl_sim.so` beside the bench
+//! executable (in `target/release/deps/` once `cargo build --release -p braid-cli` has built
+//! it); a CANN home without the library is an error naming it. On an
 //! Atlas A2/A3 machine with CANN's environment sourced, `cargo bench -p braid-benches
 //! --features acl` therefore measures the hardware; the first line of each bench names the
 //! library. Where ACL is selected but cannot be opened (or the `acl` feature is off), those
