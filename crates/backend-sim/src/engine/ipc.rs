@@ -51,12 +51,24 @@ impl Engine {
         Ok(key)
     }
 
-    /// Takes back the bytes of `range` (at `offset` in allocation `base` of device `dev`)
-    /// from the closed exports that share them and that no process imports any more (their
-    /// files give their bytes back), so that the range may be shared anew: a block the
-    /// caching allocator shared, freed when its export closed, and hands out again. The
-    /// simulator shares a byte through one file at a time, so a range an open export shares,
-    /// or one a closed export's importers still map, is refused, saying what to do.
+    /// Takes the bytes of the closed exports that no process imports any more back from
+    /// their files (whose room in the directory goes with the last map of them).
+    fn ipc_reclaim_unimported(&mut self) {
+        let (back, kept): (Vec<MemExport>, Vec<MemExport>) = std::mem::take(&mut self.ipc.closed)
+            .into_iter()
+            .partition(|e| e.file.imports() == 0);
+        self.ipc.closed = kept;
+        for e in back {
+            self.memories[e.device].unshare_range(e.base, e.offset);
+            tracing::debug!(key = %e.file.key(), "sim IPC bytes of a closed export taken back");
+        }
+    }
+
+    /// Makes `range` (at `offset` in allocation `base` of device `dev`) free to share anew
+    /// (a block the caching allocator shared, freed when its export closed, and hands out
+    /// again): the closed exports that no process imports any more give their bytes back.
+    /// The simulator shares a byte through one file at a time, so a range an open export
+    /// shares, or one a closed export's importers still map, is refused, saying what to do.
     fn ipc_reclaim(
         &mut self,
         dev: usize,
@@ -87,14 +99,7 @@ impl Engine {
                 e.file.imports()
             )));
         }
-        let (back, kept): (Vec<MemExport>, Vec<MemExport>) = std::mem::take(&mut self.ipc.closed)
-            .into_iter()
-            .partition(|e| e.overlaps(dev, base, offset, len));
-        self.ipc.closed = kept;
-        for e in back {
-            self.memories[dev].unshare_range(base, e.offset);
-            tracing::debug!(key = %e.file.key(), "sim IPC bytes of a closed export taken back");
-        }
+        self.ipc_reclaim_unimported();
         Ok(())
     }
 
@@ -119,7 +124,9 @@ impl Engine {
         file.allow(pids)
     }
 
-    /// Opens `file` for an import by this process, checking the rules.
+    /// Opens `file` for an import by this process, checking the rules. An import of memory
+    /// is counted in the file before it returns (the caller counts it out if it fails later):
+    /// an export closed meanwhile is refused here, or its exporter sees the import.
     fn open_import(&self, key: &str, kind: Kind) -> Result<SharedFile, HalError> {
         if self.ipc.exported_here(key) {
             return Err(invalid(format!(
@@ -133,6 +140,15 @@ impl Engine {
                 "process {me} is not on the allow-list of {key:?}: the exporter (process {}) must add it first (aclrtIpcMemSetImportPid, Device::ipc_allow_pids)",
                 file.exporter()
             )));
+        }
+        if kind == Kind::Memory {
+            file.add_import();
+            if !file.is_open() {
+                file.remove_import();
+                return Err(invalid(format!(
+                    "the export {key:?} was closed by its exporter: ask the exporting process for a current key"
+                )));
+            }
         }
         Ok(file)
     }
@@ -148,12 +164,13 @@ impl Engine {
         }
         let file = self.open_import(key, Kind::Memory)?;
         let size = file.size();
-        let map = file.map_data()?;
-        let ptr = self.memories[self.cur].import_segment(size, map)?;
+        let imported = file
+            .map_data()
+            .and_then(|map| self.memories[self.cur].import_segment(size, map));
+        let ptr = imported.inspect_err(|_| file.remove_import())?;
         if self.lifetimes {
             self.sanitizer.segment_alloc(ptr.0, size);
         }
-        file.add_import();
         tracing::debug!(%key, %ptr, size, "sim IPC memory imported");
         self.ipc.imports.insert(
             key.to_string(),
@@ -187,8 +204,9 @@ impl Engine {
         if let Some(export) = self.ipc.exports.remove(key) {
             export.file.close();
             tracing::debug!(%key, imports = export.file.imports(), "sim IPC export closed");
-            // Its importers keep sharing the bytes until the range is shared anew.
+            // Its importers keep sharing the bytes; with none, they come back at once.
             self.ipc.closed.push(export);
+            self.ipc_reclaim_unimported();
             return Ok(());
         }
         Err(invalid(format!(
@@ -386,15 +404,17 @@ impl Engine {
         let file = self.open_import(&key, Kind::Memory)?;
         let size = file.size();
         let dev = self.cur;
-        let handle = self.memories[dev].alloc_physical(size)?;
+        let handle = self.memories[dev]
+            .alloc_physical(size)
+            .inspect_err(|_| file.remove_import())?;
         let shared = file
             .map_data()
             .and_then(|map| self.memories[dev].share_physical(handle, map));
         if let Err(e) = shared {
             let _ = self.memories[dev].free_physical(handle);
+            file.remove_import();
             return Err(e);
         }
-        file.add_import();
         self.ipc.physical.insert(
             (dev, handle),
             PhysicalShare {

@@ -256,16 +256,20 @@ impl SharedFile {
         self.exporter
     }
 
-    /// Whether the exporter closed it.
-    #[cfg(test)]
-    pub(crate) fn is_closed(&self) -> bool {
-        self.load32(STATE) == CLOSED
+    /// Closes it (no new import) and removes its name; processes that mapped it keep it.
+    ///
+    /// With [`SharedFile::add_import`] and [`SharedFile::is_open`] (all sequentially
+    /// consistent), a close and an import racing it agree: the closer sees the import in
+    /// [`SharedFile::imports`] after closing, or the importer sees the close after counting
+    /// itself in (and gives up).
+    pub(crate) fn close(&self) {
+        self.atomic32(STATE).store(CLOSED, Ordering::SeqCst);
+        let _ = std::fs::remove_file(&self.path);
     }
 
-    /// Closes it (no new import) and removes its name; processes that mapped it keep it.
-    pub(crate) fn close(&self) {
-        self.store32(STATE, CLOSED);
-        let _ = std::fs::remove_file(&self.path);
+    /// Whether its exporter has not closed it (see [`SharedFile::close`]).
+    pub(crate) fn is_open(&self) -> bool {
+        self.atomic32(STATE).load(Ordering::SeqCst) == OPEN
     }
 
     /// Adds `pids` to the allow-list.
@@ -298,7 +302,7 @@ impl SharedFile {
 
     /// Counts one more open import; returns the count.
     pub(crate) fn add_import(&self) -> u32 {
-        self.atomic32(IMPORTS).fetch_add(1, Ordering::AcqRel) + 1
+        self.atomic32(IMPORTS).fetch_add(1, Ordering::SeqCst) + 1
     }
 
     /// Counts one import fewer.
@@ -312,7 +316,7 @@ impl SharedFile {
 
     /// Open imports.
     pub(crate) fn imports(&self) -> u32 {
-        self.atomic32(IMPORTS).load(Ordering::Acquire)
+        self.atomic32(IMPORTS).load(Ordering::SeqCst)
     }
 
     /// An event: one more generation recorded; returns it.
@@ -389,7 +393,7 @@ mod tests {
         assert_eq!(b.add_import(), 1);
         assert_eq!(a.imports(), 1);
         a.close();
-        assert!(b.is_closed());
+        assert!(!b.is_open());
         let err = SharedFile::open(&k, Kind::Memory).unwrap_err();
         assert!(err.to_string().contains("no export has key"), "{err}");
         assert!(SharedFile::open("../etc/passwd", Kind::Memory).is_err());
