@@ -9,7 +9,7 @@
 #
 #   BRAID_TORCH_NPU_VENV   where the environment lives
 #                          (default: ${XDG_CACHE_HOME:-$HOME/.cache}/braid/torch-npu-venv;
-#                          never inside the repository: it is about 6.3 GB)
+#                          never inside the repository: it is about 5.8 GB)
 #   BRAID_PYTHON           the interpreter to build it from (default: python3.11; the
 #                          torch_npu 2.14.0 wheel is cp311)
 #
@@ -96,7 +96,7 @@ else
         echo "torch_npu_env: $venv exists and is not a virtual environment: it is never removed (set BRAID_TORCH_NPU_VENV to another directory)" >&2
         exit 1
     fi
-    echo "torch_npu_env: preparing $venv (a few minutes, about 6.3 GB)" >&2
+    echo "torch_npu_env: preparing $venv (a few minutes, about 5.8 GB)" >&2
     rm -rf "$venv"
     "$python" -m venv "$venv"
     # No download cache: the machine's disk is the environment's, once.

@@ -21,7 +21,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from setuptools import setup
+from setuptools import Distribution, setup
 from setuptools.command.bdist_wheel import bdist_wheel
 from setuptools.command.build_py import build_py
 
@@ -92,13 +92,16 @@ class BuildPy(build_py):
         build_shim(lib / "libbraid_keyset_shim.so")
 
 
+class BinaryDistribution(Distribution):
+    """A distribution with platform files (the libraries), installed as such."""
+
+    def has_ext_modules(self):
+        return True
+
+
 class BdistWheel(bdist_wheel):
     """A platform wheel (it holds Linux libraries) for any Python 3 (none of them uses
     Python's ABI)."""
-
-    def finalize_options(self):
-        super().finalize_options()
-        self.root_is_pure = False
 
     def get_tag(self):
         _, _, platform = super().get_tag()
@@ -111,6 +114,7 @@ scratch.mkdir(parents=True, exist_ok=True)
 setup(
     # The crate's version: one number for the library and its wheel.
     version=next(p["version"] for p in META["packages"] if p["name"] == CRATE),
+    distclass=BinaryDistribution,
     cmdclass={"build_py": BuildPy, "bdist_wheel": BdistWheel},
     options={
         "build": {"build_base": str(scratch / "build")},
