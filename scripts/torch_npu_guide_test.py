@@ -1,28 +1,30 @@
 #!/usr/bin/env python3
 """Runs the torch_npu chapter of the guide (docs/guide/torch-npu.md) as printed, on a fresh
-account, and checks every sample it shows against the run.
+account, from the install on, and checks every sample it shows against the run.
 
     python3 scripts/torch_npu_guide_test.py [CHAPTER]
 
-The chapter's fenced blocks, in order:
+Every fenced block of the chapter is one of these kinds (the guide's conventions,
+docs/guide/README.md), taken in order; any other kind is an error:
 
-- ```sh: commands, run as printed by bash (``set -euo pipefail``), each block starting where
-  the previous one left off (working directory and exported variables, so ``. venv/bin/activate``
-  lasts);
+- ```sh: commands, run as printed by bash (``set -euo pipefail``);
 - ```python FILE: a program the commands run, written to FILE first;
-- ```text right after a ```sh block: lines its output (stdout and stderr) must show, in order
-  (other lines may come between; ``...`` in a line stands for any text);
-- ```json FILE: FILE as it is at that point, abridged: every key shown is there with the value
-  shown, and a list's items shown are found among its items, in order;
-- any other block (```rust, ```console, ...) is prose, not run.
+- ```console torch_npu: a transcript: each ``$ `` line is a command (a backslash at its end
+  continues it), the lines after it what it prints on stdout (stderr, with progress and
+  warnings, is not compared); ``[..]`` in a line stands for any text within it, and a line
+  ``...`` for any number of lines;
+- ```json FILE: FILE as the commands before the block left it, abridged: an object shows some
+  of its keys, ``"..."`` stands for any value (as an item of a list: for any number of items),
+  and ``[..]`` in a string for any text within it.
 
-The account is fresh: HOME is a new scratch directory, with ``~/braid`` a link to this
-checkout (the chapter builds the wheel from "your clone of braid at ~/braid"), and nothing of
-braid-acl-sim or a Python environment is set. Not fresh, so that a run takes minutes and not
-a 3 GB download each time: pip's download cache
-(``${XDG_CACHE_HOME:-~/.cache}/braid/guide-pip-cache`` of the real account, about 3 GB), and
-the toolchains' homes (rustup, cargo, pyenv), which HOME would otherwise move. Each block's
-time is printed, for the chapter's "how long it takes".
+Commands run one after another as in one shell: each starts where the one before left off
+(working directory, exported variables, so ``. venv/bin/activate`` lasts). The account is
+fresh: HOME is a new scratch directory, with ``~/braid`` a link to this checkout (the chapter
+builds the wheel from "your clone of braid at ~/braid"), and nothing of braid-acl-sim or of a
+Python environment is set. Not fresh, so that a run takes minutes and not a 3 GB download each
+time: pip's download cache (``${XDG_CACHE_HOME:-~/.cache}/braid/guide-pip-cache`` of the real
+account), and the toolchains' homes (rustup, cargo, pyenv), which HOME would otherwise move.
+Each command's time is printed, for the chapter's "how long it takes".
 """
 
 import json
@@ -36,7 +38,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-FENCE = re.compile(r"^```(\S*)[ \t]*(\S*)[ \t]*$")
+FENCE = re.compile(r"^```(\S+)(.*)$")
 
 
 class GuideError(Exception):
@@ -44,7 +46,7 @@ class GuideError(Exception):
 
 
 def blocks(text: str):
-    """The fenced blocks: (line number, language, argument, body)."""
+    """The fenced blocks: (line number, language, tags, body lines)."""
     out, lines, i = [], text.splitlines(), 0
     while i < len(lines):
         m = FENCE.match(lines[i])
@@ -56,52 +58,76 @@ def blocks(text: str):
                 i += 1
             if i == len(lines):
                 raise GuideError(f"line {start}: the block never ends")
-            out.append((start, m.group(1), m.group(2), "\n".join(body) + "\n"))
+            out.append((start, m.group(1), m.group(2).split(), body))
         i += 1
     return out
 
 
 def line_matches(pattern: str, line: str) -> bool:
-    parts = [re.escape(p) for p in pattern.split("...")]
+    parts = [re.escape(p) for p in pattern.rstrip().split("[..]")]
     return re.fullmatch(".*".join(parts), line.rstrip()) is not None
 
 
-def check_output(where: str, expected: str, output: str) -> None:
-    lines = output.splitlines()
-    at = 0
-    for want in expected.strip("\n").splitlines():
-        while at < len(lines) and not line_matches(want.rstrip(), lines[at]):
-            at += 1
-        if at == len(lines):
-            raise GuideError(f"{where}: the output lacks {want!r} (in order); it was:\n{output}")
-        at += 1
+def lines_match(expected, actual) -> bool:
+    """Whether the lines ``actual`` are the lines ``expected`` (placeholders as above; blank
+    lines at either end not compared)."""
+
+    def trim(lines):
+        while lines and not lines[0].strip():
+            lines = lines[1:]
+        while lines and not lines[-1].strip():
+            lines = lines[:-1]
+        return lines
+
+    def fits(exp, act):
+        if not exp:
+            return not act
+        if exp[0].strip() == "...":
+            return any(fits(exp[1:], act[skip:]) for skip in range(len(act) + 1))
+        return bool(act) and line_matches(exp[0], act[0]) and fits(exp[1:], act[1:])
+
+    return fits(trim(list(expected)), trim(list(actual)))
 
 
-def subset(shown, actual, path="") -> None:
-    """Raises unless ``actual`` has everything ``shown`` has (see the module's doc)."""
+def json_fits(shown, actual) -> bool:
+    """Whether ``actual`` has what ``shown`` shows (see the module's doc)."""
+    if shown == "...":
+        return True
     if isinstance(shown, dict):
-        if not isinstance(actual, dict):
-            raise GuideError(f"{path or '/'}: shown an object, found {actual!r}")
-        for key, value in shown.items():
-            if key not in actual:
-                raise GuideError(f"{path}/{key}: shown, but not in the file")
-            subset(value, actual[key], f"{path}/{key}")
-    elif isinstance(shown, list):
+        return isinstance(actual, dict) and all(
+            k in actual and json_fits(v, actual[k]) for k, v in shown.items()
+        )
+    if isinstance(shown, list):
         if not isinstance(actual, list):
-            raise GuideError(f"{path}: shown a list, found {actual!r}")
-        at = 0
-        for i, item in enumerate(shown):
-            while at < len(actual):
-                try:
-                    subset(item, actual[at], f"{path}[{at}]")
-                    break
-                except GuideError:
-                    at += 1
-            else:
-                raise GuideError(f"{path}: item {i} shown, {json.dumps(item)}, is not in the file (in order)")
-            at += 1
-    elif shown != actual:
-        raise GuideError(f"{path}: shown {shown!r}, the file has {actual!r}")
+            return False
+        if not shown:
+            return not actual
+        if shown[0] == "...":
+            return any(json_fits(shown[1:], actual[skip:]) for skip in range(len(actual) + 1))
+        return bool(actual) and json_fits(shown[0], actual[0]) and json_fits(shown[1:], actual[1:])
+    if isinstance(shown, str) and "[..]" in shown:
+        return isinstance(actual, str) and line_matches(shown, actual)
+    return shown == actual
+
+
+def commands(body):
+    """The ``$ `` commands of a transcript, each with the lines it prints."""
+    out, pending = [], None
+    for line in body:
+        if pending is not None:
+            pending += "\n" + line
+        elif line.startswith("$ "):
+            pending = line[2:]
+        else:
+            if not out:
+                raise GuideError(f"output before any command: {line!r}")
+            out[-1][1].append(line)
+            continue
+        if pending.endswith("\\"):
+            continue
+        out.append((pending, []))
+        pending = None
+    return out
 
 
 def fresh_account(scratch: Path) -> dict:
@@ -127,62 +153,84 @@ def fresh_account(scratch: Path) -> dict:
     return env
 
 
+class Shell:
+    """Commands run one after another as in one shell session (see the module's doc)."""
+
+    def __init__(self, home: Path, env: dict):
+        self.env = env
+        self.state = home / ".guide-state"
+        self.state.mkdir()
+        (self.state / "cwd").write_text(str(home))
+        (self.state / "env.sh").write_text("")
+
+    @property
+    def cwd(self) -> Path:
+        return Path((self.state / "cwd").read_text().strip())
+
+    def run(self, where: str, commands: str) -> str:
+        """Runs ``commands``; returns their stdout, or raises naming ``where`` when one fails."""
+        script = (
+            "set -euo pipefail\n"
+            f'cd "$(cat {self.state}/cwd)"\n'
+            f". {self.state}/env.sh\n"
+            f"{commands}\n"
+            f"pwd >{self.state}/cwd\n"
+            f"export -p >{self.state}/env.sh\n"
+        )
+        started = time.monotonic()
+        proc = subprocess.run(
+            ["bash", "-c", script], env=self.env, capture_output=True, text=True
+        )
+        print(f"== {where} ({time.monotonic() - started:.1f} s)\n{commands}", flush=True)
+        if proc.returncode != 0:
+            raise GuideError(
+                f"{where}: exit {proc.returncode}\n--- stdout\n{proc.stdout}--- stderr\n{proc.stderr}"
+            )
+        return proc.stdout
+
+
 def run(chapter: Path) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="braid-guide-"))
     try:
         (scratch / "braid").symlink_to(ROOT)
-        state = scratch / ".guide-state"
-        state.mkdir()
-        (state / "cwd").write_text(str(scratch))
-        (state / "env.sh").write_text("")
-        env = fresh_account(scratch)
-        last_output = None
-        for line, language, argument, body in blocks(chapter.read_text()):
+        shell = Shell(scratch, fresh_account(scratch))
+        for line, language, tags, body in blocks(chapter.read_text()):
             where = f"{chapter.name}:{line}"
-            if language == "python":
-                if not argument:
-                    raise GuideError(f"{where}: a python block names its file (```python prog.py)")
-                cwd = Path((state / "cwd").read_text())
-                (cwd / argument).write_text(body)
-            elif language == "sh":
-                script = (
-                    "set -euo pipefail\n"
-                    f'cd "$(cat {state}/cwd)"\n'
-                    f". {state}/env.sh\n"
-                    f"{body}"
-                    f"pwd >{state}/cwd\n"
-                    f"export -p >{state}/env.sh\n"
-                )
-                started = time.monotonic()
-                proc = subprocess.run(
-                    ["bash", "-c", script],
-                    env=env,
-                    stdout=subprocess.PIPE,
-                    stderr=subprocess.STDOUT,
-                    text=True,
-                )
-                seconds = time.monotonic() - started
-                print(f"== {where} ({seconds:.1f} s)\n{body.rstrip()}", flush=True)
-                if proc.returncode != 0:
-                    raise GuideError(f"{where}: exit {proc.returncode}; output:\n{proc.stdout}")
-                last_output = (where, proc.stdout)
-                continue
-            elif language == "text" and last_output is not None:
-                check_output(f"{where} (after {last_output[0]})", body, last_output[1])
-            elif language == "json" and argument:
-                cwd = Path((state / "cwd").read_text())
+            if language == "sh" and not tags:
+                shell.run(where, "\n".join(body))
+            elif language == "python" and len(tags) == 1:
+                (shell.cwd / tags[0]).write_text("\n".join(body) + "\n")
+            elif language == "console" and tags == ["torch_npu"]:
+                for command, expected in commands(body):
+                    printed = shell.run(where, command)
+                    if not lines_match(expected, printed.splitlines()):
+                        raise GuideError(
+                            f"{where}: `{command}` printed\n{printed}where the guide says\n"
+                            + "\n".join(expected)
+                        )
+            elif language == "json" and len(tags) == 1:
                 try:
-                    shown = json.loads(body)
+                    shown = json.loads("\n".join(body))
                 except json.JSONDecodeError as e:
                     raise GuideError(f"{where}: the block is not JSON: {e}") from None
-                subset(shown, json.loads((cwd / argument).read_text()), argument)
-            last_output = None
-        venv_sizes = subprocess.run(
-            ["du", "-sh", *[str(p) for p in scratch.iterdir() if (p / "pyvenv.cfg").exists()]],
-            capture_output=True,
-            text=True,
-        ).stdout
-        print(f"== the chapter's environments on disk:\n{venv_sizes}", end="")
+                written = shell.cwd / tags[0]
+                if not written.exists():
+                    raise GuideError(f"{where}: no command wrote {tags[0]}")
+                actual = json.loads(written.read_text())
+                if not json_fits(shown, actual):
+                    raise GuideError(
+                        f"{where}: {tags[0]} is\n{json.dumps(actual, indent=1)}\nwhere the "
+                        f"guide shows\n{json.dumps(shown, indent=1)}"
+                    )
+            else:
+                raise GuideError(
+                    f"{where}: a ```{' '.join([language, *tags])} block: not a kind this test "
+                    "runs or checks (see its doc)"
+                )
+        venvs = [str(p) for p in scratch.iterdir() if (p / "pyvenv.cfg").exists()]
+        if venvs:
+            sizes = subprocess.run(["du", "-sh", *venvs], capture_output=True, text=True)
+            print(f"== the chapter's environments on disk:\n{sizes.stdout}", end="")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 
