@@ -31,6 +31,9 @@ for attempt in 1 2 3; do
     fi
 done
 
+# The suite's test of scripts/torch_npu_env.sh reads which environment it runs in.
+export BRAID_TORCH_NPU_VENV="$venv"
+
 target=${CARGO_TARGET_DIR:-target}
 layer="$target/torch-npu-venv"
 shared_site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_path("purelib"))')
