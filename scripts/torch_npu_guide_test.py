@@ -19,12 +19,12 @@ docs/guide/README.md), taken in order; any other kind is an error:
 
 Commands run one after another as in one shell: each starts where the one before left off
 (working directory, exported variables, so ``. venv/bin/activate`` lasts). The account is
-fresh: HOME is a new scratch directory, with ``~/braid`` a link to this checkout (the chapter
-builds the wheel from "your clone of braid at ~/braid"), and nothing of braid-acl-sim or of a
-Python environment is set. Not fresh, so that a run takes minutes and not a 3 GB download each
-time: pip's download cache (``${XDG_CACHE_HOME:-~/.cache}/braid/guide-pip-cache`` of the real
-account), and the toolchains' homes (rustup, cargo, pyenv), which HOME would otherwise move.
-Each command's time is printed, for the chapter's "how long it takes".
+fresh: HOME is a new scratch directory (pip's cache too, so the packages are downloaded from
+the registry as a new user's are, about 3 GB), with ``~/braid`` a link to this checkout (the
+chapter builds the wheel from "your clone of braid at ~/braid"), and nothing of braid-acl-sim
+or of a Python environment is set. Only the toolchains stay where they are installed (rustup,
+cargo, pyenv, which HOME would otherwise move), and cargo reuses this checkout's build. Each
+command's time is printed, for the chapter's "how long it takes".
 """
 
 import json
@@ -133,7 +133,6 @@ def commands(body):
 def fresh_account(scratch: Path) -> dict:
     """The environment of a new account whose home is ``scratch``."""
     real_home = Path.home()
-    cache = Path(os.environ.get("XDG_CACHE_HOME") or real_home / ".cache")
     env = {
         k: v
         for k, v in os.environ.items()
@@ -141,7 +140,6 @@ def fresh_account(scratch: Path) -> dict:
         and k not in ("LD_LIBRARY_PATH", "XDG_CACHE_HOME", "PIP_CACHE_DIR")
     }
     env["HOME"] = str(scratch)
-    env["PIP_CACHE_DIR"] = str(cache / "braid" / "guide-pip-cache")
     # The toolchains stay where they are installed.
     for variable, default in (
         ("RUSTUP_HOME", ".rustup"),

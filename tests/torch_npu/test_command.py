@@ -172,3 +172,23 @@ def test_a_directory_in_the_way_is_reported_never_replaced(tmp_path):
     assert f"braid-acl-sim: {made} exists and does not link CANN's names" in proc.stderr
     assert (made / "libhccl.so").readlink() == Path("/nonexistent/libhccl.so")
     assert [p.name for p in (tmp_path / "braid-acl-sim").iterdir()] == [made.name]
+
+
+def test_a_reinstall_reuses_its_directory_and_a_removed_installation_s_is_removed(tmp_path):
+    env = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    installed = tmp_path / "site" / "libbraid_acl_sim.so"
+    installed.parent.mkdir()
+    installed.write_bytes(LIBRARY.read_bytes())
+    first = cann_dir(library=installed, env=env)
+    installed.write_bytes(LIBRARY.read_bytes() + b"\0")  # a reinstall: another file, one path
+    assert cann_dir(library=installed, env=env) == first
+    kept = cann_dir(env=env)  # the suite's installation: another path, another directory
+    assert kept != first
+    installed.unlink()  # uninstalled
+    other = tmp_path / "other" / "libbraid_acl_sim.so"
+    other.parent.mkdir()
+    other.write_bytes(b"another installation")
+    made = cann_dir(library=other, env=env)
+    assert sorted(p.name for p in (tmp_path / "cache" / "braid-acl-sim").iterdir()) == sorted(
+        [kept.name, made.name]
+    )

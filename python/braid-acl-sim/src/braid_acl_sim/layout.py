@@ -5,8 +5,10 @@ Links rather than copies matter: the dynamic loader opens a file reached under s
 once (it compares device and inode), so ``libascendcl.so``, ``libhccl.so`` and ``libopapi.so``
 are one library with one simulated runtime, and an HCCL call sees the streams ACL made. A wheel
 cannot hold links, so they are made at the first run, in the user's cache directory
-(``${XDG_CACHE_HOME:-~/.cache}/braid-acl-sim/cann-<key>``, the key naming the installed
-library), and reused by every later run of the same installation.
+(``${XDG_CACHE_HOME:-~/.cache}/braid-acl-sim/cann-<key>``, the key naming where the library is
+installed), and reused by every later run of that installation, a reinstall's included (the
+links name the file's path). The directory of an installation that is gone (its links lead
+nowhere) is removed when another is made.
 """
 
 import hashlib
@@ -50,6 +52,14 @@ def _complete(directory: Path, library: Path) -> bool:
     )
 
 
+def _remove_abandoned(root: Path) -> None:
+    """Removes the link directories whose library is gone (uninstalled)."""
+    for directory in root.glob("cann-*"):
+        links = list(directory.iterdir()) if directory.is_dir() else []
+        if links and all(link.is_symlink() and not link.exists() for link in links):
+            shutil.rmtree(directory, ignore_errors=True)
+
+
 def cann_dir(library: Path = LIBRARY, env=os.environ) -> Path:
     """The directory of CANN-named links to ``library``, made when missing. Safe when several
     runs start at once: each builds under a private name and renames; the first rename wins
@@ -57,12 +67,12 @@ def cann_dir(library: Path = LIBRARY, env=os.environ) -> Path:
     library = library.resolve()
     if not library.is_file():
         raise LayoutError(f"{library} is missing: reinstall braid-acl-sim")
-    stat = library.stat()
-    key = hashlib.sha256(f"{library}\0{stat.st_size}\0{stat.st_mtime_ns}".encode()).hexdigest()
+    key = hashlib.sha256(str(library).encode()).hexdigest()
     root = cache_root(env)
     final = root / f"cann-{key[:16]}"
     if _complete(final, library):
         return final
+    _remove_abandoned(root)
     try:
         root.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=".cann-", dir=root))
