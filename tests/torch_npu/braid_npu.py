@@ -1,27 +1,23 @@
 """What the torch_npu suite and its child programs share.
 
-The suite runs the unmodified torch_npu 2.14 wheel on braid-acl-sim, laid out as CANN's
-libraries by ``braid acl-sim install`` (``scripts/torch_npu_tests.sh`` prepares everything and
-runs pytest). Two things must happen before ``import torch``:
-
-- the test-environment workaround ``keyset_shim.cpp`` is loaded (see its header: the
-  registry's CUDA build of torch and torch_npu register the same allocator keys); it is
-  compiled once with the system's C++ compiler into a cache directory;
-- ``LD_LIBRARY_PATH`` names the install directory, which only the process's environment at
-  start can do: the runner sets it.
+The suite runs the unmodified torch_npu 2.14 wheel on braid-acl-sim through braid-acl-sim's
+Python package, as a user does: ``braid-acl-sim run python -m pytest tests/torch_npu``
+(``scripts/torch_npu_tests.sh`` builds and installs the wheel and runs that). The command sets
+the environment every process of the run inherits: ``LD_LIBRARY_PATH`` leads to CANN's library
+names linked to braid-acl-sim, and ``PYTHONPATH`` to the ``sitecustomize`` that loads the
+workaround for the registry's CUDA build of torch before anything imports it. A child program
+started with the suite's environment (``child_env``) runs on braid-acl-sim too.
 """
 
-import ctypes
 import json
 import os
-import shutil
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-SHIM_SOURCE = HERE / "keyset_shim.cpp"
+#: The wheel's command, installed beside the suite's Python.
+COMMAND = Path(sys.executable).parent / "braid-acl-sim"
 
 #: The environment variables of braid-acl-sim.
 RACE_REPORT_ENV = "BRAID_ACL_SIM_RACE_REPORT"
@@ -30,39 +26,52 @@ ERROR_LOG_ENV = "BRAID_ACL_SIM_ERROR_LOG"
 COLLECTIVE_TIMEOUT_ENV = "BRAID_ACL_SIM_COLLECTIVE_TIMEOUT_MS"
 
 
-def _cache_dir() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    return Path(os.environ.get("BRAID_TORCH_NPU_SHIM_DIR", os.path.join(base, "braid")))
-
-
-def shim_path() -> Path:
-    """The compiled workaround, built when missing or older than its source."""
-    out = _cache_dir() / "keyset_shim.so"
-    if out.exists() and out.stat().st_mtime >= SHIM_SOURCE.stat().st_mtime:
-        return out
-    compiler = next((c for c in ("c++", "g++", "clang++") if shutil.which(c)), None)
-    if compiler is None:
-        raise RuntimeError(
-            "the torch_npu suite needs a C++ compiler (c++, g++ or clang++) to build "
-            f"{SHIM_SOURCE.name}, its test-environment workaround"
-        )
-    out.parent.mkdir(parents=True, exist_ok=True)
-    # Build under a private name, then rename: parallel children never see half a file.
-    fd, tmp = tempfile.mkstemp(dir=out.parent, suffix=".so")
-    os.close(fd)
-    subprocess.run(
-        [compiler, "-O2", "-shared", "-fPIC", "-o", tmp, str(SHIM_SOURCE), "-ldl"],
-        check=True,
+def child_env(changes=None) -> dict:
+    """The suite's environment for a child program, with this directory added to
+    ``PYTHONPATH`` (after what ``braid-acl-sim run`` put there) so that it can ``import
+    braid_npu``; ``changes`` set variables (None removes one)."""
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(
+        [p for p in [env.get("PYTHONPATH")] if p] + [str(HERE)]
     )
-    os.replace(tmp, out)
-    return out
+    for key, value in (changes or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
 
 
-def load_shim() -> None:
-    """Loads the workaround into the global symbol scope; call it before ``import torch``."""
-    if "torch" in sys.modules:
-        raise RuntimeError("load_shim() must run before torch is imported")
-    ctypes.CDLL(str(shim_path()), mode=ctypes.RTLD_GLOBAL)
+def fresh_env(changes=None) -> dict:
+    """The environment of a fresh shell in the suite's virtual environment (activated: its
+    ``bin`` leads ``PATH``): none of what ``braid-acl-sim run`` set for the suite, no
+    braid-acl-sim variable, and ``braid_npu`` importable; ``changes`` as in ``child_env``."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("LD_LIBRARY_PATH", "PYTHONPATH", "BRAID_ACL_LIB")
+        and not k.startswith("BRAID_ACL_SIM_")
+    }
+    env["PATH"] = os.pathsep.join([str(COMMAND.parent), env.get("PATH", "")])
+    env["PYTHONPATH"] = str(HERE)
+    for key, value in (changes or {}).items():
+        if value is None:
+            env.pop(key, None)
+        else:
+            env[key] = value
+    return env
+
+
+def run_command(args, cwd, env=None, timeout=300) -> subprocess.CompletedProcess:
+    """Runs ``braid-acl-sim ARGS...`` from a fresh shell (``fresh_env(env)``) in ``cwd``."""
+    return subprocess.run(
+        [str(COMMAND), *args],
+        cwd=cwd,
+        env=fresh_env(env),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def loaded_cann_library() -> str:

@@ -1,9 +1,10 @@
 """The torch_npu suite's set-up: unmodified torch_npu 2.14 on braid-acl-sim.
 
-Run it with ``scripts/torch_npu_tests.sh`` (it prepares the Python environment, installs
-braid-acl-sim as CANN's libraries and sets ``LD_LIBRARY_PATH``). Tests that need an
-environment of their own (a SoC name, a device count, an allocator configuration, a race
-report) run a child program with ``run_child``.
+Run it with ``scripts/torch_npu_tests.sh``: it prepares the Python environment, builds and
+installs braid-acl-sim's wheel, and runs pytest with the wheel's command, ``braid-acl-sim
+run``, which sets the environment (see ``braid_npu``). Tests that need an environment of their
+own (a SoC name, a device count, an allocator configuration, a race report) run a child
+program with ``run_child``.
 
 When a test fails, the calls braid-acl-sim refused during it (``BRAID_ACL_SIM_ERROR_LOG``)
 are added to the report, so a failure names the ACL or aclnn call that differed from what
@@ -31,12 +32,18 @@ def _installed_dir():
     return None, None
 
 
+def _shim_loaded():
+    with open("/proc/self/maps") as maps:
+        return any("libbraid_keyset_shim.so" in line for line in maps)
+
+
 _DIR, _LIB = _installed_dir()
-if _DIR is None or not _LIB.endswith("libbraid_acl_sim.so"):
+if _DIR is None or not _LIB.endswith("libbraid_acl_sim.so") or not _shim_loaded():
     raise pytest.UsageError(
-        "LD_LIBRARY_PATH must start with a directory laid out by `braid acl-sim install` "
-        "(run the suite through scripts/torch_npu_tests.sh); libascendcl.so resolves to "
-        f"{_LIB!r}"
+        "run the suite with braid-acl-sim's command, `braid-acl-sim run python -m pytest "
+        "tests/torch_npu` (scripts/torch_npu_tests.sh builds and installs it and does): "
+        f"libascendcl.so on LD_LIBRARY_PATH resolves to {_LIB!r}, and the keyset workaround "
+        f"is {'' if _shim_loaded() else 'not '}loaded"
     )
 if os.environ.get("BRAID_ACL_SIM_TIMING_ONLY", "none") != "none":
     raise pytest.UsageError(
@@ -57,7 +64,6 @@ os.environ[braid_npu.ERROR_LOG_ENV] = str(_ERROR_LOG)
 # the timeout sets its own).
 os.environ.setdefault(braid_npu.COLLECTIVE_TIMEOUT_ENV, "60000")
 
-braid_npu.load_shim()
 import torch  # noqa: E402
 import torch_npu  # noqa: E402,F401
 
@@ -83,22 +89,15 @@ def pytest_runtest_makereport(item, call):
 @pytest.fixture
 def run_child(tmp_path):
     """Runs a Python program in a fresh process with the suite's environment plus ``env``
-    (a value of None removes the variable); returns the finished process. The program gets
-    the workaround loaded and ``torch``/``torch_npu`` importable."""
+    (a value of None removes the variable); returns the finished process. The program runs on
+    braid-acl-sim as the suite does, with ``braid_npu`` importable."""
 
     def run(source, env=None, timeout=300):
         script = tmp_path / "program.py"
-        script.write_text("import braid_npu\nbraid_npu.load_shim()\n" + textwrap.dedent(source))
-        child_env = dict(os.environ)
-        child_env["PYTHONPATH"] = os.pathsep.join(
-            [str(braid_npu.HERE)] + [p for p in [os.environ.get("PYTHONPATH")] if p]
+        script.write_text("import braid_npu\n" + textwrap.dedent(source))
+        child_env = braid_npu.child_env(
+            {braid_npu.ERROR_LOG_ENV: str(tmp_path / "child-errors.log"), **(env or {})}
         )
-        child_env[braid_npu.ERROR_LOG_ENV] = str(tmp_path / "child-errors.log")
-        for key, value in (env or {}).items():
-            if value is None:
-                child_env.pop(key, None)
-            else:
-                child_env[key] = value
         return subprocess.run(
             [sys.executable, str(script)],
             env=child_env,

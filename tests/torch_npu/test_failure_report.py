@@ -1,7 +1,6 @@
 """A failing test of the suite names the ACL or aclnn call braid-acl-sim refused during it
 (the suite's report hook, conftest.py, reading BRAID_ACL_SIM_ERROR_LOG)."""
 
-import os
 import subprocess
 import sys
 
@@ -19,8 +18,7 @@ def test_an_integer_add():
 
 def test_a_failure_names_the_call_braid_acl_sim_refused(tmp_path):
     (tmp_path / "test_failing.py").write_text(FAILING_TEST)
-    env = dict(os.environ, PYTHONPATH=str(braid_npu.HERE))
-    env.pop(braid_npu.ERROR_LOG_ENV, None)
+    env = braid_npu.child_env({braid_npu.ERROR_LOG_ENV: None})
     # The suite's conftest, loaded as a plugin, runs a session of one failing test.
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "conftest", "-p", "no:cacheprovider",

@@ -3,7 +3,6 @@ init_process_group('hccl'); several ranks in one process (one thread each, each 
 ProcessGroupHCCL over a shared store); and one process per rank, whose simulators exchange
 the collectives' parts over braid-acl-sim's own TCP stand-in for HCCL's transport."""
 
-import os
 import socket
 import subprocess
 import sys
@@ -116,7 +115,6 @@ def test_a_rank_later_than_the_collective_timeout_is_named_and_stops_the_process
 
 RANK_PROGRAM = """
 import braid_npu
-braid_npu.load_shim()
 import os, sys, torch, torch_npu
 import torch.distributed as dist
 rank = int(sys.argv[1])
@@ -145,7 +143,7 @@ dist.destroy_process_group()
 def test_one_process_per_rank(tmp_path):
     script = tmp_path / "rank.py"
     script.write_text(RANK_PROGRAM)
-    env = dict(os.environ, PYTHONPATH=str(braid_npu.HERE))
+    env = braid_npu.child_env()
     init = f"tcp://127.0.0.1:{free_port()}"
     procs = [
         subprocess.Popen(

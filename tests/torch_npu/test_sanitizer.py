@@ -1,9 +1,11 @@
 """What braid adds for torch_npu users: the simulator's sanitizer and timeline on a torch_npu
-program, from the environment (BRAID_ACL_SIM_RACE_REPORT, BRAID_ACL_SIM_TIMELINE)."""
+program, asked for with the wheel's command from a fresh shell: `braid-acl-sim run
+--race-report races.json --timeline timeline.json python program.py` (the options set
+BRAID_ACL_SIM_RACE_REPORT and BRAID_ACL_SIM_TIMELINE)."""
 
 import json
 
-from braid_npu import child_result
+from braid_npu import child_result, run_command
 
 PROGRAM = """
 import braid_npu, sys, torch, torch_npu
@@ -22,19 +24,20 @@ braid_npu.result([hex(s1.npu_stream), hex(s2.npu_stream)])
 """
 
 
-def run(run_child, tmp_path, racy):
-    report, timeline = tmp_path / "races.json", tmp_path / "timeline.json"
-    source = PROGRAM if not racy else PROGRAM.replace("sys.argv[1:] == []", "False")
-    proc = run_child(
-        source,
-        env={"BRAID_ACL_SIM_RACE_REPORT": str(report), "BRAID_ACL_SIM_TIMELINE": str(timeline)},
+def run(tmp_path, racy):
+    (tmp_path / "program.py").write_text(PROGRAM)
+    proc = run_command(
+        ["run", "--race-report", "races.json", "--timeline", "timeline.json", "python",
+         "program.py"] + (["racy"] if racy else []),
+        cwd=tmp_path,
     )
     s1, s2 = child_result(proc)
+    report, timeline = tmp_path / "races.json", tmp_path / "timeline.json"
     return json.loads(report.read_text()), json.loads(timeline.read_text()), s1, s2
 
 
-def test_a_read_on_one_stream_of_what_another_writes_without_wait_stream_is_reported(run_child, tmp_path):
-    report, _, s1, s2 = run(run_child, tmp_path, racy=True)
+def test_a_read_on_one_stream_of_what_another_writes_without_wait_stream_is_reported(tmp_path):
+    report, _, s1, s2 = run(tmp_path, racy=True)
     assert report["count"] == 1, report
     (race,) = report["reports"]
     assert race["kind"] == "read-write race"
@@ -45,8 +48,8 @@ def test_a_read_on_one_stream_of_what_another_writes_without_wait_stream_is_repo
     assert "aclnnMuls" in race["message"] and "aclnnAdds" in race["message"]
 
 
-def test_the_correct_program_has_no_report_and_a_timeline_with_its_streams(run_child, tmp_path):
-    report, timeline, s1, s2 = run(run_child, tmp_path, racy=False)
+def test_the_correct_program_has_no_report_and_a_timeline_with_its_streams(tmp_path):
+    report, timeline, s1, s2 = run(tmp_path, racy=False)
     assert report == {"tool": "braid-acl-sim sanitizer", "count": 0, "reports": []}
     events = timeline["traceEvents"]
     tracks = {

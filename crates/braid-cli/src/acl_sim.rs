@@ -18,7 +18,9 @@ use std::path::{Path, PathBuf};
 
 /// The file names of the CANN libraries torch_npu 2.14 needs: linked at load time (with
 /// `BIND_NOW`) by its libraries, or opened at run time (`libopapi.so` for aclnn operators,
-/// `libnnopbase.so` for their descriptors).
+/// `libnnopbase.so` for their descriptors). braid-acl-sim's Python package makes the same
+/// names (`CANN_LIBRARY_NAMES` in python/braid-acl-sim/src/braid_acl_sim/layout.py; a test
+/// checks the two lists agree).
 pub const CANN_LIBRARY_NAMES: &[&str] = &[
     "libascendcl.so",
     "libhccl.so",
@@ -257,6 +259,20 @@ mod tests {
         lay_out(&lib, dir).unwrap();
         assert_eq!(std::fs::read(dir.join("libhccl.so")).unwrap(), b"second");
         std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn the_python_package_links_the_same_cann_names() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../python/braid-acl-sim/src/braid_acl_sim/layout.py");
+        let source = std::fs::read_to_string(&path).unwrap();
+        let list = source
+            .split("CANN_LIBRARY_NAMES = (")
+            .nth(1)
+            .and_then(|rest| rest.split(')').next())
+            .unwrap_or_else(|| panic!("{} has no CANN_LIBRARY_NAMES tuple", path.display()));
+        let names: Vec<&str> = list.split('"').skip(1).step_by(2).collect();
+        assert_eq!(names, CANN_LIBRARY_NAMES);
     }
 
     #[test]

@@ -1,5 +1,6 @@
-// Test-environment workaround for the registry's CUDA build of torch 2.14 (not part of braid,
-// not needed with a CPU-only torch build).
+// Lets the registry's CUDA build of torch 2.14 and torch_npu load into one process. Shipped in
+// braid-acl-sim's wheel and loaded by `braid-acl-sim run` into every Python it starts (see
+// braid_acl_sim/preload/sitecustomize.py); not needed with a CPU-only torch build.
 //
 // torch's libc10_cuda.so and torch_npu's libtorch_npu.so both register their allocator
 // configuration keys ('pinned_reserve_segment_size_mb', 'per_process_memory_fraction', ...)
@@ -7,9 +8,10 @@
 // and the registration (inlined into each library) aborts on a duplicate key, so torch_npu
 // cannot be imported next to the CUDA library. This library, loaded with RTLD_GLOBAL before
 // torch, interposes getMutableKeys(): a call from libc10_cuda.so gets a private set of its
-// own, every other caller the real one (libc10.so's). No CUDA code
-// runs in the tests, so the CUDA library's keys are never parsed. libc10.so is loaded
-// privately (as a dependency of torch._C), so the real function is looked up in it by name.
+// own, every other caller the real one (libc10.so's). No CUDA code runs on braid-acl-sim, so
+// the CUDA library's keys are never parsed. libc10.so is loaded privately (as a dependency of
+// torch._C), so the real function is looked up in it by name. (LD_PRELOAD would do the same,
+// but torch_npu changes how it finds CANN's functions when LD_PRELOAD is set.)
 #include <dlfcn.h>
 
 #include <cstdlib>
