@@ -1,0 +1,355 @@
+//! The README's and the guide's blocks that are not Rust (docs/guide/README.md says the rules
+//! every block follows): every `console` block is run here as printed and its output compared,
+//! every `sh` command is accounted for in [`NOT_RUN`], and every other block has a kind some
+//! test checks. The Rust blocks are doctests of the `braid` crate (`braid::guide`); the
+//! torch_npu chapter's Python programs run in the torch_npu suite
+//! (`tests/torch_npu/test_guide.py`).
+
+mod blocks;
+mod matching;
+
+use blocks::{blocks, transcript, words, Block};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// The repository's root.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The guide's chapter files (`NN-name.md`), in order.
+fn chapters() -> Vec<PathBuf> {
+    let mut files: Vec<PathBuf> = std::fs::read_dir(root().join("docs/guide"))
+        .expect("docs/guide")
+        .map(|e| e.expect("an entry").path())
+        .filter(|p| {
+            let name = p.file_name().unwrap().to_string_lossy();
+            name.ends_with(".md") && name.as_bytes()[0].is_ascii_digit()
+        })
+        .collect();
+    files.sort();
+    files
+}
+
+/// The files whose blocks are checked: the README, the guide's index and its chapters.
+fn documents() -> Vec<PathBuf> {
+    let mut files = vec![root().join("README.md"), root().join("docs/guide/README.md")];
+    files.extend(chapters());
+    files
+}
+
+fn all_blocks() -> Vec<Block> {
+    documents().iter().flat_map(|f| blocks(f)).collect()
+}
+
+/// Commands of `sh` blocks, which this test does not run, each with who runs it instead or why
+/// it cannot run here. A command of an `sh` block must start with one of these; an entry no
+/// command starts with is an error too.
+const NOT_RUN: &[(&str, &str)] = &[
+    (
+        "cargo test --workspace",
+        ".ci/run runs it (this test is one of the tests it runs)",
+    ),
+    (
+        "cargo test -p braid --test fault_soak",
+        "the fault soak test itself checks the chapter's sample against its run",
+    ),
+    (
+        "cargo test --release -p braid --test fault_soak -- --ignored",
+        "a million operations, minutes long: run by hand",
+    ),
+    (
+        "cargo test -p braid-conformance --features model-check --test model_check",
+        ".ci/run runs it",
+    ),
+    (
+        "cargo bench",
+        ".ci/run compiles every bench (`cargo bench --no-run`); their runs take minutes",
+    ),
+    (
+        "cargo build --release -p braid-cli",
+        ".ci/run builds it; this test runs the `braid` binary cargo built for it",
+    ),
+    (
+        "cargo doc",
+        "documents the crates (.ci/run documents the workspace with warnings as errors)",
+    ),
+    (
+        "source /usr/local/Ascend/ascend-toolkit/set_env.sh",
+        "needs CANN on an Ascend server",
+    ),
+    (
+        "target/release/braid conformance > conformance.txt",
+        "a step on an Ascend server; `braid conformance` itself runs here on braid-acl-sim",
+    ),
+    (
+        "target/release/braid calibrate --output profile.json > calibrate.txt",
+        "a step on an Ascend server; `braid calibrate --quick` runs here on braid-acl-sim",
+    ),
+    (
+        "cargo bench -p braid-benches --features acl > bench.txt",
+        "a step on an Ascend server",
+    ),
+    (
+        "target/release/braid demo --backend acl > demo.txt",
+        "a step on an Ascend server; `braid demo --backend acl` runs here on braid-acl-sim",
+    ),
+    (
+        "eval \"$(target/release/braid acl-sim install --dir ~/.local/braid-cann)\"",
+        "scripts/torch_npu_tests.sh runs the same install before the torch_npu suite",
+    ),
+    (
+        "pip install torch==2.14.0 torch-npu==2.14.0",
+        "the package registry: scripts/torch_npu_env.sh installs these into the suite's environment",
+    ),
+    (
+        "export BRAID_ACL_LIB=",
+        "sets a variable for the commands that follow (what `braid acl-sim install` prints)",
+    ),
+];
+
+/// `text` blocks: samples a test produces and checks against the guide itself, each named by
+/// its first line's start and the test that checks it.
+const TEXT_SAMPLES: &[(&str, &str)] = &[(
+    "fault soak (seed 1,",
+    "crates/braid/tests/fault_soak.rs checks these lines against its run",
+)];
+
+/// Rust blocks whose info string carries `ignore`: never compiled, so each needs a reason.
+const IGNORED_RUST: &[(&str, &str)] = &[];
+
+#[test]
+fn every_chapter_is_a_module_of_the_facade_and_listed_in_the_index() {
+    let facade = std::fs::read_to_string(root().join("crates/braid/src/guide.rs")).unwrap();
+    let index = std::fs::read_to_string(root().join("docs/guide/README.md")).unwrap();
+    let chapters = chapters();
+    assert!(chapters.len() >= 11, "{chapters:?}");
+    for chapter in chapters {
+        let name = chapter.file_name().unwrap().to_string_lossy();
+        assert!(
+            facade.contains(&format!("include_str!(\"../../../docs/guide/{name}\")")),
+            "crates/braid/src/guide.rs does not include {name}: its Rust blocks would not be tested"
+        );
+        assert!(
+            index.contains(&format!("]({name})")),
+            "docs/guide/README.md does not link {name}"
+        );
+    }
+}
+
+#[test]
+fn every_block_has_a_kind_that_is_tested() {
+    let mut errors = Vec::new();
+    for block in all_blocks() {
+        let torch_chapter = block.file.ends_with("07-torch-npu.md");
+        let ok = match block.lang.as_str() {
+            "rust" => {
+                let ignored = block.tags.iter().any(|t| t == "ignore");
+                !ignored || IGNORED_RUST.iter().any(|(first, _)| block.body[0].contains(first))
+            }
+            "console" => block.tags.is_empty() || (torch_chapter && block.tags == ["torch_npu"]),
+            "sh" | "toml" => true,
+            "text" => TEXT_SAMPLES
+                .iter()
+                .any(|(first, _)| block.body.first().is_some_and(|l| l.starts_with(first))),
+            "python" | "json" => torch_chapter && block.tags.len() == 1,
+            _ => false,
+        };
+        if !ok {
+            errors.push(format!(
+                "{}: a `{}` block ({:?}) no test checks; docs/guide/README.md lists the kinds",
+                block.place(),
+                block.lang,
+                block.tags
+            ));
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+#[test]
+fn every_sh_command_is_accounted_for() {
+    let mut used = vec![false; NOT_RUN.len()];
+    let mut errors = Vec::new();
+    for block in all_blocks().iter().filter(|b| b.lang == "sh") {
+        for (i, line) in block.body.iter().enumerate() {
+            let command = line.split("  #").next().unwrap().trim();
+            if command.is_empty() || command.starts_with('#') {
+                continue;
+            }
+            match NOT_RUN.iter().position(|(start, _)| command.starts_with(start)) {
+                Some(k) => used[k] = true,
+                None => errors.push(format!(
+                    "{}:{}: `{command}` is neither run (a `console` block) nor listed in NOT_RUN",
+                    block.file.display(),
+                    block.line + 1 + i
+                )),
+            }
+        }
+    }
+    for (k, (start, _)) in NOT_RUN.iter().enumerate() {
+        if !used[k] {
+            errors.push(format!("NOT_RUN lists `{start}`, which no sh block has"));
+        }
+    }
+    assert!(errors.is_empty(), "{}", errors.join("\n"));
+}
+
+/// What runs a command of a `console` block.
+#[derive(Debug)]
+struct Invocation {
+    program: PathBuf,
+    args: Vec<String>,
+    env: Vec<(String, String)>,
+}
+
+/// Where cargo put the examples of the build this test belongs to (`cargo test` builds every
+/// example of the packages it tests).
+fn example(name: &str) -> Result<PathBuf, String> {
+    let exe = std::env::current_exe().unwrap();
+    let profile_dir = exe.parent().and_then(Path::parent).unwrap();
+    let path = profile_dir.join("examples").join(name);
+    if path.exists() {
+        Ok(path)
+    } else {
+        Err(format!(
+            "{} is not built: `cargo test --workspace` builds every example (or `cargo build -p \
+             braid --examples`)",
+            path.display()
+        ))
+    }
+}
+
+/// The program, arguments and variables of a command the guide prints.
+fn invocation(command: &str, home: &Path) -> Result<Invocation, String> {
+    let mut words = words(command, home)?;
+    let mut env = Vec::new();
+    while let Some((name, value)) = words.first().and_then(|w| w.split_once('=')) {
+        if !name.chars().all(|c| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit()) {
+            break;
+        }
+        env.push((name.to_string(), value.to_string()));
+        words.remove(0);
+    }
+    let braid = PathBuf::from(env!("CARGO_BIN_EXE_braid"));
+    let program = words.first().cloned().unwrap_or_default();
+    if program == "braid" || program == "target/release/braid" {
+        return Ok(Invocation {
+            program: braid,
+            args: words[1..].to_vec(),
+            env,
+        });
+    }
+    if words.get(..2) != Some(&["cargo".to_string(), "run".to_string()]) {
+        return Err("not a command the guide test runs (put it in an sh block)".into());
+    }
+    let (mut package, mut example_name, mut args) = (None, None, Vec::new());
+    let mut rest = words[2..].iter();
+    while let Some(word) = rest.next() {
+        match word.as_str() {
+            "--release" => {}
+            "-p" => package = rest.next().cloned(),
+            // The examples run as `cargo test` built them; a workspace build has `acl` on.
+            "--features" if rest.next().is_some_and(|f| f == "acl") => {}
+            "--example" => example_name = rest.next().cloned(),
+            "--" => {
+                args = rest.cloned().collect();
+                break;
+            }
+            other => return Err(format!("`cargo run {other}`: not an option the test knows")),
+        }
+    }
+    let program = match (package.as_deref(), example_name) {
+        (Some("braid-cli"), None) => braid,
+        (Some("braid"), Some(name)) => example(&name)?,
+        _ => return Err("`cargo run` of something other than braid-cli or an example".into()),
+    };
+    Ok(Invocation { program, args, env })
+}
+
+/// Runs the steps of one `console` block; returns what did not match.
+fn run_block(block: &Block) -> Vec<String> {
+    let home = std::env::temp_dir().join(format!(
+        "braid-guide-{}-{}",
+        std::process::id(),
+        block.line
+    ));
+    std::fs::create_dir_all(&home).unwrap();
+    let mut errors = Vec::new();
+    for step in transcript(block) {
+        let place = format!("{}:{}", block.file.display(), step.line);
+        let inv = match invocation(&step.command, &home) {
+            Ok(inv) => inv,
+            Err(why) => {
+                errors.push(format!("{place}: `{}`: {why}", step.command));
+                continue;
+            }
+        };
+        let out = Command::new(&inv.program)
+            .args(&inv.args)
+            .current_dir(root())
+            // Nothing of this machine's: braid-acl-sim rather than a CANN installed here, the
+            // allocator's defaults, a home of its own for `~` and what the command writes.
+            .env_remove("BRAID_ACL_LIB")
+            .env_remove("ASCEND_HOME_PATH")
+            .env_remove("ASCEND_TOOLKIT_HOME")
+            .env_remove("BRAID_ALLOC_CONF")
+            .env("HOME", &home)
+            .envs(inv.env.iter().map(|(k, v)| (k, v)))
+            .output()
+            .unwrap_or_else(|e| panic!("{place}: cannot run {}: {e}", inv.program.display()));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            errors.push(format!(
+                "{place}: `{}` failed ({})\n--- stdout\n{stdout}--- stderr\n{}",
+                step.command,
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        } else if !matching::lines_match(&step.expected, &stdout) {
+            errors.push(format!(
+                "{place}: `{}` printed what the guide does not say\n--- the guide\n{}\n--- the \
+                 run\n{stdout}",
+                step.command,
+                step.expected.join("\n")
+            ));
+        }
+    }
+    std::fs::remove_dir_all(&home).ok();
+    errors
+}
+
+#[test]
+fn every_console_block_prints_what_the_guide_says() {
+    let console: Vec<Block> = all_blocks()
+        .into_iter()
+        .filter(|b| b.lang == "console" && b.tags.is_empty())
+        .collect();
+    assert!(console.len() >= 10, "{} console blocks", console.len());
+    // The blocks are independent: run them side by side.
+    let errors: Vec<String> = std::thread::scope(|scope| {
+        let runs: Vec<_> = console
+            .iter()
+            .map(|block| scope.spawn(|| run_block(block)))
+            .collect();
+        runs.into_iter()
+            .flat_map(|r| r.join().expect("a block's run"))
+            .collect()
+    });
+    assert!(errors.is_empty(), "{}", errors.join("\n\n"));
+}
+
+#[test]
+fn commands_map_to_the_binaries_cargo_built() {
+    let home = Path::new("/h");
+    let braid = PathBuf::from(env!("CARGO_BIN_EXE_braid"));
+    let inv = invocation("cargo run --release -p braid-cli -- demo --dtype float32", home).unwrap();
+    assert_eq!((inv.program, inv.args), (braid.clone(), vec!["demo".into(), "--dtype".into(), "float32".into()]));
+    let inv = invocation("X_Y=1 target/release/braid plan --profile ~/p.json", home).unwrap();
+    assert_eq!(inv.program, braid);
+    assert_eq!(inv.env, [("X_Y".to_string(), "1".to_string())]);
+    assert_eq!(inv.args, ["plan", "--profile", "/h/p.json"]);
+    assert!(invocation("cargo run -p braid-benches", home).is_err());
+    assert!(invocation("cargo build -p braid", home).is_err());
+    assert!(invocation("python prog.py", home).is_err());
+}
