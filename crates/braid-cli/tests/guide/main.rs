@@ -193,7 +193,7 @@ fn every_sh_command_is_accounted_for() {
 }
 
 /// What runs a command of a `console` block.
-#[derive(Debug)]
+#[derive(Debug, PartialEq)]
 struct Invocation {
     program: PathBuf,
     args: Vec<String>,
@@ -264,75 +264,104 @@ fn invocation(command: &str, home: &Path) -> Result<Invocation, String> {
     Ok(Invocation { program, args, env })
 }
 
-/// Runs the steps of one `console` block; returns what did not match.
-fn run_block(block: &Block) -> Vec<String> {
-    let home = std::env::temp_dir().join(format!(
-        "braid-guide-{}-{}",
-        std::process::id(),
-        block.line
-    ));
-    std::fs::create_dir_all(&home).unwrap();
-    let mut errors = Vec::new();
-    for step in transcript(block) {
-        let place = format!("{}:{}", block.file.display(), step.line);
-        let inv = match invocation(&step.command, &home) {
-            Ok(inv) => inv,
-            Err(why) => {
-                errors.push(format!("{place}: `{}`: {why}", step.command));
-                continue;
-            }
-        };
-        let out = Command::new(&inv.program)
-            .args(&inv.args)
-            .current_dir(root())
-            // Nothing of this machine's: braid-acl-sim rather than a CANN installed here, the
-            // allocator's defaults, a home of its own for `~` and what the command writes.
-            .env_remove("BRAID_ACL_LIB")
-            .env_remove("ASCEND_HOME_PATH")
-            .env_remove("ASCEND_TOOLKIT_HOME")
-            .env_remove("BRAID_ALLOC_CONF")
-            .env("HOME", &home)
-            .envs(inv.env.iter().map(|(k, v)| (k, v)))
-            .output()
-            .unwrap_or_else(|e| panic!("{place}: cannot run {}: {e}", inv.program.display()));
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        if !out.status.success() {
-            errors.push(format!(
-                "{place}: `{}` failed ({})\n--- stdout\n{stdout}--- stderr\n{}",
-                step.command,
-                out.status,
-                String::from_utf8_lossy(&out.stderr)
-            ));
-        } else if !matching::lines_match(&step.expected, &stdout) {
-            errors.push(format!(
-                "{place}: `{}` printed what the guide does not say\n--- the guide\n{}\n--- the \
-                 run\n{stdout}",
-                step.command,
-                step.expected.join("\n")
-            ));
-        }
+/// What a command printed.
+struct Ran {
+    ok: bool,
+    status: String,
+    stdout: String,
+    stderr: String,
+}
+
+/// Runs `inv` from the repository's root with `home` as its `HOME`.
+fn run(inv: &Invocation, home: &Path) -> Ran {
+    let out = Command::new(&inv.program)
+        .args(&inv.args)
+        .current_dir(root())
+        // Nothing of this machine's: braid-acl-sim rather than a CANN installed here, the
+        // allocator's defaults, a home of its own for `~` and what the command writes.
+        .env_remove("BRAID_ACL_LIB")
+        .env_remove("ASCEND_HOME_PATH")
+        .env_remove("ASCEND_TOOLKIT_HOME")
+        .env_remove("BRAID_ALLOC_CONF")
+        .env("HOME", home)
+        .envs(inv.env.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run {}: {e}", inv.program.display()));
+    Ran {
+        ok: out.status.success(),
+        status: out.status.to_string(),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
-    std::fs::remove_dir_all(&home).ok();
-    errors
 }
 
 #[test]
 fn every_console_block_prints_what_the_guide_says() {
-    let console: Vec<Block> = all_blocks()
-        .into_iter()
-        .filter(|b| b.lang == "console" && b.tags.is_empty())
-        .collect();
-    assert!(console.len() >= 10, "{} console blocks", console.len());
-    // The blocks are independent: run them side by side.
-    let errors: Vec<String> = std::thread::scope(|scope| {
-        let runs: Vec<_> = console
-            .iter()
-            .map(|block| scope.spawn(|| run_block(block)))
+    let home = std::env::temp_dir().join(format!("braid-guide-{}", std::process::id()));
+    std::fs::create_dir_all(&home).unwrap();
+    let mut errors = Vec::new();
+    // Each step with the invocation it stands for; a command printed twice runs once.
+    let mut steps = Vec::new();
+    let mut commands: Vec<Invocation> = Vec::new();
+    let blocks = all_blocks();
+    for block in blocks.iter().filter(|b| b.lang == "console" && b.tags.is_empty()) {
+        for step in transcript(block) {
+            let place = format!("{}:{}", block.file.display(), step.line);
+            match invocation(&step.command, &home) {
+                Ok(inv) => {
+                    let k = commands.iter().position(|c| *c == inv).unwrap_or_else(|| {
+                        commands.push(inv);
+                        commands.len() - 1
+                    });
+                    steps.push((place, step, k));
+                }
+                Err(why) => errors.push(format!("{place}: `{}`: {why}", step.command)),
+            }
+        }
+    }
+    assert!(steps.len() >= 20, "{} commands", steps.len());
+    // The commands are independent: a few at a time.
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let workers = std::thread::available_parallelism().map_or(2, |n| n.get().clamp(2, 4));
+    let mut ran: Vec<(usize, Ran)> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..workers)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut mine = Vec::new();
+                    loop {
+                        let k = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        match commands.get(k) {
+                            Some(inv) => mine.push((k, run(inv, &home))),
+                            None => return mine,
+                        }
+                    }
+                })
+            })
             .collect();
-        runs.into_iter()
-            .flat_map(|r| r.join().expect("a block's run"))
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().expect("a worker"))
             .collect()
     });
+    ran.sort_by_key(|(k, _)| *k);
+    for (place, step, k) in steps {
+        let out = &ran[k].1;
+        if !out.ok {
+            errors.push(format!(
+                "{place}: `{}` failed ({})\n--- stdout\n{}--- stderr\n{}",
+                step.command, out.status, out.stdout, out.stderr
+            ));
+        } else if !matching::lines_match(&step.expected, &out.stdout) {
+            errors.push(format!(
+                "{place}: `{}` printed what the guide does not say\n--- the guide\n{}\n--- the \
+                 run\n{}",
+                step.command,
+                step.expected.join("\n"),
+                out.stdout
+            ));
+        }
+    }
+    std::fs::remove_dir_all(&home).ok();
     assert!(errors.is_empty(), "{}", errors.join("\n\n"));
 }
 
