@@ -31,8 +31,8 @@
 //! Items that need a feature say so in these docs when they are built as docs.rs builds
 //! them (every feature, with `--cfg docsrs` on a nightly toolchain); locally, in braid's
 //! workspace, `cargo doc -p braid --all-features --no-deps --open` documents every item
-//! on a stable toolchain (the guide's chapter on the ACL backend gives the command for a
-//! project of your own, where cargo refuses `--features` on a dependency named with `-p`).
+//! on a stable toolchain (the guide's index, `docs/guide/README.md`, gives the command for a project of your
+//! own, where cargo refuses `--features` on a dependency named with `-p`).
 //!
 //! The front types ([`Device`], [`Stream`], [`Event`], [`Graph`]) are generic over the backend;
 //! `DefaultBackend` names the one the features select: ACL when `acl` is on (also alongside
@@ -66,24 +66,30 @@
 
 /// The caching device allocator, private pools and the pinned host allocator (crate
 /// `braid-allocator`).
+#[doc(inline)]
 pub use braid_allocator as allocator;
 /// Communicators over several devices and HCCL's collectives as stream operators (crate
 /// `braid-collective`).
+#[doc(inline)]
 pub use braid_collective as collective;
 /// Capture sessions, graph pools and `GraphRunner` (crate `braid-graph-capture`).
+#[doc(inline)]
 pub use braid_graph_capture as graph_capture;
 /// Devices, streams, events, graphs, kernels, user operators, the happens-before model and the
 /// backend interface (crate `braid-stream-core`, whose items are also at the root of `braid`).
+#[doc(inline)]
 pub use braid_stream_core as core;
 pub use braid_stream_core::*;
 /// PyTorch memory snapshots: replay through the allocator and export for PyTorch's memory
 /// viewer (crate `braid-trace`).
+#[doc(inline)]
 pub use braid_trace as trace;
 
 /// The simulated device: deterministic, models time and memory, computes real numbers, and
 /// reports races between streams (crate `braid-backend-sim`).
 #[cfg(feature = "sim")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
+#[doc(inline)]
 pub use braid_backend_sim as sim;
 
 #[cfg(feature = "sim")]
@@ -107,6 +113,7 @@ pub struct ReadmeDoctests;
 /// Huawei Ascend through ACL, `libascendcl.so` loaded at run time (crate `braid-backend-acl`).
 #[cfg(feature = "acl")]
 #[cfg_attr(docsrs, doc(cfg(feature = "acl")))]
+#[doc(inline)]
 pub use braid_backend_acl as acl;
 
 /// The backend the enabled features select.
