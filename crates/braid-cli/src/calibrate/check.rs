@@ -6,6 +6,7 @@
 //! bandwidth is printed beside the predicted one; a ratio outside [`AGREEMENT`] is a warning
 //! naming the device count.
 
+use super::progress::Progress;
 use super::bench::{self, BenchError, CollectiveSweep, Plan, Point};
 use super::fit::Fit;
 use braid::sim::profile::Profile;
@@ -37,7 +38,8 @@ pub fn predict(profile: &Profile, ranks: u32, plan: &Plan) -> Result<CollectiveS
         .into_iter()
         .map(braid::Device::<braid::sim::SimBackend>::new)
         .collect::<Result<Vec<_>, _>>()?;
-    bench::time_collectives(&devices, plan)
+    // A prediction, not a measurement: nothing to show.
+    bench::time_collectives(&devices, plan, &mut Progress::silent())
 }
 
 /// Writes the device memory rate the copies give beside the one fitted from the element-wise
