@@ -266,15 +266,32 @@ mod tests {
         let help = cli.render_long_help().to_string();
         let commands: Vec<_> = Cli::command()
             .get_subcommands()
-            .map(|c| (c.get_name().to_string(), c.get_about().map(|a| a.to_string())))
+            .map(|c| {
+                (
+                    c.get_name().to_string(),
+                    c.get_about().map(|a| a.to_string()),
+                )
+            })
             .collect();
         assert_eq!(commands.len(), 6, "{commands:?}");
         for (name, about) in commands {
             let about = about.unwrap_or_else(|| panic!("`braid {name}` has no about text"));
-            assert!(help.contains(&format!("  {name} ")), "{name} missing from\n{help}");
-            assert!(help.contains(about.as_str()), "{name}'s about missing from\n{help}");
+            assert!(
+                help.contains(&format!("  {name} ")),
+                "{name} missing from\n{help}"
+            );
+            assert!(
+                help.contains(about.as_str()),
+                "{name}'s about missing from\n{help}"
+            );
         }
-        for what in ["scenarios", "calibrates", "tensor-parallel", "PyTorch memory snapshots", "torch_npu"] {
+        for what in [
+            "scenarios",
+            "calibrates",
+            "tensor-parallel",
+            "PyTorch memory snapshots",
+            "torch_npu",
+        ] {
             assert!(help.contains(what), "{what} missing from\n{help}");
         }
     }

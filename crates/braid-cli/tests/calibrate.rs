@@ -68,9 +68,15 @@ fn calibrating_acl_sim_gives_the_shipped_profile_back() {
         .collect();
     assert_eq!(progress.len(), 35, "{progress:#?}");
     for (i, line) in progress.iter().enumerate() {
-        assert!(line.starts_with(&format!("calibrate [{}/35] ", i + 1)), "{line}");
+        assert!(
+            line.starts_with(&format!("calibrate [{}/35] ", i + 1)),
+            "{line}"
+        );
     }
-    assert!(progress[15].ends_with("matmul float16, 1024x1024x1024"), "{progress:#?}");
+    assert!(
+        progress[15].ends_with("matmul float16, 1024x1024x1024"),
+        "{progress:#?}"
+    );
     assert!(!text.contains("calibrate ["), "{text}");
     let title = text.lines().next().unwrap();
     assert!(

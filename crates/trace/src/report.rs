@@ -235,6 +235,8 @@ mod tests {
         assert_eq!(fast.len(), slow.len());
         let last = fast.len() - 1;
         assert_eq!(fast[..last], slow[..last], "{fast:#?}\n{slow:#?}");
-        assert!(slow[last].starts_with("replay time per event") && slow[last].contains("123456.7 ns"));
+        assert!(
+            slow[last].starts_with("replay time per event") && slow[last].contains("123456.7 ns")
+        );
     }
 }

@@ -570,7 +570,9 @@ mod tests {
             reps: 2,
         };
         for devices in [1, 2] {
-            let config = SimConfig::new().mode(SimMode::TimingOnly).record_timeline(false);
+            let config = SimConfig::new()
+                .mode(SimMode::TimingOnly)
+                .record_timeline(false);
             let node = SimNode::new(NodeConfig::new(devices).device(config));
             let devices: Vec<_> = node
                 .devices()

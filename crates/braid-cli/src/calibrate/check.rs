@@ -6,9 +6,9 @@
 //! bandwidth is printed beside the predicted one; a ratio outside [`AGREEMENT`] is a warning
 //! naming the device count.
 
-use super::progress::Progress;
 use super::bench::{self, BenchError, CollectiveSweep, Plan, Point};
 use super::fit::Fit;
+use super::progress::Progress;
 use braid::sim::profile::Profile;
 use braid::sim::{NodeConfig, SimConfig, SimMode, SimNode};
 use std::io::Write;

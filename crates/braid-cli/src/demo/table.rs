@@ -211,9 +211,15 @@ mod tests {
         table(&mut out, &[row(false, Some("the wait"), Some(1))]).unwrap();
         let text = String::from_utf8(out).unwrap();
         // The row's words, and the note that says what they mean.
-        assert!(text.contains("wrong, as expected without the wait"), "{text}");
+        assert!(
+            text.contains("wrong, as expected without the wait"),
+            "{text}"
+        );
         assert!(text.contains("\"wrong, as expected without\n           X\" is a mode that leaves out an ordering"), "{text}");
-        assert!(text.contains("there is nothing to save, and the replay is slower by its launch"), "{text}");
+        assert!(
+            text.contains("there is nothing to save, and the replay is slower by its launch"),
+            "{text}"
+        );
     }
 
     #[test]

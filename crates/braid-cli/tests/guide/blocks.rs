@@ -36,7 +36,7 @@ pub fn blocks(path: &Path) -> Vec<Block> {
         match open.take() {
             None => {
                 if let Some(info) = trimmed.strip_prefix("```") {
-                    let mut words = info.split(|c: char| c == ' ' || c == ',');
+                    let mut words = info.split([' ', ',']);
                     let lang = words.next().unwrap_or_default().to_string();
                     let tags = words.filter(|w| !w.is_empty()).map(String::from).collect();
                     let block = Block {

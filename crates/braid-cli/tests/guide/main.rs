@@ -33,7 +33,10 @@ fn chapters() -> Vec<PathBuf> {
 
 /// The files whose blocks are checked: the README, the guide's index and its chapters.
 fn documents() -> Vec<PathBuf> {
-    let mut files = vec![root().join("README.md"), root().join("docs/guide/README.md")];
+    let mut files = vec![
+        root().join("README.md"),
+        root().join("docs/guide/README.md"),
+    ];
     files.extend(chapters());
     files
 }
@@ -142,7 +145,10 @@ fn every_block_has_a_kind_that_is_tested() {
         let ok = match block.lang.as_str() {
             "rust" => {
                 let ignored = block.tags.iter().any(|t| t == "ignore");
-                !ignored || IGNORED_RUST.iter().any(|(first, _)| block.body[0].contains(first))
+                !ignored
+                    || IGNORED_RUST
+                        .iter()
+                        .any(|(first, _)| block.body[0].contains(first))
             }
             "console" => block.tags.is_empty() || (torch_chapter && block.tags == ["torch_npu"]),
             "sh" | "toml" => true,
@@ -174,7 +180,10 @@ fn every_sh_command_is_accounted_for() {
             if command.is_empty() || command.starts_with('#') {
                 continue;
             }
-            match NOT_RUN.iter().position(|(start, _)| command.starts_with(start)) {
+            match NOT_RUN
+                .iter()
+                .position(|(start, _)| command.starts_with(start))
+            {
                 Some(k) => used[k] = true,
                 None => errors.push(format!(
                     "{}:{}: `{command}` is neither run (a `console` block) nor listed in NOT_RUN",
@@ -222,7 +231,10 @@ fn invocation(command: &str, home: &Path) -> Result<Invocation, String> {
     let mut words = words(command, home)?;
     let mut env = Vec::new();
     while let Some((name, value)) = words.first().and_then(|w| w.split_once('=')) {
-        if !name.chars().all(|c| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit()) {
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_uppercase() || c == '_' || c.is_ascii_digit())
+        {
             break;
         }
         env.push((name.to_string(), value.to_string()));
@@ -304,7 +316,10 @@ fn every_console_block_prints_what_the_guide_says() {
     let mut steps = Vec::new();
     let mut commands: Vec<Invocation> = Vec::new();
     let blocks = all_blocks();
-    for block in blocks.iter().filter(|b| b.lang == "console" && b.tags.is_empty()) {
+    for block in blocks
+        .iter()
+        .filter(|b| b.lang == "console" && b.tags.is_empty())
+    {
         for step in transcript(block) {
             let place = format!("{}:{}", block.file.display(), step.line);
             match invocation(&step.command, &home) {
@@ -369,8 +384,18 @@ fn every_console_block_prints_what_the_guide_says() {
 fn commands_map_to_the_binaries_cargo_built() {
     let home = Path::new("/h");
     let braid = PathBuf::from(env!("CARGO_BIN_EXE_braid"));
-    let inv = invocation("cargo run --release -p braid-cli -- demo --dtype float32", home).unwrap();
-    assert_eq!((inv.program, inv.args), (braid.clone(), vec!["demo".into(), "--dtype".into(), "float32".into()]));
+    let inv = invocation(
+        "cargo run --release -p braid-cli -- demo --dtype float32",
+        home,
+    )
+    .unwrap();
+    assert_eq!(
+        (inv.program, inv.args),
+        (
+            braid.clone(),
+            vec!["demo".into(), "--dtype".into(), "float32".into()]
+        )
+    );
     let inv = invocation("X_Y=1 target/release/braid plan --profile ~/p.json", home).unwrap();
     assert_eq!(inv.program, braid);
     assert_eq!(inv.env, [("X_Y".to_string(), "1".to_string())]);

@@ -73,9 +73,15 @@ mod tests {
 
     #[test]
     fn an_ellipsis_line_stands_for_any_lines() {
-        assert!(lines_match(&lines("first\n...\nlast"), "first\na\nb\nlast\n"));
+        assert!(lines_match(
+            &lines("first\n...\nlast"),
+            "first\na\nb\nlast\n"
+        ));
         assert!(lines_match(&lines("first\n...\nlast"), "first\nlast"));
-        assert!(lines_match(&lines("...\nRESULT x=[..]"), "a\nb\nRESULT x=1"));
+        assert!(lines_match(
+            &lines("...\nRESULT x=[..]"),
+            "a\nb\nRESULT x=1"
+        ));
         assert!(!lines_match(&lines("...\nRESULT x=1"), "RESULT x=1\nmore"));
         assert!(!lines_match(&lines("a\nb"), "a\nb\nc"));
         assert!(lines_match(&lines("\na\n\n"), "a"));
