@@ -207,6 +207,8 @@ struct Invocation {
     program: PathBuf,
     args: Vec<String>,
     env: Vec<(String, String)>,
+    /// The command asks for the `acl` feature (`cargo run --features acl`).
+    acl: bool,
 }
 
 /// Where cargo put the examples of the build this test belongs to (`cargo test` builds every
@@ -247,19 +249,20 @@ fn invocation(command: &str, home: &Path) -> Result<Invocation, String> {
             program: braid,
             args: words[1..].to_vec(),
             env,
+            acl: false,
         });
     }
     if words.get(..2) != Some(&["cargo".to_string(), "run".to_string()]) {
         return Err("not a command the guide test runs (put it in an sh block)".into());
     }
-    let (mut package, mut example_name, mut args) = (None, None, Vec::new());
+    let (mut package, mut example_name, mut args, mut acl) = (None, None, Vec::new(), false);
     let mut rest = words[2..].iter();
     while let Some(word) = rest.next() {
         match word.as_str() {
             "--release" => {}
             "-p" => package = rest.next().cloned(),
             // The examples run as `cargo test` built them; a workspace build has `acl` on.
-            "--features" if rest.next().is_some_and(|f| f == "acl") => {}
+            "--features" if rest.next().is_some_and(|f| f == "acl") => acl = true,
             "--example" => example_name = rest.next().cloned(),
             "--" => {
                 args = rest.cloned().collect();
@@ -273,7 +276,12 @@ fn invocation(command: &str, home: &Path) -> Result<Invocation, String> {
         (Some("braid"), Some(name)) => example(&name)?,
         _ => return Err("`cargo run` of something other than braid-cli or an example".into()),
     };
-    Ok(Invocation { program, args, env })
+    Ok(Invocation {
+        program,
+        args,
+        env,
+        acl,
+    })
 }
 
 /// What a command printed.
@@ -361,7 +369,14 @@ fn every_console_block_prints_what_the_guide_says() {
     ran.sort_by_key(|(k, _)| *k);
     for (place, step, k) in steps {
         let out = &ran[k].1;
-        if !out.ok {
+        if commands[k].acl && out.stdout.starts_with("running on the simulated device") {
+            errors.push(format!(
+                "{place}: `{}` asks for `--features acl`, but the examples were built without \
+                 it: `cargo test --workspace` builds them with it (the CLI turns it on), or \
+                 `cargo build -p braid --examples --features acl-sim`",
+                step.command
+            ));
+        } else if !out.ok {
             errors.push(format!(
                 "{place}: `{}` failed ({})\n--- stdout\n{}--- stderr\n{}",
                 step.command, out.status, out.stdout, out.stderr
