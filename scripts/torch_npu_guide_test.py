@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Runs the torch_npu chapter of the guide (docs/guide/torch-npu.md) as printed, on a fresh
+"""Runs the torch_npu chapter of the guide (docs/guide/07-torch-npu.md) as printed, on a fresh
 account, from the install on, and checks every sample it shows against the run.
 
     python3 scripts/torch_npu_guide_test.py [CHAPTER]
@@ -234,7 +234,7 @@ def run(chapter: Path) -> None:
 
 
 def main() -> int:
-    chapter = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "guide" / "torch-npu.md"
+    chapter = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "guide" / "07-torch-npu.md"
     try:
         run(chapter)
     except GuideError as e:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the torch_npu suite (tests/torch_npu): the unmodified torch_npu 2.14 wheel on
 # braid-acl-sim, with no NPU, through braid-acl-sim's Python package, the route a user takes
-# (docs/guide/torch-npu.md).
+# (docs/guide/07-torch-npu.md).
 #
 # 1. prepares (once; cached, shared by the machine's checkouts) the Python environment:
 #    scripts/torch_npu_env.sh;

@@ -25,11 +25,13 @@
 //!   path); [`loader`]: opening it, with typed errors that list every path tried and never
 //!   replace an explicitly configured library.
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod acl;
 pub mod aclnn;
 pub mod hccl;
 #[cfg(feature = "loader")]
+#[cfg_attr(docsrs, doc(cfg(feature = "loader")))]
 pub mod loader;
 mod macros;
 pub mod msprof;

@@ -15,9 +15,15 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// braid: a multi-stream runtime for accelerators.
+/// braid: a multi-stream runtime for accelerators. Runs braid's scenarios on the simulated
+/// device or through ACL, checks and calibrates an ACL library, plans tensor-parallel steps,
+/// replays PyTorch memory snapshots, and lays braid-acl-sim out as CANN for torch_npu.
+///
+/// ACL is CANN's libascendcl.so where one is configured or installed, else braid-acl-sim (ACL's
+/// C API on braid's simulator) built beside this binary. `braid COMMAND --help` explains each
+/// command; the guide (docs/guide/ in braid's repository) shows each at work.
 #[derive(Parser)]
-#[command(name = "braid", version, about)]
+#[command(name = "braid", version)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -245,6 +251,48 @@ fn main() -> ExitCode {
         Err(err) => {
             eprintln!("braid: {err}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::CommandFactory;
+
+    #[test]
+    fn the_help_lists_every_command_with_what_it_does() {
+        let mut cli = Cli::command();
+        let help = cli.render_long_help().to_string();
+        let commands: Vec<_> = Cli::command()
+            .get_subcommands()
+            .map(|c| {
+                (
+                    c.get_name().to_string(),
+                    c.get_about().map(|a| a.to_string()),
+                )
+            })
+            .collect();
+        assert_eq!(commands.len(), 6, "{commands:?}");
+        for (name, about) in commands {
+            let about = about.unwrap_or_else(|| panic!("`braid {name}` has no about text"));
+            assert!(
+                help.contains(&format!("  {name} ")),
+                "{name} missing from\n{help}"
+            );
+            assert!(
+                help.contains(about.as_str()),
+                "{name}'s about missing from\n{help}"
+            );
+        }
+        for what in [
+            "scenarios",
+            "calibrates",
+            "tensor-parallel",
+            "PyTorch memory snapshots",
+            "torch_npu",
+        ] {
+            assert!(help.contains(what), "{what} missing from\n{help}");
         }
     }
 }

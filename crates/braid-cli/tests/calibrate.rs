@@ -58,6 +58,26 @@ fn calibrating_acl_sim_gives_the_shipped_profile_back() {
         "{text}{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Progress on stderr (not a terminal here: one line per measurement, numbered), none of
+    // it on stdout. The quick plan on braid-acl-sim's 8 devices: 5 launch costs, 8 copies, 4
+    // additions and peer copies, 6 matmuls, 12 collective sizes, 2 graphs.
+    let progress: Vec<String> = String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .filter(|l| l.starts_with("calibrate ["))
+        .map(String::from)
+        .collect();
+    assert_eq!(progress.len(), 35, "{progress:#?}");
+    for (i, line) in progress.iter().enumerate() {
+        assert!(
+            line.starts_with(&format!("calibrate [{}/35] ", i + 1)),
+            "{line}"
+        );
+    }
+    assert!(
+        progress[15].ends_with("matmul float16, 1024x1024x1024"),
+        "{progress:#?}"
+    );
+    assert!(!text.contains("calibrate ["), "{text}");
     let title = text.lines().next().unwrap();
     assert!(
         title.contains("libbraid_acl_sim.so") && title.contains("on 8 device(s), quick"),

@@ -9,36 +9,44 @@
 //! | [`graph_capture`] | `braid-graph-capture` | capture sessions, graph pools, `GraphRunner` |
 //! | [`collective`] | `braid-collective` | communicators over several devices, HCCL's collectives as stream operators |
 //! | [`trace`] | `braid-trace` | PyTorch memory snapshots: replay through the allocator (on the simulator with feature `sim`), export for pytorch.org/memory_viz |
-//! | [`sim`] | `braid-backend-sim` | the simulated device (feature `sim`) |
+//! | `sim` | `braid-backend-sim` | the simulated device (feature `sim`) |
 //! | `acl` | `braid-backend-acl` | Huawei Ascend through ACL (feature `acl`) |
-//! | [`graph_memory`] | this crate | graph memory known before capture: a dry run of a capture closure on a timing-only simulated device predicts a graph pool's bytes (feature `sim`) |
-//! | [`scenarios`] | this crate | the seed scenarios behind `braid demo` and the examples |
+//! | `graph_memory` | this crate | graph memory known before capture: a dry run of a capture closure on a timing-only simulated device predicts a graph pool's bytes (feature `sim`) |
+//! | `scenarios` | this crate | the seed scenarios behind `braid demo` and the examples (feature `sim`) |
+//! | `guide` | `docs/guide/` | the user guide, a chapter per module, its code blocks tested as doctests (feature `sim`) |
 //!
-//! Start with the repository's README (a user's guide, whose code blocks are tested as this
-//! crate's doctests) and `ARCHITECTURE.md`. It picks a default backend by cargo feature:
+//! Start with the guide (`guide`, also the repository's `docs/guide/`) and the repository's
+//! `ARCHITECTURE.md`. The crate picks a default backend by cargo feature:
 //!
 //! | feature | backend | status |
 //! |---|---|---|
-//! | `sim` (default) | [`sim`]: the simulated device (and `trace::sim`, trace replay on it) | available |
-//! | `acl` | `acl`: Huawei Ascend through a run-time loaded `libascendcl.so` (`braid_backend_acl`) | available; kernels only through `braid-acl-sim` |
+//! | `sim` (default) | `sim`: the simulated device (and `trace::sim`, trace replay on it) | available |
+//! | `acl` | `acl`: Huawei Ascend through a run-time loaded `libascendcl.so` (`braid_backend_acl`) | available; verified through `braid-acl-sim` only |
 //! | `acl-sim` | `acl`, plus `braid-acl-sim` built beside the program (ACL's C API on the simulator) | available |
 //!
 //! The feature `tcp` (default) adds `collective::TcpRootInfoTransport`, the ready-made
 //! root-info transport between processes, over tokio; without it neither tokio nor
 //! async-trait is compiled (the `braid` binary leaves it off).
 //!
+//! Items that need a feature say so in these docs when they are built as docs.rs builds
+//! them (every feature, with `--cfg docsrs` on a nightly toolchain); locally, in braid's
+//! workspace, `cargo doc -p braid --all-features --no-deps --open` documents every item
+//! on a stable toolchain (the guide's index, `docs/guide/README.md`, gives the command for a project of your
+//! own, where cargo refuses `--features` on a dependency named with `-p`).
+//!
 //! The front types ([`Device`], [`Stream`], [`Event`], [`Graph`]) are generic over the backend;
-//! [`DefaultBackend`] names the one the features select: ACL when `acl` is on (also alongside
+//! `DefaultBackend` names the one the features select: ACL when `acl` is on (also alongside
 //! `sim`), else the simulator. With `acl`, `acl_device` opens an Ascend device of the
 //! library found from `$BRAID_ACL_LIB`, `$ASCEND_HOME_PATH`, `$ASCEND_TOOLKIT_HOME` or the
 //! loader path, and where none of the variables is set and the loader path has none, of
 //! `libbraid_acl_sim.so` beside the running executable (a variable that is set but leads to
 //! no library is an error naming it): the feature `acl-sim` has cargo build it there, so a program of your own runs
 //! through the ACL path on the simulator with no setting, as `braid demo --backend acl` and
-//! the examples ([`scenarios::devices`]) do. Elsewhere, `braid acl-sim install --dir DIR`
+//! the examples (`scenarios::devices`) do. Elsewhere, `braid acl-sim install --dir DIR`
 //! copies the library out of a braid build and prints the `BRAID_ACL_LIB=` line.
 //!
 //! ```
+//! # #[cfg(feature = "sim")] {
 //! use braid::{Kernel, sim};
 //! let device = braid::sim_device(sim::SimConfig::new())?;
 //! let side = device.create_stream(0)?;
@@ -47,27 +55,55 @@
 //! side.wait_stream(&device.default_stream())?;
 //! let values = side.copy_d2h(buf.slice())?.wait_f32()?;
 //! assert_eq!(values, vec![2.0; 4]);
+//! # }
 //! # Ok::<(), braid::StreamError>(())
 //! ```
 #![warn(missing_docs)]
 // Doctests (the README's blocks among them) fail on any warning, unused imports included.
 #![doc(test(attr(deny(warnings))))]
+// docs.rs builds with every feature and `--cfg docsrs` (`[package.metadata.docs.rs]`):
+// items behind a feature are then marked with it.
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
+/// The caching device allocator, private pools and the pinned host allocator (crate
+/// `braid-allocator`).
+#[doc(inline)]
 pub use braid_allocator as allocator;
+/// Communicators over several devices and HCCL's collectives as stream operators (crate
+/// `braid-collective`).
+#[doc(inline)]
 pub use braid_collective as collective;
+/// Capture sessions, graph pools and `GraphRunner` (crate `braid-graph-capture`).
+#[doc(inline)]
 pub use braid_graph_capture as graph_capture;
+/// Devices, streams, events, graphs, kernels, user operators, the happens-before model and the
+/// backend interface (crate `braid-stream-core`, whose items are also at the root of `braid`).
+#[doc(inline)]
 pub use braid_stream_core as core;
 pub use braid_stream_core::*;
+/// PyTorch memory snapshots: replay through the allocator and export for PyTorch's memory
+/// viewer (crate `braid-trace`).
+#[doc(inline)]
 pub use braid_trace as trace;
 
+/// The simulated device: deterministic, models time and memory, computes real numbers, and
+/// reports races between streams (crate `braid-backend-sim`).
 #[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
+#[doc(inline)]
 pub use braid_backend_sim as sim;
 
 #[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod graph_memory;
 
 #[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod scenarios;
+
+#[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
+pub mod guide;
 
 /// The repository's README: every Rust code block in it compiles and runs as a doctest of this
 /// crate (`cargo test -p braid --doc`).
@@ -75,15 +111,20 @@ pub mod scenarios;
 #[doc = include_str!("../../../README.md")]
 pub struct ReadmeDoctests;
 
+/// Huawei Ascend through ACL, `libascendcl.so` loaded at run time (crate `braid-backend-acl`).
 #[cfg(feature = "acl")]
+#[cfg_attr(docsrs, doc(cfg(feature = "acl")))]
+#[doc(inline)]
 pub use braid_backend_acl as acl;
 
 /// The backend the enabled features select.
 #[cfg(all(feature = "sim", not(feature = "acl")))]
+#[cfg_attr(docsrs, doc(cfg(all(feature = "sim", not(feature = "acl")))))]
 pub type DefaultBackend = braid_backend_sim::SimBackend;
 
 /// The backend the enabled features select (`acl` takes precedence over `sim`).
 #[cfg(feature = "acl")]
+#[cfg_attr(docsrs, doc(cfg(feature = "acl")))]
 pub type DefaultBackend = braid_backend_acl::AclBackend;
 
 /// Opens Ascend device `ordinal` through ACL (`aclInit`, `aclrtSetDevice`), loading the library
@@ -94,6 +135,7 @@ pub type DefaultBackend = braid_backend_acl::AclBackend;
 /// `HalError::Native { name: "BRAID_ACL_LIBRARY_UNAVAILABLE", .. }` listing what was tried and
 /// how to get braid-acl-sim.
 #[cfg(feature = "acl")]
+#[cfg_attr(docsrs, doc(cfg(feature = "acl")))]
 pub fn acl_device(ordinal: u32) -> Result<Device<braid_backend_acl::AclBackend>> {
     use braid_backend_acl::{AclApi, AclConfig, AclDevice, OpenError};
     let api = AclApi::load_or_sim().map_err(|e| hal::HalError::from(OpenError::Load(e)))?;
@@ -111,12 +153,14 @@ pub fn acl_device(ordinal: u32) -> Result<Device<braid_backend_acl::AclBackend>>
 /// ([`braid_backend_acl::AclDevice::clear_sanitizer_reports`], which
 /// `scenarios::devices::acl` calls when it opens a device).
 #[cfg(feature = "acl")]
+#[cfg_attr(docsrs, doc(cfg(feature = "acl")))]
 pub fn acl_race_reports(device: &Device<braid_backend_acl::AclBackend>) -> Option<Vec<String>> {
     device.hal().sanitizer_reports().ok().flatten()
 }
 
 /// The simulated device's sanitizer reports, rendered as text (for scenario outcomes).
 #[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub fn sim_race_reports(device: &Device<braid_backend_sim::SimBackend>) -> Option<Vec<String>> {
     Some(
         device
@@ -130,6 +174,7 @@ pub fn sim_race_reports(device: &Device<braid_backend_sim::SimBackend>) -> Optio
 
 /// Opens a simulated device with `config`.
 #[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub fn sim_device(
     config: braid_backend_sim::SimConfig,
 ) -> Result<Device<braid_backend_sim::SimBackend>> {

@@ -379,7 +379,9 @@ impl Soak {
     }
 }
 
-fn soak(seed: u64, ops: u64, expandable: bool) -> Outcome {
+/// Runs `ops` operations of the program of `seed`; prints and returns what it survived, in a
+/// line.
+fn soak(seed: u64, ops: u64, expandable: bool) -> String {
     let mut soak = Soak::new(seed, expandable);
     for i in 0..ops {
         soak.step();
@@ -388,7 +390,7 @@ fn soak(seed: u64, ops: u64, expandable: bool) -> Outcome {
         }
     }
     let out = soak.finish();
-    println!(
+    let line = format!(
         "fault soak (seed {seed}, expandable segments {expandable}): {} operations, {} backend \
          faults injected and {} asynchronous kernel failures, all survived; {} operations \
          returned an error; {} captures, {} replays, {} graph runner calls",
@@ -400,20 +402,45 @@ fn soak(seed: u64, ops: u64, expandable: bool) -> Outcome {
         out.replays,
         out.model_runs
     );
+    println!("{line}");
     assert!(
         out.injected > 0 && out.captures > 0 && out.replays > 0 && out.model_runs > 0,
         "{out:?}"
     );
-    out
+    line
+}
+
+/// The sample output of the guide's chapter on fault injection: the `text` block that starts
+/// with the first seed's line.
+fn guide_sample() -> String {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/guide/08-fault-injection.md"
+    );
+    let chapter = std::fs::read_to_string(path).expect("the guide's chapter");
+    let start = chapter
+        .find("```text\nfault soak (seed 1,")
+        .expect("the chapter's sample")
+        + "```text\n".len();
+    let len = chapter[start..].find("```").expect("the sample's end");
+    chapter[start..start + len].to_string()
 }
 
 #[test]
 fn ten_thousand_operations_survive_one_percent_faults() {
     let n: u64 = std::env::var("SOAK_SEEDS").map_or(1, |v| v.parse().unwrap());
+    let mut lines = Vec::new();
     for k in 0..n {
-        soak(1 + 2 * k, 5_000, false);
-        soak(2 + 2 * k, 5_000, true);
+        lines.push(soak(1 + 2 * k, 5_000, false));
+        lines.push(soak(2 + 2 * k, 5_000, true));
     }
+    // The guide shows what the first two programs survived: the run must say the same.
+    let run = format!("{}\n{}\n", lines[0], lines[1]);
+    assert_eq!(
+        guide_sample(),
+        run,
+        "docs/guide/08-fault-injection.md's sample differs from this run; replace it with:\n{run}"
+    );
 }
 
 #[test]

@@ -102,6 +102,7 @@
 //!   compiles neither tokio nor async-trait (the `braid` facade forwards it; the `braid`
 //!   binary leaves it off).
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 mod async_error;
 mod communicator;
@@ -125,6 +126,7 @@ pub use error::{CollectiveError, Result};
 pub use group::{Group, SendRecv};
 pub use ledger::MismatchCheck;
 #[cfg(feature = "tcp")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tcp")))]
 pub use transport::TcpRootInfoTransport;
 pub use transport::{RootInfoTransport, TransportError};
 

@@ -29,6 +29,7 @@
 //! sizes, streams, segments and blocks are not affected (checked against Python's `pickle`
 //! on every file in the repository's `traces/`).
 #![warn(missing_docs)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 
 pub mod error;
 pub mod export;
@@ -39,6 +40,7 @@ pub mod replay;
 pub mod replay_plan;
 pub mod report;
 #[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub mod sim;
 pub mod snapshot;
 
@@ -50,5 +52,6 @@ pub use replay::{parse_conf, replay, ReplayStats};
 pub use replay_plan::{Op, PlanSummary, ReplayPlan, TorchWindow};
 pub use report::ReplayReport;
 #[cfg(feature = "sim")]
+#[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 pub use sim::{replay_file, replay_on_sim, replay_plan_on_sim, ReplayOptions, SimReplay};
 pub use snapshot::{Action, Block, BlockState, Frame, Segment, Snapshot, TraceEvent};

@@ -8,6 +8,7 @@
 //! the steady rate of a stream that issues the work as fast as it can: the device's time per
 //! operation where the device is the bottleneck, the host's where launching is.
 
+use super::progress::{size, Progress};
 use braid::collective::CollectiveError;
 use braid::collective::{CollectiveBackend, Communicator, ReduceOp};
 use braid::core::CaptureMode;
@@ -62,6 +63,23 @@ impl Plan {
             graph_nodes: vec![1, 2, 4, 8],
             reps: 10,
         }
+    }
+
+    /// The measurements [`run`] takes on `devices` devices (`capture`: graph launches too),
+    /// each announced to its [`Progress`].
+    pub fn measurements(&self, devices: usize, capture: bool) -> u64 {
+        let launch_costs = 5;
+        let copies = 2 * self.host_copy_bytes.len() + 2 * self.device_copy_bytes.len();
+        let peer = if devices > 1 {
+            self.device_copy_bytes.len()
+        } else {
+            0
+        };
+        let matmuls = self.matmul_f16.len() + 2 * self.matmul_other.len();
+        let sweeps = [2, 4, 8].iter().filter(|&&r| devices >= r).count();
+        let collectives = sweeps * 2 * self.collective_bytes.len();
+        let graphs = if capture { self.graph_nodes.len() } else { 0 };
+        (launch_costs + copies + peer + matmuls + collectives + graphs) as u64
     }
 
     /// A few sizes of each: seconds on braid-acl-sim, for CI.
@@ -185,12 +203,14 @@ where
 }
 
 /// Runs the whole plan on `devices` (device 0 first; the collectives use the first 2, 4 and
-/// 8 of them where there are as many; peer copies need two).
-/// Graph launches are timed when `capture` (the library can capture).
+/// 8 of them where there are as many; peer copies need two), announcing each measurement to
+/// `progress` ([`Plan::measurements`] of them). Graph launches are timed when `capture` (the
+/// library can capture).
 pub fn run<B: CollectiveBackend>(
     devices: &[Device<B>],
     plan: &Plan,
     capture: bool,
+    progress: &mut Progress,
 ) -> Result<Measurements> {
     let device = &devices[0];
     let stream = device.create_stream(0)?;
@@ -200,15 +220,20 @@ pub fn run<B: CollectiveBackend>(
         value: 1.0,
     };
     let _span = tracing::info_span!("calibrate").entered();
+    progress.start("kernel launch");
     let kernel_launch_us = per_op(&stream, plan.reps * 4, |_| {
         stream.launch(fill.clone()).map(drop)
     })?;
     let marker = device.create_event(EventFlags::ORDERING)?;
+    progress.start("event record");
     let event_record_us = per_op(&stream, plan.reps * 4, |_| marker.record(&stream))?;
     let other = device.create_stream(0)?;
     marker.record(&other)?;
+    progress.start("event wait");
     let event_wait_us = per_op(&stream, plan.reps * 4, |_| stream.wait(&marker))?;
+    progress.start("stream query");
     let stream_query_us = per_op(&stream, plan.reps * 4, |_| stream.query().map(drop))?;
+    progress.start("kernel floor (fills queued behind matmuls)");
     let queued_kernel_us = time_queued_fills(&stream, &fill, plan.reps * 4, kernel_launch_us)?;
     tracing::info!(
         kernel_launch_us,
@@ -226,10 +251,12 @@ pub fn run<B: CollectiveBackend>(
     for &bytes in &plan.host_copy_bytes {
         let host = bytes::Bytes::from(vec![0u8; bytes as usize]);
         let dst = host_buf.range(0, bytes)?;
+        progress.start(&format!("host-to-device copy, {}", size(bytes)));
         let us = per_op(&stream, plan.reps, |_| {
             stream.copy_h2d(dst, host.clone()).map(drop)
         })?;
         h2d.push(point(bytes, us));
+        progress.start(&format!("device-to-host copy, {}", size(bytes)));
         let mut readbacks = Vec::new();
         let us = per_op(&stream, plan.reps, |_| {
             readbacks.push(stream.copy_d2h(dst)?);
@@ -245,6 +272,7 @@ pub fn run<B: CollectiveBackend>(
     let mut d2d = Vec::new();
     for &bytes in &plan.device_copy_bytes {
         let (s, d) = (src.range(0, bytes)?, dst.range(0, bytes)?);
+        progress.start(&format!("copy inside the device, {}", size(bytes)));
         let us = per_op(&stream, plan.reps, |_| stream.copy_d2d(s, d).map(drop))?;
         d2d.push(point(bytes, us));
     }
@@ -256,6 +284,7 @@ pub fn run<B: CollectiveBackend>(
             b: src.range(0, bytes)?,
             out: dst.range(0, bytes)?,
         };
+        progress.start(&format!("element-wise addition, {}", size(bytes)));
         let us = per_op(&stream, plan.reps, |_| stream.launch(add.clone()).map(drop))?;
         vector_add.push(point(bytes, us));
     }
@@ -265,6 +294,7 @@ pub fn run<B: CollectiveBackend>(
         let remote = second.alloc(copy_len)?;
         for &bytes in &plan.device_copy_bytes {
             let (s, d) = (remote.range(0, bytes)?, dst.range(0, bytes)?);
+            progress.start(&format!("copy between two devices, {}", size(bytes)));
             let us = per_op(&stream, plan.reps, |_| {
                 stream.copy_peer(s, second, d, device).map(drop)
             })?;
@@ -281,6 +311,7 @@ pub fn run<B: CollectiveBackend>(
     ] {
         let mut points = Vec::new();
         for &n in edges.iter() {
+            progress.start(&format!("matmul {dtype}, {n}x{n}x{n}"));
             let us = time_matmul(&stream, dtype, n, plan.reps)?;
             points.push(point(u64::from(n), us));
         }
@@ -290,13 +321,18 @@ pub fn run<B: CollectiveBackend>(
     let mut collectives = Vec::new();
     for ranks in [2u32, 4, 8] {
         if devices.len() >= ranks as usize {
-            collectives.push(time_collectives(&devices[..ranks as usize], plan)?);
+            collectives.push(time_collectives(
+                &devices[..ranks as usize],
+                plan,
+                progress,
+            )?);
         }
     }
 
     let graph = if capture {
         let mut out = Vec::new();
         for &nodes in &plan.graph_nodes {
+            progress.start(&format!("graph launch, {nodes} node(s)"));
             let us = time_graph(&stream, &fill, nodes, plan.reps)?;
             out.push(point(u64::from(nodes), us));
         }
@@ -411,6 +447,7 @@ fn time_matmul<B: CollectiveBackend>(
 pub fn time_collectives<B: CollectiveBackend>(
     devices: &[Device<B>],
     plan: &Plan,
+    progress: &mut Progress,
 ) -> Result<CollectiveSweep> {
     let comms = Communicator::init_all(devices)?;
     let ranks = comms.len() as u32;
@@ -437,6 +474,11 @@ pub fn time_collectives<B: CollectiveBackend>(
         let elements = (bytes / 4).max(u64::from(ranks)) / u64::from(ranks) * u64::from(ranks);
         let len = elements * 4;
         for gather in [false, true] {
+            progress.start(&format!(
+                "{} on {ranks} devices, {}",
+                if gather { "all-gather" } else { "all-reduce" },
+                size(len)
+            ));
             let times = std::thread::scope(|scope| {
                 let handles: Vec<_> = comms
                     .iter()
@@ -496,7 +538,59 @@ fn time_graph<B: CollectiveBackend>(
 
 #[cfg(test)]
 mod tests {
-    use super::heads_to_cover;
+    use super::{heads_to_cover, run, Plan, Progress};
+    use braid::sim::{NodeConfig, SimBackend, SimConfig, SimMode, SimNode};
+    use std::io::Write;
+    use std::sync::{Arc, Mutex};
+
+    /// Lines written to it, for the test to count.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn every_measurement_is_announced_and_the_total_is_right() {
+        // One size of each, to keep the test short.
+        let plan = Plan {
+            host_copy_bytes: vec![1 << 20],
+            device_copy_bytes: vec![1 << 20],
+            matmul_f16: vec![256],
+            matmul_other: vec![256],
+            collective_bytes: vec![64 << 10],
+            graph_nodes: vec![8],
+            reps: 2,
+        };
+        for devices in [1, 2] {
+            let config = SimConfig::new()
+                .mode(SimMode::TimingOnly)
+                .record_timeline(false);
+            let node = SimNode::new(NodeConfig::new(devices).device(config));
+            let devices: Vec<_> = node
+                .devices()
+                .into_iter()
+                .map(braid::Device::<SimBackend>::new)
+                .collect::<Result<_, _>>()
+                .unwrap();
+            let total = plan.measurements(devices.len(), true);
+            let lines = Lines::default();
+            let mut progress = Progress::lines(total, Box::new(lines.clone()));
+            run(&devices, &plan, true, &mut progress).unwrap();
+            let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+            let announced: Vec<&str> = text.lines().collect();
+            assert_eq!(announced.len() as u64, total, "{announced:#?}");
+            let last = format!("calibrate [{total}/{total}] graph launch, 8 node(s)");
+            assert_eq!(announced.last().copied(), Some(last.as_str()));
+        }
+    }
 
     #[test]
     fn enough_head_kernels_outlast_the_launches() {

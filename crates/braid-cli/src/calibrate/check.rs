@@ -8,6 +8,7 @@
 
 use super::bench::{self, BenchError, CollectiveSweep, Plan, Point};
 use super::fit::Fit;
+use super::progress::Progress;
 use braid::sim::profile::Profile;
 use braid::sim::{NodeConfig, SimConfig, SimMode, SimNode};
 use std::io::Write;
@@ -37,7 +38,8 @@ pub fn predict(profile: &Profile, ranks: u32, plan: &Plan) -> Result<CollectiveS
         .into_iter()
         .map(braid::Device::<braid::sim::SimBackend>::new)
         .collect::<Result<Vec<_>, _>>()?;
-    bench::time_collectives(&devices, plan)
+    // A prediction, not a measurement: nothing to show.
+    bench::time_collectives(&devices, plan, &mut Progress::silent())
 }
 
 /// Writes the device memory rate the copies give beside the one fitted from the element-wise

@@ -30,6 +30,7 @@ pub mod bench;
 pub mod check;
 pub mod fit;
 pub mod output;
+pub mod progress;
 
 use braid::acl::{AclApi, AclBackend, AclConfig, AclDevice, OpenError};
 use braid::hal::HalError;
@@ -174,7 +175,11 @@ fn measure_and_write(
         devices.len(),
         if request.quick { ", quick" } else { "" }
     )?;
-    let measured = bench::run(&devices, &plan, api.supports_capture())?;
+    let capture = api.supports_capture();
+    let mut progress = progress::Progress::stderr(plan.measurements(devices.len(), capture));
+    let measured = bench::run(&devices, &plan, capture, &mut progress);
+    progress.finish();
+    let measured = measured?;
     let fitted = fit::Fit::from_measurements(&measured)?;
     let provenance = output::Provenance {
         host: host_name(),

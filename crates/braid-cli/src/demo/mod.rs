@@ -342,22 +342,6 @@ mod tests {
         assert!(line.contains(" 24.0 "), "{line}");
     }
 
-    /// The README's sample table (under "Reading the outputs") is the demo's, generated here:
-    /// when the demo's rows change, this fails with the block to put in the README.
-    #[test]
-    fn the_readme_sample_is_the_demos_table() {
-        let mut out = Vec::new();
-        table::rows_text(&mut out, &sim_rows()).unwrap();
-        let block = format!("```text\n{}```", String::from_utf8(out).unwrap());
-        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
-        let readme = std::fs::read_to_string(path).unwrap();
-        let section = &readme[readme.find("## Reading the outputs").expect("the section")..];
-        assert!(
-            section.contains(&block),
-            "the README's sample table differs from the demo's; replace it with:\n{block}"
-        );
-    }
-
     #[test]
     fn the_scenarios_allocators_take_the_configuration() {
         // A 1 MiB limit leaves no room for the scenarios' allocators: the run fails with the

@@ -75,12 +75,18 @@ pub fn as_meant(r: &Row) -> bool {
 
 /// What the columns mean, printed under the table.
 const NOTES: &str = "\
-result:    whether the numbers the device computed are right. A mode that leaves out an
-           ordering (a wait, a record) must come out wrong with a sanitizer report; a row
-           marked UNEXPECTED did not behave as meant, and the command exits non-zero.
+result:    whether the numbers the device computed are right. \"wrong, as expected without
+           X\" is a mode that leaves out an ordering (the wait, the record, record_stream) on
+           purpose, to show what goes wrong without it: it is as meant when its numbers come
+           out wrong and the sanitizer reports the race. A row marked UNEXPECTED did not
+           behave as meant, and the command exits non-zero.
 device us: device time of the scenario's work from timing events (simulated on the
            simulator and on braid-acl-sim); results are checked at a small shape, times taken
-           at a model-sized one on the timing device.
+           at a model-sized one on the timing device. A graph replay saves the host's launch
+           cost of each kernel and pays for one graph launch: where launches dominate
+           (graph_mode's 1,012 short kernels) it is several times faster, but where the eager
+           step's launches already hide behind long kernels (tensor_parallel, overlapped)
+           there is nothing to save, and the replay is slower by its launch.
 reserved:  MiB the graph pools of memory_reuse reserve for a decoder captured at 8 batch
            sizes, at Llama-2-7B's width.
 reports:   races and uses after free the simulator's sanitizer found in the run (n/a: the
@@ -90,9 +96,8 @@ reports:   races and uses after free the simulator's sanitizer found in the run 
 /// Width of the result column: the longest result of an as-meant row.
 const RESULT_WIDTH: usize = 40;
 
-/// The header, the rule under it and one line per row: the part of the table the README
-/// shows.
-pub fn rows_text(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
+/// The header, the rule under it and one line per row.
+fn rows_text(out: &mut impl Write, rows: &[Row]) -> std::io::Result<()> {
     writeln!(
         out,
         "{:<21} {:<26} {:<RESULT_WIDTH$} {:>10} {:>9} {:>7}",
@@ -197,6 +202,23 @@ mod tests {
             line.contains("UNEXPECTED: reservation not at most the largest graph")
                 && line.ends_with("-      40.0       0"),
             "{line}"
+        );
+    }
+
+    #[test]
+    fn the_notes_explain_the_expected_wrong_rows_and_slower_replays() {
+        let mut out = Vec::new();
+        table(&mut out, &[row(false, Some("the wait"), Some(1))]).unwrap();
+        let text = String::from_utf8(out).unwrap();
+        // The row's words, and the note that says what they mean.
+        assert!(
+            text.contains("wrong, as expected without the wait"),
+            "{text}"
+        );
+        assert!(text.contains("\"wrong, as expected without\n           X\" is a mode that leaves out an ordering"), "{text}");
+        assert!(
+            text.contains("there is nothing to save, and the replay is slower by its launch"),
+            "{text}"
         );
     }
 
