@@ -21,15 +21,9 @@ use std::ptr::{null, null_mut};
 
 const ACLNN_ERR_PARAM_INVALID: i32 = 161_002;
 const ACL_FLOAT: i32 = 0;
-const ACL_FLOAT16: i32 = 1;
-const ACL_BF16: i32 = 27;
 
 fn acl_type(t: DType) -> i32 {
-    match t {
-        DType::F32 => ACL_FLOAT,
-        DType::F16 => ACL_FLOAT16,
-        DType::BF16 => ACL_BF16,
-    }
+    braid_acl_sys::dtypes::acl_data_type(t)
 }
 
 /// A stream of `device` on this thread, and a way to make device tensors on it.

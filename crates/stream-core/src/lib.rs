@@ -95,7 +95,7 @@ pub use capture_mode::{thread_capture_mode, CaptureModeGuard};
 pub use context::StreamGuard;
 pub use custom::{CustomOp, OpError};
 pub use device::Device;
-pub use dtype::DType;
+pub use dtype::{DType, DTypeKind};
 pub use error::{Result, SizeOverflow, StreamError, WrongDevice};
 pub use event::{Event, EventWait};
 pub use graph::Graph;

@@ -28,9 +28,7 @@ mod ops;
 mod strided;
 
 use crate::errmsg::{fail, Fail};
-use braid_acl_sys::aclnn::{
-    ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACL_BF16, ACL_FLOAT, ACL_FLOAT16,
-};
+use braid_acl_sys::aclnn::{ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR};
 use braid_backend_sim::SimBackend;
 use braid_stream_core::dtype::DType;
 use braid_stream_core::sync::{GlobalMutex, GlobalMutexGuard};
@@ -168,14 +166,9 @@ pub(crate) fn objects() -> GlobalMutexGuard<'static, Objects> {
         .lock()
 }
 
-/// braid's data type of an `aclDataType` the operators take.
+/// braid's data type of an `aclDataType` the operators take (float32, float16, bfloat16).
 pub(crate) fn dtype_of(acl: i32) -> Option<DType> {
-    match acl {
-        ACL_FLOAT => Some(DType::F32),
-        ACL_FLOAT16 => Some(DType::F16),
-        ACL_BF16 => Some(DType::BF16),
-        _ => None,
-    }
+    braid_acl_sys::dtypes::dtype_of_acl(acl).filter(|d| DType::FLOATS.contains(d))
 }
 
 fn invalid(call: &str, message: String) -> Fail {

@@ -12,7 +12,8 @@
 use super::objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
 use super::AclnnApi;
 use crate::error::AclError;
-use braid_acl_sys::aclnn::{aclDataType, ACL_BF16, ACL_FLOAT, ACL_FLOAT16, CUBE_MATH_KEEP_DTYPE};
+use braid_acl_sys::aclnn::CUBE_MATH_KEEP_DTYPE;
+pub use braid_acl_sys::dtypes::acl_data_type;
 use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{HalError, PreparedLaunch};
 use braid_stream_core::kernel::{Kernel, TypedKernel};
@@ -22,15 +23,6 @@ use braid_stream_core::types::{DevicePtr, DeviceSlice};
 /// `Kernel::Busy` on ACL.
 pub const BUSY_UNSUPPORTED: &str =
     "Kernel::Busy has no aclnn operator (it only occupies a simulated device: braid-acl-sim runs it through its braidSimBusy extension)";
-
-/// The `aclDataType` of a braid data type.
-pub fn acl_data_type(dtype: DType) -> aclDataType {
-    match dtype {
-        DType::F32 => ACL_FLOAT,
-        DType::F16 => ACL_FLOAT16,
-        DType::BF16 => ACL_BF16,
-    }
-}
 
 /// Descriptors kept alive until the launch.
 type Held = Box<dyn Send + Sync>;
