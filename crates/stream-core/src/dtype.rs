@@ -288,7 +288,10 @@ mod tests {
             let expected = values.map(|v| dtype.round(v));
             assert_eq!(dtype.decode(&dtype.encode(&values)), expected, "{dtype}");
         }
-        assert_eq!(DType::Bool.decode(&DType::Bool.encode(&[0.0, 7.0])), [0.0, 1.0]);
+        assert_eq!(
+            DType::Bool.decode(&DType::Bool.encode(&[0.0, 7.0])),
+            [0.0, 1.0]
+        );
         let mut big = Vec::new();
         DType::I64.push_f64(&mut big, 9_007_199_254_740_992.0);
         assert_eq!(DType::I64.get_f64(&big, 0), Some(9_007_199_254_740_992.0));

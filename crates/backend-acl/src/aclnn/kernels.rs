@@ -25,14 +25,14 @@ pub const BUSY_UNSUPPORTED: &str =
     "Kernel::Busy has no aclnn operator (it only occupies a simulated device: braid-acl-sim runs it through its braidSimBusy extension)";
 
 /// Descriptors kept alive until the launch.
-type Held = Box<dyn Send + Sync>;
+pub(crate) type Held = Box<dyn Send + Sync>;
 
 /// A planned operator: its executor, launch function and descriptors.
 pub(crate) struct Operator {
     pub(crate) executor: Executor,
     pub(crate) launch: LaunchFn,
     pub(crate) call: &'static str,
-    _held: Vec<Held>,
+    pub(crate) _held: Vec<Held>,
 }
 
 /// A built-in kernel prepared for ACL: an aclnn operator with its executor (the workspace it
@@ -254,5 +254,6 @@ pub(crate) fn prepare(
         Kernel::Busy { duration_ns } => Ok(AclPrepared {
             kind: Kind::Busy { duration_ns },
         }),
+        Kernel::Op(ref op) => super::lower::prepare(api, op),
     }
 }
