@@ -198,7 +198,9 @@ fn sim_fail(call: &str, e: HalError) -> Fail {
         HalError::InvalidArgument(_) | HalError::CollectiveMismatch(_) => {
             ACL_ERROR_RT_PARAM_INVALID
         }
-        HalError::Unsupported(_) => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+        HalError::Unsupported(_) | HalError::UnsupportedOperator(_) => {
+            ACL_ERROR_RT_FEATURE_NOT_SUPPORT
+        }
         HalError::Native { code, .. } | HalError::NativeInvalidArgument { code, .. } => *code,
         HalError::CaptureRefused(_) => ACL_ERROR_RT_CAPTURE_DEPENDENCY,
         // The shared-memory directory is full: host memory the runtime could not get.

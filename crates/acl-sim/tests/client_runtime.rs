@@ -15,7 +15,9 @@ use braid_acl_sim::client::runtime::*;
 use braid_acl_sim::exports::sharing::aclrtDeviceGetBareTgid;
 use braid_acl_sim::exports::*;
 use braid_acl_sys::acl::{AclClientFunctions, AclFunctions, AclOpFunctions};
-use braid_acl_sys::aclnn::{AclnnClientOperators, AclnnDescriptors, AclnnOperators};
+use braid_acl_sys::aclnn::{
+    AclnnClientOperators, AclnnDescriptors, AclnnOperators, AclnnTensorOperators,
+};
 use braid_acl_sys::hccl::{HcclClientFunctions, HcclFunctions};
 use braid_acl_sys::msprof::MsprofFunctions;
 use braid_acl_sys::rt::RtFunctions;
@@ -68,6 +70,7 @@ fn every_declared_symbol_is_exported_by_the_built_library() {
     all_exported::<AclnnDescriptors>("aclnn descriptors");
     all_exported::<AclnnOperators>("aclnn operators");
     all_exported::<AclnnClientOperators>("aclnn client operators");
+    all_exported::<AclnnTensorOperators>("aclnn tensor operators");
     all_exported::<HcclFunctions>("HCCL");
     all_exported::<HcclClientFunctions>("HCCL client");
     all_exported::<MsprofFunctions>("profiling");

@@ -15,6 +15,8 @@
 //! - [`aclnn`]: CANN's single-operator API, two [`c_api!`] tables each with its
 //!   [`LibrarySet`]: descriptors (`libnnopbase.so`) and operators (`libopapi.so`, or the split
 //!   `libopapi_math.so`, `libopapi_nn.so`);
+//! - [`dtypes`]: braid's data types and CANN's (`aclDataType`, `HcclDataType`) codes for
+//!   them, one table each way;
 //! - [`hccl`]: the collective communication library (`libhccl.so`), one [`c_api!`] table
 //!   with its [`LibrarySet`];
 //! - what foreign CANN clients (torch_npu) bind beyond braid's calls, so that
@@ -29,6 +31,7 @@
 
 pub mod acl;
 pub mod aclnn;
+pub mod dtypes;
 pub mod hccl;
 #[cfg(feature = "loader")]
 #[cfg_attr(docsrs, doc(cfg(feature = "loader")))]

@@ -6,9 +6,13 @@
 
 use crate::memory::DataView;
 use crate::op::OpKind;
-use braid_stream_core::dtype::DType;
 use braid_stream_core::kernel::{Kernel, TypedKernel};
+use braid_stream_core::ops::{
+    Binary, BinaryOp, Fill, Matmul, OpKernel, OpSpec, Operand, Reduce, ReduceKind, Scalar, TensorOp,
+};
+use braid_stream_core::tensor::Tensor;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
+use braid_stream_core::Access;
 
 /// An output waiting for its op's end time.
 #[derive(Debug)]
@@ -31,19 +35,6 @@ impl Input {
         Input(mem.read(s))
     }
 
-    /// The `i`-th element as `f32` (zero past the end or for an invalid range).
-    fn get(&self, dtype: DType, i: usize) -> f32 {
-        self.0
-            .as_deref()
-            .and_then(|b| dtype.get(b, i))
-            .unwrap_or(0.0)
-    }
-
-    /// All whole elements widened to `f32`, or `None` for an invalid range.
-    fn values(&self, dtype: DType) -> Option<Vec<f32>> {
-        Some(dtype.decode(self.0.as_ref()?))
-    }
-
     /// `len` bytes, zero-padded or truncated.
     fn bytes(self, len: usize) -> Vec<u8> {
         let mut out = self.0.unwrap_or_default();
@@ -52,22 +43,15 @@ impl Input {
     }
 }
 
-/// Encodes `n` values `f(i)` (computed in `f32`, each rounded to `dtype` as it is stored),
-/// padded with zeros to `len` bytes.
-fn encode(dtype: DType, len: u64, n: usize, f: impl Fn(usize) -> f32) -> Vec<u8> {
-    let mut out = Vec::with_capacity(len as usize);
-    for i in 0..n {
-        dtype.push(&mut out, f(i));
-    }
-    out.resize(len as usize, 0);
-    out
-}
-
 /// Reads the inputs of `op` and computes its outputs (runs at the op's start time). Only a
 /// user operator can fail (its host body panicked): then it writes nothing, and the error is
 /// the panic's message.
 pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Result<Vec<PendingWrite>, String> {
     Ok(match op {
+        OpKind::Kernel(TypedKernel {
+            kernel: Kernel::Op(op),
+            ..
+        }) => begin_op(op, mem)?,
         OpKind::Kernel(k) => begin_kernel(k, mem),
         OpKind::Custom(c) => return c.0.begin(mem),
         // A rank's part has no effect of its own: the collective's data effect carries it.
@@ -105,9 +89,11 @@ pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Result<Vec<PendingWr
     })
 }
 
-/// Computes a built-in kernel the way the device does: inputs widened to `f32`, arithmetic in
-/// `f32` (matmuls and sums accumulate in `f32`, as cube units and reductions do), each output
-/// rounded to the kernel's data type.
+/// Computes a flat built-in kernel the way the device does, with the tensor operator that
+/// has its numbers ([`flat_op`]): inputs widened to `f32`, arithmetic in `f32` (matmuls
+/// accumulate in `f32`, as cube units do; sums in `f64`), each output rounded to the kernel's
+/// data type. Output bytes past the operator's elements are zeros; an invalid input reads as
+/// zeros.
 fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
     // Inputs are read (and counted) even when the output is invalid: the kernel still reads.
     let inputs: Vec<Input> = tk.reads().map(|s| Input::read(mem, s)).collect();
@@ -120,53 +106,112 @@ fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
             data: None,
         }];
     }
-    let dtype = tk.dtype;
-    let n = dtype.elements(out.len) as usize;
-    let input = |i: usize| inputs.get(i).unwrap_or(&Input(None));
-    let data = match tk.kernel {
-        Kernel::Fill { value, .. } => encode(dtype, out.len, n, |_| value),
-        Kernel::Add { .. } => encode(dtype, out.len, n, |i| {
-            input(0).get(dtype, i) + input(1).get(dtype, i)
-        }),
-        Kernel::Scale { factor, .. } => {
-            encode(dtype, out.len, n, |i| input(0).get(dtype, i) * factor)
-        }
-        Kernel::Copy { .. } => match inputs.into_iter().next() {
-            Some(src) => src.bytes(out.len as usize),
-            None => vec![0; out.len as usize],
-        },
-        Kernel::ReduceSum { .. } => {
-            // An invalid source reads as zeros: the sum is zero without walking it.
-            let values = input(0).values(dtype).unwrap_or_default();
-            let sum: f64 = values.iter().map(|&v| v as f64).sum();
-            encode(dtype, out.len, n.min(1), |_| sum as f32)
-        }
-        Kernel::Matmul {
-            m, k: kk, n: nn, ..
-        } => {
-            let (m, kk, nn) = (m as usize, kk as usize, nn as usize);
-            let cells = (m.saturating_mul(nn)).min(n);
-            let (a, b) = (input(0).values(dtype), input(1).values(dtype));
-            match (a, b) {
-                (Some(a), Some(b)) => encode(dtype, out.len, cells, |idx| {
-                    let (i, j) = (idx / nn, idx % nn);
-                    let mut acc = 0.0f32;
-                    for p in 0..kk {
-                        let x = a.get(i * kk + p).copied().unwrap_or(0.0);
-                        let y = b.get(p * nn + j).copied().unwrap_or(0.0);
-                        acc += x * y;
-                    }
-                    acc
-                }),
-                _ => vec![0; out.len as usize],
+    let mut data = vec![0u8; out.len as usize];
+    match (&tk.kernel, flat_op(tk)) {
+        (Kernel::Copy { .. }, _) => {
+            if let Some(src) = inputs.into_iter().next() {
+                data = src.bytes(out.len as usize);
             }
         }
-        Kernel::Busy { .. } => return Vec::new(),
-    };
+        (_, Some(op)) => {
+            let operands = op.operands();
+            let reads = operands.iter().filter(|o| o.access == Access::Read);
+            let bytes: Vec<Vec<u8>> = reads
+                .zip(inputs)
+                .map(|(o, input)| input.bytes(o.tensor.range().len as usize))
+                .collect();
+            let refs: Vec<&[u8]> = bytes.iter().map(Vec::as_slice).collect();
+            let written = operands
+                .iter()
+                .find(|o| o.access == Access::Write)
+                .map_or(0, |o| o.tensor.range().len as usize);
+            let mut outputs = [&mut data[..written]];
+            // The operator was built from a validated kernel: its byte counts match.
+            if let Err(e) = braid_kernels::compute(&op, &refs, &mut outputs) {
+                tracing::error!(kernel = tk.name(), error = %e, "a flat kernel failed to compute");
+            }
+        }
+        (_, None) => return Vec::new(),
+    }
     vec![PendingWrite::Device {
         ptr: out.ptr,
         data: Some(data),
     }]
+}
+
+/// The tensor operator computing a flat kernel's numbers over the start of its ranges
+/// (`None` for `Copy`, `Busy` and tensor operators, which have none of their own).
+fn flat_op(tk: &TypedKernel) -> Option<TensorOp> {
+    let t = tk.dtype;
+    let vector = |s: DeviceSlice| Tensor::new(s, t, &[t.elements(s.len) as usize]).ok();
+    let matrix = |s: DeviceSlice, r: u32, c: u32| Tensor::new(s, t, &[r as usize, c as usize]).ok();
+    Some(match tk.kernel {
+        Kernel::Fill { dst, value } => TensorOp::Fill(Fill {
+            value: Scalar::Float(f64::from(value)),
+            out: vector(dst)?,
+        }),
+        Kernel::Add { a, b, out } => TensorOp::Binary(Binary {
+            op: BinaryOp::Add {
+                alpha: Scalar::Float(1.0),
+            },
+            a: Operand::Tensor(vector(a)?),
+            b: Operand::Tensor(vector(b)?),
+            out: vector(out)?,
+        }),
+        Kernel::Scale { src, dst, factor } => TensorOp::Binary(Binary {
+            op: BinaryOp::Mul,
+            a: Operand::Tensor(vector(src)?),
+            b: Operand::Scalar(Scalar::Float(f64::from(factor))),
+            out: vector(dst)?,
+        }),
+        Kernel::ReduceSum { src, dst } => TensorOp::Reduce(Reduce {
+            kind: ReduceKind::Sum,
+            x: vector(src)?,
+            dims: Vec::new(),
+            out: Tensor::new(dst, t, &[]).ok()?,
+        }),
+        Kernel::Matmul { a, b, c, m, k, n } => TensorOp::Matmul(Matmul {
+            a: matrix(a, m, k)?,
+            b: matrix(b, k, n)?,
+            bias: None,
+            out: matrix(c, m, n)?,
+            alpha: 1.0,
+            beta: 1.0,
+        }),
+        Kernel::Copy { .. } | Kernel::Busy { .. } | Kernel::Op(_) => return None,
+    })
+}
+
+/// Computes a tensor operator ([`braid_kernels::compute`]) on its ranges' bytes: inputs as
+/// they are at its start time (an invalid range reads as zeros), outputs starting from their
+/// current bytes (an operator may write part of one). An output outside live memory is
+/// computed into scratch and dropped. A failure (an index out of range) writes nothing.
+fn begin_op(op: &OpKernel, mem: &mut DataView<'_>) -> Result<Vec<PendingWrite>, String> {
+    let mut inputs = Vec::new();
+    let mut outputs = Vec::new();
+    for &(s, access) in op.uses() {
+        match access {
+            Access::Read => inputs.push(Input::read(mem, s).bytes(s.len as usize)),
+            Access::Write => outputs.push((s, mem.read(s))),
+        }
+    }
+    let valid: Vec<bool> = outputs.iter().map(|(_, b)| b.is_some()).collect();
+    let mut bufs: Vec<Vec<u8>> = outputs
+        .into_iter()
+        .map(|(s, b)| b.unwrap_or_else(|| vec![0; s.len as usize]))
+        .collect();
+    let input_refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+    let mut output_refs: Vec<&mut [u8]> = bufs.iter_mut().map(Vec::as_mut_slice).collect();
+    braid_kernels::compute(op.op(), &input_refs, &mut output_refs).map_err(|e| e.to_string())?;
+    let writes = op.uses().iter().filter(|(_, a)| *a == Access::Write);
+    Ok(writes
+        .zip(bufs)
+        .zip(valid)
+        .map(|((&(s, _), data), valid)| PendingWrite::Device {
+            ptr: s.ptr,
+            data: valid.then_some(data),
+        })
+        .collect())
 }
 
 /// Stores the outputs of an op (runs at the op's end time).

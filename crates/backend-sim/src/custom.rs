@@ -187,11 +187,8 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 /// The peak rate (flops per second) of `unit` in `dtype` under profile `p`, and how many units
 /// share it: what built-in kernels and user operators are timed against.
 pub(crate) fn unit_peak(p: &DeviceProfile, unit: ComputeUnit, dtype: DType) -> (u64, u32) {
-    match (unit, dtype) {
-        (ComputeUnit::Cube, DType::F32) => (p.cube_f32_flops_per_s, p.cube_units),
-        (ComputeUnit::Cube, DType::BF16) => (p.cube_bf16_flops_per_s, p.cube_units),
-        (ComputeUnit::Cube, DType::F16) => (p.cube_flops_per_s, p.cube_units),
-        (_, DType::F32) => (p.vector_f32_flops_per_s, p.vector_units),
-        (_, DType::F16 | DType::BF16) => (p.vector_flops_per_s, p.vector_units),
+    match unit {
+        ComputeUnit::Cube => (p.cube_rate(dtype), p.cube_units),
+        _ => (p.vector_rate(dtype), p.vector_units),
     }
 }

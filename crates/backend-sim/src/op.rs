@@ -9,7 +9,9 @@ use crate::profile::DeviceProfile;
 use braid_stream_core::collective::CollectiveCall;
 use braid_stream_core::dtype::DType;
 use braid_stream_core::kernel::{ComputeUnit, Kernel, TypedKernel};
+use braid_stream_core::ops::{OpKernel, OpSpec};
 use braid_stream_core::types::DeviceSlice;
+use braid_stream_core::Access;
 use std::sync::Arc;
 
 /// What an op does.
@@ -72,6 +74,7 @@ pub(crate) struct Accesses<'a> {
     reads: [Option<DeviceSlice>; 2],
     write: Option<DeviceSlice>,
     custom: Option<&'a SimCustom>,
+    tensor_op: Option<&'a OpKernel>,
 }
 
 impl Accesses<'_> {
@@ -85,13 +88,23 @@ impl Accesses<'_> {
         self.write = Some(s);
     }
 
+    /// A tensor operator's ranges with `access`.
+    fn of_op(&self, access: Access) -> impl Iterator<Item = DeviceSlice> + '_ {
+        self.tensor_op
+            .into_iter()
+            .flat_map(|k| k.uses().iter())
+            .filter(move |(_, a)| *a == access)
+            .map(|(s, _)| *s)
+    }
+
     /// The ranges read.
     pub fn reads(&self) -> impl Iterator<Item = DeviceSlice> + '_ {
         let custom = self
             .custom
             .into_iter()
             .flat_map(|c| c.reads.iter().copied());
-        self.reads.iter().flatten().copied().chain(custom)
+        let op = self.of_op(Access::Read);
+        self.reads.iter().flatten().copied().chain(custom).chain(op)
     }
 
     /// The ranges written.
@@ -100,7 +113,8 @@ impl Accesses<'_> {
             .custom
             .into_iter()
             .flat_map(|c| c.writes.iter().copied());
-        self.write.iter().copied().chain(custom)
+        let op = self.of_op(Access::Write);
+        self.write.iter().copied().chain(custom).chain(op)
     }
 }
 
@@ -150,6 +164,10 @@ impl OpKind {
         let mut a = Accesses::default();
         match self {
             OpKind::Custom(c) => a.custom = Some(&c.0),
+            OpKind::Kernel(TypedKernel {
+                kernel: Kernel::Op(op),
+                ..
+            }) => a.tensor_op = Some(op),
             OpKind::Kernel(k) => {
                 for r in k.reads() {
                     a.push_read(r);
@@ -218,6 +236,21 @@ impl OpKind {
                     .div_ceil(tile)
                     .saturating_mul((*n as u64).div_ceil(tile));
                 clamp(tiles, p.cube_units)
+            }
+            // A tensor operator on the cube units (the matmul family): one unit per tile of
+            // its output's elements, as a flat matmul.
+            OpKind::Kernel(TypedKernel {
+                kernel: Kernel::Op(op),
+                ..
+            }) if op.op().unit() == ComputeUnit::Cube => {
+                let tile = p.cube_tile.max(1) as u64;
+                let elements = op
+                    .op()
+                    .operands()
+                    .iter()
+                    .find(|o| o.access == Access::Write)
+                    .map_or(1, |o| o.tensor.numel() as u64);
+                clamp(elements.div_ceil(tile * tile), p.cube_units)
             }
             OpKind::Kernel(k) => clamp(
                 k.bytes_moved().div_ceil(p.vector_tile_bytes.max(1)),

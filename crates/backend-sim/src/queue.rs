@@ -53,7 +53,7 @@ pub(crate) struct FailedOp {
     pub start_ns: u64,
     /// See `start_ns`.
     pub end_ns: u64,
-    /// Why it failed (the panic's message).
+    /// What failed and why, as the stream reports it.
     pub message: String,
 }
 
@@ -160,13 +160,29 @@ impl DataQueue {
                             .insert((end, END, seq), Action::End(writes, device));
                     }
                     Err(message) => {
-                        if let (OpKind::Custom(c), Some(stream)) = (&op, report) {
+                        let failed = match &op {
+                            OpKind::Custom(c) => Some((
+                                c.0.name.clone(),
+                                c.0.writes.clone(),
+                                format!(
+                                    "user operator `{}` failed on the device: its host body panicked ({message})",
+                                    c.0.name
+                                ),
+                            )),
+                            OpKind::Kernel(k) => Some((
+                                std::sync::Arc::from(k.name()),
+                                k.writes().collect(),
+                                format!("kernel `{}` failed on the device: {message}", k.name()),
+                            )),
+                            _ => None,
+                        };
+                        if let (Some((name, writes, message)), Some(stream)) = (failed, report) {
                             self.failed.push(FailedOp {
                                 device,
                                 stream,
                                 seq,
-                                name: c.0.name.clone(),
-                                writes: c.0.writes.clone(),
+                                name,
+                                writes,
                                 start_ns: start,
                                 end_ns: end,
                                 message,

@@ -79,7 +79,7 @@ fn rms_norm(
 
 #[test]
 fn a_host_body_computes_rms_norm_in_each_data_type() {
-    for dtype in DType::ALL {
+    for dtype in DType::FLOATS {
         let dev = device();
         let s = dev.create_stream(0).unwrap();
         let xs: Vec<f32> = (0..32).map(|i| (i as f32 - 10.0) * 0.37).collect();

@@ -148,11 +148,7 @@ fn bounds(
     let h = f64::from(request.hidden);
     let micro = f64::from(request.micro_batches);
     let layers = f64::from(request.layers);
-    let cube = match request.dtype {
-        DType::F16 => p.cube_flops_per_s,
-        DType::BF16 => p.cube_bf16_flops_per_s,
-        DType::F32 => p.cube_f32_flops_per_s,
-    } as f64;
+    let cube = p.cube_rate(request.dtype) as f64;
     let (mut flops, mut bytes) = (0.0, 0.0);
     for width in [f64::from(request.hidden), f64::from(request.ffn)] {
         let cols = width / n;

@@ -72,6 +72,7 @@ pub mod graph;
 mod harness;
 pub mod kernels;
 pub mod memory;
+pub mod ops;
 pub mod ordering;
 pub mod pinned;
 pub mod sleep;
@@ -140,6 +141,11 @@ macro_rules! __with_cases {
             ],
             kernels: [
                 every_kernel_in_every_dtype,
+            ],
+            ops: [
+                linear_silu_softmax_and_rms_norm_in_each_float_type,
+                int64_positions_and_bool_masks_compute_exactly,
+                operators_refused_by_their_declaration_never_reach_the_device,
             ],
             context: [
                 nested_guards_restore_on_drop,

@@ -47,6 +47,10 @@ pub enum HalError {
     /// The backend does not support the operation.
     #[error("operation not supported by this backend: {0}")]
     Unsupported(&'static str),
+    /// The backend cannot run this operator (its native library lacks the operator, or the
+    /// operator has no native equivalent), named with what is missing.
+    #[error("operator not available on this backend: {0}")]
+    UnsupportedOperator(String),
     /// A wait the capture rule refuses ([`crate::capture_rule`]); a backend over a native
     /// runtime translates it into that runtime's code.
     #[error("wait refused: the event was {}", .0.reason())]

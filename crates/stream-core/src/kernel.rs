@@ -5,12 +5,13 @@
 //! and the simulator to compute results, cost and races.
 
 use crate::dtype::DType;
+use crate::ops::{OpKernel, OpSpec};
 use crate::types::DeviceSlice;
 use crate::uses::Access;
 use std::fmt;
 
 /// The most ranges a built-in kernel declares (two reads and a write).
-pub(crate) const MAX_KERNEL_RANGES: usize = 3;
+pub const MAX_KERNEL_RANGES: usize = 3;
 
 /// Which contended hardware resource a piece of work occupies.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
@@ -25,8 +26,9 @@ pub enum ComputeUnit {
     None,
 }
 
-/// One of braid's built-in kernels. Element counts and values follow the data type it is
-/// launched with ([`Kernel::typed`]; `f32` unless said otherwise).
+/// One of braid's built-in kernels. Element counts and values of the flat kernels follow the
+/// data type it is launched with ([`Kernel::typed`]; `f32` unless said otherwise); a tensor
+/// operator ([`Kernel::Op`]) carries its operands' types itself.
 #[derive(Clone, PartialEq, Debug)]
 pub enum Kernel {
     /// `dst[i] = value` for every element of `dst`.
@@ -88,6 +90,9 @@ pub enum Kernel {
         /// Device time in nanoseconds.
         duration_ns: u64,
     },
+    /// A tensor operator ([`crate::ops`]), checked when it was made
+    /// ([`TensorOp::kernel`](crate::ops::TensorOp::kernel)).
+    Op(OpKernel),
 }
 
 /// A kernel whose declared ranges do not fit its shape.
@@ -111,6 +116,7 @@ impl Kernel {
             Kernel::Copy { .. } => "copy",
             Kernel::ReduceSum { .. } => "reduce_sum",
             Kernel::Busy { .. } => "busy",
+            Kernel::Op(op) => op.name(),
         }
     }
 
@@ -122,7 +128,8 @@ impl Kernel {
         let (read, write) = (Access::Read, Access::Write);
         let none = (DeviceSlice::default(), read);
         match *self {
-            Kernel::Busy { .. } => ([none; MAX_KERNEL_RANGES], 0),
+            // A tensor operator's ranges are [`OpKernel::uses`]: callers take them there.
+            Kernel::Busy { .. } | Kernel::Op(_) => ([none; MAX_KERNEL_RANGES], 0),
             Kernel::Fill { dst, .. } => ([(dst, write), none, none], 1),
             Kernel::Add { a, b, out } | Kernel::Matmul { a, b, c: out, .. } => {
                 ([(a, read), (b, read), (out, write)], 3)
@@ -133,31 +140,29 @@ impl Kernel {
         }
     }
 
+    /// Every range the kernel declares with how it uses it, reads first.
+    pub fn uses(&self) -> KernelUses<'_> {
+        match self {
+            Kernel::Op(op) => KernelUses::Op(op.uses().iter()),
+            other => {
+                let (uses, len) = other.declared();
+                KernelUses::Inline { uses, next: 0, len }
+            }
+        }
+    }
+
     /// Ranges the kernel reads.
-    pub fn reads(&self) -> impl Iterator<Item = DeviceSlice> {
-        let r: [Option<DeviceSlice>; 2] = match *self {
-            Kernel::Fill { .. } | Kernel::Busy { .. } => [None, None],
-            Kernel::Add { a, b, .. } => [Some(a), Some(b)],
-            Kernel::Scale { src, .. }
-            | Kernel::Copy { src, .. }
-            | Kernel::ReduceSum { src, .. } => [Some(src), None],
-            Kernel::Matmul { a, b, .. } => [Some(a), Some(b)],
-        };
-        r.into_iter().flatten()
+    pub fn reads(&self) -> impl Iterator<Item = DeviceSlice> + '_ {
+        self.uses()
+            .filter(|(_, a)| *a == Access::Read)
+            .map(|(s, _)| s)
     }
 
     /// Ranges the kernel writes.
-    pub fn writes(&self) -> impl Iterator<Item = DeviceSlice> {
-        let w: Option<DeviceSlice> = match *self {
-            Kernel::Busy { .. } => None,
-            Kernel::Fill { dst, .. } => Some(dst),
-            Kernel::Add { out, .. } => Some(out),
-            Kernel::Scale { dst, .. }
-            | Kernel::Copy { dst, .. }
-            | Kernel::ReduceSum { dst, .. } => Some(dst),
-            Kernel::Matmul { c, .. } => Some(c),
-        };
-        w.into_iter()
+    pub fn writes(&self) -> impl Iterator<Item = DeviceSlice> + '_ {
+        self.uses()
+            .filter(|(_, a)| *a == Access::Write)
+            .map(|(s, _)| s)
     }
 
     /// The resource the kernel occupies while it runs.
@@ -165,7 +170,17 @@ impl Kernel {
         match self {
             Kernel::Matmul { .. } => ComputeUnit::Cube,
             Kernel::Busy { .. } => ComputeUnit::None,
+            Kernel::Op(op) => op.op().unit(),
             _ => ComputeUnit::Vector,
+        }
+    }
+
+    /// The data type it computes in when launched as it is: a tensor operator's
+    /// [`OpSpec::compute_dtype`], `f32` for the flat kernels.
+    pub fn default_dtype(&self) -> DType {
+        match self {
+            Kernel::Op(op) => op.op().compute_dtype(),
+            _ => DType::F32,
         }
     }
 
@@ -174,6 +189,38 @@ impl Kernel {
         TypedKernel {
             kernel: self,
             dtype,
+        }
+    }
+}
+
+/// The ranges a kernel declares with their accesses ([`Kernel::uses`]), without allocating.
+#[derive(Clone, Debug)]
+pub enum KernelUses<'a> {
+    /// A flat kernel's: `uses[next..len]` are left.
+    Inline {
+        /// The ranges.
+        uses: [(DeviceSlice, Access); MAX_KERNEL_RANGES],
+        /// The next one.
+        next: usize,
+        /// How many there are.
+        len: usize,
+    },
+    /// A tensor operator's.
+    Op(std::slice::Iter<'a, (DeviceSlice, Access)>),
+}
+
+impl Iterator for KernelUses<'_> {
+    type Item = (DeviceSlice, Access);
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self {
+            KernelUses::Inline { uses, next, len } => {
+                let used = uses[..*len].get(*next).copied();
+                *next += usize::from(used.is_some());
+                used
+            }
+            KernelUses::Op(it) => it.next().copied(),
         }
     }
 }
@@ -192,13 +239,14 @@ pub struct TypedKernel {
 
 impl From<Kernel> for TypedKernel {
     fn from(kernel: Kernel) -> Self {
-        kernel.typed(DType::F32)
+        let dtype = kernel.default_dtype();
+        kernel.typed(dtype)
     }
 }
 
 impl From<&Kernel> for TypedKernel {
     fn from(kernel: &Kernel) -> Self {
-        kernel.clone().typed(DType::F32)
+        kernel.clone().into()
     }
 }
 
@@ -215,12 +263,12 @@ impl TypedKernel {
     }
 
     /// Ranges the kernel reads.
-    pub fn reads(&self) -> impl Iterator<Item = DeviceSlice> {
+    pub fn reads(&self) -> impl Iterator<Item = DeviceSlice> + '_ {
         self.kernel.reads()
     }
 
     /// Ranges the kernel writes.
-    pub fn writes(&self) -> impl Iterator<Item = DeviceSlice> {
+    pub fn writes(&self) -> impl Iterator<Item = DeviceSlice> + '_ {
         self.kernel.writes()
     }
 
@@ -240,6 +288,7 @@ impl TypedKernel {
             Kernel::Add { out, .. } => elements(out),
             Kernel::Scale { dst, .. } => elements(dst),
             Kernel::ReduceSum { src, .. } => elements(src),
+            Kernel::Op(ref op) => op.flops(),
             Kernel::Fill { .. } | Kernel::Copy { .. } | Kernel::Busy { .. } => 0,
         }
     }
@@ -276,6 +325,10 @@ impl TypedKernel {
             ))
         };
         match &self.kernel {
+            Kernel::Op(op) if op.op().compute_dtype() != dtype => fail(format!(
+                "a tensor operator computes in its operands' types ({}), not {dtype}: launch it without typed()",
+                op.op().compute_dtype()
+            )),
             Kernel::Fill { dst, .. } if !whole(dst) => not_whole("dst", dst.len),
             Kernel::Add { a, b, out } => {
                 if a.len != b.len || a.len != out.len {
@@ -358,6 +411,7 @@ impl fmt::Display for Kernel {
         match self {
             Kernel::Matmul { m, k, n, .. } => write!(f, "matmul {m}x{k}x{n}"),
             Kernel::Busy { duration_ns } => write!(f, "busy {duration_ns}ns"),
+            Kernel::Op(op) => write!(f, "{op}"),
             other => {
                 let bytes: u64 = other.writes().map(|s| s.len).sum();
                 write!(f, "{} {}B", other.name(), bytes)

@@ -35,6 +35,7 @@
 //! | `state` | per-device state under one lock: ordering, capture rules, tags |
 //! | `context` | the per-thread current-stream stack ([`StreamGuard`]) |
 //! | [`kernel`], [`custom`], [`dtype`] | built-in kernels, user operators ([`CustomOp`]), data types |
+//! | [`ops`], [`tensor`] | tensor operators ([`TensorOp`]: declared once, run by every backend) over [`Tensor`] views |
 //! | [`collective`], `buffer` | collective calls as values and the one call matcher (for backends and `braid-collective`); [`CollectiveBuffer`] |
 //! | [`deadline`] | deadlines from timeouts that saturate (`Duration::MAX` waits for ever) |
 //! | `uses` | use observers (how the allocator's automatic mode sees every use) |
@@ -78,6 +79,7 @@ pub mod ipc;
 pub mod kernel;
 mod lowered;
 mod memory;
+pub mod ops;
 pub mod ordering;
 mod peer;
 mod registry;
@@ -86,6 +88,7 @@ mod stream;
 pub mod stream_pool;
 pub mod sync;
 pub mod task_group;
+pub mod tensor;
 pub mod types;
 mod uses;
 mod workspace;
@@ -95,18 +98,20 @@ pub use capture_mode::{thread_capture_mode, CaptureModeGuard};
 pub use context::StreamGuard;
 pub use custom::{CustomOp, OpError};
 pub use device::Device;
-pub use dtype::DType;
+pub use dtype::{DType, DTypeKind};
 pub use error::{Result, SizeOverflow, StreamError, WrongDevice};
 pub use event::{Event, EventWait};
 pub use graph::Graph;
 pub use hal::{OpCost, OpRange};
 pub use ipc::{IpcError, IpcEventHandle, IpcMemKey, IpcMemory};
-pub use kernel::{ComputeUnit, Kernel, KernelError, TypedKernel};
+pub use kernel::{ComputeUnit, Kernel, KernelError, KernelUses, TypedKernel};
 pub use memory::{f32_bytes, f32s_from_bytes, DeviceMemory, HostReadback};
+pub use ops::{OpCheckError, OpKernel, OpSpec, TensorOp};
 pub use ordering::{CaptureId, Domain, StreamPosition};
 pub use stream::Stream;
 pub use stream_pool::{PooledStream, StreamPoolStats};
 pub use task_group::{OpSignature, TaskGroup};
+pub use tensor::{Tensor, TensorError};
 pub use types::{
     CaptureMode, CaptureStatus, DeviceId, DevicePtr, DeviceSlice, EventFlags, HostPtr, MemInfo,
     Priority, StreamId,

@@ -5,7 +5,7 @@
 //! ordering model, then its uses noted to the device's observers.
 
 use crate::hal::{self, Backend, HalError};
-use crate::kernel::{TypedKernel, MAX_KERNEL_RANGES};
+use crate::kernel::{KernelUses, TypedKernel};
 use crate::types::DeviceSlice;
 use crate::uses::Access;
 
@@ -57,10 +57,7 @@ impl<B: Backend> Lowered<'_, B> {
     /// a chain of iterators): it is walked twice per launch, on the hot path.
     pub(crate) fn uses(&self) -> Uses<'_> {
         match self {
-            Lowered::Kernel { kernel, .. } => {
-                let (uses, len) = kernel.kernel.declared();
-                Uses::Kernel { uses, next: 0, len }
-            }
+            Lowered::Kernel { kernel, .. } => Uses::Kernel(kernel.kernel.uses()),
             Lowered::Operator(op) => Uses::Ranges(op.ranges.iter()),
             Lowered::Collective { uses, .. } => Uses::Pairs(uses.iter()),
         }
@@ -71,12 +68,8 @@ impl<B: Backend> Lowered<'_, B> {
 /// second walk.
 #[derive(Clone)]
 pub(crate) enum Uses<'a> {
-    /// A built-in kernel's: `uses[next..len]` are left.
-    Kernel {
-        uses: [(DeviceSlice, Access); MAX_KERNEL_RANGES],
-        next: usize,
-        len: usize,
-    },
+    /// A built-in kernel's.
+    Kernel(KernelUses<'a>),
     /// A user operator's ranges.
     Ranges(std::slice::Iter<'a, hal::OpRange>),
     /// A collective part's.
@@ -89,11 +82,7 @@ impl Iterator for Uses<'_> {
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         match self {
-            Uses::Kernel { uses, next, len } => {
-                let used = uses[..*len].get(*next).copied();
-                *next += usize::from(used.is_some());
-                used
-            }
+            Uses::Kernel(uses) => uses.next(),
             Uses::Ranges(ranges) => ranges.next().map(|r| (r.slice, r.access)),
             Uses::Pairs(pairs) => pairs.next().copied(),
         }

@@ -8,8 +8,9 @@
 //! [`AclnnClientOperators`]: braid_acl_sys::aclnn::AclnnClientOperators
 
 use super::exports::{launch, launcher, plan};
-use super::ops;
+use super::ops::{self, Arith, FillValue, Other};
 use braid_acl_sys::aclnn::{aclOpExecutor, aclScalar, aclTensor, aclnnStatus};
+use braid_stream_core::ops::Scalar;
 use std::ffi::c_void;
 
 launcher!(
@@ -27,8 +28,17 @@ launcher!(
     aclnnInplaceZero
 );
 
-/// `out = self + sign * alpha * other` for a tensor `other` (`out` is `self` for the in-place
-/// forms): aclnnAdd's and aclnnSub's family, `sign` 1 or -1.
+/// The add or sub family's operator (`sign` 1 for add, -1 for sub) with `alpha`.
+fn add_or_sub(sign: f64, alpha: *const aclScalar) -> Arith {
+    if sign > 0.0 {
+        Arith::Add(alpha as usize)
+    } else {
+        Arith::Sub(alpha as usize)
+    }
+}
+
+/// `out = self ± alpha * other` for a tensor `other` (`out` is `self` for the in-place
+/// forms).
 ///
 /// # Safety
 /// Out pointers null or valid for a write.
@@ -43,12 +53,13 @@ unsafe fn add_tensor(
     // SAFETY: forwarded.
     unsafe {
         plan(call, workspace_size, executor, |o| {
-            ops::binary(call, o, (self_, other, out), Some((alpha as usize, sign)))
+            let tensors = (self_, Other::Tensor(other), out);
+            ops::arith(call, o, tensors, add_or_sub(sign, alpha))
         })
     }
 }
 
-/// `out = self + sign * alpha * other` for a scalar `other`.
+/// `out = self ± alpha * other` for a scalar `other`.
 ///
 /// # Safety
 /// Out pointers null or valid for a write.
@@ -63,13 +74,8 @@ unsafe fn add_scalar(
     // SAFETY: forwarded.
     unsafe {
         plan(call, workspace_size, executor, |o| {
-            ops::with_scalar(
-                call,
-                o,
-                (self_, out),
-                other as usize,
-                Some((alpha as usize, sign)),
-            )
+            let tensors = (self_, Other::Scalar(other as usize), out);
+            ops::arith(call, o, tensors, add_or_sub(sign, alpha))
         })
     }
 }
@@ -209,12 +215,8 @@ pub unsafe extern "C" fn aclnnMulGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            ops::binary(
-                CALL,
-                o,
-                (self_ as usize, other as usize, out as usize),
-                None,
-            )
+            let tensors = (self_ as usize, Other::Tensor(other as usize), out as usize);
+            ops::arith(CALL, o, tensors, Arith::Mul)
         })
     }
 }
@@ -236,7 +238,7 @@ pub unsafe extern "C" fn aclnnInplaceMulGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            ops::binary(CALL, o, (s, other as usize, s), None)
+            ops::arith(CALL, o, (s, Other::Tensor(other as usize), s), Arith::Mul)
         })
     }
 }
@@ -258,7 +260,7 @@ pub unsafe extern "C" fn aclnnInplaceMulsGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            ops::with_scalar(CALL, o, (s, s), other as usize, None)
+            ops::arith(CALL, o, (s, Other::Scalar(other as usize), s), Arith::Mul)
         })
     }
 }
@@ -277,7 +279,12 @@ pub unsafe extern "C" fn aclnnInplaceOneGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            ops::fill(CALL, o, self_ref as usize, ops::FillValue::Constant(1.0))
+            ops::fill(
+                CALL,
+                o,
+                self_ref as usize,
+                FillValue::Constant(Scalar::Int(1)),
+            )
         })
     }
 }
@@ -296,7 +303,12 @@ pub unsafe extern "C" fn aclnnInplaceZeroGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            ops::fill(CALL, o, self_ref as usize, ops::FillValue::Constant(0.0))
+            ops::fill(
+                CALL,
+                o,
+                self_ref as usize,
+                FillValue::Constant(Scalar::Int(0)),
+            )
         })
     }
 }

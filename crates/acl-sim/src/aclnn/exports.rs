@@ -1,9 +1,8 @@
 //! The exported aclnn symbols, each with the signature `braid-acl-sys` declares (checked at
 //! the end of this file).
 
-use super::{
-    common_dtype, dtype_of, expect_dims, objects, ops, slice_of, Objects, Planned, TensorDesc, Work,
-};
+use super::ops::{Arith, FillValue, Other};
+use super::{dtype_of, objects, op_work, ops, tensor, Objects, Planned, TensorDesc, Work};
 use super::{REDUCE_SUM_WORKSPACE, RMS_NORM_WORKSPACE};
 use crate::errmsg::{fail, ret, Fail};
 use crate::registry::with;
@@ -13,11 +12,8 @@ use braid_acl_sys::aclnn::{
     ACL_DOUBLE, ACL_INT16, ACL_INT32, ACL_INT64, ACL_INT8, ACL_UINT16, ACL_UINT32, ACL_UINT64,
     ACL_UINT8,
 };
-use braid_backend_sim::{host_op, SimBackend};
-use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::Stream as _;
-use braid_stream_core::kernel::Kernel;
-use braid_stream_core::{ComputeUnit, CustomOp, OpCost};
+use braid_stream_core::ops::{Matmul, ReduceKind, RmsNorm, Scalar, TensorOp};
 use std::ffi::c_void;
 
 /// Reads `n` values at `p`.
@@ -117,41 +113,38 @@ pub extern "C" fn aclDestroyTensor(tensor: *const aclTensor) -> aclnnStatus {
     destroy("aclDestroyTensor", |o| o.tensors.remove(&p), p)
 }
 
-/// The value of a scalar of type `data_type` at `value`, widened to `f64`: float, float16,
-/// bfloat16, double, the signed and unsigned integers (an `int64` beyond 2^53 rounds to the
-/// nearest `f64`, which no float32 operator can tell apart) and bool; `None` for another
-/// type.
+/// The value of a scalar of type `data_type` at `value`: float, float16, bfloat16 and double
+/// as floats, the signed and unsigned integers as integers (a `uint64` beyond `i64::MAX`
+/// saturates), bool as bool; `None` for another type.
 ///
 /// # Safety
 /// `value` is non-null and points to a value of `data_type`.
-unsafe fn scalar_value(value: *const c_void, data_type: aclDataType) -> Option<f64> {
+unsafe fn scalar_value(value: *const c_void, data_type: aclDataType) -> Option<Scalar> {
     /// Reads a `T` at `value` (the caller's guarantee).
     macro_rules! read {
         ($t:ty) => {
             // SAFETY: `value` points to a `$t` (the caller's guarantee); unaligned reads
             // are fine.
-            f64::from(unsafe { value.cast::<$t>().read_unaligned() })
+            unsafe { value.cast::<$t>().read_unaligned() }
         };
     }
     Some(match data_type {
-        ACL_DOUBLE => read!(f64),
-        ACL_INT8 => read!(i8),
-        ACL_UINT8 => read!(u8),
-        ACL_INT16 => read!(i16),
-        ACL_UINT16 => read!(u16),
-        ACL_INT32 => read!(i32),
-        ACL_UINT32 => read!(u32),
-        // SAFETY: an `i64` / `u64` (the caller's guarantee).
-        ACL_INT64 => (unsafe { value.cast::<i64>().read_unaligned() }) as f64,
-        // SAFETY: as above.
-        ACL_UINT64 => (unsafe { value.cast::<u64>().read_unaligned() }) as f64,
-        ACL_BOOL => f64::from(u8::from(read!(u8) != 0.0)),
+        ACL_DOUBLE => Scalar::Float(read!(f64)),
+        ACL_INT8 => Scalar::Int(i64::from(read!(i8))),
+        ACL_UINT8 => Scalar::Int(i64::from(read!(u8))),
+        ACL_INT16 => Scalar::Int(i64::from(read!(i16))),
+        ACL_UINT16 => Scalar::Int(i64::from(read!(u16))),
+        ACL_INT32 => Scalar::Int(i64::from(read!(i32))),
+        ACL_UINT32 => Scalar::Int(i64::from(read!(u32))),
+        ACL_INT64 => Scalar::Int(read!(i64)),
+        ACL_UINT64 => Scalar::Int(i64::try_from(read!(u64)).unwrap_or(i64::MAX)),
+        ACL_BOOL => Scalar::Bool(read!(u8) != 0),
         _ => {
-            let t = dtype_of(data_type)?;
+            let t = dtype_of(data_type).filter(|t| t.is_float())?;
             // SAFETY: a value of the type's size (the caller's guarantee).
             let bytes =
                 unsafe { std::slice::from_raw_parts(value.cast::<u8>(), t.size() as usize) };
-            f64::from(t.get(bytes, 0)?)
+            Scalar::Float(t.get_f64(bytes, 0)?)
         }
     })
 }
@@ -304,10 +297,6 @@ pub(super) unsafe fn plan(
     }
 }
 
-fn kernel(k: Kernel, t: DType, ws: u64) -> Result<(Work, u64), Fail> {
-    Ok((Work::Kernel(k.typed(t)), ws))
-}
-
 /// An operator launch: consumes the executor, checks the workspace, enqueues the work.
 pub(super) fn launch(
     call: &'static str,
@@ -355,18 +344,6 @@ pub(super) fn launch(
     let result = with(|r| {
         r.launch_aclnn(call, stream as usize, ws, |sim| match &planned.work {
             Work::Kernel(k) => sim.launch(k, call),
-            Work::Custom(op) => sim.launch_operator(&op.lower()),
-            Work::RmsNorm {
-                x,
-                gamma,
-                y,
-                rstd,
-                cols,
-                dtype,
-                epsilon,
-            } => sim.launch_operator(
-                &rms_norm_op(*x, *gamma, *y, *rstd, *cols, *dtype, *epsilon).lower(),
-            ),
         })
     });
     ret(result.map_err(|e| {
@@ -380,44 +357,6 @@ pub(super) fn launch(
             format!("{call}: runtime error {}: {}", e.code, e.message),
         )
     }))
-}
-
-/// The simulator's RMSNorm: a host operator over exactly the tensors' ranges.
-fn rms_norm_op(
-    x: braid_stream_core::DeviceSlice,
-    gamma: braid_stream_core::DeviceSlice,
-    y: braid_stream_core::DeviceSlice,
-    rstd: braid_stream_core::DeviceSlice,
-    cols: usize,
-    t: DType,
-    eps: f64,
-) -> CustomOp<SimBackend> {
-    let body = host_op(move |inputs, outputs| {
-        let (xs, gs) = (t.decode(inputs[0]), t.decode(inputs[1]));
-        let (mut ys, mut rs) = (Vec::with_capacity(outputs[0].len()), Vec::new());
-        for row in xs.chunks(cols.max(1)) {
-            let mean_sq = row.iter().map(|v| f64::from(v * v)).sum::<f64>() / cols.max(1) as f64;
-            let r = (1.0 / (mean_sq + eps).sqrt()) as f32;
-            rs.push(r);
-            row.iter()
-                .zip(&gs)
-                .for_each(|(v, g)| t.push(&mut ys, v * r * g));
-        }
-        outputs[0].copy_from_slice(&ys);
-        outputs[1].copy_from_slice(&DType::F32.encode(&rs));
-    });
-    CustomOp::new("aclnnRmsNorm")
-        .dtype(t)
-        .read(x)
-        .read(gamma)
-        .write(y)
-        .write(rstd)
-        .cost(OpCost::Work {
-            unit: ComputeUnit::Vector,
-            flops: 4 * (x.len / t.size()),
-            bytes: x.len + gamma.len + y.len + rstd.len,
-        })
-        .body(body)
 }
 
 /// Exports the launch (phase 2) of each named operator.
@@ -462,14 +401,14 @@ pub unsafe extern "C" fn aclnnInplaceFillScalarGetWorkspaceSize(
                 CALL,
                 o,
                 self_ref as usize,
-                ops::FillValue::Scalar(value as usize),
+                FillValue::Scalar(value as usize),
             )
         })
     }
 }
 
 /// `aclnnAddGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`: `out = self
-/// + alpha * other`, broadcasting, any alpha, strided tensors ([`ops::binary`]).
+/// + alpha * other`, broadcasting, any alpha, strided tensors ([`ops::arith`]).
 ///
 /// # Safety
 /// Out pointers null or valid for a write.
@@ -486,8 +425,8 @@ pub unsafe extern "C" fn aclnnAddGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let tensors = (self_ as usize, other as usize, out as usize);
-            ops::binary(CALL, o, tensors, Some((alpha as usize, 1.0)))
+            let tensors = (self_ as usize, Other::Tensor(other as usize), out as usize);
+            ops::arith(CALL, o, tensors, Arith::Add(alpha as usize))
         })
     }
 }
@@ -508,18 +447,14 @@ pub unsafe extern "C" fn aclnnMulsGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            ops::with_scalar(
-                CALL,
-                o,
-                (self_ as usize, out as usize),
-                other as usize,
-                None,
-            )
+            let tensors = (self_ as usize, Other::Scalar(other as usize), out as usize);
+            ops::arith(CALL, o, tensors, Arith::Mul)
         })
     }
 }
 
-/// `aclnnMmGetWorkspaceSize(self, mat2, out, cubeMathType, workspaceSize, executor)`: 2-D.
+/// `aclnnMmGetWorkspaceSize(self, mat2, out, cubeMathType, workspaceSize, executor)`: a 2-D
+/// product; either operand may be a strided view (`nn.Linear` passes `W.t()`).
 ///
 /// # Safety
 /// Out pointers null or valid for a write.
@@ -536,41 +471,30 @@ pub unsafe extern "C" fn aclnnMmGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let (a, b, c) = (
-                o.tensor(CALL, "self", self_ as usize)?,
-                o.tensor(CALL, "mat2", mat2 as usize)?,
-                o.tensor(CALL, "out", out as usize)?,
+            let (a, b, out) = (
+                tensor(o, CALL, "self", self_ as usize)?,
+                tensor(o, CALL, "mat2", mat2 as usize)?,
+                tensor(o, CALL, "out", out as usize)?,
             );
-            let t = common_dtype(CALL, &[("self", a), ("mat2", b), ("out", c)])?;
-            let [m, k] = a.dims[..] else {
+            if a.rank() != 2 || b.rank() != 2 {
                 return Err(fail(
                     ACLNN_ERR_PARAM_INVALID,
-                    format!("{CALL}: self must be 2-D, has shape {:?}", a.dims),
+                    format!(
+                        "{CALL}: self and mat2 must be 2-D, have shapes {:?} and {:?}",
+                        a.shape(),
+                        b.shape()
+                    ),
                 ));
+            }
+            let mm = Matmul {
+                a,
+                b,
+                bias: None,
+                out,
+                alpha: 1.0,
+                beta: 1.0,
             };
-            let n = b.dims.get(1).copied().unwrap_or(-1);
-            expect_dims(CALL, "mat2", b, &[k, n])?;
-            expect_dims(CALL, "out", c, &[m, n])?;
-            let dim = |v: i64| {
-                u32::try_from(v).map_err(|_| {
-                    fail(
-                        ACLNN_ERR_PARAM_INVALID,
-                        format!("{CALL}: dimension {v} out of range"),
-                    )
-                })
-            };
-            kernel(
-                Kernel::Matmul {
-                    a: slice_of(CALL, "self", a, t)?,
-                    b: slice_of(CALL, "mat2", b, t)?,
-                    c: slice_of(CALL, "out", c, t)?,
-                    m: dim(m)?,
-                    k: dim(k)?,
-                    n: dim(n)?,
-                },
-                t,
-                0,
-            )
+            op_work(CALL, TensorOp::Matmul(mm), 0)
         })
     }
 }
@@ -597,7 +521,7 @@ pub unsafe extern "C" fn aclnnInplaceCopyGetWorkspaceSize(
 
 /// `aclnnReduceSumGetWorkspaceSize(self, dim, keepDim, dtype, out, workspaceSize, executor)`:
 /// the sum over the dimensions `dim` (all of them when it is empty), `keepDim` keeping them as
-/// 1 (computed by `ops::sum`).
+/// 1 ([`ops::reduce`]); bool and integer inputs sum into an integer `out`.
 ///
 /// # Safety
 /// Out pointers null or valid for a write.
@@ -615,12 +539,11 @@ pub unsafe extern "C" fn aclnnReduceSumGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            ops::sum(
+            ops::reduce(
                 CALL,
                 o,
                 (self_ as usize, dim as usize, out as usize),
-                keep_dim,
-                dtype,
+                (ReduceKind::Sum, keep_dim, dtype),
                 REDUCE_SUM_WORKSPACE,
             )
         })
@@ -628,7 +551,8 @@ pub unsafe extern "C" fn aclnnReduceSumGetWorkspaceSize(
 }
 
 /// `aclnnRmsNormGetWorkspaceSize(x, gamma, epsilon, yOut, rstdOut, workspaceSize, executor)`:
-/// `gamma` is 1-D over the last dimension of `x`; `rstdOut` is float32 with one value per row.
+/// `gamma` is the trailing dimensions of `x`; `rstdOut` is float32 with one value per row
+/// (any shape of that many elements, contiguous).
 ///
 /// # Safety
 /// Out pointers null or valid for a write.
@@ -646,40 +570,37 @@ pub unsafe extern "C" fn aclnnRmsNormGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let (xt, g, y, r) = (
-                o.tensor(CALL, "x", x as usize)?,
-                o.tensor(CALL, "gamma", gamma as usize)?,
-                o.tensor(CALL, "yOut", y_out as usize)?,
-                o.tensor(CALL, "rstdOut", rstd_out as usize)?,
+            let (x, gamma, y, rstd) = (
+                tensor(o, CALL, "x", x as usize)?,
+                tensor(o, CALL, "gamma", gamma as usize)?,
+                tensor(o, CALL, "yOut", y_out as usize)?,
+                tensor(o, CALL, "rstdOut", rstd_out as usize)?,
             );
-            let t = common_dtype(CALL, &[("x", xt), ("gamma", g), ("yOut", y)])?;
-            let cols = *xt.dims.last().ok_or_else(|| {
-                fail(
-                    ACLNN_ERR_PARAM_INVALID,
-                    format!("{CALL}: x has no dimension"),
-                )
-            })?;
-            expect_dims(CALL, "gamma", g, &[cols])?;
-            expect_dims(CALL, "yOut", y, &xt.dims)?;
-            if dtype_of(r.dtype) != Some(DType::F32) || r.numel() * cols.max(1) as u64 != xt.numel()
-            {
-                return Err(fail(
-                    ACLNN_ERR_PARAM_INVALID,
-                    format!("{CALL}: rstdOut must be float32 with one value per row of x"),
-                ));
-            }
-            Ok((
-                Work::RmsNorm {
-                    x: slice_of(CALL, "x", xt, t)?,
-                    gamma: slice_of(CALL, "gamma", g, t)?,
-                    y: slice_of(CALL, "yOut", y, t)?,
-                    rstd: slice_of(CALL, "rstdOut", r, DType::F32)?,
-                    cols: cols as usize,
-                    dtype: t,
-                    epsilon,
-                },
-                RMS_NORM_WORKSPACE,
-            ))
+            // The declaration keeps the normalised dimensions as 1; CANN documents one value
+            // per row, whatever the shape.
+            let mut shape = x.shape().to_vec();
+            let keep = shape.len().saturating_sub(gamma.rank());
+            shape[keep..].fill(1);
+            let rstd = match rstd.reshape(&shape) {
+                Ok(r) if r.numel() == rstd.numel() => r,
+                _ => {
+                    return Err(fail(
+                        ACLNN_ERR_PARAM_INVALID,
+                        format!(
+                            "{CALL}: rstdOut has shape {:?}; it must be contiguous with one value per row of x ({shape:?})",
+                            rstd.shape()
+                        ),
+                    ))
+                }
+            };
+            let op = RmsNorm {
+                x,
+                gamma,
+                eps: epsilon,
+                y,
+                rstd,
+            };
+            op_work(CALL, TensorOp::RmsNorm(op), RMS_NORM_WORKSPACE)
         })
     }
 }

@@ -1,13 +1,18 @@
 //! aclnn on the simulator: descriptors (tensors, scalars, int arrays), executors, and the
-//! operators braid uses, with CANN's rules as far as they are documented.
+//! operators, with CANN's rules as far as they are documented.
 //!
 //! - `aclCreateTensor` returns null on bad arguments (null dims or strides with a non-zero
 //!   count, an unknown data type, a negative dimension or offset, a null address).
 //! - Every `GetWorkspaceSize` checks its parameters: null pointers are
-//!   `ACLNN_ERR_PARAM_NULLPTR` (161001); a stale handle, a data type the operator does not
-//!   take (braid's f32, f16, bf16), mixed data types or shapes that do not fit are
-//!   `ACLNN_ERR_PARAM_INVALID` (161002); `aclGetRecentErrMsg` says which. Tensors must be
-//!   contiguous (the simulator's own limit, not CANN's).
+//!   `ACLNN_ERR_PARAM_NULLPTR` (161001); a stale handle, a data type or a shape the operator
+//!   does not take, or a layout the simulator cannot read (negative strides) are
+//!   `ACLNN_ERR_PARAM_INVALID` (161002); `aclGetRecentErrMsg` says which, naming the call and
+//!   the operand.
+//! - Each operator becomes one of braid's tensor operators (`braid_stream_core::ops`), checked
+//!   by the same declaration braid's Rust API uses and computed by the same implementation
+//!   (`braid-kernels`), as a kernel on the simulated stream: the timeline and the sanitizer
+//!   see it like any kernel, over exactly the bytes its tensors span. Tensors may be strided,
+//!   transposed or broadcast views.
 //! - An executor is used once: the launch consumes it whatever its result (CANN destroys a
 //!   non-repeatable executor in the launch call); `aclSetAclOpExecutorRepeatable` followed by
 //!   `aclDestroyAclOpExecutor` releases one that was never launched.
@@ -15,27 +20,22 @@
 //!   161002. The simulator asks for workspace for `aclnnReduceSum` and `aclnnRmsNorm`
 //!   ([`REDUCE_SUM_WORKSPACE`], [`RMS_NORM_WORKSPACE`]; its own figures, not CANN's), so the
 //!   workspace path is exercised.
-//! - The launch enqueues the matching simulator kernel, or for `aclnnRmsNorm` and for
-//!   `aclnnAdd` with `alpha` ≠ 1 (`out = self + alpha · other`, computed in f32 and rounded
-//!   once to the tensors' type) a host operator over exactly the tensors' ranges, so the
-//!   timeline and sanitizer see it.
 //!
 //! Live tensors, scalars, int arrays and executors are counted (`braidSimAclnnLiveObjects`).
 
 pub mod client_exports;
 pub mod exports;
 mod ops;
-mod strided;
+pub mod tensor_exports;
 
 use crate::errmsg::{fail, Fail};
-use braid_acl_sys::aclnn::{
-    ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACL_BF16, ACL_FLOAT, ACL_FLOAT16,
-};
-use braid_backend_sim::SimBackend;
+use braid_acl_sys::aclnn::{ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR};
 use braid_stream_core::dtype::DType;
+use braid_stream_core::ops::{OpCheckError, Scalar, TensorOp};
 use braid_stream_core::sync::{GlobalMutex, GlobalMutexGuard};
-use braid_stream_core::types::{DevicePtr, DeviceSlice};
-use braid_stream_core::{CustomOp, TypedKernel};
+use braid_stream_core::tensor::Tensor;
+use braid_stream_core::types::DevicePtr;
+use braid_stream_core::TypedKernel;
 use std::collections::HashMap;
 use std::sync::OnceLock;
 
@@ -54,27 +54,11 @@ pub(crate) struct TensorDesc {
     pub data: u64,
 }
 
-impl TensorDesc {
-    pub fn numel(&self) -> u64 {
-        self.dims.iter().map(|&d| d as u64).product()
-    }
-}
-
 /// What an executor runs.
 #[derive(Clone, Debug)]
 pub(crate) enum Work {
+    /// A kernel on the simulated stream.
     Kernel(TypedKernel),
-    /// A host operator over strided tensors ([`strided`]).
-    Custom(CustomOp<SimBackend>),
-    RmsNorm {
-        x: DeviceSlice,
-        gamma: DeviceSlice,
-        y: DeviceSlice,
-        rstd: DeviceSlice,
-        cols: usize,
-        dtype: DType,
-        epsilon: f64,
-    },
 }
 
 /// An executor: its work and the workspace it asked for.
@@ -89,7 +73,7 @@ pub(crate) struct Planned {
 #[derive(Default)]
 pub(crate) struct Objects {
     pub tensors: HashMap<usize, TensorDesc>,
-    pub scalars: HashMap<usize, f64>,
+    pub scalars: HashMap<usize, Scalar>,
     pub int_arrays: HashMap<usize, Vec<i64>>,
     pub executors: HashMap<usize, Planned>,
     next: usize,
@@ -118,7 +102,7 @@ impl Objects {
     }
 
     /// The scalar `p`.
-    pub fn scalar(&self, call: &str, what: &str, p: usize) -> Result<f64, Fail> {
+    pub fn scalar(&self, call: &str, what: &str, p: usize) -> Result<Scalar, Fail> {
         if p == 0 {
             return Err(fail(
                 ACLNN_ERR_PARAM_NULLPTR,
@@ -168,81 +152,71 @@ pub(crate) fn objects() -> GlobalMutexGuard<'static, Objects> {
         .lock()
 }
 
-/// braid's data type of an `aclDataType` the operators take.
-pub(crate) fn dtype_of(acl: i32) -> Option<DType> {
-    match acl {
-        ACL_FLOAT => Some(DType::F32),
-        ACL_FLOAT16 => Some(DType::F16),
-        ACL_BF16 => Some(DType::BF16),
-        _ => None,
-    }
-}
-
 fn invalid(call: &str, message: String) -> Fail {
     fail(ACLNN_ERR_PARAM_INVALID, format!("{call}: {message}"))
 }
 
-/// The data type all of `tensors` share, which must be one the operators take.
-pub(crate) fn common_dtype(call: &str, tensors: &[(&str, &TensorDesc)]) -> Result<DType, Fail> {
-    let first = tensors[0].1.dtype;
-    for (name, t) in tensors {
-        if t.dtype != first {
-            return Err(invalid(
-                call,
-                format!(
-                    "{name} has data type {}, {} has {first}: they must match",
-                    t.dtype, tensors[0].0
-                ),
-            ));
-        }
-    }
-    dtype_of(first).ok_or_else(|| {
+/// The tensor `t` describes (named `role` in messages): its data type, shape and strides,
+/// its first element at `data + offset` elements. Negative strides are refused (the
+/// simulator's limit: braid's tensors never have them).
+pub(crate) fn tensor_of(call: &str, role: &str, t: &TensorDesc) -> Result<Tensor, Fail> {
+    let dtype = braid_acl_sys::dtypes::dtype_of_acl(t.dtype).ok_or_else(|| {
         invalid(
             call,
-            format!("data type {first} is not supported (float32, float16, bfloat16)"),
+            format!(
+                "{role} has data type {}, which braid-acl-sim does not compute",
+                t.dtype
+            ),
         )
-    })
-}
-
-/// The bytes a contiguous tensor covers, in `dtype`.
-pub(crate) fn slice_of(
-    call: &str,
-    name: &str,
-    t: &TensorDesc,
-    dtype: DType,
-) -> Result<DeviceSlice, Fail> {
-    let mut expect = 1i64;
-    for (d, s) in t.dims.iter().zip(&t.strides).rev() {
-        if *d > 1 && *s != expect {
-            return Err(invalid(
-                call,
-                format!(
-                    "{name} is not contiguous (strides {:?} for dims {:?})",
-                    t.strides, t.dims
-                ),
-            ));
-        }
-        expect = expect.saturating_mul((*d).max(1));
-    }
-    let size = dtype.size();
-    Ok(DeviceSlice::new(
-        DevicePtr(t.data + t.offset as u64 * size),
-        t.numel() * size,
-    ))
-}
-
-/// Checks that `t` has exactly `dims`.
-pub(crate) fn expect_dims(
-    call: &str,
-    name: &str,
-    t: &TensorDesc,
-    dims: &[i64],
-) -> Result<(), Fail> {
-    if t.dims != dims {
+    })?;
+    if t.strides.len() != t.dims.len() {
         return Err(invalid(
             call,
-            format!("{name} has shape {:?}, expected {dims:?}", t.dims),
+            format!(
+                "{role} has {} strides for {} dimensions",
+                t.strides.len(),
+                t.dims.len()
+            ),
         ));
     }
-    Ok(())
+    let usizes = |v: &[i64], what: &str| {
+        v.iter()
+            .map(|&x| usize::try_from(x))
+            .collect::<Result<Vec<usize>, _>>()
+            .map_err(|_| {
+                invalid(
+                    call,
+                    format!("{role} has negative {what} {v:?}, which braid-acl-sim does not take"),
+                )
+            })
+    };
+    let (shape, strides) = (
+        usizes(&t.dims, "dimensions")?,
+        usizes(&t.strides, "strides")?,
+    );
+    let ptr = (t.offset as u64)
+        .checked_mul(dtype.size())
+        .and_then(|o| t.data.checked_add(o))
+        .ok_or_else(|| invalid(call, format!("{role}'s offset {} overflows", t.offset)))?;
+    Tensor::strided(DevicePtr(ptr), dtype, &shape, &strides)
+        .map_err(|e| invalid(call, format!("{role}: {e}")))
+}
+
+/// The tensor behind handle `p`, as braid's [`Tensor`].
+pub(crate) fn tensor(o: &Objects, call: &str, role: &str, p: usize) -> Result<Tensor, Fail> {
+    tensor_of(call, role, o.tensor(call, role, p)?)
+}
+
+/// The work of a tensor operator, checked by its declaration (a refusal is
+/// `ACLNN_ERR_PARAM_INVALID` with the declaration's reason, naming the call and the operand).
+pub(crate) fn op_work(call: &str, op: TensorOp, workspace: u64) -> Result<(Work, u64), Fail> {
+    let kernel = op
+        .kernel()
+        .map_err(|e: OpCheckError| invalid(call, e.to_string()))?;
+    Ok((Work::Kernel(kernel.into()), workspace))
+}
+
+/// braid's data type of an `aclDataType` (`None` for a type braid has none of).
+pub(crate) fn dtype_of(acl: i32) -> Option<DType> {
+    braid_acl_sys::dtypes::dtype_of_acl(acl)
 }

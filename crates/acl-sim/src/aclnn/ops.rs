@@ -1,162 +1,76 @@
-//! The planning of every elementwise and reduction operator, shared by braid's operators
-//! ([`super::exports`]) and the client families ([`super::client_exports`]): the parameter
-//! checks, then the simulator kernel when the tensors are what braid's kernels take
-//! (contiguous, one shape, a factor of 1), else the general host operator of
-//! [`super::strided`] (strides, broadcasting, any factor, any reduced dimensions).
+//! The planning of the element-wise and reduction operators braid and torch_npu call, shared
+//! by braid's operators ([`super::exports`]) and the client families
+//! ([`super::client_exports`]): each reads its descriptors and becomes one of braid's tensor
+//! operators ([`TensorOp`]), whose declaration checks it.
 
-use super::strided::{broadcast, elementwise, expect_broadcast, reduce_sum, Strided};
-use super::{common_dtype, expect_dims, slice_of, Objects, TensorDesc, Work};
+use super::{op_work, tensor, Objects, Work};
 use crate::errmsg::{fail, Fail};
 use braid_acl_sys::aclnn::ACLNN_ERR_PARAM_INVALID;
-use braid_backend_sim::SimBackend;
-use braid_stream_core::kernel::Kernel;
-use braid_stream_core::CustomOp;
+use braid_stream_core::ops::{
+    Binary, BinaryOp, Cast, Fill, Operand, Reduce, ReduceKind, Scalar, TensorOp,
+};
 
 fn invalid(call: &str, message: String) -> Fail {
     fail(ACLNN_ERR_PARAM_INVALID, format!("{call}: {message}"))
 }
 
-/// The operator's name from its `GetWorkspaceSize` call's.
-fn op_name(call: &str) -> &str {
-    call.strip_suffix("GetWorkspaceSize").unwrap_or(call)
+/// `out = self + alpha * other` (`Sub`: `- alpha`), or `out = self * other` when `alpha` is
+/// `None`; `other` is a tensor handle (broadcast) or a scalar one.
+pub(crate) enum Other {
+    /// An `aclTensor`.
+    Tensor(usize),
+    /// An `aclScalar`.
+    Scalar(usize),
 }
 
-/// Whether `t` is laid out row-major without gaps.
-fn contiguous(t: &TensorDesc) -> bool {
-    let mut expect = 1i64;
-    for (d, s) in t.dims.iter().zip(&t.strides).rev() {
-        if *d > 1 && *s != expect {
-            return false;
-        }
-        expect = expect.saturating_mul((*d).max(1));
-    }
-    true
+/// Which of the add, sub and mul families: `Add` / `Sub` with their `alpha` handle.
+pub(crate) enum Arith {
+    /// `self + alpha * other`.
+    Add(usize),
+    /// `self - alpha * other`.
+    Sub(usize),
+    /// `self * other`.
+    Mul,
 }
 
-fn dims(t: &TensorDesc) -> Vec<usize> {
-    t.dims.iter().map(|&d| d as usize).collect()
-}
-
-/// A host operator, checked as the front layer checks every operator.
-fn custom(call: &str, op: CustomOp<SimBackend>) -> Result<(Work, u64), Fail> {
-    op.validate()
-        .map_err(|e| invalid(call, format!("the operator's declaration is refused: {e}")))?;
-    Ok((Work::Custom(op), 0))
-}
-
-/// The factor of an add (`Some((alpha scalar, sign))`: `sign` is -1 for a sub), or a mul
-/// (`None`). The scalar is checked after the tensors, as CANN's parameter checks go.
-pub(crate) type Alpha = Option<(usize, f64)>;
-
-fn alpha_value(call: &str, o: &Objects, alpha: Alpha) -> Result<Option<f64>, Fail> {
-    alpha
-        .map(|(h, sign)| o.scalar(call, "alpha", h).map(|a| sign * a))
-        .transpose()
-}
-
-/// `out = self + alpha * other` (an `alpha`) or `out = self * other`, `other` and `self`
-/// broadcast to `out`'s shape.
-pub(crate) fn binary(
+/// The operator of the add, sub and mul families.
+pub(crate) fn arith(
     call: &str,
     o: &Objects,
-    (self_, other, out): (usize, usize, usize),
-    alpha: Alpha,
+    (self_, other, out): (usize, Other, usize),
+    kind: Arith,
 ) -> Result<(Work, u64), Fail> {
-    let (a, b, c) = (
-        o.tensor(call, "self", self_)?,
-        o.tensor(call, "other", other)?,
-        o.tensor(call, "out", out)?,
-    );
-    let alpha = alpha_value(call, o, alpha)?;
-    let t = common_dtype(call, &[("self", a), ("other", b), ("out", c)])?;
-    let shape = broadcast(&dims(a), &dims(b)).ok_or_else(|| {
-        invalid(
-            call,
-            format!(
-                "self of shape {:?} and other of shape {:?} do not broadcast",
-                a.dims, b.dims
-            ),
-        )
-    })?;
-    expect_dims(
+    let a = tensor(o, call, "self", self_)?;
+    let out = tensor(o, call, "out", out)?;
+    let b = match other {
+        Other::Tensor(h) => Operand::Tensor(tensor(o, call, "other", h)?),
+        Other::Scalar(h) => Operand::Scalar(o.scalar(call, "other", h)?),
+    };
+    let op = match kind {
+        Arith::Add(h) => BinaryOp::Add {
+            alpha: o.scalar(call, "alpha", h)?,
+        },
+        Arith::Sub(h) => BinaryOp::Sub {
+            alpha: o.scalar(call, "alpha", h)?,
+        },
+        Arith::Mul => BinaryOp::Mul,
+    };
+    op_work(
         call,
-        "out",
-        c,
-        &shape.iter().map(|&d| d as i64).collect::<Vec<_>>(),
-    )?;
-    let simple = a.dims == b.dims && [a, b, c].into_iter().all(contiguous);
-    if let (Some(1.0), true) = (alpha, simple) {
-        return Ok((
-            Work::Kernel(
-                Kernel::Add {
-                    a: slice_of(call, "self", a, t)?,
-                    b: slice_of(call, "other", b, t)?,
-                    out: slice_of(call, "out", c, t)?,
-                }
-                .typed(t),
-            ),
-            0,
-        ));
-    }
-    let inputs = vec![
-        Strided::of(call, "self", a)?,
-        Strided::of(call, "other", b)?,
-    ];
-    let out = Strided::of(call, "out", c)?;
-    let op = match alpha {
-        // Computed in f32 and rounded once, as the simulator's kernels do.
-        Some(alpha) => {
-            let alpha = alpha as f32;
-            elementwise(op_name(call), inputs, out, move |v| v[0] + alpha * v[1])
-        }
-        None => elementwise(op_name(call), inputs, out, |v| v[0] * v[1]),
-    };
-    custom(call, op)
-}
-
-/// `out = self + alpha * other` (an `alpha`) or `out = self * other`, with `other` a scalar.
-pub(crate) fn with_scalar(
-    call: &str,
-    o: &Objects,
-    (self_, out): (usize, usize),
-    other: usize,
-    alpha: Alpha,
-) -> Result<(Work, u64), Fail> {
-    let (a, c) = (o.tensor(call, "self", self_)?, o.tensor(call, "out", out)?);
-    let other = o.scalar(call, "other", other)?;
-    let alpha = alpha_value(call, o, alpha)?;
-    let t = common_dtype(call, &[("self", a), ("out", c)])?;
-    expect_dims(call, "out", c, &a.dims)?;
-    if alpha.is_none() && contiguous(a) && contiguous(c) {
-        return Ok((
-            Work::Kernel(
-                Kernel::Scale {
-                    src: slice_of(call, "self", a, t)?,
-                    dst: slice_of(call, "out", c, t)?,
-                    factor: other as f32,
-                }
-                .typed(t),
-            ),
-            0,
-        ));
-    }
-    let inputs = vec![Strided::of(call, "self", a)?];
-    let out = Strided::of(call, "out", c)?;
-    let other = other as f32;
-    let op = match alpha {
-        Some(alpha) => {
-            let term = alpha as f32 * other;
-            elementwise(op_name(call), inputs, out, move |v| v[0] + term)
-        }
-        None => elementwise(op_name(call), inputs, out, move |v| v[0] * other),
-    };
-    custom(call, op)
+        TensorOp::Binary(Binary {
+            op,
+            a: Operand::Tensor(a),
+            b,
+            out,
+        }),
+        0,
+    )
 }
 
 /// What a fill writes.
 pub(crate) enum FillValue {
     /// A value of the operator (`aclnnInplaceOne`'s 1).
-    Constant(f64),
+    Constant(Scalar),
     /// The scalar of this handle.
     Scalar(usize),
 }
@@ -168,129 +82,98 @@ pub(crate) fn fill(
     self_ref: usize,
     value: FillValue,
 ) -> Result<(Work, u64), Fail> {
-    let d = o.tensor(call, "selfRef", self_ref)?;
+    let out = tensor(o, call, "selfRef", self_ref)?;
     let value = match value {
         FillValue::Constant(v) => v,
         FillValue::Scalar(h) => o.scalar(call, "value", h)?,
     };
-    let t = common_dtype(call, &[("selfRef", d)])?;
-    if contiguous(d) {
-        return Ok((
-            Work::Kernel(
-                Kernel::Fill {
-                    dst: slice_of(call, "selfRef", d, t)?,
-                    value: value as f32,
-                }
-                .typed(t),
-            ),
-            0,
-        ));
-    }
-    let out = Strided::of(call, "selfRef", d)?;
-    let value = value as f32;
-    custom(
-        call,
-        elementwise(op_name(call), Vec::new(), out, move |_| value),
-    )
+    op_work(call, TensorOp::Fill(Fill { value, out }), 0)
 }
 
 /// `selfRef[...] = src[...]`, `src` broadcast to `selfRef`'s shape and converted to its data
-/// type (CANN's copy casts; every pair of float32, float16 and bfloat16 is taken).
+/// type (CANN's copy casts).
 pub(crate) fn copy(
     call: &str,
     o: &Objects,
     self_ref: usize,
     src: usize,
 ) -> Result<(Work, u64), Fail> {
-    let (d, s) = (
-        o.tensor(call, "selfRef", self_ref)?,
-        o.tensor(call, "src", src)?,
-    );
-    expect_broadcast(call, "src", &dims(s), &dims(d))?;
-    let same_type = s.dtype == d.dtype;
-    if same_type && s.dims == d.dims && contiguous(s) && contiguous(d) {
-        let t = common_dtype(call, &[("selfRef", d), ("src", s)])?;
-        return Ok((
-            Work::Kernel(
-                Kernel::Copy {
-                    src: slice_of(call, "src", s, t)?,
-                    dst: slice_of(call, "selfRef", d, t)?,
-                }
-                .typed(t),
-            ),
-            0,
-        ));
-    }
-    let inputs = vec![Strided::of(call, "src", s)?];
-    let out = Strided::of(call, "selfRef", d)?;
-    custom(call, elementwise(op_name(call), inputs, out, |v| v[0]))
+    let out = tensor(o, call, "selfRef", self_ref)?;
+    let x = tensor(o, call, "src", src)?;
+    op_work(call, TensorOp::Cast(Cast { x, out }), 0)
 }
 
-/// The sum of `self` over the dimensions `dim` (every dimension when `dim` is empty, as
-/// CANN documents), into `out`: `self`'s shape with those dimensions removed, or kept as 1
-/// with `keepDim`. Dimensions are in `[-rank, rank)` and named once.
-pub(crate) fn sum(
+/// The dimensions `dims` (each in `[-rank, rank)`) as indices of a tensor of `rank`.
+pub(crate) fn dims_of(call: &str, dims: &[i64], rank: usize) -> Result<Vec<usize>, Fail> {
+    let r = rank as i64;
+    let mut seen = Vec::with_capacity(dims.len());
+    dims.iter()
+        .map(|&d| {
+            let i = if d < 0 { d + r } else { d };
+            usize::try_from(i)
+                .ok()
+                .filter(|&i| i < rank.max(1))
+                .ok_or_else(|| {
+                    invalid(
+                        call,
+                        format!("dimension {d} is out of range for self of rank {rank}"),
+                    )
+                })
+                .and_then(|i| {
+                    if seen.contains(&i) {
+                        return Err(invalid(
+                            call,
+                            format!("dimension {d} is named twice in dim {dims:?}"),
+                        ));
+                    }
+                    seen.push(i);
+                    Ok(i)
+                })
+        })
+        .collect()
+}
+
+/// `kind(self)` over the dimensions `dim` (every dimension when `dim` is empty, as CANN
+/// documents), into `out`: `self`'s shape with those dimensions removed, or kept as 1 with
+/// `keepDim`. `dtype` must be `out`'s type.
+pub(crate) fn reduce(
     call: &str,
     o: &Objects,
     (self_, dim, out): (usize, usize, usize),
-    keep_dim: bool,
-    dtype: i32,
+    (kind, keep_dim, dtype): (ReduceKind, bool, i32),
     workspace: u64,
 ) -> Result<(Work, u64), Fail> {
-    let (a, c) = (o.tensor(call, "self", self_)?, o.tensor(call, "out", out)?);
-    let dims_given = o.int_array(call, "dim", dim)?;
-    let t = common_dtype(call, &[("self", a), ("out", c)])?;
-    if dtype != c.dtype {
+    let x = tensor(o, call, "self", self_)?;
+    let out_desc = o.tensor(call, "out", out)?;
+    let given = o.int_array(call, "dim", dim)?.clone();
+    if dtype != out_desc.dtype {
         return Err(invalid(
             call,
-            format!("dtype {dtype} differs from out's {}", c.dtype),
+            format!("dtype {dtype} differs from out's {}", out_desc.dtype),
         ));
     }
-    let rank = a.dims.len() as i64;
-    let mut reduced = vec![dims_given.is_empty(); a.dims.len()];
-    for &d in dims_given {
-        let i = if d < 0 { d + rank } else { d };
-        match usize::try_from(i).ok().filter(|&i| i < a.dims.len()) {
-            Some(i) if !reduced[i] => reduced[i] = true,
-            Some(_) => {
-                return Err(invalid(
-                    call,
-                    format!("dimension {d} is named twice in dim {dims_given:?}"),
-                ))
-            }
-            None => {
-                return Err(invalid(
-                    call,
-                    format!("dimension {d} is out of range for self of rank {rank}"),
-                ))
-            }
-        }
-    }
-    let expected: Vec<i64> = a
-        .dims
-        .iter()
-        .zip(&reduced)
-        .filter_map(|(&d, &r)| match (r, keep_dim) {
-            (false, _) => Some(d),
-            (true, true) => Some(1),
-            (true, false) => None,
-        })
-        .collect();
-    expect_dims(call, "out", c, &expected)?;
-    if reduced.iter().all(|&r| r) && contiguous(a) {
-        return Ok((
-            Work::Kernel(
-                Kernel::ReduceSum {
-                    src: slice_of(call, "self", a, t)?,
-                    dst: slice_of(call, "out", c, t)?,
-                }
-                .typed(t),
+    let out = tensor(o, call, "out", out)?;
+    let dims = dims_of(call, &given, x.rank())?;
+    let expected_rank = if keep_dim {
+        x.rank()
+    } else if dims.is_empty() {
+        0
+    } else {
+        x.rank().saturating_sub(dims.len())
+    };
+    if out.rank() != expected_rank {
+        return Err(invalid(
+            call,
+            format!(
+                "out has shape {:?}; with keepDim {keep_dim} over {given:?} of self's {:?} it has {expected_rank} dimensions",
+                out.shape(),
+                x.shape()
             ),
-            workspace,
         ));
     }
-    let src = Strided::of(call, "self", a)?;
-    let out = Strided::of(call, "out", c)?;
-    let (work, _) = custom(call, reduce_sum(op_name(call), src, &reduced, out))?;
-    Ok((work, workspace))
+    op_work(
+        call,
+        TensorOp::Reduce(Reduce { kind, x, dims, out }),
+        workspace,
+    )
 }

@@ -7,6 +7,8 @@
 //!   `libopapi.so` on older CANN releases or the split `libopapi_math.so`, `libopapi_nn.so`
 //!   on newer ones ([`OPERATOR_LIBRARIES`], variable [`OPERATOR_LIBS_ENV`], a `:`-separated
 //!   list): each symbol comes from the first library of the set that exports it;
+//! - [`AclnnTensorOperators`]: the operators braid's tensor operators lower to (all
+//!   optional);
 //! - [`AclnnClientOperators`]: the operators a foreign client (torch_npu) looks up beyond
 //!   braid's, declared so `braid-acl-sim`'s exports of them are checked.
 //!
@@ -19,11 +21,13 @@
 mod client;
 mod codes;
 mod functions;
+mod tensor_ops;
 mod types;
 
 pub use client::{client_operator_fns, AclnnClientOperators};
 pub use codes::*;
 pub use functions::{descriptor_fns, operator_fns, AclnnDescriptors, AclnnOperators};
+pub use tensor_ops::{tensor_operator_fns, AclnnTensorOperators};
 pub use types::*;
 
 use crate::LibrarySet;

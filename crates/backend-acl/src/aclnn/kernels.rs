@@ -12,7 +12,8 @@
 use super::objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
 use super::AclnnApi;
 use crate::error::AclError;
-use braid_acl_sys::aclnn::{aclDataType, ACL_BF16, ACL_FLOAT, ACL_FLOAT16, CUBE_MATH_KEEP_DTYPE};
+use braid_acl_sys::aclnn::CUBE_MATH_KEEP_DTYPE;
+pub use braid_acl_sys::dtypes::acl_data_type;
 use braid_stream_core::dtype::DType;
 use braid_stream_core::hal::{HalError, PreparedLaunch};
 use braid_stream_core::kernel::{Kernel, TypedKernel};
@@ -23,24 +24,15 @@ use braid_stream_core::types::{DevicePtr, DeviceSlice};
 pub const BUSY_UNSUPPORTED: &str =
     "Kernel::Busy has no aclnn operator (it only occupies a simulated device: braid-acl-sim runs it through its braidSimBusy extension)";
 
-/// The `aclDataType` of a braid data type.
-pub fn acl_data_type(dtype: DType) -> aclDataType {
-    match dtype {
-        DType::F32 => ACL_FLOAT,
-        DType::F16 => ACL_FLOAT16,
-        DType::BF16 => ACL_BF16,
-    }
-}
-
 /// Descriptors kept alive until the launch.
-type Held = Box<dyn Send + Sync>;
+pub(crate) type Held = Box<dyn Send + Sync>;
 
 /// A planned operator: its executor, launch function and descriptors.
 pub(crate) struct Operator {
     pub(crate) executor: Executor,
     pub(crate) launch: LaunchFn,
     pub(crate) call: &'static str,
-    _held: Vec<Held>,
+    pub(crate) _held: Vec<Held>,
 }
 
 /// A built-in kernel prepared for ACL: an aclnn operator with its executor (the workspace it
@@ -262,5 +254,6 @@ pub(crate) fn prepare(
         Kernel::Busy { duration_ns } => Ok(AclPrepared {
             kind: Kind::Busy { duration_ns },
         }),
+        Kernel::Op(ref op) => super::lower::prepare(api, op),
     }
 }

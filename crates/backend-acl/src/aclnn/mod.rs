@@ -19,6 +19,7 @@
 //! (`braid_acl_sys::aclnn::status_name`) and `aclGetRecentErrMsg`'s text.
 
 pub(crate) mod kernels;
+mod lower;
 mod muls;
 mod objects;
 
@@ -29,8 +30,9 @@ pub use objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
 use crate::api::AclApi;
 use crate::error::AclError;
 use braid_acl_sys::aclnn::{
-    aclnnStatus, status_name, AclnnDescriptors, AclnnOperators, DESCRIPTOR_LIBRARIES,
-    DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES, OPERATOR_LIBS_ENV,
+    aclnnStatus, status_name, AclnnClientOperators, AclnnDescriptors, AclnnOperators,
+    AclnnTensorOperators, DESCRIPTOR_LIBRARIES, DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES,
+    OPERATOR_LIBS_ENV,
 };
 use braid_acl_sys::loader::{self, LoadError, Loaded};
 use braid_stream_core::sync::GlobalMutex;
@@ -57,6 +59,8 @@ pub struct AclnnApi {
     acl: &'static AclApi,
     descriptors: Loaded<AclnnDescriptors>,
     operators: Loaded<AclnnOperators>,
+    client: Loaded<AclnnClientOperators>,
+    tensor_ops: Loaded<AclnnTensorOperators>,
 }
 
 impl fmt::Debug for AclnnApi {
@@ -83,6 +87,16 @@ impl AclnnApi {
     /// The operator functions (`aclnnAddGetWorkspaceSize`, `aclnnAdd`, ...).
     pub fn operators(&self) -> &AclnnOperators {
         &self.operators
+    }
+
+    /// The add, sub and mul families and the fills (every symbol optional).
+    pub fn client_operators(&self) -> &AclnnClientOperators {
+        &self.client
+    }
+
+    /// The operators braid's tensor operators lower to (every symbol optional).
+    pub fn tensor_operators(&self) -> &AclnnTensorOperators {
+        &self.tensor_ops
     }
 
     /// The libraries the tables were resolved from: descriptors', then operators'.
@@ -128,7 +142,7 @@ impl AclnnApi {
             configured(DESCRIPTOR_LIB_ENV)?,
             configured(OPERATOR_LIBS_ENV)?,
         );
-        let (descriptors, operators) =
+        let (descriptors, operators): (Loaded<AclnnDescriptors>, Loaded<AclnnOperators>) =
             if !descriptors_set && !operators_set && acl.is_braid_acl_sim() {
                 (
                     loader::load_from(DESCRIPTOR_LIBRARIES.what, &[acl.path()])?,
@@ -152,10 +166,18 @@ impl AclnnApi {
                         })?,
                 )
             };
+        // Every symbol of these tables is optional: they resolve from the operator libraries
+        // just found, and a missing one refuses its operator by name when it is used.
+        let paths: Vec<PathBuf> = operators.libraries().into_iter().map(|l| l.path).collect();
+        let paths: Vec<&std::path::Path> = paths.iter().map(PathBuf::as_path).collect();
+        let client = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
+        let tensor_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         Ok(AclnnApi {
             acl,
             descriptors,
             operators,
+            client,
+            tensor_ops,
         })
     }
 

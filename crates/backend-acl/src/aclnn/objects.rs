@@ -3,7 +3,8 @@
 use super::AclnnApi;
 use crate::error::AclError;
 use braid_acl_sys::aclnn::{
-    aclIntArray, aclScalar, aclTensor, ACLNN_ERR_PARAM_INVALID, ACL_FLOAT, ACL_FORMAT_ND,
+    aclIntArray, aclScalar, aclTensor, ACLNN_ERR_PARAM_INVALID, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT,
+    ACL_FORMAT_ND, ACL_INT64,
 };
 use braid_stream_core::dtype::DType;
 use braid_stream_core::types::DevicePtr;
@@ -71,6 +72,32 @@ impl Tensor {
             .ok_or_else(|| null_from(api, "aclCreateTensor"))
     }
 
+    /// The descriptor of braid's tensor `t`: its data type, shape and strides, its first
+    /// element at its address (storage: the elements its range spans).
+    pub fn view(api: &'static AclnnApi, t: &braid_stream_core::Tensor) -> Result<Tensor, AclError> {
+        let as_i64 = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
+        let (dims, strides) = (as_i64(t.shape()), as_i64(t.strides()));
+        let storage = [(t.range().len / t.dtype().size()) as i64];
+        // SAFETY: the arrays are live for the call, which copies them; the data address is
+        // only recorded.
+        let raw = unsafe {
+            (api.descriptors().aclCreateTensor)(
+                dims.as_ptr(),
+                dims.len() as u64,
+                super::acl_data_type(t.dtype()),
+                strides.as_ptr(),
+                0,
+                ACL_FORMAT_ND,
+                storage.as_ptr(),
+                1,
+                t.ptr().0 as *mut std::ffi::c_void,
+            )
+        };
+        NonNull::new(raw)
+            .map(|raw| Tensor { api, raw })
+            .ok_or_else(|| null_from(api, "aclCreateTensor"))
+    }
+
     /// The descriptor, for aclnn calls.
     pub fn as_ptr(&self) -> *mut aclTensor {
         self.raw.as_ptr()
@@ -109,6 +136,26 @@ impl Scalar {
                 ACL_FLOAT,
             )
         };
+        NonNull::new(raw)
+            .map(|raw| Scalar { api, raw })
+            .ok_or_else(|| null_from(api, "aclCreateScalar"))
+    }
+
+    /// The scalar of braid's `value`: a double, an int64 or a bool.
+    pub fn of(
+        api: &'static AclnnApi,
+        value: braid_stream_core::ops::Scalar,
+    ) -> Result<Scalar, AclError> {
+        use braid_stream_core::ops::Scalar as S;
+        // The value lives in an 8-byte buffer in its type's layout.
+        let (mut bytes, dtype) = match value {
+            S::Float(v) => (v.to_ne_bytes(), ACL_DOUBLE),
+            S::Int(v) => (v.to_ne_bytes(), ACL_INT64),
+            S::Bool(v) => ([u8::from(v), 0, 0, 0, 0, 0, 0, 0], ACL_BOOL),
+        };
+        let ptr: *mut std::ffi::c_void = bytes.as_mut_ptr().cast();
+        // SAFETY: `ptr` points to a live value of `dtype`, copied by the call.
+        let raw = unsafe { (api.descriptors().aclCreateScalar)(ptr, dtype) };
         NonNull::new(raw)
             .map(|raw| Scalar { api, raw })
             .ok_or_else(|| null_from(api, "aclCreateScalar"))

@@ -15,7 +15,6 @@ use braid_acl_sys::hccl::codes::HCCL_SUCCESS;
 use braid_acl_sys::hccl::*;
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp, RootInfo};
 use braid_stream_core::hal::{self, CollectiveBackend, Comm, HalError};
-use braid_stream_core::DType;
 use std::collections::HashSet;
 use std::ffi::c_void;
 use std::fmt;
@@ -42,14 +41,7 @@ impl fmt::Debug for AclComm {
     }
 }
 
-/// HCCL's data type for braid's: fp32, fp16 and bf16 (`HCCL_DATA_TYPE_BFP16`).
-pub fn dtype_of(dtype: DType) -> HcclDataType {
-    match dtype {
-        DType::F32 => HCCL_DATA_TYPE_FP32,
-        DType::F16 => HCCL_DATA_TYPE_FP16,
-        DType::BF16 => HCCL_DATA_TYPE_BFP16,
-    }
-}
+pub use braid_acl_sys::dtypes::hccl_data_type as dtype_of;
 
 /// HCCL's reduce operation for braid's. HCCL has no average: an average runs HCCL's sum, then
 /// braid's scale by `1 / ranks` on the same stream.

@@ -113,11 +113,8 @@ impl LinkParams {
     /// vector operation per element, at most a third of the achievable memory bandwidth
     /// (`hbm_effective_bytes_per_s`: a reduction reads two operands and writes one).
     pub fn reduce_rate(profile: &DeviceProfile, dtype: DType) -> u64 {
-        let flops = match dtype {
-            DType::F32 => profile.vector_f32_flops_per_s,
-            DType::F16 | DType::BF16 => profile.vector_flops_per_s,
-        };
-        flops
+        profile
+            .vector_rate(dtype)
             .saturating_mul(dtype.size())
             .min(profile.hbm_effective_bytes_per_s / 3)
             .max(1)

@@ -1,4 +1,5 @@
-//! User operators whose host body failed when they ran: each is reported as the device
+//! Operators that failed when they ran (a user operator's host body panicked, a kernel met
+//! an index out of range): each is reported as the device
 //! reports a kernel that failed after its launch (see [`crate::fault`]), and the sanitizer
 //! marks what it should have written as unwritten.
 
@@ -38,12 +39,9 @@ impl Engine {
                 stream = local,
                 op = %name,
                 %message,
-                "a user operator failed on the device; reported by the next synchronize or query"
+                "an operator failed on the device; reported by the next synchronize or query"
             );
-            let what = format!(
-                "user operator `{name}` failed on the device: its host body panicked ({message}); \
-                 the ranges it writes were not written"
-            );
+            let what = format!("{message}; the ranges it writes were not written");
             if let Some(dev) = self.devices.get_mut(device) {
                 dev.faults.fail_op(stream, events, what);
             }

@@ -29,6 +29,7 @@ mod units;
 pub use document::{CurveFigure, DeviceFigures, Figure, FigureKind, NodeFigures, ProfileDocument};
 
 use crate::topology::{CollectiveSpec, LinkSpec, Topology};
+use braid_stream_core::dtype::DType;
 use std::path::Path;
 use std::sync::OnceLock;
 
@@ -134,6 +135,28 @@ impl DeviceProfile {
     /// GPU, shaped after an NVIDIA A100 80 GB (SXM) driven by PyTorch eager.
     pub fn generic_gpu() -> Self {
         Profile::generic_gpu().device.clone()
+    }
+
+    /// The cube units' peak rate (operations per second) on elements of `dtype`: the
+    /// 16-bit figures for float16 and bfloat16 (and the 8- and 16-bit integers, which the
+    /// profile has no figure of their own for: an estimate), the float32 figure for the
+    /// 32- and 64-bit types (float64 has no cube path on an NPU: also an estimate).
+    pub fn cube_rate(&self, dtype: DType) -> u64 {
+        match dtype {
+            DType::BF16 => self.cube_bf16_flops_per_s,
+            d if d.size() <= 2 => self.cube_flops_per_s,
+            _ => self.cube_f32_flops_per_s,
+        }
+    }
+
+    /// The vector units' peak rate (operations per second) on elements of `dtype`: the
+    /// 16-bit figure for 1- and 2-byte types, the float32 figure for wider ones.
+    pub fn vector_rate(&self, dtype: DType) -> u64 {
+        if dtype.size() <= 2 {
+            self.vector_flops_per_s
+        } else {
+            self.vector_f32_flops_per_s
+        }
     }
 
     /// The efficiency of cube work whose ideal duration is `ideal_ns`, from

@@ -230,7 +230,7 @@ mod tests {
             assert_eq!(decode(&whole[..len]), None, "cut at {len}");
         }
         // An unknown operation, reduction, data type or blocks flag.
-        for (at, value) in [(8, 13), (9, 5), (38, 3), (39, 2)] {
+        for (at, value) in [(8, 13), (9, 5), (38, 13), (39, 2)] {
             let mut bad = whole.clone();
             bad[at] = value;
             assert_eq!(decode(&bad), None, "byte {at} = {value}");

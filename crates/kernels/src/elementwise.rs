@@ -1,0 +1,324 @@
+//! Element-wise operators: unary functions, binary functions of tensors and scalars, fills
+//! and casts, each computed run by run in its domain (see `braid_stream_core::ops` for the
+//! rules every backend follows).
+
+use crate::element::{load_run, store_run, Num};
+use crate::layout::{broadcast_strides, Walk, RUN};
+use braid_stream_core::ops::{
+    Binary, BinaryOp, Cast, Domain, Fill, Operand, Scalar, Unary, UnaryOp,
+};
+use braid_stream_core::{DType, DTypeKind, Tensor};
+use num_traits::Float;
+
+/// Read-only bytes of an operand with its tensor.
+pub(crate) struct Src<'a> {
+    pub bytes: &'a [u8],
+    pub tensor: &'a Tensor,
+}
+
+/// Writable bytes of an output with its tensor.
+pub(crate) struct Dst<'a> {
+    pub bytes: &'a mut [u8],
+    pub tensor: &'a Tensor,
+}
+
+/// Loads each run of `x`, applies `f`, stores it into `out`.
+fn map1<D: Num>(x: &Src<'_>, out: &mut Dst<'_>, f: impl Fn(&mut [D])) {
+    let shape = out.tensor.shape().to_vec();
+    let xs = broadcast_strides(x.tensor.shape(), x.tensor.strides(), &shape);
+    let walk = Walk::new(&shape, [out.tensor.strides(), &xs]);
+    let mut buf = [D::default(); RUN];
+    let (xt, ot) = (x.tensor.dtype(), out.tensor.dtype());
+    walk.runs(|[ob, xb], [os, step], len| {
+        let run = &mut buf[..len];
+        load_run(x.bytes, xt, xb, step, run);
+        f(run);
+        store_run(out.bytes, ot, ob, os, run);
+    });
+}
+
+/// A binary operand loaded into domain `D`.
+enum In<'a, D> {
+    Tensor(&'a Src<'a>),
+    Scalar(D),
+}
+
+/// Loads each run of `a` and `b` (broadcast), applies `f(a, b)` into `a`'s buffer, stores it.
+fn map2<D: Num>(a: In<'_, D>, b: In<'_, D>, out: &mut Dst<'_>, f: impl Fn(&mut [D], &[D])) {
+    let shape = out.tensor.shape().to_vec();
+    let strides = |i: &In<'_, D>| match i {
+        In::Tensor(s) => broadcast_strides(s.tensor.shape(), s.tensor.strides(), &shape),
+        In::Scalar(_) => vec![0; shape.len()],
+    };
+    let (sa, sb) = (strides(&a), strides(&b));
+    let walk = Walk::new(&shape, [out.tensor.strides(), &sa, &sb]);
+    let mut left = [D::default(); RUN];
+    let mut right = [D::default(); RUN];
+    if let In::Scalar(v) = b {
+        right.fill(v);
+    }
+    let ot = out.tensor.dtype();
+    walk.runs(|[ob, ab, bb], [os, astep, bstep], len| {
+        match &a {
+            In::Tensor(s) => load_run(s.bytes, s.tensor.dtype(), ab, astep, &mut left[..len]),
+            In::Scalar(v) => left[..len].fill(*v),
+        }
+        if let In::Tensor(s) = &b {
+            load_run(s.bytes, s.tensor.dtype(), bb, bstep, &mut right[..len]);
+        }
+        f(&mut left[..len], &right[..len]);
+        store_run(out.bytes, ot, ob, os, &left[..len]);
+    });
+}
+
+/// `x ↦ op(x)` on a float run.
+fn unary_float<T: Float + Num>(op: UnaryOp, v: &mut [T]) {
+    let half = T::from_f32(0.5);
+    let one = T::one();
+    match op {
+        UnaryOp::Neg => v.iter_mut().for_each(|x| *x = -*x),
+        UnaryOp::Abs => v.iter_mut().for_each(|x| *x = x.abs()),
+        UnaryOp::Relu => v.iter_mut().for_each(|x| {
+            if *x < T::zero() {
+                *x = T::zero()
+            }
+        }),
+        UnaryOp::Exp => v.iter_mut().for_each(|x| *x = x.exp()),
+        UnaryOp::Log => v.iter_mut().for_each(|x| *x = x.ln()),
+        UnaryOp::Sqrt => v.iter_mut().for_each(|x| *x = x.sqrt()),
+        UnaryOp::Rsqrt => v.iter_mut().for_each(|x| *x = one / x.sqrt()),
+        UnaryOp::Reciprocal => v.iter_mut().for_each(|x| *x = one / *x),
+        UnaryOp::Sin => v.iter_mut().for_each(|x| *x = x.sin()),
+        UnaryOp::Cos => v.iter_mut().for_each(|x| *x = x.cos()),
+        UnaryOp::Tanh => v.iter_mut().for_each(|x| *x = x.tanh()),
+        UnaryOp::Sigmoid => v.iter_mut().for_each(|x| *x = one / (one + (-*x).exp())),
+        UnaryOp::Silu => v.iter_mut().for_each(|x| *x = *x / (one + (-*x).exp())),
+        UnaryOp::Gelu => v.iter_mut().for_each(|x| {
+            let e = T::from_f64(libm::erf(x.to_f64() * std::f64::consts::FRAC_1_SQRT_2));
+            *x = half * *x * (one + e)
+        }),
+        UnaryOp::GeluTanh => {
+            let c = T::from_f64((2.0 / std::f64::consts::PI).sqrt());
+            let k = T::from_f64(0.044715);
+            v.iter_mut()
+                .for_each(|x| *x = half * *x * (one + (c * (*x + k * *x * *x * *x)).tanh()))
+        }
+        UnaryOp::Erf => v
+            .iter_mut()
+            .for_each(|x| *x = T::from_f64(libm::erf(x.to_f64()))),
+        UnaryOp::Floor => v.iter_mut().for_each(|x| *x = x.floor()),
+        UnaryOp::Ceil => v.iter_mut().for_each(|x| *x = x.ceil()),
+        UnaryOp::BitwiseNot | UnaryOp::LogicalNot => logical_not(v),
+    }
+}
+
+/// 1 where zero, else 0.
+fn logical_not<D: Num>(v: &mut [D]) {
+    let (zero, one) = (D::default(), D::from_i64(1));
+    v.iter_mut()
+        .for_each(|x| *x = if *x == zero { one } else { zero });
+}
+
+/// `x ↦ op(x)` on an integer run.
+fn unary_int(op: UnaryOp, v: &mut [i64], bool_input: bool) {
+    match op {
+        UnaryOp::Neg => v.iter_mut().for_each(|x| *x = x.wrapping_neg()),
+        UnaryOp::Abs => v.iter_mut().for_each(|x| *x = x.wrapping_abs()),
+        UnaryOp::Relu => v.iter_mut().for_each(|x| *x = (*x).max(0)),
+        UnaryOp::BitwiseNot if bool_input => logical_not(v),
+        UnaryOp::BitwiseNot => v.iter_mut().for_each(|x| *x = !*x),
+        UnaryOp::LogicalNot => logical_not(v),
+        // Float functions never reach the integer domain (their output is a float).
+        _ => {}
+    }
+}
+
+/// `out = op(x)`.
+pub(crate) fn unary(u: &Unary, x: &Src<'_>, out: &mut Dst<'_>) {
+    let domain = match u.op {
+        UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::LogicalNot => {
+            Domain::of_dtype(u.x.dtype())
+        }
+        UnaryOp::BitwiseNot => Domain::I64,
+        _ if u.x.dtype() == DType::F64 || u.out.dtype() == DType::F64 => Domain::F64,
+        _ => Domain::F32,
+    };
+    let bool_input = u.x.dtype() == DType::Bool;
+    match domain {
+        Domain::F32 => map1::<f32>(x, out, |v| unary_float(u.op, v)),
+        Domain::F64 => map1::<f64>(x, out, |v| unary_float(u.op, v)),
+        Domain::I64 => map1::<i64>(x, out, |v| unary_int(u.op, v, bool_input)),
+    }
+}
+
+/// `a ∘ b` on float runs, into `a`.
+fn binary_float<T: Float + Num>(op: BinaryOp, a: &mut [T], b: &[T]) {
+    let bit = |c: bool| if c { T::one() } else { T::zero() };
+    let zero = T::zero();
+    macro_rules! each {
+        ($f:expr) => {
+            a.iter_mut().zip(b).for_each(|(x, &y)| *x = $f(*x, y))
+        };
+    }
+    match op {
+        BinaryOp::Add { alpha } => {
+            let alpha = T::from_f64(alpha.as_f64());
+            each!(|x: T, y: T| x + alpha * y)
+        }
+        BinaryOp::Sub { alpha } => {
+            let alpha = T::from_f64(alpha.as_f64());
+            each!(|x: T, y: T| x - alpha * y)
+        }
+        BinaryOp::Mul => each!(|x: T, y: T| x * y),
+        BinaryOp::Div => each!(|x: T, y: T| x / y),
+        BinaryOp::Pow => each!(|x: T, y: T| x.powf(y)),
+        BinaryOp::Maximum => each!(|x: T, y: T| if x.is_nan() || y.is_nan() {
+            T::nan()
+        } else {
+            x.max(y)
+        }),
+        BinaryOp::Minimum => each!(|x: T, y: T| if x.is_nan() || y.is_nan() {
+            T::nan()
+        } else {
+            x.min(y)
+        }),
+        BinaryOp::Eq => each!(|x: T, y: T| bit(x == y)),
+        BinaryOp::Ne => each!(|x: T, y: T| bit(x != y)),
+        BinaryOp::Lt => each!(|x: T, y: T| bit(x < y)),
+        BinaryOp::Le => each!(|x: T, y: T| bit(x <= y)),
+        BinaryOp::Gt => each!(|x: T, y: T| bit(x > y)),
+        BinaryOp::Ge => each!(|x: T, y: T| bit(x >= y)),
+        BinaryOp::LogicalAnd => each!(|x: T, y: T| bit(x != zero && y != zero)),
+        BinaryOp::LogicalOr => each!(|x: T, y: T| bit(x != zero || y != zero)),
+        // Bitwise operators compute in int64 (checked when the operator was made).
+        BinaryOp::BitwiseAnd | BinaryOp::BitwiseOr | BinaryOp::BitwiseXor => {}
+    }
+}
+
+/// `a ∘ b` on integer runs, into `a`.
+fn binary_int(op: BinaryOp, a: &mut [i64], b: &[i64]) {
+    let bit = |c: bool| i64::from(c);
+    macro_rules! each {
+        ($f:expr) => {
+            a.iter_mut().zip(b).for_each(|(x, &y)| *x = $f(*x, y))
+        };
+    }
+    match op {
+        BinaryOp::Add { alpha } => {
+            let alpha = alpha.as_i64();
+            each!(|x: i64, y: i64| x.wrapping_add(alpha.wrapping_mul(y)))
+        }
+        BinaryOp::Sub { alpha } => {
+            let alpha = alpha.as_i64();
+            each!(|x: i64, y: i64| x.wrapping_sub(alpha.wrapping_mul(y)))
+        }
+        BinaryOp::Mul => each!(|x: i64, y: i64| x.wrapping_mul(y)),
+        BinaryOp::Pow => each!(|x: i64, y: i64| match u32::try_from(y) {
+            Ok(e) => x.wrapping_pow(e),
+            // A negative exponent: only 1 and -1 keep an integer value.
+            Err(_) => match x {
+                1 => 1,
+                -1 =>
+                    if y % 2 == 0 {
+                        1
+                    } else {
+                        -1
+                    },
+                _ => 0,
+            },
+        }),
+        BinaryOp::Maximum => each!(|x: i64, y: i64| x.max(y)),
+        BinaryOp::Minimum => each!(|x: i64, y: i64| x.min(y)),
+        BinaryOp::Eq => each!(|x, y| bit(x == y)),
+        BinaryOp::Ne => each!(|x, y| bit(x != y)),
+        BinaryOp::Lt => each!(|x, y| bit(x < y)),
+        BinaryOp::Le => each!(|x, y| bit(x <= y)),
+        BinaryOp::Gt => each!(|x, y| bit(x > y)),
+        BinaryOp::Ge => each!(|x, y| bit(x >= y)),
+        BinaryOp::BitwiseAnd => each!(|x: i64, y: i64| x & y),
+        BinaryOp::BitwiseOr => each!(|x: i64, y: i64| x | y),
+        BinaryOp::BitwiseXor => each!(|x: i64, y: i64| x ^ y),
+        BinaryOp::LogicalAnd => each!(|x, y| bit(x != 0 && y != 0)),
+        BinaryOp::LogicalOr => each!(|x, y| bit(x != 0 || y != 0)),
+        // Division computes in floating point (its domain is never int64).
+        BinaryOp::Div => {}
+    }
+}
+
+/// A scalar in domain `D`.
+fn scalar<D: Num>(s: Scalar) -> D {
+    match s {
+        Scalar::Float(v) => D::from_f64(v),
+        Scalar::Int(v) => D::from_i64(v),
+        Scalar::Bool(v) => D::from_i64(i64::from(v)),
+    }
+}
+
+/// `out = a ∘ b`; `srcs` holds the tensor operands in order.
+pub(crate) fn binary(op: &Binary, srcs: &[Src<'_>], out: &mut Dst<'_>) {
+    fn run<D: Num>(op: &Binary, srcs: &[Src<'_>], out: &mut Dst<'_>, f: impl Fn(&mut [D], &[D])) {
+        let mut tensors = srcs.iter();
+        let mut input = |o: &Operand| match o {
+            Operand::Tensor(_) => tensors.next().map(In::Tensor),
+            Operand::Scalar(s) => Some(In::Scalar(scalar::<D>(*s))),
+        };
+        if let (Some(a), Some(b)) = (input(&op.a), input(&op.b)) {
+            map2(a, b, out, f);
+        }
+    }
+    match op.domain() {
+        Domain::F32 => run::<f32>(op, srcs, out, |a, b| binary_float(op.op, a, b)),
+        Domain::F64 => run::<f64>(op, srcs, out, |a, b| binary_float(op.op, a, b)),
+        Domain::I64 => run::<i64>(op, srcs, out, |a, b| binary_int(op.op, a, b)),
+    }
+}
+
+/// `out[...] = value`.
+pub(crate) fn fill(f: &Fill, out: &mut Dst<'_>) {
+    fn run<D: Num>(value: D, out: &mut Dst<'_>) {
+        let walk = Walk::new(out.tensor.shape(), [out.tensor.strides()]);
+        let buf = [value; RUN];
+        let ot = out.tensor.dtype();
+        walk.runs(|[ob], [os], len| store_run(out.bytes, ot, ob, os, &buf[..len]));
+    }
+    let float = f.value.kind() == DTypeKind::Float && f.out.dtype().is_float();
+    match (float, f.out.dtype()) {
+        (true, DType::F64) | (true, DType::F32) => run::<f64>(f.value.as_f64(), out),
+        (true, _) => run::<f32>(f.value.as_f64() as f32, out),
+        (false, _) if f.value.kind() == DTypeKind::Float => run::<f64>(f.value.as_f64(), out),
+        (false, _) => run::<i64>(f.value.as_i64(), out),
+    }
+}
+
+/// `out = x` converted and broadcast.
+pub(crate) fn cast(c: &Cast, x: &Src<'_>, out: &mut Dst<'_>) {
+    let (from, to) = (c.x.dtype(), c.out.dtype());
+    if from == to {
+        return copy_same_type(x, out);
+    }
+    if from.is_float() || to.is_float() {
+        // Every float and every integer up to 2^53 is exact in f64: one rounding, at the store.
+        map1::<f64>(x, out, |_| ());
+    } else {
+        map1::<i64>(x, out, |_| ());
+    }
+}
+
+/// `out = x` element by element without conversion (bytes moved as they are).
+fn copy_same_type(x: &Src<'_>, out: &mut Dst<'_>) {
+    let shape = out.tensor.shape().to_vec();
+    let size = out.tensor.dtype().size() as usize;
+    let xs = broadcast_strides(x.tensor.shape(), x.tensor.strides(), &shape);
+    let walk = Walk::new(&shape, [out.tensor.strides(), &xs]);
+    walk.runs(|[ob, xb], [os, step], len| {
+        if os == 1 && step == 1 {
+            out.bytes[ob * size..(ob + len) * size]
+                .copy_from_slice(&x.bytes[xb * size..(xb + len) * size]);
+        } else {
+            for i in 0..len {
+                let (o, s) = ((ob + i * os) * size, (xb + i * step) * size);
+                out.bytes[o..o + size].copy_from_slice(&x.bytes[s..s + size]);
+            }
+        }
+    });
+}

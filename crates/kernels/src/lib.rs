@@ -1,0 +1,171 @@
+//! `braid-kernels`: braid's tensor operators ([`braid_stream_core::ops`]) computed on the
+//! CPU, over the bytes of their tensors. The simulator computes every built-in kernel with
+//! it in data mode, and `braid-acl-sim`'s aclnn exports run through the simulator, so the
+//! Rust API, the simulator and the CANN stand-in compute each operator with one
+//! implementation.
+//!
+//! [`compute`] takes an operator and the bytes of its operands' ranges, in the order of
+//! [`OpSpec::operands`]: the read ranges, then the written ones. Each tensor's first element
+//! is at the start of its bytes (strides are never negative), so a kernel finds element
+//! `[i, j, ...]` at `(i·strides[0] + j·strides[1] + ...)·size`.
+//!
+//! How it computes:
+//! - element-wise work walks the output in runs ([`layout`]) with each operand's strides
+//!   broadcast, adjacent dimensions merged, so a contiguous tensor is one loop; each run is
+//!   loaded into the operator's domain (`f32`, `f64` or `i64`, [`element`]), computed and
+//!   stored converted to the output's type;
+//! - reductions, softmax and RMSNorm walk the output's elements and, for each, the input
+//!   elements they reduce;
+//! - matrix products go to the `gemm` crate (multi-threaded above a size, see
+//!   [`set_threads`]).
+//!
+//! Results are deterministic: the same operator on the same bytes gives the same bits on
+//! every run, and the thread count does not change them (only matrix products use threads,
+//! and `gemm` sums each output element in the same order whatever their number).
+
+pub mod element;
+mod elementwise;
+pub mod layout;
+mod matmul;
+mod reduce;
+
+use braid_stream_core::ops::{OpSpec, OperandUse, TensorOp};
+use braid_stream_core::Access;
+use elementwise::{Dst, Src};
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// Why an operator could not be computed on the bytes it was given.
+#[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
+pub enum ComputeError {
+    /// The bytes of an operand do not match its tensor's range (a backend bug, reported
+    /// instead of reading out of bounds).
+    #[error("{op}: {operand} was given {given} bytes, its tensor spans {expected}")]
+    Bytes {
+        /// The operator.
+        op: &'static str,
+        /// The operand's role.
+        operand: &'static str,
+        /// Bytes given.
+        given: usize,
+        /// Bytes its tensor spans.
+        expected: usize,
+    },
+    /// The operands given are not the operator's.
+    #[error(
+        "{op}: {given} read and {written} written ranges were given, it has {reads} and {writes}"
+    )]
+    Count {
+        /// The operator.
+        op: &'static str,
+        /// Read ranges given.
+        given: usize,
+        /// Written ranges given.
+        written: usize,
+        /// Read operands it has.
+        reads: usize,
+        /// Written operands it has.
+        writes: usize,
+    },
+    /// An index read from device memory is out of range (a device fault on hardware).
+    #[error("{op}: {operand} holds index {index}, out of range for a dimension of {bound}")]
+    IndexOutOfRange {
+        /// The operator.
+        op: &'static str,
+        /// The operand holding the index.
+        operand: &'static str,
+        /// The index.
+        index: i64,
+        /// The dimension's size.
+        bound: usize,
+    },
+}
+
+/// The most threads a matrix product uses (0 until set: every core).
+static THREADS: AtomicUsize = AtomicUsize::new(0);
+
+/// Caps the threads matrix products use (at least 1). Results do not depend on it.
+pub fn set_threads(threads: usize) {
+    THREADS.store(threads.max(1), Ordering::Relaxed);
+}
+
+/// The threads matrix products use: [`set_threads`]'s value, else every core.
+pub fn threads() -> usize {
+    match THREADS.load(Ordering::Relaxed) {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
+    }
+}
+
+/// Computes `op` over its operands' bytes: `inputs` are its read ranges and `outputs` its
+/// written ranges, in [`OpSpec::operands`] order, each exactly its tensor's range. Outputs
+/// hold their current bytes on entry (an operator that writes part of one keeps the rest).
+pub fn compute(
+    op: &TensorOp,
+    inputs: &[&[u8]],
+    outputs: &mut [&mut [u8]],
+) -> Result<(), ComputeError> {
+    let name = op.name();
+    let operands = op.operands();
+    let (reads, writes): (Vec<&OperandUse<'_>>, Vec<&OperandUse<'_>>) =
+        operands.iter().partition(|o| o.access == Access::Read);
+    if reads.len() != inputs.len() || writes.len() != outputs.len() {
+        return Err(ComputeError::Count {
+            op: name,
+            given: inputs.len(),
+            written: outputs.len(),
+            reads: reads.len(),
+            writes: writes.len(),
+        });
+    }
+    let check = |role: &'static str, given: usize, t: &braid_stream_core::Tensor| {
+        let expected = t.range().len as usize;
+        if given == expected {
+            Ok(())
+        } else {
+            Err(ComputeError::Bytes {
+                op: name,
+                operand: role,
+                given,
+                expected,
+            })
+        }
+    };
+    for (o, bytes) in reads.iter().zip(inputs) {
+        check(o.role, bytes.len(), o.tensor)?;
+    }
+    for (o, bytes) in writes.iter().zip(outputs.iter()) {
+        check(o.role, bytes.len(), o.tensor)?;
+    }
+    let srcs: Vec<Src<'_>> = reads
+        .iter()
+        .zip(inputs)
+        .map(|(o, bytes)| Src {
+            bytes,
+            tensor: o.tensor,
+        })
+        .collect();
+    let mut dsts: Vec<Dst<'_>> = writes
+        .iter()
+        .zip(outputs.iter_mut())
+        .map(|(o, bytes)| Dst {
+            bytes,
+            tensor: o.tensor,
+        })
+        .collect();
+    let (first, rest) = dsts.split_at_mut(1);
+    let out = &mut first[0];
+    match op {
+        TensorOp::Unary(u) => elementwise::unary(u, &srcs[0], out),
+        TensorOp::Binary(b) => elementwise::binary(b, &srcs, out),
+        TensorOp::Fill(f) => elementwise::fill(f, out),
+        TensorOp::Cast(c) => elementwise::cast(c, &srcs[0], out),
+        TensorOp::Reduce(r) => reduce::reduce(r, &srcs[0], out),
+        TensorOp::Softmax(s) => reduce::softmax(s, &srcs[0], out),
+        TensorOp::RmsNorm(n) => reduce::rms_norm(n, &srcs[0], &srcs[1], out, &mut rest[0]),
+        TensorOp::Matmul(m) => matmul::matmul(m, &srcs, out, threads()),
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
