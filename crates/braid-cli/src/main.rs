@@ -8,10 +8,12 @@ mod calibrate;
 mod conformance;
 mod demo;
 mod log;
+mod output;
 mod plan;
 mod trace;
 
 use clap::{Parser, Subcommand};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -172,6 +174,7 @@ fn main() -> ExitCode {
         Command::Calibrate { .. } => "braid calibrate: failed",
         _ => "braid demo: a scenario did not behave as expected (see the table)",
     };
+    let mut stdout = output::Stdout::new();
     let outcome = match cli.command {
         Command::Demo {
             backend,
@@ -187,7 +190,7 @@ fn main() -> ExitCode {
                 .map_err(Into::into)
                 .and_then(|conf| {
                     demo::run(
-                        &mut std::io::stdout(),
+                        &mut stdout,
                         backend,
                         timeline.as_deref(),
                         &conf,
@@ -195,15 +198,15 @@ fn main() -> ExitCode {
                     )
                 })
         }
-        Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
-        Command::AclSim { command } => acl_sim::run(&command, &mut std::io::stdout()),
-        Command::Conformance => conformance::run(&mut std::io::stdout()),
+        Command::Trace { command } => trace::run(&command, &mut stdout),
+        Command::AclSim { command } => acl_sim::run(&command, &mut stdout),
+        Command::Conformance => conformance::run(&mut stdout),
         Command::Calibrate {
             quick,
             output,
             name,
         } => calibrate::run(
-            &mut std::io::stdout(),
+            &mut stdout,
             &calibrate::Request {
                 quick,
                 output: &output,
@@ -222,7 +225,7 @@ fn main() -> ExitCode {
             micro_batches,
             profile,
         } => plan::run(
-            &mut std::io::stdout(),
+            &mut stdout,
             &plan::Request {
                 devices,
                 batch,
@@ -236,6 +239,15 @@ fn main() -> ExitCode {
             profile.as_deref(),
         ),
     };
+    let flushed = stdout.flush();
+    if stdout.reader_gone() {
+        // The reader stopped reading (`braid plan | head`): what it read is all it wanted.
+        return ExitCode::SUCCESS;
+    }
+    let outcome = outcome.and_then(|ok| {
+        flushed?;
+        Ok(ok)
+    });
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {
