@@ -17,9 +17,11 @@ pub use variable::{
 };
 mod async_errors;
 mod group_calls;
+mod overlap;
 mod sub_comms;
 pub use async_errors::*;
 pub use group_calls::*;
+pub use overlap::*;
 pub use sub_comms::*;
 
 /// Elements each rank sends (a multiple of every rank count the cases use).

@@ -337,6 +337,7 @@ macro_rules! __with_collective_cases {
                 reduce_scatter_v_uneven,
                 all_to_all_v_uneven,
                 variable_counts_refused_then_usable,
+                overlapping_buffers_are_refused,
                 batch_send_recv_all_pairs,
                 group_ring_sends_first,
                 batch_send_recv_mismatch_is_refused,

@@ -19,11 +19,13 @@ mod batch;
 mod blocks;
 mod incomplete;
 mod matcher;
+mod overlap;
 
 pub use batch::batch_order;
 pub use blocks::{Blocks, BlocksError, VCounts};
 pub use incomplete::Incomplete;
 pub use matcher::{Arrival, CallKey, MatchError, Matcher, Mismatch, Part, Peers};
+pub use overlap::{InPlace, Overlap};
 
 use crate::dtype::DType;
 use crate::types::{DevicePtr, DeviceSlice};
