@@ -16,10 +16,12 @@ pub use variable::{
     variable_counts_refused_then_usable,
 };
 mod async_errors;
+mod average;
 mod group_calls;
 mod overlap;
 mod sub_comms;
 pub use async_errors::*;
+pub use average::*;
 pub use group_calls::*;
 pub use overlap::*;
 pub use sub_comms::*;
