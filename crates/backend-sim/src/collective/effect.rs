@@ -271,7 +271,7 @@ mod tests {
         let third = 1.0f32 / 3.0;
         let thirds = [1.0, 2.0, 2.0].map(|x: f32| f16(x * third));
         let scaled_first = f16(f16(thirds[0] + thirds[1]) + thirds[2]);
-        assert_eq!(scaled_first, 1.666015625);
+        assert_eq!(scaled_first, 1706.0 / 1024.0);
         assert_eq!(run(avg, 1, DType::F16, &sends)[0], vec![scaled_first]);
         // In float32 the sum is scaled once.
         assert_eq!(run(avg, 1, DType::F32, &sends)[0], vec![5.0 * third]);
