@@ -80,8 +80,10 @@ enum Command {
     /// ACL is found as for `braid demo --backend acl`: CANN when configured or installed, else
     /// braid-acl-sim built beside this binary (the first line names the library). The suite
     /// opens devices 0 to 7 and checks numbers on each: on braid-acl-sim every device
-    /// computes unless `BRAID_ACL_SIM_TIMING_ONLY` says otherwise. Exits non-zero when a case
-    /// fails.
+    /// computes unless `BRAID_ACL_SIM_TIMING_ONLY` says otherwise. A case that needs more
+    /// devices than ACL reports is skipped, its row naming both counts (`skip: needs 4
+    /// devices, this machine has 2`), and counted apart in the summary. Exits non-zero when
+    /// a case fails.
     Conformance,
     /// Plans a tensor-parallel layer stack on the simulator: the step time with the
     /// all-reduce on the compute stream, overlapped on its own stream, and replayed as a
