@@ -240,3 +240,32 @@ fn a_misspelt_key_suggests_the_nearest_valid_one() {
         "{msg}"
     );
 }
+
+#[test]
+fn an_interval_given_twice_in_the_divisions_table_is_refused_naming_it() {
+    for (table, interval) in [
+        ("[256:4,256:8]", "256 MiB"),
+        ("[64:2,256:4,256:4]", "256 MiB"),
+        // 32 GiB and above is one interval, the last.
+        ("[32768:4,65536:8]", "32768 MiB"),
+        // `>` covers every interval after the previous entry.
+        ("[64:2,>:4,128:8]", "128 MiB"),
+        ("[64:2,>:4,>:8]", ">"),
+    ] {
+        let text = format!("roundup_power2_divisions:{table}");
+        let err = AllocatorConfig::parse(&text).unwrap_err();
+        let (key, value, reason) = invalid(&err);
+        assert_eq!((key, value), ("roundup_power2_divisions", table), "{text}");
+        assert!(
+            reason.contains(interval) && reason.contains("twice"),
+            "{text}: {reason}"
+        );
+        let msg = err.to_string();
+        assert!(msg.contains("roundup_power2_divisions"), "{msg}");
+    }
+    // Each interval once is fine, in any order.
+    for table in ["[64:2,256:4,>:8]", "[256:4,64:2]", "[>:4]"] {
+        let text = format!("roundup_power2_divisions:{table}");
+        AllocatorConfig::parse(&text).unwrap_or_else(|e| panic!("{text}: {e}"));
+    }
+}

@@ -388,18 +388,28 @@ impl AclDevice {
         Self::with_calls(Arc::new(ApiRef(api)), ordinal, config)
     }
 
+    /// The number of devices `api` reports (`aclInit`, then `aclrtGetDeviceCount`).
+    pub fn count(api: &'static AclApi) -> Result<u32, OpenError> {
+        Self::count_with(&ApiRef(api))
+    }
+
+    /// [`AclDevice::count`] through `calls`.
+    pub(crate) fn count_with(calls: &dyn AclCalls) -> Result<u32, OpenError> {
+        let code = calls.init();
+        if code != codes::ACL_SUCCESS && code != codes::ACL_ERROR_REPEAT_INITIALIZE {
+            return Err(AclError::new("aclInit", code, calls.recent_error_message()).into());
+        }
+        calls.device_count().map_err(|code| {
+            AclError::new("aclrtGetDeviceCount", code, calls.recent_error_message()).into()
+        })
+    }
+
     pub(crate) fn with_calls(
         calls: Arc<dyn AclCalls>,
         ordinal: u32,
         config: AclConfig,
     ) -> Result<AclDevice, OpenError> {
-        let code = calls.init();
-        if code != codes::ACL_SUCCESS && code != codes::ACL_ERROR_REPEAT_INITIALIZE {
-            return Err(AclError::new("aclInit", code, calls.recent_error_message()).into());
-        }
-        let count = calls.device_count().map_err(|code| {
-            AclError::new("aclrtGetDeviceCount", code, calls.recent_error_message())
-        })?;
+        let count = Self::count_with(calls.as_ref())?;
         if ordinal >= count {
             return Err(OpenError::NoSuchDevice { ordinal, count });
         }

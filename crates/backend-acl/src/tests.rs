@@ -78,6 +78,18 @@ fn a_repeated_init_is_not_an_error_but_other_init_failures_are() {
 }
 
 #[test]
+fn the_device_count_is_acl_s_after_init_and_its_failures_are_typed() {
+    assert_eq!(AclDevice::count_with(&base(0, None)).unwrap(), 2);
+    let m = base(ACL_ERROR_REPEAT_INITIALIZE, None);
+    assert_eq!(AclDevice::count_with(&m).unwrap(), 2);
+    let m = base(ACL_ERROR_RT_FAILURE, None);
+    assert!(matches!(
+        AclDevice::count_with(&m),
+        Err(OpenError::Acl(e)) if e.call == "aclInit"
+    ));
+}
+
+#[test]
 fn opening_a_missing_device_or_failing_set_device_is_typed() {
     let mut m = MockAclCalls::new();
     m.expect_init().return_const(0);

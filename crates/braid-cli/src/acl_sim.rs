@@ -6,7 +6,10 @@
 //! Cargo builds the library beside this binary (`target/<profile>/deps/`). The command copies
 //! it once into the directory (so the directory outlives the build that made it), checks that
 //! the copy loads as braid-acl-sim, makes each of CANN's library names a relative symbolic
-//! link to it, and prints the environment to set. Links rather than copies matter: the
+//! link to it, and prints the environment to set. An install is all or nothing: the copy and
+//! the links are made under temporary names and checked before they are renamed over the
+//! names programs load, so a failed install (a `--lib` that is not braid-acl-sim, say) leaves
+//! a working install in the directory as it was. Links rather than copies matter: the
 //! dynamic loader opens a file reached under two names once (it compares the files' device
 //! and inode), so torch_npu's `libascendcl.so`, `libhccl.so` and `libopapi.so` are one library
 //! with one simulated runtime, and an HCCL call sees the streams ACL made.
@@ -48,7 +51,8 @@ pub enum AclSimCommand {
     /// The library is libbraid_acl_sim.so next to this binary (or in deps/ beside it, where
     /// `cargo build -p braid-cli` puts it), or the one `--lib` names. A file of the directory
     /// that has a CANN library's name and is not a link is never replaced: the command fails
-    /// naming it.
+    /// naming it. A failed install changes nothing in DIR: the copy is checked under a
+    /// temporary name before it replaces the installed library.
     Install(InstallArgs),
 }
 
@@ -99,11 +103,11 @@ pub enum InstallError {
         /// What failed.
         source: std::io::Error,
     },
-    /// The copy does not load as braid-acl-sim.
-    #[error("the copy at {} does not load as braid-acl-sim: {reason}", .path.display())]
+    /// The library does not load as braid-acl-sim: nothing was installed.
+    #[error("{} does not load as braid-acl-sim, so nothing was installed: {reason}", .lib.display())]
     Unusable {
-        /// The copy.
-        path: PathBuf,
+        /// The library asked for.
+        lib: PathBuf,
         /// Why.
         reason: String,
     },
@@ -135,39 +139,134 @@ pub fn library(lib: Option<&Path>, exe_dir: &Path) -> Result<PathBuf, InstallErr
 }
 
 /// Lays `lib` out in `dir`: a copy named [`SIM_LIB_NAME`] and a relative link to it under
-/// each of [`CANN_LIBRARY_NAMES`]. Returns the copy's absolute path. Nothing is changed when
-/// a file with a CANN name is in the way.
-pub fn lay_out(lib: &Path, dir: &Path) -> Result<PathBuf, InstallError> {
+/// each of [`CANN_LIBRARY_NAMES`]. Returns the copy's absolute path.
+///
+/// All or nothing: the copy and the links are made under temporary names in `dir`, the copy
+/// is handed to `check` (which [`check_loads`] is in the command), and only then renamed over
+/// the names programs load, the library first. An install that fails (a file with a CANN name
+/// in the way, a copy `check` refuses, a file system error) leaves `dir` as it was, its
+/// library and links included, and removes `dir` if it made it.
+pub fn lay_out(
+    lib: &Path,
+    dir: &Path,
+    check: impl FnOnce(&Path) -> Result<(), InstallError>,
+) -> Result<PathBuf, InstallError> {
+    let made = !dir.exists();
     std::fs::create_dir_all(dir).map_err(io(dir))?;
-    let dir = dir.canonicalize().map_err(io(dir))?;
+    let result = dir
+        .canonicalize()
+        .map_err(io(dir))
+        .and_then(|dir| lay_out_in(lib, &dir, check));
+    if result.is_err() && made {
+        // Empty again: every staged file was removed.
+        let _ = std::fs::remove_dir(dir);
+    }
+    result
+}
+
+/// [`lay_out`] in the existing directory `dir` (absolute).
+fn lay_out_in(
+    lib: &Path,
+    dir: &Path,
+    check: impl FnOnce(&Path) -> Result<(), InstallError>,
+) -> Result<PathBuf, InstallError> {
+    let mut previous_links = Vec::new();
     for name in CANN_LIBRARY_NAMES {
         let path = dir.join(name);
-        if let Ok(meta) = std::fs::symlink_metadata(&path) {
-            if !meta.file_type().is_symlink() {
-                return Err(InstallError::InTheWay(path));
-            }
+        match std::fs::symlink_metadata(&path) {
+            Ok(meta) if !meta.file_type().is_symlink() => return Err(InstallError::InTheWay(path)),
+            Ok(_) => previous_links.push(Some(std::fs::read_link(&path).map_err(io(&path))?)),
+            Err(_) => previous_links.push(None),
         }
     }
+    let mut staging = Staging::new(dir);
+    let staged_lib = staging.add(SIM_LIB_NAME);
+    std::fs::copy(lib, &staged_lib).map_err(io(&staged_lib))?;
+    check(&staged_lib)?;
+    let staged_links = CANN_LIBRARY_NAMES
+        .iter()
+        .map(|name| {
+            let path = staging.add(name);
+            std::os::unix::fs::symlink(SIM_LIB_NAME, &path).map_err(io(&path))?;
+            Ok(path)
+        })
+        .collect::<Result<Vec<_>, InstallError>>()?;
+    // Commit. The previous library stays reachable under a staged name until every rename
+    // has succeeded, so a failure can put it back.
     let target = dir.join(SIM_LIB_NAME);
-    // Through a temporary name, so a program that has the old copy mapped keeps a whole file.
-    let staging = dir.join(format!(".{SIM_LIB_NAME}.{}", std::process::id()));
-    std::fs::copy(lib, &staging).map_err(io(&staging))?;
-    std::fs::rename(&staging, &target).map_err(io(&target))?;
-    for name in CANN_LIBRARY_NAMES {
+    let backup = staging.add(&format!("{SIM_LIB_NAME}.previous"));
+    let had_library = std::fs::hard_link(&target, &backup).is_ok();
+    std::fs::rename(&staged_lib, &target).map_err(io(&target))?;
+    for (i, (name, staged)) in CANN_LIBRARY_NAMES.iter().zip(&staged_links).enumerate() {
         let path = dir.join(name);
-        if std::fs::symlink_metadata(&path).is_ok() {
-            std::fs::remove_file(&path).map_err(io(&path))?;
+        if let Err(source) = std::fs::rename(staged, &path) {
+            restore(dir, &previous_links[..=i], had_library.then_some(&backup));
+            return Err(InstallError::Io { path, source });
         }
-        std::os::unix::fs::symlink(SIM_LIB_NAME, &path).map_err(io(&path))?;
     }
     Ok(target)
 }
 
-/// Checks that the library at `path` loads as braid-acl-sim (ACL's symbols and braid's
-/// extension symbols).
-pub fn check_loads(path: &Path) -> Result<(), InstallError> {
+/// Puts back what a failed commit of [`lay_out_in`] replaced: the first links (each the link
+/// it was, or none) and the library (from `backup`, or none).
+fn restore(dir: &Path, previous_links: &[Option<PathBuf>], backup: Option<&PathBuf>) {
+    for (name, previous) in CANN_LIBRARY_NAMES.iter().zip(previous_links) {
+        let path = dir.join(name);
+        let _ = std::fs::remove_file(&path);
+        if let Some(previous) = previous {
+            let _ = std::os::unix::fs::symlink(previous, &path);
+        }
+    }
+    let target = dir.join(SIM_LIB_NAME);
+    match backup {
+        Some(backup) => {
+            let _ = std::fs::rename(backup, &target);
+        }
+        None => {
+            let _ = std::fs::remove_file(&target);
+        }
+    }
+}
+
+/// Files an install makes under temporary names (hidden, with this process's id) in the
+/// directory; whichever is still there when it drops is removed.
+struct Staging {
+    dir: PathBuf,
+    paths: Vec<PathBuf>,
+}
+
+impl Staging {
+    fn new(dir: &Path) -> Self {
+        Staging {
+            dir: dir.to_path_buf(),
+            paths: Vec::new(),
+        }
+    }
+
+    /// The temporary name for `name`.
+    fn add(&mut self, name: &str) -> PathBuf {
+        let path = (self.dir).join(format!(".braid-install-{}-{name}", std::process::id()));
+        // A leftover of an earlier install killed half way, by a process of the same id.
+        let _ = std::fs::remove_file(&path);
+        self.paths.push(path.clone());
+        path
+    }
+}
+
+impl Drop for Staging {
+    fn drop(&mut self) {
+        for path in &self.paths {
+            // Renamed into place, or never made: nothing to remove.
+            let _ = std::fs::remove_file(path);
+        }
+    }
+}
+
+/// Checks that the library at `path` (a copy of `lib`) loads as braid-acl-sim (ACL's symbols
+/// and braid's extension symbols).
+pub fn check_loads(lib: &Path, path: &Path) -> Result<(), InstallError> {
     let unusable = |reason: String| InstallError::Unusable {
-        path: path.to_path_buf(),
+        lib: lib.to_path_buf(),
         reason,
     };
     let api = AclApi::load_from(path).map_err(|e| unusable(e.to_string()))?;
@@ -219,8 +318,7 @@ pub fn run(
                 .map(Path::to_path_buf)
                 .unwrap_or_default();
             let lib = library(args.lib.as_deref(), &exe_dir)?;
-            let installed = lay_out(&lib, &args.dir)?;
-            check_loads(&installed)?;
+            let installed = lay_out(&lib, &args.dir, |copy| check_loads(&lib, copy))?;
             tracing::info!(installed = %installed.display(), lib = %lib.display(), "braid-acl-sim installed");
             write!(out, "{}", environment(&installed, args.devices))?;
             Ok(true)
@@ -244,7 +342,7 @@ mod tests {
         let root = scratch("links");
         let lib = root.join("libsim.so");
         std::fs::write(&lib, b"first").unwrap();
-        let installed = lay_out(&lib, &root.join("cann")).unwrap();
+        let installed = lay_out(&lib, &root.join("cann"), |_| Ok(())).unwrap();
         assert_eq!(
             installed,
             root.join("cann").canonicalize().unwrap().join(SIM_LIB_NAME)
@@ -256,8 +354,98 @@ mod tests {
             assert_eq!(std::fs::read(&path).unwrap(), b"first");
         }
         std::fs::write(&lib, b"second").unwrap();
-        lay_out(&lib, dir).unwrap();
+        lay_out(&lib, dir, |_| Ok(())).unwrap();
         assert_eq!(std::fs::read(dir.join("libhccl.so")).unwrap(), b"second");
+        assert_eq!(
+            entries(dir).len(),
+            1 + CANN_LIBRARY_NAMES.len(),
+            "no staged file is left"
+        );
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    /// The names in `dir`, sorted.
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
+    }
+
+    #[test]
+    fn a_copy_the_check_refuses_changes_nothing() {
+        let root = scratch("refused");
+        let lib = root.join("libsim.so");
+        std::fs::write(&lib, b"working").unwrap();
+        let dir = root.join("cann");
+        lay_out(&lib, &dir, |_| Ok(())).unwrap();
+        // One link pointing elsewhere, one missing: both stay so.
+        std::fs::remove_file(dir.join("libhccl.so")).unwrap();
+        std::os::unix::fs::symlink("elsewhere.so", dir.join("libhccl.so")).unwrap();
+        std::fs::remove_file(dir.join("libopapi.so")).unwrap();
+        let before = entries(&dir);
+        std::fs::write(&lib, b"broken").unwrap();
+        let refuse = |copy: &Path| {
+            assert_eq!(
+                std::fs::read(copy).unwrap(),
+                b"broken",
+                "the check sees the copy"
+            );
+            Err(InstallError::Unusable {
+                lib: lib.clone(),
+                reason: "refused".to_string(),
+            })
+        };
+        let err = lay_out(&lib, &dir, refuse).unwrap_err();
+        assert!(matches!(err, InstallError::Unusable { .. }), "{err:?}");
+        assert_eq!(entries(&dir), before);
+        assert_eq!(std::fs::read(dir.join(SIM_LIB_NAME)).unwrap(), b"working");
+        assert_eq!(
+            std::fs::read(dir.join("libascendcl.so")).unwrap(),
+            b"working"
+        );
+        assert_eq!(
+            std::fs::read_link(dir.join("libhccl.so")).unwrap(),
+            Path::new("elsewhere.so")
+        );
+        // A directory the failed install made is removed again.
+        let fresh = root.join("fresh").join("cann");
+        let refuse = |_: &Path| Err(InstallError::NoSuchLibrary(lib.clone()));
+        lay_out(&lib, &fresh, refuse).unwrap_err();
+        assert!(!fresh.exists());
+        std::fs::remove_dir_all(&root).unwrap();
+    }
+
+    #[test]
+    fn a_commit_that_fails_half_way_is_put_back() {
+        let root = scratch("restore");
+        let dir = root.join("cann");
+        std::fs::create_dir_all(&dir).unwrap();
+        // Before: the old library, libascendcl.so linked elsewhere, libhccl.so missing.
+        std::fs::write(dir.join("old-backup"), b"old").unwrap();
+        std::os::unix::fs::symlink("elsewhere.so", dir.join("libascendcl.so")).unwrap();
+        // Half way: the new library and both first links renamed into place.
+        std::fs::write(dir.join(SIM_LIB_NAME), b"new").unwrap();
+        std::fs::remove_file(dir.join("libascendcl.so")).unwrap();
+        for name in &CANN_LIBRARY_NAMES[..2] {
+            std::os::unix::fs::symlink(SIM_LIB_NAME, dir.join(name)).unwrap();
+        }
+        restore(
+            &dir,
+            &[Some(PathBuf::from("elsewhere.so")), None],
+            Some(&dir.join("old-backup")),
+        );
+        assert_eq!(std::fs::read(dir.join(SIM_LIB_NAME)).unwrap(), b"old");
+        assert_eq!(
+            std::fs::read_link(dir.join("libascendcl.so")).unwrap(),
+            Path::new("elsewhere.so")
+        );
+        assert_eq!(entries(&dir), ["libascendcl.so", SIM_LIB_NAME]);
+        // Without a previous library, the new one goes.
+        restore(&dir, &[], None);
+        assert!(!dir.join(SIM_LIB_NAME).exists());
         std::fs::remove_dir_all(&root).unwrap();
     }
 
@@ -283,7 +471,7 @@ mod tests {
         let dir = root.join("cann");
         std::fs::create_dir_all(&dir).unwrap();
         std::fs::write(dir.join("libhccl.so"), b"a real CANN library").unwrap();
-        let err = lay_out(&lib, &dir).unwrap_err();
+        let err = lay_out(&lib, &dir, |_| Ok(())).unwrap_err();
         assert!(
             matches!(err, InstallError::InTheWay(ref p) if p.ends_with("libhccl.so")),
             "{err}"
@@ -323,12 +511,14 @@ mod tests {
     #[test]
     fn a_file_that_is_not_braid_acl_sim_is_refused_naming_it() {
         let root = scratch("unusable");
-        let lib = root.join(SIM_LIB_NAME);
-        std::fs::write(&lib, b"not a library").unwrap();
-        let err = check_loads(&lib).unwrap_err();
+        let lib = root.join("asked-for.so");
+        let copy = root.join(SIM_LIB_NAME);
+        std::fs::write(&copy, b"not a library").unwrap();
+        let err = check_loads(&lib, &copy).unwrap_err();
         assert!(matches!(err, InstallError::Unusable { .. }), "{err:?}");
         assert!(
-            err.to_string().contains(&lib.display().to_string()),
+            err.to_string()
+                .starts_with(&format!("{} does not load", lib.display())),
             "{err}"
         );
         std::fs::remove_dir_all(&root).unwrap();

@@ -1,7 +1,8 @@
 //! `braid conformance`: braid's conformance suite (every case of `braid_conformance::CASES`
 //! and `COLLECTIVE_CASES`) through the ACL library found as `braid demo --backend acl` finds it
 //! (CANN when configured, else braid-acl-sim built beside the binary), printed as a table of
-//! cases with a summary line.
+//! cases with a summary line. A case that needs more devices than ACL reports is skipped,
+//! naming both counts, not failed.
 
 use braid::acl::{aclnn, AclApi, AclBackend, AclConfig, AclDevice, NativeOpFn, OpenError};
 use braid::hal::HalError;
@@ -15,7 +16,7 @@ use std::time::Instant;
 pub struct CaseOutcome {
     /// `module::case`.
     pub name: &'static str,
-    /// Passed, or why not.
+    /// Passed, or why not (a failure, or a skip: [`CaseError::skipped`]).
     pub result: Result<(), CaseError>,
 }
 
@@ -35,7 +36,18 @@ pub struct Report {
 impl Report {
     /// Cases that failed.
     pub fn failed(&self) -> usize {
-        self.cases.iter().filter(|c| c.result.is_err()).count()
+        self.count(|e| !e.skipped)
+    }
+
+    /// Cases skipped: they need more devices than the machine has.
+    pub fn skipped(&self) -> usize {
+        self.count(|e| e.skipped)
+    }
+
+    fn count(&self, which: impl Fn(&CaseError) -> bool) -> usize {
+        (self.cases.iter())
+            .filter(|c| c.result.as_ref().is_err_and(&which))
+            .count()
     }
 
     /// Writes the per-case table, then the summary line.
@@ -53,16 +65,18 @@ impl Report {
         for case in &self.cases {
             match &case.result {
                 Ok(()) => writeln!(out, "{:<width$}  pass", case.name)?,
+                Err(e) if e.skipped => writeln!(out, "{:<width$}  skip: {}", case.name, e.message)?,
                 Err(e) => writeln!(out, "{:<width$}  FAIL: {e}", case.name)?,
             }
         }
         writeln!(out)?;
         writeln!(
             out,
-            "{} cases: {} passed, {} failed ({:.1} s)",
+            "{} cases: {} passed, {} failed, {} skipped ({:.1} s)",
             self.cases.len(),
-            self.cases.len() - self.failed(),
+            self.cases.len() - self.failed() - self.skipped(),
             self.failed(),
+            self.skipped(),
             self.seconds
         )
     }
@@ -83,8 +97,10 @@ fn scale_body(args: ScaleOpArgs) -> Result<Arc<NativeOpFn>, String> {
 
 /// Runs every case through `api`, in the suite's order, each on a thread of its own (as
 /// `cargo test` runs them: a case may leave thread-local state, the current stream for one,
-/// that the next must not see).
-pub fn run_on(api: &'static AclApi) -> Report {
+/// that the next must not see). A case needing more devices than ACL reports is skipped.
+/// Errors: ACL does not initialize or count its devices.
+pub fn run_on(api: &'static AclApi) -> Result<Report, OpenError> {
+    let count = AclDevice::count(api)?;
     let device = move |ordinal: u32| -> braid::Result<braid::Device<AclBackend>> {
         let hal =
             AclDevice::open_with(api, ordinal, AclConfig::default()).map_err(HalError::from)?;
@@ -92,7 +108,8 @@ pub fn run_on(api: &'static AclApi) -> Report {
     };
     let harness = Harness::<AclBackend>::new(device)
         .with_scale_body(scale_body)
-        .with_node(move |n| (0..n).map(device).collect());
+        .with_node(move |n| (0..n).map(device).collect())
+        .with_device_count(count);
     let started = Instant::now();
     let mut list = cases::<AclBackend>();
     list.extend(collective_cases::<AclBackend>());
@@ -108,6 +125,7 @@ pub fn run_on(api: &'static AclApi) -> Report {
             tracing::info!(
                 case = case.name,
                 passed = result.is_ok(),
+                skipped = result.as_ref().is_err_and(|e| e.skipped),
                 "conformance case"
             );
             CaseOutcome {
@@ -116,19 +134,19 @@ pub fn run_on(api: &'static AclApi) -> Report {
             }
         })
         .collect();
-    Report {
+    Ok(Report {
         library: api.path().display().to_string(),
         simulated: api.is_braid_acl_sim(),
         cases: outcomes,
         seconds: started.elapsed().as_secs_f64(),
-    }
+    })
 }
 
 /// `braid conformance`: loads ACL, runs the suite, prints the table; `Ok(false)` when a case
-/// failed.
+/// failed (a skipped case is no failure).
 pub fn run(out: &mut impl Write) -> Result<bool, Box<dyn std::error::Error>> {
     let api = AclApi::load_or_sim().map_err(|e| HalError::from(OpenError::Load(e)))?;
-    let report = run_on(api);
+    let report = run_on(api).map_err(HalError::from)?;
     report.write(out)?;
     Ok(report.failed() == 0)
 }
@@ -154,13 +172,17 @@ mod tests {
                         Ok(())
                     },
                 },
+                CaseOutcome {
+                    name: "collectives::four",
+                    result: Err(CaseError::skip("needs 4 devices, this machine has 2")),
+                },
             ],
             seconds: 1.25,
         }
     }
 
     #[test]
-    fn the_table_has_a_row_per_case_and_a_summary_counting_failures() {
+    fn the_table_has_a_row_per_case_and_a_summary_counting_failures_and_skips() {
         let mut out = Vec::new();
         report(true).write(&mut out).unwrap();
         let text = String::from_utf8(out).unwrap();
@@ -176,11 +198,15 @@ mod tests {
                 .any(|l| l.starts_with("events::a_longer_name  FAIL: the event never completed")),
             "{text}"
         );
+        assert!(
+            lines.contains(&"collectives::four      skip: needs 4 devices, this machine has 2"),
+            "{text}"
+        );
         assert_eq!(
             *lines.last().unwrap(),
-            "2 cases: 1 passed, 1 failed (1.2 s)"
+            "3 cases: 1 passed, 1 failed, 1 skipped (1.2 s)"
         );
-        assert_eq!(report(true).failed(), 1);
-        assert_eq!(report(false).failed(), 0);
+        assert_eq!((report(true).failed(), report(true).skipped()), (1, 1));
+        assert_eq!((report(false).failed(), report(false).skipped()), (0, 1));
     }
 }

@@ -8,10 +8,12 @@ mod calibrate;
 mod conformance;
 mod demo;
 mod log;
+mod output;
 mod plan;
 mod trace;
 
 use clap::{Parser, Subcommand};
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -84,8 +86,10 @@ enum Command {
     /// ACL is found as for `braid demo --backend acl`: CANN when configured or installed, else
     /// braid-acl-sim built beside this binary (the first line names the library). The suite
     /// opens devices 0 to 7 and checks numbers on each: on braid-acl-sim every device
-    /// computes unless `BRAID_ACL_SIM_TIMING_ONLY` says otherwise. Exits non-zero when a case
-    /// fails.
+    /// computes unless `BRAID_ACL_SIM_TIMING_ONLY` says otherwise. A case that needs more
+    /// devices than ACL reports is skipped, its row naming both counts (`skip: needs 4
+    /// devices, this machine has 2`), and counted apart in the summary. Exits non-zero when
+    /// a case fails.
     Conformance,
     /// Plans a tensor-parallel layer stack on the simulator: the step time with the
     /// all-reduce on the compute stream, overlapped on its own stream, and replayed as a
@@ -178,6 +182,7 @@ fn main() -> ExitCode {
         Command::Calibrate { .. } => "braid calibrate: failed",
         _ => "braid demo: a scenario did not behave as expected (see the table)",
     };
+    let mut stdout = output::Stdout::new();
     let outcome = match cli.command {
         Command::Demo {
             backend,
@@ -193,7 +198,7 @@ fn main() -> ExitCode {
                 .map_err(Into::into)
                 .and_then(|conf| {
                     demo::run(
-                        &mut std::io::stdout(),
+                        &mut stdout,
                         backend,
                         timeline.as_deref(),
                         &conf,
@@ -201,15 +206,15 @@ fn main() -> ExitCode {
                     )
                 })
         }
-        Command::Trace { command } => trace::run(&command, &mut std::io::stdout()),
-        Command::AclSim { command } => acl_sim::run(&command, &mut std::io::stdout()),
-        Command::Conformance => conformance::run(&mut std::io::stdout()),
+        Command::Trace { command } => trace::run(&command, &mut stdout),
+        Command::AclSim { command } => acl_sim::run(&command, &mut stdout),
+        Command::Conformance => conformance::run(&mut stdout),
         Command::Calibrate {
             quick,
             output,
             name,
         } => calibrate::run(
-            &mut std::io::stdout(),
+            &mut stdout,
             &calibrate::Request {
                 quick,
                 output: &output,
@@ -228,7 +233,7 @@ fn main() -> ExitCode {
             micro_batches,
             profile,
         } => plan::run(
-            &mut std::io::stdout(),
+            &mut stdout,
             &plan::Request {
                 devices,
                 batch,
@@ -242,6 +247,15 @@ fn main() -> ExitCode {
             profile.as_deref(),
         ),
     };
+    let flushed = stdout.flush();
+    if stdout.reader_gone() {
+        // The reader stopped reading (`braid plan | head`): what it read is all it wanted.
+        return ExitCode::SUCCESS;
+    }
+    let outcome = outcome.and_then(|ok| {
+        flushed?;
+        Ok(ok)
+    });
     match outcome {
         Ok(true) => ExitCode::SUCCESS,
         Ok(false) => {

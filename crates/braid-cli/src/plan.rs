@@ -33,7 +33,109 @@ pub struct Request {
     pub dtype: DType,
 }
 
+/// A request `braid plan` refuses, named in the command's flags.
+#[derive(Debug, thiserror::Error)]
+pub enum PlanError {
+    /// A size of 0.
+    #[error("--{flag} 0: it must be at least 1")]
+    Zero {
+        /// The flag, without its dashes.
+        flag: &'static str,
+    },
+    /// A device count the profile's server does not have.
+    #[error("--devices {devices}: the profile's server holds 2 to {most} devices")]
+    Devices {
+        /// The count asked for.
+        devices: u32,
+        /// The most the profile's server holds.
+        most: u32,
+    },
+    /// A hidden or MLP size the devices do not split evenly.
+    #[error("--{flag} {size} does not split evenly over --devices {devices}: each device holds an equal share of its columns, so it must be a multiple of the device count")]
+    Columns {
+        /// `hidden` or `ffn`.
+        flag: &'static str,
+        /// The size.
+        size: u32,
+        /// The device count.
+        devices: u32,
+    },
+    /// Tokens the micro-batches do not split evenly.
+    #[error("--batch {batch} x --seq-len {seq_len} = {tokens} tokens do not split evenly into --micro-batches {micro_batches}: the tokens must be a multiple of the micro-batches")]
+    Tokens {
+        /// Sequences.
+        batch: u32,
+        /// Tokens per sequence.
+        seq_len: u32,
+        /// Their product.
+        tokens: u64,
+        /// Micro-batches.
+        micro_batches: u32,
+    },
+    /// More tokens than a step can hold.
+    #[error(
+        "--batch {batch} x --seq-len {seq_len} = {tokens} tokens: a step holds at most {} tokens",
+        u32::MAX
+    )]
+    TooManyTokens {
+        /// Sequences.
+        batch: u32,
+        /// Tokens per sequence.
+        seq_len: u32,
+        /// Their product.
+        tokens: u64,
+    },
+}
+
 impl Request {
+    /// Refuses a request the stack cannot be planned for, naming the flags (before anything
+    /// is simulated).
+    pub fn check(&self, devices_per_server: u32) -> Result<(), PlanError> {
+        let sizes = [
+            ("batch", self.batch),
+            ("seq-len", self.seq_len),
+            ("layers", self.layers),
+            ("hidden", self.hidden),
+            ("ffn", self.ffn),
+            ("micro-batches", self.micro_batches),
+        ];
+        if let Some((flag, _)) = sizes.iter().find(|(_, size)| *size == 0) {
+            return Err(PlanError::Zero { flag });
+        }
+        if self.devices < 2 || self.devices > devices_per_server {
+            return Err(PlanError::Devices {
+                devices: self.devices,
+                most: devices_per_server,
+            });
+        }
+        for (flag, size) in [("hidden", self.hidden), ("ffn", self.ffn)] {
+            if size % self.devices != 0 {
+                return Err(PlanError::Columns {
+                    flag,
+                    size,
+                    devices: self.devices,
+                });
+            }
+        }
+        let tokens = u64::from(self.batch) * u64::from(self.seq_len);
+        if tokens > u64::from(u32::MAX) {
+            return Err(PlanError::TooManyTokens {
+                batch: self.batch,
+                seq_len: self.seq_len,
+                tokens,
+            });
+        }
+        if tokens % u64::from(self.micro_batches) != 0 {
+            return Err(PlanError::Tokens {
+                batch: self.batch,
+                seq_len: self.seq_len,
+                tokens,
+                micro_batches: self.micro_batches,
+            });
+        }
+        Ok(())
+    }
+
     fn shape(&self) -> Shape {
         Shape {
             layers: self.layers,
@@ -101,18 +203,12 @@ pub fn sits_against(step_us: f64, mode: Mode, bounds: &Bounds) -> String {
     format!("{resource} ({:.0}% of the step)", 100.0 * us / step_us)
 }
 
-/// Simulates `request` on `profile` (which must describe a node).
+/// Simulates `request` on `profile` (which must describe a node), after [`Request::check`].
 pub fn plan(request: &Request, profile: &Profile) -> Result<Plan, Box<dyn std::error::Error>> {
     let node_profile = profile
         .node
         .ok_or_else(|| format!("profile {} describes no node (no links)", profile.name))?;
-    if request.devices < 2 || request.devices > node_profile.devices_per_server {
-        return Err(format!(
-            "--devices {}: the profile's server holds 2 to {} devices",
-            request.devices, node_profile.devices_per_server
-        )
-        .into());
-    }
+    request.check(node_profile.devices_per_server)?;
     let shape = request.shape();
     let node = SimNode::new(
         NodeConfig::new(request.devices)

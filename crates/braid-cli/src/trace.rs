@@ -33,8 +33,8 @@ pub struct ReplayArgs {
     /// stderr with `--json`.
     #[arg(long)]
     conf: Option<String>,
-    /// Times to run the replay; the fastest run gives the time per event.
-    #[arg(long, default_value_t = 5)]
+    /// Times to run the replay (at least 1); the fastest run gives the time per event.
+    #[arg(long, default_value_t = 5, value_parser = at_least_once)]
     runs: usize,
     /// Device index of the trace to replay.
     #[arg(long, default_value_t = 0)]
@@ -43,6 +43,15 @@ pub struct ReplayArgs {
     /// history) to this file as a snapshot pickle; open it in https://pytorch.org/memory_viz.
     #[arg(long, value_name = "PATH")]
     export: Option<PathBuf>,
+}
+
+/// `--runs`: a count of 1 or more (clap names the flag when this refuses).
+fn at_least_once(text: &str) -> Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(0) => Err("the replay runs at least once: give 1 or more".to_string()),
+        Ok(runs) => Ok(runs),
+        Err(err) => Err(format!("{err}: give a count of runs, 1 or more")),
+    }
 }
 
 /// Runs a `braid trace` command, writing its output to `out`.

@@ -2,11 +2,14 @@
 //! through `libbraid_acl_sim.so` (built beside the binary with braid-cli) and prints every case
 //! with a summary line; a library that does not load is an error and a non-zero exit.
 
+mod common;
+
 use braid_conformance::{CASES, COLLECTIVE_CASES};
-use std::process::{Command, Output};
+use common::{braid, failed, succeeded};
+use std::process::Output;
 
 fn conformance(vars: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_braid"))
+    braid()
         .arg("conformance")
         .env_remove("BRAID_ACL_LIB")
         .env_remove("ASCEND_HOME_PATH")
@@ -19,13 +22,7 @@ fn conformance(vars: &[(&str, &str)]) -> Output {
 
 #[test]
 fn the_suite_passes_through_braid_acl_sim_and_every_case_has_a_row() {
-    let out = conformance(&[]);
-    let text = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{text}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let text = succeeded(&conformance(&[]));
     let title = text.lines().next().unwrap();
     assert!(
         title.contains("libbraid_acl_sim.so") && title.contains("braid-acl-sim"),
@@ -41,7 +38,9 @@ fn the_suite_passes_through_braid_acl_sim_and_every_case_has_a_row() {
     let total = CASES.len() + COLLECTIVE_CASES.len();
     let summary = text.lines().last().unwrap();
     assert!(
-        summary.starts_with(&format!("{total} cases: {total} passed, 0 failed (")),
+        summary.starts_with(&format!(
+            "{total} cases: {total} passed, 0 failed, 0 skipped ("
+        )),
         "{summary}"
     );
 }
@@ -49,8 +48,32 @@ fn the_suite_passes_through_braid_acl_sim_and_every_case_has_a_row() {
 #[test]
 fn a_library_that_does_not_load_is_an_error_naming_it_and_a_failing_exit() {
     let out = conformance(&[("BRAID_ACL_LIB", "/nonexistent/libascendcl.so")]);
-    assert!(!out.status.success());
-    let err = String::from_utf8_lossy(&out.stderr);
+    let err = failed(&out);
     assert!(err.contains("/nonexistent/libascendcl.so"), "{err}");
     assert!(out.stdout.is_empty(), "nothing ran");
+}
+
+#[test]
+fn cases_needing_more_devices_than_the_machine_has_are_skipped_naming_the_count() {
+    let text = succeeded(&conformance(&[("BRAID_ACL_SIM_DEVICES", "2")]));
+    let skipped: Vec<&str> = text.lines().filter(|l| l.contains("  skip: ")).collect();
+    assert!(!skipped.is_empty(), "{text}");
+    for row in &skipped {
+        assert!(
+            row.contains("needs 3 devices") || row.contains("needs 4 devices"),
+            "{row}"
+        );
+        assert!(row.contains("this machine has 2"), "{row}");
+    }
+    assert!(!text.contains("FAIL"), "{text}");
+    let total = CASES.len() + COLLECTIVE_CASES.len();
+    let summary = text.lines().last().unwrap();
+    let passed = total - skipped.len();
+    assert!(
+        summary.starts_with(&format!(
+            "{total} cases: {passed} passed, 0 failed, {} skipped (",
+            skipped.len()
+        )),
+        "{summary}"
+    );
 }

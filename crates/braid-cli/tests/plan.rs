@@ -2,24 +2,13 @@
 //! sits against, the link bound matches the overlapped step when the links set the pace, and
 //! bad requests are errors naming what is wrong.
 
-use std::process::{Command, Output};
+mod common;
+
+use common::{braid, failed, succeeded};
+use std::process::Output;
 
 fn plan(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_braid"))
-        .arg("plan")
-        .args(args)
-        .output()
-        .expect("runs")
-}
-
-fn stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
+    braid().arg("plan").args(args).output().expect("runs")
 }
 
 fn field(line: &str, key: &str) -> f64 {
@@ -32,7 +21,7 @@ fn field(line: &str, key: &str) -> f64 {
 
 #[test]
 fn a_prefill_step_names_the_profile_and_sits_against_the_links_when_overlapped() {
-    let text = stdout(&plan(&[
+    let text = succeeded(&plan(&[
         "--devices",
         "4",
         "--layers",
@@ -78,7 +67,7 @@ fn a_prefill_step_names_the_profile_and_sits_against_the_links_when_overlapped()
 
 #[test]
 fn a_small_decode_batch_is_host_bound_eagerly_and_the_graph_wins() {
-    let text = stdout(&plan(&[
+    let text = succeeded(&plan(&[
         "--devices",
         "4",
         "--layers",
@@ -96,17 +85,67 @@ fn a_small_decode_batch_is_host_bound_eagerly_and_the_graph_wins() {
 
 #[test]
 fn bad_requests_are_errors_naming_what_is_wrong() {
-    let out = plan(&["--devices", "1"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--devices 1"));
+    assert!(failed(&plan(&["--devices", "1"])).contains("--devices 1"));
     let gpu = concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/../backend-sim/profiles/generic_gpu.json"
     );
-    let out = plan(&["--profile", gpu]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("describes no node"));
-    let out = plan(&["--profile", "/nonexistent/profile.json"]);
-    assert!(!out.status.success());
-    assert!(String::from_utf8_lossy(&out.stderr).contains("/nonexistent/profile.json"));
+    assert!(failed(&plan(&["--profile", gpu])).contains("describes no node"));
+    assert!(failed(&plan(&["--profile", "/nonexistent/profile.json"]))
+        .contains("/nonexistent/profile.json"));
+}
+
+/// An error names the flags and the rule in the command's terms: no Rust struct, no internal
+/// field name.
+#[track_caller]
+fn refused_in_user_terms(args: &[&str], wants: &[&str]) {
+    let err = failed(&plan(args));
+    for want in wants {
+        assert!(err.contains(want), "{args:?}: no {want:?} in {err}");
+    }
+    assert!(
+        !err.contains("Shape {") && !err.contains("batch: "),
+        "{args:?}: {err}"
+    );
+    assert_eq!(err.lines().count(), 1, "{args:?}: {err}");
+}
+
+#[test]
+fn a_zero_size_is_refused_naming_its_flag() {
+    for flag in [
+        "--batch",
+        "--seq-len",
+        "--layers",
+        "--hidden",
+        "--ffn",
+        "--micro-batches",
+    ] {
+        refused_in_user_terms(&[flag, "0"], &[&format!("{flag} 0"), "at least 1"]);
+    }
+}
+
+#[test]
+fn sizes_that_do_not_split_name_the_flags_and_the_rule() {
+    refused_in_user_terms(
+        &["--devices", "3"],
+        &["--hidden 4096", "--devices 3", "multiple of"],
+    );
+    refused_in_user_terms(
+        &["--devices", "4", "--ffn", "11010"],
+        &["--ffn 11010", "--devices 4", "multiple of"],
+    );
+    refused_in_user_terms(
+        &["--batch", "3", "--seq-len", "1", "--micro-batches", "2"],
+        &[
+            "--batch 3",
+            "--seq-len 1",
+            "3 tokens",
+            "--micro-batches 2",
+            "multiple of",
+        ],
+    );
+    refused_in_user_terms(
+        &["--batch", "65536", "--seq-len", "65536"],
+        &["--batch 65536", "--seq-len 65536", "tokens"],
+    );
 }

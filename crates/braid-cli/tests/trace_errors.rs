@@ -1,16 +1,24 @@
 //! `braid trace replay` on files that need no real trace: errors that name the file, a pickle
 //! that is not a snapshot, and which allocator configuration wins.
 
+mod common;
+
 use braid_trace::{Action, Snapshot, TraceEvent};
+use common::{braid, failed, succeeded};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
 /// `braid trace replay ARGS` with `env` set and no `BRAID_ALLOC_CONF` unless `env` sets it.
 fn replay(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_braid"));
+    replay_runs("1", args, env)
+}
+
+/// [`replay`] with `--runs RUNS`.
+fn replay_runs(runs: &str, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = braid();
     command
-        .args(["trace", "replay", "--runs", "1"])
+        .args(["trace", "replay", "--runs", runs])
         .args(args)
         .env_remove("BRAID_ALLOC_CONF")
         .env_remove("RUST_LOG");
@@ -55,23 +63,10 @@ fn snapshot(test: &str) -> TempFile {
     TempFile::new(&format!("{test}.pickle"), &snap.to_pickle().unwrap())
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn a_missing_file_is_named() {
-    let out = replay(&["/nonexistent/x.pickle"], &[]);
-    assert!(!out.status.success());
-    assert!(
-        stderr(&out).starts_with("braid: /nonexistent/x.pickle: "),
-        "{}",
-        stderr(&out)
-    );
+    let msg = failed(&replay(&["/nonexistent/x.pickle"], &[]));
+    assert!(msg.starts_with("braid: /nonexistent/x.pickle: "), "{msg}");
 }
 
 #[test]
@@ -82,8 +77,7 @@ fn a_pickle_that_is_not_a_snapshot_is_an_error_saying_what_is_missing() {
         &serde_pickle::to_vec(&dict, serde_pickle::SerOptions::new()).unwrap(),
     );
     let out = replay(&[file.path()], &[]);
-    assert!(!out.status.success(), "{}", stdout(&out));
-    let msg = stderr(&out);
+    let msg = failed(&out);
     assert!(
         msg.contains(file.path())
             && msg.contains("not a PyTorch memory snapshot")
@@ -91,30 +85,26 @@ fn a_pickle_that_is_not_a_snapshot_is_an_error_saying_what_is_missing() {
             && msg.contains("`device_traces`"),
         "{msg}"
     );
-    assert!(!stdout(&out).contains("peak reserved"), "no table");
+    assert!(out.stdout.is_empty(), "no table");
 }
 
 #[test]
 fn braid_alloc_conf_configures_the_replay_and_conf_wins_over_it() {
     let file = snapshot("conf-wins");
-    let env = replay(
+    let text = succeeded(&replay(
         &[file.path()],
         &[("BRAID_ALLOC_CONF", "max_split_size_mb:64")],
-    );
-    assert!(env.status.success(), "{}", stderr(&env));
-    let text = stdout(&env);
+    ));
     assert_eq!(
         text.lines().next(),
         Some("allocator configuration: `max_split_size_mb:64` from BRAID_ALLOC_CONF")
     );
     assert!(text.contains("conf    max_split_size_mb:64"), "{text}");
 
-    let both = replay(
+    let text = succeeded(&replay(
         &["--conf", "max_split_size_mb:200", file.path()],
         &[("BRAID_ALLOC_CONF", "max_split_size_mb:64")],
-    );
-    assert!(both.status.success(), "{}", stderr(&both));
-    let text = stdout(&both);
+    ));
     assert_eq!(
         text.lines().next(),
         Some(
@@ -129,41 +119,46 @@ fn braid_alloc_conf_configures_the_replay_and_conf_wins_over_it() {
         &["--json", "--conf", "max_split_size_mb:200", file.path()],
         &[("BRAID_ALLOC_CONF", "max_split_size_mb:64")],
     );
-    assert!(json.status.success(), "{}", stderr(&json));
-    let v: serde_json::Value = serde_json::from_str(&stdout(&json)).expect("one JSON object");
+    let v: serde_json::Value = serde_json::from_str(&succeeded(&json)).expect("one JSON object");
     assert_eq!(v["conf"], "max_split_size_mb:200");
-    assert!(stderr(&json).contains("from --conf"), "{}", stderr(&json));
+    let line = String::from_utf8_lossy(&json.stderr);
+    assert!(line.contains("from --conf"), "{line}");
 
-    let defaults = replay(&[file.path()], &[]);
-    assert!(stdout(&defaults)
-        .starts_with("allocator configuration: defaults (BRAID_ALLOC_CONF unset)\n"));
+    let defaults = succeeded(&replay(&[file.path()], &[]));
+    assert!(defaults.starts_with("allocator configuration: defaults (BRAID_ALLOC_CONF unset)\n"));
 }
 
 #[test]
 fn malformed_configurations_are_errors_naming_the_key() {
     let file = snapshot("malformed");
-    let bad_env = replay(
+    let msg = failed(&replay(
         &[file.path()],
         &[("BRAID_ALLOC_CONF", "roundup_power2_divisions:three")],
-    );
-    assert!(!bad_env.status.success());
-    let msg = stderr(&bad_env);
+    ));
     assert!(
         msg.starts_with("braid: BRAID_ALLOC_CONF: ") && msg.contains("roundup_power2_divisions"),
         "{msg}"
     );
     // --conf wins, but a malformed variable is never ignored.
-    let overridden = replay(
+    let overridden = failed(&replay(
         &["--conf", "max_split_size_mb:200", file.path()],
         &[("BRAID_ALLOC_CONF", "no_such_key:1")],
-    );
-    assert!(!overridden.status.success());
-    assert!(stderr(&overridden).contains("no_such_key"));
-    let bad_flag = replay(&["--conf", "no_such_key:1", file.path()], &[]);
-    assert!(!bad_flag.status.success());
-    let msg = stderr(&bad_flag);
+    ));
+    assert!(overridden.contains("no_such_key"), "{overridden}");
+    let msg = failed(&replay(&["--conf", "no_such_key:1", file.path()], &[]));
     assert!(
         msg.starts_with("braid: --conf: ") && msg.contains("no_such_key"),
         "{msg}"
     );
+}
+
+#[test]
+fn zero_runs_are_refused_naming_the_flag() {
+    let file = snapshot("zero-runs");
+    let msg = failed(&replay_runs("0", &[file.path()], &[]));
+    assert!(
+        msg.contains("--runs") && msg.contains("at least once"),
+        "{msg}"
+    );
+    succeeded(&replay_runs("2", &[file.path()], &[]));
 }

@@ -1,9 +1,9 @@
 //! [`CollectiveError`]: everything a communicator refuses or reports, each naming what is
 //! wrong. After any of them the communicator, its devices, streams and allocators stay usable.
 
-use braid_stream_core::collective::{BlocksError, CollectiveOp, Signature};
+use braid_stream_core::collective::{BlocksError, CollectiveOp, InPlace, Signature};
 use braid_stream_core::hal::HalError;
-use braid_stream_core::{DType, DeviceId, SizeOverflow, WrongDevice};
+use braid_stream_core::{DType, DeviceId, DeviceSlice, SizeOverflow, WrongDevice};
 
 /// What a communicator can refuse or report.
 #[derive(Clone, PartialEq, Debug, thiserror::Error)]
@@ -85,6 +85,22 @@ pub enum CollectiveError {
         elements: u64,
         /// Ranks of the communicator.
         ranks: u32,
+    },
+    /// A send and a receive buffer that overlap without being apart or exactly in place:
+    /// HCCL and NCCL leave the result undefined, so it is refused on every backend before
+    /// anything is enqueued.
+    #[error("{op} of rank {rank}: the send buffer {send} and the receive buffer {recv} overlap, which HCCL and NCCL leave undefined: pass buffers that do not overlap, or {in_place}")]
+    OverlappingBuffers {
+        /// The operation.
+        op: CollectiveOp,
+        /// The calling rank.
+        rank: u32,
+        /// The bytes the call reads.
+        send: DeviceSlice,
+        /// The bytes the call writes.
+        recv: DeviceSlice,
+        /// What in place is for this call.
+        in_place: InPlace,
     },
     /// A user's [`crate::MismatchCheck`] admitted a call without running its launch.
     #[error("{op} of rank {rank} was admitted by the mismatch check but never enqueued: the check must run the launch it is given")]

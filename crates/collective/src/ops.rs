@@ -4,7 +4,12 @@
 //! into graphs and replay work as for any kernel.
 //!
 //! Element counts come from the buffers' lengths; every check runs before anything is
-//! enqueued, and a refused call changes nothing.
+//! enqueued, and a refused call changes nothing. Send and receive buffers are apart or
+//! exactly in place ([`braid_stream_core::collective::InPlace`]: the same buffer, an
+//! all-gather's send buffer at exactly the rank's block of its receive buffer, a
+//! reduce-scatter's or scatter's receive buffer at exactly the rank's block of its send
+//! buffer); any other overlap, which HCCL and NCCL leave undefined, is
+//! [`CollectiveError::OverlappingBuffers`].
 
 use crate::communicator::Communicator;
 use crate::error::{CollectiveError, Result};
@@ -262,7 +267,23 @@ impl<B: CollectiveBackend> Communicator<B> {
         if op.writes_recv(rank) {
             check_size(&call, "recv", recv, call.recv_len(rank, ranks), ranks)?;
         }
+        self.check_overlap(&call)?;
         self.launch_checked(stream, call, send.len.max(recv.len))
+    }
+
+    /// Refuses send and receive buffers that overlap without being exactly in place
+    /// ([`CollectiveCall::overlap`]).
+    pub(crate) fn check_overlap(&self, call: &CollectiveCall) -> Result<()> {
+        match call.overlap(self.rank(), self.ranks()) {
+            None => Ok(()),
+            Some(overlap) => Err(CollectiveError::OverlappingBuffers {
+                op: call.op,
+                rank: self.rank(),
+                send: overlap.send,
+                recv: overlap.recv,
+                in_place: overlap.in_place,
+            }),
+        }
     }
 
     /// A collective's stream must be one of the rank's device.

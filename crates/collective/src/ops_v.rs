@@ -5,7 +5,9 @@
 //!
 //! Everything is checked before anything is enqueued: one entry per rank, ends that fit in
 //! 64 bits and inside the buffer, receive blocks that do not overlap, this rank's own count
-//! equal to its buffer. The blocks are part of what the ranks must agree on, as HCCL
+//! equal to its buffer, send and receive spans apart or exactly in place (an
+//! all-gather-v's send buffer at exactly the rank's receive block, a reduce-scatter-v's
+//! receive buffer at exactly the rank's send block). The blocks are part of what the ranks must agree on, as HCCL
 //! documents it: the same receive blocks on every rank of an all-gather-v, the same send
 //! blocks on every rank of a reduce-scatter-v, and for an all-to-all-v rank `i`'s send count
 //! to `j` equal to rank `j`'s receive count from `i`; a rank that disagrees gets
@@ -180,6 +182,7 @@ impl<B: CollectiveBackend> Communicator<B> {
             None => (v.send.total(), send.len.max(recv.len)),
         };
         let call = CollectiveCall::variable(op, send.ptr, recv.ptr, count, dtype, v);
+        self.check_overlap(&call)?;
         self.launch_checked(stream, call, bytes)
     }
 }

@@ -53,6 +53,17 @@ pub enum TransportError {
         /// What was wrong (magic, length, truncation).
         reason: String,
     },
+    /// Rank 0's publication does not serve the rank that fetched (rank 0 itself, or a rank
+    /// past the ones it was bound for).
+    #[error("{addr} does not serve rank {rank}: its publication serves ranks 1 to {ranks}")]
+    RankNotServed {
+        /// Rank 0's address.
+        addr: SocketAddr,
+        /// The rank that fetched.
+        rank: u32,
+        /// The highest rank rank 0 serves.
+        ranks: u32,
+    },
     /// A call made on the wrong side of the transport: `publish` on a fetching side, or
     /// `fetch` on the publishing side before anything was published.
     #[error("{0}")]

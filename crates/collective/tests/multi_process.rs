@@ -329,7 +329,7 @@ fn across_processes(test: &str, ranks: u32) {
             let ranks: u32 = fields[2].parse().unwrap();
             let addr: SocketAddr = fields[3].parse().unwrap();
             let transport: Box<dyn RootInfoTransport> =
-                Box::new(TcpRootInfoTransport::connect(addr));
+                Box::new(TcpRootInfoTransport::connect(addr, rank));
             let info = runtime().block_on(transport.fetch(WAIT)).unwrap();
             join_and_run(test, &device(), ranks, rank, &info);
         }

@@ -3,7 +3,7 @@
 //! connections one after the other or by the hundred, and a timeout of `Duration::MAX`. Each
 //! test is bounded in connections and in time (a few seconds at worst).
 //!
-//! The bad peers speak the documented wire format by hand (`BRAIDRQ1` to ask).
+//! The bad peers speak the documented wire format by hand (`BRAIDRQ2` and a rank to ask).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -15,8 +15,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::time::sleep;
 
-/// What a fetching rank sends first (the transport's documented request).
-const REQUEST_MAGIC: &[u8; 8] = b"BRAIDRQ1";
+/// What rank 1 sends first (the transport's documented request: the magic, then the rank as a
+/// little-endian `u32`).
+const REQUEST: &[u8; 12] = b"BRAIDRQ2\x01\x00\x00\x00";
 /// What a real rank and the publication wait at most, in the tests that must succeed.
 const WAIT: Duration = Duration::from_secs(3);
 
@@ -52,8 +53,10 @@ async fn fetch_all(
     ranks: usize,
     wait: Duration,
 ) -> Vec<Result<RootInfo, braid_collective::TransportError>> {
-    let fetches: Vec<_> = (0..ranks)
-        .map(|_| tokio::spawn(async move { TcpRootInfoTransport::connect(addr).fetch(wait).await }))
+    let fetches: Vec<_> = (1..=ranks as u32)
+        .map(|rank| {
+            tokio::spawn(async move { TcpRootInfoTransport::connect(addr, rank).fetch(wait).await })
+        })
         .collect();
     let mut fetched = Vec::new();
     for fetch in fetches {
@@ -70,11 +73,11 @@ fn a_connection_that_asks_and_leaves_is_not_a_served_rank() {
         let root = rank_0(1).await;
         let addr = root.local_addr();
         let mut leaver = TcpStream::connect(addr).await.unwrap();
-        leaver.write_all(REQUEST_MAGIC).await.unwrap();
+        leaver.write_all(REQUEST).await.unwrap();
         drop(leaver);
         let real = async {
             sleep(Duration::from_millis(50)).await;
-            let real = TcpRootInfoTransport::connect(addr);
+            let real = TcpRootInfoTransport::connect(addr, 1);
             real.fetch(WAIT).await
         };
         let sent = info(1);
@@ -91,13 +94,13 @@ fn an_earlier_fetch_that_timed_out_is_not_a_served_rank() {
     runtime().block_on(async {
         let root = rank_0(1).await;
         let addr = root.local_addr();
-        let early = TcpRootInfoTransport::connect(addr)
+        let early = TcpRootInfoTransport::connect(addr, 1)
             .fetch(Duration::from_millis(100))
             .await;
         assert!(early.is_err(), "nothing was published yet: {early:?}");
         let real = async {
             sleep(Duration::from_millis(50)).await;
-            let real = TcpRootInfoTransport::connect(addr);
+            let real = TcpRootInfoTransport::connect(addr, 1);
             real.fetch(WAIT).await
         };
         let sent = info(2);
@@ -118,7 +121,7 @@ fn silent_connections_do_not_hold_up_the_real_ranks() {
         let _silent = silent_connections(addr, 20).await;
         let started = Instant::now();
         let sent = info(3);
-        let real = TcpRootInfoTransport::connect(addr);
+        let real = TcpRootInfoTransport::connect(addr, 1);
         let (published, fetched) = tokio::join!(root.publish(&sent, WAIT), real.fetch(WAIT));
         published.unwrap();
         assert_eq!(fetched.unwrap(), info(3));
@@ -188,5 +191,32 @@ fn a_timeout_of_duration_max_waits_without_end() {
         for fetched in fetched {
             assert_eq!(fetched.unwrap(), info(5));
         }
+    });
+}
+
+/// A rank that fetches twice (a retry) is one rank: the publication still waits for the rank
+/// that has not fetched, and its timeout names it.
+#[test]
+fn a_rank_that_fetches_twice_is_counted_once() {
+    runtime().block_on(async {
+        let root = rank_0(2).await;
+        let addr = root.local_addr();
+        let retrying = TcpRootInfoTransport::connect(addr, 1);
+        let twice = async {
+            let first = retrying.fetch(WAIT).await;
+            let second = retrying.fetch(WAIT).await;
+            (first, second)
+        };
+        let sent = info(6);
+        let wait = Duration::from_millis(500);
+        let (published, (first, second)) = tokio::join!(root.publish(&sent, wait), twice);
+        assert_eq!(first.unwrap(), info(6));
+        assert_eq!(second.unwrap(), info(6));
+        let err = published.expect_err("rank 2 never fetched");
+        let text = err.to_string();
+        assert!(
+            text.contains("1 of 2 ranks") && text.contains("rank 2"),
+            "{text}"
+        );
     });
 }

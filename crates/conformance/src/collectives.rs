@@ -16,10 +16,14 @@ pub use variable::{
     variable_counts_refused_then_usable,
 };
 mod async_errors;
+mod average;
 mod group_calls;
+mod overlap;
 mod sub_comms;
 pub use async_errors::*;
+pub use average::*;
 pub use group_calls::*;
+pub use overlap::*;
 pub use sub_comms::*;
 
 /// Elements each rank sends (a multiple of every rank count the cases use).

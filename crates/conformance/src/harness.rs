@@ -48,11 +48,13 @@ pub type ScaleBodyFactory<B> =
     Arc<dyn Fn(ScaleOpArgs) -> Result<Arc<<B as Backend>::OpBody>, String> + Send + Sync + 'static>;
 
 /// What a case runs against: a factory of fresh devices of backend `B`, a factory of nodes of
-/// several devices, and the backend's body for the suite's user operator.
+/// several devices, the backend's body for the suite's user operator, and, where known, how
+/// many devices the machine has.
 pub struct Harness<B: Backend> {
     factory: DeviceFactory<B>,
     node: Option<NodeFactory<B>>,
     scale_body: Option<ScaleBodyFactory<B>>,
+    devices: Option<u32>,
 }
 
 impl<B: Backend> Clone for Harness<B> {
@@ -61,6 +63,7 @@ impl<B: Backend> Clone for Harness<B> {
             factory: self.factory.clone(),
             node: self.node.clone(),
             scale_body: self.scale_body.clone(),
+            devices: self.devices,
         }
     }
 }
@@ -81,6 +84,27 @@ impl<B: Backend> Harness<B> {
             factory: Arc::new(factory),
             node: None,
             scale_body: None,
+            devices: None,
+        }
+    }
+
+    /// This harness on a machine of `count` devices: a case that needs more (a node of more
+    /// devices, or a device of a higher ordinal) is skipped naming the count
+    /// ([`CaseError::skip`]) instead of failing to open them. Without it every device asked
+    /// for is opened.
+    pub fn with_device_count(mut self, count: u32) -> Self {
+        self.devices = Some(count);
+        self
+    }
+
+    /// A skip when the machine has fewer than `needed` devices.
+    #[track_caller]
+    fn check_device_count(&self, needed: u32) -> Result<(), CaseError> {
+        match self.devices {
+            Some(count) if needed > count => Err(CaseError::skip(format!(
+                "needs {needed} devices, this machine has {count}"
+            ))),
+            _ => Ok(()),
         }
     }
 
@@ -104,9 +128,11 @@ impl<B: Backend> Harness<B> {
         self
     }
 
-    /// `n` devices of one fresh node, device `i` with ordinal `i`.
+    /// `n` devices of one fresh node, device `i` with ordinal `i`; a skip on a machine of
+    /// fewer ([`Harness::with_device_count`]).
     #[track_caller]
     pub fn node(&self, n: u32) -> Result<Vec<Device<B>>, CaseError> {
+        self.check_device_count(n)?;
         let Some(nodes) = &self.node else {
             return Err(CaseError::new(format!(
                 "the {} harness opens no node of devices (Harness::with_node)",
@@ -142,9 +168,11 @@ impl<B: Backend> Harness<B> {
         self.device_with_ordinal(0)
     }
 
-    /// A fresh device with the given ordinal.
+    /// A fresh device with the given ordinal; a skip on a machine without it
+    /// ([`Harness::with_device_count`]).
     #[track_caller]
     pub fn device_with_ordinal(&self, ordinal: u32) -> Result<Device<B>, CaseError> {
+        self.check_device_count(ordinal.saturating_add(1))?;
         let device = (self.factory)(ordinal)
             .map_err(|e| CaseError::new(format!("opening device {ordinal} failed: {e}")))?;
         if device.ordinal() != ordinal {
@@ -157,13 +185,16 @@ impl<B: Backend> Harness<B> {
     }
 }
 
-/// Why a case failed: a message and the line of the case that found the problem.
+/// Why a case failed, or could not run: a message and the line of the case that found it.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct CaseError {
     /// What went wrong.
     pub message: String,
     /// Where in the suite it was detected.
     pub location: &'static Location<'static>,
+    /// The case could not run on this machine (it needs more devices than there are): a
+    /// skip, not a failure.
+    pub skipped: bool,
 }
 
 impl CaseError {
@@ -173,6 +204,16 @@ impl CaseError {
         CaseError {
             message: message.into(),
             location: Location::caller(),
+            skipped: false,
+        }
+    }
+
+    /// A case that cannot run on this machine, saying why (the devices it needs and has).
+    #[track_caller]
+    pub fn skip(message: impl Into<String>) -> Self {
+        CaseError {
+            skipped: true,
+            ..CaseError::new(message)
         }
     }
 }

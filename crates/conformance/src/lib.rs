@@ -45,6 +45,10 @@
 //! [`collective_conformance_tests!`], list [`COLLECTIVE_CASES`] and runner
 //! [`run_all_collectives`].
 //!
+//! A harness told how many devices the machine has ([`Harness::with_device_count`]) skips a
+//! case that needs more ([`CaseError::skip`], naming both counts) rather than failing it; the
+//! test macros pass a skipped case, saying so on stderr.
+//!
 //! Tools run every case with [`run_all`], or one by one from [`cases`]; [`CASES`] names them. The list of cases lives in one
 //! place (the hidden `__with_cases!` macro) from which the test macro, [`CASES`] and [`run_all`]
 //! are all generated.
@@ -333,6 +337,7 @@ macro_rules! __with_collective_cases {
                 all_reduce_max,
                 all_reduce_min,
                 all_reduce_avg,
+                average_in_half_precision_does_not_overflow,
                 all_gather,
                 reduce_scatter,
                 broadcast_from_every_root,
@@ -344,6 +349,7 @@ macro_rules! __with_collective_cases {
                 reduce_scatter_v_uneven,
                 all_to_all_v_uneven,
                 variable_counts_refused_then_usable,
+                overlapping_buffers_are_refused,
                 batch_send_recv_all_pairs,
                 group_ring_sends_first,
                 batch_send_recv_mismatch_is_refused,
@@ -423,16 +429,10 @@ macro_rules! __collective_tests_impl {
                     #[test]
                     fn $case() {
                         let harness = $crate::Harness::<$backend>::new($factory).with_node($node);
-                        if let Err(err) =
-                            $crate::run_case(&harness, $crate::$module::$case::<$backend>)
-                        {
-                            panic!(
-                                "{}::{} failed: {}",
-                                stringify!($module),
-                                stringify!($case),
-                                err
-                            );
-                        }
+                        $crate::report_case(
+                            concat!(stringify!($module), "::", stringify!($case)),
+                            $crate::run_case(&harness, $crate::$module::$case::<$backend>),
+                        );
                     }
                 )*
             }
@@ -456,21 +456,27 @@ macro_rules! __conformance_tests_impl {
                             $crate::Harness::<$backend>::new($factory)
                                 .with_scale_body($bodies)
                                 .with_node($node);
-                        if let Err(err) =
-                            $crate::run_case(&harness, $crate::$module::$case::<$backend>)
-                        {
-                            panic!(
-                                "{}::{} failed: {}",
-                                stringify!($module),
-                                stringify!($case),
-                                err
-                            );
-                        }
+                        $crate::report_case(
+                            concat!(stringify!($module), "::", stringify!($case)),
+                            $crate::run_case(&harness, $crate::$module::$case::<$backend>),
+                        );
                     }
                 )*
             }
         )*
     };
+}
+
+/// How a generated `#[test]` ends for case `name`: a failure panics with its message; a skip
+/// ([`CaseError::skip`]: the machine has too few devices) is said on stderr and passes, as
+/// `cargo test` has no skipped outcome.
+#[track_caller]
+pub fn report_case(name: &str, result: Result<(), CaseError>) {
+    match result {
+        Ok(()) => {}
+        Err(err) if err.skipped => eprintln!("{name} skipped: {}", err.message),
+        Err(err) => panic!("{name} failed: {err}"),
+    }
 }
 
 /// Runs one case, turning a panic inside it into a [`CaseError`].
@@ -495,6 +501,39 @@ pub fn run_case<B: braid_stream_core::hal::Backend>(
 mod tests {
     use super::CASES;
     use std::collections::BTreeSet;
+
+    #[test]
+    fn a_case_needing_more_devices_than_the_machine_has_is_a_skip_naming_both() {
+        use braid_backend_sim::{NodeConfig, SimBackend, SimConfig, SimDevice, SimMode, SimNode};
+        use braid_stream_core::Device;
+        let open = |ordinal| Device::new(SimDevice::new(SimConfig::new().ordinal(ordinal)));
+        let node = |n| {
+            let config = NodeConfig::new(n).device(SimConfig::new().mode(SimMode::Data));
+            SimNode::new(config)
+                .devices()
+                .into_iter()
+                .map(Device::new)
+                .collect()
+        };
+        let harness = super::Harness::<SimBackend>::new(open)
+            .with_node(node)
+            .with_device_count(2);
+        assert_eq!(harness.node(2).unwrap().len(), 2);
+        harness.device_with_ordinal(1).unwrap();
+        let err = harness.node(4).unwrap_err();
+        assert!(err.skipped, "{err}");
+        assert_eq!(err.message, "needs 4 devices, this machine has 2");
+        let err = harness.device_with_ordinal(2).unwrap_err();
+        assert!(
+            err.skipped && err.message.contains("needs 3 devices"),
+            "{err}"
+        );
+        // A collective case on 4 ranks is skipped, not failed; a failure stays a failure.
+        let err = super::run_case(&harness, super::collectives::all_reduce_sum).unwrap_err();
+        assert!(err.skipped, "{err}");
+        assert!(!super::CaseError::new("broken").skipped);
+        super::report_case("collectives::all_reduce_sum", Err(err));
+    }
 
     #[test]
     fn case_names_are_unique_and_enough() {

@@ -19,11 +19,13 @@ mod batch;
 mod blocks;
 mod incomplete;
 mod matcher;
+mod overlap;
 
 pub use batch::batch_order;
 pub use blocks::{Blocks, BlocksError, VCounts};
 pub use incomplete::Incomplete;
 pub use matcher::{Arrival, CallKey, MatchError, Matcher, Mismatch, Part, Peers};
+pub use overlap::{InPlace, Overlap};
 
 use crate::dtype::DType;
 use crate::types::{DevicePtr, DeviceSlice};
@@ -70,9 +72,18 @@ pub enum ReduceOp {
     Max,
     /// Elementwise minimum.
     Min,
-    /// Elementwise mean over the ranks: the sum divided by the rank count. HCCL has no
-    /// average (`HcclReduceOp` is sum, prod, max, min): on HCCL it is a sum followed, on the
-    /// same stream, by a scale by `1 / ranks`; one call at braid's level either way.
+    /// Elementwise mean over the ranks: the sum scaled by `1 / ranks` (the nearest `f32`).
+    ///
+    /// The order of rounding depends on the data type ([`ReduceOp::scales_before_sum`]). In
+    /// `float16` and `bfloat16` each rank's value is scaled first and rounded to the type,
+    /// then the scaled values are summed, each partial sum rounded, as NCCL's average does:
+    /// three ranks holding 30000.0 in `float16` average to 30000.0, where their sum (90000)
+    /// would overflow to infinity. In `float32` the values are summed (each partial sum
+    /// rounded) and the sum is scaled and rounded once.
+    ///
+    /// HCCL has no average (`HcclReduceOp` is sum, prod, max, min): on HCCL it is a sum with,
+    /// on the same stream, a scale by `1 / ranks` before it (of a copy of the send buffer)
+    /// or after it (of the receive buffer); one call at braid's level either way.
     Avg,
 }
 
@@ -108,13 +119,21 @@ impl ReduceOp {
         }
     }
 
-    /// The factor applied to the combined value of `ranks` ranks once every rank's value
-    /// is in: `1 / ranks` for an average, `None` for the others (nothing to apply).
+    /// The factor an average of `ranks` ranks applies: `1 / ranks` for an average, `None`
+    /// for the others (nothing to apply). Where it applies, before or after the sum, is
+    /// [`ReduceOp::scales_before_sum`].
     pub fn scale(self, ranks: u32) -> Option<f32> {
         match self {
             ReduceOp::Avg => Some(1.0 / ranks.max(1) as f32),
             _ => None,
         }
+    }
+
+    /// Whether this reduction in `dtype` scales each rank's value before the sum (an average
+    /// in `float16` or `bfloat16`, whose sums overflow where the mean fits) rather than the
+    /// sum (an average in `float32`). See [`ReduceOp::Avg`] for the order of rounding.
+    pub fn scales_before_sum(self, dtype: DType) -> bool {
+        self == ReduceOp::Avg && matches!(dtype, DType::F16 | DType::BF16)
     }
 }
 
@@ -475,6 +494,10 @@ mod tests {
         assert_eq!(ReduceOp::Avg.combine(2.0, 3.0), 5.0);
         assert_eq!(ReduceOp::Avg.scale(4), Some(0.25));
         assert_eq!(ReduceOp::Sum.scale(4), None);
+        assert!(ReduceOp::Avg.scales_before_sum(DType::F16));
+        assert!(ReduceOp::Avg.scales_before_sum(DType::BF16));
+        assert!(!ReduceOp::Avg.scales_before_sum(DType::F32));
+        assert!(!ReduceOp::Sum.scales_before_sum(DType::F16));
         assert_eq!(ReduceOp::Avg.name(), "avg");
         assert!(ReduceOp::ALL.contains(&ReduceOp::Avg));
     }

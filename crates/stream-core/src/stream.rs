@@ -870,7 +870,9 @@ impl<B: hal::CollectiveBackend> Stream<B> {
     /// (the backend's collective extension, [`hal::CollectiveBackend::launch_collective`]),
     /// labelled `label`: an operator reading its send buffer and writing its receive buffer
     /// ([`CollectiveCall::ranges`]), so ordering, the allocator's automatic mode, capture and
-    /// replay treat it like a kernel. Nothing checks that the other ranks agree: that is
+    /// replay treat it like a kernel. Workspace the backend asks for
+    /// ([`hal::CollectiveBackend::collective_workspace`]) is taken as a kernel's is
+    /// ([`Stream::workspace`]). Nothing checks that the other ranks agree: that is
     /// `braid-collective`'s job, which checks every call before it gets here.
     pub fn launch_collective(
         &self,
@@ -892,12 +894,18 @@ impl<B: hal::CollectiveBackend> Stream<B> {
             (false, true) => &uses[1..],
             (false, false) => &[],
         };
-        let enqueue = |s: &B::Stream| B::launch_collective(s, comm, call, label);
-        self.submit_operator(Lowered::Collective {
+        // Scratch the backend needs beside the buffers (an average scaled before its sum on
+        // HCCL), in stream order and given back once the part is submitted.
+        let workspace = self.workspace(B::collective_workspace(comm, call))?;
+        let scratch = workspace.slice();
+        let enqueue = |s: &B::Stream| B::launch_collective_in(s, comm, call, label, scratch);
+        let position = self.submit_operator(Lowered::Collective {
             label,
             uses: used,
             enqueue: &enqueue,
-        })
+        });
+        drop(workspace);
+        position
     }
 }
 

@@ -60,7 +60,8 @@ pub(crate) fn key_list() -> String {
 impl AllocatorConfig {
     /// Parses `key:value,key:value,...`. Keys: `max_split_size_mb`, `max_non_split_rounding_mb`,
     /// `large_segment_size_mb`, `roundup_power2_divisions` (a power of two, or a table such as
-    /// `[64:8,128:2,256:2,512:2,1024:1,>:1]` keyed by MiB), `garbage_collection_threshold`,
+    /// `[64:8,128:2,256:2,512:2,1024:1,>:1]` keyed by MiB, each interval once: a second
+    /// entry for an interval, `>` included, is refused), `garbage_collection_threshold`,
     /// `per_process_memory_fraction` (alias `memory_fraction`), `limit_mb` (at least 1),
     /// `cross_stream` (`manual` | `automatic`), `reuse_pending_with_wait`,
     /// `lazy_event_polling` (alias `multi_stream_lazy_reclaim`), `release_before_grow`,
@@ -251,6 +252,10 @@ fn parse_divisions(key: &str, value: &str) -> Result<[u64; ROUNDUP_POWER2_INTERV
         .strip_suffix(']')
         .ok_or_else(|| bad(key, value, "missing ']'"))?;
     let mut last_index: Option<usize> = None;
+    // Which entry set each interval: a later entry for the same interval is refused rather
+    // than silently winning.
+    let mut set_by: [Option<&str>; ROUNDUP_POWER2_INTERVALS] = [None; ROUNDUP_POWER2_INTERVALS];
+    let mut rest_given = false;
     for entry in inner.split(',') {
         let (size, div) = entry.split_once(':').ok_or_else(|| {
             bad(
@@ -262,9 +267,14 @@ fn parse_divisions(key: &str, value: &str) -> Result<[u64; ROUNDUP_POWER2_INTERV
         let div = division(div)?;
         let size = size.trim();
         if size == ">" {
+            if rest_given {
+                return Err(bad(key, value, "the entry '>' is given twice"));
+            }
+            rest_given = true;
             let from = last_index.map_or(0, |i| i + 1);
-            for slot in table.iter_mut().skip(from) {
+            for (slot, by) in table.iter_mut().zip(set_by.iter_mut()).skip(from) {
                 *slot = div;
+                by.get_or_insert(">");
             }
             continue;
         }
@@ -275,12 +285,25 @@ fn parse_divisions(key: &str, value: &str) -> Result<[u64; ROUNDUP_POWER2_INTERV
             return Err(bad(key, value, "interval sizes must be powers of two"));
         }
         let index = (mb.ilog2() as usize).min(ROUNDUP_POWER2_INTERVALS - 1);
+        if let Some(first) = set_by[index] {
+            let interval = 1u64 << index;
+            let reason = if first == size {
+                format!("the interval of {interval} MiB is given twice")
+            } else {
+                format!(
+                    "{size} MiB is in the interval of {interval} MiB, which '{first}' already \
+                     sets: an interval is given twice"
+                )
+            };
+            return Err(bad(key, value, &reason));
+        }
         if last_index.is_none() {
             for slot in table.iter_mut().take(index) {
                 *slot = div;
             }
         }
         table[index] = div;
+        set_by[index] = Some(size);
         last_index = Some(index);
     }
     Ok(table)

@@ -15,6 +15,7 @@ use braid_acl_sys::hccl::codes::HCCL_SUCCESS;
 use braid_acl_sys::hccl::*;
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp, RootInfo};
 use braid_stream_core::hal::{self, CollectiveBackend, Comm, HalError};
+use braid_stream_core::types::DeviceSlice;
 use std::collections::HashSet;
 use std::ffi::c_void;
 use std::fmt;
@@ -43,8 +44,8 @@ impl fmt::Debug for AclComm {
 
 pub use braid_acl_sys::dtypes::hccl_data_type as dtype_of;
 
-/// HCCL's reduce operation for braid's. HCCL has no average: an average runs HCCL's sum, then
-/// braid's scale by `1 / ranks` on the same stream.
+/// HCCL's reduce operation for braid's. HCCL has no average: an average runs HCCL's sum, with
+/// braid's scale by `1 / ranks` on the same stream (see `hccl::average`).
 pub fn reduce_op_of(op: ReduceOp) -> HcclReduceOp {
     match op {
         ReduceOp::Sum | ReduceOp::Avg => HCCL_REDUCE_SUM,
@@ -168,41 +169,67 @@ impl AclComm {
         Ok((rank, size))
     }
 
-    /// Enqueues this rank's part of `call` on `stream` (see
+    /// Bytes of workspace this rank's part of `call` needs: a copy of its send buffer for an
+    /// average scaled before its sum ([`ReduceOp::scales_before_sum`]), none otherwise.
+    pub(super) fn workspace_for(&self, call: &CollectiveCall) -> u64 {
+        match reduction_of(call.op) {
+            Some(op) if op.scales_before_sum(call.dtype) => {
+                call.send_len(self.rank, self.ranks).unwrap_or(0)
+            }
+            _ => 0,
+        }
+    }
+
+    /// Enqueues this rank's part of `call` on `stream`, with `workspace` (at least
+    /// [`AclComm::workspace_for`] bytes) for an average scaled before its sum (see
     /// [`AclBackend::launch_collective`]).
     pub(super) fn launch(
         &self,
         stream: &AclStream,
         call: &CollectiveCall,
         label: &str,
+        workspace: DeviceSlice,
     ) -> Result<(), HalError> {
         self.check_stream(stream, label)?;
         let (calls, c, s) = (&self.hccl.calls, self.raw, stream.raw);
-        let b = Buffers {
+        let mut b = Buffers {
             send: call.send.0,
             recv: call.recv.0,
             count: call.count,
             dtype: dtype_of(call.dtype),
         };
         stream.shared.bind()?;
-        // An average's scale is planned before the sum is enqueued: a refusal enqueues nothing.
+        // An average's scales are planned before anything is enqueued: a refusal enqueues
+        // nothing. Scaled before the sum: a copy of the send buffer in the workspace, which
+        // HCCL then sums.
+        let scale_first = self.plan_scale_first(call, label, workspace)?;
+        if scale_first.is_some() {
+            b.send = workspace.ptr.0;
+        }
+        let scales_after =
+            reduction_of(call.op).is_some_and(|op| !op.scales_before_sum(call.dtype));
         let scale = match call.op {
+            _ if !scales_after => None,
             CollectiveOp::Reduce { op, root } if root == self.rank => op
                 .scale(self.ranks)
-                .map(|factor| Scale::plan(call.recv, call.count, call.dtype, factor))
+                .map(|factor| Scale::plan(call.recv, call.recv, call.count, call.dtype, factor))
                 .transpose()?,
             CollectiveOp::AllReduce(op) | CollectiveOp::ReduceScatter(op) => op
                 .scale(self.ranks)
-                .map(|factor| Scale::plan(call.recv, call.count, call.dtype, factor))
+                .map(|factor| Scale::plan(call.recv, call.recv, call.count, call.dtype, factor))
                 .transpose()?,
             // A rank whose block is empty has nothing to scale.
             CollectiveOp::ReduceScatterV(op) if call.count > 0 => op
                 .scale(self.ranks)
-                .map(|factor| Scale::plan(call.recv, call.count, call.dtype, factor))
+                .map(|factor| Scale::plan(call.recv, call.recv, call.count, call.dtype, factor))
                 .transpose()?,
             _ => None,
         };
         tracing::trace!(label, op = %call.op, count = call.count, "HCCL collective");
+        if let Some(scale_first) = scale_first {
+            scale_first.launch(stream.raw)?;
+            stream.shared.note_work(stream.raw, 1);
+        }
         let (name, code) = match call.op {
             CollectiveOp::AllReduce(op) => {
                 ("HcclAllReduce", calls.all_reduce(b, reduce_op_of(op), c, s))
@@ -268,7 +295,48 @@ impl AclComm {
     }
 }
 
+/// The reduction of a reducing operation.
+fn reduction_of(op: CollectiveOp) -> Option<ReduceOp> {
+    match op {
+        CollectiveOp::AllReduce(r)
+        | CollectiveOp::ReduceScatter(r)
+        | CollectiveOp::ReduceScatterV(r)
+        | CollectiveOp::Reduce { op: r, .. } => Some(r),
+        _ => None,
+    }
+}
+
 impl AclComm {
+    /// The scale of a copy of the send buffer into `workspace`, for an average scaled before
+    /// its sum; `None` for every other call.
+    fn plan_scale_first(
+        &self,
+        call: &CollectiveCall,
+        label: &str,
+        workspace: DeviceSlice,
+    ) -> Result<Option<Scale>, HalError> {
+        let Some(factor) = reduction_of(call.op)
+            .filter(|op| op.scales_before_sum(call.dtype))
+            .and_then(|op| op.scale(self.ranks))
+        else {
+            return Ok(None);
+        };
+        let bytes = self.workspace_for(call);
+        if bytes == 0 {
+            return Ok(None);
+        }
+        if workspace.len < bytes {
+            return Err(HalError::InvalidArgument(format!(
+                "{label}: an average in {} scales a copy of the send buffer before HCCL sums it: \
+                 it needs {bytes} bytes of workspace, {} were given (Stream::launch_collective \
+                 takes them)",
+                call.dtype, workspace.len
+            )));
+        }
+        let elements = bytes / call.dtype.size();
+        Scale::plan(call.send, workspace.ptr, elements, call.dtype, factor).map(Some)
+    }
+
     /// Refuses a stream of another device than the communicator's.
     pub(super) fn check_stream(&self, stream: &AclStream, label: &str) -> Result<(), HalError> {
         let ordinal = stream.shared.ordinal;
@@ -331,8 +399,11 @@ impl CollectiveBackend for AclBackend {
     /// `HcclAllGather`, `HcclReduceScatter`, `HcclBroadcast`, `HcclSend`, `HcclRecv`,
     /// `HcclAlltoAll`, `HcclBarrier`, `HcclReduce`, `HcclScatter`, `HcclAllGatherV`,
     /// `HcclReduceScatterV`, `HcclAlltoAllV`; an average is `HcclAllReduce`'s,
-    /// `HcclReduceScatterV`'s or
-    /// `HcclReduceScatter`'s sum, then `aclnnMuls` by `1 / ranks` on the same stream). The communicator must be of the stream's device; buffers are device
+    /// `HcclReduceScatter`'s, `HcclReduceScatterV`'s or `HcclReduce`'s sum with `aclnnMuls`
+    /// by `1 / ranks` on the same stream: in `float32` of the receive buffer after the sum; in
+    /// `float16` and `bfloat16` of a copy of the send buffer before it, in the workspace
+    /// [`CollectiveBackend::collective_workspace`] asks for, so that this call, which gets
+    /// none, refuses such an average). The communicator must be of the stream's device; buffers are device
     /// addresses of it, valid for the call's lengths until the collective has run
     /// (braid-collective checks them; this call does not). HCCL takes an explicit stream: on
     /// the default stream (a null `aclrtStream`) it answers `HCCL_E_PTR`. A part HCCL
@@ -344,7 +415,23 @@ impl CollectiveBackend for AclBackend {
         call: &CollectiveCall,
         label: &str,
     ) -> Result<(), HalError> {
-        comm.launch(stream, call, label)
+        comm.launch(stream, call, label, DeviceSlice::default())
+    }
+
+    /// A copy of the send buffer for an average in `float16` or `bfloat16`, scaled before
+    /// HCCL sums it; nothing otherwise.
+    fn collective_workspace(comm: &AclComm, call: &CollectiveCall) -> u64 {
+        comm.workspace_for(call)
+    }
+
+    fn launch_collective_in(
+        stream: &AclStream,
+        comm: &AclComm,
+        call: &CollectiveCall,
+        label: &str,
+        workspace: DeviceSlice,
+    ) -> Result<(), HalError> {
+        comm.launch(stream, call, label, workspace)
     }
 
     /// `HcclGroupStart` (nothing on a library without it: see `hccl::group`).

@@ -11,6 +11,7 @@ use crate::stream::AclStream;
 use braid_acl_sys::hccl::{HCCL_RECV, HCCL_SEND};
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp};
 use braid_stream_core::hal::HalError;
+use braid_stream_core::types::DeviceSlice;
 
 impl AclComm {
     /// `HcclGroupStart`, when the library has it.
@@ -83,7 +84,7 @@ impl AclComm {
             }
             None => calls
                 .iter()
-                .try_for_each(|call| self.launch(stream, call, label)),
+                .try_for_each(|call| self.launch(stream, call, label, DeviceSlice::default())),
         }
     }
 }

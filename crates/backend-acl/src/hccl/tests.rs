@@ -183,6 +183,45 @@ fn collectives_reach_their_hccl_call_and_refusals_are_typed() {
 }
 
 #[test]
+fn an_average_in_half_precision_asks_for_a_copy_of_its_send_buffer_and_refuses_less() {
+    // No HCCL call is expected: the mock panics if one comes.
+    let (dev, comm) = rank0(hccl(), |_| {});
+    let stream = dev.default_stream().unwrap();
+    let typed = |op: CollectiveOp, dtype: DType| {
+        CollectiveCall::new(op, DevicePtr(0x100), DevicePtr(0x200), 4, dtype)
+    };
+    let avg = CollectiveOp::AllReduce(ReduceOp::Avg);
+    let scatter = CollectiveOp::ReduceScatter(ReduceOp::Avg);
+    let reduce = CollectiveOp::Reduce {
+        op: ReduceOp::Avg,
+        root: 0,
+    };
+    // Four elements per rank of one rank: a copy of the send buffer.
+    for (op, dtype, bytes) in [
+        (avg, DType::F16, 8),
+        (avg, DType::BF16, 8),
+        (scatter, DType::F16, 8),
+        (reduce, DType::BF16, 8),
+        (avg, DType::F32, 0),
+        (CollectiveOp::AllReduce(ReduceOp::Sum), DType::F16, 0),
+    ] {
+        let call = typed(op, dtype);
+        assert_eq!(
+            AclBackend::collective_workspace(&comm, &call),
+            bytes,
+            "{op} {dtype}"
+        );
+    }
+    // Without the workspace (the hal call the front layer does not use), refused naming it.
+    let err =
+        AclBackend::launch_collective(&stream, &comm, &typed(avg, DType::F16), "avg").unwrap_err();
+    assert!(
+        matches!(&err, HalError::InvalidArgument(m) if m.contains("8 bytes of workspace, 0 were given")),
+        "{err:?}"
+    );
+}
+
+#[test]
 fn a_stream_of_another_device_is_refused_before_hccl() {
     // No collective call is expected: the mock panics if one comes.
     let (_dev, comm) = rank0(hccl(), |_| {});

@@ -6,6 +6,8 @@
 //! Reductions compute in `f32` and round every stored result to the data type, as the rest of
 //! the simulator does: the ranks' elements are combined in rank order (`((x0 ∘ x1) ∘ x2) ...`)
 //! and each partial result is rounded, as the partial sums a ring leaves in device memory are.
+//! An average scales by `1 / ranks` where [`ReduceOp::scales_before_sum`] says: in `float16`
+//! and `bfloat16` each rank's element first (rounded), then the sum; in `float32` the sum.
 //! A short buffer reads as zeros past its end (the engine checks lengths before it gets here).
 
 use super::variable;
@@ -18,8 +20,10 @@ use crate::compute::PendingWrite;
 use crate::memory::DataView;
 
 /// `count` elements of the elementwise reduction of `inputs`, starting at element `first` of
-/// each. An average is the rounded sum scaled by `1 / ranks` and rounded again, as HCCL's sum
-/// followed by a scale leaves it.
+/// each. An average in `float16` or `bfloat16` sums the ranks' elements each scaled by
+/// `1 / ranks` and rounded (as NCCL's average does, so that a mean that fits never
+/// overflows); in `float32` it is the rounded sum scaled by `1 / ranks` and rounded again, as
+/// HCCL's sum followed by a scale leaves it.
 pub(super) fn reduce(
     op: ReduceOp,
     dtype: DType,
@@ -29,11 +33,19 @@ pub(super) fn reduce(
 ) -> Vec<u8> {
     let mut out = Vec::with_capacity(count * dtype.size() as usize);
     let scale = op.scale(inputs.len() as u32);
+    let (before, after) = if op.scales_before_sum(dtype) {
+        (scale, None)
+    } else {
+        (None, scale)
+    };
     for i in first..first + count {
-        let mut values = inputs.iter().map(|b| dtype.get(b, i).unwrap_or(0.0));
+        let mut values = inputs.iter().map(|b| {
+            let x = dtype.get(b, i).unwrap_or(0.0);
+            before.map_or(x, |factor| dtype.round(x * factor))
+        });
         let start = values.next().unwrap_or(0.0);
         let mut value = values.fold(start, |acc, x| dtype.round(op.combine(acc, x)));
-        if let Some(factor) = scale {
+        if let Some(factor) = after {
             value = dtype.round(value * factor);
         }
         dtype.push(&mut out, value);
@@ -241,6 +253,28 @@ mod tests {
             &sends,
         );
         assert_eq!(third[0], vec![DType::F16.round(1.0 / 3.0)]);
+    }
+
+    #[test]
+    fn an_average_in_half_precision_scales_before_it_sums() {
+        // 3 × 30000 overflows float16 (65504 at most); each third, 10000, and the mean fit.
+        let avg = CollectiveOp::AllReduce(ReduceOp::Avg);
+        let sends = vec![vec![30000.0]; 3];
+        assert_eq!(run(avg, 1, DType::F16, &sends)[0], vec![30000.0]);
+        let big = 3.0 * 2f32.powi(125);
+        assert_eq!(run(avg, 1, DType::BF16, &vec![vec![big]; 3])[0], vec![big]);
+        // The order of rounding: in float16 each rank's value is scaled and rounded, then the
+        // thirds are summed in rank order, each partial sum rounded: 1/3 + 2/3 + 2/3 gives
+        // 1.666015625, where the sum scaled once would give 1.6669921875.
+        let sends = vec![vec![1.0], vec![2.0], vec![2.0]];
+        let f16 = |x: f32| DType::F16.round(x);
+        let third = 1.0f32 / 3.0;
+        let thirds = [1.0, 2.0, 2.0].map(|x: f32| f16(x * third));
+        let scaled_first = f16(f16(thirds[0] + thirds[1]) + thirds[2]);
+        assert_eq!(scaled_first, 1706.0 / 1024.0);
+        assert_eq!(run(avg, 1, DType::F16, &sends)[0], vec![scaled_first]);
+        // In float32 the sum is scaled once.
+        assert_eq!(run(avg, 1, DType::F32, &sends)[0], vec![5.0 * third]);
     }
 
     #[test]

@@ -23,6 +23,8 @@
 //! connection closed before everyone was in, and, once everyone is, has every rank confirm
 //! before it answers all of them with one outcome. So a join ends the same way on every rank,
 //! except when a connection breaks in that last answer (the first exchange then fails).
+//! Rank 0 keeps its listener while its group lives and refuses a join that comes after the
+//! group formed at once, saying the rank is taken.
 //!
 //! Sockets are the standard library's ones (the engine is synchronous; rank 0 polls its
 //! listener and the connections not yet admitted), with every wait bounded by the group's
@@ -43,7 +45,7 @@ use std::time::Duration;
 use braid_stream_core::collective::RootInfo;
 use braid_stream_core::hal::HalError;
 
-use join::{connect, host};
+use join::{connect, host, LateJoins};
 use p2p::{Hello, PointToPoint};
 use wire::{Failure, Hccl, Join, RootInfoContent, Secret};
 
@@ -68,6 +70,8 @@ pub struct RemoteGroup {
     links: Mutex<Links>,
     /// The direct connections of sends and receives.
     p2p: PointToPoint,
+    /// On rank 0: the answers to joins that come after the group formed.
+    _late_joins: Option<LateJoins>,
 }
 
 #[derive(Debug)]
@@ -113,7 +117,9 @@ impl RemoteGroup {
     /// joined is an invalid argument to that rank alone; ranks that do not arrive in time, or
     /// leave before the group forms, an `HCCL_E_TIMEOUT` naming them on every rank. Connections
     /// that send nothing, or anything but a join request, are dropped without effect. After a
-    /// failure the root info can be joined again.
+    /// failure the root info can be joined again. Once the group has formed, and while rank
+    /// 0's group lives, a join for any of its ranks is refused at once as taken (an invalid
+    /// argument).
     pub fn join(
         info: &RootInfo,
         ranks: u32,
@@ -131,8 +137,9 @@ impl RemoteGroup {
                 "a communicator's timeout must be above zero".to_owned(),
             ));
         }
-        let streams = if rank == 0 {
-            host(content, ranks, timeout)?
+        let (streams, late_joins) = if rank == 0 {
+            let (streams, listener) = host(content, ranks, timeout)?;
+            (streams, Some(LateJoins::start(listener, content, ranks)?))
         } else {
             let join = Join {
                 id: content.id,
@@ -140,7 +147,8 @@ impl RemoteGroup {
                 ranks,
                 rank,
             };
-            vec![connect(content.addr, join, timeout).map_err(Failure::into_error)?]
+            let stream = connect(content.addr, join, timeout).map_err(Failure::into_error)?;
+            (vec![stream], None)
         };
         let listener = PointToPoint::listen().map_err(Failure::into_error)?;
         let addr = listener.local_addr().map_err(|e| {
@@ -159,6 +167,7 @@ impl RemoteGroup {
                 broken: None,
             }),
             p2p: PointToPoint::new(listener, Vec::new()),
+            _late_joins: late_joins,
         };
         // Every rank learns where the others listen (an exchange numbered apart from the
         // caller's, which count from 0).
@@ -551,6 +560,30 @@ mod tests {
         for gathered in exchange_all(&groups, 0, part_of) {
             assert_eq!(gathered.unwrap().len(), 3);
         }
+    }
+
+    #[test]
+    fn a_join_for_a_rank_taken_in_a_formed_communicator_says_it_is_taken() {
+        let info = RemoteGroup::root_info().unwrap();
+        let groups = join_all(&info, 2);
+        let started = std::time::Instant::now();
+        let why = invalid(RemoteGroup::join(&info, 2, 1, WAIT));
+        assert!(
+            why.contains("rank 1") && why.contains("taken") && why.contains("formed"),
+            "{why}"
+        );
+        assert!(started.elapsed() < WAIT, "took {:?}", started.elapsed());
+        // A rank out of range hears that instead.
+        let why = invalid(RemoteGroup::join(&info, 3, 2, WAIT));
+        assert!(why.contains("3 rank(s), rank 0 that it has 2"), "{why}");
+        // The group is untouched.
+        for gathered in exchange_all(&groups, 0, part_of) {
+            assert_eq!(gathered.unwrap(), vec![part_of(0), part_of(1)]);
+        }
+        // Once rank 0's group is gone, a late join no longer waits for an answer either.
+        drop(groups);
+        let message = timeout_message(RemoteGroup::join(&info, 2, 1, Duration::from_millis(300)));
+        assert!(message.contains("nothing listens there"), "{message}");
     }
 
     fn timeout_message(result: Result<impl std::fmt::Debug, HalError>) -> String {

@@ -28,7 +28,7 @@ fn each_variable_count_operation_enqueues_one_call_with_its_blocks() {
             &r.streams[1],
             &send,
             &scatter,
-            one,
+            recv.range(0, 8).unwrap(),
             DType::F32,
             ReduceOp::Max,
         )

@@ -1,13 +1,17 @@
 //! [`TcpRootInfoTransport`]: the root info over a TCP listener (feature `tcp`).
 //!
-//! The wire format: a fetching rank sends the 8 bytes `BRAIDRQ1`; the publishing rank answers
-//! with the 8 bytes `BRAIDRI1`, the payload length as a little-endian `u32`, and the root
-//! info's bytes; the fetching rank acknowledges the whole answer with the 8 bytes `BRAIDAK1`,
-//! and only then does rank 0 count it as served. An answer that is anything else is a typed
+//! The wire format: a fetching rank sends the 8 bytes `BRAIDRQ2` and its rank as a
+//! little-endian `u32`; the publishing rank answers with the 8 bytes `BRAIDRI1`, the payload
+//! length as a little-endian `u32`, and the root info's bytes; the fetching rank acknowledges
+//! the whole answer with the 8 bytes `BRAIDAK1`, and only then does rank 0 count that rank as
+//! served. Rank 0 counts ranks, not fetches: a rank that fetches again (a retry) is served
+//! again and counted once. A rank the publication does not serve (0, or past the ranks it
+//! was bound for) is answered `BRAIDNR1` and the highest rank served, a little-endian `u32`
+//! ([`TransportError::RankNotServed`]). An answer that is anything else is a typed
 //! [`TransportError::NotRootInfo`].
 
 use braid_stream_core::sync::Mutex;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -22,8 +26,12 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{sleep_until, timeout_at};
 
-/// What a fetching rank sends first, so that a stray connection is not served.
-const REQUEST_MAGIC: [u8; 8] = *b"BRAIDRQ1";
+/// What a fetching rank sends first, before its rank, so that a stray connection is not served.
+const REQUEST_MAGIC: [u8; 8] = *b"BRAIDRQ2";
+/// Magic and rank.
+const REQUEST_BYTES: usize = 12;
+/// What starts the publishing rank's refusal of a rank it does not serve.
+const REFUSAL_MAGIC: [u8; 8] = *b"BRAIDNR1";
 /// What starts the publishing rank's answer.
 const ANSWER_MAGIC: [u8; 8] = *b"BRAIDRI1";
 /// What a fetching rank sends once it holds the whole root info: rank 0 counts it then.
@@ -42,8 +50,9 @@ const RETRY_PAUSE: Duration = Duration::from_millis(20);
 /// A [`RootInfoTransport`] over TCP: rank 0 listens ([`TcpRootInfoTransport::bind`]) and the
 /// other ranks connect to its address ([`TcpRootInfoTransport::connect`]).
 ///
-/// [`publish`](RootInfoTransport::publish) serves the expected number of ranks and returns
-/// once each of them has acknowledged the whole root info, so it needs no background task and
+/// [`publish`](RootInfoTransport::publish) serves ranks 1 to the number given to
+/// [`bind`](Self::bind) and returns once each of them has acknowledged the whole root info
+/// (a rank that fetches twice counts once), so it needs no background task and
 /// works on a current-thread runtime. It serves connections side by side, gives each one a
 /// second to ask, take the answer and acknowledge it, and holds at most 64 at once (a newer
 /// connection closes the oldest): connections that ask and leave, stay silent or come by the
@@ -59,7 +68,7 @@ const RETRY_PAUSE: Duration = Duration::from_millis(20);
 ///
 /// # tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap().block_on(async {
 /// let root = TcpRootInfoTransport::bind("127.0.0.1:0".parse().unwrap(), 1).await.unwrap();
-/// let other = TcpRootInfoTransport::connect(root.local_addr());
+/// let other = TcpRootInfoTransport::connect(root.local_addr(), 1);
 /// let info = RootInfo::from_bytes(&[7; ROOT_INFO_BYTES]).unwrap();
 /// let wait = Duration::from_secs(5);
 /// let (published, fetched) = tokio::join!(root.publish(&info, wait), other.fetch(wait));
@@ -83,12 +92,15 @@ enum Side {
     },
     Fetching {
         addr: SocketAddr,
+        /// The rank fetching.
+        rank: u32,
     },
 }
 
 impl TcpRootInfoTransport {
     /// Rank 0's side: listens on `addr` (port 0 picks a free port: see
-    /// [`local_addr`](Self::local_addr)) and serves each publication to `ranks` other ranks.
+    /// [`local_addr`](Self::local_addr)) and serves each publication to the `ranks` other
+    /// ranks, 1 to `ranks`.
     pub async fn bind(addr: SocketAddr, ranks: usize) -> Result<Self, TransportError> {
         let io = |source| TransportError::Io {
             addr,
@@ -107,10 +119,11 @@ impl TcpRootInfoTransport {
         })
     }
 
-    /// Another rank's side: fetches from rank 0 at `addr`. Connects only when fetching.
-    pub fn connect(addr: SocketAddr) -> Self {
+    /// Rank `rank`'s side (1 or more): fetches from rank 0 at `addr`, naming its rank so that
+    /// rank 0 counts it once however often it fetches. Connects only when fetching.
+    pub fn connect(addr: SocketAddr, rank: u32) -> Self {
         TcpRootInfoTransport {
-            side: Side::Fetching { addr },
+            side: Side::Fetching { addr, rank },
         }
     }
 
@@ -118,16 +131,17 @@ impl TcpRootInfoTransport {
     /// address a fetching side connects to.
     pub fn local_addr(&self) -> SocketAddr {
         match &self.side {
-            Side::Publishing { addr, .. } | Side::Fetching { addr } => *addr,
+            Side::Publishing { addr, .. } | Side::Fetching { addr, .. } => *addr,
         }
     }
 }
 
 #[async_trait]
 impl RootInfoTransport for TcpRootInfoTransport {
-    /// Serves `info` to the expected number of ranks; returns once each has acknowledged it.
-    /// Connections that do not ask for a root info, or leave before acknowledging it, are
-    /// dropped without counting.
+    /// Serves `info` to ranks 1 to the number given to `bind`; returns once each has
+    /// acknowledged it. Connections that do not ask for a root info, or leave before
+    /// acknowledging it, are dropped without counting; a rank that fetches again is served
+    /// and counted once. A timeout names the ranks still missing.
     async fn publish(&self, info: &RootInfo, timeout: Duration) -> Result<(), TransportError> {
         let Side::Publishing {
             listener,
@@ -151,8 +165,9 @@ impl RootInfoTransport for TcpRootInfoTransport {
         let mut held = FuturesUnordered::new();
         let mut abort_handles: BTreeMap<u64, AbortHandle> = BTreeMap::new();
         let mut accepted = 0u64;
-        let mut served = 0;
-        while served < *ranks {
+        let mut served = BTreeSet::new();
+        let highest = u32::try_from(*ranks).unwrap_or(u32::MAX);
+        while served.len() < *ranks {
             tokio::select! {
                 connection = listener.accept() => {
                     let stream = match connection {
@@ -172,7 +187,8 @@ impl RootInfoTransport for TcpRootInfoTransport {
                         }
                     }
                     let own_deadline = deadline.min(Deadline::after(CONNECTION_WAIT));
-                    let (serving, abort) = abortable(serve(stream, &answer, own_deadline));
+                    let (serving, abort) =
+                        abortable(serve(stream, &answer, highest, own_deadline));
                     let number = accepted;
                     accepted += 1;
                     abort_handles.insert(number, abort);
@@ -181,7 +197,11 @@ impl RootInfoTransport for TcpRootInfoTransport {
                 Some((number, outcome)) = held.next() => {
                     abort_handles.remove(&number);
                     match outcome {
-                        Ok(Ok(())) => served += 1,
+                        Ok(Ok(rank)) => {
+                            if !served.insert(rank) {
+                                tracing::debug!(%addr, rank, "a rank fetched the root info again");
+                            }
+                        }
                         Ok(Err(why)) => tracing::debug!(%addr, why, "dropped a connection"),
                         Err(_) => tracing::debug!(%addr, "closed the oldest connection for a newer one"),
                     }
@@ -190,7 +210,11 @@ impl RootInfoTransport for TcpRootInfoTransport {
                     return Err(TransportError::Timeout {
                         addr: *addr,
                         waited: timeout,
-                        detail: format!("{served} of {ranks} ranks fetched the root info"),
+                        detail: format!(
+                            "{} of {ranks} ranks fetched the root info; {}",
+                            served.len(),
+                            missing(&served, highest)
+                        ),
                     });
                 }
             }
@@ -199,8 +223,8 @@ impl RootInfoTransport for TcpRootInfoTransport {
     }
 
     async fn fetch(&self, timeout: Duration) -> Result<RootInfo, TransportError> {
-        let addr = match &self.side {
-            Side::Fetching { addr } => *addr,
+        let (addr, rank) = match &self.side {
+            Side::Fetching { addr, rank } => (*addr, *rank),
             Side::Publishing { published, .. } => {
                 return published.lock().clone().ok_or_else(|| {
                     TransportError::WrongSide(
@@ -239,7 +263,10 @@ impl RootInfoTransport for TcpRootInfoTransport {
             during,
             source,
         };
-        within(deadline, stream.write_all(&REQUEST_MAGIC))
+        let mut request = [0u8; REQUEST_BYTES];
+        request[..8].copy_from_slice(&REQUEST_MAGIC);
+        request[8..].copy_from_slice(&rank.to_le_bytes());
+        within(deadline, stream.write_all(&request))
             .await
             .ok_or_else(|| timed_out("rank 0 did not take the request"))?
             .map_err(|e| io("requesting", e))?;
@@ -249,6 +276,10 @@ impl RootInfoTransport for TcpRootInfoTransport {
             .map_err(|e| io("receiving", e))?
             .ok_or_else(|| timed_out("rank 0 did not send the root info"))?;
         let not_root_info = |reason| TransportError::NotRootInfo { addr, reason };
+        if received == HEADER_BYTES && header[..8] == REFUSAL_MAGIC {
+            let ranks = u32::from_le_bytes([header[8], header[9], header[10], header[11]]);
+            return Err(TransportError::RankNotServed { addr, rank, ranks });
+        }
         check_header(&header[..received]).map_err(not_root_info)?;
         let mut payload = vec![0u8; ROOT_INFO_BYTES];
         let received = read_all(&mut stream, &mut payload, deadline)
@@ -270,16 +301,30 @@ impl RootInfoTransport for TcpRootInfoTransport {
 }
 
 /// Rank 0's side of one connection: the request, the answer, the acknowledgement, all
-/// before `deadline`; `Err` says why the connection is not a served rank.
-async fn serve(mut stream: TcpStream, answer: &[u8], deadline: Deadline) -> Result<(), String> {
+/// before `deadline`; the rank served (1 to `highest`), or why the connection is not one.
+async fn serve(
+    mut stream: TcpStream,
+    answer: &[u8],
+    highest: u32,
+    deadline: Deadline,
+) -> Result<u32, String> {
     let exchange = async {
-        let mut request = [0u8; 8];
+        let mut request = [0u8; REQUEST_BYTES];
         stream
             .read_exact(&mut request)
             .await
             .map_err(|e| format!("no request: {e}"))?;
-        if request != REQUEST_MAGIC {
+        if request[..8] != REQUEST_MAGIC {
             return Err("it did not ask for a root info".to_owned());
+        }
+        let rank = u32::from_le_bytes([request[8], request[9], request[10], request[11]]);
+        if !(1..=highest).contains(&rank) {
+            let mut refusal = REFUSAL_MAGIC.to_vec();
+            refusal.extend_from_slice(&highest.to_le_bytes());
+            let _ = stream.write_all(&refusal).await;
+            return Err(format!(
+                "it asked as rank {rank}; this publication serves ranks 1 to {highest}"
+            ));
         }
         stream
             .write_all(answer)
@@ -293,11 +338,24 @@ async fn serve(mut stream: TcpStream, answer: &[u8], deadline: Deadline) -> Resu
         if ack != ACK_MAGIC {
             return Err("it answered the root info with something else".to_owned());
         }
-        Ok(())
+        Ok(rank)
     };
     within(deadline, exchange)
         .await
         .unwrap_or_else(|| Err(format!("it did not finish within {CONNECTION_WAIT:?}")))
+}
+
+/// The ranks of 1 to `highest` not in `served`, for a timeout: "still missing: rank 2", the
+/// first few of many.
+fn missing(served: &BTreeSet<u32>, highest: u32) -> String {
+    const SHOWN: usize = 8;
+    let missing: Vec<u32> = (1..=highest).filter(|r| !served.contains(r)).collect();
+    let mut names: Vec<String> = missing.iter().take(SHOWN).map(u32::to_string).collect();
+    if missing.len() > SHOWN {
+        names.push(format!("and {} more", missing.len() - SHOWN));
+    }
+    let noun = if missing.len() == 1 { "rank" } else { "ranks" };
+    format!("still missing: {noun} {}", names.join(", "))
 }
 
 /// `future`'s output, or `None` once `deadline` passes first.
@@ -410,11 +468,11 @@ mod tests {
     fn every_rank_fetches_what_rank_0_published_even_when_rank_0_binds_last() {
         runtime().block_on(async {
             let addr = free_port();
-            let others: Vec<_> = (0..3)
-                .map(|_| {
+            let others: Vec<_> = (1..=3)
+                .map(|rank| {
                     tokio::spawn(async move {
                         let transport: Box<dyn RootInfoTransport> =
-                            Box::new(TcpRootInfoTransport::connect(addr));
+                            Box::new(TcpRootInfoTransport::connect(addr, rank));
                         transport.fetch(WAIT).await
                     })
                 })
@@ -438,7 +496,7 @@ mod tests {
                 .await
                 .unwrap();
             assert_ne!(root.local_addr().port(), 0);
-            let other = TcpRootInfoTransport::connect(root.local_addr());
+            let other = TcpRootInfoTransport::connect(root.local_addr(), 1);
             for fill in [1, 2] {
                 let sent = info(fill);
                 let (published, fetched) =
@@ -455,7 +513,7 @@ mod tests {
             let addr = free_port();
             let wait = Duration::from_millis(150);
             let started = Instant::now();
-            let err = TcpRootInfoTransport::connect(addr)
+            let err = TcpRootInfoTransport::connect(addr, 1)
                 .fetch(wait)
                 .await
                 .unwrap_err();
@@ -479,7 +537,7 @@ mod tests {
             let root = TcpRootInfoTransport::bind(any_local_port(), 2)
                 .await
                 .unwrap();
-            let other = TcpRootInfoTransport::connect(root.local_addr());
+            let other = TcpRootInfoTransport::connect(root.local_addr(), 1);
             let wait = Duration::from_millis(300);
             let sent = info(9);
             let (published, fetched) = tokio::join!(root.publish(&sent, wait), other.fetch(wait));
@@ -487,6 +545,7 @@ mod tests {
             let err = published.unwrap_err();
             assert!(matches!(err, TransportError::Timeout { .. }), "{err:?}");
             assert!(err.to_string().contains("1 of 2 ranks"), "{err}");
+            assert!(err.to_string().contains("still missing: rank 2"), "{err}");
         });
     }
 
@@ -497,7 +556,7 @@ mod tests {
         tokio::spawn(async move {
             while let Ok((mut stream, _)) = listener.accept().await {
                 // Read the request first: closing with unread bytes would reset the connection.
-                let mut request = [0u8; 8];
+                let mut request = [0u8; REQUEST_BYTES];
                 let _ = stream.read_exact(&mut request).await;
                 let _ = stream.write_all(&reply).await;
             }
@@ -507,7 +566,7 @@ mod tests {
 
     async fn fetch_from_impostor(reply: Vec<u8>) -> String {
         let addr = impostor(reply).await;
-        match TcpRootInfoTransport::connect(addr).fetch(WAIT).await {
+        match TcpRootInfoTransport::connect(addr, 1).fetch(WAIT).await {
             Err(TransportError::NotRootInfo { addr: at, reason }) => {
                 assert_eq!(at, addr);
                 reason
@@ -540,7 +599,7 @@ mod tests {
             let mut good = frame(&ANSWER_MAGIC, ROOT_INFO_BYTES as u32, 0);
             good.extend_from_slice(info(4).as_bytes());
             let addr = impostor(good).await;
-            let fetched = TcpRootInfoTransport::connect(addr).fetch(WAIT).await;
+            let fetched = TcpRootInfoTransport::connect(addr, 1).fetch(WAIT).await;
             assert_eq!(fetched.unwrap(), info(4));
         });
     }
@@ -557,13 +616,58 @@ mod tests {
                 stream.write_all(b"GET / HTTP/1.1\r\n\r\n").await.unwrap();
                 // Then a real rank.
                 sleep(Duration::from_millis(30)).await;
-                TcpRootInfoTransport::connect(addr).fetch(WAIT).await
+                TcpRootInfoTransport::connect(addr, 1).fetch(WAIT).await
             };
             let sent = info(5);
             let (published, fetched) = tokio::join!(root.publish(&sent, WAIT), stray);
             published.unwrap();
             assert_eq!(fetched.unwrap(), info(5));
         });
+    }
+
+    #[test]
+    fn a_rank_the_publication_does_not_serve_is_refused_naming_it() {
+        runtime().block_on(async {
+            let root = TcpRootInfoTransport::bind(any_local_port(), 2)
+                .await
+                .unwrap();
+            let addr = root.local_addr();
+            let strays = async {
+                let mut refused = Vec::new();
+                for rank in [0, 3] {
+                    let err = TcpRootInfoTransport::connect(addr, rank)
+                        .fetch(WAIT)
+                        .await
+                        .unwrap_err();
+                    refused.push(err);
+                }
+                let real = [1, 2].map(|rank| TcpRootInfoTransport::connect(addr, rank));
+                let (one, two) = tokio::join!(real[0].fetch(WAIT), real[1].fetch(WAIT));
+                (refused, one, two)
+            };
+            let sent = info(8);
+            let (published, (refused, one, two)) =
+                tokio::join!(root.publish(&sent, WAIT), strays);
+            published.unwrap();
+            assert_eq!((one.unwrap(), two.unwrap()), (info(8), info(8)));
+            for (err, rank) in refused.iter().zip([0, 3]) {
+                assert!(
+                    matches!(err, TransportError::RankNotServed { rank: r, ranks: 2, .. } if *r == rank),
+                    "{err:?}"
+                );
+                assert!(err.to_string().contains(&format!("rank {rank}")), "{err}");
+            }
+        });
+    }
+
+    #[test]
+    fn many_missing_ranks_are_named_by_the_first_few() {
+        let served = BTreeSet::from([2]);
+        assert_eq!(missing(&served, 3), "still missing: ranks 1, 3");
+        assert_eq!(
+            missing(&BTreeSet::new(), 10),
+            "still missing: ranks 1, 2, 3, 4, 5, 6, 7, 8, and 2 more"
+        );
     }
 
     #[test]
@@ -574,7 +678,7 @@ mod tests {
                 .unwrap();
             let err = root.fetch(WAIT).await.unwrap_err();
             assert!(matches!(err, TransportError::WrongSide(_)), "{err:?}");
-            let other = TcpRootInfoTransport::connect(root.local_addr());
+            let other = TcpRootInfoTransport::connect(root.local_addr(), 1);
             let err = other.publish(&info(1), WAIT).await.unwrap_err();
             assert!(err.to_string().contains("only rank 0"), "{err}");
         });

@@ -5,6 +5,7 @@
 
 use super::{Backend, HalError};
 use crate::collective::{CollectiveCall, RootInfo};
+use crate::types::DeviceSlice;
 
 /// One rank's native communicator (`HcclComm`): which rank it is, of how many.
 pub trait Comm: Send + Sync + 'static {
@@ -66,6 +67,29 @@ pub trait CollectiveBackend: Backend {
         call: &CollectiveCall,
         label: &str,
     ) -> Result<(), HalError>;
+
+    /// Bytes of device workspace this rank's part of `call` needs beside its buffers (an
+    /// average HCCL lacks, scaled before the sum, scales a copy of the send buffer there).
+    /// The front layer takes them in stream order ([`crate::Stream::workspace`]) and hands
+    /// them to [`CollectiveBackend::launch_collective_in`]. The default needs none.
+    fn collective_workspace(comm: &Self::Comm, call: &CollectiveCall) -> u64 {
+        let _ = (comm, call);
+        0
+    }
+
+    /// [`CollectiveBackend::launch_collective`] with `workspace`: at least
+    /// [`CollectiveBackend::collective_workspace`] bytes of this device, reserved in stream
+    /// order for the part (empty when it needs none). The default ignores it.
+    fn launch_collective_in(
+        stream: &Self::Stream,
+        comm: &Self::Comm,
+        call: &CollectiveCall,
+        label: &str,
+        workspace: DeviceSlice,
+    ) -> Result<(), HalError> {
+        let _ = workspace;
+        Self::launch_collective(stream, comm, call, label)
+    }
 
     /// Opens a group of calls on the calling thread (`HcclGroupStart`): the backend may hold
     /// the calls issued until [`CollectiveBackend::group_end`] and run them as one. The

@@ -8,15 +8,21 @@ use super::WAITING_FOR_RANK_0;
 use braid_stream_core::deadline::Deadline;
 use braid_stream_core::hal::HalError;
 use std::collections::VecDeque;
+use std::fmt;
 use std::io::{self, ErrorKind, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::thread::sleep;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::{sleep, JoinHandle};
 use std::time::Duration;
 
 /// Pause between two connection attempts while rank 0 is not listening.
 const POLL: Duration = Duration::from_millis(5);
 /// Pause of rank 0's admission when nothing arrived.
 const IDLE_PAUSE: Duration = Duration::from_millis(1);
+/// Pause of the answers to late joins when nothing arrived (and the longest a group's drop
+/// waits for them to stop).
+const LATE_PAUSE: Duration = Duration::from_millis(10);
 /// How long rank 0 gives a connection to send its join request before dropping it.
 const JOIN_REQUEST_WAIT: Duration = Duration::from_secs(1);
 /// The most connections rank 0 holds before their join request is in; a newer one closes the
@@ -26,12 +32,13 @@ const MAX_PENDING: usize = 64;
 const MIN_SOCKET_WAIT: Duration = Duration::from_millis(1);
 
 /// Rank 0's join: takes the listener of the communicator `content` describes and admits
-/// ranks `1..ranks`.
+/// ranks `1..ranks`. Returns their connections and the listener, which the formed group
+/// keeps to answer late joins ([`LateJoins`]).
 pub(super) fn host(
     content: RootInfoContent,
     ranks: u32,
     timeout: Duration,
-) -> Result<Vec<TcpStream>, HalError> {
+) -> Result<(Vec<TcpStream>, TcpListener), HalError> {
     let id = content.id;
     let listener = {
         let mut waiting = WAITING_FOR_RANK_0.lock();
@@ -48,11 +55,105 @@ pub(super) fn host(
     };
     let admitted = gather(&listener, content, ranks, timeout)
         .and_then(|streams| confirm(streams, id, timeout));
-    if admitted.is_err() {
-        // The root info stays joinable: the ranks may try again.
-        WAITING_FOR_RANK_0.lock().push((content, listener));
+    match admitted {
+        Ok(streams) => Ok((streams, listener)),
+        Err(failure) => {
+            // The root info stays joinable: the ranks may try again.
+            WAITING_FOR_RANK_0.lock().push((content, listener));
+            Err(failure.into_error())
+        }
     }
-    admitted.map_err(Failure::into_error)
+}
+
+/// Rank 0's answers, while its group lives, to joins that come after the communicator
+/// formed: each is refused at once as a join during the rendezvous would be (another
+/// communicator, no secret, another rank count, a rank out of range), or told that its rank
+/// is taken, instead of waiting for an answer that never comes. A thread of its own polls
+/// the root info's listener (connections read side by side, at most 64 held, a second each,
+/// as in the rendezvous); dropping this stops it and closes the listener.
+pub(super) struct LateJoins {
+    stop: Arc<AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl LateJoins {
+    /// Answers the late joins of the communicator `content` describes (of `ranks` ranks) on
+    /// `listener`.
+    pub(super) fn start(
+        listener: TcpListener,
+        content: RootInfoContent,
+        ranks: u32,
+    ) -> Result<LateJoins, HalError> {
+        listener
+            .set_nonblocking(true)
+            .map_err(|e| Failure::io("rank 0's listener", "polling", &e).into_error())?;
+        let stop = Arc::new(AtomicBool::new(false));
+        let stopped = stop.clone();
+        let thread = std::thread::Builder::new()
+            .name(format!("braid-sim-late-joins-{:016x}", content.id))
+            .spawn(move || answer_late_joins(&listener, content, ranks, &stopped))
+            .map_err(|e| {
+                Hccl::Internal.error(format!("starting the answers to late joins: {e}"))
+            })?;
+        Ok(LateJoins {
+            stop,
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for LateJoins {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+    }
+}
+
+impl fmt::Debug for LateJoins {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("LateJoins")
+    }
+}
+
+/// The body of [`LateJoins`]' thread: until `stop`, refuses every join request on `listener`.
+fn answer_late_joins(
+    listener: &TcpListener,
+    content: RootInfoContent,
+    ranks: u32,
+    stop: &AtomicBool,
+) {
+    let mut pending: VecDeque<Pending> = VecDeque::new();
+    while !stop.load(Ordering::Relaxed) {
+        let accepted =
+            match accept_pending(listener, &mut pending, Deadline::after(JOIN_REQUEST_WAIT)) {
+                Ok(accepted) => accepted,
+                Err(failure) => {
+                    tracing::debug!(message = failure.message, "late joins: the listener failed");
+                    false
+                }
+            };
+        let mut requests = Vec::new();
+        let read = read_pending(&mut pending, &mut requests);
+        for (mut stream, request) in requests {
+            let message = refusal(&request, content, ranks).unwrap_or_else(|| {
+                format!(
+                    "rank {} of communicator {:016x} is taken: the communicator formed with all \
+                     {ranks} of its ranks, and each rank joins once",
+                    request.rank, content.id
+                )
+            });
+            tracing::debug!(
+                rank = request.rank,
+                "refused a join after the communicator formed"
+            );
+            answer(&mut stream, Some(&Failure::new(Hccl::Para, message)));
+        }
+        if !accepted && !read {
+            sleep(LATE_PAUSE);
+        }
+    }
 }
 
 /// A connection whose join request is not all in yet.
@@ -194,7 +295,24 @@ fn consider(
     joined: &mut [Option<TcpStream>],
 ) {
     let (id, rank) = (content.id, request.rank);
-    let refusal = if request.id != id {
+    let refusal = refusal(&request, content, ranks).or_else(|| {
+        joined[rank as usize - 1]
+            .as_ref()
+            .is_some_and(|held| !has_left(held))
+            .then(|| format!("rank {rank} already joined communicator {id:016x}"))
+    });
+    match refusal {
+        Some(message) => answer(&mut stream, Some(&Failure::new(Hccl::Para, message))),
+        None => joined[rank as usize - 1] = Some(stream),
+    }
+}
+
+/// Why `request` does not fit the communicator `content` describes, of `ranks` ranks
+/// (whatever the other ranks did): another communicator, no secret, another rank count, a
+/// rank out of range.
+fn refusal(request: &Join, content: RootInfoContent, ranks: u32) -> Option<String> {
+    let (id, rank) = (content.id, request.rank);
+    if request.id != id {
         Some(format!(
             "rank {rank} asked for communicator {:016x}, rank 0 hosts {id:016x}",
             request.id
@@ -213,17 +331,8 @@ fn consider(
         Some(format!(
             "rank {rank} is out of range for a communicator of {ranks} rank(s)"
         ))
-    } else if joined[rank as usize - 1]
-        .as_ref()
-        .is_some_and(|held| !has_left(held))
-    {
-        Some(format!("rank {rank} already joined communicator {id:016x}"))
     } else {
         None
-    };
-    match refusal {
-        Some(message) => answer(&mut stream, Some(&Failure::new(Hccl::Para, message))),
-        None => joined[rank as usize - 1] = Some(stream),
     }
 }
 
@@ -338,7 +447,11 @@ pub(super) fn connect(
         if left.is_zero() {
             return Err(Failure::new(
                 Hccl::Timeout,
-                format!("rank {rank} could not reach rank 0 at {addr} within {timeout:?}"),
+                format!(
+                    "rank {rank} could not reach rank 0 at {addr} within {timeout:?}: nothing \
+                     listens there (rank 0 listens from the root info's creation until its \
+                     group is dropped, so its process has ended or its group is gone)"
+                ),
             ));
         }
         match TcpStream::connect_timeout(&addr, left) {
