@@ -69,6 +69,7 @@ pub mod custom_ops;
 pub mod errors;
 pub mod events;
 pub mod graph;
+pub mod graph_updates;
 mod harness;
 pub mod kernels;
 pub mod memory;
@@ -234,6 +235,13 @@ macro_rules! __with_cases {
             sleep: [
                 sleep_and_wake_keep_a_captured_graph_valid,
                 bad_sleep_and_wake_calls_leave_things_usable,
+                plain_graph_over_a_sleeping_pool_is_refused,
+                update_naming_a_sleeping_buffer_is_refused,
+            ],
+            graph_updates: [
+                updated_graph_keeps_its_new_buffers,
+                updated_session_graph_keeps_its_new_buffers,
+                runner_updates_keep_their_buffers,
             ],
             graph: [
                 session_capture_and_replay,
