@@ -240,8 +240,16 @@ impl<B: Backend> Stream<B> {
             Lowered::Collective { enqueue, .. } => self.submit(op.call(), None, enqueue)?,
         };
         if let Some(sig) = recorded {
+            let own = self.device.inner.uid;
+            let placed = uses.clone().map(|(range, access)| {
+                let owner = foreign
+                    .iter()
+                    .find(|f| f.range == range)
+                    .map_or(own, |f| f.owner.inner.uid);
+                (owner, range, access)
+            });
             if let Some(r) = self.device.inner.lock().task_recording.get_mut(&self.id()) {
-                r.note(sig);
+                r.note(sig, placed);
             }
         }
         self.device.notify_placed(pos, uses, &foreign);
@@ -328,13 +336,12 @@ impl<B: Backend> Stream<B> {
     /// Runs `f` with this stream in an update scope of `group`: the operators `f` submits
     /// are checked against the group's before the backend gets them; the scope is closed
     /// whatever `f` returns. The backend commits the update when the whole group was
-    /// re-issued, matching (`true` first in the answer), and discards it otherwise; the second
-    /// part is the error to report, if any.
+    /// re-issued, matching, and discards it otherwise ([`UpdateOutcome`]).
     pub(crate) fn task_update_scope(
         &self,
         group: &TaskGroup,
         f: impl FnOnce(&Stream<B>) -> Result<()>,
-    ) -> Result<(bool, Result<()>)> {
+    ) -> Result<UpdateOutcome> {
         {
             let _turn = self.inner.submission_turn();
             let st = self.device.inner.lock();
@@ -355,14 +362,15 @@ impl<B: Backend> Stream<B> {
                     expected: group.ops.clone(),
                     seen: 0,
                     failed: false,
+                    uses: Vec::new(),
                 },
             );
         }
         let result = f(self);
         let _turn = self.inner.submission_turn();
-        let seen = match self.device.inner.lock().task_recording.remove(&self.id()) {
-            Some(task_group::Recording::Update { seen, .. }) => seen,
-            _ => 0,
+        let (seen, uses) = match self.device.inner.lock().task_recording.remove(&self.id()) {
+            Some(task_group::Recording::Update { seen, uses, .. }) => (seen, uses),
+            _ => (0, Vec::new()),
         };
         // Every operator before the group's count was checked before the backend got it, so
         // a complete update matches and stands (also when `f` then failed, or issued one too
@@ -386,7 +394,11 @@ impl<B: Backend> Stream<B> {
                 })
             }
         });
-        Ok((commit, report))
+        Ok(UpdateOutcome {
+            committed: commit,
+            report,
+            uses,
+        })
     }
 
     /// A built-in kernel in two phases: the backend prepares it (no lock held), the workspace
@@ -807,7 +819,7 @@ impl<B: Backend> Stream<B> {
             let needed = u32::try_from(members).unwrap_or(u32::MAX);
             self.device.stream_error("Stream::end_capture", needed, e)
         });
-        let (keep_alive, external) = {
+        let (keep_alive, holds, external) = {
             let mut st = self.device.inner.lock();
             // A group left open ends with its capture (the backend's capture is gone too).
             st.task_recording.retain(
@@ -816,6 +828,7 @@ impl<B: Backend> Stream<B> {
             st.ordering.end_capture(id);
             (
                 st.capture_keep_alive.remove(&id).unwrap_or_default(),
+                st.capture_holds.remove(&id).unwrap_or_default(),
                 st.capture_events.remove(&id).unwrap_or_default(),
             )
         };
@@ -834,7 +847,14 @@ impl<B: Backend> Stream<B> {
                 last_work: u.last_work,
             });
         }
-        let graph = Graph::new(self.device.clone(), id, hal_graph?, keep_alive, external);
+        let graph = Graph::new(
+            self.device.clone(),
+            id,
+            hal_graph?,
+            keep_alive,
+            holds,
+            external,
+        );
         if graph.node_count() == 0 {
             tracing::warn!(stream = self.id().0, "the captured graph is empty");
         }
@@ -899,6 +919,16 @@ impl<B: hal::CollectiveBackend> Stream<B> {
             enqueue: &enqueue,
         })
     }
+}
+
+/// How an update scope ended ([`Stream::task_update_scope`]).
+pub(crate) struct UpdateOutcome {
+    /// Whether the backend committed the update (the whole group was re-issued, matching).
+    pub(crate) committed: bool,
+    /// The error to report, if any (a committed update may still report `f`'s error).
+    pub(crate) report: Result<()>,
+    /// The ranges the re-issued operators use, each with its device's uid.
+    pub(crate) uses: Vec<task_group::UpdateUse>,
 }
 
 /// The front-layer calls of the operator path: the only work allowed in a task group.
