@@ -162,6 +162,8 @@ macro_rules! __with_cases {
                 task_group_of_another_graph_refused,
                 task_update_racing_a_launch_refused,
                 task_group_misuse_refused,
+                end_capture_with_an_open_task_group_refused,
+                panic_in_an_update_poisons_nothing,
             ],
             capture: [
                 capture_on_default_stream_refused,

@@ -228,8 +228,9 @@ impl<B: Backend> Graph<B> {
     /// ([`crate::graph_hold`]; braid's caching allocator keeps such a buffer's block from
     /// other buffers), until it is dropped or a later update of the group no longer names it;
     /// a launch while a buffer an update names has been dropped is refused
-    /// ([`StreamError::GraphUsesDroppedBuffer`]). If `f` panics, the update is discarded and
-    /// the stream left as it was before the panic propagates.
+    /// ([`StreamError::GraphUsesDroppedBuffer`]). If `f` panics, the stream leaves the update
+    /// and the graph is left as an error returned by `f` at that point would leave it (an
+    /// incomplete update discarded, a complete one standing), then the panic propagates.
     ///
     /// Every re-issued operator is checked before the backend gets it: one that differs from
     /// the group's in kind, data type or shape, or one too few, is refused with
@@ -290,7 +291,27 @@ impl<B: Backend> Graph<B> {
         }
         // Made before the update so that a failure to make it changes nothing.
         let event = self.device.create_event(EventFlags::default())?;
-        let outcome = stream.task_update_scope(group, f)?;
+        let mut outcome = stream.task_update_scope(group, f)?;
+        let panic = outcome.panic.take();
+        let applied = self.apply_update(group, stream, event, outcome);
+        if let Some(panic) = panic {
+            // The closure's panic goes on to the caller, with the stream out of the update
+            // and the graph as an error of the closure would have left it.
+            tracing::warn!("the graph update's closure panicked");
+            std::panic::resume_unwind(panic);
+        }
+        applied
+    }
+
+    /// The end of [`Graph::update`] once the update scope is closed: a committed update's
+    /// holds kept and its event recorded for the next launches to wait on.
+    fn apply_update(
+        &self,
+        group: &TaskGroup,
+        stream: &Stream<B>,
+        event: Event<B>,
+        outcome: crate::stream::UpdateOutcome,
+    ) -> Result<Event<B>> {
         let report = outcome.report;
         if !outcome.committed {
             return Err(report
