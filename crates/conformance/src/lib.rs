@@ -188,6 +188,7 @@ macro_rules! __with_cases {
                 helper_thread_exchanges_its_mode,
                 capturing_thread_needs_relaxed_mode,
                 exchange_outside_a_capture_refused,
+                guards_dropped_out_of_order_restore_the_right_mode,
             ],
             errors: [
                 objects_of_another_device_refused,
