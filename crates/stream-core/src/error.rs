@@ -34,9 +34,10 @@ pub enum StreamError {
         /// The stream's device.
         device: DeviceId,
     },
-    /// A dry run's closure used a device other than the dry run's (`crate::dry_run`): the
-    /// call was refused before anything was enqueued or allocated.
-    #[error("{call} on {device} during a dry run on {dry_run}: a dry run may only use its own device; issue the closure's work through its context (ctx.stream(), ctx.alloc(), ctx.device()) and pass the real device's buffers and streams only to the real capture")]
+    /// A dry run's closure used a device other than the dry run's, or a thread used the
+    /// device a dry run fences while it runs (`crate::dry_run`): the call was refused before
+    /// anything was enqueued or allocated.
+    #[error("{call} on {device} during a dry run on {dry_run}: a dry run may only use its own device, and the device it plans for is refused to every thread until it ends; issue the closure's work through its context (ctx.stream(), ctx.alloc(), ctx.device()) and pass the real device's buffers and streams only to the real capture")]
     DryRunTouchedDevice {
         /// The call refused.
         call: &'static str,
