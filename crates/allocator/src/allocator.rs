@@ -562,9 +562,7 @@ impl<B: Backend> CachingAllocator<B> {
     }
 
     pub(crate) fn empty_cache_pool(&self, id: PoolId) {
-        self.inner
-            .lock()
-            .release_cached_segments(&self.inner.device, id);
+        self.inner.lock().empty_cache_pool(&self.inner.device, id);
     }
 
     /// What the allocator knows about private pool `id` (`None` once it is gone).

@@ -214,6 +214,7 @@ macro_rules! __with_cases {
                 return_flow_releases_without_event,
                 automatic_mode_defers_reuse,
                 automatic_mode_sees_unknown_streams,
+                empty_cache_after_frees_and_a_synchronize_releases_pending_blocks,
                 one_byte_alloc_and_free_restore_allocated,
                 stats_of_256_floats,
                 oom_message_and_healthy_device_after,
