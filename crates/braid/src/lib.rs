@@ -13,6 +13,7 @@
 //! | `acl` | `braid-backend-acl` | Huawei Ascend through ACL (feature `acl`) |
 //! | [`graph_memory`] | this crate | graph memory known before capture: a dry run of a capture closure on a timing-only simulated device predicts a graph pool's bytes (feature `sim`) |
 //! | [`scenarios`] | this crate | the seed scenarios behind `braid demo` and the examples |
+//! | [`Report`] | this crate | the error for `main` to return: the message and its causes, one per line |
 //!
 //! Start with the repository's README (a user's guide, whose code blocks are tested as this
 //! crate's doctests) and `ARCHITECTURE.md`. It picks a default backend by cargo feature:
@@ -61,6 +62,9 @@ pub use braid_trace as trace;
 
 #[cfg(feature = "sim")]
 pub use braid_backend_sim as sim;
+
+pub mod report;
+pub use report::Report;
 
 #[cfg(feature = "sim")]
 pub mod graph_memory;
