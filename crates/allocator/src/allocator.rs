@@ -97,6 +97,7 @@ use crate::block::BlockId;
 use crate::buffer::DeviceBuffer;
 use crate::config::{AllocatorConfig, CrossStreamMode};
 use crate::error::{AllocError, OutOfMemoryReport};
+use crate::graph_pins::GraphPin;
 use crate::mempool::{MemPool, PoolDiversion};
 use crate::private_pool::{PoolFilter, PoolOptions, PoolStats};
 use crate::snapshot::{HistoryEntry, MemorySnapshot, PoolId};
@@ -105,8 +106,8 @@ use crate::stats::MemoryStats;
 use braid_stream_core::hal::Backend;
 use braid_stream_core::sync::{Mutex, MutexGuard};
 use braid_stream_core::{
-    Access, Device, DevicePtr, DeviceSlice, Stream, StreamPosition, UseObserver, Workspace,
-    WorkspaceProvider, WrongDevice,
+    Access, Device, DevicePtr, DeviceSlice, GraphHold, Stream, StreamPosition, UseObserver,
+    Workspace, WorkspaceProvider, WrongDevice,
 };
 use std::collections::BTreeMap;
 use std::fmt;
@@ -186,9 +187,11 @@ impl<B: Backend> UseObserver for CaptureObserver<B> {
         let Some(inner) = self.inner.upgrade() else {
             return;
         };
-        let pin = inner
-            .lock()
-            .note_captured_use(position, range.ptr.0, range.end());
+        let pin = {
+            let mut st = inner.lock();
+            st.note_captured_use(position, range.ptr.0, range.end())
+                .map(|key| GraphPin::new(&inner, st.pins.board(), key))
+        };
         // Handed over once the allocator lock is released: the capturing device's state lock
         // (this device's, or a peer's for a captured peer copy) need not nest in it. A capture
         // that ended meanwhile drops the pin, which releases the blocks at the allocator's next
@@ -196,6 +199,13 @@ impl<B: Backend> UseObserver for CaptureObserver<B> {
         if let Some(pin) = pin {
             inner.device.attach_to_capture(position, pin);
         }
+    }
+
+    fn note_graph_update(&self, ranges: &[(DeviceSlice, Access)]) -> Option<Arc<dyn GraphHold>> {
+        let inner = self.inner.upgrade()?;
+        let mut st = inner.lock();
+        let key = st.note_graph_update(ranges)?;
+        Some(Arc::new(GraphPin::new(&inner, st.pins.board(), key)))
     }
 }
 
@@ -552,9 +562,7 @@ impl<B: Backend> CachingAllocator<B> {
     }
 
     pub(crate) fn empty_cache_pool(&self, id: PoolId) {
-        self.inner
-            .lock()
-            .release_cached_segments(&self.inner.device, id);
+        self.inner.lock().empty_cache_pool(&self.inner.device, id);
     }
 
     /// What the allocator knows about private pool `id` (`None` once it is gone).

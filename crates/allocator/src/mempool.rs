@@ -149,7 +149,9 @@ impl<B: Backend> MemPool<B> {
     }
 
     /// Returns the pool's whole cached segments to the device (PyTorch's
-    /// `empty_cache(mempool_id)`). Skipped while a capture is active.
+    /// `empty_cache(mempool_id)`), after synchronizing the events of pending cross-stream frees
+    /// and freeing their blocks, as [`crate::CachingAllocator::empty_cache`] does. Skipped
+    /// while a capture is active.
     pub fn empty_cache(&self) {
         self.allocator.empty_cache_pool(self.id);
     }

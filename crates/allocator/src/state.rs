@@ -16,7 +16,7 @@ use crate::arena::{Arena, FitRules, Found, Shape};
 use crate::block::{BlockId, NewBlock, Segment, Status, NONE};
 use crate::config::AllocatorConfig;
 use crate::error::AllocError;
-use crate::graph_pins::Pins;
+use crate::graph_pins::{HoldKey, Pins};
 use crate::keepalive::Keepalive;
 use crate::private_pool::{Diversion, PoolFilter, PrivatePools};
 use crate::reclaim::Reclaimer;
@@ -25,7 +25,8 @@ use crate::snapshot::{History, HistoryAction, MemorySnapshot, PoolId};
 use crate::stats::{MemoryStats, PendingByClass};
 use braid_stream_core::hal::{Backend, Device as _, HalError};
 use braid_stream_core::{
-    CaptureId, Device, DevicePtr, DeviceSlice, Domain, SizeOverflow, Stream, StreamId,
+    Access, CaptureId, Device, DevicePtr, DeviceSlice, Domain, SizeOverflow, Stream, StreamError,
+    StreamId,
 };
 
 mod pending;
@@ -658,44 +659,102 @@ impl<B: Backend> State<B> {
     /// Captured work at `pos` uses `[start, end)` of this allocator's device: the blocks there
     /// that were not allocated for a capture are held while the capture's graph lives. The
     /// capture may be another device's (a peer copy of this device's memory). Returns the
-    /// capture's pin when it held nothing before.
+    /// capture's key when it held nothing before (the caller makes its pin).
     pub(crate) fn note_captured_use(
         &mut self,
         pos: braid_stream_core::StreamPosition,
         start: u64,
         end: u64,
-    ) -> Option<crate::graph_pins::GraphPin> {
+    ) -> Option<HoldKey> {
         let Domain::Capture(capture) = pos.domain else {
             return None;
         };
-        if start >= end {
-            return None;
-        }
-        let capture = crate::graph_pins::CaptureKey {
+        let key = HoldKey::Capture(crate::graph_pins::CaptureKey {
             device: pos.device,
             capture,
-        };
-        let mut pin = None;
-        for seg in self
-            .arena
-            .segments
-            .overlapping(start, end)
-            .collect::<Vec<_>>()
-        {
+        });
+        let mut new = false;
+        for b in self.holdable_blocks(start, end) {
+            new |= self.pins.hold(key, b);
+        }
+        new.then_some(key)
+    }
+
+    /// A task update of a graph was applied whose operators use `ranges` of this allocator's
+    /// device: the blocks there that were not allocated for a capture are held by a new key
+    /// (returned when it holds anything; the caller makes its pin for the graph). A block
+    /// already freed by its buffer but held for a graph is held too, so the graph's next
+    /// launch is refused ([`State::check_hold`]).
+    pub(crate) fn note_graph_update(
+        &mut self,
+        ranges: &[(DeviceSlice, Access)],
+    ) -> Option<HoldKey> {
+        let mut blocks: Vec<BlockId> = Vec::new();
+        for (range, _) in ranges {
+            blocks.extend(self.holdable_blocks(range.ptr.0, range.end()));
+        }
+        if blocks.is_empty() {
+            return None;
+        }
+        let key = self.pins.update_key();
+        for b in blocks {
+            self.pins.hold(key, b);
+        }
+        Some(key)
+    }
+
+    /// The blocks overlapping `[start, end)` a graph may hold: allocated outside any capture,
+    /// or freed by their buffer while held for a graph.
+    fn holdable_blocks(&self, start: u64, end: u64) -> Vec<BlockId> {
+        let mut found = Vec::new();
+        if start >= end {
+            return found;
+        }
+        for seg in self.arena.segments.overlapping(start, end) {
             let mut b = self.arena.segments.get(seg).head;
             while b != NONE {
                 let blk = self.arena.blocks.get(b);
                 if blk.addr >= end {
                     break;
                 }
-                let next = blk.next;
-                if blk.end() > start && blk.status == Status::Allocated && blk.capture.is_none() {
-                    pin = pin.or(self.pins.hold(capture, b));
+                let holdable = match blk.status {
+                    Status::Allocated => blk.capture.is_none(),
+                    Status::Pending => self.pins.is_held(b),
+                    _ => false,
+                };
+                if blk.end() > start && holdable {
+                    found.push(b);
                 }
-                b = next;
+                b = blk.next;
             }
         }
-        pin
+        found
+    }
+
+    /// Whether the graph keeping `key`'s pin may launch: not when one of its blocks sleeps
+    /// ([`StreamError::GraphMemoryAsleep`]), nor, for an update's key, when a block its
+    /// buffer freed ([`StreamError::GraphUsesDroppedBuffer`]).
+    pub(crate) fn check_hold(&self, key: HoldKey) -> braid_stream_core::Result<()> {
+        for &b in self.pins.blocks_of(key) {
+            let blk = self.arena.blocks.get(b);
+            if matches!(key, HoldKey::Update(_)) && self.pins.freed().contains(&b) {
+                return Err(StreamError::GraphUsesDroppedBuffer {
+                    addr: blk.addr,
+                    len: blk.size,
+                });
+            }
+            if blk.pool != PoolId::DEFAULT && self.pools.is_asleep(blk.pool) {
+                return Err(StreamError::GraphMemoryAsleep {
+                    addr: blk.addr,
+                    len: blk.size,
+                    tag: self
+                        .pools
+                        .tag(blk.pool)
+                        .map_or_else(String::new, |t| t.to_string()),
+                });
+            }
+        }
+        Ok(())
     }
 
     /// Tells the backend that block `b` starts (`alive`) or ends a lifetime, so a memory checker

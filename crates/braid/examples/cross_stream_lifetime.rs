@@ -9,7 +9,7 @@ use braid::allocator::CrossStreamMode;
 use braid::scenarios::cross_stream_lifetime;
 use braid::scenarios::devices::{self, Role};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), braid::Report> {
     println!(
         "running on {}, in {}",
         devices::describe(),

@@ -8,7 +8,7 @@
 use braid::scenarios::custom_op;
 use braid::scenarios::devices::{self, Role};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), braid::Report> {
     println!("running on {}", devices::describe());
     let device = devices::open(Role::Data)?;
     let run = custom_op::run(&device, devices::rms_norm_body, devices::race_reports)?;

@@ -12,7 +12,7 @@ use braid::scenarios::devices::{self, Role};
 use braid::scenarios::graph_memory::{self, LADDER};
 use braid::scenarios::memory_reuse::Decoder;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), braid::Report> {
     if cfg!(feature = "acl") {
         // Device 1 times model-sized work: on braid-acl-sim it must be timing-only, set
         // before anything loads ACL, while this is the only thread.

@@ -15,7 +15,7 @@ const N: u64 = 256;
 /// The sequence length of each decode step.
 const SEQ_LENS: [u32; 8] = [5, 9, 13, 17, 3, 64, 128, 33];
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), braid::Report> {
     println!("running on {}", devices::describe());
     let device = devices::open(Role::Data)?;
     let (s, update) = (device.create_stream(0)?, device.create_stream(0)?);
@@ -90,7 +90,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         updates
     );
     if !correct {
-        return Err("a replay differed from the eager run".into());
+        return Err(braid::Report::msg("a replay differed from the eager run"));
     }
     Ok(())
 }

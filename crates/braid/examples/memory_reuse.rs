@@ -8,7 +8,7 @@ use braid::allocator::AllocatorConfig;
 use braid::scenarios::devices;
 use braid::scenarios::memory_reuse::{self, Decoder, BATCHES};
 
-fn main() -> Result<(), braid::graph_capture::GraphError> {
+fn main() -> Result<(), braid::Report> {
     println!(
         "running on {}, in {}",
         devices::describe(),

@@ -9,7 +9,7 @@
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::record_tagged_stream;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), braid::Report> {
     let with_record = !std::env::args().any(|a| a == "--without-record");
     println!(
         "running on {}, in {}",

@@ -8,7 +8,7 @@
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::sleep_mode::{self, Shape};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), braid::Report> {
     let shape = Shape::default();
     println!(
         "running on {}, in {}",

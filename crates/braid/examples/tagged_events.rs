@@ -14,7 +14,7 @@
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::tagged_events::{self, Layout, Shape};
 
-fn main() -> Result<(), braid::StreamError> {
+fn main() -> Result<(), braid::Report> {
     if cfg!(feature = "acl") {
         // Device 1 times model-sized work: on braid-acl-sim it must be timing-only, set
         // before anything loads ACL, while this is the only thread.

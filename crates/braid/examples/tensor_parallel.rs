@@ -19,7 +19,7 @@
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::tensor_parallel::{self, Mode, Shape};
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> Result<(), braid::Report> {
     if cfg!(feature = "acl") {
         // Before anything loads ACL, while this is the only thread.
         devices::set_acl_sim_node_settings();

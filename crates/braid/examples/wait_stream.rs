@@ -9,7 +9,7 @@
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::wait_stream::{self, Shape};
 
-fn main() -> Result<(), braid::StreamError> {
+fn main() -> Result<(), braid::Report> {
     let shape = Shape::default();
     println!(
         "running on {}, in {}",

@@ -10,7 +10,11 @@
 //! segments. Nothing is stored or computed (the device is timing-only), so a model-sized
 //! ladder plans in milliseconds; the real device is not touched, and a closure that tries
 //! (it captured a real stream, buffer or allocator) is refused before anything is enqueued
-//! ([`DryRunError::TouchedDevice`], see [`braid_stream_core::dry_run`]).
+//! ([`DryRunError::TouchedDevice`], see [`braid_stream_core::dry_run`]). The dry run's thread
+//! may use no device but the dry run's; a dry run made [`DryRun::like`] an allocator also
+//! fences that allocator's device for its duration, for every thread (a thread the closure
+//! spawns included): plan before serving on that device, or serve on other devices meanwhile
+//! (their work from other threads goes on).
 //!
 //! Write the capture closure once, generic over the backend, and hand it to both:
 //!
@@ -75,7 +79,7 @@
 //!   that drops outputs between captures frees their blocks for the next capture.
 
 use crate::allocator::{AllocError, AllocatorConfig, CachingAllocator};
-use crate::core::dry_run::{DryRunBreach, DryRunFence};
+use crate::core::dry_run::{DeviceFence, DryRunBreach, DryRunFence};
 use crate::graph_capture::{graph_pool_handle, CaptureSession, GraphError, RunContext};
 use crate::hal::{Backend, PreparedLaunch};
 use crate::sim::{SanitizerMode, SimBackend, SimConfig, SimDevice, SimMode, WorkspaceSizes};
@@ -98,9 +102,10 @@ pub struct PoolForecast {
 #[derive(Debug, thiserror::Error)]
 pub enum DryRunError {
     /// The closure used a device other than the dry run's (a real device's stream, buffer or
-    /// allocator it captured); the call was refused before anything was enqueued or
-    /// allocated, and the real device is as it was.
-    #[error("the dry run's closure called {call} on {device}, but a dry run may only use its own simulated device ({dry_run}): issue its work through its context (ctx.stream(), ctx.alloc(), ctx.device()) and hand the real device's buffers and streams only to the real capture")]
+    /// allocator it captured), or a thread used the real device of a dry run made
+    /// [`DryRun::like`] it while it ran (a thread the closure spawned, say); the call was
+    /// refused before anything was enqueued or allocated, and the real device is as it was.
+    #[error("the dry run's closure (or a thread running meanwhile) called {call} on {device}, but a dry run may only use its own simulated device ({dry_run}): issue its work through its context (ctx.stream(), ctx.alloc(), ctx.device()) and hand the real device's buffers and streams only to the real capture")]
     TouchedDevice {
         /// The call refused.
         call: &'static str,
@@ -151,6 +156,8 @@ pub struct DryRun {
     config: AllocatorConfig,
     capacity: u64,
     workspace: Option<WorkspaceSizes>,
+    /// The real device ([`DryRun::like`]), fenced off for every thread while a dry run runs.
+    real: Option<DeviceId>,
 }
 
 impl DryRun {
@@ -161,13 +168,15 @@ impl DryRun {
             config,
             capacity,
             workspace: None,
+            real: None,
         }
     }
 
     /// A dry run matching `allocator`: its configuration, its device's capacity, and the
     /// workspace its backend's kernels ask for, asked of `stream`'s backend at each launch of
     /// the dry run without launching anything (`hal::Stream::prepare`: aclnn's
-    /// `GetWorkspaceSize` on ACL, none on the simulator).
+    /// `GetWorkspaceSize` on ACL, none on the simulator). While it runs, the allocator's
+    /// device is refused to every thread ([`braid_stream_core::dry_run::DeviceFence`]).
     pub fn like<B: Backend>(
         allocator: &CachingAllocator<B>,
         stream: &Stream<B>,
@@ -186,6 +195,7 @@ impl DryRun {
             config: allocator.config(),
             capacity,
             workspace: Some(sizes),
+            real: Some(allocator.device().id()),
         })
     }
 
@@ -252,8 +262,14 @@ impl DryRun {
         let alloc = CachingAllocator::new(device.clone(), self.config.clone())?;
         let stream = device.create_stream(0)?;
         let fence = DryRunFence::enter(device.id());
+        let device_fence = self.real.map(|real| DeviceFence::enter(real, device.id()));
+        let breach = || {
+            fence
+                .breach()
+                .or_else(|| device_fence.as_ref().and_then(DeviceFence::breach))
+        };
         let state = setup(&alloc, &stream);
-        if let Some(breach) = fence.breach() {
+        if let Some(breach) = breach() {
             return Err(breach.into());
         }
         let state = state.map_err(DryRunError::Setup)?;
@@ -264,13 +280,13 @@ impl DryRun {
             let captured = CaptureSession::new(&alloc, &stream)
                 .pool(&pool)
                 .run(|ctx| f(ctx, &state, key));
-            if let Some(breach) = fence.breach() {
+            if let Some(breach) = breach() {
                 return Err(breach.into());
             }
             kept.push(captured.map_err(|source| DryRunError::Capture { index, source })?);
             after_each.push(pool.reserved_bytes());
         }
-        drop(fence);
+        drop((device_fence, fence));
         let stats = pool.stats();
         let forecast = PoolForecast {
             reserved_bytes: stats.reserved_bytes,

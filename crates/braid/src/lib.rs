@@ -14,6 +14,7 @@
 //! | `graph_memory` | this crate | graph memory known before capture: a dry run of a capture closure on a timing-only simulated device predicts a graph pool's bytes (feature `sim`) |
 //! | `scenarios` | this crate | the seed scenarios behind `braid demo` and the examples (feature `sim`) |
 //! | `guide` | `docs/guide/` | the user guide, a chapter per module, its code blocks tested as doctests (feature `sim`) |
+//! | [`Report`] | this crate | the error for `main` to return: the message and its causes, one per line |
 //!
 //! Start with the guide (`guide`, also the repository's `docs/guide/`) and the repository's
 //! `ARCHITECTURE.md`. The crate picks a default backend by cargo feature:
@@ -92,6 +93,9 @@ pub use braid_trace as trace;
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]
 #[doc(inline)]
 pub use braid_backend_sim as sim;
+
+pub mod report;
+pub use report::Report;
 
 #[cfg(feature = "sim")]
 #[cfg_attr(docsrs, doc(cfg(feature = "sim")))]

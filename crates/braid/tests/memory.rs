@@ -353,7 +353,7 @@ fn a_failing_capture_is_named_by_its_place_in_the_ladder() {
 }
 
 #[test]
-fn dry_runs_on_many_threads_leave_other_threads_free_to_use_the_real_device() {
+fn dry_runs_on_many_threads_leave_other_threads_free_to_use_other_devices() {
     let device = sim_device();
     let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::new()).unwrap();
     let stream = device.create_stream(0).unwrap();
@@ -362,14 +362,17 @@ fn dry_runs_on_many_threads_leave_other_threads_free_to_use_the_real_device() {
     let expected = dry
         .predict_ladder(&ladder, |ctx, &b| model(ctx, b))
         .unwrap();
+    let other = sim_device();
+    let other_alloc = CachingAllocator::new(other.clone(), AllocatorConfig::new()).unwrap();
+    let other_stream = other.create_stream(0).unwrap();
     std::thread::scope(|scope| {
         let planners: Vec<_> = (0..4)
             .map(|_| scope.spawn(|| dry.predict_ladder(&ladder, |ctx, &b| model(ctx, b))))
             .collect();
-        // Meanwhile this thread serves on the real device: not fenced.
+        // Meanwhile this thread serves on another device: not fenced.
         for _ in 0..50 {
-            let buf = alloc.alloc(MIB, &stream).unwrap();
-            stream
+            let buf = other_alloc.alloc(MIB, &other_stream).unwrap();
+            other_stream
                 .launch(&Kernel::Fill {
                     dst: buf.slice(),
                     value: 1.0,
@@ -379,6 +382,85 @@ fn dry_runs_on_many_threads_leave_other_threads_free_to_use_the_real_device() {
         for p in planners {
             assert_eq!(p.join().unwrap().unwrap(), expected);
         }
+    });
+    // Once the dry runs are over, the real device serves every thread again.
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            let buf = alloc.alloc(MIB, &stream).unwrap();
+            stream
+                .launch(&Kernel::Fill {
+                    dst: buf.slice(),
+                    value: 1.0,
+                })
+                .unwrap();
+        });
+    });
+}
+
+/// A thread the dry run's closure spawns is fenced off the real device too: its allocation
+/// and launch are refused (the dry run reports it even though the thread swallowed the
+/// errors), nothing is allocated or enqueued on the real device, and after the dry run that
+/// thread's work goes through.
+#[test]
+fn a_thread_spawned_inside_a_dry_run_cannot_touch_the_real_device() {
+    let device = sim_device();
+    let alloc = CachingAllocator::new(device.clone(), AllocatorConfig::new()).unwrap();
+    let stream = device.create_stream(0).unwrap();
+    let real_buf = alloc.alloc(MIB, &stream).unwrap();
+    stream.synchronize().unwrap();
+    let dry = DryRun::like(&alloc, &stream).unwrap();
+    let before = (alloc.memory_stats_map(), stream.position());
+    let mut refused = Vec::new();
+    let err = dry
+        .predict_pool_bytes(|ctx| {
+            std::thread::scope(|scope| {
+                scope.spawn(|| {
+                    refused.push(
+                        alloc
+                            .alloc(MIB, &stream)
+                            .map(|_| ())
+                            .map_err(|e| e.to_string()),
+                    );
+                    refused.push(
+                        stream
+                            .launch(&Kernel::Fill {
+                                dst: real_buf.slice(),
+                                value: 1.0,
+                            })
+                            .map(|_| ())
+                            .map_err(|e| e.to_string()),
+                    );
+                });
+            });
+            ctx.alloc(MIB)
+        })
+        .unwrap_err();
+    match &err {
+        DryRunError::TouchedDevice {
+            call,
+            device: touched,
+            ..
+        } => {
+            assert_eq!(*call, "CachingAllocator::alloc");
+            assert_eq!(*touched, device.id());
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(refused.len(), 2);
+    for r in &refused {
+        assert!(r.as_ref().is_err_and(|e| e.contains("dry run")), "{r:?}");
+    }
+    assert_eq!((alloc.memory_stats_map(), stream.position()), before);
+    std::thread::scope(|scope| {
+        scope.spawn(|| {
+            stream
+                .launch(&Kernel::Fill {
+                    dst: real_buf.slice(),
+                    value: 1.0,
+                })
+                .unwrap();
+            drop(alloc.alloc(MIB, &stream).unwrap());
+        });
     });
 }
 

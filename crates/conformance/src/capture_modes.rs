@@ -205,3 +205,74 @@ pub fn exchange_outside_a_capture_refused<B: Backend>(h: &Harness<B>) -> Result<
     s.end_capture()?;
     still_works(&device)
 }
+
+/// Capture-mode guards dropped out of order leave the thread in the mode of its innermost
+/// live guard, or in its mode before the first guard once all are gone, in the front layer and
+/// in the backend alike: a helper thread (another thread captures in global mode) takes a
+/// thread-local guard, then a relaxed one, and drops the thread-local one first: it stays
+/// relaxed (its synchronize goes through); dropping the relaxed one brings global mode back
+/// (its synchronize is refused).
+pub fn guards_dropped_out_of_order_restore_the_right_mode<B: Backend>(
+    h: &Harness<B>,
+) -> Result<(), CaseError> {
+    let device = h.device()?;
+    let (s, helper) = (device.create_stream(0)?, device.create_stream(0)?);
+    let mem = alloc_f32(&device, 64)?;
+    s.begin_capture(CaptureMode::Global)?;
+    fill(&s, mem.slice(), 3.0)?;
+    let result = std::thread::scope(|scope| {
+        scope
+            .spawn(|| -> Result<(), CaseError> {
+                let outer = device.capture_mode_guard(CaptureMode::ThreadLocal)?;
+                let inner = device.capture_mode_guard(CaptureMode::Relaxed)?;
+                drop(outer);
+                ensure_eq!(
+                    thread_capture_mode(),
+                    CaptureMode::Relaxed,
+                    "the mode once the outer guard dropped first"
+                );
+                helper.synchronize()?;
+                drop(inner);
+                ensure_eq!(
+                    thread_capture_mode(),
+                    CaptureMode::Global,
+                    "the mode once both guards dropped"
+                );
+                expect_err!(
+                    helper.synchronize(),
+                    StreamError::CaptureModeForbids {
+                        thread_mode: CaptureMode::Global,
+                        ..
+                    },
+                    "a synchronize in global mode after the guards"
+                );
+                // Three guards, the middle one dropped first, then the first: the last one's
+                // mode holds until it goes.
+                let first = device.capture_mode_guard(CaptureMode::Relaxed)?;
+                let second = device.capture_mode_guard(CaptureMode::ThreadLocal)?;
+                let third = device.capture_mode_guard(CaptureMode::Relaxed)?;
+                drop(second);
+                drop(first);
+                ensure_eq!(
+                    thread_capture_mode(),
+                    CaptureMode::Relaxed,
+                    "the last guard's mode"
+                );
+                helper.synchronize()?;
+                drop(third);
+                ensure_eq!(
+                    thread_capture_mode(),
+                    CaptureMode::Global,
+                    "the mode once all three dropped"
+                );
+                Ok(())
+            })
+            .join()
+            .unwrap_or_else(|_| Err(CaseError::new("the helper thread panicked")))
+    });
+    let graph = s.end_capture()?;
+    result?;
+    graph.launch(&s)?;
+    all_equal(&download(&s, mem.slice())?, 3.0, "replay")?;
+    still_works(&device)
+}

@@ -73,6 +73,7 @@ pub mod custom_ops;
 pub mod errors;
 pub mod events;
 pub mod graph;
+pub mod graph_updates;
 mod harness;
 pub mod kernels;
 pub mod memory;
@@ -171,6 +172,8 @@ macro_rules! __with_cases {
                 task_group_of_another_graph_refused,
                 task_update_racing_a_launch_refused,
                 task_group_misuse_refused,
+                end_capture_with_an_open_task_group_refused,
+                panic_in_an_update_poisons_nothing,
             ],
             capture: [
                 capture_on_default_stream_refused,
@@ -195,6 +198,7 @@ macro_rules! __with_cases {
                 helper_thread_exchanges_its_mode,
                 capturing_thread_needs_relaxed_mode,
                 exchange_outside_a_capture_refused,
+                guards_dropped_out_of_order_restore_the_right_mode,
             ],
             errors: [
                 objects_of_another_device_refused,
@@ -220,6 +224,7 @@ macro_rules! __with_cases {
                 return_flow_releases_without_event,
                 automatic_mode_defers_reuse,
                 automatic_mode_sees_unknown_streams,
+                empty_cache_after_frees_and_a_synchronize_releases_pending_blocks,
                 one_byte_alloc_and_free_restore_allocated,
                 stats_of_256_floats,
                 oom_message_and_healthy_device_after,
@@ -245,6 +250,13 @@ macro_rules! __with_cases {
             sleep: [
                 sleep_and_wake_keep_a_captured_graph_valid,
                 bad_sleep_and_wake_calls_leave_things_usable,
+                plain_graph_over_a_sleeping_pool_is_refused,
+                update_naming_a_sleeping_buffer_is_refused,
+            ],
+            graph_updates: [
+                updated_graph_keeps_its_new_buffers,
+                updated_session_graph_keeps_its_new_buffers,
+                runner_updates_keep_their_buffers,
             ],
             graph: [
                 session_capture_and_replay,

@@ -12,7 +12,7 @@ use crate::{CaseError, Harness};
 use braid_allocator::{AllocError, CachingAllocator, PoolOptions, SleepMode};
 use braid_graph_capture::{CaptureSession, GraphError};
 use braid_stream_core::hal::Backend;
-use braid_stream_core::{Device, Kernel};
+use braid_stream_core::{CaptureMode, Device, Kernel, StreamError};
 
 /// Bytes the device has in use.
 fn used<B: Backend>(device: &Device<B>) -> Result<u64, CaseError> {
@@ -182,5 +182,97 @@ pub fn bad_sleep_and_wake_calls_leave_things_usable<B: Backend>(
         ensure_eq!(alloc.alloc(MIB, &s)?.pool(), pool.id(), "a new allocation");
     }
     drop((kv, pool));
+    allocator_works(&alloc)
+}
+
+/// A graph captured with the plain capture API (`Stream::begin_capture`, no session) that
+/// writes a buffer of a sleepable pool: while the pool sleeps its launch is refused naming the
+/// pool's tag, and nothing is enqueued; after the wake it launches and its writes land.
+pub fn plain_graph_over_a_sleeping_pool_is_refused<B: Backend>(
+    h: &Harness<B>,
+) -> Result<(), CaseError> {
+    let device = h.device()?;
+    let alloc = allocator(&device, Default::default())?;
+    if !has_virtual_memory(&alloc)? {
+        return Ok(());
+    }
+    let s = device.create_stream(0)?;
+    let pool = alloc.create_sleepable_pool("weights", PoolOptions::new())?;
+    let w = {
+        let _under_tag = pool.use_on_current_thread()?;
+        alloc.alloc(MIB, &s)?
+    };
+    s.begin_capture(CaptureMode::Global)?;
+    let captured = fill(&s, w.slice(), 3.0);
+    let graph = s.end_capture()?;
+    captured?;
+    graph.launch(&s)?;
+    all_equal(&download(&s, w.slice())?, 3.0, "w after a replay")?;
+    alloc.sleep("weights", SleepMode::Discard)?;
+    let position = s.position();
+    expect_err!(
+        graph.launch(&s),
+        StreamError::GraphMemoryAsleep { tag, addr, .. } if tag == "weights" && addr == w.ptr().0,
+        "a replay writing a sleeping pool"
+    );
+    ensure_eq!(s.position(), position, "nothing enqueued by the refusal");
+    alloc.wake("weights")?;
+    graph.launch(&s)?;
+    all_equal(&download(&s, w.slice())?, 3.0, "w replayed after the wake")?;
+    drop((graph, w, pool));
+    allocator_works(&alloc)
+}
+
+/// A capture session's graph whose task group an update moved onto a buffer of a sleepable
+/// pool (made outside the session): while the pool sleeps the launch is refused naming its
+/// tag; after the wake it launches and writes the buffer.
+pub fn update_naming_a_sleeping_buffer_is_refused<B: Backend>(
+    h: &Harness<B>,
+) -> Result<(), CaseError> {
+    let device = h.device()?;
+    let alloc = allocator(&device, Default::default())?;
+    if !has_virtual_memory(&alloc)? {
+        return Ok(());
+    }
+    let (s, u) = (device.create_stream(0)?, device.create_stream(0)?);
+    let pool = alloc.create_sleepable_pool("kv_cache", PoolOptions::new())?;
+    let kv = {
+        let _under_tag = pool.use_on_current_thread()?;
+        alloc.alloc(MIB, &s)?
+    };
+    let (graph, (out, group)) = CaptureSession::new(&alloc, &s).run(|ctx| {
+        let out = ctx.alloc(MIB)?;
+        ctx.stream().begin_task_group()?;
+        ctx.stream().launch(&Kernel::Fill {
+            dst: out.slice(),
+            value: 1.0,
+        })?;
+        let group = ctx.stream().end_task_group()?;
+        Ok((out, group))
+    })?;
+    graph.update(&group, &u, |u| {
+        u.launch(&Kernel::Fill {
+            dst: kv.slice(),
+            value: 5.0,
+        })
+        .map(|_| ())
+    })?;
+    u.synchronize()?;
+    alloc.sleep("kv_cache", SleepMode::Discard)?;
+    let position = s.position();
+    expect_err!(
+        graph.launch(&s),
+        GraphError::Stream(StreamError::GraphMemoryAsleep { tag, .. }) if tag == "kv_cache",
+        "a replay whose update writes a sleeping pool"
+    );
+    ensure_eq!(s.position(), position, "nothing enqueued by the refusal");
+    alloc.wake("kv_cache")?;
+    graph.launch(&s)?;
+    all_equal(
+        &download(&s, kv.slice())?,
+        5.0,
+        "kv written by the updated replay",
+    )?;
+    drop((graph, out, kv, pool));
     allocator_works(&alloc)
 }

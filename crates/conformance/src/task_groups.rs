@@ -367,3 +367,134 @@ pub fn task_group_misuse_refused<B: Backend>(h: &Harness<B>) -> Result<(), CaseE
     );
     still_works(&device)
 }
+
+/// A capture ended while a task group is still open — on the origin stream, or on a side
+/// stream that joined the capture — is refused with a typed error naming the stream, as an
+/// unjoined stream is: the capture is discarded, every stream is eager again with no group
+/// open, and a later capture with its group closed captures, updates and replays.
+pub fn end_capture_with_an_open_task_group_refused<B: Backend>(
+    h: &Harness<B>,
+) -> Result<(), CaseError> {
+    let device = h.device()?;
+    let (s, side, u) = (
+        device.create_stream(0)?,
+        device.create_stream(0)?,
+        device.create_stream(0)?,
+    );
+    let mem = three(&device)?;
+    let [z, x, _] = [0, 1, 2].map(|i| mem[i].slice());
+    for on_side in [false, true] {
+        let open = if on_side { &side } else { &s };
+        s.begin_capture(CaptureMode::Global)?;
+        let inside = (|| -> Result<(), CaseError> {
+            if on_side {
+                side.wait(&s.record_event()?)?;
+            }
+            open.begin_task_group()?;
+            fill(open, x, 3.0)?;
+            Ok(())
+        })();
+        expect_err!(
+            s.end_capture(),
+            StreamError::TaskGroupOpenAtCaptureEnd { stream, origin }
+                if stream == open.id() && origin == s.id(),
+            "a capture ended with a group open (on the side stream: {on_side})"
+        );
+        inside?;
+        ensure!(
+            !s.is_capturing() && !side.is_capturing(),
+            "streams still capturing after the refusal"
+        );
+        expect_err!(
+            open.end_task_group(),
+            StreamError::NoOpenTaskGroup { .. },
+            "the discarded capture's group"
+        );
+        fill(open, z, 2.0)?;
+        ensure_eq!(
+            download(open, z)?,
+            vec![2.0; N as usize],
+            "eager work after the refusal"
+        );
+    }
+    s.begin_capture(CaptureMode::Global)?;
+    let marked = (|| {
+        s.begin_task_group()?;
+        s.launch(&Kernel::Fill { dst: z, value: 4.0 })?;
+        s.end_task_group()
+    })();
+    let graph = s.end_capture()?;
+    let group = marked?;
+    graph.update(&group, &u, |u| {
+        u.launch(&Kernel::Fill { dst: z, value: 6.0 }).map(|_| ())
+    })?;
+    graph.launch(&s)?;
+    ensure_eq!(
+        download(&s, z)?,
+        vec![6.0; N as usize],
+        "an updated graph captured after the refusals"
+    );
+    still_works(&device)
+}
+
+/// A closure that panics inside `Graph::update` poisons nothing: the panic reaches the
+/// caller, and afterwards the update stream takes copies, memsets and operators, the graph
+/// takes updates and launches, and a panic after the whole group was re-issued leaves the
+/// graph as an error there does (the complete update stands, as ACL applies it, and the next
+/// launch waits for it).
+pub fn panic_in_an_update_poisons_nothing<B: Backend>(h: &Harness<B>) -> Result<(), CaseError> {
+    use std::panic::{catch_unwind, AssertUnwindSafe};
+    let device = h.device()?;
+    let (s, u) = (device.create_stream(0)?, device.create_stream(0)?);
+    let mem = three(&device)?;
+    let [z, x, y] = [0, 1, 2].map(|i| mem[i].slice());
+    s.begin_capture(CaptureMode::Global)?;
+    let marked = (|| {
+        s.begin_task_group()?;
+        s.launch(&Kernel::Fill { dst: z, value: 1.0 })?;
+        s.launch(&Kernel::Fill { dst: x, value: 1.0 })?;
+        s.end_task_group()
+    })();
+    let graph = s.end_capture()?;
+    let group = marked?;
+    // One panic halfway through the group (nothing changes), one after all of it.
+    for (issued, expected) in [(1, 1.0), (2, 8.0)] {
+        let panicked = catch_unwind(AssertUnwindSafe(|| {
+            graph.update(&group, &u, |u| {
+                for dst in [z, x].into_iter().take(issued) {
+                    u.launch(&Kernel::Fill { dst, value: 8.0 })?;
+                }
+                panic!("a bug in the update's closure");
+            })
+        }));
+        ensure!(
+            panicked.is_err(),
+            "the closure's panic did not reach the caller"
+        );
+        u.memset(y, 0)?;
+        u.copy_d2d(x, y)?;
+        u.launch(&Kernel::Fill { dst: y, value: 3.0 })?;
+        ensure_eq!(
+            download(&u, y)?,
+            vec![3.0; N as usize],
+            "the update stream after a panic ({issued} issued)"
+        );
+        graph.launch(&s)?;
+        ensure_eq!(
+            download(&s, z)?,
+            vec![expected; N as usize],
+            "z replayed after a panic with {issued} of 2 operators issued"
+        );
+    }
+    graph.update(&group, &u, |u| {
+        u.launch(&Kernel::Fill { dst: z, value: 5.0 })?;
+        u.launch(&Kernel::Fill { dst: x, value: 5.0 }).map(|_| ())
+    })?;
+    graph.launch(&s)?;
+    ensure_eq!(
+        download(&s, z)?,
+        vec![5.0; N as usize],
+        "z after an update following the panics"
+    );
+    still_works(&device)
+}

@@ -57,7 +57,11 @@ impl<B: Backend> CapturedGraph<B> {
     /// A graph whose work reads or writes memory of a sleeping pool
     /// ([`braid_allocator::CachingAllocator::sleep`]: weights offloaded between rollout and
     /// training) is refused with [`braid_allocator::AllocError::MemoryAsleep`] until the wake;
-    /// nothing is enqueued.
+    /// nothing is enqueued. Memory an update ([`CapturedGraph::update`]) named is checked by
+    /// the graph itself: a sleeping pool's is refused with
+    /// [`braid_stream_core::StreamError::GraphMemoryAsleep`], a buffer dropped since with
+    /// [`braid_stream_core::StreamError::GraphUsesDroppedBuffer`] (both in
+    /// [`GraphError::Stream`]).
     pub fn launch(&self, stream: &Stream<B>) -> Result<StreamPosition> {
         self.pool
             .mem_pool()
@@ -97,7 +101,9 @@ impl<B: Backend> CapturedGraph<B> {
     /// Re-issues the operators of `group` (marked in this graph's capture with
     /// `ctx.stream().begin_task_group()` / `end_task_group()`) on `stream` with new scalars or
     /// buffers of the same shape, without recapturing: [`Graph::update`], whose rules and
-    /// typed errors apply. Returns the event the next launches wait on.
+    /// typed errors apply (the graph holds the buffers the update names until it is dropped
+    /// or a later update of the group no longer names them). Returns the event the next
+    /// launches wait on.
     pub fn update(
         &self,
         group: &TaskGroup,

@@ -23,7 +23,9 @@
 //! A thread changes its mode for a scope with [`Device::capture_mode_guard`] (or
 //! [`Device::exchange_capture_mode`], which returns the previous mode): a helper thread that
 //! must synchronize while another thread captures in global mode switches to thread-local
-//! mode around the call instead of breaking the capture. Exchanging is refused outside a
+//! mode around the call instead of breaking the capture. Guards may be dropped in any order:
+//! the thread's mode is always its innermost live guard's (a raw exchange changes that one's),
+//! and once every guard is gone, the mode it had outside them. Exchanging is refused outside a
 //! capture ([`StreamError::ModeExchangeOutsideCapture`]): outside one the mode restricts nothing,
 //! and a mode left exchanged would silently change what the next capture allows. The
 //! backend is told too ([`crate::hal::Device::set_thread_capture_mode`]), so a runtime that
@@ -33,12 +35,33 @@ use crate::device::Device;
 use crate::error::{Result, StreamError};
 use crate::hal::{Backend, Device as _};
 use crate::types::CaptureMode;
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::marker::PhantomData;
 
 thread_local! {
-    /// This thread's capture mode.
+    /// This thread's capture mode: its innermost live guard's, else [`GuardStack::base`].
     static THREAD_MODE: Cell<CaptureMode> = const { Cell::new(CaptureMode::Global) };
+    /// This thread's live guards.
+    static GUARDS: RefCell<GuardStack> = const {
+        RefCell::new(GuardStack {
+            base: CaptureMode::Global,
+            live: Vec::new(),
+            last_id: 0,
+        })
+    };
+}
+
+/// The capture-mode guards alive on a thread, so that any drop order restores the right mode:
+/// the mode is always the innermost (last made) live guard's, or the mode the thread had
+/// outside every guard.
+struct GuardStack {
+    /// The thread's mode while no guard lives.
+    base: CaptureMode,
+    /// Live guards, oldest first: each one's number and the mode it set (or a later exchange
+    /// set while it was the innermost).
+    live: Vec<(u64, CaptureMode)>,
+    /// The number of the last guard made.
+    last_id: u64,
 }
 
 /// The calling thread's capture mode ([`CaptureMode::Global`] unless exchanged).
@@ -46,9 +69,41 @@ pub fn thread_capture_mode() -> CaptureMode {
     THREAD_MODE.with(Cell::get)
 }
 
-/// Sets this thread's mode; returns the previous one.
+/// Sets this thread's mode (the innermost live guard's, or the mode outside guards); returns
+/// the previous one.
 fn swap_thread_mode(mode: CaptureMode) -> CaptureMode {
+    GUARDS.with(|g| {
+        let mut g = g.borrow_mut();
+        match g.live.last_mut() {
+            Some((_, top)) => *top = mode,
+            None => g.base = mode,
+        }
+    });
     THREAD_MODE.with(|m| m.replace(mode))
+}
+
+/// Makes a guard that sets this thread's mode to `mode`; returns its number.
+fn push_guard(mode: CaptureMode) -> u64 {
+    let id = GUARDS.with(|g| {
+        let mut g = g.borrow_mut();
+        g.last_id += 1;
+        let id = g.last_id;
+        g.live.push((id, mode));
+        id
+    });
+    THREAD_MODE.with(|m| m.set(mode));
+    id
+}
+
+/// Guard `id` is gone: the thread's mode becomes its innermost remaining guard's, or the mode
+/// outside guards. Returns the new mode when it changed.
+fn pop_guard(id: u64) -> Option<CaptureMode> {
+    let mode = GUARDS.with(|g| {
+        let mut g = g.borrow_mut();
+        g.live.retain(|(live, _)| *live != id);
+        g.live.last().map_or(g.base, |(_, mode)| *mode)
+    });
+    (THREAD_MODE.with(|m| m.replace(mode)) != mode).then_some(mode)
 }
 
 /// The rule: does a capture begun in mode `capture` — by the calling thread when `own_thread`,
@@ -69,17 +124,22 @@ pub fn mode_refusal(
     }
 }
 
-/// Keeps this thread's capture mode exchanged until dropped; the previous mode comes back
-/// then (in the front layer and in the backend). Not `Send`: the mode is per thread.
+/// Keeps this thread's capture mode exchanged until dropped (in the front layer and in the
+/// backend). Guards may be dropped in any order: the thread's mode is always its innermost
+/// live guard's, and the mode it had before its first guard once all are gone. Not `Send`:
+/// the mode is per thread.
 #[must_use = "the mode is exchanged only while the guard lives"]
 pub struct CaptureModeGuard {
     previous: CaptureMode,
-    restore: Option<Box<dyn FnOnce(CaptureMode)>>,
+    id: u64,
+    /// Tells the backend the thread's mode when a drop changes it.
+    restore: Box<dyn Fn(CaptureMode)>,
     _not_send: PhantomData<*const ()>,
 }
 
 impl CaptureModeGuard {
-    /// The mode this thread had before the guard, restored when it drops.
+    /// The mode this thread had before the guard (restored when it drops, if it is the
+    /// innermost live guard then).
     pub fn previous(&self) -> CaptureMode {
         self.previous
     }
@@ -96,8 +156,8 @@ impl std::fmt::Debug for CaptureModeGuard {
 
 impl Drop for CaptureModeGuard {
     fn drop(&mut self) {
-        if let Some(restore) = self.restore.take() {
-            restore(self.previous);
+        if let Some(mode) = pop_guard(self.id) {
+            (self.restore)(mode);
         }
     }
 }
@@ -112,16 +172,21 @@ impl<B: Backend> Device<B> {
     /// device; a backend that cannot set the mode (ACL without the symbol) refuses with its
     /// error and nothing changes.
     pub fn exchange_capture_mode(&self, mode: CaptureMode) -> Result<CaptureMode> {
+        self.check_mode_exchange(mode)?;
+        let previous = swap_thread_mode(mode);
+        tracing::debug!(%previous, %mode, "thread capture mode exchanged");
+        Ok(previous)
+    }
+
+    /// Refuses an exchange outside a capture; tells the backend the new mode.
+    fn check_mode_exchange(&self, mode: CaptureMode) -> Result<()> {
         if self.inner.lock().ordering.captures().next().is_none() {
             return Err(StreamError::ModeExchangeOutsideCapture {
                 device: self.id(),
                 mode,
             });
         }
-        self.inner.hal.set_thread_capture_mode(mode)?;
-        let previous = swap_thread_mode(mode);
-        tracing::debug!(%previous, %mode, "thread capture mode exchanged");
-        Ok(previous)
+        Ok(self.inner.hal.set_thread_capture_mode(mode)?)
     }
 
     /// Exchanges the calling thread's capture mode to `mode` until the guard drops, as
@@ -149,17 +214,20 @@ impl<B: Backend> Device<B> {
     /// capturing.end_capture().unwrap();
     /// ```
     pub fn capture_mode_guard(&self, mode: CaptureMode) -> Result<CaptureModeGuard> {
-        let previous = self.exchange_capture_mode(mode)?;
+        self.check_mode_exchange(mode)?;
+        let previous = thread_capture_mode();
+        let id = push_guard(mode);
+        tracing::debug!(%previous, %mode, "thread capture mode exchanged for a scope");
         let device = self.clone();
         Ok(CaptureModeGuard {
             previous,
-            restore: Some(Box::new(move |previous| {
+            id,
+            restore: Box::new(move |mode| {
                 // Restoring is not a new exchange: it happens also after the capture ended.
-                if let Err(err) = device.inner.hal.set_thread_capture_mode(previous) {
-                    tracing::warn!(%err, %previous, "the backend refused to restore the thread's capture mode");
+                if let Err(err) = device.inner.hal.set_thread_capture_mode(mode) {
+                    tracing::warn!(%err, %mode, "the backend refused to restore the thread's capture mode");
                 }
-                swap_thread_mode(previous);
-            })),
+            }),
             _not_send: PhantomData,
         })
     }
@@ -198,5 +266,26 @@ mod tests {
             .join()
             .unwrap();
         assert_eq!(swap_thread_mode(Global), Relaxed);
+    }
+
+    #[test]
+    fn guards_restore_the_innermost_live_mode_in_any_drop_order() {
+        std::thread::spawn(|| {
+            let a = push_guard(ThreadLocal);
+            let b = push_guard(Relaxed);
+            assert_eq!(pop_guard(a), None, "b is still the innermost");
+            assert_eq!(thread_capture_mode(), Relaxed);
+            assert_eq!(pop_guard(b), Some(Global));
+            // An exchange inside a guard changes that guard's mode, not the one outside.
+            let c = push_guard(ThreadLocal);
+            assert_eq!(swap_thread_mode(Relaxed), ThreadLocal);
+            assert_eq!(pop_guard(c), Some(Global));
+            // An exchange outside guards is the mode the last guard restores.
+            assert_eq!(swap_thread_mode(ThreadLocal), Global);
+            let d = push_guard(Relaxed);
+            assert_eq!(pop_guard(d), Some(ThreadLocal));
+        })
+        .join()
+        .unwrap();
     }
 }

@@ -3,12 +3,14 @@
 use crate::context::{self, StreamGuard};
 use crate::error::{Result, StreamError, WrongDevice};
 use crate::event::{Event, EventInner};
+use crate::graph_hold::GraphHold;
 use crate::hal::{self, Backend, Device as _};
 use crate::memory::DeviceMemory;
 use crate::ordering::StreamPosition;
 use crate::state::{BlockingTarget, DeviceState};
 use crate::stream::{Stream, StreamInner};
 use crate::sync::{Mutex, MutexGuard, RwLock, RwLockReadGuard, RwLockWriteGuard};
+use crate::task_group::UpdateUse;
 use crate::types::{DeviceId, DeviceSlice};
 use crate::types::{EventFlags, MemInfo, Priority, StreamId};
 use crate::uses::{Access, UseObserver};
@@ -402,23 +404,21 @@ impl<B: Backend> Device<B> {
         register(&self.inner.capture_observers, observer);
     }
 
-    /// Hands `item` to the graph the capture of `position` becomes: it lives as long as the
+    /// Hands `hold` to the graph the capture of `position` becomes: it lives as long as the
     /// [`crate::Graph`] does and, when the graph is dropped, until the host has observed its
-    /// launches complete; it is dropped at once if the capture is discarded. `position` is
+    /// launches complete; it is dropped at once if the capture is discarded. The graph asks it
+    /// before every launch ([`GraphHold::check_launch`]). `position` is
     /// captured work of this device or of another live device of the same backend (a peer's
     /// capture using this device's memory, as a capture-use observer of this device sees it,
     /// [`Device::add_capture_use_observer`]): the item goes to that device's capture. Returns
     /// `false`, dropping `item`, when `position` is not captured work, its device is gone, or
     /// its capture is no longer active. Use it to keep what a graph's replays touch alive
-    /// (memory, or a hold on memory) without the graph knowing its owner.
+    /// (memory, or a hold on memory) without the graph knowing its owner
+    /// ([`crate::graph_hold`]).
     ///
     /// Takes only the capturing device's ordering state (briefly, never with another device's),
-    /// and drops a refused `item` after releasing it: a use observer may call it.
-    pub fn attach_to_capture(
-        &self,
-        position: StreamPosition,
-        item: impl std::any::Any + Send + Sync,
-    ) -> bool {
+    /// and drops a refused `hold` after releasing it: a use observer may call it.
+    pub fn attach_to_capture(&self, position: StreamPosition, hold: impl GraphHold) -> bool {
         let crate::ordering::Domain::Capture(capture) = position.domain else {
             return false;
         };
@@ -434,18 +434,50 @@ impl<B: Backend> Device<B> {
                 crate::registry::Lookup::Gone | crate::registry::Lookup::Unknown => return false,
             }
         };
-        let item: crate::state::KeepAlive = Box::new(item);
+        let hold: Arc<dyn GraphHold> = Arc::new(hold);
         let refused = {
             let mut st = capturing.lock();
             if st.ordering.captures().any(|c| c.id == capture) {
-                st.keep_alive(position, item);
+                st.capture_holds.entry(capture).or_default().push(hold);
                 None
             } else {
-                Some(item)
+                Some(hold)
             }
         };
         // Dropped after the lock: an item's drop may do anything but take a device lock.
         refused.is_none()
+    }
+
+    /// The holds the owners of the memory an update's operators use give the graph
+    /// ([`UseObserver::note_graph_update`] of each owning device's capture use observers).
+    pub(crate) fn update_holds(&self, uses: &[UpdateUse]) -> Vec<Arc<dyn GraphHold>> {
+        let mut owners: Vec<u64> = uses.iter().map(|(owner, _, _)| *owner).collect();
+        owners.sort_unstable();
+        owners.dedup();
+        let mut holds = Vec::new();
+        for uid in owners {
+            let found;
+            let owner = if uid == self.inner.uid {
+                &self.inner
+            } else {
+                match crate::registry::find::<DeviceInner<B>>(uid) {
+                    crate::registry::Lookup::Live(inner) => {
+                        found = inner;
+                        &found
+                    }
+                    crate::registry::Lookup::Gone | crate::registry::Lookup::Unknown => continue,
+                }
+            };
+            let ranges: Vec<(DeviceSlice, Access)> = uses
+                .iter()
+                .filter(|(o, _, _)| *o == uid)
+                .map(|(_, range, access)| (*range, *access))
+                .collect();
+            for observer in upgrade(&owner.capture_observers) {
+                holds.extend(observer.note_graph_update(&ranges));
+            }
+        }
+        holds
     }
 
     /// Tells the observers that the work at `position` accesses `ranges` (the capture

@@ -35,9 +35,10 @@ pub enum StreamError {
         /// The stream's device.
         device: DeviceId,
     },
-    /// A dry run's closure used a device other than the dry run's (`crate::dry_run`): the
-    /// call was refused before anything was enqueued or allocated.
-    #[error("{call} on {device} during a dry run on {dry_run}: a dry run may only use its own device; issue the closure's work through its context (ctx.stream(), ctx.alloc(), ctx.device()) and pass the real device's buffers and streams only to the real capture")]
+    /// A dry run's closure used a device other than the dry run's, or a thread used the
+    /// device a dry run fences while it runs (`crate::dry_run`): the call was refused before
+    /// anything was enqueued or allocated.
+    #[error("{call} on {device} during a dry run on {dry_run}: a dry run may only use its own device, and the device it plans for is refused to every thread until it ends; issue the closure's work through its context (ctx.stream(), ctx.alloc(), ctx.device()) and pass the real device's buffers and streams only to the real capture")]
     DryRunTouchedDevice {
         /// The call refused.
         call: &'static str,
@@ -262,6 +263,37 @@ pub enum StreamError {
         index: usize,
         /// What differs: kind, count, data type or shape, with the group's and the update's.
         difference: String,
+    },
+    /// A capture ended while a task group was still open on one of its streams: the capture
+    /// is discarded (as for [`StreamError::UnjoinedStream`]) and every stream is back to eager
+    /// work; the group, whose end was never marked, is gone with it.
+    #[error("the capture of {origin} ended while a task group was still open on {stream}: call Stream::end_task_group on {stream} before Stream::end_capture (the capture was discarded)")]
+    TaskGroupOpenAtCaptureEnd {
+        /// The stream with the open group.
+        stream: StreamId,
+        /// The capture's origin stream.
+        origin: StreamId,
+    },
+    /// A graph launch refused because an update of the graph names memory whose buffer was
+    /// dropped: the replay would compute into, or from, memory its owner gave up (the
+    /// memory is held for the graph, not handed to another buffer). Nothing was enqueued.
+    #[error("the graph's update names {len} bytes at {addr:#x}, whose buffer was dropped: update the task group with a live buffer (Graph::update) or drop the graph; nothing was launched")]
+    GraphUsesDroppedBuffer {
+        /// First byte of the dropped buffer's block.
+        addr: u64,
+        /// Its length.
+        len: u64,
+    },
+    /// A graph launch refused because the graph's work (captured or updated) uses memory of a
+    /// sleeping pool (`braid_allocator::CachingAllocator::sleep`). Nothing was enqueued.
+    #[error("the graph uses {len} bytes at {addr:#x} of a pool tagged '{tag}' that is asleep: wake(\"{tag}\") before launching it; nothing was launched")]
+    GraphMemoryAsleep {
+        /// First byte of the sleeping block the graph uses.
+        addr: u64,
+        /// Its length.
+        len: u64,
+        /// The tag of its pool.
+        tag: String,
     },
     /// An update of a graph a launch of which the host has not yet observed complete.
     #[error("graph update refused: a launch of the graph on {stream} may still be running; synchronize the stream (or an event recorded after the launch) before updating")]

@@ -4,6 +4,7 @@ use crate::device::Device;
 use crate::error::{Result, StreamError};
 use crate::event::Event;
 use crate::event::{EventInner, RecordState};
+use crate::graph_hold::{GraphHold, Holds};
 use crate::hal::{Backend, Graph as _};
 use crate::ordering::{CaptureId, StreamPosition};
 use crate::state::KeepAlive;
@@ -47,17 +48,26 @@ impl<B: Backend> ExternalNodes<B> {
     }
 }
 
+/// What a graph keeps for its replays; after the graph is dropped, until the host has
+/// observed its last launches complete.
+struct Kept {
+    /// Host memory captured copies read at every replay.
+    keep_alive: Vec<KeepAlive>,
+    /// Holds on the device memory its work uses ([`crate::graph_hold`]).
+    holds: Holds,
+}
+
 /// A graph returned by [`Stream::end_capture`]. Launch it on any stream of its device, as often
 /// as needed.
 pub struct Graph<B: Backend> {
     device: Device<B>,
     hal: B::Graph,
-    /// Host memory captured copies read at every replay.
-    keep_alive: Arc<Vec<KeepAlive>>,
+    /// Host memory and device memory holds its replays need.
+    kept: Arc<Kept>,
     /// External events recorded and waited on by every launch.
     external: ExternalNodes<B>,
     /// The last launch on each stream: replays still running when the graph is dropped keep
-    /// `keep_alive` until the host observes them.
+    /// `kept` until the host observes them.
     launches: Mutex<BTreeMap<crate::types::StreamId, StreamPosition>>,
     /// The capture that made the graph: its task groups name it.
     capture: CaptureId,
@@ -83,12 +93,16 @@ impl<B: Backend> Graph<B> {
         capture: CaptureId,
         hal: B::Graph,
         keep_alive: Vec<KeepAlive>,
+        holds: Vec<Arc<dyn GraphHold>>,
         external: ExternalNodes<B>,
     ) -> Self {
         Graph {
             device,
             hal,
-            keep_alive: Arc::new(keep_alive),
+            kept: Arc::new(Kept {
+                keep_alive,
+                holds: Holds::new(holds),
+            }),
             external,
             launches: Mutex::new(BTreeMap::new()),
             capture,
@@ -120,10 +134,21 @@ impl<B: Backend> Graph<B> {
     ///
     /// After a [`Graph::update`], the launch first waits on the update's event (the update
     /// stream's work), so it runs the updated operators.
+    ///
+    /// Refused before anything is enqueued when an owner of memory the graph's work uses
+    /// says so ([`crate::graph_hold`]): with braid's caching allocator, when a buffer an
+    /// update names was dropped ([`StreamError::GraphUsesDroppedBuffer`]) or the graph uses
+    /// memory of a sleeping pool ([`StreamError::GraphMemoryAsleep`]).
     pub fn launch(&self, stream: &Stream<B>) -> Result<StreamPosition> {
         self.device
             .check_same_device("Graph::launch", "stream", stream.device())?;
         crate::dry_run::check(self.device.id(), "Graph::launch")?;
+        for hold in self.kept.holds.all() {
+            if let Err(err) = hold.check_launch() {
+                tracing::warn!(%err, "graph launch refused");
+                return Err(err);
+            }
+        }
         if !stream.is_capturing() {
             self.wait_for_update(stream)?;
         }
@@ -199,6 +224,14 @@ impl<B: Backend> Graph<B> {
     /// next launches of the graph run the new operators: each waits on the event returned
     /// (recorded on `stream` after the update), so no launch runs before the update.
     ///
+    /// The graph holds the memory the new operators use, as it holds what its capture used
+    /// ([`crate::graph_hold`]; braid's caching allocator keeps such a buffer's block from
+    /// other buffers), until it is dropped or a later update of the group no longer names it;
+    /// a launch while a buffer an update names has been dropped is refused
+    /// ([`StreamError::GraphUsesDroppedBuffer`]). If `f` panics, the stream leaves the update
+    /// and the graph is left as an error returned by `f` at that point would leave it (an
+    /// incomplete update discarded, a complete one standing), then the panic propagates.
+    ///
     /// Every re-issued operator is checked before the backend gets it: one that differs from
     /// the group's in kind, data type or shape, or one too few, is refused with
     /// [`StreamError::TaskUpdateMismatch`] naming the difference, and the graph keeps its operators
@@ -258,8 +291,29 @@ impl<B: Backend> Graph<B> {
         }
         // Made before the update so that a failure to make it changes nothing.
         let event = self.device.create_event(EventFlags::default())?;
-        let (committed, report) = stream.task_update_scope(group, f)?;
-        if !committed {
+        let mut outcome = stream.task_update_scope(group, f)?;
+        let panic = outcome.panic.take();
+        let applied = self.apply_update(group, stream, event, outcome);
+        if let Some(panic) = panic {
+            // The closure's panic goes on to the caller, with the stream out of the update
+            // and the graph as an error of the closure would have left it.
+            tracing::warn!("the graph update's closure panicked");
+            std::panic::resume_unwind(panic);
+        }
+        applied
+    }
+
+    /// The end of [`Graph::update`] once the update scope is closed: a committed update's
+    /// holds kept and its event recorded for the next launches to wait on.
+    fn apply_update(
+        &self,
+        group: &TaskGroup,
+        stream: &Stream<B>,
+        event: Event<B>,
+        outcome: crate::stream::UpdateOutcome,
+    ) -> Result<Event<B>> {
+        let report = outcome.report;
+        if !outcome.committed {
             return Err(report
                 .err()
                 .unwrap_or_else(|| StreamError::TaskUpdateMismatch {
@@ -267,6 +321,10 @@ impl<B: Backend> Graph<B> {
                     difference: "the update was not applied".into(),
                 }));
         }
+        // The memory the new operators use is held for the graph from now on; what only the
+        // group's previous update named is let go (dropped after the holds' lock).
+        let holds = self.device.update_holds(&outcome.uses);
+        drop(self.kept.holds.replace_update(group.handle, holds));
         event.record(stream)?;
         *self.pending_update.lock() = Some(event.clone());
         let n = self.updates.fetch_add(1, AtomicOrdering::Relaxed) + 1;
@@ -283,12 +341,12 @@ impl<B: Backend> Graph<B> {
 impl<B: Backend> Drop for Graph<B> {
     fn drop(&mut self) {
         let launches = std::mem::take(&mut *self.launches.lock());
-        if self.keep_alive.is_empty() {
+        if launches.is_empty() || (self.kept.keep_alive.is_empty() && self.kept.holds.is_empty()) {
             return;
         }
         let mut st = self.device.inner.lock();
         for pos in launches.into_values() {
-            st.keep_alive(pos, Box::new(self.keep_alive.clone()));
+            st.keep_alive(pos, Box::new(self.kept.clone()));
         }
         st.release_completed();
     }

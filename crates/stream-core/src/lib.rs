@@ -44,6 +44,7 @@
 //! | `peer`, `registry` | several devices: lookup by uid, host knowledge across devices, peer access, foreign memory |
 //! | `memory`, [`types`], [`error`] | raw device memory and host readbacks; value types; errors |
 //! | [`task_group`] | task groups: captured operators re-issued with new parameters ([`Graph::update`]) |
+//! | [`graph_hold`] | what a graph keeps for the memory its captured and updated work uses, asked before each launch |
 //! | [`dry_run`] | fences a thread to one device while a dry run plans on it |
 //!
 //! ```
@@ -74,6 +75,7 @@ pub mod dtype;
 pub mod error;
 mod event;
 mod graph;
+pub mod graph_hold;
 pub mod hal;
 pub mod ipc;
 pub mod kernel;
@@ -102,6 +104,7 @@ pub use dtype::{DType, DTypeKind};
 pub use error::{Result, SizeOverflow, StreamError, WrongDevice};
 pub use event::{Event, EventWait};
 pub use graph::Graph;
+pub use graph_hold::GraphHold;
 pub use hal::{OpCost, OpRange};
 pub use ipc::{IpcError, IpcEventHandle, IpcMemKey, IpcMemory};
 pub use kernel::{ComputeUnit, Kernel, KernelError, KernelUses, TypedKernel};

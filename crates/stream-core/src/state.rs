@@ -34,6 +34,9 @@ pub(crate) struct DeviceState<B: Backend> {
     keep_alive: BTreeMap<StreamId, VecDeque<(u64, KeepAlive)>>,
     /// Resources captured work refers to; moved into the graph at the end of the capture.
     pub(crate) capture_keep_alive: BTreeMap<CaptureId, Vec<KeepAlive>>,
+    /// Holds on memory captured work uses ([`crate::graph_hold`]); moved into the graph at
+    /// the end of the capture.
+    pub(crate) capture_holds: BTreeMap<CaptureId, Vec<Arc<dyn crate::graph_hold::GraphHold>>>,
     /// External events recorded and waited on in each capture; moved into the graph at the
     /// end of the capture.
     pub(crate) capture_events: BTreeMap<CaptureId, ExternalNodes<B>>,
@@ -58,6 +61,7 @@ impl<B: Backend> DeviceState<B> {
             next_stream_id: 1,
             keep_alive: BTreeMap::new(),
             capture_keep_alive: BTreeMap::new(),
+            capture_holds: BTreeMap::new(),
             capture_events: BTreeMap::new(),
             tagged_streams: BTreeMap::new(),
             streams: BTreeMap::new(),

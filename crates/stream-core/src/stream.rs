@@ -240,8 +240,16 @@ impl<B: Backend> Stream<B> {
             Lowered::Collective { enqueue, .. } => self.submit(op.call(), None, enqueue)?,
         };
         if let Some(sig) = recorded {
+            let own = self.device.inner.uid;
+            let placed = uses.clone().map(|(range, access)| {
+                let owner = foreign
+                    .iter()
+                    .find(|f| f.range == range)
+                    .map_or(own, |f| f.owner.inner.uid);
+                (owner, range, access)
+            });
             if let Some(r) = self.device.inner.lock().task_recording.get_mut(&self.id()) {
-                r.note(sig);
+                r.note(sig, placed);
             }
         }
         self.device.notify_placed(pos, uses, &foreign);
@@ -327,14 +335,15 @@ impl<B: Backend> Stream<B> {
 
     /// Runs `f` with this stream in an update scope of `group`: the operators `f` submits
     /// are checked against the group's before the backend gets them; the scope is closed
-    /// whatever `f` returns. The backend commits the update when the whole group was
-    /// re-issued, matching (`true` first in the answer), and discards it otherwise; the second
-    /// part is the error to report, if any.
+    /// whatever `f` returns, and also when it panics (the panic is caught and handed back
+    /// in [`UpdateOutcome::panic`] for the caller to resume once it is done). The backend
+    /// commits the update when the whole group was re-issued, matching, and discards it
+    /// otherwise ([`UpdateOutcome`]).
     pub(crate) fn task_update_scope(
         &self,
         group: &TaskGroup,
         f: impl FnOnce(&Stream<B>) -> Result<()>,
-    ) -> Result<(bool, Result<()>)> {
+    ) -> Result<UpdateOutcome> {
         {
             let _turn = self.inner.submission_turn();
             let st = self.device.inner.lock();
@@ -355,14 +364,27 @@ impl<B: Backend> Stream<B> {
                     expected: group.ops.clone(),
                     seen: 0,
                     failed: false,
+                    uses: Vec::new(),
                 },
             );
         }
-        let result = f(self);
+        // Caught so that a panicking closure leaves no update open on the stream (its later
+        // copies, memsets and updates would be refused); the caller resumes it.
+        let (result, panic) =
+            match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(self))) {
+                Ok(result) => (result, None),
+                Err(panic) => (
+                    Err(StreamError::TaskUpdateMismatch {
+                        index: 0,
+                        difference: "the update's closure panicked".into(),
+                    }),
+                    Some(panic),
+                ),
+            };
         let _turn = self.inner.submission_turn();
-        let seen = match self.device.inner.lock().task_recording.remove(&self.id()) {
-            Some(task_group::Recording::Update { seen, .. }) => seen,
-            _ => 0,
+        let (seen, uses) = match self.device.inner.lock().task_recording.remove(&self.id()) {
+            Some(task_group::Recording::Update { seen, uses, .. }) => (seen, uses),
+            _ => (0, Vec::new()),
         };
         // Every operator before the group's count was checked before the backend got it, so
         // a complete update matches and stands (also when `f` then failed, or issued one too
@@ -386,7 +408,12 @@ impl<B: Backend> Stream<B> {
                 })
             }
         });
-        Ok((commit, report))
+        Ok(UpdateOutcome {
+            committed: commit,
+            report,
+            uses,
+            panic,
+        })
     }
 
     /// A built-in kernel in two phases: the backend prepares it (no lock held), the workspace
@@ -779,11 +806,14 @@ impl<B: Backend> Stream<B> {
     ///
     /// Every stream that joined the capture must have rejoined this one (an event recorded after
     /// its last captured work and waited on here); otherwise the capture is discarded and
-    /// [`StreamError::UnjoinedStream`] names the stream and where it forked. Either way all streams
-    /// of the capture are back to eager work afterwards.
+    /// [`StreamError::UnjoinedStream`] names the stream and where it forked. A task group still
+    /// open on a stream of the capture discards it too
+    /// ([`StreamError::TaskGroupOpenAtCaptureEnd`], naming the stream; the group is ended in
+    /// the backend first). Either way all streams of the capture are back to eager work
+    /// afterwards, with no group open.
     pub fn end_capture(&self) -> Result<Graph<B>> {
         let gate = self.device.inner.gate_exclusive();
-        let (id, unjoined, members) = {
+        let (id, unjoined, members, open_group) = {
             let st = self.device.inner.lock();
             let (id, origin) = match st.ordering.capture_of(self.id()) {
                 None => return Err(StreamError::NotCapturing { stream: self.id() }),
@@ -799,28 +829,44 @@ impl<B: Backend> Stream<B> {
                 .ordering
                 .capture_of(self.id())
                 .map_or(1, |cap| cap.members.len().max(1));
-            (id, st.ordering.unjoined(id), members)
+            let open_group = st.task_recording.iter().find_map(|(s, r)| {
+                matches!(r, task_group::Recording::Group { capture, .. } if *capture == id)
+                    .then_some(*s)
+            });
+            (id, st.ordering.unjoined(id), members, open_group)
         };
         let origin = self.id();
+        if let Some(stream) = open_group {
+            self.end_open_group(stream);
+        }
         // The graph holds a stream per member on runtimes that count them (ACL's models).
         let hal_graph = self.inner.hal.end_capture().map_err(|e| {
             let needed = u32::try_from(members).unwrap_or(u32::MAX);
             self.device.stream_error("Stream::end_capture", needed, e)
         });
-        let (keep_alive, external) = {
+        let (keep_alive, holds, external) = {
             let mut st = self.device.inner.lock();
-            // A group left open ends with its capture (the backend's capture is gone too).
+            // A group left open ends with its capture (the capture is discarded below).
             st.task_recording.retain(
                 |_, r| !matches!(r, task_group::Recording::Group { capture, .. } if *capture == id),
             );
             st.ordering.end_capture(id);
             (
                 st.capture_keep_alive.remove(&id).unwrap_or_default(),
+                st.capture_holds.remove(&id).unwrap_or_default(),
                 st.capture_events.remove(&id).unwrap_or_default(),
             )
         };
         drop(gate);
         self.device.free_deferred();
+        if let Some(stream) = open_group {
+            tracing::warn!(
+                stream = stream.0,
+                origin = origin.0,
+                "capture discarded: a task group is still open"
+            );
+            return Err(StreamError::TaskGroupOpenAtCaptureEnd { stream, origin });
+        }
         if let Some(u) = unjoined.first() {
             tracing::warn!(
                 stream = u.stream.0,
@@ -834,7 +880,14 @@ impl<B: Backend> Stream<B> {
                 last_work: u.last_work,
             });
         }
-        let graph = Graph::new(self.device.clone(), id, hal_graph?, keep_alive, external);
+        let graph = Graph::new(
+            self.device.clone(),
+            id,
+            hal_graph?,
+            keep_alive,
+            holds,
+            external,
+        );
         if graph.node_count() == 0 {
             tracing::warn!(stream = self.id().0, "the captured graph is empty");
         }
@@ -845,6 +898,26 @@ impl<B: Backend> Stream<B> {
             "capture ended"
         );
         Ok(graph)
+    }
+
+    /// Ends, in the backend, the task group left open on `stream` of a capture that is being
+    /// discarded (the capture gate held exclusively by the caller), so the backend's capture
+    /// ends with no group open.
+    fn end_open_group(&self, stream: StreamId) {
+        let inner = if stream == self.id() {
+            Some(self.inner.clone())
+        } else if stream == StreamId::DEFAULT {
+            Some(self.device.inner.default_stream.clone())
+        } else {
+            let st = self.device.inner.lock();
+            st.streams.get(&stream).and_then(std::sync::Weak::upgrade)
+        };
+        if let Some(inner) = inner {
+            let _turn = inner.submission_turn();
+            if let Err(err) = inner.hal.end_task_group() {
+                tracing::warn!(%err, stream = stream.0, "ending the open task group failed");
+            }
+        }
     }
 
     /// The streams of the capture this stream belongs to, its origin first (empty when the
@@ -907,6 +980,18 @@ impl<B: hal::CollectiveBackend> Stream<B> {
         drop(workspace);
         position
     }
+}
+
+/// How an update scope ended ([`Stream::task_update_scope`]).
+pub(crate) struct UpdateOutcome {
+    /// Whether the backend committed the update (the whole group was re-issued, matching).
+    pub(crate) committed: bool,
+    /// The error to report, if any (a committed update may still report `f`'s error).
+    pub(crate) report: Result<()>,
+    /// The ranges the re-issued operators use, each with its device's uid.
+    pub(crate) uses: Vec<task_group::UpdateUse>,
+    /// The panic of the closure, caught to close the scope, for the caller to resume.
+    pub(crate) panic: Option<Box<dyn std::any::Any + Send>>,
 }
 
 /// The front-layer calls of the operator path: the only work allowed in a task group.

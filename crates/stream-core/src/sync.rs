@@ -56,7 +56,8 @@
 //! 6. **The device's ordering state** ([`crate::ordering::Ordering`], tags, keep-alives):
 //!    held only for a few vector-clock operations, never across a backend call.
 //! 7. **Leaves**, each held only to read or update what it guards, with no lock of this list
-//!    above 7 taken under it: a graph's launch list and pending update event, a stream
+//!    above 7 taken under it: a graph's launch list, pending update event and holds
+//!    ([`crate::graph_hold`], whose checks run with it released), a stream
 //!    pool's idle streams, the device's observer lists (all uses and captured uses), its
 //!    workspace provider, its fallback workspace segments (held across the backend allocation
 //!    that grows one, with the list of retired segments taken under them), an async event

@@ -16,7 +16,8 @@ use crate::error::{Result, StreamError};
 use crate::hal::{Backend, TaskGroupHandle};
 use crate::lowered::Lowered;
 use crate::ordering::CaptureId;
-use crate::types::{DeviceId, StreamId};
+use crate::types::{DeviceId, DeviceSlice, StreamId};
+use crate::uses::Access;
 use std::fmt;
 use std::sync::Arc;
 
@@ -143,13 +144,19 @@ pub(crate) enum Recording {
         capture: CaptureId,
         ops: Vec<OpSignature>,
     },
-    /// An update re-issuing `expected`; `seen` matched so far; `failed` once one did not.
+    /// An update re-issuing `expected`; `seen` matched so far; `failed` once one did not;
+    /// `uses`, the ranges the re-issued operators use, with the uid of each range's device.
     Update {
         expected: Arc<[OpSignature]>,
         seen: usize,
         failed: bool,
+        uses: Vec<UpdateUse>,
     },
 }
+
+/// A range an update's operator uses, on the device with uid `owner` (the update stream's,
+/// or a peer's): the graph holds it after the update ([`crate::graph_hold`]).
+pub(crate) type UpdateUse = (u64, DeviceSlice, Access);
 
 impl Recording {
     /// Checks `sig`, about to be enqueued, against an update's expectation.
@@ -158,6 +165,7 @@ impl Recording {
             expected,
             seen,
             failed,
+            ..
         } = self
         else {
             return Ok(());
@@ -193,11 +201,14 @@ impl Recording {
         }
     }
 
-    /// Notes `sig` enqueued.
-    pub(crate) fn note(&mut self, sig: OpSignature) {
+    /// Notes `sig` enqueued, using `placed` (each range with its device's uid).
+    pub(crate) fn note(&mut self, sig: OpSignature, placed: impl Iterator<Item = UpdateUse>) {
         match self {
             Recording::Group { ops, .. } => ops.push(sig),
-            Recording::Update { seen, .. } => *seen += 1,
+            Recording::Update { seen, uses, .. } => {
+                *seen += 1;
+                uses.extend(placed);
+            }
         }
     }
 }

@@ -362,6 +362,8 @@ fn peer_copies_name_both_devices_and_note_both_uses() {
 /// Sets its flag when dropped.
 struct DropFlag(Arc<std::sync::atomic::AtomicBool>);
 
+impl braid_stream_core::GraphHold for DropFlag {}
+
 impl Drop for DropFlag {
     fn drop(&mut self) {
         self.0.store(true, std::sync::atomic::Ordering::SeqCst);

@@ -124,6 +124,21 @@ impl<B: Backend> State<B> {
         self.release_all_cached_segments(dev);
     }
 
+    /// `MemPool::empty_cache`: as [`State::empty_cache`] (pending frees processed first, their
+    /// events synchronized, as PyTorch's `emptyCache(mempool_id)` does), then every whole
+    /// cached segment of `pool` returned.
+    pub(crate) fn empty_cache_pool(&mut self, dev: &Device<B>, pool: PoolId) {
+        if dev.is_capturing() {
+            tracing::warn!("empty_cache skipped: a capture is active on the device");
+            return;
+        }
+        if self.pins.posted() {
+            self.release_pins(dev);
+        }
+        self.synchronize_pending(dev);
+        self.release_cached_segments(dev, pool);
+    }
+
     /// The allocator's last handle is gone: no buffer, pool handle, diversion or graph refers
     /// to it any more, so every block is free or pending on other streams. Pending blocks are
     /// synchronized (their events, then the device for uses no event covers) and freed, and

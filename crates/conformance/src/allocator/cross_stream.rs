@@ -6,7 +6,7 @@
 use super::N;
 use crate::support::{all_equal, allocator, allocator_works, download, fill, long_work, MIB};
 use crate::{CaseError, Harness};
-use braid_allocator::{AllocatorConfig, CrossStreamMode};
+use braid_allocator::{AllocatorConfig, CrossStreamMode, PoolOptions};
 use braid_stream_core::hal::Backend;
 use braid_stream_core::Kernel;
 
@@ -317,4 +317,54 @@ pub fn automatic_mode_sees_unknown_streams<B: Backend>(h: &Harness<B>) -> Result
     ensure_eq!(alloc.pending_free_bytes(), 0, "pending bytes at the end");
     drop((c, d, r));
     allocator_works(&alloc)
+}
+
+/// `empty_cache` after every free and a synchronize leaves nothing pending nor cached: a
+/// block freed while another stream used it (recorded with `record_stream`) is processed
+/// first — its events, as PyTorch's `emptyCache` synchronizes them — so its segment goes back
+/// to the device at once, for the allocator's `empty_cache` and a private pool's
+/// (`MemPool::empty_cache`, PyTorch's `empty_cache(mempool_id)`) alike.
+pub fn empty_cache_after_frees_and_a_synchronize_releases_pending_blocks<B: Backend>(
+    h: &Harness<B>,
+) -> Result<(), CaseError> {
+    for from_pool in [false, true] {
+        let device = h.device()?;
+        let alloc = allocator(&device, AllocatorConfig::new())?;
+        let (main, side) = (device.create_stream(0)?, device.create_stream(0)?);
+        let pool = alloc.create_pool(PoolOptions::new());
+        let buf = {
+            let _into_pool = pool.use_on_current_thread()?;
+            alloc.alloc(4 * MIB, &main)?
+        };
+        side.wait_stream(&main)?;
+        long_work(&side)?;
+        fill(&side, buf.slice(), 1.0)?;
+        buf.record_stream(&side)?;
+        drop(buf);
+        ensure_eq!(
+            alloc.pending_free_bytes(),
+            4 * MIB,
+            "pending after the free"
+        );
+        device.synchronize()?;
+        if from_pool {
+            pool.empty_cache();
+        } else {
+            alloc.empty_cache(); // keeps the segments of the pool, which is in use
+            pool.empty_cache();
+        }
+        ensure_eq!(
+            alloc.pending_free_bytes(),
+            0,
+            "pending bytes after empty_cache (the pool's: {from_pool})"
+        );
+        ensure_eq!(
+            pool.reserved_bytes(),
+            0,
+            "the pool's reserved bytes after empty_cache (the pool's: {from_pool})"
+        );
+        drop(pool);
+        allocator_works(&alloc)?;
+    }
+    Ok(())
 }
