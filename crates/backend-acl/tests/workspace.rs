@@ -125,15 +125,15 @@ fn workspace_out_of_memory_refuses_the_launch_before_enqueuing() {
     alloc.check_invariants().unwrap();
 }
 
-/// A user operator `y = 2x` through `aclnnMuls` whose output tensor is described in
-/// `y_dtype`: `float16` like the input works, anything else is refused by
-/// `aclnnMulsGetWorkspaceSize` (mixed data types).
-fn muls_op(x: DeviceSlice, y: DeviceSlice, y_dtype: DType) -> CustomOp<B> {
+/// A user operator `y = 2x` in float16 through `aclnnMuls` whose output tensor is described
+/// with `y_elements` elements: as many as the input works, another count is refused by
+/// `aclnnMulsGetWorkspaceSize` (the shapes differ).
+fn muls_op(x: DeviceSlice, y: DeviceSlice, y_elements: i64) -> CustomOp<B> {
     let api = aclnn::api().expect("braid-acl-sim exports aclnn");
     let n = [(x.len / 2) as i64];
     let body = move |stream: aclrtStream| -> Result<(), HalError> {
         let xt = Tensor::new(api, &n, DType::F16, x.ptr)?;
-        let yt = Tensor::new(api, &n, y_dtype, y.ptr)?;
+        let yt = Tensor::new(api, &[y_elements], DType::F16, y.ptr)?;
         let two = Scalar::new(api, 2.0)?;
         let ops = api.operators();
         let executor = Executor::plan(api, "aclnnMulsGetWorkspaceSize", |ws, ex| {
@@ -171,8 +171,8 @@ fn an_aclnn_refusal_leaves_device_allocator_and_capture_usable() {
     let expect_refusal = |s: &Stream<B>| {
         let before = s.position();
         let err = s
-            .launch_op(&muls_op(x.slice(), y.slice(), DType::F32))
-            .expect_err("mixed data types");
+            .launch_op(&muls_op(x.slice(), y.slice(), 512))
+            .expect_err("shapes that differ");
         match &err {
             StreamError::Backend(HalError::Native {
                 code,
@@ -193,8 +193,7 @@ fn an_aclnn_refusal_leaves_device_allocator_and_capture_usable() {
     };
     expect_refusal(&s);
     // The device and the allocator go on eagerly.
-    s.launch_op(&muls_op(x.slice(), y.slice(), DType::F16))
-        .unwrap();
+    s.launch_op(&muls_op(x.slice(), y.slice(), 1024)).unwrap();
     assert_eq!(
         s.copy_d2h(y.slice()).unwrap().wait_as(DType::F16).unwrap(),
         vec![3.0; 1024]
@@ -211,8 +210,7 @@ fn an_aclnn_refusal_leaves_device_allocator_and_capture_usable() {
     s.begin_capture(CaptureMode::Global).unwrap();
     expect_refusal(&s);
     assert!(s.is_capturing());
-    s.launch_op(&muls_op(x.slice(), y.slice(), DType::F16))
-        .unwrap();
+    s.launch_op(&muls_op(x.slice(), y.slice(), 1024)).unwrap();
     let graph = s.end_capture().unwrap();
     s.copy_h2d(x.slice(), DType::F16.encode(&[-0.25; 1024]))
         .unwrap();
