@@ -60,17 +60,18 @@ pub unsafe extern "C" fn aclnnRotaryPositionEmbeddingGetWorkspaceSize(
     // SAFETY: forwarded.
     unsafe {
         plan(CALL, workspace_size, executor, |o| {
-            let mode =
-                match mode {
-                    0 => RopeMode::Half,
-                    1 => RopeMode::Interleaved,
-                    other => return Err(invalid(
+            let mode = match mode {
+                0 => RopeMode::Half,
+                1 => RopeMode::Interleaved,
+                other => {
+                    return Err(invalid(
                         CALL,
                         format!(
                             "mode is {other}; braid-acl-sim computes 0 (half) and 1 (interleave)"
                         ),
-                    )),
-                };
+                    ))
+                }
+            };
             let x = tensor(o, CALL, "x", x as usize)?;
             let cos = tensor(o, CALL, "cos", cos as usize)?;
             let sin = tensor(o, CALL, "sin", sin as usize)?;
