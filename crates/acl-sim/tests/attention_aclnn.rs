@@ -338,7 +338,8 @@ fn sparse_modes_mask_as_torch_npu_asks() {
         .collect();
     let odd_dev = bench.storage(&odd, DType::Bool);
     type Rule = fn(usize, usize) -> bool;
-    let cases: [(i64, Option<(*mut std::ffi::c_void, [i64; 2])>, Rule, &str); 5] = [
+    type Mask = Option<(*mut std::ffi::c_void, [i64; 2])>;
+    let cases: [(i64, Mask, Rule, &str); 5] = [
         (
             2,
             Some((tri_dev, [2048, 2048])),

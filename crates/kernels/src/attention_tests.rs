@@ -147,11 +147,10 @@ fn reference(
     let group = d.heads / d.kv_heads;
     let mut out = vec![0.0; d.batch * d.heads * d.q_len * d.v_dim];
     let mut stats = Vec::new();
-    for b in 0..d.batch {
+    for (b, &len) in lens.iter().enumerate() {
         for h in 0..d.heads {
             let g = h / group;
             for i in 0..d.q_len {
-                let len = lens[b];
                 let mut scores = Vec::new();
                 for j in 0..len {
                     let allowed = match a.causal {

@@ -328,7 +328,7 @@ fn flash_attention(
         causal = ?causal,
         "flash attention"
     );
-    op_work(call, TensorOp::Attention(op), 0)
+    op_work(call, TensorOp::Attention(Box::new(op)), 0)
 }
 
 /// `aclnnFlashAttentionScoreGetWorkspaceSize(query, key, value, realShiftOptional,

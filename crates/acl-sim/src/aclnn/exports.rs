@@ -521,7 +521,7 @@ pub unsafe extern "C" fn aclnnInplaceCopyGetWorkspaceSize(
 
 /// `aclnnReduceSumGetWorkspaceSize(self, dim, keepDim, dtype, out, workspaceSize, executor)`:
 /// the sum over the dimensions `dim` (all of them when it is empty), `keepDim` keeping them as
-/// 1 ([`ops::reduce`]); bool and integer inputs sum into an integer `out`.
+/// 1; bool and integer inputs sum into an integer `out`.
 ///
 /// # Safety
 /// Out pointers null or valid for a write.

@@ -63,7 +63,7 @@ pub enum KvLen {
     Static(usize),
     /// Read from device memory when the operator runs: an int64 or int32 tensor of one
     /// element (every batch) or one per batch (`[batch]`). A value outside `0..=kv_len` is
-    /// a device fault ([`braid-kernels`'s `IndexOutOfRange`], error 507015 on the simulator).
+    /// a device fault (`braid-kernels`' `ComputeError::IndexOutOfRange`, error 507015 on the simulator).
     Tensor(Tensor),
 }
 
@@ -170,7 +170,7 @@ impl Attention {
 
     /// Checks it and makes the kernel a stream launches.
     pub fn kernel(self) -> Result<Kernel, OpCheckError> {
-        TensorOp::Attention(self).kernel()
+        TensorOp::Attention(Box::new(self)).kernel()
     }
 
     /// Its sizes (of operands of rank 4; zeros for a tensor of another rank).

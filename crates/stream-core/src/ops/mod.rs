@@ -25,7 +25,7 @@
 //!     let bytes = shape.iter().product::<usize>() as u64 * 4;
 //!     Tensor::new(DeviceSlice::new(DevicePtr(addr), bytes), DType::F32, shape)
 //! };
-//! let (x, w, y) = (at(0x1000, &[4, 64])?, at(0x2000, &[128, 64])?, at(0x9000, &[4, 128])?);
+//! let (x, w, y) = (at(0x1000, &[4, 64])?, at(0x2000, &[128, 64])?, at(0x20000, &[4, 128])?);
 //! // y = x · wᵀ, as nn.Linear without bias.
 //! let linear = ops::matmul(&x, &w.t()?, &y)?;
 //! assert_eq!(linear.name(), "matmul");
@@ -154,8 +154,9 @@ pub enum TensorOp {
     Matmul(Matmul),
     /// Rotary position embedding over the last dimension.
     Rope(Rope),
-    /// Scaled dot-product attention (grouped heads, causal, masked, over a valid length).
-    Attention(Attention),
+    /// Scaled dot-product attention (grouped heads, causal, masked, over a valid length);
+    /// boxed, being much larger than the other variants.
+    Attention(Box<Attention>),
 }
 
 /// Calls `$body` with `$spec` bound to the variant's payload as `&dyn OpSpec`.
@@ -171,7 +172,10 @@ macro_rules! each_op {
             TensorOp::RmsNorm($spec) => $body,
             TensorOp::Matmul($spec) => $body,
             TensorOp::Rope($spec) => $body,
-            TensorOp::Attention($spec) => $body,
+            TensorOp::Attention(boxed) => {
+                let $spec = &**boxed;
+                $body
+            }
         }
     };
 }
