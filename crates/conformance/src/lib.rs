@@ -157,6 +157,7 @@ macro_rules! __with_cases {
                 rope_rotates_strided_heads_in_each_float_type,
                 attention_prefill_and_cached_decode_in_each_float_type,
                 attention_modes_compute_or_are_refused_by_name,
+                a_captured_decode_step_takes_each_length_through_a_task_group_update,
             ],
             context: [
                 nested_guards_restore_on_drop,

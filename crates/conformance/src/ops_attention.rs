@@ -6,6 +6,8 @@
 //!   a bool mask excluding pairs (a causal triangle broadcast over batch and heads), and a
 //!   decode step over a static KV cache (one query row, bottom-right causal, a static valid
 //!   length, the cache's other positions holding garbage), with the softmax statistics;
+//! - a decode step captured once and re-issued per token through a task-group update with
+//!   the next valid length (same shapes), equal to the same step run eagerly;
 //! - what a backend computes or refuses by name (`UnsupportedOperator`), never answering
 //!   wrongly: top-left causal without a mask, additive and keep-style masks, per-batch
 //!   valid lengths read from device memory, no statistics. The simulator computes them all.
@@ -15,7 +17,7 @@ use crate::support::still_works;
 use crate::{CaseError, Harness};
 use braid_stream_core::hal::{Backend, HalError};
 use braid_stream_core::ops::{self, Attention, AttentionMask, Causal, KvLen, RopeMode};
-use braid_stream_core::{DType, Device, Stream, StreamError, Tensor};
+use braid_stream_core::{CaptureMode, DType, Device, Stream, StreamError, Tensor};
 
 /// Deterministic values in [-1, 1) with a short mantissa (exact in every float type).
 fn values(n: usize, seed: usize) -> Vec<f64> {
@@ -402,5 +404,76 @@ pub fn attention_modes_compute_or_are_refused_by_name<B: Backend>(
             mode.what,
         )?;
     }
+    still_works(&device)
+}
+
+/// A decode step captured once, its valid length taken per token through a task-group
+/// update (the operator re-issued with the same shapes), gives the eager step's bits at every
+/// length, bfloat16, grouped heads, with the statistics.
+pub fn a_captured_decode_step_takes_each_length_through_a_task_group_update<B: Backend>(
+    h: &Harness<B>,
+) -> Result<(), CaseError> {
+    let device = h.device()?;
+    let (s, u) = (device.create_stream(0)?, device.create_stream(0)?);
+    let dtype = DType::BF16;
+    let m = Dims {
+        b: 1,
+        n: 4,
+        nkv: 2,
+        sq: 1,
+        skv: 8,
+        d: 8,
+    };
+    let x = qkv(&device, &s, dtype, m)?;
+    let [q, k, v] = &x.views;
+    let outputs = || -> Result<[Buf<B>; 3], CaseError> {
+        Ok([
+            upload(&device, &s, dtype, &[1, 4, 1, 8], &[])?,
+            upload(&device, &s, DType::F32, &[1, 4, 1, 8], &[])?,
+            upload(&device, &s, DType::F32, &[1, 4, 1, 8], &[])?,
+        ])
+    };
+    let [graph_out, graph_max, graph_sum] = outputs()?;
+    let [eager_out, eager_max, eager_sum] = outputs()?;
+    let step = |len: usize, out: &Buf<B>, max: &Buf<B>, sum: &Buf<B>| {
+        Attention::new(q, k, v, 0.35, &out.t)
+            .causal(Causal::BottomRight)
+            .kv_len(KvLen::Static(len))
+            .softmax_stats(&max.t, &sum.t)
+            .kernel()
+            .map_err(err)
+    };
+    s.synchronize()?;
+    s.begin_capture(CaptureMode::Global)?;
+    let group = (|| -> Result<_, CaseError> {
+        s.begin_task_group()?;
+        s.launch(step(1, &graph_out, &graph_max, &graph_sum)?)?;
+        Ok(s.end_task_group()?)
+    })();
+    let graph = s.end_capture()?;
+    let group = group?;
+    for len in 1..=8 {
+        if len > 1 {
+            let next = step(len, &graph_out, &graph_max, &graph_sum)?;
+            graph.update(&group, &u, |u| {
+                u.launch(next)?;
+                Ok(())
+            })?;
+        }
+        graph.launch(&s)?;
+        s.launch(step(len, &eager_out, &eager_max, &eager_sum)?)?;
+        for (g, e, what) in [
+            (&graph_out, &eager_out, "output"),
+            (&graph_max, &eager_max, "softmaxMax"),
+            (&graph_sum, &eager_sum, "softmaxSum"),
+        ] {
+            let (gv, ev) = (download(&s, g)?, download(&s, e)?);
+            ensure!(
+                gv == ev,
+                "length {len}: the graph's {what} {gv:?} differs from eager {ev:?}"
+            );
+        }
+    }
+    ensure_eq!(graph.update_count(), 7, "updates");
     still_works(&device)
 }
