@@ -565,3 +565,20 @@ fn rotary_position_embedding_computes_both_modes_and_refuses_the_others() {
         ok(aclDestroyTensor(t));
     }
 }
+
+#[test]
+fn releasing_a_null_descriptor_is_success_as_on_cann() {
+    // torch_npu releases every optional tensor of `npu_fusion_attention` after the call,
+    // null or not; CANN's nnopbase (hicann/opbase `src/nnopbase/common/api/acl_op_api.cpp`)
+    // returns success for null. A stale handle is still refused.
+    use braid_acl_sim::aclnn::exports::{aclDestroyIntArray, aclDestroyScalar};
+    assert_eq!(aclDestroyTensor(null()), 0);
+    assert_eq!(aclDestroyScalar(null()), 0);
+    assert_eq!(aclDestroyIntArray(null()), 0);
+    let mut bench = Bench::new(0);
+    let dev = bench.storage(&[0.0; 4], DType::F32);
+    let t = contiguous(dev, DType::F32, &[4]);
+    ok(aclDestroyTensor(t));
+    assert_eq!(aclDestroyTensor(t), ACLNN_ERR_PARAM_INVALID);
+    assert!(message().contains("is not live"), "{}", message());
+}
