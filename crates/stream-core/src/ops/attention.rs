@@ -7,7 +7,9 @@
 //! positions hold keys. [`KvLen::Static`] is an attribute (a task-group update re-issues the
 //! operator with the next step's value); [`KvLen::Tensor`] is read from device memory when
 //! the operator runs (a captured graph replays with whatever length a previous operator
-//! wrote there).
+//! wrote there). Either way the operator declares the whole cache as read, so the ordering
+//! model and the sanitizer see the positions past the valid length as read too: write the
+//! next position in stream order with the attention (the same stream, or a wait).
 
 use super::check::{broadcasts_to, dtype_in, same_dtype, shape_is};
 use super::{OpCheckError, OpSpec, OperandUse, TensorOp};
