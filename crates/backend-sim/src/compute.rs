@@ -92,8 +92,9 @@ pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Result<Vec<PendingWr
 /// Computes a flat built-in kernel the way the device does, with the tensor operator that
 /// has its numbers ([`flat_op`]): inputs widened to `f32`, arithmetic in `f32` (matmuls
 /// accumulate in `f32`, as cube units do; sums in `f64`), each output rounded to the kernel's
-/// data type. Output bytes past the operator's elements are zeros; an invalid input reads as
-/// zeros.
+/// data type. Output bytes past the operator's elements are zeros. A kernel with an input
+/// outside live memory writes zeros (an invalid range may be far larger than the device, so
+/// it is never widened to its length).
 fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
     // Inputs are read (and counted) even when the output is invalid: the kernel still reads.
     let inputs: Vec<Input> = tk.reads().map(|s| Input::read(mem, s)).collect();
@@ -107,6 +108,14 @@ fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
         }];
     }
     let mut data = vec![0u8; out.len as usize];
+    // A kernel reading outside live memory writes zeros, without widening the wild range
+    // (which may be far larger than the device).
+    if inputs.iter().any(|i| i.0.is_none()) {
+        return vec![PendingWrite::Device {
+            ptr: out.ptr,
+            data: Some(data),
+        }];
+    }
     match (&tk.kernel, flat_op(tk)) {
         (Kernel::Copy { .. }, _) => {
             if let Some(src) = inputs.into_iter().next() {
@@ -183,15 +192,18 @@ fn flat_op(tk: &TypedKernel) -> Option<TensorOp> {
 }
 
 /// Computes a tensor operator ([`braid_kernels::compute`]) on its ranges' bytes: inputs as
-/// they are at its start time (an invalid range reads as zeros), outputs starting from their
-/// current bytes (an operator may write part of one). An output outside live memory is
-/// computed into scratch and dropped. A failure (an index out of range) writes nothing.
+/// they are at its start time, outputs starting from their current bytes (an operator may
+/// write part of one). An output outside live memory is computed into scratch and dropped.
+/// A failure (an index out of range, an input outside live memory) writes nothing.
 fn begin_op(op: &OpKernel, mem: &mut DataView<'_>) -> Result<Vec<PendingWrite>, String> {
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
     for &(s, access) in op.uses() {
         match access {
-            Access::Read => inputs.push(Input::read(mem, s).bytes(s.len as usize)),
+            Access::Read => match mem.read(s) {
+                Some(bytes) => inputs.push(bytes),
+                None => return Err(format!("reads {s}, outside every live allocation")),
+            },
             Access::Write => outputs.push((s, mem.read(s))),
         }
     }

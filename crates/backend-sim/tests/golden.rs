@@ -382,12 +382,12 @@ fn configs() -> Vec<(&'static str, SimConfig)> {
 /// (`OpInfo::rank`) and uses after free were named as such: only the configurations with
 /// reports changed, those without kept their fingerprints).
 const GOLDEN: &[(&str, u64, u64)] = &[
-    ("data_report", 1, 0xd024291eb18a425f),
-    ("data_report", 2, 0x4fc12028b14fe46c),
-    ("data_report", 3, 0x83bab0d07560ddf4),
-    ("data_abort", 1, 0x0b95b4eb24ad41e0),
-    ("data_abort", 2, 0xf26adee8d40ac6d9),
-    ("data_abort", 3, 0xe1b02460b6274bb7),
+    ("data_report", 1, 0xebbb48620dbc761e),
+    ("data_report", 2, 0xa3de50a793473e1c),
+    ("data_report", 3, 0x98c2c56d5a6116b5),
+    ("data_abort", 1, 0x6c8b92a4ffbb282f),
+    ("data_abort", 2, 0x4c393b66ed264031),
+    ("data_abort", 3, 0x93fd2203311bb0bf),
     ("timing_off_notimeline", 1, 0x9e943220f65d3031),
     ("timing_off_notimeline", 2, 0xef01aa02f9671e48),
     ("timing_off_notimeline", 3, 0x011d3dfc2ca54d0a),

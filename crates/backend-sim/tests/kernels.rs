@@ -5,7 +5,10 @@ mod common;
 use braid_stream_core::hal::{Device as _, Stream as _};
 use braid_stream_core::kernel::Kernel;
 use braid_stream_core::kernel::TypedKernel;
+use braid_stream_core::ops::{self, ReduceKind};
+use braid_stream_core::tensor::Tensor;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
+use braid_stream_core::DType;
 use common::*;
 
 #[test]
@@ -191,6 +194,25 @@ fn accesses_outside_allocations_read_zeros_and_are_counted() {
     .unwrap();
     assert_eq!(download(&s, y, 1), vec![0.0]);
     assert_eq!(dev.stats().invalid_accesses, 3);
+    // a tensor operator reading it fails the next synchronize and writes nothing
+    let below = DeviceSlice::new(DevicePtr(0x10), 1 << 31);
+    let x_wild = Tensor::new(below, DType::F32, &[1 << 29]).unwrap();
+    let y_scalar = Tensor::new(slice(y, 1), DType::F32, &[]).unwrap();
+    let sum = ops::reduce(ReduceKind::Sum, &x_wild, &[], &y_scalar).unwrap();
+    s.launch(
+        &TypedKernel::from(&Kernel::Fill {
+            dst: slice(y, 1),
+            value: 7.0,
+        }),
+        "seven",
+    )
+    .unwrap();
+    s.launch(&TypedKernel::from(&sum), "wild op").unwrap();
+    let r = s.synchronize();
+    let err = r.unwrap_err().to_string();
+    assert!(err.contains("outside every live allocation"), "{err}");
+    assert_eq!(download(&s, y, 1), vec![7.0]);
+    assert_eq!(dev.stats().invalid_accesses, 4);
     // use after free: the write lands nowhere
     // SAFETY: no queued work uses `x` (the stream is synchronized).
     unsafe { dev.free(x).unwrap() };
@@ -203,7 +225,7 @@ fn accesses_outside_allocations_read_zeros_and_are_counted() {
     )
     .unwrap();
     s.synchronize().unwrap();
-    assert_eq!(dev.stats().invalid_accesses, 4);
+    assert_eq!(dev.stats().invalid_accesses, 5);
 }
 
 #[test]
