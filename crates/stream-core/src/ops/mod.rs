@@ -39,18 +39,24 @@
 
 mod check;
 mod elementwise;
+mod index;
 mod matmul;
 mod norm;
 mod reduce;
+mod shape;
 
 pub use check::OpCheckError;
 pub use elementwise::{
     binary, cast, fill, unary, Binary, BinaryClass, BinaryOp, Cast, Domain, Fill, Operand, Scalar,
     Unary, UnaryOp,
 };
+pub use index::{embedding, index, index_copy, Index, IndexCopy, IndexLayout, INDEX_TYPES};
 pub use matmul::{matmul, matmul_bias, Matmul};
-pub use norm::{rms_norm, RmsNorm};
-pub use reduce::{reduce, softmax, Reduce, ReduceKind, Softmax};
+pub use norm::{layer_norm, rms_norm, LayerNorm, RmsNorm};
+pub use reduce::{
+    argmax, cumsum, reduce, softmax, ArgReduce, Cumsum, Reduce, ReduceKind, Softmax,
+};
+pub use shape::{arange, cat, triangle, where_, Arange, Cat, Triangle, Where};
 
 use crate::dtype::DType;
 use crate::kernel::{ComputeUnit, Kernel};
@@ -148,6 +154,24 @@ pub enum TensorOp {
     RmsNorm(RmsNorm),
     /// Matrix product, batched and broadcast, with an optional bias.
     Matmul(Matmul),
+    /// Advanced indexing, `self[ids...]` (embedding lookups, `index_select`).
+    Index(Index),
+    /// `index_copy`: slices of a tensor replaced at indexed positions.
+    IndexCopy(IndexCopy),
+    /// Concatenation along one dimension.
+    Cat(Cat),
+    /// `condition ? self : other`, broadcast.
+    Where(Where),
+    /// `triu` / `tril`.
+    Triangle(Triangle),
+    /// `start + i·step`.
+    Arange(Arange),
+    /// LayerNorm over the trailing dimensions.
+    LayerNorm(LayerNorm),
+    /// The position (and value) of the largest or smallest element along one dimension.
+    ArgReduce(ArgReduce),
+    /// Cumulative sum along one dimension.
+    Cumsum(Cumsum),
 }
 
 /// Calls `$body` with `$spec` bound to the variant's payload as `&dyn OpSpec`.
@@ -162,6 +186,15 @@ macro_rules! each_op {
             TensorOp::Softmax($spec) => $body,
             TensorOp::RmsNorm($spec) => $body,
             TensorOp::Matmul($spec) => $body,
+            TensorOp::Index($spec) => $body,
+            TensorOp::IndexCopy($spec) => $body,
+            TensorOp::Cat($spec) => $body,
+            TensorOp::Where($spec) => $body,
+            TensorOp::Triangle($spec) => $body,
+            TensorOp::Arange($spec) => $body,
+            TensorOp::LayerNorm($spec) => $body,
+            TensorOp::ArgReduce($spec) => $body,
+            TensorOp::Cumsum($spec) => $body,
         }
     };
 }
