@@ -10,7 +10,9 @@
 //! - [`AclnnTensorOperators`]: the operators braid's tensor operators lower to (all
 //!   optional);
 //! - [`AclnnClientOperators`]: the operators a foreign client (torch_npu) looks up beyond
-//!   braid's, declared so `braid-acl-sim`'s exports of them are checked.
+//!   braid's, declared so `braid-acl-sim`'s exports of them are checked;
+//! - [`AclnnModelOperators`]: indexing, concatenation, selection, triangles, ramps,
+//!   LayerNorm, extremes' positions and cumulative sums (all optional).
 //!
 //! Every operator is two calls: `aclnnXxxGetWorkspaceSize(<tensors...>, uint64_t
 //! *workspaceSize, aclOpExecutor **executor)` checks the parameters, says how many bytes of
@@ -21,12 +23,14 @@
 mod client;
 mod codes;
 mod functions;
+mod model_ops;
 mod tensor_ops;
 mod types;
 
 pub use client::{client_operator_fns, AclnnClientOperators};
 pub use codes::*;
 pub use functions::{descriptor_fns, operator_fns, AclnnDescriptors, AclnnOperators};
+pub use model_ops::{model_operator_fns, AclnnModelOperators};
 pub use tensor_ops::{tensor_operator_fns, AclnnTensorOperators};
 pub use types::*;
 
