@@ -2,11 +2,12 @@
 //! ramps.
 
 use crate::element::{load_run, store_run, Num};
-use crate::elementwise::{self, Dst, Src};
+use crate::elementwise::{self, scalar, Dst, Src};
 use crate::index::copy_elements;
 use crate::layout::{broadcast_strides, Walk, RUN};
 use crate::reduce::for_each_element;
-use braid_stream_core::ops::{Arange, Cast, Cat, Triangle, Where};
+use braid_stream_core::ops::{Arange, Cast, Cat, Operand, Triangle, Where};
+use braid_stream_core::DTypeKind;
 
 /// `out = cat(inputs, dim)`: each input converted into its slice of `out`.
 pub(crate) fn cat(op: &Cat, srcs: &[Src<'_>], out: &mut Dst<'_>) {
@@ -36,23 +37,41 @@ pub(crate) fn cat(op: &Cat, srcs: &[Src<'_>], out: &mut Dst<'_>) {
     }
 }
 
-/// `out = condition ? x : y`, broadcast.
+/// `out = condition ? x : y`, broadcast; a scalar operand is one value repeated.
 pub(crate) fn where_(op: &Where, srcs: &[Src<'_>], out: &mut Dst<'_>) {
     fn run<D: Num>(op: &Where, srcs: &[Src<'_>], out: &mut Dst<'_>) {
         let shape = op.out.shape();
-        let strides: Vec<Vec<usize>> = srcs
-            .iter()
-            .map(|s| broadcast_strides(s.tensor.shape(), s.tensor.strides(), shape))
-            .collect();
-        let walk = Walk::new(shape, [op.out.strides(), &strides[0], &strides[1], &strides[2]]);
+        let strides = |s: &Src<'_>| broadcast_strides(s.tensor.shape(), s.tensor.strides(), shape);
+        let zeros = vec![0; shape.len()];
+        let mut next = srcs[1..].iter();
+        // Each value operand: its bytes and strides, or a scalar.
+        let mut value = |o: &Operand| match o {
+            Operand::Tensor(_) => next.next().map(|s| (Some(s), strides(s))),
+            Operand::Scalar(_) => Some((None, zeros.clone())),
+        };
+        let (Some((xsrc, xstr)), Some((ysrc, ystr))) = (value(&op.x), value(&op.y)) else {
+            return;
+        };
+        let walk = Walk::new(shape, [op.out.strides(), &strides(&srcs[0]), &xstr, &ystr]);
         let mut cond = [0i64; RUN];
         let mut a = [D::default(); RUN];
         let mut b = [D::default(); RUN];
+        let fill = |o: &Operand, buf: &mut [D; RUN]| {
+            if let Operand::Scalar(s) = o {
+                buf.fill(scalar::<D>(*s));
+            }
+        };
         let ot = op.out.dtype();
         walk.runs(|[o, c, x, y], [os, cs, xs, ys], len| {
             load_run(srcs[0].bytes, srcs[0].tensor.dtype(), c, cs, &mut cond[..len]);
-            load_run(srcs[1].bytes, srcs[1].tensor.dtype(), x, xs, &mut a[..len]);
-            load_run(srcs[2].bytes, srcs[2].tensor.dtype(), y, ys, &mut b[..len]);
+            match xsrc {
+                Some(s) => load_run(s.bytes, s.tensor.dtype(), x, xs, &mut a[..len]),
+                None => fill(&op.x, &mut a),
+            }
+            match ysrc {
+                Some(s) => load_run(s.bytes, s.tensor.dtype(), y, ys, &mut b[..len]),
+                None => fill(&op.y, &mut b),
+            }
             for i in 0..len {
                 if cond[i] == 0 {
                     a[i] = b[i];
@@ -61,7 +80,8 @@ pub(crate) fn where_(op: &Where, srcs: &[Src<'_>], out: &mut Dst<'_>) {
             store_run(out.bytes, ot, o, os, &a[..len]);
         });
     }
-    let float = op.out.dtype().is_float() || op.x.dtype().is_float() || op.y.dtype().is_float();
+    let float = op.out.dtype().is_float()
+        || [&op.x, &op.y].iter().any(|o| o.kind() == DTypeKind::Float);
     if float {
         // Every float and every integer up to 2^53 is exact in f64: one rounding, at the store.
         run::<f64>(op, srcs, out)

@@ -9,12 +9,14 @@ use crate::errmsg::{fail, Fail};
 use braid_acl_sys::aclnn::{
     aclOpExecutor, aclScalar, aclTensor, aclTensorList, aclnnStatus, ACLNN_ERR_PARAM_INVALID,
 };
-use braid_stream_core::ops::{Arange, Cat, TensorOp, Triangle, Where};
+use braid_stream_core::ops::{Arange, Cat, Operand, TensorOp, Triangle, Where};
 use std::ffi::c_void;
 
 launcher!(
     aclnnCat,
     aclnnSWhere,
+    aclnnInplaceMaskedFillScalar,
+    aclnnInplaceMaskedFillTensor,
     aclnnTriu,
     aclnnInplaceTriu,
     aclnnTril,
@@ -82,11 +84,84 @@ pub unsafe extern "C" fn aclnnSWhereGetWorkspaceSize(
         plan(CALL, workspace_size, executor, |o| {
             let op = Where {
                 condition: tensor(o, CALL, "condition", condition as usize)?,
-                x: tensor(o, CALL, "self", self_ as usize)?,
-                y: tensor(o, CALL, "other", other as usize)?,
+                x: Operand::Tensor(tensor(o, CALL, "self", self_ as usize)?),
+                y: Operand::Tensor(tensor(o, CALL, "other", other as usize)?),
                 out: tensor(o, CALL, "out", out as usize)?,
             };
             op_work(CALL, TensorOp::Where(op), 0)
+        })
+    }
+}
+
+/// `selfRef = mask ? value : selfRef`, `mask` broadcast to `selfRef`.
+fn masked_fill(
+    call: &str,
+    o: &Objects,
+    (self_ref, mask): (usize, usize),
+    value: Operand,
+) -> Result<(Work, u64), Fail> {
+    let out = tensor(o, call, "selfRef", self_ref)?;
+    let op = Where {
+        condition: tensor(o, call, "mask", mask)?,
+        x: value,
+        y: Operand::Tensor(out.clone()),
+        out,
+    };
+    op_work(call, TensorOp::Where(op), 0)
+}
+
+/// `aclnnInplaceMaskedFillScalarGetWorkspaceSize(selfRef, mask, value, workspaceSize,
+/// executor)`: `selfRef = mask ? value : selfRef`.
+///
+/// # Safety
+/// Out pointers null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclnnInplaceMaskedFillScalarGetWorkspaceSize(
+    self_ref: *mut aclTensor,
+    mask: *const aclTensor,
+    value: *const aclScalar,
+    workspace_size: *mut u64,
+    executor: *mut *mut aclOpExecutor,
+) -> aclnnStatus {
+    const CALL: &str = "aclnnInplaceMaskedFillScalarGetWorkspaceSize";
+    let tensors = (self_ref as usize, mask as usize);
+    // SAFETY: forwarded.
+    unsafe {
+        plan(CALL, workspace_size, executor, |o| {
+            let value = Operand::Scalar(o.scalar(CALL, "value", value as usize)?);
+            masked_fill(CALL, o, tensors, value)
+        })
+    }
+}
+
+/// `aclnnInplaceMaskedFillTensorGetWorkspaceSize(selfRef, mask, value, workspaceSize,
+/// executor)`: `selfRef = mask ? value : selfRef` for a one-element tensor `value`.
+///
+/// # Safety
+/// Out pointers null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclnnInplaceMaskedFillTensorGetWorkspaceSize(
+    self_ref: *mut aclTensor,
+    mask: *const aclTensor,
+    value: *const aclTensor,
+    workspace_size: *mut u64,
+    executor: *mut *mut aclOpExecutor,
+) -> aclnnStatus {
+    const CALL: &str = "aclnnInplaceMaskedFillTensorGetWorkspaceSize";
+    let tensors = (self_ref as usize, mask as usize);
+    // SAFETY: forwarded.
+    unsafe {
+        plan(CALL, workspace_size, executor, |o| {
+            let value = tensor(o, CALL, "value", value as usize)?;
+            if value.numel() != 1 {
+                return Err(invalid(
+                    CALL,
+                    format!("value has shape {:?}; it must hold one element", value.shape()),
+                ));
+            }
+            // One element, seen with no dimensions: repeated over selfRef.
+            let value = braid_stream_core::tensor::Tensor::scalar(value.ptr(), value.dtype());
+            masked_fill(CALL, o, tensors, Operand::Tensor(value))
         })
     }
 }

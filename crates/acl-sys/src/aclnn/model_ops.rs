@@ -1,7 +1,8 @@
 //! The aclnn operators of the families real transformer models need beyond element-wise
 //! work, reductions and matrix products ([`AclnnModelOperators`]): indexing (`aclnnEmbedding`,
 //! `aclnnIndex` with its `aclTensorList`, `aclnnIndexSelect`, `aclnnIndexCopy` and
-//! `aclnnInplaceIndexCopy`), `aclnnCat`, `aclnnSWhere`, the triangles (`aclnnTriu`,
+//! `aclnnInplaceIndexCopy`), `aclnnCat`, `aclnnSWhere`, the masked fills (`aclnnInplaceMaskedFillScalar`,
+//! `aclnnInplaceMaskedFillTensor`), the triangles (`aclnnTriu`,
 //! `aclnnTril` and their in-place forms), `aclnnArange`, `aclnnLayerNorm`, the positions of
 //! extremes (`aclnnArgMax`, `aclnnArgMin`, `aclnnMaxDim`, `aclnnMinDim`) and `aclnnCumsum`.
 //! Whole families, as torch_npu's op-plugin looks them up. Every symbol is optional;
@@ -116,6 +117,32 @@ macro_rules! aclnn_model_operator_functions {
     /// `aclnnStatus aclnnSWhere(void *workspace, uint64_t workspaceSize, aclOpExecutor
     /// *executor, aclrtStream stream)`.
     optional fn aclnnSWhere(workspace: *mut c_void, workspace_size: u64, executor: *mut aclOpExecutor, stream: aclrtStream) -> aclnnStatus;
+    /// `aclnnStatus aclnnInplaceMaskedFillScalarGetWorkspaceSize(aclTensor *selfRef, const
+    /// aclTensor *mask, const aclScalar *value, uint64_t *workspaceSize, aclOpExecutor
+    /// **executor)`: `selfRef = mask ? value : selfRef`, `mask` broadcast.
+    optional fn aclnnInplaceMaskedFillScalarGetWorkspaceSize(
+        self_ref: *mut aclTensor,
+        mask: *const aclTensor,
+        value: *const aclScalar,
+        workspace_size: *mut u64,
+        executor: *mut *mut aclOpExecutor,
+    ) -> aclnnStatus;
+    /// `aclnnStatus aclnnInplaceMaskedFillScalar(void *workspace, uint64_t workspaceSize,
+    /// aclOpExecutor *executor, aclrtStream stream)`.
+    optional fn aclnnInplaceMaskedFillScalar(workspace: *mut c_void, workspace_size: u64, executor: *mut aclOpExecutor, stream: aclrtStream) -> aclnnStatus;
+    /// `aclnnStatus aclnnInplaceMaskedFillTensorGetWorkspaceSize(aclTensor *selfRef, const
+    /// aclTensor *mask, const aclTensor *value, uint64_t *workspaceSize, aclOpExecutor
+    /// **executor)`: `selfRef = mask ? value : selfRef` for a one-element `value`.
+    optional fn aclnnInplaceMaskedFillTensorGetWorkspaceSize(
+        self_ref: *mut aclTensor,
+        mask: *const aclTensor,
+        value: *const aclTensor,
+        workspace_size: *mut u64,
+        executor: *mut *mut aclOpExecutor,
+    ) -> aclnnStatus;
+    /// `aclnnStatus aclnnInplaceMaskedFillTensor(void *workspace, uint64_t workspaceSize,
+    /// aclOpExecutor *executor, aclrtStream stream)`.
+    optional fn aclnnInplaceMaskedFillTensor(workspace: *mut c_void, workspace_size: u64, executor: *mut aclOpExecutor, stream: aclrtStream) -> aclnnStatus;
     /// `aclnnStatus aclnnTriuGetWorkspaceSize(const aclTensor *self, int64_t diagonal, aclTensor *out, uint64_t *workspaceSize,
     /// aclOpExecutor **executor)`: the upper triangle.
     optional fn aclnnTriuGetWorkspaceSize(
@@ -285,7 +312,7 @@ mod tests {
     fn every_model_operator_is_an_optional_pair() {
         let s = AclnnModelOperators::SYMBOLS;
         assert!(s.iter().all(|s| !s.required));
-        assert_eq!(s.len(), 36);
+        assert_eq!(s.len(), 40);
         for pair in s.chunks(2) {
             assert_eq!(pair[0].name, format!("{}GetWorkspaceSize", pair[1].name));
         }

@@ -2,7 +2,7 @@
 //! [`Where`] (choice by a mask), [`Triangle`] (`triu` / `tril`) and [`Arange`] (a ramp).
 
 use super::check::{broadcasts_to, dim_in, dtype_in, same_dtype, shape_is};
-use super::{OpCheckError, OpSpec, OperandUse, Scalar, TensorOp};
+use super::{OpCheckError, OpSpec, Operand, OperandUse, Scalar, TensorOp};
 use crate::dtype::{DType, DTypeKind};
 use crate::kernel::Kernel;
 use crate::tensor::Tensor;
@@ -82,16 +82,18 @@ impl OpSpec for Cat {
     }
 }
 
-/// `out = condition ? self : other` element by element, the three broadcast to `out`'s shape
-/// (which must be their broadcast shape) and converted to its data type.
+/// `out = condition ? self : other` element by element, the tensors broadcast to `out`'s
+/// shape (which must be their broadcast shape), a scalar repeated, the chosen value
+/// converted to `out`'s data type: `torch.where`, and `masked_fill_(mask, value)` as `out =
+/// mask ? value : out`, in place.
 #[derive(Clone, PartialEq, Debug)]
 pub struct Where {
     /// The mask (`condition`), bool or uint8.
     pub condition: Tensor,
     /// Taken where the mask is true (`self`).
-    pub x: Tensor,
+    pub x: Operand,
     /// Taken where it is false (`other`).
-    pub y: Tensor,
+    pub y: Operand,
     /// The output.
     pub out: Tensor,
 }
@@ -102,30 +104,30 @@ impl OpSpec for Where {
     }
 
     fn operands(&self) -> Vec<OperandUse<'_>> {
-        vec![
-            OperandUse::read("condition", &self.condition),
-            OperandUse::read("self", &self.x),
-            OperandUse::read("other", &self.y),
-            OperandUse::write("out", &self.out),
-        ]
+        let mut v = vec![OperandUse::read("condition", &self.condition)];
+        if let Some(x) = self.x.tensor() {
+            v.push(OperandUse::read("self", x));
+        }
+        if let Some(y) = self.y.tensor() {
+            v.push(OperandUse::read("other", y));
+        }
+        v.push(OperandUse::write("out", &self.out));
+        v
     }
 
     fn check(&self) -> Result<(), OpCheckError> {
         let op = "where";
         dtype_in(op, "condition", &self.condition, &[DType::Bool, DType::U8])?;
         let shape = self.out.shape();
-        for (role, t) in [
-            ("condition", &self.condition),
-            ("self", &self.x),
-            ("other", &self.y),
-        ] {
-            broadcasts_to(op, role, t, shape)?;
+        let mut full = self.condition.shape().to_vec();
+        broadcasts_to(op, "condition", &self.condition, shape)?;
+        for (role, o) in [("self", &self.x), ("other", &self.y)] {
+            if let Some(t) = o.tensor() {
+                broadcasts_to(op, role, t, shape)?;
+                full = crate::tensor::broadcast_shapes(&full, t.shape()).unwrap_or_default();
+            }
         }
         // `out` must be exactly the broadcast shape: no input broadcasts to more than it.
-        let mut full = Vec::new();
-        for t in [&self.condition, &self.x, &self.y] {
-            full = crate::tensor::broadcast_shapes(&full, t.shape()).unwrap_or_default();
-        }
         shape_is(op, "out", &self.out, &full)
     }
 
@@ -277,17 +279,17 @@ pub fn cat(inputs: &[Tensor], dim: usize, out: &Tensor) -> Result<Kernel, OpChec
     .kernel()
 }
 
-/// The kernel of `out = condition ? x : y` ([`Where`]).
+/// The kernel of `out = condition ? x : y` ([`Where`]); `x` and `y` are tensors or scalars.
 pub fn where_(
     condition: &Tensor,
-    x: &Tensor,
-    y: &Tensor,
+    x: impl Into<Operand>,
+    y: impl Into<Operand>,
     out: &Tensor,
 ) -> Result<Kernel, OpCheckError> {
     TensorOp::Where(Where {
         condition: condition.clone(),
-        x: x.clone(),
-        y: y.clone(),
+        x: x.into(),
+        y: y.into(),
         out: out.clone(),
     })
     .kernel()
