@@ -13,7 +13,11 @@ fn an_embedding_lookup_takes_whole_rows_and_counts_negative_ids_from_the_end() {
         let (w, wb) = m.tensor(dtype, &[4, 3], &rows);
         let (ids, ib) = m.tensor(DType::I64, &[2, 2], &[3.0, 0.0, -1.0, 1.0]);
         let (out, ob) = m.zeros(dtype, &[2, 2, 3]);
-        let got = run(ops::embedding(&w, &ids, &out).unwrap(), &[&wb, &ib], vec![ob]);
+        let got = run(
+            ops::embedding(&w, &ids, &out).unwrap(),
+            &[&wb, &ib],
+            vec![ob],
+        );
         let want: Vec<f64> = [3, 0, 3, 1]
             .iter()
             .flat_map(|&r| (0..3).map(move |c| (r * 3 + c) as f64))
@@ -178,10 +182,7 @@ fn where_chooses_by_a_broadcast_mask_and_promotes() {
         vec![ob],
     );
     let min = f64::from(f32::MIN);
-    assert_eq!(
-        values(DType::F32, &got[0]),
-        [1.0, min, 3.0, 4.0, min, 6.0]
-    );
+    assert_eq!(values(DType::F32, &got[0]), [1.0, min, 3.0, 4.0, min, 6.0]);
     // int64 values into int64.
     let (xi, xib) = m.tensor(DType::I64, &[3], &[7.0, 8.0, 9.0]);
     let (yi, yib) = m.tensor(DType::I64, &[3], &[-1.0, -2.0, -3.0]);
@@ -274,7 +275,20 @@ fn layer_norm_normalises_rows_and_writes_their_statistics() {
 #[test]
 fn argmax_takes_the_first_extreme_and_a_nan_wins() {
     let mut m = Mem::new();
-    let xs = [1.0, 5.0, 5.0, 2.0, 0.0, f64::NAN, 9.0, 3.0, 4.0, -1.0, -1.0, 4.0];
+    let xs = [
+        1.0,
+        5.0,
+        5.0,
+        2.0,
+        0.0,
+        f64::NAN,
+        9.0,
+        3.0,
+        4.0,
+        -1.0,
+        -1.0,
+        4.0,
+    ];
     let (x, xb) = m.tensor(DType::F32, &[3, 4], &xs);
     let (idx, ib) = m.zeros(DType::I64, &[3]);
     let got = run(ops::argmax(&x, 1, true, &idx).unwrap(), &[&xb], vec![ib]);
@@ -283,7 +297,11 @@ fn argmax_takes_the_first_extreme_and_a_nan_wins() {
     let got = run(ops::argmax(&x, 1, false, &idx).unwrap(), &[&xb], vec![ib]);
     assert_eq!(values(DType::I64, &got[0]), [0.0, 1.0, 1.0]);
     // Along dimension 0 with the values (max_dim), on int64.
-    let (xi, xib) = m.tensor(DType::I64, &[3, 4], &[1.0, 5.0, 7.0, 2.0, 0.0, 6.0, 9.0, 3.0, 4.0, 6.0, -1.0, 4.0]);
+    let (xi, xib) = m.tensor(
+        DType::I64,
+        &[3, 4],
+        &[1.0, 5.0, 7.0, 2.0, 0.0, 6.0, 9.0, 3.0, 4.0, 6.0, -1.0, 4.0],
+    );
     let (vals, vb) = m.zeros(DType::I64, &[4]);
     let (idx, ib) = m.zeros(DType::I64, &[4]);
     let op = TensorOp::ArgReduce(ArgReduce {
@@ -308,8 +326,5 @@ fn cumsum_accumulates_along_a_dimension_into_the_output_type() {
     let (x, xb) = m.tensor(DType::F32, &[2, 3], &[0.5, 1.0, 1.5, 2.0, 2.5, 3.0]);
     let (out, ob) = m.zeros(DType::F32, &[2, 3]);
     let got = run(ops::cumsum(&x, 0, &out).unwrap(), &[&xb], vec![ob]);
-    assert_eq!(
-        values(DType::F32, &got[0]),
-        [0.5, 1.0, 1.5, 2.5, 3.5, 4.5]
-    );
+    assert_eq!(values(DType::F32, &got[0]), [0.5, 1.0, 1.5, 2.5, 3.5, 4.5]);
 }

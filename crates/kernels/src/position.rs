@@ -77,12 +77,7 @@ pub(crate) fn arg_reduce(op: &ArgReduce, x: &Src<'_>, outs: &mut [Dst<'_>]) {
     }
 }
 
-fn run_cumsum<D: Num>(
-    op: &Cumsum,
-    x: &Src<'_>,
-    out: &mut Dst<'_>,
-    add: impl Fn(D, D) -> D,
-) {
+fn run_cumsum<D: Num>(op: &Cumsum, x: &Src<'_>, out: &mut Dst<'_>, add: impl Fn(D, D) -> D) {
     let (outer, x_outer, xs) = without(&op.x, op.dim);
     let (_, o_outer, os) = without(&op.out, op.dim);
     let n = op.x.shape().get(op.dim).copied().unwrap_or(1);

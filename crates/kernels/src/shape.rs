@@ -63,7 +63,13 @@ pub(crate) fn where_(op: &Where, srcs: &[Src<'_>], out: &mut Dst<'_>) {
         };
         let ot = op.out.dtype();
         walk.runs(|[o, c, x, y], [os, cs, xs, ys], len| {
-            load_run(srcs[0].bytes, srcs[0].tensor.dtype(), c, cs, &mut cond[..len]);
+            load_run(
+                srcs[0].bytes,
+                srcs[0].tensor.dtype(),
+                c,
+                cs,
+                &mut cond[..len],
+            );
             match xsrc {
                 Some(s) => load_run(s.bytes, s.tensor.dtype(), x, xs, &mut a[..len]),
                 None => fill(&op.x, &mut a),
@@ -80,8 +86,8 @@ pub(crate) fn where_(op: &Where, srcs: &[Src<'_>], out: &mut Dst<'_>) {
             store_run(out.bytes, ot, o, os, &a[..len]);
         });
     }
-    let float = op.out.dtype().is_float()
-        || [&op.x, &op.y].iter().any(|o| o.kind() == DTypeKind::Float);
+    let float =
+        op.out.dtype().is_float() || [&op.x, &op.y].iter().any(|o| o.kind() == DTypeKind::Float);
     if float {
         // Every float and every integer up to 2^53 is exact in f64: one rounding, at the store.
         run::<f64>(op, srcs, out)

@@ -8,10 +8,9 @@ use crate::errmsg::{fail, ret, Fail};
 use crate::registry::with;
 use braid_acl_sys::aclnn::{
     aclDataType, aclFormat, aclIntArray, aclOpExecutor, aclScalar, aclTensor, aclTensorList,
-    aclnnStatus,
-    ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_RUNTIME_ERROR, ACL_BOOL,
-    ACL_DOUBLE, ACL_INT16, ACL_INT32, ACL_INT64, ACL_INT8, ACL_UINT16, ACL_UINT32, ACL_UINT64,
-    ACL_UINT8,
+    aclnnStatus, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_RUNTIME_ERROR,
+    ACL_BOOL, ACL_DOUBLE, ACL_INT16, ACL_INT32, ACL_INT64, ACL_INT8, ACL_UINT16, ACL_UINT32,
+    ACL_UINT64, ACL_UINT8,
 };
 use braid_stream_core::hal::Stream as _;
 use braid_stream_core::ops::{Matmul, ReduceKind, RmsNorm, Scalar, TensorOp};

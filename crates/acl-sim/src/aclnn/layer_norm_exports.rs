@@ -46,7 +46,11 @@ pub unsafe extern "C" fn aclnnLayerNormGetWorkspaceSize(
             let shape = o
                 .int_array(CALL, "normalizedShape", normalized_shape as usize)?
                 .clone();
-            let trailing = x.shape().len().checked_sub(shape.len()).map(|lead| &x.shape()[lead..]);
+            let trailing = x
+                .shape()
+                .len()
+                .checked_sub(shape.len())
+                .map(|lead| &x.shape()[lead..]);
             let names_trailing = trailing.is_some_and(|t| {
                 !shape.is_empty() && t.iter().zip(&shape).all(|(&d, &s)| d as i64 == s)
             });

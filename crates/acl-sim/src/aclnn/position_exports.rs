@@ -12,7 +12,13 @@ use braid_acl_sys::aclnn::{
 use braid_stream_core::ops::{ArgReduce, Cumsum, TensorOp};
 use std::ffi::c_void;
 
-launcher!(aclnnArgMax, aclnnArgMin, aclnnMaxDim, aclnnMinDim, aclnnCumsum);
+launcher!(
+    aclnnArgMax,
+    aclnnArgMin,
+    aclnnMaxDim,
+    aclnnMinDim,
+    aclnnCumsum
+);
 
 fn invalid(call: &str, message: String) -> Fail {
     fail(ACLNN_ERR_PARAM_INVALID, format!("{call}: {message}"))

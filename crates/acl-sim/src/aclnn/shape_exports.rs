@@ -156,7 +156,10 @@ pub unsafe extern "C" fn aclnnInplaceMaskedFillTensorGetWorkspaceSize(
             if value.numel() != 1 {
                 return Err(invalid(
                     CALL,
-                    format!("value has shape {:?}; it must hold one element", value.shape()),
+                    format!(
+                        "value has shape {:?}; it must hold one element",
+                        value.shape()
+                    ),
                 ));
             }
             // One element, seen with no dimensions: repeated over selfRef.

@@ -53,9 +53,7 @@ pub use elementwise::{
 pub use index::{embedding, index, index_copy, Index, IndexCopy, IndexLayout, INDEX_TYPES};
 pub use matmul::{matmul, matmul_bias, Matmul};
 pub use norm::{layer_norm, rms_norm, LayerNorm, RmsNorm};
-pub use reduce::{
-    argmax, cumsum, reduce, softmax, ArgReduce, Cumsum, Reduce, ReduceKind, Softmax,
-};
+pub use reduce::{argmax, cumsum, reduce, softmax, ArgReduce, Cumsum, Reduce, ReduceKind, Softmax};
 pub use shape::{arange, cat, triangle, where_, Arange, Cat, Triangle, Where};
 
 use crate::dtype::DType;

@@ -191,7 +191,10 @@ impl OpSpec for LayerNorm {
             });
         }
         let norm_shape = &self.x.shape()[self.x.rank() - self.normalized..];
-        for (role, t) in [("weightOptional", &self.weight), ("biasOptional", &self.bias)] {
+        for (role, t) in [
+            ("weightOptional", &self.weight),
+            ("biasOptional", &self.bias),
+        ] {
             if let Some(t) = t {
                 dtype_in(op, role, t, &floats)?;
                 shape_is(op, role, t, norm_shape)?;
@@ -200,7 +203,10 @@ impl OpSpec for LayerNorm {
         same_dtype(op, "out", &self.out, self.x.dtype(), "input")?;
         shape_is(op, "out", &self.out, self.x.shape())?;
         let (rows, _) = self.rows_cols();
-        for (role, t) in [("meanOutOptional", &self.mean), ("rstdOutOptional", &self.rstd)] {
+        for (role, t) in [
+            ("meanOutOptional", &self.mean),
+            ("rstdOutOptional", &self.rstd),
+        ] {
             if let Some(t) = t {
                 dtype_in(op, role, t, &floats)?;
                 if t.shape() != self.stat_shape() && !(t.is_contiguous() && t.numel() == rows) {

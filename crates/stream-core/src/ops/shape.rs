@@ -68,10 +68,7 @@ impl OpSpec for Cat {
                 op,
                 operand: "out",
                 shape: self.out.shape().to_vec(),
-                rule: format!(
-                    "the inputs add up to {along} along dimension {}",
-                    self.dim
-                ),
+                rule: format!("the inputs add up to {along} along dimension {}", self.dim),
             });
         }
         Ok(())
