@@ -4,6 +4,15 @@
 //! device may sum in another order than the host); and an operator its declaration refuses
 //! never reaches the device.
 
+mod indexing;
+mod positions;
+
+pub use indexing::{
+    cat_where_triangles_and_arange_build_tensors_by_position,
+    embeddings_indexing_and_index_copy_move_elements_by_ids,
+};
+pub use positions::layer_norm_argmax_and_cumsum_follow_their_formulas;
+
 use crate::support::still_works;
 use crate::{CaseError, Harness};
 use braid_stream_core::hal::Backend;
@@ -12,7 +21,7 @@ use braid_stream_core::{DType, Device, DeviceMemory, Stream, Tensor};
 
 /// The largest relative error a device may show in `dtype` (about two units in the last
 /// place of a rounded result).
-fn tolerance(dtype: DType) -> f64 {
+pub(super) fn tolerance(dtype: DType) -> f64 {
     match dtype {
         DType::F16 => 2e-3,
         DType::BF16 => 1.6e-2,
@@ -22,12 +31,12 @@ fn tolerance(dtype: DType) -> f64 {
 }
 
 /// A device buffer holding `values` in `dtype` as a contiguous tensor of `shape`.
-struct Buf<B: Backend> {
-    mem: DeviceMemory<B>,
-    t: Tensor,
+pub(super) struct Buf<B: Backend> {
+    pub(super) mem: DeviceMemory<B>,
+    pub(super) t: Tensor,
 }
 
-fn upload<B: Backend>(
+pub(super) fn upload<B: Backend>(
     device: &Device<B>,
     s: &Stream<B>,
     dtype: DType,
@@ -48,7 +57,7 @@ fn upload<B: Backend>(
 }
 
 /// The values of `buf` after `s`'s work.
-fn download<B: Backend>(s: &Stream<B>, buf: &Buf<B>) -> Result<Vec<f64>, CaseError> {
+pub(super) fn download<B: Backend>(s: &Stream<B>, buf: &Buf<B>) -> Result<Vec<f64>, CaseError> {
     let dtype = buf.t.dtype();
     let bytes = s.copy_d2h(buf.t.range())?.wait()?;
     Ok((0..buf.t.numel())
@@ -57,7 +66,7 @@ fn download<B: Backend>(s: &Stream<B>, buf: &Buf<B>) -> Result<Vec<f64>, CaseErr
 }
 
 /// Checks `got` against `want` within `dtype`'s tolerance (exactly for integers and bool).
-fn close(got: &[f64], want: &[f64], dtype: DType, what: &str) -> Result<(), CaseError> {
+pub(super) fn close(got: &[f64], want: &[f64], dtype: DType, what: &str) -> Result<(), CaseError> {
     if got.len() != want.len() {
         return Err(CaseError::new(format!(
             "{what} in {dtype}: {} elements, expected {}",
@@ -76,12 +85,12 @@ fn close(got: &[f64], want: &[f64], dtype: DType, what: &str) -> Result<(), Case
     Ok(())
 }
 
-fn err(e: impl std::fmt::Display) -> CaseError {
+pub(super) fn err(e: impl std::fmt::Display) -> CaseError {
     CaseError::new(e.to_string())
 }
 
 /// Values with a short mantissa, exact in every float type.
-fn ramp(n: usize, scale: f64) -> Vec<f64> {
+pub(super) fn ramp(n: usize, scale: f64) -> Vec<f64> {
     (0..n)
         .map(|i| ((i * 7) % 11) as f64 * scale - 0.5)
         .collect()
