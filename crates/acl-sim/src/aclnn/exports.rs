@@ -39,7 +39,7 @@ const KNOWN_DATA_TYPES: &[aclDataType] = &[
 ];
 
 /// `aclTensor *aclCreateTensor(...)`: null on bad arguments (a negative dimension or offset,
-/// a null address, a data type CANN does not have).
+/// a null address for a tensor with elements, a data type CANN does not have).
 ///
 /// # Safety
 /// Each array is null or valid for its count of reads.
@@ -67,9 +67,12 @@ pub unsafe extern "C" fn aclCreateTensor(
     let (Some(dims), Some(strides), Some(_)) = (dims, strides, storage) else {
         return std::ptr::null_mut();
     };
+    // A tensor without elements reads nothing: it may have no address (torch_npu passes
+    // such tensors for the dimensions `aclnnIndex` takes whole).
+    let empty = dims.contains(&0);
     if dims.iter().any(|&d| d < 0)
         || offset < 0
-        || tensor_data.is_null()
+        || (tensor_data.is_null() && !empty)
         || !KNOWN_DATA_TYPES.contains(&data_type)
     {
         return std::ptr::null_mut();

@@ -2,7 +2,8 @@
 //! operators, with CANN's rules as far as they are documented.
 //!
 //! - `aclCreateTensor` returns null on bad arguments (null dims or strides with a non-zero
-//!   count, an unknown data type, a negative dimension or offset, a null address).
+//!   count, an unknown data type, a negative dimension or offset, a null address for a
+//!   tensor with elements).
 //! - Every `GetWorkspaceSize` checks its parameters: null pointers are
 //!   `ACLNN_ERR_PARAM_NULLPTR` (161001); a stale handle, a data type or a shape the operator
 //!   does not take, or a layout the simulator cannot read (negative strides) are
