@@ -78,6 +78,7 @@ mod harness;
 pub mod kernels;
 pub mod memory;
 pub mod ops;
+pub mod ops_attention;
 pub mod ordering;
 pub mod pinned;
 pub mod sleep;
@@ -154,6 +155,12 @@ macro_rules! __with_cases {
                 embeddings_indexing_and_index_copy_move_elements_by_ids,
                 cat_where_triangles_and_arange_build_tensors_by_position,
                 layer_norm_argmax_and_cumsum_follow_their_formulas,
+            ],
+            ops_attention: [
+                rope_rotates_strided_heads_in_each_float_type,
+                attention_prefill_and_cached_decode_in_each_float_type,
+                attention_modes_compute_or_are_refused_by_name,
+                a_captured_decode_step_takes_each_length_through_a_task_group_update,
             ],
             context: [
                 nested_guards_restore_on_drop,

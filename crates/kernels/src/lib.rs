@@ -17,12 +17,16 @@
 //! - reductions, softmax and RMSNorm walk the output's elements and, for each, the input
 //!   elements they reduce;
 //! - matrix products go to the `gemm` crate (multi-threaded above a size, see
-//!   [`set_threads`]).
+//!   [`set_threads`]);
+//! - rotary embedding rotates each row of the last dimension; attention packs each batch and
+//!   key/value head's valid keys and values once, then computes every query row of its
+//!   group (scores, mask, softmax with the maximum subtracted, values) in float32.
 //!
 //! Results are deterministic: the same operator on the same bytes gives the same bits on
 //! every run, and the thread count does not change them (only matrix products use threads,
 //! and `gemm` sums each output element in the same order whatever their number).
 
+mod attention;
 pub mod element;
 mod elementwise;
 mod index;
@@ -31,6 +35,7 @@ pub mod layout;
 mod matmul;
 mod position;
 mod reduce;
+mod rope;
 mod shape;
 
 use braid_stream_core::ops::{OpSpec, OperandUse, TensorOp};
@@ -179,6 +184,8 @@ pub fn compute(
         TensorOp::LayerNorm(n) => layer_norm::layer_norm(n, &srcs, out, rest),
         TensorOp::ArgReduce(a) => position::arg_reduce(a, &srcs[0], &mut dsts),
         TensorOp::Cumsum(c) => position::cumsum(c, &srcs[0], out),
+        TensorOp::Rope(r) => rope::rope(r, &srcs[0], &srcs[1], &srcs[2], out),
+        TensorOp::Attention(a) => attention::attention(a, &srcs, out, rest)?,
     }
     Ok(())
 }
@@ -187,3 +194,6 @@ pub fn compute(
 mod family_tests;
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod attention_tests;

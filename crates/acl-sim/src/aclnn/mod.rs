@@ -28,6 +28,7 @@
 //! Live tensors, scalars, int arrays and executors are counted (`braidSimAclnnLiveObjects`;
 //! a list's tensors count as tensors until the list is destroyed).
 
+pub mod attention_exports;
 pub mod client_exports;
 pub mod exports;
 pub mod index_exports;

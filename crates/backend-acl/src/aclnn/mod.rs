@@ -32,9 +32,9 @@ pub use objects::{Executor, IntArray, LaunchFn, Scalar, Tensor, TensorList};
 use crate::api::AclApi;
 use crate::error::AclError;
 use braid_acl_sys::aclnn::{
-    aclnnStatus, status_name, AclnnClientOperators, AclnnDescriptors, AclnnModelOperators,
-    AclnnOperators, AclnnTensorOperators, DESCRIPTOR_LIBRARIES, DESCRIPTOR_LIB_ENV,
-    OPERATOR_LIBRARIES, OPERATOR_LIBS_ENV,
+    aclnnStatus, status_name, AclnnAttentionOperators, AclnnClientOperators, AclnnDescriptors,
+    AclnnModelOperators, AclnnOperators, AclnnTensorOperators, DESCRIPTOR_LIBRARIES,
+    DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES, OPERATOR_LIBS_ENV,
 };
 use braid_acl_sys::loader::{self, LoadError, Loaded};
 use braid_stream_core::sync::GlobalMutex;
@@ -64,6 +64,7 @@ pub struct AclnnApi {
     client: Loaded<AclnnClientOperators>,
     tensor_ops: Loaded<AclnnTensorOperators>,
     model_ops: Loaded<AclnnModelOperators>,
+    attention_ops: Loaded<AclnnAttentionOperators>,
 }
 
 impl fmt::Debug for AclnnApi {
@@ -106,6 +107,11 @@ impl AclnnApi {
     /// and cumulative sums (every symbol optional).
     pub fn model_operators(&self) -> &AclnnModelOperators {
         &self.model_ops
+    }
+
+    /// Rotary embedding and flash attention (every symbol optional).
+    pub fn attention_operators(&self) -> &AclnnAttentionOperators {
+        &self.attention_ops
     }
 
     /// The libraries the tables were resolved from: descriptors', then operators'.
@@ -182,6 +188,7 @@ impl AclnnApi {
         let client = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         let tensor_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         let model_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
+        let attention_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         Ok(AclnnApi {
             acl,
             descriptors,
@@ -189,6 +196,7 @@ impl AclnnApi {
             client,
             tensor_ops,
             model_ops,
+            attention_ops,
         })
     }
 

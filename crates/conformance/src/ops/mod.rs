@@ -21,7 +21,7 @@ use braid_stream_core::{DType, Device, DeviceMemory, Stream, Tensor};
 
 /// The largest relative error a device may show in `dtype` (about two units in the last
 /// place of a rounded result).
-pub(super) fn tolerance(dtype: DType) -> f64 {
+pub(crate) fn tolerance(dtype: DType) -> f64 {
     match dtype {
         DType::F16 => 2e-3,
         DType::BF16 => 1.6e-2,
@@ -31,12 +31,12 @@ pub(super) fn tolerance(dtype: DType) -> f64 {
 }
 
 /// A device buffer holding `values` in `dtype` as a contiguous tensor of `shape`.
-pub(super) struct Buf<B: Backend> {
-    pub(super) mem: DeviceMemory<B>,
-    pub(super) t: Tensor,
+pub(crate) struct Buf<B: Backend> {
+    pub(crate) mem: DeviceMemory<B>,
+    pub(crate) t: Tensor,
 }
 
-pub(super) fn upload<B: Backend>(
+pub(crate) fn upload<B: Backend>(
     device: &Device<B>,
     s: &Stream<B>,
     dtype: DType,
@@ -57,7 +57,7 @@ pub(super) fn upload<B: Backend>(
 }
 
 /// The values of `buf` after `s`'s work.
-pub(super) fn download<B: Backend>(s: &Stream<B>, buf: &Buf<B>) -> Result<Vec<f64>, CaseError> {
+pub(crate) fn download<B: Backend>(s: &Stream<B>, buf: &Buf<B>) -> Result<Vec<f64>, CaseError> {
     let dtype = buf.t.dtype();
     let bytes = s.copy_d2h(buf.t.range())?.wait()?;
     Ok((0..buf.t.numel())
@@ -66,7 +66,7 @@ pub(super) fn download<B: Backend>(s: &Stream<B>, buf: &Buf<B>) -> Result<Vec<f6
 }
 
 /// Checks `got` against `want` within `dtype`'s tolerance (exactly for integers and bool).
-pub(super) fn close(got: &[f64], want: &[f64], dtype: DType, what: &str) -> Result<(), CaseError> {
+pub(crate) fn close(got: &[f64], want: &[f64], dtype: DType, what: &str) -> Result<(), CaseError> {
     if got.len() != want.len() {
         return Err(CaseError::new(format!(
             "{what} in {dtype}: {} elements, expected {}",
@@ -85,12 +85,12 @@ pub(super) fn close(got: &[f64], want: &[f64], dtype: DType, what: &str) -> Resu
     Ok(())
 }
 
-pub(super) fn err(e: impl std::fmt::Display) -> CaseError {
+pub(crate) fn err(e: impl std::fmt::Display) -> CaseError {
     CaseError::new(e.to_string())
 }
 
 /// Values with a short mantissa, exact in every float type.
-pub(super) fn ramp(n: usize, scale: f64) -> Vec<f64> {
+pub(crate) fn ramp(n: usize, scale: f64) -> Vec<f64> {
     (0..n)
         .map(|i| ((i * 7) % 11) as f64 * scale - 0.5)
         .collect()

@@ -25,7 +25,7 @@
 //!     let bytes = shape.iter().product::<usize>() as u64 * 4;
 //!     Tensor::new(DeviceSlice::new(DevicePtr(addr), bytes), DType::F32, shape)
 //! };
-//! let (x, w, y) = (at(0x1000, &[4, 64])?, at(0x2000, &[128, 64])?, at(0xa000, &[4, 128])?);
+//! let (x, w, y) = (at(0x1000, &[4, 64])?, at(0x2000, &[128, 64])?, at(0x20000, &[4, 128])?);
 //! // y = x · wᵀ, as nn.Linear without bias.
 //! let linear = ops::matmul(&x, &w.t()?, &y)?;
 //! assert_eq!(linear.name(), "matmul");
@@ -37,14 +37,17 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod attention;
 mod check;
 mod elementwise;
 mod index;
 mod matmul;
 mod norm;
 mod reduce;
+mod rope;
 mod shape;
 
+pub use attention::{attention, Attention, AttentionDims, AttentionMask, Causal, KvLen};
 pub use check::OpCheckError;
 pub use elementwise::{
     binary, cast, fill, unary, Binary, BinaryClass, BinaryOp, Cast, Domain, Fill, Operand, Scalar,
@@ -54,6 +57,7 @@ pub use index::{embedding, index, index_copy, Index, IndexCopy, IndexLayout, IND
 pub use matmul::{matmul, matmul_bias, Matmul};
 pub use norm::{layer_norm, rms_norm, LayerNorm, RmsNorm};
 pub use reduce::{argmax, cumsum, reduce, softmax, ArgReduce, Cumsum, Reduce, ReduceKind, Softmax};
+pub use rope::{rope, Rope, RopeMode};
 pub use shape::{arange, cat, triangle, where_, Arange, Cat, Triangle, Where};
 
 use crate::dtype::DType;
@@ -170,6 +174,11 @@ pub enum TensorOp {
     ArgReduce(ArgReduce),
     /// Cumulative sum along one dimension.
     Cumsum(Cumsum),
+    /// Rotary position embedding over the last dimension.
+    Rope(Rope),
+    /// Scaled dot-product attention (grouped heads, causal, masked, over a valid length);
+    /// boxed, being much larger than the other variants.
+    Attention(Box<Attention>),
 }
 
 /// Calls `$body` with `$spec` bound to the variant's payload as `&dyn OpSpec`.
@@ -193,6 +202,11 @@ macro_rules! each_op {
             TensorOp::LayerNorm($spec) => $body,
             TensorOp::ArgReduce($spec) => $body,
             TensorOp::Cumsum($spec) => $body,
+            TensorOp::Rope($spec) => $body,
+            TensorOp::Attention(boxed) => {
+                let $spec = &**boxed;
+                $body
+            }
         }
     };
 }
