@@ -3,7 +3,6 @@ init_process_group('hccl'); several ranks in one process (one thread each, each 
 ProcessGroupHCCL over a shared store); and one process per rank, whose simulators exchange
 the collectives' parts over braid-acl-sim's own TCP stand-in for HCCL's transport."""
 
-import socket
 import subprocess
 import sys
 
@@ -11,12 +10,6 @@ import torch
 import torch.distributed as dist
 
 import braid_npu
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_one_rank_through_init_process_group(tmp_path):
@@ -144,7 +137,7 @@ def test_one_process_per_rank(tmp_path):
     script = tmp_path / "rank.py"
     script.write_text(RANK_PROGRAM)
     env = braid_npu.child_env()
-    init = f"tcp://127.0.0.1:{free_port()}"
+    init = f"tcp://127.0.0.1:{braid_npu.free_port()}"
     procs = [
         subprocess.Popen(
             [sys.executable, str(script), str(rank), init],

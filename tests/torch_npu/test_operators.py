@@ -139,8 +139,8 @@ def test_matmul(dtype):
 
 
 def test_an_operator_braid_acl_sim_does_not_compute_is_refused_naming_it(run_child, tmp_path):
-    # `Exp` has no aclnn family, so torch_npu launches it through aclopCompileAndExecute on its
-    # task-queue thread. When that launch fails, torch_npu's queue first drops the tasks behind
+    # braid-acl-sim exports no `aclnnCumprod`, so torch_npu launches `cumprod` through
+    # aclopCompileAndExecute (operator `Cumprod`) on its task-queue thread. When that launch fails, torch_npu's queue first drops the tasks behind
     # it and only then marks itself failed: a `.cpu()` whose synchronize lands in between
     # returns the host buffer untouched and exits 0 (seen on a loaded CI machine). Launching on
     # the calling thread (ASCEND_LAUNCH_BLOCKING=1, what torch_npu's own message advises) makes
@@ -149,23 +149,24 @@ def test_an_operator_braid_acl_sim_does_not_compute_is_refused_naming_it(run_chi
         """
         import torch, torch_npu
         x = torch.ones(4, device="npu")
-        torch.exp(x).cpu()
+        torch.cumprod(x, 0).cpu()
         """,
         env={"ASCEND_LAUNCH_BLOCKING": "1"},
     )
-    refusal = "aclopCompileAndExecute: operator Exp is not computed by braid-acl-sim"
+    refusal = "aclopCompileAndExecute: operator Cumprod is not computed by braid-acl-sim"
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert refusal in proc.stderr
     assert refusal in (tmp_path / "child-errors.log").read_text()
 
 
 def test_a_data_type_braid_acl_sim_does_not_compute_is_refused_naming_the_call(run_child):
+    # complex64 (aclDataType 16) is a type braid-acl-sim computes in no operator.
     proc = run_child(
         """
         import torch, torch_npu
-        y = torch.ones(4, dtype=torch.int32).npu()
+        y = torch.ones(4, dtype=torch.complex64).npu()
         (y + y).cpu()
         """
     )
     assert proc.returncode != 0
-    assert "aclnnAddGetWorkspaceSize: data type 3 is not supported (float32, float16, bfloat16)" in proc.stderr
+    assert "aclnnAddGetWorkspaceSize: self has data type 16, which braid-acl-sim does not compute" in proc.stderr

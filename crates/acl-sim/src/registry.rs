@@ -137,6 +137,9 @@ pub(crate) struct Registry {
     profile: braid_backend_sim::Profile,
     devices: Vec<Option<Dev>>,
     streams: HashMap<usize, StreamEntry>,
+    /// The handles of destroyed streams by (device, simulator stream index): their work
+    /// stays in the race report and the timeline, named with the handle it ran on.
+    retired_streams: crate::outputs::StreamNames,
     events: HashMap<usize, EventEntry>,
     models: HashMap<usize, ModelEntry>,
     /// Live `aclrtMallocHost` allocations: address → the device whose simulator holds them.
@@ -247,6 +250,7 @@ impl Registry {
             profile,
             devices: (0..device_count).map(|_| None).collect(),
             streams: HashMap::new(),
+            retired_streams: HashMap::new(),
             events: HashMap::new(),
             models: HashMap::new(),
             host_allocations: HashMap::new(),

@@ -342,3 +342,93 @@ fn the_sanitizer_names_a_host_operator_racing_with_a_kernel_on_another_stream() 
     ok(aclDestroyTensor(out));
     ok(aclDestroyScalar(two));
 }
+
+#[test]
+fn tensor_lists_carry_advanced_indexing_and_cat_and_are_destroyed_with_their_tensors() {
+    use braid_acl_sim::aclnn::index_exports::*;
+    use braid_acl_sim::aclnn::shape_exports::*;
+    let mut b = Bench::new(0);
+    let t = DType::F32;
+    // x [2, 3]; x[:, [2, 0]] with `:` as torch_npu passes it: an empty tensor that may have
+    // no address.
+    let dx = b.storage(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0], t);
+    let x = contiguous(dx, t, &[2, 3]);
+    let dims0 = [0i64];
+    // SAFETY: the arrays are valid for one read each; no data for no elements.
+    let whole = unsafe {
+        aclCreateTensor(
+            dims0.as_ptr(),
+            1,
+            ACL_FLOAT,
+            dims0.as_ptr(),
+            0,
+            2,
+            dims0.as_ptr(),
+            1,
+            null_mut(),
+        )
+    };
+    assert!(!whole.is_null(), "an empty tensor needs no address");
+    // int64 ids [2, 0].
+    let dids = b.storage(&[2.0, 0.0], DType::I64);
+    let index = contiguous(dids, DType::I64, &[2]);
+    let list = [whole.cast_const(), index.cast_const()];
+    // SAFETY: two live tensors.
+    let indices = unsafe { aclCreateTensorList(list.as_ptr(), 2) };
+    assert!(!indices.is_null());
+    // A tensor is in one list only.
+    // SAFETY: as above.
+    assert!(unsafe { aclCreateTensorList(list.as_ptr(), 1) }.is_null());
+    let dout = b.storage(&[0.0; 4], t);
+    let out = contiguous(dout, t, &[2, 2]);
+    // SAFETY: live descriptors and out pointers.
+    b.run(
+        |ws, ex| unsafe { aclnnIndexGetWorkspaceSize(x, indices, out, ws, ex) },
+        aclnnIndex,
+    );
+    assert_eq!(b.read(dout, 4, t), [3.0, 1.0, 6.0, 4.0]);
+    // The list destroys its two tensors.
+    ok(aclDestroyTensorList(indices));
+    assert_eq!(aclDestroyTensorList(indices), ACLNN_ERR_PARAM_INVALID);
+    assert_eq!(aclDestroyTensor(index), ACLNN_ERR_PARAM_INVALID);
+
+    // cat([x, a transposed view], -2) into [4, 3], an empty input skipped.
+    let xt = tensor(dx, t, &[2, 3], &[1, 2], 0, 6);
+    // SAFETY: as above.
+    let empty = unsafe {
+        aclCreateTensor(
+            dims0.as_ptr(),
+            1,
+            ACL_FLOAT,
+            dims0.as_ptr(),
+            0,
+            2,
+            dims0.as_ptr(),
+            1,
+            null_mut(),
+        )
+    };
+    let x2 = contiguous(dx, t, &[2, 3]);
+    let parts = [x2.cast_const(), empty.cast_const(), xt.cast_const()];
+    // SAFETY: three live tensors.
+    let tensors = unsafe { aclCreateTensorList(parts.as_ptr(), 3) };
+    let dcat = b.storage(&[0.0; 12], t);
+    let cat = contiguous(dcat, t, &[4, 3]);
+    // SAFETY: live descriptors and out pointers.
+    b.run(
+        |ws, ex| unsafe { aclnnCatGetWorkspaceSize(tensors, -2, cat, ws, ex) },
+        aclnnCat,
+    );
+    assert_eq!(
+        b.read(dcat, 12, t),
+        [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 1.0, 3.0, 5.0, 2.0, 4.0, 6.0]
+    );
+    ok(aclDestroyTensorList(tensors));
+    for p in [x, out, cat] {
+        ok(aclDestroyTensor(p));
+    }
+    // The list destroyed its tensors too.
+    for p in [x2, empty, xt] {
+        assert_eq!(aclDestroyTensor(p), ACLNN_ERR_PARAM_INVALID);
+    }
+}

@@ -435,6 +435,33 @@ fn the_old_operator_path_keeps_its_objects_and_refuses_to_compute() {
         text.contains("inputs [x dtype 1 [2, 3]]") && text.contains("attributes [dst_type=0]"),
         "{text}"
     );
+    // The V2 path (operators whose output shapes the call updates) is refused the same way.
+    let mut descs = [desc];
+    // SAFETY: as above.
+    let code = unsafe {
+        aclopCompileAndExecuteV2(
+            c"NonZero".as_ptr(),
+            1,
+            descs.as_mut_ptr(),
+            null_mut(),
+            0,
+            null_mut(),
+            null_mut(),
+            attr,
+            0,
+            0,
+            null(),
+            null_mut(),
+        )
+    };
+    assert_eq!(code, ACL_ERROR_OP_NOT_FOUND);
+    let text = message();
+    assert!(
+        text.starts_with(
+            "aclopCompileAndExecuteV2: operator NonZero is not computed by braid-acl-sim"
+        ) && text.contains("inputs [x dtype 1 [2, 3]]"),
+        "{text}"
+    );
     aclopDestroyAttr(attr);
     aclDestroyTensorDesc(desc);
     assert_eq!(aclGetTensorDescNumDims(desc), 0, "destroyed");

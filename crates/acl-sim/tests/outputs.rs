@@ -5,7 +5,7 @@
 //! The settings are read once per process, so each scenario runs in a child process: this
 //! test executable again, with [`CHILD`] naming the scenario.
 
-use braid_acl_sim::client::runtime::aclFinalize;
+use braid_acl_sim::client::runtime::{aclFinalize, aclrtDestroyStreamForce};
 use braid_acl_sim::exports::*;
 use braid_acl_sim::{RACE_REPORT_ENV, TIMELINE_ENV};
 use serde_json::Value;
@@ -25,8 +25,8 @@ fn ok(code: i32) {
 }
 
 /// In a child: a fill on one stream and a read of the same bytes on another, unordered;
-/// prints the two streams' handles.
-fn racy_program() {
+/// prints the two streams' handles and returns them.
+fn racy_program() -> (*mut c_void, *mut c_void) {
     ok(aclInit(null()));
     ok(aclrtSetDevice(0));
     let (mut s1, mut s2, mut buf) = (null_mut(), null_mut(), null_mut());
@@ -42,12 +42,13 @@ fn racy_program() {
     ok(unsafe { aclrtMemcpyAsync(host.as_mut_ptr().cast::<c_void>(), 4096, buf, 4096, 2, s2) });
     ok(aclrtSynchronizeDevice());
     println!("streams {:#x} {:#x}", s1 as usize, s2 as usize);
+    (s1, s2)
 }
 
 fn child(scenario: &str) {
     match scenario {
         "finalize" => {
-            racy_program();
+            let _ = racy_program();
             ok(aclFinalize());
             assert_eq!(aclFinalize(), ACL_ERROR_REPEAT_FINALIZE);
             // The devices stay usable after finalizing.
@@ -55,7 +56,11 @@ fn child(scenario: &str) {
         }
         "exit" => {
             assert_eq!(aclFinalize(), ACL_ERROR_UNINITIALIZE);
-            racy_program();
+            let (s1, s2) = racy_program();
+            // Streams destroyed before the outputs are written (torch_npu destroys its
+            // streams at exit) keep their handles in them.
+            ok(aclrtDestroyStream(s1));
+            ok(aclrtDestroyStreamForce(s2));
         }
         other => panic!("unknown scenario {other}"),
     }

@@ -152,6 +152,9 @@ macro_rules! __with_cases {
                 linear_silu_softmax_and_rms_norm_in_each_float_type,
                 int64_positions_and_bool_masks_compute_exactly,
                 operators_refused_by_their_declaration_never_reach_the_device,
+                embeddings_indexing_and_index_copy_move_elements_by_ids,
+                cat_where_triangles_and_arange_build_tensors_by_position,
+                layer_norm_argmax_and_cumsum_follow_their_formulas,
             ],
             ops_attention: [
                 rope_rotates_strided_heads_in_each_float_type,

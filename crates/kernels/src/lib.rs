@@ -29,10 +29,14 @@
 mod attention;
 pub mod element;
 mod elementwise;
+mod index;
+mod layer_norm;
 pub mod layout;
 mod matmul;
+mod position;
 mod reduce;
 mod rope;
+mod shape;
 
 use braid_stream_core::ops::{OpSpec, OperandUse, TensorOp};
 use braid_stream_core::Access;
@@ -83,6 +87,9 @@ pub enum ComputeError {
         /// The dimension's size.
         bound: usize,
     },
+    /// The operator was not made by [`TensorOp::kernel`] and does not pass its checks.
+    #[error(transparent)]
+    Check(#[from] braid_stream_core::ops::OpCheckError),
 }
 
 /// The most threads a matrix product uses (0 until set: every core).
@@ -168,12 +175,23 @@ pub fn compute(
         TensorOp::Softmax(s) => reduce::softmax(s, &srcs[0], out),
         TensorOp::RmsNorm(n) => reduce::rms_norm(n, &srcs[0], &srcs[1], out, &mut rest[0]),
         TensorOp::Matmul(m) => matmul::matmul(m, &srcs, out, threads()),
+        TensorOp::Index(i) => index::index(i, &srcs, out)?,
+        TensorOp::IndexCopy(c) => index::index_copy(c, &srcs, out)?,
+        TensorOp::Cat(c) => shape::cat(c, &srcs, out),
+        TensorOp::Where(w) => shape::where_(w, &srcs, out),
+        TensorOp::Triangle(t) => shape::triangle(t, &srcs[0], out),
+        TensorOp::Arange(a) => shape::arange(a, out),
+        TensorOp::LayerNorm(n) => layer_norm::layer_norm(n, &srcs, out, rest),
+        TensorOp::ArgReduce(a) => position::arg_reduce(a, &srcs[0], &mut dsts),
+        TensorOp::Cumsum(c) => position::cumsum(c, &srcs[0], out),
         TensorOp::Rope(r) => rope::rope(r, &srcs[0], &srcs[1], &srcs[2], out),
         TensorOp::Attention(a) => attention::attention(a, &srcs, out, rest)?,
     }
     Ok(())
 }
 
+#[cfg(test)]
+mod family_tests;
 #[cfg(test)]
 mod tests;
 

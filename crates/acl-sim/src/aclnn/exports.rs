@@ -7,10 +7,10 @@ use super::{REDUCE_SUM_WORKSPACE, RMS_NORM_WORKSPACE};
 use crate::errmsg::{fail, ret, Fail};
 use crate::registry::with;
 use braid_acl_sys::aclnn::{
-    aclDataType, aclFormat, aclIntArray, aclOpExecutor, aclScalar, aclTensor, aclnnStatus,
-    ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_RUNTIME_ERROR, ACL_BOOL,
-    ACL_DOUBLE, ACL_INT16, ACL_INT32, ACL_INT64, ACL_INT8, ACL_UINT16, ACL_UINT32, ACL_UINT64,
-    ACL_UINT8,
+    aclDataType, aclFormat, aclIntArray, aclOpExecutor, aclScalar, aclTensor, aclTensorList,
+    aclnnStatus, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_RUNTIME_ERROR,
+    ACL_BOOL, ACL_DOUBLE, ACL_INT16, ACL_INT32, ACL_INT64, ACL_INT8, ACL_UINT16, ACL_UINT32,
+    ACL_UINT64, ACL_UINT8,
 };
 use braid_stream_core::hal::Stream as _;
 use braid_stream_core::ops::{Matmul, ReduceKind, RmsNorm, Scalar, TensorOp};
@@ -39,7 +39,7 @@ const KNOWN_DATA_TYPES: &[aclDataType] = &[
 ];
 
 /// `aclTensor *aclCreateTensor(...)`: null on bad arguments (a negative dimension or offset,
-/// a null address, a data type CANN does not have).
+/// a null address for a tensor with elements, a data type CANN does not have).
 ///
 /// # Safety
 /// Each array is null or valid for its count of reads.
@@ -67,9 +67,12 @@ pub unsafe extern "C" fn aclCreateTensor(
     let (Some(dims), Some(strides), Some(_)) = (dims, strides, storage) else {
         return std::ptr::null_mut();
     };
+    // A tensor without elements reads nothing: it may have no address (torch_npu passes
+    // such tensors for the dimensions `aclnnIndex` takes whole).
+    let empty = dims.contains(&0);
     if dims.iter().any(|&d| d < 0)
         || offset < 0
-        || tensor_data.is_null()
+        || (tensor_data.is_null() && !empty)
         || !KNOWN_DATA_TYPES.contains(&data_type)
     {
         return std::ptr::null_mut();
@@ -198,6 +201,62 @@ pub unsafe extern "C" fn aclCreateIntArray(value: *const i64, size: u64) -> *mut
 pub extern "C" fn aclDestroyIntArray(array: *const aclIntArray) -> aclnnStatus {
     let p = array as usize;
     destroy("aclDestroyIntArray", |o| o.int_arrays.remove(&p), p)
+}
+
+/// `aclTensorList *aclCreateTensorList(const aclTensor *const *value, uint64_t size)`: the
+/// list takes the tensors (destroyed with it); null for a null array with a non-zero size, a
+/// handle that is not a live tensor, or a tensor already in a list.
+///
+/// # Safety
+/// `value` is null or valid for `size` reads.
+#[no_mangle]
+pub unsafe extern "C" fn aclCreateTensorList(
+    value: *const *const aclTensor,
+    size: u64,
+) -> *mut aclTensorList {
+    let handles: Vec<usize> = if size == 0 {
+        Vec::new()
+    } else if value.is_null() {
+        return std::ptr::null_mut();
+    } else {
+        let Ok(n) = usize::try_from(size) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: valid for `size` reads (the caller's guarantee).
+        unsafe { std::slice::from_raw_parts(value, n) }
+            .iter()
+            .map(|&t| t as usize)
+            .collect()
+    };
+    let mut objs = objects();
+    let listed = |h: &usize| objs.tensor_lists.values().any(|l| l.contains(h));
+    if handles
+        .iter()
+        .any(|h| !objs.tensors.contains_key(h) || listed(h))
+    {
+        return std::ptr::null_mut();
+    }
+    let h = objs.handle();
+    objs.tensor_lists.insert(h, handles);
+    h as *mut aclTensorList
+}
+
+/// `aclnnStatus aclDestroyTensorList(const aclTensorList *array)`: destroys the list and the
+/// tensors it holds.
+#[no_mangle]
+pub extern "C" fn aclDestroyTensorList(array: *const aclTensorList) -> aclnnStatus {
+    let p = array as usize;
+    destroy(
+        "aclDestroyTensorList",
+        |o| {
+            let tensors = o.tensor_lists.remove(&p)?;
+            for t in tensors {
+                o.tensors.remove(&t);
+            }
+            Some(())
+        },
+        p,
+    )
 }
 
 /// `aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor)`.

@@ -2,7 +2,8 @@
 //! operators, with CANN's rules as far as they are documented.
 //!
 //! - `aclCreateTensor` returns null on bad arguments (null dims or strides with a non-zero
-//!   count, an unknown data type, a negative dimension or offset, a null address).
+//!   count, an unknown data type, a negative dimension or offset, a null address for a
+//!   tensor with elements).
 //! - Every `GetWorkspaceSize` checks its parameters: null pointers are
 //!   `ACLNN_ERR_PARAM_NULLPTR` (161001); a stale handle, a data type or a shape the operator
 //!   does not take, or a layout the simulator cannot read (negative strides) are
@@ -21,13 +22,37 @@
 //!   ([`REDUCE_SUM_WORKSPACE`], [`RMS_NORM_WORKSPACE`]; its own figures, not CANN's), so the
 //!   workspace path is exercised.
 //!
-//! Live tensors, scalars, int arrays and executors are counted (`braidSimAclnnLiveObjects`).
+//! - `aclCreateTensorList` takes the tensors it lists: `aclDestroyTensorList` destroys them
+//!   with it (as CANN documents), and a tensor may be in one list only.
+//!
+//! Live tensors, scalars, int arrays and executors are counted (`braidSimAclnnLiveObjects`;
+//! a list's tensors count as tensors until the list is destroyed).
 
 pub mod attention_exports;
 pub mod client_exports;
 pub mod exports;
+pub mod index_exports;
+pub mod layer_norm_exports;
 mod ops;
+pub mod position_exports;
+pub mod shape_exports;
 pub mod tensor_exports;
+
+/// The model operator table ([`braid_acl_sys::aclnn::AclnnModelOperators`]) is exported by
+/// several modules, one per family: their signatures are checked here, together.
+mod model_exports_check {
+    #[allow(unused_imports)]
+    use super::index_exports::*;
+    #[allow(unused_imports)]
+    use super::layer_norm_exports::*;
+    #[allow(unused_imports)]
+    use super::position_exports::*;
+    #[allow(unused_imports)]
+    use super::shape_exports::*;
+    braid_acl_sys::aclnn_model_operator_functions!(
+        braid_acl_sys::check_exports!(braid_acl_sys::aclnn::model_operator_fns;)
+    );
+}
 
 use crate::errmsg::{fail, Fail};
 use braid_acl_sys::aclnn::{ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR};
@@ -76,6 +101,8 @@ pub(crate) struct Objects {
     pub tensors: HashMap<usize, TensorDesc>,
     pub scalars: HashMap<usize, Scalar>,
     pub int_arrays: HashMap<usize, Vec<i64>>,
+    /// Tensor lists: the handles of the tensors each owns (they stay in `tensors`).
+    pub tensor_lists: HashMap<usize, Vec<usize>>,
     pub executors: HashMap<usize, Planned>,
     next: usize,
 }
@@ -132,6 +159,30 @@ impl Objects {
                 format!("{call}: {what} ({p:#x}) is not a live aclIntArray"),
             )
         })
+    }
+
+    /// The tensors of list `p`, as braid's tensors (the `i`th named `what[i]` in messages).
+    pub fn tensor_list(&self, call: &str, what: &str, p: usize) -> Result<Vec<Tensor>, Fail> {
+        if p == 0 {
+            return Err(fail(
+                ACLNN_ERR_PARAM_NULLPTR,
+                format!("{call}: {what} is null"),
+            ));
+        }
+        let handles = self.tensor_lists.get(&p).ok_or_else(|| {
+            fail(
+                ACLNN_ERR_PARAM_INVALID,
+                format!("{call}: {what} ({p:#x}) is not a live aclTensorList"),
+            )
+        })?;
+        handles
+            .iter()
+            .enumerate()
+            .map(|(i, &h)| {
+                let role = format!("{what}[{i}]");
+                tensor_of(call, &role, self.tensor(call, &role, h)?)
+            })
+            .collect()
     }
 
     /// `[tensors, scalars, int arrays, executors]` alive.

@@ -23,6 +23,13 @@ pub struct aclIntArray {
     _opaque: [u8; 0],
 }
 
+/// `aclTensorList`: an opaque list of tensor descriptors (`aclCreateTensorList`); destroying
+/// it destroys the tensors it holds.
+#[repr(C)]
+pub struct aclTensorList {
+    _opaque: [u8; 0],
+}
+
 /// `aclOpExecutor`: what `aclnnXxxGetWorkspaceSize` creates and `aclnnXxx` runs (and
 /// consumes).
 #[repr(C)]

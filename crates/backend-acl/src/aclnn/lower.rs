@@ -17,6 +17,7 @@
 //! | `Matmul` | `aclnnMm` (2-D), `aclnnMatmul` (batched), `aclnnAddmm` (2-D with a bias) |
 //! | `Rope` | `aclnnRotaryPositionEmbedding` |
 //! | `Attention` | `aclnnFlashAttentionScore` (see its module for what it cannot express) |
+//! | the indexing, shape, LayerNorm and position families | see `lower_model` |
 
 use super::kernels::{AclPrepared, Held, Kind, Operator};
 use super::objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
@@ -29,14 +30,14 @@ use braid_stream_core::ops::{
 };
 
 /// The refusal of an operator the loaded aclnn libraries do not have.
-fn missing(call: &str) -> HalError {
+pub(super) fn missing(call: &str) -> HalError {
     HalError::UnsupportedOperator(format!(
         "{call} is not in the loaded aclnn operator libraries"
     ))
 }
 
 /// A planned operator, or the planning's error.
-fn prepared(
+pub(super) fn prepared(
     executor: Result<Executor, AclError>,
     launch: LaunchFn,
     call: &'static str,
@@ -75,6 +76,8 @@ macro_rules! plan {
         }
     }};
 }
+
+pub(super) use plan;
 
 /// Plans a required operator of braid's own table.
 macro_rules! plan_required {
@@ -215,6 +218,7 @@ pub(crate) fn prepare(api: &'static AclnnApi, op: &OpKernel) -> Result<AclPrepar
         }
         TensorOp::Rope(r) => attention::rope(api, r),
         TensorOp::Attention(a) => attention::attention(api, a),
+        other => super::lower_model::prepare(api, other),
     }
 }
 

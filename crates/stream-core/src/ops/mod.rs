@@ -40,10 +40,12 @@
 mod attention;
 mod check;
 mod elementwise;
+mod index;
 mod matmul;
 mod norm;
 mod reduce;
 mod rope;
+mod shape;
 
 pub use attention::{attention, Attention, AttentionDims, AttentionMask, Causal, KvLen};
 pub use check::OpCheckError;
@@ -51,10 +53,12 @@ pub use elementwise::{
     binary, cast, fill, unary, Binary, BinaryClass, BinaryOp, Cast, Domain, Fill, Operand, Scalar,
     Unary, UnaryOp,
 };
+pub use index::{embedding, index, index_copy, Index, IndexCopy, IndexLayout, INDEX_TYPES};
 pub use matmul::{matmul, matmul_bias, Matmul};
-pub use norm::{rms_norm, RmsNorm};
-pub use reduce::{reduce, softmax, Reduce, ReduceKind, Softmax};
+pub use norm::{layer_norm, rms_norm, LayerNorm, RmsNorm};
+pub use reduce::{argmax, cumsum, reduce, softmax, ArgReduce, Cumsum, Reduce, ReduceKind, Softmax};
 pub use rope::{rope, Rope, RopeMode};
+pub use shape::{arange, cat, triangle, where_, Arange, Cat, Triangle, Where};
 
 use crate::dtype::DType;
 use crate::kernel::{ComputeUnit, Kernel};
@@ -152,6 +156,24 @@ pub enum TensorOp {
     RmsNorm(RmsNorm),
     /// Matrix product, batched and broadcast, with an optional bias.
     Matmul(Matmul),
+    /// Advanced indexing, `self[ids...]` (embedding lookups, `index_select`).
+    Index(Index),
+    /// `index_copy`: slices of a tensor replaced at indexed positions.
+    IndexCopy(IndexCopy),
+    /// Concatenation along one dimension.
+    Cat(Cat),
+    /// `condition ? self : other`, broadcast.
+    Where(Where),
+    /// `triu` / `tril`.
+    Triangle(Triangle),
+    /// `start + i·step`.
+    Arange(Arange),
+    /// LayerNorm over the trailing dimensions.
+    LayerNorm(LayerNorm),
+    /// The position (and value) of the largest or smallest element along one dimension.
+    ArgReduce(ArgReduce),
+    /// Cumulative sum along one dimension.
+    Cumsum(Cumsum),
     /// Rotary position embedding over the last dimension.
     Rope(Rope),
     /// Scaled dot-product attention (grouped heads, causal, masked, over a valid length);
@@ -171,6 +193,15 @@ macro_rules! each_op {
             TensorOp::Softmax($spec) => $body,
             TensorOp::RmsNorm($spec) => $body,
             TensorOp::Matmul($spec) => $body,
+            TensorOp::Index($spec) => $body,
+            TensorOp::IndexCopy($spec) => $body,
+            TensorOp::Cat($spec) => $body,
+            TensorOp::Where($spec) => $body,
+            TensorOp::Triangle($spec) => $body,
+            TensorOp::Arange($spec) => $body,
+            TensorOp::LayerNorm($spec) => $body,
+            TensorOp::ArgReduce($spec) => $body,
+            TensorOp::Cumsum($spec) => $body,
             TensorOp::Rope($spec) => $body,
             TensorOp::Attention(boxed) => {
                 let $spec = &**boxed;

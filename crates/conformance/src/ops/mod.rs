@@ -4,6 +4,15 @@
 //! device may sum in another order than the host); and an operator its declaration refuses
 //! never reaches the device.
 
+mod indexing;
+mod positions;
+
+pub use indexing::{
+    cat_where_triangles_and_arange_build_tensors_by_position,
+    embeddings_indexing_and_index_copy_move_elements_by_ids,
+};
+pub use positions::layer_norm_argmax_and_cumsum_follow_their_formulas;
+
 use crate::support::still_works;
 use crate::{CaseError, Harness};
 use braid_stream_core::hal::Backend;
@@ -12,7 +21,7 @@ use braid_stream_core::{DType, Device, DeviceMemory, Stream, Tensor};
 
 /// The largest relative error a device may show in `dtype` (about two units in the last
 /// place of a rounded result).
-fn tolerance(dtype: DType) -> f64 {
+pub(crate) fn tolerance(dtype: DType) -> f64 {
     match dtype {
         DType::F16 => 2e-3,
         DType::BF16 => 1.6e-2,
@@ -81,7 +90,7 @@ pub(crate) fn err(e: impl std::fmt::Display) -> CaseError {
 }
 
 /// Values with a short mantissa, exact in every float type.
-fn ramp(n: usize, scale: f64) -> Vec<f64> {
+pub(crate) fn ramp(n: usize, scale: f64) -> Vec<f64> {
     (0..n)
         .map(|i| ((i * 7) % 11) as f64 * scale - 0.5)
         .collect()
