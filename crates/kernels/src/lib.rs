@@ -27,6 +27,7 @@ pub mod element;
 mod elementwise;
 pub mod layout;
 mod matmul;
+mod random;
 mod reduce;
 
 use braid_stream_core::ops::{OpSpec, OperandUse, TensorOp};
@@ -77,6 +78,17 @@ pub enum ComputeError {
         index: i64,
         /// The dimension's size.
         bound: usize,
+    },
+    /// A value read from device memory is outside what the operator takes (a device
+    /// fault on hardware): multinomial weights that are negative or all zero.
+    #[error("{op}: {operand}: {reason}")]
+    InvalidValue {
+        /// The operator.
+        op: &'static str,
+        /// The operand holding the value.
+        operand: &'static str,
+        /// What is wrong with it.
+        reason: String,
     },
 }
 
@@ -163,9 +175,13 @@ pub fn compute(
         TensorOp::Softmax(s) => reduce::softmax(s, &srcs[0], out),
         TensorOp::RmsNorm(n) => reduce::rms_norm(n, &srcs[0], &srcs[1], out, &mut rest[0]),
         TensorOp::Matmul(m) => matmul::matmul(m, &srcs, out, threads()),
+        TensorOp::Random(r) => random::random(r, &srcs, out, rest)?,
+        TensorOp::ApplyDropoutMask(m) => random::apply_dropout_mask(m, &srcs, out),
     }
     Ok(())
 }
 
+#[cfg(test)]
+mod random_tests;
 #[cfg(test)]
 mod tests;

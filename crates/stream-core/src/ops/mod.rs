@@ -41,6 +41,7 @@ mod check;
 mod elementwise;
 mod matmul;
 mod norm;
+mod random;
 mod reduce;
 
 pub use check::OpCheckError;
@@ -50,6 +51,9 @@ pub use elementwise::{
 };
 pub use matmul::{matmul, matmul_bias, Matmul};
 pub use norm::{rms_norm, RmsNorm};
+pub use random::{
+    apply_dropout_mask, mask_bytes, random, ApplyDropoutMask, Random, RandomKind, RngState,
+};
 pub use reduce::{reduce, softmax, Reduce, ReduceKind, Softmax};
 
 use crate::dtype::DType;
@@ -148,6 +152,10 @@ pub enum TensorOp {
     RmsNorm(RmsNorm),
     /// Matrix product, batched and broadcast, with an optional bias.
     Matmul(Matmul),
+    /// Random numbers drawn with a seed and an offset ([`RandomKind`]).
+    Random(Random),
+    /// A dropout mask applied to a tensor.
+    ApplyDropoutMask(ApplyDropoutMask),
 }
 
 /// Calls `$body` with `$spec` bound to the variant's payload as `&dyn OpSpec`.
@@ -162,6 +170,8 @@ macro_rules! each_op {
             TensorOp::Softmax($spec) => $body,
             TensorOp::RmsNorm($spec) => $body,
             TensorOp::Matmul($spec) => $body,
+            TensorOp::Random($spec) => $body,
+            TensorOp::ApplyDropoutMask($spec) => $body,
         }
     };
 }
