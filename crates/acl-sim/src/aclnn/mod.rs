@@ -26,6 +26,7 @@
 pub mod client_exports;
 pub mod exports;
 mod ops;
+pub mod random_exports;
 pub mod tensor_exports;
 
 use crate::errmsg::{fail, Fail};

@@ -9,6 +9,7 @@
 //!   list): each symbol comes from the first library of the set that exports it;
 //! - [`AclnnTensorOperators`]: the operators braid's tensor operators lower to (all
 //!   optional);
+//! - [`AclnnRandomOperators`]: the random family (all optional);
 //! - [`AclnnClientOperators`]: the operators a foreign client (torch_npu) looks up beyond
 //!   braid's, declared so `braid-acl-sim`'s exports of them are checked.
 //!
@@ -21,12 +22,14 @@
 mod client;
 mod codes;
 mod functions;
+mod random_ops;
 mod tensor_ops;
 mod types;
 
 pub use client::{client_operator_fns, AclnnClientOperators};
 pub use codes::*;
 pub use functions::{descriptor_fns, operator_fns, AclnnDescriptors, AclnnOperators};
+pub use random_ops::{random_operator_fns, AclnnRandomOperators};
 pub use tensor_ops::{tensor_operator_fns, AclnnTensorOperators};
 pub use types::*;
 
