@@ -350,6 +350,7 @@ macro_rules! __with_collective_cases {
                 all_reduce_min,
                 all_reduce_avg,
                 average_in_half_precision_does_not_overflow,
+                integer_and_double_collectives,
                 all_gather,
                 reduce_scatter,
                 broadcast_from_every_root,
