@@ -151,6 +151,7 @@ macro_rules! __with_cases {
                 linear_silu_softmax_and_rms_norm_in_each_float_type,
                 int64_positions_and_bool_masks_compute_exactly,
                 operators_refused_by_their_declaration_never_reach_the_device,
+                random_operators_draw_the_host_s_numbers,
             ],
             context: [
                 nested_guards_restore_on_drop,

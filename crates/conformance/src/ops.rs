@@ -4,6 +4,9 @@
 //! device may sum in another order than the host); and an operator its declaration refuses
 //! never reaches the device.
 
+mod random;
+pub use random::*;
+
 use crate::support::still_works;
 use crate::{CaseError, Harness};
 use braid_stream_core::hal::Backend;

@@ -15,6 +15,7 @@
 //! | `Reduce` | `aclnnReduceSum`, `aclnnMean`, `aclnnAmax` / `aclnnAmin`, `aclnnAny`, `aclnnAll` |
 //! | `Softmax` | `aclnnSoftmax`, `aclnnLogSoftmax` |
 //! | `Matmul` | `aclnnMm` (2-D), `aclnnMatmul` (batched), `aclnnAddmm` (2-D with a bias) |
+//! | `Random`, `ApplyDropoutMask` | the random family (`super::lower_random`) |
 
 use super::kernels::{AclPrepared, Held, Kind, Operator};
 use super::objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
@@ -27,14 +28,14 @@ use braid_stream_core::ops::{
 };
 
 /// The refusal of an operator the loaded aclnn libraries do not have.
-fn missing(call: &str) -> HalError {
+pub(super) fn missing(call: &str) -> HalError {
     HalError::UnsupportedOperator(format!(
         "{call} is not in the loaded aclnn operator libraries"
     ))
 }
 
 /// A planned operator, or the planning's error.
-fn prepared(
+pub(super) fn prepared(
     executor: Result<Executor, AclError>,
     launch: LaunchFn,
     call: &'static str,
@@ -209,6 +210,8 @@ pub(crate) fn prepare(api: &'static AclnnApi, op: &OpKernel) -> Result<AclPrepar
                 )),
             }
         }
+        TensorOp::Random(r) => super::lower_random::random(api, r),
+        TensorOp::ApplyDropoutMask(m) => super::lower_random::apply_dropout_mask(api, m),
     }
 }
 

@@ -20,6 +20,7 @@
 
 pub(crate) mod kernels;
 mod lower;
+mod lower_random;
 mod muls;
 mod objects;
 
@@ -31,8 +32,8 @@ use crate::api::AclApi;
 use crate::error::AclError;
 use braid_acl_sys::aclnn::{
     aclnnStatus, status_name, AclnnClientOperators, AclnnDescriptors, AclnnOperators,
-    AclnnTensorOperators, DESCRIPTOR_LIBRARIES, DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES,
-    OPERATOR_LIBS_ENV,
+    AclnnRandomOperators, AclnnTensorOperators, DESCRIPTOR_LIBRARIES, DESCRIPTOR_LIB_ENV,
+    OPERATOR_LIBRARIES, OPERATOR_LIBS_ENV,
 };
 use braid_acl_sys::loader::{self, LoadError, Loaded};
 use braid_stream_core::sync::GlobalMutex;
@@ -61,6 +62,7 @@ pub struct AclnnApi {
     operators: Loaded<AclnnOperators>,
     client: Loaded<AclnnClientOperators>,
     tensor_ops: Loaded<AclnnTensorOperators>,
+    random_ops: Loaded<AclnnRandomOperators>,
 }
 
 impl fmt::Debug for AclnnApi {
@@ -97,6 +99,11 @@ impl AclnnApi {
     /// The operators braid's tensor operators lower to (every symbol optional).
     pub fn tensor_operators(&self) -> &AclnnTensorOperators {
         &self.tensor_ops
+    }
+
+    /// The random family braid's random operators lower to (every symbol optional).
+    pub fn random_operators(&self) -> &AclnnRandomOperators {
+        &self.random_ops
     }
 
     /// The libraries the tables were resolved from: descriptors', then operators'.
@@ -172,12 +179,14 @@ impl AclnnApi {
         let paths: Vec<&std::path::Path> = paths.iter().map(PathBuf::as_path).collect();
         let client = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         let tensor_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
+        let random_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         Ok(AclnnApi {
             acl,
             descriptors,
             operators,
             client,
             tensor_ops,
+            random_ops,
         })
     }
 
