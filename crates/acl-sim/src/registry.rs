@@ -13,6 +13,7 @@
 //! | `devices` | the simulated nodes the devices live in, peer access |
 //! | `streams` | streams and the one path of every task onto a stream |
 //! | `events` | events: record, wait (also across devices), query, timing |
+//! | `failures` | a refused launch fails its device's later host waits (never silent zeros) |
 //! | `memory` | device and pinned host memory, copies and fills |
 //! | `vmm` | the virtual-memory API |
 //! | `ipc` | memory, physical memory and events shared with other processes |
@@ -38,6 +39,7 @@ mod collective;
 mod context;
 mod devices;
 mod events;
+mod failures;
 mod ipc;
 mod memory;
 mod models;
@@ -88,6 +90,8 @@ struct Dev {
     allocations: BTreeMap<u64, u64>,
     /// Live address reservations: address → size.
     reservations: BTreeMap<u64, u64>,
+    /// The first launch refused on the device (`failures`): every later host wait fails.
+    refused: Option<Fail>,
 }
 
 struct StreamEntry {
@@ -141,6 +145,8 @@ pub(crate) struct Registry {
     models: HashMap<usize, ModelEntry>,
     /// Live `aclrtMallocHost` allocations: address → the device whose simulator holds them.
     host_allocations: HashMap<usize, usize>,
+    /// Host ranges registered with `aclrtHostRegisterV2`: address → size.
+    registered_host: BTreeMap<u64, u64>,
     captures: BTreeMap<u64, CaptureState>,
     /// Physical memory handles of the virtual-memory API.
     physical: HashMap<usize, vmm::Physical>,
@@ -250,6 +256,7 @@ impl Registry {
             events: HashMap::new(),
             models: HashMap::new(),
             host_allocations: HashMap::new(),
+            registered_host: BTreeMap::new(),
             captures: BTreeMap::new(),
             physical: HashMap::new(),
             peers: HashSet::new(),

@@ -108,6 +108,7 @@ impl Registry {
                 refcount: 0,
                 allocations: BTreeMap::new(),
                 reservations: BTreeMap::new(),
+                refused: None,
             });
         }
         self.dev_mut(index)

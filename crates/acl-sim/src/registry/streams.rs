@@ -141,6 +141,7 @@ impl Registry {
         };
         let s = self.stream(call, handle)?;
         self.check_stream_blocking(call, s.device, s.capture)?;
+        self.check_failed(call, s.device)?;
         let clock = self.dev(s.device)?.sim.clone();
         Ok(Wait::new(call, WaitOn::Stream(s.sim.clone())).limited(clock, timeout_ms))
     }
