@@ -364,6 +364,7 @@ fn enqueue(
     let result = with(|r| {
         r.launch_aclnn(call, stream as usize, ws, |sim| match &planned.work {
             Work::Kernel(k) => sim.launch(k, call),
+            Work::Kernels(ks) => ks.iter().try_for_each(|k| sim.launch(k, call)),
         })
     });
     result.map_err(|e| {

@@ -26,6 +26,7 @@
 pub mod client_exports;
 pub mod exports;
 mod ops;
+pub mod pad_exports;
 pub mod random_exports;
 pub mod tensor_exports;
 
@@ -60,6 +61,9 @@ pub(crate) struct TensorDesc {
 pub(crate) enum Work {
     /// A kernel on the simulated stream.
     Kernel(TypedKernel),
+    /// Kernels launched one after the other on the stream (an operator braid composes, such
+    /// as a constant pad: a fill, then a copy into its middle).
+    Kernels(Vec<TypedKernel>),
 }
 
 /// An executor: its work and the workspace it asked for.
