@@ -182,3 +182,49 @@ def test_one_process_per_rank(tmp_path):
     for p, (out, err) in zip(procs, outs):
         done = subprocess.CompletedProcess(p.args, p.returncode, out, err)
         assert braid_npu.child_result(done) == [True] * 8
+
+
+DYING_RANK_PROGRAM = """
+import braid_npu
+import os, sys, time, torch, torch_npu
+import torch.distributed as dist
+rank = int(sys.argv[1])
+torch.npu.set_device(rank)
+dist.init_process_group("hccl", init_method=sys.argv[2], rank=rank, world_size=2)
+t = torch.ones(8, dtype=torch.int32, device="npu")
+dist.all_reduce(t)
+torch.npu.synchronize()
+if rank == 1:
+    os._exit(3)  # dies before its second all-reduce
+start = time.time()
+try:
+    dist.all_reduce(t)
+    t.cpu()
+    braid_npu.result("no error")
+except RuntimeError as e:
+    braid_npu.result([time.time() - start, str(e)])
+"""
+
+
+def test_a_rank_that_dies_fails_its_peers_naming_it(tmp_path):
+    script = tmp_path / "rank.py"
+    script.write_text(DYING_RANK_PROGRAM)
+    env = braid_npu.child_env({braid_npu.COLLECTIVE_TIMEOUT_ENV: "60000"})
+    init = f"tcp://127.0.0.1:{free_port()}"
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(script), str(rank), init],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in range(2)
+    ]
+    outs = [p.communicate(timeout=300) for p in procs]
+    assert procs[1].returncode == 3
+    done = subprocess.CompletedProcess(procs[0].args, procs[0].returncode, *outs[0])
+    elapsed, message = braid_npu.child_result(done)
+    # At once, not after the minute of the collective timeout, naming the rank.
+    assert elapsed < 30, elapsed
+    assert "rank 1 closed the connection" in message, message
