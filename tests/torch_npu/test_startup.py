@@ -61,3 +61,29 @@ def test_after_a_refused_operator_every_read_back_fails_naming_it(run_child):
     assert len(errors) == 2, errors
     assert all("operator Cumsum is not computed" in e for e in errors), errors
     assert "device 0 failed" in errors[-1], errors
+
+
+def test_device_memory_the_host_cannot_back_is_refused_naming_the_budget(run_child):
+    # The simulated devices keep their data in host memory: past the host-memory budget an
+    # allocation is refused as out of memory, before the machine runs out.
+    proc = run_child(
+        """
+        import torch, torch_npu
+        a = torch.ones(8 << 20, device="npu")            # 32 MiB of the 64 MiB budget
+        try:
+            torch.ones(16 << 20, device="npu")           # 64 MiB more
+            refusal = None
+        except RuntimeError as e:
+            refusal = str(e)
+        del a
+        torch.npu.empty_cache()
+        b = torch.ones(12 << 20, device="npu")           # fits once the first is freed
+        braid_npu.result([refusal, b[:2].cpu().tolist()])
+        """,
+        env={"BRAID_ACL_SIM_HOST_MEMORY": str(64 << 20)},
+    )
+    refusal, values = braid_npu.child_result(proc)
+    assert refusal is not None
+    assert "67108864-byte host-memory budget" in refusal, refusal
+    assert "BRAID_ACL_SIM_HOST_MEMORY" in refusal, refusal
+    assert values == [1.0, 1.0]

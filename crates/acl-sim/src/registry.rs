@@ -137,6 +137,8 @@ pub(crate) struct Registry {
     timing_only: Vec<bool>,
     /// The simulated nodes' collective timeout.
     collective_timeout: std::time::Duration,
+    /// The host-memory budget of the devices' data.
+    host_memory: u64,
     /// The profile the simulated devices and their node take.
     profile: braid_backend_sim::Profile,
     devices: Vec<Option<Dev>>,
@@ -200,7 +202,9 @@ pub(crate) fn try_with<R>(f: impl FnOnce(&mut Registry) -> R) -> Option<R> {
 /// A simulator error as an ACL failure of `call`: its code and its text.
 fn sim_fail(call: &str, e: HalError) -> Fail {
     let code = match &e {
-        HalError::OutOfMemory { .. } => ACL_ERROR_RT_DEVICE_OOM,
+        HalError::OutOfMemory { .. } | HalError::HostMemoryExhausted { .. } => {
+            ACL_ERROR_RT_DEVICE_OOM
+        }
         HalError::InvalidArgument(_) | HalError::CollectiveMismatch(_) => {
             ACL_ERROR_RT_PARAM_INVALID
         }
@@ -242,6 +246,7 @@ impl Registry {
             race_report,
             timeline,
             collective_timeout,
+            host_memory,
         } = settings;
         Registry {
             initialized: false,
@@ -250,6 +255,7 @@ impl Registry {
             system: system::System::new(soc, race_report, timeline),
             timing_only,
             collective_timeout,
+            host_memory,
             profile,
             devices: (0..device_count).map(|_| None).collect(),
             streams: HashMap::new(),
