@@ -1,4 +1,5 @@
-//! Start-up and host-memory calls torch_npu makes, and the failure a refused launch leaves:
+//! Start-up and host-memory calls torch_npu makes, the failure a refused launch leaves, and
+//! tensors in a device-private format:
 //! the CANN version the simulated API matches, `aclrtGetMemInfo` before any `aclrtSetDevice`,
 //! pinned host registration, and a refused operator failing its device's later waits until
 //! the device is reset (never silent zeros).
@@ -181,6 +182,59 @@ fn a_refused_launch_fails_the_device_s_waits_until_it_is_reset() {
         ok(unsafe { aclrtMemcpy(host.as_mut_ptr().cast(), 64, mem, 64, 2) });
         ok(aclrtFree(mem));
         ok(aclrtResetDevice(5));
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
+fn a_tensor_in_a_private_format_is_refused_naming_it_never_read_as_nd() {
+    use braid_acl_sim::aclnn::client_exports::aclnnInplaceZeroGetWorkspaceSize;
+    use braid_acl_sim::aclnn::exports::{aclCreateTensor, aclDestroyTensor};
+    std::thread::spawn(|| {
+        let code = aclInit(null());
+        assert!(code == 0 || code == 100_002, "aclInit: {code}");
+        ok(aclrtSetDevice(6));
+        let mut mem = null_mut();
+        // SAFETY: a live out parameter.
+        ok(unsafe { aclrtMalloc(&mut mem, 4096, 0) });
+        let (dims, strides, storage) = ([20i64, 20], [20i64, 1], [2i64, 2, 16, 16]);
+        let (mut ws, mut ex) = (0u64, null_mut());
+        for (format, refused) in [(29, true), (3, true), (2, false), (0, false)] {
+            // SAFETY: the arrays hold the counts given; `mem` is device memory.
+            let t = unsafe {
+                aclCreateTensor(
+                    dims.as_ptr(),
+                    2,
+                    0,
+                    strides.as_ptr(),
+                    0,
+                    format,
+                    storage.as_ptr(),
+                    4,
+                    mem,
+                )
+            };
+            assert!(!t.is_null());
+            // SAFETY: live descriptors and out pointers.
+            let code = unsafe { aclnnInplaceZeroGetWorkspaceSize(t, &mut ws, &mut ex) };
+            if refused {
+                assert_eq!(code, 161_002);
+                let m = message();
+                assert!(
+                    m.contains(&format!("device-private format {format}")) && m.contains("selfRef"),
+                    "{m}"
+                );
+            } else {
+                assert_eq!(code, 0, "{}", message());
+                // The executor was just planned; released unlaunched.
+                ok(braid_acl_sim::aclnn::exports::aclSetAclOpExecutorRepeatable(ex));
+                ok(braid_acl_sim::aclnn::exports::aclDestroyAclOpExecutor(ex));
+            }
+            ok(aclDestroyTensor(t));
+        }
+        ok(aclrtFree(mem));
+        ok(aclrtResetDevice(6));
     })
     .join()
     .unwrap();

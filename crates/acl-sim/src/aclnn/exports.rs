@@ -51,7 +51,7 @@ pub unsafe extern "C" fn aclCreateTensor(
     data_type: aclDataType,
     stride: *const i64,
     offset: i64,
-    _format: aclFormat,
+    format: aclFormat,
     storage_dims: *const i64,
     storage_dims_num: u64,
     tensor_data: *mut c_void,
@@ -64,7 +64,7 @@ pub unsafe extern "C" fn aclCreateTensor(
             values(storage_dims, storage_dims_num),
         )
     };
-    let (Some(dims), Some(strides), Some(_)) = (dims, strides, storage) else {
+    let (Some(dims), Some(strides), Some(storage)) = (dims, strides, storage) else {
         return std::ptr::null_mut();
     };
     if dims.iter().any(|&d| d < 0)
@@ -83,6 +83,8 @@ pub unsafe extern "C" fn aclCreateTensor(
             strides,
             offset,
             dtype: data_type,
+            format,
+            storage,
             data: tensor_data as u64,
         },
     );

@@ -53,6 +53,10 @@ pub(crate) struct TensorDesc {
     pub strides: Vec<i64>,
     pub offset: i64,
     pub dtype: i32,
+    /// The `aclFormat` of its storage.
+    pub format: i32,
+    /// The storage's dimensions (the blocked shape of a private format).
+    pub storage: Vec<i64>,
     pub data: u64,
 }
 
@@ -163,8 +167,19 @@ fn invalid(call: &str, message: String) -> Fail {
 
 /// The tensor `t` describes (named `role` in messages): its data type, shape and strides,
 /// its first element at `data + offset` elements. Negative strides are refused (the
-/// simulator's limit: braid's tensors never have them).
+/// simulator's limit: braid's tensors never have them), and so is a tensor stored in a
+/// device-private format (`NC1HWC0`, `FRACTAL_NZ`, ...): its bytes are not its view's, and
+/// reading them as such would compute wrong numbers.
 pub(crate) fn tensor_of(call: &str, role: &str, t: &TensorDesc) -> Result<Tensor, Fail> {
+    if braid_acl_sys::aclnn::PRIVATE_FORMATS.contains(&t.format) {
+        return Err(invalid(
+            call,
+            format!(
+                "{role} is stored in the device-private format {} (storage shape {:?}), which braid-acl-sim's operators do not read: convert it to ND first",
+                t.format, t.storage
+            ),
+        ));
+    }
     let dtype = braid_acl_sys::dtypes::dtype_of_acl(t.dtype).ok_or_else(|| {
         invalid(
             call,
