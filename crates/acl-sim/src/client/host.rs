@@ -1,9 +1,11 @@
-//! Host memory registration and stream attributes: `aclrtHostRegisterV2` (pinned
+//! Host memory registration, host callbacks and stream attributes: `aclrtHostRegisterV2` (pinned
 //! registration: kept, the simulator copies every host range alike), `aclrtHostUnregister`,
 //! `aclrtHostRegister` (a device address for host memory: refused, the simulated devices
 //! cannot reach host memory), `aclrtSetStreamAttribute` (no attribute is simulated: refused
 //! with `ACL_ERROR_RT_PARAM_INVALID`, CANN's answer for an attribute it does not know, which
-//! torch_npu's graphs tolerate).
+//! torch_npu's graphs tolerate), host functions as stream tasks (`aclrtSubscribeReport`,
+//! `aclrtUnSubscribeReport`, `aclrtLaunchCallback`: refused, the simulated streams run no
+//! host code).
 
 use crate::codes::*;
 use crate::errmsg::{fail, ret};
@@ -55,4 +57,37 @@ pub extern "C" fn aclrtSetStreamAttribute(
             "aclrtSetStreamAttribute: stream attribute {attr} is not simulated by braid-acl-sim"
         ),
     )))
+}
+
+/// The refusal of the host-callback calls.
+fn no_callbacks(call: &str) -> aclError {
+    ret(Err(fail(
+        ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+        format!("{call}: not supported by braid-acl-sim (host callbacks are not simulated: a simulated stream runs no host code)"),
+    )))
+}
+
+/// `aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream)`: refused
+/// (`ACL_ERROR_RT_FEATURE_NOT_SUPPORT`).
+#[no_mangle]
+pub extern "C" fn aclrtSubscribeReport(_thread_id: u64, _stream: *mut c_void) -> aclError {
+    no_callbacks("aclrtSubscribeReport")
+}
+
+/// `aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream)`: refused.
+#[no_mangle]
+pub extern "C" fn aclrtUnSubscribeReport(_thread_id: u64, _stream: *mut c_void) -> aclError {
+    no_callbacks("aclrtUnSubscribeReport")
+}
+
+/// `aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBlockType
+/// blockType, aclrtStream stream)`: refused.
+#[no_mangle]
+pub extern "C" fn aclrtLaunchCallback(
+    _func: Option<unsafe extern "C" fn(*mut c_void)>,
+    _user_data: *mut c_void,
+    _block_type: i32,
+    _stream: *mut c_void,
+) -> aclError {
+    no_callbacks("aclrtLaunchCallback")
 }

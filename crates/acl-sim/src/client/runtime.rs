@@ -15,7 +15,8 @@ use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::OnceLock;
 // Declared in the same table as this module's calls (checked at the end of this file).
 pub use super::host::{
-    aclrtHostRegister, aclrtHostRegisterV2, aclrtHostUnregister, aclrtSetStreamAttribute,
+    aclrtHostRegister, aclrtHostRegisterV2, aclrtHostUnregister, aclrtLaunchCallback,
+    aclrtSetStreamAttribute, aclrtSubscribeReport, aclrtUnSubscribeReport,
 };
 pub use super::version::{aclsysGetCANNVersion, aclsysGetVersionStr};
 

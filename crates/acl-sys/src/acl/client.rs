@@ -49,6 +49,14 @@ macro_rules! acl_client_functions {
     /// `aclError aclsysGetVersionStr(char *pkgName, char *versionStr)`: `versionStr` holds
     /// `ACL_PKG_VERSION_MAX_SIZE` bytes.
     optional fn aclsysGetVersionStr(pkg_name: *mut c_char, version_str: *mut c_char) -> aclError;
+    /// `aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream)`: host callbacks
+    /// launched on `stream` run on thread `threadId` (in its `aclrtProcessReport`).
+    optional fn aclrtSubscribeReport(thread_id: u64, stream: aclrtStream) -> aclError;
+    /// `aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream)`.
+    optional fn aclrtUnSubscribeReport(thread_id: u64, stream: aclrtStream) -> aclError;
+    /// `aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBlockType
+    /// blockType, aclrtStream stream)`: a host function as a task of `stream`.
+    optional fn aclrtLaunchCallback(func: Option<unsafe extern "C" fn(*mut c_void)>, user_data: *mut c_void, block_type: i32, stream: aclrtStream) -> aclError;
     /// `aclError aclrtHostRegisterV2(void *ptr, uint64_t size, uint32_t flag)`: registers a
     /// host range as pinned.
     optional fn aclrtHostRegisterV2(ptr: *mut c_void, size: u64, flag: u32) -> aclError;
