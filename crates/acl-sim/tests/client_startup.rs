@@ -38,16 +38,12 @@ fn the_cann_version_is_the_one_the_simulated_api_matches() {
         ("8".into(), "5".into())
     );
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { aclsysGetCANNVersion(7, &mut v) },
-        ACL_ERROR_RT_FEATURE_NOT_SUPPORT
-    );
+    let driver = unsafe { aclsysGetCANNVersion(7, &mut v) };
+    assert_eq!(driver, ACL_ERROR_RT_FEATURE_NOT_SUPPORT);
     assert!(message().contains("without a driver"));
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { aclsysGetCANNVersion(42, &mut v) },
-        ACL_ERROR_INVALID_PARAM
-    );
+    let unknown = unsafe { aclsysGetCANNVersion(42, &mut v) };
+    assert_eq!(unknown, ACL_ERROR_INVALID_PARAM);
     let mut out = [0 as std::ffi::c_char; 128];
     // SAFETY: a NUL-terminated name and a 128-byte buffer.
     ok(unsafe { aclsysGetVersionStr(c"runtime".as_ptr().cast_mut(), out.as_mut_ptr()) });

@@ -265,7 +265,8 @@ impl Random {
                 float_operand(op, "mean", mean, out.shape())?;
                 float_operand(op, "std", std, out.shape())?;
                 if let Operand::Scalar(s) = std {
-                    if !(s.as_f64() >= 0.0) {
+                    // NaN is refused too.
+                    if s.as_f64().is_nan() || s.as_f64() < 0.0 {
                         return Err(OpCheckError::Attribute {
                             op,
                             attribute: "std",
