@@ -155,7 +155,7 @@ mod tests {
     #[test]
     fn the_client_list_is_optional_and_apart_from_braids_own() {
         let client = AclClientFunctions::SYMBOLS;
-        assert_eq!(client.len(), 34);
+        assert_eq!(client.len(), 41);
         assert!(client.iter().all(|s| !s.required));
         let mut names: Vec<&str> = client
             .iter()

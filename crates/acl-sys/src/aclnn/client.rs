@@ -209,7 +209,7 @@ mod tests {
     #[test]
     fn every_client_operator_comes_in_two_phases_apart_from_braids() {
         let client = AclnnClientOperators::SYMBOLS;
-        assert_eq!(client.len(), 24);
+        assert_eq!(client.len(), 28);
         assert!(client.iter().all(|s| !s.required));
         for s in client
             .iter()

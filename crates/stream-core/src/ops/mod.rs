@@ -25,7 +25,7 @@
 //!     let bytes = shape.iter().product::<usize>() as u64 * 4;
 //!     Tensor::new(DeviceSlice::new(DevicePtr(addr), bytes), DType::F32, shape)
 //! };
-//! let (x, w, y) = (at(0x1000, &[4, 64])?, at(0x2000, &[128, 64])?, at(0x9000, &[4, 128])?);
+//! let (x, w, y) = (at(0x1000, &[4, 64])?, at(0x2000, &[128, 64])?, at(0x10000, &[4, 128])?);
 //! // y = x · wᵀ, as nn.Linear without bias.
 //! let linear = ops::matmul(&x, &w.t()?, &y)?;
 //! assert_eq!(linear.name(), "matmul");
