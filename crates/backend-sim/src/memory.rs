@@ -183,6 +183,19 @@ pub(crate) struct Memory {
     failed_ops: u64,
 }
 
+impl Drop for Memory {
+    /// Physical memory still allocated when the device goes gives its host-memory budget
+    /// back (segments give theirs with their backing).
+    fn drop(&mut self) {
+        if self.store_data {
+            // What `used` counts beyond the segments is physical memory, by handle or mapped
+            // anonymously: what it took from the budget.
+            let segments: u64 = self.segments.iter().map(|(_, s)| s.accounted).sum();
+            host_budget::release(self.used.saturating_sub(segments));
+        }
+    }
+}
+
 impl Memory {
     /// An empty device of `capacity` bytes; `store_data` gives segments host backing.
     #[cfg(test)]
@@ -251,7 +264,7 @@ impl Memory {
                 "the simulated address space is exhausted; cannot place {size} bytes"
             )));
         };
-        let data = self.backing(size)?;
+        let data = self.backing(size, true)?;
         self.next = next;
         self.used += accounted;
         self.peak = self.peak.max(self.used);
@@ -275,12 +288,13 @@ impl Memory {
         self.host_budget = budget;
     }
 
-    /// Host backing for a segment of `size` bytes in data mode (`None` in timing-only mode).
-    fn backing(&self, size: u64) -> Result<Option<Backing>, HalError> {
+    /// Host backing for a segment of `size` bytes in data mode (`None` in timing-only mode),
+    /// taken from the host-memory budget when `budgeted`.
+    fn backing(&self, size: u64, budgeted: bool) -> Result<Option<Backing>, HalError> {
         if !self.store_data {
             return Ok(None);
         }
-        Backing::new(size, self.host_budget).map(Some)
+        Backing::new(size, budgeted.then_some(self.host_budget)).map(Some)
     }
 
     /// Host bytes holding this device's data (data mode): the pages written and not freed,

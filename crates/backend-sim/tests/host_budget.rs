@@ -6,6 +6,7 @@
 
 use braid_backend_sim::{host_budget, SimConfig, SimDevice, SimMode};
 use braid_stream_core::hal::{Device as _, HalError};
+use braid_stream_core::types::DevicePtr;
 
 const MIB: u64 = 1 << 20;
 
@@ -45,6 +46,22 @@ fn allocations_past_the_host_budget_are_refused_naming_it() {
     unsafe {
         b.free(second).unwrap();
         b.free(small).unwrap();
+    }
+    assert_eq!(host_budget::in_use(), 0);
+    // A reservation is address space: none of the budget; what is mapped into it takes it.
+    let reserved = a.reserve_address(1 << 30).unwrap();
+    assert_eq!(host_budget::in_use(), 0);
+    a.map_physical(reserved, 64 * MIB).unwrap();
+    assert_eq!(host_budget::in_use(), 64 * MIB);
+    let past = DevicePtr(reserved.0 + 64 * MIB);
+    assert!(matches!(
+        a.map_physical(past, 64 * MIB),
+        Err(HalError::HostMemoryExhausted { .. })
+    ));
+    // SAFETY: nothing uses the mapping or the reservation.
+    unsafe {
+        a.unmap_physical(reserved, 64 * MIB).unwrap();
+        a.release_address(reserved).unwrap();
     }
     assert_eq!(host_budget::in_use(), 0);
     // Timing-only devices keep no data and take nothing from the budget.

@@ -43,19 +43,26 @@ impl Backing {
     /// A zeroed backing of `size` bytes. The address space is only reserved (no swap is set
     /// aside for it), so a large, sparsely written segment costs what is written.
     ///
-    /// The bytes are taken from the process's host-memory budget first (`budget`): past it,
-    /// [`HalError::HostMemoryExhausted`].
-    pub fn new(size: u64, budget: u64) -> Result<Self, HalError> {
+    /// With a `budget`, the bytes are taken from the process's host-memory budget first: past
+    /// it, [`HalError::HostMemoryExhausted`]. A reservation's backing takes none: its bytes
+    /// are backed by the physical memory mapped into it, which is budgeted when it is made.
+    pub fn new(size: u64, budget: Option<u64>) -> Result<Self, HalError> {
         let len = usize::try_from(size).map_err(|_| {
             HalError::InvalidArgument(format!(
                 "{size} bytes of simulated device memory exceed the host address space"
             ))
         })?;
-        super::host_budget::reserve(size, budget)?;
+        let budgeted = match budget {
+            Some(budget) => {
+                super::host_budget::reserve(size, budget)?;
+                size
+            }
+            None => 0,
+        };
         let map = match MmapOptions::new().len(len).no_reserve_swap().map_anon() {
             Ok(map) => map,
             Err(e) => {
-                super::host_budget::release(size);
+                super::host_budget::release(budgeted);
                 return Err(HalError::InvalidArgument(format!(
                     "the host cannot back {size} bytes of simulated device memory in data mode: {e}"
                 )));
@@ -63,7 +70,7 @@ impl Backing {
         };
         Ok(Backing {
             map,
-            budgeted: size,
+            budgeted,
             touched: vec![0; size.div_ceil(PAGE).div_ceil(64) as usize],
             resident: 0,
             overlays: Vec::new(),
