@@ -101,7 +101,7 @@ def test_error_log_collects_the_calls_braid_acl_sim_refused(tmp_path):
 import torch, torch_npu
 y = torch.ones(4, dtype=torch.complex64).npu()
 try:
-    (y + y).cpu()
+    torch.cumsum(y, 0).cpu()
 except RuntimeError:
     print("refused")
 """

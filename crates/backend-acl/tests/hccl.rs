@@ -6,7 +6,7 @@
 mod common;
 
 use braid_acl_sys::hccl::codes::*;
-use braid_acl_sys::hccl::{self, HcclFunctions, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_INT8};
+use braid_acl_sys::hccl::{self, HcclFunctions, HCCL_DATA_TYPE_FP32};
 use braid_acl_sys::SymbolTable;
 use braid_backend_acl::{codes, AclBackend, AclComm, AclStream, HcclApi};
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
@@ -107,9 +107,9 @@ fn failures_carry_the_result_name_and_hccl_error_string() {
     // SAFETY: as above.
     let bad_op = unsafe { (api.HcclAllReduce)(buf, buf, 4, HCCL_DATA_TYPE_FP32, 7, comm, stream) };
     assert_eq!(bad_op, HCCL_E_PARA);
-    // SAFETY: as above.
-    let int8 = unsafe { (api.HcclAllReduce)(buf, buf, 4, HCCL_DATA_TYPE_INT8, 0, comm, stream) };
-    assert_eq!(int8, HCCL_E_NOT_SUPPORT);
+    // SAFETY: as above. int128 (code 12) is in HCCL's table but not braid's.
+    let int128 = unsafe { (api.HcclAllReduce)(buf, buf, 4, 12, 0, comm, stream) };
+    assert_eq!(int128, HCCL_E_NOT_SUPPORT);
     // SAFETY: as above.
     let null_send = unsafe {
         (api.HcclAllReduce)(

@@ -155,6 +155,7 @@ macro_rules! __with_cases {
                 embeddings_indexing_and_index_copy_move_elements_by_ids,
                 cat_where_triangles_and_arange_build_tensors_by_position,
                 layer_norm_argmax_and_cumsum_follow_their_formulas,
+                random_operators_draw_the_host_s_numbers,
             ],
             ops_attention: [
                 rope_rotates_strided_heads_in_each_float_type,
@@ -360,6 +361,7 @@ macro_rules! __with_collective_cases {
                 all_reduce_min,
                 all_reduce_avg,
                 average_in_half_precision_does_not_overflow,
+                integer_and_double_collectives,
                 all_gather,
                 reduce_scatter,
                 broadcast_from_every_root,

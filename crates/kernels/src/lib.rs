@@ -34,6 +34,7 @@ mod layer_norm;
 pub mod layout;
 mod matmul;
 mod position;
+mod random;
 mod reduce;
 mod rope;
 mod shape;
@@ -90,6 +91,17 @@ pub enum ComputeError {
     /// The operator was not made by [`TensorOp::kernel`] and does not pass its checks.
     #[error(transparent)]
     Check(#[from] braid_stream_core::ops::OpCheckError),
+    /// A value read from device memory is outside what the operator takes (a device
+    /// fault on hardware): multinomial weights that are negative or all zero.
+    #[error("{op}: {operand}: {reason}")]
+    InvalidValue {
+        /// The operator.
+        op: &'static str,
+        /// The operand holding the value.
+        operand: &'static str,
+        /// What is wrong with it.
+        reason: String,
+    },
 }
 
 /// The most threads a matrix product uses (0 until set: every core).
@@ -186,12 +198,16 @@ pub fn compute(
         TensorOp::Cumsum(c) => position::cumsum(c, &srcs[0], out),
         TensorOp::Rope(r) => rope::rope(r, &srcs[0], &srcs[1], &srcs[2], out),
         TensorOp::Attention(a) => attention::attention(a, &srcs, out, rest)?,
+        TensorOp::Random(r) => random::random(r, &srcs, out, rest)?,
+        TensorOp::ApplyDropoutMask(m) => random::apply_dropout_mask(m, &srcs, out),
     }
     Ok(())
 }
 
 #[cfg(test)]
 mod family_tests;
+#[cfg(test)]
+mod random_tests;
 #[cfg(test)]
 mod tests;
 

@@ -51,7 +51,7 @@ pub unsafe extern "C" fn aclCreateTensor(
     data_type: aclDataType,
     stride: *const i64,
     offset: i64,
-    _format: aclFormat,
+    format: aclFormat,
     storage_dims: *const i64,
     storage_dims_num: u64,
     tensor_data: *mut c_void,
@@ -64,7 +64,7 @@ pub unsafe extern "C" fn aclCreateTensor(
             values(storage_dims, storage_dims_num),
         )
     };
-    let (Some(dims), Some(strides), Some(_)) = (dims, strides, storage) else {
+    let (Some(dims), Some(strides), Some(storage)) = (dims, strides, storage) else {
         return std::ptr::null_mut();
     };
     // A tensor without elements reads nothing: it may have no address (torch_npu passes
@@ -86,6 +86,8 @@ pub unsafe extern "C" fn aclCreateTensor(
             strides,
             offset,
             dtype: data_type,
+            format,
+            storage,
             data: tensor_data as u64,
         },
     );
@@ -354,7 +356,9 @@ pub(super) unsafe fn plan(
     }
 }
 
-/// An operator launch: consumes the executor, checks the workspace, enqueues the work.
+/// An operator launch: consumes the executor, checks the workspace, enqueues the work. A
+/// refused launch fails the stream's device (`registry::failures`): a client that launches
+/// from a queue of its own (torch_npu) may lose this error, never the results.
 pub(super) fn launch(
     call: &'static str,
     workspace: *mut c_void,
@@ -362,48 +366,67 @@ pub(super) fn launch(
     executor: *mut aclOpExecutor,
     stream: *mut c_void,
 ) -> aclnnStatus {
+    let result = enqueue(call, workspace, size, executor, stream);
+    if let Err(refusal) = &result {
+        let _ = with(|r| {
+            r.note_refused_launch(stream as usize, refusal);
+            Ok(())
+        });
+    }
+    ret(result)
+}
+
+/// [`launch`]'s work.
+fn enqueue(
+    call: &'static str,
+    workspace: *mut c_void,
+    size: u64,
+    executor: *mut aclOpExecutor,
+    stream: *mut c_void,
+) -> Result<(), Fail> {
     let p = executor as usize;
     if p == 0 {
-        return ret(Err(fail(
+        return Err(fail(
             ACLNN_ERR_PARAM_NULLPTR,
             format!("{call}: executor is null"),
-        )));
+        ));
     }
     let planned = {
         let mut objs = objects();
         match objs.executors.get(&p).map(|e| e.repeatable) {
             None => {
-                return ret(Err(fail(
+                return Err(fail(
                     ACLNN_ERR_PARAM_INVALID,
                     format!("{call}: {p:#x} is not a live executor (an executor runs once)"),
-                )))
+                ))
             }
             Some(true) => objs.executors[&p].clone(),
             Some(false) => objs.executors.remove(&p).expect("present"),
         }
     };
     if size < planned.workspace {
-        return ret(Err(fail(
+        return Err(fail(
             ACLNN_ERR_PARAM_INVALID,
             format!(
                 "{call}: workspace of {size} bytes, the executor asked for {}",
                 planned.workspace
             ),
-        )));
+        ));
     }
     if size > 0 && workspace.is_null() {
-        return ret(Err(fail(
+        return Err(fail(
             ACLNN_ERR_PARAM_NULLPTR,
             format!("{call}: workspace is null with size {size}"),
-        )));
+        ));
     }
     let ws = (size > 0).then_some((workspace as u64, size));
     let result = with(|r| {
         r.launch_aclnn(call, stream as usize, ws, |sim| match &planned.work {
             Work::Kernel(k) => sim.launch(k, call),
+            Work::Kernels(ks) => ks.iter().try_for_each(|k| sim.launch(k, call)),
         })
     });
-    ret(result.map_err(|e| {
+    result.map_err(|e| {
         let code = if e.code == ACLNN_ERR_PARAM_INVALID {
             e.code
         } else {
@@ -413,7 +436,7 @@ pub(super) fn launch(
             code,
             format!("{call}: runtime error {}: {}", e.code, e.message),
         )
-    }))
+    })
 }
 
 /// Exports the launch (phase 2) of each named operator.

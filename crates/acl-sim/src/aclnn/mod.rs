@@ -36,6 +36,8 @@ pub mod layer_norm_exports;
 mod ops;
 pub mod position_exports;
 pub mod shape_exports;
+pub mod pad_exports;
+pub mod random_exports;
 pub mod tensor_exports;
 
 /// The model operator table ([`braid_acl_sys::aclnn::AclnnModelOperators`]) is exported by
@@ -77,6 +79,10 @@ pub(crate) struct TensorDesc {
     pub strides: Vec<i64>,
     pub offset: i64,
     pub dtype: i32,
+    /// The `aclFormat` of its storage.
+    pub format: i32,
+    /// The storage's dimensions (the blocked shape of a private format).
+    pub storage: Vec<i64>,
     pub data: u64,
 }
 
@@ -85,6 +91,9 @@ pub(crate) struct TensorDesc {
 pub(crate) enum Work {
     /// A kernel on the simulated stream.
     Kernel(TypedKernel),
+    /// Kernels launched one after the other on the stream (an operator braid composes, such
+    /// as a constant pad: a fill, then a copy into its middle).
+    Kernels(Vec<TypedKernel>),
 }
 
 /// An executor: its work and the workspace it asked for.
@@ -210,8 +219,19 @@ fn invalid(call: &str, message: String) -> Fail {
 
 /// The tensor `t` describes (named `role` in messages): its data type, shape and strides,
 /// its first element at `data + offset` elements. Negative strides are refused (the
-/// simulator's limit: braid's tensors never have them).
+/// simulator's limit: braid's tensors never have them), and so is a tensor stored in a
+/// device-private format (`NC1HWC0`, `FRACTAL_NZ`, ...): its bytes are not its view's, and
+/// reading them as such would compute wrong numbers.
 pub(crate) fn tensor_of(call: &str, role: &str, t: &TensorDesc) -> Result<Tensor, Fail> {
+    if braid_acl_sys::aclnn::PRIVATE_FORMATS.contains(&t.format) {
+        return Err(invalid(
+            call,
+            format!(
+                "{role} is stored in the device-private format {} (storage shape {:?}), which braid-acl-sim's operators do not read: convert it to ND first",
+                t.format, t.storage
+            ),
+        ));
+    }
     let dtype = braid_acl_sys::dtypes::dtype_of_acl(t.dtype).ok_or_else(|| {
         invalid(
             call,

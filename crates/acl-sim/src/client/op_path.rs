@@ -13,6 +13,7 @@
 
 use crate::codes::*;
 use crate::errmsg::{fail, ret};
+use crate::registry::with;
 use braid_acl_sys::acl::{aclDataBuffer, aclTensorDesc, aclopAttr, ACL_COMPILE_OPT_COUNT};
 use braid_acl_sys::aclnn::{ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED};
 use braid_stream_core::sync::{GlobalMutex, GlobalMutexGuard};
@@ -552,7 +553,9 @@ unsafe fn describe_all(o: &Objects, descs: *const *const aclTensorDesc, n: i32) 
 /// The refusal of an operator on the compile path: `ACL_ERROR_OP_NOT_FOUND`, naming the
 /// operator, its tensors and attributes (braid-acl-sim compiles nothing; the operators it
 /// computes are aclnn operators). Only the operator type, the descriptions and the
-/// attributes are read.
+/// attributes are read. The refusal fails the stream's device (`registry::failures`): its
+/// later host waits report it, so that work a client queued behind it is never read back as
+/// if it had run.
 ///
 /// # Safety
 /// `op_type` is null or NUL-terminated; `input_desc` and `output_desc` are null or valid for
@@ -563,6 +566,7 @@ unsafe fn refuse(
     (num_inputs, input_desc): (i32, *const *const aclTensorDesc),
     (num_outputs, output_desc): (i32, *const *const aclTensorDesc),
     attr: *const aclopAttr,
+    stream: *mut c_void,
 ) -> aclError {
     // SAFETY: the caller's guarantee on `op_type`.
     let Some(op) = (unsafe { text(op_type) }) else {
@@ -588,12 +592,17 @@ unsafe fn refuse(
         )
     };
     tracing::warn!(operator = %op, %what, "braid-acl-sim refuses an operator it does not compute");
-    ret(Err(fail(
+    let refusal = fail(
         ACL_ERROR_OP_NOT_FOUND,
         format!(
             "{call}: operator {op} is not computed by braid-acl-sim ({what}): it runs the aclnn operators it exports only and compiles nothing"
         ),
-    )))
+    );
+    let _ = with(|r| {
+        r.note_refused_launch(stream as usize, &refusal);
+        Ok(())
+    });
+    ret(Err(refusal))
 }
 
 /// `aclError aclopCompileAndExecute(const char *opType, ...)`: refused with
@@ -615,11 +624,11 @@ pub unsafe extern "C" fn aclopCompileAndExecute(
     _engine_type: i32,
     _compile_flag: i32,
     _op_path: *const c_char,
-    _stream: *mut c_void,
+    stream: *mut c_void,
 ) -> aclError {
     let (inputs, outputs) = ((num_inputs, input_desc), (num_outputs, output_desc));
     // SAFETY: forwarded.
-    unsafe { refuse("aclopCompileAndExecute", op_type, inputs, outputs, attr) }
+    unsafe { refuse("aclopCompileAndExecute", op_type, inputs, outputs, attr, stream) }
 }
 
 /// `aclError aclopCompileAndExecuteV2(const char *opType, ...)`: refused as
@@ -640,12 +649,12 @@ pub unsafe extern "C" fn aclopCompileAndExecuteV2(
     _engine_type: i32,
     _compile_flag: i32,
     _op_path: *const c_char,
-    _stream: *mut c_void,
+    stream: *mut c_void,
 ) -> aclError {
     let inputs = (num_inputs, input_desc as *const *const aclTensorDesc);
     let outputs = (num_outputs, output_desc as *const *const aclTensorDesc);
     // SAFETY: forwarded.
-    unsafe { refuse("aclopCompileAndExecuteV2", op_type, inputs, outputs, attr) }
+    unsafe { refuse("aclopCompileAndExecuteV2", op_type, inputs, outputs, attr, stream) }
 }
 
 /// `aclError aclSetCompileopt(aclCompileOpt opt, const char *value)`: kept; a value longer

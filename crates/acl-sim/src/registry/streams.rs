@@ -143,14 +143,15 @@ impl Registry {
             "aclrtSynchronizeStreamWithTimeout"
         };
         let s = self.stream(call, handle)?;
-        self.check_blocking(call, s.device, s.capture)?;
+        self.check_stream_blocking(call, s.device, s.capture)?;
+        self.check_failed(call, s.device)?;
         let clock = self.dev(s.device)?.sim.clone();
         Ok(Wait::new(call, WaitOn::Stream(s.sim.clone())).limited(clock, timeout_ms))
     }
 
     pub fn stream_query(&mut self, handle: usize) -> Result<u32, Fail> {
         let s = self.stream("aclrtStreamQuery", handle)?;
-        self.check_blocking("aclrtStreamQuery", s.device, s.capture)?;
+        self.check_stream_blocking("aclrtStreamQuery", s.device, s.capture)?;
         let done = s.sim.query().map_err(|e| sim_fail("aclrtStreamQuery", e))?;
         Ok(if done {
             ACL_STREAM_STATUS_COMPLETE

@@ -10,6 +10,7 @@
 //! - [`AclnnTensorOperators`]: the operators braid's tensor operators lower to (all
 //!   optional);
 //! - [`AclnnAttentionOperators`]: rotary embedding and flash attention (all optional);
+//! - [`AclnnRandomOperators`]: the random family (all optional);
 //! - [`AclnnClientOperators`]: the operators a foreign client (torch_npu) looks up beyond
 //!   braid's, declared so `braid-acl-sim`'s exports of them are checked;
 //! - [`AclnnModelOperators`]: indexing, concatenation, selection, triangles, ramps,
@@ -26,6 +27,7 @@ mod client;
 mod codes;
 mod functions;
 mod model_ops;
+mod random_ops;
 mod tensor_ops;
 mod types;
 
@@ -34,6 +36,7 @@ pub use client::{client_operator_fns, AclnnClientOperators};
 pub use codes::*;
 pub use functions::{descriptor_fns, operator_fns, AclnnDescriptors, AclnnOperators};
 pub use model_ops::{model_operator_fns, AclnnModelOperators};
+pub use random_ops::{random_operator_fns, AclnnRandomOperators};
 pub use tensor_ops::{tensor_operator_fns, AclnnTensorOperators};
 pub use types::*;
 

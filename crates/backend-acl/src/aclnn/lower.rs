@@ -18,6 +18,7 @@
 //! | `Rope` | `aclnnRotaryPositionEmbedding` |
 //! | `Attention` | `aclnnFlashAttentionScore` (see its module for what it cannot express) |
 //! | the indexing, shape, LayerNorm and position families | see `lower_model` |
+//! | `Random`, `ApplyDropoutMask` | the random family (`super::lower_random`) |
 
 use super::kernels::{AclPrepared, Held, Kind, Operator};
 use super::objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
@@ -218,6 +219,8 @@ pub(crate) fn prepare(api: &'static AclnnApi, op: &OpKernel) -> Result<AclPrepar
         }
         TensorOp::Rope(r) => attention::rope(api, r),
         TensorOp::Attention(a) => attention::attention(api, a),
+        TensorOp::Random(r) => super::lower_random::random(api, r),
+        TensorOp::ApplyDropoutMask(m) => super::lower_random::apply_dropout_mask(api, m),
         other => super::lower_model::prepare(api, other),
     }
 }

@@ -22,6 +22,7 @@
 pub(crate) mod kernels;
 mod lower;
 mod lower_model;
+mod lower_random;
 mod muls;
 mod objects;
 
@@ -33,8 +34,8 @@ use crate::api::AclApi;
 use crate::error::AclError;
 use braid_acl_sys::aclnn::{
     aclnnStatus, status_name, AclnnAttentionOperators, AclnnClientOperators, AclnnDescriptors,
-    AclnnModelOperators, AclnnOperators, AclnnTensorOperators, DESCRIPTOR_LIBRARIES,
-    DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES, OPERATOR_LIBS_ENV,
+    AclnnModelOperators, AclnnOperators, AclnnRandomOperators, AclnnTensorOperators,
+    DESCRIPTOR_LIBRARIES, DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES, OPERATOR_LIBS_ENV,
 };
 use braid_acl_sys::loader::{self, LoadError, Loaded};
 use braid_stream_core::sync::GlobalMutex;
@@ -65,6 +66,7 @@ pub struct AclnnApi {
     tensor_ops: Loaded<AclnnTensorOperators>,
     model_ops: Loaded<AclnnModelOperators>,
     attention_ops: Loaded<AclnnAttentionOperators>,
+    random_ops: Loaded<AclnnRandomOperators>,
 }
 
 impl fmt::Debug for AclnnApi {
@@ -112,6 +114,11 @@ impl AclnnApi {
     /// Rotary embedding and flash attention (every symbol optional).
     pub fn attention_operators(&self) -> &AclnnAttentionOperators {
         &self.attention_ops
+    }
+
+    /// The random family braid's random operators lower to (every symbol optional).
+    pub fn random_operators(&self) -> &AclnnRandomOperators {
+        &self.random_ops
     }
 
     /// The libraries the tables were resolved from: descriptors', then operators'.
@@ -189,6 +196,7 @@ impl AclnnApi {
         let tensor_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         let model_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         let attention_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
+        let random_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         Ok(AclnnApi {
             acl,
             descriptors,
@@ -197,6 +205,7 @@ impl AclnnApi {
             tensor_ops,
             model_ops,
             attention_ops,
+            random_ops,
         })
     }
 

@@ -8,6 +8,7 @@
 //! after every MiB-sized buffer of a run was freed and the cache emptied); a map is returned
 //! by `munmap` the moment its segment goes.
 
+use braid_stream_core::hal::HalError;
 use memmap2::{MmapMut, MmapOptions};
 
 /// Granule of the resident-bytes accounting: a written byte makes its whole page count.
@@ -16,6 +17,9 @@ pub(super) const PAGE: u64 = 64 << 10;
 /// The host memory of one segment.
 pub(super) struct Backing {
     map: MmapMut,
+    /// Bytes taken from the process's host-memory budget (`super::host_budget`), given back
+    /// when the backing drops.
+    budgeted: u64,
     /// One bit per [`PAGE`]: written since the map was made or the page was discarded.
     touched: Vec<u64>,
     /// Bytes of the touched pages (each counted whole, the last one up to the map's end).
@@ -38,12 +42,35 @@ impl std::fmt::Debug for Backing {
 impl Backing {
     /// A zeroed backing of `size` bytes. The address space is only reserved (no swap is set
     /// aside for it), so a large, sparsely written segment costs what is written.
-    pub fn new(size: u64) -> std::io::Result<Self> {
-        let len = usize::try_from(size)
-            .map_err(|_| std::io::Error::other("segment larger than the host address space"))?;
-        let map = MmapOptions::new().len(len).no_reserve_swap().map_anon()?;
+    ///
+    /// With a `budget`, the bytes are taken from the process's host-memory budget first: past
+    /// it, [`HalError::HostMemoryExhausted`]. A reservation's backing takes none: its bytes
+    /// are backed by the physical memory mapped into it, which is budgeted when it is made.
+    pub fn new(size: u64, budget: Option<u64>) -> Result<Self, HalError> {
+        let len = usize::try_from(size).map_err(|_| {
+            HalError::InvalidArgument(format!(
+                "{size} bytes of simulated device memory exceed the host address space"
+            ))
+        })?;
+        let budgeted = match budget {
+            Some(budget) => {
+                super::host_budget::reserve(size, budget)?;
+                size
+            }
+            None => 0,
+        };
+        let map = match MmapOptions::new().len(len).no_reserve_swap().map_anon() {
+            Ok(map) => map,
+            Err(e) => {
+                super::host_budget::release(budgeted);
+                return Err(HalError::InvalidArgument(format!(
+                    "the host cannot back {size} bytes of simulated device memory in data mode: {e}"
+                )));
+            }
+        };
         Ok(Backing {
             map,
+            budgeted,
             touched: vec![0; size.div_ceil(PAGE).div_ceil(64) as usize],
             resident: 0,
             overlays: Vec::new(),
@@ -223,5 +250,11 @@ impl Backing {
     fn page_len(&self, page: u64) -> u64 {
         let len = self.map.len() as u64;
         (len - page * PAGE).min(PAGE)
+    }
+}
+
+impl Drop for Backing {
+    fn drop(&mut self) {
+        super::host_budget::release(self.budgeted);
     }
 }

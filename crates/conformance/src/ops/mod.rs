@@ -12,6 +12,8 @@ pub use indexing::{
     embeddings_indexing_and_index_copy_move_elements_by_ids,
 };
 pub use positions::layer_norm_argmax_and_cumsum_follow_their_formulas;
+mod random;
+pub use random::*;
 
 use crate::support::still_works;
 use crate::{CaseError, Harness};

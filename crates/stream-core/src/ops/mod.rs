@@ -43,6 +43,7 @@ mod elementwise;
 mod index;
 mod matmul;
 mod norm;
+mod random;
 mod reduce;
 mod rope;
 mod shape;
@@ -56,6 +57,9 @@ pub use elementwise::{
 pub use index::{embedding, index, index_copy, Index, IndexCopy, IndexLayout, INDEX_TYPES};
 pub use matmul::{matmul, matmul_bias, Matmul};
 pub use norm::{layer_norm, rms_norm, LayerNorm, RmsNorm};
+pub use random::{
+    apply_dropout_mask, mask_bytes, random, ApplyDropoutMask, Random, RandomKind, RngState,
+};
 pub use reduce::{argmax, cumsum, reduce, softmax, ArgReduce, Cumsum, Reduce, ReduceKind, Softmax};
 pub use rope::{rope, Rope, RopeMode};
 pub use shape::{arange, cat, triangle, where_, Arange, Cat, Triangle, Where};
@@ -179,6 +183,10 @@ pub enum TensorOp {
     /// Scaled dot-product attention (grouped heads, causal, masked, over a valid length);
     /// boxed, being much larger than the other variants.
     Attention(Box<Attention>),
+    /// Random numbers drawn with a seed and an offset ([`RandomKind`]).
+    Random(Random),
+    /// A dropout mask applied to a tensor.
+    ApplyDropoutMask(ApplyDropoutMask),
 }
 
 /// Calls `$body` with `$spec` bound to the variant's payload as `&dyn OpSpec`.
@@ -207,6 +215,8 @@ macro_rules! each_op {
                 let $spec = &**boxed;
                 $body
             }
+            TensorOp::Random($spec) => $body,
+            TensorOp::ApplyDropoutMask($spec) => $body,
         }
     };
 }
