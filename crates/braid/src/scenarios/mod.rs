@@ -17,6 +17,7 @@ pub mod custom_op;
 pub mod devices;
 pub mod graph_memory;
 pub mod graph_mode;
+pub mod llama;
 pub mod memory_reuse;
 pub mod record_tagged_stream;
 pub mod sleep_mode;

@@ -1,0 +1,1 @@
+//! Step times at any size on timing-only devices.
