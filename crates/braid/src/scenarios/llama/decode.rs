@@ -153,7 +153,7 @@ pub fn argmax(values: &[f32]) -> u32 {
 }
 
 /// One device count's run state: the ranks, their KV caches, and the open communicators.
-struct Node<B: CollectiveBackend> {
+pub(super) struct Node<B: CollectiveBackend> {
     config: LlamaConfig,
     split: Split,
     ranks: Vec<Rank<B>>,
@@ -161,7 +161,54 @@ struct Node<B: CollectiveBackend> {
 }
 
 impl<B: CollectiveBackend> Node<B> {
-    fn lanes<'a>(&'a self, buffers: &'a [StepBuffers<B>]) -> Vec<Lane<'a, B>> {
+    /// One rank per device (a communicator over them when there are several) with its
+    /// shard of the weights (`host`'s values, or none on timing-only devices), then — once
+    /// `before_cache` has run on the ranks (the dry run sizing the decode pool) — each
+    /// rank's KV cache for `batch` sequences in its decode pool.
+    pub(super) fn open(
+        devices: &[Device<B>],
+        config: LlamaConfig,
+        split: Split,
+        batch: usize,
+        micro_batches: usize,
+        host: Option<&HostWeights>,
+        before_cache: impl FnOnce(&[Rank<B>]) -> Result<(), LlamaError>,
+    ) -> Result<Self, LlamaError> {
+        let comms: Vec<Option<Communicator<B>>> = if devices.len() > 1 {
+            Communicator::init_all(devices)?
+                .into_iter()
+                .map(Some)
+                .collect()
+        } else {
+            vec![None]
+        };
+        let ranks = devices
+            .iter()
+            .zip(comms)
+            .enumerate()
+            .map(|(r, (device, comm))| {
+                Rank::new(device, comm, &config, &split, r, micro_batches, host)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        before_cache(&ranks)?;
+        let caches = ranks
+            .iter()
+            .map(|r| r.alloc_cache(&config, &split, batch))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Node {
+            config,
+            split,
+            ranks,
+            caches,
+        })
+    }
+
+    /// The ranks, in order.
+    pub(super) fn ranks(&self) -> &[Rank<B>] {
+        &self.ranks
+    }
+
+    pub(super) fn lanes<'a>(&'a self, buffers: &'a [StepBuffers<B>]) -> Vec<Lane<'a, B>> {
         self.ranks
             .iter()
             .zip(&self.caches)
@@ -182,7 +229,7 @@ impl<B: CollectiveBackend> Node<B> {
     }
 
     /// Step buffers of `shape` on every device, outside any capture.
-    fn buffers(&self, shape: StepShape) -> Result<Vec<StepBuffers<B>>, LlamaError> {
+    pub(super) fn buffers(&self, shape: StepShape) -> Result<Vec<StepBuffers<B>>, LlamaError> {
         self.ranks
             .iter()
             .map(|r| StepBuffers::new(&r.alloc, &r.compute, &self.config, &self.split, shape))
@@ -191,7 +238,13 @@ impl<B: CollectiveBackend> Node<B> {
 
     /// Runs `launch` between timing events on every compute stream; the slowest device's
     /// microseconds.
-    fn timed(&self, launch: impl FnOnce() -> Result<(), LlamaError>) -> Result<f64, LlamaError> {
+    pub(super) fn timed(
+        &self,
+        launch: impl FnOnce() -> Result<(), LlamaError>,
+    ) -> Result<f64, LlamaError> {
+        for rank in &self.ranks {
+            rank.line_up(self.config.dtype)?;
+        }
         for rank in &self.ranks {
             rank.compute.synchronize()?;
         }
@@ -209,7 +262,7 @@ impl<B: CollectiveBackend> Node<B> {
     }
 
     /// The logits of every sequence, read from the first device.
-    fn logits(&self, buffers: &StepBuffers<B>) -> Result<Vec<Vec<f32>>, LlamaError> {
+    pub(super) fn logits(&self, buffers: &StepBuffers<B>) -> Result<Vec<Vec<f32>>, LlamaError> {
         let s = &self.ranks[0].compute;
         let mut out = Vec::new();
         for scratch in &buffers.micro {
@@ -220,9 +273,49 @@ impl<B: CollectiveBackend> Node<B> {
         Ok(out)
     }
 
+    /// Re-issues every task group of the captured decode `graphs` (with their `buffers` and
+    /// `groups`) for position `pos` and input `tokens`, counting each update. A refused
+    /// update (which the caller answers with a recapture) is the inner error; a failure to
+    /// build the kernels the outer one.
+    pub(super) fn update(
+        &self,
+        graphs: &[CapturedGraph<B>],
+        buffers: &[StepBuffers<B>],
+        groups: &[Groups],
+        pos: usize,
+        tokens: &[Vec<u32>],
+        updates: &mut u64,
+    ) -> Result<Result<(), LlamaError>, LlamaError> {
+        let lanes = self.lanes(buffers);
+        for (((lane, rank), graph), groups) in lanes.iter().zip(&self.ranks).zip(graphs).zip(groups)
+        {
+            let k = &lane.kernels;
+            let micro = k.buffers.shape.micro_batches;
+            let mut issue = |group, kernels: Vec<crate::Kernel>| -> Result<(), LlamaError> {
+                graph.update(group, &rank.update, |u| {
+                    for k in &kernels {
+                        u.launch(k)?;
+                    }
+                    Ok(())
+                })?;
+                *updates += 1;
+                Ok(())
+            };
+            if let Err(e) = issue(&groups.prelude, k.prelude(pos, tokens)?) {
+                return Ok(Err(e));
+            }
+            for (i, group) in groups.cache.iter().enumerate() {
+                if let Err(e) = issue(group, k.cache_write(i / micro, i % micro, pos)?) {
+                    return Ok(Err(e));
+                }
+            }
+        }
+        Ok(Ok(()))
+    }
+
     /// Captures the decode step at `pos` for `tokens` on every device.
     #[allow(clippy::type_complexity)]
-    fn capture(
+    pub(super) fn capture(
         &self,
         shape: StepShape,
         pos: usize,
@@ -250,46 +343,23 @@ pub fn generate<B: CollectiveBackend>(
     let span = tracing::info_span!("llama_generate", devices = devices.len());
     let _span = span.enter();
     let batch = request.prompts.len();
-    let comms: Vec<Option<Communicator<B>>> = if devices.len() > 1 {
-        Communicator::init_all(devices)?
-            .into_iter()
-            .map(Some)
-            .collect()
-    } else {
-        vec![None]
-    };
-    let ranks = devices
-        .iter()
-        .zip(comms)
-        .enumerate()
-        .map(|(r, (device, comm))| {
-            Rank::new(
-                device,
-                comm,
-                &config,
-                &split,
-                r,
-                request.micro_batches,
-                Some(weights),
-            )
-        })
-        .collect::<Result<Vec<_>, _>>()?;
     let prompt_len = request.prompts[0].len();
     let decode_shape = request.step_shape(1);
-
     // The decode pool's size, before anything is allocated in it or captured.
-    let predicted_pool_bytes = predict_pool(&ranks[0], &config, &split, batch, decode_shape)?;
-    let caches = ranks
-        .iter()
-        .map(|r| r.alloc_cache(&config, &split, batch))
-        .collect::<Result<Vec<_>, _>>()?;
-    let cache_bytes = KvCache::<B>::bytes(&config, &split, batch);
-    let node = Node {
+    let mut predicted_pool_bytes = 0;
+    let node = Node::open(
+        devices,
         config,
         split,
-        ranks,
-        caches,
-    };
+        batch,
+        request.micro_batches,
+        Some(weights),
+        |ranks| {
+            predicted_pool_bytes = predict_pool(&ranks[0], &config, &split, batch, decode_shape)?;
+            Ok(())
+        },
+    )?;
+    let cache_bytes = KvCache::<B>::bytes(&config, &split, batch);
 
     // Prefill: the whole prompt in one eager step.
     let (first_logits, prefill_us) = {
@@ -335,36 +405,13 @@ pub fn generate<B: CollectiveBackend>(
         let input = last(&tokens);
         let mut refused = None;
         let us = node.timed(|| {
-            let lanes = node.lanes(&buffers);
-            let micro = decode_shape.micro_batches;
-            for (((lane, rank), graph), groups) in
-                lanes.iter().zip(&node.ranks).zip(&graphs).zip(&groups)
-            {
-                let mut issue = |group, kernels: Vec<crate::Kernel>| -> Result<(), LlamaError> {
-                    graph.update(group, &rank.update, |u| {
-                        for k in &kernels {
-                            u.launch(k)?;
-                        }
-                        Ok(())
-                    })?;
-                    updates += 1;
-                    Ok(())
-                };
-                let k = &lane.kernels;
-                let result = (|| {
-                    issue(&groups.prelude, k.prelude(pos, &input)?)?;
-                    for (i, group) in groups.cache.iter().enumerate() {
-                        issue(group, k.cache_write(i / micro, i % micro, pos)?)?;
-                    }
-                    Ok::<_, LlamaError>(())
-                })();
-                if let Err(e) = result {
-                    refused = Some(e);
-                    return Ok(());
+            refused = node
+                .update(&graphs, &buffers, &groups, pos, &input, &mut updates)?
+                .err();
+            if refused.is_none() {
+                for (rank, graph) in node.ranks.iter().zip(&graphs) {
+                    graph.launch(&rank.compute)?;
                 }
-            }
-            for (rank, graph) in node.ranks.iter().zip(&graphs) {
-                graph.launch(&rank.compute)?;
             }
             Ok(())
         })?;

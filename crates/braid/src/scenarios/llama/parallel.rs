@@ -23,7 +23,7 @@ use super::device_weights::DeviceWeights;
 use super::kv_cache::KvCache;
 use super::step::StepKernels;
 use super::LlamaError;
-use crate::allocator::{AllocatorConfig, CachingAllocator};
+use crate::allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};
 use crate::collective::{CollectiveBackend, Communicator, ReduceOp};
 use crate::graph_capture::{
     graph_pool_handle, CaptureSession, CapturedGraph, GraphError, GraphPool,
@@ -44,6 +44,8 @@ pub(crate) struct Rank<B: CollectiveBackend> {
     pub pool: GraphPool<B>,
     /// Per micro-batch: (partial written, all-reduce done).
     pub events: Vec<(Event<B>, Event<B>)>,
+    /// One element all-reduced to line the devices up before a timed phase.
+    barrier: DeviceBuffer<B>,
 }
 
 impl<B: CollectiveBackend> Rank<B> {
@@ -71,6 +73,8 @@ impl<B: CollectiveBackend> Rank<B> {
                 ))
             })
             .collect::<crate::Result<_>>()?;
+        let barrier = alloc.alloc(config.dtype.size(), &compute)?;
+        compute.memset(barrier.slice(), 0)?;
         compute.synchronize()?;
         let pool = graph_pool_handle(&alloc);
         Ok(Rank {
@@ -82,7 +86,20 @@ impl<B: CollectiveBackend> Rank<B> {
             weights,
             pool,
             events,
+            barrier,
         })
+    }
+
+    /// Lines this device up with the others (an all-reduce of one element on the compute
+    /// stream, after the communication stream's work) and waits for it: devices used before
+    /// may be ahead of the others, and a timed phase's first all-reduce would wait for them.
+    pub fn line_up(&self, dtype: crate::DType) -> Result<(), LlamaError> {
+        if let Some(comm) = &self.comm {
+            self.compute.wait_stream(&self.comm_stream)?;
+            let b = self.barrier.slice();
+            comm.all_reduce(&self.compute, b, b, dtype, ReduceOp::Sum)?;
+        }
+        Ok(())
     }
 
     /// Allocates this rank's KV cache for `batch` sequences in the decode graph's pool, and
