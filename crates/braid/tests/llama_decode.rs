@@ -3,17 +3,17 @@
 //! dry run predicted it, no recapture; and every bad input refused with a typed error naming
 //! the tensor or dimension before any device work.
 
-#![cfg(all(feature = "sim", not(feature = "acl")))]
+#![cfg(feature = "sim")]
 
 use braid::scenarios::devices::{sim_devices, sim_node, Role};
 use braid::scenarios::llama::weights::{Part, WEIGHTS_FILE};
-use braid::scenarios::llama::{self, HostWeights, LlamaConfig, LlamaError, Request};
+use braid::scenarios::llama::{self, ci, HostWeights, LlamaConfig, LlamaError, Request};
 use safetensors::tensor::{Dtype, TensorView};
 use std::path::{Path, PathBuf};
 
 fn model_dir(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("braid-llama-{name}-{}", std::process::id()));
-    llama::write_model(&dir, &LlamaConfig::ci(), 28).unwrap();
+    llama::write_model(&dir, &LlamaConfig::ci(), ci::SEED).unwrap();
     dir
 }
 
@@ -32,7 +32,12 @@ fn tokens_are_the_same_on_every_device_count_and_the_graph_equals_the_eager_step
     let mut first: Option<Vec<Vec<u32>>> = None;
     for n in [1, 2, 4, 8] {
         let devices = sim_devices(&sim_node(Role::Data, n)).unwrap();
-        let g = llama::generate(&devices, &weights, &request()).unwrap();
+        let g = llama::generate(&devices, &weights, &ci::request(4)).unwrap();
+        assert!(
+            ci::matches_reference(&g.tokens),
+            "{n} devices: {:?}",
+            g.tokens
+        );
         assert_eq!(g.tokens.len(), 2);
         assert!(g.tokens.iter().all(|t| t.len() == 4), "{:?}", g.tokens);
         assert!(

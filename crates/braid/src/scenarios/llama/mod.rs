@@ -6,6 +6,8 @@
 //!
 //! The pieces, one job each:
 //!
+//! - [`ci`]: the CI-sized run the example, `braid demo` and the tests share, with the
+//!   tokens transformers generates for it;
 //! - [`config`]: the model's sizes ([`LlamaConfig`]: a CI-sized one and Llama-2-7B's) and
 //!   how they split over devices ([`config::Split`]);
 //! - [`weights`]: the `safetensors` file as transformers names it — written with seeded
@@ -26,6 +28,7 @@
 //! the heads — is a [`LlamaError`] naming the tensor or dimension, returned before any device
 //! is touched.
 
+pub mod ci;
 pub mod config;
 pub mod decode;
 mod device_weights;
