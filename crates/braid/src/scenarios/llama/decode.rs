@@ -118,7 +118,7 @@ pub struct Generation {
     /// slowest device's).
     pub graph_step_us: f64,
     /// Whether the first graph replay's logits equal the same step's run eagerly, bit for
-    /// bit.
+    /// bit (true when only one token was generated: no step was replayed).
     pub eager_equals_graph: bool,
     /// Captures of the decode step (one per device count, unless an update was refused).
     pub captures: u32,
