@@ -315,7 +315,11 @@ impl<B: CollectiveBackend> Setup<'_, B> {
     /// against transformers' float32 run.
     fn llama_decode(&self) -> DemoResult<Vec<Row>> {
         let config = LlamaConfig::ci();
-        let dir = std::env::temp_dir().join(format!("braid-demo-llama-{}", std::process::id()));
+        // One directory per call: demos may run at once in one process (the tests do).
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("braid-demo-llama-{}-{call}", std::process::id()));
         llama::write_model(&dir, &config, ci::SEED)?;
         let weights = HostWeights::load(&dir, &config);
         std::fs::remove_dir_all(&dir).ok();
