@@ -22,8 +22,8 @@
 //!   SiLU of the gate times the up projection, the down projection (partial again), the
 //!   residual add.
 //!
-//! Then the final RMSNorm and the output head on each sequence's last position give float32
-//! logits of the model's type.
+//! Then the final RMSNorm and the output head on each sequence's last position give its
+//! logits, in the model's data type.
 
 use super::config::{LlamaConfig, Split};
 use super::device_weights::{alloc_tensor, DeviceWeights};
