@@ -41,6 +41,14 @@ struct Row {
     size: Option<u64>,
     #[serde(default)]
     ranks: Option<u32>,
+    /// Sequences in the batch (the decoder rows).
+    #[serde(default)]
+    #[allow(dead_code)]
+    batch: Option<u32>,
+    /// How the measured program ran: `eager` or `graph` (the decoder rows).
+    #[serde(default)]
+    #[allow(dead_code)]
+    mode: Option<String>,
     published: f64,
     unit: String,
     #[allow(dead_code)]
@@ -351,6 +359,12 @@ fn graph_vs_eager_decode() -> f64 {
     eager as f64 / replay as f64
 }
 
+/// The quantity of the rows braid's Llama decoder replays (its Llama-2-7B decode step built
+/// from braid's tensor operators, in `crates/braid/tests/llama_decode_7b.rs`, with the
+/// issue's band of ratios 0.67-1.5 instead of this table's tolerance): this crate cannot
+/// build that decoder.
+const REPLAYED_BY_THE_DECODER: &str = "llama2_7b_decode";
+
 /// The simulator's figure for `row`, in the row's unit.
 fn predict(row: &Row) -> f64 {
     let want_unit = |unit: &str| {
@@ -422,6 +436,9 @@ fn the_simulator_reproduces_every_published_figure_within_the_tolerance() {
     let mut replayed = 0;
     for row in &t.rows {
         assert!(!row.source.is_empty(), "{}: no source", row.name());
+        if row.quantity == REPLAYED_BY_THE_DECODER {
+            continue;
+        }
         if let Some(why) = &row.pending {
             assert!(
                 row.gap.is_none(),

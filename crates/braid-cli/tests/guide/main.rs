@@ -66,6 +66,11 @@ const NOT_RUN: &[(&str, &str)] = &[
          here, are its figures",
     ),
     (
+        "scripts/torch_npu_tests.sh -q -k llama",
+        ".ci/run runs the torch_npu suite, test_llama_decode.py among it (it needs the \
+         suite's Python environment, 5.8 GB)",
+    ),
+    (
         "cargo bench",
         ".ci/run compiles every bench (`cargo bench --no-run`); their runs take minutes, and \
          the ACL ones are for an Ascend server",
