@@ -2,7 +2,7 @@
 //! in the large pool, where small requests of the default pool find them (off by default:
 //! PyTorch splits a large block only when more than 1 MiB would remain).
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocError, AllocatorConfig};
 use common::*;

@@ -4,6 +4,10 @@ use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice, SimMode};
 use braid_stream_core::{Device, DeviceSlice, Stream};
 
+mod counting;
+
+pub use counting::{host_allocs, host_bytes};
+
 pub const KIB: u64 = 1 << 10;
 pub const MIB: u64 = 1 << 20;
 

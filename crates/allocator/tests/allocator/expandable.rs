@@ -3,7 +3,7 @@
 //! unmapping free pages anywhere (holes) on empty_cache and in the out-of-memory ladder,
 //! growth that maps holes again, the toggle, and a model-based proptest.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{
     AllocError, AllocatorConfig, CachingAllocator, DeviceBuffer, HistoryAction, MemorySnapshot,

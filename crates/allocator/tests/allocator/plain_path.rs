@@ -3,7 +3,7 @@
 //! plain and on one whose history recording is switched on and off, which moves it between
 //! the two paths.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};
 use braid_backend_sim::SimBackend;

@@ -3,44 +3,11 @@
 //! honour refused by name when the allocator is made, misspelt keys answered with the nearest
 //! valid one, and the history ring grown as it fills instead of all at once.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocError, AllocatorConfig, CachingAllocator, MAX_HISTORY_SIZE};
 use common::*;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
 
-/// Counts the bytes the current thread asks of the host allocator.
-struct Counting;
-
-thread_local! {
-    static HOST_BYTES: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts the bytes asked for.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        HOST_BYTES.with(|c| c.set(c.get() + layout.size() as u64));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        HOST_BYTES.with(|c| c.set(c.get() + new_size as u64));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn host_bytes() -> u64 {
-    HOST_BYTES.with(Cell::get)
-}
 
 fn invalid(err: &AllocError) -> (&str, &str, &str) {
     match err {

@@ -6,40 +6,8 @@
 use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_backend_sim::{SanitizerMode, SimBackend, SimConfig, SimDevice, SimMode};
 use braid_stream_core::Device;
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use crate::common::host_allocs;
 
-/// Counts the host allocations of the current thread (other test threads do not interfere).
-struct Counting;
-
-thread_local! {
-    static HOST_ALLOCS: Cell<u64> = const { Cell::new(0) };
-}
-
-// SAFETY: forwards to the system allocator unchanged; only counts calls.
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        HOST_ALLOCS.with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.alloc(layout) }
-    }
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        // SAFETY: same contract as the caller's.
-        unsafe { System.dealloc(ptr, layout) }
-    }
-    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        HOST_ALLOCS.with(|c| c.set(c.get() + 1));
-        // SAFETY: same contract as the caller's.
-        unsafe { System.realloc(ptr, layout, new_size) }
-    }
-}
-
-#[global_allocator]
-static GLOBAL: Counting = Counting;
-
-fn host_allocs() -> u64 {
-    HOST_ALLOCS.with(Cell::get)
-}
 
 #[test]
 fn cache_hits_do_not_allocate_on_the_host() {

@@ -2,7 +2,7 @@
 //! when it is created, workspace blocks reused in stream order (no device allocation per
 //! launch), an out-of-memory request a typed error after which everything works.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_backend_sim::{host_op, SimBackend};

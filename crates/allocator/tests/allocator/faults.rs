@@ -3,7 +3,7 @@
 //! device has charged, and a failed growth of an expandable segment leaves nothing mapped
 //! that the allocator does not know of.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocError, AllocatorConfig, CachingAllocator};
 use braid_backend_sim::{CallKind, FaultPlan, SimConfig, SimDevice};

@@ -3,7 +3,7 @@
 //! kernel, cross-stream records, `empty_cache`, statistics, errors, threads and a model-based
 //! proptest.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocError, PinnedBuffer, PinnedHostAllocator};
 use braid_backend_sim::{SimBackend, SimConfig, SimDevice};

@@ -3,7 +3,7 @@
 //! ignoring unrecorded uses, reuse with a stream wait, `erase_stream` (A7), active statistics
 //! of pending blocks, and foreign work.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocatorConfig, CrossStreamMode};
 use braid_stream_core::Kernel;

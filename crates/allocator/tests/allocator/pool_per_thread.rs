@@ -2,7 +2,7 @@
 //! `use_mem_pool`, `beginAllocateCurrentThreadToPool`) diverts only the calling thread's
 //! allocations, while `MemPool::use_on(stream)` diverts every thread's allocations on a stream.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocatorConfig, DeviceBuffer, PoolFilter, PoolId, PoolOptions};
 use braid_backend_sim::SimBackend;

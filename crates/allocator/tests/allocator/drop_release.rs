@@ -2,7 +2,7 @@
 //! device: cached blocks of the default pool, blocks pending on other streams, and the cached
 //! segments of private pools nobody uses any more.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocatorConfig, CachingAllocator, CrossStreamMode, PoolOptions};
 use braid_stream_core::Kernel;

@@ -3,7 +3,7 @@
 //! a capture without event polling (A4) or garbage collection, small requests served by large
 //! cached blocks, and per-stream segments of graphed work (C33).
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocatorConfig, DeviceBuffer, PoolFilter, PoolId, PoolOptions};
 use braid_backend_sim::SimBackend;

@@ -141,7 +141,7 @@ fn ended_exporters_counters_are_swept_by_the_next_export() {
     }
     let out = Command::new(std::env::current_exe().unwrap())
         .args([
-            "ended_exporters_counters_are_swept_by_the_next_export",
+            "ipc_refs::ended_exporters_counters_are_swept_by_the_next_export",
             "--exact",
             "--test-threads=1",
         ])
@@ -149,8 +149,9 @@ fn ended_exporters_counters_are_swept_by_the_next_export() {
         .env(REFS_DIR_ENV, &dir)
         .output()
         .unwrap();
+    // It passed, and it ran (the filter is the test's whole name, module included).
     assert!(
-        out.status.success(),
+        out.status.success() && String::from_utf8_lossy(&out.stdout).contains("1 passed"),
         "the exporting child failed: {}{}",
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
@@ -196,7 +197,7 @@ fn a_full_directory_refuses_the_export_naming_it() {
         (ROLE, "exporter".to_string()),
         (REFS_DIR_ENV, dir.display().to_string()),
     ];
-    let test = "a_full_directory_refuses_the_export_naming_it";
+    let test = "ipc_refs::a_full_directory_refuses_the_export_naming_it";
     let Some(out) = run_over_small_tmpfs(test, &dir, "1m", &env) else {
         eprintln!("note: no private mount namespace here (unshare -rm); the full directory is not checked");
         return;

@@ -1,7 +1,7 @@
 //! `fit_large_segments`: a large request below 10 MiB that misses gets a segment sized to the
 //! most whole requests of its size that fit in 20 MiB (off by default: PyTorch's 20 MiB).
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocError, AllocatorConfig};
 use common::*;

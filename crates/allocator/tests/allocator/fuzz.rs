@@ -1,6 +1,6 @@
 //! Randomized tests: a data-mode fuzz oracle (C31), a model-based proptest, and host threads.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocatorConfig, CrossStreamMode, DeviceBuffer};
 use braid_backend_sim::SimBackend;

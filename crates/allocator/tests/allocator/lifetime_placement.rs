@@ -1,7 +1,7 @@
 //! `lifetime_placement`: with expandable segments, sizes mostly freed soon after allocation
 //! go to the stream's small-pool segment, long-lived ones stay packed in the large-pool one.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocError, AllocatorConfig, DeviceBuffer, SegmentType};
 use braid_backend_sim::SimBackend;

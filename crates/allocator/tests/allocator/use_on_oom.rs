@@ -4,7 +4,7 @@
 //! loan itself and an unmarked pool's refusal are the conformance case
 //! `allocator::pools_marked_use_on_oom_lend_at_out_of_memory`; here, the cases around it.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocError, AllocatorConfig, MemPool, PoolId, PoolOptions};
 use braid_backend_sim::SimBackend;

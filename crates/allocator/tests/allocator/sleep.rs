@@ -2,7 +2,7 @@
 //! released and whose addresses are kept, and the wake that maps them again (vLLM's sleep
 //! mode, vllm-ascend's camem allocator).
 
-mod common;
+use crate::common;
 
 use braid_allocator::{
     AllocError, AllocatorConfig, CachingAllocator, DeviceBuffer, MemPool, PoolOptions, SleepMode,

@@ -3,7 +3,7 @@
 //! so a stale pointer to a dropped buffer is a use after free naming the free, even once the
 //! block belongs to a new buffer.
 
-mod common;
+use crate::common;
 
 use braid_allocator::AllocatorConfig;
 use braid_backend_sim::RaceKind;

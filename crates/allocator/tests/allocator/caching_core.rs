@@ -3,7 +3,7 @@
 //! every configuration key, oversize rules, garbage collection, snapshot and history,
 //! out-of-memory observers, accumulated totals.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocError, AllocatorConfig, BlockState, CachingAllocator};
 use braid_stream_core::Kernel;

@@ -1,7 +1,7 @@
 //! `release_before_grow`: whole cached segments go back to the device before a new segment
 //! raises reserved memory past its peak (off by default: PyTorch keeps them).
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocError, AllocatorConfig, PoolFilter, PoolOptions};
 use common::*;

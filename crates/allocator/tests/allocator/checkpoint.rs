@@ -2,7 +2,7 @@
 //! `_cuda_getCheckpointState`, `_cuda_setCheckpointPoolState` and
 //! `_cuda_checkPoolLiveAllocations`), and the restore's refusals, which change nothing.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{
     AllocError, AllocatorConfig, BlockState, CachingAllocator, DeviceBuffer, HistoryAction,

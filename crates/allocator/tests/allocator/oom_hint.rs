@@ -1,7 +1,7 @@
 //! The out-of-memory message: the fragmentation figure, and `expandable_segments:true`
 //! suggested first when much of the reserved memory is unallocated.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocError, AllocatorConfig, OutOfMemoryReport};
 use braid_stream_core::StreamId;
