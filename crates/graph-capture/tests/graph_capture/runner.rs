@@ -3,7 +3,7 @@
 //! the input count) leave out: user addresses in the key without input cloning, cloned
 //! outputs, and TorchAir's memory modes compared.
 
-mod common;
+use crate::common;
 
 use braid_graph_capture::{
     GraphError, GraphRunner, InputKind, MemoryReuse, RunContext, RunnerConfig,

@@ -2,7 +2,7 @@
 //! captured graph is updated without recapturing, and its replays compute with the new
 //! parameters; a group of another session's graph is refused and both graphs still work.
 
-mod common;
+use crate::common;
 
 use braid_graph_capture::{CaptureSession, GraphError};
 use braid_stream_core::{Kernel, StreamError};

@@ -4,7 +4,7 @@
 //! waiting graph's launch after the recording graph's launch. Without the opt-in, waits across
 //! capture boundaries stay refused.
 
-mod common;
+use crate::common;
 
 use braid_stream_core::{CaptureMode, Event, EventFlags, Graph, Kernel, Stream, StreamError};
 use common::*;

@@ -3,7 +3,7 @@
 //! per captured stream as ACL's models do, and running out is a typed error naming the limit
 //! and the count, after which everything still works.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_backend_sim::limits::ASCEND_910B_MAX_STREAMS;

@@ -2,7 +2,7 @@
 //! failed begin, end or join leaves no stream capturing and the capture's pool released; the
 //! runner reports the failure and stays usable, with correct results afterwards.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_backend_sim::{CallKind, FaultPlan, SimConfig, SimDevice};

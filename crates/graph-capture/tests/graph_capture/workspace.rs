@@ -2,7 +2,7 @@
 //! allocator is the device's workspace provider) and lives as long as the graph, so replays
 //! after the eager cache was emptied and reused neither read nor write eager memory.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::host_op;
 use braid_graph_capture::CaptureSession;
