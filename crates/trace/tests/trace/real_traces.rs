@@ -2,7 +2,7 @@
 //! `traces/README.md`). Expected event counts are the files' own; sums and peaks were checked
 //! with Python's `pickle`.
 
-mod common;
+use crate::common;
 
 use braid_trace::{replay_on_sim, Action, ReplayPlan, Snapshot};
 use common::load;

@@ -1,7 +1,7 @@
 //! `lifetime_placement` on the real PyTorch snapshots in the repository's `traces/`: under 2%
 //! waste on every file, and never above expandable segments without it.
 
-mod common;
+use crate::common;
 
 use braid_trace::{replay_on_sim, ReplayPlan};
 use common::load;
