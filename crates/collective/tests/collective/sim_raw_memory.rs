@@ -3,7 +3,7 @@
 //! it is reported by the simulator's sanitizer as a use after free that names the
 //! collective and its rank.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::RaceKind;
 use braid_collective::ReduceOp;

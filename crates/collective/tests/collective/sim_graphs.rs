@@ -1,7 +1,7 @@
 //! Collectives as operators: captured into a graph on each rank and replayed, and the caching
 //! allocator's automatic lifetime across a collective's stream.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocatorConfig, CachingAllocator, CrossStreamMode};
 use braid_collective::ReduceOp;

@@ -1,7 +1,7 @@
 //! The bad input on the simulator: each a typed error, and after it the communicator,
 //! devices and allocators still work.
 
-mod common;
+use crate::common;
 
 use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_backend_sim::{SimBackend, SimMode};

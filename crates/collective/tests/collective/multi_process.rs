@@ -346,7 +346,13 @@ fn across_processes(test: &str, ranks: u32) {
     for rank in 1..ranks {
         let role = format!("{test} {rank} {ranks} {}", transport.local_addr());
         let child = Command::new(&exe)
-            .args([test, "--exact", "--nocapture", "--test-threads=1"])
+            // The harness names the test with its module.
+            .args([
+                &format!("multi_process::{test}"),
+                "--exact",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CHILD_ROLE, role)
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())

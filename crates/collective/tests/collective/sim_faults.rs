@@ -2,7 +2,7 @@
 //! the part's stream reports the failure, and [`Communicator::async_error`] reports it on
 //! every rank, kept for the communicator's life, while later collectives still run.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::FaultPlan;
 use braid_collective::{CollectiveError, ReduceOp};

@@ -1,7 +1,7 @@
 //! Every collective on 2, 4 and 8 simulated devices in data mode, in every data type, with
 //! the exact numbers expected.
 
-mod common;
+use crate::common;
 
 use braid_collective::ReduceOp;
 use braid_stream_core::DType;

@@ -2,7 +2,7 @@
 //! enqueued (the rank works afterwards), a send whose receive never comes named by the host
 //! wait, and ranks that are threads exchanging in batches and groups.
 
-mod common;
+use crate::common;
 
 use braid_collective::{CollectiveError, CollectiveOp, ReduceOp, SendRecv};
 use braid_stream_core::hal::HalError;
