@@ -25,7 +25,7 @@ fn a_child_answers_lines_and_its_exit_is_seen() {
         return;
     }
     let env = [(ROLE, "answering".to_string())];
-    let mut child = ChildTest::spawn("a_child_answers_lines_and_its_exit_is_seen", &env).unwrap();
+    let mut child = ChildTest::spawn("child_process::a_child_answers_lines_and_its_exit_is_seen", &env).unwrap();
     assert!(child.id() > 0);
     child.expect("ready").unwrap();
     child.send("go").unwrap();
@@ -40,7 +40,7 @@ fn a_child_that_fails_before_the_awaited_line_is_reported_with_its_stderr() {
     }
     let env = [(ROLE, "failing".to_string())];
     let mut child = ChildTest::spawn(
-        "a_child_that_fails_before_the_awaited_line_is_reported_with_its_stderr",
+        "child_process::a_child_that_fails_before_the_awaited_line_is_reported_with_its_stderr",
         &env,
     )
     .unwrap();
