@@ -7,7 +7,7 @@
 //! The runtime is one per process and these tests run in parallel, each on its own streams
 //! and memory of device 0 (the sanitizer test on device 2).
 
-mod common;
+use crate::common;
 
 use braid_acl_sim::aclnn::client_exports::*;
 use braid_acl_sim::aclnn::exports::*;

@@ -7,7 +7,7 @@
 //! The runtime is one per process and these tests run in parallel: each uses its own device
 //! (every device computes under the default settings).
 
-mod common;
+use crate::common;
 
 use braid_acl_sim::client::op_path::*;
 use braid_acl_sim::client::profiling::*;

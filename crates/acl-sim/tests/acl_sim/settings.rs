@@ -68,7 +68,7 @@ fn invalid_settings_fail_init_device_count_and_set_device_naming_the_variable() 
         let out = Command::new(&exe)
             .args([
                 "--exact",
-                "invalid_settings_fail_init_device_count_and_set_device_naming_the_variable",
+                "settings::invalid_settings_fail_init_device_count_and_set_device_naming_the_variable",
                 "--nocapture",
             ])
             .env_remove(DEVICES_ENV)
@@ -101,7 +101,7 @@ fn valid_settings_are_used() {
     }
     let exe = std::env::current_exe().expect("the test executable");
     let out = Command::new(&exe)
-        .args(["--exact", "valid_settings_child", "--nocapture"])
+        .args(["--exact", "settings::valid_settings_child", "--nocapture"])
         .env(DEVICES_ENV, "3")
         .env(CAPACITY_ENV, "1048576")
         .env_remove(TIMING_ONLY_ENV)
@@ -141,7 +141,7 @@ fn a_profile_file_gives_the_devices_its_figures() {
     std::fs::write(&file, gpu.to_json()).unwrap();
     let exe = std::env::current_exe().expect("the test executable");
     let out = Command::new(&exe)
-        .args(["--exact", "profile_child", "--nocapture"])
+        .args(["--exact", "settings::profile_child", "--nocapture"])
         .env_remove(CAPACITY_ENV)
         .env_remove(DEVICES_ENV)
         .env(PROFILE_ENV, &file)

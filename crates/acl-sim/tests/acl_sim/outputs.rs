@@ -68,7 +68,7 @@ fn run(scenario: &str, dir: &Path) -> (String, String) {
     let out = Command::new(exe)
         .args([
             "--exact",
-            "outputs_are_written_at_finalize_and_at_exit",
+            "outputs::outputs_are_written_at_finalize_and_at_exit",
             "--nocapture",
         ])
         .env(CHILD, scenario)
