@@ -1,6 +1,6 @@
 //! Numeric results of every kernel, copy and memset in data mode.
 
-mod common;
+use crate::common;
 
 use braid_stream_core::hal::{Device as _, Stream as _};
 use braid_stream_core::kernel::Kernel;

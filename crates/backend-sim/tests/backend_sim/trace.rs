@@ -1,6 +1,6 @@
 //! Chrome Trace Event JSON: tracks, slices, flows and memory counters.
 
-mod common;
+use crate::common;
 
 use braid_stream_core::hal::{Device as _, Graph as _, Stream as _};
 use braid_stream_core::kernel::Kernel;

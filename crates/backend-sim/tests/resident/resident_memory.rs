@@ -3,7 +3,7 @@
 //! segment is freed, and so does the process's resident set (on Linux, where it is read from
 //! `/proc/self/statm`): MiB-sized buffers once left 769 MiB resident after all were freed.
 //!
-//! One test measures the resident set; the others of this binary touch a few MiB at most.
+//! One test measures the resident set; the others touch a few MiB at most.
 
 use braid_backend_sim::{SimConfig, SimDevice};
 use braid_stream_core::hal::{Device as _, Stream as _};
@@ -20,6 +20,7 @@ fn resident_set() -> Option<u64> {
 
 #[test]
 fn freed_mib_sized_buffers_give_their_host_memory_back() {
+    let _alone = crate::alone();
     let dev = SimDevice::new(SimConfig::new().capacity(4 << 30));
     let s = dev.default_stream().unwrap();
     let baseline = resident_set();

@@ -1,7 +1,7 @@
 //! Several devices in one simulated node: identities, addresses, host clocks, cross-device
 //! events, peer copies over links, per-device statistics and timelines.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{LinkSpec, NodeConfig, SimConfig, SimDevice, SimNode, Topology};
 use braid_stream_core::hal::{Device as _, Event as _, HalError, Stream as _};

@@ -4,7 +4,7 @@
 //! that keep their bytes), the time of their even counterpart on the busiest part, and parts
 //! that break HCCL's rules refused on every rank alike, after which the communicator goes on.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{
     collective_bound, NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimNode, Topology,

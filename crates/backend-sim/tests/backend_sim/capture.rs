@@ -1,6 +1,6 @@
 //! Graph capture and replay.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{SimConfig, SimDevice};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, HalError, Stream as _};

@@ -1,7 +1,7 @@
 //! The sanitizer: races between streams, use after free, access outside allocations, modes,
 //! host synchronization edges, graph replays.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{RaceKind, SanitizerMode, SimConfig, SimDevice, SimMode};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, Stream as _};

@@ -1,6 +1,6 @@
 //! Several host threads driving one device.
 
-mod common;
+use crate::common;
 
 use braid_stream_core::hal::{Device as _, Event as _, Stream as _};
 use braid_stream_core::kernel::Kernel;

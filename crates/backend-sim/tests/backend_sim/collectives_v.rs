@@ -2,7 +2,7 @@
 //! counterpart's on the largest block (the busiest rank's bytes for an all-to-all-v), and
 //! parts that break HCCL's rules are refused when they arrive.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{collective_bound, SimBackend, SimComm, SimDevice, SimStream};
 use braid_stream_core::collective::{Blocks, CollectiveCall, CollectiveOp, VCounts};

@@ -19,7 +19,7 @@ use braid_stream_core::kernel::Kernel;
 use braid_stream_core::types::{CaptureMode, DeviceSlice};
 use serde::Deserialize;
 
-const TABLE: &str = include_str!("../profiles/published_910b.json");
+const TABLE: &str = include_str!("../../profiles/published_910b.json");
 
 #[derive(Deserialize, Debug)]
 #[serde(deny_unknown_fields)]

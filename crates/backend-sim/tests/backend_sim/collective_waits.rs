@@ -2,7 +2,7 @@
 //! by other host threads (up to the collective timeout), and fail at once when the calling
 //! thread drives the missing ranks itself.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{SimBackend, SimComm, SimDevice, SimStream};
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};

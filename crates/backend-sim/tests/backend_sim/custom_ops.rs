@@ -127,7 +127,7 @@ fn a_panicking_body_writes_nothing_and_the_device_goes_on() {
         .write(buf.slice())
         .body(host_op(|_, _| panic!("the body failed")));
     s.launch_op(&op).unwrap();
-    // Reported by the next synchronize (tests/op_failures.rs), then the device goes on.
+    // Reported by the next synchronize (tests/backend_sim/op_failures.rs), then the device goes on.
     assert!(s.synchronize().is_err());
     assert_eq!(download(&s, DType::F32, &buf), [7.0; 4]);
     assert_eq!(dev.hal().stats().failed_ops, 1);

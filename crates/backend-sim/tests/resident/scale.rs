@@ -47,6 +47,7 @@ fn gemv(x: DeviceSlice, w: DeviceSlice, out: DeviceSlice) -> Kernel {
 
 #[test]
 fn llama_2_7b_layout_in_timing_only_mode_stays_under_200_mib() {
+    let _alone = crate::alone();
     let Some(before) = rss_mib() else {
         eprintln!("no /proc/self/status: skipped");
         return;

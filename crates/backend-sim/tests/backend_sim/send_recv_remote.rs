@@ -5,7 +5,7 @@
 //! mismatched pair refused on both ranks alike, and a receive whose sender never sends
 //! timing out naming it.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{
     collective_bound, NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimNode, SimStream,

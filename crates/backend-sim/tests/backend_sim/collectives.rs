@@ -1,6 +1,6 @@
 //! Collectives on a simulated node: matching, data, timing, deferral, captures.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{
     collective_bound, NodeConfig, SimBackend, SimComm, SimConfig, SimDevice, SimNode, SimStream,

@@ -1,6 +1,6 @@
 //! Data effects follow virtual time: a missing wait gives a deterministic wrong answer.
 
-mod common;
+use crate::common;
 
 use braid_stream_core::hal::{Device as _, Stream as _};
 use braid_stream_core::kernel::Kernel;

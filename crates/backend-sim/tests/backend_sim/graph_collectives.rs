@@ -1,7 +1,7 @@
 //! Graphs holding collectives on a simulated node: a replay keeps the captured streams'
 //! concurrency (communication beside compute) and computes the same data.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{
     collective_bound, SimBackend, SimComm, SimDevice, SimGraph, SimMode, SimStream,

@@ -4,7 +4,7 @@
 //! effects of work that falls due while the run is mapped. (With the timeline on, which
 //! records every call, the simulator maps page by page.)
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{DeviceProfile, SanitizerMode, SimConfig, SimDevice};
 use braid_stream_core::hal::{Device as _, HalError, PageRunError, Stream as _};

@@ -1,7 +1,7 @@
 //! The virtual-memory API: reservations take no capacity, mappings do, accesses may cross
 //! adjacent mappings, and unmapped memory is invalid.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{RaceKind, SanitizerMode, SimConfig, SimDevice};
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};

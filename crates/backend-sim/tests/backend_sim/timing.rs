@@ -1,6 +1,6 @@
 //! Virtual time: host costs, stream FIFO order, event waits, resource contention, determinism.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{ComputeUnit, OpRecord, SimConfig, SimDevice, SimMode};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, Stream as _};

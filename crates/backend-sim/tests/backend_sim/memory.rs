@@ -1,6 +1,6 @@
 //! Allocation, accounting, out of memory, and timing-only mode.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{SimConfig, SimDevice, SimMode};
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};

@@ -217,7 +217,7 @@ fn an_export_larger_than_the_room_left_is_refused_naming_the_directory() {
         return;
     }
     let dir = scratch("small");
-    let test = "an_export_larger_than_the_room_left_is_refused_naming_the_directory";
+    let test = "ipc_files::an_export_larger_than_the_room_left_is_refused_naming_the_directory";
     let env = [
         (ROLE, "exporter".to_string()),
         (DIR_ENV, dir.display().to_string()),
@@ -272,7 +272,7 @@ fn an_ended_exporters_memory_and_events_are_refused_at_once() {
         (ROLE, "exporter".to_string()),
         (OUT, out.display().to_string()),
     ];
-    let test = "an_ended_exporters_memory_and_events_are_refused_at_once";
+    let test = "ipc_files::an_ended_exporters_memory_and_events_are_refused_at_once";
     let mut child = ChildTest::spawn(test, &env).unwrap();
     child.expect("exported").unwrap();
     let text = std::fs::read_to_string(&out).unwrap();

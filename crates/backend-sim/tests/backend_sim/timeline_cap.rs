@@ -3,7 +3,7 @@
 //! dropped first and counted, so a long run's host memory stays bounded (it grew by about
 //! 540 bytes per op without bound) while the newest records stay exportable.
 
-mod common;
+use crate::common;
 
 use braid_backend_sim::{SanitizerMode, SimConfig, SimDevice, SimMode, DEFAULT_TIMELINE_CAPACITY};
 use braid_stream_core::hal::{Device as _, Stream as _};

@@ -127,7 +127,7 @@ fn memory_and_an_event_shared_between_two_processes() {
         (EVENT, event.ipc_handle().unwrap().to_string()),
     ];
     let mut child =
-        ChildTest::spawn("memory_and_an_event_shared_between_two_processes", &env).unwrap();
+        ChildTest::spawn("ipc_processes::memory_and_an_event_shared_between_two_processes", &env).unwrap();
     child.expect("ready").unwrap();
 
     s.launch(&Kernel::Busy {
