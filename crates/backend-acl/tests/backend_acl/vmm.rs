@@ -2,7 +2,7 @@
 //! `aclrtMapMem`, `aclrtUnmapMem`, `aclrtFreePhysical`, `aclrtReleaseMemAddress`), run on
 //! `braid-acl-sim`.
 
-mod common;
+use crate::common;
 
 use braid_backend_acl::codes;
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};

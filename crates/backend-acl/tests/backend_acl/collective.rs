@@ -1,7 +1,7 @@
 //! Collectives through HCCL on `braid-acl-sim`, on the real loading path: the same front
 //! layer (`braid-collective`), checks and mismatch detection as on the simulator.
 
-mod common;
+use crate::common;
 
 use braid_backend_acl::AclBackend;
 use braid_collective::{

@@ -3,7 +3,7 @@
 //! `HcclGetErrorString`'s text, peer access follows ACL's rules, and handles of two devices
 //! are used in any order from one thread.
 
-mod common;
+use crate::common;
 
 use braid_acl_sys::hccl::codes::*;
 use braid_acl_sys::hccl::{self, HcclFunctions, HCCL_DATA_TYPE_FP32, HCCL_DATA_TYPE_INT8};

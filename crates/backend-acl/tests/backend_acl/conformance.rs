@@ -4,7 +4,7 @@
 //! `aclnnMuls` in a native-stream closure. The collective cases run through HCCL
 //! (braid-collective's `acl` feature over `braid-acl-sim`'s HCCL).
 
-mod common;
+use crate::common;
 
 use braid_backend_acl::{aclnn, AclBackend, NativeOpFn};
 use braid_conformance::ScaleOpArgs;

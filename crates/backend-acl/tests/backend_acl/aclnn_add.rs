@@ -2,7 +2,7 @@
 //! other` in float32, float16 and bfloat16, each element rounded once to the type, in place
 //! too; alpha 1 stays the plain addition.
 
-mod common;
+use crate::common;
 
 use braid_backend_acl::aclnn::{self, AclnnApi, Executor, Scalar, Tensor};
 use braid_backend_acl::{native_op, AclBackend};
@@ -69,6 +69,8 @@ fn read(s: &Stream<B>, slice: DeviceSlice, t: DType) -> Vec<f32> {
 #[test]
 fn aclnn_add_computes_alpha_in_every_data_type() {
     let dev = common::device(0).unwrap();
+    // Device 0 is the process's: other tests' reports are not this one's.
+    assert!(dev.hal().clear_sanitizer_reports().unwrap());
     let s = dev.create_stream(0).unwrap();
     for t in DType::FLOATS {
         let bytes = N * t.size();

@@ -2,7 +2,7 @@
 //! `HcclGroupStart` / `HcclGroupEnd` with HCCL's per-thread, nested group and its refusal of an
 //! end without a start, and `HcclBatchSendRecv` with HCCL's argument checks.
 
-mod common;
+use crate::common;
 
 use braid_acl_sys::hccl::codes::*;
 use braid_acl_sys::hccl::{HcclSendRecvItem, HCCL_DATA_TYPE_FP32, HCCL_RECV, HCCL_SEND};

@@ -10,7 +10,7 @@
 //! the child is gone. Physical memory of the virtual-memory API travels by shareable handle
 //! in the same run.
 
-mod common;
+use crate::common;
 
 use braid_allocator::ipc::{buffers_kept_for_importers, release_unimported};
 use braid_allocator::{import_ipc, AllocatorConfig, CachingAllocator, IpcBufferHandle};
@@ -192,7 +192,7 @@ fn memory_and_an_event_shared_between_two_processes() {
         (CLOSED, closed.to_string()),
     ];
     let mut child =
-        ChildTest::spawn("memory_and_an_event_shared_between_two_processes", &env).unwrap();
+        ChildTest::spawn("ipc_processes::memory_and_an_event_shared_between_two_processes", &env).unwrap();
     child.expect("ready").unwrap();
 
     // The data, behind a long kernel; the record is done only when both are.

@@ -4,7 +4,7 @@
 //! launch before anything is enqueued; an aclnn refusal inside a user operator leaves the
 //! device, the allocator and a capture in progress usable.
 
-mod common;
+use crate::common;
 
 use braid_acl_sim::aclnn::REDUCE_SUM_WORKSPACE;
 use braid_allocator::{AllocatorConfig, CachingAllocator, DeviceBuffer};

@@ -1,7 +1,7 @@
 //! ACL's semantics as `braid-acl-sim` reproduces them, seen through the backend: return codes,
 //! names and `aclGetRecentErrMsg` texts of the error paths the backend maps.
 
-mod common;
+use crate::common;
 
 use braid_backend_acl::codes;
 use braid_stream_core::hal::{Device as _, Event as _, HalError, Stream as _};

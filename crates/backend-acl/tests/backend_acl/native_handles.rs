@@ -2,7 +2,7 @@
 //! API, wrapped borrowed or owned, adopted by a braid device, ordering work through them; and
 //! the typed errors of null handles and of a user operator with no ACL body.
 
-mod common;
+use crate::common;
 
 use braid_backend_acl::sys::acl::{aclrtEvent, aclrtStream, ACL_EVENT_SYNC};
 use braid_backend_acl::{codes, AclBackend, Ownership};
@@ -37,6 +37,8 @@ fn device() -> Device<AclBackend> {
 #[test]
 fn borrowed_handles_order_braid_work_and_outlive_their_wrappers() {
     let dev = device();
+    // Device 0 is the process's: other tests' reports are not this one's.
+    assert!(dev.hal().clear_sanitizer_reports().unwrap());
     let (raw_stream, raw_event) = raw_stream_and_event();
     // SAFETY: both are live handles of device 0, destroyed below only after the wrappers drop.
     let (hal_stream, hal_event) = unsafe {

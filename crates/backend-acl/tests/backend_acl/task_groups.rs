@@ -1,7 +1,7 @@
 //! CANN's task-group rules as `braid-acl-sim` exports them, called through the C functions
 //! and through the backend: misuse is a code, never a crash, and the stream stays usable.
 
-mod common;
+use crate::common;
 
 use braid_backend_acl::codes;
 use braid_stream_core::hal::{Device as _, HalError, Stream as _, TaskGroupHandle};

@@ -1,9 +1,9 @@
 //! `braid-acl-sim` under its default settings (no `BRAID_ACL_SIM_TIMING_ONLY`): every device
 //! computes, so the README's collective example — an all-reduce over four devices — runs
-//! unchanged and sums real numbers. Its own test binary: the settings are read once per
-//! process.
+//! unchanged and sums real numbers. The settings are read once per process: no test of this
+//! binary sets them (those that do are binaries of their own).
 
-mod common;
+use crate::common;
 
 use braid_collective::Communicator;
 
