@@ -14,7 +14,7 @@ use braid::scenarios::memory_reuse::Decoder;
 use braid::scenarios::sleep_mode::{self, Shape};
 use braid::Kernel;
 
-mod common;
+use crate::common;
 use common::{acl_sim, DEVICES};
 
 const MIB: u64 = 1 << 20;

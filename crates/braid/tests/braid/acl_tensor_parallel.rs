@@ -11,7 +11,7 @@
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::tensor_parallel::{self, Shape};
 
-mod common;
+use crate::common;
 use common::{acl_sim, DEVICES};
 
 #[test]

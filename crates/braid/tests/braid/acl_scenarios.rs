@@ -9,7 +9,7 @@
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::{custom_op, tagged_events, wait_stream};
 
-mod common;
+use crate::common;
 use common::{acl_sim, DEVICES};
 
 #[test]
