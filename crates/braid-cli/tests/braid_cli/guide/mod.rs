@@ -45,23 +45,23 @@ fn all_blocks() -> Vec<Block> {
 }
 
 /// Commands of `sh` blocks, which this test does not run, each with who runs it instead or why
-/// it cannot run here. A command of an `sh` block must start with one of these; an entry no
-/// command starts with is an error too.
+/// it cannot run here. A command of an `sh` block must start with one of these (it counts for
+/// the longest); an entry no command starts with is an error too.
 const NOT_RUN: &[(&str, &str)] = &[
     (
         "cargo test --workspace",
         ".ci/run runs it (this test is one of the tests it runs)",
     ),
     (
-        "cargo test -p braid --test fault_soak",
+        "cargo test --workspace --test braid -- fault_soak",
         "the fault soak test itself checks the chapter's sample against its run",
     ),
     (
-        "cargo test --release -p braid --test fault_soak -- --ignored",
+        "cargo test --release --workspace --test braid -- fault_soak --ignored",
         "a million operations, minutes long: run by hand",
     ),
     (
-        "cargo run --release -p braid --example memory_reuse",
+        "cargo run --release --example memory_reuse",
         "minutes in the debug build this test runs; the demo's memory_reuse rows, checked \
          here, are its figures",
     ),
@@ -119,7 +119,7 @@ const NOT_RUN: &[(&str, &str)] = &[
 /// its first line's start and the test that checks it.
 const TEXT_SAMPLES: &[(&str, &str)] = &[(
     "fault soak (seed 1,",
-    "crates/braid/tests/fault_soak.rs checks these lines against its run",
+    "crates/braid/tests/braid/fault_soak.rs checks these lines against its run",
 )];
 
 /// Rust blocks whose info string carries `ignore`: never compiled, so each needs a reason.
@@ -187,10 +187,14 @@ fn every_sh_command_is_accounted_for() {
             if command.is_empty() || command.starts_with('#') {
                 continue;
             }
-            match NOT_RUN
+            // The longest entry the command starts with (`cargo test --workspace` starts
+            // longer ones).
+            let entry = NOT_RUN
                 .iter()
-                .position(|(start, _)| command.starts_with(start))
-            {
+                .enumerate()
+                .filter(|(_, (start, _))| command.starts_with(start))
+                .max_by_key(|(_, (start, _))| start.len());
+            match entry.map(|(k, _)| k) {
                 Some(k) => used[k] = true,
                 None => errors.push(format!(
                     "{}:{}: `{command}` is neither run (a `console` block) nor listed in NOT_RUN",
@@ -269,7 +273,7 @@ fn invocation(command: &str, home: &Path) -> Result<Invocation, String> {
             "--release" => {}
             "-p" => package = rest.next().cloned(),
             // The examples run as `cargo test` built them; a workspace build has `acl` on.
-            "--features" if rest.next().is_some_and(|f| f == "acl") => acl = true,
+            "--features" if rest.next().is_some_and(|f| f == "braid/acl") => acl = true,
             "--example" => example_name = rest.next().cloned(),
             "--" => {
                 args = rest.cloned().collect();
@@ -280,7 +284,15 @@ fn invocation(command: &str, home: &Path) -> Result<Invocation, String> {
     }
     let program = match (package.as_deref(), example_name) {
         (Some("braid-cli"), None) => braid,
-        (Some("braid"), Some(name)) => example(&name)?,
+        // Without `-p`, cargo resolves features for the whole workspace, as `cargo test
+        // --workspace` did: the example it built is reused, nothing is compiled.
+        (None, Some(name)) => example(&name)?,
+        (Some(_), Some(_)) => {
+            return Err("`-p` with an example: cargo would resolve that package's features \
+                        alone, unlike `cargo test --workspace`, and rebuild most of the \
+                        workspace; write `cargo run --example NAME`"
+                .into())
+        }
         _ => return Err("`cargo run` of something other than braid-cli or an example".into()),
     };
     Ok(Invocation {
@@ -422,6 +434,10 @@ fn commands_map_to_the_binaries_cargo_built() {
     assert_eq!(inv.program, braid);
     assert_eq!(inv.env, [("X_Y".to_string(), "1".to_string())]);
     assert_eq!(inv.args, ["plan", "--profile", "/h/p.json"]);
+    let inv = invocation("cargo run --example wait_stream --features braid/acl", home);
+    assert!(inv.is_ok_and(|inv| inv.acl) || example("wait_stream").is_err());
+    let err = invocation("cargo run -p braid --example wait_stream", home).unwrap_err();
+    assert!(err.contains("cargo run --example NAME"), "{err}");
     assert!(invocation("cargo run -p braid-benches", home).is_err());
     assert!(invocation("cargo build -p braid", home).is_err());
     assert!(invocation("python prog.py", home).is_err());

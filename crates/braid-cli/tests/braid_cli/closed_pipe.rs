@@ -1,7 +1,7 @@
 //! Every command whose output pipe closes early (`braid plan | head`) ends quietly: no
 //! "Broken pipe" error, a successful exit.
 
-mod common;
+use crate::common;
 
 use common::{braid, into_closed_pipe};
 

@@ -1,7 +1,7 @@
 //! `braid trace replay` on files that need no real trace: errors that name the file, a pickle
 //! that is not a snapshot, and which allocator configuration wins.
 
-mod common;
+use crate::common;
 
 use braid_trace::{Action, Snapshot, TraceEvent};
 use common::{braid, failed, succeeded};

@@ -2,7 +2,7 @@
 //! through `libbraid_acl_sim.so` (built beside the binary with braid-cli) and prints every case
 //! with a summary line; a library that does not load is an error and a non-zero exit.
 
-mod common;
+use crate::common;
 
 use braid_conformance::{CASES, COLLECTIVE_CASES};
 use common::{braid, failed, succeeded};

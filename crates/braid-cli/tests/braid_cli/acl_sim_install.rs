@@ -2,7 +2,7 @@
 //! cargo build, links CANN's library names to the copy, prints the `BRAID_ACL_LIB=` and
 //! `LD_LIBRARY_PATH=` lines, and the copy is what a program then loads.
 
-mod common;
+use crate::common;
 
 use common::{braid, failed, succeeded};
 use std::collections::BTreeMap;

@@ -2,7 +2,7 @@
 //! sits against, the link bound matches the overlapped step when the links set the pace, and
 //! bad requests are errors naming what is wrong.
 
-mod common;
+use crate::common;
 
 use common::{braid, failed, succeeded};
 use std::process::Output;
