@@ -78,6 +78,7 @@ mod harness;
 pub mod kernels;
 pub mod memory;
 pub mod ops;
+pub mod ops_attention;
 pub mod ordering;
 pub mod pinned;
 pub mod sleep;
@@ -151,6 +152,12 @@ macro_rules! __with_cases {
                 linear_silu_softmax_and_rms_norm_in_each_float_type,
                 int64_positions_and_bool_masks_compute_exactly,
                 operators_refused_by_their_declaration_never_reach_the_device,
+            ],
+            ops_attention: [
+                rope_rotates_strided_heads_in_each_float_type,
+                attention_prefill_and_cached_decode_in_each_float_type,
+                attention_modes_compute_or_are_refused_by_name,
+                a_captured_decode_step_takes_each_length_through_a_task_group_update,
             ],
             context: [
                 nested_guards_restore_on_drop,

@@ -22,12 +22,12 @@ fn tolerance(dtype: DType) -> f64 {
 }
 
 /// A device buffer holding `values` in `dtype` as a contiguous tensor of `shape`.
-struct Buf<B: Backend> {
-    mem: DeviceMemory<B>,
-    t: Tensor,
+pub(crate) struct Buf<B: Backend> {
+    pub(crate) mem: DeviceMemory<B>,
+    pub(crate) t: Tensor,
 }
 
-fn upload<B: Backend>(
+pub(crate) fn upload<B: Backend>(
     device: &Device<B>,
     s: &Stream<B>,
     dtype: DType,
@@ -48,7 +48,7 @@ fn upload<B: Backend>(
 }
 
 /// The values of `buf` after `s`'s work.
-fn download<B: Backend>(s: &Stream<B>, buf: &Buf<B>) -> Result<Vec<f64>, CaseError> {
+pub(crate) fn download<B: Backend>(s: &Stream<B>, buf: &Buf<B>) -> Result<Vec<f64>, CaseError> {
     let dtype = buf.t.dtype();
     let bytes = s.copy_d2h(buf.t.range())?.wait()?;
     Ok((0..buf.t.numel())
@@ -57,7 +57,7 @@ fn download<B: Backend>(s: &Stream<B>, buf: &Buf<B>) -> Result<Vec<f64>, CaseErr
 }
 
 /// Checks `got` against `want` within `dtype`'s tolerance (exactly for integers and bool).
-fn close(got: &[f64], want: &[f64], dtype: DType, what: &str) -> Result<(), CaseError> {
+pub(crate) fn close(got: &[f64], want: &[f64], dtype: DType, what: &str) -> Result<(), CaseError> {
     if got.len() != want.len() {
         return Err(CaseError::new(format!(
             "{what} in {dtype}: {} elements, expected {}",
@@ -76,7 +76,7 @@ fn close(got: &[f64], want: &[f64], dtype: DType, what: &str) -> Result<(), Case
     Ok(())
 }
 
-fn err(e: impl std::fmt::Display) -> CaseError {
+pub(crate) fn err(e: impl std::fmt::Display) -> CaseError {
     CaseError::new(e.to_string())
 }
 

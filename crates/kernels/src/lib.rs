@@ -17,17 +17,22 @@
 //! - reductions, softmax and RMSNorm walk the output's elements and, for each, the input
 //!   elements they reduce;
 //! - matrix products go to the `gemm` crate (multi-threaded above a size, see
-//!   [`set_threads`]).
+//!   [`set_threads`]);
+//! - rotary embedding rotates each row of the last dimension; attention packs each batch and
+//!   key/value head's valid keys and values once, then computes every query row of its
+//!   group (scores, mask, softmax with the maximum subtracted, values) in float32.
 //!
 //! Results are deterministic: the same operator on the same bytes gives the same bits on
 //! every run, and the thread count does not change them (only matrix products use threads,
 //! and `gemm` sums each output element in the same order whatever their number).
 
+mod attention;
 pub mod element;
 mod elementwise;
 pub mod layout;
 mod matmul;
 mod reduce;
+mod rope;
 
 use braid_stream_core::ops::{OpSpec, OperandUse, TensorOp};
 use braid_stream_core::Access;
@@ -163,9 +168,14 @@ pub fn compute(
         TensorOp::Softmax(s) => reduce::softmax(s, &srcs[0], out),
         TensorOp::RmsNorm(n) => reduce::rms_norm(n, &srcs[0], &srcs[1], out, &mut rest[0]),
         TensorOp::Matmul(m) => matmul::matmul(m, &srcs, out, threads()),
+        TensorOp::Rope(r) => rope::rope(r, &srcs[0], &srcs[1], &srcs[2], out),
+        TensorOp::Attention(a) => attention::attention(a, &srcs, out, rest)?,
     }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod attention_tests;

@@ -89,13 +89,11 @@ pub unsafe extern "C" fn aclCreateTensor(
     h as *mut aclTensor
 }
 
-/// Removes `p` from `map`: 161001 for null, 161002 for an unknown handle.
+/// Removes `p` from `map`: success for null (as CANN's nnopbase: torch_npu releases the null
+/// optional arguments of a call too), 161002 for an unknown handle.
 fn destroy<T>(call: &str, map: impl FnOnce(&mut Objects) -> Option<T>, p: usize) -> aclnnStatus {
     if p == 0 {
-        return ret(Err(fail(
-            ACLNN_ERR_PARAM_NULLPTR,
-            format!("{call}: null handle"),
-        )));
+        return 0;
     }
     match map(&mut objects()) {
         Some(_) => 0,
@@ -521,7 +519,7 @@ pub unsafe extern "C" fn aclnnInplaceCopyGetWorkspaceSize(
 
 /// `aclnnReduceSumGetWorkspaceSize(self, dim, keepDim, dtype, out, workspaceSize, executor)`:
 /// the sum over the dimensions `dim` (all of them when it is empty), `keepDim` keeping them as
-/// 1 ([`ops::reduce`]); bool and integer inputs sum into an integer `out`.
+/// 1; bool and integer inputs sum into an integer `out`.
 ///
 /// # Safety
 /// Out pointers null or valid for a write.

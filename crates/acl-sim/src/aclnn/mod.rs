@@ -23,6 +23,7 @@
 //!
 //! Live tensors, scalars, int arrays and executors are counted (`braidSimAclnnLiveObjects`).
 
+pub mod attention_exports;
 pub mod client_exports;
 pub mod exports;
 mod ops;

@@ -16,7 +16,8 @@ use braid_acl_sim::exports::sharing::aclrtDeviceGetBareTgid;
 use braid_acl_sim::exports::*;
 use braid_acl_sys::acl::{AclClientFunctions, AclFunctions, AclOpFunctions};
 use braid_acl_sys::aclnn::{
-    AclnnClientOperators, AclnnDescriptors, AclnnOperators, AclnnTensorOperators,
+    AclnnAttentionOperators, AclnnClientOperators, AclnnDescriptors, AclnnOperators,
+    AclnnTensorOperators,
 };
 use braid_acl_sys::hccl::{HcclClientFunctions, HcclFunctions};
 use braid_acl_sys::msprof::MsprofFunctions;
@@ -71,6 +72,7 @@ fn every_declared_symbol_is_exported_by_the_built_library() {
     all_exported::<AclnnOperators>("aclnn operators");
     all_exported::<AclnnClientOperators>("aclnn client operators");
     all_exported::<AclnnTensorOperators>("aclnn tensor operators");
+    all_exported::<AclnnAttentionOperators>("aclnn attention operators");
     all_exported::<HcclFunctions>("HCCL");
     all_exported::<HcclClientFunctions>("HCCL client");
     all_exported::<MsprofFunctions>("profiling");

@@ -6,6 +6,7 @@
 
 mod common;
 
+mod attention_aclnn;
 mod client_aclnn;
 mod client_runtime;
 mod hccl_sub_comm;

@@ -9,6 +9,7 @@
 //!   list): each symbol comes from the first library of the set that exports it;
 //! - [`AclnnTensorOperators`]: the operators braid's tensor operators lower to (all
 //!   optional);
+//! - [`AclnnAttentionOperators`]: rotary embedding and flash attention (all optional);
 //! - [`AclnnClientOperators`]: the operators a foreign client (torch_npu) looks up beyond
 //!   braid's, declared so `braid-acl-sim`'s exports of them are checked.
 //!
@@ -18,12 +19,14 @@
 //! uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream)` enqueues it on the
 //! stream and consumes the executor (CANN destroys a non-repeatable executor in this call).
 
+mod attention_ops;
 mod client;
 mod codes;
 mod functions;
 mod tensor_ops;
 mod types;
 
+pub use attention_ops::{attention_operator_fns, AclnnAttentionOperators};
 pub use client::{client_operator_fns, AclnnClientOperators};
 pub use codes::*;
 pub use functions::{descriptor_fns, operator_fns, AclnnDescriptors, AclnnOperators};

@@ -15,6 +15,8 @@
 //! | `Reduce` | `aclnnReduceSum`, `aclnnMean`, `aclnnAmax` / `aclnnAmin`, `aclnnAny`, `aclnnAll` |
 //! | `Softmax` | `aclnnSoftmax`, `aclnnLogSoftmax` |
 //! | `Matmul` | `aclnnMm` (2-D), `aclnnMatmul` (batched), `aclnnAddmm` (2-D with a bias) |
+//! | `Rope` | `aclnnRotaryPositionEmbedding` |
+//! | `Attention` | `aclnnFlashAttentionScore` (see its module for what it cannot express) |
 
 use super::kernels::{AclPrepared, Held, Kind, Operator};
 use super::objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
@@ -91,6 +93,8 @@ macro_rules! plan_required {
         )
     }};
 }
+
+mod attention;
 
 /// Plans `op` as its aclnn operator (its `GetWorkspaceSize`).
 pub(crate) fn prepare(api: &'static AclnnApi, op: &OpKernel) -> Result<AclPrepared, HalError> {
@@ -209,6 +213,8 @@ pub(crate) fn prepare(api: &'static AclnnApi, op: &OpKernel) -> Result<AclPrepar
                 )),
             }
         }
+        TensorOp::Rope(r) => attention::rope(api, r),
+        TensorOp::Attention(a) => attention::attention(api, a),
     }
 }
 

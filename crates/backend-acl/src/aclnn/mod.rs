@@ -30,9 +30,9 @@ pub use objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
 use crate::api::AclApi;
 use crate::error::AclError;
 use braid_acl_sys::aclnn::{
-    aclnnStatus, status_name, AclnnClientOperators, AclnnDescriptors, AclnnOperators,
-    AclnnTensorOperators, DESCRIPTOR_LIBRARIES, DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES,
-    OPERATOR_LIBS_ENV,
+    aclnnStatus, status_name, AclnnAttentionOperators, AclnnClientOperators, AclnnDescriptors,
+    AclnnOperators, AclnnTensorOperators, DESCRIPTOR_LIBRARIES, DESCRIPTOR_LIB_ENV,
+    OPERATOR_LIBRARIES, OPERATOR_LIBS_ENV,
 };
 use braid_acl_sys::loader::{self, LoadError, Loaded};
 use braid_stream_core::sync::GlobalMutex;
@@ -61,6 +61,7 @@ pub struct AclnnApi {
     operators: Loaded<AclnnOperators>,
     client: Loaded<AclnnClientOperators>,
     tensor_ops: Loaded<AclnnTensorOperators>,
+    attention_ops: Loaded<AclnnAttentionOperators>,
 }
 
 impl fmt::Debug for AclnnApi {
@@ -97,6 +98,11 @@ impl AclnnApi {
     /// The operators braid's tensor operators lower to (every symbol optional).
     pub fn tensor_operators(&self) -> &AclnnTensorOperators {
         &self.tensor_ops
+    }
+
+    /// Rotary embedding and flash attention (every symbol optional).
+    pub fn attention_operators(&self) -> &AclnnAttentionOperators {
+        &self.attention_ops
     }
 
     /// The libraries the tables were resolved from: descriptors', then operators'.
@@ -172,12 +178,14 @@ impl AclnnApi {
         let paths: Vec<&std::path::Path> = paths.iter().map(PathBuf::as_path).collect();
         let client = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         let tensor_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
+        let attention_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         Ok(AclnnApi {
             acl,
             descriptors,
             operators,
             client,
             tensor_ops,
+            attention_ops,
         })
     }
 

@@ -25,7 +25,7 @@
 //!     let bytes = shape.iter().product::<usize>() as u64 * 4;
 //!     Tensor::new(DeviceSlice::new(DevicePtr(addr), bytes), DType::F32, shape)
 //! };
-//! let (x, w, y) = (at(0x1000, &[4, 64])?, at(0x2000, &[128, 64])?, at(0x9000, &[4, 128])?);
+//! let (x, w, y) = (at(0x1000, &[4, 64])?, at(0x2000, &[128, 64])?, at(0x20000, &[4, 128])?);
 //! // y = x · wᵀ, as nn.Linear without bias.
 //! let linear = ops::matmul(&x, &w.t()?, &y)?;
 //! assert_eq!(linear.name(), "matmul");
@@ -37,12 +37,15 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod attention;
 mod check;
 mod elementwise;
 mod matmul;
 mod norm;
 mod reduce;
+mod rope;
 
+pub use attention::{attention, Attention, AttentionDims, AttentionMask, Causal, KvLen};
 pub use check::OpCheckError;
 pub use elementwise::{
     binary, cast, fill, unary, Binary, BinaryClass, BinaryOp, Cast, Domain, Fill, Operand, Scalar,
@@ -51,6 +54,7 @@ pub use elementwise::{
 pub use matmul::{matmul, matmul_bias, Matmul};
 pub use norm::{rms_norm, RmsNorm};
 pub use reduce::{reduce, softmax, Reduce, ReduceKind, Softmax};
+pub use rope::{rope, Rope, RopeMode};
 
 use crate::dtype::DType;
 use crate::kernel::{ComputeUnit, Kernel};
@@ -148,6 +152,11 @@ pub enum TensorOp {
     RmsNorm(RmsNorm),
     /// Matrix product, batched and broadcast, with an optional bias.
     Matmul(Matmul),
+    /// Rotary position embedding over the last dimension.
+    Rope(Rope),
+    /// Scaled dot-product attention (grouped heads, causal, masked, over a valid length);
+    /// boxed, being much larger than the other variants.
+    Attention(Box<Attention>),
 }
 
 /// Calls `$body` with `$spec` bound to the variant's payload as `&dyn OpSpec`.
@@ -162,6 +171,11 @@ macro_rules! each_op {
             TensorOp::Softmax($spec) => $body,
             TensorOp::RmsNorm($spec) => $body,
             TensorOp::Matmul($spec) => $body,
+            TensorOp::Rope($spec) => $body,
+            TensorOp::Attention(boxed) => {
+                let $spec = &**boxed;
+                $body
+            }
         }
     };
 }

@@ -1,6 +1,8 @@
 //! Helpers shared by the tests that call `braid-acl-sim`'s exports through their C ABI.
 #![allow(dead_code)]
 
+pub mod bench;
+
 use braid_acl_sim::exports::aclGetRecentErrMsg;
 use std::ffi::CStr;
 
