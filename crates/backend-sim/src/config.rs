@@ -251,7 +251,7 @@ pub const DEFAULT_IPC_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The default [`SimConfig::timeline_capacity`](SimConfig#structfield.timeline_capacity):
 /// 100 000 records of each kind, about 50 MB for a program of kernels, events and
-/// allocations (about 700 host bytes per op kept, measured by `tests/timeline_cap.rs`), enough for every op of the examples and
+/// allocations (about 700 host bytes per op kept, measured by `tests/backend_sim/timeline_cap.rs`), enough for every op of the examples and
 /// tests and the latest 100 000 of a longer run.
 pub const DEFAULT_TIMELINE_CAPACITY: usize = 100_000;
 
