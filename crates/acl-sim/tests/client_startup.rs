@@ -4,6 +4,7 @@
 //! pinned host registration, and a refused operator failing its device's later waits until
 //! the device is reset (never silent zeros).
 
+#[path = "acl_sim/common/mod.rs"]
 mod common;
 
 use braid_acl_sim::client::op_path::{aclopCompileAndExecute, aclopCompileAndExecuteV2};

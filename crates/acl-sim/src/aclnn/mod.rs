@@ -34,10 +34,10 @@ pub mod exports;
 pub mod index_exports;
 pub mod layer_norm_exports;
 mod ops;
-pub mod position_exports;
-pub mod shape_exports;
 pub mod pad_exports;
+pub mod position_exports;
 pub mod random_exports;
+pub mod shape_exports;
 pub mod tensor_exports;
 
 /// The model operator table ([`braid_acl_sys::aclnn::AclnnModelOperators`]) is exported by

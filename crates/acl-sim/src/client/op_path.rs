@@ -628,7 +628,16 @@ pub unsafe extern "C" fn aclopCompileAndExecute(
 ) -> aclError {
     let (inputs, outputs) = ((num_inputs, input_desc), (num_outputs, output_desc));
     // SAFETY: forwarded.
-    unsafe { refuse("aclopCompileAndExecute", op_type, inputs, outputs, attr, stream) }
+    unsafe {
+        refuse(
+            "aclopCompileAndExecute",
+            op_type,
+            inputs,
+            outputs,
+            attr,
+            stream,
+        )
+    }
 }
 
 /// `aclError aclopCompileAndExecuteV2(const char *opType, ...)`: refused as
@@ -654,7 +663,16 @@ pub unsafe extern "C" fn aclopCompileAndExecuteV2(
     let inputs = (num_inputs, input_desc as *const *const aclTensorDesc);
     let outputs = (num_outputs, output_desc as *const *const aclTensorDesc);
     // SAFETY: forwarded.
-    unsafe { refuse("aclopCompileAndExecuteV2", op_type, inputs, outputs, attr, stream) }
+    unsafe {
+        refuse(
+            "aclopCompileAndExecuteV2",
+            op_type,
+            inputs,
+            outputs,
+            attr,
+            stream,
+        )
+    }
 }
 
 /// `aclError aclSetCompileopt(aclCompileOpt opt, const char *value)`: kept; a value longer

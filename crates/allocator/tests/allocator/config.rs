@@ -8,7 +8,6 @@ use crate::common;
 use braid_allocator::{AllocError, AllocatorConfig, CachingAllocator, MAX_HISTORY_SIZE};
 use common::*;
 
-
 fn invalid(err: &AllocError) -> (&str, &str, &str) {
     match err {
         AllocError::InvalidConfigValue { key, value, reason } => (key, value, reason),

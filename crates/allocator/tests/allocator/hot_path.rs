@@ -3,11 +3,10 @@
 //! across many alloc+free pairs once the block is cached, for small, large and oversize
 //! requests, with history recording off and on (the history ring is preallocated).
 
+use crate::common::host_allocs;
 use braid_allocator::{AllocatorConfig, CachingAllocator};
 use braid_backend_sim::{SanitizerMode, SimBackend, SimConfig, SimDevice, SimMode};
 use braid_stream_core::Device;
-use crate::common::host_allocs;
-
 
 #[test]
 fn cache_hits_do_not_allocate_on_the_host() {

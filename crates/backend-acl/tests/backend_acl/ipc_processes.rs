@@ -191,8 +191,11 @@ fn memory_and_an_event_shared_between_two_processes() {
         (SHAREABLE, shareable.to_string()),
         (CLOSED, closed.to_string()),
     ];
-    let mut child =
-        ChildTest::spawn("ipc_processes::memory_and_an_event_shared_between_two_processes", &env).unwrap();
+    let mut child = ChildTest::spawn(
+        "ipc_processes::memory_and_an_event_shared_between_two_processes",
+        &env,
+    )
+    .unwrap();
     child.expect("ready").unwrap();
 
     // The data, behind a long kernel; the record is done only when both are.

@@ -142,7 +142,6 @@ impl LinkParams {
     }
 }
 
-
 /// The algorithm chosen for a collective and its time.
 #[derive(Clone, Copy, PartialEq, Eq, Debug)]
 pub struct Plan {

@@ -360,7 +360,7 @@ fn graph_vs_eager_decode() -> f64 {
 }
 
 /// The quantity of the rows braid's Llama decoder replays (its Llama-2-7B decode step built
-/// from braid's tensor operators, in `crates/braid/tests/llama_decode_7b.rs`, with the
+/// from braid's tensor operators, in `crates/braid/tests/braid/llama_decode_7b.rs`, with the
 /// issue's band of ratios 0.67-1.5 instead of this table's tolerance): this crate cannot
 /// build that decoder.
 const REPLAYED_BY_THE_DECODER: &str = "llama2_7b_decode";

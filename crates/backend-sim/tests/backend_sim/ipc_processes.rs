@@ -126,8 +126,11 @@ fn memory_and_an_event_shared_between_two_processes() {
         (CLOSED, closed.to_string()),
         (EVENT, event.ipc_handle().unwrap().to_string()),
     ];
-    let mut child =
-        ChildTest::spawn("ipc_processes::memory_and_an_event_shared_between_two_processes", &env).unwrap();
+    let mut child = ChildTest::spawn(
+        "ipc_processes::memory_and_an_event_shared_between_two_processes",
+        &env,
+    )
+    .unwrap();
     child.expect("ready").unwrap();
 
     s.launch(&Kernel::Busy {

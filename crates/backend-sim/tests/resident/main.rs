@@ -10,5 +10,7 @@ static ALONE: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
 /// Takes [`ALONE`] (a test that panicked while holding it does not poison the others).
 fn alone() -> std::sync::MutexGuard<'static, ()> {
-    ALONE.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    ALONE
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }

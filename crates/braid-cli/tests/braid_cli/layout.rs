@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 /// The test files that are binaries of their own, each with the reason.
 const OWN_BINARIES: &[(&str, &str)] = &[
     (
+        "crates/acl-sim/tests/client_startup.rs",
+        "asks for memory information before any device of the process is set, and resets devices",
+    ),
+    (
         "crates/backend-acl/tests/acl_sim_mixed_modes.rs",
         "sets braid-acl-sim's settings, which it reads once per process",
     ),
@@ -19,6 +23,10 @@ const OWN_BINARIES: &[(&str, &str)] = &[
     (
         "crates/backend-acl/tests/sim_settings.rs",
         "sets braid-acl-sim's settings, which it reads once per process",
+    ),
+    (
+        "crates/backend-sim/tests/host_budget.rs",
+        "the host-memory budget's ledger is the process's",
     ),
     (
         "crates/backend-sim/tests/resident/main.rs",
@@ -98,8 +106,8 @@ fn each_crate_has_one_test_binary_and_every_test_file_is_in_it() {
                 let mods = declared(&main);
                 for file in entries(&entry) {
                     let module = file.file_stem().unwrap().to_string_lossy().into_owned();
-                    let is_module = file.extension().is_some_and(|e| e == "rs")
-                        || file.join("mod.rs").exists();
+                    let is_module =
+                        file.extension().is_some_and(|e| e == "rs") || file.join("mod.rs").exists();
                     if is_module && module != "main" && !mods.contains(&module) {
                         errors.push(format!(
                             "{}: not declared in {} (`mod {module};`), so never compiled",

@@ -9,11 +9,14 @@
 mod common;
 
 mod acl;
+mod acl_llama_decode;
 mod acl_memory;
 mod acl_scenarios;
 mod acl_tensor_parallel;
 mod fault_soak;
 mod graph_scenarios;
+mod llama_decode;
+mod llama_decode_7b;
 mod memory;
 mod scenarios;
 mod tensor_parallel;

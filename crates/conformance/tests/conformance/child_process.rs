@@ -25,7 +25,11 @@ fn a_child_answers_lines_and_its_exit_is_seen() {
         return;
     }
     let env = [(ROLE, "answering".to_string())];
-    let mut child = ChildTest::spawn("child_process::a_child_answers_lines_and_its_exit_is_seen", &env).unwrap();
+    let mut child = ChildTest::spawn(
+        "child_process::a_child_answers_lines_and_its_exit_is_seen",
+        &env,
+    )
+    .unwrap();
     assert!(child.id() > 0);
     child.expect("ready").unwrap();
     child.send("go").unwrap();

@@ -297,10 +297,12 @@ fn invocation(command: &str, home: &Path) -> Result<Invocation, String> {
         // --workspace` did: the example it built is reused, nothing is compiled.
         (None, Some(name)) => example(&name)?,
         (Some(_), Some(_)) => {
-            return Err("`-p` with an example: cargo would resolve that package's features \
+            return Err(
+                "`-p` with an example: cargo would resolve that package's features \
                         alone, unlike `cargo test --workspace`, and rebuild most of the \
                         workspace; write `cargo run --example NAME`"
-                .into())
+                    .into(),
+            )
         }
         _ => return Err("`cargo run` of something other than braid-cli or an example".into()),
     };

@@ -8,8 +8,7 @@
 use braid::scenarios::devices::{self, Role};
 use braid::scenarios::llama::{self, ci, HostWeights, LlamaConfig};
 
-mod common;
-use common::{acl_sim, DEVICES};
+use crate::common::{acl_sim, DEVICES};
 
 #[test]
 fn acl_gives_transformers_tokens_and_the_simulators_logits_on_every_device_count() {
