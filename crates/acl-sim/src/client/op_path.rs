@@ -14,7 +14,9 @@
 use crate::codes::*;
 use crate::errmsg::{fail, ret};
 use crate::registry::with;
-use braid_acl_sys::acl::{aclDataBuffer, aclTensorDesc, aclopAttr, ACL_COMPILE_OPT_COUNT};
+use braid_acl_sys::acl::{
+    aclDataBuffer, aclTensorDesc, aclopAttr, ACL_COMPILE_OPT_COUNT, ACL_OP_JIT_COMPILE,
+};
 use braid_acl_sys::aclnn::{ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED};
 use braid_stream_core::sync::{GlobalMutex, GlobalMutexGuard};
 use std::collections::{BTreeMap, HashMap};
@@ -705,7 +707,9 @@ pub unsafe extern "C" fn aclSetCompileopt(opt: i32, value: *const c_char) -> acl
 }
 
 /// `aclError aclGetCompileopt(aclCompileOpt opt, char *value, size_t length)`: the value
-/// set (empty when none), NUL-terminated; `length` must hold it.
+/// set, else the option's default (`ACL_OP_JIT_COMPILE`: `disable`, the default of the
+/// Atlas A2 and A3 every simulated SoC is, which torch_npu reads at start-up to take the
+/// aclnn paths; the others: empty), NUL-terminated; `length` must hold it.
 ///
 /// # Safety
 /// `value` is null or valid for `length` writes.
@@ -722,7 +726,13 @@ pub unsafe extern "C" fn aclGetCompileopt(opt: i32, value: *mut c_char, length: 
         .compile_options
         .get(&opt)
         .cloned()
-        .unwrap_or_default();
+        .unwrap_or_else(|| {
+            if opt == ACL_OP_JIT_COMPILE {
+                "disable".to_string()
+            } else {
+                String::new()
+            }
+        });
     if text.len() >= length {
         return invalid(
             CALL,

@@ -9,6 +9,7 @@ mod common;
 mod attention_aclnn;
 mod client_aclnn;
 mod client_runtime;
+mod format_aclnn;
 mod hccl_sub_comm;
 mod hccl_threads;
 mod outputs;
