@@ -1,13 +1,16 @@
-//! `aclnnNpuFormatCast` through its C ABI, as `torch_npu.npu_format_cast` calls it: the
-//! storage shape and format `aclnnNpuFormatCastCalculateSizeAndFormat` answers for each
-//! private format, the conversion into that storage (each element where CANN's layout puts
-//! it, the padding zero) and back to the plain tensor, and the refusals, each naming the
-//! operand.
+//! Device-private formats through the C ABI: `aclnnNpuFormatCast` (the storage shape and
+//! format `aclnnNpuFormatCastCalculateSizeAndFormat` answers for each private format, the
+//! conversion into that storage, each element where CANN's layout puts it and the padding
+//! zero, and back to the plain tensor) and the old path's `Identity`, as torch_npu 2.14's
+//! `npu_format_cast` makes it (descriptions whose storage differs from their origin); the
+//! refusals, each naming the operand.
 
 use crate::common;
 
 use braid_acl_sim::aclnn::exports::{aclCreateTensor, aclDestroyTensor};
 use braid_acl_sim::aclnn::format_exports::*;
+use braid_acl_sim::client::op_path::*;
+use braid_acl_sim::exports::{aclrtResetDevice, aclrtSynchronizeStream};
 use braid_stream_core::DType;
 use common::bench::{acl_type, contiguous, Bench};
 use common::{message, ok};
@@ -294,4 +297,140 @@ fn conversions_cann_does_not_make_are_refused_naming_the_operand() {
     for d in [nd, f64s, wrong, nchw, nz] {
         ok(aclDestroyTensor(d));
     }
+}
+
+/// An aclop tensor description as torch_npu makes one: created with the origin (logical
+/// shape, the format naming it), then given its storage format and shape.
+fn op_desc(
+    t: DType,
+    origin: &[i64],
+    origin_format: i32,
+    format: i32,
+    storage: &[i64],
+) -> *mut braid_acl_sys::acl::aclTensorDesc {
+    // SAFETY: the arrays are valid for their lengths.
+    let d = unsafe {
+        aclCreateTensorDesc(
+            acl_type(t),
+            origin.len() as i32,
+            origin.as_ptr(),
+            origin_format,
+        )
+    };
+    assert!(!d.is_null());
+    ok(aclSetTensorFormat(d, format));
+    // SAFETY: as above.
+    ok(unsafe { aclSetTensorShape(d, storage.len() as i32, storage.as_ptr()) });
+    d
+}
+
+/// Runs `Identity` of `x` (a description over `xd`, `xn` elements) into `y` on `stream`.
+fn identity(
+    stream: *mut c_void,
+    (x, xd, xn): (*mut braid_acl_sys::acl::aclTensorDesc, *mut c_void, usize),
+    (y, yd, yn): (*mut braid_acl_sys::acl::aclTensorDesc, *mut c_void, usize),
+) -> i32 {
+    let (xb, yb) = (
+        aclCreateDataBuffer(xd, xn * 4),
+        aclCreateDataBuffer(yd, yn * 4),
+    );
+    let (ins, outs) = ([x as *const _], [y as *const _]);
+    let attr = aclopCreateAttr();
+    // SAFETY: live descriptions, buffers and attributes, arrays of one.
+    let code = unsafe {
+        aclopCompileAndExecute(
+            c"Identity".as_ptr(),
+            1,
+            ins.as_ptr(),
+            [xb as *const _].as_ptr(),
+            1,
+            outs.as_ptr(),
+            [yb].as_ptr(),
+            attr,
+            0,
+            0,
+            std::ptr::null(),
+            stream,
+        )
+    };
+    aclopDestroyAttr(attr);
+    ok(aclDestroyDataBuffer(xb));
+    ok(aclDestroyDataBuffer(yb));
+    code
+}
+
+#[test]
+fn identity_converts_to_and_from_a_private_storage_as_torch_npu_describes_it() {
+    let mut b = Bench::new(0);
+    let t = DType::F32;
+    let values: Vec<f32> = (1..=120).map(|i| i as f32).collect();
+    let x_dev = b.storage(&values, t);
+    // torch_npu's FRACTAL_NZ of a float32 [6, 20]: blocks of 16 × 16 (its own C0 for float32).
+    let storage = [2i64, 1, 16, 16];
+    let nz_dev = b.storage(&[9.0; 512], t);
+    let x = op_desc(t, &[6, 20], ND, ND, &[6, 20]);
+    let nz = op_desc(t, &[6, 20], ND, FRACTAL_NZ, &storage);
+    ok(identity(b.stream, (x, x_dev, 120), (nz, nz_dev, 512)));
+    let stored = b.read(nz_dev, 512, t);
+    // (m 5, k 17): column block 1, row 5, column 1.
+    assert_eq!(stored[(16 + 5) * 16 + 1], values[5 * 20 + 17]);
+    assert_eq!(stored.iter().filter(|&&v| v == 0.0).count(), 512 - 120);
+    // Back, as `.cpu()` of the NZ tensor makes it.
+    let back_dev = b.storage(&[0.0; 120], t);
+    let back = op_desc(t, &[6, 20], ND, ND, &[6, 20]);
+    ok(identity(b.stream, (nz, nz_dev, 512), (back, back_dev, 120)));
+    assert_eq!(b.read(back_dev, 120, t), values);
+    // NC1HWC0 of an NCHW [1, 20, 2, 3] with C0 16, and a plain copy between two plain formats.
+    let nchw = op_desc(t, &[1, 20, 2, 3], NCHW, NCHW, &[1, 20, 2, 3]);
+    let five_d = op_desc(t, &[1, 20, 2, 3], NCHW, NC1HWC0, &[1, 2, 2, 3, 16]);
+    let five_dev = b.storage(&[9.0; 192], t);
+    ok(identity(
+        b.stream,
+        (nchw, x_dev, 120),
+        (five_d, five_dev, 192),
+    ));
+    let stored = b.read(five_dev, 192, t);
+    // (c 17, h 1, w 2) is in channel block 1 at 1.
+    assert_eq!(
+        stored[((2 + 1) * 3 + 2) * 16 + 1],
+        values[(17 * 2 + 1) * 3 + 2]
+    );
+    let copy_dev = b.storage(&[0.0; 120], t);
+    ok(identity(b.stream, (x, x_dev, 120), (nchw, copy_dev, 120)));
+    assert_eq!(b.read(copy_dev, 120, t), values);
+    for d in [x, nz, back, nchw, five_d] {
+        aclDestroyTensorDesc(d);
+    }
+}
+
+#[test]
+fn identity_between_two_private_formats_is_refused_and_fails_the_device() {
+    // Its own device: a refused launch fails the device until it is reset.
+    let mut b = Bench::new(7);
+    let t = DType::F32;
+    let dev = b.storage(&[1.0; 4096], t);
+    let out = b.storage(&[0.0; 4096], t);
+    let nz = op_desc(t, &[1, 16, 4, 4], NCHW, FRACTAL_NZ, &[1, 16, 1, 1, 16, 16]);
+    let five_d = op_desc(t, &[1, 16, 4, 4], NCHW, NC1HWC0, &[1, 1, 4, 4, 16]);
+    let code = identity(b.stream, (nz, dev, 4096), (five_d, out, 256));
+    assert_eq!(code, 100_000);
+    let m = message();
+    assert!(
+        m.contains("Identity: from FRACTAL_NZ [1, 16, 4, 4] to NC1HWC0 [1, 16, 4, 4]"),
+        "{m}"
+    );
+    assert_ne!(aclrtSynchronizeStream(b.stream), 0, "the device failed");
+    // A storage that is not its origin's blocked shape names the tensor.
+    let wrong = op_desc(t, &[6, 20], ND, FRACTAL_NZ, &[1, 1, 16, 16]);
+    let plain = op_desc(t, &[6, 20], ND, ND, &[6, 20]);
+    assert_eq!(
+        identity(b.stream, (plain, dev, 120), (wrong, out, 512)),
+        100_000
+    );
+    assert!(message().contains("y's storage shape [1, 1, 16, 16]"));
+    for d in [nz, five_d, wrong, plain] {
+        aclDestroyTensorDesc(d);
+    }
+    drop(b);
+    ok(aclrtResetDevice(7));
 }
