@@ -18,9 +18,9 @@
 //! | `NDC1HWC0` | NCDHW, NDHWC | `[N, D, C1, H, W, C0]` | `[n, d, c/C0, h, w, c%C0]` |
 //! | `FRACTAL_Z_3D` | NCDHW, DHWCN | `[D·C1·H·W, N1, 16, C0]` | `[((d·C1 + c/C0)·H + h)·W + w, n/16, n%16, c%C0]` |
 //!
-//! A tensor of fewer than 4 dimensions named only by its rank ([`PlainFormat::Nd`]) goes to
-//! `NC1HWC0` or `FRACTAL_Z` as torch_npu pads it: `[C]`, `[C, H]`, `[C, H, W]` (N, H and W
-//! of size 1 where missing); a 4-D one as NCHW.
+//! A tensor of fewer than 4 dimensions, named only by its rank ([`PlainFormat::Nd`]) or
+//! NCHW, goes to `NC1HWC0` or `FRACTAL_Z` as torch_npu pads it: `[C]`, `[C, H]`, `[C, H,
+//! W]` (N, H and W of size 1 where missing); a 4-D `ND` one as NCHW.
 
 use super::check::{same_dtype, shape_is};
 use super::{OpCheckError, OpSpec, OperandUse};
@@ -177,7 +177,12 @@ impl Blocked {
                 names(format.plain_formats())
             )));
         }
-        if let Some(rank) = plain.rank() {
+        // torch_npu names a tensor of fewer than 4 dimensions NCHW when it stores it in
+        // NC1HWC0 or FRACTAL_Z, and pads it as it pads ND.
+        let padded_nchw = plain == PlainFormat::Nchw
+            && matches!(format, PrivateFormat::Nc1hwc0 | PrivateFormat::FractalZ)
+            && (1..4).contains(&shape.len());
+        if let Some(rank) = plain.rank().filter(|_| !padded_nchw) {
             if shape.len() != rank {
                 return Err(refuse(format!("{plain} names {rank} dimensions")));
             }
@@ -190,9 +195,9 @@ impl Blocked {
                 [None; 5]
             }
             PrivateFormat::Nc1hwc0 | PrivateFormat::FractalZ => match (plain, shape.len()) {
-                (PlainFormat::Nd, 1) => [None, Some(0), None, None, None],
-                (PlainFormat::Nd, 2) => [None, Some(0), None, Some(1), None],
-                (PlainFormat::Nd, 3) => [None, Some(0), None, Some(1), Some(2)],
+                (PlainFormat::Nd | PlainFormat::Nchw, 1) => [None, Some(0), None, None, None],
+                (PlainFormat::Nd | PlainFormat::Nchw, 2) => [None, Some(0), None, Some(1), None],
+                (PlainFormat::Nd | PlainFormat::Nchw, 3) => [None, Some(0), None, Some(1), Some(2)],
                 (PlainFormat::Nd | PlainFormat::Nchw, 4) => {
                     [Some(0), Some(1), None, Some(2), Some(3)]
                 }
@@ -516,8 +521,13 @@ mod tests {
         let refused = |f, p, s: &[usize], c0| Blocked::new("t", "x", f, p, s, c0).unwrap_err();
         let e = refused(Ndc1hwc0, Nchw, &[1, 2, 3, 4], 16);
         assert!(e.to_string().contains("NCDHW, NDHWC only"), "{e}");
-        let e = refused(Nc1hwc0, Nchw, &[1, 2, 3], 16);
-        assert!(e.to_string().contains("NCHW names 4"), "{e}");
+        let e = refused(Nc1hwc0, Nhwc, &[1, 2, 3], 16);
+        assert!(e.to_string().contains("NHWC names 4"), "{e}");
+        // torch_npu's NCHW of fewer dimensions is padded as ND is.
+        assert_eq!(
+            blocked(Nc1hwc0, Nchw, &[6, 20], 16).storage_shape(),
+            blocked(Nc1hwc0, Nd, &[6, 20], 16).storage_shape()
+        );
         let e = refused(FractalNz, Nd, &[5], 16);
         assert!(e.to_string().contains("2 to 6"), "{e}");
         let e = refused(Nc1hwc0, Nd, &[1, 2, 3, 4, 5], 16);
