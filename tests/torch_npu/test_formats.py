@@ -142,4 +142,4 @@ def test_an_operator_on_a_private_format_is_refused_by_name(run_child):
     )
     message = braid_npu.child_result(proc)
     assert "operator Add is not computed by braid-acl-sim" in message, message
-    assert "[2, 1, 16, 16]" in message, message
+    assert "dtype 0 FRACTAL_NZ [2, 1, 16, 16] of [6, 20]" in message, message

@@ -47,11 +47,19 @@ struct TensorDesc {
 }
 
 impl TensorDesc {
-    /// `dtype 9 [2, 3]` (with the name first when there is one), as the refusal names it.
+    /// `dtype 9 [2, 3]` (with the name first when there is one, and a private storage
+    /// format with its origin shape: `dtype 0 FRACTAL_NZ [1, 2, 16, 16] of [32, 16]`), as the
+    /// refusal names it.
     fn describe(&self) -> String {
         let name = self.name.to_string_lossy();
         let sep = if name.is_empty() { "" } else { " " };
-        format!("{name}{sep}dtype {} {:?}", self.dtype, self.dims)
+        match braid_acl_sys::formats::private_of_acl(self.format) {
+            Some(f) => format!(
+                "{name}{sep}dtype {} {f} {:?} of {:?}",
+                self.dtype, self.dims, self.origin_dims
+            ),
+            None => format!("{name}{sep}dtype {} {:?}", self.dtype, self.dims),
+        }
     }
 }
 

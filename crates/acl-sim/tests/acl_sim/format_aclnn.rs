@@ -428,6 +428,34 @@ fn identity_between_two_private_formats_is_refused_and_fails_the_device() {
         100_000
     );
     assert!(message().contains("y's storage shape [1, 1, 16, 16]"));
+    // Another operator of a private storage is refused naming its format and origin.
+    let xb = aclCreateDataBuffer(dev, 4096 * 4);
+    let (ins, bufs) = ([nz as *const _], [xb as *const _]);
+    // SAFETY: live descriptions and buffers, arrays of one.
+    let code = unsafe {
+        aclopCompileAndExecute(
+            c"Abs".as_ptr(),
+            1,
+            ins.as_ptr(),
+            bufs.as_ptr(),
+            1,
+            ins.as_ptr(),
+            [xb].as_ptr(),
+            std::ptr::null(),
+            0,
+            0,
+            std::ptr::null(),
+            b.stream,
+        )
+    };
+    assert_eq!(code, 100_024);
+    let m = message();
+    assert!(
+        m.contains("operator Abs is not computed")
+            && m.contains("dtype 0 FRACTAL_NZ [1, 16, 1, 1, 16, 16] of [1, 16, 4, 4]"),
+        "{m}"
+    );
+    ok(aclDestroyDataBuffer(xb));
     for d in [nz, five_d, wrong, plain] {
         aclDestroyTensorDesc(d);
     }
