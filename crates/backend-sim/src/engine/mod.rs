@@ -12,12 +12,13 @@
 //!
 //! The parts: this module holds the state, the clocks and memory calls; `submit` checks and
 //! places ops (peer copies on links), `events` has events, synchronization, captures and
-//! graph launches, `graph_run` the replay of graphs holding collectives (their captured
+//! graph launches, `gates` the host gates a stream waits behind, `graph_run` the replay of graphs holding collectives (their captured
 //! streams kept concurrent), `failures` the user operators whose body failed, `observe` the
 //! timeline, statistics, reports and trace export.
 
 mod events;
 mod failures;
+mod gates;
 mod graph_run;
 mod ipc;
 mod observe;
