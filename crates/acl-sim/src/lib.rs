@@ -95,6 +95,7 @@
 //! |---|---|
 //! | [`exports`] | the exported C symbols: each checks its pointers and calls the registry |
 //! | `registry` | the simulated runtime's state (devices, handles, captures) and ACL's rules over it, one room per kind of object: the current device, the node and peer access, streams, events, memory, virtual memory, captures and models |
+//! | `reports` | host callbacks: subscriptions, reports to the subscribed threads, `aclrtProcessReport`, and the host waits a blocking callback holds |
 //! | [`hccl`] | HCCL's exports: communicators and collectives |
 //! | `capture` | the join rule of cross-stream capture, checked at `aclmdlRICaptureEnd` |
 //! | `kernel` | braid's kernel-launch extension |
@@ -111,6 +112,7 @@ pub mod exports;
 pub mod hccl;
 mod outputs;
 mod registry;
+mod reports;
 mod settings;
 
 pub use settings::{

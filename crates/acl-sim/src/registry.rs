@@ -19,7 +19,8 @@
 //! | `ipc` | memory, physical memory and events shared with other processes |
 //! | `models` | captures into models, the rules an active capture sets, model execution |
 //! | `collective` | what HCCL's exports need: communicators' devices, collectives on ACL streams |
-//! | `waits` | host waits (synchronizes, blocking copies), run outside the registry's lock |
+//! | `reports` | host callbacks: the stream a subscription names, a callback's task |
+//! | `waits` | host waits (synchronizes, blocking copies), run outside the registry's lock; they wait for the blocking host callbacks they cover |
 //! | `system` | what clients ask of the runtime and the SoC: its name and capabilities, system parameters, overflow mode, timeouts, finalization |
 
 use crate::capture::{CaptureState, Clock};
@@ -43,6 +44,7 @@ mod failures;
 mod ipc;
 mod memory;
 mod models;
+mod reports;
 
 pub(crate) use models::exchange_thread_mode;
 mod streams;

@@ -12,5 +12,6 @@ mod client_runtime;
 mod format_aclnn;
 mod hccl_sub_comm;
 mod hccl_threads;
+mod host_callbacks;
 mod outputs;
 mod settings;
