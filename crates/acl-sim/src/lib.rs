@@ -42,6 +42,14 @@
 //! - **Virtual memory**: `aclrtReserveMemAddress`, `aclrtMallocPhysical`, `aclrtMapMem` and
 //!   their inverses on the simulator's reservations and physical handles, with CANN's
 //!   documented constraints (`registry::vmm`).
+//! - **Host callbacks** (`reports`): `aclrtSubscribeReport`, `aclrtLaunchCallback`,
+//!   `aclrtProcessReport`: the subscribed thread runs a stream's callbacks when the stream
+//!   reaches them; a blocking one holds the stream's later work behind a simulator host gate
+//!   (`braid_backend_sim::HostGate`); captured ones run at every replay.
+//! - **Device-private formats**: `aclnnNpuFormatCast` ([`aclnn::format_exports`]) and the old
+//!   path's `Identity` (`client::op_identity`) convert to and from `NC1HWC0`, `FRACTAL_Z`,
+//!   `FRACTAL_NZ`, `NDC1HWC0`, `FRACTAL_Z_3D` (`braid_stream_core::ops::Blocked`); every
+//!   other operator refuses a private-format operand by name.
 //!
 //! Not simulated: stream flags and malloc policies (accepted, no effect), and resetting a
 //! device does not free its streams. Devices live as long as the process:

@@ -286,3 +286,76 @@ fn subscriptions_and_reports_refuse_what_cann_refuses_naming_it() {
     assert_eq!(aclrtProcessReport(10), ACL_ERROR_RT_THREAD_SUBSCRIBE);
     ok(aclrtDestroyStream(stream));
 }
+
+/// Set in the child of [`a_callback_nobody_runs_fails_the_wait_naming_it`].
+const TIMEOUT_CHILD: &str = "BRAID_ACL_SIM_TEST_CALLBACK_TIMEOUT";
+
+#[test]
+fn a_callback_nobody_runs_fails_the_wait_naming_it() {
+    if std::env::var_os(TIMEOUT_CHILD).is_some() {
+        return;
+    }
+    // A process of its own: the wait lasts the collective timeout, set short there.
+    let exe = std::env::current_exe().expect("the test executable");
+    let out = std::process::Command::new(&exe)
+        .args(["--exact", "host_callbacks::timeout_child", "--nocapture"])
+        .env(braid_acl_sim::COLLECTIVE_TIMEOUT_ENV, "100")
+        .env(TIMEOUT_CHILD, "1")
+        .output()
+        .expect("the child runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// Runs only in the child of [`a_callback_nobody_runs_fails_the_wait_naming_it`]: this thread
+/// subscribes and never processes.
+#[test]
+fn timeout_child() {
+    if std::env::var_os(TIMEOUT_CHILD).is_none() {
+        return;
+    }
+    on_device();
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() } as u64;
+    let n = Mutex::new(0u32);
+    let data = (&n as *const Mutex<u32>).cast_mut().cast();
+    // Eager: the stream's gate is never opened.
+    let eager = new_stream();
+    ok(aclrtSubscribeReport(me, eager));
+    ok(aclrtLaunchCallback(Some(count), data, BLOCK, eager));
+    assert_eq!(
+        aclrtSynchronizeStream(eager),
+        507_046,
+        "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT"
+    );
+    let m = message();
+    assert!(
+        m.contains("host gate") && m.contains("blocking host callback"),
+        "{m}"
+    );
+    // Captured: a replay's callback holds the synchronize until the timeout.
+    let captured = new_stream();
+    ok(aclrtSubscribeReport(me, captured));
+    ok(aclmdlRICaptureBegin(captured, 2));
+    ok(aclrtLaunchCallback(Some(count), data, BLOCK, captured));
+    let mut model = null_mut();
+    // SAFETY: a live out parameter.
+    ok(unsafe { aclmdlRICaptureEnd(captured, &mut model) });
+    ok(aclmdlRIExecuteAsync(model, captured));
+    assert_eq!(
+        aclrtSynchronizeStream(captured),
+        ACL_ERROR_RT_REPORT_TIMEOUT
+    );
+    let m = message();
+    assert!(m.contains("was not run within 100 ms"), "{m}");
+    // Run now, the waits end.
+    ok(aclrtProcessReport(100));
+    ok(aclrtProcessReport(100));
+    ok(aclrtSynchronizeStream(captured));
+    ok(aclrtSynchronizeStream(eager));
+    assert_eq!(*n.lock().unwrap(), 2);
+}
