@@ -459,7 +459,9 @@ mod tests {
     fn storage_shapes_are_cann_s() {
         use PlainFormat::*;
         use PrivateFormat::*;
-        let cases: &[(PrivateFormat, PlainFormat, &[usize], usize, &[usize])] = &[
+        /// A format, the plain format and shape it is made from, C0, the storage shape.
+        type Case<'a> = (PrivateFormat, PlainFormat, &'a [usize], usize, &'a [usize]);
+        let cases: &[Case<'_>] = &[
             (Nc1hwc0, Nchw, &[2, 17, 3, 5], 16, &[2, 2, 3, 5, 16]),
             (Nc1hwc0, Nhwc, &[2, 3, 5, 17], 8, &[2, 3, 3, 5, 8]),
             (Nc1hwc0, Nd, &[20, 7], 16, &[1, 2, 7, 1, 16]),
