@@ -5,7 +5,7 @@
 //! with `ACL_ERROR_RT_PARAM_INVALID`, CANN's answer for an attribute it does not know, which
 //! torch_npu's graphs tolerate), host functions as stream tasks (`aclrtSubscribeReport`,
 //! `aclrtUnSubscribeReport`, `aclrtLaunchCallback`, `aclrtProcessReport`: see
-//! [`crate::reports`] for their semantics).
+//! the crate's `reports` module for their semantics).
 
 use crate::codes::*;
 use crate::errmsg::{fail, ret};

@@ -4,7 +4,7 @@
 //! compile and run an operator braid-acl-sim has no aclnn implementation for, is refused
 //! with `ACL_ERROR_OP_NOT_FOUND` (100024) and a message naming the operator. One operator is
 //! computed: `Identity`, the copy torch_npu's `npu_format_cast` makes between two storage
-//! formats ([`super::op_identity`]).
+//! formats (module `op_identity`).
 //!
 //! A description keeps the shape and format it was created with (the tensor's origin: its
 //! logical shape and how its dimensions are named) apart from those `aclSetTensorShape` and

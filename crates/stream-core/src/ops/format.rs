@@ -8,19 +8,7 @@
 //! and maps each of its elements to its place in the storage; it is the one definition of
 //! each layout, which every backend computes with.
 //!
-//! The layouts (`⌈a/b⌉` is `a` divided by `b` rounded up; `C1 = ⌈C/C0⌉`, `N1 = ⌈N/16⌉`):
-//!
-//! | format | from | storage shape | element `(n, c, h, w)` / `[..., m, k]` at |
-//! |---|---|---|---|
-//! | `NC1HWC0` | NCHW, NHWC | `[N, C1, H, W, C0]` | `[n, c/C0, h, w, c%C0]` |
-//! | `FRACTAL_Z` | NCHW, HWCN | `[C1·H·W, N1, 16, C0]` | `[(c/C0·H + h)·W + w, n/16, n%16, c%C0]` |
-//! | `FRACTAL_NZ` | any, at least 2-D | `[..., ⌈K/C0⌉, ⌈M/16⌉, 16, C0]` | `[..., k/C0, m/16, m%16, k%C0]` |
-//! | `NDC1HWC0` | NCDHW, NDHWC | `[N, D, C1, H, W, C0]` | `[n, d, c/C0, h, w, c%C0]` |
-//! | `FRACTAL_Z_3D` | NCDHW, DHWCN | `[D·C1·H·W, N1, 16, C0]` | `[((d·C1 + c/C0)·H + h)·W + w, n/16, n%16, c%C0]` |
-//!
-//! A tensor of fewer than 4 dimensions, named only by its rank ([`PlainFormat::Nd`]) or
-//! NCHW, goes to `NC1HWC0` or `FRACTAL_Z` as torch_npu pads it: `[C]`, `[C, H]`, `[C, H,
-//! W]` (N, H and W of size 1 where missing); a 4-D `ND` one as NCHW.
+//! The layouts are [`Blocked`]'s.
 
 use super::check::{same_dtype, shape_is};
 use super::{OpCheckError, OpSpec, OperandUse};
@@ -134,8 +122,22 @@ const H: usize = 3;
 const W: usize = 4;
 
 /// A tensor stored in a private format: its logical shape and how its dimensions are named,
-/// the format, and the block size `C0` (see the [module](self) docs for the layouts). Made
-/// by [`Blocked::new`], which checks that the format takes the tensor.
+/// the format, and the block size `C0`. Made by [`Blocked::new`], which checks that the
+/// format takes the tensor.
+///
+/// The layouts (`⌈a/b⌉` is `a` divided by `b` rounded up; `C1 = ⌈C/C0⌉`, `N1 = ⌈N/16⌉`):
+///
+/// | format | from | storage shape | element `(n, c, h, w)` / `[..., m, k]` at |
+/// |---|---|---|---|
+/// | `NC1HWC0` | NCHW, NHWC | `[N, C1, H, W, C0]` | `[n, c/C0, h, w, c%C0]` |
+/// | `FRACTAL_Z` | NCHW, HWCN | `[C1·H·W, N1, 16, C0]` | `[(c/C0·H + h)·W + w, n/16, n%16, c%C0]` |
+/// | `FRACTAL_NZ` | any of 2 to 6 dimensions | `[..., ⌈K/C0⌉, ⌈M/16⌉, 16, C0]` | `[..., k/C0, m/16, m%16, k%C0]` |
+/// | `NDC1HWC0` | NCDHW, NDHWC | `[N, D, C1, H, W, C0]` | `[n, d, c/C0, h, w, c%C0]` |
+/// | `FRACTAL_Z_3D` | NCDHW, DHWCN | `[D·C1·H·W, N1, 16, C0]` | `[((d·C1 + c/C0)·H + h)·W + w, n/16, n%16, c%C0]` |
+///
+/// A tensor of fewer than 4 dimensions, named only by its rank ([`PlainFormat::Nd`]) or
+/// NCHW, goes to `NC1HWC0` or `FRACTAL_Z` as torch_npu pads it: `[C]`, `[C, H]`, `[C, H,
+/// W]` (N, H and W of size 1 where missing); a 4-D `ND` one as NCHW.
 #[derive(Clone, PartialEq, Eq, Debug)]
 pub struct Blocked {
     format: PrivateFormat,
