@@ -42,9 +42,7 @@ pub struct SimConfig {
     /// every device together, in bytes: an allocation past it is
     /// `HalError::HostMemoryExhausted`, before the host runs out
     /// ([`crate::host_budget`]). By default three quarters of what the machine can still give
-    /// the process ([`crate::host_budget::default_budget`]). A device's memory information
-    /// says so: its total is at most the budget and its free bytes at most what the budget
-    /// has left, so a program sizing its work from them fits. A node's devices take their
+    /// the process ([`crate::host_budget::default_budget`]). A node's devices take their
     /// first device's.
     pub host_memory_budget: u64,
     /// Data or timing-only simulation.

@@ -354,21 +354,11 @@ impl Memory {
             .map(|(base, seg)| (base, seg.size, seg.mappings.is_some()))
     }
 
-    /// Free and total bytes. In data mode the host backs every byte, so a device reports no
-    /// more than the host-memory budget holds: its total is at most the budget, and its free
-    /// bytes at most what the budget has left (every device of the process together).
+    /// Free and total bytes.
     pub fn info(&self) -> MemInfo {
-        let free = self.capacity.saturating_sub(self.used);
-        if !self.store_data {
-            return MemInfo {
-                free,
-                total: self.capacity,
-            };
-        }
-        let budget_left = self.host_budget.saturating_sub(host_budget::in_use());
         MemInfo {
-            free: free.min(budget_left),
-            total: self.capacity.min(self.host_budget),
+            free: self.capacity.saturating_sub(self.used),
+            total: self.capacity,
         }
     }
 

@@ -22,10 +22,6 @@ fn allocations_past_the_host_budget_are_refused_naming_it() {
     let (a, b) = (SimDevice::new(config(0)), SimDevice::new(config(1)));
     let first = a.alloc(64 * MIB).unwrap();
     assert_eq!(host_budget::in_use(), 64 * MIB);
-    // Each device's memory information says what the budget holds: a program sizing its work
-    // from it fits.
-    let info = b.mem_info().unwrap();
-    assert_eq!((info.total, info.free), (96 * MIB, 32 * MIB));
     // Another device of the process shares the budget: 64 + 48 MiB is past 96.
     match b.alloc(48 * MIB) {
         Err(HalError::HostMemoryExhausted {
