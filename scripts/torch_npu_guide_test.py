@@ -2,7 +2,7 @@
 """Runs the torch_npu chapter of the guide (docs/guide/07-torch-npu.md) as printed, on a fresh
 account, from the install on, and checks every sample it shows against the run.
 
-    python3 scripts/torch_npu_guide_test.py [CHAPTER]
+    python3 scripts/torch_npu_guide_test.py [--pip-cache DIR] [CHAPTER]
 
 Every fenced block of the chapter is one of these kinds (the guide's conventions,
 docs/guide/README.md), taken in order; any other kind is an error:
@@ -25,6 +25,10 @@ chapter builds the wheel from "your clone of braid at ~/braid"), and nothing of 
 or of a Python environment is set. Only the toolchains stay where they are installed (rustup,
 cargo, pyenv, which HOME would otherwise move), and cargo reuses this checkout's build. Each
 command's time is printed, for the chapter's "how long it takes".
+
+``--pip-cache DIR`` keeps pip's download cache in DIR between runs (CI passes one, so that
+only its first run downloads the 3 GB): the commands still run as printed, and pip installs
+from its cache exactly what it would download.
 """
 
 import json
@@ -130,8 +134,9 @@ def commands(body):
     return out
 
 
-def fresh_account(scratch: Path) -> dict:
-    """The environment of a new account whose home is ``scratch``."""
+def fresh_account(scratch: Path, pip_cache=None) -> dict:
+    """The environment of a new account whose home is ``scratch`` (pip's cache in
+    ``pip_cache`` when given)."""
     real_home = Path.home()
     env = {
         k: v
@@ -140,6 +145,8 @@ def fresh_account(scratch: Path) -> dict:
         and k not in ("LD_LIBRARY_PATH", "XDG_CACHE_HOME", "PIP_CACHE_DIR")
     }
     env["HOME"] = str(scratch)
+    if pip_cache is not None:
+        env["PIP_CACHE_DIR"] = str(pip_cache)
     # The toolchains stay where they are installed.
     for variable, default in (
         ("RUSTUP_HOME", ".rustup"),
@@ -187,11 +194,11 @@ class Shell:
         return proc.stdout
 
 
-def run(chapter: Path) -> None:
+def run(chapter: Path, pip_cache=None) -> None:
     scratch = Path(tempfile.mkdtemp(prefix="braid-guide-"))
     try:
         (scratch / "braid").symlink_to(ROOT)
-        shell = Shell(scratch, fresh_account(scratch))
+        shell = Shell(scratch, fresh_account(scratch, pip_cache))
         for line, language, tags, body in blocks(chapter.read_text()):
             where = f"{chapter.name}:{line}"
             if language == "sh" and not tags:
@@ -234,9 +241,18 @@ def run(chapter: Path) -> None:
 
 
 def main() -> int:
-    chapter = Path(sys.argv[1]) if len(sys.argv) > 1 else ROOT / "docs" / "guide" / "07-torch-npu.md"
+    args = sys.argv[1:]
+    pip_cache = None
+    if args[:1] == ["--pip-cache"]:
+        if len(args) < 2:
+            print("torch_npu_guide_test: --pip-cache needs a directory", file=sys.stderr)
+            return 2
+        pip_cache = Path(args[1]).expanduser().resolve()
+        pip_cache.mkdir(parents=True, exist_ok=True)
+        args = args[2:]
+    chapter = Path(args[0]) if args else ROOT / "docs" / "guide" / "07-torch-npu.md"
     try:
-        run(chapter)
+        run(chapter, pip_cache)
     except GuideError as e:
         print(f"torch_npu_guide_test: {e}", file=sys.stderr)
         return 1

@@ -91,3 +91,11 @@ def test_the_account_is_fresh():
     ):
         assert gone not in env, gone
     assert not [k for k in env if k.startswith("BRAID_")]
+
+
+def test_a_pip_cache_given_is_the_only_thing_kept(tmp_path):
+    # CI keeps pip's download cache between runs (--pip-cache): the account stays fresh.
+    env = guide.fresh_account(braid_npu.HERE, tmp_path / "pip")
+    assert env["PIP_CACHE_DIR"] == str(tmp_path / "pip")
+    assert env["HOME"] == str(braid_npu.HERE)
+    assert "VIRTUAL_ENV" not in env and "XDG_CACHE_HOME" not in env

@@ -80,10 +80,26 @@ def test_device_memory_the_host_cannot_back_is_refused_naming_the_budget(run_chi
         b = torch.ones(12 << 20, device="npu")           # fits once the first is freed
         braid_npu.result([refusal, b[:2].cpu().tolist()])
         """,
-        env={"BRAID_ACL_SIM_HOST_MEMORY": str(64 << 20)},
+        # A device set explicitly larger than the budget: the budget is what refuses.
+        env={"BRAID_ACL_SIM_HOST_MEMORY": str(64 << 20), "BRAID_ACL_SIM_CAPACITY": str(1 << 30)},
     )
     refusal, values = braid_npu.child_result(proc)
     assert refusal is not None
     assert "67108864-byte host-memory budget" in refusal, refusal
     assert "BRAID_ACL_SIM_HOST_MEMORY" in refusal, refusal
     assert values == [1.0, 1.0]
+
+
+def test_a_device_of_default_size_reports_what_the_host_budget_can_back(run_child):
+    # Unless BRAID_ACL_SIM_CAPACITY says otherwise, a computing device has at most the
+    # host-memory budget, so a program sizing its work from torch.npu.mem_get_info fits.
+    proc = run_child(
+        """
+        import torch, torch_npu
+        free, total = torch.npu.mem_get_info()
+        braid_npu.result([free <= total, total])
+        """,
+        env={"BRAID_ACL_SIM_HOST_MEMORY": str(256 << 20)},
+    )
+    fits, total = braid_npu.child_result(proc)
+    assert fits and total == 256 << 20, (fits, total)
