@@ -21,58 +21,30 @@
 //!   waits until the callback has run and starts after it in simulated time; host waits on
 //!   the stream wait for it (up to the collective timeout, then they fail naming the gate).
 //!   A non-blocking one (`ACL_CALLBACK_NO_BLOCK`) holds nothing.
-//! - A graph holds no gate: a blocking callback captured into a model holds what a host
-//!   wait observes instead — a wait covering its stream (its synchronize, a device
-//!   synchronize, an event synchronize on its device, a blocking copy on it) returns only
-//!   once every blocking callback it reported has run, then waits again for the work those
-//!   callbacks launched; a query of the stream answers "not ready" meanwhile. The wait is
-//!   bounded by the collective timeout, then fails with `ACL_ERROR_RT_REPORT_TIMEOUT`. A
-//!   callback behind another unfinished one of its stream is not waited for (the stream has
-//!   not reached it), nor is one the waiting thread is running itself. **Departure:** the
-//!   graph's later nodes do not wait for such a callback in simulated time.
+//! - A blocking callback captured into a model puts a gate captured into the graph right
+//!   after it (`braid_backend_sim::GraphGate`): at every replay the graph's later nodes on
+//!   the stream wait until that replay's callback has run and start after it in simulated
+//!   time, and the launching stream's later work waits for them, as eagerly; host waits on it
+//!   let simulated time reach the callback (so it is reported) and wait for it, with the same
+//!   timeout and error as an eager gate.
+//! - A callback reported on a stream no thread subscribes any more is dropped with a
+//!   warning, and the gate behind it opens.
 //!
 //! The state here is a leaf: its lock is never held while the registry or a simulator is
 //! called, so an operator's body (run under the simulator's lock) may report.
 
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
-use braid_backend_sim::{HostGate, SimEvent};
+use braid_backend_sim::{GraphGate, HostGate, SimEvent};
 use braid_stream_core::hal::Event as _;
 use braid_stream_core::sync::{GlobalCondvar, GlobalMutex, GlobalMutexGuard};
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::ffi::c_void;
-use std::sync::OnceLock;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 /// A host function of `aclrtLaunchCallback`.
 pub(crate) type Callback = unsafe extern "C" fn(*mut c_void);
-
-/// A stream, as reports name it: its device and the simulator's index of it.
-#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Debug)]
-pub(crate) struct StreamKey {
-    /// The device.
-    pub device: usize,
-    /// The simulator's index of the stream.
-    pub index: u32,
-}
-
-/// What a host wait covers.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Scope {
-    /// One stream.
-    Stream(StreamKey),
-    /// Every stream of a device.
-    Device(usize),
-}
-
-impl Scope {
-    fn covers(self, s: StreamKey) -> bool {
-        match self {
-            Scope::Stream(k) => k == s,
-            Scope::Device(d) => s.device == d,
-        }
-    }
-}
 
 /// A callback reported to its thread, not yet run.
 struct Report {
@@ -82,27 +54,18 @@ struct Report {
     handle: usize,
     /// The launch, when a gate holds its stream until it has run.
     gated: Option<u64>,
-}
-
-/// A blocking callback reported and not yet finished.
-struct Unfinished {
-    stream: StreamKey,
-    handle: usize,
-    /// The thread running it, once it runs.
-    running_on: Option<u64>,
+    /// The gate of a replay of its graph, which opens once it has run.
+    graph_gate: Option<GraphGate>,
 }
 
 #[derive(Default)]
 struct State {
     /// Stream handle → (subscribed thread, the stream).
-    subscriptions: HashMap<usize, (u64, StreamKey)>,
+    subscriptions: HashMap<usize, u64>,
     /// Thread → its reported callbacks, in report order.
     queues: HashMap<u64, VecDeque<Report>>,
     /// Thread → markers recorded after its streams' eager callbacks, in launch order.
     markers: HashMap<u64, VecDeque<SimEvent>>,
-    /// Blocking callbacks of graphs reported and not finished, by report number (report
-    /// order).
-    unfinished: BTreeMap<u64, Unfinished>,
     next: u64,
     /// Eager blocking launches whose callback has not run, by launch number: their stream
     /// and their gate once the launch has made it.
@@ -133,21 +96,16 @@ pub(crate) fn this_thread() -> u64 {
     unsafe { libc::pthread_self() as u64 }
 }
 
-/// Subscribes stream `handle` (`stream`) to `thread`.
-pub(crate) fn subscribe(
-    call: &str,
-    thread: u64,
-    handle: usize,
-    stream: StreamKey,
-) -> Result<(), Fail> {
+/// Subscribes stream `handle` to `thread`.
+pub(crate) fn subscribe(call: &str, thread: u64, handle: usize) -> Result<(), Fail> {
     let mut s = state();
-    if let Some((other, _)) = s.subscriptions.get(&handle) {
+    if let Some(other) = s.subscriptions.get(&handle) {
         return Err(fail(
             ACL_ERROR_RT_STREAM_SUBSCRIBE,
             format!("{call}: stream {handle:#x} is already subscribed by thread {other:#x}"),
         ));
     }
-    s.subscriptions.insert(handle, (thread, stream));
+    s.subscriptions.insert(handle, thread);
     s.queues.entry(thread).or_default();
     Ok(())
 }
@@ -157,8 +115,8 @@ pub(crate) fn subscribe(
 pub(crate) fn unsubscribe(call: &str, thread: u64, handle: usize) -> Result<(), Fail> {
     let mut s = state();
     match s.subscriptions.get(&handle) {
-        Some((t, _)) if *t == thread => {}
-        Some((t, _)) => {
+        Some(t) if *t == thread => {}
+        Some(t) => {
             return Err(fail(
                 ACL_ERROR_RT_STREAM_SUBSCRIBE,
                 format!(
@@ -174,12 +132,18 @@ pub(crate) fn unsubscribe(call: &str, thread: u64, handle: usize) -> Result<(), 
         }
     }
     s.subscriptions.remove(&handle);
+    // The stream's callbacks reported and not yet run never will: their graph gates open.
+    let mut graph_gates = Vec::new();
     if let Some(q) = s.queues.get_mut(&thread) {
-        q.retain(|r| r.handle != handle);
+        q.retain_mut(|r| {
+            if r.handle != handle {
+                return true;
+            }
+            graph_gates.extend(r.graph_gate.take());
+            false
+        });
     }
-    s.unfinished
-        .retain(|_, u| u.handle != handle || u.running_on.is_some());
-    if !s.subscriptions.values().any(|(t, _)| *t == thread) {
+    if !s.subscriptions.values().any(|t| *t == thread) {
         s.queues.remove(&thread);
         s.markers.remove(&thread);
     }
@@ -193,12 +157,13 @@ pub(crate) fn unsubscribe(call: &str, thread: u64, handle: usize) -> Result<(), 
     let gates: Vec<Option<HostGate>> = dropped.iter().map(|l| finish_launch(&mut s, *l)).collect();
     shared().changed.notify_all();
     drop(s);
-    gates.into_iter().try_for_each(open)
+    gates.into_iter().try_for_each(open)?;
+    graph_gates.iter().try_for_each(open_graph_gate)
 }
 
 /// The thread subscribed to stream `handle`, for a launch of `call` on it.
 pub(crate) fn subscriber(call: &str, handle: usize) -> Result<u64, Fail> {
-    state().subscriptions.get(&handle).map(|(t, _)| *t).ok_or_else(|| {
+    state().subscriptions.get(&handle).copied().ok_or_else(|| {
         fail(
             ACL_ERROR_RT_STREAM_NO_CB_REG,
             format!("{call}: stream {handle:#x} is subscribed by no thread (call aclrtSubscribeReport first)"),
@@ -208,52 +173,49 @@ pub(crate) fn subscriber(call: &str, handle: usize) -> Result<u64, Fail> {
 
 /// A callback launched on stream `handle` (`stream`): what its task reports when the stream
 /// reaches it, each time it does.
-#[derive(Clone, Copy)]
+#[derive(Clone)]
 pub(crate) struct Launched {
     /// The host function.
     pub func: Callback,
     /// Its argument, as an address.
     pub data: usize,
-    /// `ACL_CALLBACK_BLOCK`.
-    pub blocking: bool,
     /// The stream's handle.
     pub handle: usize,
-    /// The stream.
-    pub stream: StreamKey,
     /// The launch, when eager and blocking: a gate holds the stream until it has run.
     pub gated: Option<u64>,
+    /// When captured and blocking: the gate captured after it (set once captured), which
+    /// holds each replay until that replay's callback has run.
+    pub graph_gate: Option<Arc<OnceLock<GraphGate>>>,
 }
 
 impl Launched {
     /// Reports the callback to the thread subscribed to its stream now (dropped, with a
-    /// warning, when the stream has been unsubscribed since).
+    /// warning, when the stream has been unsubscribed since: then its graph gate opens).
+    /// Runs in the callback's task, under the simulator's lock.
     pub(crate) fn report(&self) {
+        let graph_gate = self.graph_gate.as_ref().and_then(|g| g.get()).cloned();
         let mut s = state();
-        let Some(&(thread, _)) = s.subscriptions.get(&self.handle) else {
+        let Some(&thread) = s.subscriptions.get(&self.handle) else {
+            drop(s);
             tracing::warn!(
                 stream = self.handle,
                 "a host callback reached a stream no thread subscribes any more; dropped"
             );
+            if let Some(gate) = graph_gate {
+                // The simulator's lock is held here: the gate opens once it is free.
+                std::thread::spawn(move || open_graph_gate(&gate));
+            }
             return;
         };
         s.next += 1;
         let id = s.next;
-        if self.blocking && self.gated.is_none() {
-            s.unfinished.insert(
-                id,
-                Unfinished {
-                    stream: self.stream,
-                    handle: self.handle,
-                    running_on: None,
-                },
-            );
-        }
         s.queues.entry(thread).or_default().push_back(Report {
             id,
             func: self.func,
             data: self.data,
             handle: self.handle,
             gated: self.gated,
+            graph_gate,
         });
         shared().changed.notify_all();
     }
@@ -305,6 +267,20 @@ fn open(gate: Option<HostGate>) -> Result<(), Fail> {
     }
 }
 
+/// Opens `gate` for the replay whose callback ran or was dropped (no lock of this module
+/// held).
+fn open_graph_gate(gate: &GraphGate) -> Result<(), Fail> {
+    gate.open().map_err(|e| {
+        fail(
+            ACL_ERROR_RT_INTERNAL_ERROR,
+            format!(
+                "the graph gate {} of a blocking callback did not open: {e}",
+                gate.id()
+            ),
+        )
+    })
+}
+
 /// Keeps `marker`, an event recorded after an eager callback subscribed to `thread`.
 pub(crate) fn add_marker(thread: u64, marker: SimEvent) {
     state().markers.entry(thread).or_default().push_back(marker);
@@ -330,27 +306,23 @@ pub(crate) fn process(call: &str, timeout_ms: i32) -> Result<(), Fail> {
         .and_then(|ms| Instant::now().checked_add(Duration::from_millis(ms)));
     let mut s = state();
     loop {
-        if !s.subscriptions.values().any(|(t, _)| *t == me) {
+        if !s.subscriptions.values().any(|t| *t == me) {
             return Err(fail(
                 ACL_ERROR_RT_THREAD_SUBSCRIBE,
                 format!("{call}: thread {me:#x} subscribes no stream (aclrtSubscribeReport)"),
             ));
         }
         if let Some(r) = s.queues.get_mut(&me).and_then(VecDeque::pop_front) {
-            if let Some(u) = s.unfinished.get_mut(&r.id) {
-                u.running_on = Some(me);
-            }
             drop(s);
             tracing::debug!(stream = r.handle, id = r.id, "running a host callback");
             // SAFETY: the function and its argument the client launched, called on a thread
             // it subscribed to the stream, as CANN calls them; no lock is held.
             unsafe { (r.func)(r.data as *mut c_void) };
             let mut s = state();
-            s.unfinished.remove(&r.id);
             let gate = r.gated.and_then(|l| finish_launch(&mut s, l));
-            shared().changed.notify_all();
             drop(s);
-            return open(gate);
+            open(gate)?;
+            return r.graph_gate.as_ref().map_or(Ok(()), open_graph_gate);
         }
         if let Some(marker) = s.markers.get_mut(&me).and_then(VecDeque::pop_front) {
             drop(s);
@@ -375,56 +347,4 @@ pub(crate) fn process(call: &str, timeout_ms: i32) -> Result<(), Fail> {
             }
         }
     }
-}
-
-/// Whether a blocking callback of a graph reported in `scope` holds it (not finished, not
-/// behind another unfinished one of its stream, not run by `me`), and the first one that
-/// does.
-fn holder(s: &State, scope: Scope, me: u64) -> Option<(u64, usize)> {
-    let mut seen = Vec::new();
-    for (id, u) in &s.unfinished {
-        if !scope.covers(u.stream) || seen.contains(&u.stream) {
-            continue;
-        }
-        // Only a stream's first unfinished callback has been reached.
-        seen.push(u.stream);
-        if u.running_on != Some(me) {
-            return Some((*id, u.handle));
-        }
-    }
-    None
-}
-
-/// Whether a blocking callback of a graph holds `scope` now (a query answers "not ready").
-pub(crate) fn holds(scope: Scope) -> bool {
-    holder(&state(), scope, this_thread()).is_some()
-}
-
-/// Waits until no blocking callback of a graph holds `scope`, up to `timeout`; whether any
-/// ran meanwhile (the wait then waits again for the work they launched).
-pub(crate) fn drain(call: &str, scope: Scope, timeout: Duration) -> Result<bool, Fail> {
-    let me = this_thread();
-    let deadline = Instant::now().checked_add(timeout);
-    let mut s = state();
-    let mut waited = false;
-    while let Some((id, handle)) = holder(&s, scope, me) {
-        waited = true;
-        let timed_out = match deadline {
-            Some(d) => Instant::now() >= d || shared().changed.wait_until(&mut s, d).timed_out(),
-            None => {
-                shared().changed.wait(&mut s);
-                false
-            }
-        };
-        if timed_out && holder(&s, scope, me) == Some((id, handle)) {
-            return Err(fail(
-                ACL_ERROR_RT_REPORT_TIMEOUT,
-                format!(
-                    "{call}: the blocking host callback launched on stream {handle:#x} was not run within {} ms: the thread subscribed to the stream must call aclrtProcessReport",
-                    timeout.as_millis()
-                ),
-            ));
-        }
-    }
-    Ok(waited)
 }

@@ -13,6 +13,7 @@ use crate::registry::with;
 use crate::reports;
 use braid_acl_sys::acl::{ACL_CALLBACK_BLOCK, ACL_CALLBACK_NO_BLOCK};
 use std::ffi::c_void;
+use std::sync::{Arc, OnceLock};
 
 /// `aclError aclrtHostRegisterV2(void *ptr, uint64_t size, uint32_t flag)`: registers a host
 /// range as pinned.
@@ -68,8 +69,8 @@ pub extern "C" fn aclrtSetStreamAttribute(
 pub extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: *mut c_void) -> aclError {
     const CALL: &str = "aclrtSubscribeReport";
     let handle = stream as usize;
-    ret(with(|r| r.report_stream(CALL, handle))
-        .and_then(|key| reports::subscribe(CALL, thread_id, handle, key)))
+    ret(with(|r| r.is_capturing(CALL, handle))
+        .and_then(|_| reports::subscribe(CALL, thread_id, handle)))
 }
 
 /// `aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream)`: ends the
@@ -78,7 +79,7 @@ pub extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: *mut c_void) -> a
 pub extern "C" fn aclrtUnSubscribeReport(thread_id: u64, stream: *mut c_void) -> aclError {
     const CALL: &str = "aclrtUnSubscribeReport";
     let handle = stream as usize;
-    ret(with(|r| r.report_stream(CALL, handle))
+    ret(with(|r| r.is_capturing(CALL, handle))
         .and_then(|_| reports::unsubscribe(CALL, thread_id, handle)))
 }
 
@@ -110,17 +111,15 @@ pub extern "C" fn aclrtLaunchCallback(
     let handle = stream as usize;
     let blocking = block_type == ACL_CALLBACK_BLOCK;
     let launched = with(|r| {
-        let key = r.report_stream(CALL, handle)?;
         let thread = reports::subscriber(CALL, handle)?;
         let capturing = r.is_capturing(CALL, handle)?;
         let gated = (blocking && !capturing).then(|| reports::gated_launch(handle));
         let callback = reports::Launched {
             func,
             data: user_data as usize,
-            blocking,
             handle,
-            stream: key,
             gated,
+            graph_gate: (blocking && capturing).then(|| Arc::new(OnceLock::new())),
         };
         let made = r.launch_callback(CALL, handle, callback);
         if let (Err(_), Some(launch)) = (&made, gated) {
