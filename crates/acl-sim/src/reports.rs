@@ -1,6 +1,7 @@
 //! Host callbacks: a host function launched as a task of a stream (`aclrtLaunchCallback`),
 //! run by the thread subscribed to that stream (`aclrtSubscribeReport`) when it calls
-//! `aclrtProcessReport`, as CANN runs them.
+//! `aclrtProcessReport`, as CANN runs them; and host functions (`aclrtLaunchHostFunc`), run
+//! by a thread the runtime makes for their stream.
 //!
 //! - A thread subscribes streams (one thread per stream; a stream subscribed twice is
 //!   `ACL_ERROR_RT_STREAM_SUBSCRIBE`); a callback launched on a stream nobody subscribed is
@@ -29,6 +30,13 @@
 //!   timeout and error as an eager gate.
 //! - A callback reported on a stream no thread subscribes any more is dropped with a
 //!   warning, and the gate behind it opens.
+//! - `aclrtLaunchHostFunc` launches a blocking callback whose runner is its stream's own
+//!   thread ([`host_func_thread`]), made at the stream's first host function and ended once
+//!   the stream is destroyed and nothing of it is left to run: the thread runs the
+//!   stream's functions in order with the stream's device current, bringing simulated time
+//!   up to each eager one itself (its marker), so nobody has to process anything. It does not
+//!   touch the stream's report subscription: CANN says the two kinds must not be mixed on
+//!   one stream, and here each keeps its own thread.
 //!
 //! The state here is a leaf: its lock is never held while the registry or a simulator is
 //! called, so an operator's body (run under the simulator's lock) may report.
@@ -66,10 +74,13 @@ struct State {
     queues: HashMap<u64, VecDeque<Report>>,
     /// Thread → markers recorded after its streams' eager callbacks, in launch order.
     markers: HashMap<u64, VecDeque<SimEvent>>,
+    /// Stream → the thread of its host functions ([`host_func_thread`]).
+    workers: HashMap<StreamKey, u64>,
     next: u64,
-    /// Eager blocking launches whose callback has not run, by launch number: their stream
-    /// and their gate once the launch has made it.
-    gates: HashMap<u64, (usize, Option<HostGate>)>,
+    /// Eager blocking launches whose callback has not run, by launch number: the stream
+    /// whose unsubscription drops them (none for host functions) and their gate once the
+    /// launch has made it.
+    gates: HashMap<u64, (Option<usize>, Option<HostGate>)>,
     next_launch: u64,
 }
 
@@ -151,7 +162,7 @@ pub(crate) fn unsubscribe(call: &str, thread: u64, handle: usize) -> Result<(), 
     let dropped: Vec<u64> = s
         .gates
         .iter()
-        .filter(|(_, (h, _))| *h == handle)
+        .filter(|(_, (h, _))| *h == Some(handle))
         .map(|(l, _)| *l)
         .collect();
     let gates: Vec<Option<HostGate>> = dropped.iter().map(|l| finish_launch(&mut s, *l)).collect();
@@ -159,6 +170,73 @@ pub(crate) fn unsubscribe(call: &str, thread: u64, handle: usize) -> Result<(), 
     drop(s);
     gates.into_iter().try_for_each(open)?;
     graph_gates.iter().try_for_each(open_graph_gate)
+}
+
+/// A stream, as the threads of host functions are kept: its device and the simulator's
+/// index of it.
+pub(crate) type StreamKey = (usize, u32);
+
+/// The thread that runs the host functions of stream `stream` (`aclrtLaunchHostFunc`),
+/// made for it at its first one (for `call`): it runs them in report order with the
+/// stream's device current, and ends once the stream is destroyed ([`stream_destroyed`])
+/// and nothing of it is left to run.
+pub(crate) fn host_func_thread(call: &str, stream: StreamKey) -> Result<u64, Fail> {
+    let mut s = state();
+    if let Some(t) = s.workers.get(&stream) {
+        return Ok(*t);
+    }
+    let (tx, rx) = std::sync::mpsc::channel();
+    let started = std::thread::Builder::new()
+        .name("acl-sim-host-func".to_string())
+        .spawn(move || {
+            let me = this_thread();
+            // The launching thread waits for this under the state's lock: send first.
+            if tx.send(me).is_ok() {
+                serve(me, stream);
+            }
+        })
+        .map_err(|e| e.to_string())
+        .and_then(|_| rx.recv().map_err(|e| e.to_string()));
+    let me = started.map_err(|e| {
+        fail(
+            ACL_ERROR_RT_INTERNAL_ERROR,
+            format!("{call}: the thread of the stream's host functions did not start: {e}"),
+        )
+    })?;
+    s.workers.insert(stream, me);
+    s.queues.entry(me).or_default();
+    Ok(me)
+}
+
+/// The loop of stream `stream`'s host-function thread `me`: it ends once the stream is
+/// destroyed and no function or marker of it is left.
+fn serve(me: u64, stream: StreamKey) {
+    let live = |s: &State| {
+        s.workers.get(&stream) == Some(&me) || s.markers.get(&me).is_some_and(|m| !m.is_empty())
+    };
+    crate::registry::with_current_device(Some(stream.0), || loop {
+        match run_next(me, None, &live) {
+            Ok(Next::Ran | Next::TimedOut) => {}
+            Ok(Next::Ended) => {
+                let mut s = state();
+                if !live(&s) && s.queues.get(&me).is_none_or(VecDeque::is_empty) {
+                    // Reports find the thread by its queue: none come after this.
+                    s.queues.remove(&me);
+                    s.markers.remove(&me);
+                    break;
+                }
+            }
+            Err(e) => tracing::error!(error = ?e, "a host function's gate did not open"),
+        }
+    });
+}
+
+/// Stream `stream` was destroyed: its host-function thread ends once nothing of it is left.
+pub(crate) fn stream_destroyed(stream: StreamKey) {
+    let mut s = state();
+    if s.workers.remove(&stream).is_some() {
+        shared().changed.notify_all();
+    }
 }
 
 /// The thread subscribed to stream `handle`, for a launch of `call` on it.
@@ -171,10 +249,22 @@ pub(crate) fn subscriber(call: &str, handle: usize) -> Result<u64, Fail> {
     })
 }
 
-/// A callback launched on stream `handle` (`stream`): what its task reports when the stream
-/// reaches it, each time it does.
+/// Who runs the callbacks of a launch.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Runner {
+    /// The thread subscribed to the stream when the callback is reported
+    /// (`aclrtLaunchCallback`).
+    Subscriber,
+    /// The stream's host-function thread ([`host_func_thread`], `aclrtLaunchHostFunc`).
+    HostFuncs(u64),
+}
+
+/// A callback launched on stream `handle`: what its task reports when the stream reaches
+/// it, each time it does.
 #[derive(Clone)]
 pub(crate) struct Launched {
+    /// Who runs it.
+    pub runner: Runner,
     /// The host function.
     pub func: Callback,
     /// Its argument, as an address.
@@ -189,21 +279,33 @@ pub(crate) struct Launched {
 }
 
 impl Launched {
-    /// Reports the callback to the thread subscribed to its stream now (dropped, with a
-    /// warning, when the stream has been unsubscribed since: then its graph gate opens).
-    /// Runs in the callback's task, under the simulator's lock.
+    /// Reports the callback to its runner: the thread subscribed to its stream now, or its
+    /// stream's host-function thread (dropped, with a warning, when the stream has been
+    /// unsubscribed or destroyed since: then its graph gate opens). Runs in the callback's
+    /// task, under the simulator's lock.
     pub(crate) fn report(&self) {
         let graph_gate = self.graph_gate.as_ref().and_then(|g| g.get()).cloned();
         let mut s = state();
-        let Some(&thread) = s.subscriptions.get(&self.handle) else {
+        let runner = match self.runner {
+            Runner::Subscriber => s.subscriptions.get(&self.handle).copied(),
+            Runner::HostFuncs(t) => s.queues.contains_key(&t).then_some(t),
+        };
+        let Some(thread) = runner else {
+            let gate = self.gated.and_then(|l| finish_launch(&mut s, l));
             drop(s);
             tracing::warn!(
                 stream = self.handle,
-                "a host callback reached a stream no thread subscribes any more; dropped"
+                "a host callback reached a stream no thread runs callbacks of any more; dropped"
             );
-            if let Some(gate) = graph_gate {
-                // The simulator's lock is held here: the gate opens once it is free.
-                std::thread::spawn(move || open_graph_gate(&gate));
+            if gate.is_some() || graph_gate.is_some() {
+                // The simulator's lock is held here: the gates open once it is free.
+                std::thread::spawn(move || {
+                    let opened =
+                        open(gate).and(graph_gate.as_ref().map_or(Ok(()), open_graph_gate));
+                    if let Err(e) = opened {
+                        tracing::error!(error = ?e, "the gate of a dropped host callback did not open");
+                    }
+                });
             }
             return;
         };
@@ -221,13 +323,14 @@ impl Launched {
     }
 }
 
-/// A number for an eager blocking launch on stream `handle`, whose gate
-/// ([`set_gate`]) opens once its callback has run or been dropped.
-pub(crate) fn gated_launch(handle: usize) -> u64 {
+/// A number for an eager blocking launch, whose gate ([`set_gate`]) opens once its callback
+/// has run or been dropped; `subscribed`: the stream whose unsubscription drops it (none for
+/// a host function).
+pub(crate) fn gated_launch(subscribed: Option<usize>) -> u64 {
     let mut s = state();
     s.next_launch += 1;
     let launch = s.next_launch;
-    s.gates.insert(launch, (handle, None));
+    s.gates.insert(launch, (subscribed, None));
     launch
 }
 
@@ -304,25 +407,56 @@ pub(crate) fn process(call: &str, timeout_ms: i32) -> Result<(), Fail> {
     let deadline = u64::try_from(timeout_ms)
         .ok()
         .and_then(|ms| Instant::now().checked_add(Duration::from_millis(ms)));
+    let subscribed = |s: &State| s.subscriptions.values().any(|t| *t == me);
+    match run_next(me, deadline, &subscribed)? {
+        Next::Ran => Ok(()),
+        Next::Ended => Err(fail(
+            ACL_ERROR_RT_THREAD_SUBSCRIBE,
+            format!("{call}: thread {me:#x} subscribes no stream (aclrtSubscribeReport)"),
+        )),
+        Next::TimedOut => Err(fail(
+            ACL_ERROR_RT_REPORT_TIMEOUT,
+            format!("{call}: no host callback was reported within {timeout_ms} ms"),
+        )),
+    }
+}
+
+/// What [`run_next`] did.
+enum Next {
+    /// It ran a callback.
+    Ran,
+    /// Nothing is left to run and the thread runs no stream's callbacks any more.
+    Ended,
+    /// Nothing was reported before the deadline.
+    TimedOut,
+}
+
+/// Runs, on thread `me`, the first callback reported to it, waiting until `deadline` (none:
+/// without end) for one while `live` says the thread still runs some stream's callbacks;
+/// meanwhile brings simulated time up to its streams' next eager callback (a host wait on
+/// its marker). Opens the gates the callback held once it has run.
+fn run_next(
+    me: u64,
+    deadline: Option<Instant>,
+    live: &dyn Fn(&State) -> bool,
+) -> Result<Next, Fail> {
     let mut s = state();
     loop {
-        if !s.subscriptions.values().any(|t| *t == me) {
-            return Err(fail(
-                ACL_ERROR_RT_THREAD_SUBSCRIBE,
-                format!("{call}: thread {me:#x} subscribes no stream (aclrtSubscribeReport)"),
-            ));
-        }
         if let Some(r) = s.queues.get_mut(&me).and_then(VecDeque::pop_front) {
             drop(s);
             tracing::debug!(stream = r.handle, id = r.id, "running a host callback");
-            // SAFETY: the function and its argument the client launched, called on a thread
-            // it subscribed to the stream, as CANN calls them; no lock is held.
+            // SAFETY: the function and its argument the client launched, called on the
+            // thread that runs its stream's callbacks, as CANN calls them; no lock is held.
             unsafe { (r.func)(r.data as *mut c_void) };
             let mut s = state();
             let gate = r.gated.and_then(|l| finish_launch(&mut s, l));
             drop(s);
             open(gate)?;
-            return r.graph_gate.as_ref().map_or(Ok(()), open_graph_gate);
+            r.graph_gate.as_ref().map_or(Ok(()), open_graph_gate)?;
+            return Ok(Next::Ran);
+        }
+        if !live(&s) {
+            return Ok(Next::Ended);
         }
         if let Some(marker) = s.markers.get_mut(&me).and_then(VecDeque::pop_front) {
             drop(s);
@@ -339,10 +473,7 @@ pub(crate) fn process(call: &str, timeout_ms: i32) -> Result<(), Fail> {
                     if s.queues.get(&me).is_some_and(|q| !q.is_empty()) {
                         continue;
                     }
-                    return Err(fail(
-                        ACL_ERROR_RT_REPORT_TIMEOUT,
-                        format!("{call}: no host callback was reported within {timeout_ms} ms"),
-                    ));
+                    return Ok(Next::TimedOut);
                 }
             }
         }

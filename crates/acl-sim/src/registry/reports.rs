@@ -4,7 +4,7 @@
 
 use super::{sim_fail, Registry};
 use crate::errmsg::Fail;
-use crate::reports::Launched;
+use crate::reports::{Launched, StreamKey};
 use braid_backend_sim::{host_op, HostGate, SimBackend, SimEvent};
 use braid_stream_core::hal::{Device as _, OpCost, Stream as _};
 use braid_stream_core::types::EventFlags;
@@ -14,6 +14,13 @@ use braid_stream_core::CustomOp;
 const CALLBACK_NS: u64 = 1_000;
 
 impl Registry {
+    /// The stream `handle` names (0: the current device's default stream), as host-function
+    /// threads are kept.
+    pub fn stream_key(&self, call: &str, handle: usize) -> Result<StreamKey, Fail> {
+        let s = self.stream(call, handle)?;
+        Ok((s.device, s.sim.index()))
+    }
+
     /// Whether stream `handle` (0: the current device's default stream) records into a
     /// capture; refused when it names no stream.
     pub fn is_capturing(&self, call: &str, handle: usize) -> Result<bool, Fail> {

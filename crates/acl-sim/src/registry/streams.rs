@@ -92,6 +92,7 @@ impl Registry {
         self.streams.remove(&handle);
         self.retired_streams
             .insert((s.device as u32, s.sim.index()), handle);
+        crate::reports::stream_destroyed((s.device, s.sim.index()));
         Ok(())
     }
 
