@@ -16,7 +16,8 @@
 //!   eager callback (a host wait on a marker event recorded after it), then waits up to
 //!   `timeout` ms (-1: without end) for another thread's host wait to bring one, else
 //!   `ACL_ERROR_RT_REPORT_TIMEOUT`. A thread that subscribed nothing gets
-//!   `ACL_ERROR_RT_THREAD_SUBSCRIBE`.
+//!   `ACL_ERROR_RT_THREAD_SUBSCRIBE`. Both are the answers a report thread polls for (CANN
+//!   logs them at info level): returned, but not written to the error log.
 //! - A blocking callback (`ACL_CALLBACK_BLOCK`) launched eagerly puts a simulator host gate
 //!   (`braid_backend_sim::HostGate`) in its stream right after it: the stream's later work
 //!   waits until the callback has run and starts after it in simulated time; host waits on
@@ -408,16 +409,20 @@ pub(crate) fn process(call: &str, timeout_ms: i32) -> Result<(), Fail> {
         .ok()
         .and_then(|ms| Instant::now().checked_add(Duration::from_millis(ms)));
     let subscribed = |s: &State| s.subscriptions.values().any(|t| *t == me);
+    // Nothing to run is the answer a report thread polls for, not a refusal (torch_npu's
+    // polls before its stream is subscribed, then every `timeout` ms).
     match run_next(me, deadline, &subscribed)? {
         Next::Ran => Ok(()),
         Next::Ended => Err(fail(
             ACL_ERROR_RT_THREAD_SUBSCRIBE,
             format!("{call}: thread {me:#x} subscribes no stream (aclrtSubscribeReport)"),
-        )),
+        )
+        .polled()),
         Next::TimedOut => Err(fail(
             ACL_ERROR_RT_REPORT_TIMEOUT,
             format!("{call}: no host callback was reported within {timeout_ms} ms"),
-        )),
+        )
+        .polled()),
     }
 }
 

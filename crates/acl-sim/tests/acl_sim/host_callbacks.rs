@@ -463,3 +463,69 @@ fn a_replayed_callback_dropped_by_an_unsubscribe_holds_nothing() {
     ok(aclrtDestroyStream(other));
     ok(aclrtDestroyStream(stream));
 }
+
+/// Set in the child of [`polling_answers_are_not_logged_as_refusals`]: its error log.
+const POLL_CHILD: &str = "BRAID_ACL_SIM_TEST_POLL_LOG";
+
+#[test]
+fn polling_answers_are_not_logged_as_refusals() {
+    if std::env::var_os(POLL_CHILD).is_some() {
+        return;
+    }
+    // A process of its own: the error log is read once per process.
+    let log = std::env::temp_dir().join(format!("braid-acl-sim-poll-{}.log", std::process::id()));
+    let _ = std::fs::remove_file(&log);
+    let exe = std::env::current_exe().expect("the test executable");
+    let out = std::process::Command::new(&exe)
+        .args(["--exact", "host_callbacks::poll_child", "--nocapture"])
+        .env(braid_acl_sim::ERROR_LOG_ENV, &log)
+        .env(POLL_CHILD, "1")
+        .output()
+        .expect("the child runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // The polls' answers are not refusals (CANN logs them at info level); a real refusal is.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let _ = std::fs::remove_file(&log);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines.len(),
+        1,
+        "{} lines, the first {:?}",
+        lines.len(),
+        &lines[..lines.len().min(3)]
+    );
+    assert!(
+        lines[0].starts_with("100000 aclrtProcessReport: timeout 0 ms"),
+        "{lines:?}"
+    );
+}
+
+/// Runs only in the child of [`polling_answers_are_not_logged_as_refusals`]: a report thread
+/// polling before its stream is subscribed (as torch_npu's does), then with nothing reported.
+#[test]
+fn poll_child() {
+    if std::env::var_os(POLL_CHILD).is_none() {
+        return;
+    }
+    on_device();
+    // SAFETY: pthread_self has no preconditions.
+    let me = unsafe { libc::pthread_self() } as u64;
+    for _ in 0..200 {
+        assert_eq!(aclrtProcessReport(1), ACL_ERROR_RT_THREAD_SUBSCRIBE);
+    }
+    // The code's text stays readable, as for every failure.
+    assert!(message().contains("subscribes no stream"));
+    let stream = new_stream();
+    ok(aclrtSubscribeReport(me, stream));
+    for _ in 0..5 {
+        assert_eq!(aclrtProcessReport(1), ACL_ERROR_RT_REPORT_TIMEOUT);
+    }
+    assert_eq!(aclrtProcessReport(0), ACL_ERROR_INVALID_PARAM);
+    ok(aclrtUnSubscribeReport(me, stream));
+    ok(aclrtDestroyStream(stream));
+}
