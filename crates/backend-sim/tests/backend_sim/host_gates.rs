@@ -127,8 +127,7 @@ fn a_captured_gate_holds_the_nodes_after_it_at_every_launch_until_opened() {
         let last = d
             .timeline()
             .into_iter()
-            .filter(|r| r.kind == "memset" && r.from_graph)
-            .last()
+            .rfind(|r| r.kind == "memset" && r.from_graph)
             .unwrap();
         assert!(
             last.start_ns >= opened_at,
