@@ -1,7 +1,8 @@
 //! `aclGetRecentErrMsg`: the text of the calling thread's last failure, fetched and cleared;
-//! and, where `BRAID_ACL_SIM_ERROR_LOG` names a file, every failure appended to it as one line
+//! and, where `BRAID_ACL_SIM_ERROR_LOG` names a file, every refusal appended to it as one line
 //! (`<code> <message>`, the message starting with the call), so a client's test harness can
-//! say which call failed even when the client swallowed the text.
+//! say which call failed even when the client swallowed the text. The expected answers of a
+//! polling call ([`Fail::polled`]) are not refusals and stay out of the log.
 
 use braid_stream_core::sync::GlobalMutex;
 use std::cell::RefCell;
@@ -21,6 +22,9 @@ thread_local! {
 pub(crate) struct Fail {
     pub code: i32,
     pub message: String,
+    /// Whether it is a refusal, appended to the error log (not an expected answer of a
+    /// polling call, [`Fail::polled`]).
+    pub refusal: bool,
 }
 
 /// A failure with `code` and `message`.
@@ -28,6 +32,20 @@ pub(crate) fn fail(code: i32, message: impl Into<String>) -> Fail {
     Fail {
         code,
         message: message.into(),
+        refusal: true,
+    }
+}
+
+impl Fail {
+    /// The same failure as an expected answer of a polling call (`aclrtProcessReport` polled
+    /// with nothing to run): returned and kept for `aclGetRecentErrMsg`, but not appended to
+    /// the error log, where a client polling in a loop would bury the real refusals (CANN
+    /// logs these answers at info level only).
+    pub(crate) fn polled(self) -> Self {
+        Fail {
+            refusal: false,
+            ..self
+        }
     }
 }
 
@@ -55,7 +73,9 @@ pub(crate) fn ret(r: Result<(), Fail>) -> i32 {
         Ok(()) => crate::codes::ACL_SUCCESS,
         Err(f) => {
             tracing::debug!(code = f.code, message = %f.message, "acl-sim call failed");
-            log_failure(&f);
+            if f.refusal {
+                log_failure(&f);
+            }
             PENDING.with(|p| *p.borrow_mut() = Some(f.message));
             f.code
         }

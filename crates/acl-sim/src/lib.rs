@@ -44,8 +44,10 @@
 //!   documented constraints (`registry::vmm`).
 //! - **Host callbacks** (`reports`): `aclrtSubscribeReport`, `aclrtLaunchCallback`,
 //!   `aclrtProcessReport`: the subscribed thread runs a stream's callbacks when the stream
-//!   reaches them; a blocking one holds the stream's later work behind a simulator host gate
-//!   (`braid_backend_sim::HostGate`); captured ones run at every replay.
+//!   reaches them; `aclrtLaunchHostFunc`: a thread of the stream's own runs them. A blocking
+//!   one holds the stream's later work behind a simulator host gate
+//!   (`braid_backend_sim::HostGate`); captured ones run at every replay, holding the
+//!   replay's later nodes behind a captured gate (`braid_backend_sim::GraphGate`).
 //! - **Device-private formats**: `aclnnNpuFormatCast` ([`aclnn::format_exports`]) and the old
 //!   path's `Identity` (`client::op_identity`) convert to and from `NC1HWC0`, `FRACTAL_Z`,
 //!   `FRACTAL_NZ`, `NDC1HWC0`, `FRACTAL_Z_3D` (`braid_stream_core::ops::Blocked`); every
@@ -103,7 +105,7 @@
 //! |---|---|
 //! | [`exports`] | the exported C symbols: each checks its pointers and calls the registry |
 //! | `registry` | the simulated runtime's state (devices, handles, captures) and ACL's rules over it, one room per kind of object: the current device, the node and peer access, streams, events, memory, virtual memory, captures and models |
-//! | `reports` | host callbacks: subscriptions, reports to the subscribed threads, `aclrtProcessReport`, and the host waits a blocking callback holds |
+//! | `reports` | host callbacks and host functions: subscriptions, reports to the subscribed threads and to each stream's host-function thread, `aclrtProcessReport`, and the gates a blocking one puts after it |
 //! | [`hccl`] | HCCL's exports: communicators and collectives |
 //! | `capture` | the join rule of cross-stream capture, checked at `aclmdlRICaptureEnd` |
 //! | `kernel` | braid's kernel-launch extension |

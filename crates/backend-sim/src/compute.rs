@@ -56,6 +56,8 @@ pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Result<Vec<PendingWr
         OpKind::Custom(c) => return c.0.begin(mem),
         // A rank's part has no effect of its own: the collective's data effect carries it.
         OpKind::Collective(_) => Vec::new(),
+        // A gate moves no data.
+        OpKind::Gate(_) => Vec::new(),
         OpKind::CollectiveEffect(x) => x.begin(mem),
         OpKind::H2d { dst, src } => {
             let data = mem.is_valid(*dst).then(|| {

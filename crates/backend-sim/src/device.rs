@@ -93,6 +93,7 @@ pub(crate) fn host_wait<T>(
         let deadline = start.checked_add(timeout);
         let progress = engine.progress();
         loop {
+            engine.reach_gates(what);
             let left = deadline.map_or(Duration::from_secs(3600), |d| {
                 d.saturating_duration_since(Instant::now())
             });

@@ -104,7 +104,7 @@
 //! | `topology`, `link` | [`Topology`], [`LinkSpec`] (figures with their sources); links as contended resources |
 //! | `resource`, `op`, `compute`, `queue` | contended units; one piece of work; what an op reads and writes; data effects in virtual-time order |
 //! | `custom` | user operators: [`host_op`] bodies |
-//! | `gate`, `engine::gates` | [`HostGate`]: a stream's later work held back until the host opens it (a blocking host callback) |
+//! | `gate`, `engine::gates` | [`HostGate`], [`GraphGate`]: a stream's later work held back until the host opens it, eagerly or at every launch of a graph (a blocking host callback) |
 //! | `workspace` | [`WorkspaceSizes`]: the workspace built-in kernels ask for (none by default; a dry run sets another backend's), [`SimPrepared`] |
 //! | `memory` (and `memory::vmm`, `memory::mappings`, `memory::view`), `host` | the address space of each device, data store, virtual memory, the node's data as one op sees it; pinned host memory |
 //! | `capture` | recording work into graphs |
@@ -180,7 +180,7 @@ pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
 pub use event::SimEvent;
 pub use fault::{CallKind, FaultCounts, FaultPlan};
-pub use gate::HostGate;
+pub use gate::{GraphGate, HostGate};
 pub use graph::SimGraph;
 pub use memory::host_budget;
 pub use node::{NodeConfig, SimNode};

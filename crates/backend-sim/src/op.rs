@@ -5,6 +5,7 @@
 
 use crate::collective::DataEffect;
 use crate::custom::{unit_peak, SimCustom};
+use crate::gate::GateKind;
 use crate::profile::DeviceProfile;
 use braid_stream_core::collective::CollectiveCall;
 use braid_stream_core::dtype::DType;
@@ -36,6 +37,9 @@ pub(crate) enum OpKind {
     /// The data effect of a collective that ran: every participant's buffers (queued once per
     /// collective, never placed).
     CollectiveEffect(Arc<DataEffect>),
+    /// A host gate captured into a graph: the nodes after it wait until the host opens it
+    /// (placed by the engine's graph launches, never by the ordinary slot search).
+    Gate(GateKind),
 }
 
 /// One rank's part of a collective, with its buffers' ranges.
@@ -143,6 +147,7 @@ impl OpKind {
             OpKind::Memset { .. } => "memset",
             OpKind::Collective(c) => c.call.op.name(),
             OpKind::CollectiveEffect(x) => x.op.name(),
+            OpKind::Gate(_) => "host_gate",
         }
     }
 
@@ -156,6 +161,7 @@ impl OpKind {
             // Shown on the copy / communication track; collectives occupy the device's
             // communication engine and links, not its copy engines.
             OpKind::Collective(_) | OpKind::CollectiveEffect(_) => ComputeUnit::Copy,
+            OpKind::Gate(_) => ComputeUnit::None,
         }
     }
 
@@ -190,7 +196,7 @@ impl OpKind {
                     a.push_write(c.recv);
                 }
             }
-            OpKind::CollectiveEffect(_) => {}
+            OpKind::CollectiveEffect(_) | OpKind::Gate(_) => {}
         }
         a
     }
@@ -202,7 +208,10 @@ impl OpKind {
             OpKind::Custom(c) => c.0.reads.clone(),
             OpKind::D2h { src, .. } | OpKind::D2d { src, .. } => vec![*src],
             OpKind::Collective(c) => (c.send.len > 0).then_some(c.send).into_iter().collect(),
-            OpKind::H2d { .. } | OpKind::Memset { .. } | OpKind::CollectiveEffect(_) => Vec::new(),
+            OpKind::H2d { .. }
+            | OpKind::Memset { .. }
+            | OpKind::CollectiveEffect(_)
+            | OpKind::Gate(_) => Vec::new(),
         }
     }
 
@@ -215,7 +224,7 @@ impl OpKind {
                 vec![*dst]
             }
             OpKind::Collective(c) => (c.recv.len > 0).then_some(c.recv).into_iter().collect(),
-            OpKind::D2h { .. } | OpKind::CollectiveEffect(_) => Vec::new(),
+            OpKind::D2h { .. } | OpKind::CollectiveEffect(_) | OpKind::Gate(_) => Vec::new(),
         }
     }
 
@@ -271,7 +280,8 @@ impl OpKind {
             | OpKind::D2h { .. }
             | OpKind::D2d { .. }
             | OpKind::Collective(_)
-            | OpKind::CollectiveEffect(_) => 1,
+            | OpKind::CollectiveEffect(_)
+            | OpKind::Gate(_) => 1,
         }
     }
 
@@ -308,6 +318,8 @@ impl OpKind {
             OpKind::Memset { dst, .. } => ns_for(dst.len as u128, p.hbm_effective_bytes_per_s),
             // Timed by the collective cost model when the engine places them.
             OpKind::Collective(_) | OpKind::CollectiveEffect(_) => 0,
+            // Ends when the host opens it.
+            OpKind::Gate(_) => return 0,
         };
         raw.max(p.min_kernel_ns)
     }

@@ -4,15 +4,17 @@
 //! cannot reach host memory), `aclrtSetStreamAttribute` (no attribute is simulated: refused
 //! with `ACL_ERROR_RT_PARAM_INVALID`, CANN's answer for an attribute it does not know, which
 //! torch_npu's graphs tolerate), host functions as stream tasks (`aclrtSubscribeReport`,
-//! `aclrtUnSubscribeReport`, `aclrtLaunchCallback`, `aclrtProcessReport`: see
-//! the crate's `reports` module for their semantics).
+//! `aclrtUnSubscribeReport`, `aclrtLaunchCallback`, `aclrtProcessReport`, and
+//! `aclrtLaunchHostFunc` with the runtime's own thread: see the crate's `reports` module for
+//! their semantics).
 
 use crate::codes::*;
-use crate::errmsg::{fail, ret};
-use crate::registry::with;
-use crate::reports;
+use crate::errmsg::{fail, ret, Fail};
+use crate::registry::{with, Registry};
+use crate::reports::{self, Runner};
 use braid_acl_sys::acl::{ACL_CALLBACK_BLOCK, ACL_CALLBACK_NO_BLOCK};
 use std::ffi::c_void;
+use std::sync::{Arc, OnceLock};
 
 /// `aclError aclrtHostRegisterV2(void *ptr, uint64_t size, uint32_t flag)`: registers a host
 /// range as pinned.
@@ -68,8 +70,8 @@ pub extern "C" fn aclrtSetStreamAttribute(
 pub extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: *mut c_void) -> aclError {
     const CALL: &str = "aclrtSubscribeReport";
     let handle = stream as usize;
-    ret(with(|r| r.report_stream(CALL, handle))
-        .and_then(|key| reports::subscribe(CALL, thread_id, handle, key)))
+    ret(with(|r| r.is_capturing(CALL, handle))
+        .and_then(|_| reports::subscribe(CALL, thread_id, handle)))
 }
 
 /// `aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream)`: ends the
@@ -78,7 +80,7 @@ pub extern "C" fn aclrtSubscribeReport(thread_id: u64, stream: *mut c_void) -> a
 pub extern "C" fn aclrtUnSubscribeReport(thread_id: u64, stream: *mut c_void) -> aclError {
     const CALL: &str = "aclrtUnSubscribeReport";
     let handle = stream as usize;
-    ret(with(|r| r.report_stream(CALL, handle))
+    ret(with(|r| r.is_capturing(CALL, handle))
         .and_then(|_| reports::unsubscribe(CALL, thread_id, handle)))
 }
 
@@ -107,22 +109,63 @@ pub extern "C" fn aclrtLaunchCallback(
             format!("{CALL}: blockType {block_type} is not ACL_CALLBACK_NO_BLOCK (0) or ACL_CALLBACK_BLOCK (1)"),
         )));
     }
-    let handle = stream as usize;
     let blocking = block_type == ACL_CALLBACK_BLOCK;
+    launch(CALL, stream as usize, func, user_data, blocking, |_| {
+        let thread = reports::subscriber(CALL, stream as usize)?;
+        Ok((thread, Runner::Subscriber))
+    })
+}
+
+/// `aclError aclrtLaunchHostFunc(aclrtStream stream, aclrtHostFunc fn, void *args)`:
+/// `fn(args)` as a task of `stream`, run on the stream's own host-function thread (made at
+/// its first one, with the stream's device current); the stream's later work waits for it.
+/// Inside a capture it becomes a node of the model, run at every replay, holding the
+/// replay's later nodes the same way.
+#[no_mangle]
+pub extern "C" fn aclrtLaunchHostFunc(
+    stream: *mut c_void,
+    func: Option<unsafe extern "C" fn(*mut c_void)>,
+    args: *mut c_void,
+) -> aclError {
+    const CALL: &str = "aclrtLaunchHostFunc";
+    let Some(func) = func else {
+        return ret(Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!("{CALL}: fn is null"),
+        )));
+    };
+    let handle = stream as usize;
+    launch(CALL, handle, func, args, true, |r| {
+        let thread = reports::host_func_thread(CALL, r.stream_key(CALL, handle)?)?;
+        Ok((thread, Runner::HostFuncs(thread)))
+    })
+}
+
+/// Launches `func(data)` on stream `handle` for `call`, run by the runner `runner` finds (and
+/// the thread that brings simulated time up to it, eagerly); `blocking`: the stream's later
+/// work waits for it.
+fn launch(
+    call: &'static str,
+    handle: usize,
+    func: reports::Callback,
+    data: *mut c_void,
+    blocking: bool,
+    runner: impl FnOnce(&Registry) -> Result<(u64, Runner), Fail>,
+) -> aclError {
     let launched = with(|r| {
-        let key = r.report_stream(CALL, handle)?;
-        let thread = reports::subscriber(CALL, handle)?;
-        let capturing = r.is_capturing(CALL, handle)?;
-        let gated = (blocking && !capturing).then(|| reports::gated_launch(handle));
+        let capturing = r.is_capturing(call, handle)?;
+        let (thread, runner) = runner(r)?;
+        let subscribed = matches!(runner, Runner::Subscriber).then_some(handle);
+        let gated = (blocking && !capturing).then(|| reports::gated_launch(subscribed));
         let callback = reports::Launched {
+            runner,
             func,
-            data: user_data as usize,
-            blocking,
+            data: data as usize,
             handle,
-            stream: key,
             gated,
+            graph_gate: (blocking && capturing).then(|| Arc::new(OnceLock::new())),
         };
-        let made = r.launch_callback(CALL, handle, callback);
+        let made = r.launch_callback(call, handle, callback);
         if let (Err(_), Some(launch)) = (&made, gated) {
             reports::abandon_launch(launch);
         }

@@ -16,7 +16,8 @@ use std::sync::OnceLock;
 // Declared in the same table as this module's calls (checked at the end of this file).
 pub use super::host::{
     aclrtHostRegister, aclrtHostRegisterV2, aclrtHostUnregister, aclrtLaunchCallback,
-    aclrtProcessReport, aclrtSetStreamAttribute, aclrtSubscribeReport, aclrtUnSubscribeReport,
+    aclrtLaunchHostFunc, aclrtProcessReport, aclrtSetStreamAttribute, aclrtSubscribeReport,
+    aclrtUnSubscribeReport,
 };
 pub use super::version::{aclsysGetCANNVersion, aclsysGetVersionStr};
 

@@ -1,6 +1,6 @@
-//! The registry's side of host callbacks ([`crate::reports`]): which stream a handle names,
-//! and the callback's task on it, with the marker an eager one leaves for
-//! `aclrtProcessReport`.
+//! The registry's side of host callbacks ([`crate::reports`]): whether a handle names a
+//! stream, and the callback's task on it, with the marker an eager one leaves for
+//! `aclrtProcessReport` and the gate a blocking one puts after it.
 
 use super::{sim_fail, Registry};
 use crate::errmsg::Fail;
@@ -14,24 +14,25 @@ use braid_stream_core::CustomOp;
 const CALLBACK_NS: u64 = 1_000;
 
 impl Registry {
-    /// The stream `handle` names (0: the current device's default stream).
-    pub fn report_stream(&self, call: &str, handle: usize) -> Result<StreamKey, Fail> {
+    /// The stream `handle` names (0: the current device's default stream), as host-function
+    /// threads are kept.
+    pub fn stream_key(&self, call: &str, handle: usize) -> Result<StreamKey, Fail> {
         let s = self.stream(call, handle)?;
-        Ok(StreamKey {
-            device: s.device,
-            index: s.sim.index(),
-        })
+        Ok((s.device, s.sim.index()))
     }
 
-    /// Whether stream `handle` records into a capture.
+    /// Whether stream `handle` (0: the current device's default stream) records into a
+    /// capture; refused when it names no stream.
     pub fn is_capturing(&self, call: &str, handle: usize) -> Result<bool, Fail> {
         Ok(self.stream(call, handle)?.capture.is_some())
     }
 
     /// Enqueues `callback`'s task on stream `handle`: an operator whose body reports it when
-    /// the stream reaches it (each replay too, when captured). Outside a capture, also
-    /// records a marker event after it, which `aclrtProcessReport` waits on to bring the
-    /// stream's simulated time up to the callback, and, for a blocking callback
+    /// the stream reaches it (each replay too, when captured). Inside a capture, a blocking
+    /// callback (`callback.graph_gate`) is followed by a gate captured into the graph, which
+    /// holds each replay's later nodes until that replay's callback has run. Outside a
+    /// capture, also records a marker event after it, which `aclrtProcessReport` waits on to
+    /// bring the stream's simulated time up to the callback, and, for a blocking callback
     /// (`callback.gated`), puts a host gate after that, which holds the stream's later work
     /// until the callback has run.
     pub fn launch_callback(
@@ -40,12 +41,19 @@ impl Registry {
         handle: usize,
         callback: Launched,
     ) -> Result<(Option<SimEvent>, Option<HostGate>), Fail> {
+        let graph_gate = callback.graph_gate.clone();
+        let gated = callback.gated;
         let op = CustomOp::<SimBackend>::new("aclrtLaunchCallback")
             .cost(OpCost::Fixed { ns: CALLBACK_NS })
             .body(host_op(move |_, _| callback.report()));
         self.submit(call, handle, |sim| sim.launch_operator(&op.lower()))?;
         let s = self.stream(call, handle)?;
         if s.capture.is_some() {
+            if let Some(cell) = graph_gate {
+                let gate = s.sim.capture_gate().map_err(|e| sim_fail(call, e))?;
+                // A new cell, set once: the body reads it at each replay.
+                let _ = cell.set(gate);
+            }
             return Ok((None, None));
         }
         let marker = self
@@ -54,7 +62,7 @@ impl Registry {
             .create_event(EventFlags::default())
             .map_err(|e| sim_fail(call, e))?;
         s.sim.record(&marker).map_err(|e| sim_fail(call, e))?;
-        let gate = match callback.gated {
+        let gate = match gated {
             Some(_) => Some(s.sim.hold_gate().map_err(|e| sim_fail(call, e))?),
             None => None,
         };

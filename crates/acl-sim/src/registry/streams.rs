@@ -8,7 +8,6 @@ use super::{sim_fail, Registry, StreamEntry, StreamRef};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
 use crate::outputs::StreamNames;
-use crate::reports::{self, Scope, StreamKey};
 use braid_backend_sim::SimStream;
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};
 
@@ -93,6 +92,7 @@ impl Registry {
         self.streams.remove(&handle);
         self.retired_streams
             .insert((s.device as u32, s.sim.index()), handle);
+        crate::reports::stream_destroyed((s.device, s.sim.index()));
         Ok(())
     }
 
@@ -147,29 +147,14 @@ impl Registry {
         self.check_stream_blocking(call, s.device, s.capture)?;
         self.check_failed(call, s.device)?;
         let clock = self.dev(s.device)?.sim.clone();
-        let scope = Scope::Stream(StreamKey {
-            device: s.device,
-            index: s.sim.index(),
-        });
-        Ok(Wait::new(
-            call,
-            WaitOn::Stream(s.sim.clone()),
-            scope,
-            self.collective_timeout,
-        )
-        .limited(clock, timeout_ms))
+        Ok(Wait::new(call, WaitOn::Stream(s.sim.clone())).limited(clock, timeout_ms))
     }
 
     pub fn stream_query(&mut self, handle: usize) -> Result<u32, Fail> {
         let s = self.stream("aclrtStreamQuery", handle)?;
         self.check_stream_blocking("aclrtStreamQuery", s.device, s.capture)?;
         let done = s.sim.query().map_err(|e| sim_fail("aclrtStreamQuery", e))?;
-        // A blocking host callback not yet run is work of the stream.
-        let held = reports::holds(Scope::Stream(StreamKey {
-            device: s.device,
-            index: s.sim.index(),
-        }));
-        Ok(if done && !held {
+        Ok(if done {
             ACL_STREAM_STATUS_COMPLETE
         } else {
             ACL_STREAM_STATUS_NOT_READY

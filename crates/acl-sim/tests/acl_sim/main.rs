@@ -13,5 +13,6 @@ mod format_aclnn;
 mod hccl_sub_comm;
 mod hccl_threads;
 mod host_callbacks;
+mod host_functions;
 mod outputs;
 mod settings;

@@ -284,7 +284,7 @@ impl Engine {
 
     /// The stream whose held-back work the host call waiting on `what` waits for (for a
     /// device-wide wait, the current device's first stream holding work back), if any.
-    pub(super) fn held_stream(&self, what: HostWait) -> Option<u32> {
+    pub(crate) fn held_stream(&self, what: HostWait) -> Option<u32> {
         match what {
             HostWait::Stream(s) => self.coll.is_deferred(s).then_some(s),
             HostWait::Event(e) => self.record_holder(e),
@@ -455,6 +455,13 @@ impl Engine {
                 format!("waits for host gate {id}, which the host has not opened (a blocking host callback not yet run)"),
                 Vec::new(),
             ),
+            (_, Some(Held::Graph(run))) => match self.run_gate(*run) {
+                Some((gate, _)) => (
+                    format!("runs a graph waiting at its host gate {gate}, which the host has not opened (a blocking host callback not yet run)"),
+                    Vec::new(),
+                ),
+                None => ("holds back work".to_string(), Vec::new()),
+            },
             _ => ("holds back work".to_string(), Vec::new()),
         }
     }

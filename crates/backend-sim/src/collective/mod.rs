@@ -131,7 +131,8 @@ impl Collectives {
     }
 }
 
-/// Whether `node` is a rank's part of a collective.
-pub(crate) fn is_collective(node: &Node) -> bool {
-    matches!(node.op.kind, OpKind::Collective(_))
+/// Whether a launch of a graph holding `node` must run through the held launches of
+/// `engine::graph_run`: a collective part waits for the other ranks, a gate for the host.
+pub(crate) fn needs_run(node: &Node) -> bool {
+    matches!(node.op.kind, OpKind::Collective(_) | OpKind::Gate(_))
 }

@@ -380,7 +380,7 @@ impl Engine {
             });
         }
         let held = self.coll.is_deferred(s)
-            || nodes.iter().any(crate::collective::is_collective)
+            || nodes.iter().any(crate::collective::needs_run)
             || external.waits.iter().any(|&e| self.coll.is_pending(e));
         if held {
             return self.hold_graph(s, nodes, external);

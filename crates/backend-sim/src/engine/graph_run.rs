@@ -1,4 +1,4 @@
-//! Replaying a graph that holds collective parts.
+//! Replaying a graph that holds collective parts or host gates.
 //!
 //! Such a launch is held back on its stream ([`Held::Graph`]) like any call behind a
 //! collective. Once it is first in its stream's backlog it starts, and its nodes are placed as
@@ -9,15 +9,19 @@
 //! eager part first in its stream's backlog, a replayed part's dependencies placed), at the
 //! latest of the parts' ready times. Only the nodes that depend on a collective not yet run
 //! wait; the rest of the graph is placed meanwhile, so a captured communication stream keeps
-//! running beside the captured compute. The launch's stream goes on once every node is placed.
+//! running beside the captured compute. A captured host gate ([`OpKind::Gate`],
+//! `engine::gates`) passes once the host has opened it for this launch, and ends at the later
+//! of its arrival and the opening: the nodes after it wait for it the same way. The launch's
+//! stream goes on once every node is placed.
 //!
 //! The sanitizer sees the nodes in graph order (a prefix at a time, as they are placed).
 
+use super::gates::gate_of;
 use super::submit::op_info;
 use super::{sanitizer_error, Engine};
 use crate::capture::{ExternalEvents, Node};
 use crate::collective::PartInfo;
-use crate::collective::{is_collective, Held, Work};
+use crate::collective::{needs_run, Held, Work};
 use crate::op::OpKind;
 use crate::sanitizer::report::{OpInfo, RaceReport};
 use crate::sanitizer::{Replay, SanitizerMode};
@@ -64,8 +68,8 @@ impl GraphRun {
 }
 
 impl Engine {
-    /// Launches a graph holding collective parts (or on a deferred stream, or waiting on a
-    /// pending event) on stream `s`: its external waits, the launch and its external records
+    /// Launches a graph holding collective parts or host gates (or on a deferred stream, or
+    /// waiting on a pending event) on stream `s`: its external waits, the launch and its external records
     /// are held back and run as the stream becomes free; each collective part joins its
     /// call's matcher now, in launch order.
     pub(super) fn hold_graph(
@@ -78,7 +82,7 @@ impl Engine {
         for &e in &external.waits {
             self.coll.hold(s, host, Work::Wait(e));
         }
-        if nodes.iter().any(is_collective) {
+        if nodes.iter().any(needs_run) {
             let mut calls = Vec::with_capacity(nodes.len());
             for (i, node) in nodes.iter().enumerate() {
                 let call = match &node.op.kind {
@@ -211,6 +215,17 @@ impl Engine {
                 let Some(ready) = run.ready(i) else {
                     continue;
                 };
+                if let Some(gate) = gate_of(node) {
+                    let Some(opened) = gate.pass() else {
+                        continue;
+                    };
+                    let end = ready.max(opened);
+                    let at = self.locate(node.op.stream);
+                    let info = super::submit::op_info_at(&node.op, at, ready, end, true);
+                    self.run_node_placed(s, i, info);
+                    placed_any = true;
+                    continue;
+                }
                 match run.calls[i] {
                     None => {
                         let slot = self.slot(&node.op, ready);
@@ -286,6 +301,19 @@ impl Engine {
             Some(r) if self.sanitizer.mode() == SanitizerMode::Abort => Err(sanitizer_error(&r)),
             _ => Ok(()),
         }
+    }
+
+    /// The first host gate launch `id` waits at (reached, not yet passed): its number and
+    /// when the launch reached it.
+    pub(crate) fn run_gate(&self, id: u64) -> Option<(u64, u64)> {
+        let run = self.coll.runs.runs.get(&id)?;
+        run.nodes.iter().enumerate().find_map(|(i, node)| {
+            let gate = gate_of(node)?;
+            if run.ends[i].is_some() {
+                return None;
+            }
+            run.ready(i).map(|reached| (gate.id, reached))
+        })
     }
 
     /// What launch `id` waits for: its first collective node not yet run.

@@ -68,6 +68,8 @@ impl Engine {
             OpKind::Memset { dst, .. } => range("memset destination", dst),
             // Collectives come through `Engine::collective`, which checks their ranges.
             OpKind::Collective(_) | OpKind::CollectiveEffect(_) => Ok(()),
+            // Captured through `Engine::capture_gate`.
+            OpKind::Gate(_) => Ok(()),
         }
     }
 
