@@ -195,6 +195,8 @@ pub(crate) fn try_with<R>(f: impl FnOnce(&mut Registry) -> R) -> Option<R> {
 fn sim_fail(call: &str, e: HalError) -> Fail {
     let code = match &e {
         HalError::OutOfMemory { .. } => ACL_ERROR_RT_DEVICE_OOM,
+        // A kernel the simulator could not compute in the host's memory.
+        HalError::HostOutOfMemory { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
         HalError::InvalidArgument(_) | HalError::CollectiveMismatch(_) => {
             ACL_ERROR_RT_PARAM_INVALID
         }

@@ -4,7 +4,7 @@
 //! computes the outputs. [`finish`] runs at the op's end time and stores them. Inputs outside
 //! every live segment read as zeros, outputs outside are dropped; both count as invalid accesses.
 
-use crate::memory::DataView;
+use crate::memory::{DataView, Pin};
 use crate::op::OpKind;
 use braid_stream_core::kernel::{Kernel, TypedKernel};
 use braid_stream_core::ops::{
@@ -12,6 +12,7 @@ use braid_stream_core::ops::{
 };
 use braid_stream_core::tensor::Tensor;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
+use braid_stream_core::hal::HalError;
 use braid_stream_core::Access;
 
 /// An output waiting for its op's end time.
@@ -43,17 +44,27 @@ impl Input {
     }
 }
 
-/// Reads the inputs of `op` and computes its outputs (runs at the op's start time). Only a
-/// user operator can fail (its host body panicked): then it writes nothing, and the error is
-/// the panic's message.
-pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Result<Vec<PendingWrite>, String> {
-    Ok(match op {
+/// What an op's start produced: its outputs, or a kernel to compute.
+pub(crate) enum Begun {
+    /// The outputs, for the op's end time (none for an op that writes nothing).
+    Done(Vec<PendingWrite>),
+    /// A kernel whose inputs are read (pinned in place where they can be): computing it
+    /// touches no engine state, so it runs outside the engine lock ([`crate::job`]).
+    Job(Job),
+}
+
+/// Reads the inputs of `op` and computes its outputs (runs at the op's start time), or, for a
+/// kernel that computes, reads its inputs and leaves the computing to [`Job::run`]. Only a
+/// user operator can fail here (its host body panicked): then it writes nothing, and the
+/// error is the panic's message.
+pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Result<Begun, String> {
+    Ok(Begun::Done(match op {
         OpKind::Kernel(TypedKernel {
             kernel: Kernel::Op(op),
             ..
-        }) => begin_op(op, mem)?,
-        OpKind::Kernel(k) => begin_kernel(k, mem),
-        OpKind::Custom(c) => return c.0.begin(mem),
+        }) => return Ok(Begun::Job(begin_op(op, mem))),
+        OpKind::Kernel(k) => return Ok(begin_kernel(k, mem)),
+        OpKind::Custom(c) => return c.0.begin(mem).map(Begun::Done),
         // A rank's part has no effect of its own: the collective's data effect carries it.
         OpKind::Collective(_) => Vec::new(),
         OpKind::CollectiveEffect(x) => x.begin(mem),
@@ -86,57 +97,130 @@ pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Result<Vec<PendingWr
             let data = mem.is_valid(*dst).then(|| vec![*value; dst.len as usize]);
             vec![PendingWrite::Device { ptr: dst.ptr, data }]
         }
-    })
+    }))
 }
 
-/// Computes a flat built-in kernel the way the device does, with the tensor operator that
-/// has its numbers ([`flat_op`]): inputs widened to `f32`, arithmetic in `f32` (matmuls
-/// accumulate in `f32`, as cube units do; sums in `f64`), each output rounded to the kernel's
-/// data type. Output bytes past the operator's elements are zeros; an invalid input reads as
-/// zeros.
-fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
+/// Reads a flat built-in kernel's inputs for the tensor operator that has its numbers
+/// ([`flat_op`]): inputs widened to `f32`, arithmetic in `f32` (matmuls accumulate in `f32`,
+/// as cube units do; sums in `f64`), each output rounded to the kernel's data type. Output
+/// bytes past the operator's elements are zeros; an invalid input reads as zeros. `Copy`
+/// copies here.
+fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>) -> Begun {
+    let op = flat_op(tk);
+    let lens: Vec<usize> = match &op {
+        Some(op) => op
+            .operands()
+            .iter()
+            .filter(|o| o.access == Access::Read)
+            .map(|o| o.tensor.range().len as usize)
+            .collect(),
+        None => tk.reads().map(|s| s.len as usize).collect(),
+    };
     // Inputs are read (and counted) even when the output is invalid: the kernel still reads.
-    let inputs: Vec<Input> = tk.reads().map(|s| Input::read(mem, s)).collect();
+    let inputs: Vec<InputBytes> = tk
+        .reads()
+        .zip(lens)
+        .map(|(s, len)| InputBytes::read(mem, s, len))
+        .collect();
     let Some(out) = tk.writes().next() else {
-        return Vec::new();
+        return Begun::Done(Vec::new());
     };
     if !mem.is_valid(out) {
-        return vec![PendingWrite::Device {
+        return Begun::Done(vec![PendingWrite::Device {
             ptr: out.ptr,
             data: None,
-        }];
+        }]);
     }
     let mut data = vec![0u8; out.len as usize];
-    match (&tk.kernel, flat_op(tk)) {
+    match (&tk.kernel, op) {
         (Kernel::Copy { .. }, _) => {
-            if let Some(src) = inputs.into_iter().next() {
-                data = src.bytes(out.len as usize);
+            if let Some(src) = inputs.first() {
+                let src = src.bytes();
+                let n = src.len().min(data.len());
+                data[..n].copy_from_slice(&src[..n]);
             }
         }
         (_, Some(op)) => {
-            let operands = op.operands();
-            let reads = operands.iter().filter(|o| o.access == Access::Read);
-            let bytes: Vec<Vec<u8>> = reads
-                .zip(inputs)
-                .map(|(o, input)| input.bytes(o.tensor.range().len as usize))
-                .collect();
-            let refs: Vec<&[u8]> = bytes.iter().map(Vec::as_slice).collect();
-            let written = operands
+            let written = op
+                .operands()
                 .iter()
                 .find(|o| o.access == Access::Write)
                 .map_or(0, |o| o.tensor.range().len as usize);
-            let mut outputs = [&mut data[..written]];
-            // The operator was built from a validated kernel: its byte counts match.
-            if let Err(e) = braid_kernels::compute(&op, &refs, &mut outputs) {
-                tracing::error!(kernel = tk.name(), error = %e, "a flat kernel failed to compute");
-            }
+            return Begun::Job(Job {
+                op: JobOp::Flat(op, tk.name()),
+                inputs,
+                outputs: vec![Output {
+                    ptr: out.ptr,
+                    data,
+                    written,
+                    valid: true,
+                }],
+            });
         }
-        (_, None) => return Vec::new(),
+        (_, None) => return Begun::Done(Vec::new()),
     }
-    vec![PendingWrite::Device {
+    Begun::Done(vec![PendingWrite::Device {
         ptr: out.ptr,
         data: Some(data),
-    }]
+    }])
+}
+
+/// Refuses, in data mode, a kernel whose computing would need more host memory than the
+/// host has (`HalError::HostOutOfMemory`, naming the kernel and its operands' shapes), at its
+/// launch, before anything is allocated: its outputs' buffers, copies of the inputs that
+/// cannot lie in an allocation (longer than the device's `capacity`: they read as zeros) and
+/// the kernel's own buffers ([`braid_kernels::scratch_bytes`]).
+pub(crate) fn check_host_memory(k: &TypedKernel, capacity: u64) -> Result<(), HalError> {
+    let op = match &k.kernel {
+        Kernel::Op(op) => Some(op.op().clone()),
+        _ => flat_op(k),
+    };
+    let outputs = k.writes().fold(0u64, |n, s| n.saturating_add(s.len));
+    let zeros = k
+        .reads()
+        .filter(|s| s.len > capacity)
+        .fold(0u64, |n, s| n.saturating_add(s.len));
+    let scratch = op.as_ref().map_or(0, braid_kernels::scratch_bytes);
+    let needed = outputs.saturating_add(zeros).saturating_add(scratch);
+    let available = host_ram();
+    if needed <= available {
+        return Ok(());
+    }
+    let kernel = match &op {
+        Some(op) => describe(op),
+        None => k.name().to_string(),
+    };
+    Err(HalError::HostOutOfMemory {
+        kernel,
+        needed,
+        available,
+    })
+}
+
+/// `name(role dtype [shape], ...)` of a tensor operator.
+fn describe(op: &TensorOp) -> String {
+    let operands: Vec<String> = op
+        .operands()
+        .iter()
+        .map(|o| format!("{} {} {:?}", o.role, o.tensor.dtype(), o.tensor.shape()))
+        .collect();
+    format!("{}({})", op.name(), operands.join(", "))
+}
+
+/// The host's memory in bytes (Linux: `MemTotal` of `/proc/meminfo`; `u64::MAX` where it
+/// cannot be read, so that nothing is refused), read once.
+fn host_ram() -> u64 {
+    static RAM: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *RAM.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| {
+                let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+                let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+                kib.checked_mul(1024)
+            })
+            .unwrap_or(u64::MAX)
+    })
 }
 
 /// The tensor operator computing a flat kernel's numbers over the start of its ranges
@@ -182,36 +266,157 @@ fn flat_op(tk: &TypedKernel) -> Option<TensorOp> {
     })
 }
 
-/// Computes a tensor operator ([`braid_kernels::compute`]) on its ranges' bytes: inputs as
-/// they are at its start time (an invalid range reads as zeros), outputs starting from their
-/// current bytes (an operator may write part of one). An output outside live memory is
-/// computed into scratch and dropped. A failure (an index out of range) writes nothing.
-fn begin_op(op: &OpKernel, mem: &mut DataView<'_>) -> Result<Vec<PendingWrite>, String> {
+/// Reads a tensor operator's inputs as they are at its start time (pinned in place, or
+/// copied; an invalid range reads as zeros) and prepares its outputs: each starts from its
+/// current bytes when the operator may leave some of them as they are (it writes part of it,
+/// or the tensor has gaps), else from zeros without reading it. An output outside live
+/// memory is computed into scratch and dropped.
+fn begin_op(op: &OpKernel, mem: &mut DataView<'_>) -> Job {
+    let whole = !op.op().writes_part();
+    let written = op.op().operands();
+    let mut written = written.iter().filter(|o| o.access == Access::Write);
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
     for &(s, access) in op.uses() {
         match access {
-            Access::Read => inputs.push(Input::read(mem, s).bytes(s.len as usize)),
-            Access::Write => outputs.push((s, mem.read(s))),
+            Access::Read => inputs.push(InputBytes::read(mem, s, s.len as usize)),
+            Access::Write => {
+                let dense = written.next().is_some_and(|o| {
+                    let t = o.tensor;
+                    t.is_contiguous() && (t.numel() as u64) * u64::from(t.dtype().size()) == s.len
+                });
+                let len = s.len as usize;
+                let (data, valid) = if whole && dense && mem.is_valid(s) {
+                    (vec![0; len], true)
+                } else {
+                    match mem.read(s) {
+                        Some(b) => (b, true),
+                        None => (vec![0; len], false),
+                    }
+                };
+                outputs.push(Output {
+                    ptr: s.ptr,
+                    data,
+                    written: len,
+                    valid,
+                });
+            }
         }
     }
-    let valid: Vec<bool> = outputs.iter().map(|(_, b)| b.is_some()).collect();
-    let mut bufs: Vec<Vec<u8>> = outputs
-        .into_iter()
-        .map(|(s, b)| b.unwrap_or_else(|| vec![0; s.len as usize]))
-        .collect();
-    let input_refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-    let mut output_refs: Vec<&mut [u8]> = bufs.iter_mut().map(Vec::as_mut_slice).collect();
-    braid_kernels::compute(op.op(), &input_refs, &mut output_refs).map_err(|e| e.to_string())?;
-    let writes = op.uses().iter().filter(|(_, a)| *a == Access::Write);
-    Ok(writes
-        .zip(bufs)
-        .zip(valid)
-        .map(|((&(s, _), data), valid)| PendingWrite::Device {
-            ptr: s.ptr,
-            data: valid.then_some(data),
-        })
-        .collect())
+    Job {
+        op: JobOp::Op(op.clone()),
+        inputs,
+        outputs,
+    }
+}
+
+/// An input's bytes as a kernel reads them.
+enum InputBytes {
+    /// In place in the data store.
+    Pinned(Pin),
+    /// A copy (the range is invalid, and reads as zeros, or lies in shared memory).
+    Owned(Vec<u8>),
+}
+
+impl InputBytes {
+    /// The first `len` bytes of `s` (`len ≤ s.len`), pinned where they can be; an invalid
+    /// `s` is counted and reads as zeros.
+    fn read(mem: &mut DataView<'_>, s: DeviceSlice, len: usize) -> Self {
+        let head = DeviceSlice::new(s.ptr, (len as u64).min(s.len));
+        if mem.is_valid(s) {
+            if let Some(pin) = mem.pin(head) {
+                if pin.bytes().len() == len {
+                    return InputBytes::Pinned(pin);
+                }
+            }
+        }
+        InputBytes::Owned(Input::read(mem, s).bytes(len))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            InputBytes::Pinned(p) => p.bytes(),
+            InputBytes::Owned(v) => v,
+        }
+    }
+}
+
+/// What a [`Job`] computes.
+enum JobOp {
+    /// A tensor operator (`Kernel::Op`): a failure writes nothing.
+    Op(OpKernel),
+    /// A flat built-in kernel's operator, with the kernel's name: it writes what it computed
+    /// whatever happens (its operator was built from a validated kernel, so it cannot fail).
+    Flat(TensorOp, &'static str),
+}
+
+/// An output buffer of a [`Job`].
+struct Output {
+    ptr: DevicePtr,
+    /// The bytes stored at the op's end.
+    data: Vec<u8>,
+    /// How many of them the operator writes (a flat kernel's range may be longer: zeros).
+    written: usize,
+    /// Whether the range was live at the op's start (else the write is dropped, counted).
+    valid: bool,
+}
+
+/// A kernel with its inputs read: computing it reads only its own buffers and pins, so it
+/// runs on any thread, outside the engine lock.
+pub(crate) struct Job {
+    op: JobOp,
+    inputs: Vec<InputBytes>,
+    outputs: Vec<Output>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job").field("op", &self.name()).finish()
+    }
+}
+
+impl Job {
+    /// The operator's name.
+    pub fn name(&self) -> &'static str {
+        match &self.op {
+            JobOp::Op(op) => op.name(),
+            JobOp::Flat(_, name) => name,
+        }
+    }
+
+    /// Computes the outputs ([`braid_kernels::compute`]). A tensor operator that fails (an
+    /// index out of range) writes nothing: the error is its message.
+    pub fn run(mut self) -> Result<Vec<PendingWrite>, String> {
+        let op = match &self.op {
+            JobOp::Op(op) => op.op(),
+            JobOp::Flat(op, _) => op,
+        };
+        let inputs: Vec<&[u8]> = self.inputs.iter().map(InputBytes::bytes).collect();
+        let mut outputs: Vec<&mut [u8]> = self
+            .outputs
+            .iter_mut()
+            .map(|o| &mut o.data[..o.written])
+            .collect();
+        let result = braid_kernels::compute(op, &inputs, &mut outputs);
+        drop(inputs);
+        // The inputs' pins go before the outputs are stored (an operator may write in place).
+        self.inputs.clear();
+        match (result, &self.op) {
+            (Ok(()), _) => {}
+            (Err(e), JobOp::Flat(_, name)) => {
+                tracing::error!(kernel = name, error = %e, "a flat kernel failed to compute");
+            }
+            (Err(e), JobOp::Op(_)) => return Err(e.to_string()),
+        }
+        Ok(self
+            .outputs
+            .into_iter()
+            .map(|o| PendingWrite::Device {
+                ptr: o.ptr,
+                data: o.valid.then_some(o.data),
+            })
+            .collect())
+    }
 }
 
 /// Stores the outputs of an op (runs at the op's end time).

@@ -143,6 +143,7 @@
 mod capture;
 pub mod collective;
 mod compute;
+mod job;
 mod config;
 mod custom;
 mod device;

@@ -11,6 +11,7 @@ mod view;
 mod vmm;
 
 use backing::Backing;
+pub(crate) use backing::Pin;
 
 pub(crate) use view::DataView;
 
@@ -411,6 +412,17 @@ impl Memory {
             data.read(s.ptr.0 - base, &mut out);
         }
         Some(out)
+    }
+
+    /// A pin of `s` for a kernel to read in place ([`Pin`]): `None` when `s` is not inside one
+    /// live segment with host backing, or lies partly in memory shared with other processes
+    /// (the caller reads a copy then, [`Memory::read`], which counts an invalid access).
+    pub fn pin(&self, s: DeviceSlice) -> Option<Pin> {
+        if s.len == 0 {
+            return None;
+        }
+        let (base, seg) = self.find(s)?;
+        seg.data.as_ref()?.pin(s.ptr.0 - base, s.len)
     }
 
     /// Writes `data` at `ptr`. Dropped (and one invalid access counted) when the range is not

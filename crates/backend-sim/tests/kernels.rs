@@ -2,7 +2,7 @@
 
 mod common;
 
-use braid_stream_core::hal::{Device as _, Stream as _};
+use braid_stream_core::hal::{Device as _, HalError, Stream as _};
 use braid_stream_core::kernel::Kernel;
 use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
@@ -179,11 +179,28 @@ fn accesses_outside_allocations_read_zeros_and_are_counted() {
     .unwrap();
     s.synchronize().unwrap();
     assert_eq!(dev.stats().invalid_accesses, 2);
-    // a huge read outside every allocation is cheap: zeros, without walking it
-    let wild = DeviceSlice::new(DevicePtr(0x10), 1 << 40);
+    // a read outside every allocation longer than the host's memory would be zeros that the
+    // host cannot hold: refused at the launch, typed, nothing enqueued
+    let wild = DeviceSlice::new(DevicePtr(0x10), 1 << 60);
+    let err = s
+        .launch(
+            &TypedKernel::from(&Kernel::ReduceSum {
+                src: wild,
+                dst: slice(y, 1),
+            }),
+            "wild sum",
+        )
+        .unwrap_err();
+    assert!(
+        matches!(&err, HalError::HostOutOfMemory { kernel, needed, .. }
+            if kernel.contains("reduce") && kernel.contains("[288230376151711744]")
+                && *needed >= 1 << 60),
+        "{err}"
+    );
+    // a shorter one reads zeros and counts
     s.launch(
         &TypedKernel::from(&Kernel::ReduceSum {
-            src: wild,
+            src: DeviceSlice::new(DevicePtr(0x10), 1 << 20),
             dst: slice(y, 1),
         }),
         "wild sum",
@@ -249,4 +266,56 @@ fn invalid_arguments_are_errors_not_panics() {
     unsafe { s.memcpy_h2d(x, std::ptr::null(), 0).unwrap() };
     s.synchronize().unwrap();
     assert_eq!(dev.stats().invalid_accesses, 0);
+}
+
+#[test]
+fn a_kernel_too_large_for_the_host_is_refused_naming_its_shapes_and_nothing_changes() {
+    use braid_stream_core::ops;
+    use braid_stream_core::{DType, Tensor};
+    let dev = unit_device();
+    let s = dev.create_stream(0).unwrap();
+    let x = upload(&dev, &s, &[1.0, 2.0, 3.0, 4.0]);
+    let before = dev.stats();
+    // A 2^20 × 2^20 float32 product: its output alone is 4 TiB of host memory. The tensors
+    // lie outside every allocation; the launch is refused before anything reads them.
+    let n = 1usize << 20;
+    let big = |at: u64| {
+        Tensor::new(
+            DeviceSlice::new(DevicePtr(at), (n * n * 4) as u64),
+            DType::F32,
+            &[n, n],
+        )
+        .unwrap()
+    };
+    let (a, b, out) = (big(1 << 50), big(1 << 51), big(3 << 50));
+    let mm = ops::matmul(&a, &b, &out).unwrap();
+    let err = s.launch(&TypedKernel::from(&mm), "huge matmul").unwrap_err();
+    let HalError::HostOutOfMemory {
+        kernel,
+        needed,
+        available,
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    assert!(
+        kernel.contains("matmul") && kernel.contains("out float32 [1048576, 1048576]"),
+        "{kernel}"
+    );
+    assert!(*needed >= (n * n * 4) as u64 && needed > available, "{err}");
+    // Nothing was enqueued or counted; the device computes on as before.
+    s.synchronize().unwrap();
+    let after = dev.stats();
+    assert_eq!(after.invalid_accesses, before.invalid_accesses);
+    assert_eq!(after.ops_executed, before.ops_executed);
+    s.launch(
+        &TypedKernel::from(&Kernel::Scale {
+            src: slice(x, 4),
+            dst: slice(x, 4),
+            factor: 2.0,
+        }),
+        "scale",
+    )
+    .unwrap();
+    assert_eq!(download(&s, x, 4), vec![2.0, 4.0, 6.0, 8.0]);
 }

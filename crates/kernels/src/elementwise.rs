@@ -2,8 +2,9 @@
 //! and casts, each computed run by run in its domain (see `braid_stream_core::ops` for the
 //! rules every backend follows).
 
-use crate::element::{load_run, store_run, Num};
+use crate::element::{load_run, native_run, native_run_mut, store_run, Num};
 use crate::layout::{broadcast_strides, Walk, RUN};
+use crate::vector::simd;
 use braid_stream_core::ops::{
     Binary, BinaryOp, Cast, Domain, Fill, Operand, Scalar, Unary, UnaryOp,
 };
@@ -22,7 +23,8 @@ pub(crate) struct Dst<'a> {
     pub tensor: &'a Tensor,
 }
 
-/// Loads each run of `x`, applies `f`, stores it into `out`.
+/// Loads each run of `x`, applies `f`, stores it into `out`. Where `out` holds the domain's
+/// own type contiguously, the run is loaded into `out`'s bytes and computed there.
 fn map1<D: Num>(x: &Src<'_>, out: &mut Dst<'_>, f: impl Fn(&mut [D])) {
     let shape = out.tensor.shape().to_vec();
     let xs = broadcast_strides(x.tensor.shape(), x.tensor.strides(), &shape);
@@ -30,6 +32,11 @@ fn map1<D: Num>(x: &Src<'_>, out: &mut Dst<'_>, f: impl Fn(&mut [D])) {
     let mut buf = [D::default(); RUN];
     let (xt, ot) = (x.tensor.dtype(), out.tensor.dtype());
     walk.runs(|[ob, xb], [os, step], len| {
+        if let Some(run) = native_run_mut::<D>(out.bytes, ot, ob, os, len) {
+            load_run(x.bytes, xt, xb, step, run);
+            f(run);
+            return;
+        }
         let run = &mut buf[..len];
         load_run(x.bytes, xt, xb, step, run);
         f(run);
@@ -44,6 +51,8 @@ enum In<'a, D> {
 }
 
 /// Loads each run of `a` and `b` (broadcast), applies `f(a, b)` into `a`'s buffer, stores it.
+/// Where `out` holds the domain's own type contiguously, `a` is loaded into `out`'s bytes and
+/// computed there; where `b` does, it is read in place.
 fn map2<D: Num>(a: In<'_, D>, b: In<'_, D>, out: &mut Dst<'_>, f: impl Fn(&mut [D], &[D])) {
     let shape = out.tensor.shape().to_vec();
     let strides = |i: &In<'_, D>| match i {
@@ -59,20 +68,43 @@ fn map2<D: Num>(a: In<'_, D>, b: In<'_, D>, out: &mut Dst<'_>, f: impl Fn(&mut [
     }
     let ot = out.tensor.dtype();
     walk.runs(|[ob, ab, bb], [os, astep, bstep], len| {
+        let rhs: &[D] = match &b {
+            In::Tensor(s) => {
+                match native_run::<D>(s.bytes, s.tensor.dtype(), bb, bstep, len) {
+                    Some(v) => v,
+                    None => {
+                        load_run(s.bytes, s.tensor.dtype(), bb, bstep, &mut right[..len]);
+                        &right[..len]
+                    }
+                }
+            }
+            In::Scalar(_) => &right[..len],
+        };
+        let direct = native_run_mut::<D>(out.bytes, ot, ob, os, len);
+        let in_place = direct.is_some();
+        let lhs = match direct {
+            Some(run) => run,
+            None => &mut left[..len],
+        };
         match &a {
-            In::Tensor(s) => load_run(s.bytes, s.tensor.dtype(), ab, astep, &mut left[..len]),
-            In::Scalar(v) => left[..len].fill(*v),
+            In::Tensor(s) => load_run(s.bytes, s.tensor.dtype(), ab, astep, lhs),
+            In::Scalar(v) => lhs.fill(*v),
         }
-        if let In::Tensor(s) = &b {
-            load_run(s.bytes, s.tensor.dtype(), bb, bstep, &mut right[..len]);
+        f(lhs, rhs);
+        if !in_place {
+            store_run(out.bytes, ot, ob, os, &left[..len]);
         }
-        f(&mut left[..len], &right[..len]);
-        store_run(out.bytes, ot, ob, os, &left[..len]);
     });
 }
 
 /// `x ↦ op(x)` on a float run.
 fn unary_float<T: Float + Num>(op: UnaryOp, v: &mut [T]) {
+    simd(|| unary_float_loop(op, v))
+}
+
+/// [`unary_float`]'s loops.
+#[inline(always)]
+fn unary_float_loop<T: Float + Num>(op: UnaryOp, v: &mut [T]) {
     let half = T::from_f32(0.5);
     let one = T::one();
     match op {
@@ -153,6 +185,12 @@ pub(crate) fn unary(u: &Unary, x: &Src<'_>, out: &mut Dst<'_>) {
 
 /// `a ∘ b` on float runs, into `a`.
 fn binary_float<T: Float + Num>(op: BinaryOp, a: &mut [T], b: &[T]) {
+    simd(|| binary_float_loop(op, a, b))
+}
+
+/// [`binary_float`]'s loops.
+#[inline(always)]
+fn binary_float_loop<T: Float + Num>(op: BinaryOp, a: &mut [T], b: &[T]) {
     let bit = |c: bool| if c { T::one() } else { T::zero() };
     let zero = T::zero();
     macro_rules! each {
@@ -197,6 +235,12 @@ fn binary_float<T: Float + Num>(op: BinaryOp, a: &mut [T], b: &[T]) {
 
 /// `a ∘ b` on integer runs, into `a`.
 fn binary_int(op: BinaryOp, a: &mut [i64], b: &[i64]) {
+    simd(|| binary_int_loop(op, a, b))
+}
+
+/// [`binary_int`]'s loops.
+#[inline(always)]
+fn binary_int_loop(op: BinaryOp, a: &mut [i64], b: &[i64]) {
     let bit = |c: bool| i64::from(c);
     macro_rules! each {
         ($f:expr) => {

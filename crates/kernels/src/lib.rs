@@ -28,6 +28,7 @@ mod elementwise;
 pub mod layout;
 mod matmul;
 mod reduce;
+mod vector;
 
 use braid_stream_core::ops::{OpSpec, OperandUse, TensorOp};
 use braid_stream_core::Access;
@@ -93,6 +94,29 @@ pub fn threads() -> usize {
     match THREADS.load(Ordering::Relaxed) {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
+    }
+}
+
+/// Host bytes [`compute`] allocates for `op` besides its operands' bytes, at most: what a
+/// caller checks against the host's memory before computing a huge operator (matrix products
+/// widen their operands and sum into a buffer of their own; the other operators work in
+/// buffers of a row or less).
+pub fn scratch_bytes(op: &TensorOp) -> u64 {
+    let wide = |t: &braid_stream_core::Tensor, size: u64| (t.numel() as u64).saturating_mul(size);
+    match op {
+        TensorOp::Matmul(m) => {
+            let size = if m.a.dtype() == braid_stream_core::DType::F64 {
+                8
+            } else {
+                4
+            };
+            wide(&m.a, size)
+                .saturating_add(wide(&m.b, size))
+                .saturating_add(wide(&m.out, size))
+        }
+        TensorOp::Softmax(s) => 8 * s.x.shape()[s.dim] as u64,
+        TensorOp::RmsNorm(n) => 8 * n.gamma.numel() as u64,
+        _ => 0,
     }
 }
 

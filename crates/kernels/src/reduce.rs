@@ -1,7 +1,8 @@
 //! Reductions over any set of dimensions, softmax along one, and RMSNorm over the trailing
 //! ones: each walks the output's elements and, for each, the input elements it reduces.
 
-use crate::element::{load_run, store_run, Num};
+use crate::element::{load_run, native_run_mut, store_run, Num};
+use crate::vector::{self, simd, LaneSum, LANES};
 use crate::elementwise::{Dst, Src};
 use crate::layout::{Walk, RUN};
 use braid_stream_core::ops::{Reduce, ReduceKind, RmsNorm, Softmax};
@@ -66,9 +67,11 @@ trait Acc<D: Num> {
     fn finish(self, kind: ReduceKind, count: usize) -> D;
 }
 
-/// Floats accumulate sums and products in f64, extremes in their domain.
+/// Floats accumulate sums and products in f64 (sums in lanes, [`LaneSum`]), extremes in
+/// their domain.
 struct FloatAcc<D> {
     wide: f64,
+    sum: LaneSum,
     extreme: Option<D>,
     nan: bool,
 }
@@ -81,6 +84,7 @@ impl<D: Num> Acc<D> for FloatAcc<D> {
         };
         FloatAcc {
             wide,
+            sum: LaneSum::default(),
             extreme: None,
             nan: false,
         }
@@ -88,9 +92,10 @@ impl<D: Num> Acc<D> for FloatAcc<D> {
 
     fn add(&mut self, kind: ReduceKind, run: &[D]) {
         match kind {
-            // One element after another, so the rounding does not depend on where runs end.
+            // In lanes by position, so the rounding does not depend on where runs end.
             ReduceKind::Sum | ReduceKind::Mean => {
-                self.wide = run.iter().fold(self.wide, |s, v| s + v.to_f64())
+                let sum = &mut self.sum;
+                simd(|| sum.add(run, D::to_f64))
             }
             ReduceKind::Prod => self.wide = run.iter().fold(self.wide, |s, v| s * v.to_f64()),
             ReduceKind::Any => {
@@ -125,7 +130,8 @@ impl<D: Num> Acc<D> for FloatAcc<D> {
         match kind {
             ReduceKind::Max | ReduceKind::Min if self.nan => D::from_f64(f64::NAN),
             ReduceKind::Max | ReduceKind::Min => self.extreme.unwrap_or_default(),
-            ReduceKind::Mean => D::from_f64(self.wide / count.max(1) as f64),
+            ReduceKind::Mean => D::from_f64(self.sum.total() / count.max(1) as f64),
+            ReduceKind::Sum => D::from_f64(self.sum.total()),
             _ => D::from_f64(self.wide),
         }
     }
@@ -229,8 +235,12 @@ pub(crate) fn reduce(r: &Reduce, x: &Src<'_>, out: &mut Dst<'_>) {
     }
 }
 
-/// Normalises one row in place: softmax, or log-softmax.
+/// Normalises one row in place: softmax, or log-softmax. Float32 rows take the vectorised
+/// path ([`softmax_row_f32`]).
 fn softmax_row<D: Num + num_traits::Float>(row: &mut [D], log: bool) {
+    if let Some(row) = D::as_f32_run(row) {
+        return simd(|| softmax_row_f32(row, log));
+    }
     let max = row.iter().copied().fold(D::neg_infinity(), D::max);
     let max = if max.is_finite() { max } else { D::zero() };
     let mut sum = D::zero();
@@ -246,6 +256,34 @@ fn softmax_row<D: Num + num_traits::Float>(row: &mut [D], log: bool) {
         row.iter_mut().for_each(|v| *v = *v - max - lse);
     } else {
         row.iter_mut().for_each(|v| *v = *v / sum);
+    }
+}
+
+/// A float32 row's softmax: the maximum in lanes (exact in any order; NaNs ignored, as
+/// `f32::max` does), `e^(x - max)` by [`vector::exp`], their sum in f64 lanes, then one
+/// division per element.
+#[inline(always)]
+fn softmax_row_f32(row: &mut [f32], log: bool) {
+    let mut lanes = [f32::NEG_INFINITY; LANES];
+    let rows = row.chunks_exact(LANES);
+    let tail = rows.remainder();
+    for r in rows {
+        for (m, &v) in lanes.iter_mut().zip(r) {
+            *m = if v > *m { v } else { *m };
+        }
+    }
+    let max = lanes.iter().chain(tail).fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let max = if max.is_finite() { max } else { 0.0 };
+    let mut sum = LaneSum::default();
+    if log {
+        sum.add(row, |v| f64::from(vector::exp(v - max)));
+        let shift = max + sum.total().ln() as f32;
+        row.iter_mut().for_each(|v| *v -= shift);
+    } else {
+        row.iter_mut().for_each(|v| *v = vector::exp(*v - max));
+        sum.add(row, f64::from);
+        let total = sum.total() as f32;
+        row.iter_mut().for_each(|v| *v /= total);
     }
 }
 
@@ -269,6 +307,11 @@ fn run_softmax<D: Num + num_traits::Float>(s: &Softmax, x: &Src<'_>, out: &mut D
     let mut row = vec![D::zero(); n];
     let (xt, ot) = (x.tensor.dtype(), out.tensor.dtype());
     for_each_element(&outer, [&x_outer, &out_outer], |[xb, ob]| {
+        if let Some(dst) = native_run_mut::<D>(out.bytes, ot, ob, os, n) {
+            load_run(x.bytes, xt, xb, xs, dst);
+            softmax_row(dst, s.log);
+            return;
+        }
         load_run(x.bytes, xt, xb, xs, &mut row);
         softmax_row(&mut row, s.log);
         store_run(out.bytes, ot, ob, os, &row);
@@ -285,7 +328,7 @@ pub(crate) fn softmax(s: &Softmax, x: &Src<'_>, out: &mut Dst<'_>) {
 }
 
 /// `y = x · rstd · gamma` per row, `rstd = 1/√(mean(x²) + eps)`: squares in f32, their mean
-/// accumulated in f64, the scaling in f32.
+/// accumulated in f64 (in lanes, [`LaneSum`]), the scaling in f32.
 pub(crate) fn rms_norm(
     n: &RmsNorm,
     x: &Src<'_>,
@@ -306,9 +349,13 @@ pub(crate) fn rms_norm(
     let r_rows = rstd.tensor.strides()[..lead].to_vec();
     for_each_element(rows_shape, [x_rows, y_rows, &r_rows], |[xb, yb, rb]| {
         load_sub(x, xb, row_shape, x_row, &mut row);
-        let mean_sq = row.iter().map(|v| f64::from(v * v)).sum::<f64>() / cols.max(1) as f64;
-        let r = (1.0 / (mean_sq + n.eps).sqrt()) as f32;
-        row.iter_mut().zip(&g).for_each(|(v, g)| *v = *v * r * g);
+        let r = simd(|| {
+            let mut sum = LaneSum::default();
+            sum.add(&row, |v| f64::from(v * v));
+            let r = (1.0 / (sum.total() / cols.max(1) as f64 + n.eps).sqrt()) as f32;
+            row.iter_mut().zip(&g).for_each(|(v, g)| *v = *v * r * g);
+            r
+        });
         store_sub(y, yb, row_shape, y_row, &row);
         store_run(rstd.bytes, DType::F32, rb, 1, &[r]);
     });

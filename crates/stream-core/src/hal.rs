@@ -41,6 +41,19 @@ pub enum HalError {
         /// Device capacity.
         total: u64,
     },
+    /// Computing a kernel would need more host memory than the host has (a simulator in data
+    /// mode computes on the host): refused at its launch, before anything is allocated.
+    #[error(
+        "host out of memory: {kernel} needs {needed} bytes of host memory to compute, more than the host's {available}"
+    )]
+    HostOutOfMemory {
+        /// The kernel, with its operands' shapes.
+        kernel: String,
+        /// Host bytes computing it needs.
+        needed: u64,
+        /// Host bytes there are.
+        available: u64,
+    },
     /// A parameter the backend cannot accept.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -75,6 +75,9 @@ impl Engine {
     pub fn submit(&mut self, s: u32, kind: OpKind, label: &str) -> Result<(), HalError> {
         self.tick(self.dev().config.profile.eager_launch_ns, "launch");
         Self::check(&kind)?;
+        if let (SimMode::Data, OpKind::Kernel(k)) = (self.mode, &kind) {
+            crate::compute::check_host_memory(k, self.memories[self.cur].info().total)?;
+        }
         if self.devices.len() > 1 {
             self.check_peers(s, &kind, label)?;
         }

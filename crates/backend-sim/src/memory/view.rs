@@ -40,6 +40,11 @@ impl<'a> DataView<'a> {
         self.at(s.ptr.0).read(s)
     }
 
+    /// See [`Memory::pin`].
+    pub fn pin(&mut self, s: DeviceSlice) -> Option<super::Pin> {
+        self.at(s.ptr.0).pin(s)
+    }
+
     /// See [`Memory::write`].
     pub fn write(&mut self, ptr: DevicePtr, data: &[u8]) {
         self.at(ptr.0).write(ptr, data);

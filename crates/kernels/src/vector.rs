@@ -1,0 +1,147 @@
+//! Vectorised loops: the CPU's widest vector instructions chosen at run time, a
+//! vectorisable `exp`, and sums kept in lanes.
+//!
+//! The crate is built for the baseline of its target (x86-64: SSE2), so a loop the compiler
+//! vectorises uses 4 float lanes; [`simd`] runs a closure compiled again for the best
+//! instruction set the CPU has (`pulp`'s dispatch: AVX2 and FMA on x86-64 where present), where
+//! the same loop takes 8. The compiler never reorders or fuses floating-point operations, so
+//! a loop gives the same bits whichever version runs: the dispatch changes speed, never
+//! numbers.
+
+use std::sync::OnceLock;
+
+/// Runs `f` compiled for the best instruction set this CPU has. Everything `f` does inline
+/// (iterator adapters, `#[inline(always)]` helpers such as [`exp`]) is compiled for it.
+#[inline(always)]
+pub(crate) fn simd<R>(f: impl FnOnce() -> R) -> R {
+    static ARCH: OnceLock<pulp::Arch> = OnceLock::new();
+    ARCH.get_or_init(pulp::Arch::new).dispatch(f)
+}
+
+/// `e^x` in float32 without a library call, so that loops over it vectorise: `x = n·ln 2 + r`
+/// with `|r| ≤ ln 2 / 2` (ln 2 in two parts, so `r` is exact), `e^r` by a degree-7
+/// polynomial (Cephes' `expf` coefficients), scaled by `2^n` in two steps so that results in
+/// the subnormal range keep their bits. Within 2 units in the last place of the exact value;
+/// `exp(+∞) = +∞`, `exp(-∞) = 0`, NaN stays NaN.
+#[inline(always)]
+pub(crate) fn exp(x: f32) -> f32 {
+    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LN2_HI: f32 = 0.693_359_4;
+    const LN2_LO: f32 = -2.121_944_4e-4;
+    // Rounds to the nearest integer for |v| < 2^22 (1.5 · 2^23: the sum's last bit is a unit).
+    const ROUND: f32 = 12_582_912.0;
+    let over = x > 88.722_84;
+    let c = x.clamp(-104.0, 88.8);
+    let n = (c * LOG2E + ROUND) - ROUND;
+    let r = c - n * LN2_HI - n * LN2_LO;
+    let p = 1.987_569_1e-4_f32;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 1.666_666_5e-1;
+    let p = p * r + 5.000_000_1e-1;
+    let e = p * r * r + r + 1.0;
+    let n = n as i32;
+    let half = n >> 1;
+    let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
+    let y = e * scale(half) * scale(n - half);
+    if over {
+        f32::INFINITY
+    } else {
+        y
+    }
+}
+
+/// How many partial sums [`LaneSum`] keeps.
+pub(crate) const LANES: usize = 8;
+
+/// A float sum in [`LANES`] partial sums of `f64`: element `i` of the sequence goes to lane
+/// `i % LANES`, and the lanes are added in a fixed tree at the end. The rounding depends only
+/// on the sequence, never on how it is cut into runs or on the instruction set, and the
+/// lanes let the compiler vectorise the loop (one chain of additions cannot be).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct LaneSum {
+    lanes: [f64; LANES],
+    count: usize,
+}
+
+impl LaneSum {
+    /// Adds `values` (mapped by `f`) to the sequence.
+    #[inline(always)]
+    pub fn add<T: Copy>(&mut self, values: &[T], f: impl Fn(T) -> f64) {
+        let mut rest = values;
+        // Up to the next lane boundary one by one, then whole rows of lanes.
+        while self.count % LANES != 0 {
+            let Some((&v, tail)) = rest.split_first() else {
+                return;
+            };
+            self.lanes[self.count % LANES] += f(v);
+            self.count += 1;
+            rest = tail;
+        }
+        let rows = rest.chunks_exact(LANES);
+        let tail = rows.remainder();
+        for row in rows {
+            for (lane, &v) in self.lanes.iter_mut().zip(row) {
+                *lane += f(v);
+            }
+        }
+        self.count += rest.len() - tail.len();
+        for &v in tail {
+            self.lanes[self.count % LANES] += f(v);
+            self.count += 1;
+        }
+    }
+
+    /// The sum so far.
+    pub fn total(&self) -> f64 {
+        let l = &self.lanes;
+        ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn exp_is_within_two_units_in_the_last_place() {
+        let mut worst = 0f64;
+        let mut x = -103.9f32;
+        while x < 88.7 {
+            let want = f64::from(x).exp();
+            let got = f64::from(exp(x));
+            if want > f64::from(f32::MIN_POSITIVE) {
+                let ulp = f64::from(f32::EPSILON) * want;
+                worst = worst.max((got - want).abs() / ulp);
+            } else {
+                // Subnormal results: within two of the smallest step.
+                assert!((got - want).abs() <= 2.0 * 1.4e-45, "{x}: {got} vs {want}");
+            }
+            x += 0.001_37;
+        }
+        assert!(worst <= 2.0, "worst error {worst} units in the last place");
+        assert_eq!(exp(0.0), 1.0);
+        assert_eq!(exp(f32::INFINITY), f32::INFINITY);
+        assert_eq!(exp(f32::NEG_INFINITY), 0.0);
+        assert_eq!(exp(-200.0), 0.0);
+        assert_eq!(exp(89.0), f32::INFINITY);
+        assert!(exp(f32::NAN).is_nan());
+    }
+
+    #[test]
+    fn a_lane_sum_does_not_depend_on_how_the_sequence_is_cut() {
+        let v: Vec<f32> = (0..1000).map(|i| 1.0 / (i as f32 + 1.0)).collect();
+        let mut whole = LaneSum::default();
+        whole.add(&v, f64::from);
+        for cut in [1, 3, 7, 8, 9, 500] {
+            let mut parts = LaneSum::default();
+            for chunk in v.chunks(cut) {
+                parts.add(chunk, f64::from);
+            }
+            assert_eq!(parts.total().to_bits(), whole.total().to_bits(), "cut {cut}");
+        }
+        let exact: f64 = v.iter().map(|&x| f64::from(x)).sum();
+        assert!((whole.total() - exact).abs() < 1e-12);
+    }
+}

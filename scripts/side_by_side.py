@@ -1,0 +1,204 @@
+"""Times the same operators on torch on the CPU, on torch_npu over braid-acl-sim, and on
+braid's simulator directly, in one run, and prints each ratio to torch on the CPU.
+
+Run it with ``scripts/side_by_side.sh`` (it builds what this needs and starts it under
+``braid-acl-sim run``, so that torch_npu's device is braid-acl-sim's simulator). The three
+columns are measured one after another in this process and its child, on the same machine
+within seconds, with the same thread count (``--threads``: torch's intra-op threads and
+``BRAID_SIM_THREADS``), so their ratios hold even where the machine is shared and its absolute
+speed varies from run to run.
+
+- torch CPU: the operator on CPU tensors (torch computes synchronously).
+- torch_npu: the operator on ``npu`` tensors, then ``torch.npu.synchronize()``: torch_npu's
+  dispatch, braid-acl-sim's aclnn export and the simulator's launch, compute and store.
+- braid sim: the operator launched on a simulated stream and synchronized, from Rust
+  (``sim_kernel_times``, benches/src/bin): the simulator without torch.
+
+Each figure is the median of ``--repeat`` runs after a warm-up.
+"""
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+
+MATMUL_SIZES = (256, 1024, 2048)
+DTYPES = {"f32": torch.float32, "f16": torch.float16, "bf16": torch.bfloat16}
+
+
+def cases():
+    """(name, what to time) of every case: the name is the timing binary's case too."""
+    out = []
+    for n in MATMUL_SIZES:
+        for d in DTYPES:
+            out.append((f"matmul:{n}:{d}", ("matmul", n, DTYPES[d])))
+    for op in ("add", "mul"):
+        for n in (16 * 1024, 1024 * 1024):
+            out.append((f"{op}:{n}", (op, n)))
+    out.append(("softmax:64:4096", ("softmax", 64, 4096)))
+    out.append(("rmsnorm:64:4096", ("rmsnorm", 64, 4096)))
+    return out
+
+
+def operands(spec, device):
+    """The tensors of a case and the function computing it."""
+    gen = torch.Generator().manual_seed(0)
+
+    def rand(*shape, dtype=torch.float32):
+        return (torch.rand(*shape, generator=gen) * 2 - 1).to(dtype).to(device)
+
+    kind = spec[0]
+    if kind == "matmul":
+        _, n, dtype = spec
+        a, b = rand(n, n, dtype=dtype), rand(n, n, dtype=dtype)
+        out = torch.empty(n, n, dtype=dtype, device=device)
+        return lambda: torch.mm(a, b, out=out)
+    if kind in ("add", "mul"):
+        _, n = spec
+        a, b = rand(n), rand(n)
+        out = torch.empty(n, device=device)
+        fn = torch.add if kind == "add" else torch.mul
+        return lambda: fn(a, b, out=out)
+    if kind == "softmax":
+        _, r, c = spec
+        x = rand(r, c)
+        return lambda: torch.softmax(x, dim=-1)
+    if kind == "rmsnorm":
+        _, r, c = spec
+        x, gamma = rand(r, c), rand(c)
+        if device == "cpu":
+            return lambda: torch.nn.functional.rms_norm(x, (c,), gamma, 1e-6)
+        import torch_npu
+
+        return lambda: torch_npu.npu_rms_norm(x, gamma, 1e-6)
+    raise ValueError(kind)
+
+
+def median_time(fn, sync, repeat):
+    fn()
+    sync()
+    times = []
+    for _ in range(repeat):
+        start = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
+def llama(device):
+    """A tiny Llama forward (transformers' LlamaForCausalLM, random weights): None where it
+    cannot be built here."""
+    try:
+        from transformers import LlamaConfig, LlamaForCausalLM
+    except ImportError:
+        return None
+    torch.manual_seed(0)
+    config = LlamaConfig(
+        vocab_size=1024,
+        hidden_size=256,
+        intermediate_size=688,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        max_position_embeddings=128,
+    )
+    model = LlamaForCausalLM(config).eval().to(device)
+    ids = torch.randint(0, config.vocab_size, (1, 64), generator=torch.Generator().manual_seed(1))
+    ids = ids.to(device)
+
+    def forward():
+        with torch.no_grad():
+            return model(ids).logits
+
+    return forward
+
+
+def sim_times(binary, names, threads, repeat):
+    env = dict(os.environ, BRAID_SIM_THREADS=str(threads))
+    out = subprocess.run(
+        [str(binary), "--repeat", str(repeat), *names],
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    return {line.split()[0]: float(line.split()[1]) for line in out.splitlines() if line}
+
+
+def fmt(seconds):
+    if seconds is None:
+        return "-"
+    if seconds < 1e-3:
+        return f"{seconds * 1e6:.1f} us"
+    if seconds < 1:
+        return f"{seconds * 1e3:.2f} ms"
+    return f"{seconds:.2f} s"
+
+
+def ratio(x, base):
+    return "-" if x is None or base is None else f"{x / base:.2f}x"
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--repeat", type=int, default=10)
+    p.add_argument(
+        "--sim-bin",
+        type=Path,
+        default=ROOT / "target" / "release" / "sim_kernel_times",
+        help="the timing binary (cargo build --release -p braid-benches --bin sim_kernel_times)",
+    )
+    p.add_argument("--no-npu", action="store_true", help="skip torch_npu (torch CPU and braid sim only)")
+    p.add_argument("--only", help="run only the cases whose name contains this")
+    args = p.parse_args()
+    torch.set_num_threads(args.threads)
+
+    npu = None
+    if not args.no_npu:
+        import torch_npu  # noqa: F401
+
+        npu = "npu"
+    selected = [(n, s) for n, s in cases() if not args.only or args.only in n]
+    sim = sim_times(args.sim_bin, [n for n, _ in selected], args.threads, args.repeat)
+
+    print(f"threads: {args.threads} (torch.get_num_threads() = {torch.get_num_threads()})")
+    header = ("case", "torch CPU", "torch_npu", "ratio", "braid sim", "ratio")
+    rows = []
+    for name, spec in selected:
+        cpu = median_time(operands(spec, "cpu"), lambda: None, args.repeat)
+        on_npu = None
+        if npu:
+            try:
+                on_npu = median_time(operands(spec, npu), torch.npu.synchronize, args.repeat)
+            except Exception as e:  # an operator braid-acl-sim refuses: say so, go on
+                print(f"{name}: torch_npu failed: {e}", file=sys.stderr)
+        rows.append((name, cpu, on_npu, sim.get(name)))
+    if not args.only or "llama" in args.only:
+        cpu_fwd = llama("cpu")
+        if cpu_fwd is not None:
+            cpu = median_time(cpu_fwd, lambda: None, args.repeat)
+            on_npu = None
+            if npu:
+                try:
+                    on_npu = median_time(llama(npu), torch.npu.synchronize, args.repeat)
+                except Exception as e:
+                    print(f"llama: torch_npu failed: {str(e).splitlines()[0]}", file=sys.stderr)
+            rows.append(("tiny-llama forward", cpu, on_npu, None))
+    widths = [20, 11, 11, 8, 11, 8]
+    print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
+    for name, cpu, on_npu, direct in rows:
+        cells = (name, fmt(cpu), fmt(on_npu), ratio(on_npu, cpu), fmt(direct), ratio(direct, cpu))
+        print("  ".join(c.ljust(w) for c, w in zip(cells, widths)))
+
+
+if __name__ == "__main__":
+    main()
