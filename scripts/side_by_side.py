@@ -14,12 +14,13 @@ speed varies from run to run.
 - braid sim: the operator launched on a simulated stream and synchronized, from Rust
   (``sim_kernel_times``, benches/src/bin): the simulator without torch.
 
-Each figure is the median of ``--repeat`` runs after a warm-up.
+Each figure is the fastest of ``--repeat`` runs after a warm-up: on a shared machine, the
+run least disturbed by other work. The three are measured case by case, one right after the
+other, so that a change in the machine's load touches all three of a case alike.
 """
 
 import argparse
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -81,7 +82,7 @@ def operands(spec, device):
     raise ValueError(kind)
 
 
-def median_time(fn, sync, repeat):
+def fastest(fn, sync, repeat):
     fn()
     sync()
     times = []
@@ -90,7 +91,7 @@ def median_time(fn, sync, repeat):
         fn()
         sync()
         times.append(time.perf_counter() - start)
-    return statistics.median(times)
+    return min(times)
 
 
 def llama(device):
@@ -168,28 +169,28 @@ def main():
 
         npu = "npu"
     selected = [(n, s) for n, s in cases() if not args.only or args.only in n]
-    sim = sim_times(args.sim_bin, [n for n, _ in selected], args.threads, args.repeat)
 
     print(f"threads: {args.threads} (torch.get_num_threads() = {torch.get_num_threads()})")
     header = ("case", "torch CPU", "torch_npu", "ratio", "braid sim", "ratio")
     rows = []
     for name, spec in selected:
-        cpu = median_time(operands(spec, "cpu"), lambda: None, args.repeat)
+        cpu = fastest(operands(spec, "cpu"), lambda: None, args.repeat)
         on_npu = None
         if npu:
             try:
-                on_npu = median_time(operands(spec, npu), torch.npu.synchronize, args.repeat)
+                on_npu = fastest(operands(spec, npu), torch.npu.synchronize, args.repeat)
             except Exception as e:  # an operator braid-acl-sim refuses: say so, go on
                 print(f"{name}: torch_npu failed: {e}", file=sys.stderr)
-        rows.append((name, cpu, on_npu, sim.get(name)))
+        direct = sim_times(args.sim_bin, [name], args.threads, args.repeat).get(name)
+        rows.append((name, cpu, on_npu, direct))
     if not args.only or "llama" in args.only:
         cpu_fwd = llama("cpu")
         if cpu_fwd is not None:
-            cpu = median_time(cpu_fwd, lambda: None, args.repeat)
+            cpu = fastest(cpu_fwd, lambda: None, args.repeat)
             on_npu = None
             if npu:
                 try:
-                    on_npu = median_time(llama(npu), torch.npu.synchronize, args.repeat)
+                    on_npu = fastest(llama(npu), torch.npu.synchronize, args.repeat)
                 except Exception as e:
                     print(f"llama: torch_npu failed: {str(e).splitlines()[0]}", file=sys.stderr)
             rows.append(("tiny-llama forward", cpu, on_npu, None))

@@ -57,13 +57,17 @@ pub(crate) enum Begun {
 /// kernel that computes, reads its inputs and leaves the computing to [`Job::run`]. Only a
 /// user operator can fail here (its host body panicked): then it writes nothing, and the
 /// error is the panic's message.
-pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Result<Begun, String> {
+pub(crate) fn begin(
+    op: &OpKind,
+    mem: &mut DataView<'_>,
+    threads: usize,
+) -> Result<Begun, String> {
     Ok(Begun::Done(match op {
         OpKind::Kernel(TypedKernel {
             kernel: Kernel::Op(op),
             ..
-        }) => return Ok(Begun::Job(begin_op(op, mem))),
-        OpKind::Kernel(k) => return Ok(begin_kernel(k, mem)),
+        }) => return Ok(Begun::Job(begin_op(op, mem, threads))),
+        OpKind::Kernel(k) => return Ok(begin_kernel(k, mem, threads)),
         OpKind::Custom(c) => return c.0.begin(mem).map(Begun::Done),
         // A rank's part has no effect of its own: the collective's data effect carries it.
         OpKind::Collective(_) => Vec::new(),
@@ -105,7 +109,7 @@ pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Result<Begun, String
 /// as cube units do; sums in `f64`), each output rounded to the kernel's data type. Output
 /// bytes past the operator's elements are zeros; an invalid input reads as zeros. `Copy`
 /// copies here.
-fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>) -> Begun {
+fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>, threads: usize) -> Begun {
     let op = flat_op(tk);
     let lens: Vec<usize> = match &op {
         Some(op) => op
@@ -148,6 +152,7 @@ fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>) -> Begun {
                 .map_or(0, |o| o.tensor.range().len as usize);
             return Begun::Job(Job {
                 op: JobOp::Flat(op, tk.name()),
+                threads,
                 inputs,
                 outputs: vec![Output {
                     ptr: out.ptr,
@@ -271,7 +276,7 @@ fn flat_op(tk: &TypedKernel) -> Option<TensorOp> {
 /// current bytes when the operator may leave some of them as they are (it writes part of it,
 /// or the tensor has gaps), else from zeros without reading it. An output outside live
 /// memory is computed into scratch and dropped.
-fn begin_op(op: &OpKernel, mem: &mut DataView<'_>) -> Job {
+fn begin_op(op: &OpKernel, mem: &mut DataView<'_>, threads: usize) -> Job {
     let whole = !op.op().writes_part();
     let written = op.op().operands();
     let mut written = written.iter().filter(|o| o.access == Access::Write);
@@ -305,6 +310,7 @@ fn begin_op(op: &OpKernel, mem: &mut DataView<'_>) -> Job {
     }
     Job {
         op: JobOp::Op(op.clone()),
+        threads,
         inputs,
         outputs,
     }
@@ -365,6 +371,8 @@ struct Output {
 /// runs on any thread, outside the engine lock.
 pub(crate) struct Job {
     op: JobOp,
+    /// The most threads it computes on.
+    threads: usize,
     inputs: Vec<InputBytes>,
     outputs: Vec<Output>,
 }
@@ -384,7 +392,7 @@ impl Job {
         }
     }
 
-    /// Computes the outputs ([`braid_kernels::compute`]). A tensor operator that fails (an
+    /// Computes the outputs ([`braid_kernels::compute_with`]). A tensor operator that fails (an
     /// index out of range) writes nothing: the error is its message.
     pub fn run(mut self) -> Result<Vec<PendingWrite>, String> {
         let op = match &self.op {
@@ -397,7 +405,7 @@ impl Job {
             .iter_mut()
             .map(|o| &mut o.data[..o.written])
             .collect();
-        let result = braid_kernels::compute(op, &inputs, &mut outputs);
+        let result = braid_kernels::compute_with(op, &inputs, &mut outputs, self.threads);
         drop(inputs);
         // The inputs' pins go before the outputs are stored (an operator may write in place).
         self.inputs.clear();

@@ -81,6 +81,13 @@ pub struct SimConfig {
     /// the wait at once (`IpcError::ExporterEnded`, naming it). A node's timeout is its first
     /// device's.
     pub ipc_timeout: Duration,
+    /// The most threads one kernel computes on in data mode ([`braid_kernels`]'s matrix
+    /// products, which split their output between threads); `None` (the default): the
+    /// [`THREADS_ENV`] environment variable when it is set, else every core. The numbers
+    /// do not depend on it. An invalid value (0, or a variable that is not a positive count)
+    /// is refused by name: every kernel launch in data mode fails with
+    /// `HalError::InvalidArgument` saying so. A node's is its first device's.
+    pub compute_threads: Option<usize>,
     /// Workspace each built-in kernel launch asks for; `None` (the default): none, as the
     /// simulator's kernels need none. A dry run sets the sizes another backend's kernels ask
     /// for, so the caching allocator sees the same requests ([`WorkspaceSizes`]).
@@ -122,7 +129,44 @@ impl SimConfig {
             wall_launch_cost: Duration::ZERO,
             collective_timeout: DEFAULT_COLLECTIVE_TIMEOUT,
             ipc_timeout: DEFAULT_IPC_TIMEOUT,
+            compute_threads: None,
             workspace_sizes: None,
+        }
+    }
+
+    /// Sets the most threads one kernel computes on (see
+    /// [`SimConfig::compute_threads`](SimConfig#structfield.compute_threads)).
+    pub fn compute_threads(mut self, threads: usize) -> Self {
+        self.compute_threads = Some(threads);
+        self
+    }
+
+    /// The compute threads this configuration gives, or why it gives none: the field, else
+    /// [`THREADS_ENV`] read from `env` (the process's environment in the simulator), else
+    /// every core.
+    pub(crate) fn resolve_compute_threads(
+        &self,
+        env: impl FnOnce(&str) -> Option<std::ffi::OsString>,
+    ) -> Result<usize, String> {
+        match self.compute_threads {
+            Some(0) => Err(
+                "SimConfig::compute_threads is 0; it must be at least 1 (or None: every core)"
+                    .to_string(),
+            ),
+            Some(n) => Ok(n),
+            None => match env(THREADS_ENV) {
+                None => Ok(braid_kernels::all_cores()),
+                Some(value) => {
+                    let text = value.to_string_lossy();
+                    match text.trim().parse::<usize>() {
+                        Ok(n) if n > 0 => Ok(n),
+                        _ => Err(format!(
+                            "{THREADS_ENV}={text:?} is not a thread count: set it to a positive \
+                             integer, or unset it to compute on every core"
+                        )),
+                    }
+                }
+            },
         }
     }
 
@@ -227,6 +271,11 @@ impl SimConfig {
         self
     }
 }
+
+/// Environment variable: the most threads one kernel computes on, a positive integer, when
+/// [`SimConfig::compute_threads`](SimConfig#structfield.compute_threads) is `None` (unset:
+/// every core).
+pub const THREADS_ENV: &str = "BRAID_SIM_THREADS";
 
 /// The default [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout).
 pub const DEFAULT_COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(5);

@@ -48,9 +48,9 @@ pub(crate) fn lock_engine(shared: &Shared) -> EngineGuard<'_> {
 ///
 /// Kernels are computed outside the lock ([`crate::job`]): a call's drains stop at a kernel
 /// not computed yet, and when the guard goes (the call has returned its result, but not yet
-/// to its caller) the thread computes the kernels no thread has taken, with the lock
-/// released, and applies what they give. So a long kernel never holds up other threads'
-/// calls, and the calling thread does its own device's computing, as before.
+/// to its caller) the thread computes its device's kernels that no thread has taken, with
+/// the lock released, and applies what they give. So a long kernel never holds up other
+/// threads' calls, and each device's host threads do its computing.
 pub(crate) struct EngineGuard<'a> {
     /// `None` only while the lock is released (inside [`EngineGuard::unlocked`]).
     guard: Option<MutexGuard<'a, Engine>>,
@@ -118,12 +118,13 @@ impl Drop for EngineGuard<'_> {
         if std::thread::panicking() {
             return;
         }
+        let device = self.shared.device as usize;
         loop {
             let now = self.host_now();
             let job = match self.drain_to(now) {
-                Drained::Stalled(cell) if cell.is_ready() => Some(cell),
-                // A kernel another thread computes: its effects wait for it; this thread
-                // takes a kernel no one has, if there is one.
+                Drained::Stalled(cell) if cell.device == device && cell.is_ready() => Some(cell),
+                // Another device's kernel, or one a thread computes: its effects wait for it;
+                // this thread takes a kernel of its device no one has, if there is one.
                 _ => self.ready_job(),
             };
             match job {

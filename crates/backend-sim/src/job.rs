@@ -2,9 +2,11 @@
 //!
 //! A kernel's start (in the data queue's drain, under the engine lock) reads its inputs,
 //! pinned in place ([`crate::memory::Pin`]), and leaves a [`JobCell`]: the computing, which
-//! touches no engine state, runs later on whichever host thread claims it, with the engine
-//! lock released, so one device computing never holds up other threads' calls (other
-//! devices' streams, collectives, another thread's launches). The kernel's end action waits
+//! touches no engine state, runs later on a host thread of its device (the next call made on
+//! that device computes it, with the engine lock released, before it returns), so one device
+//! computing never holds up other devices' threads: their calls go on, and only a
+//! synchronization that must see the kernel's results waits for them (computing the kernel
+//! itself if no thread has taken it yet). The kernel's end action waits
 //! in the queue until the cell holds the result; the drain stops there
 //! ([`crate::queue::DataQueue::drain`]) until the result is in, and a call that needs every
 //! effect applied (a synchronize, a free) sees them all (see `crate::device::EngineGuard`).
@@ -31,6 +33,8 @@ pub(crate) struct JobCell {
     state: Mutex<State>,
     done: Condvar,
     name: &'static str,
+    /// The index of the device whose kernel it is: its host threads compute it.
+    pub device: usize,
 }
 
 impl std::fmt::Debug for JobCell {
@@ -40,9 +44,10 @@ impl std::fmt::Debug for JobCell {
 }
 
 impl JobCell {
-    /// A cell for `job`, ready to be computed.
-    pub fn new(job: Job) -> Self {
+    /// A cell for `job` of device `device`, ready to be computed.
+    pub fn new(job: Job, device: usize) -> Self {
         JobCell {
+            device,
             name: job.name(),
             state: Mutex::new(State::Ready(job)),
             done: Condvar::new(),

@@ -174,6 +174,7 @@ pub use collective::cost::{collective_bound, LinkParams, TwoLevel, Wiring};
 pub use collective::remote::RemoteGroup;
 pub use config::{
     SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_IPC_TIMEOUT, DEFAULT_TIMELINE_CAPACITY,
+    THREADS_ENV,
 };
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;

@@ -95,6 +95,8 @@ pub(crate) struct DataQueue {
     jobs: Vec<Arc<JobCell>>,
     /// Where the last drain stopped, if it stalled: (time, end-before-start, sequence).
     stalled: Option<(u64, u8, u64)>,
+    /// The most threads a kernel computes on (at least 1).
+    threads: usize,
 }
 
 impl std::fmt::Debug for DataQueue {
@@ -107,6 +109,11 @@ impl std::fmt::Debug for DataQueue {
 }
 
 impl DataQueue {
+    /// Sets the most threads a kernel computes on.
+    pub fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.max(1);
+    }
+
     /// Queues the data effects of `op` of device `device` (an index into the node's
     /// memories), which runs from `start` to `end`.
     pub fn push(&mut self, start: u64, end: u64, op: OpKind, device: usize) {
@@ -188,9 +195,12 @@ impl DataQueue {
         self.stalled.map_or(u64::MAX, |k| k.0.saturating_sub(1))
     }
 
-    /// A kernel no thread is computing yet, oldest first.
-    pub fn ready_job(&self) -> Option<Arc<JobCell>> {
-        self.jobs.iter().find(|c| c.is_ready()).cloned()
+    /// A kernel of device `device` no thread is computing yet, oldest first.
+    pub fn ready_job(&self, device: usize) -> Option<Arc<JobCell>> {
+        self.jobs
+            .iter()
+            .find(|c| c.device == device && c.is_ready())
+            .cloned()
     }
 
     /// [`DataQueue::drain`] of a non-empty queue; `all`: compute kernels in place.
@@ -208,14 +218,14 @@ impl DataQueue {
                     end,
                     device,
                     report,
-                } => match compute::begin(&op, &mut DataView::new(mems, device)) {
+                } => match compute::begin(&op, &mut DataView::new(mems, device), self.threads) {
                     Ok(Begun::Done(writes)) if writes.is_empty() => {}
                     Ok(Begun::Done(writes)) => {
                         self.pending
                             .insert((end, END, seq), Action::End(writes, device));
                     }
                     Ok(Begun::Job(job)) => {
-                        let cell = Arc::new(JobCell::new(job));
+                        let cell = Arc::new(JobCell::new(job, device));
                         self.jobs.push(cell.clone());
                         let action = Action::EndJob {
                             cell,

@@ -7,7 +7,7 @@
 //! into narrower integers wrapped, anything into bool as "non-zero". Both walk one run of a
 //! [`crate::layout::Walk`]: an element offset, a stride and a length.
 
-use crate::vector::simd;
+use crate::vector::{simd, MapInto};
 use braid_stream_core::DType;
 use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
@@ -207,10 +207,10 @@ pub fn load_run<D: Num>(bytes: &[u8], dtype: DType, base: usize, step: usize, ou
             let span = ((n - 1) * step + 1) * SIZE;
             let src = &bytes[base * SIZE..base * SIZE + span];
             match typed::<$t>(src) {
-                Some(vals) if step == 1 => simd(|| {
-                    for (o, &v) in out.iter_mut().zip(vals) {
-                        *o = $conv(v);
-                    }
+                Some(vals) if step == 1 => simd(MapInto {
+                    src: vals,
+                    dst: out,
+                    f: $conv,
                 }),
                 Some(vals) => {
                     for (i, o) in out.iter_mut().enumerate() {
@@ -271,10 +271,10 @@ pub fn store_run<D: Num>(bytes: &mut [u8], dtype: DType, base: usize, step: usiz
             let span = ((n - 1) * step + 1) * SIZE;
             let dst = &mut bytes[base * SIZE..base * SIZE + span];
             match typed_mut::<$t>(dst) {
-                Some(out) if step == 1 => simd(|| {
-                    for (o, &v) in out.iter_mut().zip(vals) {
-                        *o = $conv(v);
-                    }
+                Some(out) if step == 1 => simd(MapInto {
+                    src: vals,
+                    dst: out,
+                    f: $conv,
                 }),
                 Some(out) => {
                     for (i, &v) in vals.iter().enumerate() {
@@ -351,7 +351,11 @@ fn store_run_typed<V: Copy, T: bytemuck::Pod>(
     let span = ((vals.len() - 1) * step + 1) * size;
     let dst = &mut bytes[base * size..base * size + span];
     match typed_mut::<T>(dst) {
-        Some(out) if step == 1 => simd(|| out.iter_mut().zip(vals).for_each(|(o, &v)| *o = conv(v))),
+        Some(out) if step == 1 => simd(MapInto {
+            src: vals,
+            dst: out,
+            f: conv,
+        }),
         Some(out) => vals
             .iter()
             .enumerate()

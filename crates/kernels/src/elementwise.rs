@@ -99,7 +99,22 @@ fn map2<D: Num>(a: In<'_, D>, b: In<'_, D>, out: &mut Dst<'_>, f: impl Fn(&mut [
 
 /// `x ↦ op(x)` on a float run.
 fn unary_float<T: Float + Num>(op: UnaryOp, v: &mut [T]) {
-    simd(|| unary_float_loop(op, v))
+    simd(UnaryFloat { op, v })
+}
+
+/// [`unary_float`]'s loops, for [`simd`].
+struct UnaryFloat<'a, T> {
+    op: UnaryOp,
+    v: &'a mut [T],
+}
+
+impl<T: Float + Num> pulp::WithSimd for UnaryFloat<'_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        unary_float_loop(self.op, self.v)
+    }
 }
 
 /// [`unary_float`]'s loops.
@@ -185,7 +200,35 @@ pub(crate) fn unary(u: &Unary, x: &Src<'_>, out: &mut Dst<'_>) {
 
 /// `a ∘ b` on float runs, into `a`.
 fn binary_float<T: Float + Num>(op: BinaryOp, a: &mut [T], b: &[T]) {
-    simd(|| binary_float_loop(op, a, b))
+    simd(BinaryRun { op, a, b })
+}
+
+/// A binary run's operands, for [`simd`].
+struct BinaryRun<'a, T> {
+    op: BinaryOp,
+    a: &'a mut [T],
+    b: &'a [T],
+}
+
+impl<T: Float + Num> pulp::WithSimd for BinaryRun<'_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        binary_float_loop(self.op, self.a, self.b)
+    }
+}
+
+/// [`BinaryRun`] of integers.
+struct IntRun<'a>(BinaryRun<'a, i64>);
+
+impl pulp::WithSimd for IntRun<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        binary_int_loop(self.0.op, self.0.a, self.0.b)
+    }
 }
 
 /// [`binary_float`]'s loops.
@@ -235,7 +278,7 @@ fn binary_float_loop<T: Float + Num>(op: BinaryOp, a: &mut [T], b: &[T]) {
 
 /// `a ∘ b` on integer runs, into `a`.
 fn binary_int(op: BinaryOp, a: &mut [i64], b: &[i64]) {
-    simd(|| binary_int_loop(op, a, b))
+    simd(IntRun(BinaryRun { op, a, b }))
 }
 
 /// [`binary_int`]'s loops.

@@ -17,7 +17,7 @@
 //! - reductions, softmax and RMSNorm walk the output's elements and, for each, the input
 //!   elements they reduce;
 //! - matrix products go to the `gemm` crate (multi-threaded above a size, see
-//!   [`set_threads`]).
+//!   [`compute_with`]).
 //!
 //! Results are deterministic: the same operator on the same bytes gives the same bits on
 //! every run, and the thread count does not change them (only matrix products use threads,
@@ -33,7 +33,6 @@ mod vector;
 use braid_stream_core::ops::{OpSpec, OperandUse, TensorOp};
 use braid_stream_core::Access;
 use elementwise::{Dst, Src};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Why an operator could not be computed on the bytes it was given.
 #[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
@@ -81,20 +80,9 @@ pub enum ComputeError {
     },
 }
 
-/// The most threads a matrix product uses (0 until set: every core).
-static THREADS: AtomicUsize = AtomicUsize::new(0);
-
-/// Caps the threads matrix products use (at least 1). Results do not depend on it.
-pub fn set_threads(threads: usize) {
-    THREADS.store(threads.max(1), Ordering::Relaxed);
-}
-
-/// The threads matrix products use: [`set_threads`]'s value, else every core.
-pub fn threads() -> usize {
-    match THREADS.load(Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    }
+/// Every core of this machine: [`compute`]'s thread count.
+pub fn all_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
 /// Host bytes [`compute`] allocates for `op` besides its operands' bytes, at most: what a
@@ -123,10 +111,22 @@ pub fn scratch_bytes(op: &TensorOp) -> u64 {
 /// Computes `op` over its operands' bytes: `inputs` are its read ranges and `outputs` its
 /// written ranges, in [`OpSpec::operands`] order, each exactly its tensor's range. Outputs
 /// hold their current bytes on entry (an operator that writes part of one keeps the rest).
+/// Uses every core where the size pays ([`compute_with`]).
 pub fn compute(
     op: &TensorOp,
     inputs: &[&[u8]],
     outputs: &mut [&mut [u8]],
+) -> Result<(), ComputeError> {
+    compute_with(op, inputs, outputs, all_cores())
+}
+
+/// [`compute`] on at most `threads` threads (at least one). The numbers do not depend on
+/// it.
+pub fn compute_with(
+    op: &TensorOp,
+    inputs: &[&[u8]],
+    outputs: &mut [&mut [u8]],
+    threads: usize,
 ) -> Result<(), ComputeError> {
     let name = op.name();
     let operands = op.operands();
@@ -186,7 +186,7 @@ pub fn compute(
         TensorOp::Reduce(r) => reduce::reduce(r, &srcs[0], out),
         TensorOp::Softmax(s) => reduce::softmax(s, &srcs[0], out),
         TensorOp::RmsNorm(n) => reduce::rms_norm(n, &srcs[0], &srcs[1], out, &mut rest[0]),
-        TensorOp::Matmul(m) => matmul::matmul(m, &srcs, out, threads()),
+        TensorOp::Matmul(m) => matmul::matmul(m, &srcs, out, threads.max(1)),
     }
     Ok(())
 }

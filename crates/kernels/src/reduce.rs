@@ -94,8 +94,10 @@ impl<D: Num> Acc<D> for FloatAcc<D> {
         match kind {
             // In lanes by position, so the rounding does not depend on where runs end.
             ReduceKind::Sum | ReduceKind::Mean => {
-                let sum = &mut self.sum;
-                simd(|| sum.add(run, D::to_f64))
+                simd(SumRun {
+                    sum: &mut self.sum,
+                    run,
+                })
             }
             ReduceKind::Prod => self.wide = run.iter().fold(self.wide, |s, v| s * v.to_f64()),
             ReduceKind::Any => {
@@ -134,6 +136,21 @@ impl<D: Num> Acc<D> for FloatAcc<D> {
             ReduceKind::Sum => D::from_f64(self.sum.total()),
             _ => D::from_f64(self.wide),
         }
+    }
+}
+
+/// Adds `run` to a float sum, for [`simd`].
+struct SumRun<'a, D> {
+    sum: &'a mut LaneSum,
+    run: &'a [D],
+}
+
+impl<D: Num> pulp::WithSimd for SumRun<'_, D> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        self.sum.add(self.run, D::to_f64)
     }
 }
 
@@ -239,7 +256,7 @@ pub(crate) fn reduce(r: &Reduce, x: &Src<'_>, out: &mut Dst<'_>) {
 /// path ([`softmax_row_f32`]).
 fn softmax_row<D: Num + num_traits::Float>(row: &mut [D], log: bool) {
     if let Some(row) = D::as_f32_run(row) {
-        return simd(|| softmax_row_f32(row, log));
+        return simd(SoftmaxRow { row, log });
     }
     let max = row.iter().copied().fold(D::neg_infinity(), D::max);
     let max = if max.is_finite() { max } else { D::zero() };
@@ -256,6 +273,21 @@ fn softmax_row<D: Num + num_traits::Float>(row: &mut [D], log: bool) {
         row.iter_mut().for_each(|v| *v = *v - max - lse);
     } else {
         row.iter_mut().for_each(|v| *v = *v / sum);
+    }
+}
+
+/// A float32 row for [`softmax_row_f32`], for [`simd`].
+struct SoftmaxRow<'a> {
+    row: &'a mut [f32],
+    log: bool,
+}
+
+impl pulp::WithSimd for SoftmaxRow<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        softmax_row_f32(self.row, self.log)
     }
 }
 
@@ -327,6 +359,30 @@ pub(crate) fn softmax(s: &Softmax, x: &Src<'_>, out: &mut Dst<'_>) {
     }
 }
 
+/// One row of [`rms_norm`], normalised in place by [`simd`]; gives its `rstd`.
+struct RmsNormRow<'a> {
+    row: &'a mut [f32],
+    gamma: &'a [f32],
+    eps: f64,
+}
+
+impl pulp::WithSimd for RmsNormRow<'_> {
+    type Output = f32;
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) -> f32 {
+        let mut sum = LaneSum::default();
+        sum.add(self.row, |v| f64::from(v * v));
+        let mean = sum.total() / self.row.len().max(1) as f64;
+        let r = (1.0 / (mean + self.eps).sqrt()) as f32;
+        self.row
+            .iter_mut()
+            .zip(self.gamma)
+            .for_each(|(v, g)| *v = *v * r * g);
+        r
+    }
+}
+
 /// `y = x · rstd · gamma` per row, `rstd = 1/√(mean(x²) + eps)`: squares in f32, their mean
 /// accumulated in f64 (in lanes, [`LaneSum`]), the scaling in f32.
 pub(crate) fn rms_norm(
@@ -349,12 +405,10 @@ pub(crate) fn rms_norm(
     let r_rows = rstd.tensor.strides()[..lead].to_vec();
     for_each_element(rows_shape, [x_rows, y_rows, &r_rows], |[xb, yb, rb]| {
         load_sub(x, xb, row_shape, x_row, &mut row);
-        let r = simd(|| {
-            let mut sum = LaneSum::default();
-            sum.add(&row, |v| f64::from(v * v));
-            let r = (1.0 / (sum.total() / cols.max(1) as f64 + n.eps).sqrt()) as f32;
-            row.iter_mut().zip(&g).for_each(|(v, g)| *v = *v * r * g);
-            r
+        let r = simd(RmsNormRow {
+            row: &mut row,
+            gamma: &g,
+            eps: n.eps,
         });
         store_sub(y, yb, row_shape, y_row, &row);
         store_run(rstd.bytes, DType::F32, rb, 1, &[r]);

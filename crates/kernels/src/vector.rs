@@ -10,12 +10,33 @@
 
 use std::sync::OnceLock;
 
-/// Runs `f` compiled for the best instruction set this CPU has. Everything `f` does inline
-/// (iterator adapters, `#[inline(always)]` helpers such as [`exp`]) is compiled for it.
+/// Runs `op` compiled for the best instruction set this CPU has. Its `with_simd` is
+/// `#[inline(always)]`, and so is everything it calls in its loops (iterator adapters,
+/// helpers such as [`exp`]), so all of it is compiled for that instruction set. (A closure
+/// would not do: the compiler may leave a closure's body out of line, compiled for the
+/// baseline.)
 #[inline(always)]
-pub(crate) fn simd<R>(f: impl FnOnce() -> R) -> R {
+pub(crate) fn simd<Op: pulp::WithSimd>(op: Op) -> Op::Output {
     static ARCH: OnceLock<pulp::Arch> = OnceLock::new();
-    ARCH.get_or_init(pulp::Arch::new).dispatch(f)
+    ARCH.get_or_init(pulp::Arch::new).dispatch(op)
+}
+
+/// `dst[i] = f(src[i])`: an element-wise conversion for [`simd`].
+pub(crate) struct MapInto<'a, T, U, F> {
+    pub src: &'a [T],
+    pub dst: &'a mut [U],
+    pub f: F,
+}
+
+impl<T: Copy, U, F: Fn(T) -> U> pulp::WithSimd for MapInto<'_, T, U, F> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        for (d, &s) in self.dst.iter_mut().zip(self.src) {
+            *d = (self.f)(s);
+        }
+    }
 }
 
 /// `e^x` in float32 without a library call, so that loops over it vectorise: `x = n·ln 2 + r`
@@ -32,7 +53,10 @@ pub(crate) fn exp(x: f32) -> f32 {
     const ROUND: f32 = 12_582_912.0;
     let over = x > 88.722_84;
     let c = x.clamp(-104.0, 88.8);
-    let n = (c * LOG2E + ROUND) - ROUND;
+    // `t`'s low bits hold `n` (`t` is 1.5 · 2^23 + n): read there, not by a float-to-int
+    // conversion, which does not vectorise.
+    let t = c * LOG2E + ROUND;
+    let n = t - ROUND;
     let r = c - n * LN2_HI - n * LN2_LO;
     let p = 1.987_569_1e-4_f32;
     let p = p * r + 1.398_199_9e-3;
@@ -41,9 +65,9 @@ pub(crate) fn exp(x: f32) -> f32 {
     let p = p * r + 1.666_666_5e-1;
     let p = p * r + 5.000_000_1e-1;
     let e = p * r * r + r + 1.0;
-    let n = n as i32;
+    let n = t.to_bits().wrapping_sub(ROUND.to_bits()) as i32;
     let half = n >> 1;
-    let scale = |k: i32| f32::from_bits(((k + 127) as u32) << 23);
+    let scale = |k: i32| f32::from_bits((k.wrapping_add(127) as u32) << 23);
     let y = e * scale(half) * scale(n - half);
     if over {
         f32::INFINITY

@@ -169,6 +169,9 @@ pub(crate) struct Engine {
     /// (set by `crate::device` for calls that change memory outside the data queue: frees,
     /// unmaps, sharing), instead of stopping at a kernel not computed yet.
     pub(crate) drain_all: bool,
+    /// The compute threads of the node's kernels, or why the configuration gives none
+    /// (`SimConfig::compute_threads`: kernel launches in data mode are refused with it).
+    pub(crate) compute_threads: Result<usize, String>,
     /// How long such a synchronization waits (the first device's configuration).
     pub(crate) collective_timeout: Duration,
     /// Memory and events shared with other processes ([`crate::ipc`]).
@@ -196,6 +199,9 @@ impl Engine {
         let timeline_capacity = first.timeline_capacity;
         let collective_timeout = first.collective_timeout;
         let ipc_timeout = first.ipc_timeout;
+        let compute_threads = first.resolve_compute_threads(|k| std::env::var_os(k));
+        let mut queue = DataQueue::default();
+        queue.set_threads(*compute_threads.as_ref().unwrap_or(&1));
         let mut sanitizer = Sanitizer::new(first.sanitizer);
         let lifetimes = first.sanitizer != SanitizerMode::Off || record_timeline;
         let mut streams = Vec::with_capacity(configs.len());
@@ -233,7 +239,8 @@ impl Engine {
             peers: BTreeSet::new(),
             sanitizer,
             trace: TraceLog::new(timeline_capacity),
-            queue: DataQueue::default(),
+            queue,
+            compute_threads,
             captures: BTreeMap::new(),
             next_capture: 1,
             task_groups: BTreeMap::new(),
@@ -353,7 +360,7 @@ impl Engine {
             .max(t)
             .saturating_add(dev.config.profile.host_call_ns);
         self.host_slice(what, start);
-        self.settle_with(true);
+        self.settle_with(self.drain_all);
     }
 
     /// The host time a host synchronization on `what` brings the current device to (the
@@ -445,9 +452,9 @@ impl Engine {
         self.dev().host_ns
     }
 
-    /// A kernel no thread computes yet (see [`crate::job`]).
+    /// A kernel of the current device no thread computes yet (see [`crate::job`]).
     pub(crate) fn ready_job(&self) -> Option<Arc<JobCell>> {
-        self.queue.ready_job()
+        self.queue.ready_job(self.cur)
     }
 
     /// Charges one cheap host call `what` (create, alloc, free, memory info, capture calls).

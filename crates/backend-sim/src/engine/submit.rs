@@ -76,6 +76,9 @@ impl Engine {
         self.tick(self.dev().config.profile.eager_launch_ns, "launch");
         Self::check(&kind)?;
         if let (SimMode::Data, OpKind::Kernel(k)) = (self.mode, &kind) {
+            if let Err(why) = &self.compute_threads {
+                return Err(invalid(format!("{}: {why}", k.name())));
+            }
             crate::compute::check_host_memory(k, self.memories[self.cur].info().total)?;
         }
         if self.devices.len() > 1 {
