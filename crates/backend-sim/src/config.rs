@@ -306,3 +306,34 @@ impl Default for SimConfig {
         SimConfig::new()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn threads(field: Option<usize>, env: Option<&str>) -> Result<usize, String> {
+        let config = SimConfig {
+            compute_threads: field,
+            ..SimConfig::new()
+        };
+        config.resolve_compute_threads(|k| {
+            assert_eq!(k, THREADS_ENV);
+            env.map(OsString::from)
+        })
+    }
+
+    #[test]
+    fn compute_threads_come_from_the_field_then_the_variable_then_every_core() {
+        assert_eq!(threads(None, None), Ok(braid_kernels::all_cores()));
+        assert_eq!(threads(None, Some("3")), Ok(3));
+        assert_eq!(threads(None, Some(" 2 ")), Ok(2));
+        assert_eq!(threads(Some(5), Some("3")), Ok(5));
+        for bad in ["0", "", " ", "two", "-1", "1.5"] {
+            let err = threads(None, Some(bad)).unwrap_err();
+            assert!(err.contains("BRAID_SIM_THREADS") && err.contains(bad), "{err}");
+        }
+        let err = threads(Some(0), None).unwrap_err();
+        assert!(err.contains("SimConfig::compute_threads"), "{err}");
+    }
+}

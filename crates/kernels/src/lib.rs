@@ -87,10 +87,9 @@ pub fn all_cores() -> usize {
 
 /// Host bytes [`compute`] allocates for `op` besides its operands' bytes, at most: what a
 /// caller checks against the host's memory before computing a huge operator (matrix products
-/// widen their operands and sum into a buffer of their own; the other operators work in
-/// buffers of a row or less).
+/// widen tiles of their operands and sum into a tile of their own where they cannot work in
+/// place; the other operators work in buffers of a row or less).
 pub fn scratch_bytes(op: &TensorOp) -> u64 {
-    let wide = |t: &braid_stream_core::Tensor, size: u64| (t.numel() as u64).saturating_mul(size);
     match op {
         TensorOp::Matmul(m) => {
             let size = if m.a.dtype() == braid_stream_core::DType::F64 {
@@ -98,9 +97,7 @@ pub fn scratch_bytes(op: &TensorOp) -> u64 {
             } else {
                 4
             };
-            wide(&m.a, size)
-                .saturating_add(wide(&m.b, size))
-                .saturating_add(wide(&m.out, size))
+            matmul::scratch_bytes(m, size)
         }
         TensorOp::Softmax(s) => 8 * s.x.shape()[s.dim] as u64,
         TensorOp::RmsNorm(n) => 8 * n.gamma.numel() as u64,

@@ -345,6 +345,61 @@ fn batched_half_precision_products_accumulate_in_f32_and_broadcast_batches() {
 }
 
 #[test]
+fn products_larger_than_a_tile_are_widened_and_stored_tile_by_tile() {
+    let mut m = Mem::new();
+    let tile = matmul::TILE;
+    let (bt, mm, kk, nn) = (2, tile + 88, 24, tile + 18);
+    let xs = seq(bt * mm * kk, 0.003);
+    let ws = seq(kk * nn, 0.002);
+    let bs = seq(bt * nn, 0.01);
+    for dtype in [DType::BF16, DType::F32] {
+        let (x, xb) = m.tensor(dtype, &[bt, mm, kk], &xs);
+        let (w, wb) = m.tensor(dtype, &[1, kk, nn], &ws);
+        // A bias per batch, broadcast over rows.
+        let (bias, bb) = m.tensor(dtype, &[bt, 1, nn], &bs);
+        // float32 into a transposed output (through a buffer), bfloat16 into a plain one.
+        let (y, yb, transposed) = if dtype == DType::F32 {
+            let (yt, yb) = m.zeros(dtype, &[bt, nn, mm]);
+            (yt.transpose(1, 2).unwrap(), yb, true)
+        } else {
+            let (y, yb) = m.zeros(dtype, &[bt, mm, nn]);
+            (y, yb, false)
+        };
+        let got = run(
+            ops::matmul_bias(&x, &w, &bias, &y).unwrap(),
+            &[&xb, &wb, &bb],
+            vec![yb],
+        );
+        let got = values(dtype, &got[0]);
+        let (xr, wr, br) = (values(dtype, &xb), values(dtype, &wb), values(dtype, &bb));
+        // Relative to the sum of the terms' sizes (the products cancel).
+        let tolerance = if dtype == DType::F32 { 1e-6 } else { 8e-3 };
+        let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<f64>>();
+        for b in 0..bt {
+            let xb = &xr[b * mm * kk..(b + 1) * mm * kk];
+            let want = naive(xb, &wr, mm, kk, nn);
+            let size = naive(&abs(xb), &abs(&wr), mm, kk, nn);
+            for i in 0..mm {
+                for j in 0..nn {
+                    let w = want[i * nn + j] + br[b * nn + j];
+                    let at = if transposed {
+                        (b * nn + j) * mm + i
+                    } else {
+                        (b * mm + i) * nn + j
+                    };
+                    let g = got[at];
+                    let scale = size[i * nn + j] + br[b * nn + j].abs();
+                    assert!(
+                        (g - w).abs() <= tolerance * scale.max(w.abs()),
+                        "{dtype} [{b}, {i}, {j}]: {g} vs {w}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn matmul_numbers_do_not_depend_on_the_thread_count() {
     let mut m = Mem::new();
     let n = 96;
