@@ -11,6 +11,7 @@ started with the suite's environment (``child_env``) runs on braid-acl-sim too.
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -88,6 +89,13 @@ def assert_child_ok(proc) -> None:
     assert proc.returncode == 0, (
         f"exit {proc.returncode}\n--- stdout\n{proc.stdout}\n--- stderr\n{proc.stderr}"
     )
+
+
+def free_port() -> int:
+    """A TCP port on the loopback nobody listens on now (for a rendezvous)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 RESULT_PREFIX = "BRAID-RESULT "

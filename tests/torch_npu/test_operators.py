@@ -139,33 +139,42 @@ def test_matmul(dtype):
 
 
 def test_an_operator_braid_acl_sim_does_not_compute_is_refused_naming_it(run_child, tmp_path):
-    # `Exp` has no aclnn family, so torch_npu launches it through aclopCompileAndExecute on its
-    # task-queue thread. When that launch fails, torch_npu's queue first drops the tasks behind
-    # it and only then marks itself failed: a `.cpu()` whose synchronize lands in between
-    # returns the host buffer untouched and exits 0 (seen on a loaded CI machine). Launching on
-    # the calling thread (ASCEND_LAUNCH_BLOCKING=1, what torch_npu's own message advises) makes
-    # the refusal reach the program every time.
+    # braid-acl-sim exports no `aclnnCumprod`, so torch_npu launches `cumprod` through
+    # aclopCompileAndExecute (operator `Cumprod`) on its task-queue thread, where torch_npu
+    # may lose the error; the refusal fails the device, so the read-back reports it (never
+    # the untouched buffer).
     proc = run_child(
         """
         import torch, torch_npu
         x = torch.ones(4, device="npu")
-        torch.exp(x).cpu()
-        """,
-        env={"ASCEND_LAUNCH_BLOCKING": "1"},
+        torch.cumprod(x, 0).cpu()
+        """
     )
-    refusal = "aclopCompileAndExecute: operator Exp is not computed by braid-acl-sim"
+    refusal = "aclopCompileAndExecute: operator Cumprod is not computed by braid-acl-sim"
     assert proc.returncode != 0, proc.stdout + proc.stderr
     assert refusal in proc.stderr
     assert refusal in (tmp_path / "child-errors.log").read_text()
 
 
 def test_a_data_type_braid_acl_sim_does_not_compute_is_refused_naming_the_call(run_child):
+    # complex64 (aclDataType 16) is a type braid-acl-sim computes in no operator.
     proc = run_child(
         """
         import torch, torch_npu
-        y = torch.ones(4, dtype=torch.int32).npu()
+        y = torch.ones(4, dtype=torch.complex64).npu()
         (y + y).cpu()
         """
     )
     assert proc.returncode != 0
-    assert "aclnnAddGetWorkspaceSize: data type 3 is not supported (float32, float16, bfloat16)" in proc.stderr
+    assert "aclnnAddGetWorkspaceSize: self has data type 16, which braid-acl-sim does not compute" in proc.stderr
+
+
+def test_integer_and_double_types_in_fills_copies_and_sub():
+    assert torch.zeros(4, dtype=torch.int8, device="npu").cpu().tolist() == [0] * 4
+    assert torch.full((3,), 200, dtype=torch.uint8, device="npu").cpu().tolist() == [200] * 3
+    assert torch.tensor([1, -2, 3], dtype=torch.int32).npu().cpu().tolist() == [1, -2, 3]
+    doubles = torch.tensor([0.1, 1e300], dtype=torch.float64)
+    assert torch.equal(doubles.npu().cpu(), doubles)
+    assert torch.tensor([1.7, -2.5]).npu().to(torch.int64).cpu().tolist() == [1, -2]
+    a, b = torch.tensor([5, 1], dtype=torch.uint8), torch.tensor([3, 2], dtype=torch.uint8)
+    assert (a.npu() - b.npu()).cpu().tolist() == [2, 255]  # wraps, as on the CPU

@@ -13,6 +13,7 @@
 //! | `devices` | the simulated nodes the devices live in, peer access |
 //! | `streams` | streams and the one path of every task onto a stream |
 //! | `events` | events: record, wait (also across devices), query, timing |
+//! | `failures` | a refused launch fails its device's later host waits (never silent zeros) |
 //! | `memory` | device and pinned host memory, copies and fills |
 //! | `vmm` | the virtual-memory API |
 //! | `ipc` | memory, physical memory and events shared with other processes |
@@ -38,6 +39,7 @@ mod collective;
 mod context;
 mod devices;
 mod events;
+mod failures;
 mod ipc;
 mod memory;
 mod models;
@@ -88,6 +90,8 @@ struct Dev {
     allocations: BTreeMap<u64, u64>,
     /// Live address reservations: address → size.
     reservations: BTreeMap<u64, u64>,
+    /// The first launch refused on the device (`failures`): every later host wait fails.
+    refused: Option<Fail>,
 }
 
 struct StreamEntry {
@@ -133,14 +137,21 @@ pub(crate) struct Registry {
     timing_only: Vec<bool>,
     /// The simulated nodes' collective timeout.
     collective_timeout: std::time::Duration,
+    /// The host-memory budget of the devices' data.
+    host_memory: u64,
     /// The profile the simulated devices and their node take.
     profile: braid_backend_sim::Profile,
     devices: Vec<Option<Dev>>,
     streams: HashMap<usize, StreamEntry>,
+    /// The handles of destroyed streams by (device, simulator stream index): their work
+    /// stays in the race report and the timeline, named with the handle it ran on.
+    retired_streams: crate::outputs::StreamNames,
     events: HashMap<usize, EventEntry>,
     models: HashMap<usize, ModelEntry>,
     /// Live `aclrtMallocHost` allocations: address → the device whose simulator holds them.
     host_allocations: HashMap<usize, usize>,
+    /// Host ranges registered with `aclrtHostRegisterV2`: address → size.
+    registered_host: BTreeMap<u64, u64>,
     captures: BTreeMap<u64, CaptureState>,
     /// Physical memory handles of the virtual-memory API.
     physical: HashMap<usize, vmm::Physical>,
@@ -194,7 +205,9 @@ pub(crate) fn try_with<R>(f: impl FnOnce(&mut Registry) -> R) -> Option<R> {
 /// A simulator error as an ACL failure of `call`: its code and its text.
 fn sim_fail(call: &str, e: HalError) -> Fail {
     let code = match &e {
-        HalError::OutOfMemory { .. } => ACL_ERROR_RT_DEVICE_OOM,
+        HalError::OutOfMemory { .. } | HalError::HostMemoryExhausted { .. } => {
+            ACL_ERROR_RT_DEVICE_OOM
+        }
         // A kernel the simulator could not compute in the host's memory.
         HalError::HostOutOfMemory { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
         HalError::InvalidArgument(_) | HalError::CollectiveMismatch(_) => {
@@ -238,6 +251,7 @@ impl Registry {
             race_report,
             timeline,
             collective_timeout,
+            host_memory,
         } = settings;
         Registry {
             initialized: false,
@@ -246,12 +260,15 @@ impl Registry {
             system: system::System::new(soc, race_report, timeline),
             timing_only,
             collective_timeout,
+            host_memory,
             profile,
             devices: (0..device_count).map(|_| None).collect(),
             streams: HashMap::new(),
+            retired_streams: HashMap::new(),
             events: HashMap::new(),
             models: HashMap::new(),
             host_allocations: HashMap::new(),
+            registered_host: BTreeMap::new(),
             captures: BTreeMap::new(),
             physical: HashMap::new(),
             peers: HashSet::new(),

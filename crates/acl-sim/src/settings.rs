@@ -78,6 +78,13 @@ const HCCL_EXEC_TIMEOUT_MAX_S: u64 = 2_147_483_647;
 /// of the shipped Atlas 800T A2 profile's. Unset: the shipped profile.
 pub const PROFILE_ENV: &str = "BRAID_ACL_SIM_PROFILE";
 
+/// Environment variable: the most host memory the simulated devices' data may take, every
+/// device of the process together, in bytes (positive). An allocation past it fails with
+/// `ACL_ERROR_RT_DEVICE_OOM` naming this variable, before the host runs out. Unset: three
+/// quarters of what the machine can still give the process
+/// (`braid_backend_sim::host_budget::default_budget`).
+pub const HOST_MEMORY_ENV: &str = "BRAID_ACL_SIM_HOST_MEMORY";
+
 const DEFAULT_DEVICES: usize = 8;
 
 /// The memory of a device when [`CAPACITY_ENV`] is unset: a default simulated device's, i.e.
@@ -129,6 +136,8 @@ pub(crate) struct Settings {
     pub timeline: Option<PathBuf>,
     /// How long a synchronization waits for a collective's other ranks.
     pub collective_timeout: Duration,
+    /// The host-memory budget of the devices' data ([`HOST_MEMORY_ENV`]).
+    pub host_memory: u64,
 }
 
 impl Settings {
@@ -186,6 +195,12 @@ impl Settings {
             &|n| n > 0,
         )?
         .unwrap_or(profile.device.memory_bytes);
+        let host_memory = number(
+            HOST_MEMORY_ENV,
+            "a positive number of bytes (unset for the default, three quarters of the host memory available)",
+            &|n| n > 0,
+        )?
+        .unwrap_or_else(braid_backend_sim::host_budget::default_budget);
         let ids_expected = format!(
             "comma-separated device ids below {device_count} (the device count), or `none` \
              for no timing-only device (unset for the default, none)"
@@ -250,6 +265,7 @@ impl Settings {
             race_report: path(RACE_REPORT_ENV)?,
             timeline: path(TIMELINE_ENV)?,
             collective_timeout,
+            host_memory,
         })
     }
 }

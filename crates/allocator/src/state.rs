@@ -487,7 +487,7 @@ impl<B: Backend> State<B> {
         };
         let ptr = match got {
             Ok(ptr) => ptr,
-            Err(HalError::OutOfMemory { .. }) => {
+            Err(HalError::OutOfMemory { .. } | HalError::HostMemoryExhausted { .. }) => {
                 tracing::debug!(seg_size, reserved, "device out of memory for a new segment");
                 return Err(SegmentFailure::OutOfMemory);
             }

@@ -3,6 +3,8 @@
 //! naming the variable and what to set, not the simulator's "different simulated nodes". Its
 //! own test binary: the settings are read once per process.
 
+// The helpers of the main test binary (`tests/backend_acl/`).
+#[path = "backend_acl/common/mod.rs"]
 mod common;
 
 use braid_acl_sys::hccl::codes::HCCL_E_PARA;

@@ -4,6 +4,8 @@
 //! This file's tests are the only ones that touch the process environment, and they run in
 //! their own test executable.
 
+// The helpers of the main test binary (`tests/backend_acl/`).
+#[path = "backend_acl/common/mod.rs"]
 mod common;
 
 use braid_backend_acl::{AclApi, LoadError, LIB_ENV, SYMBOLS};

@@ -4,6 +4,8 @@
 //! The simulator reads its settings once per process, at its first call: this file's single
 //! test sets the variable before loading it, in its own test executable.
 
+// The helpers of the main test binary (`tests/backend_acl/`).
+#[path = "backend_acl/common/mod.rs"]
 mod common;
 
 use braid_backend_acl::{AclApi, AclConfig, AclDevice, OpenError};

@@ -66,7 +66,7 @@ pub(crate) fn begin(
         OpKind::Kernel(TypedKernel {
             kernel: Kernel::Op(op),
             ..
-        }) => return Ok(Begun::Job(begin_op(op, mem, threads))),
+        }) => return begin_op(op, mem, threads).map(Begun::Job),
         OpKind::Kernel(k) => return Ok(begin_kernel(k, mem, threads)),
         OpKind::Custom(c) => return c.0.begin(mem).map(Begun::Done),
         // A rank's part has no effect of its own: the collective's data effect carries it.
@@ -107,8 +107,9 @@ pub(crate) fn begin(
 /// Reads a flat built-in kernel's inputs for the tensor operator that has its numbers
 /// ([`flat_op`]): inputs widened to `f32`, arithmetic in `f32` (matmuls accumulate in `f32`,
 /// as cube units do; sums in `f64`), each output rounded to the kernel's data type. Output
-/// bytes past the operator's elements are zeros; an invalid input reads as zeros. `Copy`
-/// copies here.
+/// bytes past the operator's elements are zeros. A kernel with an input outside live memory
+/// writes zeros (an invalid range may be far larger than the device, so it is never widened
+/// to its length). `Copy` copies here.
 fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>, threads: usize) -> Begun {
     let op = flat_op(tk);
     let lens: Vec<usize> = match &op {
@@ -121,7 +122,7 @@ fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>, threads: usize) -> Beg
         None => tk.reads().map(|s| s.len as usize).collect(),
     };
     // Inputs are read (and counted) even when the output is invalid: the kernel still reads.
-    let inputs: Vec<InputBytes> = tk
+    let inputs: Vec<Option<InputBytes>> = tk
         .reads()
         .zip(lens)
         .map(|(s, len)| InputBytes::read(mem, s, len))
@@ -136,6 +137,14 @@ fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>, threads: usize) -> Beg
         }]);
     }
     let mut data = vec![0u8; out.len as usize];
+    // A kernel reading outside live memory writes zeros, without widening the wild range
+    // (which may be far larger than the device).
+    let Some(inputs) = inputs.into_iter().collect::<Option<Vec<_>>>() else {
+        return Begun::Done(vec![PendingWrite::Device {
+            ptr: out.ptr,
+            data: Some(data),
+        }]);
+    };
     match (&tk.kernel, op) {
         (Kernel::Copy { .. }, _) => {
             if let Some(src) = inputs.first() {
@@ -172,21 +181,17 @@ fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>, threads: usize) -> Beg
 
 /// Refuses, in data mode, a kernel whose computing would need more host memory than the
 /// host has (`HalError::HostOutOfMemory`, naming the kernel and its operands' shapes), at its
-/// launch, before anything is allocated: its outputs' buffers, copies of the inputs that
-/// cannot lie in an allocation (longer than the device's `capacity`: they read as zeros) and
-/// the kernel's own buffers ([`braid_kernels::scratch_bytes`]).
-pub(crate) fn check_host_memory(k: &TypedKernel, capacity: u64) -> Result<(), HalError> {
+/// launch, before anything is allocated: its outputs' buffers and the kernel's own buffers
+/// ([`braid_kernels::scratch_bytes`]). Inputs cost nothing: they are read in place, and one
+/// outside live memory is never widened (see [`begin_kernel`]).
+pub(crate) fn check_host_memory(k: &TypedKernel) -> Result<(), HalError> {
     let op = match &k.kernel {
         Kernel::Op(op) => Some(op.op().clone()),
         _ => flat_op(k),
     };
     let outputs = k.writes().fold(0u64, |n, s| n.saturating_add(s.len));
-    let zeros = k
-        .reads()
-        .filter(|s| s.len > capacity)
-        .fold(0u64, |n, s| n.saturating_add(s.len));
     let scratch = op.as_ref().map_or(0, braid_kernels::scratch_bytes);
-    let needed = outputs.saturating_add(zeros).saturating_add(scratch);
+    let needed = outputs.saturating_add(scratch);
     let available = host_ram();
     if needed <= available {
         return Ok(());
@@ -272,11 +277,11 @@ fn flat_op(tk: &TypedKernel) -> Option<TensorOp> {
 }
 
 /// Reads a tensor operator's inputs as they are at its start time (pinned in place, or
-/// copied; an invalid range reads as zeros) and prepares its outputs: each starts from its
-/// current bytes when the operator may leave some of them as they are (it writes part of it,
-/// or the tensor has gaps), else from zeros without reading it. An output outside live
-/// memory is computed into scratch and dropped.
-fn begin_op(op: &OpKernel, mem: &mut DataView<'_>, threads: usize) -> Job {
+/// copied) and prepares its outputs: each starts from its current bytes when the operator may
+/// leave some of them as they are (it writes part of it, or the tensor has gaps), else from
+/// zeros without reading it. An output outside live memory is computed into scratch and
+/// dropped. An input outside live memory fails the operator (it writes nothing).
+fn begin_op(op: &OpKernel, mem: &mut DataView<'_>, threads: usize) -> Result<Job, String> {
     let whole = !op.op().writes_part();
     let written = op.op().operands();
     let mut written = written.iter().filter(|o| o.access == Access::Write);
@@ -284,7 +289,10 @@ fn begin_op(op: &OpKernel, mem: &mut DataView<'_>, threads: usize) -> Job {
     let mut outputs = Vec::new();
     for &(s, access) in op.uses() {
         match access {
-            Access::Read => inputs.push(InputBytes::read(mem, s, s.len as usize)),
+            Access::Read => match InputBytes::read(mem, s, s.len as usize) {
+                Some(bytes) => inputs.push(bytes),
+                None => return Err(format!("reads {s}, outside every live allocation")),
+            },
             Access::Write => {
                 let dense = written.next().is_some_and(|o| {
                     let t = o.tensor;
@@ -308,12 +316,12 @@ fn begin_op(op: &OpKernel, mem: &mut DataView<'_>, threads: usize) -> Job {
             }
         }
     }
-    Job {
+    Ok(Job {
         op: JobOp::Op(op.clone()),
         threads,
         inputs,
         outputs,
-    }
+    })
 }
 
 /// An input's bytes as a kernel reads them.
@@ -325,18 +333,21 @@ enum InputBytes {
 }
 
 impl InputBytes {
-    /// The first `len` bytes of `s` (`len ≤ s.len`), pinned where they can be; an invalid
-    /// `s` is counted and reads as zeros.
-    fn read(mem: &mut DataView<'_>, s: DeviceSlice, len: usize) -> Self {
+    /// The first `len` bytes of `s` (`len ≤ s.len`), pinned where they can be; `None` (counted
+    /// as an invalid access) where `s` is outside live memory.
+    fn read(mem: &mut DataView<'_>, s: DeviceSlice, len: usize) -> Option<Self> {
+        if !mem.is_valid(s) {
+            mem.read(s)?;
+        }
         let head = DeviceSlice::new(s.ptr, (len as u64).min(s.len));
-        if mem.is_valid(s) {
-            if let Some(pin) = mem.pin(head) {
-                if pin.bytes().len() == len {
-                    return InputBytes::Pinned(pin);
-                }
+        if let Some(pin) = mem.pin(head) {
+            if pin.bytes().len() == len {
+                return Some(InputBytes::Pinned(pin));
             }
         }
-        InputBytes::Owned(Input::read(mem, s).bytes(len))
+        let mut bytes = mem.read(head)?;
+        bytes.resize(len, 0);
+        Some(InputBytes::Owned(bytes))
     }
 
     fn bytes(&self) -> &[u8] {

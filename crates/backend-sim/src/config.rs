@@ -38,6 +38,13 @@ pub struct SimConfig {
     pub capacity: u64,
     /// Pinned host memory the device may allocate (`alloc_host`), in bytes.
     pub host_capacity: u64,
+    /// In data mode, the most host memory the process's simulated device memory may take,
+    /// every device together, in bytes: an allocation past it is
+    /// `HalError::HostMemoryExhausted`, before the host runs out
+    /// ([`crate::host_budget`]). By default three quarters of what the machine can still give
+    /// the process ([`crate::host_budget::default_budget`]). A node's devices take their
+    /// first device's.
+    pub host_memory_budget: u64,
     /// Data or timing-only simulation.
     pub mode: SimMode,
     /// Cost model numbers.
@@ -117,6 +124,7 @@ impl SimConfig {
             ordinal: 0,
             capacity: profile.memory_bytes,
             host_capacity: 64 << 30,
+            host_memory_budget: crate::host_budget::default_budget(),
             mode: SimMode::Data,
             profile,
             record_timeline: true,
@@ -173,6 +181,13 @@ impl SimConfig {
     /// Sets the workspace each built-in kernel launch asks for.
     pub fn workspace_sizes(mut self, sizes: WorkspaceSizes) -> Self {
         self.workspace_sizes = Some(sizes);
+        self
+    }
+
+    /// Sets the host-memory budget of data mode, in bytes (see
+    /// [`SimConfig::host_memory_budget`]).
+    pub fn host_memory_budget(mut self, bytes: u64) -> Self {
+        self.host_memory_budget = bytes;
         self
     }
 
@@ -285,7 +300,7 @@ pub const DEFAULT_IPC_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// The default [`SimConfig::timeline_capacity`](SimConfig#structfield.timeline_capacity):
 /// 100 000 records of each kind, about 50 MB for a program of kernels, events and
-/// allocations (about 700 host bytes per op kept, measured by `tests/timeline_cap.rs`), enough for every op of the examples and
+/// allocations (about 700 host bytes per op kept, measured by `tests/backend_sim/timeline_cap.rs`), enough for every op of the examples and
 /// tests and the latest 100 000 of a longer run.
 pub const DEFAULT_TIMELINE_CAPACITY: usize = 100_000;
 

@@ -181,6 +181,7 @@ pub use device::SimDevice;
 pub use event::SimEvent;
 pub use fault::{CallKind, FaultCounts, FaultPlan};
 pub use graph::SimGraph;
+pub use memory::host_budget;
 pub use node::{NodeConfig, SimNode};
 pub use profile::{DeviceProfile, NodeProfile, Profile, ProfileError};
 pub use sanitizer::report::{OpRef, RaceKind, RaceReport};

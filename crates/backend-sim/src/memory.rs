@@ -5,6 +5,7 @@ use braid_stream_core::types::{DevicePtr, DeviceSlice, MemInfo};
 use std::collections::{BTreeMap, BTreeSet};
 
 mod backing;
+pub mod host_budget;
 mod mappings;
 mod shared;
 mod view;
@@ -166,6 +167,9 @@ pub(crate) struct Memory {
     /// End of this device's address space: nothing is placed at or past it.
     limit: u64,
     store_data: bool,
+    /// The process's host-memory budget this device's allocations are held to (data mode,
+    /// [`host_budget`]).
+    host_budget: u64,
     segments: AddrMap<Segment>,
     /// Sum of the segments' resident backing bytes ([`Memory::resident_data_bytes`]).
     resident: u64,
@@ -178,6 +182,19 @@ pub(crate) struct Memory {
     frees: u64,
     invalid_accesses: u64,
     failed_ops: u64,
+}
+
+impl Drop for Memory {
+    /// Physical memory still allocated when the device goes gives its host-memory budget
+    /// back (segments give theirs with their backing).
+    fn drop(&mut self) {
+        if self.store_data {
+            // What `used` counts beyond the segments is physical memory, by handle or mapped
+            // anonymously: what it took from the budget.
+            let segments: u64 = self.segments.iter().map(|(_, s)| s.accounted).sum();
+            host_budget::release(self.used.saturating_sub(segments));
+        }
+    }
 }
 
 impl Memory {
@@ -206,6 +223,7 @@ impl Memory {
             next: start,
             limit,
             store_data,
+            host_budget: host_budget::default_budget(),
             segments: AddrMap::default(),
             resident: 0,
             physical: BTreeMap::new(),
@@ -247,7 +265,7 @@ impl Memory {
                 "the simulated address space is exhausted; cannot place {size} bytes"
             )));
         };
-        let data = self.backing(size)?;
+        let data = self.backing(size, true)?;
         self.next = next;
         self.used += accounted;
         self.peak = self.peak.max(self.used);
@@ -265,16 +283,19 @@ impl Memory {
         Ok(DevicePtr(base))
     }
 
-    /// Host backing for a segment of `size` bytes in data mode (`None` in timing-only mode).
-    fn backing(&self, size: u64) -> Result<Option<Backing>, HalError> {
+    /// Holds this device's allocations to `budget` bytes of host memory for the whole
+    /// process ([`host_budget`]).
+    pub fn set_host_budget(&mut self, budget: u64) {
+        self.host_budget = budget;
+    }
+
+    /// Host backing for a segment of `size` bytes in data mode (`None` in timing-only mode),
+    /// taken from the host-memory budget when `budgeted`.
+    fn backing(&self, size: u64, budgeted: bool) -> Result<Option<Backing>, HalError> {
         if !self.store_data {
             return Ok(None);
         }
-        Backing::new(size).map(Some).map_err(|e| {
-            HalError::InvalidArgument(format!(
-                "the host cannot back {size} bytes of simulated device memory in data mode: {e}"
-            ))
-        })
+        Backing::new(size, budgeted.then_some(self.host_budget)).map(Some)
     }
 
     /// Host bytes holding this device's data (data mode): the pages written and not freed,

@@ -25,6 +25,7 @@ use crate::compute::{self, Begun, PendingWrite};
 use crate::job::JobCell;
 use crate::memory::{DataView, Memory};
 use crate::op::OpKind;
+use braid_stream_core::kernel::Kernel;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -123,7 +124,12 @@ impl DataQueue {
     /// [`DataQueue::push`] of an op run on stream `stream` (or by a graph launched on it),
     /// where a failure of the op is reported.
     pub fn push_on(&mut self, start: u64, end: u64, op: OpKind, device: usize, stream: u32) {
-        let report = matches!(op, OpKind::Custom(_)).then_some(stream);
+        let can_fail = match &op {
+            OpKind::Custom(_) => true,
+            OpKind::Kernel(k) => matches!(k.kernel, Kernel::Op(_)),
+            _ => false,
+        };
+        let report = can_fail.then_some(stream);
         self.push_action(start, end, op, device, report);
     }
 

@@ -105,8 +105,10 @@ pub struct SimStats {
     /// and not freed, unmapped or discarded since. Back to zero once every segment is freed;
     /// always zero in timing-only mode.
     pub resident_data_bytes: u64,
-    /// Data accesses (reads or writes) that fell outside every live allocation; they read zeros
-    /// or were dropped. Always zero in timing-only mode, where no data is accessed.
+    /// Data accesses (reads or writes) that fell outside every live allocation. A copy reads
+    /// zeros, a built-in kernel writes zeros, a tensor operator fails (the stream's next
+    /// synchronize reports it); writes are dropped. Always zero in timing-only mode, where
+    /// no data is accessed.
     pub invalid_accesses: u64,
     /// User operators whose host body panicked (they wrote nothing).
     pub failed_ops: u64,

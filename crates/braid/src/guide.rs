@@ -55,3 +55,6 @@ pub mod reading_the_outputs {}
 
 #[doc = include_str!("../../../docs/guide/11-profiles.md")]
 pub mod profiles {}
+
+#[doc = include_str!("../../../docs/guide/12-llama-decoder.md")]
+pub mod llama_decoder {}

@@ -18,11 +18,13 @@ pub use variable::{
 mod async_errors;
 mod average;
 mod group_calls;
+mod integers;
 mod overlap;
 mod sub_comms;
 pub use async_errors::*;
 pub use average::*;
 pub use group_calls::*;
+pub use integers::*;
 pub use overlap::*;
 pub use sub_comms::*;
 

@@ -78,6 +78,7 @@ mod harness;
 pub mod kernels;
 pub mod memory;
 pub mod ops;
+pub mod ops_attention;
 pub mod ordering;
 pub mod pinned;
 pub mod sleep;
@@ -151,6 +152,16 @@ macro_rules! __with_cases {
                 linear_silu_softmax_and_rms_norm_in_each_float_type,
                 int64_positions_and_bool_masks_compute_exactly,
                 operators_refused_by_their_declaration_never_reach_the_device,
+                embeddings_indexing_and_index_copy_move_elements_by_ids,
+                cat_where_triangles_and_arange_build_tensors_by_position,
+                layer_norm_argmax_and_cumsum_follow_their_formulas,
+                random_operators_draw_the_host_s_numbers,
+            ],
+            ops_attention: [
+                rope_rotates_strided_heads_in_each_float_type,
+                attention_prefill_and_cached_decode_in_each_float_type,
+                attention_modes_compute_or_are_refused_by_name,
+                a_captured_decode_step_takes_each_length_through_a_task_group_update,
             ],
             context: [
                 nested_guards_restore_on_drop,
@@ -350,6 +361,7 @@ macro_rules! __with_collective_cases {
                 all_reduce_min,
                 all_reduce_avg,
                 average_in_half_precision_does_not_overflow,
+                integer_and_double_collectives,
                 all_gather,
                 reduce_scatter,
                 broadcast_from_every_root,

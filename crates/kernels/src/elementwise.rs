@@ -333,7 +333,7 @@ fn binary_int_loop(op: BinaryOp, a: &mut [i64], b: &[i64]) {
 }
 
 /// A scalar in domain `D`.
-fn scalar<D: Num>(s: Scalar) -> D {
+pub(crate) fn scalar<D: Num>(s: Scalar) -> D {
     match s {
         Scalar::Float(v) => D::from_f64(v),
         Scalar::Int(v) => D::from_i64(v),

@@ -17,17 +17,27 @@
 //! - reductions, softmax and RMSNorm walk the output's elements and, for each, the input
 //!   elements they reduce;
 //! - matrix products go to the `gemm` crate (multi-threaded above a size, see
-//!   [`compute_with`]).
+//!   [`compute_with`]);
+//! - rotary embedding rotates each row of the last dimension; attention packs each batch and
+//!   key/value head's valid keys and values once, then computes every query row of its
+//!   group (scores, mask, softmax with the maximum subtracted, values) in float32.
 //!
 //! Results are deterministic: the same operator on the same bytes gives the same bits on
 //! every run, and the thread count does not change them (only matrix products use threads,
 //! and `gemm` sums each output element in the same order whatever their number).
 
+mod attention;
 pub mod element;
 mod elementwise;
+mod index;
+mod layer_norm;
 pub mod layout;
 mod matmul;
+mod position;
+mod random;
 mod reduce;
+mod rope;
+mod shape;
 mod vector;
 
 use braid_stream_core::ops::{OpSpec, OperandUse, TensorOp};
@@ -77,6 +87,20 @@ pub enum ComputeError {
         index: i64,
         /// The dimension's size.
         bound: usize,
+    },
+    /// The operator was not made by [`TensorOp::kernel`] and does not pass its checks.
+    #[error(transparent)]
+    Check(#[from] braid_stream_core::ops::OpCheckError),
+    /// A value read from device memory is outside what the operator takes (a device
+    /// fault on hardware): multinomial weights that are negative or all zero.
+    #[error("{op}: {operand}: {reason}")]
+    InvalidValue {
+        /// The operator.
+        op: &'static str,
+        /// The operand holding the value.
+        operand: &'static str,
+        /// What is wrong with it.
+        reason: String,
     },
 }
 
@@ -184,9 +208,29 @@ pub fn compute_with(
         TensorOp::Softmax(s) => reduce::softmax(s, &srcs[0], out),
         TensorOp::RmsNorm(n) => reduce::rms_norm(n, &srcs[0], &srcs[1], out, &mut rest[0]),
         TensorOp::Matmul(m) => matmul::matmul(m, &srcs, out, threads.max(1)),
+        TensorOp::Index(i) => index::index(i, &srcs, out)?,
+        TensorOp::IndexCopy(c) => index::index_copy(c, &srcs, out)?,
+        TensorOp::Cat(c) => shape::cat(c, &srcs, out),
+        TensorOp::Where(w) => shape::where_(w, &srcs, out),
+        TensorOp::Triangle(t) => shape::triangle(t, &srcs[0], out),
+        TensorOp::Arange(a) => shape::arange(a, out),
+        TensorOp::LayerNorm(n) => layer_norm::layer_norm(n, &srcs, out, rest),
+        TensorOp::ArgReduce(a) => position::arg_reduce(a, &srcs[0], &mut dsts),
+        TensorOp::Cumsum(c) => position::cumsum(c, &srcs[0], out),
+        TensorOp::Rope(r) => rope::rope(r, &srcs[0], &srcs[1], &srcs[2], out),
+        TensorOp::Attention(a) => attention::attention(a, &srcs, out, rest)?,
+        TensorOp::Random(r) => random::random(r, &srcs, out, rest)?,
+        TensorOp::ApplyDropoutMask(m) => random::apply_dropout_mask(m, &srcs, out),
     }
     Ok(())
 }
 
 #[cfg(test)]
+mod family_tests;
+#[cfg(test)]
+mod random_tests;
+#[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod attention_tests;

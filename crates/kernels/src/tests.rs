@@ -8,17 +8,22 @@ use braid_stream_core::{DType, DevicePtr, DeviceSlice, Kernel};
 use proptest::prelude::*;
 
 /// Host bytes standing for device memory, each tensor at its own fake address.
-struct Mem {
+pub(crate) struct Mem {
     next: u64,
 }
 
 impl Mem {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Mem { next: 0x10_0000 }
     }
 
     /// A contiguous tensor holding `values` (converted to `dtype`) and its bytes.
-    fn tensor(&mut self, dtype: DType, shape: &[usize], values: &[f64]) -> (Tensor, Vec<u8>) {
+    pub(crate) fn tensor(
+        &mut self,
+        dtype: DType,
+        shape: &[usize],
+        values: &[f64],
+    ) -> (Tensor, Vec<u8>) {
         let n: usize = shape.iter().product();
         assert_eq!(values.len(), n);
         let len = n as u64 * dtype.size();
@@ -31,7 +36,7 @@ impl Mem {
         (t, bytes)
     }
 
-    fn zeros(&mut self, dtype: DType, shape: &[usize]) -> (Tensor, Vec<u8>) {
+    pub(crate) fn zeros(&mut self, dtype: DType, shape: &[usize]) -> (Tensor, Vec<u8>) {
         let n = shape.iter().product();
         self.tensor(dtype, shape, &vec![0.0; n])
     }
@@ -39,7 +44,7 @@ impl Mem {
 
 /// Runs a kernel on `inputs` (bytes of each read operand) and returns its outputs' bytes,
 /// starting from `outputs`.
-fn run(kernel: Kernel, inputs: &[&[u8]], mut outputs: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
+pub(crate) fn run(kernel: Kernel, inputs: &[&[u8]], mut outputs: Vec<Vec<u8>>) -> Vec<Vec<u8>> {
     let Kernel::Op(op) = kernel else {
         panic!("not a tensor operator")
     };
@@ -48,13 +53,13 @@ fn run(kernel: Kernel, inputs: &[&[u8]], mut outputs: Vec<Vec<u8>>) -> Vec<Vec<u
     outputs
 }
 
-fn values(dtype: DType, bytes: &[u8]) -> Vec<f64> {
+pub(crate) fn values(dtype: DType, bytes: &[u8]) -> Vec<f64> {
     (0..bytes.len() / dtype.size() as usize)
         .map(|i| dtype.get_f64(bytes, i).unwrap())
         .collect()
 }
 
-fn seq(n: usize, scale: f64) -> Vec<f64> {
+pub(crate) fn seq(n: usize, scale: f64) -> Vec<f64> {
     (0..n)
         .map(|i| (i as f64 - n as f64 / 2.0) * scale)
         .collect()

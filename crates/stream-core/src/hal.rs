@@ -54,6 +54,20 @@ pub enum HalError {
         /// Host bytes there are.
         available: u64,
     },
+    /// The host cannot back more simulated device memory: a simulator in data mode keeps
+    /// every device's bytes in host memory and refuses an allocation that would take the
+    /// process past its host-memory budget, before the host runs out.
+    #[error("the host cannot back {requested} more bytes of simulated device memory: {in_use} bytes of the {budget}-byte host-memory budget are in use (raise it with {setting}, or use less device memory)")]
+    HostMemoryExhausted {
+        /// Bytes requested.
+        requested: u64,
+        /// Bytes of simulated device memory the host already backs.
+        in_use: u64,
+        /// The budget.
+        budget: u64,
+        /// The setting that changes the budget.
+        setting: &'static str,
+    },
     /// A parameter the backend cannot accept.
     #[error("invalid argument: {0}")]
     InvalidArgument(String),

@@ -2,15 +2,21 @@
 //! the add family (`aclnnAdds`, `aclnnInplaceAdd`, `aclnnInplaceAdds`), the sub family
 //! (`aclnnSub`, `aclnnSubs`, `aclnnInplaceSub`, `aclnnInplaceSubs`: add with `-alpha`), the mul family
 //! (`aclnnMul`, `aclnnInplaceMul`, `aclnnInplaceMuls`) and the fills `aclnnInplaceOne`,
-//! `aclnnInplaceZero`, each with CANN's semantics (computed in the `ops` module): broadcasting, strided
+//! `aclnnInplaceZero`, `aclnnInplaceFillTensor`, each with CANN's semantics (computed in the `ops` module): broadcasting, strided
 //! tensors, any alpha, in float32, float16 and bfloat16.
 //!
 //! [`AclnnClientOperators`]: braid_acl_sys::aclnn::AclnnClientOperators
 
 use super::exports::{launch, launcher, plan};
 use super::ops::{self, Arith, FillValue, Other};
-use braid_acl_sys::aclnn::{aclOpExecutor, aclScalar, aclTensor, aclnnStatus};
-use braid_stream_core::ops::Scalar;
+use super::{op_work, tensor};
+// Declared in this table; planned in their own module (checked at the end of this file).
+pub use super::pad_exports::{aclnnConstantPadNd, aclnnConstantPadNdGetWorkspaceSize};
+use crate::errmsg::fail;
+use braid_acl_sys::aclnn::{
+    aclOpExecutor, aclScalar, aclTensor, aclnnStatus, ACLNN_ERR_PARAM_INVALID,
+};
+use braid_stream_core::ops::{Cast, Scalar, TensorOp};
 use std::ffi::c_void;
 
 launcher!(
@@ -25,7 +31,8 @@ launcher!(
     aclnnInplaceMul,
     aclnnInplaceMuls,
     aclnnInplaceOne,
-    aclnnInplaceZero
+    aclnnInplaceZero,
+    aclnnInplaceFillTensor
 );
 
 /// The add or sub family's operator (`sign` 1 for add, -1 for sub) with `alpha`.
@@ -285,6 +292,44 @@ pub unsafe extern "C" fn aclnnInplaceOneGetWorkspaceSize(
                 self_ref as usize,
                 FillValue::Constant(Scalar::Int(1)),
             )
+        })
+    }
+}
+
+/// `aclnnInplaceFillTensorGetWorkspaceSize(selfRef, value, workspaceSize, executor)`:
+/// `selfRef[...] = value`, `value` a one-element tensor of any type converted to `selfRef`'s
+/// (a cast from the value broadcast to `selfRef`'s shape).
+///
+/// # Safety
+/// Out pointers null or valid for a write.
+#[no_mangle]
+pub unsafe extern "C" fn aclnnInplaceFillTensorGetWorkspaceSize(
+    self_ref: *mut aclTensor,
+    value: *const aclTensor,
+    workspace_size: *mut u64,
+    executor: *mut *mut aclOpExecutor,
+) -> aclnnStatus {
+    const CALL: &str = "aclnnInplaceFillTensorGetWorkspaceSize";
+    // SAFETY: forwarded.
+    unsafe {
+        plan(CALL, workspace_size, executor, |o| {
+            let (out, x) = (
+                tensor(o, CALL, "selfRef", self_ref as usize)?,
+                tensor(o, CALL, "value", value as usize)?,
+            );
+            if x.numel() != 1 {
+                return Err(fail(
+                    ACLNN_ERR_PARAM_INVALID,
+                    format!(
+                        "{CALL}: value has shape {:?}; it must hold one element",
+                        x.shape()
+                    ),
+                ));
+            }
+            let x = x
+                .reshape(&[])
+                .map_err(|e| fail(ACLNN_ERR_PARAM_INVALID, format!("{CALL}: value: {e}")))?;
+            op_work(CALL, TensorOp::Cast(Cast { x, out }), 0)
         })
     }
 }

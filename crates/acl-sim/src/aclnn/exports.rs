@@ -7,10 +7,10 @@ use super::{REDUCE_SUM_WORKSPACE, RMS_NORM_WORKSPACE};
 use crate::errmsg::{fail, ret, Fail};
 use crate::registry::with;
 use braid_acl_sys::aclnn::{
-    aclDataType, aclFormat, aclIntArray, aclOpExecutor, aclScalar, aclTensor, aclnnStatus,
-    ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_RUNTIME_ERROR, ACL_BOOL,
-    ACL_DOUBLE, ACL_INT16, ACL_INT32, ACL_INT64, ACL_INT8, ACL_UINT16, ACL_UINT32, ACL_UINT64,
-    ACL_UINT8,
+    aclDataType, aclFormat, aclIntArray, aclOpExecutor, aclScalar, aclTensor, aclTensorList,
+    aclnnStatus, ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR, ACLNN_ERR_RUNTIME_ERROR,
+    ACL_BOOL, ACL_DOUBLE, ACL_INT16, ACL_INT32, ACL_INT64, ACL_INT8, ACL_UINT16, ACL_UINT32,
+    ACL_UINT64, ACL_UINT8,
 };
 use braid_stream_core::hal::Stream as _;
 use braid_stream_core::ops::{Matmul, ReduceKind, RmsNorm, Scalar, TensorOp};
@@ -39,7 +39,7 @@ const KNOWN_DATA_TYPES: &[aclDataType] = &[
 ];
 
 /// `aclTensor *aclCreateTensor(...)`: null on bad arguments (a negative dimension or offset,
-/// a null address, a data type CANN does not have).
+/// a null address for a tensor with elements, a data type CANN does not have).
 ///
 /// # Safety
 /// Each array is null or valid for its count of reads.
@@ -51,7 +51,7 @@ pub unsafe extern "C" fn aclCreateTensor(
     data_type: aclDataType,
     stride: *const i64,
     offset: i64,
-    _format: aclFormat,
+    format: aclFormat,
     storage_dims: *const i64,
     storage_dims_num: u64,
     tensor_data: *mut c_void,
@@ -64,12 +64,15 @@ pub unsafe extern "C" fn aclCreateTensor(
             values(storage_dims, storage_dims_num),
         )
     };
-    let (Some(dims), Some(strides), Some(_)) = (dims, strides, storage) else {
+    let (Some(dims), Some(strides), Some(storage)) = (dims, strides, storage) else {
         return std::ptr::null_mut();
     };
+    // A tensor without elements reads nothing: it may have no address (torch_npu passes
+    // such tensors for the dimensions `aclnnIndex` takes whole).
+    let empty = dims.contains(&0);
     if dims.iter().any(|&d| d < 0)
         || offset < 0
-        || tensor_data.is_null()
+        || (tensor_data.is_null() && !empty)
         || !KNOWN_DATA_TYPES.contains(&data_type)
     {
         return std::ptr::null_mut();
@@ -83,19 +86,19 @@ pub unsafe extern "C" fn aclCreateTensor(
             strides,
             offset,
             dtype: data_type,
+            format,
+            storage,
             data: tensor_data as u64,
         },
     );
     h as *mut aclTensor
 }
 
-/// Removes `p` from `map`: 161001 for null, 161002 for an unknown handle.
+/// Removes `p` from `map`: success for null (as CANN's nnopbase: torch_npu releases the null
+/// optional arguments of a call too), 161002 for an unknown handle.
 fn destroy<T>(call: &str, map: impl FnOnce(&mut Objects) -> Option<T>, p: usize) -> aclnnStatus {
     if p == 0 {
-        return ret(Err(fail(
-            ACLNN_ERR_PARAM_NULLPTR,
-            format!("{call}: null handle"),
-        )));
+        return 0;
     }
     match map(&mut objects()) {
         Some(_) => 0,
@@ -202,6 +205,62 @@ pub extern "C" fn aclDestroyIntArray(array: *const aclIntArray) -> aclnnStatus {
     destroy("aclDestroyIntArray", |o| o.int_arrays.remove(&p), p)
 }
 
+/// `aclTensorList *aclCreateTensorList(const aclTensor *const *value, uint64_t size)`: the
+/// list takes the tensors (destroyed with it); null for a null array with a non-zero size, a
+/// handle that is not a live tensor, or a tensor already in a list.
+///
+/// # Safety
+/// `value` is null or valid for `size` reads.
+#[no_mangle]
+pub unsafe extern "C" fn aclCreateTensorList(
+    value: *const *const aclTensor,
+    size: u64,
+) -> *mut aclTensorList {
+    let handles: Vec<usize> = if size == 0 {
+        Vec::new()
+    } else if value.is_null() {
+        return std::ptr::null_mut();
+    } else {
+        let Ok(n) = usize::try_from(size) else {
+            return std::ptr::null_mut();
+        };
+        // SAFETY: valid for `size` reads (the caller's guarantee).
+        unsafe { std::slice::from_raw_parts(value, n) }
+            .iter()
+            .map(|&t| t as usize)
+            .collect()
+    };
+    let mut objs = objects();
+    let listed = |h: &usize| objs.tensor_lists.values().any(|l| l.contains(h));
+    if handles
+        .iter()
+        .any(|h| !objs.tensors.contains_key(h) || listed(h))
+    {
+        return std::ptr::null_mut();
+    }
+    let h = objs.handle();
+    objs.tensor_lists.insert(h, handles);
+    h as *mut aclTensorList
+}
+
+/// `aclnnStatus aclDestroyTensorList(const aclTensorList *array)`: destroys the list and the
+/// tensors it holds.
+#[no_mangle]
+pub extern "C" fn aclDestroyTensorList(array: *const aclTensorList) -> aclnnStatus {
+    let p = array as usize;
+    destroy(
+        "aclDestroyTensorList",
+        |o| {
+            let tensors = o.tensor_lists.remove(&p)?;
+            for t in tensors {
+                o.tensors.remove(&t);
+            }
+            Some(())
+        },
+        p,
+    )
+}
+
 /// `aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor)`.
 #[no_mangle]
 pub extern "C" fn aclSetAclOpExecutorRepeatable(executor: *mut aclOpExecutor) -> aclnnStatus {
@@ -297,7 +356,9 @@ pub(super) unsafe fn plan(
     }
 }
 
-/// An operator launch: consumes the executor, checks the workspace, enqueues the work.
+/// An operator launch: consumes the executor, checks the workspace, enqueues the work. A
+/// refused launch fails the stream's device (`registry::failures`): a client that launches
+/// from a queue of its own (torch_npu) may lose this error, never the results.
 pub(super) fn launch(
     call: &'static str,
     workspace: *mut c_void,
@@ -305,48 +366,67 @@ pub(super) fn launch(
     executor: *mut aclOpExecutor,
     stream: *mut c_void,
 ) -> aclnnStatus {
+    let result = enqueue(call, workspace, size, executor, stream);
+    if let Err(refusal) = &result {
+        let _ = with(|r| {
+            r.note_refused_launch(stream as usize, refusal);
+            Ok(())
+        });
+    }
+    ret(result)
+}
+
+/// [`launch`]'s work.
+fn enqueue(
+    call: &'static str,
+    workspace: *mut c_void,
+    size: u64,
+    executor: *mut aclOpExecutor,
+    stream: *mut c_void,
+) -> Result<(), Fail> {
     let p = executor as usize;
     if p == 0 {
-        return ret(Err(fail(
+        return Err(fail(
             ACLNN_ERR_PARAM_NULLPTR,
             format!("{call}: executor is null"),
-        )));
+        ));
     }
     let planned = {
         let mut objs = objects();
         match objs.executors.get(&p).map(|e| e.repeatable) {
             None => {
-                return ret(Err(fail(
+                return Err(fail(
                     ACLNN_ERR_PARAM_INVALID,
                     format!("{call}: {p:#x} is not a live executor (an executor runs once)"),
-                )))
+                ))
             }
             Some(true) => objs.executors[&p].clone(),
             Some(false) => objs.executors.remove(&p).expect("present"),
         }
     };
     if size < planned.workspace {
-        return ret(Err(fail(
+        return Err(fail(
             ACLNN_ERR_PARAM_INVALID,
             format!(
                 "{call}: workspace of {size} bytes, the executor asked for {}",
                 planned.workspace
             ),
-        )));
+        ));
     }
     if size > 0 && workspace.is_null() {
-        return ret(Err(fail(
+        return Err(fail(
             ACLNN_ERR_PARAM_NULLPTR,
             format!("{call}: workspace is null with size {size}"),
-        )));
+        ));
     }
     let ws = (size > 0).then_some((workspace as u64, size));
     let result = with(|r| {
         r.launch_aclnn(call, stream as usize, ws, |sim| match &planned.work {
             Work::Kernel(k) => sim.launch(k, call),
+            Work::Kernels(ks) => ks.iter().try_for_each(|k| sim.launch(k, call)),
         })
     });
-    ret(result.map_err(|e| {
+    result.map_err(|e| {
         let code = if e.code == ACLNN_ERR_PARAM_INVALID {
             e.code
         } else {
@@ -356,7 +436,7 @@ pub(super) fn launch(
             code,
             format!("{call}: runtime error {}: {}", e.code, e.message),
         )
-    }))
+    })
 }
 
 /// Exports the launch (phase 2) of each named operator.
@@ -521,7 +601,7 @@ pub unsafe extern "C" fn aclnnInplaceCopyGetWorkspaceSize(
 
 /// `aclnnReduceSumGetWorkspaceSize(self, dim, keepDim, dtype, out, workspaceSize, executor)`:
 /// the sum over the dimensions `dim` (all of them when it is empty), `keepDim` keeping them as
-/// 1 ([`ops::reduce`]); bool and integer inputs sum into an integer `out`.
+/// 1; bool and integer inputs sum into an integer `out`.
 ///
 /// # Safety
 /// Out pointers null or valid for a write.

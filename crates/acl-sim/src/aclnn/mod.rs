@@ -2,7 +2,8 @@
 //! operators, with CANN's rules as far as they are documented.
 //!
 //! - `aclCreateTensor` returns null on bad arguments (null dims or strides with a non-zero
-//!   count, an unknown data type, a negative dimension or offset, a null address).
+//!   count, an unknown data type, a negative dimension or offset, a null address for a
+//!   tensor with elements).
 //! - Every `GetWorkspaceSize` checks its parameters: null pointers are
 //!   `ACLNN_ERR_PARAM_NULLPTR` (161001); a stale handle, a data type or a shape the operator
 //!   does not take, or a layout the simulator cannot read (negative strides) are
@@ -21,12 +22,39 @@
 //!   ([`REDUCE_SUM_WORKSPACE`], [`RMS_NORM_WORKSPACE`]; its own figures, not CANN's), so the
 //!   workspace path is exercised.
 //!
-//! Live tensors, scalars, int arrays and executors are counted (`braidSimAclnnLiveObjects`).
+//! - `aclCreateTensorList` takes the tensors it lists: `aclDestroyTensorList` destroys them
+//!   with it (as CANN documents), and a tensor may be in one list only.
+//!
+//! Live tensors, scalars, int arrays and executors are counted (`braidSimAclnnLiveObjects`;
+//! a list's tensors count as tensors until the list is destroyed).
 
+pub mod attention_exports;
 pub mod client_exports;
 pub mod exports;
+pub mod index_exports;
+pub mod layer_norm_exports;
 mod ops;
+pub mod pad_exports;
+pub mod position_exports;
+pub mod random_exports;
+pub mod shape_exports;
 pub mod tensor_exports;
+
+/// The model operator table ([`braid_acl_sys::aclnn::AclnnModelOperators`]) is exported by
+/// several modules, one per family: their signatures are checked here, together.
+mod model_exports_check {
+    #[allow(unused_imports)]
+    use super::index_exports::*;
+    #[allow(unused_imports)]
+    use super::layer_norm_exports::*;
+    #[allow(unused_imports)]
+    use super::position_exports::*;
+    #[allow(unused_imports)]
+    use super::shape_exports::*;
+    braid_acl_sys::aclnn_model_operator_functions!(
+        braid_acl_sys::check_exports!(braid_acl_sys::aclnn::model_operator_fns;)
+    );
+}
 
 use crate::errmsg::{fail, Fail};
 use braid_acl_sys::aclnn::{ACLNN_ERR_PARAM_INVALID, ACLNN_ERR_PARAM_NULLPTR};
@@ -51,6 +79,10 @@ pub(crate) struct TensorDesc {
     pub strides: Vec<i64>,
     pub offset: i64,
     pub dtype: i32,
+    /// The `aclFormat` of its storage.
+    pub format: i32,
+    /// The storage's dimensions (the blocked shape of a private format).
+    pub storage: Vec<i64>,
     pub data: u64,
 }
 
@@ -59,6 +91,9 @@ pub(crate) struct TensorDesc {
 pub(crate) enum Work {
     /// A kernel on the simulated stream.
     Kernel(TypedKernel),
+    /// Kernels launched one after the other on the stream (an operator braid composes, such
+    /// as a constant pad: a fill, then a copy into its middle).
+    Kernels(Vec<TypedKernel>),
 }
 
 /// An executor: its work and the workspace it asked for.
@@ -75,6 +110,8 @@ pub(crate) struct Objects {
     pub tensors: HashMap<usize, TensorDesc>,
     pub scalars: HashMap<usize, Scalar>,
     pub int_arrays: HashMap<usize, Vec<i64>>,
+    /// Tensor lists: the handles of the tensors each owns (they stay in `tensors`).
+    pub tensor_lists: HashMap<usize, Vec<usize>>,
     pub executors: HashMap<usize, Planned>,
     next: usize,
 }
@@ -133,6 +170,30 @@ impl Objects {
         })
     }
 
+    /// The tensors of list `p`, as braid's tensors (the `i`th named `what[i]` in messages).
+    pub fn tensor_list(&self, call: &str, what: &str, p: usize) -> Result<Vec<Tensor>, Fail> {
+        if p == 0 {
+            return Err(fail(
+                ACLNN_ERR_PARAM_NULLPTR,
+                format!("{call}: {what} is null"),
+            ));
+        }
+        let handles = self.tensor_lists.get(&p).ok_or_else(|| {
+            fail(
+                ACLNN_ERR_PARAM_INVALID,
+                format!("{call}: {what} ({p:#x}) is not a live aclTensorList"),
+            )
+        })?;
+        handles
+            .iter()
+            .enumerate()
+            .map(|(i, &h)| {
+                let role = format!("{what}[{i}]");
+                tensor_of(call, &role, self.tensor(call, &role, h)?)
+            })
+            .collect()
+    }
+
     /// `[tensors, scalars, int arrays, executors]` alive.
     pub fn live(&self) -> [u64; 4] {
         [
@@ -158,8 +219,19 @@ fn invalid(call: &str, message: String) -> Fail {
 
 /// The tensor `t` describes (named `role` in messages): its data type, shape and strides,
 /// its first element at `data + offset` elements. Negative strides are refused (the
-/// simulator's limit: braid's tensors never have them).
+/// simulator's limit: braid's tensors never have them), and so is a tensor stored in a
+/// device-private format (`NC1HWC0`, `FRACTAL_NZ`, ...): its bytes are not its view's, and
+/// reading them as such would compute wrong numbers.
 pub(crate) fn tensor_of(call: &str, role: &str, t: &TensorDesc) -> Result<Tensor, Fail> {
+    if braid_acl_sys::aclnn::PRIVATE_FORMATS.contains(&t.format) {
+        return Err(invalid(
+            call,
+            format!(
+                "{role} is stored in the device-private format {} (storage shape {:?}), which braid-acl-sim's operators do not read: convert it to ND first",
+                t.format, t.storage
+            ),
+        ));
+    }
     let dtype = braid_acl_sys::dtypes::dtype_of_acl(t.dtype).ok_or_else(|| {
         invalid(
             call,

@@ -17,6 +17,7 @@ use braid_acl_sys::aclnn::{
 use braid_stream_core::ops::{
     Binary, BinaryOp, Cast, Matmul, Operand, Reduce, ReduceKind, Softmax, TensorOp, Unary, UnaryOp,
 };
+use braid_stream_core::tensor::Tensor;
 use std::ffi::c_void;
 
 fn invalid(call: &str, message: String) -> Fail {
@@ -350,11 +351,28 @@ fn matmul(
     alpha: f64,
     exact_rank: Option<usize>,
 ) -> Result<(Work, u64), Fail> {
-    let (a, b, out) = (
+    let (mut a, mut b, mut out) = (
         tensor(o, call, "self", a)?,
         tensor(o, call, "mat2", b)?,
         tensor(o, call, "out", out)?,
     );
+    if exact_rank.is_none() {
+        // torch.matmul's rule for vectors (aclnnMatmul takes them): a 1-D self is a row,
+        // a 1-D mat2 a column, and that dimension is not in out.
+        let vector = |call: &str, t: &Tensor, role: &str, dim: usize| {
+            t.unsqueeze(dim)
+                .map_err(|e| invalid(call, format!("{role}: {e}")))
+        };
+        if b.rank() == 1 && a.rank() >= 1 {
+            b = vector(call, &b, "mat2", 1)?;
+            out = vector(call, &out, "out", out.rank())?;
+        }
+        if a.rank() == 1 {
+            a = vector(call, &a, "self", 0)?;
+            let at = out.rank().saturating_sub(1);
+            out = vector(call, &out, "out", at)?;
+        }
+    }
     if let Some(rank) = exact_rank {
         if a.rank() != rank || b.rank() != rank {
             return Err(invalid(
@@ -383,7 +401,8 @@ fn matmul(
 }
 
 /// `aclnnMatmulGetWorkspaceSize(self, mat2, out, cubeMathType, workspaceSize, executor)`:
-/// batched products with broadcast batch dimensions (operands of at least two dimensions).
+/// batched products with broadcast batch dimensions; a one-dimensional operand is a row
+/// (`self`) or a column (`mat2`) whose dimension `out` does not have, as in `torch.matmul`.
 ///
 /// # Safety
 /// Out pointers null or valid for a write.

@@ -13,6 +13,7 @@
 
 use crate::codes::*;
 use crate::errmsg::{fail, ret};
+use crate::registry::with;
 use braid_acl_sys::acl::{aclDataBuffer, aclTensorDesc, aclopAttr, ACL_COMPILE_OPT_COUNT};
 use braid_acl_sys::aclnn::{ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED};
 use braid_stream_core::sync::{GlobalMutex, GlobalMutexGuard};
@@ -549,33 +550,27 @@ unsafe fn describe_all(o: &Objects, descs: *const *const aclTensorDesc, n: i32) 
     text.join(", ")
 }
 
-/// `aclError aclopCompileAndExecute(const char *opType, ...)`: refused with
-/// `ACL_ERROR_OP_NOT_FOUND`, naming the operator, its tensors and attributes (braid-acl-sim
-/// compiles nothing; the operators it computes are aclnn operators). Only the operator type,
-/// the descriptions and the attributes are read.
+/// The refusal of an operator on the compile path: `ACL_ERROR_OP_NOT_FOUND`, naming the
+/// operator, its tensors and attributes (braid-acl-sim compiles nothing; the operators it
+/// computes are aclnn operators). Only the operator type, the descriptions and the
+/// attributes are read. The refusal fails the stream's device (`registry::failures`): its
+/// later host waits report it, so that work a client queued behind it is never read back as
+/// if it had run.
 ///
 /// # Safety
 /// `op_type` is null or NUL-terminated; `input_desc` and `output_desc` are null or valid for
 /// `num_inputs` and `num_outputs` reads.
-#[no_mangle]
-pub unsafe extern "C" fn aclopCompileAndExecute(
+unsafe fn refuse(
+    call: &str,
     op_type: *const c_char,
-    num_inputs: i32,
-    input_desc: *const *const aclTensorDesc,
-    _inputs: *const *const aclDataBuffer,
-    num_outputs: i32,
-    output_desc: *const *const aclTensorDesc,
-    _outputs: *const *mut aclDataBuffer,
+    (num_inputs, input_desc): (i32, *const *const aclTensorDesc),
+    (num_outputs, output_desc): (i32, *const *const aclTensorDesc),
     attr: *const aclopAttr,
-    _engine_type: i32,
-    _compile_flag: i32,
-    _op_path: *const c_char,
-    _stream: *mut c_void,
+    stream: *mut c_void,
 ) -> aclError {
-    const CALL: &str = "aclopCompileAndExecute";
     // SAFETY: the caller's guarantee on `op_type`.
     let Some(op) = (unsafe { text(op_type) }) else {
-        return invalid(CALL, "opType is null");
+        return invalid(call, "opType is null");
     };
     let what = {
         let o = objects();
@@ -597,12 +592,87 @@ pub unsafe extern "C" fn aclopCompileAndExecute(
         )
     };
     tracing::warn!(operator = %op, %what, "braid-acl-sim refuses an operator it does not compute");
-    ret(Err(fail(
+    let refusal = fail(
         ACL_ERROR_OP_NOT_FOUND,
         format!(
-            "{CALL}: operator {op} is not computed by braid-acl-sim ({what}): it runs the aclnn operators it exports only and compiles nothing"
+            "{call}: operator {op} is not computed by braid-acl-sim ({what}): it runs the aclnn operators it exports only and compiles nothing"
         ),
-    )))
+    );
+    let _ = with(|r| {
+        r.note_refused_launch(stream as usize, &refusal);
+        Ok(())
+    });
+    ret(Err(refusal))
+}
+
+/// `aclError aclopCompileAndExecute(const char *opType, ...)`: refused with
+/// `ACL_ERROR_OP_NOT_FOUND` naming the operator (see `refuse`).
+///
+/// # Safety
+/// `op_type` is null or NUL-terminated; `input_desc` and `output_desc` are null or valid for
+/// `num_inputs` and `num_outputs` reads.
+#[no_mangle]
+pub unsafe extern "C" fn aclopCompileAndExecute(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *const *const aclTensorDesc,
+    _inputs: *const *const aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *const *const aclTensorDesc,
+    _outputs: *const *mut aclDataBuffer,
+    attr: *const aclopAttr,
+    _engine_type: i32,
+    _compile_flag: i32,
+    _op_path: *const c_char,
+    stream: *mut c_void,
+) -> aclError {
+    let (inputs, outputs) = ((num_inputs, input_desc), (num_outputs, output_desc));
+    // SAFETY: forwarded.
+    unsafe {
+        refuse(
+            "aclopCompileAndExecute",
+            op_type,
+            inputs,
+            outputs,
+            attr,
+            stream,
+        )
+    }
+}
+
+/// `aclError aclopCompileAndExecuteV2(const char *opType, ...)`: refused as
+/// `aclopCompileAndExecute` is, naming the operator.
+///
+/// # Safety
+/// As `aclopCompileAndExecute`.
+#[no_mangle]
+pub unsafe extern "C" fn aclopCompileAndExecuteV2(
+    op_type: *const c_char,
+    num_inputs: i32,
+    input_desc: *mut *mut aclTensorDesc,
+    _inputs: *mut *mut aclDataBuffer,
+    num_outputs: i32,
+    output_desc: *mut *mut aclTensorDesc,
+    _outputs: *mut *mut aclDataBuffer,
+    attr: *mut aclopAttr,
+    _engine_type: i32,
+    _compile_flag: i32,
+    _op_path: *const c_char,
+    stream: *mut c_void,
+) -> aclError {
+    let inputs = (num_inputs, input_desc as *const *const aclTensorDesc);
+    let outputs = (num_outputs, output_desc as *const *const aclTensorDesc);
+    // SAFETY: forwarded.
+    unsafe {
+        refuse(
+            "aclopCompileAndExecuteV2",
+            op_type,
+            inputs,
+            outputs,
+            attr,
+            stream,
+        )
+    }
 }
 
 /// `aclError aclSetCompileopt(aclCompileOpt opt, const char *value)`: kept; a value longer

@@ -10,11 +10,15 @@ use crate::codes::*;
 use crate::errmsg::{fail, ret};
 use crate::exports::{h, out, ptr_of};
 use crate::registry::{with, with_then_wait};
-use braid_acl_sys::acl::{
-    aclCANNPackageVersion, aclrtBinHandle, aclrtBinaryLoadOptions, aclrtContext, aclrtFuncHandle,
-};
+use braid_acl_sys::acl::{aclrtBinHandle, aclrtBinaryLoadOptions, aclrtContext, aclrtFuncHandle};
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::sync::OnceLock;
+// Declared in the same table as this module's calls (checked at the end of this file).
+pub use super::host::{
+    aclrtHostRegister, aclrtHostRegisterV2, aclrtHostUnregister, aclrtLaunchCallback,
+    aclrtSetStreamAttribute, aclrtSubscribeReport, aclrtUnSubscribeReport,
+};
+pub use super::version::{aclsysGetCANNVersion, aclsysGetVersionStr};
 
 /// The failure of a call the simulator has no meaning for.
 fn not_supported(call: &str, why: &str) -> aclError {
@@ -113,26 +117,6 @@ pub unsafe extern "C" fn aclGetCannAttribute(cann_attr: i32, value: *mut i32) ->
             with(|r| r.cann_attribute(cann_attr))
         })
     }
-}
-
-/// `aclError aclsysGetCANNVersion(aclCANNPackageName name, aclCANNPackageVersion
-/// *version)`: braid-acl-sim is no CANN package and has no version to report (207000).
-#[no_mangle]
-pub extern "C" fn aclsysGetCANNVersion(
-    _name: i32,
-    _version: *mut aclCANNPackageVersion,
-) -> aclError {
-    not_supported("aclsysGetCANNVersion", "it is no CANN package")
-}
-
-/// `aclError aclsysGetVersionStr(char *pkgName, char *versionStr)`: as
-/// `aclsysGetCANNVersion` (207000).
-#[no_mangle]
-pub extern "C" fn aclsysGetVersionStr(
-    _pkg_name: *mut c_char,
-    _version_str: *mut c_char,
-) -> aclError {
-    not_supported("aclsysGetVersionStr", "it is no CANN package")
 }
 
 /// `aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count,

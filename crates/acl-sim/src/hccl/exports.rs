@@ -32,16 +32,18 @@ pub(super) fn non_null<T>(call: &str, what: &str, p: *const T) -> Result<(), Fai
     }
 }
 
-/// braid's data type for an `HcclDataType`: `HCCL_E_PARA` for a value that is not one,
-/// `HCCL_E_NOT_SUPPORT` for one braid's simulator does not compute in.
+/// braid's data type for an `HcclDataType` (braid-acl-sys's one table of HCCL's codes):
+/// every type of HCCL's table braid has (int8 to uint64, fp16, fp32, bf16, fp64);
+/// `HCCL_E_NOT_SUPPORT` for HCCL's int128 and 8-bit float types, which braid has not;
+/// `HCCL_E_PARA` for a value that is not an `HcclDataType`.
 pub(super) fn dtype(call: &str, data_type: HcclDataType) -> Result<DType, Fail> {
+    if let Some(t) = braid_acl_sys::dtypes::dtype_of_hccl(data_type) {
+        return Ok(t);
+    }
     match data_type {
-        HCCL_DATA_TYPE_FP32 => Ok(DType::F32),
-        HCCL_DATA_TYPE_FP16 => Ok(DType::F16),
-        HCCL_DATA_TYPE_BFP16 => Ok(DType::BF16),
-        HCCL_DATA_TYPE_INT8..=HCCL_DATA_TYPE_BFP16 => Err(fail(
+        12..=17 => Err(fail(
             HCCL_E_NOT_SUPPORT,
-            format!("{call}: data type {data_type} is not simulated (fp32, fp16 and bf16 are)"),
+            format!("{call}: data type {data_type} (int128 or an 8-bit float) is not simulated; every other type of HCCL's table is"),
         )),
         _ => Err(fail(
             HCCL_E_PARA,

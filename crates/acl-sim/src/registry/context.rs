@@ -67,6 +67,8 @@ impl Registry {
         };
         dev.refcount -= 1;
         if dev.refcount == 0 {
+            // Released: a refused launch no longer fails its waits.
+            dev.refused = None;
             CURRENT.with(|c| {
                 if c.get() == Some(index) {
                     c.set(None);
@@ -160,6 +162,7 @@ impl Registry {
         };
         let index = self.current(call)?;
         self.check_blocking(call, index, None)?;
+        self.check_failed(call, index)?;
         let sim = self.dev(index)?.sim.clone();
         Ok(Wait::new(call, WaitOn::Device(sim.clone())).limited(sim, timeout_ms))
     }

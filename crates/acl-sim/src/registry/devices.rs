@@ -59,6 +59,7 @@ impl Registry {
         let (count, capacity) = (self.device_count as u32, self.capacity);
         let record_timeline = self.system.records_timeline();
         let collective_timeout = self.collective_timeout;
+        let host_memory = self.host_memory;
         let profile = &self.profile;
         let slot = if timing_only {
             &mut self.nodes.timing_only
@@ -76,7 +77,8 @@ impl Registry {
                     .capacity(capacity)
                     .mode(mode)
                     .record_timeline(record_timeline)
-                    .collective_timeout(collective_timeout),
+                    .collective_timeout(collective_timeout)
+                    .host_memory_budget(host_memory),
             );
             // A profile without a node keeps the default node's links.
             SimNode::new(match &profile.node {
@@ -108,6 +110,7 @@ impl Registry {
                 refcount: 0,
                 allocations: BTreeMap::new(),
                 reservations: BTreeMap::new(),
+                refused: None,
             });
         }
         self.dev_mut(index)

@@ -185,6 +185,7 @@ impl Registry {
         const CALL: &str = "aclrtSynchronizeEvent";
         let e = self.event(CALL, event)?;
         self.check_blocking(CALL, e.device, self.event_capture(e))?;
+        self.check_failed(CALL, e.device)?;
         Ok(Wait::new(CALL, WaitOn::Event(e.sim.clone())))
     }
 

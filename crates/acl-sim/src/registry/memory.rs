@@ -13,8 +13,19 @@ use braid_stream_core::types::{DevicePtr, HostPtr};
 use std::collections::BTreeMap;
 
 impl Registry {
-    pub fn mem_info(&self, attr: u32) -> Result<(u64, u64), Fail> {
-        let dev = self.dev(self.current("aclrtGetMemInfo")?)?;
+    /// `aclrtGetMemInfo`: the free and total memory of the calling thread's current device,
+    /// or of device 0 on a thread that set none (the runtime's default device: torch_npu
+    /// asks before its first `aclrtSetDevice` when a memory fraction is configured).
+    pub fn mem_info(&mut self, attr: u32) -> Result<(u64, u64), Fail> {
+        const CALL: &str = "aclrtGetMemInfo";
+        let device = match self.current(CALL) {
+            Ok(d) => d,
+            Err(_) => {
+                self.ensure_device(CALL, 0)?;
+                0
+            }
+        };
+        let dev = self.dev(device)?;
         if matches!(attr, ACL_DDR_MEM | ACL_DDR_MEM_HUGE | ACL_DDR_MEM_NORMAL) {
             return Ok((0, 0));
         }
@@ -232,6 +243,7 @@ impl Registry {
         const CALL: &str = "aclrtMemcpy";
         let device = self.current(CALL)?;
         self.check_blocking(CALL, device, None)?;
+        self.check_failed(CALL, device)?;
         // SAFETY: the caller's guarantee; the copy is waited for before returning.
         unsafe { self.memcpy_async(CALL, dst, dst_max, src, count, kind, 0) }?;
         self.wait_default_stream(CALL, device)
@@ -248,6 +260,7 @@ impl Registry {
         const CALL: &str = "aclrtMemset";
         let device = self.current(CALL)?;
         self.check_blocking(CALL, device, None)?;
+        self.check_failed(CALL, device)?;
         self.memset_async(CALL, dst, max_count, value, count, 0)?;
         self.wait_default_stream(CALL, device)
     }
@@ -255,5 +268,51 @@ impl Registry {
     fn wait_default_stream(&self, call: &'static str, device: usize) -> Result<Wait, Fail> {
         let stream = self.dev(device)?.default_stream.clone();
         Ok(Wait::new(call, WaitOn::Stream(stream)))
+    }
+}
+
+impl Registry {
+    /// `aclrtHostRegisterV2`: registers `[ptr, ptr + size)` of host memory as pinned. The
+    /// simulator copies every host range the same way, so registration is kept (and checked:
+    /// no range twice, no overlap) for `aclrtHostUnregister`.
+    pub fn host_register(&mut self, ptr: u64, size: u64) -> Result<(), Fail> {
+        const CALL: &str = "aclrtHostRegisterV2";
+        if ptr == 0 || size == 0 {
+            return Err(fail(
+                ACL_ERROR_INVALID_PARAM,
+                format!("{CALL}: ptr is null or size is 0"),
+            ));
+        }
+        let end = ptr.checked_add(size).ok_or_else(|| {
+            fail(
+                ACL_ERROR_INVALID_PARAM,
+                format!("{CALL}: {ptr:#x} + {size} overflows"),
+            )
+        })?;
+        let before = self.registered_host.range(..end).next_back();
+        if let Some((&at, &len)) = before.filter(|(&at, &len)| at + len > ptr) {
+            return Err(fail(
+                ACL_ERROR_RT_PARAM_INVALID,
+                format!(
+                    "{CALL}: [{ptr:#x}, {end:#x}) overlaps the registered range [{at:#x}, {:#x})",
+                    at + len
+                ),
+            ));
+        }
+        self.registered_host.insert(ptr, size);
+        Ok(())
+    }
+
+    /// `aclrtHostUnregister`: forgets a range `aclrtHostRegisterV2` registered.
+    pub fn host_unregister(&mut self, ptr: u64) -> Result<(), Fail> {
+        self.registered_host
+            .remove(&ptr)
+            .map(|_| ())
+            .ok_or_else(|| {
+                fail(
+                    ACL_ERROR_RT_PARAM_INVALID,
+                    format!("aclrtHostUnregister: {ptr:#x} is not a registered host range"),
+                )
+            })
     }
 }

@@ -97,6 +97,26 @@ impl Registry {
         Ok(())
     }
 
+    /// Refuses synchronizing or querying a stream of an active capture (107041); another
+    /// stream may be synchronized in any mode. CANN's capture modes restrict its "unsafe"
+    /// calls (`aclrtMemset`, `aclrtMemcpy`, `aclrtMemcpy2d`, async copies of pageable host
+    /// memory), and torch_npu relies on the rest: its generator synchronizes its default
+    /// stream when the first random operator of a global-mode capture creates the capture's
+    /// seed and offset tensors.
+    pub(super) fn check_stream_blocking(
+        &self,
+        call: &str,
+        device: usize,
+        own: Option<u64>,
+    ) -> Result<(), Fail> {
+        match own {
+            Some(id) if self.captures.get(&id).is_some_and(|c| c.device == device) => {
+                self.check_blocking(call, device, own)
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// Refuses work on the default stream during a capture that restricts this thread (107031).
     pub(super) fn check_default_stream(
         &self,

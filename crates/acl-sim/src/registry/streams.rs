@@ -35,9 +35,10 @@ impl Registry {
         })
     }
 
-    /// The `aclrtStream` handle of every live stream by (device, simulator stream index); the
-    /// default streams are handle 0.
+    /// The `aclrtStream` handle of every stream by (device, simulator stream index), the
+    /// destroyed ones included; the default streams are handle 0.
     pub(super) fn stream_names(&self) -> StreamNames {
+        let retired = self.retired_streams.iter().map(|(k, h)| (*k, *h));
         let defaults = self.devices.iter().enumerate().filter_map(|(i, d)| {
             d.as_ref()
                 .map(|d| ((i as u32, d.default_stream.index()), 0usize))
@@ -46,7 +47,7 @@ impl Registry {
             .streams
             .iter()
             .map(|(h, e)| ((e.device as u32, e.sim.index()), *h));
-        defaults.chain(created).collect()
+        retired.chain(defaults).chain(created).collect()
     }
 
     pub fn create_stream(&mut self, priority: u32) -> Result<usize, Fail> {
@@ -89,6 +90,8 @@ impl Registry {
             }
         }
         self.streams.remove(&handle);
+        self.retired_streams
+            .insert((s.device as u32, s.sim.index()), handle);
         Ok(())
     }
 
@@ -140,14 +143,15 @@ impl Registry {
             "aclrtSynchronizeStreamWithTimeout"
         };
         let s = self.stream(call, handle)?;
-        self.check_blocking(call, s.device, s.capture)?;
+        self.check_stream_blocking(call, s.device, s.capture)?;
+        self.check_failed(call, s.device)?;
         let clock = self.dev(s.device)?.sim.clone();
         Ok(Wait::new(call, WaitOn::Stream(s.sim.clone())).limited(clock, timeout_ms))
     }
 
     pub fn stream_query(&mut self, handle: usize) -> Result<u32, Fail> {
         let s = self.stream("aclrtStreamQuery", handle)?;
-        self.check_blocking("aclrtStreamQuery", s.device, s.capture)?;
+        self.check_stream_blocking("aclrtStreamQuery", s.device, s.capture)?;
         let done = s.sim.query().map_err(|e| sim_fail("aclrtStreamQuery", e))?;
         Ok(if done {
             ACL_STREAM_STATUS_COMPLETE

@@ -49,6 +49,25 @@ macro_rules! acl_client_functions {
     /// `aclError aclsysGetVersionStr(char *pkgName, char *versionStr)`: `versionStr` holds
     /// `ACL_PKG_VERSION_MAX_SIZE` bytes.
     optional fn aclsysGetVersionStr(pkg_name: *mut c_char, version_str: *mut c_char) -> aclError;
+    /// `aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream)`: host callbacks
+    /// launched on `stream` run on thread `threadId` (in its `aclrtProcessReport`).
+    optional fn aclrtSubscribeReport(thread_id: u64, stream: aclrtStream) -> aclError;
+    /// `aclError aclrtUnSubscribeReport(uint64_t threadId, aclrtStream stream)`.
+    optional fn aclrtUnSubscribeReport(thread_id: u64, stream: aclrtStream) -> aclError;
+    /// `aclError aclrtLaunchCallback(aclrtCallback fn, void *userData, aclrtCallbackBlockType
+    /// blockType, aclrtStream stream)`: a host function as a task of `stream`.
+    optional fn aclrtLaunchCallback(func: Option<unsafe extern "C" fn(*mut c_void)>, user_data: *mut c_void, block_type: i32, stream: aclrtStream) -> aclError;
+    /// `aclError aclrtHostRegisterV2(void *ptr, uint64_t size, uint32_t flag)`: registers a
+    /// host range as pinned.
+    optional fn aclrtHostRegisterV2(ptr: *mut c_void, size: u64, flag: u32) -> aclError;
+    /// `aclError aclrtHostUnregister(void *ptr)`.
+    optional fn aclrtHostUnregister(ptr: *mut c_void) -> aclError;
+    /// `aclError aclrtHostRegister(void *ptr, uint64_t size, aclrtHostRegisterType type, void
+    /// **devPtr)`: maps host memory for the device.
+    optional fn aclrtHostRegister(ptr: *mut c_void, size: u64, reg_type: i32, dev_ptr: *mut *mut c_void) -> aclError;
+    /// `aclError aclrtSetStreamAttribute(aclrtStream stream, aclrtStreamAttr stmAttrType,
+    /// aclrtStreamAttrValue *value)`.
+    optional fn aclrtSetStreamAttribute(stream: aclrtStream, attr: i32, value: *mut c_void) -> aclError;
     /// `aclError aclrtMemcpy(void *dst, size_t destMax, const void *src, size_t count,
     /// aclrtMemcpyKind kind)`: returns when the copy is done.
     optional fn aclrtMemcpy(dst: *mut c_void, dest_max: usize, src: *const c_void, count: usize, kind: u32) -> aclError;
@@ -136,7 +155,7 @@ mod tests {
     #[test]
     fn the_client_list_is_optional_and_apart_from_braids_own() {
         let client = AclClientFunctions::SYMBOLS;
-        assert_eq!(client.len(), 34);
+        assert_eq!(client.len(), 41);
         assert!(client.iter().all(|s| !s.required));
         let mut names: Vec<&str> = client
             .iter()

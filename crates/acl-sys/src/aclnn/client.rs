@@ -11,7 +11,7 @@
 //! Signatures: the ops-math headers (`aclnn_add.h`, `aclnn_sub.h`, `aclnn_mul.h`, `aclnn_one.h`,
 //! `aclnn_zero.h`).
 
-use super::types::{aclOpExecutor, aclScalar, aclTensor, aclnnStatus};
+use super::types::{aclIntArray, aclOpExecutor, aclScalar, aclTensor, aclnnStatus};
 use crate::acl::aclrtStream;
 use std::ffi::c_void;
 
@@ -161,6 +161,22 @@ macro_rules! aclnn_client_operator_functions {
     /// `aclnnStatus aclnnInplaceOne(void *workspace, uint64_t workspaceSize, aclOpExecutor
     /// *executor, aclrtStream stream)`.
     optional fn aclnnInplaceOne(workspace: *mut c_void, workspace_size: u64, executor: *mut aclOpExecutor, stream: aclrtStream) -> aclnnStatus;
+    /// `aclnnStatus aclnnInplaceFillTensorGetWorkspaceSize(aclTensor *selfRef, const aclTensor
+    /// *value, uint64_t *workspaceSize, aclOpExecutor **executor)`: `selfRef[...] = value`, a
+    /// one-element tensor (torch_npu's `fill_` with a device tensor takes this family only
+    /// with `aclnnInplaceFillScalar`).
+    optional fn aclnnInplaceFillTensorGetWorkspaceSize(self_ref: *mut aclTensor, value: *const aclTensor, workspace_size: *mut u64, executor: *mut *mut aclOpExecutor) -> aclnnStatus;
+    /// `aclnnStatus aclnnInplaceFillTensor(void *workspace, uint64_t workspaceSize,
+    /// aclOpExecutor *executor, aclrtStream stream)`.
+    optional fn aclnnInplaceFillTensor(workspace: *mut c_void, workspace_size: u64, executor: *mut aclOpExecutor, stream: aclrtStream) -> aclnnStatus;
+    /// `aclnnStatus aclnnConstantPadNdGetWorkspaceSize(const aclTensor *self, const
+    /// aclIntArray *pad, const aclScalar *value, aclTensor *out, uint64_t *workspaceSize,
+    /// aclOpExecutor **executor)`: `out` is `self` padded with `value` (`pad` holds a before
+    /// and an after count per dimension, the last dimension first; negative counts crop).
+    optional fn aclnnConstantPadNdGetWorkspaceSize(self_: *const aclTensor, pad: *const aclIntArray, value: *const aclScalar, out: *mut aclTensor, workspace_size: *mut u64, executor: *mut *mut aclOpExecutor) -> aclnnStatus;
+    /// `aclnnStatus aclnnConstantPadNd(void *workspace, uint64_t workspaceSize, aclOpExecutor
+    /// *executor, aclrtStream stream)`.
+    optional fn aclnnConstantPadNd(workspace: *mut c_void, workspace_size: u64, executor: *mut aclOpExecutor, stream: aclrtStream) -> aclnnStatus;
     /// `aclnnStatus aclnnInplaceZeroGetWorkspaceSize(aclTensor *selfRef, uint64_t
     /// *workspaceSize, aclOpExecutor **executor)`: fills with zeros.
     optional fn aclnnInplaceZeroGetWorkspaceSize(self_ref: *mut aclTensor, workspace_size: *mut u64, executor: *mut *mut aclOpExecutor) -> aclnnStatus;
@@ -193,7 +209,7 @@ mod tests {
     #[test]
     fn every_client_operator_comes_in_two_phases_apart_from_braids() {
         let client = AclnnClientOperators::SYMBOLS;
-        assert_eq!(client.len(), 24);
+        assert_eq!(client.len(), 28);
         assert!(client.iter().all(|s| !s.required));
         for s in client
             .iter()

@@ -8,7 +8,8 @@
 //! and the ops-math / ops-nn documentation for the operators.
 
 use super::types::{
-    aclDataType, aclFormat, aclIntArray, aclOpExecutor, aclScalar, aclTensor, aclnnStatus,
+    aclDataType, aclFormat, aclIntArray, aclOpExecutor, aclScalar, aclTensor, aclTensorList,
+    aclnnStatus,
 };
 use crate::acl::aclrtStream;
 use std::ffi::c_void;
@@ -49,6 +50,12 @@ macro_rules! aclnn_descriptor_functions {
     required fn aclCreateIntArray(value: *const i64, size: u64) -> *mut aclIntArray;
     /// `aclnnStatus aclDestroyIntArray(const aclIntArray *array)`.
     required fn aclDestroyIntArray(array: *const aclIntArray) -> aclnnStatus;
+    /// `aclTensorList *aclCreateTensorList(const aclTensor *const *value, uint64_t size)`: a
+    /// list of the tensors `value` points to, which it then owns; null on bad arguments.
+    optional fn aclCreateTensorList(value: *const *const aclTensor, size: u64) -> *mut aclTensorList;
+    /// `aclnnStatus aclDestroyTensorList(const aclTensorList *array)`: destroys the list and
+    /// the tensors it holds.
+    optional fn aclDestroyTensorList(array: *const aclTensorList) -> aclnnStatus;
     /// `aclnnStatus aclSetAclOpExecutorRepeatable(aclOpExecutor *executor)`: the executor
     /// survives its launches until `aclDestroyAclOpExecutor`.
     optional fn aclSetAclOpExecutorRepeatable(executor: *mut aclOpExecutor) -> aclnnStatus;
@@ -208,7 +215,7 @@ mod tests {
     fn both_tables_list_their_symbols_once() {
         let d = AclnnDescriptors::SYMBOLS;
         let o = AclnnOperators::SYMBOLS;
-        assert_eq!(d.len(), 9);
+        assert_eq!(d.len(), 11);
         assert_eq!(o.len(), 14);
         let mut names: Vec<&str> = d.iter().chain(o).map(|s| s.name).collect();
         names.sort_unstable();

@@ -9,8 +9,12 @@
 //!   list): each symbol comes from the first library of the set that exports it;
 //! - [`AclnnTensorOperators`]: the operators braid's tensor operators lower to (all
 //!   optional);
+//! - [`AclnnAttentionOperators`]: rotary embedding and flash attention (all optional);
+//! - [`AclnnRandomOperators`]: the random family (all optional);
 //! - [`AclnnClientOperators`]: the operators a foreign client (torch_npu) looks up beyond
-//!   braid's, declared so `braid-acl-sim`'s exports of them are checked.
+//!   braid's, declared so `braid-acl-sim`'s exports of them are checked;
+//! - [`AclnnModelOperators`]: indexing, concatenation, selection, triangles, ramps,
+//!   LayerNorm, extremes' positions and cumulative sums (all optional).
 //!
 //! Every operator is two calls: `aclnnXxxGetWorkspaceSize(<tensors...>, uint64_t
 //! *workspaceSize, aclOpExecutor **executor)` checks the parameters, says how many bytes of
@@ -18,15 +22,21 @@
 //! uint64_t workspaceSize, aclOpExecutor *executor, aclrtStream stream)` enqueues it on the
 //! stream and consumes the executor (CANN destroys a non-repeatable executor in this call).
 
+mod attention_ops;
 mod client;
 mod codes;
 mod functions;
+mod model_ops;
+mod random_ops;
 mod tensor_ops;
 mod types;
 
+pub use attention_ops::{attention_operator_fns, AclnnAttentionOperators};
 pub use client::{client_operator_fns, AclnnClientOperators};
 pub use codes::*;
 pub use functions::{descriptor_fns, operator_fns, AclnnDescriptors, AclnnOperators};
+pub use model_ops::{model_operator_fns, AclnnModelOperators};
+pub use random_ops::{random_operator_fns, AclnnRandomOperators};
 pub use tensor_ops::{tensor_operator_fns, AclnnTensorOperators};
 pub use types::*;
 

@@ -23,6 +23,13 @@ pub struct aclIntArray {
     _opaque: [u8; 0],
 }
 
+/// `aclTensorList`: an opaque list of tensor descriptors (`aclCreateTensorList`); destroying
+/// it destroys the tensors it holds.
+#[repr(C)]
+pub struct aclTensorList {
+    _opaque: [u8; 0],
+}
+
 /// `aclOpExecutor`: what `aclnnXxxGetWorkspaceSize` creates and `aclnnXxx` runs (and
 /// consumes).
 #[repr(C)]
@@ -67,6 +74,16 @@ pub type aclFormat = i32;
 pub const ACL_FORMAT_UNDEFINED: aclFormat = -1;
 /// `ACL_FORMAT_ND`: a plain N-dimensional row-major layout.
 pub const ACL_FORMAT_ND: aclFormat = 2;
+/// `ACL_FORMAT_NC1HWC0`: the 5-D blocked layout of the cube unit (C cut into blocks of C0).
+pub const ACL_FORMAT_NC1HWC0: aclFormat = 3;
+/// `ACL_FORMAT_FRACTAL_NZ`: the fractal layout of matrix operands (16 × 16 blocks).
+pub const ACL_FORMAT_FRACTAL_NZ: aclFormat = 29;
+/// The device-private formats of `acl_base.h` (`NC1HWC0`, `FRACTAL_Z`, `NC1HWC0_C04`,
+/// `FRACTAL_NZ`, `NDC1HWC0`, `FRACTAL_Z_3D`, the `FRACTAL_NZ_C0_*` variants): a tensor in
+/// one of them is stored in blocks, not row-major in its view's shape. The others (`NCHW`,
+/// `NHWC`, `ND`, `HWCN`, `NDHWC`, `NCDHW`, `NC`, `NCL`) name how a row-major tensor's
+/// dimensions are read.
+pub const PRIVATE_FORMATS: [aclFormat; 11] = [3, 4, 12, 29, 32, 33, 50, 51, 52, 53, 54];
 
 /// `aclnnMm`'s `cubeMathType`: compute in the tensors' data type.
 pub const CUBE_MATH_KEEP_DTYPE: i8 = 0;

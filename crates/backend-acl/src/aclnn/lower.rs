@@ -15,6 +15,10 @@
 //! | `Reduce` | `aclnnReduceSum`, `aclnnMean`, `aclnnAmax` / `aclnnAmin`, `aclnnAny`, `aclnnAll` |
 //! | `Softmax` | `aclnnSoftmax`, `aclnnLogSoftmax` |
 //! | `Matmul` | `aclnnMm` (2-D), `aclnnMatmul` (batched), `aclnnAddmm` (2-D with a bias) |
+//! | `Rope` | `aclnnRotaryPositionEmbedding` |
+//! | `Attention` | `aclnnFlashAttentionScore` (see its module for what it cannot express) |
+//! | the indexing, shape, LayerNorm and position families | see `lower_model` |
+//! | `Random`, `ApplyDropoutMask` | the random family (`super::lower_random`) |
 
 use super::kernels::{AclPrepared, Held, Kind, Operator};
 use super::objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
@@ -27,14 +31,14 @@ use braid_stream_core::ops::{
 };
 
 /// The refusal of an operator the loaded aclnn libraries do not have.
-fn missing(call: &str) -> HalError {
+pub(super) fn missing(call: &str) -> HalError {
     HalError::UnsupportedOperator(format!(
         "{call} is not in the loaded aclnn operator libraries"
     ))
 }
 
 /// A planned operator, or the planning's error.
-fn prepared(
+pub(super) fn prepared(
     executor: Result<Executor, AclError>,
     launch: LaunchFn,
     call: &'static str,
@@ -74,6 +78,8 @@ macro_rules! plan {
     }};
 }
 
+pub(super) use plan;
+
 /// Plans a required operator of braid's own table.
 macro_rules! plan_required {
     ($api:expr, $get:ident, $launch:ident, ($($arg:expr),*), [$($held:expr),*]) => {{
@@ -91,6 +97,8 @@ macro_rules! plan_required {
         )
     }};
 }
+
+mod attention;
 
 /// Plans `op` as its aclnn operator (its `GetWorkspaceSize`).
 pub(crate) fn prepare(api: &'static AclnnApi, op: &OpKernel) -> Result<AclPrepared, HalError> {
@@ -209,6 +217,11 @@ pub(crate) fn prepare(api: &'static AclnnApi, op: &OpKernel) -> Result<AclPrepar
                 )),
             }
         }
+        TensorOp::Rope(r) => attention::rope(api, r),
+        TensorOp::Attention(a) => attention::attention(api, a),
+        TensorOp::Random(r) => super::lower_random::random(api, r),
+        TensorOp::ApplyDropoutMask(m) => super::lower_random::apply_dropout_mask(api, m),
+        other => super::lower_model::prepare(api, other),
     }
 }
 

@@ -1,6 +1,7 @@
 //! aclnn, CANN's single-operator API, loaded at run time: the resolved tables ([`AclnnApi`],
 //! public so that users' native closures call aclnn operators too), safe descriptor wrappers
-//! that destroy what they create on every path ([`Tensor`], [`Scalar`], [`IntArray`]), and how
+//! that destroy what they create on every path ([`Tensor`], [`Scalar`], [`IntArray`],
+//! [`TensorList`]), and how
 //! braid's built-in kernels run as aclnn operators ([`AclPrepared`]).
 //!
 //! Where the libraries are looked for (`braid_acl_sys::aclnn`): descriptors from
@@ -20,19 +21,21 @@
 
 pub(crate) mod kernels;
 mod lower;
+mod lower_model;
+mod lower_random;
 mod muls;
 mod objects;
 
 pub use kernels::{acl_data_type, AclPrepared, BUSY_UNSUPPORTED};
 pub use muls::muls_op;
-pub use objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
+pub use objects::{Executor, IntArray, LaunchFn, Scalar, Tensor, TensorList};
 
 use crate::api::AclApi;
 use crate::error::AclError;
 use braid_acl_sys::aclnn::{
-    aclnnStatus, status_name, AclnnClientOperators, AclnnDescriptors, AclnnOperators,
-    AclnnTensorOperators, DESCRIPTOR_LIBRARIES, DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES,
-    OPERATOR_LIBS_ENV,
+    aclnnStatus, status_name, AclnnAttentionOperators, AclnnClientOperators, AclnnDescriptors,
+    AclnnModelOperators, AclnnOperators, AclnnRandomOperators, AclnnTensorOperators,
+    DESCRIPTOR_LIBRARIES, DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES, OPERATOR_LIBS_ENV,
 };
 use braid_acl_sys::loader::{self, LoadError, Loaded};
 use braid_stream_core::sync::GlobalMutex;
@@ -61,6 +64,9 @@ pub struct AclnnApi {
     operators: Loaded<AclnnOperators>,
     client: Loaded<AclnnClientOperators>,
     tensor_ops: Loaded<AclnnTensorOperators>,
+    model_ops: Loaded<AclnnModelOperators>,
+    attention_ops: Loaded<AclnnAttentionOperators>,
+    random_ops: Loaded<AclnnRandomOperators>,
 }
 
 impl fmt::Debug for AclnnApi {
@@ -97,6 +103,22 @@ impl AclnnApi {
     /// The operators braid's tensor operators lower to (every symbol optional).
     pub fn tensor_operators(&self) -> &AclnnTensorOperators {
         &self.tensor_ops
+    }
+
+    /// Indexing, concatenation, selection, triangles, ramps, LayerNorm, extremes' positions
+    /// and cumulative sums (every symbol optional).
+    pub fn model_operators(&self) -> &AclnnModelOperators {
+        &self.model_ops
+    }
+
+    /// Rotary embedding and flash attention (every symbol optional).
+    pub fn attention_operators(&self) -> &AclnnAttentionOperators {
+        &self.attention_ops
+    }
+
+    /// The random family braid's random operators lower to (every symbol optional).
+    pub fn random_operators(&self) -> &AclnnRandomOperators {
+        &self.random_ops
     }
 
     /// The libraries the tables were resolved from: descriptors', then operators'.
@@ -172,12 +194,18 @@ impl AclnnApi {
         let paths: Vec<&std::path::Path> = paths.iter().map(PathBuf::as_path).collect();
         let client = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         let tensor_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
+        let model_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
+        let attention_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
+        let random_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         Ok(AclnnApi {
             acl,
             descriptors,
             operators,
             client,
             tensor_ops,
+            model_ops,
+            attention_ops,
+            random_ops,
         })
     }
 

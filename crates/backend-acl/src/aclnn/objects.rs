@@ -3,10 +3,11 @@
 use super::AclnnApi;
 use crate::error::AclError;
 use braid_acl_sys::aclnn::{
-    aclIntArray, aclScalar, aclTensor, ACLNN_ERR_PARAM_INVALID, ACL_BOOL, ACL_DOUBLE, ACL_FLOAT,
-    ACL_FORMAT_ND, ACL_INT64,
+    aclIntArray, aclScalar, aclTensor, aclTensorList, ACLNN_ERR_PARAM_INVALID, ACL_BOOL,
+    ACL_DOUBLE, ACL_FLOAT, ACL_FORMAT_ND, ACL_INT64,
 };
 use braid_stream_core::dtype::DType;
+use braid_stream_core::hal::HalError;
 use braid_stream_core::types::DevicePtr;
 use std::ptr::NonNull;
 
@@ -211,6 +212,54 @@ impl Drop for IntArray {
         let status = unsafe { (self.api.descriptors().aclDestroyIntArray)(self.raw.as_ptr()) };
         if let Err(err) = self.api.check("aclDestroyIntArray", status) {
             tracing::warn!(%err, "destroying an aclIntArray failed");
+        }
+    }
+}
+
+/// An `aclTensorList` owning its tensors. Destroyed (`aclDestroyTensorList`, which destroys
+/// the tensors too) on drop.
+pub struct TensorList {
+    api: &'static AclnnApi,
+    raw: NonNull<aclTensorList>,
+    destroy: unsafe extern "C" fn(*const aclTensorList) -> i32,
+}
+
+// SAFETY: as for `Tensor`: a host-side value owned by this value alone.
+unsafe impl Send for TensorList {}
+// SAFETY: as for `Tensor`.
+unsafe impl Sync for TensorList {}
+
+impl TensorList {
+    /// The list of `tensors`, which it takes over (a library without the list functions
+    /// refuses it by name; the tensors are then destroyed as usual).
+    pub fn new(api: &'static AclnnApi, tensors: Vec<Tensor>) -> Result<TensorList, HalError> {
+        let d = api.descriptors();
+        let (Some(create), Some(destroy)) = (d.aclCreateTensorList, d.aclDestroyTensorList) else {
+            return Err(HalError::UnsupportedOperator(
+                "aclCreateTensorList is not in the loaded aclnn libraries".to_string(),
+            ));
+        };
+        let ptrs: Vec<*const aclTensor> = tensors.iter().map(|t| t.as_ptr().cast_const()).collect();
+        // SAFETY: `ptrs` holds live tensor descriptors; the call copies the array.
+        let raw = unsafe { create(ptrs.as_ptr(), ptrs.len() as u64) };
+        let raw = NonNull::new(raw).ok_or_else(|| null_from(api, "aclCreateTensorList"))?;
+        // The list owns the tensors now: destroying the list destroys them.
+        tensors.into_iter().for_each(std::mem::forget);
+        Ok(TensorList { api, raw, destroy })
+    }
+
+    /// The descriptor, for aclnn calls.
+    pub fn as_ptr(&self) -> *mut aclTensorList {
+        self.raw.as_ptr()
+    }
+}
+
+impl Drop for TensorList {
+    fn drop(&mut self) {
+        // SAFETY: created by aclCreateTensorList, destroyed once.
+        let status = unsafe { (self.destroy)(self.raw.as_ptr()) };
+        if let Err(err) = self.api.check("aclDestroyTensorList", status) {
+            tracing::warn!(%err, "destroying an aclTensorList failed");
         }
     }
 }

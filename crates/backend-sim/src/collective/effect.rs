@@ -3,16 +3,18 @@
 //! ([`DataEffect`]): read every rank's send buffer at the start, write every rank's receive
 //! buffer at the end (through the engine's effect queue).
 //!
-//! Reductions compute in `f32` and round every stored result to the data type, as the rest of
-//! the simulator does: the ranks' elements are combined in rank order (`((x0 ∘ x1) ∘ x2) ...`)
-//! and each partial result is rounded, as the partial sums a ring leaves in device memory are.
+//! Reductions compute in the data type's own arithmetic. Floats compute in `f32` (`f64` for
+//! `float64`) and round every stored result to the data type, as the rest of the simulator
+//! does: the ranks' elements are combined in rank order (`((x0 ∘ x1) ∘ x2) ...`) and each
+//! partial result is rounded, as the partial sums a ring leaves in device memory are.
+//! Integers compute exactly, a sum or a product wrapping around in the type.
 //! An average scales by `1 / ranks` where [`ReduceOp::scales_before_sum`] says: in `float16`
 //! and `bfloat16` each rank's element first (rounded), then the sum; in `float32` the sum.
 //! A short buffer reads as zeros past its end (the engine checks lengths before it gets here).
 
 use super::variable;
 use braid_stream_core::collective::{CollectiveOp, ReduceOp, VCounts};
-use braid_stream_core::dtype::DType;
+use braid_stream_core::dtype::{DType, DTypeKind};
 use braid_stream_core::types::DeviceSlice;
 use std::sync::Arc;
 
@@ -20,11 +22,29 @@ use crate::compute::PendingWrite;
 use crate::memory::DataView;
 
 /// `count` elements of the elementwise reduction of `inputs`, starting at element `first` of
-/// each. An average in `float16` or `bfloat16` sums the ranks' elements each scaled by
-/// `1 / ranks` and rounded (as NCCL's average does, so that a mean that fits never
-/// overflows); in `float32` it is the rounded sum scaled by `1 / ranks` and rounded again, as
-/// HCCL's sum followed by a scale leaves it.
+/// each, in `dtype`'s own arithmetic: floats as [`reduce_floats`] says, integers exactly
+/// ([`reduce_integers`]: a sum or product wraps around in the type, as HCCL's integer
+/// reductions do), bool as one byte of 0 or 1 (uint8).
 pub(super) fn reduce(
+    op: ReduceOp,
+    dtype: DType,
+    inputs: &[&[u8]],
+    first: usize,
+    count: usize,
+) -> Vec<u8> {
+    match dtype.kind() {
+        DTypeKind::Float if dtype == DType::F64 => reduce_f64(op, inputs, first, count),
+        DTypeKind::Float => reduce_floats(op, dtype, inputs, first, count),
+        DTypeKind::Int | DTypeKind::Bool => reduce_integers(op, dtype, inputs, first, count),
+    }
+}
+
+/// [`reduce`] in `float32`, `float16` and `bfloat16`: computed in `f32`. An average in
+/// `float16` or `bfloat16` sums the ranks' elements each scaled by `1 / ranks` and rounded (as
+/// NCCL's average does, so that a mean that fits never overflows); in `float32` it is the
+/// rounded sum scaled by `1 / ranks` and rounded again, as HCCL's sum followed by a scale
+/// leaves it.
+fn reduce_floats(
     op: ReduceOp,
     dtype: DType,
     inputs: &[&[u8]],
@@ -49,6 +69,103 @@ pub(super) fn reduce(
             value = dtype.round(value * factor);
         }
         dtype.push(&mut out, value);
+    }
+    out
+}
+
+/// [`reduce`] in `float64`: computed in `f64`, an average being the sum divided by the ranks.
+fn reduce_f64(op: ReduceOp, inputs: &[&[u8]], first: usize, count: usize) -> Vec<u8> {
+    let mut out = Vec::with_capacity(count * 8);
+    let ranks = inputs.len().max(1) as f64;
+    for i in first..first + count {
+        let mut values = inputs
+            .iter()
+            .map(|b| DType::F64.get_f64(b, i).unwrap_or(0.0));
+        let start = values.next().unwrap_or(0.0);
+        let mut value = values.fold(start, |acc, x| match op {
+            ReduceOp::Sum | ReduceOp::Avg => acc + x,
+            ReduceOp::Prod => acc * x,
+            ReduceOp::Max => acc.max(x),
+            ReduceOp::Min => acc.min(x),
+        });
+        if op == ReduceOp::Avg {
+            value /= ranks;
+        }
+        out.extend_from_slice(&value.to_le_bytes());
+    }
+    out
+}
+
+/// Element `i` of an integer (or bool) `dtype` in `bytes` as its 64 bits: sign-extended for
+/// a signed type, zero-extended otherwise; 0 past the end.
+fn int_bits(dtype: DType, bytes: &[u8], i: usize) -> u64 {
+    let size = dtype.size() as usize;
+    let Some(raw) = bytes.get(i * size..(i + 1) * size) else {
+        return 0;
+    };
+    let mut b = [0u8; 8];
+    b[..size].copy_from_slice(raw);
+    let v = u64::from_le_bytes(b);
+    let shift = 64 - 8 * size as u32;
+    if is_signed(dtype) && shift > 0 {
+        (((v << shift) as i64) >> shift) as u64
+    } else {
+        v
+    }
+}
+
+fn is_signed(dtype: DType) -> bool {
+    matches!(dtype, DType::I8 | DType::I16 | DType::I32 | DType::I64)
+}
+
+/// [`reduce`] in an integer type (bool as uint8): exact, a sum or product wrapping around in
+/// the type, max and min comparing as the type does (signed or unsigned), an average the
+/// wrapped sum divided by the ranks (truncated toward zero).
+fn reduce_integers(
+    op: ReduceOp,
+    dtype: DType,
+    inputs: &[&[u8]],
+    first: usize,
+    count: usize,
+) -> Vec<u8> {
+    let size = dtype.size() as usize;
+    let signed = is_signed(dtype);
+    let mut out = Vec::with_capacity(count * size);
+    let ranks = inputs.len().max(1) as u64;
+    let pick = |a: u64, b: u64, greater: bool| {
+        let a_first = if signed {
+            (a as i64 > b as i64) == greater
+        } else {
+            (a > b) == greater
+        };
+        if a == b || a_first {
+            a
+        } else {
+            b
+        }
+    };
+    for i in first..first + count {
+        let mut values = inputs.iter().map(|b| int_bits(dtype, b, i));
+        let start = values.next().unwrap_or(0);
+        let mut value = values.fold(start, |acc, x| match op {
+            ReduceOp::Sum | ReduceOp::Avg => acc.wrapping_add(x),
+            ReduceOp::Prod => acc.wrapping_mul(x),
+            ReduceOp::Max => pick(acc, x, true),
+            ReduceOp::Min => pick(acc, x, false),
+        });
+        if op == ReduceOp::Avg {
+            // The sum wrapped in the type: read it back as the type before dividing.
+            let wrapped = int_bits(dtype, &value.to_le_bytes()[..size], 0);
+            value = if signed {
+                ((wrapped as i64) / ranks as i64) as u64
+            } else {
+                wrapped / ranks
+            };
+        }
+        if dtype == DType::Bool {
+            value = u64::from(value & 0xff != 0);
+        }
+        out.extend_from_slice(&value.to_le_bytes()[..size]);
     }
     out
 }
@@ -358,6 +475,96 @@ mod tests {
         let sends = vec![vec![1.5, 2.5], vec![]];
         let out = run(CollectiveOp::Send { peer: 3 }, 2, DType::F32, &sends);
         assert_eq!(out, vec![vec![], vec![1.5, 2.5]]);
+    }
+
+    /// Bytes of `values` (each wrapped into `dtype`).
+    fn ints(dtype: DType, values: &[i128]) -> Vec<u8> {
+        let size = dtype.size() as usize;
+        values
+            .iter()
+            .flat_map(|v| (*v as u64).to_le_bytes()[..size].to_vec())
+            .collect()
+    }
+
+    fn int_run(op: ReduceOp, dtype: DType, sends: &[Vec<i128>]) -> Vec<u8> {
+        let bytes: Vec<Vec<u8>> = sends.iter().map(|s| ints(dtype, s)).collect();
+        let refs: Vec<&[u8]> = bytes.iter().map(Vec::as_slice).collect();
+        let n = sends[0].len() as u64;
+        receive(CollectiveOp::AllReduce(op), n, dtype, &refs).remove(0)
+    }
+
+    #[test]
+    fn integer_reductions_are_exact_and_wrap_in_their_type() {
+        // Sums wrap around: 100 + 100 in int8 is -56, 200 + 100 in uint8 is 44.
+        let sum = ReduceOp::Sum;
+        assert_eq!(
+            int_run(sum, DType::I8, &[vec![100, -5], vec![100, 2]]),
+            ints(DType::I8, &[-56, -3])
+        );
+        assert_eq!(
+            int_run(sum, DType::U8, &[vec![200, 1], vec![100, 2]]),
+            ints(DType::U8, &[44, 3])
+        );
+        // int64 beyond 2^53 stays exact (a float sum would round it).
+        let big = (1i128 << 60) + 1;
+        assert_eq!(
+            int_run(sum, DType::I64, &[vec![big], vec![1]]),
+            ints(DType::I64, &[big + 1])
+        );
+        // Max and min compare as the type does: unsigned 2^63 is the largest uint64.
+        let top = 1i128 << 63;
+        assert_eq!(
+            int_run(ReduceOp::Max, DType::U64, &[vec![top, 3], vec![1, 4]]),
+            ints(DType::U64, &[top, 4])
+        );
+        assert_eq!(
+            int_run(ReduceOp::Min, DType::I64, &[vec![-top, 3], vec![1, 4]]),
+            ints(DType::I64, &[-top, 3])
+        );
+        assert_eq!(
+            int_run(ReduceOp::Max, DType::I16, &[vec![-7, 9], vec![-3, -9]]),
+            ints(DType::I16, &[-3, 9])
+        );
+        assert_eq!(
+            int_run(ReduceOp::Min, DType::U32, &[vec![4_000_000_000], vec![5]]),
+            ints(DType::U32, &[5])
+        );
+        // Products wrap too: 300 · 300 in int16 is 90000 - 65536 · 1 = 24464.
+        assert_eq!(
+            int_run(ReduceOp::Prod, DType::I16, &[vec![300, -2], vec![300, 3]]),
+            ints(DType::I16, &[24464, -6])
+        );
+        assert_eq!(
+            int_run(ReduceOp::Prod, DType::I32, &[vec![-3], vec![5], vec![7]]),
+            ints(DType::I32, &[-105])
+        );
+        assert_eq!(
+            int_run(ReduceOp::Avg, DType::I32, &[vec![-7, 9], vec![0, 0]]),
+            ints(DType::I32, &[-3, 4])
+        );
+        // uint16 and bool.
+        assert_eq!(
+            int_run(sum, DType::U16, &[vec![65535], vec![2]]),
+            ints(DType::U16, &[1])
+        );
+        assert_eq!(
+            int_run(ReduceOp::Max, DType::Bool, &[vec![0, 1], vec![0, 0]]),
+            ints(DType::Bool, &[0, 1])
+        );
+    }
+
+    #[test]
+    fn float64_reduces_in_double_precision() {
+        let bytes: Vec<Vec<u8>> = [[0.1f64, 1e300], [0.2, 1e300]]
+            .iter()
+            .map(|v| v.iter().flat_map(|x| x.to_le_bytes()).collect())
+            .collect();
+        let refs: Vec<&[u8]> = bytes.iter().map(Vec::as_slice).collect();
+        let sum = receive(CollectiveOp::AllReduce(ReduceOp::Sum), 2, DType::F64, &refs).remove(0);
+        assert_eq!(DType::F64.get_f64(&sum, 0), Some(0.1 + 0.2));
+        assert_eq!(DType::F64.get_f64(&sum, 1), Some(2e300));
+        let max = receive(CollectiveOp::AllReduce(ReduceOp::Max), 2, DType::F64, &refs).remove(0);
+        assert_eq!(DType::F64.get_f64(&max, 0), Some(0.2));
     }
 
     #[test]

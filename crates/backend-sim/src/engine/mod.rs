@@ -219,11 +219,9 @@ impl Engine {
                 tail: 0,
                 capture: None,
             });
-            memories.push(Memory::for_device(
-                i,
-                config.capacity,
-                mode == SimMode::Data,
-            ));
+            let mut memory = Memory::for_device(i, config.capacity, mode == SimMode::Data);
+            memory.set_host_budget(config.host_memory_budget);
+            memories.push(memory);
             devices.push(DeviceState::new(config, i));
         }
         Engine {

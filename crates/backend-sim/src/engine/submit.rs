@@ -79,7 +79,7 @@ impl Engine {
             if let Err(why) = &self.compute_threads {
                 return Err(invalid(format!("{}: {why}", k.name())));
             }
-            crate::compute::check_host_memory(k, self.memories[self.cur].info().total)?;
+            crate::compute::check_host_memory(k)?;
         }
         if self.devices.len() > 1 {
             self.check_peers(s, &kind, label)?;

@@ -15,6 +15,7 @@
 //! racing program, whose write the sanitizer reports, writes what a running kernel reads),
 //! so the kernel keeps reading the bytes it started with.
 
+use braid_stream_core::hal::HalError;
 use braid_stream_core::sync::Mutex;
 use memmap2::{MmapMut, MmapOptions, MmapRaw};
 use std::sync::Arc;
@@ -132,6 +133,9 @@ impl std::fmt::Debug for Pin {
 /// The host memory of one segment.
 pub(super) struct Backing {
     bytes: Arc<MapBytes>,
+    /// Bytes taken from the process's host-memory budget (`super::host_budget`), given back
+    /// when the backing drops.
+    budgeted: u64,
     /// One bit per [`PAGE`]: written since the map was made or the page was discarded.
     touched: Vec<u64>,
     /// Bytes of the touched pages (each counted whole, the last one up to the map's end).
@@ -154,11 +158,35 @@ impl std::fmt::Debug for Backing {
 impl Backing {
     /// A zeroed backing of `size` bytes. The address space is only reserved (no swap is set
     /// aside for it), so a large, sparsely written segment costs what is written.
-    pub fn new(size: u64) -> std::io::Result<Self> {
-        let len = usize::try_from(size)
-            .map_err(|_| std::io::Error::other("segment larger than the host address space"))?;
+    ///
+    /// With a `budget`, the bytes are taken from the process's host-memory budget first: past
+    /// it, [`HalError::HostMemoryExhausted`]. A reservation's backing takes none: its bytes
+    /// are backed by the physical memory mapped into it, which is budgeted when it is made.
+    pub fn new(size: u64, budget: Option<u64>) -> Result<Self, HalError> {
+        let len = usize::try_from(size).map_err(|_| {
+            HalError::InvalidArgument(format!(
+                "{size} bytes of simulated device memory exceed the host address space"
+            ))
+        })?;
+        let budgeted = match budget {
+            Some(budget) => {
+                super::host_budget::reserve(size, budget)?;
+                size
+            }
+            None => 0,
+        };
+        let bytes = match MapBytes::new(len) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                super::host_budget::release(budgeted);
+                return Err(HalError::InvalidArgument(format!(
+                    "the host cannot back {size} bytes of simulated device memory in data mode: {e}"
+                )));
+            }
+        };
         Ok(Backing {
-            bytes: Arc::new(MapBytes::new(len)?),
+            bytes: Arc::new(bytes),
+            budgeted,
             touched: vec![0; size.div_ceil(PAGE).div_ceil(64) as usize],
             resident: 0,
             overlays: Vec::new(),
@@ -408,5 +436,11 @@ impl Backing {
         tracing::debug!(bytes = len, "a write met a running kernel's input: segment copied");
         self.bytes = Arc::new(copy);
         true
+    }
+}
+
+impl Drop for Backing {
+    fn drop(&mut self) {
+        super::host_budget::release(self.budgeted);
     }
 }

@@ -27,7 +27,7 @@ impl Memory {
                 "the simulated address space is exhausted; cannot reserve {size} bytes"
             )));
         };
-        let data = self.backing(size)?;
+        let data = self.backing(size, false)?;
         self.next = next;
         self.segments.insert(
             base,
@@ -65,6 +65,10 @@ impl Memory {
     pub fn alloc_physical(&mut self, size: u64) -> Result<u64, HalError> {
         check_granular("alloc_physical", 0, size)?;
         self.check_affordable(size)?;
+        if self.store_data {
+            // Its bytes live in host memory once mapped.
+            super::host_budget::reserve(size, self.host_budget)?;
+        }
         let handle = self.next_physical;
         self.next_physical += 1;
         self.physical.insert(handle, (size, None));
@@ -87,6 +91,9 @@ impl Memory {
             Some((_, Some(at))) => Err(still_mapped("free_physical", handle, *at)),
             Some(&(size, None)) => {
                 self.physical.remove(&handle);
+                if self.store_data {
+                    super::host_budget::release(size);
+                }
                 self.shared_physical.remove(&handle);
                 self.used -= size;
                 self.frees += 1;
@@ -138,7 +145,8 @@ impl Memory {
         Ok(m.handle)
     }
 
-    /// Out of memory unless `size` more bytes fit in the capacity.
+    /// Out of memory unless `size` more bytes fit in the capacity (and, in data mode, in the
+    /// host-memory budget).
     fn check_affordable(&self, size: u64) -> Result<(), HalError> {
         let free = self.capacity.saturating_sub(self.used);
         if size > free {
@@ -146,6 +154,14 @@ impl Memory {
                 requested: size,
                 free,
                 total: self.capacity,
+            });
+        }
+        if self.store_data && super::host_budget::in_use().saturating_add(size) > self.host_budget {
+            return Err(HalError::HostMemoryExhausted {
+                requested: size,
+                in_use: super::host_budget::in_use(),
+                budget: self.host_budget,
+                setting: super::host_budget::SETTING,
             });
         }
         Ok(())
@@ -191,6 +207,9 @@ impl Memory {
         if !m.anonymous {
             self.physical.remove(&m.handle);
         }
+        if self.store_data {
+            super::host_budget::release(size);
+        }
         self.used -= size;
         self.frees += 1;
         tracing::debug!(%at, size, handle = m.handle, used = self.used, "sim unmap_physical");
@@ -218,6 +237,9 @@ impl Memory {
             }
             let first = DevicePtr(last.0 + page - n * page);
             self.drop_mappings(first, page, n);
+            if self.store_data {
+                super::host_budget::release(n * page);
+            }
             self.used -= n * page;
             self.frees += n;
             done += n;
@@ -233,7 +255,13 @@ impl Memory {
         if page == 0 || page % VMM_GRANULARITY != 0 {
             return 0;
         }
-        let affordable = self.capacity.saturating_sub(self.used) / page;
+        let mut affordable = self.capacity.saturating_sub(self.used) / page;
+        if self.store_data {
+            let room = self
+                .host_budget
+                .saturating_sub(super::host_budget::in_use());
+            affordable = affordable.min(room / page);
+        }
         let Some((base, seg)) = self.segments.floor_mut(at.0) else {
             return 0;
         };
@@ -249,6 +277,10 @@ impl Memory {
         };
         let fit = count.min((next.min(size) - offset) / page).min(affordable);
         if fit == 0 {
+            return 0;
+        }
+        if self.store_data && super::host_budget::reserve(fit * page, self.host_budget).is_err() {
+            // Another device took the room meanwhile: none mapped, the caller maps page by page.
             return 0;
         }
         let run = Run {

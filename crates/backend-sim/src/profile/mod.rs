@@ -38,6 +38,13 @@ const ATLAS_800T_A2_JSON: &str = include_str!("../../profiles/atlas_800t_a2.json
 /// The shipped profile of a generic (A100-like) GPU.
 const GENERIC_GPU_JSON: &str = include_str!("../../profiles/generic_gpu.json");
 
+/// The published measurements the shipped 910B profile is checked against
+/// (`profiles/published_910b.json`: each row a quantity, its published figure, unit and source,
+/// and the gap and its reason where the simulator's prediction is known to miss it). The
+/// simulator's calibration test replays its device and link rows; braid's Llama decoder sets
+/// its predicted Llama-2-7B decode latencies beside the `llama2_7b_decode` rows.
+pub const PUBLISHED_910B_JSON: &str = include_str!("../../profiles/published_910b.json");
+
 /// Throughputs and fixed costs of one simulated device and of the host driving it.
 ///
 /// Rates are in units per second, costs in nanoseconds of virtual time. A rate of zero is

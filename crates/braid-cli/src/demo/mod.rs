@@ -276,6 +276,7 @@ mod tests {
                 ("tensor_parallel", "4 devices, serial", Some(0)),
                 ("tensor_parallel", "4 devices, overlapped", Some(0)),
                 ("tensor_parallel", "4 devices, graph replay", Some(0)),
+                ("llama_decode", "2 devices, graph + update", Some(0)),
             ]
         );
         let wrong: Vec<&str> = rows.iter().filter(|r| !r.correct).map(|r| r.mode).collect();

@@ -6,6 +6,7 @@ use braid::allocator::{AllocatorConfig, CrossStreamMode};
 use braid::collective::CollectiveBackend;
 use braid::core::hal::Backend;
 use braid::scenarios::devices::Role;
+use braid::scenarios::llama::{self, ci, HostWeights, LlamaConfig};
 use braid::scenarios::tensor_parallel::{self, Mode};
 use braid::scenarios::{
     cross_stream_lifetime, graph_mode, memory_reuse, record_tagged_stream, tagged_events,
@@ -48,6 +49,7 @@ impl<B: CollectiveBackend> Setup<'_, B> {
         rows.extend(self.cross_stream_lifetime()?);
         rows.extend(self.memory_reuse()?);
         rows.extend(self.tensor_parallel()?);
+        rows.extend(self.llama_decode()?);
         Ok(rows)
     }
 
@@ -302,6 +304,42 @@ impl<B: CollectiveBackend> Setup<'_, B> {
             .collect())
     }
 }
+
+impl<B: CollectiveBackend> Setup<'_, B> {
+    /// The Llama decoder (`llama_decode` example) on [`LLAMA_DEVICES`] devices: the CI model
+    /// written and read back, two prompts prefilled, 4 tokens decoded through the captured
+    /// step with one task-group update per token. Right when the tokens are transformers'
+    /// (`ci::REFERENCE_TOKENS`), each replay equals the eager step, the decode pool is as the
+    /// dry run predicted and nothing was recaptured; the time is a decode step's (update and
+    /// replay). It computes in float32 whatever the demo's type: its tokens are checked
+    /// against transformers' float32 run.
+    fn llama_decode(&self) -> DemoResult<Vec<Row>> {
+        let config = LlamaConfig::ci();
+        // One directory per call: demos may run at once in one process (the tests do).
+        static CALLS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let call = CALLS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let dir =
+            std::env::temp_dir().join(format!("braid-demo-llama-{}-{call}", std::process::id()));
+        llama::write_model(&dir, &config, ci::SEED)?;
+        let weights = HostWeights::load(&dir, &config);
+        std::fs::remove_dir_all(&dir).ok();
+        let devices = (self.open_node)(Role::Data, LLAMA_DEVICES)?;
+        let g = llama::generate(&devices, &weights?, &ci::request(4))?;
+        let reports = devices.iter().map(|d| self.count(d)).sum::<Option<usize>>();
+        let correct = ci::matches_reference(&g.tokens)
+            && g.eager_equals_graph
+            && g.recaptures() == 0
+            && g.predicted_pool_bytes == g.pool_bytes;
+        Ok(vec![Row {
+            device_us: Some(g.graph_step_us),
+            reports,
+            ..plain("llama_decode", "2 devices, graph + update", correct, None)
+        }])
+    }
+}
+
+/// Devices of the `llama_decode` row.
+pub const LLAMA_DEVICES: u32 = 2;
 
 /// The mode column of a `tensor_parallel` row (on [`TENSOR_PARALLEL_DEVICES`] devices).
 fn tensor_parallel_mode(mode: Mode) -> &'static str {

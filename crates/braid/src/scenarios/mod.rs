@@ -9,6 +9,10 @@
 //! in that type and decodes its readbacks with it, on every backend (through ACL the kernels
 //! are aclnn operators in that type).
 //!
+//! [`llama`] is more than a seed: a Llama-architecture decoder on braid alone (weights from
+//! a `safetensors` file, a KV cache in a graph pool, one task-group update per token, tensor
+//! parallelism), checked against transformers; the `llama_decode` example runs it.
+//!
 //! [`devices`] opens the devices the examples and `braid demo` run them on: simulated ones,
 //! or ACL ones with the `acl` feature.
 
@@ -17,6 +21,7 @@ pub mod custom_op;
 pub mod devices;
 pub mod graph_memory;
 pub mod graph_mode;
+pub mod llama;
 pub mod memory_reuse;
 pub mod record_tagged_stream;
 pub mod sleep_mode;

@@ -140,7 +140,8 @@ impl From<Scalar> for Operand {
     }
 }
 
-/// What element-wise work computes in (see the [module](self) docs).
+/// What element-wise work computes in: float64 if any operand is float64, else float32 if any
+/// is a float, else int64.
 #[derive(Clone, Copy, PartialEq, Eq, Hash, Debug)]
 pub enum Domain {
     /// float32 (float16 and bfloat16 widen to it).
@@ -479,7 +480,7 @@ pub struct Binary {
 }
 
 impl Binary {
-    /// The domain it computes in (see the [module](self) docs).
+    /// The domain it computes in (see [`Domain`]).
     pub fn domain(&self) -> Domain {
         let inputs = [self.a.kind(), self.b.kind()];
         let f64_in = self.a.is_f64() || self.b.is_f64();

@@ -25,7 +25,7 @@
 //!     let bytes = shape.iter().product::<usize>() as u64 * 4;
 //!     Tensor::new(DeviceSlice::new(DevicePtr(addr), bytes), DType::F32, shape)
 //! };
-//! let (x, w, y) = (at(0x1000, &[4, 64])?, at(0x2000, &[128, 64])?, at(0x9000, &[4, 128])?);
+//! let (x, w, y) = (at(0x1000, &[4, 64])?, at(0x2000, &[128, 64])?, at(0x20000, &[4, 128])?);
 //! // y = x · wᵀ, as nn.Linear without bias.
 //! let linear = ops::matmul(&x, &w.t()?, &y)?;
 //! assert_eq!(linear.name(), "matmul");
@@ -37,20 +37,32 @@
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
 
+mod attention;
 mod check;
 mod elementwise;
+mod index;
 mod matmul;
 mod norm;
+mod random;
 mod reduce;
+mod rope;
+mod shape;
 
+pub use attention::{attention, Attention, AttentionDims, AttentionMask, Causal, KvLen};
 pub use check::OpCheckError;
 pub use elementwise::{
     binary, cast, fill, unary, Binary, BinaryClass, BinaryOp, Cast, Domain, Fill, Operand, Scalar,
     Unary, UnaryOp,
 };
+pub use index::{embedding, index, index_copy, Index, IndexCopy, IndexLayout, INDEX_TYPES};
 pub use matmul::{matmul, matmul_bias, Matmul};
-pub use norm::{rms_norm, RmsNorm};
-pub use reduce::{reduce, softmax, Reduce, ReduceKind, Softmax};
+pub use norm::{layer_norm, rms_norm, LayerNorm, RmsNorm};
+pub use random::{
+    apply_dropout_mask, mask_bytes, random, ApplyDropoutMask, Random, RandomKind, RngState,
+};
+pub use reduce::{argmax, cumsum, reduce, softmax, ArgReduce, Cumsum, Reduce, ReduceKind, Softmax};
+pub use rope::{rope, Rope, RopeMode};
+pub use shape::{arange, cat, triangle, where_, Arange, Cat, Triangle, Where};
 
 use crate::dtype::DType;
 use crate::kernel::{ComputeUnit, Kernel};
@@ -148,6 +160,33 @@ pub enum TensorOp {
     RmsNorm(RmsNorm),
     /// Matrix product, batched and broadcast, with an optional bias.
     Matmul(Matmul),
+    /// Advanced indexing, `self[ids...]` (embedding lookups, `index_select`).
+    Index(Index),
+    /// `index_copy`: slices of a tensor replaced at indexed positions.
+    IndexCopy(IndexCopy),
+    /// Concatenation along one dimension.
+    Cat(Cat),
+    /// `condition ? self : other`, broadcast.
+    Where(Where),
+    /// `triu` / `tril`.
+    Triangle(Triangle),
+    /// `start + i·step`.
+    Arange(Arange),
+    /// LayerNorm over the trailing dimensions.
+    LayerNorm(LayerNorm),
+    /// The position (and value) of the largest or smallest element along one dimension.
+    ArgReduce(ArgReduce),
+    /// Cumulative sum along one dimension.
+    Cumsum(Cumsum),
+    /// Rotary position embedding over the last dimension.
+    Rope(Rope),
+    /// Scaled dot-product attention (grouped heads, causal, masked, over a valid length);
+    /// boxed, being much larger than the other variants.
+    Attention(Box<Attention>),
+    /// Random numbers drawn with a seed and an offset ([`RandomKind`]).
+    Random(Random),
+    /// A dropout mask applied to a tensor.
+    ApplyDropoutMask(ApplyDropoutMask),
 }
 
 /// Calls `$body` with `$spec` bound to the variant's payload as `&dyn OpSpec`.
@@ -162,6 +201,22 @@ macro_rules! each_op {
             TensorOp::Softmax($spec) => $body,
             TensorOp::RmsNorm($spec) => $body,
             TensorOp::Matmul($spec) => $body,
+            TensorOp::Index($spec) => $body,
+            TensorOp::IndexCopy($spec) => $body,
+            TensorOp::Cat($spec) => $body,
+            TensorOp::Where($spec) => $body,
+            TensorOp::Triangle($spec) => $body,
+            TensorOp::Arange($spec) => $body,
+            TensorOp::LayerNorm($spec) => $body,
+            TensorOp::ArgReduce($spec) => $body,
+            TensorOp::Cumsum($spec) => $body,
+            TensorOp::Rope($spec) => $body,
+            TensorOp::Attention(boxed) => {
+                let $spec = &**boxed;
+                $body
+            }
+            TensorOp::Random($spec) => $body,
+            TensorOp::ApplyDropoutMask($spec) => $body,
         }
     };
 }

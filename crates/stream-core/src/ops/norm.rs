@@ -1,4 +1,4 @@
-//! Normalisations: [`RmsNorm`].
+//! Normalisations: [`RmsNorm`] and [`LayerNorm`].
 
 use super::check::{dtype_in, same_dtype, shape_is};
 use super::{OpCheckError, OpSpec, OperandUse, TensorOp};
@@ -102,6 +102,160 @@ pub fn rms_norm(
         eps,
         y: y.clone(),
         rstd: rstd.clone(),
+    })
+    .kernel()
+}
+
+/// `out = (x - mean) / √(var + eps) · weight + bias` over the trailing `normalized`
+/// dimensions of `x` (`aclnnLayerNorm`, `nn.LayerNorm`): the mean and the biased variance of
+/// each row are accumulated in float64 from float32 elements, the result computed in float32
+/// and rounded once. `weight` and `bias` (optional) have the normalised dimensions' shape;
+/// `mean` and `rstd` (optional, any float type) receive each row's mean and `1/√(var + eps)`:
+/// `x`'s shape with the normalised dimensions kept as 1 (as CANN declares them), or that many
+/// contiguous values.
+#[derive(Clone, PartialEq, Debug)]
+pub struct LayerNorm {
+    /// The input (`input`).
+    pub x: Tensor,
+    /// How many trailing dimensions are normalised (the length of `normalizedShape`), at
+    /// least 1.
+    pub normalized: usize,
+    /// The scale (`weightOptional`).
+    pub weight: Option<Tensor>,
+    /// The shift (`biasOptional`).
+    pub bias: Option<Tensor>,
+    /// Added to the variance.
+    pub eps: f64,
+    /// The output, `x`'s shape and data type.
+    pub out: Tensor,
+    /// Each row's mean (`meanOutOptional`).
+    pub mean: Option<Tensor>,
+    /// Each row's reciprocal standard deviation (`rstdOutOptional`).
+    pub rstd: Option<Tensor>,
+}
+
+impl LayerNorm {
+    /// `(rows, cols)`: how many rows are normalised and over how many elements each.
+    pub fn rows_cols(&self) -> (usize, usize) {
+        let lead = self.x.rank().saturating_sub(self.normalized);
+        let rows = self.x.shape()[..lead].iter().product();
+        (rows, self.x.shape()[lead..].iter().product())
+    }
+
+    /// The shape of `mean` and `rstd`: `x`'s with the normalised dimensions kept as 1.
+    pub fn stat_shape(&self) -> Vec<usize> {
+        let mut shape = self.x.shape().to_vec();
+        let lead = shape.len().saturating_sub(self.normalized);
+        shape[lead..].fill(1);
+        shape
+    }
+}
+
+impl OpSpec for LayerNorm {
+    fn name(&self) -> &'static str {
+        "layer_norm"
+    }
+
+    fn operands(&self) -> Vec<OperandUse<'_>> {
+        let mut v = vec![OperandUse::read("input", &self.x)];
+        if let Some(w) = &self.weight {
+            v.push(OperandUse::read("weightOptional", w));
+        }
+        if let Some(b) = &self.bias {
+            v.push(OperandUse::read("biasOptional", b));
+        }
+        v.push(OperandUse::write("out", &self.out));
+        if let Some(m) = &self.mean {
+            v.push(OperandUse::write("meanOutOptional", m));
+        }
+        if let Some(r) = &self.rstd {
+            v.push(OperandUse::write("rstdOutOptional", r));
+        }
+        v
+    }
+
+    fn check(&self) -> Result<(), OpCheckError> {
+        let op = "layer_norm";
+        let floats = [DType::F32, DType::F16, DType::BF16, DType::F64];
+        dtype_in(op, "input", &self.x, &floats)?;
+        if self.normalized == 0 || self.normalized > self.x.rank() {
+            return Err(OpCheckError::Attribute {
+                op,
+                attribute: "normalizedShape",
+                reason: format!(
+                    "has {} dimensions for input of shape {:?}; it needs 1 to {}",
+                    self.normalized,
+                    self.x.shape(),
+                    self.x.rank()
+                ),
+            });
+        }
+        let norm_shape = &self.x.shape()[self.x.rank() - self.normalized..];
+        for (role, t) in [
+            ("weightOptional", &self.weight),
+            ("biasOptional", &self.bias),
+        ] {
+            if let Some(t) = t {
+                dtype_in(op, role, t, &floats)?;
+                shape_is(op, role, t, norm_shape)?;
+            }
+        }
+        same_dtype(op, "out", &self.out, self.x.dtype(), "input")?;
+        shape_is(op, "out", &self.out, self.x.shape())?;
+        let (rows, _) = self.rows_cols();
+        for (role, t) in [
+            ("meanOutOptional", &self.mean),
+            ("rstdOutOptional", &self.rstd),
+        ] {
+            if let Some(t) = t {
+                dtype_in(op, role, t, &floats)?;
+                if t.shape() != self.stat_shape() && !(t.is_contiguous() && t.numel() == rows) {
+                    return Err(OpCheckError::Shape {
+                        op,
+                        operand: role,
+                        shape: t.shape().to_vec(),
+                        rule: format!(
+                            "it needs one value per normalised row: {:?}, or {rows} contiguous values",
+                            self.stat_shape()
+                        ),
+                    });
+                }
+            }
+        }
+        if !(self.eps >= 0.0 && self.eps.is_finite()) {
+            return Err(OpCheckError::Attribute {
+                op,
+                attribute: "eps",
+                reason: format!("is {}; it must be finite and not negative", self.eps),
+            });
+        }
+        Ok(())
+    }
+
+    fn flops(&self) -> u64 {
+        6 * self.x.numel() as u64
+    }
+}
+
+/// The kernel of `out = layer_norm(x) · weight + bias` over the trailing `normalized`
+/// dimensions ([`LayerNorm`], without the mean and rstd outputs).
+pub fn layer_norm(
+    x: &Tensor,
+    normalized: usize,
+    weight: Option<&Tensor>,
+    bias: Option<&Tensor>,
+    eps: f64,
+    out: &Tensor,
+) -> Result<Kernel, OpCheckError> {
+    TensorOp::LayerNorm(LayerNorm {
+        x: x.clone(),
+        normalized,
+        weight: weight.cloned(),
+        bias: bias.cloned(),
+        eps,
+        out: out.clone(),
+        mean: None,
+        rstd: None,
     })
     .kernel()
 }
