@@ -69,15 +69,13 @@ fn map2<D: Num>(a: In<'_, D>, b: In<'_, D>, out: &mut Dst<'_>, f: impl Fn(&mut [
     let ot = out.tensor.dtype();
     walk.runs(|[ob, ab, bb], [os, astep, bstep], len| {
         let rhs: &[D] = match &b {
-            In::Tensor(s) => {
-                match native_run::<D>(s.bytes, s.tensor.dtype(), bb, bstep, len) {
-                    Some(v) => v,
-                    None => {
-                        load_run(s.bytes, s.tensor.dtype(), bb, bstep, &mut right[..len]);
-                        &right[..len]
-                    }
+            In::Tensor(s) => match native_run::<D>(s.bytes, s.tensor.dtype(), bb, bstep, len) {
+                Some(v) => v,
+                None => {
+                    load_run(s.bytes, s.tensor.dtype(), bb, bstep, &mut right[..len]);
+                    &right[..len]
                 }
-            }
+            },
             In::Scalar(_) => &right[..len],
         };
         let direct = native_run_mut::<D>(out.bytes, ot, ob, os, len);

@@ -22,9 +22,34 @@
 //!   key/value head's valid keys and values once, then computes every query row of its
 //!   group (scores, mask, softmax with the maximum subtracted, values) in float32.
 //!
-//! Results are deterministic: the same operator on the same bytes gives the same bits on
-//! every run, and the thread count does not change them (only matrix products use threads,
-//! and `gemm` sums each output element in the same order whatever their number).
+//! # Determinism and threads
+//!
+//! The same operator on the same bytes gives the same bits on every run, and the thread
+//! count ([`compute_with`]'s `threads`: the simulator's `SimConfig::compute_threads` or
+//! `BRAID_SIM_THREADS`) never changes them:
+//!
+//! - only matrix products use more than one thread. `gemm` splits a product's output
+//!   between its threads, never the sum over `k`: each output element is summed in the same
+//!   order (blocks of `k` whose size comes from the CPU's cache sizes, then the
+//!   microkernel's lanes) whatever the thread count. Widened half-precision products go
+//!   tile by tile in a fixed tiling (`TILE` rows and columns per `gemm` call), which does not
+//!   depend on the thread count either;
+//! - every other operator computes on the calling thread, and sums in a fixed order: sums,
+//!   means, softmax and RMSNorm in 8 partial sums of `f64` (so that the loop vectorises),
+//!   whose rounding depends only on the sequence of values, not on how a row is cut into
+//!   runs nor on the vector width the CPU offers; layer norm and attention element after
+//!   element;
+//! - the vector instructions are chosen at run time (`pulp`: AVX2 or AVX-512 where present),
+//!   but the compiler never reorders or fuses floating-point operations, so every version of
+//!   a loop gives the same bits.
+//!
+//! What can differ between machines is a matrix product's last bits: `gemm` picks its
+//! microkernel (with or without fused multiply-adds, its register tile) and its `k` blocks
+//! from the CPU it runs on. So a product's numbers are the same on one machine for every
+//! thread setting, and may differ in their last place on a CPU with other instruction sets
+//! or cache sizes. Tests that compare products with reference values use tolerances;
+//! `numbers_do_not_depend_on_the_thread_count` holds every operator family bit-exact
+//! across thread counts.
 
 mod attention;
 pub mod element;

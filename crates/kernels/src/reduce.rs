@@ -2,9 +2,9 @@
 //! ones: each walks the output's elements and, for each, the input elements it reduces.
 
 use crate::element::{load_run, native_run_mut, store_run, Num};
-use crate::vector::{self, simd, LaneSum, LANES};
 use crate::elementwise::{Dst, Src};
 use crate::layout::{Walk, RUN};
+use crate::vector::{self, simd, LaneSum, LANES};
 use braid_stream_core::ops::{Reduce, ReduceKind, RmsNorm, Softmax};
 use braid_stream_core::DType;
 
@@ -93,12 +93,10 @@ impl<D: Num> Acc<D> for FloatAcc<D> {
     fn add(&mut self, kind: ReduceKind, run: &[D]) {
         match kind {
             // In lanes by position, so the rounding does not depend on where runs end.
-            ReduceKind::Sum | ReduceKind::Mean => {
-                simd(SumRun {
-                    sum: &mut self.sum,
-                    run,
-                })
-            }
+            ReduceKind::Sum | ReduceKind::Mean => simd(SumRun {
+                sum: &mut self.sum,
+                run,
+            }),
             ReduceKind::Prod => self.wide = run.iter().fold(self.wide, |s, v| s * v.to_f64()),
             ReduceKind::Any => {
                 if run.iter().any(|v| v.to_f64() != 0.0) {
@@ -304,7 +302,10 @@ fn softmax_row_f32(row: &mut [f32], log: bool) {
             *m = if v > *m { v } else { *m };
         }
     }
-    let max = lanes.iter().chain(tail).fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+    let max = lanes
+        .iter()
+        .chain(tail)
+        .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
     let max = if max.is_finite() { max } else { 0.0 };
     let mut sum = LaneSum::default();
     if log {

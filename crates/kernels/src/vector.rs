@@ -163,7 +163,11 @@ mod tests {
             for chunk in v.chunks(cut) {
                 parts.add(chunk, f64::from);
             }
-            assert_eq!(parts.total().to_bits(), whole.total().to_bits(), "cut {cut}");
+            assert_eq!(
+                parts.total().to_bits(),
+                whole.total().to_bits(),
+                "cut {cut}"
+            );
         }
         let exact: f64 = v.iter().map(|&x| f64::from(x)).sum();
         assert!((whole.total() - exact).abs() < 1e-12);
