@@ -433,7 +433,9 @@ fn numbers_do_not_depend_on_the_thread_count() {
             .map(|i| ((i * 7919) % 1000) as f64 / 997.0 * f - 0.5)
             .collect()
     };
-    let mut cases: Vec<(Kernel, Vec<Vec<u8>>, Vec<Vec<u8>>)> = Vec::new();
+    // (kernel, its inputs' bytes, its outputs' bytes before it runs)
+    type Case = (Kernel, Vec<Vec<u8>>, Vec<Vec<u8>>);
+    let mut cases: Vec<Case> = Vec::new();
     for dtype in [DType::F32, DType::BF16, DType::F16] {
         let (a, ab) = m.tensor(dtype, &[mm, kk], &wave(mm * kk, 1.0));
         let (b, bb) = m.tensor(dtype, &[kk, nn], &wave(kk * nn, 0.7));
