@@ -4,16 +4,19 @@
 //! computes the outputs. [`finish`] runs at the op's end time and stores them. Inputs outside
 //! every live segment read as zeros, outputs outside are dropped; both count as invalid accesses.
 
+use crate::buffers::BufferPool;
+use crate::custom::SimCustom;
 use crate::memory::{DataView, Pin};
 use crate::op::OpKind;
+use braid_stream_core::hal::HalError;
 use braid_stream_core::kernel::{Kernel, TypedKernel};
 use braid_stream_core::ops::{
     Binary, BinaryOp, Fill, Matmul, OpKernel, OpSpec, Operand, Reduce, ReduceKind, Scalar, TensorOp,
 };
 use braid_stream_core::tensor::Tensor;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
-use braid_stream_core::hal::HalError;
 use braid_stream_core::Access;
+use std::sync::Arc;
 
 /// An output waiting for its op's end time.
 #[derive(Debug)]
@@ -50,25 +53,27 @@ pub(crate) enum Begun {
     Done(Vec<PendingWrite>),
     /// A kernel whose inputs are read (pinned in place where they can be): computing it
     /// touches no engine state, so it runs outside the engine lock ([`crate::job`]).
-    Job(Job),
+    Job(Box<Job>),
 }
 
 /// Reads the inputs of `op` and computes its outputs (runs at the op's start time), or, for a
-/// kernel that computes, reads its inputs and leaves the computing to [`Job::run`]. Only a
-/// user operator can fail here (its host body panicked): then it writes nothing, and the
-/// error is the panic's message.
+/// kernel or a user operator's body, reads its inputs and leaves the computing to
+/// [`Job::run`]. Only a tensor operator reading outside live memory fails here: then it
+/// writes nothing, and the error says so. A kernel computes on at most `threads` threads,
+/// into buffers from `pool`.
 pub(crate) fn begin(
     op: &OpKind,
     mem: &mut DataView<'_>,
     threads: usize,
+    pool: &mut BufferPool,
 ) -> Result<Begun, String> {
     Ok(Begun::Done(match op {
         OpKind::Kernel(TypedKernel {
             kernel: Kernel::Op(op),
             ..
-        }) => return begin_op(op, mem, threads).map(Begun::Job),
-        OpKind::Kernel(k) => return Ok(begin_kernel(k, mem, threads)),
-        OpKind::Custom(c) => return c.0.begin(mem).map(Begun::Done),
+        }) => return begin_op(op, mem, threads, pool).map(|job| Begun::Job(Box::new(job))),
+        OpKind::Kernel(k) => return Ok(begin_kernel(k, mem, threads, pool)),
+        OpKind::Custom(c) => return Ok(begin_custom(&c.0, mem, pool)),
         // A rank's part has no effect of its own: the collective's data effect carries it.
         OpKind::Collective(_) => Vec::new(),
         OpKind::CollectiveEffect(x) => x.begin(mem),
@@ -110,7 +115,12 @@ pub(crate) fn begin(
 /// bytes past the operator's elements are zeros. A kernel with an input outside live memory
 /// writes zeros (an invalid range may be far larger than the device, so it is never widened
 /// to its length). `Copy` copies here.
-fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>, threads: usize) -> Begun {
+fn begin_kernel(
+    tk: &TypedKernel,
+    mem: &mut DataView<'_>,
+    threads: usize,
+    pool: &mut BufferPool,
+) -> Begun {
     let op = flat_op(tk);
     let lens: Vec<usize> = match &op {
         Some(op) => op
@@ -136,17 +146,19 @@ fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>, threads: usize) -> Beg
             data: None,
         }]);
     }
-    let mut data = vec![0u8; out.len as usize];
+    let len = out.len as usize;
     // A kernel reading outside live memory writes zeros, without widening the wild range
     // (which may be far larger than the device).
     let Some(inputs) = inputs.into_iter().collect::<Option<Vec<_>>>() else {
         return Begun::Done(vec![PendingWrite::Device {
             ptr: out.ptr,
-            data: Some(data),
+            data: Some(pool.zeroed(len)),
         }]);
     };
+    let mut data;
     match (&tk.kernel, op) {
         (Kernel::Copy { .. }, _) => {
+            data = pool.zeroed(len);
             if let Some(src) = inputs.first() {
                 let src = src.bytes();
                 let n = src.len().min(data.len());
@@ -159,8 +171,11 @@ fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>, threads: usize) -> Beg
                 .iter()
                 .find(|o| o.access == Access::Write)
                 .map_or(0, |o| o.tensor.range().len as usize);
-            return Begun::Job(Job {
-                op: JobOp::Flat(op, tk.name()),
+            // The operator writes its elements; the bytes past them are zeros.
+            data = pool.overwritten(len);
+            data[written.min(len)..].fill(0);
+            return Begun::Job(Box::new(Job {
+                op: JobOp::Flat(Box::new(op), tk.name()),
                 threads,
                 inputs,
                 outputs: vec![Output {
@@ -169,7 +184,7 @@ fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>, threads: usize) -> Beg
                     written,
                     valid: true,
                 }],
-            });
+            }));
         }
         (_, None) => return Begun::Done(Vec::new()),
     }
@@ -281,7 +296,12 @@ fn flat_op(tk: &TypedKernel) -> Option<TensorOp> {
 /// leave some of them as they are (it writes part of it, or the tensor has gaps), else from
 /// zeros without reading it. An output outside live memory is computed into scratch and
 /// dropped. An input outside live memory fails the operator (it writes nothing).
-fn begin_op(op: &OpKernel, mem: &mut DataView<'_>, threads: usize) -> Result<Job, String> {
+fn begin_op(
+    op: &OpKernel,
+    mem: &mut DataView<'_>,
+    threads: usize,
+    pool: &mut BufferPool,
+) -> Result<Job, String> {
     let whole = !op.op().writes_part();
     let written = op.op().operands();
     let mut written = written.iter().filter(|o| o.access == Access::Write);
@@ -296,15 +316,18 @@ fn begin_op(op: &OpKernel, mem: &mut DataView<'_>, threads: usize) -> Result<Job
             Access::Write => {
                 let dense = written.next().is_some_and(|o| {
                     let t = o.tensor;
-                    t.is_contiguous() && (t.numel() as u64) * u64::from(t.dtype().size()) == s.len
+                    t.is_contiguous() && (t.numel() as u64) * t.dtype().size() == s.len
                 });
                 let len = s.len as usize;
                 let (data, valid) = if whole && dense && mem.is_valid(s) {
-                    (vec![0; len], true)
+                    (pool.overwritten(len), true)
                 } else {
-                    match mem.read(s) {
-                        Some(b) => (b, true),
-                        None => (vec![0; len], false),
+                    let mut data = pool.overwritten(len);
+                    if mem.read_into(s, &mut data) {
+                        (data, true)
+                    } else {
+                        data.fill(0);
+                        (data, false)
                     }
                 };
                 outputs.push(Output {
@@ -322,6 +345,48 @@ fn begin_op(op: &OpKernel, mem: &mut DataView<'_>, threads: usize) -> Result<Job
         inputs,
         outputs,
     })
+}
+
+/// Reads a user operator's inputs as they are at its start time (pinned in place, or copied;
+/// an input outside live memory reads as zeros) and its outputs' current bytes (a body that
+/// writes part of a range keeps the rest; an output outside live memory is scratch, dropped):
+/// its body runs later, as a [`Job`] (see [`crate::custom`]).
+fn begin_custom(c: &Arc<SimCustom>, mem: &mut DataView<'_>, pool: &mut BufferPool) -> Begun {
+    let inputs: Vec<InputBytes> = c
+        .reads
+        .iter()
+        .map(|&s| {
+            let len = s.len as usize;
+            InputBytes::read(mem, s, len).unwrap_or_else(|| InputBytes::Owned(vec![0; len]))
+        })
+        .collect();
+    if c.body().is_none() {
+        return Begun::Done(Vec::new());
+    }
+    let outputs = c
+        .writes
+        .iter()
+        .map(|&s| {
+            let len = s.len as usize;
+            let mut data = pool.overwritten(len);
+            let valid = mem.is_valid(s) && mem.read_into(s, &mut data);
+            if !valid {
+                data.fill(0);
+            }
+            Output {
+                ptr: s.ptr,
+                data,
+                written: len,
+                valid,
+            }
+        })
+        .collect();
+    Begun::Job(Box::new(Job {
+        op: JobOp::Custom(c.clone()),
+        threads: 1,
+        inputs,
+        outputs,
+    }))
 }
 
 /// An input's bytes as a kernel reads them.
@@ -364,7 +429,29 @@ enum JobOp {
     Op(OpKernel),
     /// A flat built-in kernel's operator, with the kernel's name: it writes what it computed
     /// whatever happens (its operator was built from a validated kernel, so it cannot fail).
-    Flat(TensorOp, &'static str),
+    Flat(Box<TensorOp>, &'static str),
+    /// A user operator's host body: one that panics writes nothing.
+    Custom(Arc<SimCustom>),
+}
+
+/// Why a [`Job`] wrote nothing.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    /// What failed and why.
+    pub message: String,
+    /// Whether it was a user operator's body that panicked (counted in
+    /// [`crate::SimStats::failed_ops`]).
+    pub body_panicked: bool,
+}
+
+impl Failure {
+    /// A failure that is not a user operator's panicking body.
+    pub fn kernel(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            body_panicked: false,
+        }
+    }
 }
 
 /// An output buffer of a [`Job`].
@@ -400,33 +487,42 @@ impl Job {
         match &self.op {
             JobOp::Op(op) => op.name(),
             JobOp::Flat(_, name) => name,
+            JobOp::Custom(_) => "user operator",
         }
     }
 
-    /// Computes the outputs ([`braid_kernels::compute_with`]). A tensor operator that fails (an
-    /// index out of range) writes nothing: the error is its message.
-    pub fn run(mut self) -> Result<Vec<PendingWrite>, String> {
-        let op = match &self.op {
-            JobOp::Op(op) => op.op(),
-            JobOp::Flat(op, _) => op,
-        };
+    /// Computes the outputs ([`braid_kernels::compute_with`], or the user operator's body).
+    /// A tensor operator that fails (an index out of range) or a body that panics writes
+    /// nothing.
+    pub fn run(mut self) -> Result<Vec<PendingWrite>, Failure> {
         let inputs: Vec<&[u8]> = self.inputs.iter().map(InputBytes::bytes).collect();
         let mut outputs: Vec<&mut [u8]> = self
             .outputs
             .iter_mut()
             .map(|o| &mut o.data[..o.written])
             .collect();
-        let result = braid_kernels::compute_with(op, &inputs, &mut outputs, self.threads);
+        let result = match &self.op {
+            JobOp::Op(op) => {
+                braid_kernels::compute_with(op.op(), &inputs, &mut outputs, self.threads)
+                    .map_err(|e| Failure::kernel(e.to_string()))
+            }
+            JobOp::Flat(op, name) => {
+                if let Err(e) = braid_kernels::compute_with(op, &inputs, &mut outputs, self.threads)
+                {
+                    tracing::error!(kernel = name, error = %e, "a flat kernel failed to compute");
+                }
+                Ok(())
+            }
+            JobOp::Custom(c) => c.run(&inputs, &mut outputs).map_err(|message| Failure {
+                message,
+                body_panicked: true,
+            }),
+        };
+        drop(outputs);
         drop(inputs);
         // The inputs' pins go before the outputs are stored (an operator may write in place).
         self.inputs.clear();
-        match (result, &self.op) {
-            (Ok(()), _) => {}
-            (Err(e), JobOp::Flat(_, name)) => {
-                tracing::error!(kernel = name, error = %e, "a flat kernel failed to compute");
-            }
-            (Err(e), JobOp::Op(_)) => return Err(e.to_string()),
-        }
+        result?;
         Ok(self
             .outputs
             .into_iter()
@@ -438,14 +534,17 @@ impl Job {
     }
 }
 
-/// Stores the outputs of an op (runs at the op's end time).
-pub(crate) fn finish(writes: Vec<PendingWrite>, mem: &mut DataView<'_>) {
+/// Stores the outputs of an op (runs at the op's end time); their buffers go back to `pool`.
+pub(crate) fn finish(writes: Vec<PendingWrite>, mem: &mut DataView<'_>, pool: &mut BufferPool) {
     for w in writes {
         match w {
             PendingWrite::Device {
                 ptr,
                 data: Some(data),
-            } => mem.write(ptr, &data),
+            } => {
+                mem.write(ptr, &data);
+                pool.give(data);
+            }
             PendingWrite::Device { data: None, .. } => mem.note_invalid(),
             PendingWrite::Host { dst, data } => {
                 // SAFETY: the caller of `Stream::memcpy_d2h` promised `dst` is valid for writes

@@ -346,7 +346,10 @@ mod tests {
         assert_eq!(threads(Some(5), Some("3")), Ok(5));
         for bad in ["0", "", " ", "two", "-1", "1.5"] {
             let err = threads(None, Some(bad)).unwrap_err();
-            assert!(err.contains("BRAID_SIM_THREADS") && err.contains(bad), "{err}");
+            assert!(
+                err.contains("BRAID_SIM_THREADS") && err.contains(bad),
+                "{err}"
+            );
         }
         let err = threads(Some(0), None).unwrap_err();
         assert!(err.contains("SimConfig::compute_threads"), "{err}");

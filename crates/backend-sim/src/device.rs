@@ -1,13 +1,13 @@
 //! [`SimDevice`]: the hal device, and the simulator's observability API.
 
 use crate::collective::HostWait;
-use crate::queue::Drained;
 use crate::config::SimConfig;
 use crate::engine::Engine;
 use crate::event::SimEvent;
 use crate::fault::{CallKind, FaultCounts, FaultPlan, Verdict};
 use crate::memory::PageRun;
 use crate::profile::DeviceProfile;
+use crate::queue::Drained;
 use crate::sanitizer::report::RaceReport;
 use crate::stream::SimStream;
 use crate::timeline::{OpRecord, SimStats};

@@ -1,4 +1,4 @@
-//! Kernels computed outside the engine lock.
+//! Kernels (and user operators' host bodies) computed outside the engine lock.
 //!
 //! A kernel's start (in the data queue's drain, under the engine lock) reads its inputs,
 //! pinned in place ([`crate::memory::Pin`]), and leaves a [`JobCell`]: the computing, which
@@ -15,7 +15,7 @@
 //! bytes its inputs had at its start and its outputs are stored at its end, as when it was
 //! computed in the drain.
 
-use crate::compute::{Job, PendingWrite};
+use crate::compute::{Failure, Job, PendingWrite};
 use braid_stream_core::sync::{Condvar, Mutex};
 
 /// Where a job stands.
@@ -25,7 +25,7 @@ enum State {
     /// A thread is computing it.
     Running,
     /// Computed: the outputs, or the message of its failure (taken once, by the drain).
-    Done(Option<Result<Vec<PendingWrite>, String>>),
+    Done(Option<Result<Vec<PendingWrite>, Failure>>),
 }
 
 /// A kernel waiting to be computed, being computed, or computed.
@@ -70,8 +70,8 @@ impl JobCell {
                 // Should the kernel panic (a bug), the cell still ends, failed, and its
                 // waiters wake.
                 let mut publish = Publish(self, None);
-                let result = tracing::trace_span!("sim kernel", op = self.name)
-                    .in_scope(|| job.run());
+                let result =
+                    tracing::trace_span!("sim kernel", op = self.name).in_scope(|| job.run());
                 publish.1 = Some(result);
             }
             State::Running => {
@@ -94,7 +94,7 @@ impl JobCell {
     }
 
     /// The result, once computed (`None` before, and after it was taken).
-    pub fn take(&self) -> Option<Result<Vec<PendingWrite>, String>> {
+    pub fn take(&self) -> Option<Result<Vec<PendingWrite>, Failure>> {
         match &mut *self.state.lock() {
             State::Done(result) => result.take(),
             _ => None,
@@ -104,14 +104,14 @@ impl JobCell {
 
 /// Stores a job's result in its cell when dropped (after the computing, or while a panic
 /// unwinds out of it) and wakes the threads waiting for it.
-struct Publish<'a>(&'a JobCell, Option<Result<Vec<PendingWrite>, String>>);
+struct Publish<'a>(&'a JobCell, Option<Result<Vec<PendingWrite>, Failure>>);
 
 impl Drop for Publish<'_> {
     fn drop(&mut self) {
         let result = self
             .1
             .take()
-            .unwrap_or_else(|| Err("the simulator's kernel panicked".to_string()));
+            .unwrap_or_else(|| Err(Failure::kernel("the simulator's kernel panicked")));
         *self.0.state.lock() = State::Done(Some(result));
         self.0.done.notify_all();
     }

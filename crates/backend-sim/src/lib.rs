@@ -102,7 +102,7 @@
 //! | `engine` (and `engine::submit`, `engine::events`, `engine::observe`) | the discrete-event engine of a node: host clocks, streams, events, scheduling on resources and links, captures |
 //! | `node`, `device_state` | [`SimNode`], [`NodeConfig`]; what the engine keeps per device |
 //! | `topology`, `link` | [`Topology`], [`LinkSpec`] (figures with their sources); links as contended resources |
-//! | `resource`, `op`, `compute`, `queue` | contended units; one piece of work; what an op reads and writes; data effects in virtual-time order |
+//! | `resource`, `op`, `compute`, `queue`, `job`, `buffers` | contended units; one piece of work; what an op reads and writes; data effects in virtual-time order; kernels computed outside the engine lock; output buffers kept from one kernel to the next |
 //! | `custom` | user operators: [`host_op`] bodies |
 //! | `workspace` | [`WorkspaceSizes`]: the workspace built-in kernels ask for (none by default; a dry run sets another backend's), [`SimPrepared`] |
 //! | `memory` (and `memory::vmm`, `memory::mappings`, `memory::view`), `host` | the address space of each device, data store, virtual memory, the node's data as one op sees it; pinned host memory |
@@ -140,10 +140,10 @@
 //! ```
 #![warn(missing_docs)]
 
+mod buffers;
 mod capture;
 pub mod collective;
 mod compute;
-mod job;
 mod config;
 mod custom;
 mod device;
@@ -154,6 +154,7 @@ pub mod fault;
 mod graph;
 mod host;
 pub mod ipc;
+mod job;
 pub mod limits;
 mod link;
 mod memory;

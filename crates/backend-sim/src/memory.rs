@@ -421,18 +421,30 @@ impl Memory {
     /// Reads `s`. `None` (and one invalid access counted) when `s` is not inside one live
     /// segment; the caller treats that as zeros. Without backing (timing-only), zeros.
     pub fn read(&mut self, s: DeviceSlice) -> Option<Vec<u8>> {
+        // Checked first: an invalid range may be far larger than the host's memory.
+        if !self.is_valid(s) {
+            self.invalid_accesses += 1;
+            return None;
+        }
+        let mut out = vec![0u8; s.len as usize];
+        self.read_into(s, &mut out).then_some(out)
+    }
+
+    /// [`Memory::read`] into `out` (`s.len` bytes): `false` (and one invalid access counted,
+    /// `out` left as it was) when `s` is not inside one live segment.
+    pub fn read_into(&mut self, s: DeviceSlice, out: &mut [u8]) -> bool {
         if s.len == 0 {
-            return Some(Vec::new());
+            return true;
         }
         let Some((base, seg)) = self.find(s) else {
             self.invalid_accesses += 1;
-            return None;
+            return false;
         };
-        let mut out = vec![0u8; s.len as usize];
-        if let Some(data) = &seg.data {
-            data.read(s.ptr.0 - base, &mut out);
+        match &seg.data {
+            Some(data) => data.read(s.ptr.0 - base, out),
+            None => out.fill(0),
         }
-        Some(out)
+        true
     }
 
     /// A pin of `s` for a kernel to read in place ([`Pin`]): `None` when `s` is not inside one

@@ -12,15 +12,18 @@
 //! clock: it sees them early. That only happens for work not ordered with those effects (a
 //! race, which the sanitizer reports); ordered work always waits for what it depends on.
 //!
-//! A user operator whose host body fails at its start writes nothing; the queue keeps it as a
-//! [`FailedOp`] for the engine to report ([`DataQueue::take_failures`]).
+//! An operator that fails (a user operator's host body that panics, a tensor operator reading
+//! outside live memory or finding an index out of range) writes nothing; the queue keeps it as
+//! a [`FailedOp`] for the engine to report ([`DataQueue::take_failures`]).
 //!
-//! A kernel that computes leaves a [`JobCell`] at its start ([`crate::job`]); its end action
+//! A kernel that computes, or a user operator's body, leaves a [`JobCell`] at its start
+//! ([`crate::job`]); its end action
 //! waits for the cell's result. A drain meeting an end whose kernel is not computed yet stops
 //! there ([`Drained::Stalled`]): the caller computes it with the engine lock released and
 //! drains again. [`DataQueue::drain_all`] computes it in place instead, for the calls that
 //! must see every effect before they go on.
 
+use crate::buffers::BufferPool;
 use crate::compute::{self, Begun, PendingWrite};
 use crate::job::JobCell;
 use crate::memory::{DataView, Memory};
@@ -63,7 +66,7 @@ pub(crate) enum Drained {
     Stalled(Arc<JobCell>),
 }
 
-/// A user operator whose host body failed: it wrote nothing.
+/// An operator that failed on the device: it wrote nothing.
 #[derive(Debug)]
 pub(crate) struct FailedOp {
     /// Index of the device whose stream ran it.
@@ -98,6 +101,8 @@ pub(crate) struct DataQueue {
     stalled: Option<(u64, u8, u64)>,
     /// The most threads a kernel computes on (at least 1).
     threads: usize,
+    /// Buffers of stored outputs, for the next kernels' outputs.
+    pool: BufferPool,
 }
 
 impl std::fmt::Debug for DataQueue {
@@ -224,14 +229,19 @@ impl DataQueue {
                     end,
                     device,
                     report,
-                } => match compute::begin(&op, &mut DataView::new(mems, device), self.threads) {
+                } => match compute::begin(
+                    &op,
+                    &mut DataView::new(mems, device),
+                    self.threads,
+                    &mut self.pool,
+                ) {
                     Ok(Begun::Done(writes)) if writes.is_empty() => {}
                     Ok(Begun::Done(writes)) => {
                         self.pending
                             .insert((end, END, seq), Action::End(writes, device));
                     }
                     Ok(Begun::Job(job)) => {
-                        let cell = Arc::new(JobCell::new(job, device));
+                        let cell = Arc::new(JobCell::new(*job, device));
                         self.jobs.push(cell.clone());
                         let action = Action::EndJob {
                             cell,
@@ -244,7 +254,7 @@ impl DataQueue {
                     Err(message) => self.fail(&op, report, device, seq, start, end, message),
                 },
                 Action::End(writes, device) => {
-                    compute::finish(writes, &mut DataView::new(mems, device))
+                    compute::finish(writes, &mut DataView::new(mems, device), &mut self.pool)
                 }
                 Action::EndJob {
                     cell,
@@ -271,9 +281,17 @@ impl DataQueue {
                     };
                     self.jobs.retain(|c| !Arc::ptr_eq(c, &cell));
                     match result {
-                        Ok(writes) => compute::finish(writes, &mut DataView::new(mems, device)),
-                        Err(message) => {
+                        Ok(writes) => compute::finish(
+                            writes,
+                            &mut DataView::new(mems, device),
+                            &mut self.pool,
+                        ),
+                        Err(failure) => {
+                            if failure.body_panicked {
+                                DataView::new(mems, device).note_failed_op();
+                            }
                             if let Some((stream, op)) = report {
+                                let message = failure.message;
                                 self.fail(&op, Some(stream), device, seq, start, key.0, message);
                             }
                         }

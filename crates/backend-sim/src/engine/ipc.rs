@@ -346,7 +346,11 @@ impl Engine {
         let frontier = self.queue.frontier();
         for (&e, x) in self.ipc.events_out.iter_mut() {
             let device = self.events.get(e).map_or(0, |ev| ev.device as usize);
-            let host = self.devices.get(device).map_or(0, |d| d.host_ns).min(frontier);
+            let host = self
+                .devices
+                .get(device)
+                .map_or(0, |d| d.host_ns)
+                .min(frontier);
             while let Some(&(g, t)) = x.pending.front() {
                 if t > host {
                     break;

@@ -34,11 +34,11 @@ use crate::config::{SimConfig, SimMode};
 use crate::device_state::DeviceState;
 use crate::fault::{CallKind, FaultState};
 use crate::ipc::IpcState;
+use crate::job::JobCell;
 use crate::limits::Limits;
 use crate::link::{Links, Route};
 use crate::memory::{Memory, PageRun};
 use crate::op::{Accesses, Op, OpKind};
-use crate::job::JobCell;
 use crate::queue::{DataQueue, Drained};
 use crate::sanitizer::report::{OpInfo, OpRef, RaceReport};
 use crate::sanitizer::{Sanitizer, SanitizerMode};
@@ -377,7 +377,11 @@ impl Engine {
                 .fold(dev.makespan, u64::max),
             _ => return None,
         };
-        Some(dev.host_ns.max(t).saturating_add(dev.config.profile.host_call_ns))
+        Some(
+            dev.host_ns
+                .max(t)
+                .saturating_add(dev.config.profile.host_call_ns),
+        )
     }
 
     /// Samples the memory counters of the current device for the trace.

@@ -78,7 +78,11 @@ impl MapBytes {
         // SAFETY: forwarded to the caller; `data` is not in this map (the engine's buffers
         // are its own).
         unsafe {
-            std::ptr::copy_nonoverlapping(data.as_ptr(), self.map.as_mut_ptr().add(start), data.len())
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.map.as_mut_ptr().add(start),
+                data.len(),
+            )
         }
     }
 
@@ -433,7 +437,10 @@ impl Backing {
                 unsafe { copy.write(at, self.bytes.slice(at, n)) };
             }
         }
-        tracing::debug!(bytes = len, "a write met a running kernel's input: segment copied");
+        tracing::debug!(
+            bytes = len,
+            "a write met a running kernel's input: segment copied"
+        );
         self.bytes = Arc::new(copy);
         true
     }

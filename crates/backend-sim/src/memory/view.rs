@@ -40,6 +40,11 @@ impl<'a> DataView<'a> {
         self.at(s.ptr.0).read(s)
     }
 
+    /// See [`Memory::read_into`].
+    pub fn read_into(&mut self, s: DeviceSlice, out: &mut [u8]) -> bool {
+        self.at(s.ptr.0).read_into(s, out)
+    }
+
     /// See [`Memory::pin`].
     pub fn pin(&mut self, s: DeviceSlice) -> Option<super::Pin> {
         self.at(s.ptr.0).pin(s)

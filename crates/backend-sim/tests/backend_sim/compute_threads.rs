@@ -19,14 +19,22 @@ use std::time::{Duration, Instant};
 fn matrix(dev: &SimDevice, s: &SimStream, n: usize, f: impl Fn(usize) -> f32) -> Tensor {
     let values: Vec<f32> = (0..n * n).map(f).collect();
     let ptr = upload(dev, s, &values);
-    Tensor::new(DeviceSlice::new(ptr, (n * n * 4) as u64), DType::F32, &[n, n]).unwrap()
+    Tensor::new(
+        DeviceSlice::new(ptr, (n * n * 4) as u64),
+        DType::F32,
+        &[n, n],
+    )
+    .unwrap()
 }
 
 /// The bytes of `t` (synchronizing `s`).
 fn bytes(s: &SimStream, t: &Tensor) -> Vec<u8> {
     let mut out = vec![0u8; t.range().len as usize];
     // SAFETY: `out` is not touched until the synchronize below has observed the copy.
-    unsafe { s.memcpy_d2h(out.as_mut_ptr(), t.ptr(), t.range().len).unwrap() };
+    unsafe {
+        s.memcpy_d2h(out.as_mut_ptr(), t.ptr(), t.range().len)
+            .unwrap()
+    };
     s.synchronize().unwrap();
     out
 }
@@ -164,8 +172,11 @@ fn a_synchronize_of_another_device_waits_for_the_kernels_before_its_time() {
     let n = 256;
     let a = matrix(&d0, &s0, n, |i| (i % 7) as f32);
     let out = matrix(&d0, &s0, n, |_| 0.0);
-    s0.launch(&TypedKernel::from(&ops::matmul(&a, &a, &out).unwrap()), "mm")
-        .unwrap();
+    s0.launch(
+        &TypedKernel::from(&ops::matmul(&a, &a, &out).unwrap()),
+        "mm",
+    )
+    .unwrap();
     let ev = d0.create_event(EventFlags::ORDERING).unwrap();
     s0.record(&ev).unwrap();
     d1.enable_peer_access(&d0).unwrap();

@@ -292,7 +292,9 @@ fn a_kernel_too_large_for_the_host_is_refused_naming_its_shapes_and_nothing_chan
     };
     let (a, b, out) = (big(1 << 50), big(1 << 51), big(3 << 50));
     let mm = ops::matmul(&a, &b, &out).unwrap();
-    let err = s.launch(&TypedKernel::from(&mm), "huge matmul").unwrap_err();
+    let err = s
+        .launch(&TypedKernel::from(&mm), "huge matmul")
+        .unwrap_err();
     let HalError::HostOutOfMemory {
         kernel,
         needed,
