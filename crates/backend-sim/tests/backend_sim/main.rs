@@ -7,6 +7,7 @@
 
 mod common;
 
+mod busy_device;
 mod calibration;
 mod capture;
 mod collective_faults;
