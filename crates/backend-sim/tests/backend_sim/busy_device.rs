@@ -84,7 +84,7 @@ fn a_device_computing_holds_up_no_other_device_collective_or_host_body() {
     let tensor =
         |m: &DeviceMemory<SimBackend>| Tensor::new(m.slice(), DType::F32, &[n, n]).unwrap();
     let (a, out) = (tensor(&a_mem), tensor(&out_mem));
-    s1.launch(&ops::matmul(&a, &a, &out).unwrap()).unwrap();
+    s1.launch(ops::matmul(&a, &a, &out).unwrap()).unwrap();
     let product = download(&s1, &out_mem);
     let want: f32 = (0..n).map(|k| ((k % 7) * ((k * n) % 7)) as f32).sum();
     assert_eq!(product[0], want);
