@@ -18,8 +18,9 @@
 //! - `stream copy`: a 64 MiB copy of the host's memory (`copy_from_slice`, as STREAM's Copy),
 //!   the memory peak the vector kernels are bound by.
 //!
-//! Products use `BRAID_SIM_THREADS` threads when it is set, else every core (as the
-//! simulator does); the rest run on one thread, as in the simulator.
+//! Kernels use `BRAID_SIM_THREADS` threads when it is set, else every core, as the
+//! simulator does (products above a size, element-wise kernels and softmax from 64 Ki
+//! elements; RMSNorm computes on one thread).
 //!
 //! `cargo bench -p braid-benches --bench sim_kernels` (add `-- --quick` for a short run, or a
 //! filter such as `-- matmul/1024`).
@@ -121,7 +122,7 @@ impl Case {
     }
 }
 
-/// The product threads: `BRAID_SIM_THREADS` when set, else every core.
+/// The compute threads: `BRAID_SIM_THREADS` when set, else every core.
 fn threads() -> usize {
     match std::env::var("BRAID_SIM_THREADS") {
         Ok(v) => v
@@ -148,7 +149,7 @@ fn samples(group: &mut BenchmarkGroup<'_, criterion::measurement::WallTime>, n: 
 
 fn matmul(c: &mut Criterion) {
     let threads = threads();
-    println!("sim_kernels: products on {threads} threads");
+    println!("sim_kernels: {threads} compute threads");
     let mut group = c.benchmark_group("matmul");
     for n in [256, 1024, 2048] {
         samples(&mut group, n);
@@ -166,7 +167,9 @@ fn matmul(c: &mut Criterion) {
     let mut group = c.benchmark_group("gemm reference");
     for n in [256, 1024, 2048] {
         samples(&mut group, n);
-        let a: Vec<f32> = (0..n * n).map(|i| (i % 1000) as f32 / 500.0 - 1.0).collect();
+        let a: Vec<f32> = (0..n * n)
+            .map(|i| (i % 1000) as f32 / 500.0 - 1.0)
+            .collect();
         let b = a.clone();
         let mut out = vec![0f32; n * n];
         let parallelism = if threads > 1 {
@@ -210,6 +213,7 @@ fn matmul(c: &mut Criterion) {
 }
 
 fn vector(c: &mut Criterion) {
+    let threads = threads();
     let mut group = c.benchmark_group("elementwise");
     group.measurement_time(Duration::from_secs(2));
     for n in [16 * 1024, 1024 * 1024] {
@@ -223,12 +227,16 @@ fn vector(c: &mut Criterion) {
             ("mul", BinaryOp::Mul),
         ] {
             let shape: &[usize] = &[n];
-            let f32s = [(DType::F32, shape), (DType::F32, shape), (DType::F32, shape)];
+            let f32s = [
+                (DType::F32, shape),
+                (DType::F32, shape),
+                (DType::F32, shape),
+            ];
             let mut case = Case::new(&f32s, 2, |t| {
                 ops::binary(op, t[0].clone(), t[1].clone(), &t[2]).expect("binary")
             });
             group.throughput(throughput(n, 12 * n));
-            group.bench_function(format!("{name}/{n}"), |b| b.iter(|| case.run(1)));
+            group.bench_function(format!("{name}/{n}"), |b| b.iter(|| case.run(threads)));
         }
     }
     group.finish();
@@ -242,7 +250,7 @@ fn vector(c: &mut Criterion) {
         ops::softmax(&t[0], 1, &t[1]).expect("softmax")
     });
     group.throughput(throughput(5 * numel, 8 * numel));
-    group.bench_function("softmax/64x4096", |b| b.iter(|| softmax.run(1)));
+    group.bench_function("softmax/64x4096", |b| b.iter(|| softmax.run(threads)));
     let gamma: &[usize] = &[cols];
     let rstd: &[usize] = &[rows, 1];
     let mut rms_norm = Case::new(
@@ -256,7 +264,7 @@ fn vector(c: &mut Criterion) {
         |t| ops::rms_norm(&t[0], &t[1], 1e-6, &t[2], &t[3]).expect("rms_norm"),
     );
     group.throughput(throughput(4 * numel, 8 * numel));
-    group.bench_function("rms_norm/64x4096", |b| b.iter(|| rms_norm.run(1)));
+    group.bench_function("rms_norm/64x4096", |b| b.iter(|| rms_norm.run(threads)));
     group.finish();
 
     let mut group = c.benchmark_group("stream copy");

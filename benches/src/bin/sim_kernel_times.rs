@@ -27,7 +27,9 @@ fn buffer(dev: &SimDevice, s: &SimStream, dtype: DType, shape: &[usize], seed: u
     let numel: usize = shape.iter().product();
     let bytes = numel * dtype.size() as usize;
     let ptr = dev.alloc(bytes as u64).expect("alloc");
-    let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+    let mut state = seed
+        .wrapping_mul(6364136223846793005)
+        .wrapping_add(1442695040888963407);
     let mut host = Vec::with_capacity(bytes);
     for _ in 0..numel {
         state = state
@@ -42,7 +44,10 @@ fn buffer(dev: &SimDevice, s: &SimStream, dtype: DType, shape: &[usize], seed: u
         }
     }
     // SAFETY: `host` outlives the copy: the stream is synchronized before it is dropped.
-    unsafe { s.memcpy_h2d(ptr, host.as_ptr(), bytes as u64).expect("upload") };
+    unsafe {
+        s.memcpy_h2d(ptr, host.as_ptr(), bytes as u64)
+            .expect("upload")
+    };
     s.synchronize().expect("synchronize");
     Tensor::new(DeviceSlice::new(ptr, bytes as u64), dtype, shape).expect("tensor")
 }

@@ -4,6 +4,7 @@
 
 use crate::element::{load_run, native_run, native_run_mut, store_run, Num};
 use crate::layout::{broadcast_strides, Walk, RUN};
+use crate::parallel::{for_parts, threads_for};
 use crate::vector::simd;
 use braid_stream_core::ops::{
     Binary, BinaryOp, Cast, Domain, Fill, Operand, Scalar, Unary, UnaryOp,
@@ -23,24 +24,48 @@ pub(crate) struct Dst<'a> {
     pub tensor: &'a Tensor,
 }
 
+/// Calls `part(first, bytes, range)` to compute the output elements whose row-major index
+/// lies in `range`, into `bytes`, whose first byte is element `first`'s: the whole output at
+/// once, or a contiguous output of `total` elements cut into parts computed on up to
+/// `threads` threads ([`for_parts`]).
+fn over_output(
+    out: &mut Dst<'_>,
+    total: usize,
+    threads: usize,
+    part: impl Fn(usize, &mut [u8], std::ops::Range<usize>) + Sync,
+) {
+    let threads = threads_for(total, threads);
+    if threads > 1 && out.tensor.is_contiguous() {
+        let size = out.tensor.dtype().size() as usize;
+        for_parts(out.bytes, total, size, threads, |first, bytes| {
+            part(first, bytes, first..first + bytes.len() / size)
+        });
+    } else {
+        part(0, out.bytes, 0..total)
+    }
+}
+
 /// Loads each run of `x`, applies `f`, stores it into `out`. Where `out` holds the domain's
 /// own type contiguously, the run is loaded into `out`'s bytes and computed there.
-fn map1<D: Num>(x: &Src<'_>, out: &mut Dst<'_>, f: impl Fn(&mut [D])) {
+fn map1<D: Num>(x: &Src<'_>, out: &mut Dst<'_>, threads: usize, f: impl Fn(&mut [D]) + Sync) {
     let shape = out.tensor.shape().to_vec();
     let xs = broadcast_strides(x.tensor.shape(), x.tensor.strides(), &shape);
     let walk = Walk::new(&shape, [out.tensor.strides(), &xs]);
-    let mut buf = [D::default(); RUN];
     let (xt, ot) = (x.tensor.dtype(), out.tensor.dtype());
-    walk.runs(|[ob, xb], [os, step], len| {
-        if let Some(run) = native_run_mut::<D>(out.bytes, ot, ob, os, len) {
+    over_output(out, walk.len(), threads, |first, bytes, range| {
+        let mut buf = [D::default(); RUN];
+        walk.runs_in(range, |[ob, xb], [os, step], len| {
+            let ob = ob - first;
+            if let Some(run) = native_run_mut::<D>(bytes, ot, ob, os, len) {
+                load_run(x.bytes, xt, xb, step, run);
+                f(run);
+                return;
+            }
+            let run = &mut buf[..len];
             load_run(x.bytes, xt, xb, step, run);
             f(run);
-            return;
-        }
-        let run = &mut buf[..len];
-        load_run(x.bytes, xt, xb, step, run);
-        f(run);
-        store_run(out.bytes, ot, ob, os, run);
+            store_run(bytes, ot, ob, os, run);
+        });
     });
 }
 
@@ -53,7 +78,13 @@ enum In<'a, D> {
 /// Loads each run of `a` and `b` (broadcast), applies `f(a, b)` into `a`'s buffer, stores it.
 /// Where `out` holds the domain's own type contiguously, `a` is loaded into `out`'s bytes and
 /// computed there; where `b` does, it is read in place.
-fn map2<D: Num>(a: In<'_, D>, b: In<'_, D>, out: &mut Dst<'_>, f: impl Fn(&mut [D], &[D])) {
+fn map2<D: Num>(
+    a: In<'_, D>,
+    b: In<'_, D>,
+    out: &mut Dst<'_>,
+    threads: usize,
+    f: impl Fn(&mut [D], &[D]) + Sync,
+) {
     let shape = out.tensor.shape().to_vec();
     let strides = |i: &In<'_, D>| match i {
         In::Tensor(s) => broadcast_strides(s.tensor.shape(), s.tensor.strides(), &shape),
@@ -61,37 +92,40 @@ fn map2<D: Num>(a: In<'_, D>, b: In<'_, D>, out: &mut Dst<'_>, f: impl Fn(&mut [
     };
     let (sa, sb) = (strides(&a), strides(&b));
     let walk = Walk::new(&shape, [out.tensor.strides(), &sa, &sb]);
-    let mut left = [D::default(); RUN];
-    let mut right = [D::default(); RUN];
-    if let In::Scalar(v) = b {
-        right.fill(v);
-    }
     let ot = out.tensor.dtype();
-    walk.runs(|[ob, ab, bb], [os, astep, bstep], len| {
-        let rhs: &[D] = match &b {
-            In::Tensor(s) => match native_run::<D>(s.bytes, s.tensor.dtype(), bb, bstep, len) {
-                Some(v) => v,
-                None => {
-                    load_run(s.bytes, s.tensor.dtype(), bb, bstep, &mut right[..len]);
-                    &right[..len]
-                }
-            },
-            In::Scalar(_) => &right[..len],
-        };
-        let direct = native_run_mut::<D>(out.bytes, ot, ob, os, len);
-        let in_place = direct.is_some();
-        let lhs = match direct {
-            Some(run) => run,
-            None => &mut left[..len],
-        };
-        match &a {
-            In::Tensor(s) => load_run(s.bytes, s.tensor.dtype(), ab, astep, lhs),
-            In::Scalar(v) => lhs.fill(*v),
+    over_output(out, walk.len(), threads, |first, bytes, range| {
+        let mut left = [D::default(); RUN];
+        let mut right = [D::default(); RUN];
+        if let In::Scalar(v) = b {
+            right.fill(v);
         }
-        f(lhs, rhs);
-        if !in_place {
-            store_run(out.bytes, ot, ob, os, &left[..len]);
-        }
+        walk.runs_in(range, |[ob, ab, bb], [os, astep, bstep], len| {
+            let ob = ob - first;
+            let rhs: &[D] = match &b {
+                In::Tensor(s) => match native_run::<D>(s.bytes, s.tensor.dtype(), bb, bstep, len) {
+                    Some(v) => v,
+                    None => {
+                        load_run(s.bytes, s.tensor.dtype(), bb, bstep, &mut right[..len]);
+                        &right[..len]
+                    }
+                },
+                In::Scalar(_) => &right[..len],
+            };
+            let direct = native_run_mut::<D>(bytes, ot, ob, os, len);
+            let in_place = direct.is_some();
+            let lhs = match direct {
+                Some(run) => run,
+                None => &mut left[..len],
+            };
+            match &a {
+                In::Tensor(s) => load_run(s.bytes, s.tensor.dtype(), ab, astep, lhs),
+                In::Scalar(v) => lhs.fill(*v),
+            }
+            f(lhs, rhs);
+            if !in_place {
+                store_run(bytes, ot, ob, os, &left[..len]);
+            }
+        });
     });
 }
 
@@ -178,8 +212,8 @@ fn unary_int(op: UnaryOp, v: &mut [i64], bool_input: bool) {
     }
 }
 
-/// `out = op(x)`.
-pub(crate) fn unary(u: &Unary, x: &Src<'_>, out: &mut Dst<'_>) {
+/// `out = op(x)`, on up to `threads` threads.
+pub(crate) fn unary(u: &Unary, x: &Src<'_>, out: &mut Dst<'_>, threads: usize) {
     let domain = match u.op {
         UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::LogicalNot => {
             Domain::of_dtype(u.x.dtype())
@@ -190,9 +224,9 @@ pub(crate) fn unary(u: &Unary, x: &Src<'_>, out: &mut Dst<'_>) {
     };
     let bool_input = u.x.dtype() == DType::Bool;
     match domain {
-        Domain::F32 => map1::<f32>(x, out, |v| unary_float(u.op, v)),
-        Domain::F64 => map1::<f64>(x, out, |v| unary_float(u.op, v)),
-        Domain::I64 => map1::<i64>(x, out, |v| unary_int(u.op, v, bool_input)),
+        Domain::F32 => map1::<f32>(x, out, threads, |v| unary_float(u.op, v)),
+        Domain::F64 => map1::<f64>(x, out, threads, |v| unary_float(u.op, v)),
+        Domain::I64 => map1::<i64>(x, out, threads, |v| unary_int(u.op, v, bool_input)),
     }
 }
 
@@ -339,22 +373,28 @@ pub(crate) fn scalar<D: Num>(s: Scalar) -> D {
     }
 }
 
-/// `out = a ∘ b`; `srcs` holds the tensor operands in order.
-pub(crate) fn binary(op: &Binary, srcs: &[Src<'_>], out: &mut Dst<'_>) {
-    fn run<D: Num>(op: &Binary, srcs: &[Src<'_>], out: &mut Dst<'_>, f: impl Fn(&mut [D], &[D])) {
+/// `out = a ∘ b`, on up to `threads` threads; `srcs` holds the tensor operands in order.
+pub(crate) fn binary(op: &Binary, srcs: &[Src<'_>], out: &mut Dst<'_>, threads: usize) {
+    fn run<D: Num>(
+        op: &Binary,
+        srcs: &[Src<'_>],
+        out: &mut Dst<'_>,
+        threads: usize,
+        f: impl Fn(&mut [D], &[D]) + Sync,
+    ) {
         let mut tensors = srcs.iter();
         let mut input = |o: &Operand| match o {
             Operand::Tensor(_) => tensors.next().map(In::Tensor),
             Operand::Scalar(s) => Some(In::Scalar(scalar::<D>(*s))),
         };
         if let (Some(a), Some(b)) = (input(&op.a), input(&op.b)) {
-            map2(a, b, out, f);
+            map2(a, b, out, threads, f);
         }
     }
     match op.domain() {
-        Domain::F32 => run::<f32>(op, srcs, out, |a, b| binary_float(op.op, a, b)),
-        Domain::F64 => run::<f64>(op, srcs, out, |a, b| binary_float(op.op, a, b)),
-        Domain::I64 => run::<i64>(op, srcs, out, |a, b| binary_int(op.op, a, b)),
+        Domain::F32 => run::<f32>(op, srcs, out, threads, |a, b| binary_float(op.op, a, b)),
+        Domain::F64 => run::<f64>(op, srcs, out, threads, |a, b| binary_float(op.op, a, b)),
+        Domain::I64 => run::<i64>(op, srcs, out, threads, |a, b| binary_int(op.op, a, b)),
     }
 }
 
@@ -375,17 +415,17 @@ pub(crate) fn fill(f: &Fill, out: &mut Dst<'_>) {
     }
 }
 
-/// `out = x` converted and broadcast.
-pub(crate) fn cast(c: &Cast, x: &Src<'_>, out: &mut Dst<'_>) {
+/// `out = x` converted and broadcast, on up to `threads` threads.
+pub(crate) fn cast(c: &Cast, x: &Src<'_>, out: &mut Dst<'_>, threads: usize) {
     let (from, to) = (c.x.dtype(), c.out.dtype());
     if from == to {
         return copy_same_type(x, out);
     }
     if from.is_float() || to.is_float() {
         // Every float and every integer up to 2^53 is exact in f64: one rounding, at the store.
-        map1::<f64>(x, out, |_| ());
+        map1::<f64>(x, out, threads, |_| ());
     } else {
-        map1::<i64>(x, out, |_| ());
+        map1::<i64>(x, out, threads, |_| ());
     }
 }
 

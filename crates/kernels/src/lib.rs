@@ -28,17 +28,21 @@
 //! count ([`compute_with`]'s `threads`: the simulator's `SimConfig::compute_threads` or
 //! `BRAID_SIM_THREADS`) never changes them:
 //!
-//! - only matrix products use more than one thread. `gemm` splits a product's output
-//!   between its threads, never the sum over `k`: each output element is summed in the same
-//!   order (blocks of `k` whose size comes from the CPU's cache sizes, then the
-//!   microkernel's lanes) whatever the thread count. Widened half-precision products go
-//!   tile by tile in a fixed tiling (`TILE` rows and columns per `gemm` call), which does not
+//! - matrix products use up to that many threads above a size: `gemm` splits a product's
+//!   output between its threads, never the sum over `k`, so each output element is summed in
+//!   the same order (blocks of `k` whose size comes from the CPU's cache sizes, then the
+//!   microkernel's lanes) whatever the thread count. Widened half-precision products go tile
+//!   by tile in a fixed tiling (`TILE` rows and columns per `gemm` call), which does not
 //!   depend on the thread count either;
-//! - every other operator computes on the calling thread, and sums in a fixed order: sums,
-//!   means, softmax and RMSNorm in 8 partial sums of `f64` (so that the loop vectorises),
-//!   whose rounding depends only on the sequence of values, not on how a row is cut into
-//!   runs nor on the vector width the CPU offers; layer norm and attention element after
-//!   element;
+//! - element-wise operators, casts and softmax over at least 64 Ki elements with a
+//!   contiguous output cut the output into parts of whole elements (softmax: whole rows)
+//!   that threads compute side by side (rayon's pool): each element is computed exactly as
+//!   on one thread;
+//! - every other operator computes on the calling thread. All of them sum in a fixed order:
+//!   sums, means, softmax and RMSNorm in 8 partial sums of `f64` (so that the loop
+//!   vectorises), whose rounding depends only on the sequence of values, not on how a row is
+//!   cut into runs nor on the vector width the CPU offers; layer norm and attention element
+//!   after element;
 //! - the vector instructions are chosen at run time (`pulp`: AVX2 or AVX-512 where present),
 //!   but the compiler never reorders or fuses floating-point operations, so every version of
 //!   a loop gives the same bits.
@@ -58,6 +62,7 @@ mod index;
 mod layer_norm;
 pub mod layout;
 mod matmul;
+mod parallel;
 mod position;
 mod random;
 mod reduce;
@@ -225,12 +230,12 @@ pub fn compute_with(
     let (first, rest) = dsts.split_at_mut(1);
     let out = &mut first[0];
     match op {
-        TensorOp::Unary(u) => elementwise::unary(u, &srcs[0], out),
-        TensorOp::Binary(b) => elementwise::binary(b, &srcs, out),
+        TensorOp::Unary(u) => elementwise::unary(u, &srcs[0], out, threads),
+        TensorOp::Binary(b) => elementwise::binary(b, &srcs, out, threads),
         TensorOp::Fill(f) => elementwise::fill(f, out),
-        TensorOp::Cast(c) => elementwise::cast(c, &srcs[0], out),
+        TensorOp::Cast(c) => elementwise::cast(c, &srcs[0], out, threads),
         TensorOp::Reduce(r) => reduce::reduce(r, &srcs[0], out),
-        TensorOp::Softmax(s) => reduce::softmax(s, &srcs[0], out),
+        TensorOp::Softmax(s) => reduce::softmax(s, &srcs[0], out, threads),
         TensorOp::RmsNorm(n) => reduce::rms_norm(n, &srcs[0], &srcs[1], out, &mut rest[0]),
         TensorOp::Matmul(m) => matmul::matmul(m, &srcs, out, threads.max(1)),
         TensorOp::Index(i) => index::index(i, &srcs, out)?,

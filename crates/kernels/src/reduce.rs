@@ -3,7 +3,8 @@
 
 use crate::element::{load_run, native_run_mut, store_run, Num};
 use crate::elementwise::{Dst, Src};
-use crate::layout::{Walk, RUN};
+use crate::layout::{offset_of, Walk, RUN};
+use crate::parallel::{for_parts, threads_for};
 use crate::vector::{self, simd, LaneSum, LANES};
 use braid_stream_core::ops::{Reduce, ReduceKind, RmsNorm, Softmax};
 use braid_stream_core::DType;
@@ -332,31 +333,68 @@ fn without(shape: &[usize], strides: &[usize], dim: usize) -> (Vec<usize>, Vec<u
     (drop(shape), drop(strides))
 }
 
-fn run_softmax<D: Num + num_traits::Float>(s: &Softmax, x: &Src<'_>, out: &mut Dst<'_>) {
+fn run_softmax<D: Num + num_traits::Float>(
+    s: &Softmax,
+    x: &Src<'_>,
+    out: &mut Dst<'_>,
+    threads: usize,
+) {
     let (outer, x_outer) = without(s.x.shape(), s.x.strides(), s.dim);
     let (_, out_outer) = without(s.out.shape(), s.out.strides(), s.dim);
     let n = s.x.shape()[s.dim];
     let (xs, os) = (s.x.strides()[s.dim], s.out.strides()[s.dim]);
+    let ot = out.tensor.dtype();
+    let rows: usize = outer.iter().product();
+    let threads = threads_for(rows * n, threads);
+    if threads > 1 && os == 1 && s.out.is_contiguous() {
+        // Rows of a contiguous output lie one after the other: parts of whole rows.
+        let row_bytes = n * ot.size() as usize;
+        for_parts(out.bytes, rows, row_bytes, threads, |first, bytes| {
+            let mut row = vec![D::zero(); n];
+            for r in 0..bytes.len() / row_bytes {
+                let xb = offset_of(first + r, &outer, &x_outer);
+                softmax_at(x, xb, xs, bytes, ot, r * n, 1, &mut row, s.log);
+            }
+        });
+        return;
+    }
     let mut row = vec![D::zero(); n];
-    let (xt, ot) = (x.tensor.dtype(), out.tensor.dtype());
     for_each_element(&outer, [&x_outer, &out_outer], |[xb, ob]| {
-        if let Some(dst) = native_run_mut::<D>(out.bytes, ot, ob, os, n) {
-            load_run(x.bytes, xt, xb, xs, dst);
-            softmax_row(dst, s.log);
-            return;
-        }
-        load_run(x.bytes, xt, xb, xs, &mut row);
-        softmax_row(&mut row, s.log);
-        store_run(out.bytes, ot, ob, os, &row);
+        softmax_at(x, xb, xs, out.bytes, ot, ob, os, &mut row, s.log);
     });
 }
 
+/// The softmax of the row of `x` at `xb` (`xs` apart) into `out_bytes` at `ob` (`os` apart),
+/// in place there when the output holds `D` contiguously, else through `row`.
+#[allow(clippy::too_many_arguments)]
+fn softmax_at<D: Num + num_traits::Float>(
+    x: &Src<'_>,
+    xb: usize,
+    xs: usize,
+    out_bytes: &mut [u8],
+    ot: DType,
+    ob: usize,
+    os: usize,
+    row: &mut [D],
+    log: bool,
+) {
+    let (xt, n) = (x.tensor.dtype(), row.len());
+    if let Some(dst) = native_run_mut::<D>(out_bytes, ot, ob, os, n) {
+        load_run(x.bytes, xt, xb, xs, dst);
+        softmax_row(dst, log);
+        return;
+    }
+    load_run(x.bytes, xt, xb, xs, row);
+    softmax_row(row, log);
+    store_run(out_bytes, ot, ob, os, row);
+}
+
 /// `out = softmax(x)` along `dim`.
-pub(crate) fn softmax(s: &Softmax, x: &Src<'_>, out: &mut Dst<'_>) {
+pub(crate) fn softmax(s: &Softmax, x: &Src<'_>, out: &mut Dst<'_>, threads: usize) {
     if s.x.dtype() == DType::F64 {
-        run_softmax::<f64>(s, x, out)
+        run_softmax::<f64>(s, x, out, threads)
     } else {
-        run_softmax::<f32>(s, x, out)
+        run_softmax::<f32>(s, x, out, threads)
     }
 }
 

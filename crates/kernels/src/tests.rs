@@ -482,6 +482,22 @@ fn numbers_do_not_depend_on_the_thread_count() {
             vec![xb.clone(), gb],
             vec![sxb, rb],
         ));
+        // Element-wise kernels and casts large enough to be cut into parts, one operand
+        // broadcast.
+        let (row, rowb) = m.tensor(dtype, &[4096], &wave(4096, 0.5));
+        let (sum, sumb) = m.zeros(dtype, &[64, 4096]);
+        cases.push((
+            ops::binary(BinaryOp::Mul, x.clone(), row, &sum).unwrap(),
+            vec![xb.clone(), rowb],
+            vec![sumb.clone()],
+        ));
+        cases.push((
+            ops::unary(UnaryOp::Silu, &x, &sum).unwrap(),
+            vec![xb.clone()],
+            vec![sumb],
+        ));
+        let (wide, wideb) = m.zeros(DType::F32, &[64, 4096]);
+        cases.push((ops::cast(&x, &wide).unwrap(), vec![xb.clone()], vec![wideb]));
         let (total, totalb) = m.zeros(dtype, &[]);
         cases.push((
             ops::reduce(ReduceKind::Sum, &x, &[], &total).unwrap(),
