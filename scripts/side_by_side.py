@@ -94,32 +94,43 @@ def fastest(fn, sync, repeat):
     return min(times)
 
 
-def llama(device):
-    """A tiny Llama forward (transformers' LlamaForCausalLM, random weights): None where it
-    cannot be built here."""
+def llama_models():
+    """The Llama forwards to time: (name, build(device) -> forward), or [] where transformers
+    is missing. ``tiny-llama``: the torch_npu suite's tiny Llama (tests/torch_npu/tiny_models.py:
+    hidden 64, 2 layers, grouped-query attention) on its 6-token prompt, where per-operator
+    costs dominate; ``llama-h256``: hidden 256, 2 layers, 64 tokens, where computing shows."""
     try:
-        from transformers import LlamaConfig, LlamaForCausalLM
+        import transformers  # noqa: F401
     except ImportError:
-        return None
-    torch.manual_seed(0)
-    config = LlamaConfig(
-        vocab_size=1024,
-        hidden_size=256,
-        intermediate_size=688,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        max_position_embeddings=128,
-    )
-    model = LlamaForCausalLM(config).eval().to(device)
-    ids = torch.randint(0, config.vocab_size, (1, 64), generator=torch.Generator().manual_seed(1))
-    ids = ids.to(device)
+        return []
+    sys.path.insert(0, str(ROOT / "tests" / "torch_npu"))
+    import tiny_models
 
-    def forward():
-        with torch.no_grad():
-            return model(ids).logits
+    def tiny(device):
+        model = tiny_models.build("llama").to(device)
+        ids = tiny_models.prompt(device)
+        return lambda: model(ids).logits
 
-    return forward
+    def h256(device):
+        from transformers import LlamaConfig, LlamaForCausalLM
+
+        torch.manual_seed(0)
+        config = LlamaConfig(
+            vocab_size=1024,
+            hidden_size=256,
+            intermediate_size=688,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            num_key_value_heads=4,
+            max_position_embeddings=128,
+        )
+        config._attn_implementation = "eager"
+        model = LlamaForCausalLM(config).eval().to(device)
+        gen = torch.Generator().manual_seed(1)
+        ids = torch.randint(0, config.vocab_size, (1, 64), generator=gen).to(device)
+        return lambda: model(ids).logits
+
+    return [("tiny-llama forward", tiny), ("llama-h256 forward", h256)]
 
 
 def sim_times(binary, names, threads, repeat):
@@ -162,6 +173,8 @@ def main():
     p.add_argument("--only", help="run only the cases whose name contains this")
     args = p.parse_args()
     torch.set_num_threads(args.threads)
+    # braid-acl-sim's devices (in this process) read it when torch_npu makes them.
+    os.environ["BRAID_SIM_THREADS"] = str(args.threads)
 
     npu = None
     if not args.no_npu:
@@ -170,7 +183,10 @@ def main():
         npu = "npu"
     selected = [(n, s) for n, s in cases() if not args.only or args.only in n]
 
-    print(f"threads: {args.threads} (torch.get_num_threads() = {torch.get_num_threads()})")
+    print(
+        f"threads: {args.threads} (torch.get_num_threads() = {torch.get_num_threads()}, "
+        f"BRAID_SIM_THREADS={args.threads}); {os.cpu_count()} cores"
+    )
     header = ("case", "torch CPU", "torch_npu", "ratio", "braid sim", "ratio")
     rows = []
     for name, spec in selected:
@@ -183,17 +199,18 @@ def main():
                 print(f"{name}: torch_npu failed: {e}", file=sys.stderr)
         direct = sim_times(args.sim_bin, [name], args.threads, args.repeat).get(name)
         rows.append((name, cpu, on_npu, direct))
-    if not args.only or "llama" in args.only:
-        cpu_fwd = llama("cpu")
-        if cpu_fwd is not None:
-            cpu = fastest(cpu_fwd, lambda: None, args.repeat)
+    for name, build in llama_models():
+        if args.only and args.only not in name:
+            continue
+        with torch.no_grad():
+            cpu = fastest(build("cpu"), lambda: None, args.repeat)
             on_npu = None
             if npu:
                 try:
-                    on_npu = fastest(llama(npu), torch.npu.synchronize, args.repeat)
+                    on_npu = fastest(build(npu), torch.npu.synchronize, args.repeat)
                 except Exception as e:
-                    print(f"llama: torch_npu failed: {str(e).splitlines()[0]}", file=sys.stderr)
-            rows.append(("tiny-llama forward", cpu, on_npu, None))
+                    print(f"{name}: torch_npu failed: {str(e).splitlines()[0]}", file=sys.stderr)
+        rows.append((name, cpu, on_npu, None))
     widths = [20, 11, 11, 8, 11, 8]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
     for name, cpu, on_npu, direct in rows:

@@ -29,6 +29,8 @@ pub(crate) enum PendingWrite {
     },
     /// Bytes for host memory at address `dst` (a `memcpy_d2h` destination).
     Host { dst: usize, data: Vec<u8> },
+    /// `len` bytes of `value` at `ptr` (a memset of a range that was live at its start).
+    Fill { ptr: DevicePtr, len: u64, value: u8 },
 }
 
 /// Input values of an op: the bytes read, or zeros where the range was invalid.
@@ -103,8 +105,18 @@ pub(crate) fn begin(
             vec![PendingWrite::Device { ptr: dst.ptr, data }]
         }
         OpKind::Memset { dst, value } => {
-            let data = mem.is_valid(*dst).then(|| vec![*value; dst.len as usize]);
-            vec![PendingWrite::Device { ptr: dst.ptr, data }]
+            if mem.is_valid(*dst) {
+                vec![PendingWrite::Fill {
+                    ptr: dst.ptr,
+                    len: dst.len,
+                    value: *value,
+                }]
+            } else {
+                vec![PendingWrite::Device {
+                    ptr: dst.ptr,
+                    data: None,
+                }]
+            }
         }
     }))
 }
@@ -546,6 +558,7 @@ pub(crate) fn finish(writes: Vec<PendingWrite>, mem: &mut DataView<'_>, pool: &m
                 pool.give(data);
             }
             PendingWrite::Device { data: None, .. } => mem.note_invalid(),
+            PendingWrite::Fill { ptr, len, value } => mem.fill(ptr, len, value),
             PendingWrite::Host { dst, data } => {
                 // SAFETY: the caller of `Stream::memcpy_d2h` promised `dst` is valid for writes
                 // of the copy's length and untouched by the host until it observes the copy's

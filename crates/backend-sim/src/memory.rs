@@ -11,8 +11,8 @@ mod shared;
 mod view;
 mod vmm;
 
-use backing::Backing;
 pub(crate) use backing::Pin;
+use backing::{Backing, Source};
 
 pub(crate) use view::DataView;
 
@@ -461,10 +461,20 @@ impl Memory {
     /// Writes `data` at `ptr`. Dropped (and one invalid access counted) when the range is not
     /// inside one live segment.
     pub fn write(&mut self, ptr: DevicePtr, data: &[u8]) {
-        if data.is_empty() {
+        self.store(ptr, Source::Bytes(data));
+    }
+
+    /// Sets `len` bytes at `ptr` to `value` (a memset's effect: no buffer of its length);
+    /// dropped and counted as [`Memory::write`].
+    pub fn fill(&mut self, ptr: DevicePtr, len: u64, value: u8) {
+        self.store(ptr, Source::Fill(value, len as usize));
+    }
+
+    fn store(&mut self, ptr: DevicePtr, source: Source<'_>) {
+        if source.len() == 0 {
             return;
         }
-        let s = DeviceSlice::new(ptr, data.len() as u64);
+        let s = DeviceSlice::new(ptr, source.len() as u64);
         let Some((base, _)) = self.find(s) else {
             self.invalid_accesses += 1;
             return;
@@ -472,7 +482,7 @@ impl Memory {
         if let Some(seg) = self.segments.get_mut(base) {
             if let Some(backing) = &mut seg.data {
                 let before = backing.resident();
-                backing.write(ptr.0 - base, data);
+                backing.write(ptr.0 - base, source);
                 self.resident += backing.resident() - before;
             }
         }

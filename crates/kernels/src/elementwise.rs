@@ -5,7 +5,7 @@
 use crate::element::{load_run, native_run, native_run_mut, store_run, Num};
 use crate::layout::{broadcast_strides, Walk, RUN};
 use crate::parallel::{for_parts, threads_for};
-use crate::vector::simd;
+use crate::vector::{self, simd};
 use braid_stream_core::ops::{
     Binary, BinaryOp, Cast, Domain, Fill, Operand, Scalar, Unary, UnaryOp,
 };
@@ -145,8 +145,31 @@ impl<T: Float + Num> pulp::WithSimd for UnaryFloat<'_, T> {
 
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        if let Some(v) = T::as_f32_run(self.v) {
+            if unary_exp_f32(self.op, v) {
+                return;
+            }
+            return unary_float_loop(self.op, v);
+        }
         unary_float_loop(self.op, self.v)
     }
+}
+
+/// The float32 functions of `e^x` with [`vector::exp`], which vectorises (the library's
+/// `exp` is a call per element): `false` for the other functions.
+#[inline(always)]
+fn unary_exp_f32(op: UnaryOp, v: &mut [f32]) -> bool {
+    match op {
+        UnaryOp::Exp => v.iter_mut().for_each(|x| *x = vector::exp(*x)),
+        UnaryOp::Sigmoid => v
+            .iter_mut()
+            .for_each(|x| *x = 1.0 / (1.0 + vector::exp(-*x))),
+        UnaryOp::Silu => v
+            .iter_mut()
+            .for_each(|x| *x = *x / (1.0 + vector::exp(-*x))),
+        _ => return false,
+    }
+    true
 }
 
 /// [`unary_float`]'s loops.

@@ -1,11 +1,11 @@
 //! Reductions over any set of dimensions, softmax along one, and RMSNorm over the trailing
 //! ones: each walks the output's elements and, for each, the input elements it reduces.
 
-use crate::element::{load_run, native_run_mut, store_run, Num};
+use crate::element::{load_run, native_run, native_run_mut, store_run, Num};
 use crate::elementwise::{Dst, Src};
 use crate::layout::{offset_of, Walk, RUN};
 use crate::parallel::{for_parts, threads_for};
-use crate::vector::{self, simd, LaneSum, LANES};
+use crate::vector::{self, simd, LaneSum};
 use braid_stream_core::ops::{Reduce, ReduceKind, RmsNorm, Softmax};
 use braid_stream_core::DType;
 
@@ -255,7 +255,11 @@ pub(crate) fn reduce(r: &Reduce, x: &Src<'_>, out: &mut Dst<'_>) {
 /// path ([`softmax_row_f32`]).
 fn softmax_row<D: Num + num_traits::Float>(row: &mut [D], log: bool) {
     if let Some(row) = D::as_f32_run(row) {
-        return simd(SoftmaxRow { row, log });
+        return simd(SoftmaxRow {
+            src: None,
+            row,
+            log,
+        });
     }
     let max = row.iter().copied().fold(D::neg_infinity(), D::max);
     let max = if max.is_finite() { max } else { D::zero() };
@@ -275,8 +279,10 @@ fn softmax_row<D: Num + num_traits::Float>(row: &mut [D], log: bool) {
     }
 }
 
-/// A float32 row for [`softmax_row_f32`], for [`simd`].
+/// A float32 row for [`softmax_row_f32`], for [`simd`]: its input in `src`, or already in
+/// `row`.
 struct SoftmaxRow<'a> {
+    src: Option<&'a [f32]>,
     row: &'a mut [f32],
     log: bool,
 }
@@ -286,38 +292,57 @@ impl pulp::WithSimd for SoftmaxRow<'_> {
 
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
-        softmax_row_f32(self.row, self.log)
+        softmax_row_f32(self.src, self.row, self.log)
     }
 }
 
-/// A float32 row's softmax: the maximum in lanes (exact in any order; NaNs ignored, as
-/// `f32::max` does), `e^(x - max)` by [`vector::exp`], their sum in f64 lanes, then one
-/// division per element.
+/// Lanes of [`row_max`]: four AVX-512 registers, so that four chains of comparisons run
+/// side by side.
+const MAX_LANES: usize = 64;
+
+/// The largest of `v` (NaNs ignored, as `f32::max` does; exact in any order).
 #[inline(always)]
-fn softmax_row_f32(row: &mut [f32], log: bool) {
-    let mut lanes = [f32::NEG_INFINITY; LANES];
-    let rows = row.chunks_exact(LANES);
+fn row_max(v: &[f32]) -> f32 {
+    let mut lanes = [f32::NEG_INFINITY; MAX_LANES];
+    let rows = v.chunks_exact(MAX_LANES);
     let tail = rows.remainder();
     for r in rows {
-        for (m, &v) in lanes.iter_mut().zip(r) {
-            *m = if v > *m { v } else { *m };
+        for (m, &x) in lanes.iter_mut().zip(r) {
+            *m = if x > *m { x } else { *m };
         }
     }
-    let max = lanes
+    lanes
         .iter()
         .chain(tail)
-        .fold(f32::NEG_INFINITY, |m, &v| m.max(v));
+        .fold(f32::NEG_INFINITY, |m, &x| m.max(x))
+}
+
+/// A float32 row's softmax into `row` (from `src`, else from `row` itself): the maximum in
+/// lanes, `e^(x - max)` by [`vector::exp`], their sum in f64 lanes ([`LaneSum`]), then each
+/// times the sum's reciprocal (rounded once to float32), as torch computes it.
+#[inline(always)]
+fn softmax_row_f32(src: Option<&[f32]>, row: &mut [f32], log: bool) {
+    let max = row_max(src.unwrap_or(row));
     let max = if max.is_finite() { max } else { 0.0 };
     let mut sum = LaneSum::default();
     if log {
+        if let Some(src) = src {
+            row.copy_from_slice(src);
+        }
         sum.add(row, |v| f64::from(vector::exp(v - max)));
         let shift = max + sum.total().ln() as f32;
         row.iter_mut().for_each(|v| *v -= shift);
     } else {
-        row.iter_mut().for_each(|v| *v = vector::exp(*v - max));
+        match src {
+            Some(src) => row
+                .iter_mut()
+                .zip(src)
+                .for_each(|(v, &x)| *v = vector::exp(x - max)),
+            None => row.iter_mut().for_each(|v| *v = vector::exp(*v - max)),
+        }
         sum.add(row, f64::from);
-        let total = sum.total() as f32;
-        row.iter_mut().for_each(|v| *v /= total);
+        let scale = (1.0 / sum.total()) as f32;
+        row.iter_mut().for_each(|v| *v *= scale);
     }
 }
 
@@ -380,6 +405,17 @@ fn softmax_at<D: Num + num_traits::Float>(
 ) {
     let (xt, n) = (x.tensor.dtype(), row.len());
     if let Some(dst) = native_run_mut::<D>(out_bytes, ot, ob, os, n) {
+        // Float32 in and out: read in place, computed into the output.
+        if let (Some(dst), Some(src)) = (
+            D::as_f32_run(dst),
+            native_run::<f32>(x.bytes, xt, xb, xs, n),
+        ) {
+            return simd(SoftmaxRow {
+                src: Some(src),
+                row: dst,
+                log,
+            });
+        }
         load_run(x.bytes, xt, xb, xs, dst);
         softmax_row(dst, log);
         return;

@@ -41,9 +41,13 @@ impl<T: Copy, U, F: Fn(T) -> U> pulp::WithSimd for MapInto<'_, T, U, F> {
 
 /// `e^x` in float32 without a library call, so that loops over it vectorise: `x = n·ln 2 + r`
 /// with `|r| ≤ ln 2 / 2` (ln 2 in two parts, so `r` is exact), `e^r` by a degree-7
-/// polynomial (Cephes' `expf` coefficients), scaled by `2^n` in two steps so that results in
-/// the subnormal range keep their bits. Within 2 units in the last place of the exact value;
-/// `exp(+∞) = +∞`, `exp(-∞) = 0`, NaN stays NaN.
+/// polynomial (Cephes' `expf` coefficients) in fused multiply-adds, scaled by `2^n` in two
+/// steps so that results in the subnormal range keep their bits. Within 2 units in the last
+/// place of the exact value; `exp(+∞) = +∞`, `exp(-∞) = 0`, NaN stays NaN.
+///
+/// Fused multiply-adds (`mul_add`) round once whatever the CPU: one instruction where it has
+/// them (every x86-64 CPU `simd` dispatches to), a library call where it does not, the same
+/// bits either way.
 #[inline(always)]
 pub(crate) fn exp(x: f32) -> f32 {
     const LOG2E: f32 = std::f32::consts::LOG2_E;
@@ -55,16 +59,16 @@ pub(crate) fn exp(x: f32) -> f32 {
     let c = x.clamp(-104.0, 88.8);
     // `t`'s low bits hold `n` (`t` is 1.5 · 2^23 + n): read there, not by a float-to-int
     // conversion, which does not vectorise.
-    let t = c * LOG2E + ROUND;
+    let t = c.mul_add(LOG2E, ROUND);
     let n = t - ROUND;
-    let r = c - n * LN2_HI - n * LN2_LO;
+    let r = (-n).mul_add(LN2_LO, (-n).mul_add(LN2_HI, c));
     let p = 1.987_569_1e-4_f32;
-    let p = p * r + 1.398_199_9e-3;
-    let p = p * r + 8.333_452e-3;
-    let p = p * r + 4.166_579_6e-2;
-    let p = p * r + 1.666_666_5e-1;
-    let p = p * r + 0.5;
-    let e = p * r * r + r + 1.0;
+    let p = p.mul_add(r, 1.398_199_9e-3);
+    let p = p.mul_add(r, 8.333_452e-3);
+    let p = p.mul_add(r, 4.166_579_6e-2);
+    let p = p.mul_add(r, 1.666_666_5e-1);
+    let p = p.mul_add(r, 0.5);
+    let e = (p * r).mul_add(r, r) + 1.0;
     let n = t.to_bits().wrapping_sub(ROUND.to_bits()) as i32;
     let half = n >> 1;
     let scale = |k: i32| f32::from_bits((k.wrapping_add(127) as u32) << 23);
@@ -76,8 +80,9 @@ pub(crate) fn exp(x: f32) -> f32 {
     }
 }
 
-/// How many partial sums [`LaneSum`] keeps.
-pub(crate) const LANES: usize = 8;
+/// How many partial sums [`LaneSum`] keeps: four AVX-512 registers of `f64`, so that four
+/// chains of additions run side by side (one chain waits for each addition's latency).
+pub(crate) const LANES: usize = 32;
 
 /// A float sum in [`LANES`] partial sums of `f64`: element `i` of the sequence goes to lane
 /// `i % LANES`, and the lanes are added in a fixed tree at the end. The rounding depends only
@@ -105,11 +110,15 @@ impl LaneSum {
         }
         let rows = rest.chunks_exact(LANES);
         let tail = rows.remainder();
+        // In a local array, which the compiler keeps in registers (the field it would load
+        // and store at every row).
+        let mut lanes = self.lanes;
         for row in rows {
-            for (lane, &v) in self.lanes.iter_mut().zip(row) {
+            for (lane, &v) in lanes.iter_mut().zip(row) {
                 *lane += f(v);
             }
         }
+        self.lanes = lanes;
         self.count += rest.len() - tail.len();
         for &v in tail {
             self.lanes[self.count % LANES] += f(v);
@@ -117,10 +126,17 @@ impl LaneSum {
         }
     }
 
-    /// The sum so far.
+    /// The sum so far: the lanes added pairwise, neighbours first.
     pub fn total(&self) -> f64 {
-        let l = &self.lanes;
-        ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]))
+        let mut l = self.lanes;
+        let mut n = LANES;
+        while n > 1 {
+            n /= 2;
+            for i in 0..n {
+                l[i] = l[2 * i] + l[2 * i + 1];
+            }
+        }
+        l[0]
     }
 }
 
@@ -158,7 +174,7 @@ mod tests {
         let v: Vec<f32> = (0..1000).map(|i| 1.0 / (i as f32 + 1.0)).collect();
         let mut whole = LaneSum::default();
         whole.add(&v, f64::from);
-        for cut in [1, 3, 7, 8, 9, 500] {
+        for cut in [1, 3, 7, 8, 9, 31, 32, 33, 500] {
             let mut parts = LaneSum::default();
             for chunk in v.chunks(cut) {
                 parts.add(chunk, f64::from);

@@ -86,13 +86,27 @@ impl MapBytes {
         }
     }
 
-    /// Zeroes `[start, end)`.
+    /// Sets `[start, end)` to `value`.
     ///
     /// # Safety
     /// As for [`MapBytes::write`].
-    unsafe fn zero(&self, start: usize, end: usize) {
+    unsafe fn fill(&self, start: usize, end: usize, value: u8) {
         // SAFETY: forwarded to the caller.
-        unsafe { std::ptr::write_bytes(self.map.as_mut_ptr().add(start), 0, end - start) }
+        unsafe { std::ptr::write_bytes(self.map.as_mut_ptr().add(start), value, end - start) }
+    }
+
+    /// Copies `source` to `start`.
+    ///
+    /// # Safety
+    /// As for [`MapBytes::write`].
+    unsafe fn store(&self, start: usize, source: Source<'_>) {
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            match source {
+                Source::Bytes(data) => self.write(start, data),
+                Source::Fill(value, len) => self.fill(start, start + len, value),
+            }
+        }
     }
 }
 
@@ -131,6 +145,41 @@ impl std::fmt::Debug for Pin {
             .field("start", &self.start)
             .field("len", &self.len)
             .finish()
+    }
+}
+
+/// What a write stores: bytes, or `len` copies of one byte (a memset, which needs no buffer).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Source<'a> {
+    /// These bytes.
+    Bytes(&'a [u8]),
+    /// `.1` bytes of value `.0`.
+    Fill(u8, usize),
+}
+
+impl Source<'_> {
+    /// Bytes stored.
+    pub fn len(&self) -> usize {
+        match self {
+            Source::Bytes(data) => data.len(),
+            Source::Fill(_, len) => *len,
+        }
+    }
+
+    /// The `len` bytes from `from` on.
+    fn piece(&self, from: usize, len: usize) -> Self {
+        match *self {
+            Source::Bytes(data) => Source::Bytes(&data[from..from + len]),
+            Source::Fill(value, _) => Source::Fill(value, len),
+        }
+    }
+
+    /// Copies itself into `out` (as long as it).
+    fn copy_to(&self, out: &mut [u8]) {
+        match self {
+            Source::Bytes(data) => out.copy_from_slice(data),
+            Source::Fill(value, _) => out.fill(*value),
+        }
     }
 }
 
@@ -284,39 +333,38 @@ impl Backing {
         });
     }
 
-    /// Copies `data` to `offset`. The caller checked the range.
-    pub fn write(&mut self, offset: u64, data: &[u8]) {
-        if data.is_empty() {
+    /// Stores `source` at `offset`. The caller checked the range.
+    pub fn write(&mut self, offset: u64, source: Source<'_>) {
+        let n = source.len();
+        if n == 0 {
             return;
         }
         if self.overlays.is_empty() {
             let at = offset as usize;
-            if !self.writable(at, at + data.len()) {
+            if !self.writable(at, at + n) {
                 return;
             }
             // SAFETY: the caller checked the range; `writable` left no pin over it.
-            unsafe { self.bytes.write(at, data) };
+            unsafe { self.bytes.store(at, source) };
         } else {
             let mut parts = Vec::new();
-            self.pieces(offset, data.len(), |overlay, at, len| {
-                parts.push((overlay, at, len))
-            });
+            self.pieces(offset, n, |overlay, at, len| parts.push((overlay, at, len)));
             let mut done = 0;
             for (overlay, at, len) in parts {
-                let piece = &data[done..done + len];
+                let piece = source.piece(done, len);
                 match overlay {
-                    Some(i) => self.overlays[i].1[at..at + len].copy_from_slice(piece),
+                    Some(i) => piece.copy_to(&mut self.overlays[i].1[at..at + len]),
                     None => {
                         if self.writable(at, at + len) {
                             // SAFETY: as above.
-                            unsafe { self.bytes.write(at, piece) };
+                            unsafe { self.bytes.store(at, piece) };
                         }
                     }
                 }
                 done += len;
             }
         }
-        let last = (offset + data.len() as u64 - 1) / PAGE;
+        let last = (offset + n as u64 - 1) / PAGE;
         for page in offset / PAGE..=last {
             let (word, bit) = ((page / 64) as usize, 1u64 << (page % 64));
             if self.touched[word] & bit == 0 {
@@ -342,7 +390,7 @@ impl Backing {
         }
         if !self.release(start, end) {
             // SAFETY: inside the map; `writable` left no pin over it.
-            unsafe { self.bytes.zero(start, end) };
+            unsafe { self.bytes.fill(start, end, 0) };
         }
         // Shared ranges are other processes' memory too: zeroed, never given back.
         let mut shared = Vec::new();

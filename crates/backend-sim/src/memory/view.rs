@@ -50,6 +50,11 @@ impl<'a> DataView<'a> {
         self.at(s.ptr.0).pin(s)
     }
 
+    /// See [`Memory::fill`].
+    pub fn fill(&mut self, ptr: DevicePtr, len: u64, value: u8) {
+        self.at(ptr.0).fill(ptr, len, value);
+    }
+
     /// See [`Memory::write`].
     pub fn write(&mut self, ptr: DevicePtr, data: &[u8]) {
         self.at(ptr.0).write(ptr, data);
