@@ -14,9 +14,10 @@ speed varies from run to run.
 - braid sim: the operator launched on a simulated stream and synchronized, from Rust
   (``sim_kernel_times``, benches/src/bin): the simulator without torch.
 
-Each figure is the fastest of ``--repeat`` runs after a warm-up: on a shared machine, the
-run least disturbed by other work. The three are measured case by case, one right after the
-other, so that a change in the machine's load touches all three of a case alike.
+Each figure is the fastest of ``--repeat`` runs (for braid sim, of runs of the timing binary,
+three operators each): on a shared machine, the run least disturbed by other work. The
+columns of a case take turns, five runs at a time (the first warms the column up again), so
+that a change in the machine's load touches all of them alike.
 """
 
 import argparse
@@ -82,16 +83,37 @@ def operands(spec, device):
     raise ValueError(kind)
 
 
-def fastest(fn, sync, repeat):
+def once(fn, sync):
+    start = time.perf_counter()
     fn()
     sync()
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        sync()
-        times.append(time.perf_counter() - start)
-    return min(times)
+    return time.perf_counter() - start
+
+
+#: Runs of one column in a row: the first warms its caches and threads up again.
+BLOCK = 5
+
+
+def interleaved(columns, repeat):
+    """The fastest run of each column (a function timing one run; ``None``: not measured),
+    the columns taking turns, ``BLOCK`` runs at a time, until each has run ``repeat`` times
+    (at least two turns): a change in the machine's load touches all of them alike. A column
+    that fails is reported and left out."""
+    best = [None] * len(columns)
+    for _ in range(max(2, -(-repeat // BLOCK))):
+        for i, column in enumerate(columns):
+            if column is None:
+                continue
+            try:
+                t = min(column() for _ in range(BLOCK))
+            except Exception as e:  # an operator braid-acl-sim refuses: say so, go on
+                print(f"failed: {str(e).splitlines()[0]}", file=sys.stderr)
+                columns[i] = None
+                best[i] = None
+                continue
+            if best[i] is None or t < best[i]:
+                best[i] = t
+    return best
 
 
 def llama_models():
@@ -190,26 +212,25 @@ def main():
     header = ("case", "torch CPU", "torch_npu", "ratio", "braid sim", "ratio")
     rows = []
     for name, spec in selected:
-        cpu = fastest(operands(spec, "cpu"), lambda: None, args.repeat)
-        on_npu = None
+        cpu_fn = operands(spec, "cpu")
+        columns = [lambda: once(cpu_fn, lambda: None), None, None]
         if npu:
-            try:
-                on_npu = fastest(operands(spec, npu), torch.npu.synchronize, args.repeat)
-            except Exception as e:  # an operator braid-acl-sim refuses: say so, go on
-                print(f"{name}: torch_npu failed: {e}", file=sys.stderr)
-        direct = sim_times(args.sim_bin, [name], args.threads, args.repeat).get(name)
+            npu_fn = operands(spec, npu)
+            columns[1] = lambda: once(npu_fn, torch.npu.synchronize)
+        # The simulator alone: its timing binary, a few runs per turn.
+        columns[2] = lambda: sim_times(args.sim_bin, [name], args.threads, 3)[name]
+        cpu, on_npu, direct = interleaved(columns, args.repeat)
         rows.append((name, cpu, on_npu, direct))
     for name, build in llama_models():
         if args.only and args.only not in name:
             continue
         with torch.no_grad():
-            cpu = fastest(build("cpu"), lambda: None, args.repeat)
-            on_npu = None
+            cpu_fwd = build("cpu")
+            columns = [lambda: once(cpu_fwd, lambda: None), None]
             if npu:
-                try:
-                    on_npu = fastest(build(npu), torch.npu.synchronize, args.repeat)
-                except Exception as e:
-                    print(f"{name}: torch_npu failed: {str(e).splitlines()[0]}", file=sys.stderr)
+                npu_fwd = build(npu)
+                columns[1] = lambda: once(npu_fwd, torch.npu.synchronize)
+            cpu, on_npu = interleaved(columns, args.repeat)
         rows.append((name, cpu, on_npu, None))
     widths = [20, 11, 11, 8, 11, 8]
     print("  ".join(h.ljust(w) for h, w in zip(header, widths)))
