@@ -19,8 +19,8 @@
 //!   the memory peak the vector kernels are bound by.
 //!
 //! Kernels use `BRAID_SIM_THREADS` threads when it is set, else every core, as the
-//! simulator does (products above a size, element-wise kernels and softmax from 64 Ki
-//! elements; RMSNorm computes on one thread).
+//! simulator does (products above a size, element-wise kernels, softmax and RMSNorm from
+//! 64 Ki elements).
 //!
 //! `cargo bench -p braid-benches --bench sim_kernels` (add `-- --quick` for a short run, or a
 //! filter such as `-- matmul/1024`).

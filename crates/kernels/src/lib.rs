@@ -34,12 +34,12 @@
 //!   microkernel's lanes) whatever the thread count. Widened half-precision products go tile
 //!   by tile in a fixed tiling (`TILE` rows and columns per `gemm` call), which does not
 //!   depend on the thread count either;
-//! - element-wise operators, casts and softmax over at least 64 Ki elements with a
-//!   contiguous output cut the output into parts of whole elements (softmax: whole rows)
+//! - element-wise operators, casts, softmax and RMSNorm over at least 64 Ki elements with a
+//!   contiguous output cut the output into parts of whole elements (softmax, RMSNorm: rows)
 //!   that threads compute side by side (rayon's pool): each element is computed exactly as
 //!   on one thread;
 //! - every other operator computes on the calling thread. All of them sum in a fixed order:
-//!   sums, means, softmax and RMSNorm in 8 partial sums of `f64` (so that the loop
+//!   sums, means, softmax and RMSNorm in 32 partial sums of `f64` (so that the loop
 //!   vectorises), whose rounding depends only on the sequence of values, not on how a row is
 //!   cut into runs nor on the vector width the CPU offers; layer norm and attention element
 //!   after element;
@@ -236,7 +236,7 @@ pub fn compute_with(
         TensorOp::Cast(c) => elementwise::cast(c, &srcs[0], out, threads),
         TensorOp::Reduce(r) => reduce::reduce(r, &srcs[0], out),
         TensorOp::Softmax(s) => reduce::softmax(s, &srcs[0], out, threads),
-        TensorOp::RmsNorm(n) => reduce::rms_norm(n, &srcs[0], &srcs[1], out, &mut rest[0]),
+        TensorOp::RmsNorm(n) => reduce::rms_norm(n, &srcs[0], &srcs[1], out, &mut rest[0], threads),
         TensorOp::Matmul(m) => matmul::matmul(m, &srcs, out, threads.max(1)),
         TensorOp::Index(i) => index::index(i, &srcs, out)?,
         TensorOp::IndexCopy(c) => index::index_copy(c, &srcs, out)?,

@@ -8,6 +8,7 @@ use crate::parallel::{for_parts, threads_for};
 use crate::vector::{self, simd, LaneSum};
 use braid_stream_core::ops::{Reduce, ReduceKind, RmsNorm, Softmax};
 use braid_stream_core::DType;
+use rayon::prelude::*;
 
 /// Calls `f(bases)` with each element's offset in each operand, walking `shape` with each
 /// operand's `strides`, in row-major order.
@@ -466,6 +467,7 @@ pub(crate) fn rms_norm(
     gamma: &Src<'_>,
     y: &mut Dst<'_>,
     rstd: &mut Dst<'_>,
+    threads: usize,
 ) {
     let g_rank = n.gamma.rank();
     let rank = n.x.rank();
@@ -476,8 +478,40 @@ pub(crate) fn rms_norm(
     let cols = n.gamma.numel();
     let mut g = vec![0f32; cols];
     load_sub(gamma, 0, n.gamma.shape(), n.gamma.strides(), &mut g);
-    let mut row = vec![0f32; cols];
     let r_rows = rstd.tensor.strides()[..lead].to_vec();
+    let rows: usize = rows_shape.iter().product();
+    let threads = threads_for(rows * cols, threads);
+    let ydtype = y.tensor.dtype();
+    if threads > 1 && cols > 0 && n.y.is_contiguous() {
+        // Rows of a contiguous output lie one after the other: parts of whole rows, each
+        // row's rstd kept and stored once every part is done.
+        let row_bytes = cols * ydtype.size() as usize;
+        let mut rstds = vec![0f32; rows];
+        let per = rows.div_ceil(threads);
+        y.bytes[..rows * row_bytes]
+            .par_chunks_mut(per * row_bytes)
+            .zip(rstds.par_chunks_mut(per))
+            .enumerate()
+            .for_each(|(part, (bytes, rstds))| {
+                let mut row = vec![0f32; cols];
+                for (i, r) in rstds.iter_mut().enumerate() {
+                    let xb = offset_of(part * per + i, rows_shape, x_rows);
+                    load_sub(x, xb, row_shape, x_row, &mut row);
+                    *r = simd(RmsNormRow {
+                        row: &mut row,
+                        gamma: &g,
+                        eps: n.eps,
+                    });
+                    store_run(bytes, ydtype, i * cols, 1, &row);
+                }
+            });
+        for (i, r) in rstds.into_iter().enumerate() {
+            let rb = offset_of(i, rows_shape, &r_rows);
+            store_run(rstd.bytes, DType::F32, rb, 1, &[r]);
+        }
+        return;
+    }
+    let mut row = vec![0f32; cols];
     for_each_element(rows_shape, [x_rows, y_rows, &r_rows], |[xb, yb, rb]| {
         load_sub(x, xb, row_shape, x_row, &mut row);
         let r = simd(RmsNormRow {
