@@ -203,7 +203,7 @@ def test_a_rank_that_dies_fails_its_peers_naming_it(tmp_path):
     script = tmp_path / "rank.py"
     script.write_text(DYING_RANK_PROGRAM)
     env = braid_npu.child_env({braid_npu.COLLECTIVE_TIMEOUT_ENV: "60000"})
-    init = f"tcp://127.0.0.1:{free_port()}"
+    init = f"tcp://127.0.0.1:{braid_npu.free_port()}"
     procs = [
         subprocess.Popen(
             [sys.executable, str(script), str(rank), init],

@@ -46,7 +46,7 @@ def test_after_a_refused_operator_every_read_back_fails_naming_it(run_child):
         import torch, torch_npu
         a = torch.ones(10, device="npu")
         errors = []
-        b = torch.cumsum(a, 0)      # no aclnn operator: CANN's old path, refused
+        b = torch.cumprod(a, 0)     # no aclnn operator: CANN's old path, refused
         for step in range(2):
             try:
                 print((a + 1).cpu())
@@ -59,7 +59,7 @@ def test_after_a_refused_operator_every_read_back_fails_naming_it(run_child):
     # torch_npu may report the refusal itself the first time; braid-acl-sim's failed device
     # reports it at every read after.
     assert len(errors) == 2, errors
-    assert all("operator Cumsum is not computed" in e for e in errors), errors
+    assert all("operator Cumprod is not computed" in e for e in errors), errors
     assert "device 0 failed" in errors[-1], errors
 
 

@@ -42,6 +42,14 @@
 //! - **Virtual memory**: `aclrtReserveMemAddress`, `aclrtMallocPhysical`, `aclrtMapMem` and
 //!   their inverses on the simulator's reservations and physical handles, with CANN's
 //!   documented constraints (`registry::vmm`).
+//! - **Host callbacks** (`reports`): `aclrtSubscribeReport`, `aclrtLaunchCallback`,
+//!   `aclrtProcessReport`: the subscribed thread runs a stream's callbacks when the stream
+//!   reaches them; a blocking one holds the stream's later work behind a simulator host gate
+//!   (`braid_backend_sim::HostGate`); captured ones run at every replay.
+//! - **Device-private formats**: `aclnnNpuFormatCast` ([`aclnn::format_exports`]) and the old
+//!   path's `Identity` (`client::op_identity`) convert to and from `NC1HWC0`, `FRACTAL_Z`,
+//!   `FRACTAL_NZ`, `NDC1HWC0`, `FRACTAL_Z_3D` (`braid_stream_core::ops::Blocked`); every
+//!   other operator refuses a private-format operand by name.
 //!
 //! Not simulated: stream flags and malloc policies (accepted, no effect), and resetting a
 //! device does not free its streams. Devices live as long as the process:
@@ -95,6 +103,7 @@
 //! |---|---|
 //! | [`exports`] | the exported C symbols: each checks its pointers and calls the registry |
 //! | `registry` | the simulated runtime's state (devices, handles, captures) and ACL's rules over it, one room per kind of object: the current device, the node and peer access, streams, events, memory, virtual memory, captures and models |
+//! | `reports` | host callbacks: subscriptions, reports to the subscribed threads, `aclrtProcessReport`, and the host waits a blocking callback holds |
 //! | [`hccl`] | HCCL's exports: communicators and collectives |
 //! | `capture` | the join rule of cross-stream capture, checked at `aclmdlRICaptureEnd` |
 //! | `kernel` | braid's kernel-launch extension |
@@ -111,6 +120,7 @@ pub mod exports;
 pub mod hccl;
 mod outputs;
 mod registry;
+mod reports;
 mod settings;
 
 pub use settings::{

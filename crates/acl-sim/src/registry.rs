@@ -19,7 +19,8 @@
 //! | `ipc` | memory, physical memory and events shared with other processes |
 //! | `models` | captures into models, the rules an active capture sets, model execution |
 //! | `collective` | what HCCL's exports need: communicators' devices, collectives on ACL streams |
-//! | `waits` | host waits (synchronizes, blocking copies), run outside the registry's lock |
+//! | `reports` | host callbacks: the stream a subscription names, a callback's task |
+//! | `waits` | host waits (synchronizes, blocking copies), run outside the registry's lock; they wait for the blocking host callbacks they cover |
 //! | `system` | what clients ask of the runtime and the SoC: its name and capabilities, system parameters, overflow mode, timeouts, finalization |
 
 use crate::capture::{CaptureState, Clock};
@@ -43,6 +44,7 @@ mod failures;
 mod ipc;
 mod memory;
 mod models;
+mod reports;
 
 pub(crate) use models::exchange_thread_mode;
 mod streams;
@@ -130,7 +132,10 @@ struct ModelEntry {
 pub(crate) struct Registry {
     initialized: bool,
     device_count: usize,
+    /// Memory of a timing-only device.
     capacity: u64,
+    /// Memory of a data device (see `Registry::new`).
+    data_capacity: u64,
     /// What the runtime says of itself and the SoC, and the process-wide parameters.
     system: system::System,
     /// Per device: whether it runs timing-only.
@@ -246,6 +251,7 @@ impl Registry {
             profile,
             device_count,
             capacity,
+            capacity_is_explicit,
             timing_only,
             soc,
             race_report,
@@ -253,10 +259,18 @@ impl Registry {
             collective_timeout,
             host_memory,
         } = settings;
+        // A data device's bytes are host memory: unless set explicitly, it has no more than
+        // the budget lets it back, so what it reports is what a program can allocate.
+        let data_capacity = if capacity_is_explicit {
+            capacity
+        } else {
+            capacity.min(host_memory)
+        };
         Registry {
             initialized: false,
             device_count,
             capacity,
+            data_capacity,
             system: system::System::new(soc, race_report, timeline),
             timing_only,
             collective_timeout,

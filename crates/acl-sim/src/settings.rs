@@ -124,8 +124,11 @@ pub(crate) struct Settings {
     pub profile: Profile,
     /// Number of devices.
     pub device_count: usize,
-    /// Memory of each device in bytes.
+    /// Memory of each device in bytes: [`CAPACITY_ENV`], else the profile's memory.
     pub capacity: u64,
+    /// Whether [`CAPACITY_ENV`] set the capacity (else a device in data mode has at most
+    /// the host-memory budget: its bytes are host memory).
+    pub capacity_is_explicit: bool,
     /// Per device: whether it runs timing-only.
     pub timing_only: Vec<bool>,
     /// What `aclrtGetSocName` answers.
@@ -189,12 +192,12 @@ impl Settings {
                 value,
             })?,
         };
-        let capacity = number(
+        let explicit_capacity = number(
             CAPACITY_ENV,
-            "a positive number of bytes (unset for the default, the profile's memory)",
+            "a positive number of bytes (unset for the default, the profile's memory; in data mode at most the host-memory budget)",
             &|n| n > 0,
-        )?
-        .unwrap_or(profile.device.memory_bytes);
+        )?;
+        let capacity = explicit_capacity.unwrap_or(profile.device.memory_bytes);
         let host_memory = number(
             HOST_MEMORY_ENV,
             "a positive number of bytes (unset for the default, three quarters of the host memory available)",
@@ -260,6 +263,7 @@ impl Settings {
             profile,
             device_count,
             capacity,
+            capacity_is_explicit: explicit_capacity.is_some(),
             timing_only,
             soc,
             race_report: path(RACE_REPORT_ENV)?,
@@ -355,6 +359,7 @@ mod tests {
         assert_eq!(s.profile.name, gpu.name);
         assert_eq!(s.capacity, gpu.device.memory_bytes);
         assert_eq!(capped.capacity, 4096, "an explicit capacity is honoured");
+        assert!(capped.capacity_is_explicit && !s.capacity_is_explicit);
         assert_eq!(
             settings(&[]).unwrap().profile.name,
             Profile::atlas_800t_a2().name

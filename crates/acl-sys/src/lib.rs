@@ -32,6 +32,7 @@
 pub mod acl;
 pub mod aclnn;
 pub mod dtypes;
+pub mod formats;
 pub mod hccl;
 #[cfg(feature = "loader")]
 #[cfg_attr(docsrs, doc(cfg(feature = "loader")))]

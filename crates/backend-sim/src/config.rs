@@ -34,8 +34,13 @@ pub struct SimConfig {
     /// Device ordinal reported by `Device::ordinal`.
     pub ordinal: u32,
     /// Device memory capacity in bytes: what the device reports as its total memory and what
-    /// can be allocated (the profile's [`DeviceProfile::memory_bytes`] by default).
+    /// can be allocated. By default the profile's [`DeviceProfile::memory_bytes`], and in
+    /// data mode at most [`SimConfig::host_memory_budget`] (the device's bytes are host
+    /// memory, so what it reports can then be allocated); a capacity set with
+    /// [`SimConfig::capacity`] is taken as it is.
     pub capacity: u64,
+    /// Whether [`SimConfig::capacity`] set the capacity.
+    capacity_is_explicit: bool,
     /// Pinned host memory the device may allocate (`alloc_host`), in bytes.
     pub host_capacity: u64,
     /// In data mode, the most host memory the process's simulated device memory may take,
@@ -123,6 +128,7 @@ impl SimConfig {
         SimConfig {
             ordinal: 0,
             capacity: profile.memory_bytes,
+            capacity_is_explicit: false,
             host_capacity: 64 << 30,
             host_memory_budget: crate::host_budget::default_budget(),
             mode: SimMode::Data,
@@ -200,7 +206,29 @@ impl SimConfig {
     /// Sets the memory capacity in bytes.
     pub fn capacity(mut self, bytes: u64) -> Self {
         self.capacity = bytes;
+        self.capacity_is_explicit = true;
         self
+    }
+
+    /// The memory a device made from this configuration has (see [`SimConfig::capacity`]).
+    ///
+    /// ```
+    /// use braid_backend_sim::{SimConfig, SimMode};
+    /// // The default device (60.97 GiB) in data mode, on a host that can back 8 GiB of it.
+    /// let data = SimConfig::new().host_memory_budget(8 << 30);
+    /// assert_eq!(data.device_capacity(), 8 << 30);
+    /// // A timing-only device keeps no bytes: the profile's memory.
+    /// let timing = data.clone().mode(SimMode::TimingOnly);
+    /// assert_eq!(timing.device_capacity(), timing.profile.memory_bytes);
+    /// // A capacity set explicitly is taken as it is (allocations past the budget are refused).
+    /// assert_eq!(data.capacity(32 << 30).device_capacity(), 32 << 30);
+    /// ```
+    pub fn device_capacity(&self) -> u64 {
+        if self.mode == SimMode::Data && !self.capacity_is_explicit {
+            self.capacity.min(self.host_memory_budget)
+        } else {
+            self.capacity
+        }
     }
 
     /// Sets the pinned host memory capacity in bytes.

@@ -104,6 +104,7 @@
 //! | `topology`, `link` | [`Topology`], [`LinkSpec`] (figures with their sources); links as contended resources |
 //! | `resource`, `op`, `compute`, `queue`, `job`, `buffers` | contended units; one piece of work; what an op reads and writes; data effects in virtual-time order; kernels computed outside the engine lock; output buffers kept from one kernel to the next |
 //! | `custom` | user operators: [`host_op`] bodies |
+//! | `gate`, `engine::gates` | [`HostGate`]: a stream's later work held back until the host opens it (a blocking host callback) |
 //! | `workspace` | [`WorkspaceSizes`]: the workspace built-in kernels ask for (none by default; a dry run sets another backend's), [`SimPrepared`] |
 //! | `memory` (and `memory::vmm`, `memory::mappings`, `memory::view`), `host` | the address space of each device, data store, virtual memory, the node's data as one op sees it; pinned host memory |
 //! | `capture` | recording work into graphs |
@@ -151,6 +152,7 @@ mod device_state;
 mod engine;
 mod event;
 pub mod fault;
+mod gate;
 mod graph;
 mod host;
 pub mod ipc;
@@ -181,6 +183,7 @@ pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;
 pub use event::SimEvent;
 pub use fault::{CallKind, FaultCounts, FaultPlan};
+pub use gate::HostGate;
 pub use graph::SimGraph;
 pub use memory::host_budget;
 pub use node::{NodeConfig, SimNode};

@@ -14,8 +14,11 @@ const MIB: u64 = 1 << 20;
 fn allocations_past_the_host_budget_are_refused_naming_it() {
     let budget = 96 * MIB;
     let config = |ordinal| {
+        // An explicit capacity above the budget: the budget is what refuses (a default
+        // capacity would be the budget itself, `SimConfig::device_capacity`).
         SimConfig::new()
             .ordinal(ordinal)
+            .capacity(1 << 30)
             .record_timeline(false)
             .host_memory_budget(budget)
     };

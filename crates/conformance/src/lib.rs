@@ -156,6 +156,7 @@ macro_rules! __with_cases {
                 cat_where_triangles_and_arange_build_tensors_by_position,
                 layer_norm_argmax_and_cumsum_follow_their_formulas,
                 random_operators_draw_the_host_s_numbers,
+                private_formats_round_trip_with_zero_padding,
             ],
             ops_attention: [
                 rope_rotates_strided_heads_in_each_float_type,

@@ -58,6 +58,7 @@
 mod attention;
 pub mod element;
 mod elementwise;
+mod format;
 mod index;
 mod layer_norm;
 pub mod layout;
@@ -251,6 +252,7 @@ pub fn compute_with(
         TensorOp::Attention(a) => attention::attention(a, &srcs, out, rest)?,
         TensorOp::Random(r) => random::random(r, &srcs, out, rest)?,
         TensorOp::ApplyDropoutMask(m) => random::apply_dropout_mask(m, &srcs, out),
+        TensorOp::FormatCast(f) => format::format_cast(f, &srcs[0], out),
     }
     Ok(())
 }

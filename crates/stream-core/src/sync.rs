@@ -149,3 +149,8 @@ pub type GlobalMutex<T> = parking_lot::Mutex<T>;
 
 /// The guard of a [`GlobalMutex`].
 pub type GlobalMutexGuard<'a, T> = parking_lot::MutexGuard<'a, T>;
+
+/// A condition variable paired with a [`GlobalMutex`] (`parking_lot`'s in every build, for
+/// the same reason): for a static whose waiters wait on other threads, such as
+/// `braid-acl-sim`'s host-callback reports.
+pub type GlobalCondvar = parking_lot::Condvar;

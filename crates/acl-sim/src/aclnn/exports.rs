@@ -420,13 +420,7 @@ fn enqueue(
         ));
     }
     let ws = (size > 0).then_some((workspace as u64, size));
-    let result = with(|r| {
-        r.launch_aclnn(call, stream as usize, ws, |sim| match &planned.work {
-            Work::Kernel(k) => sim.launch(k, call),
-            Work::Kernels(ks) => ks.iter().try_for_each(|k| sim.launch(k, call)),
-        })
-    });
-    result.map_err(|e| {
+    run_work(call, stream as usize, ws, &planned.work).map_err(|e| {
         let code = if e.code == ACLNN_ERR_PARAM_INVALID {
             e.code
         } else {
@@ -436,6 +430,22 @@ fn enqueue(
             code,
             format!("{call}: runtime error {}: {}", e.code, e.message),
         )
+    })
+}
+
+/// Enqueues `work` on `stream` (its workspace, if any, checked to be device memory);
+/// the runtime's own code on failure.
+pub(crate) fn run_work(
+    call: &str,
+    stream: usize,
+    workspace: Option<(u64, u64)>,
+    work: &Work,
+) -> Result<(), Fail> {
+    with(|r| {
+        r.launch_aclnn(call, stream, workspace, |sim| match work {
+            Work::Kernel(k) => sim.launch(k, call),
+            Work::Kernels(ks) => ks.iter().try_for_each(|k| sim.launch(k, call)),
+        })
     })
 }
 

@@ -31,6 +31,7 @@
 pub mod attention_exports;
 pub mod client_exports;
 pub mod exports;
+pub mod format_exports;
 pub mod index_exports;
 pub mod layer_norm_exports;
 mod ops;

@@ -7,7 +7,7 @@
 //! | [`runtime`] | the runtime calls beyond braid's: finalize, current device and context, SoC name and capabilities, blocking copy and fill, `aclrtMallocAlign32`, system parameters, timeouts, forced stream destruction, event reset, model ids; binaries, IPC and dumps refused | `acl::AclClientFunctions` |
 //! | [`host`] | `aclrtHostRegisterV2`, `aclrtHostUnregister` (kept), `aclrtHostRegister`, `aclrtSetStreamAttribute`, host callbacks (refused) | `acl::AclClientFunctions` |
 //! | [`version`] | `aclsysGetCANNVersion`, `aclsysGetVersionStr`: the CANN release braid-acl-sim's C API matches | `acl::AclClientFunctions` |
-//! | [`op_path`] | the old single-operator path: tensor descriptions, data buffers, attributes, compile options; `aclopCompileAndExecute` refused naming the operator | `acl::AclOpFunctions` |
+//! | [`op_path`] | the old single-operator path: tensor descriptions, data buffers, attributes, compile options; `aclopCompileAndExecute` computes `Identity` (`op_identity`: copies and conversions to and from private formats) and refuses any other operator, naming it | `acl::AclOpFunctions` |
 //! | [`hccl`] | `HcclCommInitRootInfoConfig` (torch_npu's process group) on braid-acl-sim's HCCL | `hccl::HcclClientFunctions` |
 //! | [`profiling`] | `Msprof*` (clock and hashes real, reports refused) and `rt*` kernels (refused) | `msprof::MsprofFunctions`, `rt::RtFunctions` |
 //!
@@ -19,6 +19,7 @@
 
 pub mod hccl;
 pub mod host;
+mod op_identity;
 pub mod op_path;
 pub mod profiling;
 pub mod runtime;

@@ -2,8 +2,14 @@
 //! descriptions, data buffers and operator attributes are real objects (what is set can be
 //! read back), the compile options are kept, and `aclopCompileAndExecute`, which would
 //! compile and run an operator braid-acl-sim has no aclnn implementation for, is refused
-//! with `ACL_ERROR_OP_NOT_FOUND` (100024) and a message naming the operator: nothing ever
-//! computes a number this way.
+//! with `ACL_ERROR_OP_NOT_FOUND` (100024) and a message naming the operator. One operator is
+//! computed: `Identity`, the copy torch_npu's `npu_format_cast` makes between two storage
+//! formats (module `op_identity`).
+//!
+//! A description keeps the shape and format it was created with (the tensor's origin: its
+//! logical shape and how its dimensions are named) apart from those `aclSetTensorShape` and
+//! `aclSetTensorFormat` set afterwards (its storage, as torch_npu describes a tensor stored
+//! in a device-private format); the getters answer the storage's.
 //!
 //! torch_npu takes this path for an operator whose aclnn family it cannot find in
 //! `libopapi.so`, so the refusal is what a torch_npu program sees for an operator
@@ -14,7 +20,9 @@
 use crate::codes::*;
 use crate::errmsg::{fail, ret};
 use crate::registry::with;
-use braid_acl_sys::acl::{aclDataBuffer, aclTensorDesc, aclopAttr, ACL_COMPILE_OPT_COUNT};
+use braid_acl_sys::acl::{
+    aclDataBuffer, aclTensorDesc, aclopAttr, ACL_COMPILE_OPT_COUNT, ACL_OP_JIT_COMPILE,
+};
 use braid_acl_sys::aclnn::{ACL_DT_UNDEFINED, ACL_FORMAT_UNDEFINED};
 use braid_stream_core::sync::{GlobalMutex, GlobalMutexGuard};
 use std::collections::{BTreeMap, HashMap};
@@ -27,17 +35,31 @@ pub const COMPILE_OPT_MAX: usize = 4096;
 
 struct TensorDesc {
     dtype: i32,
+    /// The storage's shape (the origin's until `aclSetTensorShape`).
     dims: Vec<i64>,
+    /// The storage's format (the origin's until `aclSetTensorFormat`).
     format: i32,
+    /// The shape it was created with.
+    origin_dims: Vec<i64>,
+    /// The format it was created with.
+    origin_format: i32,
     name: CString,
 }
 
 impl TensorDesc {
-    /// `dtype 9 [2, 3]` (with the name first when there is one), as the refusal names it.
+    /// `dtype 9 [2, 3]` (with the name first when there is one, and a private storage
+    /// format with its origin shape: `dtype 0 FRACTAL_NZ [1, 2, 16, 16] of [32, 16]`), as the
+    /// refusal names it.
     fn describe(&self) -> String {
         let name = self.name.to_string_lossy();
         let sep = if name.is_empty() { "" } else { " " };
-        format!("{name}{sep}dtype {} {:?}", self.dtype, self.dims)
+        match braid_acl_sys::formats::private_of_acl(self.format) {
+            Some(f) => format!(
+                "{name}{sep}dtype {} {f} {:?} of {:?}",
+                self.dtype, self.dims, self.origin_dims
+            ),
+            None => format!("{name}{sep}dtype {} {:?}", self.dtype, self.dims),
+        }
     }
 }
 
@@ -116,8 +138,10 @@ pub unsafe extern "C" fn aclCreateTensorDesc(
         h,
         TensorDesc {
             dtype: data_type,
+            origin_dims: dims.clone(),
             dims,
             format,
+            origin_format: format,
             name: CString::default(),
         },
     );
@@ -530,6 +554,54 @@ pub unsafe extern "C" fn aclopSetAttrListListInt(
     }
 }
 
+/// One tensor of an operator on the compile path: its description and its buffer.
+#[derive(Clone, Debug)]
+pub(super) struct OpOperand {
+    /// Its `aclDataType`.
+    pub dtype: i32,
+    /// The storage's shape and format.
+    pub dims: Vec<i64>,
+    /// The storage's format.
+    pub format: i32,
+    /// The logical shape and the format naming its dimensions.
+    pub origin_dims: Vec<i64>,
+    /// The format naming the logical dimensions.
+    pub origin_format: i32,
+    /// The buffer's address and size in bytes.
+    pub data: (u64, u64),
+}
+
+/// The `n` tensors of `descs` with their `buffers` (`None` for a null array, an unknown
+/// description or buffer).
+///
+/// # Safety
+/// `descs` and `buffers` are null or valid for `n` reads.
+unsafe fn operands(
+    o: &Objects,
+    descs: *const *const aclTensorDesc,
+    buffers: *const *const aclDataBuffer,
+    n: i32,
+) -> Option<Vec<OpOperand>> {
+    // SAFETY: the caller's guarantee.
+    let (descs, buffers) = unsafe { (list(descs, n)?, list(buffers, n)?) };
+    descs
+        .iter()
+        .zip(&buffers)
+        .map(|(d, b)| {
+            let d = o.descs.get(&(*d as usize))?;
+            let &(data, size) = o.buffers.get(&(*b as usize))?;
+            Some(OpOperand {
+                dtype: d.dtype,
+                dims: d.dims.clone(),
+                format: d.format,
+                origin_dims: d.origin_dims.clone(),
+                origin_format: d.origin_format,
+                data: (data as u64, size as u64),
+            })
+        })
+        .collect()
+}
+
 /// The descriptions of `n` tensors at `descs`, for a message.
 ///
 /// # Safety
@@ -605,8 +677,63 @@ unsafe fn refuse(
     ret(Err(refusal))
 }
 
-/// `aclError aclopCompileAndExecute(const char *opType, ...)`: refused with
-/// `ACL_ERROR_OP_NOT_FOUND` naming the operator (see `refuse`).
+/// `Identity` computed ([`super::op_identity`]), any other operator refused (see
+/// `refuse`).
+///
+/// # Safety
+/// As `aclopCompileAndExecute`.
+unsafe fn compile_and_execute(
+    call: &'static str,
+    op_type: *const c_char,
+    (num_inputs, input_desc, inputs): (
+        i32,
+        *const *const aclTensorDesc,
+        *const *const aclDataBuffer,
+    ),
+    (num_outputs, output_desc, outputs): (
+        i32,
+        *const *const aclTensorDesc,
+        *const *const aclDataBuffer,
+    ),
+    attr: *const aclopAttr,
+    stream: *mut c_void,
+) -> aclError {
+    // SAFETY: the caller's guarantee on `op_type`.
+    if unsafe { text(op_type) }.as_deref() == Some("Identity") {
+        let tensors = {
+            let o = objects();
+            // SAFETY: the caller's guarantees on the arrays.
+            unsafe {
+                (
+                    operands(&o, input_desc, inputs, num_inputs),
+                    operands(&o, output_desc, outputs, num_outputs),
+                )
+            }
+        };
+        let result = match tensors {
+            (Some(ins), Some(outs)) => super::op_identity::run(call, stream as usize, &ins, &outs),
+            _ => Err(fail(
+                ACL_ERROR_INVALID_PARAM,
+                format!(
+                    "{call}: Identity: a tensor description or data buffer is null or not live"
+                ),
+            )),
+        };
+        if let Err(refusal) = &result {
+            let _ = with(|r| {
+                r.note_refused_launch(stream as usize, refusal);
+                Ok(())
+            });
+        }
+        return ret(result);
+    }
+    let (ins, outs) = ((num_inputs, input_desc), (num_outputs, output_desc));
+    // SAFETY: forwarded.
+    unsafe { refuse(call, op_type, ins, outs, attr, stream) }
+}
+
+/// `aclError aclopCompileAndExecute(const char *opType, ...)`: `Identity` computed, any
+/// other operator refused with `ACL_ERROR_OP_NOT_FOUND` naming it (see `refuse`).
 ///
 /// # Safety
 /// `op_type` is null or NUL-terminated; `input_desc` and `output_desc` are null or valid for
@@ -616,32 +743,28 @@ pub unsafe extern "C" fn aclopCompileAndExecute(
     op_type: *const c_char,
     num_inputs: i32,
     input_desc: *const *const aclTensorDesc,
-    _inputs: *const *const aclDataBuffer,
+    inputs: *const *const aclDataBuffer,
     num_outputs: i32,
     output_desc: *const *const aclTensorDesc,
-    _outputs: *const *mut aclDataBuffer,
+    outputs: *const *mut aclDataBuffer,
     attr: *const aclopAttr,
     _engine_type: i32,
     _compile_flag: i32,
     _op_path: *const c_char,
     stream: *mut c_void,
 ) -> aclError {
-    let (inputs, outputs) = ((num_inputs, input_desc), (num_outputs, output_desc));
+    let ins = (num_inputs, input_desc, inputs);
+    let outs = (
+        num_outputs,
+        output_desc,
+        outputs as *const *const aclDataBuffer,
+    );
     // SAFETY: forwarded.
-    unsafe {
-        refuse(
-            "aclopCompileAndExecute",
-            op_type,
-            inputs,
-            outputs,
-            attr,
-            stream,
-        )
-    }
+    unsafe { compile_and_execute("aclopCompileAndExecute", op_type, ins, outs, attr, stream) }
 }
 
-/// `aclError aclopCompileAndExecuteV2(const char *opType, ...)`: refused as
-/// `aclopCompileAndExecute` is, naming the operator.
+/// `aclError aclopCompileAndExecuteV2(const char *opType, ...)`: as
+/// `aclopCompileAndExecute`.
 ///
 /// # Safety
 /// As `aclopCompileAndExecute`.
@@ -650,29 +773,28 @@ pub unsafe extern "C" fn aclopCompileAndExecuteV2(
     op_type: *const c_char,
     num_inputs: i32,
     input_desc: *mut *mut aclTensorDesc,
-    _inputs: *mut *mut aclDataBuffer,
+    inputs: *mut *mut aclDataBuffer,
     num_outputs: i32,
     output_desc: *mut *mut aclTensorDesc,
-    _outputs: *mut *mut aclDataBuffer,
+    outputs: *mut *mut aclDataBuffer,
     attr: *mut aclopAttr,
     _engine_type: i32,
     _compile_flag: i32,
     _op_path: *const c_char,
     stream: *mut c_void,
 ) -> aclError {
-    let inputs = (num_inputs, input_desc as *const *const aclTensorDesc);
-    let outputs = (num_outputs, output_desc as *const *const aclTensorDesc);
+    let ins = (
+        num_inputs,
+        input_desc as *const *const aclTensorDesc,
+        inputs as *const *const aclDataBuffer,
+    );
+    let outs = (
+        num_outputs,
+        output_desc as *const *const aclTensorDesc,
+        outputs as *const *const aclDataBuffer,
+    );
     // SAFETY: forwarded.
-    unsafe {
-        refuse(
-            "aclopCompileAndExecuteV2",
-            op_type,
-            inputs,
-            outputs,
-            attr,
-            stream,
-        )
-    }
+    unsafe { compile_and_execute("aclopCompileAndExecuteV2", op_type, ins, outs, attr, stream) }
 }
 
 /// `aclError aclSetCompileopt(aclCompileOpt opt, const char *value)`: kept; a value longer
@@ -705,7 +827,9 @@ pub unsafe extern "C" fn aclSetCompileopt(opt: i32, value: *const c_char) -> acl
 }
 
 /// `aclError aclGetCompileopt(aclCompileOpt opt, char *value, size_t length)`: the value
-/// set (empty when none), NUL-terminated; `length` must hold it.
+/// set, else the option's default (`ACL_OP_JIT_COMPILE`: `disable`, the default of the
+/// Atlas A2 and A3 every simulated SoC is, which torch_npu reads at start-up to take the
+/// aclnn paths; the others: empty), NUL-terminated; `length` must hold it.
 ///
 /// # Safety
 /// `value` is null or valid for `length` writes.
@@ -722,7 +846,13 @@ pub unsafe extern "C" fn aclGetCompileopt(opt: i32, value: *mut c_char, length: 
         .compile_options
         .get(&opt)
         .cloned()
-        .unwrap_or_default();
+        .unwrap_or_else(|| {
+            if opt == ACL_OP_JIT_COMPILE {
+                "disable".to_string()
+            } else {
+                String::new()
+            }
+        });
     if text.len() >= length {
         return invalid(
             CALL,

@@ -16,7 +16,7 @@ use std::sync::OnceLock;
 // Declared in the same table as this module's calls (checked at the end of this file).
 pub use super::host::{
     aclrtHostRegister, aclrtHostRegisterV2, aclrtHostUnregister, aclrtLaunchCallback,
-    aclrtSetStreamAttribute, aclrtSubscribeReport, aclrtUnSubscribeReport,
+    aclrtProcessReport, aclrtSetStreamAttribute, aclrtSubscribeReport, aclrtUnSubscribeReport,
 };
 pub use super::version::{aclsysGetCANNVersion, aclsysGetVersionStr};
 
@@ -284,14 +284,6 @@ pub unsafe extern "C" fn aclrtSetOpExecuteTimeOutV2(
 #[no_mangle]
 pub extern "C" fn aclrtSetOpWaitTimeout(_timeout: u32) -> aclError {
     ret(with(|_| Ok(())))
-}
-
-/// `aclError aclrtProcessReport(int32_t timeout)`: no host callbacks are ever reported on
-/// the simulator (`aclrtLaunchCallback` is not exported), so nothing arrives:
-/// `ACL_ERROR_RT_FEATURE_NOT_SUPPORT`.
-#[no_mangle]
-pub extern "C" fn aclrtProcessReport(_timeout: i32) -> aclError {
-    not_supported("aclrtProcessReport", "host callbacks are not simulated")
 }
 
 /// `aclError aclmdlRIGetId(aclmdlRI modelRI, uint32_t *modelRIId)`.

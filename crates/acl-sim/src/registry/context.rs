@@ -164,6 +164,13 @@ impl Registry {
         self.check_blocking(call, index, None)?;
         self.check_failed(call, index)?;
         let sim = self.dev(index)?.sim.clone();
-        Ok(Wait::new(call, WaitOn::Device(sim.clone())).limited(sim, timeout_ms))
+        let scope = crate::reports::Scope::Device(index);
+        Ok(Wait::new(
+            call,
+            WaitOn::Device(sim.clone()),
+            scope,
+            self.collective_timeout,
+        )
+        .limited(sim, timeout_ms))
     }
 }

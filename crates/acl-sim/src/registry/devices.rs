@@ -56,7 +56,12 @@ impl Registry {
     /// process, so a device's ordinal is its id).
     fn node_of(&mut self, index: usize) -> SimNode {
         let timing_only = self.is_timing_only(index);
-        let (count, capacity) = (self.device_count as u32, self.capacity);
+        let count = self.device_count as u32;
+        let capacity = if timing_only {
+            self.capacity
+        } else {
+            self.data_capacity
+        };
         let record_timeline = self.system.records_timeline();
         let collective_timeout = self.collective_timeout;
         let host_memory = self.host_memory;

@@ -186,7 +186,14 @@ impl Registry {
         let e = self.event(CALL, event)?;
         self.check_blocking(CALL, e.device, self.event_capture(e))?;
         self.check_failed(CALL, e.device)?;
-        Ok(Wait::new(CALL, WaitOn::Event(e.sim.clone())))
+        // The event's recording stream is not kept: the wait covers its device's callbacks.
+        let scope = crate::reports::Scope::Device(e.device);
+        Ok(Wait::new(
+            CALL,
+            WaitOn::Event(e.sim.clone()),
+            scope,
+            self.collective_timeout,
+        ))
     }
 
     pub fn elapsed_ms(&mut self, start: usize, end: usize) -> Result<f32, Fail> {

@@ -267,7 +267,16 @@ impl Registry {
 
     fn wait_default_stream(&self, call: &'static str, device: usize) -> Result<Wait, Fail> {
         let stream = self.dev(device)?.default_stream.clone();
-        Ok(Wait::new(call, WaitOn::Stream(stream)))
+        let scope = crate::reports::Scope::Stream(crate::reports::StreamKey {
+            device,
+            index: stream.index(),
+        });
+        Ok(Wait::new(
+            call,
+            WaitOn::Stream(stream),
+            scope,
+            self.collective_timeout,
+        ))
     }
 }
 

@@ -8,6 +8,7 @@ use super::{sim_fail, Registry, StreamEntry, StreamRef};
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
 use crate::outputs::StreamNames;
+use crate::reports::{self, Scope, StreamKey};
 use braid_backend_sim::SimStream;
 use braid_stream_core::hal::{Device as _, HalError, Stream as _};
 
@@ -146,14 +147,29 @@ impl Registry {
         self.check_stream_blocking(call, s.device, s.capture)?;
         self.check_failed(call, s.device)?;
         let clock = self.dev(s.device)?.sim.clone();
-        Ok(Wait::new(call, WaitOn::Stream(s.sim.clone())).limited(clock, timeout_ms))
+        let scope = Scope::Stream(StreamKey {
+            device: s.device,
+            index: s.sim.index(),
+        });
+        Ok(Wait::new(
+            call,
+            WaitOn::Stream(s.sim.clone()),
+            scope,
+            self.collective_timeout,
+        )
+        .limited(clock, timeout_ms))
     }
 
     pub fn stream_query(&mut self, handle: usize) -> Result<u32, Fail> {
         let s = self.stream("aclrtStreamQuery", handle)?;
         self.check_stream_blocking("aclrtStreamQuery", s.device, s.capture)?;
         let done = s.sim.query().map_err(|e| sim_fail("aclrtStreamQuery", e))?;
-        Ok(if done {
+        // A blocking host callback not yet run is work of the stream.
+        let held = reports::holds(Scope::Stream(StreamKey {
+            device: s.device,
+            index: s.sim.index(),
+        }));
+        Ok(if done && !held {
             ACL_STREAM_STATUS_COMPLETE
         } else {
             ACL_STREAM_STATUS_NOT_READY

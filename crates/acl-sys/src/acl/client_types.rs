@@ -69,6 +69,12 @@ pub const ACL_CONTINUE_ON_FAILURE: u64 = 0;
 /// `aclrtStreamFailureMode::ACL_STOP_ON_FAILURE`.
 pub const ACL_STOP_ON_FAILURE: u64 = 1;
 
+/// `aclrtCallbackBlockType::ACL_CALLBACK_NO_BLOCK`: the stream goes on while the host
+/// function runs.
+pub const ACL_CALLBACK_NO_BLOCK: i32 = 0;
+/// `aclrtCallbackBlockType::ACL_CALLBACK_BLOCK`: the stream waits for the host function.
+pub const ACL_CALLBACK_BLOCK: i32 = 1;
+
 /// `aclCompileOpt::ACL_OP_JIT_COMPILE`, one of the options of `aclSetCompileopt`; the last
 /// option is `ACL_OP_DEBUG_OPTION` ([`ACL_COMPILE_OPT_COUNT`] - 1).
 pub const ACL_OP_JIT_COMPILE: i32 = 10;

@@ -31,6 +31,9 @@ acl_codes! {
     ACL_ERROR_RT_INVALID_DEVICEID = 107_001;
     ACL_ERROR_RT_CONTEXT_NULL = 107_002;
     ACL_ERROR_RT_STREAM_CONTEXT = 107_003;
+    ACL_ERROR_RT_STREAM_SUBSCRIBE = 107_011;
+    ACL_ERROR_RT_THREAD_SUBSCRIBE = 107_012;
+    ACL_ERROR_RT_STREAM_NO_CB_REG = 107_015;
     ACL_ERROR_RT_INVALID_HANDLE = 107_017;
     ACL_ERROR_RT_WAIT_TIMEOUT = 107_019;
     ACL_ERROR_RT_TASK_TIMEOUT = 107_020;
@@ -75,6 +78,7 @@ acl_codes! {
     ACL_ERROR_DRV_FAILURE = 500_004;
     ACL_ERROR_RT_INTERNAL_ERROR = 507_000;
     ACL_ERROR_RT_MODEL_EXECUTE = 507_011;
+    ACL_ERROR_RT_REPORT_TIMEOUT = 507_012;
     ACL_ERROR_RT_AICORE_EXCEPTION = 507_015;
     ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507_046;
     ACL_ERROR_RT_EVENT_SYNC_TIMEOUT = 507_047;
@@ -110,6 +114,8 @@ mod tests {
             (507_046, "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT"),
             (507_903, "ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED"),
             (100_002, "ACL_ERROR_REPEAT_INITIALIZE"),
+            (107_015, "ACL_ERROR_RT_STREAM_NO_CB_REG"),
+            (507_012, "ACL_ERROR_RT_REPORT_TIMEOUT"),
             (0, "ACL_SUCCESS"),
         ] {
             assert_eq!(code_name(code), name);
@@ -117,8 +123,8 @@ mod tests {
         assert_eq!(code_name(123), UNKNOWN_CODE_NAME);
         let unique: BTreeSet<i32> = CODE_NAMES.iter().map(|(c, _)| *c).collect();
         assert_eq!(unique.len(), CODE_NAMES.len(), "a code is listed twice");
-        // Every 507xxx device error of the reference is named.
+        // Every 507xxx device error of the reference is named, and the report timeout.
         let device_errors = CODE_NAMES.iter().filter(|(c, _)| *c / 1000 == 507).count();
-        assert_eq!(device_errors, 8);
+        assert_eq!(device_errors, 9);
     }
 }

@@ -13,6 +13,8 @@
 //! - [`AclnnRandomOperators`]: the random family (all optional);
 //! - [`AclnnClientOperators`]: the operators a foreign client (torch_npu) looks up beyond
 //!   braid's, declared so `braid-acl-sim`'s exports of them are checked;
+//! - [`AclnnFormatOperators`]: the conversion to and from device-private storage formats
+//!   (all optional);
 //! - [`AclnnModelOperators`]: indexing, concatenation, selection, triangles, ramps,
 //!   LayerNorm, extremes' positions and cumulative sums (all optional).
 //!
@@ -25,6 +27,7 @@
 mod attention_ops;
 mod client;
 mod codes;
+mod format_ops;
 mod functions;
 mod model_ops;
 mod random_ops;
@@ -34,6 +37,7 @@ mod types;
 pub use attention_ops::{attention_operator_fns, AclnnAttentionOperators};
 pub use client::{client_operator_fns, AclnnClientOperators};
 pub use codes::*;
+pub use format_ops::{format_operator_fns, AclnnFormatOperators};
 pub use functions::{descriptor_fns, operator_fns, AclnnDescriptors, AclnnOperators};
 pub use model_ops::{model_operator_fns, AclnnModelOperators};
 pub use random_ops::{random_operator_fns, AclnnRandomOperators};

@@ -72,12 +72,39 @@ pub const ACL_BF16: aclDataType = 27;
 pub type aclFormat = i32;
 /// `ACL_FORMAT_UNDEFINED`.
 pub const ACL_FORMAT_UNDEFINED: aclFormat = -1;
+/// `ACL_FORMAT_NCHW`.
+pub const ACL_FORMAT_NCHW: aclFormat = 0;
+/// `ACL_FORMAT_NHWC`.
+pub const ACL_FORMAT_NHWC: aclFormat = 1;
 /// `ACL_FORMAT_ND`: a plain N-dimensional row-major layout.
 pub const ACL_FORMAT_ND: aclFormat = 2;
 /// `ACL_FORMAT_NC1HWC0`: the 5-D blocked layout of the cube unit (C cut into blocks of C0).
 pub const ACL_FORMAT_NC1HWC0: aclFormat = 3;
-/// `ACL_FORMAT_FRACTAL_NZ`: the fractal layout of matrix operands (16 × 16 blocks).
+/// `ACL_FORMAT_FRACTAL_Z`: the blocked layout of convolution weights.
+pub const ACL_FORMAT_FRACTAL_Z: aclFormat = 4;
+/// `ACL_FORMAT_NC1HWC0_C04`: `NC1HWC0` with blocks of 4 channels.
+pub const ACL_FORMAT_NC1HWC0_C04: aclFormat = 12;
+/// `ACL_FORMAT_HWCN`.
+pub const ACL_FORMAT_HWCN: aclFormat = 16;
+/// `ACL_FORMAT_NDHWC`.
+pub const ACL_FORMAT_NDHWC: aclFormat = 27;
+/// `ACL_FORMAT_FRACTAL_NZ`: the fractal layout of matrix operands (16 × C0 blocks).
 pub const ACL_FORMAT_FRACTAL_NZ: aclFormat = 29;
+/// `ACL_FORMAT_NCDHW`.
+pub const ACL_FORMAT_NCDHW: aclFormat = 30;
+/// `ACL_FORMAT_DHWCN`.
+pub const ACL_FORMAT_DHWCN: aclFormat = 31;
+/// `ACL_FORMAT_NDC1HWC0`: the 6-D blocked layout of 3-D activations.
+pub const ACL_FORMAT_NDC1HWC0: aclFormat = 32;
+/// `ACL_FRACTAL_Z_3D`: the blocked layout of 3-D convolution weights.
+pub const ACL_FORMAT_FRACTAL_Z_3D: aclFormat = 33;
+/// `ACL_FORMAT_NC`.
+pub const ACL_FORMAT_NC: aclFormat = 35;
+/// `ACL_FORMAT_NCL`.
+pub const ACL_FORMAT_NCL: aclFormat = 47;
+/// `ACL_FORMAT_FRACTAL_NZ_C0_16` (`_C0_32`, `_C0_2`, `_C0_4`, `_C0_8` follow): `FRACTAL_NZ`
+/// with the block width named.
+pub const ACL_FORMAT_FRACTAL_NZ_C0_16: aclFormat = 50;
 /// The device-private formats of `acl_base.h` (`NC1HWC0`, `FRACTAL_Z`, `NC1HWC0_C04`,
 /// `FRACTAL_NZ`, `NDC1HWC0`, `FRACTAL_Z_3D`, the `FRACTAL_NZ_C0_*` variants): a tensor in
 /// one of them is stored in blocks, not row-major in its view's shape. The others (`NCHW`,

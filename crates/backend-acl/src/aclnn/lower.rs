@@ -19,6 +19,7 @@
 //! | `Attention` | `aclnnFlashAttentionScore` (see its module for what it cannot express) |
 //! | the indexing, shape, LayerNorm and position families | see `lower_model` |
 //! | `Random`, `ApplyDropoutMask` | the random family (`super::lower_random`) |
+//! | `FormatCast` | `aclnnNpuFormatCast` (`super::lower_format`) |
 
 use super::kernels::{AclPrepared, Held, Kind, Operator};
 use super::objects::{Executor, IntArray, LaunchFn, Scalar, Tensor};
@@ -221,6 +222,7 @@ pub(crate) fn prepare(api: &'static AclnnApi, op: &OpKernel) -> Result<AclPrepar
         TensorOp::Attention(a) => attention::attention(api, a),
         TensorOp::Random(r) => super::lower_random::random(api, r),
         TensorOp::ApplyDropoutMask(m) => super::lower_random::apply_dropout_mask(api, m),
+        TensorOp::FormatCast(f) => super::lower_format::format_cast(api, f),
         other => super::lower_model::prepare(api, other),
     }
 }

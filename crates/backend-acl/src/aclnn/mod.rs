@@ -21,6 +21,7 @@
 
 pub(crate) mod kernels;
 mod lower;
+mod lower_format;
 mod lower_model;
 mod lower_random;
 mod muls;
@@ -34,8 +35,9 @@ use crate::api::AclApi;
 use crate::error::AclError;
 use braid_acl_sys::aclnn::{
     aclnnStatus, status_name, AclnnAttentionOperators, AclnnClientOperators, AclnnDescriptors,
-    AclnnModelOperators, AclnnOperators, AclnnRandomOperators, AclnnTensorOperators,
-    DESCRIPTOR_LIBRARIES, DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES, OPERATOR_LIBS_ENV,
+    AclnnFormatOperators, AclnnModelOperators, AclnnOperators, AclnnRandomOperators,
+    AclnnTensorOperators, DESCRIPTOR_LIBRARIES, DESCRIPTOR_LIB_ENV, OPERATOR_LIBRARIES,
+    OPERATOR_LIBS_ENV,
 };
 use braid_acl_sys::loader::{self, LoadError, Loaded};
 use braid_stream_core::sync::GlobalMutex;
@@ -67,6 +69,7 @@ pub struct AclnnApi {
     model_ops: Loaded<AclnnModelOperators>,
     attention_ops: Loaded<AclnnAttentionOperators>,
     random_ops: Loaded<AclnnRandomOperators>,
+    format_ops: Loaded<AclnnFormatOperators>,
 }
 
 impl fmt::Debug for AclnnApi {
@@ -119,6 +122,11 @@ impl AclnnApi {
     /// The random family braid's random operators lower to (every symbol optional).
     pub fn random_operators(&self) -> &AclnnRandomOperators {
         &self.random_ops
+    }
+
+    /// The conversion to and from device-private storage formats (every symbol optional).
+    pub fn format_operators(&self) -> &AclnnFormatOperators {
+        &self.format_ops
     }
 
     /// The libraries the tables were resolved from: descriptors', then operators'.
@@ -197,6 +205,7 @@ impl AclnnApi {
         let model_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         let attention_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         let random_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
+        let format_ops = loader::load_from(OPERATOR_LIBRARIES.what, &paths)?;
         Ok(AclnnApi {
             acl,
             descriptors,
@@ -206,6 +215,7 @@ impl AclnnApi {
             model_ops,
             attention_ops,
             random_ops,
+            format_ops,
         })
     }
 

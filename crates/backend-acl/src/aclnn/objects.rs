@@ -3,7 +3,7 @@
 use super::AclnnApi;
 use crate::error::AclError;
 use braid_acl_sys::aclnn::{
-    aclIntArray, aclScalar, aclTensor, aclTensorList, ACLNN_ERR_PARAM_INVALID, ACL_BOOL,
+    aclFormat, aclIntArray, aclScalar, aclTensor, aclTensorList, ACLNN_ERR_PARAM_INVALID, ACL_BOOL,
     ACL_DOUBLE, ACL_FLOAT, ACL_FORMAT_ND, ACL_INT64,
 };
 use braid_stream_core::dtype::DType;
@@ -92,6 +92,69 @@ impl Tensor {
                 storage.as_ptr(),
                 1,
                 t.ptr().0 as *mut std::ffi::c_void,
+            )
+        };
+        NonNull::new(raw)
+            .map(|raw| Tensor { api, raw })
+            .ok_or_else(|| null_from(api, "aclCreateTensor"))
+    }
+
+    /// The descriptor of braid's tensor `t` as a plain tensor whose dimensions `format`
+    /// names (`ACL_FORMAT_NCHW`, ...), as [`Tensor::view`] otherwise.
+    pub fn view_named(
+        api: &'static AclnnApi,
+        t: &braid_stream_core::Tensor,
+        format: aclFormat,
+    ) -> Result<Tensor, AclError> {
+        let as_i64 = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
+        let (dims, strides) = (as_i64(t.shape()), as_i64(t.strides()));
+        let storage = [(t.range().len / t.dtype().size()) as i64];
+        // SAFETY: as in `view`.
+        let raw = unsafe {
+            (api.descriptors().aclCreateTensor)(
+                dims.as_ptr(),
+                dims.len() as u64,
+                super::acl_data_type(t.dtype()),
+                strides.as_ptr(),
+                0,
+                format,
+                storage.as_ptr(),
+                1,
+                t.ptr().0 as *mut std::ffi::c_void,
+            )
+        };
+        NonNull::new(raw)
+            .map(|raw| Tensor { api, raw })
+            .ok_or_else(|| null_from(api, "aclCreateTensor"))
+    }
+
+    /// The descriptor of a tensor stored in a device-private format: `storage` (the
+    /// contiguous blocked storage) described as `layout`'s logical shape in `layout`'s format
+    /// with `storage`'s dimensions, as torch_npu describes such a tensor.
+    pub fn stored(
+        api: &'static AclnnApi,
+        storage: &braid_stream_core::Tensor,
+        layout: &braid_stream_core::ops::Blocked,
+    ) -> Result<Tensor, AclError> {
+        let as_i64 = |v: &[usize]| v.iter().map(|&x| x as i64).collect::<Vec<i64>>();
+        let dims = as_i64(layout.shape());
+        let strides = as_i64(&braid_stream_core::tensor::contiguous_strides(
+            layout.shape(),
+        ));
+        let blocked = as_i64(storage.shape());
+        // SAFETY: the arrays are live for the call, which copies them; the data address is
+        // only recorded.
+        let raw = unsafe {
+            (api.descriptors().aclCreateTensor)(
+                dims.as_ptr(),
+                dims.len() as u64,
+                super::acl_data_type(storage.dtype()),
+                strides.as_ptr(),
+                0,
+                braid_acl_sys::formats::acl_of_private(layout.format()),
+                blocked.as_ptr(),
+                blocked.len() as u64,
+                storage.ptr().0 as *mut std::ffi::c_void,
             )
         };
         NonNull::new(raw)

@@ -47,7 +47,7 @@ impl Engine {
                 let holder = self.record_holder(*e)?;
                 self.holding_comm(holder, depth + 1)
             }
-            Held::Work(_) => None,
+            Held::Gate(_) | Held::Work(_) => None,
         }
     }
 

@@ -137,13 +137,15 @@ pub(crate) enum Work {
     Graph(Arc<[Node]>),
 }
 
-/// A held-back call: a rank's part of a collective, or other work.
+/// A held-back call: a rank's part of a collective, a host gate, or other work.
 #[derive(Debug)]
 pub(crate) enum Held {
     /// The part of call `key` of communicator `comm`.
     Part { comm: usize, key: CallKey },
     /// A launch of a graph with collective parts ([`super::graph_run`]), by number.
     Graph(u64),
+    /// A host gate (`engine::gates`), by number: the stream waits until the host opens it.
+    Gate(u64),
     /// Anything else.
     Work(Work),
 }
@@ -176,6 +178,7 @@ impl Engine {
             Blocked,
             Part(usize, CallKey),
             Graph(u64),
+            Gate(u64),
             Ready,
         }
         loop {
@@ -189,6 +192,7 @@ impl Engine {
                         }
                         Some(Held::Part { comm, key }) => Front::Part(*comm, *key),
                         Some(Held::Graph(id)) => Front::Graph(*id),
+                        Some(Held::Gate(id)) => Front::Gate(*id),
                         Some(Held::Work(_)) => Front::Ready,
                     };
                     match front {
@@ -199,6 +203,11 @@ impl Engine {
                             }
                             if let Err(e) = self.run_collective(comm, key) {
                                 first_error.get_or_insert(e);
+                            }
+                        }
+                        Front::Gate(id) => {
+                            if !self.pass_gate(s, id) {
+                                break;
                             }
                         }
                         Front::Graph(id) => match self.advance_run(s, id, &mut first_error) {
@@ -309,6 +318,8 @@ impl Engine {
             Some(Held::Work(Work::Wait(e))) if depth < 4 => self
                 .record_holder(*e)
                 .is_none_or(|h| self.stream_may_be_released(h, depth + 1)),
+            // A host gate is opened by another thread (the one running its callback).
+            Some(Held::Gate(_)) => true,
             // A longer chain: give it the timeout.
             _ => true,
         }
@@ -440,6 +451,10 @@ impl Engine {
                 let (why, missing) = self.event_blocker(*e, depth);
                 (format!("waits on event {e}: {why}"), missing)
             }
+            (_, Some(Held::Gate(id))) => (
+                format!("waits for host gate {id}, which the host has not opened (a blocking host callback not yet run)"),
+                Vec::new(),
+            ),
             _ => ("holds back work".to_string(), Vec::new()),
         }
     }

@@ -68,6 +68,9 @@ pub(crate) struct Collectives {
     pub(crate) runs: GraphRuns,
     /// Per communicator, who has submitted parts to it.
     drivers: HashMap<usize, Drivers>,
+    /// Host gates (`engine::gates`): the last number given, and those opened but not yet
+    /// passed by their stream.
+    pub(crate) gates: (u64, std::collections::HashSet<u64>),
 }
 
 impl Collectives {
@@ -81,6 +84,7 @@ impl Collectives {
             node: NEXT_NODE.fetch_add(1, Ordering::Relaxed),
             runs: GraphRuns::default(),
             drivers: HashMap::new(),
+            gates: (0, std::collections::HashSet::new()),
         }
     }
 

@@ -12,12 +12,13 @@
 //!
 //! The parts: this module holds the state, the clocks and memory calls; `submit` checks and
 //! places ops (peer copies on links), `events` has events, synchronization, captures and
-//! graph launches, `graph_run` the replay of graphs holding collectives (their captured
+//! graph launches, `gates` the host gates a stream waits behind, `graph_run` the replay of graphs holding collectives (their captured
 //! streams kept concurrent), `failures` the user operators whose body failed, `observe` the
 //! timeline, statistics, reports and trace export.
 
 mod events;
 mod failures;
+mod gates;
 mod graph_run;
 mod ipc;
 mod observe;
@@ -219,7 +220,7 @@ impl Engine {
                 tail: 0,
                 capture: None,
             });
-            let mut memory = Memory::for_device(i, config.capacity, mode == SimMode::Data);
+            let mut memory = Memory::for_device(i, config.device_capacity(), mode == SimMode::Data);
             memory.set_host_budget(config.host_memory_budget);
             memories.push(memory);
             devices.push(DeviceState::new(config, i));

@@ -21,6 +21,7 @@ mod custom_ops;
 mod faults;
 mod golden;
 mod graph_collectives;
+mod host_gates;
 mod ipc_files;
 mod ipc_processes;
 mod kernels;

@@ -61,7 +61,7 @@ fn every_seed_is_a_row_with_its_failing_mode_on_both_backends() {
         let text = stdout(&out);
         assert!(out.status.success(), "{text}{}", stderr(&out));
         assert!(stderr(&out).is_empty(), "{}", stderr(&out));
-        assert_eq!(rows(&text).len(), 17, "{text}");
+        assert_eq!(rows(&text).len(), 18, "{text}");
         for scenario in [
             "wait_stream",
             "tagged_events",
@@ -70,6 +70,7 @@ fn every_seed_is_a_row_with_its_failing_mode_on_both_backends() {
             "cross_stream_lifetime",
             "memory_reuse",
             "tensor_parallel",
+            "llama_decode",
         ] {
             assert!(
                 rows(&text).iter().any(|l| l.starts_with(scenario)),

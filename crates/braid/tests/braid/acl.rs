@@ -18,6 +18,13 @@ fn without_cann_acl_device_opens_braid_acl_sim_beside_the_executable() {
     if braid::acl::is_available() {
         return; // A real ACL (or BRAID_ACL_LIB) is configured here.
     }
+    // The binary's other ACL modules need braid-acl-sim under the node settings, which its
+    // first call reads: whichever module loads it first sets them.
+    #[cfg(feature = "sim")]
+    let _turn = {
+        crate::common::acl_sim();
+        crate::common::DEVICES.lock()
+    };
     match braid::acl_device(0) {
         Ok(device) => {
             let api = braid::acl::AclApi::load_or_sim().unwrap();

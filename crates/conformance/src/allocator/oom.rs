@@ -109,10 +109,13 @@ pub fn oom_then_retry_after_free<B: Backend>(h: &Harness<B>) -> Result<(), CaseE
     let second = alloc.alloc(half + 3 * MIB, &main)?;
     ensure_eq!(second.requested_size(), half + 3 * MIB, "requested size");
     ensure_eq!(alloc.memory_stats().num_ooms, 1, "num_ooms");
-    ensure_eq!(
-        alloc.memory_reserved(),
-        second.size(),
-        "only the second segment is reserved"
+    // Only the second segment is reserved: the block, rounded up to the large segments'
+    // 2 MiB granule (how much rounding depends on the device's free memory).
+    let reserved = alloc.memory_reserved();
+    ensure!(
+        reserved >= second.size() && reserved - second.size() < 2 * MIB,
+        "only the second segment is reserved: {reserved} bytes for a block of {}",
+        second.size()
     );
     drop(second);
     allocator_works(&alloc)

@@ -4,9 +4,11 @@
 //! device may sum in another order than the host); and an operator its declaration refuses
 //! never reaches the device.
 
+mod formats;
 mod indexing;
 mod positions;
 
+pub use formats::private_formats_round_trip_with_zero_padding;
 pub use indexing::{
     cat_where_triangles_and_arange_build_tensors_by_position,
     embeddings_indexing_and_index_copy_move_elements_by_ids,

@@ -40,6 +40,7 @@
 mod attention;
 mod check;
 mod elementwise;
+mod format;
 mod index;
 mod matmul;
 mod norm;
@@ -53,6 +54,9 @@ pub use check::OpCheckError;
 pub use elementwise::{
     binary, cast, fill, unary, Binary, BinaryClass, BinaryOp, Cast, Domain, Fill, Operand, Scalar,
     Unary, UnaryOp,
+};
+pub use format::{
+    format_cast, Blocked, CastDirection, FormatCast, PlainFormat, PrivateFormat, FRACTAL_ROWS,
 };
 pub use index::{embedding, index, index_copy, Index, IndexCopy, IndexLayout, INDEX_TYPES};
 pub use matmul::{matmul, matmul_bias, Matmul};
@@ -187,6 +191,8 @@ pub enum TensorOp {
     Random(Random),
     /// A dropout mask applied to a tensor.
     ApplyDropoutMask(ApplyDropoutMask),
+    /// A conversion to or from a device-private storage format.
+    FormatCast(FormatCast),
 }
 
 /// Calls `$body` with `$spec` bound to the variant's payload as `&dyn OpSpec`.
@@ -217,6 +223,7 @@ macro_rules! each_op {
             }
             TensorOp::Random($spec) => $body,
             TensorOp::ApplyDropoutMask($spec) => $body,
+            TensorOp::FormatCast($spec) => $body,
         }
     };
 }

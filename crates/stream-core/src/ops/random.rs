@@ -186,8 +186,8 @@ impl RandomKind {
     }
 }
 
-/// A random operator: `out` receives what `kind` draws with the generator at `state` (see
-/// the [module](self) docs for the numbers).
+/// A random operator: `out` receives what `kind` draws with the generator at `state` (the
+/// numbers are described in the docs of the `ops::random` source module).
 #[derive(Clone, PartialEq, Debug)]
 pub struct Random {
     /// What it draws.
