@@ -1,7 +1,7 @@
 //! One device computing holds up no other work of its node: kernels and user operators'
 //! host bodies compute outside the engine lock ([`braid_backend_sim`]'s `job` module), so
 //! while a device's thread is inside one, the other devices' streams compute, their
-//! collectives complete and their host bodies run.
+//! collectives complete, their host bodies run and their host gates open.
 //!
 //! Device 0's work here is a host body that waits for a gate: a kernel that cannot finish
 //! until the test says so. The other devices' work must all complete before the gate opens.
@@ -14,7 +14,9 @@ use crate::common;
 use braid_backend_sim::{host_op, NodeConfig, SimBackend, SimComm, SimConfig, SimNode, Topology};
 use braid_stream_core::collective::{CollectiveCall, CollectiveOp, ReduceOp};
 use braid_stream_core::hal::CollectiveBackend;
-use braid_stream_core::{ops, CustomOp, DType, Device, DeviceMemory, OpCost, Stream, Tensor};
+use braid_stream_core::{
+    ops, CustomOp, DType, Device, DeviceMemory, Kernel, OpCost, Stream, Tensor,
+};
 use common::unit_profile;
 use std::sync::mpsc;
 use std::sync::Mutex;
@@ -105,6 +107,20 @@ fn a_device_computing_holds_up_no_other_device_collective_or_host_body() {
         }));
     s1.launch_op(&double).unwrap();
     assert_eq!(download(&s1, &doubled), [2.0, 4.0, 6.0, 8.0]);
+
+    // ...opens a host gate from another thread, as braid-acl-sim's callback thread does
+    // after a blocking host callback, and runs the work held behind it...
+    let gate = s1.hal().hold_gate().unwrap();
+    let held = devs[1].alloc(16).unwrap();
+    s1.launch(Kernel::Fill {
+        dst: held.slice(),
+        value: 5.0,
+    })
+    .unwrap();
+    std::thread::spawn(move || gate.open().unwrap())
+        .join()
+        .unwrap();
+    assert_eq!(download(&s1, &held), [5.0; 4]);
 
     // ...and all-reduces with device 2.
     let s2 = devs[2].create_stream(0).unwrap();
