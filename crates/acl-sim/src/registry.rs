@@ -213,6 +213,8 @@ fn sim_fail(call: &str, e: HalError) -> Fail {
         HalError::OutOfMemory { .. } | HalError::HostMemoryExhausted { .. } => {
             ACL_ERROR_RT_DEVICE_OOM
         }
+        // A kernel the simulator could not compute in the host's memory.
+        HalError::HostOutOfMemory { .. } => ACL_ERROR_RT_MEMORY_ALLOCATION,
         HalError::InvalidArgument(_) | HalError::CollectiveMismatch(_) => {
             ACL_ERROR_RT_PARAM_INVALID
         }

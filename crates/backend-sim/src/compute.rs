@@ -4,8 +4,11 @@
 //! computes the outputs. [`finish`] runs at the op's end time and stores them. Inputs outside
 //! every live segment read as zeros, outputs outside are dropped; both count as invalid accesses.
 
-use crate::memory::DataView;
+use crate::buffers::BufferPool;
+use crate::custom::SimCustom;
+use crate::memory::{DataView, Pin};
 use crate::op::OpKind;
+use braid_stream_core::hal::HalError;
 use braid_stream_core::kernel::{Kernel, TypedKernel};
 use braid_stream_core::ops::{
     Binary, BinaryOp, Fill, Matmul, OpKernel, OpSpec, Operand, Reduce, ReduceKind, Scalar, TensorOp,
@@ -13,6 +16,7 @@ use braid_stream_core::ops::{
 use braid_stream_core::tensor::Tensor;
 use braid_stream_core::types::{DevicePtr, DeviceSlice};
 use braid_stream_core::Access;
+use std::sync::Arc;
 
 /// An output waiting for its op's end time.
 #[derive(Debug)]
@@ -25,6 +29,8 @@ pub(crate) enum PendingWrite {
     },
     /// Bytes for host memory at address `dst` (a `memcpy_d2h` destination).
     Host { dst: usize, data: Vec<u8> },
+    /// `len` bytes of `value` at `ptr` (a memset of a range that was live at its start).
+    Fill { ptr: DevicePtr, len: u64, value: u8 },
 }
 
 /// Input values of an op: the bytes read, or zeros where the range was invalid.
@@ -43,17 +49,33 @@ impl Input {
     }
 }
 
-/// Reads the inputs of `op` and computes its outputs (runs at the op's start time). Only a
-/// user operator can fail (its host body panicked): then it writes nothing, and the error is
-/// the panic's message.
-pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Result<Vec<PendingWrite>, String> {
-    Ok(match op {
+/// What an op's start produced: its outputs, or a kernel to compute.
+pub(crate) enum Begun {
+    /// The outputs, for the op's end time (none for an op that writes nothing).
+    Done(Vec<PendingWrite>),
+    /// A kernel whose inputs are read (pinned in place where they can be): computing it
+    /// touches no engine state, so it runs outside the engine lock ([`crate::job`]).
+    Job(Box<Job>),
+}
+
+/// Reads the inputs of `op` and computes its outputs (runs at the op's start time), or, for a
+/// kernel or a user operator's body, reads its inputs and leaves the computing to
+/// [`Job::run`]. Only a tensor operator reading outside live memory fails here: then it
+/// writes nothing, and the error says so. A kernel computes on at most `threads` threads,
+/// into buffers from `pool`.
+pub(crate) fn begin(
+    op: &OpKind,
+    mem: &mut DataView<'_>,
+    threads: usize,
+    pool: &mut BufferPool,
+) -> Result<Begun, String> {
+    Ok(Begun::Done(match op {
         OpKind::Kernel(TypedKernel {
             kernel: Kernel::Op(op),
             ..
-        }) => begin_op(op, mem)?,
-        OpKind::Kernel(k) => begin_kernel(k, mem),
-        OpKind::Custom(c) => return c.0.begin(mem),
+        }) => return begin_op(op, mem, threads, pool).map(|job| Begun::Job(Box::new(job))),
+        OpKind::Kernel(k) => return Ok(begin_kernel(k, mem, threads, pool)),
+        OpKind::Custom(c) => return Ok(begin_custom(&c.0, mem, pool)),
         // A rank's part has no effect of its own: the collective's data effect carries it.
         OpKind::Collective(_) => Vec::new(),
         // A gate moves no data.
@@ -85,69 +107,159 @@ pub(crate) fn begin(op: &OpKind, mem: &mut DataView<'_>) -> Result<Vec<PendingWr
             vec![PendingWrite::Device { ptr: dst.ptr, data }]
         }
         OpKind::Memset { dst, value } => {
-            let data = mem.is_valid(*dst).then(|| vec![*value; dst.len as usize]);
-            vec![PendingWrite::Device { ptr: dst.ptr, data }]
+            if mem.is_valid(*dst) {
+                vec![PendingWrite::Fill {
+                    ptr: dst.ptr,
+                    len: dst.len,
+                    value: *value,
+                }]
+            } else {
+                vec![PendingWrite::Device {
+                    ptr: dst.ptr,
+                    data: None,
+                }]
+            }
         }
-    })
+    }))
 }
 
-/// Computes a flat built-in kernel the way the device does, with the tensor operator that
-/// has its numbers ([`flat_op`]): inputs widened to `f32`, arithmetic in `f32` (matmuls
-/// accumulate in `f32`, as cube units do; sums in `f64`), each output rounded to the kernel's
-/// data type. Output bytes past the operator's elements are zeros. A kernel with an input
-/// outside live memory writes zeros (an invalid range may be far larger than the device, so
-/// it is never widened to its length).
-fn begin_kernel(tk: &TypedKernel, mem: &mut DataView<'_>) -> Vec<PendingWrite> {
+/// Reads a flat built-in kernel's inputs for the tensor operator that has its numbers
+/// ([`flat_op`]): inputs widened to `f32`, arithmetic in `f32` (matmuls accumulate in `f32`,
+/// as cube units do; sums in `f64`), each output rounded to the kernel's data type. Output
+/// bytes past the operator's elements are zeros. A kernel with an input outside live memory
+/// writes zeros (an invalid range may be far larger than the device, so it is never widened
+/// to its length). `Copy` copies here.
+fn begin_kernel(
+    tk: &TypedKernel,
+    mem: &mut DataView<'_>,
+    threads: usize,
+    pool: &mut BufferPool,
+) -> Begun {
+    let op = flat_op(tk);
+    let lens: Vec<usize> = match &op {
+        Some(op) => op
+            .operands()
+            .iter()
+            .filter(|o| o.access == Access::Read)
+            .map(|o| o.tensor.range().len as usize)
+            .collect(),
+        None => tk.reads().map(|s| s.len as usize).collect(),
+    };
     // Inputs are read (and counted) even when the output is invalid: the kernel still reads.
-    let inputs: Vec<Input> = tk.reads().map(|s| Input::read(mem, s)).collect();
+    let inputs: Vec<Option<InputBytes>> = tk
+        .reads()
+        .zip(lens)
+        .map(|(s, len)| InputBytes::read(mem, s, len))
+        .collect();
     let Some(out) = tk.writes().next() else {
-        return Vec::new();
+        return Begun::Done(Vec::new());
     };
     if !mem.is_valid(out) {
-        return vec![PendingWrite::Device {
+        return Begun::Done(vec![PendingWrite::Device {
             ptr: out.ptr,
             data: None,
-        }];
+        }]);
     }
-    let mut data = vec![0u8; out.len as usize];
+    let len = out.len as usize;
     // A kernel reading outside live memory writes zeros, without widening the wild range
     // (which may be far larger than the device).
-    if inputs.iter().any(|i| i.0.is_none()) {
-        return vec![PendingWrite::Device {
+    let Some(inputs) = inputs.into_iter().collect::<Option<Vec<_>>>() else {
+        return Begun::Done(vec![PendingWrite::Device {
             ptr: out.ptr,
-            data: Some(data),
-        }];
-    }
-    match (&tk.kernel, flat_op(tk)) {
+            data: Some(pool.zeroed(len)),
+        }]);
+    };
+    let mut data;
+    match (&tk.kernel, op) {
         (Kernel::Copy { .. }, _) => {
-            if let Some(src) = inputs.into_iter().next() {
-                data = src.bytes(out.len as usize);
+            data = pool.zeroed(len);
+            if let Some(src) = inputs.first() {
+                let src = src.bytes();
+                let n = src.len().min(data.len());
+                data[..n].copy_from_slice(&src[..n]);
             }
         }
         (_, Some(op)) => {
-            let operands = op.operands();
-            let reads = operands.iter().filter(|o| o.access == Access::Read);
-            let bytes: Vec<Vec<u8>> = reads
-                .zip(inputs)
-                .map(|(o, input)| input.bytes(o.tensor.range().len as usize))
-                .collect();
-            let refs: Vec<&[u8]> = bytes.iter().map(Vec::as_slice).collect();
-            let written = operands
+            let written = op
+                .operands()
                 .iter()
                 .find(|o| o.access == Access::Write)
                 .map_or(0, |o| o.tensor.range().len as usize);
-            let mut outputs = [&mut data[..written]];
-            // The operator was built from a validated kernel: its byte counts match.
-            if let Err(e) = braid_kernels::compute(&op, &refs, &mut outputs) {
-                tracing::error!(kernel = tk.name(), error = %e, "a flat kernel failed to compute");
-            }
+            // The operator writes its elements; the bytes past them are zeros.
+            data = pool.overwritten(len);
+            data[written.min(len)..].fill(0);
+            return Begun::Job(Box::new(Job {
+                op: JobOp::Flat(Box::new(op), tk.name()),
+                threads,
+                inputs,
+                outputs: vec![Output {
+                    ptr: out.ptr,
+                    data,
+                    written,
+                    valid: true,
+                }],
+            }));
         }
-        (_, None) => return Vec::new(),
+        (_, None) => return Begun::Done(Vec::new()),
     }
-    vec![PendingWrite::Device {
+    Begun::Done(vec![PendingWrite::Device {
         ptr: out.ptr,
         data: Some(data),
-    }]
+    }])
+}
+
+/// Refuses, in data mode, a kernel whose computing would need more host memory than the
+/// host has (`HalError::HostOutOfMemory`, naming the kernel and its operands' shapes), at its
+/// launch, before anything is allocated: its outputs' buffers and the kernel's own buffers
+/// ([`braid_kernels::scratch_bytes`]). Inputs cost nothing: they are read in place, and one
+/// outside live memory is never widened (see [`begin_kernel`]).
+pub(crate) fn check_host_memory(k: &TypedKernel) -> Result<(), HalError> {
+    let op = match &k.kernel {
+        Kernel::Op(op) => Some(op.op().clone()),
+        _ => flat_op(k),
+    };
+    let outputs = k.writes().fold(0u64, |n, s| n.saturating_add(s.len));
+    let scratch = op.as_ref().map_or(0, braid_kernels::scratch_bytes);
+    let needed = outputs.saturating_add(scratch);
+    let available = host_ram();
+    if needed <= available {
+        return Ok(());
+    }
+    let kernel = match &op {
+        Some(op) => describe(op),
+        None => k.name().to_string(),
+    };
+    Err(HalError::HostOutOfMemory {
+        kernel,
+        needed,
+        available,
+    })
+}
+
+/// `name(role dtype [shape], ...)` of a tensor operator.
+fn describe(op: &TensorOp) -> String {
+    let operands: Vec<String> = op
+        .operands()
+        .iter()
+        .map(|o| format!("{} {} {:?}", o.role, o.tensor.dtype(), o.tensor.shape()))
+        .collect();
+    format!("{}({})", op.name(), operands.join(", "))
+}
+
+/// The host's memory in bytes (Linux: `MemTotal` of `/proc/meminfo`; `u64::MAX` where it
+/// cannot be read, so that nothing is refused), read once.
+fn host_ram() -> u64 {
+    static RAM: std::sync::OnceLock<u64> = std::sync::OnceLock::new();
+    *RAM.get_or_init(|| {
+        std::fs::read_to_string("/proc/meminfo")
+            .ok()
+            .and_then(|text| {
+                let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+                let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+                kib.checked_mul(1024)
+            })
+            .unwrap_or(u64::MAX)
+    })
 }
 
 /// The tensor operator computing a flat kernel's numbers over the start of its ranges
@@ -193,50 +305,262 @@ fn flat_op(tk: &TypedKernel) -> Option<TensorOp> {
     })
 }
 
-/// Computes a tensor operator ([`braid_kernels::compute`]) on its ranges' bytes: inputs as
-/// they are at its start time, outputs starting from their current bytes (an operator may
-/// write part of one). An output outside live memory is computed into scratch and dropped.
-/// A failure (an index out of range, an input outside live memory) writes nothing.
-fn begin_op(op: &OpKernel, mem: &mut DataView<'_>) -> Result<Vec<PendingWrite>, String> {
+/// Reads a tensor operator's inputs as they are at its start time (pinned in place, or
+/// copied) and prepares its outputs: each starts from its current bytes when the operator may
+/// leave some of them as they are (it writes part of it, or the tensor has gaps), else from
+/// zeros without reading it. An output outside live memory is computed into scratch and
+/// dropped. An input outside live memory fails the operator (it writes nothing).
+fn begin_op(
+    op: &OpKernel,
+    mem: &mut DataView<'_>,
+    threads: usize,
+    pool: &mut BufferPool,
+) -> Result<Job, String> {
+    let whole = !op.op().writes_part();
+    let written = op.op().operands();
+    let mut written = written.iter().filter(|o| o.access == Access::Write);
     let mut inputs = Vec::new();
     let mut outputs = Vec::new();
     for &(s, access) in op.uses() {
         match access {
-            Access::Read => match mem.read(s) {
+            Access::Read => match InputBytes::read(mem, s, s.len as usize) {
                 Some(bytes) => inputs.push(bytes),
                 None => return Err(format!("reads {s}, outside every live allocation")),
             },
-            Access::Write => outputs.push((s, mem.read(s))),
+            Access::Write => {
+                let dense = written.next().is_some_and(|o| {
+                    let t = o.tensor;
+                    t.is_contiguous() && (t.numel() as u64) * t.dtype().size() == s.len
+                });
+                let len = s.len as usize;
+                let (data, valid) = if whole && dense && mem.is_valid(s) {
+                    (pool.overwritten(len), true)
+                } else {
+                    let mut data = pool.overwritten(len);
+                    if mem.read_into(s, &mut data) {
+                        (data, true)
+                    } else {
+                        data.fill(0);
+                        (data, false)
+                    }
+                };
+                outputs.push(Output {
+                    ptr: s.ptr,
+                    data,
+                    written: len,
+                    valid,
+                });
+            }
         }
     }
-    let valid: Vec<bool> = outputs.iter().map(|(_, b)| b.is_some()).collect();
-    let mut bufs: Vec<Vec<u8>> = outputs
-        .into_iter()
-        .map(|(s, b)| b.unwrap_or_else(|| vec![0; s.len as usize]))
-        .collect();
-    let input_refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-    let mut output_refs: Vec<&mut [u8]> = bufs.iter_mut().map(Vec::as_mut_slice).collect();
-    braid_kernels::compute(op.op(), &input_refs, &mut output_refs).map_err(|e| e.to_string())?;
-    let writes = op.uses().iter().filter(|(_, a)| *a == Access::Write);
-    Ok(writes
-        .zip(bufs)
-        .zip(valid)
-        .map(|((&(s, _), data), valid)| PendingWrite::Device {
-            ptr: s.ptr,
-            data: valid.then_some(data),
-        })
-        .collect())
+    Ok(Job {
+        op: JobOp::Op(op.clone()),
+        threads,
+        inputs,
+        outputs,
+    })
 }
 
-/// Stores the outputs of an op (runs at the op's end time).
-pub(crate) fn finish(writes: Vec<PendingWrite>, mem: &mut DataView<'_>) {
+/// Reads a user operator's inputs as they are at its start time (pinned in place, or copied;
+/// an input outside live memory reads as zeros) and its outputs' current bytes (a body that
+/// writes part of a range keeps the rest; an output outside live memory is scratch, dropped):
+/// its body runs later, as a [`Job`] (see [`crate::custom`]).
+fn begin_custom(c: &Arc<SimCustom>, mem: &mut DataView<'_>, pool: &mut BufferPool) -> Begun {
+    let inputs: Vec<InputBytes> = c
+        .reads
+        .iter()
+        .map(|&s| {
+            let len = s.len as usize;
+            InputBytes::read(mem, s, len).unwrap_or_else(|| InputBytes::Owned(vec![0; len]))
+        })
+        .collect();
+    if c.body().is_none() {
+        return Begun::Done(Vec::new());
+    }
+    let outputs = c
+        .writes
+        .iter()
+        .map(|&s| {
+            let len = s.len as usize;
+            let mut data = pool.overwritten(len);
+            let valid = mem.is_valid(s) && mem.read_into(s, &mut data);
+            if !valid {
+                data.fill(0);
+            }
+            Output {
+                ptr: s.ptr,
+                data,
+                written: len,
+                valid,
+            }
+        })
+        .collect();
+    Begun::Job(Box::new(Job {
+        op: JobOp::Custom(c.clone()),
+        threads: 1,
+        inputs,
+        outputs,
+    }))
+}
+
+/// An input's bytes as a kernel reads them.
+enum InputBytes {
+    /// In place in the data store.
+    Pinned(Pin),
+    /// A copy (the range is invalid, and reads as zeros, or lies in shared memory).
+    Owned(Vec<u8>),
+}
+
+impl InputBytes {
+    /// The first `len` bytes of `s` (`len ≤ s.len`), pinned where they can be; `None` (counted
+    /// as an invalid access) where `s` is outside live memory.
+    fn read(mem: &mut DataView<'_>, s: DeviceSlice, len: usize) -> Option<Self> {
+        if !mem.is_valid(s) {
+            mem.read(s)?;
+        }
+        let head = DeviceSlice::new(s.ptr, (len as u64).min(s.len));
+        if let Some(pin) = mem.pin(head) {
+            if pin.bytes().len() == len {
+                return Some(InputBytes::Pinned(pin));
+            }
+        }
+        let mut bytes = mem.read(head)?;
+        bytes.resize(len, 0);
+        Some(InputBytes::Owned(bytes))
+    }
+
+    fn bytes(&self) -> &[u8] {
+        match self {
+            InputBytes::Pinned(p) => p.bytes(),
+            InputBytes::Owned(v) => v,
+        }
+    }
+}
+
+/// What a [`Job`] computes.
+enum JobOp {
+    /// A tensor operator (`Kernel::Op`): a failure writes nothing.
+    Op(OpKernel),
+    /// A flat built-in kernel's operator, with the kernel's name: it writes what it computed
+    /// whatever happens (its operator was built from a validated kernel, so it cannot fail).
+    Flat(Box<TensorOp>, &'static str),
+    /// A user operator's host body: one that panics writes nothing.
+    Custom(Arc<SimCustom>),
+}
+
+/// Why a [`Job`] wrote nothing.
+#[derive(Debug)]
+pub(crate) struct Failure {
+    /// What failed and why.
+    pub message: String,
+    /// Whether it was a user operator's body that panicked (counted in
+    /// [`crate::SimStats::failed_ops`]).
+    pub body_panicked: bool,
+}
+
+impl Failure {
+    /// A failure that is not a user operator's panicking body.
+    pub fn kernel(message: impl Into<String>) -> Self {
+        Failure {
+            message: message.into(),
+            body_panicked: false,
+        }
+    }
+}
+
+/// An output buffer of a [`Job`].
+struct Output {
+    ptr: DevicePtr,
+    /// The bytes stored at the op's end.
+    data: Vec<u8>,
+    /// How many of them the operator writes (a flat kernel's range may be longer: zeros).
+    written: usize,
+    /// Whether the range was live at the op's start (else the write is dropped, counted).
+    valid: bool,
+}
+
+/// A kernel with its inputs read: computing it reads only its own buffers and pins, so it
+/// runs on any thread, outside the engine lock.
+pub(crate) struct Job {
+    op: JobOp,
+    /// The most threads it computes on.
+    threads: usize,
+    inputs: Vec<InputBytes>,
+    outputs: Vec<Output>,
+}
+
+impl std::fmt::Debug for Job {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Job").field("op", &self.name()).finish()
+    }
+}
+
+impl Job {
+    /// The operator's name.
+    pub fn name(&self) -> &'static str {
+        match &self.op {
+            JobOp::Op(op) => op.name(),
+            JobOp::Flat(_, name) => name,
+            JobOp::Custom(_) => "user operator",
+        }
+    }
+
+    /// Computes the outputs ([`braid_kernels::compute_with`], or the user operator's body).
+    /// A tensor operator that fails (an index out of range) or a body that panics writes
+    /// nothing.
+    pub fn run(mut self) -> Result<Vec<PendingWrite>, Failure> {
+        let inputs: Vec<&[u8]> = self.inputs.iter().map(InputBytes::bytes).collect();
+        let mut outputs: Vec<&mut [u8]> = self
+            .outputs
+            .iter_mut()
+            .map(|o| &mut o.data[..o.written])
+            .collect();
+        let result = match &self.op {
+            JobOp::Op(op) => {
+                braid_kernels::compute_with(op.op(), &inputs, &mut outputs, self.threads)
+                    .map_err(|e| Failure::kernel(e.to_string()))
+            }
+            JobOp::Flat(op, name) => {
+                if let Err(e) = braid_kernels::compute_with(op, &inputs, &mut outputs, self.threads)
+                {
+                    tracing::error!(kernel = name, error = %e, "a flat kernel failed to compute");
+                }
+                Ok(())
+            }
+            JobOp::Custom(c) => c.run(&inputs, &mut outputs).map_err(|message| Failure {
+                message,
+                body_panicked: true,
+            }),
+        };
+        drop(outputs);
+        drop(inputs);
+        // The inputs' pins go before the outputs are stored (an operator may write in place).
+        self.inputs.clear();
+        result?;
+        Ok(self
+            .outputs
+            .into_iter()
+            .map(|o| PendingWrite::Device {
+                ptr: o.ptr,
+                data: o.valid.then_some(o.data),
+            })
+            .collect())
+    }
+}
+
+/// Stores the outputs of an op (runs at the op's end time); their buffers go back to `pool`.
+pub(crate) fn finish(writes: Vec<PendingWrite>, mem: &mut DataView<'_>, pool: &mut BufferPool) {
     for w in writes {
         match w {
             PendingWrite::Device {
                 ptr,
                 data: Some(data),
-            } => mem.write(ptr, &data),
+            } => {
+                mem.write(ptr, &data);
+                pool.give(data);
+            }
             PendingWrite::Device { data: None, .. } => mem.note_invalid(),
+            PendingWrite::Fill { ptr, len, value } => mem.fill(ptr, len, value),
             PendingWrite::Host { dst, data } => {
                 // SAFETY: the caller of `Stream::memcpy_d2h` promised `dst` is valid for writes
                 // of the copy's length and untouched by the host until it observes the copy's

@@ -93,6 +93,13 @@ pub struct SimConfig {
     /// the wait at once (`IpcError::ExporterEnded`, naming it). A node's timeout is its first
     /// device's.
     pub ipc_timeout: Duration,
+    /// The most threads one kernel computes on in data mode ([`braid_kernels`]'s matrix
+    /// products, which split their output between threads); `None` (the default): the
+    /// [`THREADS_ENV`] environment variable when it is set, else every core. The numbers
+    /// do not depend on it. An invalid value (0, or a variable that is not a positive count)
+    /// is refused by name: every kernel launch in data mode fails with
+    /// `HalError::InvalidArgument` saying so. A node's is its first device's.
+    pub compute_threads: Option<usize>,
     /// Workspace each built-in kernel launch asks for; `None` (the default): none, as the
     /// simulator's kernels need none. A dry run sets the sizes another backend's kernels ask
     /// for, so the caching allocator sees the same requests ([`WorkspaceSizes`]).
@@ -136,7 +143,44 @@ impl SimConfig {
             wall_launch_cost: Duration::ZERO,
             collective_timeout: DEFAULT_COLLECTIVE_TIMEOUT,
             ipc_timeout: DEFAULT_IPC_TIMEOUT,
+            compute_threads: None,
             workspace_sizes: None,
+        }
+    }
+
+    /// Sets the most threads one kernel computes on (see
+    /// [`SimConfig::compute_threads`](SimConfig#structfield.compute_threads)).
+    pub fn compute_threads(mut self, threads: usize) -> Self {
+        self.compute_threads = Some(threads);
+        self
+    }
+
+    /// The compute threads this configuration gives, or why it gives none: the field, else
+    /// [`THREADS_ENV`] read from `env` (the process's environment in the simulator), else
+    /// every core.
+    pub(crate) fn resolve_compute_threads(
+        &self,
+        env: impl FnOnce(&str) -> Option<std::ffi::OsString>,
+    ) -> Result<usize, String> {
+        match self.compute_threads {
+            Some(0) => Err(
+                "SimConfig::compute_threads is 0; it must be at least 1 (or None: every core)"
+                    .to_string(),
+            ),
+            Some(n) => Ok(n),
+            None => match env(THREADS_ENV) {
+                None => Ok(braid_kernels::all_cores()),
+                Some(value) => {
+                    let text = value.to_string_lossy();
+                    match text.trim().parse::<usize>() {
+                        Ok(n) if n > 0 => Ok(n),
+                        _ => Err(format!(
+                            "{THREADS_ENV}={text:?} is not a thread count: set it to a positive \
+                             integer, or unset it to compute on every core"
+                        )),
+                    }
+                }
+            },
         }
     }
 
@@ -271,6 +315,11 @@ impl SimConfig {
     }
 }
 
+/// Environment variable: the most threads one kernel computes on, a positive integer, when
+/// [`SimConfig::compute_threads`](SimConfig#structfield.compute_threads) is `None` (unset:
+/// every core).
+pub const THREADS_ENV: &str = "BRAID_SIM_THREADS";
+
 /// The default [`SimConfig::collective_timeout`](SimConfig#structfield.collective_timeout).
 pub const DEFAULT_COLLECTIVE_TIMEOUT: Duration = Duration::from_secs(5);
 
@@ -298,5 +347,39 @@ pub(crate) fn burn_wall_time(cost: Duration) {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig::new()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::OsString;
+
+    fn threads(field: Option<usize>, env: Option<&str>) -> Result<usize, String> {
+        let config = SimConfig {
+            compute_threads: field,
+            ..SimConfig::new()
+        };
+        config.resolve_compute_threads(|k| {
+            assert_eq!(k, THREADS_ENV);
+            env.map(OsString::from)
+        })
+    }
+
+    #[test]
+    fn compute_threads_come_from_the_field_then_the_variable_then_every_core() {
+        assert_eq!(threads(None, None), Ok(braid_kernels::all_cores()));
+        assert_eq!(threads(None, Some("3")), Ok(3));
+        assert_eq!(threads(None, Some(" 2 ")), Ok(2));
+        assert_eq!(threads(Some(5), Some("3")), Ok(5));
+        for bad in ["0", "", " ", "two", "-1", "1.5"] {
+            let err = threads(None, Some(bad)).unwrap_err();
+            assert!(
+                err.contains("BRAID_SIM_THREADS") && err.contains(bad),
+                "{err}"
+            );
+        }
+        let err = threads(Some(0), None).unwrap_err();
+        assert!(err.contains("SimConfig::compute_threads"), "{err}");
     }
 }

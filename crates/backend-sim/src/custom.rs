@@ -5,7 +5,8 @@
 //! with those ranges' current bytes, that it may change. The engine stores the buffers at the
 //! operator's end time, like any kernel's outputs, so the sanitizer and the ordering model see
 //! the operator exactly as declared; the body cannot reach any other memory. In timing-only
-//! mode no body runs.
+//! mode no body runs. A body runs as a kernel computes, outside the engine lock on a host
+//! thread of its device ([`crate::job`]), so a long body never holds up other devices' work.
 //!
 //! A body that panics (or indexes past one of its slices) is a kernel that failed on the
 //! device: it writes nothing, the panic is logged through `tracing` and counted in
@@ -15,8 +16,6 @@
 //! sanitizer marks the ranges it should have written as unwritten and reports the work that
 //! reads them ([`crate::RaceKind::UnwrittenRead`]).
 
-use crate::compute::PendingWrite;
-use crate::memory::DataView;
 use crate::profile::DeviceProfile;
 use crate::SimBackend;
 use braid_stream_core::dtype::DType;
@@ -112,63 +111,24 @@ impl SimCustom {
         }
     }
 
-    /// Reads the inputs and runs the body (at the operator's start time). A body that
-    /// panics writes nothing: the error is the panic's message.
-    pub fn begin(&self, mem: &mut DataView<'_>) -> Result<Vec<PendingWrite>, String> {
-        let inputs: Vec<Vec<u8>> = self
-            .reads
-            .iter()
-            .map(|&s| {
-                let mut b = mem.read(s).unwrap_or_default();
-                b.resize(s.len as usize, 0);
-                b
-            })
-            .collect();
+    /// The body, if it has one (none in timing-only mode, or where the operator was
+    /// declared without one).
+    pub fn body(&self) -> Option<&HostOpFn> {
+        self.body.as_deref()
+    }
+
+    /// Runs the body over `inputs` and `outputs` (outside the engine lock, see
+    /// [`crate::job`]). A body that panics writes nothing: the error is the panic's message,
+    /// logged here.
+    pub fn run(&self, inputs: &[&[u8]], outputs: &mut [&mut [u8]]) -> Result<(), String> {
         let Some(body) = &self.body else {
-            return Ok(Vec::new());
+            return Ok(());
         };
-        let mut outputs: Vec<Option<Vec<u8>>> = self
-            .writes
-            .iter()
-            .map(|&s| {
-                // The current bytes: a body that writes part of a range keeps the rest.
-                mem.is_valid(s)
-                    .then(|| mem.read(s).unwrap_or_else(|| vec![0; s.len as usize]))
-            })
-            .collect();
-        let input_refs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
-        // An invalid output range still gets a scratch buffer; its bytes are dropped.
-        let mut scratch: Vec<Vec<u8>> = self
-            .writes
-            .iter()
-            .zip(&outputs)
-            .map(|(s, o)| match o {
-                Some(_) => Vec::new(),
-                None => vec![0; s.len as usize],
-            })
-            .collect();
-        let mut output_refs: Vec<&mut [u8]> = outputs
-            .iter_mut()
-            .zip(scratch.iter_mut())
-            .map(|(o, sc)| match o {
-                Some(b) => b.as_mut_slice(),
-                None => sc.as_mut_slice(),
-            })
-            .collect();
-        let ran = catch_unwind(AssertUnwindSafe(|| body(&input_refs, &mut output_refs)));
-        drop(output_refs);
-        if let Err(payload) = ran {
+        catch_unwind(AssertUnwindSafe(|| body(inputs, outputs))).map_err(|payload| {
             let message = panic_message(payload.as_ref());
             tracing::error!(op = %self.name, %message, "a user operator's host body panicked; it wrote nothing");
-            mem.note_failed_op();
-            return Err(message);
-        }
-        Ok(self
-            .writes
-            .iter()
-            .zip(outputs)
-            .map(|(s, data)| PendingWrite::Device { ptr: s.ptr, data })
-            .collect())
+            message
+        })
     }
 }
 

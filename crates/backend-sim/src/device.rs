@@ -7,6 +7,7 @@ use crate::event::SimEvent;
 use crate::fault::{CallKind, FaultCounts, FaultPlan, Verdict};
 use crate::memory::PageRun;
 use crate::profile::DeviceProfile;
+use crate::queue::Drained;
 use crate::sanitizer::report::RaceReport;
 use crate::stream::SimStream;
 use crate::timeline::{OpRecord, SimStats};
@@ -34,16 +35,110 @@ impl Shared {
 
 /// Locks the engine for a call of the handle's device (which becomes the engine's current
 /// device).
-pub(crate) fn lock_engine(shared: &Shared) -> MutexGuard<'_, Engine> {
+pub(crate) fn lock_engine(shared: &Shared) -> EngineGuard<'_> {
     let mut engine = shared.engine.lock();
     engine.set_current(shared.device);
-    engine
+    EngineGuard {
+        guard: Some(engine),
+        shared,
+    }
+}
+
+/// The engine, locked for one call of a device's handle.
+///
+/// Kernels are computed outside the lock ([`crate::job`]): a call's drains stop at a kernel
+/// not computed yet, and when the guard goes (the call has returned its result, but not yet
+/// to its caller) the thread computes its device's kernels that no thread has taken, with
+/// the lock released, and applies what they give. So a long kernel never holds up other
+/// threads' calls, and each device's host threads do its computing.
+pub(crate) struct EngineGuard<'a> {
+    /// `None` only while the lock is released (inside [`EngineGuard::unlocked`]).
+    guard: Option<MutexGuard<'a, Engine>>,
+    shared: &'a Shared,
+}
+
+impl std::ops::Deref for EngineGuard<'_> {
+    type Target = Engine;
+    fn deref(&self) -> &Engine {
+        self.guard.as_deref().expect("the engine is locked")
+    }
+}
+
+impl std::ops::DerefMut for EngineGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Engine {
+        self.guard.as_deref_mut().expect("the engine is locked")
+    }
+}
+
+impl<'a> EngineGuard<'a> {
+    /// The lock's guard (to wait on a condition variable with it).
+    fn guard(&mut self) -> &mut MutexGuard<'a, Engine> {
+        self.guard.as_mut().expect("the engine is locked")
+    }
+
+    /// Runs `f` with the lock released, then locks again (the handle's device current).
+    fn unlocked<R>(&mut self, f: impl FnOnce() -> R) -> R {
+        drop(self.guard.take());
+        let result = f();
+        let mut engine = self.shared.engine.lock();
+        engine.set_current(self.shared.device);
+        self.guard = Some(engine);
+        result
+    }
+
+    /// Applies the data effects due by `to`, computing the kernels among them (or waiting
+    /// for the threads computing them) with the lock released. Whether it released the lock.
+    fn settle_to(&mut self, to: u64) -> bool {
+        let mut released = false;
+        while let Drained::Stalled(cell) = self.drain_to(to) {
+            self.unlocked(|| cell.run_or_wait());
+            released = true;
+        }
+        released
+    }
+
+    /// The engine for a call that changes memory outside the data queue (a free, an unmap,
+    /// sharing with other processes): every effect due is applied before it, the kernels
+    /// among them computed with the lock released (those falling due during the call itself
+    /// are computed in place).
+    pub(crate) fn settled(mut self) -> Self {
+        let now = self.host_now();
+        self.settle_to(now);
+        self.drain_all = true;
+        self
+    }
+}
+
+impl Drop for EngineGuard<'_> {
+    fn drop(&mut self) {
+        let Some(engine) = self.guard.as_mut() else {
+            return;
+        };
+        engine.drain_all = false;
+        if std::thread::panicking() {
+            return;
+        }
+        let device = self.shared.device as usize;
+        loop {
+            let now = self.host_now();
+            let job = match self.drain_to(now) {
+                Drained::Stalled(cell) if cell.device == device && cell.is_ready() => Some(cell),
+                // Another device's kernel, or one a thread computes: its effects wait for it;
+                // this thread takes a kernel of its device no one has, if there is one.
+                _ => self.ready_job(),
+            };
+            match job {
+                Some(cell) => self.unlocked(|| cell.run_if_ready()),
+                None => return,
+            };
+        }
+    }
 }
 
 /// Locks the engine for a call of `kind`, after asking the fault plan (one branch when none
 /// is set): an injected failure comes back as its error, with nothing done.
 #[inline]
-pub(crate) fn checked(shared: &Shared, kind: CallKind) -> Result<MutexGuard<'_, Engine>, HalError> {
+pub(crate) fn checked(shared: &Shared, kind: CallKind) -> Result<EngineGuard<'_>, HalError> {
     checked_for(shared, kind, 0)
 }
 
@@ -53,7 +148,7 @@ pub(crate) fn checked_for(
     shared: &Shared,
     kind: CallKind,
     requested: u64,
-) -> Result<MutexGuard<'_, Engine>, HalError> {
+) -> Result<EngineGuard<'_>, HalError> {
     let mut engine = lock_engine(shared);
     fault_check(&mut engine, kind, requested)?;
     Ok(engine)
@@ -101,12 +196,19 @@ pub(crate) fn host_wait<T>(
                 waited = Some(start.elapsed());
                 break;
             }
-            progress.wait_for(&mut engine, left);
+            progress.wait_for(engine.guard(), left);
             // Other threads' calls made their devices current meanwhile.
             engine.set_current(shared.device);
             if !engine.may_be_released(what) {
                 break;
             }
+        }
+    }
+    // The kernels the synchronization waits for are computed first, with the lock released
+    // (other threads may add work meanwhile: until no kernel is left before the horizon).
+    while let Some(to) = engine.wait_horizon(what) {
+        if !engine.settle_to(to) {
+            break;
         }
     }
     let result = call(&mut engine).map_err(|error| match (error, waited) {
@@ -338,7 +440,7 @@ impl SimDevice {
 
     /// Frees the physical memory of `handle` (`aclrtFreePhysical`); it must not be mapped.
     pub fn free_physical(&self, handle: u64) -> Result<(), HalError> {
-        lock_engine(&self.shared).free_physical(handle)
+        lock_engine(&self.shared).settled().free_physical(handle)
     }
 
     /// Maps all of `handle`'s memory at `at`, in a range reserved with
@@ -352,7 +454,9 @@ impl SimDevice {
     /// per physical handle. With `allow_list`, only processes added by
     /// [`SimDevice::allow_physical`] may import it. See [`crate::ipc`].
     pub fn export_physical(&self, handle: u64, allow_list: bool) -> Result<u64, HalError> {
-        lock_engine(&self.shared).export_physical(handle, allow_list)
+        lock_engine(&self.shared)
+            .settled()
+            .export_physical(handle, allow_list)
     }
 
     /// Lets processes `pids` import shareable handle `shareable` (this process's export;
@@ -374,7 +478,9 @@ impl SimDevice {
     /// handle is shared with other processes ([`crate::ipc`]: they live on there); work that
     /// still accesses the range makes invalid accesses, which the simulator counts.
     pub fn unmap(&self, at: DevicePtr) -> Result<u64, HalError> {
-        checked(&self.shared, CallKind::Unmap)?.unmap_at(at)
+        checked(&self.shared, CallKind::Unmap)?
+            .settled()
+            .unmap_at(at)
     }
 
     /// This device's timeline as Chrome Trace Event JSON, to open in Perfetto
@@ -436,7 +542,9 @@ impl hal::Device for SimDevice {
     }
 
     fn ipc_export(&self, range: DeviceSlice, allow_list: bool) -> Result<String, HalError> {
-        lock_engine(&self.shared).ipc_export(range, allow_list)
+        lock_engine(&self.shared)
+            .settled()
+            .ipc_export(range, allow_list)
     }
 
     fn ipc_allow_pids(&self, key: &str, pids: &[i32]) -> Result<(), HalError> {
@@ -449,7 +557,7 @@ impl hal::Device for SimDevice {
     }
 
     unsafe fn ipc_close(&self, key: &str) -> Result<(), HalError> {
-        lock_engine(&self.shared).ipc_close(key)
+        lock_engine(&self.shared).settled().ipc_close(key)
     }
 
     fn create_ipc_event(&self) -> Result<SimEvent, HalError> {
@@ -498,7 +606,7 @@ impl hal::Device for SimDevice {
     }
 
     unsafe fn free(&self, ptr: DevicePtr) -> Result<(), HalError> {
-        lock_engine(&self.shared).free(ptr)
+        lock_engine(&self.shared).settled().free(ptr)
     }
 
     fn alloc_host(&self, size: u64) -> Result<HostPtr, HalError> {
@@ -532,7 +640,7 @@ impl hal::Device for SimDevice {
     }
 
     unsafe fn release_address(&self, ptr: DevicePtr) -> Result<(), HalError> {
-        lock_engine(&self.shared).release_address(ptr)
+        lock_engine(&self.shared).settled().release_address(ptr)
     }
 
     fn map_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
@@ -540,7 +648,9 @@ impl hal::Device for SimDevice {
     }
 
     unsafe fn unmap_physical(&self, at: DevicePtr, size: u64) -> Result<(), HalError> {
-        checked(&self.shared, CallKind::Unmap)?.unmap_physical(at, size)
+        checked(&self.shared, CallKind::Unmap)?
+            .settled()
+            .unmap_physical(at, size)
     }
 
     fn map_physical_pages(&self, at: DevicePtr, page: u64, count: u64) -> Result<(), PageRunError> {
@@ -559,7 +669,7 @@ impl hal::Device for SimDevice {
         page: u64,
         count: u64,
     ) -> Result<(), PageRunError> {
-        let mut engine = lock_engine(&self.shared);
+        let mut engine = lock_engine(&self.shared).settled();
         if engine.faults().armed() {
             return page_by_page(&mut engine, CallKind::Unmap, page, count, |e, i| {
                 e.unmap_physical(page_of_run(at, page, count - 1 - i)?, page)

@@ -102,7 +102,7 @@
 //! | `engine` (and `engine::submit`, `engine::events`, `engine::observe`) | the discrete-event engine of a node: host clocks, streams, events, scheduling on resources and links, captures |
 //! | `node`, `device_state` | [`SimNode`], [`NodeConfig`]; what the engine keeps per device |
 //! | `topology`, `link` | [`Topology`], [`LinkSpec`] (figures with their sources); links as contended resources |
-//! | `resource`, `op`, `compute`, `queue` | contended units; one piece of work; what an op reads and writes; data effects in virtual-time order |
+//! | `resource`, `op`, `compute`, `queue`, `job`, `buffers` | contended units; one piece of work; what an op reads and writes; data effects in virtual-time order; kernels computed outside the engine lock; output buffers kept from one kernel to the next |
 //! | `custom` | user operators: [`host_op`] bodies |
 //! | `gate`, `engine::gates` | [`HostGate`], [`GraphGate`]: a stream's later work held back until the host opens it, eagerly or at every launch of a graph (a blocking host callback) |
 //! | `workspace` | [`WorkspaceSizes`]: the workspace built-in kernels ask for (none by default; a dry run sets another backend's), [`SimPrepared`] |
@@ -141,6 +141,7 @@
 //! ```
 #![warn(missing_docs)]
 
+mod buffers;
 mod capture;
 pub mod collective;
 mod compute;
@@ -155,6 +156,7 @@ mod gate;
 mod graph;
 mod host;
 pub mod ipc;
+mod job;
 pub mod limits;
 mod link;
 mod memory;
@@ -175,6 +177,7 @@ pub use collective::cost::{collective_bound, LinkParams, TwoLevel, Wiring};
 pub use collective::remote::RemoteGroup;
 pub use config::{
     SimConfig, SimMode, DEFAULT_COLLECTIVE_TIMEOUT, DEFAULT_IPC_TIMEOUT, DEFAULT_TIMELINE_CAPACITY,
+    THREADS_ENV,
 };
 pub use custom::{host_op, HostOpFn};
 pub use device::SimDevice;

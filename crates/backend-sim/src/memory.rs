@@ -11,7 +11,8 @@ mod shared;
 mod view;
 mod vmm;
 
-use backing::Backing;
+pub(crate) use backing::Pin;
+use backing::{Backing, Source};
 
 pub(crate) use view::DataView;
 
@@ -420,27 +421,60 @@ impl Memory {
     /// Reads `s`. `None` (and one invalid access counted) when `s` is not inside one live
     /// segment; the caller treats that as zeros. Without backing (timing-only), zeros.
     pub fn read(&mut self, s: DeviceSlice) -> Option<Vec<u8>> {
+        // Checked first: an invalid range may be far larger than the host's memory.
+        if !self.is_valid(s) {
+            self.invalid_accesses += 1;
+            return None;
+        }
+        let mut out = vec![0u8; s.len as usize];
+        self.read_into(s, &mut out).then_some(out)
+    }
+
+    /// [`Memory::read`] into `out` (`s.len` bytes): `false` (and one invalid access counted,
+    /// `out` left as it was) when `s` is not inside one live segment.
+    pub fn read_into(&mut self, s: DeviceSlice, out: &mut [u8]) -> bool {
         if s.len == 0 {
-            return Some(Vec::new());
+            return true;
         }
         let Some((base, seg)) = self.find(s) else {
             self.invalid_accesses += 1;
-            return None;
+            return false;
         };
-        let mut out = vec![0u8; s.len as usize];
-        if let Some(data) = &seg.data {
-            data.read(s.ptr.0 - base, &mut out);
+        match &seg.data {
+            Some(data) => data.read(s.ptr.0 - base, out),
+            None => out.fill(0),
         }
-        Some(out)
+        true
+    }
+
+    /// A pin of `s` for a kernel to read in place ([`Pin`]): `None` when `s` is not inside one
+    /// live segment with host backing, or lies partly in memory shared with other processes
+    /// (the caller reads a copy then, [`Memory::read`], which counts an invalid access).
+    pub fn pin(&self, s: DeviceSlice) -> Option<Pin> {
+        if s.len == 0 {
+            return None;
+        }
+        let (base, seg) = self.find(s)?;
+        seg.data.as_ref()?.pin(s.ptr.0 - base, s.len)
     }
 
     /// Writes `data` at `ptr`. Dropped (and one invalid access counted) when the range is not
     /// inside one live segment.
     pub fn write(&mut self, ptr: DevicePtr, data: &[u8]) {
-        if data.is_empty() {
+        self.store(ptr, Source::Bytes(data));
+    }
+
+    /// Sets `len` bytes at `ptr` to `value` (a memset's effect: no buffer of its length);
+    /// dropped and counted as [`Memory::write`].
+    pub fn fill(&mut self, ptr: DevicePtr, len: u64, value: u8) {
+        self.store(ptr, Source::Fill(value, len as usize));
+    }
+
+    fn store(&mut self, ptr: DevicePtr, source: Source<'_>) {
+        if source.len() == 0 {
             return;
         }
-        let s = DeviceSlice::new(ptr, data.len() as u64);
+        let s = DeviceSlice::new(ptr, source.len() as u64);
         let Some((base, _)) = self.find(s) else {
             self.invalid_accesses += 1;
             return;
@@ -448,7 +482,7 @@ impl Memory {
         if let Some(seg) = self.segments.get_mut(base) {
             if let Some(backing) = &mut seg.data {
                 let before = backing.resident();
-                backing.write(ptr.0 - base, data);
+                backing.write(ptr.0 - base, source);
                 self.resident += backing.resident() - before;
             }
         }

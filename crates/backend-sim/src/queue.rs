@@ -12,14 +12,25 @@
 //! clock: it sees them early. That only happens for work not ordered with those effects (a
 //! race, which the sanitizer reports); ordered work always waits for what it depends on.
 //!
-//! A user operator whose host body fails at its start writes nothing; the queue keeps it as a
-//! [`FailedOp`] for the engine to report ([`DataQueue::take_failures`]).
+//! An operator that fails (a user operator's host body that panics, a tensor operator reading
+//! outside live memory or finding an index out of range) writes nothing; the queue keeps it as
+//! a [`FailedOp`] for the engine to report ([`DataQueue::take_failures`]).
+//!
+//! A kernel that computes, or a user operator's body, leaves a [`JobCell`] at its start
+//! ([`crate::job`]); its end action
+//! waits for the cell's result. A drain meeting an end whose kernel is not computed yet stops
+//! there ([`Drained::Stalled`]): the caller computes it with the engine lock released and
+//! drains again. [`DataQueue::drain_all`] computes it in place instead, for the calls that
+//! must see every effect before they go on.
 
-use crate::compute::{self, PendingWrite};
+use crate::buffers::BufferPool;
+use crate::compute::{self, Begun, PendingWrite};
+use crate::job::JobCell;
 use crate::memory::{DataView, Memory};
 use crate::op::OpKind;
 use braid_stream_core::kernel::Kernel;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// End actions sort before start actions at the same time: data written by an op ending at `t`
 /// is visible to an op starting at `t`.
@@ -35,9 +46,27 @@ enum Action {
         report: Option<u32>,
     },
     End(Vec<PendingWrite>, usize),
+    /// The end of a kernel computed outside the drain: its outputs are the cell's result.
+    EndJob {
+        cell: Arc<JobCell>,
+        device: usize,
+        start: u64,
+        /// The stream a failure is reported on, with the op (to name it).
+        report: Option<(u32, OpKind)>,
+    },
 }
 
-/// A user operator whose host body failed: it wrote nothing.
+/// How far a drain got.
+#[derive(Debug)]
+pub(crate) enum Drained {
+    /// Every action due was applied.
+    All,
+    /// It stopped at the end of a kernel not computed yet: compute it (or wait for the thread
+    /// computing it) and drain again.
+    Stalled(Arc<JobCell>),
+}
+
+/// An operator that failed on the device: it wrote nothing.
 #[derive(Debug)]
 pub(crate) struct FailedOp {
     /// Index of the device whose stream ran it.
@@ -65,17 +94,32 @@ pub(crate) struct DataQueue {
     seq: u64,
     /// Operators that failed, not yet taken by the engine.
     failed: Vec<FailedOp>,
+    /// The kernels whose end is pending, in start order: the ones no thread computes yet
+    /// are there for any thread to take ([`DataQueue::ready_job`]).
+    jobs: Vec<Arc<JobCell>>,
+    /// Where the last drain stopped, if it stalled: (time, end-before-start, sequence).
+    stalled: Option<(u64, u8, u64)>,
+    /// The most threads a kernel computes on (at least 1).
+    threads: usize,
+    /// Buffers of stored outputs, for the next kernels' outputs.
+    pool: BufferPool,
 }
 
 impl std::fmt::Debug for DataQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DataQueue")
             .field("pending", &self.pending.len())
+            .field("jobs", &self.jobs.len())
             .finish()
     }
 }
 
 impl DataQueue {
+    /// Sets the most threads a kernel computes on.
+    pub fn set_threads(&mut self, threads: usize) {
+        self.threads = threads.max(1);
+    }
+
     /// Queues the data effects of `op` of device `device` (an index into the node's
     /// memories), which runs from `start` to `end`.
     pub fn push(&mut self, start: u64, end: u64, op: OpKind, device: usize) {
@@ -136,70 +180,168 @@ impl DataQueue {
             .is_some_and(|(k, _)| k.0 <= t)
     }
 
-    /// Applies every action whose time is at or before `now`, in order.
+    /// Applies every action whose time is at or before `now`, in order, up to the end of a
+    /// kernel not computed yet, where it stops ([`Drained::Stalled`]).
     #[inline]
-    pub fn drain(&mut self, now: u64, mems: &mut [Memory]) {
+    pub fn drain(&mut self, now: u64, mems: &mut [Memory]) -> Drained {
         // Inlined for this check: every host call drains, and in timing-only mode nothing is
         // ever queued.
+        if self.pending.is_empty() {
+            return Drained::All;
+        }
+        self.drain_pending(now, mems, false)
+    }
+
+    /// [`DataQueue::drain`] that computes a kernel not computed yet in place (waiting for the
+    /// thread computing it, if one is), so that every action due is applied when it returns.
+    pub fn drain_all(&mut self, now: u64, mems: &mut [Memory]) {
         if !self.pending.is_empty() {
-            self.drain_pending(now, mems);
+            self.drain_pending(now, mems, true);
         }
     }
 
-    /// [`DataQueue::drain`] of a non-empty queue.
-    fn drain_pending(&mut self, now: u64, mems: &mut [Memory]) {
+    /// The time up to which every effect is applied: before where the last drain stalled, or
+    /// `u64::MAX` when it did not (what is due later is applied when it is due).
+    pub fn frontier(&self) -> u64 {
+        self.stalled.map_or(u64::MAX, |k| k.0.saturating_sub(1))
+    }
+
+    /// A kernel of device `device` no thread is computing yet, oldest first.
+    pub fn ready_job(&self, device: usize) -> Option<Arc<JobCell>> {
+        self.jobs
+            .iter()
+            .find(|c| c.device == device && c.is_ready())
+            .cloned()
+    }
+
+    /// [`DataQueue::drain`] of a non-empty queue; `all`: compute kernels in place.
+    fn drain_pending(&mut self, now: u64, mems: &mut [Memory], all: bool) -> Drained {
+        self.stalled = None;
         while let Some(entry) = self.pending.first_entry() {
             if entry.key().0 > now {
                 break;
             }
-            let ((start, _, seq), action) = entry.remove_entry();
+            let (key, action) = entry.remove_entry();
+            let (start, _, seq) = key;
             match action {
                 Action::Start {
                     op,
                     end,
                     device,
                     report,
-                } => match compute::begin(&op, &mut DataView::new(mems, device)) {
-                    Ok(writes) if writes.is_empty() => {}
-                    Ok(writes) => {
+                } => match compute::begin(
+                    &op,
+                    &mut DataView::new(mems, device),
+                    self.threads,
+                    &mut self.pool,
+                ) {
+                    Ok(Begun::Done(writes)) if writes.is_empty() => {}
+                    Ok(Begun::Done(writes)) => {
                         self.pending
                             .insert((end, END, seq), Action::End(writes, device));
                     }
-                    Err(message) => {
-                        let failed = match &op {
-                            OpKind::Custom(c) => Some((
-                                c.0.name.clone(),
-                                c.0.writes.clone(),
-                                format!(
-                                    "user operator `{}` failed on the device: its host body panicked ({message})",
-                                    c.0.name
-                                ),
-                            )),
-                            OpKind::Kernel(k) => Some((
-                                std::sync::Arc::from(k.name()),
-                                k.writes().collect(),
-                                format!("kernel `{}` failed on the device: {message}", k.name()),
-                            )),
-                            _ => None,
+                    Ok(Begun::Job(job)) => {
+                        let cell = Arc::new(JobCell::new(*job, device));
+                        self.jobs.push(cell.clone());
+                        let action = Action::EndJob {
+                            cell,
+                            device,
+                            start,
+                            report: report.map(|stream| (stream, op)),
                         };
-                        if let (Some((name, writes, message)), Some(stream)) = (failed, report) {
-                            self.failed.push(FailedOp {
-                                device,
-                                stream,
-                                seq,
-                                name,
-                                writes,
-                                start_ns: start,
-                                end_ns: end,
-                                message,
-                            });
-                        }
+                        self.pending.insert((end, END, seq), action);
                     }
+                    Err(message) => self.fail(&op, report, device, seq, start, end, message),
                 },
                 Action::End(writes, device) => {
-                    compute::finish(writes, &mut DataView::new(mems, device))
+                    compute::finish(writes, &mut DataView::new(mems, device), &mut self.pool)
+                }
+                Action::EndJob {
+                    cell,
+                    device,
+                    start,
+                    report,
+                } => {
+                    if all {
+                        cell.run_or_wait();
+                    }
+                    let Some(result) = cell.take() else {
+                        // Not computed yet: it stays, and so does everything after it.
+                        self.pending.insert(
+                            key,
+                            Action::EndJob {
+                                cell: cell.clone(),
+                                device,
+                                start,
+                                report,
+                            },
+                        );
+                        self.stalled = Some(key);
+                        return Drained::Stalled(cell);
+                    };
+                    self.jobs.retain(|c| !Arc::ptr_eq(c, &cell));
+                    match result {
+                        Ok(writes) => compute::finish(
+                            writes,
+                            &mut DataView::new(mems, device),
+                            &mut self.pool,
+                        ),
+                        Err(failure) => {
+                            if failure.body_panicked {
+                                DataView::new(mems, device).note_failed_op();
+                            }
+                            if let Some((stream, op)) = report {
+                                let message = failure.message;
+                                self.fail(&op, Some(stream), device, seq, start, key.0, message);
+                            }
+                        }
+                    }
                 }
             }
+        }
+        Drained::All
+    }
+
+    /// Records `op` (queued `seq`-th, run from `start` to `end` on `device`) as failed with
+    /// `message`, when it has a stream to report it on.
+    #[allow(clippy::too_many_arguments)]
+    fn fail(
+        &mut self,
+        op: &OpKind,
+        report: Option<u32>,
+        device: usize,
+        seq: u64,
+        start: u64,
+        end: u64,
+        message: String,
+    ) {
+        let failed = match op {
+            OpKind::Custom(c) => Some((
+                c.0.name.clone(),
+                c.0.writes.clone(),
+                format!(
+                    "user operator `{}` failed on the device: its host body panicked ({message})",
+                    c.0.name
+                ),
+            )),
+            OpKind::Kernel(k) => Some((
+                Arc::from(k.name()),
+                k.writes().collect(),
+                format!("kernel `{}` failed on the device: {message}", k.name()),
+            )),
+            _ => None,
+        };
+        if let (Some((name, writes, message)), Some(stream)) = (failed, report) {
+            self.failed.push(FailedOp {
+                device,
+                stream,
+                seq,
+                name,
+                writes,
+                start_ns: start,
+                end_ns: end,
+                message,
+            });
         }
     }
 }

@@ -7,13 +7,27 @@
 //! into narrower integers wrapped, anything into bool as "non-zero". Both walk one run of a
 //! [`crate::layout::Walk`]: an element offset, a stride and a length.
 
+use crate::vector::{simd, MapInto};
 use braid_stream_core::DType;
+use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 
 /// A domain kernels compute in.
-pub trait Num: Copy + Default + PartialOrd + Send + Sync + 'static {
+pub trait Num: bytemuck::Pod + Default + PartialOrd + Send + Sync + 'static {
     /// Whether it is a floating-point domain.
     const FLOAT: bool;
+    /// The data type whose elements are this domain's values as they are (no conversion).
+    const DTYPE: DType;
+    /// `run` as `f32` values, when this domain is `f32` (the bulk conversions use it).
+    fn as_f32_run(run: &mut [Self]) -> Option<&mut [f32]> {
+        let _ = run;
+        None
+    }
+    /// `run` as `f32` values, when this domain is `f32`.
+    fn as_f32_values(run: &[Self]) -> Option<&[f32]> {
+        let _ = run;
+        None
+    }
     /// From an `f32`.
     fn from_f32(v: f32) -> Self;
     /// From an `f64`.
@@ -32,24 +46,38 @@ pub trait Num: Copy + Default + PartialOrd + Send + Sync + 'static {
 
 impl Num for f32 {
     const FLOAT: bool = true;
+    const DTYPE: DType = DType::F32;
+    fn as_f32_run(run: &mut [Self]) -> Option<&mut [f32]> {
+        Some(run)
+    }
+    fn as_f32_values(run: &[Self]) -> Option<&[f32]> {
+        Some(run)
+    }
+    #[inline(always)]
     fn from_f32(v: f32) -> Self {
         v
     }
+    #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v as f32
     }
+    #[inline(always)]
     fn from_i64(v: i64) -> Self {
         v as f32
     }
+    #[inline(always)]
     fn from_u64(v: u64) -> Self {
         v as f32
     }
+    #[inline(always)]
     fn to_f32(self) -> f32 {
         self
     }
+    #[inline(always)]
     fn to_f64(self) -> f64 {
         f64::from(self)
     }
+    #[inline(always)]
     fn to_i64(self) -> i64 {
         self as i64
     }
@@ -57,24 +85,32 @@ impl Num for f32 {
 
 impl Num for f64 {
     const FLOAT: bool = true;
+    const DTYPE: DType = DType::F64;
+    #[inline(always)]
     fn from_f32(v: f32) -> Self {
         f64::from(v)
     }
+    #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v
     }
+    #[inline(always)]
     fn from_i64(v: i64) -> Self {
         v as f64
     }
+    #[inline(always)]
     fn from_u64(v: u64) -> Self {
         v as f64
     }
+    #[inline(always)]
     fn to_f32(self) -> f32 {
         self as f32
     }
+    #[inline(always)]
     fn to_f64(self) -> f64 {
         self
     }
+    #[inline(always)]
     fn to_i64(self) -> i64 {
         self as i64
     }
@@ -82,55 +118,131 @@ impl Num for f64 {
 
 impl Num for i64 {
     const FLOAT: bool = false;
+    const DTYPE: DType = DType::I64;
+    #[inline(always)]
     fn from_f32(v: f32) -> Self {
         v as i64
     }
+    #[inline(always)]
     fn from_f64(v: f64) -> Self {
         v as i64
     }
+    #[inline(always)]
     fn from_i64(v: i64) -> Self {
         v
     }
+    #[inline(always)]
     fn from_u64(v: u64) -> Self {
         v as i64
     }
+    #[inline(always)]
     fn to_f32(self) -> f32 {
         self as f32
     }
+    #[inline(always)]
     fn to_f64(self) -> f64 {
         self as f64
     }
+    #[inline(always)]
     fn to_i64(self) -> i64 {
         self
     }
 }
 
+/// `bytes` as elements of `T`, when they are aligned for it (device memory is; a copy made
+/// by the caller may not be).
+fn typed<T: bytemuck::Pod>(bytes: &[u8]) -> Option<&[T]> {
+    bytemuck::try_cast_slice(bytes).ok()
+}
+
+/// [`typed`], mutably.
+fn typed_mut<T: bytemuck::Pod>(bytes: &mut [u8]) -> Option<&mut [T]> {
+    bytemuck::try_cast_slice_mut(bytes).ok()
+}
+
+/// The run of `len` elements at element `base` of `bytes` as the domain's own values, when
+/// they are of its type ([`Num::DTYPE`]), contiguous (`step` 1) and aligned: kernels then
+/// compute on device bytes in place, without loading or storing.
+pub(crate) fn native_run<D: Num>(
+    bytes: &[u8],
+    dtype: DType,
+    base: usize,
+    step: usize,
+    len: usize,
+) -> Option<&[D]> {
+    let size = std::mem::size_of::<D>();
+    (dtype == D::DTYPE && (step == 1 || len == 1))
+        .then(|| typed(&bytes[base * size..(base + len) * size]))
+        .flatten()
+}
+
+/// [`native_run`], mutably.
+pub(crate) fn native_run_mut<D: Num>(
+    bytes: &mut [u8],
+    dtype: DType,
+    base: usize,
+    step: usize,
+    len: usize,
+) -> Option<&mut [D]> {
+    let size = std::mem::size_of::<D>();
+    (dtype == D::DTYPE && (step == 1 || len == 1))
+        .then(|| typed_mut(&mut bytes[base * size..(base + len) * size]))
+        .flatten()
+}
+
 /// Reads `out.len()` elements of `dtype` from `bytes`, starting at element `base` and `step`
 /// elements apart, into `out`.
+///
+/// Typed loops over aligned bytes, which the compiler vectorises (a contiguous run of the
+/// domain's own type is a copy); float16 into float32 through `half`'s slice conversion (the
+/// CPU's F16C instructions where it has them).
 pub fn load_run<D: Num>(bytes: &[u8], dtype: DType, base: usize, step: usize, out: &mut [D]) {
+    if out.is_empty() {
+        return;
+    }
     macro_rules! run {
         ($t:ty, $conv:expr) => {{
             const SIZE: usize = std::mem::size_of::<$t>();
-            if step == 1 {
-                let start = base * SIZE;
-                let src = &bytes[start..start + out.len() * SIZE];
-                for (o, chunk) in out.iter_mut().zip(src.chunks_exact(SIZE)) {
-                    let v = <$t>::from_le_bytes(chunk.try_into().unwrap_or_default());
-                    *o = $conv(v);
+            let n = out.len();
+            let span = ((n - 1) * step + 1) * SIZE;
+            let src = &bytes[base * SIZE..base * SIZE + span];
+            match typed::<$t>(src) {
+                Some(vals) if step == 1 => simd(MapInto {
+                    src: vals,
+                    dst: out,
+                    f: $conv,
+                }),
+                Some(vals) => {
+                    for (i, o) in out.iter_mut().enumerate() {
+                        *o = $conv(vals[i * step]);
+                    }
                 }
-            } else {
-                for (i, o) in out.iter_mut().enumerate() {
-                    let at = (base + i * step) * SIZE;
-                    let chunk = &bytes[at..at + SIZE];
-                    let v = <$t>::from_le_bytes(chunk.try_into().unwrap_or_default());
-                    *o = $conv(v);
+                None => {
+                    for (i, o) in out.iter_mut().enumerate() {
+                        let at = i * step * SIZE;
+                        let mut raw = [0u8; SIZE];
+                        raw.copy_from_slice(&src[at..at + SIZE]);
+                        *o = $conv(<$t>::from_le_bytes(raw));
+                    }
                 }
             }
         }};
     }
     match dtype {
         DType::F32 => run!(f32, D::from_f32),
-        DType::F16 => run!(f16, |v: f16| D::from_f32(v.to_f32())),
+        DType::F16 => {
+            let n = out.len();
+            if step == 1 {
+                if let (Some(dst), Some(src)) = (
+                    D::as_f32_run(out),
+                    typed::<f16>(&bytes[base * 2..(base + n) * 2]),
+                ) {
+                    src.convert_to_f32_slice(dst);
+                    return;
+                }
+            }
+            run!(f16, |v: f16| D::from_f32(v.to_f32()))
+        }
         DType::BF16 => run!(bf16, |v: bf16| D::from_f32(v.to_f32())),
         DType::F64 => run!(f64, D::from_f64),
         DType::I8 => run!(i8, |v| D::from_i64(i64::from(v))),
@@ -146,23 +258,35 @@ pub fn load_run<D: Num>(bytes: &[u8], dtype: DType, base: usize, step: usize, ou
 }
 
 /// Writes `vals`, converted to `dtype`, into `bytes` at element `base`, `step` elements
-/// apart.
+/// apart. Typed loops as in [`load_run`]; float32 into float16 through `half`'s slice
+/// conversion.
 pub fn store_run<D: Num>(bytes: &mut [u8], dtype: DType, base: usize, step: usize, vals: &[D]) {
+    if vals.is_empty() {
+        return;
+    }
     macro_rules! run {
         ($t:ty, $conv:expr) => {{
             const SIZE: usize = std::mem::size_of::<$t>();
-            if step == 1 {
-                let start = base * SIZE;
-                let dst = &mut bytes[start..start + vals.len() * SIZE];
-                for (chunk, &v) in dst.chunks_exact_mut(SIZE).zip(vals) {
-                    let x: $t = $conv(v);
-                    chunk.copy_from_slice(&x.to_le_bytes());
+            let n = vals.len();
+            let span = ((n - 1) * step + 1) * SIZE;
+            let dst = &mut bytes[base * SIZE..base * SIZE + span];
+            match typed_mut::<$t>(dst) {
+                Some(out) if step == 1 => simd(MapInto {
+                    src: vals,
+                    dst: out,
+                    f: $conv,
+                }),
+                Some(out) => {
+                    for (i, &v) in vals.iter().enumerate() {
+                        out[i * step] = $conv(v);
+                    }
                 }
-            } else {
-                for (i, &v) in vals.iter().enumerate() {
-                    let at = (base + i * step) * SIZE;
-                    let x: $t = $conv(v);
-                    bytes[at..at + SIZE].copy_from_slice(&x.to_le_bytes());
+                None => {
+                    for (i, &v) in vals.iter().enumerate() {
+                        let at = i * step * SIZE;
+                        let x: $t = $conv(v);
+                        dst[at..at + SIZE].copy_from_slice(&x.to_le_bytes());
+                    }
                 }
             }
         }};
@@ -179,12 +303,29 @@ pub fn store_run<D: Num>(bytes: &mut [u8], dtype: DType, base: usize, step: usiz
     }
     match dtype {
         DType::F32 => run!(f32, |v: D| v.to_f32()),
-        DType::F16 => run!(f16, |v: D| if D::FLOAT {
-            f16::from_f64(v.to_f64())
-        } else {
-            f16::from_f64(v.to_i64() as f64)
-        }),
-        DType::BF16 => run!(bf16, |v: D| bf16::from_f64(v.to_f64())),
+        DType::F16 => {
+            if step == 1 {
+                if let (Some(src), Some(dst)) = (
+                    D::as_f32_values(vals),
+                    typed_mut::<f16>(&mut bytes[base * 2..(base + vals.len()) * 2]),
+                ) {
+                    dst.convert_from_f32_slice(src);
+                    return;
+                }
+            }
+            // From float32 one rounding (f32 widens to f64 exactly), from float64 one
+            // rounding, from int64 through float64.
+            run!(f16, |v: D| if D::FLOAT {
+                f16::from_f64(v.to_f64())
+            } else {
+                f16::from_f64(v.to_i64() as f64)
+            })
+        }
+        DType::BF16 => match D::as_f32_values(vals) {
+            // The same single rounding as through f64, without the widening.
+            Some(v32) => store_run_typed(bytes, base, step, v32, bf16::from_f32),
+            None => run!(bf16, |v: D| bf16::from_f64(v.to_f64())),
+        },
         DType::F64 => run!(f64, |v: D| v.to_f64()),
         DType::I8 => int!(i8),
         DType::I16 => int!(i16),
@@ -195,6 +336,34 @@ pub fn store_run<D: Num>(bytes: &mut [u8], dtype: DType, base: usize, step: usiz
         DType::U32 => int!(u32),
         DType::U64 => int!(u64),
         DType::Bool => run!(u8, |v: D| u8::from(v != D::default())),
+    }
+}
+
+/// Stores `vals` converted by `conv` as elements of `T` at element `base`, `step` apart.
+fn store_run_typed<V: Copy, T: bytemuck::Pod>(
+    bytes: &mut [u8],
+    base: usize,
+    step: usize,
+    vals: &[V],
+    conv: impl Fn(V) -> T,
+) {
+    let size = std::mem::size_of::<T>();
+    let span = ((vals.len() - 1) * step + 1) * size;
+    let dst = &mut bytes[base * size..base * size + span];
+    match typed_mut::<T>(dst) {
+        Some(out) if step == 1 => simd(MapInto {
+            src: vals,
+            dst: out,
+            f: conv,
+        }),
+        Some(out) => vals
+            .iter()
+            .enumerate()
+            .for_each(|(i, &v)| out[i * step] = conv(v)),
+        None => vals.iter().enumerate().for_each(|(i, &v)| {
+            let at = i * step * size;
+            dst[at..at + size].copy_from_slice(bytemuck::bytes_of(&conv(v)));
+        }),
     }
 }
 

@@ -2,8 +2,10 @@
 //! and casts, each computed run by run in its domain (see `braid_stream_core::ops` for the
 //! rules every backend follows).
 
-use crate::element::{load_run, store_run, Num};
+use crate::element::{load_run, native_run, native_run_mut, store_run, Num};
 use crate::layout::{broadcast_strides, Walk, RUN};
+use crate::parallel::{for_parts, threads_for};
+use crate::vector::{self, simd};
 use braid_stream_core::ops::{
     Binary, BinaryOp, Cast, Domain, Fill, Operand, Scalar, Unary, UnaryOp,
 };
@@ -22,18 +24,48 @@ pub(crate) struct Dst<'a> {
     pub tensor: &'a Tensor,
 }
 
-/// Loads each run of `x`, applies `f`, stores it into `out`.
-fn map1<D: Num>(x: &Src<'_>, out: &mut Dst<'_>, f: impl Fn(&mut [D])) {
+/// Calls `part(first, bytes, range)` to compute the output elements whose row-major index
+/// lies in `range`, into `bytes`, whose first byte is element `first`'s: the whole output at
+/// once, or a contiguous output of `total` elements cut into parts computed on up to
+/// `threads` threads ([`for_parts`]).
+fn over_output(
+    out: &mut Dst<'_>,
+    total: usize,
+    threads: usize,
+    part: impl Fn(usize, &mut [u8], std::ops::Range<usize>) + Sync,
+) {
+    let threads = threads_for(total, threads);
+    if threads > 1 && out.tensor.is_contiguous() {
+        let size = out.tensor.dtype().size() as usize;
+        for_parts(out.bytes, total, size, threads, |first, bytes| {
+            part(first, bytes, first..first + bytes.len() / size)
+        });
+    } else {
+        part(0, out.bytes, 0..total)
+    }
+}
+
+/// Loads each run of `x`, applies `f`, stores it into `out`. Where `out` holds the domain's
+/// own type contiguously, the run is loaded into `out`'s bytes and computed there.
+fn map1<D: Num>(x: &Src<'_>, out: &mut Dst<'_>, threads: usize, f: impl Fn(&mut [D]) + Sync) {
     let shape = out.tensor.shape().to_vec();
     let xs = broadcast_strides(x.tensor.shape(), x.tensor.strides(), &shape);
     let walk = Walk::new(&shape, [out.tensor.strides(), &xs]);
-    let mut buf = [D::default(); RUN];
     let (xt, ot) = (x.tensor.dtype(), out.tensor.dtype());
-    walk.runs(|[ob, xb], [os, step], len| {
-        let run = &mut buf[..len];
-        load_run(x.bytes, xt, xb, step, run);
-        f(run);
-        store_run(out.bytes, ot, ob, os, run);
+    over_output(out, walk.len(), threads, |first, bytes, range| {
+        let mut buf = [D::default(); RUN];
+        walk.runs_in(range, |[ob, xb], [os, step], len| {
+            let ob = ob - first;
+            if let Some(run) = native_run_mut::<D>(bytes, ot, ob, os, len) {
+                load_run(x.bytes, xt, xb, step, run);
+                f(run);
+                return;
+            }
+            let run = &mut buf[..len];
+            load_run(x.bytes, xt, xb, step, run);
+            f(run);
+            store_run(bytes, ot, ob, os, run);
+        });
     });
 }
 
@@ -44,7 +76,15 @@ enum In<'a, D> {
 }
 
 /// Loads each run of `a` and `b` (broadcast), applies `f(a, b)` into `a`'s buffer, stores it.
-fn map2<D: Num>(a: In<'_, D>, b: In<'_, D>, out: &mut Dst<'_>, f: impl Fn(&mut [D], &[D])) {
+/// Where `out` holds the domain's own type contiguously, `a` is loaded into `out`'s bytes and
+/// computed there; where `b` does, it is read in place.
+fn map2<D: Num>(
+    a: In<'_, D>,
+    b: In<'_, D>,
+    out: &mut Dst<'_>,
+    threads: usize,
+    f: impl Fn(&mut [D], &[D]) + Sync,
+) {
     let shape = out.tensor.shape().to_vec();
     let strides = |i: &In<'_, D>| match i {
         In::Tensor(s) => broadcast_strides(s.tensor.shape(), s.tensor.strides(), &shape),
@@ -52,27 +92,89 @@ fn map2<D: Num>(a: In<'_, D>, b: In<'_, D>, out: &mut Dst<'_>, f: impl Fn(&mut [
     };
     let (sa, sb) = (strides(&a), strides(&b));
     let walk = Walk::new(&shape, [out.tensor.strides(), &sa, &sb]);
-    let mut left = [D::default(); RUN];
-    let mut right = [D::default(); RUN];
-    if let In::Scalar(v) = b {
-        right.fill(v);
-    }
     let ot = out.tensor.dtype();
-    walk.runs(|[ob, ab, bb], [os, astep, bstep], len| {
-        match &a {
-            In::Tensor(s) => load_run(s.bytes, s.tensor.dtype(), ab, astep, &mut left[..len]),
-            In::Scalar(v) => left[..len].fill(*v),
+    over_output(out, walk.len(), threads, |first, bytes, range| {
+        let mut left = [D::default(); RUN];
+        let mut right = [D::default(); RUN];
+        if let In::Scalar(v) = b {
+            right.fill(v);
         }
-        if let In::Tensor(s) = &b {
-            load_run(s.bytes, s.tensor.dtype(), bb, bstep, &mut right[..len]);
-        }
-        f(&mut left[..len], &right[..len]);
-        store_run(out.bytes, ot, ob, os, &left[..len]);
+        walk.runs_in(range, |[ob, ab, bb], [os, astep, bstep], len| {
+            let ob = ob - first;
+            let rhs: &[D] = match &b {
+                In::Tensor(s) => match native_run::<D>(s.bytes, s.tensor.dtype(), bb, bstep, len) {
+                    Some(v) => v,
+                    None => {
+                        load_run(s.bytes, s.tensor.dtype(), bb, bstep, &mut right[..len]);
+                        &right[..len]
+                    }
+                },
+                In::Scalar(_) => &right[..len],
+            };
+            let direct = native_run_mut::<D>(bytes, ot, ob, os, len);
+            let in_place = direct.is_some();
+            let lhs = match direct {
+                Some(run) => run,
+                None => &mut left[..len],
+            };
+            match &a {
+                In::Tensor(s) => load_run(s.bytes, s.tensor.dtype(), ab, astep, lhs),
+                In::Scalar(v) => lhs.fill(*v),
+            }
+            f(lhs, rhs);
+            if !in_place {
+                store_run(bytes, ot, ob, os, &left[..len]);
+            }
+        });
     });
 }
 
 /// `x ↦ op(x)` on a float run.
 fn unary_float<T: Float + Num>(op: UnaryOp, v: &mut [T]) {
+    simd(UnaryFloat { op, v })
+}
+
+/// [`unary_float`]'s loops, for [`simd`].
+struct UnaryFloat<'a, T> {
+    op: UnaryOp,
+    v: &'a mut [T],
+}
+
+impl<T: Float + Num> pulp::WithSimd for UnaryFloat<'_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        if let Some(v) = T::as_f32_run(self.v) {
+            if unary_exp_f32(self.op, v) {
+                return;
+            }
+            return unary_float_loop(self.op, v);
+        }
+        unary_float_loop(self.op, self.v)
+    }
+}
+
+/// The float32 functions of `e^x` with [`vector::exp`], which vectorises (the library's
+/// `exp` is a call per element): `false` for the other functions.
+#[inline(always)]
+fn unary_exp_f32(op: UnaryOp, v: &mut [f32]) -> bool {
+    match op {
+        UnaryOp::Exp => v.iter_mut().for_each(|x| *x = vector::exp(*x)),
+        UnaryOp::Sigmoid => v
+            .iter_mut()
+            .for_each(|x| *x = 1.0 / (1.0 + vector::exp(-*x))),
+        UnaryOp::Silu => v
+            .iter_mut()
+            .for_each(|x| *x = *x / (1.0 + vector::exp(-*x))),
+        _ => return false,
+    }
+    true
+}
+
+/// [`unary_float`]'s loops.
+#[inline(always)]
+fn unary_float_loop<T: Float + Num>(op: UnaryOp, v: &mut [T]) {
     let half = T::from_f32(0.5);
     let one = T::one();
     match op {
@@ -133,8 +235,8 @@ fn unary_int(op: UnaryOp, v: &mut [i64], bool_input: bool) {
     }
 }
 
-/// `out = op(x)`.
-pub(crate) fn unary(u: &Unary, x: &Src<'_>, out: &mut Dst<'_>) {
+/// `out = op(x)`, on up to `threads` threads.
+pub(crate) fn unary(u: &Unary, x: &Src<'_>, out: &mut Dst<'_>, threads: usize) {
     let domain = match u.op {
         UnaryOp::Neg | UnaryOp::Abs | UnaryOp::Relu | UnaryOp::LogicalNot => {
             Domain::of_dtype(u.x.dtype())
@@ -145,14 +247,48 @@ pub(crate) fn unary(u: &Unary, x: &Src<'_>, out: &mut Dst<'_>) {
     };
     let bool_input = u.x.dtype() == DType::Bool;
     match domain {
-        Domain::F32 => map1::<f32>(x, out, |v| unary_float(u.op, v)),
-        Domain::F64 => map1::<f64>(x, out, |v| unary_float(u.op, v)),
-        Domain::I64 => map1::<i64>(x, out, |v| unary_int(u.op, v, bool_input)),
+        Domain::F32 => map1::<f32>(x, out, threads, |v| unary_float(u.op, v)),
+        Domain::F64 => map1::<f64>(x, out, threads, |v| unary_float(u.op, v)),
+        Domain::I64 => map1::<i64>(x, out, threads, |v| unary_int(u.op, v, bool_input)),
     }
 }
 
 /// `a ∘ b` on float runs, into `a`.
 fn binary_float<T: Float + Num>(op: BinaryOp, a: &mut [T], b: &[T]) {
+    simd(BinaryRun { op, a, b })
+}
+
+/// A binary run's operands, for [`simd`].
+struct BinaryRun<'a, T> {
+    op: BinaryOp,
+    a: &'a mut [T],
+    b: &'a [T],
+}
+
+impl<T: Float + Num> pulp::WithSimd for BinaryRun<'_, T> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        binary_float_loop(self.op, self.a, self.b)
+    }
+}
+
+/// [`BinaryRun`] of integers.
+struct IntRun<'a>(BinaryRun<'a, i64>);
+
+impl pulp::WithSimd for IntRun<'_> {
+    type Output = ();
+
+    #[inline(always)]
+    fn with_simd<S: pulp::Simd>(self, _simd: S) {
+        binary_int_loop(self.0.op, self.0.a, self.0.b)
+    }
+}
+
+/// [`binary_float`]'s loops.
+#[inline(always)]
+fn binary_float_loop<T: Float + Num>(op: BinaryOp, a: &mut [T], b: &[T]) {
     let bit = |c: bool| if c { T::one() } else { T::zero() };
     let zero = T::zero();
     macro_rules! each {
@@ -197,6 +333,12 @@ fn binary_float<T: Float + Num>(op: BinaryOp, a: &mut [T], b: &[T]) {
 
 /// `a ∘ b` on integer runs, into `a`.
 fn binary_int(op: BinaryOp, a: &mut [i64], b: &[i64]) {
+    simd(IntRun(BinaryRun { op, a, b }))
+}
+
+/// [`binary_int`]'s loops.
+#[inline(always)]
+fn binary_int_loop(op: BinaryOp, a: &mut [i64], b: &[i64]) {
     let bit = |c: bool| i64::from(c);
     macro_rules! each {
         ($f:expr) => {
@@ -254,22 +396,28 @@ pub(crate) fn scalar<D: Num>(s: Scalar) -> D {
     }
 }
 
-/// `out = a ∘ b`; `srcs` holds the tensor operands in order.
-pub(crate) fn binary(op: &Binary, srcs: &[Src<'_>], out: &mut Dst<'_>) {
-    fn run<D: Num>(op: &Binary, srcs: &[Src<'_>], out: &mut Dst<'_>, f: impl Fn(&mut [D], &[D])) {
+/// `out = a ∘ b`, on up to `threads` threads; `srcs` holds the tensor operands in order.
+pub(crate) fn binary(op: &Binary, srcs: &[Src<'_>], out: &mut Dst<'_>, threads: usize) {
+    fn run<D: Num>(
+        op: &Binary,
+        srcs: &[Src<'_>],
+        out: &mut Dst<'_>,
+        threads: usize,
+        f: impl Fn(&mut [D], &[D]) + Sync,
+    ) {
         let mut tensors = srcs.iter();
         let mut input = |o: &Operand| match o {
             Operand::Tensor(_) => tensors.next().map(In::Tensor),
             Operand::Scalar(s) => Some(In::Scalar(scalar::<D>(*s))),
         };
         if let (Some(a), Some(b)) = (input(&op.a), input(&op.b)) {
-            map2(a, b, out, f);
+            map2(a, b, out, threads, f);
         }
     }
     match op.domain() {
-        Domain::F32 => run::<f32>(op, srcs, out, |a, b| binary_float(op.op, a, b)),
-        Domain::F64 => run::<f64>(op, srcs, out, |a, b| binary_float(op.op, a, b)),
-        Domain::I64 => run::<i64>(op, srcs, out, |a, b| binary_int(op.op, a, b)),
+        Domain::F32 => run::<f32>(op, srcs, out, threads, |a, b| binary_float(op.op, a, b)),
+        Domain::F64 => run::<f64>(op, srcs, out, threads, |a, b| binary_float(op.op, a, b)),
+        Domain::I64 => run::<i64>(op, srcs, out, threads, |a, b| binary_int(op.op, a, b)),
     }
 }
 
@@ -290,17 +438,17 @@ pub(crate) fn fill(f: &Fill, out: &mut Dst<'_>) {
     }
 }
 
-/// `out = x` converted and broadcast.
-pub(crate) fn cast(c: &Cast, x: &Src<'_>, out: &mut Dst<'_>) {
+/// `out = x` converted and broadcast, on up to `threads` threads.
+pub(crate) fn cast(c: &Cast, x: &Src<'_>, out: &mut Dst<'_>, threads: usize) {
     let (from, to) = (c.x.dtype(), c.out.dtype());
     if from == to {
         return copy_same_type(x, out);
     }
     if from.is_float() || to.is_float() {
         // Every float and every integer up to 2^53 is exact in f64: one rounding, at the store.
-        map1::<f64>(x, out, |_| ());
+        map1::<f64>(x, out, threads, |_| ());
     } else {
-        map1::<i64>(x, out, |_| ());
+        map1::<i64>(x, out, threads, |_| ());
     }
 }
 

@@ -74,9 +74,19 @@ impl<const N: usize> Walk<N> {
 
     /// Calls `f(bases, steps, len)` for each run, in row-major order: `bases[k]` is operand
     /// `k`'s element offset of the run's first element, `steps[k]` its stride along the run.
-    pub fn runs(&self, mut f: impl FnMut([usize; N], [usize; N], usize)) {
-        let total = self.len();
-        if total == 0 {
+    pub fn runs(&self, f: impl FnMut([usize; N], [usize; N], usize)) {
+        self.runs_in(0..self.len(), f)
+    }
+
+    /// [`Walk::runs`] over the elements whose row-major index lies in `range` only (a part
+    /// of the walk one thread computes).
+    pub fn runs_in(
+        &self,
+        range: std::ops::Range<usize>,
+        mut f: impl FnMut([usize; N], [usize; N], usize),
+    ) {
+        let end = range.end.min(self.len());
+        if range.start >= end {
             return;
         }
         let rank = self.shape.len();
@@ -87,22 +97,37 @@ impl<const N: usize> Walk<N> {
         let inner = self.shape[rank - 1];
         let steps: [usize; N] = std::array::from_fn(|k| self.strides[k][rank - 1]);
         let outer = &self.shape[..rank - 1];
+        // The odometer of the outer dimensions at the range's first element.
         let mut index = vec![0usize; outer.len()];
-        let mut bases = [0usize; N];
+        let mut rest = range.start / inner;
+        for d in (0..outer.len()).rev() {
+            index[d] = rest % outer[d];
+            rest /= outer[d];
+        }
+        let mut bases: [usize; N] = std::array::from_fn(|k| {
+            (0..outer.len())
+                .map(|d| index[d] * self.strides[k][d])
+                .sum()
+        });
+        let mut at = range.start;
+        let mut start = range.start % inner;
         loop {
-            let mut start = 0;
-            while start < inner {
-                let len = RUN.min(inner - start);
-                let at: [usize; N] = std::array::from_fn(|k| bases[k] + start * steps[k]);
-                f(at, steps, len);
+            let stop = inner.min(start + (end - at));
+            while start < stop {
+                let len = RUN.min(stop - start);
+                let run: [usize; N] = std::array::from_fn(|k| bases[k] + start * steps[k]);
+                f(run, steps, len);
                 start += len;
+                at += len;
             }
+            if at >= end {
+                return;
+            }
+            start = 0;
             // Odometer over the outer dimensions, last fastest.
             let mut d = outer.len();
             loop {
-                if d == 0 {
-                    return;
-                }
+                // `at < end` leaves an outer position to go to.
                 d -= 1;
                 index[d] += 1;
                 for (k, base) in bases.iter_mut().enumerate() {
@@ -118,6 +143,17 @@ impl<const N: usize> Walk<N> {
             }
         }
     }
+}
+
+/// The element offset of the element whose row-major index over `shape` is `flat`, in an
+/// operand of `strides`.
+pub fn offset_of(mut flat: usize, shape: &[usize], strides: &[usize]) -> usize {
+    let mut at = 0;
+    for d in (0..shape.len()).rev() {
+        at += (flat % shape[d]) * strides[d];
+        flat /= shape[d];
+    }
+    at
 }
 
 #[cfg(test)]
@@ -181,5 +217,37 @@ mod tests {
         assert_eq!(offsets(&scalar), vec![[0]]);
         let empty = Walk::new(&[3, 0], [&[0, 1]]);
         assert!(empty.is_empty() && offsets(&empty).is_empty());
+    }
+
+    #[test]
+    fn a_part_of_a_walk_is_that_part_of_the_whole_walk() {
+        // A padded, transposed, broadcast walk whose rows are longer than a run.
+        let shape = [3, 2, RUN + 3];
+        let w = Walk::new(
+            &shape,
+            [&[2 * (RUN + 3), RUN + 3, 1], &[1, 3, 6], &[0, RUN + 9, 1]],
+        );
+        let whole = offsets(&w);
+        for (start, end) in [
+            (0, whole.len()),
+            (5, 6),
+            (RUN - 1, RUN + 7),
+            (7, 3 * RUN),
+            (900, whole.len()),
+        ] {
+            let mut part = Vec::new();
+            w.runs_in(start..end, |bases, steps, len| {
+                for i in 0..len {
+                    part.push(std::array::from_fn::<usize, 3, _>(|k| {
+                        bases[k] + i * steps[k]
+                    }));
+                }
+            });
+            assert_eq!(part, whole[start..end], "{start}..{end}");
+        }
+        // Each element's offset is `offset_of` its index.
+        for (flat, offs) in whole.iter().enumerate() {
+            assert_eq!(offset_of(flat, &shape, &[1, 3, 6]), offs[1]);
+        }
     }
 }

@@ -17,14 +17,43 @@
 //! - reductions, softmax and RMSNorm walk the output's elements and, for each, the input
 //!   elements they reduce;
 //! - matrix products go to the `gemm` crate (multi-threaded above a size, see
-//!   [`set_threads`]);
+//!   [`compute_with`]);
 //! - rotary embedding rotates each row of the last dimension; attention packs each batch and
 //!   key/value head's valid keys and values once, then computes every query row of its
 //!   group (scores, mask, softmax with the maximum subtracted, values) in float32.
 //!
-//! Results are deterministic: the same operator on the same bytes gives the same bits on
-//! every run, and the thread count does not change them (only matrix products use threads,
-//! and `gemm` sums each output element in the same order whatever their number).
+//! # Determinism and threads
+//!
+//! The same operator on the same bytes gives the same bits on every run, and the thread
+//! count ([`compute_with`]'s `threads`: the simulator's `SimConfig::compute_threads` or
+//! `BRAID_SIM_THREADS`) never changes them:
+//!
+//! - matrix products use up to that many threads above a size: `gemm` splits a product's
+//!   output between its threads, never the sum over `k`, so each output element is summed in
+//!   the same order (blocks of `k` whose size comes from the CPU's cache sizes, then the
+//!   microkernel's lanes) whatever the thread count. Widened half-precision products go tile
+//!   by tile in a fixed tiling (`TILE` rows and columns per `gemm` call), which does not
+//!   depend on the thread count either;
+//! - element-wise operators, casts, softmax and RMSNorm over at least 64 Ki elements with a
+//!   contiguous output cut the output into parts of whole elements (softmax, RMSNorm: rows)
+//!   that threads compute side by side (rayon's pool): each element is computed exactly as
+//!   on one thread;
+//! - every other operator computes on the calling thread. All of them sum in a fixed order:
+//!   sums, means, softmax and RMSNorm in 32 partial sums of `f64` (so that the loop
+//!   vectorises), whose rounding depends only on the sequence of values, not on how a row is
+//!   cut into runs nor on the vector width the CPU offers; layer norm and attention element
+//!   after element;
+//! - the vector instructions are chosen at run time (`pulp`: AVX2 or AVX-512 where present),
+//!   but the compiler never reorders or fuses floating-point operations, so every version of
+//!   a loop gives the same bits.
+//!
+//! What can differ between machines is a matrix product's last bits: `gemm` picks its
+//! microkernel (with or without fused multiply-adds, its register tile) and its `k` blocks
+//! from the CPU it runs on. So a product's numbers are the same on one machine for every
+//! thread setting, and may differ in their last place on a CPU with other instruction sets
+//! or cache sizes. Tests that compare products with reference values use tolerances;
+//! `numbers_do_not_depend_on_the_thread_count` holds every operator family bit-exact
+//! across thread counts.
 
 mod attention;
 pub mod element;
@@ -34,16 +63,17 @@ mod index;
 mod layer_norm;
 pub mod layout;
 mod matmul;
+mod parallel;
 mod position;
 mod random;
 mod reduce;
 mod rope;
 mod shape;
+mod vector;
 
 use braid_stream_core::ops::{OpSpec, OperandUse, TensorOp};
 use braid_stream_core::Access;
 use elementwise::{Dst, Src};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Why an operator could not be computed on the bytes it was given.
 #[derive(Clone, PartialEq, Eq, Debug, thiserror::Error)]
@@ -105,29 +135,50 @@ pub enum ComputeError {
     },
 }
 
-/// The most threads a matrix product uses (0 until set: every core).
-static THREADS: AtomicUsize = AtomicUsize::new(0);
-
-/// Caps the threads matrix products use (at least 1). Results do not depend on it.
-pub fn set_threads(threads: usize) {
-    THREADS.store(threads.max(1), Ordering::Relaxed);
+/// Every core of this machine: [`compute`]'s thread count.
+pub fn all_cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-/// The threads matrix products use: [`set_threads`]'s value, else every core.
-pub fn threads() -> usize {
-    match THREADS.load(Ordering::Relaxed) {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
+/// Host bytes [`compute`] allocates for `op` besides its operands' bytes, at most: what a
+/// caller checks against the host's memory before computing a huge operator (matrix products
+/// widen tiles of their operands and sum into a tile of their own where they cannot work in
+/// place; the other operators work in buffers of a row or less).
+pub fn scratch_bytes(op: &TensorOp) -> u64 {
+    match op {
+        TensorOp::Matmul(m) => {
+            let size = if m.a.dtype() == braid_stream_core::DType::F64 {
+                8
+            } else {
+                4
+            };
+            matmul::scratch_bytes(m, size)
+        }
+        TensorOp::Softmax(s) => 8 * s.x.shape()[s.dim] as u64,
+        TensorOp::RmsNorm(n) => 8 * n.gamma.numel() as u64,
+        _ => 0,
     }
 }
 
 /// Computes `op` over its operands' bytes: `inputs` are its read ranges and `outputs` its
 /// written ranges, in [`OpSpec::operands`] order, each exactly its tensor's range. Outputs
 /// hold their current bytes on entry (an operator that writes part of one keeps the rest).
+/// Uses every core where the size pays ([`compute_with`]).
 pub fn compute(
     op: &TensorOp,
     inputs: &[&[u8]],
     outputs: &mut [&mut [u8]],
+) -> Result<(), ComputeError> {
+    compute_with(op, inputs, outputs, all_cores())
+}
+
+/// [`compute`] on at most `threads` threads (at least one). The numbers do not depend on
+/// it.
+pub fn compute_with(
+    op: &TensorOp,
+    inputs: &[&[u8]],
+    outputs: &mut [&mut [u8]],
+    threads: usize,
 ) -> Result<(), ComputeError> {
     let name = op.name();
     let operands = op.operands();
@@ -180,14 +231,14 @@ pub fn compute(
     let (first, rest) = dsts.split_at_mut(1);
     let out = &mut first[0];
     match op {
-        TensorOp::Unary(u) => elementwise::unary(u, &srcs[0], out),
-        TensorOp::Binary(b) => elementwise::binary(b, &srcs, out),
+        TensorOp::Unary(u) => elementwise::unary(u, &srcs[0], out, threads),
+        TensorOp::Binary(b) => elementwise::binary(b, &srcs, out, threads),
         TensorOp::Fill(f) => elementwise::fill(f, out),
-        TensorOp::Cast(c) => elementwise::cast(c, &srcs[0], out),
+        TensorOp::Cast(c) => elementwise::cast(c, &srcs[0], out, threads),
         TensorOp::Reduce(r) => reduce::reduce(r, &srcs[0], out),
-        TensorOp::Softmax(s) => reduce::softmax(s, &srcs[0], out),
-        TensorOp::RmsNorm(n) => reduce::rms_norm(n, &srcs[0], &srcs[1], out, &mut rest[0]),
-        TensorOp::Matmul(m) => matmul::matmul(m, &srcs, out, threads()),
+        TensorOp::Softmax(s) => reduce::softmax(s, &srcs[0], out, threads),
+        TensorOp::RmsNorm(n) => reduce::rms_norm(n, &srcs[0], &srcs[1], out, &mut rest[0], threads),
+        TensorOp::Matmul(m) => matmul::matmul(m, &srcs, out, threads.max(1)),
         TensorOp::Index(i) => index::index(i, &srcs, out)?,
         TensorOp::IndexCopy(c) => index::index_copy(c, &srcs, out)?,
         TensorOp::Cat(c) => shape::cat(c, &srcs, out),

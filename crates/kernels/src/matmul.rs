@@ -1,11 +1,18 @@
-//! Matrix products through the `gemm` crate: float32 operands read in place where they are
-//! aligned (any strides: a transposed weight costs nothing), float16 and bfloat16 widened to
-//! float32 first and the product accumulated in float32, as the cube units do; float64 in
-//! float64. The result is rounded once, as it is stored.
+//! Matrix products through the `gemm` crate (its AVX2 and AVX-512 kernels chosen at run time,
+//! multi-threaded where the size pays).
 //!
-//! `gemm` splits the output into blocks that threads compute whole, each summing over `k` in
-//! the same order whatever the thread count, so the numbers do not depend on
-//! [`crate::threads`] (a test holds them equal).
+//! Float32 operands are read in place where they are aligned (any strides: a transposed
+//! weight costs nothing), and a contiguous float32 output is written in place. Float16 and
+//! bfloat16 operands are widened to float32 and the product accumulated in float32, as the
+//! cube units do, then rounded once as it is stored; float64 computes in float64. Widening
+//! goes tile by tile ([`TILE`] rows of the left operand, [`TILE`] columns of the right), so a
+//! product of half-precision matrices needs a few MiB of scratch, not float32 copies of
+//! whole operands: what lets a data-mode run stay within its devices' memory.
+//!
+//! Each output element's sum over `k` happens inside one `gemm` call, which splits the
+//! output between threads and never the sum: the numbers do not depend on the thread count
+//! (a test holds them equal). The tiling is fixed, so they do not depend on anything else
+//! either.
 
 use crate::element::Num;
 use crate::elementwise::{Dst, Src};
@@ -20,95 +27,227 @@ use gemm::Parallelism;
 /// other threads costs more than they save.
 const PARALLEL_MIN: usize = 1 << 18;
 
-/// A matrix operand in the compute type `T`: borrowed from device bytes when they can be
-/// read as `T` in place, else packed contiguous.
-struct Operand<'a, T: Clone> {
-    data: std::borrow::Cow<'a, [T]>,
-    strides: Vec<usize>,
+/// Rows (and columns) of output computed per `gemm` call where operands are widened or the
+/// output goes through a buffer.
+pub(crate) const TILE: usize = 512;
+
+/// Host bytes a product computing in a `size`-byte type allocates, at most (see the module
+/// docs): tiles of the operands it widens and of its output, when it cannot use them in
+/// place.
+pub(crate) fn scratch_bytes(mm: &Matmul, size: u64) -> u64 {
+    let (_, m, k, n) = mm.dims();
+    let (m, k, n) = (m as u64, k as u64, n as u64);
+    let tile = TILE as u64;
+    let a = m.min(tile).saturating_mul(k);
+    let b = n.min(tile).saturating_mul(k);
+    let c = m.min(tile).saturating_mul(n.min(tile));
+    a.saturating_add(b).saturating_add(c).saturating_mul(size)
 }
 
-fn operand<'a, T: Num + bytemuck::Pod>(src: &'a Src<'a>, native: DType) -> Operand<'a, T> {
-    let t = src.tensor;
-    if t.dtype() == native {
-        if let Ok(data) = bytemuck::try_cast_slice::<u8, T>(src.bytes) {
-            return Operand {
-                data: std::borrow::Cow::Borrowed(data),
-                strides: t.strides().to_vec(),
-            };
-        }
+/// An operand read in place as `T`: its elements.
+struct InPlace<'a, T> {
+    data: &'a [T],
+}
+
+/// `src` as `T` in place, when it holds `T` (`native`) and is aligned for it.
+fn in_place<'a, T: Num>(src: &'a Src<'a>, native: DType) -> Option<InPlace<'a, T>> {
+    if src.tensor.dtype() != native {
+        return None;
     }
-    let mut packed = vec![T::default(); t.numel()];
-    load_sub(src, 0, t.shape(), t.strides(), &mut packed);
-    Operand {
-        data: std::borrow::Cow::Owned(packed),
-        strides: contiguous_strides(t.shape()),
-    }
+    let data = bytemuck::try_cast_slice::<u8, T>(src.bytes).ok()?;
+    Some(InPlace { data })
+}
+
+/// A matrix block for one `gemm` call: where its element (0, 0) is, and its row and column
+/// strides in elements.
+#[derive(Clone, Copy)]
+struct Block<T> {
+    ptr: *const T,
+    rs: isize,
+    cs: isize,
 }
 
 /// The (batch strides, row stride, column stride) of an operand of `shape` / `strides`
 /// broadcast over `batch`.
-fn split(shape: &[usize], strides: &[usize], batch: &[usize]) -> (Vec<usize>, isize, isize) {
+fn split(shape: &[usize], strides: &[usize], batch: &[usize]) -> (Vec<usize>, usize, usize) {
     let r = shape.len();
     let b = broadcast_strides(&shape[..r - 2], &strides[..r - 2], batch);
-    (b, strides[r - 2] as isize, strides[r - 1] as isize)
+    (b, strides[r - 2], strides[r - 1])
 }
 
-fn run<T: Num + bytemuck::Pod>(
-    mm: &Matmul,
-    srcs: &[Src<'_>],
-    out: &mut Dst<'_>,
-    native: DType,
-    threads: usize,
-) {
+fn run<T: Num>(mm: &Matmul, srcs: &[Src<'_>], out: &mut Dst<'_>, native: DType, threads: usize) {
     let (batch, m, k, n) = mm.dims();
-    let a = operand::<T>(&srcs[0], native);
-    let b = operand::<T>(&srcs[1], native);
-    let (a_b, a_rs, a_cs) = split(mm.a.shape(), &a.strides, &batch);
-    let (b_b, b_rs, b_cs) = split(mm.b.shape(), &b.strides, &batch);
-    // The product of every batch, contiguous, in `T`; the bias added there.
-    let per = m * n;
-    let batches: usize = batch.iter().product();
-    let mut c = vec![T::default(); per * batches];
-    if let Some(bias) = &mm.bias {
-        let beta = T::from_f64(mm.beta);
-        let shape = mm.out.shape();
-        let strides = broadcast_strides(bias.shape(), bias.strides(), shape);
-        load_sub(&srcs[2], 0, shape, &strides, &mut c);
-        if mm.beta != 1.0 {
-            c.iter_mut()
-                .for_each(|v| *v = T::from_f64(v.to_f64() * beta.to_f64()));
-        }
-    }
-    let parallelism = if threads > 1 && m * n * k >= PARALLEL_MIN {
-        Parallelism::Rayon(threads)
+    let (a_in, b_in) = (
+        in_place::<T>(&srcs[0], native),
+        in_place::<T>(&srcs[1], native),
+    );
+    let (a_b, a_rs, a_cs) = split(mm.a.shape(), mm.a.strides(), &batch);
+    let (b_b, b_rs, b_cs) = split(mm.b.shape(), mm.b.strides(), &batch);
+    let out_strides = contiguous_strides(mm.out.shape());
+    let direct = mm.out.dtype() == native
+        && mm.out.strides() == out_strides.as_slice()
+        && bytemuck::try_cast_slice::<u8, T>(out.bytes).is_ok();
+    let tile = if a_in.is_some() && b_in.is_some() && direct {
+        usize::MAX
     } else {
-        Parallelism::None
+        TILE
     };
-    let c_b = contiguous_strides(&batch);
+    let (tm, tn) = (m.min(tile), n.min(tile));
+    // Scratch for what is not in place: one tile of each.
+    let mut a_buf = vec![T::default(); if a_in.is_some() { 0 } else { tm * k }];
+    let mut b_buf = vec![T::default(); if b_in.is_some() { 0 } else { k * tn }];
+    let mut c_buf = vec![T::default(); if direct { 0 } else { tm * tn }];
+    let bias = mm.bias.as_ref().map(|bias| {
+        let strides = broadcast_strides(bias.shape(), bias.strides(), mm.out.shape());
+        (&srcs[2], strides)
+    });
+    let beta = T::from_f64(mm.beta);
     let alpha = T::from_f64(mm.alpha);
-    let one = T::from_f64(1.0);
+    let rank = mm.out.rank();
+    let c_b = out_strides[..rank - 2].to_vec();
     for_each_element(&batch, [&a_b, &b_b, &c_b], |[ao, bo, co]| {
-        let dst = &mut c[co * per..(co + 1) * per];
-        // SAFETY: `a` and `b` hold every element of their tensors: element (i, p) of batch
-        // `ao` is at `ao + i * a_rs + p * a_cs`, inside the data for i < m, p < k (the
-        // tensors' spans, checked against the bytes by `compute`); likewise for `b`. `dst` is
-        // a distinct m×n row-major buffer. `gemm` reads `dst` only with `read_dst`.
+        for i0 in (0..m).step_by(tm.max(1)) {
+            let rows = tm.min(m - i0);
+            let a = match &a_in {
+                // Pointer arithmetic only: with k = 0 there is no element to point at, and
+                // `gemm` reads none.
+                Some(a) => Block {
+                    ptr: a.data.as_ptr().wrapping_add(ao + i0 * a_rs),
+                    rs: a_rs as isize,
+                    cs: a_cs as isize,
+                },
+                None => {
+                    let buf = &mut a_buf[..rows * k];
+                    load_sub(&srcs[0], ao + i0 * a_rs, &[rows, k], &[a_rs, a_cs], buf);
+                    Block {
+                        ptr: buf.as_ptr(),
+                        rs: k as isize,
+                        cs: 1,
+                    }
+                }
+            };
+            for j0 in (0..n).step_by(tn.max(1)) {
+                let cols = tn.min(n - j0);
+                let b = match &b_in {
+                    Some(b) => Block {
+                        ptr: b.data.as_ptr().wrapping_add(bo + j0 * b_cs),
+                        rs: b_rs as isize,
+                        cs: b_cs as isize,
+                    },
+                    None => {
+                        let buf = &mut b_buf[..k * cols];
+                        load_sub(&srcs[1], bo + j0 * b_cs, &[k, cols], &[b_rs, b_cs], buf);
+                        Block {
+                            ptr: buf.as_ptr(),
+                            rs: cols as isize,
+                            cs: 1,
+                        }
+                    }
+                };
+                // The tile's index in the output (batch, row, column) by dimension.
+                let index = |d: usize| {
+                    if d == rank - 2 {
+                        i0
+                    } else if d == rank - 1 {
+                        j0
+                    } else {
+                        (co / out_strides[d]) % mm.out.shape()[d]
+                    }
+                };
+                let bias_tile = bias.as_ref().map(|(src, strides)| {
+                    let base = (0..rank).map(|d| index(d) * strides[d]).sum();
+                    let mut tile = vec![T::default(); rows * cols];
+                    load_sub(src, base, &[rows, cols], &strides[rank - 2..], &mut tile);
+                    tile
+                });
+                let product = Product {
+                    rows,
+                    cols,
+                    k,
+                    a,
+                    b,
+                    alpha,
+                    beta,
+                    bias: bias_tile.as_deref(),
+                    threads,
+                };
+                if direct {
+                    let at = co + i0 * n + j0;
+                    let all = bytemuck::cast_slice_mut::<u8, T>(out.bytes);
+                    product.into(&mut all[at..at + (rows - 1) * n + cols], n);
+                } else {
+                    let c = &mut c_buf[..rows * cols];
+                    product.into(c, cols);
+                    let base = (0..rank).map(|d| index(d) * mm.out.strides()[d]).sum();
+                    store_sub(out, base, &[rows, cols], &mm.out.strides()[rank - 2..], c);
+                }
+            }
+        }
+    });
+}
+
+/// One `gemm` call: a `rows` × `cols` tile of the output from `a` (`rows` × `k`) and `b`
+/// (`k` × `cols`), added to `beta · bias` when there is a bias.
+struct Product<'a, T> {
+    rows: usize,
+    cols: usize,
+    k: usize,
+    a: Block<T>,
+    b: Block<T>,
+    alpha: T,
+    beta: T,
+    bias: Option<&'a [T]>,
+    threads: usize,
+}
+
+impl<T: Num> Product<'_, T> {
+    /// Computes the tile into `c`, whose rows are `c_rs` elements apart.
+    fn into(self, c: &mut [T], c_rs: usize) {
+        let Product {
+            rows,
+            cols,
+            k,
+            a,
+            b,
+            alpha,
+            beta,
+            bias,
+            threads,
+        } = self;
+        if let Some(bias) = bias {
+            for (r, src) in bias.chunks_exact(cols.max(1)).enumerate().take(rows) {
+                for (dst, &v) in c[r * c_rs..r * c_rs + cols].iter_mut().zip(src) {
+                    *dst = T::from_f64(v.to_f64() * beta.to_f64());
+                }
+            }
+        }
+        let parallelism = if threads > 1 && rows * cols * k >= PARALLEL_MIN {
+            Parallelism::Rayon(threads)
+        } else {
+            Parallelism::None
+        };
+        // SAFETY: `a` reaches element (i, p) of its tile at `ptr + i·rs + p·cs`, inside its
+        // data for i < rows, p < k (an operand in place holds its whole tensor, whose span
+        // `compute` checked against its bytes; a widened tile is a rows × k buffer); likewise
+        // `b` for p < k, j < cols. `c` holds element (i, j) at `i·c_rs + j` for i < rows,
+        // j < cols (the callers size it so), and is a distinct buffer (an output's bytes
+        // never alias an input's). `gemm` reads `c` only with `read_dst`.
         unsafe {
             gemm::gemm(
-                m,
-                n,
+                rows,
+                cols,
                 k,
-                dst.as_mut_ptr(),
+                c.as_mut_ptr(),
                 1,
-                n as isize,
-                mm.bias.is_some(),
-                a.data.as_ptr().add(ao),
-                a_cs,
-                a_rs,
-                b.data.as_ptr().add(bo),
-                b_cs,
-                b_rs,
-                one,
+                c_rs as isize,
+                bias.is_some(),
+                a.ptr,
+                a.cs,
+                a.rs,
+                b.ptr,
+                b.cs,
+                b.rs,
+                T::from_f64(1.0),
                 alpha,
                 false,
                 false,
@@ -116,8 +255,7 @@ fn run<T: Num + bytemuck::Pod>(
                 parallelism,
             )
         }
-    });
-    store_sub(out, 0, mm.out.shape(), mm.out.strides(), &c);
+    }
 }
 
 /// `out = beta·bias + alpha·(a × b)`.

@@ -32,7 +32,7 @@ pub(crate) fn cat(op: &Cat, srcs: &[Src<'_>], out: &mut Dst<'_>) {
             x: t.clone(),
             out: part.clone(),
         };
-        elementwise::cast(&cast, src, &mut dst);
+        elementwise::cast(&cast, src, &mut dst, 1);
         start += len;
     }
 }

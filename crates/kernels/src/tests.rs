@@ -350,46 +350,172 @@ fn batched_half_precision_products_accumulate_in_f32_and_broadcast_batches() {
 }
 
 #[test]
-fn matmul_numbers_do_not_depend_on_the_thread_count() {
+fn products_larger_than_a_tile_are_widened_and_stored_tile_by_tile() {
     let mut m = Mem::new();
-    let n = 96;
-    let xs: Vec<f64> = (0..n * n)
-        .map(|i| ((i * 7919) % 1000) as f64 / 997.0)
-        .collect();
-    let (a, ab) = m.tensor(DType::F32, &[n, n], &xs);
-    let (y, yb) = m.zeros(DType::F32, &[n, n]);
-    let kernel = ops::matmul(&a, &a, &y).unwrap();
-    let Kernel::Op(op) = kernel else {
-        unreachable!()
-    };
-    let mut results = Vec::new();
-    for threads in [1, 2, 3] {
-        let mut out = yb.clone();
-        matmul::matmul(
-            match op.op() {
-                ops::TensorOp::Matmul(mm) => mm,
-                _ => unreachable!(),
-            },
-            &[
-                Src {
-                    bytes: &ab,
-                    tensor: &a,
-                },
-                Src {
-                    bytes: &ab,
-                    tensor: &a,
-                },
-            ],
-            &mut Dst {
-                bytes: &mut out,
-                tensor: &y,
-            },
-            threads,
+    let tile = matmul::TILE;
+    let (bt, mm, kk, nn) = (2, tile + 88, 24, tile + 18);
+    let xs = seq(bt * mm * kk, 0.003);
+    let ws = seq(kk * nn, 0.002);
+    let bs = seq(bt * nn, 0.01);
+    for dtype in [DType::BF16, DType::F32] {
+        let (x, xb) = m.tensor(dtype, &[bt, mm, kk], &xs);
+        let (w, wb) = m.tensor(dtype, &[1, kk, nn], &ws);
+        // A bias per batch, broadcast over rows.
+        let (bias, bb) = m.tensor(dtype, &[bt, 1, nn], &bs);
+        // float32 into a transposed output (through a buffer), bfloat16 into a plain one.
+        let (y, yb, transposed) = if dtype == DType::F32 {
+            let (yt, yb) = m.zeros(dtype, &[bt, nn, mm]);
+            (yt.transpose(1, 2).unwrap(), yb, true)
+        } else {
+            let (y, yb) = m.zeros(dtype, &[bt, mm, nn]);
+            (y, yb, false)
+        };
+        let got = run(
+            ops::matmul_bias(&x, &w, &bias, &y).unwrap(),
+            &[&xb, &wb, &bb],
+            vec![yb],
         );
-        results.push(out);
+        let got = values(dtype, &got[0]);
+        let (xr, wr, br) = (values(dtype, &xb), values(dtype, &wb), values(dtype, &bb));
+        // Relative to the sum of the terms' sizes (the products cancel).
+        let tolerance = if dtype == DType::F32 { 1e-6 } else { 8e-3 };
+        let abs = |v: &[f64]| v.iter().map(|x| x.abs()).collect::<Vec<f64>>();
+        for b in 0..bt {
+            let xb = &xr[b * mm * kk..(b + 1) * mm * kk];
+            let want = naive(xb, &wr, mm, kk, nn);
+            let size = naive(&abs(xb), &abs(&wr), mm, kk, nn);
+            for i in 0..mm {
+                for j in 0..nn {
+                    let w = want[i * nn + j] + br[b * nn + j];
+                    let at = if transposed {
+                        (b * nn + j) * mm + i
+                    } else {
+                        (b * mm + i) * nn + j
+                    };
+                    let g = got[at];
+                    let scale = size[i * nn + j] + br[b * nn + j].abs();
+                    assert!(
+                        (g - w).abs() <= tolerance * scale.max(w.abs()),
+                        "{dtype} [{b}, {i}, {j}]: {g} vs {w}"
+                    );
+                }
+            }
+        }
     }
-    assert_eq!(results[0], results[1]);
-    assert_eq!(results[0], results[2]);
+}
+
+/// Runs `kernel` on `threads` threads ([`compute_with`]) and returns its outputs' bytes.
+fn run_on(
+    threads: usize,
+    kernel: &Kernel,
+    inputs: &[&[u8]],
+    mut outputs: Vec<Vec<u8>>,
+) -> Vec<Vec<u8>> {
+    let Kernel::Op(op) = kernel else {
+        panic!("not a tensor operator")
+    };
+    let mut outs: Vec<&mut [u8]> = outputs.iter_mut().map(|v| v.as_mut_slice()).collect();
+    compute_with(op.op(), inputs, &mut outs, threads).unwrap();
+    outputs
+}
+
+#[test]
+fn numbers_do_not_depend_on_the_thread_count() {
+    let mut m = Mem::new();
+    let tile = matmul::TILE;
+    // Products in place (float32), widened and stored tile by tile (bfloat16, larger than a
+    // tile, with a bias), through a buffer (a transposed float32 output), batched, and a
+    // matrix-vector product; then the reductions, which run on one thread whatever the
+    // setting.
+    let (mm, kk, nn) = (tile + 40, 72, tile + 24);
+    let wave = |n: usize, f: f64| -> Vec<f64> {
+        (0..n)
+            .map(|i| ((i * 7919) % 1000) as f64 / 997.0 * f - 0.5)
+            .collect()
+    };
+    // (kernel, its inputs' bytes, its outputs' bytes before it runs)
+    type Case = (Kernel, Vec<Vec<u8>>, Vec<Vec<u8>>);
+    let mut cases: Vec<Case> = Vec::new();
+    for dtype in [DType::F32, DType::BF16, DType::F16] {
+        let (a, ab) = m.tensor(dtype, &[mm, kk], &wave(mm * kk, 1.0));
+        let (b, bb) = m.tensor(dtype, &[kk, nn], &wave(kk * nn, 0.7));
+        let (bias, biasb) = m.tensor(dtype, &[nn], &wave(nn, 0.3));
+        let (y, yb) = m.zeros(dtype, &[mm, nn]);
+        cases.push((
+            ops::matmul(&a, &b, &y).unwrap(),
+            vec![ab.clone(), bb.clone()],
+            vec![yb.clone()],
+        ));
+        cases.push((
+            ops::matmul_bias(&a, &b, &bias, &y).unwrap(),
+            vec![ab.clone(), bb.clone(), biasb],
+            vec![yb],
+        ));
+        let (yt, ytb) = m.zeros(dtype, &[nn, mm]);
+        cases.push((
+            ops::matmul(&a, &b, &yt.t().unwrap()).unwrap(),
+            vec![ab.clone(), bb.clone()],
+            vec![ytb],
+        ));
+        let (v, vb) = m.tensor(dtype, &[kk, 1], &wave(kk, 0.9));
+        let (yv, yvb) = m.zeros(dtype, &[mm, 1]);
+        cases.push((ops::matmul(&a, &v, &yv).unwrap(), vec![ab, vb], vec![yvb]));
+        let (x3, x3b) = m.tensor(dtype, &[3, 96, kk], &wave(3 * 96 * kk, 1.1));
+        let (w3, w3b) = m.tensor(dtype, &[3, kk, 80], &wave(3 * kk * 80, 0.6));
+        let (y3, y3b) = m.zeros(dtype, &[3, 96, 80]);
+        cases.push((
+            ops::matmul(&x3, &w3, &y3).unwrap(),
+            vec![x3b, w3b],
+            vec![y3b],
+        ));
+        let (x, xb) = m.tensor(dtype, &[64, 4096], &wave(64 * 4096, 4.0));
+        let (sx, sxb) = m.zeros(dtype, &[64, 4096]);
+        cases.push((
+            ops::softmax(&x, 1, &sx).unwrap(),
+            vec![xb.clone()],
+            vec![sxb.clone()],
+        ));
+        let (g, gb) = m.tensor(dtype, &[4096], &wave(4096, 2.0));
+        let (r, rb) = m.zeros(DType::F32, &[64, 1]);
+        cases.push((
+            ops::rms_norm(&x, &g, 1e-6, &sx, &r).unwrap(),
+            vec![xb.clone(), gb],
+            vec![sxb, rb],
+        ));
+        // Element-wise kernels and casts large enough to be cut into parts, one operand
+        // broadcast.
+        let (row, rowb) = m.tensor(dtype, &[4096], &wave(4096, 0.5));
+        let (sum, sumb) = m.zeros(dtype, &[64, 4096]);
+        cases.push((
+            ops::binary(BinaryOp::Mul, x.clone(), row, &sum).unwrap(),
+            vec![xb.clone(), rowb],
+            vec![sumb.clone()],
+        ));
+        cases.push((
+            ops::unary(UnaryOp::Silu, &x, &sum).unwrap(),
+            vec![xb.clone()],
+            vec![sumb],
+        ));
+        let (wide, wideb) = m.zeros(DType::F32, &[64, 4096]);
+        cases.push((ops::cast(&x, &wide).unwrap(), vec![xb.clone()], vec![wideb]));
+        let (total, totalb) = m.zeros(dtype, &[]);
+        cases.push((
+            ops::reduce(ReduceKind::Sum, &x, &[], &total).unwrap(),
+            vec![xb],
+            vec![totalb],
+        ));
+    }
+    for (kernel, inputs, outputs) in &cases {
+        let inputs: Vec<&[u8]> = inputs.iter().map(Vec::as_slice).collect();
+        let one = run_on(1, kernel, &inputs, outputs.clone());
+        assert_ne!(&one, outputs, "{kernel:?} computed");
+        for threads in [2, 3, 8] {
+            assert!(
+                run_on(threads, kernel, &inputs, outputs.clone()) == one,
+                "{threads} threads changed the numbers of {kernel:?}"
+            );
+        }
+    }
 }
 
 #[test]

@@ -41,6 +41,19 @@ pub enum HalError {
         /// Device capacity.
         total: u64,
     },
+    /// Computing a kernel would need more host memory than the host has (a simulator in data
+    /// mode computes on the host): refused at its launch, before anything is allocated.
+    #[error(
+        "host out of memory: {kernel} needs {needed} bytes of host memory to compute, more than the host's {available}"
+    )]
+    HostOutOfMemory {
+        /// The kernel, with its operands' shapes.
+        kernel: String,
+        /// Host bytes computing it needs.
+        needed: u64,
+        /// Host bytes there are.
+        available: u64,
+    },
     /// The host cannot back more simulated device memory: a simulator in data mode keeps
     /// every device's bytes in host memory and refuses an allocation that would take the
     /// process past its host-memory budget, before the host runs out.

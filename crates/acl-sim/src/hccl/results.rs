@@ -17,7 +17,7 @@ pub(crate) fn from_hal(call: &str, e: HalError) -> Fail {
         | HalError::NativeInvalidArgument { .. }
         | HalError::CollectiveMismatch(_) => HCCL_E_PARA,
         HalError::Unsupported(_) => HCCL_E_NOT_SUPPORT,
-        HalError::OutOfMemory { .. } => HCCL_E_MEMORY,
+        HalError::OutOfMemory { .. } | HalError::HostOutOfMemory { .. } => HCCL_E_MEMORY,
         HalError::CollectiveIncomplete(_) => HCCL_E_TIMEOUT,
         _ => HCCL_E_RUNTIME,
     };

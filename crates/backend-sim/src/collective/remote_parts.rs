@@ -97,7 +97,7 @@ impl Engine {
         let mut blob = blob::encode(ready, call);
         if self.mode == SimMode::Data && send.len > 0 {
             // The send buffer as of `ready`: what the stream's earlier work wrote.
-            self.queue.drain(ready, &mut self.memories);
+            self.queue.drain_all(ready, &mut self.memories);
             let device = self.stream(s)?.device as usize;
             blob.extend(self.memories[device].read(send).unwrap_or_default());
         }

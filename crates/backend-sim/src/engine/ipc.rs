@@ -341,9 +341,16 @@ impl Engine {
     /// Publishes the records of exported events whose completion the host clock has passed
     /// (their data effects are applied by then).
     pub(super) fn ipc_publish(&mut self) {
+        // A record is published once the data it orders is written: not past a kernel still
+        // computing ([`crate::job`]).
+        let frontier = self.queue.frontier();
         for (&e, x) in self.ipc.events_out.iter_mut() {
             let device = self.events.get(e).map_or(0, |ev| ev.device as usize);
-            let host = self.devices.get(device).map_or(0, |d| d.host_ns);
+            let host = self
+                .devices
+                .get(device)
+                .map_or(0, |d| d.host_ns)
+                .min(frontier);
             while let Some(&(g, t)) = x.pending.front() {
                 if t > host {
                     break;

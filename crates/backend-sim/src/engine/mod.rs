@@ -28,18 +28,19 @@ mod task_group;
 pub(crate) use graph_run::GraphRuns;
 pub(crate) use submit::op_info_at;
 
-use crate::collective::{Collectives, Work};
+use crate::collective::{Collectives, HostWait, Work};
 
 use crate::capture::{self, Capture, ExternalEvents, Node, StreamCapture};
 use crate::config::{SimConfig, SimMode};
 use crate::device_state::DeviceState;
 use crate::fault::{CallKind, FaultState};
 use crate::ipc::IpcState;
+use crate::job::JobCell;
 use crate::limits::Limits;
 use crate::link::{Links, Route};
 use crate::memory::{Memory, PageRun};
 use crate::op::{Accesses, Op, OpKind};
-use crate::queue::DataQueue;
+use crate::queue::{DataQueue, Drained};
 use crate::sanitizer::report::{OpInfo, OpRef, RaceReport};
 use crate::sanitizer::{Sanitizer, SanitizerMode};
 use crate::timeline::{OpRecord, Ring, SimStats};
@@ -165,6 +166,13 @@ pub(crate) struct Engine {
     /// been released (a collective part arrived, a collective ran, a held record was
     /// superseded), so that host synchronizations waiting on other threads' ranks wake up.
     pub(crate) progress: Arc<Condvar>,
+    /// Whether the current call's drains apply every effect due, computing kernels in place
+    /// (set by `crate::device` for calls that change memory outside the data queue: frees,
+    /// unmaps, sharing), instead of stopping at a kernel not computed yet.
+    pub(crate) drain_all: bool,
+    /// The compute threads of the node's kernels, or why the configuration gives none
+    /// (`SimConfig::compute_threads`: kernel launches in data mode are refused with it).
+    pub(crate) compute_threads: Result<usize, String>,
     /// How long such a synchronization waits (the first device's configuration).
     pub(crate) collective_timeout: Duration,
     /// Memory and events shared with other processes ([`crate::ipc`]).
@@ -192,6 +200,9 @@ impl Engine {
         let timeline_capacity = first.timeline_capacity;
         let collective_timeout = first.collective_timeout;
         let ipc_timeout = first.ipc_timeout;
+        let compute_threads = first.resolve_compute_threads(|k| std::env::var_os(k));
+        let mut queue = DataQueue::default();
+        queue.set_threads(*compute_threads.as_ref().unwrap_or(&1));
         let mut sanitizer = Sanitizer::new(first.sanitizer);
         let lifetimes = first.sanitizer != SanitizerMode::Off || record_timeline;
         let mut streams = Vec::with_capacity(configs.len());
@@ -227,7 +238,8 @@ impl Engine {
             peers: BTreeSet::new(),
             sanitizer,
             trace: TraceLog::new(timeline_capacity),
-            queue: DataQueue::default(),
+            queue,
+            compute_threads,
             captures: BTreeMap::new(),
             next_capture: 1,
             task_groups: BTreeMap::new(),
@@ -240,6 +252,7 @@ impl Engine {
             last_label: Arc::from(""),
             coll: Collectives::new(),
             progress: Arc::new(Condvar::new()),
+            drain_all: false,
             collective_timeout,
             ipc: IpcState::default(),
             ipc_timeout,
@@ -335,6 +348,9 @@ impl Engine {
 
     /// Blocks the current device's host until `t` (the call `what`), then charges one cheap
     /// call.
+    /// Every effect up to the new host time is applied when it returns (kernels not computed
+    /// yet are computed in place: `crate::device::host_wait` computes them before, with the
+    /// lock released).
     fn block_until(&mut self, t: u64, what: &'static str) {
         let dev = self.dev_mut();
         let start = dev.host_ns;
@@ -343,7 +359,30 @@ impl Engine {
             .max(t)
             .saturating_add(dev.config.profile.host_call_ns);
         self.host_slice(what, start);
-        self.settle();
+        self.settle_with(self.drain_all);
+    }
+
+    /// The host time a host synchronization on `what` brings the current device to (the
+    /// effects it applies are those due by then), as [`Engine::block_until`] computes it;
+    /// `None` when it does not block (what it waits on is held back behind a collective).
+    pub(crate) fn wait_horizon(&self, what: HostWait) -> Option<u64> {
+        let dev = self.dev();
+        let t = match what {
+            HostWait::Stream(s) if !self.coll.is_deferred(s) => self.streams.get(s as usize)?.tail,
+            HostWait::Event(e) if !self.coll.is_pending(e) => self.event_time(e).ok()?.unwrap_or(0),
+            HostWait::Device => dev
+                .streams
+                .iter()
+                .filter_map(|&s| self.streams.get(s as usize))
+                .map(|s| s.tail)
+                .fold(dev.makespan, u64::max),
+            _ => return None,
+        };
+        Some(
+            dev.host_ns
+                .max(t)
+                .saturating_add(dev.config.profile.host_call_ns),
+        )
     }
 
     /// Samples the memory counters of the current device for the trace.
@@ -359,8 +398,14 @@ impl Engine {
     }
 
     /// Forgets resource usage no call can place work before any more, and applies the data
-    /// effects the current device's host clock passed.
+    /// effects the current device's host clock passed, up to a kernel not computed yet
+    /// ([`crate::job`]; all of them in a call marked [`Engine::drain_all`]).
     fn settle(&mut self) {
+        self.settle_with(self.drain_all);
+    }
+
+    /// [`Engine::settle`]; `all`: every effect, kernels computed in place.
+    fn settle_with(&mut self, all: bool) {
         let now = self.dev().host_ns;
         self.dev_mut().prune_units(now);
         if self.devices.len() == 1 {
@@ -376,13 +421,43 @@ impl Engine {
                 d.comm.prune(oldest);
             }
         }
-        self.queue.drain(now, &mut self.memories);
+        self.apply_effects(now, all);
+    }
+
+    /// Applies the data effects due by `to`, up to a kernel not computed yet (`all`: all of
+    /// them, computing kernels in place), and reports what they made known: operators that
+    /// failed, event records other processes wait for.
+    fn apply_effects(&mut self, to: u64, all: bool) -> Drained {
+        let drained = if all {
+            self.queue.drain_all(to, &mut self.memories);
+            Drained::All
+        } else {
+            self.queue.drain(to, &mut self.memories)
+        };
         if self.queue.has_failures() {
             self.report_failed_ops();
         }
         if !self.ipc.events_out.is_empty() {
             self.ipc_publish();
         }
+        drained
+    }
+
+    /// Applies the data effects due by `to` (the current device's host time, or the time a
+    /// synchronization is about to bring it to), up to a kernel not computed yet: the caller
+    /// computes that one with the lock released, and drains again.
+    pub(crate) fn drain_to(&mut self, to: u64) -> Drained {
+        self.apply_effects(to, false)
+    }
+
+    /// The current device's host time.
+    pub(crate) fn host_now(&self) -> u64 {
+        self.dev().host_ns
+    }
+
+    /// A kernel of the current device no thread computes yet (see [`crate::job`]).
+    pub(crate) fn ready_job(&self) -> Option<Arc<JobCell>> {
+        self.queue.ready_job(self.cur)
     }
 
     /// Charges one cheap host call `what` (create, alloc, free, memory info, capture calls).

@@ -77,6 +77,12 @@ impl Engine {
     pub fn submit(&mut self, s: u32, kind: OpKind, label: &str) -> Result<(), HalError> {
         self.tick(self.dev().config.profile.eager_launch_ns, "launch");
         Self::check(&kind)?;
+        if let (SimMode::Data, OpKind::Kernel(k)) = (self.mode, &kind) {
+            if let Err(why) = &self.compute_threads {
+                return Err(invalid(format!("{}: {why}", k.name())));
+            }
+            crate::compute::check_host_memory(k)?;
+        }
         if self.devices.len() > 1 {
             self.check_peers(s, &kind, label)?;
         }

@@ -7,16 +7,185 @@
 //! allocator, which keeps it resident for reuse (glibc kept 769 MiB of 64 KiB pages resident
 //! after every MiB-sized buffer of a run was freed and the cache emptied); a map is returned
 //! by `munmap` the moment its segment goes.
+//!
+//! Kernels read their inputs in place ([`Pin`]): a pin is a range of the map that a kernel
+//! computing outside the engine lock reads while it lives, and the map stays alive while a pin
+//! holds it, even if its segment is freed. Nothing writes a pinned range in place: a write or
+//! discard meeting one first moves the backing to a copy of the map (copy on write: only a
+//! racing program, whose write the sanitizer reports, writes what a running kernel reads),
+//! so the kernel keeps reading the bytes it started with.
 
 use braid_stream_core::hal::HalError;
-use memmap2::{MmapMut, MmapOptions};
+use braid_stream_core::sync::Mutex;
+use memmap2::{MmapMut, MmapOptions, MmapRaw};
+use std::sync::Arc;
 
 /// Granule of the resident-bytes accounting: a written byte makes its whole page count.
 pub(super) const PAGE: u64 = 64 << 10;
 
+/// One anonymous map, shared by a backing and the pins of kernels reading from it.
+pub(crate) struct MapBytes {
+    /// A raw map: its bytes are reached through pointers only (see the `Sync` impl).
+    map: MmapRaw,
+    /// The ranges `[start, end)` pinned now (one entry per pin; they may overlap).
+    pins: Mutex<Vec<(usize, usize)>>,
+}
+
+// SAFETY: the map's bytes are reached through raw pointers: read by pins (from any thread)
+// only inside their pinned range, and written (under the engine lock, through `&mut Backing`)
+// only outside every pinned range (`Backing::writable` moves to a copy first), so no byte is
+// written while another thread reads it. The pin list has its own lock.
+unsafe impl Send for MapBytes {}
+// SAFETY: as for `Send`.
+unsafe impl Sync for MapBytes {}
+
+impl MapBytes {
+    fn new(len: usize) -> std::io::Result<Self> {
+        Ok(MapBytes {
+            map: MmapOptions::new()
+                .len(len)
+                .no_reserve_swap()
+                .map_anon()
+                .map(MmapRaw::from)?,
+            pins: Mutex::new(Vec::new()),
+        })
+    }
+
+    fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    /// Whether some pin covers part of `[start, end)`.
+    fn pinned(&self, start: usize, end: usize) -> bool {
+        self.pins.lock().iter().any(|&(s, e)| s < end && start < e)
+    }
+
+    /// The bytes of `[start, start + len)`.
+    ///
+    /// # Safety
+    /// The range is inside the map, and nothing writes it while the slice lives: it is pinned,
+    /// or the caller holds the backing (`&Backing` or `&mut Backing`, under the engine lock).
+    unsafe fn slice(&self, start: usize, len: usize) -> &[u8] {
+        // SAFETY: forwarded to the caller; the map lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.map.as_ptr().add(start), len) }
+    }
+
+    /// Copies `data` to `start`.
+    ///
+    /// # Safety
+    /// The range is inside the map and no pin covers it; the caller holds `&mut Backing`.
+    unsafe fn write(&self, start: usize, data: &[u8]) {
+        // SAFETY: forwarded to the caller; `data` is not in this map (the engine's buffers
+        // are its own).
+        unsafe {
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                self.map.as_mut_ptr().add(start),
+                data.len(),
+            )
+        }
+    }
+
+    /// Sets `[start, end)` to `value`.
+    ///
+    /// # Safety
+    /// As for [`MapBytes::write`].
+    unsafe fn fill(&self, start: usize, end: usize, value: u8) {
+        // SAFETY: forwarded to the caller.
+        unsafe { std::ptr::write_bytes(self.map.as_mut_ptr().add(start), value, end - start) }
+    }
+
+    /// Copies `source` to `start`.
+    ///
+    /// # Safety
+    /// As for [`MapBytes::write`].
+    unsafe fn store(&self, start: usize, source: Source<'_>) {
+        // SAFETY: forwarded to the caller.
+        unsafe {
+            match source {
+                Source::Bytes(data) => self.write(start, data),
+                Source::Fill(value, len) => self.fill(start, start + len, value),
+            }
+        }
+    }
+}
+
+/// A range of a map that a kernel reads in place: its bytes stay as they were when it was
+/// made for as long as it lives (see the module's documentation).
+pub(crate) struct Pin {
+    bytes: Arc<MapBytes>,
+    start: usize,
+    len: usize,
+}
+
+impl Pin {
+    /// The pinned bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: the range is inside the map (checked by `Backing::pin`) and pinned while
+        // `self` lives, so nothing writes it.
+        unsafe { self.bytes.slice(self.start, self.len) }
+    }
+}
+
+impl Drop for Pin {
+    fn drop(&mut self) {
+        let mut pins = self.bytes.pins.lock();
+        if let Some(i) = pins
+            .iter()
+            .position(|&r| r == (self.start, self.start + self.len))
+        {
+            pins.swap_remove(i);
+        }
+    }
+}
+
+impl std::fmt::Debug for Pin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pin")
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// What a write stores: bytes, or `len` copies of one byte (a memset, which needs no buffer).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Source<'a> {
+    /// These bytes.
+    Bytes(&'a [u8]),
+    /// `.1` bytes of value `.0`.
+    Fill(u8, usize),
+}
+
+impl Source<'_> {
+    /// Bytes stored.
+    pub fn len(&self) -> usize {
+        match self {
+            Source::Bytes(data) => data.len(),
+            Source::Fill(_, len) => *len,
+        }
+    }
+
+    /// The `len` bytes from `from` on.
+    fn piece(&self, from: usize, len: usize) -> Self {
+        match *self {
+            Source::Bytes(data) => Source::Bytes(&data[from..from + len]),
+            Source::Fill(value, _) => Source::Fill(value, len),
+        }
+    }
+
+    /// Copies itself into `out` (as long as it).
+    fn copy_to(&self, out: &mut [u8]) {
+        match self {
+            Source::Bytes(data) => out.copy_from_slice(data),
+            Source::Fill(value, _) => out.fill(*value),
+        }
+    }
+}
+
 /// The host memory of one segment.
 pub(super) struct Backing {
-    map: MmapMut,
+    bytes: Arc<MapBytes>,
     /// Bytes taken from the process's host-memory budget (`super::host_budget`), given back
     /// when the backing drops.
     budgeted: u64,
@@ -32,7 +201,7 @@ pub(super) struct Backing {
 impl std::fmt::Debug for Backing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Backing")
-            .field("len", &self.map.len())
+            .field("len", &self.bytes.len())
             .field("resident", &self.resident)
             .field("shared_ranges", &self.overlays.len())
             .finish()
@@ -59,8 +228,8 @@ impl Backing {
             }
             None => 0,
         };
-        let map = match MmapOptions::new().len(len).no_reserve_swap().map_anon() {
-            Ok(map) => map,
+        let bytes = match MapBytes::new(len) {
+            Ok(bytes) => bytes,
             Err(e) => {
                 super::host_budget::release(budgeted);
                 return Err(HalError::InvalidArgument(format!(
@@ -69,7 +238,7 @@ impl Backing {
             }
         };
         Ok(Backing {
-            map,
+            bytes: Arc::new(bytes),
             budgeted,
             touched: vec![0; size.div_ceil(PAGE).div_ceil(64) as usize],
             resident: 0,
@@ -82,7 +251,7 @@ impl Backing {
     /// leaves the backing or meets another overlay.
     pub fn overlay(&mut self, offset: u64, mut map: MmapMut, copy: bool) -> Result<(), String> {
         let (start, len) = (offset as usize, map.len());
-        let end = start.checked_add(len).filter(|&e| e <= self.map.len());
+        let end = start.checked_add(len).filter(|&e| e <= self.bytes.len());
         let Some(end) = end else {
             return Err(format!("{len} bytes at offset {offset} leave the segment"));
         };
@@ -96,7 +265,8 @@ impl Backing {
             ));
         }
         if copy {
-            map.copy_from_slice(&self.map[start..end]);
+            // SAFETY: inside the map (checked above); `&mut self` holds the backing.
+            map.copy_from_slice(unsafe { self.bytes.slice(start, len) });
         }
         let at = self.overlays.partition_point(|(o, _)| *o < offset);
         self.overlays.insert(at, (offset, map));
@@ -109,7 +279,10 @@ impl Backing {
             let (o, map) = self.overlays.remove(i);
             if copy {
                 let start = o as usize;
-                self.map[start..start + map.len()].copy_from_slice(&map);
+                if self.writable(start, start + map.len()) {
+                    // SAFETY: the overlay lay inside the map; `writable` left no pin over it.
+                    unsafe { self.bytes.write(start, &map) };
+                }
             }
         }
     }
@@ -144,45 +317,54 @@ impl Backing {
     /// Copies `out.len()` bytes at `offset` into `out`. The caller checked the range.
     pub fn read(&self, offset: u64, out: &mut [u8]) {
         if self.overlays.is_empty() {
-            let at = offset as usize;
-            out.copy_from_slice(&self.map[at..at + out.len()]);
+            // SAFETY: the caller checked the range; `&self` holds the backing.
+            out.copy_from_slice(unsafe { self.bytes.slice(offset as usize, out.len()) });
             return;
         }
         let mut done = 0;
         self.pieces(offset, out.len(), |overlay, at, len| {
             let src = match overlay {
                 Some(i) => &self.overlays[i].1[at..at + len],
-                None => &self.map[at..at + len],
+                // SAFETY: as above.
+                None => unsafe { self.bytes.slice(at, len) },
             };
             out[done..done + len].copy_from_slice(src);
             done += len;
         });
     }
 
-    /// Copies `data` to `offset`. The caller checked the range.
-    pub fn write(&mut self, offset: u64, data: &[u8]) {
-        if data.is_empty() {
+    /// Stores `source` at `offset`. The caller checked the range.
+    pub fn write(&mut self, offset: u64, source: Source<'_>) {
+        let n = source.len();
+        if n == 0 {
             return;
         }
         if self.overlays.is_empty() {
             let at = offset as usize;
-            self.map[at..at + data.len()].copy_from_slice(data);
+            if !self.writable(at, at + n) {
+                return;
+            }
+            // SAFETY: the caller checked the range; `writable` left no pin over it.
+            unsafe { self.bytes.store(at, source) };
         } else {
             let mut parts = Vec::new();
-            self.pieces(offset, data.len(), |overlay, at, len| {
-                parts.push((overlay, at, len))
-            });
+            self.pieces(offset, n, |overlay, at, len| parts.push((overlay, at, len)));
             let mut done = 0;
             for (overlay, at, len) in parts {
-                let dst = match overlay {
-                    Some(i) => &mut self.overlays[i].1[at..at + len],
-                    None => &mut self.map[at..at + len],
-                };
-                dst.copy_from_slice(&data[done..done + len]);
+                let piece = source.piece(done, len);
+                match overlay {
+                    Some(i) => piece.copy_to(&mut self.overlays[i].1[at..at + len]),
+                    None => {
+                        if self.writable(at, at + len) {
+                            // SAFETY: as above.
+                            unsafe { self.bytes.store(at, piece) };
+                        }
+                    }
+                }
                 done += len;
             }
         }
-        let last = (offset + data.len() as u64 - 1) / PAGE;
+        let last = (offset + n as u64 - 1) / PAGE;
         for page in offset / PAGE..=last {
             let (word, bit) = ((page / 64) as usize, 1u64 << (page % 64));
             if self.touched[word] & bit == 0 {
@@ -201,10 +383,14 @@ impl Backing {
         }
         let (start, end) = (
             offset as usize,
-            (offset + len).min(self.map.len() as u64) as usize,
+            (offset + len).min(self.bytes.len() as u64) as usize,
         );
+        if !self.writable(start, end) {
+            return;
+        }
         if !self.release(start, end) {
-            self.map[start..end].fill(0);
+            // SAFETY: inside the map; `writable` left no pin over it.
+            unsafe { self.bytes.fill(start, end, 0) };
         }
         // Shared ranges are other processes' memory too: zeroed, never given back.
         let mut shared = Vec::new();
@@ -232,10 +418,12 @@ impl Backing {
     #[cfg(unix)]
     fn release(&mut self, start: usize, end: usize) -> bool {
         use memmap2::UncheckedAdvice;
-        // SAFETY: `&mut self` means no borrow of the map's bytes is alive while the kernel
-        // replaces the range's pages with zero-fill-on-demand ones (a private anonymous map).
+        // SAFETY: `&mut self` and no pin over the range (the caller made it writable) mean
+        // no borrow of these bytes is alive while the kernel replaces the range's pages with
+        // zero-fill-on-demand ones (a private anonymous map).
         unsafe {
-            self.map
+            self.bytes
+                .map
                 .unchecked_advise_range(UncheckedAdvice::DontNeed, start, end - start)
                 .is_ok()
         }
@@ -248,8 +436,61 @@ impl Backing {
 
     /// Bytes of page `page` inside the map.
     fn page_len(&self, page: u64) -> u64 {
-        let len = self.map.len() as u64;
+        let len = self.bytes.len() as u64;
         (len - page * PAGE).min(PAGE)
+    }
+
+    /// A pin of `[offset, offset + len)` for a kernel to read in place; `None` where part of
+    /// the range lives in a shared overlay (the caller copies it instead). The caller checked
+    /// the range.
+    pub fn pin(&self, offset: u64, len: u64) -> Option<Pin> {
+        let (start, end) = (offset as usize, (offset + len) as usize);
+        if self
+            .overlays
+            .iter()
+            .any(|(o, m)| (*o as usize) < end && start < *o as usize + m.len())
+        {
+            return None;
+        }
+        self.bytes.pins.lock().push((start, end));
+        Some(Pin {
+            bytes: self.bytes.clone(),
+            start,
+            len: end - start,
+        })
+    }
+
+    /// Makes `[start, end)` safe to write in place: when a pin covers part of it, the backing
+    /// moves to a copy of the map (the written pages; the others are zeros in both), and the
+    /// pins keep the old one. `false` when the host has no address space left for the copy:
+    /// then the range must not be written (the caller drops the write).
+    #[must_use]
+    fn writable(&mut self, start: usize, end: usize) -> bool {
+        if Arc::strong_count(&self.bytes) == 1 || !self.bytes.pinned(start, end) {
+            return true;
+        }
+        let Ok(copy) = MapBytes::new(self.bytes.len()) else {
+            tracing::error!(
+                "no host address space to copy a segment a running kernel reads: a write racing with it is dropped"
+            );
+            return false;
+        };
+        let len = self.bytes.len() as u64;
+        for page in 0..len.div_ceil(PAGE) {
+            let (word, bit) = ((page / 64) as usize, 1u64 << (page % 64));
+            if self.touched[word] & bit != 0 {
+                let (at, n) = ((page * PAGE) as usize, self.page_len(page) as usize);
+                // SAFETY: both ranges are inside maps of `len` bytes; `copy` is not shared
+                // yet, and the old map is only read.
+                unsafe { copy.write(at, self.bytes.slice(at, n)) };
+            }
+        }
+        tracing::debug!(
+            bytes = len,
+            "a write met a running kernel's input: segment copied"
+        );
+        self.bytes = Arc::new(copy);
+        true
     }
 }
 

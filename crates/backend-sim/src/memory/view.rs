@@ -40,6 +40,21 @@ impl<'a> DataView<'a> {
         self.at(s.ptr.0).read(s)
     }
 
+    /// See [`Memory::read_into`].
+    pub fn read_into(&mut self, s: DeviceSlice, out: &mut [u8]) -> bool {
+        self.at(s.ptr.0).read_into(s, out)
+    }
+
+    /// See [`Memory::pin`].
+    pub fn pin(&mut self, s: DeviceSlice) -> Option<super::Pin> {
+        self.at(s.ptr.0).pin(s)
+    }
+
+    /// See [`Memory::fill`].
+    pub fn fill(&mut self, ptr: DevicePtr, len: u64, value: u8) {
+        self.at(ptr.0).fill(ptr, len, value);
+    }
+
     /// See [`Memory::write`].
     pub fn write(&mut self, ptr: DevicePtr, data: &[u8]) {
         self.at(ptr.0).write(ptr, data);

@@ -2,7 +2,7 @@
 
 use crate::common;
 
-use braid_stream_core::hal::{Device as _, Stream as _};
+use braid_stream_core::hal::{Device as _, HalError, Stream as _};
 use braid_stream_core::kernel::Kernel;
 use braid_stream_core::kernel::TypedKernel;
 use braid_stream_core::ops::{self, ReduceKind};
@@ -271,4 +271,56 @@ fn invalid_arguments_are_errors_not_panics() {
     unsafe { s.memcpy_h2d(x, std::ptr::null(), 0).unwrap() };
     s.synchronize().unwrap();
     assert_eq!(dev.stats().invalid_accesses, 0);
+}
+
+#[test]
+fn a_kernel_too_large_for_the_host_is_refused_naming_its_shapes_and_nothing_changes() {
+    let dev = unit_device();
+    let s = dev.create_stream(0).unwrap();
+    let x = upload(&dev, &s, &[1.0, 2.0, 3.0, 4.0]);
+    let before = dev.stats();
+    // A 2^20 × 2^20 float32 product: its output alone is 4 TiB of host memory. The tensors
+    // lie outside every allocation; the launch is refused before anything reads them.
+    let n = 1usize << 20;
+    let big = |at: u64| {
+        Tensor::new(
+            DeviceSlice::new(DevicePtr(at), (n * n * 4) as u64),
+            DType::F32,
+            &[n, n],
+        )
+        .unwrap()
+    };
+    let (a, b, out) = (big(1 << 50), big(1 << 51), big(3 << 50));
+    let mm = ops::matmul(&a, &b, &out).unwrap();
+    let err = s
+        .launch(&TypedKernel::from(&mm), "huge matmul")
+        .unwrap_err();
+    let HalError::HostOutOfMemory {
+        kernel,
+        needed,
+        available,
+    } = &err
+    else {
+        panic!("{err}");
+    };
+    assert!(
+        kernel.contains("matmul") && kernel.contains("out float32 [1048576, 1048576]"),
+        "{kernel}"
+    );
+    assert!(*needed >= (n * n * 4) as u64 && needed > available, "{err}");
+    // Nothing was enqueued or counted; the device computes on as before.
+    s.synchronize().unwrap();
+    let after = dev.stats();
+    assert_eq!(after.invalid_accesses, before.invalid_accesses);
+    assert_eq!(after.ops_executed, before.ops_executed);
+    s.launch(
+        &TypedKernel::from(&Kernel::Scale {
+            src: slice(x, 4),
+            dst: slice(x, 4),
+            factor: 2.0,
+        }),
+        "scale",
+    )
+    .unwrap();
+    assert_eq!(download(&s, x, 4), vec![2.0, 4.0, 6.0, 8.0]);
 }

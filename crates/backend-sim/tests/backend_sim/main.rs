@@ -7,6 +7,7 @@
 
 mod common;
 
+mod busy_device;
 mod calibration;
 mod capture;
 mod collective_faults;
@@ -14,6 +15,7 @@ mod collective_waits;
 mod collectives;
 mod collectives_v;
 mod collectives_v_remote;
+mod compute_threads;
 mod cost;
 mod custom_ops;
 mod faults;

@@ -1,6 +1,7 @@
 //! The tests that measure this process's resident set, in a test binary of their own (no
 //! other test's memory is counted), taking turns ([`ALONE`]).
 
+mod peak;
 mod resident_memory;
 mod scale;
 

@@ -29,6 +29,10 @@ const OWN_BINARIES: &[(&str, &str)] = &[
         "the host-memory budget's ledger is the process's",
     ),
     (
+        "crates/backend-sim/tests/threads_env.rs",
+        "sets BRAID_SIM_THREADS, which every device reads when it is made",
+    ),
+    (
         "crates/backend-sim/tests/resident/main.rs",
         "measures the process's resident set",
     ),

@@ -76,6 +76,11 @@ const NOT_RUN: &[(&str, &str)] = &[
          the ACL ones are for an Ascend server",
     ),
     (
+        "scripts/side_by_side.sh",
+        "minutes of timing in the torch_npu suite's Python environment (5.8 GB), on a quiet \
+         machine: run by hand; its figures are in chapter 11 with the machine they were taken on",
+    ),
+    (
         "cargo build --release -p braid-cli",
         ".ci/run builds it; this test runs the `braid` binary cargo built for it",
     ),
