@@ -132,10 +132,10 @@ struct ModelEntry {
 pub(crate) struct Registry {
     initialized: bool,
     device_count: usize,
-    /// Memory of a timing-only device.
-    capacity: u64,
-    /// Memory of a data device (see `Registry::new`).
-    data_capacity: u64,
+    /// Memory of each device when set explicitly; else the simulator's default (the
+    /// profile's memory, for a computing device at most the host-memory budget:
+    /// `SimConfig::device_capacity`).
+    capacity: Option<u64>,
     /// What the runtime says of itself and the SoC, and the process-wide parameters.
     system: system::System,
     /// Per device: whether it runs timing-only.
@@ -259,18 +259,10 @@ impl Registry {
             collective_timeout,
             host_memory,
         } = settings;
-        // A data device's bytes are host memory: unless set explicitly, it has no more than
-        // the budget lets it back, so what it reports is what a program can allocate.
-        let data_capacity = if capacity_is_explicit {
-            capacity
-        } else {
-            capacity.min(host_memory)
-        };
         Registry {
             initialized: false,
             device_count,
-            capacity,
-            data_capacity,
+            capacity: capacity_is_explicit.then_some(capacity),
             system: system::System::new(soc, race_report, timeline),
             timing_only,
             collective_timeout,

@@ -56,12 +56,7 @@ impl Registry {
     /// process, so a device's ordinal is its id).
     fn node_of(&mut self, index: usize) -> SimNode {
         let timing_only = self.is_timing_only(index);
-        let count = self.device_count as u32;
-        let capacity = if timing_only {
-            self.capacity
-        } else {
-            self.data_capacity
-        };
+        let (count, capacity) = (self.device_count as u32, self.capacity);
         let record_timeline = self.system.records_timeline();
         let collective_timeout = self.collective_timeout;
         let host_memory = self.host_memory;
@@ -77,14 +72,16 @@ impl Registry {
             } else {
                 SimMode::Data
             };
-            let config = NodeConfig::new(count).device(
-                SimConfig::for_profile(profile.device.clone())
-                    .capacity(capacity)
-                    .mode(mode)
-                    .record_timeline(record_timeline)
-                    .collective_timeout(collective_timeout)
-                    .host_memory_budget(host_memory),
-            );
+            let device = SimConfig::for_profile(profile.device.clone())
+                .mode(mode)
+                .record_timeline(record_timeline)
+                .collective_timeout(collective_timeout)
+                .host_memory_budget(host_memory);
+            let device = match capacity {
+                Some(bytes) => device.capacity(bytes),
+                None => device,
+            };
+            let config = NodeConfig::new(count).device(device);
             // A profile without a node keeps the default node's links.
             SimNode::new(match &profile.node {
                 Some(node) => config.topology(node.topology(count, 1)),
