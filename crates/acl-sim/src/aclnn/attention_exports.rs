@@ -21,7 +21,7 @@
 //!
 //! [`AclnnAttentionOperators`]: braid_acl_sys::aclnn::AclnnAttentionOperators
 
-use super::exports::{launch, launcher, plan};
+use super::exports::{launch, launcher, plan, planner};
 use super::{op_work, tensor, Objects, Work};
 use crate::errmsg::{fail, Fail};
 use braid_acl_sys::aclnn::{
@@ -39,68 +39,58 @@ fn invalid(call: &str, message: String) -> Fail {
 
 launcher!(aclnnRotaryPositionEmbedding, aclnnFlashAttentionScore);
 
-/// `aclnnRotaryPositionEmbeddingGetWorkspaceSize(x, cos, sin, mode, out, workspaceSize,
-/// executor)`: 4-D tensors of one float type, `cos` and `sin` of one shape broadcast to `x`,
-/// mode 0 (half) or 1 (interleave); CANN's modes 2 (quarter) and 3 (interleave-half) are
-/// refused.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnRotaryPositionEmbeddingGetWorkspaceSize(
-    x: *const aclTensor,
-    cos: *const aclTensor,
-    sin: *const aclTensor,
-    mode: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnRotaryPositionEmbeddingGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let mode = match mode {
-                0 => RopeMode::Half,
-                1 => RopeMode::Interleaved,
-                other => {
-                    return Err(invalid(
-                        CALL,
-                        format!(
-                            "mode is {other}; braid-acl-sim computes 0 (half) and 1 (interleave)"
-                        ),
-                    ))
-                }
-            };
-            let x = tensor(o, CALL, "x", x as usize)?;
-            let cos = tensor(o, CALL, "cos", cos as usize)?;
-            let sin = tensor(o, CALL, "sin", sin as usize)?;
-            let out = tensor(o, CALL, "out", out as usize)?;
-            if x.rank() != 4 {
-                return Err(invalid(
-                    CALL,
-                    format!("x has shape {:?}; it must have 4 dimensions", x.shape()),
-                ));
-            }
-            if cos.shape() != sin.shape() {
+planner! {
+    /// `aclnnRotaryPositionEmbeddingGetWorkspaceSize(x, cos, sin, mode, out, workspaceSize,
+    /// executor)`: 4-D tensors of one float type, `cos` and `sin` of one shape broadcast to `x`,
+    /// mode 0 (half) or 1 (interleave); CANN's modes 2 (quarter) and 3 (interleave-half) are
+    /// refused.
+    fn aclnnRotaryPositionEmbeddingGetWorkspaceSize(
+        x: *const aclTensor,
+        cos: *const aclTensor,
+        sin: *const aclTensor,
+        mode: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let mode = match mode {
+            0 => RopeMode::Half,
+            1 => RopeMode::Interleaved,
+            other => {
                 return Err(invalid(
                     CALL,
                     format!(
-                        "cos has shape {:?} and sin {:?}; they must be equal",
-                        cos.shape(),
-                        sin.shape()
+                        "mode is {other}; braid-acl-sim computes 0 (half) and 1 (interleave)"
                     ),
-                ));
+                ))
             }
-            let op = Rope {
-                x,
-                cos,
-                sin,
-                mode,
-                out,
-            };
-            op_work(CALL, TensorOp::Rope(op), 0)
-        })
+        };
+        let x = tensor(o, CALL, "x", x as usize)?;
+        let cos = tensor(o, CALL, "cos", cos as usize)?;
+        let sin = tensor(o, CALL, "sin", sin as usize)?;
+        let out = tensor(o, CALL, "out", out as usize)?;
+        if x.rank() != 4 {
+            return Err(invalid(
+                CALL,
+                format!("x has shape {:?}; it must have 4 dimensions", x.shape()),
+            ));
+        }
+        if cos.shape() != sin.shape() {
+            return Err(invalid(
+                CALL,
+                format!(
+                    "cos has shape {:?} and sin {:?}; they must be equal",
+                    cos.shape(),
+                    sin.shape()
+                ),
+            ));
+        }
+        let op = Rope {
+            x,
+            cos,
+            sin,
+            mode,
+            out,
+        };
+        op_work(CALL, TensorOp::Rope(op), 0)
     }
 }
 

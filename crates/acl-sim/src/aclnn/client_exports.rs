@@ -7,7 +7,7 @@
 //!
 //! [`AclnnClientOperators`]: braid_acl_sys::aclnn::AclnnClientOperators
 
-use super::exports::{launch, launcher, plan};
+use super::exports::{launch, launcher, plan, planner};
 use super::ops::{self, Arith, FillValue, Other};
 use super::{op_work, tensor};
 // Declared in this table; planned in their own module (checked at the end of this file).
@@ -205,26 +205,16 @@ add_scalar_export!(
     aclnnInplaceSubsGetWorkspaceSize, in_place, -1.0
 );
 
-/// `aclnnMulGetWorkspaceSize(self, other, out, workspaceSize, executor)`: `out = self *
-/// other`, broadcasting.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnMulGetWorkspaceSize(
-    self_: *const aclTensor,
-    other: *const aclTensor,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnMulGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let tensors = (self_ as usize, Other::Tensor(other as usize), out as usize);
-            ops::arith(CALL, o, tensors, Arith::Mul)
-        })
+planner! {
+    /// `aclnnMulGetWorkspaceSize(self, other, out, workspaceSize, executor)`: `out = self *
+    /// other`, broadcasting.
+    fn aclnnMulGetWorkspaceSize(
+        self_: *const aclTensor,
+        other: *const aclTensor,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let tensors = (self_ as usize, Other::Tensor(other as usize), out as usize);
+        ops::arith(CALL, o, tensors, Arith::Mul)
     }
 }
 
@@ -272,89 +262,55 @@ pub unsafe extern "C" fn aclnnInplaceMulsGetWorkspaceSize(
     }
 }
 
-/// `aclnnInplaceOneGetWorkspaceSize(selfRef, workspaceSize, executor)`: fills with 1.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceOneGetWorkspaceSize(
-    self_ref: *const aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceOneGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            ops::fill(
-                CALL,
-                o,
-                self_ref as usize,
-                FillValue::Constant(Scalar::Int(1)),
-            )
-        })
+planner! {
+    /// `aclnnInplaceOneGetWorkspaceSize(selfRef, workspaceSize, executor)`: fills with 1.
+    fn aclnnInplaceOneGetWorkspaceSize(
+        self_ref: *const aclTensor,
+    ) |CALL, o| {
+        ops::fill(
+            CALL,
+            o,
+            self_ref as usize,
+            FillValue::Constant(Scalar::Int(1)),
+        )
     }
-}
 
-/// `aclnnInplaceFillTensorGetWorkspaceSize(selfRef, value, workspaceSize, executor)`:
-/// `selfRef[...] = value`, `value` a one-element tensor of any type converted to `selfRef`'s
-/// (a cast from the value broadcast to `selfRef`'s shape).
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceFillTensorGetWorkspaceSize(
-    self_ref: *mut aclTensor,
-    value: *const aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceFillTensorGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let (out, x) = (
-                tensor(o, CALL, "selfRef", self_ref as usize)?,
-                tensor(o, CALL, "value", value as usize)?,
-            );
-            if x.numel() != 1 {
-                return Err(fail(
-                    ACLNN_ERR_PARAM_INVALID,
-                    format!(
-                        "{CALL}: value has shape {:?}; it must hold one element",
-                        x.shape()
-                    ),
-                ));
-            }
-            let x = x
-                .reshape(&[])
-                .map_err(|e| fail(ACLNN_ERR_PARAM_INVALID, format!("{CALL}: value: {e}")))?;
-            op_work(CALL, TensorOp::Cast(Cast { x, out }), 0)
-        })
+    /// `aclnnInplaceFillTensorGetWorkspaceSize(selfRef, value, workspaceSize, executor)`:
+    /// `selfRef[...] = value`, `value` a one-element tensor of any type converted to `selfRef`'s
+    /// (a cast from the value broadcast to `selfRef`'s shape).
+    fn aclnnInplaceFillTensorGetWorkspaceSize(
+        self_ref: *mut aclTensor,
+        value: *const aclTensor,
+    ) |CALL, o| {
+        let (out, x) = (
+            tensor(o, CALL, "selfRef", self_ref as usize)?,
+            tensor(o, CALL, "value", value as usize)?,
+        );
+        if x.numel() != 1 {
+            return Err(fail(
+                ACLNN_ERR_PARAM_INVALID,
+                format!(
+                    "{CALL}: value has shape {:?}; it must hold one element",
+                    x.shape()
+                ),
+            ));
+        }
+        let x = x
+            .reshape(&[])
+            .map_err(|e| fail(ACLNN_ERR_PARAM_INVALID, format!("{CALL}: value: {e}")))?;
+        op_work(CALL, TensorOp::Cast(Cast { x, out }), 0)
     }
-}
 
-/// `aclnnInplaceZeroGetWorkspaceSize(selfRef, workspaceSize, executor)`: fills with 0.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceZeroGetWorkspaceSize(
-    self_ref: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceZeroGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            ops::fill(
-                CALL,
-                o,
-                self_ref as usize,
-                FillValue::Constant(Scalar::Int(0)),
-            )
-        })
+    /// `aclnnInplaceZeroGetWorkspaceSize(selfRef, workspaceSize, executor)`: fills with 0.
+    fn aclnnInplaceZeroGetWorkspaceSize(
+        self_ref: *mut aclTensor,
+    ) |CALL, o| {
+        ops::fill(
+            CALL,
+            o,
+            self_ref as usize,
+            FillValue::Constant(Scalar::Int(0)),
+        )
     }
 }
 

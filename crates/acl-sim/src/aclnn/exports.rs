@@ -462,6 +462,40 @@ macro_rules! launcher {
 
 pub(super) use launcher;
 
+/// Exports `aclnnXxxGetWorkspaceSize` functions that plan their operator with [`plan`]. Each
+/// is written as its C declaration (a doc line), its parameters before `workspaceSize` and
+/// `executor`, and a body that plans it from the call's name and the handles' objects:
+///
+/// ```text
+/// /// `aclnnFooGetWorkspaceSize(const aclTensor *self, aclTensor *out, workspaceSize, executor)`.
+/// fn aclnnFooGetWorkspaceSize(self_: *const aclTensor, out: *mut aclTensor) |CALL, o| {
+///     op_work(CALL, ..., 0)
+/// }
+/// ```
+macro_rules! planner {
+    ($(
+        $(#[$meta:meta])*
+        fn $name:ident($($arg:ident: $ty:ty),* $(,)?) |$call:ident, $objects:ident| $body:block
+    )*) => {$(
+        $(#[$meta])*
+        ///
+        /// # Safety
+        /// Out pointers null or valid for a write.
+        #[no_mangle]
+        pub unsafe extern "C" fn $name(
+            $($arg: $ty,)*
+            workspace_size: *mut u64,
+            executor: *mut *mut aclOpExecutor,
+        ) -> aclnnStatus {
+            const $call: &str = stringify!($name);
+            // SAFETY: forwarded: the caller's guarantee is `plan`'s.
+            unsafe { plan($call, workspace_size, executor, |$objects| $body) }
+        }
+    )*};
+}
+
+pub(super) use planner;
+
 launcher!(
     aclnnInplaceFillScalar,
     aclnnAdd,
@@ -472,226 +506,144 @@ launcher!(
     aclnnRmsNorm
 );
 
-/// `aclnnInplaceFillScalarGetWorkspaceSize(selfRef, value, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceFillScalarGetWorkspaceSize(
-    self_ref: *mut aclTensor,
-    value: *const aclScalar,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceFillScalarGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            ops::fill(
-                CALL,
-                o,
-                self_ref as usize,
-                FillValue::Scalar(value as usize),
-            )
-        })
+planner! {
+    /// `aclnnInplaceFillScalarGetWorkspaceSize(selfRef, value, workspaceSize, executor)`.
+    fn aclnnInplaceFillScalarGetWorkspaceSize(
+        self_ref: *mut aclTensor,
+        value: *const aclScalar,
+    ) |CALL, o| {
+        ops::fill(
+            CALL,
+            o,
+            self_ref as usize,
+            FillValue::Scalar(value as usize),
+        )
     }
-}
 
-/// `aclnnAddGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`: `out = self
-/// + alpha * other`, broadcasting, any alpha, strided tensors ([`ops::arith`]).
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnAddGetWorkspaceSize(
-    self_: *const aclTensor,
-    other: *const aclTensor,
-    alpha: *const aclScalar,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnAddGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let tensors = (self_ as usize, Other::Tensor(other as usize), out as usize);
-            ops::arith(CALL, o, tensors, Arith::Add(alpha as usize))
-        })
+    /// `aclnnAddGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`: `out = self
+    /// + alpha * other`, broadcasting, any alpha, strided tensors ([`ops::arith`]).
+    fn aclnnAddGetWorkspaceSize(
+        self_: *const aclTensor,
+        other: *const aclTensor,
+        alpha: *const aclScalar,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let tensors = (self_ as usize, Other::Tensor(other as usize), out as usize);
+        ops::arith(CALL, o, tensors, Arith::Add(alpha as usize))
     }
-}
 
-/// `aclnnMulsGetWorkspaceSize(self, other, out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnMulsGetWorkspaceSize(
-    self_: *const aclTensor,
-    other: *const aclScalar,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnMulsGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let tensors = (self_ as usize, Other::Scalar(other as usize), out as usize);
-            ops::arith(CALL, o, tensors, Arith::Mul)
-        })
+    /// `aclnnMulsGetWorkspaceSize(self, other, out, workspaceSize, executor)`.
+    fn aclnnMulsGetWorkspaceSize(
+        self_: *const aclTensor,
+        other: *const aclScalar,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let tensors = (self_ as usize, Other::Scalar(other as usize), out as usize);
+        ops::arith(CALL, o, tensors, Arith::Mul)
     }
-}
 
-/// `aclnnMmGetWorkspaceSize(self, mat2, out, cubeMathType, workspaceSize, executor)`: a 2-D
-/// product; either operand may be a strided view (`nn.Linear` passes `W.t()`).
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnMmGetWorkspaceSize(
-    self_: *const aclTensor,
-    mat2: *const aclTensor,
-    out: *mut aclTensor,
-    _cube_math_type: i8,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnMmGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let (a, b, out) = (
-                tensor(o, CALL, "self", self_ as usize)?,
-                tensor(o, CALL, "mat2", mat2 as usize)?,
-                tensor(o, CALL, "out", out as usize)?,
-            );
-            if a.rank() != 2 || b.rank() != 2 {
+    /// `aclnnMmGetWorkspaceSize(self, mat2, out, cubeMathType, workspaceSize, executor)`: a 2-D
+    /// product; either operand may be a strided view (`nn.Linear` passes `W.t()`).
+    fn aclnnMmGetWorkspaceSize(
+        self_: *const aclTensor,
+        mat2: *const aclTensor,
+        out: *mut aclTensor,
+        _cube_math_type: i8,
+    ) |CALL, o| {
+        let (a, b, out) = (
+            tensor(o, CALL, "self", self_ as usize)?,
+            tensor(o, CALL, "mat2", mat2 as usize)?,
+            tensor(o, CALL, "out", out as usize)?,
+        );
+        if a.rank() != 2 || b.rank() != 2 {
+            return Err(fail(
+                ACLNN_ERR_PARAM_INVALID,
+                format!(
+                    "{CALL}: self and mat2 must be 2-D, have shapes {:?} and {:?}",
+                    a.shape(),
+                    b.shape()
+                ),
+            ));
+        }
+        let mm = Matmul {
+            a,
+            b,
+            bias: None,
+            out,
+            alpha: 1.0,
+            beta: 1.0,
+        };
+        op_work(CALL, TensorOp::Matmul(mm), 0)
+    }
+
+    /// `aclnnInplaceCopyGetWorkspaceSize(selfRef, src, workspaceSize, executor)`.
+    fn aclnnInplaceCopyGetWorkspaceSize(
+        self_ref: *mut aclTensor,
+        src: *const aclTensor,
+    ) |CALL, o| {
+        ops::copy(CALL, o, self_ref as usize, src as usize)
+    }
+
+    /// `aclnnReduceSumGetWorkspaceSize(self, dim, keepDim, dtype, out, workspaceSize, executor)`:
+    /// the sum over the dimensions `dim` (all of them when it is empty), `keepDim` keeping them as
+    /// 1; bool and integer inputs sum into an integer `out`.
+    fn aclnnReduceSumGetWorkspaceSize(
+        self_: *const aclTensor,
+        dim: *const aclIntArray,
+        keep_dim: bool,
+        dtype: aclDataType,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        ops::reduce(
+            CALL,
+            o,
+            (self_ as usize, dim as usize, out as usize),
+            (ReduceKind::Sum, keep_dim, dtype),
+            REDUCE_SUM_WORKSPACE,
+        )
+    }
+
+    /// `aclnnRmsNormGetWorkspaceSize(x, gamma, epsilon, yOut, rstdOut, workspaceSize, executor)`:
+    /// `gamma` is the trailing dimensions of `x`; `rstdOut` is float32 with one value per row
+    /// (any shape of that many elements, contiguous).
+    fn aclnnRmsNormGetWorkspaceSize(
+        x: *const aclTensor,
+        gamma: *const aclTensor,
+        epsilon: f64,
+        y_out: *const aclTensor,
+        rstd_out: *const aclTensor,
+    ) |CALL, o| {
+        let (x, gamma, y, rstd) = (
+            tensor(o, CALL, "x", x as usize)?,
+            tensor(o, CALL, "gamma", gamma as usize)?,
+            tensor(o, CALL, "yOut", y_out as usize)?,
+            tensor(o, CALL, "rstdOut", rstd_out as usize)?,
+        );
+        // The declaration keeps the normalised dimensions as 1; CANN documents one value
+        // per row, whatever the shape.
+        let mut shape = x.shape().to_vec();
+        let keep = shape.len().saturating_sub(gamma.rank());
+        shape[keep..].fill(1);
+        let rstd = match rstd.reshape(&shape) {
+            Ok(r) if r.numel() == rstd.numel() => r,
+            _ => {
                 return Err(fail(
                     ACLNN_ERR_PARAM_INVALID,
                     format!(
-                        "{CALL}: self and mat2 must be 2-D, have shapes {:?} and {:?}",
-                        a.shape(),
-                        b.shape()
+                        "{CALL}: rstdOut has shape {:?}; it must be contiguous with one value per row of x ({shape:?})",
+                        rstd.shape()
                     ),
-                ));
+                ))
             }
-            let mm = Matmul {
-                a,
-                b,
-                bias: None,
-                out,
-                alpha: 1.0,
-                beta: 1.0,
-            };
-            op_work(CALL, TensorOp::Matmul(mm), 0)
-        })
-    }
-}
-
-/// `aclnnInplaceCopyGetWorkspaceSize(selfRef, src, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceCopyGetWorkspaceSize(
-    self_ref: *mut aclTensor,
-    src: *const aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceCopyGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            ops::copy(CALL, o, self_ref as usize, src as usize)
-        })
-    }
-}
-
-/// `aclnnReduceSumGetWorkspaceSize(self, dim, keepDim, dtype, out, workspaceSize, executor)`:
-/// the sum over the dimensions `dim` (all of them when it is empty), `keepDim` keeping them as
-/// 1; bool and integer inputs sum into an integer `out`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnReduceSumGetWorkspaceSize(
-    self_: *const aclTensor,
-    dim: *const aclIntArray,
-    keep_dim: bool,
-    dtype: aclDataType,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnReduceSumGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            ops::reduce(
-                CALL,
-                o,
-                (self_ as usize, dim as usize, out as usize),
-                (ReduceKind::Sum, keep_dim, dtype),
-                REDUCE_SUM_WORKSPACE,
-            )
-        })
-    }
-}
-
-/// `aclnnRmsNormGetWorkspaceSize(x, gamma, epsilon, yOut, rstdOut, workspaceSize, executor)`:
-/// `gamma` is the trailing dimensions of `x`; `rstdOut` is float32 with one value per row
-/// (any shape of that many elements, contiguous).
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnRmsNormGetWorkspaceSize(
-    x: *const aclTensor,
-    gamma: *const aclTensor,
-    epsilon: f64,
-    y_out: *const aclTensor,
-    rstd_out: *const aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnRmsNormGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let (x, gamma, y, rstd) = (
-                tensor(o, CALL, "x", x as usize)?,
-                tensor(o, CALL, "gamma", gamma as usize)?,
-                tensor(o, CALL, "yOut", y_out as usize)?,
-                tensor(o, CALL, "rstdOut", rstd_out as usize)?,
-            );
-            // The declaration keeps the normalised dimensions as 1; CANN documents one value
-            // per row, whatever the shape.
-            let mut shape = x.shape().to_vec();
-            let keep = shape.len().saturating_sub(gamma.rank());
-            shape[keep..].fill(1);
-            let rstd = match rstd.reshape(&shape) {
-                Ok(r) if r.numel() == rstd.numel() => r,
-                _ => {
-                    return Err(fail(
-                        ACLNN_ERR_PARAM_INVALID,
-                        format!(
-                            "{CALL}: rstdOut has shape {:?}; it must be contiguous with one value per row of x ({shape:?})",
-                            rstd.shape()
-                        ),
-                    ))
-                }
-            };
-            let op = RmsNorm {
-                x,
-                gamma,
-                eps: epsilon,
-                y,
-                rstd,
-            };
-            op_work(CALL, TensorOp::RmsNorm(op), RMS_NORM_WORKSPACE)
-        })
+        };
+        let op = RmsNorm {
+            x,
+            gamma,
+            eps: epsilon,
+            y,
+            rstd,
+        };
+        op_work(CALL, TensorOp::RmsNorm(op), RMS_NORM_WORKSPACE)
     }
 }
 

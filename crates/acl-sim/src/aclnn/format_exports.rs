@@ -18,7 +18,7 @@
 //!   int8, uint8, int32, uint32, float32, float16 and bfloat16) or a shape a format does not
 //!   take is `ACLNN_ERR_PARAM_INVALID`, naming the operand.
 
-use super::exports::{launch, launcher, plan};
+use super::exports::{launch, launcher, plan, planner};
 use super::{op_work, tensor_of, Objects, TensorDesc, Work};
 use crate::errmsg::{fail, ret, Fail};
 use braid_acl_sys::aclnn::{
@@ -175,24 +175,14 @@ fn format_cast(call: &str, o: &Objects, src: usize, dst: usize) -> Result<(Work,
     op_work(call, TensorOp::FormatCast(op), 0)
 }
 
-/// `aclnnNpuFormatCastGetWorkspaceSize(srcTensor, dstTensor, workspaceSize, executor)`:
-/// `dstTensor` = `srcTensor` converted to or from a private format.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnNpuFormatCastGetWorkspaceSize(
-    src_tensor: *const aclTensor,
-    dst_tensor: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnNpuFormatCastGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            format_cast(CALL, o, src_tensor as usize, dst_tensor as usize)
-        })
+planner! {
+    /// `aclnnNpuFormatCastGetWorkspaceSize(srcTensor, dstTensor, workspaceSize, executor)`:
+    /// `dstTensor` = `srcTensor` converted to or from a private format.
+    fn aclnnNpuFormatCastGetWorkspaceSize(
+        src_tensor: *const aclTensor,
+        dst_tensor: *mut aclTensor,
+    ) |CALL, o| {
+        format_cast(CALL, o, src_tensor as usize, dst_tensor as usize)
     }
 }
 

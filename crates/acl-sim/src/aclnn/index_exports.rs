@@ -4,7 +4,7 @@
 //! it and computes it; an index out of range fails the launch naming the operator, as a
 //! device fault would.
 
-use super::exports::{launch, launcher, plan};
+use super::exports::{launch, launcher, plan, planner};
 use super::ops::dims_of;
 use super::{op_work, tensor, Objects, Work};
 use crate::errmsg::{fail, Fail};
@@ -27,39 +27,29 @@ fn invalid(call: &str, message: String) -> Fail {
     fail(ACLNN_ERR_PARAM_INVALID, format!("{call}: {message}"))
 }
 
-/// `aclnnEmbeddingGetWorkspaceSize(weight, indices, out, workspaceSize, executor)`: `out =
-/// weight[indices]`, a row of the 2-D `weight` for each index (int64 or int32).
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnEmbeddingGetWorkspaceSize(
-    weight: *const aclTensor,
-    indices: *const aclTensor,
-    out: *const aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnEmbeddingGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let x = tensor(o, CALL, "weight", weight as usize)?;
-            if x.rank() != 2 {
-                return Err(invalid(
-                    CALL,
-                    format!("weight has shape {:?}; it must be 2-D", x.shape()),
-                ));
-            }
-            let ids = tensor(o, CALL, "indices", indices as usize)?;
-            let out = tensor(o, CALL, "out", out as usize)?;
-            let op = Index {
-                x,
-                indices: vec![Some(ids)],
-                out,
-            };
-            op_work(CALL, TensorOp::Index(op), 0)
-        })
+planner! {
+    /// `aclnnEmbeddingGetWorkspaceSize(weight, indices, out, workspaceSize, executor)`: `out =
+    /// weight[indices]`, a row of the 2-D `weight` for each index (int64 or int32).
+    fn aclnnEmbeddingGetWorkspaceSize(
+        weight: *const aclTensor,
+        indices: *const aclTensor,
+        out: *const aclTensor,
+    ) |CALL, o| {
+        let x = tensor(o, CALL, "weight", weight as usize)?;
+        if x.rank() != 2 {
+            return Err(invalid(
+                CALL,
+                format!("weight has shape {:?}; it must be 2-D", x.shape()),
+            ));
+        }
+        let ids = tensor(o, CALL, "indices", indices as usize)?;
+        let out = tensor(o, CALL, "out", out as usize)?;
+        let op = Index {
+            x,
+            indices: vec![Some(ids)],
+            out,
+        };
+        op_work(CALL, TensorOp::Index(op), 0)
     }
 }
 
@@ -72,29 +62,19 @@ fn index_entries(o: &Objects, call: &str, list: usize) -> Result<Vec<Option<Tens
         .collect())
 }
 
-/// `aclnnIndexGetWorkspaceSize(self, indices, out, workspaceSize, executor)`: `out =
-/// self[indices...]`, PyTorch's advanced indexing; an entry that is a one-dimensional empty
-/// tensor takes its dimension whole.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnIndexGetWorkspaceSize(
-    self_: *const aclTensor,
-    indices: *const aclTensorList,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnIndexGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let x = tensor(o, CALL, "self", self_ as usize)?;
-            let indices = index_entries(o, CALL, indices as usize)?;
-            let out = tensor(o, CALL, "out", out as usize)?;
-            op_work(CALL, TensorOp::Index(Index { x, indices, out }), 0)
-        })
+planner! {
+    /// `aclnnIndexGetWorkspaceSize(self, indices, out, workspaceSize, executor)`: `out =
+    /// self[indices...]`, PyTorch's advanced indexing; an entry that is a one-dimensional empty
+    /// tensor takes its dimension whole.
+    fn aclnnIndexGetWorkspaceSize(
+        self_: *const aclTensor,
+        indices: *const aclTensorList,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let x = tensor(o, CALL, "self", self_ as usize)?;
+        let indices = index_entries(o, CALL, indices as usize)?;
+        let out = tensor(o, CALL, "out", out as usize)?;
+        op_work(CALL, TensorOp::Index(Index { x, indices, out }), 0)
     }
 }
 
@@ -114,32 +94,22 @@ fn one_dim(call: &str, index: Tensor) -> Result<Tensor, Fail> {
     }
 }
 
-/// `aclnnIndexSelectGetWorkspaceSize(self, dim, index, out, workspaceSize, executor)`:
-/// `out = self.index_select(dim, index)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnIndexSelectGetWorkspaceSize(
-    self_: *const aclTensor,
-    dim: i64,
-    index: *const aclTensor,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnIndexSelectGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let x = tensor(o, CALL, "self", self_ as usize)?;
-            let dim = dims_of(CALL, &[dim], x.rank())?[0];
-            let index = one_dim(CALL, tensor(o, CALL, "index", index as usize)?)?;
-            let mut indices = vec![None; dim];
-            indices.push(Some(index));
-            let out = tensor(o, CALL, "out", out as usize)?;
-            op_work(CALL, TensorOp::Index(Index { x, indices, out }), 0)
-        })
+planner! {
+    /// `aclnnIndexSelectGetWorkspaceSize(self, dim, index, out, workspaceSize, executor)`:
+    /// `out = self.index_select(dim, index)`.
+    fn aclnnIndexSelectGetWorkspaceSize(
+        self_: *const aclTensor,
+        dim: i64,
+        index: *const aclTensor,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let x = tensor(o, CALL, "self", self_ as usize)?;
+        let dim = dims_of(CALL, &[dim], x.rank())?[0];
+        let index = one_dim(CALL, tensor(o, CALL, "index", index as usize)?)?;
+        let mut indices = vec![None; dim];
+        indices.push(Some(index));
+        let out = tensor(o, CALL, "out", out as usize)?;
+        op_work(CALL, TensorOp::Index(Index { x, indices, out }), 0)
     }
 }
 

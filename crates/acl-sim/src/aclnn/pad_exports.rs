@@ -4,7 +4,7 @@
 //! stream: a fill of `out` with the value, then a copy of `self` (cropped where a count is
 //! negative) into the middle of `out`.
 
-use super::exports::{launch, launcher, plan};
+use super::exports::{launch, launcher, plan, planner};
 use super::{tensor, Objects, Work};
 use crate::errmsg::{fail, Fail};
 use braid_acl_sys::aclnn::{
@@ -86,30 +86,20 @@ fn constant_pad(
     Ok((Work::Kernels(kernels), 0))
 }
 
-/// `aclnnConstantPadNdGetWorkspaceSize(self, pad, value, out, workspaceSize, executor)`:
-/// `out` is `self` padded with `value`, `pad` holding a before and an after count per
-/// dimension from the last one (negative counts crop), in any data type.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnConstantPadNdGetWorkspaceSize(
-    self_: *const aclTensor,
-    pad: *const aclIntArray,
-    value: *const aclScalar,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnConstantPadNdGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            constant_pad(
-                CALL,
-                o,
-                (self_ as usize, pad as usize, value as usize, out as usize),
-            )
-        })
+planner! {
+    /// `aclnnConstantPadNdGetWorkspaceSize(self, pad, value, out, workspaceSize, executor)`:
+    /// `out` is `self` padded with `value`, `pad` holding a before and an after count per
+    /// dimension from the last one (negative counts crop), in any data type.
+    fn aclnnConstantPadNdGetWorkspaceSize(
+        self_: *const aclTensor,
+        pad: *const aclIntArray,
+        value: *const aclScalar,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        constant_pad(
+            CALL,
+            o,
+            (self_ as usize, pad as usize, value as usize, out as usize),
+        )
     }
 }

@@ -2,7 +2,7 @@
 //! `aclnnArgMin`, `aclnnMaxDim`, `aclnnMinDim` (braid's `ArgReduce`) and `aclnnCumsum`
 //! (`Cumsum`).
 
-use super::exports::{launch, launcher, plan};
+use super::exports::{launch, launcher, plan, planner};
 use super::ops::dims_of;
 use super::{op_work, tensor, Objects, Work};
 use crate::errmsg::{fail, Fail};
@@ -128,35 +128,25 @@ dim_exports!(
     aclnnMinDimGetWorkspaceSize => false,
 );
 
-/// `aclnnCumsumGetWorkspaceSize(self, dim, dtype, out, workspaceSize, executor)`: the
-/// cumulative sum along `dim`, in `dtype`, which must be `out`'s type.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnCumsumGetWorkspaceSize(
-    self_: *const aclTensor,
-    dim: i64,
-    dtype: aclDataType,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnCumsumGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let x = tensor(o, CALL, "self", self_ as usize)?;
-            let out_dtype = o.tensor(CALL, "out", out as usize)?.dtype;
-            if dtype != out_dtype {
-                return Err(invalid(
-                    CALL,
-                    format!("dtype {dtype} differs from out's {out_dtype}"),
-                ));
-            }
-            let out = tensor(o, CALL, "out", out as usize)?;
-            let dim = dims_of(CALL, &[dim], x.rank())?[0];
-            op_work(CALL, TensorOp::Cumsum(Cumsum { x, dim, out }), 0)
-        })
+planner! {
+    /// `aclnnCumsumGetWorkspaceSize(self, dim, dtype, out, workspaceSize, executor)`: the
+    /// cumulative sum along `dim`, in `dtype`, which must be `out`'s type.
+    fn aclnnCumsumGetWorkspaceSize(
+        self_: *const aclTensor,
+        dim: i64,
+        dtype: aclDataType,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let x = tensor(o, CALL, "self", self_ as usize)?;
+        let out_dtype = o.tensor(CALL, "out", out as usize)?.dtype;
+        if dtype != out_dtype {
+            return Err(invalid(
+                CALL,
+                format!("dtype {dtype} differs from out's {out_dtype}"),
+            ));
+        }
+        let out = tensor(o, CALL, "out", out as usize)?;
+        let dim = dims_of(CALL, &[dim], x.rank())?[0];
+        op_work(CALL, TensorOp::Cumsum(Cumsum { x, dim, out }), 0)
     }
 }

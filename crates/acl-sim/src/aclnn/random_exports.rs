@@ -8,7 +8,7 @@
 //!
 //! [`AclnnRandomOperators`]: braid_acl_sys::aclnn::AclnnRandomOperators
 
-use super::exports::{launch, launcher, plan};
+use super::exports::{launch, launcher, plan, planner};
 use super::{op_work, tensor, Objects, Work};
 use crate::errmsg::{fail, Fail};
 use braid_acl_sys::aclnn::{
@@ -160,673 +160,399 @@ fn float_type(call: &str, dtype: aclDataType) -> Result<(), Fail> {
     }
 }
 
-/// `aclnnInplaceUniformGetWorkspaceSize(const aclTensor *selfRef, double from, double to, uint64_t seed, uint64_t offset, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceUniformGetWorkspaceSize(
-    self_ref: *const aclTensor,
-    from: f64,
-    to: f64,
-    seed: u64,
-    offset: u64,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceUniformGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            random(
+planner! {
+    /// `aclnnInplaceUniformGetWorkspaceSize(const aclTensor *selfRef, double from, double to, uint64_t seed, uint64_t offset, workspaceSize, executor)`.
+    fn aclnnInplaceUniformGetWorkspaceSize(
+        self_ref: *const aclTensor,
+        from: f64,
+        to: f64,
+        seed: u64,
+        offset: u64,
+    ) |CALL, o| {
+        random(
+            CALL,
+            o,
+            self_ref,
+            RandomKind::Uniform { from, to },
+            seed_of(seed, offset),
+        )
+    }
+
+    /// `aclnnInplaceUniformTensorGetWorkspaceSize(const aclTensor *selfRef, double from, double to, const aclTensor *seedTensor, const aclTensor *offsetTensor, uint64_t offset, workspaceSize, executor)`.
+    fn aclnnInplaceUniformTensorGetWorkspaceSize(
+        self_ref: *const aclTensor,
+        from: f64,
+        to: f64,
+        seed_tensor: *const aclTensor,
+        offset_tensor: *const aclTensor,
+        offset: u64,
+    ) |CALL, o| {
+        random(
+            CALL,
+            o,
+            self_ref,
+            RandomKind::Uniform { from, to },
+            device(CALL, o, seed_tensor, offset_tensor, offset)?,
+        )
+    }
+
+    /// `aclnnInplaceNormalGetWorkspaceSize(const aclTensor *selfRef, float mean, float std, int64_t seed, int64_t offset, workspaceSize, executor)`.
+    fn aclnnInplaceNormalGetWorkspaceSize(
+        self_ref: *const aclTensor,
+        mean: f32,
+        std: f32,
+        seed: i64,
+        offset: i64,
+    ) |CALL, o| {
+        random(
+            CALL,
+            o,
+            self_ref,
+            normal_scalars(mean, std),
+            signed(CALL, seed, offset)?,
+        )
+    }
+
+    /// `aclnnInplaceNormalTensorGetWorkspaceSize(const aclTensor *selfRef, float mean, float std, const aclTensor *seedTensor, const aclTensor *offsetTensor, int64_t offset, workspaceSize, executor)`.
+    fn aclnnInplaceNormalTensorGetWorkspaceSize(
+        self_ref: *const aclTensor,
+        mean: f32,
+        std: f32,
+        seed_tensor: *const aclTensor,
+        offset_tensor: *const aclTensor,
+        offset: i64,
+    ) |CALL, o| {
+        random(
+            CALL,
+            o,
+            self_ref,
+            normal_scalars(mean, std),
+            device_signed(CALL, o, seed_tensor, offset_tensor, offset)?,
+        )
+    }
+
+    /// `aclnnNormalTensorTensorGetWorkspaceSize(const aclTensor *mean, const aclTensor *std, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
+    fn aclnnNormalTensorTensorGetWorkspaceSize(
+        mean: *const aclTensor,
+        std: *const aclTensor,
+        seed: i64,
+        offset: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let kind = RandomKind::Normal {
+            mean: tensor(o, CALL, "mean", mean as usize)?.into(),
+            std: tensor(o, CALL, "std", std as usize)?.into(),
+        };
+        random(CALL, o, out, kind, signed(CALL, seed, offset)?)
+    }
+
+    /// `aclnnNormalTensorFloatGetWorkspaceSize(const aclTensor *mean, float std, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
+    fn aclnnNormalTensorFloatGetWorkspaceSize(
+        mean: *const aclTensor,
+        std: f32,
+        seed: i64,
+        offset: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let kind = RandomKind::Normal {
+            mean: tensor(o, CALL, "mean", mean as usize)?.into(),
+            std: float(std),
+        };
+        random(CALL, o, out, kind, signed(CALL, seed, offset)?)
+    }
+
+    /// `aclnnNormalFloatTensorGetWorkspaceSize(float mean, const aclTensor *std, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
+    fn aclnnNormalFloatTensorGetWorkspaceSize(
+        mean: f32,
+        std: *const aclTensor,
+        seed: i64,
+        offset: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let kind = RandomKind::Normal {
+            mean: float(mean),
+            std: tensor(o, CALL, "std", std as usize)?.into(),
+        };
+        random(CALL, o, out, kind, signed(CALL, seed, offset)?)
+    }
+
+    /// `aclnnNormalFloatFloatGetWorkspaceSize(float mean, float std, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
+    fn aclnnNormalFloatFloatGetWorkspaceSize(
+        mean: f32,
+        std: f32,
+        seed: i64,
+        offset: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        random(
+            CALL,
+            o,
+            out,
+            normal_scalars(mean, std),
+            signed(CALL, seed, offset)?,
+        )
+    }
+
+    /// `aclnnInplaceBernoulliGetWorkspaceSize(const aclTensor *selfRef, const aclScalar *prob, int64_t seed, int64_t offset, workspaceSize, executor)`.
+    fn aclnnInplaceBernoulliGetWorkspaceSize(
+        self_ref: *const aclTensor,
+        prob: *const aclScalar,
+        seed: i64,
+        offset: i64,
+    ) |CALL, o| {
+        let p = o.scalar(CALL, "prob", prob as usize)?.into();
+        random(
+            CALL,
+            o,
+            self_ref,
+            RandomKind::Bernoulli { p },
+            signed(CALL, seed, offset)?,
+        )
+    }
+
+    /// `aclnnInplaceBernoulliTensorGetWorkspaceSize(const aclTensor *selfRef, const aclTensor *prob, int64_t seed, int64_t offset, workspaceSize, executor)`.
+    fn aclnnInplaceBernoulliTensorGetWorkspaceSize(
+        self_ref: *const aclTensor,
+        prob: *const aclTensor,
+        seed: i64,
+        offset: i64,
+    ) |CALL, o| {
+        let p = tensor(o, CALL, "prob", prob as usize)?.into();
+        random(
+            CALL,
+            o,
+            self_ref,
+            RandomKind::Bernoulli { p },
+            signed(CALL, seed, offset)?,
+        )
+    }
+
+    /// `aclnnInplaceRandomGetWorkspaceSize(const aclTensor *selfRef, int64_t from, int64_t to, int64_t seed, int64_t offset, workspaceSize, executor)`.
+    fn aclnnInplaceRandomGetWorkspaceSize(
+        self_ref: *const aclTensor,
+        from: i64,
+        to: i64,
+        seed: i64,
+        offset: i64,
+    ) |CALL, o| {
+        random(
+            CALL,
+            o,
+            self_ref,
+            RandomKind::Integers { from, to },
+            signed(CALL, seed, offset)?,
+        )
+    }
+
+    /// `aclnnInplaceRandomTensorGetWorkspaceSize(const aclTensor *selfRef, int64_t from, int64_t to, const aclTensor *seedTensor, const aclTensor *offsetTensor, int64_t offset, workspaceSize, executor)`.
+    fn aclnnInplaceRandomTensorGetWorkspaceSize(
+        self_ref: *const aclTensor,
+        from: i64,
+        to: i64,
+        seed_tensor: *const aclTensor,
+        offset_tensor: *const aclTensor,
+        offset: i64,
+    ) |CALL, o| {
+        random(
+            CALL,
+            o,
+            self_ref,
+            RandomKind::Integers { from, to },
+            device_signed(CALL, o, seed_tensor, offset_tensor, offset)?,
+        )
+    }
+
+    /// `aclnnInplaceRandomWithoutFromToGetWorkspaceSize(const aclTensor *selfRef, int64_t seed, int64_t offset, workspaceSize, executor)`.
+    fn aclnnInplaceRandomWithoutFromToGetWorkspaceSize(
+        self_ref: *const aclTensor,
+        seed: i64,
+        offset: i64,
+    ) |CALL, o| {
+        random(
+            CALL,
+            o,
+            self_ref,
+            RandomKind::Bits,
+            signed(CALL, seed, offset)?,
+        )
+    }
+
+    /// `aclnnInplaceRandomWithoutFromToTensorGetWorkspaceSize(const aclTensor *selfRef, const aclTensor *seedTensor, const aclTensor *offsetTensor, int64_t offset, workspaceSize, executor)`.
+    fn aclnnInplaceRandomWithoutFromToTensorGetWorkspaceSize(
+        self_ref: *const aclTensor,
+        seed_tensor: *const aclTensor,
+        offset_tensor: *const aclTensor,
+        offset: i64,
+    ) |CALL, o| {
+        random(
+            CALL,
+            o,
+            self_ref,
+            RandomKind::Bits,
+            device_signed(CALL, o, seed_tensor, offset_tensor, offset)?,
+        )
+    }
+
+    /// `aclnnMultinomialGetWorkspaceSize(const aclTensor *self, int64_t numsamples, bool replacement, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
+    fn aclnnMultinomialGetWorkspaceSize(
+        self_: *const aclTensor,
+        numsamples: i64,
+        replacement: bool,
+        seed: i64,
+        offset: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let kind = multinomial(CALL, o, self_, numsamples, replacement)?;
+        random(CALL, o, out, kind, signed(CALL, seed, offset)?)
+    }
+
+    /// `aclnnMultinomialTensorGetWorkspaceSize(const aclTensor *self, int64_t numsamples, bool replacement, const aclTensor *seedTensor, const aclTensor *offsetTensor, int64_t offset, aclTensor *out, workspaceSize, executor)`.
+    fn aclnnMultinomialTensorGetWorkspaceSize(
+        self_: *const aclTensor,
+        numsamples: i64,
+        replacement: bool,
+        seed_tensor: *const aclTensor,
+        offset_tensor: *const aclTensor,
+        offset: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let kind = multinomial(CALL, o, self_, numsamples, replacement)?;
+        random(
+            CALL,
+            o,
+            out,
+            kind,
+            device_signed(CALL, o, seed_tensor, offset_tensor, offset)?,
+        )
+    }
+
+    /// `aclnnRandpermGetWorkspaceSize(int64_t n, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
+    fn aclnnRandpermGetWorkspaceSize(
+        n: i64,
+        seed: i64,
+        offset: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let t = tensor(o, CALL, "out", out as usize)?;
+        if usize::try_from(n).ok() != Some(t.numel()) || t.rank() != 1 {
+            return Err(invalid(
                 CALL,
-                o,
-                self_ref,
-                RandomKind::Uniform { from, to },
-                seed_of(seed, offset),
-            )
-        })
+                format!("n is {n}; out has shape {:?}, it must be [n]", t.shape()),
+            ));
+        }
+        random(
+            CALL,
+            o,
+            out,
+            RandomKind::Permutation,
+            signed(CALL, seed, offset)?,
+        )
     }
-}
 
-/// `aclnnInplaceUniformTensorGetWorkspaceSize(const aclTensor *selfRef, double from, double to, const aclTensor *seedTensor, const aclTensor *offsetTensor, uint64_t offset, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceUniformTensorGetWorkspaceSize(
-    self_ref: *const aclTensor,
-    from: f64,
-    to: f64,
-    seed_tensor: *const aclTensor,
-    offset_tensor: *const aclTensor,
-    offset: u64,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceUniformTensorGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            random(
+    /// `aclnnDropoutGenMaskGetWorkspaceSize(const aclIntArray *shape, double prob, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
+    fn aclnnDropoutGenMaskGetWorkspaceSize(
+        shape: *const aclIntArray,
+        prob: f64,
+        seed: i64,
+        offset: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let kind = gen_mask(CALL, o, shape, prob)?;
+        random(CALL, o, out, kind, signed(CALL, seed, offset)?)
+    }
+
+    /// `aclnnDropoutGenMaskV2GetWorkspaceSize(const aclIntArray *shape, double prob, int64_t seed, int64_t offset, aclDataType probDataType, aclTensor *out, workspaceSize, executor)`.
+    fn aclnnDropoutGenMaskV2GetWorkspaceSize(
+        shape: *const aclIntArray,
+        prob: f64,
+        seed: i64,
+        offset: i64,
+        prob_data_type: aclDataType,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        float_type(CALL, prob_data_type)?;
+        let kind = gen_mask(CALL, o, shape, prob)?;
+        random(CALL, o, out, kind, signed(CALL, seed, offset)?)
+    }
+
+    /// `aclnnDropoutGenMaskV2TensorGetWorkspaceSize(const aclIntArray *shape, double prob, const aclTensor *seedTensor, const aclTensor *offsetTensor, int64_t offset, aclDataType probDataType, aclTensor *out, workspaceSize, executor)`.
+    fn aclnnDropoutGenMaskV2TensorGetWorkspaceSize(
+        shape: *const aclIntArray,
+        prob: f64,
+        seed_tensor: *const aclTensor,
+        offset_tensor: *const aclTensor,
+        offset: i64,
+        prob_data_type: aclDataType,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        float_type(CALL, prob_data_type)?;
+        let kind = gen_mask(CALL, o, shape, prob)?;
+        random(
+            CALL,
+            o,
+            out,
+            kind,
+            device_signed(CALL, o, seed_tensor, offset_tensor, offset)?,
+        )
+    }
+
+    /// `aclnnDropoutDoMaskGetWorkspaceSize(const aclTensor *self, const aclTensor *mask, double prob, aclTensor *out, workspaceSize, executor)`.
+    fn aclnnDropoutDoMaskGetWorkspaceSize(
+        self_: *const aclTensor,
+        mask: *const aclTensor,
+        prob: f64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let op = ApplyDropoutMask {
+            x: tensor(o, CALL, "self", self_ as usize)?,
+            mask: tensor(o, CALL, "mask", mask as usize)?,
+            prob,
+            out: tensor(o, CALL, "out", out as usize)?,
+        };
+        op_work(CALL, TensorOp::ApplyDropoutMask(op), 0)
+    }
+
+    /// `aclnnDropoutV3GetWorkspaceSize(const aclTensor *input, const aclTensor *optionalNoiseShape, double p, int64_t seed, int64_t offset, aclTensor *out, aclTensor *maskOut, workspaceSize, executor)`.
+    fn aclnnDropoutV3GetWorkspaceSize(
+        input: *const aclTensor,
+        optional_noise_shape: *const aclTensor,
+        p: f64,
+        seed: i64,
+        offset: i64,
+        out: *mut aclTensor,
+        mask_out: *mut aclTensor,
+    ) |CALL, o| {
+        if !optional_noise_shape.is_null() {
+            return Err(invalid(CALL, "optionalNoiseShape is not null; braid-acl-sim drops elements independently only".into()));
+        }
+        let kind = RandomKind::Dropout {
+            x: tensor(o, CALL, "input", input as usize)?,
+            prob: p,
+            mask: tensor(o, CALL, "maskOut", mask_out as usize)?,
+        };
+        random(CALL, o, out, kind, signed(CALL, seed, offset)?)
+    }
+
+    /// `aclnnDropoutV3GradGetWorkspaceSize(const aclTensor *gradY, const aclTensor *mask, double scale, aclTensor *gradX, workspaceSize, executor)`.
+    fn aclnnDropoutV3GradGetWorkspaceSize(
+        grad_y: *const aclTensor,
+        mask: *const aclTensor,
+        scale: f64,
+        grad_x: *mut aclTensor,
+    ) |CALL, o| {
+        if !(scale == 0.0 || scale >= 1.0) {
+            return Err(invalid(
                 CALL,
-                o,
-                self_ref,
-                RandomKind::Uniform { from, to },
-                device(CALL, o, seed_tensor, offset_tensor, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnInplaceNormalGetWorkspaceSize(const aclTensor *selfRef, float mean, float std, int64_t seed, int64_t offset, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceNormalGetWorkspaceSize(
-    self_ref: *const aclTensor,
-    mean: f32,
-    std: f32,
-    seed: i64,
-    offset: i64,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceNormalGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            random(
-                CALL,
-                o,
-                self_ref,
-                normal_scalars(mean, std),
-                signed(CALL, seed, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnInplaceNormalTensorGetWorkspaceSize(const aclTensor *selfRef, float mean, float std, const aclTensor *seedTensor, const aclTensor *offsetTensor, int64_t offset, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceNormalTensorGetWorkspaceSize(
-    self_ref: *const aclTensor,
-    mean: f32,
-    std: f32,
-    seed_tensor: *const aclTensor,
-    offset_tensor: *const aclTensor,
-    offset: i64,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceNormalTensorGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            random(
-                CALL,
-                o,
-                self_ref,
-                normal_scalars(mean, std),
-                device_signed(CALL, o, seed_tensor, offset_tensor, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnNormalTensorTensorGetWorkspaceSize(const aclTensor *mean, const aclTensor *std, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnNormalTensorTensorGetWorkspaceSize(
-    mean: *const aclTensor,
-    std: *const aclTensor,
-    seed: i64,
-    offset: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnNormalTensorTensorGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let kind = RandomKind::Normal {
-                mean: tensor(o, CALL, "mean", mean as usize)?.into(),
-                std: tensor(o, CALL, "std", std as usize)?.into(),
-            };
-            random(CALL, o, out, kind, signed(CALL, seed, offset)?)
-        })
-    }
-}
-
-/// `aclnnNormalTensorFloatGetWorkspaceSize(const aclTensor *mean, float std, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnNormalTensorFloatGetWorkspaceSize(
-    mean: *const aclTensor,
-    std: f32,
-    seed: i64,
-    offset: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnNormalTensorFloatGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let kind = RandomKind::Normal {
-                mean: tensor(o, CALL, "mean", mean as usize)?.into(),
-                std: float(std),
-            };
-            random(CALL, o, out, kind, signed(CALL, seed, offset)?)
-        })
-    }
-}
-
-/// `aclnnNormalFloatTensorGetWorkspaceSize(float mean, const aclTensor *std, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnNormalFloatTensorGetWorkspaceSize(
-    mean: f32,
-    std: *const aclTensor,
-    seed: i64,
-    offset: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnNormalFloatTensorGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let kind = RandomKind::Normal {
-                mean: float(mean),
-                std: tensor(o, CALL, "std", std as usize)?.into(),
-            };
-            random(CALL, o, out, kind, signed(CALL, seed, offset)?)
-        })
-    }
-}
-
-/// `aclnnNormalFloatFloatGetWorkspaceSize(float mean, float std, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnNormalFloatFloatGetWorkspaceSize(
-    mean: f32,
-    std: f32,
-    seed: i64,
-    offset: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnNormalFloatFloatGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            random(
-                CALL,
-                o,
-                out,
-                normal_scalars(mean, std),
-                signed(CALL, seed, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnInplaceBernoulliGetWorkspaceSize(const aclTensor *selfRef, const aclScalar *prob, int64_t seed, int64_t offset, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceBernoulliGetWorkspaceSize(
-    self_ref: *const aclTensor,
-    prob: *const aclScalar,
-    seed: i64,
-    offset: i64,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceBernoulliGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let p = o.scalar(CALL, "prob", prob as usize)?.into();
-            random(
-                CALL,
-                o,
-                self_ref,
-                RandomKind::Bernoulli { p },
-                signed(CALL, seed, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnInplaceBernoulliTensorGetWorkspaceSize(const aclTensor *selfRef, const aclTensor *prob, int64_t seed, int64_t offset, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceBernoulliTensorGetWorkspaceSize(
-    self_ref: *const aclTensor,
-    prob: *const aclTensor,
-    seed: i64,
-    offset: i64,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceBernoulliTensorGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let p = tensor(o, CALL, "prob", prob as usize)?.into();
-            random(
-                CALL,
-                o,
-                self_ref,
-                RandomKind::Bernoulli { p },
-                signed(CALL, seed, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnInplaceRandomGetWorkspaceSize(const aclTensor *selfRef, int64_t from, int64_t to, int64_t seed, int64_t offset, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceRandomGetWorkspaceSize(
-    self_ref: *const aclTensor,
-    from: i64,
-    to: i64,
-    seed: i64,
-    offset: i64,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceRandomGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            random(
-                CALL,
-                o,
-                self_ref,
-                RandomKind::Integers { from, to },
-                signed(CALL, seed, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnInplaceRandomTensorGetWorkspaceSize(const aclTensor *selfRef, int64_t from, int64_t to, const aclTensor *seedTensor, const aclTensor *offsetTensor, int64_t offset, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceRandomTensorGetWorkspaceSize(
-    self_ref: *const aclTensor,
-    from: i64,
-    to: i64,
-    seed_tensor: *const aclTensor,
-    offset_tensor: *const aclTensor,
-    offset: i64,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceRandomTensorGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            random(
-                CALL,
-                o,
-                self_ref,
-                RandomKind::Integers { from, to },
-                device_signed(CALL, o, seed_tensor, offset_tensor, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnInplaceRandomWithoutFromToGetWorkspaceSize(const aclTensor *selfRef, int64_t seed, int64_t offset, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceRandomWithoutFromToGetWorkspaceSize(
-    self_ref: *const aclTensor,
-    seed: i64,
-    offset: i64,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceRandomWithoutFromToGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            random(
-                CALL,
-                o,
-                self_ref,
-                RandomKind::Bits,
-                signed(CALL, seed, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnInplaceRandomWithoutFromToTensorGetWorkspaceSize(const aclTensor *selfRef, const aclTensor *seedTensor, const aclTensor *offsetTensor, int64_t offset, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnInplaceRandomWithoutFromToTensorGetWorkspaceSize(
-    self_ref: *const aclTensor,
-    seed_tensor: *const aclTensor,
-    offset_tensor: *const aclTensor,
-    offset: i64,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnInplaceRandomWithoutFromToTensorGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            random(
-                CALL,
-                o,
-                self_ref,
-                RandomKind::Bits,
-                device_signed(CALL, o, seed_tensor, offset_tensor, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnMultinomialGetWorkspaceSize(const aclTensor *self, int64_t numsamples, bool replacement, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnMultinomialGetWorkspaceSize(
-    self_: *const aclTensor,
-    numsamples: i64,
-    replacement: bool,
-    seed: i64,
-    offset: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnMultinomialGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let kind = multinomial(CALL, o, self_, numsamples, replacement)?;
-            random(CALL, o, out, kind, signed(CALL, seed, offset)?)
-        })
-    }
-}
-
-/// `aclnnMultinomialTensorGetWorkspaceSize(const aclTensor *self, int64_t numsamples, bool replacement, const aclTensor *seedTensor, const aclTensor *offsetTensor, int64_t offset, aclTensor *out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnMultinomialTensorGetWorkspaceSize(
-    self_: *const aclTensor,
-    numsamples: i64,
-    replacement: bool,
-    seed_tensor: *const aclTensor,
-    offset_tensor: *const aclTensor,
-    offset: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnMultinomialTensorGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let kind = multinomial(CALL, o, self_, numsamples, replacement)?;
-            random(
-                CALL,
-                o,
-                out,
-                kind,
-                device_signed(CALL, o, seed_tensor, offset_tensor, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnRandpermGetWorkspaceSize(int64_t n, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnRandpermGetWorkspaceSize(
-    n: i64,
-    seed: i64,
-    offset: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnRandpermGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let t = tensor(o, CALL, "out", out as usize)?;
-            if usize::try_from(n).ok() != Some(t.numel()) || t.rank() != 1 {
-                return Err(invalid(
-                    CALL,
-                    format!("n is {n}; out has shape {:?}, it must be [n]", t.shape()),
-                ));
-            }
-            random(
-                CALL,
-                o,
-                out,
-                RandomKind::Permutation,
-                signed(CALL, seed, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnDropoutGenMaskGetWorkspaceSize(const aclIntArray *shape, double prob, int64_t seed, int64_t offset, aclTensor *out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnDropoutGenMaskGetWorkspaceSize(
-    shape: *const aclIntArray,
-    prob: f64,
-    seed: i64,
-    offset: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnDropoutGenMaskGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let kind = gen_mask(CALL, o, shape, prob)?;
-            random(CALL, o, out, kind, signed(CALL, seed, offset)?)
-        })
-    }
-}
-
-/// `aclnnDropoutGenMaskV2GetWorkspaceSize(const aclIntArray *shape, double prob, int64_t seed, int64_t offset, aclDataType probDataType, aclTensor *out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnDropoutGenMaskV2GetWorkspaceSize(
-    shape: *const aclIntArray,
-    prob: f64,
-    seed: i64,
-    offset: i64,
-    prob_data_type: aclDataType,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnDropoutGenMaskV2GetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            float_type(CALL, prob_data_type)?;
-            let kind = gen_mask(CALL, o, shape, prob)?;
-            random(CALL, o, out, kind, signed(CALL, seed, offset)?)
-        })
-    }
-}
-
-/// `aclnnDropoutGenMaskV2TensorGetWorkspaceSize(const aclIntArray *shape, double prob, const aclTensor *seedTensor, const aclTensor *offsetTensor, int64_t offset, aclDataType probDataType, aclTensor *out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnDropoutGenMaskV2TensorGetWorkspaceSize(
-    shape: *const aclIntArray,
-    prob: f64,
-    seed_tensor: *const aclTensor,
-    offset_tensor: *const aclTensor,
-    offset: i64,
-    prob_data_type: aclDataType,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnDropoutGenMaskV2TensorGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            float_type(CALL, prob_data_type)?;
-            let kind = gen_mask(CALL, o, shape, prob)?;
-            random(
-                CALL,
-                o,
-                out,
-                kind,
-                device_signed(CALL, o, seed_tensor, offset_tensor, offset)?,
-            )
-        })
-    }
-}
-
-/// `aclnnDropoutDoMaskGetWorkspaceSize(const aclTensor *self, const aclTensor *mask, double prob, aclTensor *out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnDropoutDoMaskGetWorkspaceSize(
-    self_: *const aclTensor,
-    mask: *const aclTensor,
-    prob: f64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnDropoutDoMaskGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let op = ApplyDropoutMask {
-                x: tensor(o, CALL, "self", self_ as usize)?,
-                mask: tensor(o, CALL, "mask", mask as usize)?,
-                prob,
-                out: tensor(o, CALL, "out", out as usize)?,
-            };
-            op_work(CALL, TensorOp::ApplyDropoutMask(op), 0)
-        })
-    }
-}
-
-/// `aclnnDropoutV3GetWorkspaceSize(const aclTensor *input, const aclTensor *optionalNoiseShape, double p, int64_t seed, int64_t offset, aclTensor *out, aclTensor *maskOut, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnDropoutV3GetWorkspaceSize(
-    input: *const aclTensor,
-    optional_noise_shape: *const aclTensor,
-    p: f64,
-    seed: i64,
-    offset: i64,
-    out: *mut aclTensor,
-    mask_out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnDropoutV3GetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            if !optional_noise_shape.is_null() {
-                return Err(invalid(CALL, "optionalNoiseShape is not null; braid-acl-sim drops elements independently only".into()));
-            }
-            let kind = RandomKind::Dropout {
-                x: tensor(o, CALL, "input", input as usize)?,
-                prob: p,
-                mask: tensor(o, CALL, "maskOut", mask_out as usize)?,
-            };
-            random(CALL, o, out, kind, signed(CALL, seed, offset)?)
-        })
-    }
-}
-
-/// `aclnnDropoutV3GradGetWorkspaceSize(const aclTensor *gradY, const aclTensor *mask, double scale, aclTensor *gradX, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnDropoutV3GradGetWorkspaceSize(
-    grad_y: *const aclTensor,
-    mask: *const aclTensor,
-    scale: f64,
-    grad_x: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnDropoutV3GradGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            if !(scale == 0.0 || scale >= 1.0) {
-                return Err(invalid(
-                    CALL,
-                    format!("scale is {scale}; it must be 0 or at least 1 (1 / (1 - p))"),
-                ));
-            }
-            let op = ApplyDropoutMask {
-                x: tensor(o, CALL, "gradY", grad_y as usize)?,
-                mask: tensor(o, CALL, "mask", mask as usize)?,
-                prob: if scale == 0.0 { 1.0 } else { 1.0 - 1.0 / scale },
-                out: tensor(o, CALL, "gradX", grad_x as usize)?,
-            };
-            op_work(CALL, TensorOp::ApplyDropoutMask(op), 0)
-        })
+                format!("scale is {scale}; it must be 0 or at least 1 (1 / (1 - p))"),
+            ));
+        }
+        let op = ApplyDropoutMask {
+            x: tensor(o, CALL, "gradY", grad_y as usize)?,
+            mask: tensor(o, CALL, "mask", mask as usize)?,
+            prob: if scale == 0.0 { 1.0 } else { 1.0 - 1.0 / scale },
+            out: tensor(o, CALL, "gradX", grad_x as usize)?,
+        };
+        op_work(CALL, TensorOp::ApplyDropoutMask(op), 0)
     }
 }
 

@@ -2,7 +2,7 @@
 //! `aclTensorList`), `aclnnSWhere`, the triangles (`aclnnTriu`, `aclnnTril` and their
 //! in-place forms) and `aclnnArange`, each as braid's `Cat`, `Where`, `Triangle` or `Arange`.
 
-use super::exports::{launch, launcher, plan};
+use super::exports::{launch, launcher, plan, planner};
 use super::ops::dims_of;
 use super::{op_work, tensor, Objects, Work};
 use crate::errmsg::{fail, Fail};
@@ -28,68 +28,46 @@ fn invalid(call: &str, message: String) -> Fail {
     fail(ACLNN_ERR_PARAM_INVALID, format!("{call}: {message}"))
 }
 
-/// `aclnnCatGetWorkspaceSize(tensors, dim, out, workspaceSize, executor)`: the tensors one
-/// after another along `dim` (negative: from the end), converted to `out`'s type; a
-/// one-dimensional empty tensor in the list is skipped (as CANN and PyTorch do).
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnCatGetWorkspaceSize(
-    tensors: *const aclTensorList,
-    dim: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnCatGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let inputs: Vec<_> = o
-                .tensor_list(CALL, "tensors", tensors as usize)?
-                .into_iter()
-                .filter(|t| !(t.rank() == 1 && t.numel() == 0))
-                .collect();
-            let out = tensor(o, CALL, "out", out as usize)?;
-            let dim = dims_of(CALL, &[dim], out.rank())?[0];
-            if inputs.is_empty() {
-                return Err(invalid(
-                    CALL,
-                    "tensors holds no tensor but empty ones".to_string(),
-                ));
-            }
-            op_work(CALL, TensorOp::Cat(Cat { inputs, dim, out }), 0)
-        })
+planner! {
+    /// `aclnnCatGetWorkspaceSize(tensors, dim, out, workspaceSize, executor)`: the tensors one
+    /// after another along `dim` (negative: from the end), converted to `out`'s type; a
+    /// one-dimensional empty tensor in the list is skipped (as CANN and PyTorch do).
+    fn aclnnCatGetWorkspaceSize(
+        tensors: *const aclTensorList,
+        dim: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let inputs: Vec<_> = o
+            .tensor_list(CALL, "tensors", tensors as usize)?
+            .into_iter()
+            .filter(|t| !(t.rank() == 1 && t.numel() == 0))
+            .collect();
+        let out = tensor(o, CALL, "out", out as usize)?;
+        let dim = dims_of(CALL, &[dim], out.rank())?[0];
+        if inputs.is_empty() {
+            return Err(invalid(
+                CALL,
+                "tensors holds no tensor but empty ones".to_string(),
+            ));
+        }
+        op_work(CALL, TensorOp::Cat(Cat { inputs, dim, out }), 0)
     }
-}
 
-/// `aclnnSWhereGetWorkspaceSize(condition, self, other, out, workspaceSize, executor)`:
-/// `out = condition ? self : other`, broadcast.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnSWhereGetWorkspaceSize(
-    condition: *const aclTensor,
-    self_: *const aclTensor,
-    other: *const aclTensor,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnSWhereGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let op = Where {
-                condition: tensor(o, CALL, "condition", condition as usize)?,
-                x: Operand::Tensor(tensor(o, CALL, "self", self_ as usize)?),
-                y: Operand::Tensor(tensor(o, CALL, "other", other as usize)?),
-                out: tensor(o, CALL, "out", out as usize)?,
-            };
-            op_work(CALL, TensorOp::Where(op), 0)
-        })
+    /// `aclnnSWhereGetWorkspaceSize(condition, self, other, out, workspaceSize, executor)`:
+    /// `out = condition ? self : other`, broadcast.
+    fn aclnnSWhereGetWorkspaceSize(
+        condition: *const aclTensor,
+        self_: *const aclTensor,
+        other: *const aclTensor,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let op = Where {
+            condition: tensor(o, CALL, "condition", condition as usize)?,
+            x: Operand::Tensor(tensor(o, CALL, "self", self_ as usize)?),
+            y: Operand::Tensor(tensor(o, CALL, "other", other as usize)?),
+            out: tensor(o, CALL, "out", out as usize)?,
+        };
+        op_work(CALL, TensorOp::Where(op), 0)
     }
 }
 
@@ -255,45 +233,35 @@ inplace_triangle_exports!(
     aclnnInplaceTrilGetWorkspaceSize => false,
 );
 
-/// `aclnnArangeGetWorkspaceSize(start, end, step, out, workspaceSize, executor)`: `out[i] =
-/// start + i·step` for the `⌈(end - start) / step⌉` values in `[start, end)`, which must be
-/// `out`'s length.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnArangeGetWorkspaceSize(
-    start: *const aclScalar,
-    end: *const aclScalar,
-    step: *const aclScalar,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnArangeGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let start = o.scalar(CALL, "start", start as usize)?;
-            let end = o.scalar(CALL, "end", end as usize)?;
-            let step = o.scalar(CALL, "step", step as usize)?;
-            let out = tensor(o, CALL, "out", out as usize)?;
-            let span = (end.as_f64() - start.as_f64()) / step.as_f64();
-            let count = if span.is_finite() && span > 0.0 {
-                span.ceil() as usize
-            } else {
-                0
-            };
-            if out.rank() == 1 && out.numel() != count {
-                return Err(invalid(
-                    CALL,
-                    format!(
-                        "out has shape {:?}; [{start}, {end}) in steps of {step} has {count} values",
-                        out.shape()
-                    ),
-                ));
-            }
-            op_work(CALL, TensorOp::Arange(Arange { start, step, out }), 0)
-        })
+planner! {
+    /// `aclnnArangeGetWorkspaceSize(start, end, step, out, workspaceSize, executor)`: `out[i] =
+    /// start + i·step` for the `⌈(end - start) / step⌉` values in `[start, end)`, which must be
+    /// `out`'s length.
+    fn aclnnArangeGetWorkspaceSize(
+        start: *const aclScalar,
+        end: *const aclScalar,
+        step: *const aclScalar,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let start = o.scalar(CALL, "start", start as usize)?;
+        let end = o.scalar(CALL, "end", end as usize)?;
+        let step = o.scalar(CALL, "step", step as usize)?;
+        let out = tensor(o, CALL, "out", out as usize)?;
+        let span = (end.as_f64() - start.as_f64()) / step.as_f64();
+        let count = if span.is_finite() && span > 0.0 {
+            span.ceil() as usize
+        } else {
+            0
+        };
+        if out.rank() == 1 && out.numel() != count {
+            return Err(invalid(
+                CALL,
+                format!(
+                    "out has shape {:?}; [{start}, {end}) in steps of {step} has {count} values",
+                    out.shape()
+                ),
+            ));
+        }
+        op_work(CALL, TensorOp::Arange(Arange { start, step, out }), 0)
     }
 }

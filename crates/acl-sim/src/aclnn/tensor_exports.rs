@@ -6,7 +6,7 @@
 //!
 //! [`AclnnTensorOperators`]: braid_acl_sys::aclnn::AclnnTensorOperators
 
-use super::exports::{launch, launcher, plan};
+use super::exports::{launch, launcher, plan, planner};
 use super::ops::{dims_of, reduce};
 use super::{op_work, tensor, Objects, Work};
 use crate::errmsg::{fail, Fail};
@@ -140,35 +140,25 @@ unary_exports!(
     aclnnLogicalNotGetWorkspaceSize => UnaryOp::LogicalNot,
 );
 
-/// `aclnnGeluV2GetWorkspaceSize(self, approximate, out, workspaceSize, executor)`: GELU
-/// with the error function (`approximate` 0, "none") or its tanh approximation (1).
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnGeluV2GetWorkspaceSize(
-    self_: *const aclTensor,
-    approximate: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnGeluV2GetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let op = match approximate {
-                0 => UnaryOp::Gelu,
-                1 => UnaryOp::GeluTanh,
-                other => {
-                    return Err(invalid(
-                        CALL,
-                        format!("approximate is {other}; it takes 0 (none) or 1 (tanh)"),
-                    ))
-                }
-            };
-            unary(CALL, o, op, self_ as usize, out as usize)
-        })
+planner! {
+    /// `aclnnGeluV2GetWorkspaceSize(self, approximate, out, workspaceSize, executor)`: GELU
+    /// with the error function (`approximate` 0, "none") or its tanh approximation (1).
+    fn aclnnGeluV2GetWorkspaceSize(
+        self_: *const aclTensor,
+        approximate: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let op = match approximate {
+            0 => UnaryOp::Gelu,
+            1 => UnaryOp::GeluTanh,
+            other => {
+                return Err(invalid(
+                    CALL,
+                    format!("approximate is {other}; it takes 0 (none) or 1 (tanh)"),
+                ))
+            }
+        };
+        unary(CALL, o, op, self_ as usize, out as usize)
     }
 }
 
@@ -274,71 +264,49 @@ tensor_scalar_exports!(
     aclnnPowTensorScalarGetWorkspaceSize => BinaryOp::Pow,
 );
 
-/// `aclnnRsubsGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`: `out =
-/// other - alpha · self` for a scalar `other`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnRsubsGetWorkspaceSize(
-    self_: *const aclTensor,
-    other: *const aclScalar,
-    alpha: *const aclScalar,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnRsubsGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let x = Operand::Tensor(tensor(o, CALL, "self", self_ as usize)?);
-            let other = Operand::Scalar(o.scalar(CALL, "other", other as usize)?);
-            let alpha = o.scalar(CALL, "alpha", alpha as usize)?;
-            binary(CALL, o, BinaryOp::Sub { alpha }, other, x, out as usize)
-        })
+planner! {
+    /// `aclnnRsubsGetWorkspaceSize(self, other, alpha, out, workspaceSize, executor)`: `out =
+    /// other - alpha · self` for a scalar `other`.
+    fn aclnnRsubsGetWorkspaceSize(
+        self_: *const aclTensor,
+        other: *const aclScalar,
+        alpha: *const aclScalar,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let x = Operand::Tensor(tensor(o, CALL, "self", self_ as usize)?);
+        let other = Operand::Scalar(o.scalar(CALL, "other", other as usize)?);
+        let alpha = o.scalar(CALL, "alpha", alpha as usize)?;
+        binary(CALL, o, BinaryOp::Sub { alpha }, other, x, out as usize)
     }
-}
 
-/// `aclnnCastGetWorkspaceSize(self, dtype, out, workspaceSize, executor)`: `out = self`
-/// converted to `dtype`, which is `out`'s type; the shapes are equal.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnCastGetWorkspaceSize(
-    self_: *const aclTensor,
-    dtype: aclDataType,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnCastGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            let (x, out) = (
-                tensor(o, CALL, "self", self_ as usize)?,
-                tensor(o, CALL, "out", out as usize)?,
-            );
-            if braid_acl_sys::dtypes::acl_data_type(out.dtype()) != dtype {
-                return Err(invalid(
-                    CALL,
-                    format!("dtype {dtype} differs from out's {}", out.dtype()),
-                ));
-            }
-            if x.shape() != out.shape() {
-                return Err(invalid(
-                    CALL,
-                    format!(
-                        "out has shape {:?}; it must be self's {:?}",
-                        out.shape(),
-                        x.shape()
-                    ),
-                ));
-            }
-            op_work(CALL, TensorOp::Cast(Cast { x, out }), 0)
-        })
+    /// `aclnnCastGetWorkspaceSize(self, dtype, out, workspaceSize, executor)`: `out = self`
+    /// converted to `dtype`, which is `out`'s type; the shapes are equal.
+    fn aclnnCastGetWorkspaceSize(
+        self_: *const aclTensor,
+        dtype: aclDataType,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        let (x, out) = (
+            tensor(o, CALL, "self", self_ as usize)?,
+            tensor(o, CALL, "out", out as usize)?,
+        );
+        if braid_acl_sys::dtypes::acl_data_type(out.dtype()) != dtype {
+            return Err(invalid(
+                CALL,
+                format!("dtype {dtype} differs from out's {}", out.dtype()),
+            ));
+        }
+        if x.shape() != out.shape() {
+            return Err(invalid(
+                CALL,
+                format!(
+                    "out has shape {:?}; it must be self's {:?}",
+                    out.shape(),
+                    x.shape()
+                ),
+            ));
+        }
+        op_work(CALL, TensorOp::Cast(Cast { x, out }), 0)
     }
 }
 
@@ -501,45 +469,23 @@ fn softmax(
     op_work(call, TensorOp::Softmax(Softmax { x, dim, log, out }), 0)
 }
 
-/// `aclnnSoftmaxGetWorkspaceSize(self, dim, out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnSoftmaxGetWorkspaceSize(
-    self_: *const aclTensor,
-    dim: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnSoftmaxGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            softmax(CALL, o, self_ as usize, dim, out as usize, false)
-        })
+planner! {
+    /// `aclnnSoftmaxGetWorkspaceSize(self, dim, out, workspaceSize, executor)`.
+    fn aclnnSoftmaxGetWorkspaceSize(
+        self_: *const aclTensor,
+        dim: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        softmax(CALL, o, self_ as usize, dim, out as usize, false)
     }
-}
 
-/// `aclnnLogSoftmaxGetWorkspaceSize(self, dim, out, workspaceSize, executor)`.
-///
-/// # Safety
-/// Out pointers null or valid for a write.
-#[no_mangle]
-pub unsafe extern "C" fn aclnnLogSoftmaxGetWorkspaceSize(
-    self_: *const aclTensor,
-    dim: i64,
-    out: *mut aclTensor,
-    workspace_size: *mut u64,
-    executor: *mut *mut aclOpExecutor,
-) -> aclnnStatus {
-    const CALL: &str = "aclnnLogSoftmaxGetWorkspaceSize";
-    // SAFETY: forwarded.
-    unsafe {
-        plan(CALL, workspace_size, executor, |o| {
-            softmax(CALL, o, self_ as usize, dim, out as usize, true)
-        })
+    /// `aclnnLogSoftmaxGetWorkspaceSize(self, dim, out, workspaceSize, executor)`.
+    fn aclnnLogSoftmaxGetWorkspaceSize(
+        self_: *const aclTensor,
+        dim: i64,
+        out: *mut aclTensor,
+    ) |CALL, o| {
+        softmax(CALL, o, self_ as usize, dim, out as usize, true)
     }
 }
 
