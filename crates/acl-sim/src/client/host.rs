@@ -1,9 +1,9 @@
 //! Host memory registration, host callbacks and stream attributes: `aclrtHostRegisterV2` (pinned
 //! registration: kept, the simulator copies every host range alike), `aclrtHostUnregister`,
 //! `aclrtHostRegister` (a device address for host memory: refused, the simulated devices
-//! cannot reach host memory), `aclrtSetStreamAttribute` (no attribute is simulated: refused
-//! with `ACL_ERROR_RT_PARAM_INVALID`, CANN's answer for an attribute it does not know, which
-//! torch_npu's graphs tolerate), host functions as stream tasks (`aclrtSubscribeReport`,
+//! cannot reach host memory), `aclrtSetStreamAttribute` (the failure mode and the
+//! operator-information cache switch torch_npu sets on capturing streams are taken; the
+//! overflow check and custom tag are refused with `ACL_ERROR_RT_PARAM_INVALID`), host functions as stream tasks (`aclrtSubscribeReport`,
 //! `aclrtUnSubscribeReport`, `aclrtLaunchCallback`, `aclrtProcessReport`, and
 //! `aclrtLaunchHostFunc` with the runtime's own thread: see the crate's `reports` module for
 //! their semantics).
@@ -12,7 +12,10 @@ use crate::codes::*;
 use crate::errmsg::{fail, ret, Fail};
 use crate::registry::{with, Registry};
 use crate::reports::{self, Runner};
-use braid_acl_sys::acl::{ACL_CALLBACK_BLOCK, ACL_CALLBACK_NO_BLOCK};
+use braid_acl_sys::acl::{
+    ACL_CALLBACK_BLOCK, ACL_CALLBACK_NO_BLOCK, ACL_STREAM_ATTR_CACHE_OP_INFO,
+    ACL_STREAM_ATTR_FAILURE_MODE,
+};
 use std::ffi::c_void;
 use std::sync::{Arc, OnceLock};
 
@@ -47,20 +50,46 @@ pub extern "C" fn aclrtHostRegister(
 }
 
 /// `aclError aclrtSetStreamAttribute(aclrtStream stream, aclrtStreamAttr stmAttrType,
-/// aclrtStreamAttrValue *value)`: no stream attribute is simulated
-/// (`ACL_ERROR_RT_PARAM_INVALID`, naming it).
+/// aclrtStreamAttrValue *value)`: the failure mode (`ACL_STREAM_ATTR_FAILURE_MODE`, as
+/// `aclrtSetStreamFailureMode` sets it) and the operator-information cache switch
+/// (`ACL_STREAM_ATTR_CACHE_OP_INFO`, 0 or 1, which torch_npu sets on capturing streams; taken
+/// as on a real CANN, and changing nothing: the simulator keeps no such cache). The overflow
+/// check and the custom tag are refused (`ACL_ERROR_RT_PARAM_INVALID`, naming them): the
+/// simulator detects no overflow.
 #[no_mangle]
 pub extern "C" fn aclrtSetStreamAttribute(
-    _stream: *mut c_void,
+    stream: *mut c_void,
     attr: i32,
-    _value: *mut c_void,
+    value: *mut c_void,
 ) -> aclError {
-    ret(Err(fail(
-        ACL_ERROR_RT_PARAM_INVALID,
-        format!(
-            "aclrtSetStreamAttribute: stream attribute {attr} is not simulated by braid-acl-sim"
-        ),
-    )))
+    const CALL: &str = "aclrtSetStreamAttribute";
+    if attr != ACL_STREAM_ATTR_FAILURE_MODE && attr != ACL_STREAM_ATTR_CACHE_OP_INFO {
+        return ret(Err(fail(
+            ACL_ERROR_RT_PARAM_INVALID,
+            format!("{CALL}: stream attribute {attr} is not simulated by braid-acl-sim"),
+        )));
+    }
+    if value.is_null() {
+        return ret(Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!("{CALL}: value is null"),
+        )));
+    }
+    if attr == ACL_STREAM_ATTR_FAILURE_MODE {
+        // SAFETY: a non-null `aclrtStreamAttrValue` (the caller's guarantee), whose
+        // `failureMode` member is a `uint64_t` at its start.
+        let mode = unsafe { value.cast::<u64>().read_unaligned() };
+        return super::runtime::aclrtSetStreamFailureMode(stream, mode);
+    }
+    // SAFETY: as above; `cacheOpInfoSwitch` is a `uint32_t` at its start.
+    let switch = unsafe { value.cast::<u32>().read_unaligned() };
+    if switch > 1 {
+        return ret(Err(fail(
+            ACL_ERROR_INVALID_PARAM,
+            format!("{CALL}: cacheOpInfoSwitch is {switch}; it takes 0 or 1"),
+        )));
+    }
+    ret(with(|r| r.is_capturing(CALL, stream as usize)).map(|_| ()))
 }
 
 /// `aclError aclrtSubscribeReport(uint64_t threadId, aclrtStream stream)`: the host

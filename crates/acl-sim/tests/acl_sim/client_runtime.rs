@@ -287,6 +287,58 @@ fn a_forced_destroy_and_the_failure_mode_act_on_live_streams_only() {
 }
 
 #[test]
+fn stream_attributes_take_the_failure_mode_and_the_cache_switch_and_name_the_others() {
+    use braid_acl_sim::client::host::aclrtSetStreamAttribute;
+    std::thread::spawn(|| {
+        on_device(6);
+        let mut stream = null_mut();
+        // SAFETY: a live out parameter.
+        ok(unsafe { aclrtCreateStream(&mut stream) });
+        // aclrtStreamAttrValue: a union of 16 bytes.
+        let mut value = [0u64; 2];
+        let set = |attr: i32, value: &mut [u64; 2]| {
+            aclrtSetStreamAttribute(stream, attr, value.as_mut_ptr().cast())
+        };
+        // The failure mode (1) as aclrtSetStreamFailureMode takes it.
+        value[0] = 1;
+        ok(set(1, &mut value));
+        value[0] = 2;
+        assert_eq!(set(1, &mut value), ACL_ERROR_INVALID_PARAM);
+        // The operator-information cache switch (4): 0 or 1.
+        for switch in [1, 0] {
+            value[0] = switch;
+            ok(set(4, &mut value));
+        }
+        value[0] = 2;
+        assert_eq!(set(4, &mut value), ACL_ERROR_INVALID_PARAM);
+        assert!(
+            message().contains("cacheOpInfoSwitch is 2"),
+            "{}",
+            message()
+        );
+        assert_eq!(
+            aclrtSetStreamAttribute(stream, 4, null_mut()),
+            ACL_ERROR_INVALID_PARAM
+        );
+        // The overflow check and the custom tag are refused by name.
+        for attr in [2, 3] {
+            value[0] = 1;
+            assert_eq!(set(attr, &mut value), ACL_ERROR_RT_PARAM_INVALID);
+            assert!(
+                message().contains(&format!("stream attribute {attr} is not simulated")),
+                "{}",
+                message()
+            );
+        }
+        ok(aclrtDestroyStream(stream));
+        value[0] = 1;
+        assert_eq!(set(4, &mut value), ACL_ERROR_RT_INVALID_HANDLE);
+    })
+    .join()
+    .unwrap();
+}
+
+#[test]
 fn a_reset_event_is_unrecorded_again() {
     std::thread::spawn(|| {
         on_device(7);

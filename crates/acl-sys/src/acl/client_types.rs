@@ -69,6 +69,15 @@ pub const ACL_CONTINUE_ON_FAILURE: u64 = 0;
 /// `aclrtStreamFailureMode::ACL_STOP_ON_FAILURE`.
 pub const ACL_STOP_ON_FAILURE: u64 = 1;
 
+/// `aclrtStreamAttr::ACL_STREAM_ATTR_CACHE_OP_INFO` (spelt `ACL_STREAM_ATTR_CACHE_OP_IFNO` in
+/// `acl_rt.h`): the stream's switch for caching operator information (`cacheOpInfoSwitch`,
+/// a `uint32_t` 0 or 1, in `aclrtStreamAttrValue`), which torch_npu sets on capturing streams.
+/// Attributes 2 and 3 are the overflow check and the custom tag.
+pub const ACL_STREAM_ATTR_CACHE_OP_INFO: i32 = 4;
+/// `aclrtStreamAttr::ACL_STREAM_ATTR_FAILURE_MODE`: the stream's failure mode
+/// (`failureMode`, a `uint64_t`: [`ACL_CONTINUE_ON_FAILURE`] or [`ACL_STOP_ON_FAILURE`]).
+pub const ACL_STREAM_ATTR_FAILURE_MODE: i32 = 1;
+
 /// `aclrtCallbackBlockType::ACL_CALLBACK_NO_BLOCK`: the stream goes on while the host
 /// function runs.
 pub const ACL_CALLBACK_NO_BLOCK: i32 = 0;
