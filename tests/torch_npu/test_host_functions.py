@@ -8,14 +8,6 @@ its own, as ``torch.ops.npu.save_npugraph_tensor`` relies on, eagerly and at eve
 runs in a program of its own: the report thread lives until the stream is unsubscribed."""
 
 import braid_npu
-import pytest
-
-# Known regression (issue 26 stays open for it): since the simulator computes kernels
-# outside its lock (issue 27), a blocking host function captured into an NPUGraph is never
-# reported at replay, and the replay's host gate waits until the collective timeout.
-CAPTURED_REGRESSION = pytest.mark.skip(
-    reason="captured blocking host functions hang at replay since kernels compute outside the simulator's lock (known regression, issue 26)"
-)
 
 
 def test_eager_host_functions_run_in_stream_order(run_child, tmp_path):
@@ -49,7 +41,6 @@ def test_eager_host_functions_run_in_stream_order(run_child, tmp_path):
     assert polls == [], polls[:3]
 
 
-@CAPTURED_REGRESSION
 def test_a_host_function_captured_into_a_graph_runs_at_every_replay(run_child):
     # torch_npu's test_launch_host_func: the host function adds two matrix products into a
     # result on a stream of its own; capturing runs nothing, each replay runs every one.
@@ -119,7 +110,6 @@ def test_pending_host_functions_run_in_stream_order_without_a_subscription(run_c
     assert braid_npu.child_result(proc) == [[3.0] * 4, [5.0] * 4]
 
 
-@CAPTURED_REGRESSION
 def test_save_npugraph_tensor_saves_eagerly_and_at_every_replay(run_child):
     # torch_npu's save_npugraph_tensor (its own tests skip it "until CANN supports
     # aclrtLaunchHostFunc"): a copy to the host, then a host function that saves it; captured,

@@ -40,7 +40,10 @@
 //!   one stream, and here each keeps its own thread.
 //!
 //! The state here is a leaf: its lock is never held while the registry or a simulator is
-//! called, so an operator's body (run under the simulator's lock) may report.
+//! called, so an operator's body may report (the simulator runs bodies with its lock
+//! released, or held where a call must see every effect at once). A host wait held at a
+//! captured gate computes the bodies due by the time it has reached, so the replay's
+//! callback is reported while it waits.
 
 use crate::codes::*;
 use crate::errmsg::{fail, Fail};
@@ -283,7 +286,7 @@ impl Launched {
     /// Reports the callback to its runner: the thread subscribed to its stream now, or its
     /// stream's host-function thread (dropped, with a warning, when the stream has been
     /// unsubscribed or destroyed since: then its graph gate opens). Runs in the callback's
-    /// task, under the simulator's lock.
+    /// task, the body of a simulator operator (with or without the simulator's lock held).
     pub(crate) fn report(&self) {
         let graph_gate = self.graph_gate.as_ref().and_then(|g| g.get()).cloned();
         let mut s = state();
@@ -299,7 +302,7 @@ impl Launched {
                 "a host callback reached a stream no thread runs callbacks of any more; dropped"
             );
             if gate.is_some() || graph_gate.is_some() {
-                // The simulator's lock is held here: the gates open once it is free.
+                // The simulator's lock may be held here: the gates open once it is free.
                 std::thread::spawn(move || {
                     let opened =
                         open(gate).and(graph_gate.as_ref().map_or(Ok(()), open_graph_gate));

@@ -189,6 +189,11 @@ pub(crate) fn host_wait<T>(
         let progress = engine.progress();
         loop {
             engine.reach_gates(what);
+            // What the work before a gate reports is a host body (a host callback's task),
+            // computed outside the lock like every kernel: compute what is due by now, or no
+            // thread may ever run it and open the gate.
+            let now = engine.host_now();
+            let released = engine.settle_to(now);
             let left = deadline.map_or(Duration::from_secs(3600), |d| {
                 d.saturating_duration_since(Instant::now())
             });
@@ -196,7 +201,10 @@ pub(crate) fn host_wait<T>(
                 waited = Some(start.elapsed());
                 break;
             }
-            progress.wait_for(engine.guard(), left);
+            // With the lock released meanwhile, a release may have gone by: look again first.
+            if !released {
+                progress.wait_for(engine.guard(), left);
+            }
             // Other threads' calls made their devices current meanwhile.
             engine.set_current(shared.device);
             if !engine.may_be_released(what) {

@@ -240,6 +240,34 @@ fn a_captured_callback_runs_at_every_replay_in_stream_order() {
 }
 
 #[test]
+fn a_captured_blocking_callback_after_a_kernel_runs_at_every_replay_while_the_host_waits() {
+    // Issue 26: the kernel keeps the replay's callback ahead of the host clock at the launch,
+    // so only the synchronize's wait reaches it; the callback must then be reported (not
+    // wait, unreported, until the collective timeout fails the synchronize).
+    on_device();
+    let reporter = Reporter::start();
+    let stream = new_stream();
+    ok(aclrtSubscribeReport(reporter.id, stream));
+    let n = Mutex::new(0u32);
+    let data = (&n as *const Mutex<u32>).cast_mut().cast();
+    ok(aclmdlRICaptureBegin(stream, 2));
+    ok(braidSimBusy(stream, 2_000_000));
+    ok(aclrtLaunchCallback(Some(count), data, BLOCK, stream));
+    let mut model = null_mut();
+    // SAFETY: a live out parameter.
+    ok(unsafe { aclmdlRICaptureEnd(stream, &mut model) });
+    for replay in 1..=3 {
+        ok(aclmdlRIExecuteAsync(model, stream));
+        ok(aclrtSynchronizeStream(stream));
+        assert_eq!(*n.lock().unwrap(), replay);
+    }
+    ok(aclmdlRIDestroy(model));
+    ok(aclrtUnSubscribeReport(reporter.id, stream));
+    drop(reporter);
+    ok(aclrtDestroyStream(stream));
+}
+
+#[test]
 fn subscriptions_and_reports_refuse_what_cann_refuses_naming_it() {
     on_device();
     // SAFETY: pthread_self has no preconditions.

@@ -14,9 +14,11 @@
 //! and so do the nodes after it and the launch's stream.
 //!
 //! A host synchronization waiting on a stream held at a gate first lets the host clock reach
-//! the gate (the host is blocked at least until the work before it is done, and what that
-//! work reports, a host callback, is then reported), then waits for another thread to open
-//! it, up to the node's collective timeout, and fails naming the gate.
+//! the gate (the host is blocked at least until the work before it is done), computes the
+//! kernels and host bodies due by then with the engine lock released (`crate::job`: what
+//! that work reports, a host callback, is then reported, and the callback's thread opens the
+//! gate), then waits for another thread to open it, up to the node's collective timeout, and
+//! fails naming the gate.
 
 use crate::capture::Node;
 use crate::collective::{Held, HostWait};
@@ -116,8 +118,10 @@ impl Engine {
     }
 
     /// Lets the current device's host clock reach every gate the host wait on `what` waits
-    /// at: the host is blocked at least until then, and the data effects up to it (what the
-    /// work before a gate reports) are applied.
+    /// at: the host is blocked at least until then. The data effects up to it are applied up
+    /// to the first kernel or host body not computed yet: the caller computes those with the
+    /// lock released (`crate::device::host_wait`), so that what the work before a gate
+    /// reports (a host callback) is reported.
     pub(crate) fn reach_gates(&mut self, what: HostWait) {
         let streams = match what {
             HostWait::Device => self.devices[self.cur]

@@ -3,12 +3,14 @@
 //! waits for another thread to open it, or fails naming the gate after the collective
 //! timeout; a capturing stream takes no eager gate. A gate captured into a graph holds the
 //! nodes after it at every launch, each launch passing with an opening of its own, and a
-//! synchronize lets simulated time reach it before it waits.
+//! synchronize lets simulated time reach it, and the host body of the operator before it run,
+//! before it waits.
 
-use braid_backend_sim::{SimConfig, SimDevice};
+use braid_backend_sim::{host_op, SimBackend, SimConfig, SimDevice};
 use braid_stream_core::hal::{Device as _, Event as _, Graph as _, Stream as _};
 use braid_stream_core::kernel::{Kernel, TypedKernel};
 use braid_stream_core::types::{CaptureMode, DeviceSlice, EventFlags};
+use braid_stream_core::{CustomOp, OpCost};
 use std::time::Duration;
 
 fn device(timeout: Duration) -> SimDevice {
@@ -192,4 +194,54 @@ fn a_captured_gate_nobody_opens_fails_the_wait_naming_it() {
     );
     gate.open().unwrap();
     s.synchronize().unwrap();
+}
+
+#[test]
+fn a_captured_gate_after_a_kernel_is_opened_by_what_the_host_body_before_it_reports() {
+    // As a blocking host callback captured after a kernel: the body of the operator before
+    // the gate (computed outside the engine lock, like every operator's body) tells another
+    // thread, which opens the gate. The waiting synchronize must let that body run while it
+    // waits, at every launch (issue 26: it waited until the collective timeout).
+    let d = device(Duration::from_secs(5));
+    let s = d.create_stream(0).unwrap();
+    let (reached, reports) = std::sync::mpsc::channel::<()>();
+    let reached = std::sync::Mutex::new(reached);
+    let callback = CustomOp::<SimBackend>::new("callback")
+        .cost(OpCost::Fixed { ns: 1_000 })
+        .body(host_op(move |_, _| {
+            reached.lock().unwrap().send(()).unwrap();
+        }));
+    s.begin_capture(CaptureMode::Global).unwrap();
+    let busy = TypedKernel::from(Kernel::Busy {
+        duration_ns: 1_000_000,
+    });
+    s.launch(&busy, "busy").unwrap();
+    s.launch_operator(&callback.lower()).unwrap();
+    let gate = s.capture_gate().unwrap();
+    let graph = s.end_capture().unwrap();
+    let launches = 3;
+    let opener = {
+        let gate = gate.clone();
+        std::thread::spawn(move || {
+            for _ in 0..launches {
+                reports
+                    .recv_timeout(Duration::from_secs(10))
+                    .expect("the body before the gate runs while the host waits at it");
+                gate.open().unwrap();
+            }
+        })
+    };
+    for launch in 0..launches {
+        let before = d.host_time_ns();
+        graph.launch(&s).unwrap();
+        // A stream's synchronize and a device-wide one wait alike.
+        let waited = if launch % 2 == 0 {
+            s.synchronize()
+        } else {
+            d.synchronize()
+        };
+        waited.unwrap_or_else(|e| panic!("launch {launch}: {e}"));
+        assert!(d.host_time_ns() >= before + 1_000_000, "launch {launch}");
+    }
+    opener.join().unwrap();
 }
