@@ -8,7 +8,7 @@
 //! simulated device). `sim_throughput` and `trace_replay` measure the simulator itself (its
 //! engine, and replays on a timing-only simulated device) and always run on it.
 //!
-//! ACL is opened as [`braid::acl_device`] opens it: `$BRAID_ACL_LIB`, then CANN under
+//! ACL is opened as `braid::acl_device` (with the `acl` feature) opens it: `$BRAID_ACL_LIB`, then CANN under
 //! `$ASCEND_HOME_PATH` / `$ASCEND_TOOLKIT_HOME`, then `libascendcl.so` on the loader path, and
 //! only where none of these is set or there, `libbraid_acl_sim.so` beside the bench
 //! executable (in `target/release/deps/` once `cargo build --release -p braid-cli` has built

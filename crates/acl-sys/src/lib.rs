@@ -3,7 +3,7 @@
 //!
 //! Two crates use the one declaration:
 //! - `braid-backend-acl`, the importer, resolves [`acl::AclFunctions`] from a run-time loaded
-//!   library with the [`loader`] (feature `loader`);
+//!   library with the `loader` module (feature `loader`);
 //! - `braid-acl-sim`, the exporter, implements the functions as `#[no_mangle] extern "C"` and
 //!   checks each against its pointer type in [`acl::fns`] (`const _: fns::aclrtMalloc =
 //!   aclrtMalloc;`), so a signature that drifts fails to compile.
@@ -24,7 +24,7 @@
 //!   [`acl::op`] (the old single-operator path), [`aclnn`]'s client operators, [`msprof`]
 //!   (profiling reports) and [`rt`] (the legacy kernel API);
 //! - [`search`]: where a [`LibrarySet`] is looked for (explicit variable, CANN homes, loader
-//!   path); [`loader`]: opening it, with typed errors that list every path tried and never
+//!   path); `loader` (feature `loader`): opening it, with typed errors that list every path tried and never
 //!   replace an explicitly configured library.
 #![warn(missing_docs)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
