@@ -160,6 +160,19 @@ pub fn scratch_bytes(op: &TensorOp) -> u64 {
     }
 }
 
+/// Whether computing `op` can fail because of the values it reads (an index out of range,
+/// invalid weights: [`ComputeError::IndexOutOfRange`], [`ComputeError::InvalidValue`]), after
+/// it may have written part of its outputs. Every other operator fails, if at all, before it
+/// writes a byte (operands that do not match it), so a caller may let it write straight into
+/// its outputs' final place; one that can fail midway is computed into buffers that a failure
+/// leaves unused.
+pub fn may_fail_on_values(op: &TensorOp) -> bool {
+    matches!(
+        op,
+        TensorOp::Index(_) | TensorOp::IndexCopy(_) | TensorOp::Attention(_) | TensorOp::Random(_)
+    )
+}
+
 /// Computes `op` over its operands' bytes: `inputs` are its read ranges and `outputs` its
 /// written ranges, in [`OpSpec::operands`] order, each exactly its tensor's range. Outputs
 /// hold their current bytes on entry (an operator that writes part of one keeps the rest).
