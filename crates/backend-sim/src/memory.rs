@@ -11,8 +11,8 @@ mod shared;
 mod view;
 mod vmm;
 
-pub(crate) use backing::{Pin, Place};
 use backing::{Backing, Source};
+pub(crate) use backing::{Pin, Place};
 
 pub(crate) use view::DataView;
 
