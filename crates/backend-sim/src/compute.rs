@@ -44,6 +44,22 @@ pub(crate) enum PendingWrite {
     Placed { ptr: DevicePtr, len: u64 },
 }
 
+impl PendingWrite {
+    /// The device range it writes (`None`: host memory, or a write that is dropped).
+    pub fn device_range(&self) -> Option<DeviceSlice> {
+        match self {
+            PendingWrite::Device {
+                ptr,
+                data: Some(data),
+            } => Some(DeviceSlice::new(*ptr, data.len() as u64)),
+            PendingWrite::Fill { ptr, len, .. } | PendingWrite::Placed { ptr, len } => {
+                Some(DeviceSlice::new(*ptr, *len))
+            }
+            PendingWrite::Device { data: None, .. } | PendingWrite::Host { .. } => None,
+        }
+    }
+}
+
 /// Input values of an op: the bytes read, or zeros where the range was invalid.
 struct Input(Option<Vec<u8>>);
 
@@ -541,17 +557,19 @@ impl Job {
     }
 
     /// Makes the outputs that may be written in place (`Output::in_place`) ranges of device
-    /// memory instead of buffers (which go back to `pool`); whether any became one. Call it
-    /// only when the job's end is the next effect the data queue applies and nothing else is
-    /// applied until it is (see `crate::queue`): then writing them in place while computing
-    /// gives the bytes storing them at the end would, and nothing reads them meanwhile.
-    pub fn place(&mut self, mem: &mut DataView<'_>, pool: &mut BufferPool) -> bool {
-        let mut placed = false;
+    /// memory instead of buffers (which go back to `pool`), and returns their ranges (none:
+    /// nothing is placed). Call it only when the job's end is the next effect the data queue
+    /// applies and nothing touching those ranges is applied until it is (see `crate::queue`):
+    /// then writing them in place while computing gives the bytes storing them at the end
+    /// would, and nothing reads them meanwhile.
+    pub fn place(&mut self, mem: &mut DataView<'_>, pool: &mut BufferPool) -> Vec<DeviceSlice> {
+        let mut placed = Vec::new();
         for o in self.outputs.iter_mut().filter(|o| o.in_place && o.valid) {
-            if let Some(place) = mem.place(DeviceSlice::new(o.ptr, o.data.len() as u64)) {
+            let range = DeviceSlice::new(o.ptr, o.data.len() as u64);
+            if let Some(place) = mem.place(range) {
                 pool.give(std::mem::take(&mut o.data));
                 o.place = Some(place);
-                placed = true;
+                placed.push(range);
             }
         }
         placed

@@ -27,6 +27,7 @@ use crate::buffers::BufferPool;
 use crate::compute::{Failure, Job, PendingWrite};
 use crate::memory::DataView;
 use braid_stream_core::sync::{Condvar, Mutex};
+use braid_stream_core::types::DeviceSlice;
 
 /// Where a job stands.
 enum State {
@@ -74,13 +75,13 @@ impl JobCell {
     }
 
     /// Makes the outputs of the job, if no thread has taken it yet, that it may write in place
-    /// ranges of device memory ([`Job::place`]); whether any became one. The queue calls it
-    /// when the job's end is the next effect to apply, and then applies nothing else until
-    /// the job is computed.
-    pub fn place(&self, mem: &mut DataView<'_>, pool: &mut BufferPool) -> bool {
+    /// ranges of device memory ([`Job::place`]), and returns those ranges. The queue calls it
+    /// when the job's end is the next effect to apply, and then applies nothing touching them
+    /// until the job is computed.
+    pub fn place(&self, mem: &mut DataView<'_>, pool: &mut BufferPool) -> Vec<DeviceSlice> {
         match &mut *self.state.lock() {
             State::Ready(job) => job.place(mem, pool),
-            _ => false,
+            _ => Vec::new(),
         }
     }
 

@@ -25,9 +25,12 @@
 //!
 //! A drain meeting the end of a kernel no thread has taken yet first makes its outputs
 //! ranges of device memory where it can ([`JobCell::place`]): whoever computes it then
-//! writes them in place. Until that kernel's end is applied, nothing else is: not even an
-//! action queued meanwhile at an earlier time by another device (whose host clock lags); it
-//! sees the kernel's outputs, as it sees any effect applied by a device's further clock.
+//! writes them in place. Until that kernel's end is applied, nothing touching those ranges
+//! is. An action queued meanwhile at an earlier time by another device (whose host clock
+//! lags) is applied in its turn if it touches none of them (so that device is not held up
+//! by the computing); one that does touch them, or that has ranges the queue does not know
+//! (a collective's data effect), waits for the kernel's end and sees its outputs, as it sees
+//! any effect applied by a device's further clock.
 
 use crate::buffers::BufferPool;
 use crate::compute::{self, Begun, PendingWrite};
@@ -35,6 +38,7 @@ use crate::job::JobCell;
 use crate::memory::{DataView, Memory};
 use crate::op::OpKind;
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::types::DeviceSlice;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -106,8 +110,8 @@ pub(crate) struct DataQueue {
     /// Where the last drain stopped, if it stalled: (time, end-before-start, sequence).
     stalled: Option<(u64, u8, u64)>,
     /// The end of a kernel writing its outputs in place ([`JobCell::place`]), not applied
-    /// yet: it is applied before anything else.
-    placed: Option<(u64, u8, u64)>,
+    /// yet, with those outputs' ranges: it is applied before anything touching them.
+    placed: Option<((u64, u8, u64), Vec<DeviceSlice>)>,
     /// The most threads a kernel computes on (at least 1).
     threads: usize,
     /// Buffers of stored outputs, for the next kernels' outputs.
@@ -228,11 +232,14 @@ impl DataQueue {
     /// [`DataQueue::drain`] of a non-empty queue; `all`: compute kernels in place.
     fn drain_pending(&mut self, now: u64, mems: &mut [Memory], all: bool) -> Drained {
         self.stalled = None;
-        // A placed kernel's end goes first, whatever its time.
-        if let Some(key) = self.placed {
+        // A placed kernel's end goes first, whatever its time; while it computes, only what
+        // stays clear of its outputs.
+        if let Some(key) = self.placed.as_ref().map(|p| p.0) {
             match self.pending.remove(&key) {
                 Some(action) => {
                     if let Some(stalled) = self.apply(key, action, mems, all) {
+                        self.apply_clear_of_placed(now, mems);
+                        self.stalled = Some(key);
                         return stalled;
                     }
                 }
@@ -249,6 +256,37 @@ impl DataQueue {
             }
         }
         Drained::All
+    }
+
+    /// While a placed kernel computes: applies the actions due by `now` and queued before its
+    /// end (another device's, whose host clock lags) up to the first one that may touch its
+    /// outputs, or that is a kernel's end.
+    fn apply_clear_of_placed(&mut self, now: u64, mems: &mut [Memory]) {
+        let Some((placed, ranges)) = self.placed.clone() else {
+            return;
+        };
+        let clear = |s: DeviceSlice| ranges.iter().all(|r| !r.overlaps(&s));
+        while let Some(entry) = self.pending.first_entry() {
+            let key = *entry.key();
+            if key >= placed || key.0 > now {
+                break;
+            }
+            let apart = match entry.get() {
+                Action::Start { op, .. } => {
+                    let uses = op.accesses();
+                    !matches!(op, OpKind::CollectiveEffect(_))
+                        && uses.reads().chain(uses.writes()).all(clear)
+                }
+                Action::End(writes, _) => writes.iter().all(|w| w.device_range().is_none_or(clear)),
+                Action::EndJob { .. } => false,
+            };
+            if !apart {
+                break;
+            }
+            let (key, action) = entry.remove_entry();
+            // A start or a stored end: it never stalls.
+            let _ = self.apply(key, action, mems, false);
+        }
     }
 
     /// Applies `action`, queued at `key`; `Some` where it is the end of a kernel not
@@ -301,11 +339,11 @@ impl DataQueue {
                 report,
             } => {
                 // Its end is the next effect: computed from now on, it writes in place.
-                if self.placed.is_none()
-                    && cell.deferred
-                    && cell.place(&mut DataView::new(mems, device), &mut self.pool)
-                {
-                    self.placed = Some(key);
+                if self.placed.is_none() && cell.deferred {
+                    let ranges = cell.place(&mut DataView::new(mems, device), &mut self.pool);
+                    if !ranges.is_empty() {
+                        self.placed = Some((key, ranges));
+                    }
                 }
                 if all {
                     cell.run_or_wait();
@@ -324,7 +362,7 @@ impl DataQueue {
                     self.stalled = Some(key);
                     return Some(Drained::Stalled(cell));
                 };
-                if self.placed == Some(key) {
+                if self.placed.as_ref().is_some_and(|p| p.0 == key) {
                     self.placed = None;
                 }
                 self.jobs.retain(|c| !Arc::ptr_eq(c, &cell));
