@@ -17,8 +17,9 @@
 //!
 //! A kernel that can write its outputs in place ([`Job::can_place`]) is best computed at its
 //! end: when the drain reaches its end before any thread has taken it, the queue makes its
-//! outputs ranges of device memory ([`JobCell::place`]) and applies nothing else until it is
-//! computed, so it writes them where they belong instead of into buffers copied at its end.
+//! outputs ranges of device memory ([`JobCell::place`]) and applies nothing touching them
+//! until it is computed, so it writes them where they belong instead of into buffers copied
+//! at its end.
 //! So a device's thread leaves such a kernel for then, and computes early only what cannot
 //! be placed, or when the drain waits for another device's kernel anyway (its own kernels
 //! then compute side by side with that one; see `crate::device::EngineGuard`).
