@@ -16,7 +16,11 @@
 //!   RMSNorm (4: square, sum, scale, times gamma) over [64, 4096] float32, 8 bytes an
 //!   element;
 //! - `stream copy`: a 64 MiB copy of the host's memory (`copy_from_slice`, as STREAM's Copy),
-//!   the memory peak the vector kernels are bound by.
+//!   the memory peak the vector kernels are bound by;
+//! - `on a stream`: the 1 M element add, softmax and RMSNorm launched on a data-mode simulated
+//!   stream and synchronized: the kernel with the simulator's data path around it (its
+//!   inputs read in place, its outputs written in place at its end), to set beside the
+//!   kernel alone.
 //!
 //! Kernels use `BRAID_SIM_THREADS` threads when it is set, else every core, as the
 //! simulator does (products above a size, element-wise kernels, softmax and RMSNorm from
@@ -25,9 +29,11 @@
 //! `cargo bench -p braid-benches --bench sim_kernels` (add `-- --quick` for a short run, or a
 //! filter such as `-- matmul/1024`).
 
+use braid::core::hal::{Device as _, Stream as _};
 use braid::core::ops::{self, BinaryOp, Scalar};
 use braid::core::types::{DevicePtr, DeviceSlice};
-use braid::core::{DType, Kernel, Tensor};
+use braid::core::{DType, Kernel, Tensor, TypedKernel};
+use braid::sim::{SimConfig, SimDevice};
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use std::hint::black_box;
 use std::time::Duration;
@@ -283,5 +289,74 @@ fn vector(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, matmul, vector);
+/// The vector cases launched on a simulated stream and synchronized, each launch and
+/// synchronization one iteration.
+fn on_a_stream(c: &mut Criterion) {
+    let threads = threads();
+    let dev = SimDevice::new(SimConfig::new().compute_threads(threads));
+    let stream = dev.create_stream(0).expect("stream");
+    // Device tensors of `shapes`, uploaded from the same values as the host cases.
+    let tensors = |shapes: &[&[usize]]| -> Vec<Tensor> {
+        shapes
+            .iter()
+            .enumerate()
+            .map(|(i, shape)| {
+                let numel: usize = shape.iter().product();
+                let values = Buffer::new(DType::F32, numel, i as u64 + 1);
+                let ptr = dev.alloc(values.len as u64).expect("alloc");
+                // SAFETY: `values` outlives the copy: the stream is synchronized below.
+                unsafe {
+                    stream
+                        .memcpy_h2d(ptr, values.bytes().as_ptr(), values.len as u64)
+                        .expect("upload")
+                };
+                stream.synchronize().expect("synchronize");
+                let slice = DeviceSlice::new(ptr, values.len as u64);
+                Tensor::new(slice, DType::F32, shape).expect("tensor")
+            })
+            .collect()
+    };
+    let n = 1024 * 1024;
+    let vector: &[usize] = &[n];
+    let v = tensors(&[vector, vector, vector]);
+    let add = BinaryOp::Add {
+        alpha: Scalar::Float(1.0),
+    };
+    let (rows, cols) = (64, 4096);
+    let x: &[usize] = &[rows, cols];
+    let s = tensors(&[x, x]);
+    let r = tensors(&[x, &[cols], x, &[rows, 1]]);
+    let cases = [
+        (
+            format!("add/{n}"),
+            ops::binary(add, v[0].clone(), v[1].clone(), &v[2]).expect("add"),
+            throughput(n, 12 * n),
+        ),
+        (
+            "softmax/64x4096".to_string(),
+            ops::softmax(&s[0], 1, &s[1]).expect("softmax"),
+            throughput(5 * rows * cols, 8 * rows * cols),
+        ),
+        (
+            "rms_norm/64x4096".to_string(),
+            ops::rms_norm(&r[0], &r[1], 1e-6, &r[2], &r[3]).expect("rms_norm"),
+            throughput(4 * rows * cols, 8 * rows * cols),
+        ),
+    ];
+    let mut group = c.benchmark_group("on a stream");
+    group.measurement_time(Duration::from_secs(2));
+    for (name, kernel, throughput) in cases {
+        let kernel = TypedKernel::from(&kernel);
+        group.throughput(throughput);
+        group.bench_function(name, |b| {
+            b.iter(|| {
+                stream.launch(&kernel, "case").expect("launch");
+                stream.synchronize().expect("synchronize");
+            })
+        });
+    }
+    group.finish();
+}
+
+criterion_group!(benches, matmul, vector, on_a_stream);
 criterion_main!(benches);

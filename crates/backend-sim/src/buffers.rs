@@ -1,7 +1,7 @@
 //! Output buffers kept from one kernel to the next.
 //!
-//! A kernel computes its outputs into host buffers at its start and stores them at its end
-//! ([`crate::compute`]). A fresh buffer costs zeroing (or, for a large one, a page fault per
+//! A kernel that does not write its outputs in place computes them into host buffers and
+//! stores them at its end ([`crate::compute`]). A fresh buffer costs zeroing (or, for a large one, a page fault per
 //! page) before the kernel writes a byte: for an element-wise kernel over a few MiB, as much
 //! as the kernel itself. So a stored output's buffer is kept, and the next kernel whose
 //! output it fits takes it with whatever bytes it holds: only a kernel that writes every

@@ -3,10 +3,19 @@
 //! [`begin`] runs at the op's start time: it reads the inputs (device ranges or host memory) and
 //! computes the outputs. [`finish`] runs at the op's end time and stores them. Inputs outside
 //! every live segment read as zeros, outputs outside are dropped; both count as invalid accesses.
+//!
+//! A kernel computed at its end ([`Job::place`], when the data queue reaches its end before
+//! any thread has computed it) writes its outputs straight into device memory instead, where
+//! that gives the same bytes as storing them at the end: each output it overwrites whole,
+//! that overlaps none of its inputs or other outputs, of an operator that cannot fail midway
+//! ([`braid_kernels::may_fail_on_values`]). Its inputs are still the bytes they had at its
+//! start (pinned), and nothing reads the output range between the kernel's end and its
+//! computing, so a missing wait still reads the old bytes. The others compute into buffers,
+//! stored at their end.
 
 use crate::buffers::BufferPool;
 use crate::custom::SimCustom;
-use crate::memory::{DataView, Pin};
+use crate::memory::{DataView, Pin, Place};
 use crate::op::OpKind;
 use braid_stream_core::hal::HalError;
 use braid_stream_core::kernel::{Kernel, TypedKernel};
@@ -31,6 +40,24 @@ pub(crate) enum PendingWrite {
     Host { dst: usize, data: Vec<u8> },
     /// `len` bytes of `value` at `ptr` (a memset of a range that was live at its start).
     Fill { ptr: DevicePtr, len: u64, value: u8 },
+    /// `len` bytes at `ptr` that a kernel wrote in place ([`Job::place`]): only counted.
+    Placed { ptr: DevicePtr, len: u64 },
+}
+
+impl PendingWrite {
+    /// The device range it writes (`None`: host memory, or a write that is dropped).
+    pub fn device_range(&self) -> Option<DeviceSlice> {
+        match self {
+            PendingWrite::Device {
+                ptr,
+                data: Some(data),
+            } => Some(DeviceSlice::new(*ptr, data.len() as u64)),
+            PendingWrite::Fill { ptr, len, .. } | PendingWrite::Placed { ptr, len } => {
+                Some(DeviceSlice::new(*ptr, *len))
+            }
+            PendingWrite::Device { data: None, .. } | PendingWrite::Host { .. } => None,
+        }
+    }
 }
 
 /// Input values of an op: the bytes read, or zeros where the range was invalid.
@@ -161,6 +188,8 @@ fn begin_kernel(
         }]);
     }
     let len = out.len as usize;
+    // Whether it may write its output in place at its end: not over its inputs.
+    let in_place = tk.reads().all(|s| !s.overlaps(&out));
     // A kernel reading outside live memory writes zeros, without widening the wild range
     // (which may be far larger than the device).
     let Some(inputs) = inputs.into_iter().collect::<Option<Vec<_>>>() else {
@@ -185,9 +214,8 @@ fn begin_kernel(
                 .iter()
                 .find(|o| o.access == Access::Write)
                 .map_or(0, |o| o.tensor.range().len as usize);
-            // The operator writes its elements; the bytes past them are zeros.
+            // The operator writes its elements; the bytes past them are zeros ([`Job::run`]).
             data = pool.overwritten(len);
-            data[written.min(len)..].fill(0);
             return Begun::Job(Box::new(Job {
                 op: JobOp::Flat(Box::new(op), tk.name()),
                 threads,
@@ -195,8 +223,10 @@ fn begin_kernel(
                 outputs: vec![Output {
                     ptr: out.ptr,
                     data,
-                    written,
+                    place: None,
+                    written: written.min(len),
                     valid: true,
+                    in_place,
                 }],
             }));
         }
@@ -317,6 +347,10 @@ fn begin_op(
     pool: &mut BufferPool,
 ) -> Result<Job, String> {
     let whole = !op.op().writes_part();
+    // Outputs it may write in place at its end: of an operator that cannot fail midway, each
+    // that it overwrites whole and that overlaps no other range of it.
+    let placeable = !braid_kernels::may_fail_on_values(op.op());
+    let apart = |s: DeviceSlice| op.uses().iter().filter(|(u, _)| u.overlaps(&s)).count() == 1;
     let written = op.op().operands();
     let mut written = written.iter().filter(|o| o.access == Access::Write);
     let mut inputs = Vec::new();
@@ -333,7 +367,8 @@ fn begin_op(
                     t.is_contiguous() && (t.numel() as u64) * t.dtype().size() == s.len
                 });
                 let len = s.len as usize;
-                let (data, valid) = if whole && dense && mem.is_valid(s) {
+                let overwritten = whole && dense && mem.is_valid(s);
+                let (data, valid) = if overwritten {
                     (pool.overwritten(len), true)
                 } else {
                     let mut data = pool.overwritten(len);
@@ -347,8 +382,10 @@ fn begin_op(
                 outputs.push(Output {
                     ptr: s.ptr,
                     data,
+                    place: None,
                     written: len,
                     valid,
+                    in_place: overwritten && placeable && apart(s),
                 });
             }
         }
@@ -387,11 +424,14 @@ fn begin_custom(c: &Arc<SimCustom>, mem: &mut DataView<'_>, pool: &mut BufferPoo
             if !valid {
                 data.fill(0);
             }
+            // A body may panic midway: its outputs are buffers.
             Output {
                 ptr: s.ptr,
                 data,
+                place: None,
                 written: len,
                 valid,
+                in_place: false,
             }
         })
         .collect();
@@ -468,15 +508,20 @@ impl Failure {
     }
 }
 
-/// An output buffer of a [`Job`].
+/// An output of a [`Job`]: a buffer stored at the op's end, or its range in device memory.
 struct Output {
     ptr: DevicePtr,
-    /// The bytes stored at the op's end.
+    /// The bytes stored at the op's end (the range's length; empty once placed).
     data: Vec<u8>,
-    /// How many of them the operator writes (a flat kernel's range may be longer: zeros).
+    /// The range itself, when the job computes at its end and writes it in place.
+    place: Option<Place>,
+    /// How many of its bytes the operator writes (a flat kernel's range may be longer: the
+    /// rest are zeros).
     written: usize,
     /// Whether the range was live at the op's start (else the write is dropped, counted).
     valid: bool,
+    /// Whether it may be written in place when the job computes at its end ([`Job::place`]).
+    in_place: bool,
 }
 
 /// A kernel with its inputs read: computing it reads only its own buffers and pins, so it
@@ -505,15 +550,50 @@ impl Job {
         }
     }
 
-    /// Computes the outputs ([`braid_kernels::compute_with`], or the user operator's body).
-    /// A tensor operator that fails (an index out of range) or a body that panics writes
-    /// nothing.
+    /// Whether some output may be written in place if the job computes at its end
+    /// ([`Job::place`]): then it is best left until then.
+    pub fn can_place(&self) -> bool {
+        self.outputs.iter().any(|o| o.in_place && o.valid)
+    }
+
+    /// Makes the outputs that may be written in place (`Output::in_place`) ranges of device
+    /// memory instead of buffers (which go back to `pool`), and returns their ranges (none:
+    /// nothing is placed). Call it only when the job's end is the next effect the data queue
+    /// applies and nothing touching those ranges is applied until it is (see `crate::queue`):
+    /// then writing them in place while computing gives the bytes storing them at the end
+    /// would, and nothing reads them meanwhile.
+    pub fn place(&mut self, mem: &mut DataView<'_>, pool: &mut BufferPool) -> Vec<DeviceSlice> {
+        let mut placed = Vec::new();
+        for o in self.outputs.iter_mut().filter(|o| o.in_place && o.valid) {
+            let range = DeviceSlice::new(o.ptr, o.data.len() as u64);
+            if let Some(place) = mem.place(range) {
+                pool.give(std::mem::take(&mut o.data));
+                o.place = Some(place);
+                placed.push(range);
+            }
+        }
+        placed
+    }
+
+    /// Computes the outputs ([`braid_kernels::compute_with`], or the user operator's body),
+    /// into their buffers or in place. A tensor operator that fails (an index out of range)
+    /// or a body that panics writes nothing (neither is ever placed; a kernel that panics, a
+    /// bug, may have written part of a placed output).
     pub fn run(mut self) -> Result<Vec<PendingWrite>, Failure> {
         let inputs: Vec<&[u8]> = self.inputs.iter().map(InputBytes::bytes).collect();
         let mut outputs: Vec<&mut [u8]> = self
             .outputs
             .iter_mut()
-            .map(|o| &mut o.data[..o.written])
+            .map(|o| {
+                let bytes = match &mut o.place {
+                    Some(place) => place.bytes_mut(),
+                    None => &mut o.data[..],
+                };
+                // A flat kernel's bytes past its elements are zeros.
+                let (written, rest) = bytes.split_at_mut(o.written);
+                rest.fill(0);
+                written
+            })
             .collect();
         let result = match &self.op {
             JobOp::Op(op) => {
@@ -540,9 +620,15 @@ impl Job {
         Ok(self
             .outputs
             .into_iter()
-            .map(|o| PendingWrite::Device {
-                ptr: o.ptr,
-                data: o.valid.then_some(o.data),
+            .map(|o| match o.place {
+                Some(place) => PendingWrite::Placed {
+                    ptr: o.ptr,
+                    len: place.size() as u64,
+                },
+                None => PendingWrite::Device {
+                    ptr: o.ptr,
+                    data: o.valid.then_some(o.data),
+                },
             })
             .collect())
     }
@@ -561,6 +647,7 @@ pub(crate) fn finish(writes: Vec<PendingWrite>, mem: &mut DataView<'_>, pool: &m
             }
             PendingWrite::Device { data: None, .. } => mem.note_invalid(),
             PendingWrite::Fill { ptr, len, value } => mem.fill(ptr, len, value),
+            PendingWrite::Placed { ptr, len } => mem.note_written(ptr, len),
             PendingWrite::Host { dst, data } => {
                 // SAFETY: the caller of `Stream::memcpy_d2h` promised `dst` is valid for writes
                 // of the copy's length and untouched by the host until it observes the copy's

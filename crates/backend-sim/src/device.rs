@@ -50,7 +50,10 @@ pub(crate) fn lock_engine(shared: &Shared) -> EngineGuard<'_> {
 /// not computed yet, and when the guard goes (the call has returned its result, but not yet
 /// to its caller) the thread computes its device's kernels that no thread has taken, with
 /// the lock released, and applies what they give. So a long kernel never holds up other
-/// threads' calls, and each device's host threads do its computing.
+/// threads' calls, and each device's host threads do its computing. A kernel that can write
+/// its outputs in place is left until the drain reaches its end (then it writes them in
+/// place), unless the drain waits for another device's kernel: then this thread computes
+/// its own side by side with that one.
 pub(crate) struct EngineGuard<'a> {
     /// `None` only while the lock is released (inside [`EngineGuard::unlocked`]).
     guard: Option<MutexGuard<'a, Engine>>,
@@ -125,7 +128,9 @@ impl Drop for EngineGuard<'_> {
                 Drained::Stalled(cell) if cell.device == device && cell.is_ready() => Some(cell),
                 // Another device's kernel, or one a thread computes: its effects wait for it;
                 // this thread takes a kernel of its device no one has, if there is one.
-                _ => self.ready_job(),
+                Drained::Stalled(_) => self.ready_job(true),
+                // Nothing waits: a kernel that can write in place waits for its end.
+                Drained::All => self.ready_job(false),
             };
             match job {
                 Some(cell) => self.unlocked(|| cell.run_if_ready()),

@@ -14,9 +14,21 @@
 //! Numbers do not depend on which thread computes a kernel or when: a kernel reads the
 //! bytes its inputs had at its start and its outputs are stored at its end, as when it was
 //! computed in the drain.
+//!
+//! A kernel that can write its outputs in place ([`Job::can_place`]) is best computed at its
+//! end: when the drain reaches its end before any thread has taken it, the queue makes its
+//! outputs ranges of device memory ([`JobCell::place`]) and applies nothing touching them
+//! until it is computed, so it writes them where they belong instead of into buffers copied
+//! at its end.
+//! So a device's thread leaves such a kernel for then, and computes early only what cannot
+//! be placed, or when the drain waits for another device's kernel anyway (its own kernels
+//! then compute side by side with that one; see `crate::device::EngineGuard`).
 
+use crate::buffers::BufferPool;
 use crate::compute::{Failure, Job, PendingWrite};
+use crate::memory::DataView;
 use braid_stream_core::sync::{Condvar, Mutex};
+use braid_stream_core::types::DeviceSlice;
 
 /// Where a job stands.
 enum State {
@@ -35,6 +47,9 @@ pub(crate) struct JobCell {
     name: &'static str,
     /// The index of the device whose kernel it is: its host threads compute it.
     pub device: usize,
+    /// Whether it is best left until its end, to write its outputs in place
+    /// ([`Job::can_place`]).
+    pub deferred: bool,
 }
 
 impl std::fmt::Debug for JobCell {
@@ -48,6 +63,7 @@ impl JobCell {
     pub fn new(job: Job, device: usize) -> Self {
         JobCell {
             device,
+            deferred: job.can_place(),
             name: job.name(),
             state: Mutex::new(State::Ready(job)),
             done: Condvar::new(),
@@ -57,6 +73,17 @@ impl JobCell {
     /// Whether no thread has taken it yet.
     pub fn is_ready(&self) -> bool {
         matches!(*self.state.lock(), State::Ready(_))
+    }
+
+    /// Makes the outputs of the job, if no thread has taken it yet, that it may write in place
+    /// ranges of device memory ([`Job::place`]), and returns those ranges. The queue calls it
+    /// when the job's end is the next effect to apply, and then applies nothing touching them
+    /// until the job is computed.
+    pub fn place(&self, mem: &mut DataView<'_>, pool: &mut BufferPool) -> Vec<DeviceSlice> {
+        match &mut *self.state.lock() {
+            State::Ready(job) => job.place(mem, pool),
+            _ => Vec::new(),
+        }
     }
 
     /// Computes it on this thread if no thread has taken it; else waits until the thread that

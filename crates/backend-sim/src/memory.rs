@@ -11,8 +11,8 @@ mod shared;
 mod view;
 mod vmm;
 
-pub(crate) use backing::Pin;
 use backing::{Backing, Source};
+pub(crate) use backing::{Pin, Place};
 
 pub(crate) use view::DataView;
 
@@ -456,6 +456,35 @@ impl Memory {
         }
         let (base, seg) = self.find(s)?;
         seg.data.as_ref()?.pin(s.ptr.0 - base, s.len)
+    }
+
+    /// `s` for a kernel to write in place at its end ([`Place`]): `None` when `s` is empty,
+    /// not inside one live segment with host backing, or lies partly in memory shared with
+    /// other processes (the caller computes into a buffer then, and stores it). Its bytes
+    /// count as written once the kernel's end is applied ([`Memory::note_written`]).
+    pub fn place(&mut self, s: DeviceSlice) -> Option<Place> {
+        if s.len == 0 {
+            return None;
+        }
+        let (base, _) = self.find(s)?;
+        self.segments
+            .get_mut(base)?
+            .data
+            .as_mut()?
+            .place(s.ptr.0 - base, s.len)
+    }
+
+    /// Counts `len` bytes at `ptr`, which a kernel wrote in place ([`Memory::place`]), as
+    /// written: their pages are resident.
+    pub fn note_written(&mut self, ptr: DevicePtr, len: u64) {
+        let Some((base, _)) = self.find(DeviceSlice::new(ptr, len)) else {
+            return;
+        };
+        if let Some(backing) = self.segments.get_mut(base).and_then(|s| s.data.as_mut()) {
+            let before = backing.resident();
+            backing.note_written(ptr.0 - base, len as usize);
+            self.resident += backing.resident() - before;
+        }
     }
 
     /// Writes `data` at `ptr`. Dropped (and one invalid access counted) when the range is not

@@ -22,6 +22,15 @@
 //! there ([`Drained::Stalled`]): the caller computes it with the engine lock released and
 //! drains again. [`DataQueue::drain_all`] computes it in place instead, for the calls that
 //! must see every effect before they go on.
+//!
+//! A drain meeting the end of a kernel no thread has taken yet first makes its outputs
+//! ranges of device memory where it can ([`JobCell::place`]): whoever computes it then
+//! writes them in place. Until that kernel's end is applied, nothing touching those ranges
+//! is. An action queued meanwhile at an earlier time by another device (whose host clock
+//! lags) is applied in its turn if it touches none of them (so that device is not held up
+//! by the computing); one that does touch them, or that has ranges the queue does not know
+//! (a collective's data effect), waits for the kernel's end and sees its outputs, as it sees
+//! any effect applied by a device's further clock.
 
 use crate::buffers::BufferPool;
 use crate::compute::{self, Begun, PendingWrite};
@@ -29,6 +38,7 @@ use crate::job::JobCell;
 use crate::memory::{DataView, Memory};
 use crate::op::OpKind;
 use braid_stream_core::kernel::Kernel;
+use braid_stream_core::types::DeviceSlice;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -99,6 +109,9 @@ pub(crate) struct DataQueue {
     jobs: Vec<Arc<JobCell>>,
     /// Where the last drain stopped, if it stalled: (time, end-before-start, sequence).
     stalled: Option<(u64, u8, u64)>,
+    /// The end of a kernel writing its outputs in place ([`JobCell::place`]), not applied
+    /// yet, with those outputs' ranges: it is applied before anything touching them.
+    placed: Option<((u64, u8, u64), Vec<DeviceSlice>)>,
     /// The most threads a kernel computes on (at least 1).
     threads: usize,
     /// Buffers of stored outputs, for the next kernels' outputs.
@@ -206,100 +219,170 @@ impl DataQueue {
         self.stalled.map_or(u64::MAX, |k| k.0.saturating_sub(1))
     }
 
-    /// A kernel of device `device` no thread is computing yet, oldest first.
-    pub fn ready_job(&self, device: usize) -> Option<Arc<JobCell>> {
+    /// A kernel of device `device` no thread is computing yet, oldest first; with
+    /// `deferred` false, only among those that cannot write in place at their end
+    /// ([`JobCell::deferred`]).
+    pub fn ready_job(&self, device: usize, deferred: bool) -> Option<Arc<JobCell>> {
         self.jobs
             .iter()
-            .find(|c| c.device == device && c.is_ready())
+            .find(|c| c.device == device && (deferred || !c.deferred) && c.is_ready())
             .cloned()
     }
 
     /// [`DataQueue::drain`] of a non-empty queue; `all`: compute kernels in place.
     fn drain_pending(&mut self, now: u64, mems: &mut [Memory], all: bool) -> Drained {
         self.stalled = None;
+        // A placed kernel's end goes first, whatever its time; while it computes, only what
+        // stays clear of its outputs.
+        if let Some(key) = self.placed.as_ref().map(|p| p.0) {
+            match self.pending.remove(&key) {
+                Some(action) => {
+                    if let Some(stalled) = self.apply(key, action, mems, all) {
+                        self.apply_clear_of_placed(now, mems);
+                        self.stalled = Some(key);
+                        return stalled;
+                    }
+                }
+                None => self.placed = None,
+            }
+        }
         while let Some(entry) = self.pending.first_entry() {
             if entry.key().0 > now {
                 break;
             }
             let (key, action) = entry.remove_entry();
-            let (start, _, seq) = key;
-            match action {
-                Action::Start {
-                    op,
-                    end,
-                    device,
-                    report,
-                } => match compute::begin(
-                    &op,
-                    &mut DataView::new(mems, device),
-                    self.threads,
-                    &mut self.pool,
-                ) {
-                    Ok(Begun::Done(writes)) if writes.is_empty() => {}
-                    Ok(Begun::Done(writes)) => {
-                        self.pending
-                            .insert((end, END, seq), Action::End(writes, device));
+            if let Some(stalled) = self.apply(key, action, mems, all) {
+                return stalled;
+            }
+        }
+        Drained::All
+    }
+
+    /// While a placed kernel computes: applies the actions due by `now` and queued before its
+    /// end (another device's, whose host clock lags) up to the first one that may touch its
+    /// outputs, or that is a kernel's end.
+    fn apply_clear_of_placed(&mut self, now: u64, mems: &mut [Memory]) {
+        let Some((placed, ranges)) = self.placed.clone() else {
+            return;
+        };
+        let clear = |s: DeviceSlice| ranges.iter().all(|r| !r.overlaps(&s));
+        while let Some(entry) = self.pending.first_entry() {
+            let key = *entry.key();
+            if key >= placed || key.0 > now {
+                break;
+            }
+            let apart = match entry.get() {
+                Action::Start { op, .. } => {
+                    let uses = op.accesses();
+                    !matches!(op, OpKind::CollectiveEffect(_))
+                        && uses.reads().chain(uses.writes()).all(clear)
+                }
+                Action::End(writes, _) => writes.iter().all(|w| w.device_range().is_none_or(clear)),
+                Action::EndJob { .. } => false,
+            };
+            if !apart {
+                break;
+            }
+            let (key, action) = entry.remove_entry();
+            // A start or a stored end: it never stalls.
+            let _ = self.apply(key, action, mems, false);
+        }
+    }
+
+    /// Applies `action`, queued at `key`; `Some` where it is the end of a kernel not
+    /// computed yet (`all`: only while another thread computes it), which stays queued.
+    fn apply(
+        &mut self,
+        key: (u64, u8, u64),
+        action: Action,
+        mems: &mut [Memory],
+        all: bool,
+    ) -> Option<Drained> {
+        let (start, _, seq) = key;
+        match action {
+            Action::Start {
+                op,
+                end,
+                device,
+                report,
+            } => match compute::begin(
+                &op,
+                &mut DataView::new(mems, device),
+                self.threads,
+                &mut self.pool,
+            ) {
+                Ok(Begun::Done(writes)) if writes.is_empty() => {}
+                Ok(Begun::Done(writes)) => {
+                    self.pending
+                        .insert((end, END, seq), Action::End(writes, device));
+                }
+                Ok(Begun::Job(job)) => {
+                    let cell = Arc::new(JobCell::new(*job, device));
+                    self.jobs.push(cell.clone());
+                    let action = Action::EndJob {
+                        cell,
+                        device,
+                        start,
+                        report: report.map(|stream| (stream, op)),
+                    };
+                    self.pending.insert((end, END, seq), action);
+                }
+                Err(message) => self.fail(&op, report, device, seq, start, end, message),
+            },
+            Action::End(writes, device) => {
+                compute::finish(writes, &mut DataView::new(mems, device), &mut self.pool)
+            }
+            Action::EndJob {
+                cell,
+                device,
+                start,
+                report,
+            } => {
+                // Its end is the next effect: computed from now on, it writes in place.
+                if self.placed.is_none() && cell.deferred {
+                    let ranges = cell.place(&mut DataView::new(mems, device), &mut self.pool);
+                    if !ranges.is_empty() {
+                        self.placed = Some((key, ranges));
                     }
-                    Ok(Begun::Job(job)) => {
-                        let cell = Arc::new(JobCell::new(*job, device));
-                        self.jobs.push(cell.clone());
-                        let action = Action::EndJob {
-                            cell,
+                }
+                if all {
+                    cell.run_or_wait();
+                }
+                let Some(result) = cell.take() else {
+                    // Not computed yet: it stays, and so does everything after it.
+                    self.pending.insert(
+                        key,
+                        Action::EndJob {
+                            cell: cell.clone(),
                             device,
                             start,
-                            report: report.map(|stream| (stream, op)),
-                        };
-                        self.pending.insert((end, END, seq), action);
-                    }
-                    Err(message) => self.fail(&op, report, device, seq, start, end, message),
-                },
-                Action::End(writes, device) => {
-                    compute::finish(writes, &mut DataView::new(mems, device), &mut self.pool)
+                            report,
+                        },
+                    );
+                    self.stalled = Some(key);
+                    return Some(Drained::Stalled(cell));
+                };
+                if self.placed.as_ref().is_some_and(|p| p.0 == key) {
+                    self.placed = None;
                 }
-                Action::EndJob {
-                    cell,
-                    device,
-                    start,
-                    report,
-                } => {
-                    if all {
-                        cell.run_or_wait();
+                self.jobs.retain(|c| !Arc::ptr_eq(c, &cell));
+                match result {
+                    Ok(writes) => {
+                        compute::finish(writes, &mut DataView::new(mems, device), &mut self.pool)
                     }
-                    let Some(result) = cell.take() else {
-                        // Not computed yet: it stays, and so does everything after it.
-                        self.pending.insert(
-                            key,
-                            Action::EndJob {
-                                cell: cell.clone(),
-                                device,
-                                start,
-                                report,
-                            },
-                        );
-                        self.stalled = Some(key);
-                        return Drained::Stalled(cell);
-                    };
-                    self.jobs.retain(|c| !Arc::ptr_eq(c, &cell));
-                    match result {
-                        Ok(writes) => compute::finish(
-                            writes,
-                            &mut DataView::new(mems, device),
-                            &mut self.pool,
-                        ),
-                        Err(failure) => {
-                            if failure.body_panicked {
-                                DataView::new(mems, device).note_failed_op();
-                            }
-                            if let Some((stream, op)) = report {
-                                let message = failure.message;
-                                self.fail(&op, Some(stream), device, seq, start, key.0, message);
-                            }
+                    Err(failure) => {
+                        if failure.body_panicked {
+                            DataView::new(mems, device).note_failed_op();
+                        }
+                        if let Some((stream, op)) = report {
+                            let message = failure.message;
+                            self.fail(&op, Some(stream), device, seq, start, key.0, message);
                         }
                     }
                 }
             }
         }
-        Drained::All
+        None
     }
 
     /// Records `op` (queued `seq`-th, run from `start` to `end` on `device`) as failed with

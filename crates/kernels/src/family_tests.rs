@@ -82,6 +82,13 @@ fn an_index_out_of_range_is_an_error_naming_the_operand() {
     let Kernel::Op(k) = ops::embedding(&w, &ids, &out).unwrap() else {
         unreachable!()
     };
+    // An operator that can fail on the values it reads says so (its caller stages its
+    // outputs); one reading no index does not.
+    assert!(crate::may_fail_on_values(k.op()));
+    let Kernel::Op(mul) = ops::binary(ops::BinaryOp::Mul, &w, &w, &w).unwrap() else {
+        unreachable!()
+    };
+    assert!(!crate::may_fail_on_values(mul.op()));
     let err = compute(k.op(), &[&wb, &ib], &mut [&mut ob]).unwrap_err();
     assert_eq!(
         err,
@@ -97,6 +104,7 @@ fn an_index_out_of_range_is_an_error_naming_the_operand() {
     let Kernel::Op(k) = ops::index_copy(&w, 0, &pos, &src).unwrap() else {
         unreachable!()
     };
+    assert!(crate::may_fail_on_values(k.op()));
     let mut wb2 = wb.clone();
     let err = compute(k.op(), &[&pb, &sb], &mut [&mut wb2]).unwrap_err();
     assert!(matches!(

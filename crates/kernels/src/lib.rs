@@ -36,8 +36,8 @@
 //!   depend on the thread count either;
 //! - element-wise operators, casts, softmax and RMSNorm over at least 64 Ki elements with a
 //!   contiguous output cut the output into parts of whole elements (softmax, RMSNorm: rows)
-//!   that threads compute side by side (rayon's pool): each element is computed exactly as
-//!   on one thread;
+//!   that threads compute side by side (the calling thread and rayon's pool): each element
+//!   is computed exactly as on one thread;
 //! - every other operator computes on the calling thread. All of them sum in a fixed order:
 //!   sums, means, softmax and RMSNorm in 32 partial sums of `f64` (so that the loop
 //!   vectorises), whose rounding depends only on the sequence of values, not on how a row is
@@ -158,6 +158,19 @@ pub fn scratch_bytes(op: &TensorOp) -> u64 {
         TensorOp::RmsNorm(n) => 8 * n.gamma.numel() as u64,
         _ => 0,
     }
+}
+
+/// Whether computing `op` can fail because of the values it reads (an index out of range,
+/// invalid weights: [`ComputeError::IndexOutOfRange`], [`ComputeError::InvalidValue`]), after
+/// it may have written part of its outputs. Every other operator fails, if at all, before it
+/// writes a byte (operands that do not match it), so a caller may let it write straight into
+/// its outputs' final place; one that can fail midway is computed into buffers that a failure
+/// leaves unused.
+pub fn may_fail_on_values(op: &TensorOp) -> bool {
+    matches!(
+        op,
+        TensorOp::Index(_) | TensorOp::IndexCopy(_) | TensorOp::Attention(_) | TensorOp::Random(_)
+    )
 }
 
 /// Computes `op` over its operands' bytes: `inputs` are its read ranges and `outputs` its

@@ -4,11 +4,10 @@
 use crate::element::{load_run, native_run, native_run_mut, store_run, Num};
 use crate::elementwise::{Dst, Src};
 use crate::layout::{offset_of, Walk, RUN};
-use crate::parallel::{for_parts, threads_for};
+use crate::parallel::{for_parts, run_parts, threads_for};
 use crate::vector::{self, simd, LaneSum};
 use braid_stream_core::ops::{Reduce, ReduceKind, RmsNorm, Softmax};
 use braid_stream_core::DType;
-use rayon::prelude::*;
 
 /// Calls `f(bases)` with each element's offset in each operand, walking `shape` with each
 /// operand's `strides`, in row-major order.
@@ -488,23 +487,22 @@ pub(crate) fn rms_norm(
         let row_bytes = cols * ydtype.size() as usize;
         let mut rstds = vec![0f32; rows];
         let per = rows.div_ceil(threads);
-        y.bytes[..rows * row_bytes]
-            .par_chunks_mut(per * row_bytes)
-            .zip(rstds.par_chunks_mut(per))
-            .enumerate()
-            .for_each(|(part, (bytes, rstds))| {
-                let mut row = vec![0f32; cols];
-                for (i, r) in rstds.iter_mut().enumerate() {
-                    let xb = offset_of(part * per + i, rows_shape, x_rows);
-                    load_sub(x, xb, row_shape, x_row, &mut row);
-                    *r = simd(RmsNormRow {
-                        row: &mut row,
-                        gamma: &g,
-                        eps: n.eps,
-                    });
-                    store_run(bytes, ydtype, i * cols, 1, &row);
-                }
-            });
+        let parts = y.bytes[..rows * row_bytes]
+            .chunks_mut(per * row_bytes)
+            .zip(rstds.chunks_mut(per));
+        run_parts(parts, |part, (bytes, rstds)| {
+            let mut row = vec![0f32; cols];
+            for (i, r) in rstds.iter_mut().enumerate() {
+                let xb = offset_of(part * per + i, rows_shape, x_rows);
+                load_sub(x, xb, row_shape, x_row, &mut row);
+                *r = simd(RmsNormRow {
+                    row: &mut row,
+                    gamma: &g,
+                    eps: n.eps,
+                });
+                store_run(bytes, ydtype, i * cols, 1, &row);
+            }
+        });
         for (i, r) in rstds.into_iter().enumerate() {
             let rb = offset_of(i, rows_shape, &r_rows);
             store_run(rstd.bytes, DType::F32, rb, 1, &[r]);

@@ -455,9 +455,10 @@ impl Engine {
         self.dev().host_ns
     }
 
-    /// A kernel of the current device no thread computes yet (see [`crate::job`]).
-    pub(crate) fn ready_job(&self) -> Option<Arc<JobCell>> {
-        self.queue.ready_job(self.cur)
+    /// A kernel of the current device no thread computes yet (see [`crate::job`]); with
+    /// `deferred` false, only among those that cannot write in place at their end.
+    pub(crate) fn ready_job(&self, deferred: bool) -> Option<Arc<JobCell>> {
+        self.queue.ready_job(self.cur, deferred)
     }
 
     /// Charges one cheap host call `what` (create, alloc, free, memory info, capture calls).

@@ -14,6 +14,11 @@
 //! discard meeting one first moves the backing to a copy of the map (copy on write: only a
 //! racing program, whose write the sanitizer reports, writes what a running kernel reads),
 //! so the kernel keeps reading the bytes it started with.
+//!
+//! A kernel may also write its output in place ([`Place`]), computed at its end: the engine
+//! hands it out only where nothing reads or writes the range until the kernel's end is
+//! applied (see `crate::queue`), and a range that running kernels still read moves to a copy
+//! first, as for any write.
 
 use braid_stream_core::hal::HalError;
 use braid_stream_core::sync::Mutex;
@@ -34,7 +39,9 @@ pub(crate) struct MapBytes {
 // SAFETY: the map's bytes are reached through raw pointers: read by pins (from any thread)
 // only inside their pinned range, and written (under the engine lock, through `&mut Backing`)
 // only outside every pinned range (`Backing::writable` moves to a copy first), so no byte is
-// written while another thread reads it. The pin list has its own lock.
+// written while another thread reads it. A place (any thread) writes only its own range,
+// which no pin covers and which nothing else reads or writes while it lives (`Place`). The
+// pin list has its own lock.
 unsafe impl Send for MapBytes {}
 // SAFETY: as for `Send`.
 unsafe impl Sync for MapBytes {}
@@ -142,6 +149,45 @@ impl Drop for Pin {
 impl std::fmt::Debug for Pin {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Pin")
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .finish()
+    }
+}
+
+/// A range of a map that a kernel writes in place, outside the engine lock, at its end.
+///
+/// The engine makes one only where nothing else touches the range while it lives: the data
+/// queue applies nothing else until the kernel's end is applied (`crate::queue`), calls that
+/// change memory outside the queue (a free, an unmap, sharing) apply every effect first, and
+/// no pin covered the range when it was made ([`Backing::place`] moves the backing to a copy
+/// otherwise). It keeps the map alive, as a pin does.
+pub(crate) struct Place {
+    bytes: Arc<MapBytes>,
+    start: usize,
+    len: usize,
+}
+
+impl Place {
+    /// Its length in bytes.
+    pub fn size(&self) -> usize {
+        self.len
+    }
+
+    /// The placed bytes, to write.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: the range is inside the map (checked by `Backing::place`), and nothing else
+        // reads or writes it while `self` lives (see the type's documentation); `&mut self`
+        // makes this the one borrow of it.
+        unsafe {
+            std::slice::from_raw_parts_mut(self.bytes.map.as_mut_ptr().add(self.start), self.len)
+        }
+    }
+}
+
+impl std::fmt::Debug for Place {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Place")
             .field("start", &self.start)
             .field("len", &self.len)
             .finish()
@@ -364,6 +410,15 @@ impl Backing {
                 done += len;
             }
         }
+        self.note_written(offset, n);
+    }
+
+    /// Counts `[offset, offset + n)` as written (its pages resident): a write, or a kernel's
+    /// output written in place ([`Place`]). The caller checked the range.
+    pub fn note_written(&mut self, offset: u64, n: usize) {
+        if n == 0 {
+            return;
+        }
         let last = (offset + n as u64 - 1) / PAGE;
         for page in offset / PAGE..=last {
             let (word, bit) = ((page / 64) as usize, 1u64 << (page % 64));
@@ -454,6 +509,29 @@ impl Backing {
         }
         self.bytes.pins.lock().push((start, end));
         Some(Pin {
+            bytes: self.bytes.clone(),
+            start,
+            len: end - start,
+        })
+    }
+
+    /// `[offset, offset + len)` for a kernel to write in place (see [`Place`] for when the
+    /// engine may ask): `None` where part of it lives in a shared overlay, or where running
+    /// kernels read it and the host has no address space left to copy the backing (the
+    /// caller computes into a buffer then). The caller checked the range.
+    pub fn place(&mut self, offset: u64, len: u64) -> Option<Place> {
+        let (start, end) = (offset as usize, (offset + len) as usize);
+        if self
+            .overlays
+            .iter()
+            .any(|(o, m)| (*o as usize) < end && start < *o as usize + m.len())
+        {
+            return None;
+        }
+        if !self.writable(start, end) {
+            return None;
+        }
+        Some(Place {
             bytes: self.bytes.clone(),
             start,
             len: end - start,

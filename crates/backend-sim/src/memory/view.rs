@@ -50,6 +50,16 @@ impl<'a> DataView<'a> {
         self.at(s.ptr.0).pin(s)
     }
 
+    /// See [`Memory::place`].
+    pub fn place(&mut self, s: DeviceSlice) -> Option<super::Place> {
+        self.at(s.ptr.0).place(s)
+    }
+
+    /// See [`Memory::note_written`].
+    pub fn note_written(&mut self, ptr: DevicePtr, len: u64) {
+        self.at(ptr.0).note_written(ptr, len);
+    }
+
     /// See [`Memory::fill`].
     pub fn fill(&mut self, ptr: DevicePtr, len: u64, value: u8) {
         self.at(ptr.0).fill(ptr, len, value);
