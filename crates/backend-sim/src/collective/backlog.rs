@@ -142,7 +142,7 @@ pub(crate) enum Work {
 pub(crate) enum Held {
     /// The part of call `key` of communicator `comm`.
     Part { comm: usize, key: CallKey },
-    /// A launch of a graph with collective parts ([`super::graph_run`]), by number.
+    /// A launch of a graph with collective parts (`engine::graph_run`), by number.
     Graph(u64),
     /// A host gate (`engine::gates`), by number: the stream waits until the host opens it.
     Gate(u64),

@@ -3,8 +3,8 @@
 //! simulated devices of different processes (or of one process).
 //!
 //! The simulated devices of two processes share no clock and no engine, so what they share
-//! goes through files ([`file`]) in one directory (`/dev/shm` unless
-//! [`BRAID_SIM_IPC_DIR`](IPC_DIR_ENV) names another), one per export, named by its key
+//! goes through files (module `file`) in one directory (`/dev/shm` unless
+//! [`BRAID_SIM_IPC_DIR`](self::file::IPC_DIR_ENV) names another), one per export, named by its key
 //! (`braid-sim-ipc-<pid>-<n>`):
 //!
 //! - **Memory**: exporting a range of an allocation moves its bytes into the file and maps the
@@ -24,7 +24,7 @@
 //! checked against an allow-list of process ids; a process does not import its own export.
 //!
 //! Files cannot crash a process: a file's bytes are reserved when it is created (a directory
-//! without room is `IpcError::NoSpace`, naming it and [`BRAID_SIM_IPC_DIR`](IPC_DIR_ENV)), and
+//! without room is `IpcError::NoSpace`, naming it and [`BRAID_SIM_IPC_DIR`](self::file::IPC_DIR_ENV)), and
 //! a file is mapped only when it holds its header and the bytes its header claims (else
 //! `IpcError::BadFile`), so a file planted in `/dev/shm` is refused, never mapped.
 //!
