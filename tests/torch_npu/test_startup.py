@@ -56,11 +56,13 @@ def test_after_a_refused_operator_every_read_back_fails_naming_it(run_child):
         """
     )
     errors = braid_npu.child_result(proc)
-    # torch_npu may report the refusal itself the first time; braid-acl-sim's failed device
-    # reports it at every read after.
+    # Both reads fail naming the refusal. Which read reports what depends on when
+    # torch_npu's task-queue thread meets the refusal: torch_npu reports it itself once (its
+    # "inner error", at the first read or the second), and braid-acl-sim's failed device
+    # answers the copies of the other read.
     assert len(errors) == 2, errors
     assert all("operator Cumprod is not computed" in e for e in errors), errors
-    assert "device 0 failed" in errors[-1], errors
+    assert any("device 0 failed" in e for e in errors), errors
 
 
 def test_device_memory_the_host_cannot_back_is_refused_naming_the_budget(run_child):
