@@ -324,19 +324,11 @@ fn a_callback_nobody_runs_fails_the_wait_naming_it() {
         return;
     }
     // A process of its own: the wait lasts the collective timeout, set short there.
-    let exe = std::env::current_exe().expect("the test executable");
-    let out = std::process::Command::new(&exe)
-        .args(["--exact", "host_callbacks::timeout_child", "--nocapture"])
+    let mut child = common::child("host_callbacks::timeout_child");
+    child
         .env(braid_acl_sim::COLLECTIVE_TIMEOUT_ENV, "100")
-        .env(TIMEOUT_CHILD, "1")
-        .output()
-        .expect("the child runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .env(TIMEOUT_CHILD, "1");
+    common::passes(child);
 }
 
 /// Runs only in the child of [`a_callback_nobody_runs_fails_the_wait_naming_it`]: this thread
@@ -503,19 +495,11 @@ fn polling_answers_are_not_logged_as_refusals() {
     // A process of its own: the error log is read once per process.
     let log = std::env::temp_dir().join(format!("braid-acl-sim-poll-{}.log", std::process::id()));
     let _ = std::fs::remove_file(&log);
-    let exe = std::env::current_exe().expect("the test executable");
-    let out = std::process::Command::new(&exe)
-        .args(["--exact", "host_callbacks::poll_child", "--nocapture"])
+    let mut child = common::child("host_callbacks::poll_child");
+    child
         .env(braid_acl_sim::ERROR_LOG_ENV, &log)
-        .env(POLL_CHILD, "1")
-        .output()
-        .expect("the child runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .env(POLL_CHILD, "1");
+    common::passes(child);
     // The polls' answers are not refusals (CANN logs them at info level); a real refusal is.
     let text = std::fs::read_to_string(&log).unwrap();
     let _ = std::fs::remove_file(&log);

@@ -5,13 +5,13 @@
 //! The settings are read once per process, so each scenario runs in a child process: this
 //! test executable again, with [`CHILD`] naming the scenario.
 
+use crate::common;
 use braid_acl_sim::client::runtime::{aclFinalize, aclrtDestroyStreamForce};
 use braid_acl_sim::exports::*;
 use braid_acl_sim::{RACE_REPORT_ENV, TIMELINE_ENV};
 use serde_json::Value;
 use std::ffi::c_void;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::ptr::{null, null_mut};
 
 /// Set in a child: the scenario it runs.
@@ -69,24 +69,12 @@ fn child(scenario: &str) {
 /// Runs `scenario` in a child with both outputs asked for in `dir`; returns the streams'
 /// handles it printed.
 fn run(scenario: &str, dir: &Path) -> (String, String) {
-    let exe = std::env::current_exe().expect("the test executable");
-    let out = Command::new(exe)
-        .args([
-            "--exact",
-            "outputs::outputs_are_written_at_finalize_and_at_exit",
-            "--nocapture",
-        ])
+    let mut child = common::child("outputs::outputs_are_written_at_finalize_and_at_exit");
+    child
         .env(CHILD, scenario)
         .env(RACE_REPORT_ENV, dir.join("races.json"))
-        .env(TIMELINE_ENV, dir.join("timeline.json"))
-        .output()
-        .expect("the child runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .env(TIMELINE_ENV, dir.join("timeline.json"));
+    let stdout = common::passes(child);
     let line = stdout
         .lines()
         .find_map(|l| l.strip_prefix("streams "))

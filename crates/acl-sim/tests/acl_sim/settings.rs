@@ -5,6 +5,7 @@
 //! The settings are read once per process, so each value runs in a child process: this test
 //! executable again, with [`CHILD`] naming the variable the child must see reported.
 
+use crate::common;
 use braid_acl_sim::client::runtime::aclGetDeviceCapability;
 use braid_acl_sim::exports::{aclGetRecentErrMsg, aclInit, aclrtGetDeviceCount, aclrtSetDevice};
 use braid_acl_sim::{CAPACITY_ENV, DEVICES_ENV, PROFILE_ENV, TIMING_ONLY_ENV};
@@ -99,21 +100,13 @@ fn valid_settings_are_used() {
     if std::env::var_os(CHILD).is_some() {
         return;
     }
-    let exe = std::env::current_exe().expect("the test executable");
-    let out = Command::new(&exe)
-        .args(["--exact", "settings::valid_settings_child", "--nocapture"])
+    let mut child = common::child("settings::valid_settings_child");
+    child
         .env(DEVICES_ENV, "3")
         .env(CAPACITY_ENV, "1048576")
         .env_remove(TIMING_ONLY_ENV)
-        .env("BRAID_ACL_SIM_TEST_VALID", "1")
-        .output()
-        .expect("the child runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+        .env("BRAID_ACL_SIM_TEST_VALID", "1");
+    common::passes(child);
 }
 
 /// Runs only in the child of [`valid_settings_are_used`].
@@ -139,25 +132,17 @@ fn a_profile_file_gives_the_devices_its_figures() {
     let file =
         std::env::temp_dir().join(format!("braid-acl-sim-profile-{}.json", std::process::id()));
     std::fs::write(&file, gpu.to_json()).unwrap();
-    let exe = std::env::current_exe().expect("the test executable");
-    let out = Command::new(&exe)
-        .args(["--exact", "settings::profile_child", "--nocapture"])
+    let mut child = common::child("settings::profile_child");
+    child
         .env_remove(CAPACITY_ENV)
         .env_remove(DEVICES_ENV)
         .env(PROFILE_ENV, &file)
         .env(
             "BRAID_ACL_SIM_TEST_PROFILE_CUBES",
             gpu.device.cube_units.to_string(),
-        )
-        .output()
-        .expect("the child runs");
+        );
+    common::passes(child);
     std::fs::remove_file(&file).unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     assert_ne!(
         gpu.device.cube_units,
         Profile::atlas_800t_a2().device.cube_units,
