@@ -292,6 +292,13 @@ impl Backing {
         })
     }
 
+    /// Whether part of `[start, end)` lives in a shared overlay.
+    fn overlaid(&self, start: usize, end: usize) -> bool {
+        self.overlays
+            .iter()
+            .any(|(o, m)| (*o as usize) < end && start < *o as usize + m.len())
+    }
+
     /// Makes `[offset, offset + map.len())` live in `map` (a map other processes share) from
     /// now on; with `copy`, its current bytes move there first. Refused when the range
     /// leaves the backing or meets another overlay.
@@ -301,11 +308,7 @@ impl Backing {
         let Some(end) = end else {
             return Err(format!("{len} bytes at offset {offset} leave the segment"));
         };
-        if self
-            .overlays
-            .iter()
-            .any(|(o, m)| (*o as usize) < end && start < *o as usize + m.len())
-        {
+        if self.overlaid(start, end) {
             return Err(format!(
                 "{len} bytes at offset {offset} overlap a range already shared"
             ));
@@ -500,11 +503,7 @@ impl Backing {
     /// the range.
     pub fn pin(&self, offset: u64, len: u64) -> Option<Pin> {
         let (start, end) = (offset as usize, (offset + len) as usize);
-        if self
-            .overlays
-            .iter()
-            .any(|(o, m)| (*o as usize) < end && start < *o as usize + m.len())
-        {
+        if self.overlaid(start, end) {
             return None;
         }
         self.bytes.pins.lock().push((start, end));
@@ -521,11 +520,7 @@ impl Backing {
     /// caller computes into a buffer then). The caller checked the range.
     pub fn place(&mut self, offset: u64, len: u64) -> Option<Place> {
         let (start, end) = (offset as usize, (offset + len) as usize);
-        if self
-            .overlays
-            .iter()
-            .any(|(o, m)| (*o as usize) < end && start < *o as usize + m.len())
-        {
+        if self.overlaid(start, end) {
             return None;
         }
         if !self.writable(start, end) {
