@@ -14,10 +14,12 @@ speed varies from run to run.
 - braid sim: the operator launched on a simulated stream and synchronized, from Rust
   (``sim_kernel_times``, benches/src/bin): the simulator without torch.
 
-Each figure is the fastest of ``--repeat`` runs (for braid sim, of runs of the timing binary,
-three operators each): on a shared machine, the run least disturbed by other work. The
-columns of a case take turns, five runs at a time (the first warms the column up again), so
-that a change in the machine's load touches all of them alike.
+Each figure is the fastest of ``--repeat`` runs: on a shared machine, the run least
+disturbed by other work. The columns of a case take turns, five timed runs at a time, so that a
+change in the machine's load touches all of them alike; each turn first runs its column untimed
+for ``WARM_S`` seconds, since the column before it leaves threads busy behind it: torch's
+OpenMP workers spin 300,000 times before they sleep (libgomp's default, ``GOMP_SPINCOUNT``),
+milliseconds in which the next column's threads share the cores with them.
 """
 
 import argparse
@@ -90,22 +92,38 @@ def once(fn, sync):
     return time.perf_counter() - start
 
 
-#: Runs of one column in a row: the first warms its caches and threads up again.
+#: Timed runs of one column in a turn.
 BLOCK = 5
+#: Seconds a column runs untimed at the start of each of its turns (see the module's text).
+WARM_S = 0.02
+
+
+def turn_of(run):
+    """A column's turn (the fastest of ``BLOCK`` timed runs, after ``WARM_S`` seconds of runs
+    untimed) from ``run``, which times one run."""
+
+    def turn():
+        start = time.perf_counter()
+        run()
+        while time.perf_counter() - start < WARM_S:
+            run()
+        return min(run() for _ in range(BLOCK))
+
+    return turn
 
 
 def interleaved(columns, repeat):
-    """The fastest run of each column (a function timing one run; ``None``: not measured),
-    the columns taking turns, ``BLOCK`` runs at a time, until each has run ``repeat`` times
-    (at least two turns): a change in the machine's load touches all of them alike. A column
-    that fails is reported and left out."""
+    """The fastest run of each column (a function taking one turn and returning its fastest
+    run; ``None``: not measured), the columns taking turns until each has made ``repeat`` timed
+    runs (at least two turns): a change in the machine's load touches all of them alike. A
+    column that fails is reported and left out."""
     best = [None] * len(columns)
     for _ in range(max(2, -(-repeat // BLOCK))):
         for i, column in enumerate(columns):
             if column is None:
                 continue
             try:
-                t = min(column() for _ in range(BLOCK))
+                t = column()
             except Exception as e:  # an operator braid-acl-sim refuses: say so, go on
                 print(f"failed: {str(e).splitlines()[0]}", file=sys.stderr)
                 columns[i] = None
@@ -155,10 +173,13 @@ def llama_models():
     return [("tiny-llama forward", tiny), ("llama-h256 forward", h256)]
 
 
-def sim_times(binary, names, threads, repeat):
+def sim_times(binary, names, threads):
+    """One turn of the timing binary over ``names``: each case's fastest of ``BLOCK`` runs,
+    after ``WARM_S`` seconds of runs untimed."""
     env = dict(os.environ, BRAID_SIM_THREADS=str(threads))
+    warm_ms = str(round(WARM_S * 1000))
     out = subprocess.run(
-        [str(binary), "--repeat", str(repeat), *names],
+        [str(binary), "--repeat", str(BLOCK), "--warm-ms", warm_ms, *names],
         env=env,
         check=True,
         capture_output=True,
@@ -213,12 +234,12 @@ def main():
     rows = []
     for name, spec in selected:
         cpu_fn = operands(spec, "cpu")
-        columns = [lambda: once(cpu_fn, lambda: None), None, None]
+        columns = [turn_of(lambda: once(cpu_fn, lambda: None)), None, None]
         if npu:
             npu_fn = operands(spec, npu)
-            columns[1] = lambda: once(npu_fn, torch.npu.synchronize)
-        # The simulator alone: its timing binary, a few runs per turn.
-        columns[2] = lambda: sim_times(args.sim_bin, [name], args.threads, 3)[name]
+            columns[1] = turn_of(lambda: once(npu_fn, torch.npu.synchronize))
+        # The simulator alone: a run of its timing binary per turn.
+        columns[2] = lambda: sim_times(args.sim_bin, [name], args.threads)[name]
         cpu, on_npu, direct = interleaved(columns, args.repeat)
         rows.append((name, cpu, on_npu, direct))
     for name, build in llama_models():
@@ -226,10 +247,10 @@ def main():
             continue
         with torch.no_grad():
             cpu_fwd = build("cpu")
-            columns = [lambda: once(cpu_fwd, lambda: None), None]
+            columns = [turn_of(lambda: once(cpu_fwd, lambda: None)), None]
             if npu:
                 npu_fwd = build(npu)
-                columns[1] = lambda: once(npu_fwd, torch.npu.synchronize)
+                columns[1] = turn_of(lambda: once(npu_fwd, torch.npu.synchronize))
             cpu, on_npu = interleaved(columns, args.repeat)
         rows.append((name, cpu, on_npu, None))
     widths = [20, 11, 11, 8, 11, 8]

@@ -4,13 +4,14 @@
 //! (`scripts/side_by_side.py`) runs it beside torch on the CPU and prints the ratios.
 //!
 //! ```text
-//! sim_kernel_times [--repeat N] CASE...
+//! sim_kernel_times [--repeat N] [--warm-ms MS] CASE...
 //! ```
 //!
 //! Cases: `matmul:N:DTYPE` (N×N by N×N), `add:N`, `mul:N` (float32 vectors), `softmax:R:C`
 //! and `rmsnorm:R:C` (float32 rows, along the last dimension). Each prints one line,
-//! `CASE FASTEST MEDIAN` in seconds, over the repeats after one warm-up (on a shared machine
-//! the fastest run is the one least disturbed by others). The simulator's compute threads
+//! `CASE FASTEST MEDIAN` in seconds, over the repeats after the warm-up: untimed runs for
+//! `--warm-ms` milliseconds, at least one (on a shared machine the fastest run is the one least
+//! disturbed by others). The simulator's compute threads
 //! follow `BRAID_SIM_THREADS` (all cores when unset).
 
 use braid::core::hal::{Device as _, Stream as _};
@@ -20,7 +21,7 @@ use braid::core::types::DeviceSlice;
 use braid::core::{DType, Tensor};
 use braid::sim::{SimConfig, SimDevice, SimStream};
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// A device buffer holding `numel` elements of `dtype`, filled with values in [-1, 1).
 fn buffer(dev: &SimDevice, s: &SimStream, dtype: DType, shape: &[usize], seed: u64) -> Tensor {
@@ -117,6 +118,7 @@ fn kernel(dev: &SimDevice, s: &SimStream, case: &str) -> Result<Kernel, String> 
 fn main() -> ExitCode {
     let mut args = std::env::args().skip(1).peekable();
     let mut repeat = 10usize;
+    let mut warm = Duration::ZERO;
     let mut cases = Vec::new();
     while let Some(a) = args.next() {
         if a == "--repeat" {
@@ -124,6 +126,14 @@ fn main() -> ExitCode {
                 Some(r) if r > 0 => repeat = r,
                 _ => {
                     eprintln!("--repeat takes a positive count");
+                    return ExitCode::from(2);
+                }
+            }
+        } else if a == "--warm-ms" {
+            match args.next().and_then(|r| r.parse().ok()) {
+                Some(ms) => warm = Duration::from_millis(ms),
+                None => {
+                    eprintln!("--warm-ms takes a count of milliseconds");
                     return ExitCode::from(2);
                 }
             }
@@ -141,15 +151,18 @@ fn main() -> ExitCode {
                 return ExitCode::from(2);
             }
         };
-        let mut times = Vec::with_capacity(repeat);
-        for i in 0..=repeat {
+        let run = || {
             let start = Instant::now();
             s.launch(&k, &case).expect("launch");
             s.synchronize().expect("synchronize");
-            if i > 0 {
-                times.push(start.elapsed().as_secs_f64());
-            }
+            start.elapsed().as_secs_f64()
+        };
+        let warming = Instant::now();
+        run();
+        while warming.elapsed() < warm {
+            run();
         }
+        let mut times: Vec<f64> = (0..repeat).map(|_| run()).collect();
         times.sort_by(f64::total_cmp);
         println!("{case} {:.9} {:.9}", times[0], times[times.len() / 2]);
         // Each buffer is a segment of its own, freed by its base.

@@ -35,9 +35,9 @@
 //!   by tile in a fixed tiling (`TILE` rows and columns per `gemm` call), which does not
 //!   depend on the thread count either;
 //! - element-wise operators, casts, softmax and RMSNorm over at least 64 Ki elements with a
-//!   contiguous output cut the output into parts of whole elements (softmax, RMSNorm: rows)
-//!   that threads compute side by side (the calling thread and rayon's pool): each element
-//!   is computed exactly as on one thread;
+//!   contiguous output cut the output into parts of whole elements (softmax, RMSNorm: rows),
+//!   a few per thread, each computed by whichever thread is free next (the calling thread and
+//!   rayon's pool): each element is computed exactly as on one thread;
 //! - every other operator computes on the calling thread. All of them sum in a fixed order:
 //!   sums, means, softmax and RMSNorm in 32 partial sums of `f64` (so that the loop
 //!   vectorises), whose rounding depends only on the sequence of values, not on how a row is

@@ -4,7 +4,7 @@
 use crate::element::{load_run, native_run, native_run_mut, store_run, Num};
 use crate::elementwise::{Dst, Src};
 use crate::layout::{offset_of, Walk, RUN};
-use crate::parallel::{for_parts, run_parts, threads_for};
+use crate::parallel::{for_parts, items_per_part, run_parts, threads_for};
 use crate::vector::{self, simd, LaneSum};
 use braid_stream_core::ops::{Reduce, ReduceKind, RmsNorm, Softmax};
 use braid_stream_core::DType;
@@ -486,11 +486,11 @@ pub(crate) fn rms_norm(
         // row's rstd kept and stored once every part is done.
         let row_bytes = cols * ydtype.size() as usize;
         let mut rstds = vec![0f32; rows];
-        let per = rows.div_ceil(threads);
+        let per = items_per_part(rows, threads);
         let parts = y.bytes[..rows * row_bytes]
             .chunks_mut(per * row_bytes)
             .zip(rstds.chunks_mut(per));
-        run_parts(parts, |part, (bytes, rstds)| {
+        run_parts(parts, threads, |part, (bytes, rstds)| {
             let mut row = vec![0f32; cols];
             for (i, r) in rstds.iter_mut().enumerate() {
                 let xb = offset_of(part * per + i, rows_shape, x_rows);
