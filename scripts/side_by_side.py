@@ -228,7 +228,8 @@ def main():
 
     print(
         f"threads: {args.threads} (torch.get_num_threads() = {torch.get_num_threads()}, "
-        f"BRAID_SIM_THREADS={args.threads}); {os.cpu_count()} cores"
+        f"BRAID_SIM_THREADS={args.threads}); {os.cpu_count()} cores; "
+        f"TASK_QUEUE_ENABLE={os.environ.get('TASK_QUEUE_ENABLE', 'unset')}"
     )
     header = ("case", "torch CPU", "torch_npu", "ratio", "braid sim", "ratio")
     rows = []

@@ -6,7 +6,13 @@
 # scripts/torch_npu_tests.sh does), builds the timing binary in release, and runs the script
 # under `braid-acl-sim run`. Arguments go to the script (--threads N, --repeat N, --only CASE,
 # --no-npu).
+#
+# torch_npu runs with its task queue off (TASK_QUEUE_ENABLE=0) unless the variable is set: with
+# the queue on, torch_npu's release thread polls its queue with a 1 µs select() for as long as
+# the process lives, which on a machine of few cores takes a share of a core from every column
+# measured in the process, CPU torch's included.
 set -euo pipefail
+export TASK_QUEUE_ENABLE="${TASK_QUEUE_ENABLE-0}"
 cd "$(dirname "$0")/.."
 
 venv=$(scripts/torch_npu_env.sh)

@@ -215,13 +215,18 @@ fn begin_kernel(
                 .find(|o| o.access == Access::Write)
                 .map_or(0, |o| o.tensor.range().len as usize);
             // The operator writes its elements; the bytes past them are zeros ([`Job::run`]).
-            data = pool.overwritten(len);
+            let data = if in_place {
+                Vec::new()
+            } else {
+                pool.overwritten(len)
+            };
             return Begun::Job(Box::new(Job {
                 op: JobOp::Flat(Box::new(op), tk.name()),
                 threads,
                 inputs,
                 outputs: vec![Output {
                     ptr: out.ptr,
+                    len,
                     data,
                     place: None,
                     written: written.min(len),
@@ -368,7 +373,10 @@ fn begin_op(
                 });
                 let len = s.len as usize;
                 let overwritten = whole && dense && mem.is_valid(s);
-                let (data, valid) = if overwritten {
+                let in_place = overwritten && placeable && apart(s);
+                let (data, valid) = if in_place {
+                    (Vec::new(), true)
+                } else if overwritten {
                     (pool.overwritten(len), true)
                 } else {
                     let mut data = pool.overwritten(len);
@@ -381,11 +389,12 @@ fn begin_op(
                 };
                 outputs.push(Output {
                     ptr: s.ptr,
+                    len,
                     data,
                     place: None,
                     written: len,
                     valid,
-                    in_place: overwritten && placeable && apart(s),
+                    in_place,
                 });
             }
         }
@@ -427,6 +436,7 @@ fn begin_custom(c: &Arc<SimCustom>, mem: &mut DataView<'_>, pool: &mut BufferPoo
             // A body may panic midway: its outputs are buffers.
             Output {
                 ptr: s.ptr,
+                len,
                 data,
                 place: None,
                 written: len,
@@ -511,7 +521,12 @@ impl Failure {
 /// An output of a [`Job`]: a buffer stored at the op's end, or its range in device memory.
 struct Output {
     ptr: DevicePtr,
-    /// The bytes stored at the op's end (the range's length; empty once placed).
+    /// The range's length in bytes.
+    len: usize,
+    /// The bytes stored at the op's end: the range's length, or empty for an output that may
+    /// be written in place (`in_place`) until the job computes without being placed (then
+    /// [`Job::run`] makes them). Taking a buffer for an output that is then placed would cost
+    /// the zeroing of a fresh one whenever the pool holds none of its size.
     data: Vec<u8>,
     /// The range itself, when the job computes at its end and writes it in place.
     place: Option<Place>,
@@ -565,7 +580,7 @@ impl Job {
     pub fn place(&mut self, mem: &mut DataView<'_>, pool: &mut BufferPool) -> Vec<DeviceSlice> {
         let mut placed = Vec::new();
         for o in self.outputs.iter_mut().filter(|o| o.in_place && o.valid) {
-            let range = DeviceSlice::new(o.ptr, o.data.len() as u64);
+            let range = DeviceSlice::new(o.ptr, o.len as u64);
             if let Some(place) = mem.place(range) {
                 pool.give(std::mem::take(&mut o.data));
                 o.place = Some(place);
@@ -587,7 +602,13 @@ impl Job {
             .map(|o| {
                 let bytes = match &mut o.place {
                     Some(place) => place.bytes_mut(),
-                    None => &mut o.data[..],
+                    None => {
+                        // Not placed: computed before its end (see `Output::data`).
+                        if o.data.len() != o.len {
+                            o.data = vec![0; o.len];
+                        }
+                        &mut o.data[..]
+                    }
                 };
                 // A flat kernel's bytes past its elements are zeros.
                 let (written, rest) = bytes.split_at_mut(o.written);
@@ -657,5 +678,78 @@ pub(crate) fn finish(writes: Vec<PendingWrite>, mem: &mut DataView<'_>, pool: &m
                 unsafe { std::ptr::copy_nonoverlapping(data.as_ptr(), dst as *mut u8, data.len()) };
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::memory::Memory;
+    use braid_stream_core::ops;
+    use braid_stream_core::DType;
+
+    /// A softmax over 1,024 float32 values (all zeros: each output is 1/1024) on a device's
+    /// fresh memory, with a pool holding only buffers too large for its output, as after large
+    /// host copies: `(memory, the kernel, its output range)`.
+    fn softmax_setup() -> (Vec<Memory>, OpKind, DeviceSlice) {
+        let mut mems = vec![Memory::for_device(0, 1 << 30, true)];
+        let bytes = 1024 * 4;
+        let x = DeviceSlice::new(mems[0].alloc(bytes).unwrap(), bytes);
+        let out = DeviceSlice::new(mems[0].alloc(bytes).unwrap(), bytes);
+        DataView::new(&mut mems, 0).write(x.ptr, &vec![0; bytes as usize]);
+        let tensor = |s| Tensor::new(s, DType::F32, &[1024]).unwrap();
+        let kernel = ops::softmax(&tensor(x), 0, &tensor(out)).unwrap();
+        (mems, OpKind::Kernel(TypedKernel::from(&kernel)), out)
+    }
+
+    fn large_buffers_only() -> BufferPool {
+        let mut pool = BufferPool::default();
+        for _ in 0..4 {
+            pool.give(vec![7; 4 << 20]);
+        }
+        pool
+    }
+
+    fn job(mems: &mut [Memory], op: &OpKind, pool: &mut BufferPool) -> Job {
+        match begin(op, &mut DataView::new(mems, 0), 1, pool) {
+            Ok(Begun::Job(job)) => *job,
+            Ok(Begun::Done(_)) => panic!("a kernel begins as a job"),
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    fn assert_softmax_stored(mems: &mut [Memory], out: DeviceSlice) {
+        let bytes = DataView::new(mems, 0).read(out).unwrap();
+        let expected = (1.0f32 / 1024.0).to_le_bytes();
+        assert!(bytes.chunks(4).all(|v| v == expected));
+    }
+
+    #[test]
+    fn an_output_written_in_place_takes_no_buffer_from_the_pool() {
+        let (mut mems, op, out) = softmax_setup();
+        let mut pool = large_buffers_only();
+        let mut job = job(&mut mems, &op, &mut pool);
+        assert!(job.can_place());
+        // Regression: it took a buffer of its size at its start (zeroing a fresh one when the
+        // pool held none that fit), only to give it back when placed.
+        assert!(job.outputs[0].data.is_empty());
+        let placed = job.place(&mut DataView::new(&mut mems, 0), &mut pool);
+        assert_eq!(placed, vec![out]);
+        let writes = job.run().unwrap();
+        finish(writes, &mut DataView::new(&mut mems, 0), &mut pool);
+        assert_softmax_stored(&mut mems, out);
+    }
+
+    #[test]
+    fn an_output_that_could_be_placed_but_computes_before_its_end_goes_through_a_buffer() {
+        let (mut mems, op, out) = softmax_setup();
+        let mut pool = large_buffers_only();
+        let job = job(&mut mems, &op, &mut pool);
+        let writes = job.run().unwrap();
+        assert!(
+            matches!(&writes[..], [PendingWrite::Device { data: Some(d), .. }] if d.len() == 4096)
+        );
+        finish(writes, &mut DataView::new(&mut mems, 0), &mut pool);
+        assert_softmax_stored(&mut mems, out);
     }
 }
