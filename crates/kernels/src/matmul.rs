@@ -17,6 +17,7 @@
 use crate::element::Num;
 use crate::elementwise::{Dst, Src};
 use crate::layout::broadcast_strides;
+use crate::parallel::{items_per_part, run_parts, threads_for};
 use crate::reduce::{for_each_element, load_sub, store_sub};
 use braid_stream_core::ops::Matmul;
 use braid_stream_core::tensor::contiguous_strides;
@@ -118,7 +119,8 @@ fn run<T: Num>(mm: &Matmul, srcs: &[Src<'_>], out: &mut Dst<'_>, native: DType, 
                 },
                 None => {
                     let buf = &mut a_buf[..rows * k];
-                    load_sub(&srcs[0], ao + i0 * a_rs, &[rows, k], &[a_rs, a_cs], buf);
+                    let at = ao + i0 * a_rs;
+                    load_block(&srcs[0], at, [rows, k], [a_rs, a_cs], buf, threads);
                     Block {
                         ptr: buf.as_ptr(),
                         rs: k as isize,
@@ -136,7 +138,8 @@ fn run<T: Num>(mm: &Matmul, srcs: &[Src<'_>], out: &mut Dst<'_>, native: DType, 
                     },
                     None => {
                         let buf = &mut b_buf[..k * cols];
-                        load_sub(&srcs[1], bo + j0 * b_cs, &[k, cols], &[b_rs, b_cs], buf);
+                        let at = bo + j0 * b_cs;
+                        load_block(&srcs[1], at, [k, cols], [b_rs, b_cs], buf, threads);
                         Block {
                             ptr: buf.as_ptr(),
                             rs: cols as isize,
@@ -179,10 +182,64 @@ fn run<T: Num>(mm: &Matmul, srcs: &[Src<'_>], out: &mut Dst<'_>, native: DType, 
                     let c = &mut c_buf[..rows * cols];
                     product.into(c, cols);
                     let base = (0..rank).map(|d| index(d) * mm.out.strides()[d]).sum();
-                    store_sub(out, base, &[rows, cols], &mm.out.strides()[rank - 2..], c);
+                    if mm.out.strides() == out_strides.as_slice() {
+                        store_rows(out, base, [rows, cols], n, c, threads);
+                    } else {
+                        store_sub(out, base, &[rows, cols], &mm.out.strides()[rank - 2..], c);
+                    }
                 }
             }
         }
+    });
+}
+
+/// Loads the `rows` × `cols` block of `src` at `base` (`strides`: its row and column steps)
+/// into `buf`, widening it, on up to `threads` threads (parts of whole rows): the widening is
+/// as much work as a small product, and one thread doing it would leave the others idle.
+fn load_block<T: Num>(
+    src: &Src<'_>,
+    base: usize,
+    [rows, cols]: [usize; 2],
+    [rs, cs]: [usize; 2],
+    buf: &mut [T],
+    threads: usize,
+) {
+    let threads = threads_for(rows * cols, threads);
+    if threads == 1 || cols == 0 {
+        return load_sub(src, base, &[rows, cols], &[rs, cs], buf);
+    }
+    let per = items_per_part(rows, threads);
+    run_parts(buf.chunks_mut(per * cols), threads, |part, buf| {
+        let first = part * per;
+        let rows = buf.len() / cols;
+        load_sub(src, base + first * rs, &[rows, cols], &[rs, cs], buf);
+    });
+}
+
+/// Stores the `rows` × `cols` tile `c` at element `base` of a row-major output of rows of
+/// `n` elements, rounding it to the output's type, on up to `threads` threads (parts of whole
+/// rows, each writing only the bytes of its own rows).
+fn store_rows<T: Num>(
+    out: &mut Dst<'_>,
+    base: usize,
+    [rows, cols]: [usize; 2],
+    n: usize,
+    c: &[T],
+    threads: usize,
+) {
+    let threads = threads_for(rows * cols, threads);
+    if threads == 1 || cols == 0 {
+        return store_sub(out, base, &[rows, cols], &[n, 1], c);
+    }
+    let size = out.tensor.dtype().size() as usize;
+    let (row_start, col) = (base / n, base % n);
+    let per = items_per_part(rows, threads);
+    let tensor = out.tensor;
+    let region = &mut out.bytes[row_start * n * size..(row_start + rows) * n * size];
+    let parts = region.chunks_mut(per * n * size).zip(c.chunks(per * cols));
+    run_parts(parts, threads, |_, (bytes, c)| {
+        let rows = c.len() / cols;
+        store_sub(&mut Dst { bytes, tensor }, col, &[rows, cols], &[n, 1], c);
     });
 }
 

@@ -427,7 +427,8 @@ fn numbers_do_not_depend_on_the_thread_count() {
     // tile, with a bias), through a buffer (a transposed float32 output), batched, and a
     // matrix-vector product; then the reductions, which run on one thread whatever the
     // setting.
-    let (mm, kk, nn) = (tile + 40, 72, tile + 24);
+    // A tile of either operand has enough elements to be widened on several threads.
+    let (mm, kk, nn) = (tile + 40, 136, tile + 24);
     let wave = |n: usize, f: f64| -> Vec<f64> {
         (0..n)
             .map(|i| ((i * 7919) % 1000) as f64 / 997.0 * f - 0.5)
