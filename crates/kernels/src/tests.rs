@@ -565,3 +565,32 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_power_of_two_is_the_square_powf_gives() {
+    let mut m = Mem::new();
+    // Ordinary values, tiny and huge ones, signed zeros, infinities and NaN.
+    let mut xs: Vec<f64> = (0..4000)
+        .map(|i| ((i * 7919) % 10007) as f64 / 613.0 - 8.0)
+        .collect();
+    xs.extend([0.0, -0.0, 1e-30, -3e-39, 1e19, 3.4e38, f64::INFINITY, -f64::INFINITY, f64::NAN]);
+    let n = xs.len();
+    for exponent in [Scalar::Float(2.0), Scalar::Int(2)] {
+        for dtype in [DType::F32, DType::F64] {
+            let (x, xb) = m.tensor(dtype, &[n], &xs);
+            let (y, yb) = m.zeros(dtype, &[n]);
+            let square = ops::binary(BinaryOp::Pow, &x, exponent, &y).unwrap();
+            let got = values(dtype, &run(square, &[&xb], vec![yb])[0]);
+            for (&g, &x) in got.iter().zip(&values(dtype, &xb)) {
+                let want = match dtype {
+                    DType::F32 => f64::from((x as f32).powf(2.0)),
+                    _ => x.powf(2.0),
+                };
+                assert!(
+                    g.to_bits() == want.to_bits() || (g.is_nan() && want.is_nan()),
+                    "{dtype} {x}: {g} vs {want}"
+                );
+            }
+        }
+    }
+}
