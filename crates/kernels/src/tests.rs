@@ -573,7 +573,17 @@ fn a_power_of_two_is_the_square_powf_gives() {
     let mut xs: Vec<f64> = (0..4000)
         .map(|i| ((i * 7919) % 10007) as f64 / 613.0 - 8.0)
         .collect();
-    xs.extend([0.0, -0.0, 1e-30, -3e-39, 1e19, 3.4e38, f64::INFINITY, -f64::INFINITY, f64::NAN]);
+    xs.extend([
+        0.0,
+        -0.0,
+        1e-30,
+        -3e-39,
+        1e19,
+        3.4e38,
+        f64::INFINITY,
+        -f64::INFINITY,
+        f64::NAN,
+    ]);
     let n = xs.len();
     for exponent in [Scalar::Float(2.0), Scalar::Int(2)] {
         for dtype in [DType::F32, DType::F64] {
