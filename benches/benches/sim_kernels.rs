@@ -20,7 +20,11 @@
 //! - `on a stream`: the 1 M element add, softmax and RMSNorm launched on a data-mode simulated
 //!   stream and synchronized: the kernel with the simulator's data path around it (its
 //!   inputs read in place, its outputs written in place at its end), to set beside the
-//!   kernel alone.
+//!   kernel alone;
+//! - `on a stream after host work`: the same, each launch after 50 µs of host work (what a
+//!   framework's dispatch spends between operators, while the compute threads go idle), only
+//!   the launch and synchronization timed: a kernel cut over threads whose helpers must wake
+//!   first, as in a program.
 //!
 //! Kernels use `BRAID_SIM_THREADS` threads when it is set, else every core, as the
 //! simulator does (products above a size, element-wise kernels, softmax and RMSNorm from
@@ -36,7 +40,7 @@ use braid::core::{DType, Kernel, Tensor, TypedKernel};
 use braid::sim::{SimConfig, SimDevice};
 use criterion::{criterion_group, criterion_main, BenchmarkGroup, Criterion, Throughput};
 use std::hint::black_box;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Host bytes aligned as device memory is (a cache line), holding values in [-1, 1).
 struct Buffer {
@@ -343,20 +347,46 @@ fn on_a_stream(c: &mut Criterion) {
             throughput(4 * rows * cols, 8 * rows * cols),
         ),
     ];
+    let cases: Vec<_> = cases
+        .into_iter()
+        .map(|(name, kernel, throughput)| (name, TypedKernel::from(&kernel), throughput))
+        .collect();
+    let run = |kernel: &TypedKernel| {
+        stream.launch(kernel, "case").expect("launch");
+        stream.synchronize().expect("synchronize");
+    };
     let mut group = c.benchmark_group("on a stream");
     group.measurement_time(Duration::from_secs(2));
-    for (name, kernel, throughput) in cases {
-        let kernel = TypedKernel::from(&kernel);
-        group.throughput(throughput);
+    for (name, kernel, throughput) in &cases {
+        group.throughput(throughput.clone());
+        group.bench_function(name, |b| b.iter(|| run(kernel)));
+    }
+    group.finish();
+    let mut group = c.benchmark_group("on a stream after host work");
+    group.measurement_time(Duration::from_secs(2));
+    for (name, kernel, throughput) in &cases {
+        group.throughput(throughput.clone());
         group.bench_function(name, |b| {
-            b.iter(|| {
-                stream.launch(&kernel, "case").expect("launch");
-                stream.synchronize().expect("synchronize");
+            b.iter_custom(|iters| {
+                let mut timed = Duration::ZERO;
+                for _ in 0..iters {
+                    let host_work = Instant::now();
+                    while host_work.elapsed() < HOST_WORK {
+                        std::hint::spin_loop();
+                    }
+                    let start = Instant::now();
+                    run(kernel);
+                    timed += start.elapsed();
+                }
+                timed
             })
         });
     }
     group.finish();
 }
+
+/// The host's work between two launches in `on a stream after host work`.
+const HOST_WORK: Duration = Duration::from_micros(50);
 
 criterion_group!(benches, matmul, vector, on_a_stream);
 criterion_main!(benches);
