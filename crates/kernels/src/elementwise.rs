@@ -75,15 +75,24 @@ enum In<'a, D> {
     Scalar(D),
 }
 
-/// Loads each run of `a` and `b` (broadcast), applies `f(a, b)` into `a`'s buffer, stores it.
-/// Where `out` holds the domain's own type contiguously, `a` is loaded into `out`'s bytes and
-/// computed there; where `b` does, it is read in place.
+/// The left operand of a binary run and where its results go.
+enum Lhs<'a, D> {
+    /// A buffer holding the left operand, which takes the results.
+    Here(&'a mut [D]),
+    /// The results' run, and the left operand's, read in place.
+    Apart(&'a mut [D], &'a [D]),
+}
+
+/// Loads each run of `a` and `b` (broadcast), applies `f(a, b)`, stores it. Where `out` holds
+/// the domain's own type contiguously, the results go straight into its bytes, read from `a`
+/// in place where it does too (one pass), else loaded there first; where `b` does, it is read
+/// in place.
 fn map2<D: Num>(
     a: In<'_, D>,
     b: In<'_, D>,
     out: &mut Dst<'_>,
     threads: usize,
-    f: impl Fn(&mut [D], &[D]) + Sync,
+    f: impl Fn(Lhs<'_, D>, &[D]) + Sync,
 ) {
     let shape = out.tensor.shape().to_vec();
     let strides = |i: &In<'_, D>| match i {
@@ -111,17 +120,23 @@ fn map2<D: Num>(
                 },
                 In::Scalar(_) => &right[..len],
             };
+            let native_a = match &a {
+                In::Tensor(s) => native_run::<D>(s.bytes, s.tensor.dtype(), ab, astep, len),
+                In::Scalar(_) => None,
+            };
             let direct = native_run_mut::<D>(bytes, ot, ob, os, len);
             let in_place = direct.is_some();
-            let lhs = match direct {
-                Some(run) => run,
-                None => &mut left[..len],
-            };
-            match &a {
-                In::Tensor(s) => load_run(s.bytes, s.tensor.dtype(), ab, astep, lhs),
-                In::Scalar(v) => lhs.fill(*v),
+            match (direct, native_a) {
+                (Some(run), Some(a)) => return f(Lhs::Apart(run, a), rhs),
+                (direct, _) => {
+                    let lhs = direct.unwrap_or(&mut left[..len]);
+                    match &a {
+                        In::Tensor(s) => load_run(s.bytes, s.tensor.dtype(), ab, astep, lhs),
+                        In::Scalar(v) => lhs.fill(*v),
+                    }
+                    f(Lhs::Here(lhs), rhs);
+                }
             }
-            f(lhs, rhs);
             if !in_place {
                 store_run(bytes, ot, ob, os, &left[..len]);
             }
@@ -253,15 +268,15 @@ pub(crate) fn unary(u: &Unary, x: &Src<'_>, out: &mut Dst<'_>, threads: usize) {
     }
 }
 
-/// `a ∘ b` on float runs, into `a`.
-fn binary_float<T: Float + Num>(op: BinaryOp, a: &mut [T], b: &[T]) {
+/// `a ∘ b` on float runs.
+fn binary_float<T: Float + Num>(op: BinaryOp, a: Lhs<'_, T>, b: &[T]) {
     simd(BinaryRun { op, a, b })
 }
 
 /// A binary run's operands, for [`simd`].
 struct BinaryRun<'a, T> {
     op: BinaryOp,
-    a: &'a mut [T],
+    a: Lhs<'a, T>,
     b: &'a [T],
 }
 
@@ -288,12 +303,18 @@ impl pulp::WithSimd for IntRun<'_> {
 
 /// [`binary_float`]'s loops.
 #[inline(always)]
-fn binary_float_loop<T: Float + Num>(op: BinaryOp, a: &mut [T], b: &[T]) {
+fn binary_float_loop<T: Float + Num>(op: BinaryOp, a: Lhs<'_, T>, b: &[T]) {
     let bit = |c: bool| if c { T::one() } else { T::zero() };
     let zero = T::zero();
     macro_rules! each {
         ($f:expr) => {
-            a.iter_mut().zip(b).for_each(|(x, &y)| *x = $f(*x, y))
+            match a {
+                Lhs::Here(a) => a.iter_mut().zip(b).for_each(|(x, &y)| *x = $f(*x, y)),
+                Lhs::Apart(out, a) => out
+                    .iter_mut()
+                    .zip(a.iter().zip(b))
+                    .for_each(|(o, (&x, &y))| *o = $f(x, y)),
+            }
         };
     }
     match op {
@@ -332,17 +353,23 @@ fn binary_float_loop<T: Float + Num>(op: BinaryOp, a: &mut [T], b: &[T]) {
 }
 
 /// `a ∘ b` on integer runs, into `a`.
-fn binary_int(op: BinaryOp, a: &mut [i64], b: &[i64]) {
+fn binary_int(op: BinaryOp, a: Lhs<'_, i64>, b: &[i64]) {
     simd(IntRun(BinaryRun { op, a, b }))
 }
 
 /// [`binary_int`]'s loops.
 #[inline(always)]
-fn binary_int_loop(op: BinaryOp, a: &mut [i64], b: &[i64]) {
+fn binary_int_loop(op: BinaryOp, a: Lhs<'_, i64>, b: &[i64]) {
     let bit = |c: bool| i64::from(c);
     macro_rules! each {
         ($f:expr) => {
-            a.iter_mut().zip(b).for_each(|(x, &y)| *x = $f(*x, y))
+            match a {
+                Lhs::Here(a) => a.iter_mut().zip(b).for_each(|(x, &y)| *x = $f(*x, y)),
+                Lhs::Apart(out, a) => out
+                    .iter_mut()
+                    .zip(a.iter().zip(b))
+                    .for_each(|(o, (&x, &y))| *o = $f(x, y)),
+            }
         };
     }
     match op {
@@ -403,7 +430,7 @@ pub(crate) fn binary(op: &Binary, srcs: &[Src<'_>], out: &mut Dst<'_>, threads: 
         srcs: &[Src<'_>],
         out: &mut Dst<'_>,
         threads: usize,
-        f: impl Fn(&mut [D], &[D]) + Sync,
+        f: impl Fn(Lhs<'_, D>, &[D]) + Sync,
     ) {
         let mut tensors = srcs.iter();
         let mut input = |o: &Operand| match o {
@@ -427,19 +454,22 @@ pub(crate) fn binary(op: &Binary, srcs: &[Src<'_>], out: &mut Dst<'_>, threads: 
 }
 
 /// `x ↦ x * x` on a float run.
-fn squares<T: Float + Num>(v: &mut [T]) {
+fn squares<T: Float + Num>(v: Lhs<'_, T>) {
     simd(Squares(v))
 }
 
 /// [`squares`]' loop, for [`simd`].
-struct Squares<'a, T>(&'a mut [T]);
+struct Squares<'a, T>(Lhs<'a, T>);
 
 impl<T: Float + Num> pulp::WithSimd for Squares<'_, T> {
     type Output = ();
 
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
-        self.0.iter_mut().for_each(|x| *x = *x * *x)
+        match self.0 {
+            Lhs::Here(v) => v.iter_mut().for_each(|x| *x = *x * *x),
+            Lhs::Apart(out, x) => out.iter_mut().zip(x).for_each(|(o, &x)| *o = x * x),
+        }
     }
 }
 
