@@ -83,6 +83,19 @@ enum Lhs<'a, D> {
     Apart(&'a mut [D], &'a [D]),
 }
 
+/// Sets each result of a binary run ([`Lhs`]) to `$f(x, y)` of its operands' elements.
+macro_rules! each_pair {
+    ($lhs:expr, $b:expr, $f:expr) => {
+        match $lhs {
+            Lhs::Here(a) => a.iter_mut().zip($b).for_each(|(x, &y)| *x = $f(*x, y)),
+            Lhs::Apart(out, a) => out
+                .iter_mut()
+                .zip(a.iter().zip($b))
+                .for_each(|(o, (&x, &y))| *o = $f(x, y)),
+        }
+    };
+}
+
 /// Loads each run of `a` and `b` (broadcast), applies `f(a, b)`, stores it. Where `out` holds
 /// the domain's own type contiguously, the results go straight into its bytes, read from `a`
 /// in place where it does too (one pass), else loaded there first; where `b` does, it is read
@@ -308,13 +321,7 @@ fn binary_float_loop<T: Float + Num>(op: BinaryOp, a: Lhs<'_, T>, b: &[T]) {
     let zero = T::zero();
     macro_rules! each {
         ($f:expr) => {
-            match a {
-                Lhs::Here(a) => a.iter_mut().zip(b).for_each(|(x, &y)| *x = $f(*x, y)),
-                Lhs::Apart(out, a) => out
-                    .iter_mut()
-                    .zip(a.iter().zip(b))
-                    .for_each(|(o, (&x, &y))| *o = $f(x, y)),
-            }
+            each_pair!(a, b, $f)
         };
     }
     match op {
@@ -363,13 +370,7 @@ fn binary_int_loop(op: BinaryOp, a: Lhs<'_, i64>, b: &[i64]) {
     let bit = |c: bool| i64::from(c);
     macro_rules! each {
         ($f:expr) => {
-            match a {
-                Lhs::Here(a) => a.iter_mut().zip(b).for_each(|(x, &y)| *x = $f(*x, y)),
-                Lhs::Apart(out, a) => out
-                    .iter_mut()
-                    .zip(a.iter().zip(b))
-                    .for_each(|(o, (&x, &y))| *o = $f(x, y)),
-            }
+            each_pair!(a, b, $f)
         };
     }
     match op {
