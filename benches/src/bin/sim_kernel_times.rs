@@ -10,9 +10,9 @@
 //! Cases: `matmul:N:DTYPE` (N×N by N×N), `add:N`, `mul:N` (float32 vectors), `softmax:R:C`
 //! and `rmsnorm:R:C` (float32 rows, along the last dimension). Each prints one line,
 //! `CASE FASTEST MEDIAN` in seconds, over the repeats after the warm-up: untimed runs for
-//! `--warm-ms` milliseconds, at least one (on a shared machine the fastest run is the one least
-//! disturbed by others). The simulator's compute threads
-//! follow `BRAID_SIM_THREADS` (all cores when unset).
+//! `--warm-ms` milliseconds, at least one (on a shared machine the fastest run is the one
+//! least disturbed by others). The simulator's compute threads follow `BRAID_SIM_THREADS`
+//! (all cores when unset).
 
 use braid::core::hal::{Device as _, Stream as _};
 use braid::core::kernel::{Kernel, TypedKernel};

@@ -198,15 +198,18 @@ fn begin_kernel(
             data: Some(pool.zeroed(len)),
         }]);
     };
-    let mut data;
     match (&tk.kernel, op) {
         (Kernel::Copy { .. }, _) => {
-            data = pool.zeroed(len);
+            let mut data = pool.zeroed(len);
             if let Some(src) = inputs.first() {
                 let src = src.bytes();
                 let n = src.len().min(data.len());
                 data[..n].copy_from_slice(&src[..n]);
             }
+            Begun::Done(vec![PendingWrite::Device {
+                ptr: out.ptr,
+                data: Some(data),
+            }])
         }
         (_, Some(op)) => {
             let written = op
@@ -220,7 +223,7 @@ fn begin_kernel(
             } else {
                 pool.overwritten(len)
             };
-            return Begun::Job(Box::new(Job {
+            Begun::Job(Box::new(Job {
                 op: JobOp::Flat(Box::new(op), tk.name()),
                 threads,
                 inputs,
@@ -233,14 +236,10 @@ fn begin_kernel(
                     valid: true,
                     in_place,
                 }],
-            }));
+            }))
         }
-        (_, None) => return Begun::Done(Vec::new()),
+        (_, None) => Begun::Done(Vec::new()),
     }
-    Begun::Done(vec![PendingWrite::Device {
-        ptr: out.ptr,
-        data: Some(data),
-    }])
 }
 
 /// Refuses, in data mode, a kernel whose computing would need more host memory than the

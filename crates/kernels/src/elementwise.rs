@@ -446,31 +446,28 @@ pub(crate) fn binary(op: &Binary, srcs: &[Src<'_>], out: &mut Dst<'_>, threads: 
     // number as `powf`'s correctly rounded square, without a call into libm per element.
     let square = op.op == BinaryOp::Pow && matches!(op.b, Operand::Scalar(s) if s.as_f64() == 2.0);
     match op.domain() {
-        Domain::F32 if square => run::<f32>(op, srcs, out, threads, |a, _| squares(a)),
-        Domain::F64 if square => run::<f64>(op, srcs, out, threads, |a, _| squares(a)),
+        Domain::F32 if square => run::<f32>(op, srcs, out, threads, squares),
+        Domain::F64 if square => run::<f64>(op, srcs, out, threads, squares),
         Domain::F32 => run::<f32>(op, srcs, out, threads, |a, b| binary_float(op.op, a, b)),
         Domain::F64 => run::<f64>(op, srcs, out, threads, |a, b| binary_float(op.op, a, b)),
         Domain::I64 => run::<i64>(op, srcs, out, threads, |a, b| binary_int(op.op, a, b)),
     }
 }
 
-/// `x ↦ x * x` on a float run.
-fn squares<T: Float + Num>(v: Lhs<'_, T>) {
-    simd(Squares(v))
+/// `x ↦ x * x` on a float run (the exponent's run, `b`, is all twos).
+fn squares<T: Float + Num>(a: Lhs<'_, T>, b: &[T]) {
+    simd(Squares(a, b))
 }
 
 /// [`squares`]' loop, for [`simd`].
-struct Squares<'a, T>(Lhs<'a, T>);
+struct Squares<'a, T>(Lhs<'a, T>, &'a [T]);
 
 impl<T: Float + Num> pulp::WithSimd for Squares<'_, T> {
     type Output = ();
 
     #[inline(always)]
     fn with_simd<S: pulp::Simd>(self, _simd: S) {
-        match self.0 {
-            Lhs::Here(v) => v.iter_mut().for_each(|x| *x = *x * *x),
-            Lhs::Apart(out, x) => out.iter_mut().zip(x).for_each(|(o, &x)| *o = x * x),
-        }
+        each_pair!(self.0, self.1, |x: T, _two: T| x * x)
     }
 }
 
